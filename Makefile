@@ -1,0 +1,34 @@
+# Two entry points for a fresh machine with Python 3.11 and pip:
+#   make demo   runs the demo end to end
+#   make test   lints, type-checks and runs the whole test suite (what CI runs)
+# Each makes .venv and installs the pinned tree first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck bench clean
+
+$(STAMP): pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/crw flow demo
+
+test: lint typecheck
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check crw tests bench
+	$(BIN)/ruff format --check crw tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python bench/journal.py
+
+clean:
+	rm -rf $(VENV)

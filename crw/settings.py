@@ -1,0 +1,32 @@
+"""Every duration and limit of a run, in one settings object.
+
+Durations are seconds on Trio's clock, so a test under
+`trio.testing.MockClock(autojump_threshold=0)` passes them in milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A run's timers and limits; the defaults are the spec's."""
+
+    lost_after: float = 10 * 60
+    """SessionConfig.LostAfter: an attempt unchanged this long on a dead thread is lost."""
+    wake_after: float = 15 * 60
+    """WakeAfter: the first renotification of waiting steps."""
+    renotify_max: float = 60 * 60
+    """RenotifyMax: renotification intervals double up to this."""
+    unresponsive_after: float = 2 * 60 * 60
+    """UnresponsiveAfter: the session_unresponsive escalation."""
+    poll_interval: float = 2.0
+    """How often a waiting call polls the host and rewrites an unwritten step."""
+    start_wait: float = 15.0
+    """How long `start` waits for the run process to hold the run lock."""
+    max_attempts: int = 3
+    """The gate's attempt budget; past it the call is held attempts_exhausted."""
+
+
+DEFAULT_SETTINGS = Settings()
