@@ -7,12 +7,18 @@ word and finds the model. A field the catalogue does not know is kept on read
 `UnknownRow`, so a journal written by a later crw never fails to read.
 
 The journal line of a row is `{"seq", "at", "row", "call"?, ...fields}`; `seq` and
-`at` are set by the journal writer when it commits the row.
+`at` are set by the journal writer when it commits the row. docs/rows.md says what
+each field means and when each kind is written.
+
+Every field is optional: a row of an older journal may lack any of them, and a
+field that is None is left out of the line. Enumerations are `str` unless the spec
+fixes the set, so a reason a later crw adds still reads. The models are flat and
+run no validators of their own: a journal of 100,000 rows is read in one pass.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -51,6 +57,41 @@ class Tokens(BaseModel):
         return Tokens(**{p: getattr(self, p) - getattr(other, p) for p in TOKEN_PARTS})
 
 
+class _Part(BaseModel):
+    """A nested object of a row: a part that is None is left out, and a field the
+    catalogue does not know is written back as it was read, nulls included."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    @model_serializer(mode="plain")
+    def _omit_none(self) -> dict[str, Any]:
+        body = {
+            name: value
+            for name in type(self).model_fields
+            if (value := getattr(self, name)) is not None
+        }
+        body.update(self.model_extra or {})
+        return body
+
+
+class Allocation(_Part):
+    """Where a call runs: its directory P, what kind of directory, and the commit
+    it was made at. Every attempt of the call shares it."""
+
+    workspace: str | None = None
+    kind: str | None = None
+    start_commit: str | None = None
+
+
+class ExecutorHeadMoved(_Part):
+    """An executor's subagent committed: the commit its worktree was to be at, the
+    HEAD it left, and the stray ref that keeps that HEAD."""
+
+    start: str | None = None
+    head: str | None = None
+    ref: str | None = None
+
+
 class RowModel(BaseModel):
     """Fields every row has. `seq` and `at` are the journal writer's."""
 
@@ -61,6 +102,17 @@ class RowModel(BaseModel):
     call: str | None = None
 
 
+StepAction = Literal["spawn", "send_input"]
+HostWarning = Literal["no_ledger_line", "ledger_op_differs", "several_spawns", "window_ended"]
+NullModelReason = Literal["schema_invalid_after_repair", "context_window_exceeded", "empty_answer"]
+Choice = Literal["retry", "skip", "abort"]
+
+RolePairs = dict[str, dict[str, str]]
+
+
+# The engine's own rows (ARCHITECTURE.md, "Rows").
+
+
 class Started(RowModel):
     """The run's process came up and holds the run (engine row)."""
 
@@ -68,8 +120,315 @@ class Started(RowModel):
     backend: str | None = None
     process: str | None = None
     pid: int | None = None
-    role_pairs: dict[str, dict[str, str]] | None = None
+    role_pairs: RolePairs | None = None
     policy_digest: str | None = None
+
+
+class Prepared(RowModel):
+    """A call was admitted: its node, role, backend and allocation (engine row)."""
+
+    row: Literal["prepared"] = "prepared"
+    node: str | None = None
+    role: str | None = None
+    backend: str | None = None
+    allocation: Allocation | None = None
+    input_digest: str | None = None
+    ordinal: int | None = None
+
+
+class Completed(RowModel):
+    """A call's answer passed its schema (terminal row)."""
+
+    row: Literal["completed"] = "completed"
+    result: Any = None
+    result_digest: str | None = None
+    raw_text: str | None = None
+    extracted: bool | None = None
+    tokens: Tokens | None = None
+    pending_tree: str | None = None
+    executor_head_moved: ExecutorHeadMoved | None = None
+    attempt: int | None = None
+    k: int | None = None
+
+
+class NullModel(RowModel):
+    """A call ended with no answer that passed (terminal row)."""
+
+    row: Literal["null_model"] = "null_model"
+    reason: NullModelReason | None = None
+    tokens: Tokens | None = None
+    errors: list[str] | None = None
+
+
+class Held(RowModel):
+    """A call stopped and waits for a decision or a resume (terminal row)."""
+
+    row: Literal["held"] = "held"
+    reason: str | None = None
+    error: str | None = None
+    tokens: Tokens | None = None
+
+
+class Superseded(RowModel):
+    """A call was replaced by a newer call or attempt (terminal row)."""
+
+    row: Literal["superseded"] = "superseded"
+    by: str | None = None
+    tokens: Tokens | None = None
+
+
+class Paused(RowModel):
+    """The run was paused (engine row)."""
+
+    row: Literal["paused"] = "paused"
+    reason: str | None = None
+
+
+class Cancelled(RowModel):
+    """The run was cancelled (engine row)."""
+
+    row: Literal["cancelled"] = "cancelled"
+    reason: str | None = None
+
+
+class Decision(RowModel):
+    """The answer to a held call: retry, skip or abort (engine row)."""
+
+    row: Literal["decision"] = "decision"
+    choice: Choice | None = None
+
+
+class Ended(RowModel):
+    """The run is over (engine row)."""
+
+    row: Literal["ended"] = "ended"
+    status: str | None = None
+    state: str | None = None
+
+
+# The spec's rows of a session call (its Row table and the rows its text names).
+
+
+class StepPublished(RowModel):
+    """The intent of a step, committed before its packet and step file."""
+
+    row: Literal["step_published"] = "step_published"
+    k: int | None = None
+    op: str | None = None
+    marker: str | None = None
+    attempt: int | None = None
+    action: StepAction | None = None
+    input: str | None = None
+    input_digest: str | None = None
+    packet: str | None = None
+    packet_digest: str | None = None
+    role: str | None = None
+    agent_type: str | None = None
+    model: str | None = None
+    effort: str | None = None
+    workspace: str | None = None
+    agent_id: str | None = None
+    note: str | None = None
+    previous_answer: Any = None
+    tokens_seen: Tokens | None = None
+    call_tokens: Tokens | None = None
+    conversation_turn: int | None = None
+    replaces_turn: int | str | None = None
+    repair: bool | None = None
+    evidence_assignment: dict[str, Any] | None = None
+    evidence_cwds: list[str] | None = None
+    evidence_ignored: list[str] | None = None
+
+
+class ThreadStarted(RowModel):
+    """A subagent bound to an attempt: one row per attempt and per continuation."""
+
+    row: Literal["thread_started"] = "thread_started"
+    thread_id: str | None = None
+    model: str | None = None
+    effort: str | None = None
+    cwd: str | None = None
+    host_cwd: str | None = None
+    evidence_cwd: str | None = None
+    parent_thread_id: str | None = None
+    agent_role: str | None = None
+    attempt: int | None = None
+    via: str | None = None
+    rollout_path: str | None = None
+    marker: str | None = None
+    prior_pairs: list[dict[str, Any]] | None = None
+    pair_unchecked: bool | None = None
+    effort_unchecked: bool | None = None
+    session_agent_role_mismatch: bool | None = None
+
+
+class TurnStarted(RowModel):
+    """The turn of a step the subagent took, at its place in the conversation."""
+
+    row: Literal["turn_started"] = "turn_started"
+    k: int | None = None
+    op: str | None = None
+    turn_id: str | None = None
+    attempt: int | None = None
+    marker: str | None = None
+    conversation_turn: int | None = None
+    replaces_turn: int | str | None = None
+
+
+class InterruptRequested(RowModel):
+    """The engine's interrupt of the turn in flight, committed before it is sent."""
+
+    row: Literal["interrupt_requested"] = "interrupt_requested"
+    reason: str | None = None
+    op: str | None = None
+    attempt: int | None = None
+    turn_id: str | None = None
+
+
+class SessionAttemptLost(RowModel):
+    """An attempt whose subagent will not finish its turn."""
+
+    row: Literal["session_attempt_lost"] = "session_attempt_lost"
+    attempt: int | None = None
+    agent_id: str | None = None
+    k: int | None = None
+    turn_id: str | None = None
+    reason: str | None = None
+    host_status: str | None = None
+    turn_status: str | None = None
+
+
+class EvidencePlaced(RowModel):
+    """The intent to write a step's flow evidence record under a new directory."""
+
+    row: Literal["evidence_placed"] = "evidence_placed"
+    evidence_assignment: dict[str, Any] | None = None
+    evidence_cwd: str | None = None
+    attempt: int | None = None
+    marker: str | None = None
+
+
+class CheckpointStarted(RowModel):
+    """A continuation inside a resume's suffix took the checkpoint branch."""
+
+    row: Literal["checkpoint_started"] = "checkpoint_started"
+    handle: str | None = None
+    branch: str | None = None
+
+
+class TokensUnmeasured(RowModel):
+    """A turn whose rollout could not be read: its tokens are not counted."""
+
+    row: Literal["tokens_unmeasured"] = "tokens_unmeasured"
+    pauses: bool = False
+    k: int | None = None
+    op: str | None = None
+    marker: str | None = None
+    attempt: int | None = None
+    error: str | None = None
+
+
+class SessionWake(RowModel):
+    """A wake of the owner thread the run staged (flow row)."""
+
+    row: Literal["session_wake"] = "session_wake"
+    batch: str | None = None
+    wake_id: str | None = None
+    renotify: int | None = None
+    ops: list[str] | None = None
+    owner: str | None = None
+    owner_status: str | None = None
+    waiting_seconds: float | None = None
+    staged: bool | None = None
+    error: str | None = None
+    reason: str | None = None
+
+
+class MessageDelivery(RowModel):
+    """The delivery of a staged wake, written by the daemon's settle."""
+
+    row: Literal["message_delivery"] = "message_delivery"
+    wake_id: str | None = None
+    status: str | None = None
+    error: str | None = None
+
+
+class SessionHostWarning(RowModel):
+    """What the session host adapter's marker search could not tie (flow row)."""
+
+    row: Literal["session_host_warning"] = "session_host_warning"
+    op: str | None = None
+    warnings: list[HostWarning] | None = None
+
+
+class RoleStoreChanged(RowModel):
+    """Written by no command; an older run's journal may hold one (flow row)."""
+
+    row: Literal["role_store_changed"] = "role_store_changed"
+    pinned_digest: str | None = None
+    store_digest: str | None = None
+
+
+class PolicyRepinned(RowModel):
+    """A resume took a role store that reads other pairs than the run pinned."""
+
+    row: Literal["policy_repinned"] = "policy_repinned"
+    pinned_digest: str | None = None
+    store_digest: str | None = None
+    role_pairs: RolePairs | None = None
+
+
+class Escalation(RowModel):
+    """The steps waited UnresponsiveAfter without a dispatched report (flow row)."""
+
+    row: Literal["escalation"] = "escalation"
+    reason: str | None = None
+    owner: str | None = None
+    ops: list[str] | None = None
+    batch: str | None = None
+    waiting_seconds: float | None = None
+
+
+class StepUnwritten(RowModel):
+    """A step whose packet or file could not be written: nothing was sent (flow row)."""
+
+    row: Literal["step_unwritten"] = "step_unwritten"
+    marker: str | None = None
+    k: int | None = None
+    attempt: int | None = None
+    action: StepAction | None = None
+    input_state: Literal["not_delivered"] = "not_delivered"
+    error: str | None = None
+    failures: int | None = None
+    first_at: str | None = None
+    last_at: str | None = None
+    written: bool | None = None
+
+
+class _DigestWarning(RowModel):
+    """A trace digest that differs between the bind and the harvest (flow warning)."""
+
+    before: str | None = None
+    after: str | None = None
+    where: str | None = None
+
+
+class ReadRoleWrote(_DigestWarning):
+    """P changed in the call of a role that changes nothing (flow warning)."""
+
+    row: Literal["read_role_wrote"] = "read_role_wrote"
+
+
+class ExecutorWroteOutside(_DigestWarning):
+    """An executor's call changed the digest outside P (flow warning)."""
+
+    row: Literal["executor_wrote_outside"] = "executor_wrote_outside"
+
+
+class SharedStateChanged(_DigestWarning):
+    """The run's shared state changed during a call (flow warning)."""
+
+    row: Literal["shared_state_changed"] = "shared_state_changed"
 
 
 class UnknownRow(RowModel):
@@ -83,26 +442,99 @@ def _kind_of(value: Any) -> str:
     return kind if isinstance(kind, str) and kind in _KNOWN_KINDS else "unknown"
 
 
-_KNOWN_KINDS = frozenset({"started"})
-
 Row = Annotated[
-    Annotated[Started, Tag("started")] | Annotated[UnknownRow, Tag("unknown")],
+    Annotated[Started, Tag("started")]
+    | Annotated[Prepared, Tag("prepared")]
+    | Annotated[Completed, Tag("completed")]
+    | Annotated[NullModel, Tag("null_model")]
+    | Annotated[Held, Tag("held")]
+    | Annotated[Superseded, Tag("superseded")]
+    | Annotated[Paused, Tag("paused")]
+    | Annotated[Cancelled, Tag("cancelled")]
+    | Annotated[Decision, Tag("decision")]
+    | Annotated[Ended, Tag("ended")]
+    | Annotated[StepPublished, Tag("step_published")]
+    | Annotated[ThreadStarted, Tag("thread_started")]
+    | Annotated[TurnStarted, Tag("turn_started")]
+    | Annotated[InterruptRequested, Tag("interrupt_requested")]
+    | Annotated[SessionAttemptLost, Tag("session_attempt_lost")]
+    | Annotated[EvidencePlaced, Tag("evidence_placed")]
+    | Annotated[CheckpointStarted, Tag("checkpoint_started")]
+    | Annotated[TokensUnmeasured, Tag("tokens_unmeasured")]
+    | Annotated[SessionWake, Tag("session_wake")]
+    | Annotated[MessageDelivery, Tag("message_delivery")]
+    | Annotated[SessionHostWarning, Tag("session_host_warning")]
+    | Annotated[RoleStoreChanged, Tag("role_store_changed")]
+    | Annotated[PolicyRepinned, Tag("policy_repinned")]
+    | Annotated[Escalation, Tag("escalation")]
+    | Annotated[StepUnwritten, Tag("step_unwritten")]
+    | Annotated[ReadRoleWrote, Tag("read_role_wrote")]
+    | Annotated[ExecutorWroteOutside, Tag("executor_wrote_outside")]
+    | Annotated[SharedStateChanged, Tag("shared_state_changed")]
+    | Annotated[UnknownRow, Tag("unknown")],
     Discriminator(_kind_of),
 ]
 """Any row: the union of every kind, discriminated on `row`."""
+
+
+def _members() -> dict[str, type[RowModel]]:
+    union, _discriminator = get_args(Row)
+    members: dict[str, type[RowModel]] = {}
+    for member in get_args(union):
+        model, *metadata = get_args(member)
+        (tag,) = (item.tag for item in metadata if isinstance(item, Tag))
+        members[tag] = model
+    del members["unknown"]
+    return members
+
+
+ROW_KINDS: dict[str, type[RowModel]] = _members()
+"""Every kind the catalogue knows, by its `row` name."""
+
+_KNOWN_KINDS = frozenset(ROW_KINDS)
 
 ROW_ADAPTER: TypeAdapter[Row] = TypeAdapter(Row)
 
 
 def parse_row(data: dict[str, Any]) -> RowModel:
-    """Validate one journal line's object into its row model."""
+    """Validate one journal line's object into its row model.
+
+    Raises:
+        pydantic.ValidationError: the object names no kind, or a field of a known
+            kind has the wrong type or a value outside the set the spec fixes.
+    """
     return ROW_ADAPTER.validate_python(data)
 
 
 def dump_row(row: RowModel) -> dict[str, Any]:
     """The row as the JSON object of its journal line: `seq, at, row, call` first,
-    fields left unset as None left out, unknown fields exactly as they were read."""
+    fields left unset as None left out, unknown fields exactly as they were read.
+
+    Values the row holds as read (unknown fields, `result`) are shared with the
+    answer, not copied: serialize it, do not change it."""
     body = row.model_dump(mode="json", exclude_none=True)
     body.update(row.model_extra or {})
     head = {key: body.pop(key) for key in ("seq", "at", "row", "call") if key in body}
     return head | body
+
+
+def backend_of(started: Started) -> str:
+    """The backend a started row records; a row that records none is an App
+    Server run's (spec: GEN-10)."""
+    return started.backend if started.backend is not None else "app-server"
+
+
+def rows_json_schema() -> dict[str, Any]:
+    """The JSON Schema (Draft 2020-12) of a journal row: every kind of the
+    catalogue, as `crw flow schema rows` prints it."""
+    schema = ROW_ADAPTER.json_schema(mode="validation")
+    defs = schema["$defs"]
+    # A line always names its kind, and a kind the catalogue knows is never an
+    # UnknownRow: so exactly one member of the oneOf matches any row.
+    for model in ROW_KINDS.values():
+        definition = defs[model.__name__]
+        definition["required"] = ["row", *definition.get("required", [])]
+    defs[UnknownRow.__name__]["properties"]["row"]["not"] = {"enum": sorted(ROW_KINDS)}
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "crw journal row"
+    return schema
