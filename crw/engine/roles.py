@@ -1,0 +1,161 @@
+"""The role store: `roles.toml`, the pair (agent type, model, effort) of each role.
+
+A run pins the table in its `started` row (`role_pairs`, `policy_digest`); the
+spawn hook overwrites a spawn's model and effort from the decided parts of its
+role's pair (spec, session-calls.md). A role left out of the file, or a part left
+out of a role, is undecided; an undecided agent_type is the one the spawn hook
+pairs the role with (`default_agent_type`).
+
+    [architect]
+    agent_type = "architect"
+    model = "gpt-5"
+    effort = "high"
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from crw.engine._tomlsource import Loc, TomlSource, crw_error, one_line, read_toml, validation_error
+
+ROLES = ("architect", "executor", "executor-t1", "reviewer", "explorer", "critic")
+Role = Literal["architect", "executor", "executor-t1", "reviewer", "explorer", "critic"]
+
+_PAIRED_TYPE = {"executor-t1": "executor", "critic": "reviewer"}
+_PAIR_KEYS = ("agent_type", "model", "effort")
+
+
+def default_agent_type(role: str) -> str:
+    """The agent type the spawn hook pairs `role` with: executor-t1 with executor,
+    critic with reviewer, every other role with its own name."""
+    return _PAIRED_TYPE.get(role, role)
+
+
+class RolePair(BaseModel):
+    """One role's pair. `model` and `effort` are None when undecided; an effort
+    without a model is no role's pair (spec), so it is refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent_type: StrictStr
+    model: StrictStr | None = None
+    effort: StrictStr | None = None
+
+    @field_validator("agent_type", "model", "effort")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise crw_error("an empty name", "write a name or leave the key out (undecided)")
+        return value
+
+    @model_validator(mode="after")
+    def _effort_needs_model(self) -> RolePair:
+        if self.effort is not None and self.model is None:
+            raise crw_error(
+                f"effort = {json.dumps(self.effort)} without a model is no role's pair",
+                "add model = ... or leave effort out",
+            )
+        return self
+
+    def decided(self) -> dict[str, str]:
+        """The decided parts: agent_type always, model and effort when decided."""
+        parts = {"agent_type": self.agent_type, "model": self.model, "effort": self.effort}
+        return {key: value for key, value in parts.items() if value is not None}
+
+
+class RoleTable(BaseModel):
+    """The pairs of all six roles, always all six."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    roles: dict[str, RolePair]
+
+    @model_validator(mode="after")
+    def _all_six(self) -> RoleTable:
+        if sorted(self.roles) != sorted(ROLES):
+            raise ValueError(f"a role table holds exactly the roles {', '.join(ROLES)}")
+        return self
+
+    @classmethod
+    def undecided(cls) -> RoleTable:
+        """Every role undecided: the table of a store with no roles.toml."""
+        return cls(roles={role: RolePair(agent_type=default_agent_type(role)) for role in ROLES})
+
+    def role_pairs(self) -> dict[str, dict[str, str]]:
+        """The decided parts of each role's pair, as the `started` row records them."""
+        return {role: self.roles[role].decided() for role in ROLES}
+
+    def policy_digest(self) -> str:
+        """`"sha256:" + hex` of the table's canonical JSON.
+
+        The canonical JSON is `role_pairs()` — an object of all six roles, each an
+        object of its decided parts (`agent_type` always, `model` and `effort` only
+        when decided) — dumped with sorted keys, no whitespace (separators `,` and
+        `:`), `ensure_ascii=False`, encoded as UTF-8. So the digest changes when a
+        pair changes and never with the file's key order, comments or spacing.
+        """
+        canonical = json.dumps(
+            self.role_pairs(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def load_roles(path: Path) -> RoleTable:
+    """Read the role store at `path` (`<state>/roles.toml`).
+
+    Returns:
+        The table; with no file at `path`, every role undecided.
+
+    Raises:
+        InputError: one line `<file>:<line>: <what>; <fix>` for a file that is not
+            TOML, an unknown role or key, a value of the wrong type, or an effort
+            without a model. Nothing is written.
+    """
+    if not path.exists():
+        return RoleTable.undecided()
+    _, text, table = read_toml(path, "role store")
+    source = TomlSource(text)
+    file = str(path)
+    pairs: dict[str, RolePair] = {}
+    for role, value in table.items():
+        if role not in ROLES:
+            raise one_line(
+                file,
+                source.line_of((role,)),
+                f"unknown role '{role}'",
+                f"use one of: {', '.join(ROLES)}",
+            )
+        if not isinstance(value, dict):
+            raise one_line(
+                file,
+                source.line_of((role,)),
+                f"{role} = {json.dumps(value, default=str)} is not a table",
+                f"write [{role}] with agent_type, model and effort",
+            )
+        pairs[role] = _pair(file, source, role, value)
+    for role in ROLES:
+        pairs.setdefault(role, RolePair(agent_type=default_agent_type(role)))
+    return RoleTable(roles=pairs)
+
+
+def _pair(file: str, source: TomlSource, role: str, value: dict[str, Any]) -> RolePair:
+    try:
+        return RolePair.model_validate({"agent_type": default_agent_type(role), **value})
+    except ValidationError as err:
+        # The one check of the whole pair is the effort's: point at its line.
+        prefix: Loc = (role,) if err.errors()[0]["loc"] else (role, "effort")
+        raise validation_error(
+            file, source, err, lambda loc: (f"[{role}]", _PAIR_KEYS), prefix=prefix
+        ) from None

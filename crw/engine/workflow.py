@@ -1,0 +1,357 @@
+"""The workflow file: a TOML set of nodes, each an agent call of one role.
+
+    name = "fix-issue"
+    pool = 4
+
+    [verifier]
+    go_root = "/usr/local/go"
+
+    [[node]]
+    id = "build"
+    role = "executor"
+    needs = ["explore"]
+    task = "Fix the bug. Start from {explore.files}."
+    schema = "schemas/build.json"
+    review = { role = "reviewer", rounds = 2 }
+
+`load_workflow` is pure: it reads the file (and its schema files) and either
+returns a `Workflow` or raises one `InputError` line `<file>:<line>: <what>;
+<fix>`, before anything else happens. docs/workflow.md lists every refusal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal, NoReturn
+
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from crw.engine._tomlsource import Loc, TomlSource, crw_error, one_line, read_toml, validation_error
+from crw.engine.roles import Role
+from crw.engine.template import SLUG, Placeholder, TemplateError, parse_template
+
+_SLUG_FIX = "use 1-64 lowercase letters, digits, '-' and '_', starting with a letter or digit"
+_TOP_KEYS = ("name", "pool", "verifier", "node")
+_NODE_KEYS = ("id", "role", "task", "schema", "needs", "review")
+_MISSING = {"node": ("no [[node]] table", "add a [[node]] with id, role, task and schema")}
+
+
+class Verifier(BaseModel):
+    """`[verifier]`: the repository tools a packet names (spec, CRW-1488)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    go_root: StrictStr
+
+    @field_validator("go_root")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not Path(value).is_absolute():
+            raise crw_error(f"go_root = {json.dumps(value)} is not absolute", "give its full path")
+        return value
+
+
+class Review(BaseModel):
+    """`review = { role, rounds }`: reviewer calls after the node, each fix round a
+    continuation of the node's call."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["reviewer", "critic"] = "reviewer"
+    rounds: StrictInt = Field(default=1, ge=1)
+
+
+class Node(BaseModel):
+    """One `[[node]]`: its schema is always the resolved JSON Schema object."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: StrictStr
+    role: Role
+    task: StrictStr
+    output_schema: dict[str, Any] = Field(alias="schema")
+    needs: tuple[StrictStr, ...] = ()
+    review: Review | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _slug(cls, value: str) -> str:
+        if SLUG.fullmatch(value) is None:
+            raise crw_error(f"id = {json.dumps(value)} is not a slug", _SLUG_FIX)
+        return value
+
+    @field_validator("task")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        try:
+            parse_template(value)
+        except TemplateError as err:
+            raise crw_error(err.what, err.fix) from None
+        return value
+
+    @field_validator("output_schema", mode="before")
+    @classmethod
+    def _resolve(cls, value: object, info: ValidationInfo) -> object:
+        if isinstance(value, str):
+            base = (info.context or {}).get("base")
+            if not isinstance(base, Path):
+                raise crw_error("a schema path outside a workflow file", "give the schema inline")
+            return _schema_file(base, value)
+        return value
+
+    @field_validator("output_schema")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            json.dumps(value)
+        except TypeError:
+            raise crw_error(
+                "schema holds a TOML date or time, which JSON has no form for",
+                "write it as a string",
+            ) from None
+        try:
+            Draft202012Validator.check_schema(value)
+        except SchemaError as err:
+            message = str(err.message).splitlines()[0]
+            at = "" if err.json_path == "$" else f" at {err.json_path}"
+            raise crw_error(
+                f"schema is not a valid JSON Schema{at}: {message}", "fix the schema"
+            ) from None
+        return value
+
+    def placeholders(self) -> list[Placeholder]:
+        """The `{node.field}` placeholders of the task, in order."""
+        return [part for part in parse_template(self.task) if isinstance(part, Placeholder)]
+
+
+def _schema_file(base: Path, name: str) -> dict[str, Any]:
+    path = base / name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = "does not exist" if isinstance(err, FileNotFoundError) else "cannot be read"
+        raise crw_error(
+            f"schema file {json.dumps(name)} {reason} (looked at {path})",
+            "fix the path; it is relative to the workflow file",
+        ) from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise crw_error(
+            f"schema file {json.dumps(name)} is not JSON ({err.msg} at line {err.lineno})",
+            "fix the JSON",
+        ) from None
+    if not isinstance(value, dict):
+        raise crw_error(
+            f"schema file {json.dumps(name)} holds no JSON object", "write a JSON Schema object"
+        )
+    return value
+
+
+class _WorkflowFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: StrictStr
+    pool: StrictInt = Field(default=4, ge=1)
+    verifier: Verifier | None = None
+    nodes: tuple[Node, ...] = Field(alias="node")
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, value: str) -> str:
+        if SLUG.fullmatch(value) is None:
+            raise crw_error(f"name = {json.dumps(value)} is not a slug", _SLUG_FIX)
+        return value
+
+    @field_validator("nodes")
+    @classmethod
+    def _some(cls, value: tuple[Node, ...]) -> tuple[Node, ...]:
+        if not value:
+            raise crw_error(_MISSING["node"][0], _MISSING["node"][1])
+        return value
+
+
+class Workflow(BaseModel):
+    """A loaded workflow. `nodes` are in file order; `digest` is "sha256:" + the
+    hex sha256 of the file's bytes; `path` is absolute."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    pool: int
+    verifier: Verifier | None
+    nodes: tuple[Node, ...]
+    path: Path
+    digest: str
+
+    def node(self, node_id: str) -> Node:
+        """The node with id `node_id` (KeyError when there is none)."""
+        for node in self.nodes:
+            if node.id == node_id:
+                return node
+        raise KeyError(node_id)
+
+    def order(self) -> list[Node]:
+        """The nodes in a topological order of needs: each after every node it
+        needs, and otherwise in file order."""
+        placed: set[str] = set()
+        ordered: list[Node] = []
+        while len(ordered) < len(self.nodes):
+            ready = next(n for n in self.nodes if n.id not in placed and placed.issuperset(n.needs))
+            placed.add(ready.id)
+            ordered.append(ready)
+        return ordered
+
+
+def load_workflow(path: Path) -> Workflow:
+    """Read and check the workflow file at `path`, and the schema files it names.
+
+    Raises:
+        InputError: one line `<file>:<line>: <what>; <fix>` for the first problem:
+            TOML syntax, unknown keys, wrong types, a bad slug, an unknown role,
+            a malformed template, a schema that is missing, not JSON or not a JSON
+            Schema, duplicate ids, an unknown need, a cycle in needs, a template
+            that refers to a node outside its needs. Nothing is written.
+    """
+    data, text, table = read_toml(path, "workflow")
+    source = TomlSource(text)
+    file = str(path)
+    absolute = path.resolve()
+    try:
+        parsed = _WorkflowFile.model_validate(table, context={"base": absolute.parent})
+    except ValidationError as err:
+        raise validation_error(
+            file, source, err, lambda loc: _context(table, loc), missing=_MISSING
+        ) from None
+    _check_graph(file, source, parsed.nodes)
+    return Workflow(
+        name=parsed.name,
+        pool=parsed.pool,
+        verifier=parsed.verifier,
+        nodes=parsed.nodes,
+        path=absolute,
+        digest="sha256:" + hashlib.sha256(data).hexdigest(),
+    )
+
+
+def _context(table: dict[str, Any], loc: Loc) -> tuple[str, tuple[str, ...]]:
+    """Who holds the key at `loc` (for the message) and the keys it knows."""
+    if len(loc) < 2:
+        return "", _TOP_KEYS
+    if loc[0] == "verifier":
+        return "[verifier]", ("go_root",)
+    if loc[0] != "node" or not isinstance(loc[1], int) or len(loc) < 3:
+        return "", _TOP_KEYS
+    label = _node_label(table, loc[1])
+    if len(loc) >= 4 and loc[2] == "review":
+        return f"{label} review", ("role", "rounds")
+    return label, _NODE_KEYS
+
+
+def _node_label(table: dict[str, Any], index: int) -> str:
+    nodes = table.get("node")
+    raw = nodes[index] if isinstance(nodes, list) and index < len(nodes) else None
+    node_id = raw.get("id") if isinstance(raw, dict) else None
+    return f"node '{node_id}'" if isinstance(node_id, str) else f"[[node]] #{index + 1}"
+
+
+def _check_graph(file: str, source: TomlSource, nodes: tuple[Node, ...]) -> None:
+    """Ids unique, needs known and acyclic, templates within each node's needs."""
+
+    def refuse(index: int, key: str, what: str, fix: str) -> NoReturn:
+        raise one_line(
+            file, source.line_of(("node", index, key)), f"node '{nodes[index].id}': {what}", fix
+        )
+
+    first_at: dict[str, int] = {}
+    for index, node in enumerate(nodes):
+        if node.id in first_at:
+            line = source.line_of(("node", first_at[node.id]))
+            refuse(
+                index, "id", f"id used twice (first at line {line})", "give each node its own id"
+            )
+        first_at[node.id] = index
+    for index, node in enumerate(nodes):
+        for need in node.needs:
+            if need not in first_at:
+                known = ", ".join(first_at)
+                refuse(
+                    index,
+                    "needs",
+                    f"needs '{need}', but there is no node '{need}'",
+                    f"use one of: {known}",
+                )
+            if node.needs.count(need) > 1:
+                refuse(index, "needs", f"needs '{need}' twice", "list it once")
+    cycle = _find_cycle(nodes)
+    if cycle:
+        start = first_at[cycle[0]]
+        refuse(
+            start, "needs", f"needs form a cycle: {' -> '.join(cycle)}", "remove one of these needs"
+        )
+    for index, node in enumerate(nodes):
+        within = _transitive_needs(nodes, node)
+        for placeholder in node.placeholders():
+            if placeholder.node == node.id:
+                what, fix = (
+                    f"task {placeholder} refers to its own result",
+                    "refer to a node it needs",
+                )
+            elif placeholder.node not in first_at:
+                what, fix = (
+                    f"task {placeholder} refers to no node",
+                    f"use one of: {', '.join(first_at)}",
+                )
+            elif placeholder.node not in within:
+                what = f"task {placeholder} refers to '{placeholder.node}', which it does not need"
+                fix = f"add '{placeholder.node}' to needs"
+            else:
+                continue
+            refuse(index, "task", what, fix)
+
+
+def _find_cycle(nodes: tuple[Node, ...]) -> list[str]:
+    """A cycle of needs as `[a, b, a]` (a needs b needs a), the first in file order; else []."""
+    needs = {node.id: node.needs for node in nodes}
+    finished: set[str] = set()
+    for root in needs:
+        if root in finished:
+            continue
+        path = [root]
+        pending = [iter(needs[root])]
+        while pending:
+            need = next(pending[-1], None)
+            if need is None:
+                finished.add(path.pop())
+                pending.pop()
+            elif need in path:
+                return [*path[path.index(need) :], need]
+            elif need not in finished:
+                path.append(need)
+                pending.append(iter(needs[need]))
+    return []
+
+
+def _transitive_needs(nodes: tuple[Node, ...], node: Node) -> set[str]:
+    needs = {n.id: n.needs for n in nodes}
+    seen: set[str] = set()
+    todo = list(node.needs)
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo.extend(needs[current])
+    return seen

@@ -1,0 +1,507 @@
+"""The workflow file: what loads, what is refused, and the line each refusal names."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crw.engine._tomlsource import TomlSource
+from crw.engine.template import Placeholder
+from crw.engine.workflow import Workflow, load_workflow
+from crw.errors import InputError
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+NODE_A = """\
+[[node]]
+id = "a"
+role = "explorer"
+task = "Look around."
+schema = { type = "object" }
+"""
+
+
+def write(directory: Path, text: str, **schemas: str) -> Path:
+    """The workflow `text` as w.toml in `directory`, with schema files beside it."""
+    for name, body in schemas.items():
+        (directory / name).write_text(body, encoding="utf-8")
+    path = directory / "w.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def tree(directory: Path) -> list[tuple[str, bytes]]:
+    return sorted((str(p), p.read_bytes()) for p in directory.rglob("*") if p.is_file())
+
+
+def refusal(path: Path) -> str:
+    """The one line `load_workflow` refuses `path` with; the directory stays as it was."""
+    before = tree(path.parent)
+    with pytest.raises(InputError) as info:
+        load_workflow(path)
+    assert tree(path.parent) == before
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def node(node_id: str, role: str = "executor", *extra: str, task: str = "Do it.") -> str:
+    lines = [
+        "[[node]]",
+        f'id = "{node_id}"',
+        f'role = "{role}"',
+        f"task = {json.dumps(task)}",
+        'schema = { type = "object" }',
+        *extra,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# --- what loads -------------------------------------------------------------------
+
+
+def test_architecture_example_loads_with_its_schema_file_resolved() -> None:
+    workflow = load_workflow(EXAMPLES / "fix-issue.toml")
+    assert workflow.name == "fix-issue"
+    assert workflow.pool == 4
+    assert workflow.verifier is not None
+    assert workflow.verifier.go_root == "/usr/local/go"
+    build = workflow.node("build")
+    assert build.needs == ("explore",)
+    assert build.review is not None
+    assert (build.review.role, build.review.rounds) == ("reviewer", 2)
+    assert build.output_schema["required"] == ["summary", "files_changed"]
+    assert workflow.node("explore").output_schema["required"] == ["files"]
+
+
+def test_demo_workflow_loads_with_a_chain_three_roles_and_a_review() -> None:
+    workflow = load_workflow(EXAMPLES / "demo.toml")
+    assert len(workflow.nodes) >= 4
+    assert len({n.role for n in workflow.nodes}) >= 3
+    assert any(n.review is not None for n in workflow.nodes)
+    assert [n.id for n in workflow.order()] == ["explore", "plan", "build", "critique"]
+
+
+def test_path_is_absolute_and_digest_is_the_file_bytes_sha256(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+
+    path = write(tmp_path, 'name = "w"\n' + NODE_A)
+    monkeypatch.chdir(tmp_path)
+    workflow = load_workflow(Path("w.toml"))
+    assert workflow.path == path.resolve()
+    assert workflow.digest == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    assert workflow.pool == 4
+    assert workflow.verifier is None
+
+
+def test_order_puts_needs_first_and_keeps_file_order_otherwise(tmp_path: Path) -> None:
+    text = 'name = "w"\n' + "".join(
+        [
+            node("d", "executor", 'needs = ["b", "c"]'),
+            node("b", "executor", 'needs = ["a"]'),
+            node("c"),
+            node("a"),
+        ]
+    )
+    workflow = load_workflow(write(tmp_path, text))
+    assert [n.id for n in workflow.nodes] == ["d", "b", "c", "a"]
+    assert [n.id for n in workflow.order()] == ["c", "a", "b", "d"]
+
+
+def test_schema_file_is_relative_to_the_workflow_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "s.json").write_text('{"type": "object", "required": ["x"]}')
+    text = (
+        'name = "w"\n[[node]]\nid = "a"\nrole = "critic"\ntask = "t"\nschema = "schemas/s.json"\n'
+    )
+    write(tmp_path, text)
+    monkeypatch.chdir("/")
+    workflow = load_workflow(tmp_path / "w.toml")
+    assert workflow.nodes[0].output_schema == {"type": "object", "required": ["x"]}
+
+
+def test_review_defaults_to_one_reviewer_round(tmp_path: Path) -> None:
+    workflow = load_workflow(write(tmp_path, 'name = "w"\n' + node("a", "executor", "review = {}")))
+    review = workflow.nodes[0].review
+    assert review is not None
+    assert (review.role, review.rounds) == ("reviewer", 1)
+
+
+def test_transitive_need_may_be_referenced(tmp_path: Path) -> None:
+    text = 'name = "w"\n' + "".join(
+        [
+            node("a"),
+            node("b", "executor", 'needs = ["a"]'),
+            node("c", "critic", 'needs = ["b"]', task="Check {a.files} against {b.summary.text}."),
+        ]
+    )
+    workflow = load_workflow(write(tmp_path, text))
+    assert workflow.node("c").placeholders() == [
+        Placeholder("a", ("files",)),
+        Placeholder("b", ("summary", "text")),
+    ]
+
+
+# --- refusals, each one line naming file, line, what and fix ----------------------
+
+
+def test_toml_syntax_error_keeps_tomllib_line_and_column(tmp_path: Path) -> None:
+    path = write(tmp_path, 'name = "w"\npool = = 3\n')
+    message = refusal(path)
+    assert message.startswith(f"{path}:2: invalid TOML: ")
+    assert message.endswith("; fix the TOML syntax at line 2, column 8")
+
+
+def test_missing_file_is_refused(tmp_path: Path) -> None:
+    assert (
+        refusal(tmp_path / "nope.toml")
+        == f"{tmp_path / 'nope.toml'}: no workflow file here; check the path"
+    )
+
+
+def test_not_utf8_is_refused_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "w.toml"
+    path.write_bytes(b'name = "w"\ntask = "\xff"\n')
+    assert refusal(path) == f"{path}:2: not UTF-8 text (byte 19); save it as UTF-8"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            'name = "w"\npool = 0\n' + NODE_A,
+            "2: pool = 0 is below 1; use 1 or more",
+        ),
+        (
+            'name = "w"\npool = "4"\n' + NODE_A,
+            '2: pool = "4" is not an integer; write pool as an integer',
+        ),
+        (
+            'name = "Fix Issue"\n' + NODE_A,
+            '1: name = "Fix Issue" is not a slug; use 1-64 lowercase letters, digits,'
+            " '-' and '_', starting with a letter or digit",
+        ),
+        (
+            'name = "w"\ncolour = "red"\n' + NODE_A,
+            "2: unknown key 'colour'; remove it or use one of: name, pool, verifier, node",
+        ),
+        (
+            'name = "w"\n',
+            ": no [[node]] table; add a [[node]] with id, role, task and schema",
+        ),
+        (
+            NODE_A,
+            ": no name; add name = ...",
+        ),
+        (
+            'name = "w"\nnode = []\n',
+            "2: no [[node]] table; add a [[node]] with id, role, task and schema",
+        ),
+        (
+            'name = "w"\n[verifier]\ngo_root = "go"\n' + NODE_A,
+            '3: [verifier]: go_root = "go" is not absolute; give its full path',
+        ),
+        (
+            'name = "w"\n[verifier]\ngoroot = "/go"\n' + NODE_A,
+            "3: [verifier]: unknown key 'goroot'; remove it or use one of: go_root",
+        ),
+        (
+            'name = "w"\n' + NODE_A + "colour = 1\n",
+            "7: node 'a': unknown key 'colour'; remove it or use one of:"
+            " id, role, task, schema, needs, review",
+        ),
+        (
+            'name = "w"\n' + NODE_A + node("b", "boss"),
+            "9: node 'b': role = \"boss\" is unknown; use one of 'architect', 'executor',"
+            " 'executor-t1', 'reviewer', 'explorer' or 'critic'",
+        ),
+        (
+            'name = "w"\n' + NODE_A + node("b.1"),
+            "8: node 'b.1': id = \"b.1\" is not a slug; use 1-64 lowercase letters, digits,"
+            " '-' and '_', starting with a letter or digit",
+        ),
+        (
+            'name = "w"\n' + NODE_A + '[[node]]\nid = "b"\nrole = "executor"\ntask = "t"\n',
+            "7: node 'b': no schema; add schema = ...",
+        ),
+        (
+            'name = "w"\n' + NODE_A + node("a"),
+            "8: node 'a': id used twice (first at line 2); give each node its own id",
+        ),
+        (
+            'name = "w"\n' + NODE_A + node("b", "executor", 'needs = ["zz"]'),
+            "12: node 'b': needs 'zz', but there is no node 'zz'; use one of: a, b",
+        ),
+        (
+            'name = "w"\n' + NODE_A + node("b", "executor", 'needs = ["a", "a"]'),
+            "12: node 'b': needs 'a' twice; list it once",
+        ),
+        (
+            'name = "w"\n'
+            + node("a", "executor", 'needs = ["c"]')
+            + node("b", "executor", 'needs = ["a"]')
+            + node("c", "executor", 'needs = ["b"]'),
+            "7: node 'a': needs form a cycle: a -> c -> b -> a; remove one of these needs",
+        ),
+        (
+            'name = "w"\n' + node("a", "executor", 'needs = ["a"]'),
+            "7: node 'a': needs form a cycle: a -> a; remove one of these needs",
+        ),
+        (
+            'name = "w"\n' + NODE_A + node("b", task="Use {a.files}."),
+            "10: node 'b': task {a.files} refers to 'a', which it does not need; add 'a' to needs",
+        ),
+        (
+            'name = "w"\n' + NODE_A + node("b", task="Use {zz.files}."),
+            "10: node 'b': task {zz.files} refers to no node; use one of: a, b",
+        ),
+        (
+            'name = "w"\n' + NODE_A + node("b", task="Use {b.files}."),
+            "10: node 'b': task {b.files} refers to its own result; refer to a node it needs",
+        ),
+        (
+            'name = "w"\n' + NODE_A + node("b", task="Use {files}."),
+            "10: node 'b': task placeholder {files} at character 5 is not {node.field};"
+            " write {node.field}, or '{{' and '}}' for literal braces",
+        ),
+        (
+            'name = "w"\n' + NODE_A + node("b", task="Use } here."),
+            "10: node 'b': task has a lone '}' at character 5; write '}}' for a literal brace",
+        ),
+        (
+            'name = "w"\n' + NODE_A.replace('{ type = "object" }', "{ type = 12 }"),
+            "6: node 'a': schema is not a valid JSON Schema at $.type:"
+            " 12 is not valid under any of the given schemas; fix the schema",
+        ),
+        (
+            'name = "w"\n' + NODE_A.replace('{ type = "object" }', "{ default = 1979-05-27 }"),
+            "6: node 'a': schema holds a TOML date or time, which JSON has no form for;"
+            " write it as a string",
+        ),
+        (
+            'name = "w"\n' + NODE_A.replace('{ type = "object" }', "5"),
+            "6: node 'a': schema = 5 is not a table; write schema as a table",
+        ),
+        (
+            'name = "w"\n' + node("a", "executor", 'review = { role = "executor" }'),
+            "7: node 'a' review: role = \"executor\" is unknown; use one of 'reviewer' or 'critic'",
+        ),
+        (
+            'name = "w"\n' + node("a", "executor", "[node.review]", "rounds = 0"),
+            "8: node 'a' review: rounds = 0 is below 1; use 1 or more",
+        ),
+    ],
+)
+def test_refusal_names_file_line_what_and_fix(tmp_path: Path, text: str, expected: str) -> None:
+    path = write(tmp_path, text)
+    line_and_message = f":{expected}" if expected[0].isdigit() else expected
+    assert refusal(path) == f"{path}{line_and_message}"
+
+
+def test_missing_schema_file_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, 'name = "w"\n' + NODE_A.replace('{ type = "object" }', '"s.json"'))
+    assert refusal(path) == (
+        f"{path}:6: node 'a': schema file \"s.json\" does not exist"
+        f" (looked at {tmp_path / 's.json'}); fix the path; it is relative to the workflow file"
+    )
+
+
+def test_schema_file_not_json_is_refused(tmp_path: Path) -> None:
+    text = 'name = "w"\n' + NODE_A.replace('{ type = "object" }', '"s.json"')
+    path = write(tmp_path, text, **{"s.json": '{"type": \n'})
+    assert refusal(path) == (
+        f"{path}:6: node 'a': schema file \"s.json\" is not JSON"
+        " (Expecting value at line 2); fix the JSON"
+    )
+
+
+def test_schema_file_with_invalid_schema_is_refused(tmp_path: Path) -> None:
+    text = 'name = "w"\n' + NODE_A.replace('{ type = "object" }', '"s.json"')
+    path = write(tmp_path, text, **{"s.json": '{"required": "x"}'})
+    message = refusal(path)
+    assert message.startswith(
+        f"{path}:6: node 'a': schema is not a valid JSON Schema at $.required: "
+    )
+
+
+def test_error_on_the_earliest_line_is_told_first(tmp_path: Path) -> None:
+    path = write(tmp_path, 'name = "w"\npool = 0\n' + NODE_A.replace("explorer", "boss"))
+    assert refusal(path).startswith(f"{path}:2: pool = 0")
+
+
+# --- the line finder --------------------------------------------------------------
+
+
+def test_line_finder_skips_brackets_inside_strings_and_multiline_values() -> None:
+    text = "\n".join(
+        [
+            'name = "w"',  # 1
+            'task = """',  # 2
+            "[[node]]",  # 3: inside a string
+            '"""',  # 4
+            "list = [",  # 5
+            '  ["node"],',  # 6: inside an array
+            "]",  # 7
+            "[[node]]  # first",  # 8
+            "'id' = 'a'",  # 9
+            "[node.review]",  # 10
+            "rounds = 1",  # 11
+            "[[ node ]]",  # 12
+            "x.y = 2",  # 13
+        ]
+    )
+    source = TomlSource(text)
+    assert source.line_of(("task",)) == 2
+    assert source.line_of(("list",)) == 5
+    assert source.line_of(("node", 0)) == 8
+    assert source.line_of(("node", 0, "id")) == 9
+    assert source.line_of(("node", 0, "review", "rounds")) == 11
+    assert source.line_of(("node", 1)) == 12
+    assert source.line_of(("node", 1, "x", "y")) == 13
+    assert source.line_of(("node", 1, "missing")) == 12
+    assert source.line_of(("nothing",)) is None
+
+
+# --- generated workflows ----------------------------------------------------------
+
+IDS = st.lists(
+    st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True), min_size=1, max_size=7, unique=True
+)
+ROLE_NAMES = ["architect", "executor", "executor-t1", "reviewer", "explorer", "critic"]
+
+
+@st.composite
+def workflows(draw: st.DrawFn) -> dict[str, object]:
+    """A valid workflow as data: a random DAG of needs, shuffled into file order,
+    each task referring to some of the node's transitive needs."""
+    ids = draw(IDS)
+    needs: dict[str, list[str]] = {}
+    for i, node_id in enumerate(ids):
+        needs[node_id] = draw(st.lists(st.sampled_from(ids[:i]), unique=True)) if i else []
+    closure: dict[str, set[str]] = {}
+    for node_id in ids:
+        closure[node_id] = set(needs[node_id]).union(*(closure[n] for n in needs[node_id]))
+    nodes = []
+    for node_id in draw(st.permutations(ids)):
+        refs = (
+            draw(st.lists(st.sampled_from(sorted(closure[node_id])), max_size=3))
+            if closure[node_id]
+            else []
+        )
+        task = "Go {{now}}. " + " ".join(f"{{{ref}.field}}" for ref in refs)
+        nodes.append(
+            {
+                "id": node_id,
+                "role": draw(st.sampled_from(ROLE_NAMES)),
+                "needs": needs[node_id],
+                "task": task,
+            }
+        )
+    return {"name": "gen", "pool": draw(st.integers(1, 8)), "nodes": nodes}
+
+
+def to_toml(spec: dict[str, object], schema: str = '{ type = "object" }') -> str:
+    lines = [f"name = {json.dumps(spec['name'])}", f"pool = {spec['pool']}"]
+    nodes = spec["nodes"]
+    assert isinstance(nodes, list)
+    for item in nodes:
+        lines += [
+            "",
+            "[[node]]",
+            f"id = {json.dumps(item['id'])}",
+            f"role = {json.dumps(item['role'])}",
+            f"needs = {json.dumps(item['needs'])}",
+            f"task = {json.dumps(item['task'])}",
+            f"schema = {item.get('schema', schema)}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def load_text(text: str) -> tuple[Path, Workflow | InputError]:
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "w.toml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            return path, load_workflow(path)
+        except InputError as err:
+            return path, err
+
+
+@settings(max_examples=100, deadline=None)
+@given(workflows())
+def test_generated_workflow_loads_and_order_respects_needs(spec: dict[str, object]) -> None:
+    _, loaded = load_text(to_toml(spec))
+    assert isinstance(loaded, Workflow), loaded
+    position = {n.id: i for i, n in enumerate(loaded.order())}
+    assert sorted(position) == sorted(n.id for n in loaded.nodes)
+    for item in loaded.nodes:
+        assert all(position[need] < position[item.id] for need in item.needs)
+
+
+BREAKS = ["cycle", "unknown_need", "unknown_role", "bad_reference", "invalid_schema"]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workflows(), st.sampled_from(BREAKS), st.data())
+def test_broken_workflow_is_refused_naming_the_problem(
+    spec: dict[str, object], kind: str, data: st.DataObject
+) -> None:
+    nodes = spec["nodes"]
+    assert isinstance(nodes, list)
+    target = data.draw(st.sampled_from(nodes))
+    if kind == "cycle":
+        with_needs = [n for n in nodes if n["needs"]]
+        if with_needs:
+            target = data.draw(st.sampled_from(with_needs))
+            need = next(n for n in nodes if n["id"] == target["needs"][0])
+            need["needs"] = [*need["needs"], target["id"]]
+        else:
+            target["needs"] = [target["id"]]
+        expected = "needs form a cycle: "
+    elif kind == "unknown_need":
+        target["needs"] = [*target["needs"], "no-such-node"]
+        expected = "needs 'no-such-node', but there is no node"
+    elif kind == "unknown_role":
+        target["role"] = "boss"
+        expected = 'role = "boss" is unknown'
+    elif kind == "bad_reference":
+        target["task"] += " {zz-not-a-node.field}"
+        expected = "task {zz-not-a-node.field} refers to no node"
+    else:
+        target["schema"] = "{ type = 12 }"
+        expected = "schema is not a valid JSON Schema"
+    path, loaded = load_text(to_toml(spec))
+    assert isinstance(loaded, InputError)
+    message = str(loaded)
+    assert message.startswith(f"{path}:")
+    assert expected in message
+    assert "\n" not in message
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=300))
+def test_byte_garbage_raises_nothing_but_input_error(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "w.toml"
+        path.write_bytes(data)
+        with pytest.raises(InputError) as info:
+            load_workflow(path)
+        assert str(info.value).startswith(str(path))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet="[]{}\"'=.,#\n abn12-_", max_size=120))
+def test_toml_like_garbage_raises_nothing_but_input_error(text: str) -> None:
+    path, loaded = load_text('name = "w"\n' + text)
+    if isinstance(loaded, InputError):
+        assert str(loaded).startswith(str(path))
+        assert "\n" not in str(loaded)
