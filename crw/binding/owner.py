@@ -1,0 +1,247 @@
+"""The owner claim: the orchestrator line that binds an owner thread to one live run.
+
+`<state>/flow-bound/<owner>.jsonl` holds JSON lines; the owner's binding is its last
+line. An open line (`kind: "orchestrator"`, `run_id`) binds the thread to that run
+until a `{"kind": "closed", "run_id": …}` line follows it. A thread holds the line
+of one live run: a second start while the first lives (or is still starting) warns
+and does not bind; the open line of a run that is not live is closed before the new
+line is written (BIND-LINE-21, -22).
+
+The read of the last line and the append are one step under the lock of the
+flow-bound directory (`flow-bound.lock`), so two near-simultaneous starts of one
+thread, or their run processes, cannot both bind (BIND-LINE-23). A binding that
+cannot be written is a warning and the run starts all the same (BIND-LINE-24).
+
+The decision itself is `plan_bind`, a pure function of the last line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import Timeout, UnixFileLock
+
+FLOW_BOUND = "flow-bound"
+LOCK_NAME = "flow-bound.lock"
+LOCK_TIMEOUT = 10.0
+"""Seconds a bind waits for the flow-bound directory's lock before it warns."""
+
+ORCHESTRATOR = "orchestrator"
+CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class BindResult:
+    """Whether the owner's line now binds the run, and the warning to show if any."""
+
+    bound: bool
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class LastLine:
+    """The owner's last line as read: the object, or why it could not be read."""
+
+    line: dict[str, Any] | None
+    unreadable: str | None = None
+
+    @property
+    def open_run(self) -> str | None:
+        """The run an open orchestrator line binds, else None."""
+        if self.line is not None and self.line.get("kind") == ORCHESTRATOR:
+            run_id = self.line.get("run_id")
+            return run_id if isinstance(run_id, str) else None
+        return None
+
+
+@dataclass(frozen=True)
+class BindPlan:
+    """What a bind appends, and the warning when it does not bind."""
+
+    append: list[dict[str, Any]]
+    refused: str | None = None
+
+
+def flow_bound_dir(state: Path) -> Path:
+    return state / FLOW_BOUND
+
+
+def owner_file(state: Path, owner: str) -> Path:
+    return flow_bound_dir(state) / f"{owner}.jsonl"
+
+
+def plan_bind(
+    owner: str, last: LastLine, line: dict[str, Any], is_live: Callable[[str], bool]
+) -> BindPlan:
+    """Decide a bind from the owner's last line (pure but for `is_live`).
+
+    - no open line: append `line`;
+    - the open line of this run: append `line` unless it is the last line already;
+    - the open line of a live run: append nothing, refused;
+    - the open line of a run that is not live: close it, then append `line`.
+    """
+    run_id = line["run_id"]
+    other = last.open_run
+    if other is None:
+        return BindPlan([line])
+    if other == run_id:
+        return BindPlan([] if last.line == line else [line])
+    if is_live(other):
+        return BindPlan(
+            [],
+            refused=(
+                f"owner thread {owner} is bound to live run {other}; run {run_id} starts "
+                f"unbound: wait for {other} to end, then resume {run_id} to bind it"
+            ),
+        )
+    return BindPlan([{"kind": CLOSED, "run_id": other}, line])
+
+
+def bind_owner(
+    state: Path, owner: str, line: dict[str, Any], is_live: Callable[[str], bool]
+) -> BindResult:
+    """Bind the owner thread `owner` to the run of `line`, an orchestrator line.
+
+    `is_live(run_id)` answers whether a run is live (its run lock or start lock is
+    held). Never raises for the file system: a binding that cannot be read or
+    written is a warning, and the caller starts the run all the same.
+
+    Raises:
+        ValueError: `line` is not an orchestrator line with a run_id.
+    """
+    run_id = line.get("run_id")
+    if line.get("kind") != ORCHESTRATOR or not isinstance(run_id, str):
+        raise ValueError("bind_owner takes an orchestrator line with a run_id")
+    cannot = f"cannot bind owner thread {owner} to run {run_id}"
+    if not _is_segment(owner):
+        return BindResult(False, f"{cannot}: the thread id is not a file name; check the owner id")
+    path = owner_file(state, owner)
+    try:
+        with _flow_bound_lock(state):
+            last = read_last_line(path)
+            try:
+                plan = plan_bind(owner, last, line, is_live)
+            except Exception as err:  # is_live is the caller's: a failure there only warns
+                return BindResult(False, f"{cannot}: cannot tell whether its run is live ({err})")
+            if plan.refused is not None:
+                return BindResult(False, plan.refused)
+            _append(path, plan.append)
+    except Timeout:
+        return BindResult(
+            False,
+            f"{cannot}: {flow_bound_dir(state) / LOCK_NAME} stayed held for {LOCK_TIMEOUT:g} s; "
+            "the run starts unbound, resume it to bind",
+        )
+    except OSError as err:
+        return BindResult(
+            False,
+            f"{cannot}: {err.filename or path}: {err.strerror or err}; the run starts unbound, "
+            f"make {flow_bound_dir(state)} writable and resume it to bind",
+        )
+    if last.unreadable is not None:
+        return BindResult(True, f"{last.unreadable}; it was read as no binding")
+    return BindResult(True)
+
+
+def close_owner(state: Path, owner: str, run_id: str) -> str | None:
+    """Close the owner's line when its last line is the open line of `run_id`.
+
+    Returns a warning when the close cannot be written, else None.
+    """
+    if not _is_segment(owner):
+        return None
+    path = owner_file(state, owner)
+    try:
+        with _flow_bound_lock(state):
+            if read_last_line(path).open_run == run_id:
+                _append(path, [{"kind": CLOSED, "run_id": run_id}])
+    except Timeout:
+        return (
+            f"cannot close the line of owner thread {owner} for run {run_id}: "
+            f"{flow_bound_dir(state) / LOCK_NAME} stayed held for {LOCK_TIMEOUT:g} s; "
+            "the next start closes it"
+        )
+    except OSError as err:
+        return (
+            f"cannot close the line of owner thread {owner} for run {run_id}: "
+            f"{err.filename or path}: {err.strerror or err}; the next start closes it"
+        )
+    return None
+
+
+def read_last_line(path: Path) -> LastLine:
+    """The last non-blank line of `path`; a missing file has none.
+
+    Raises:
+        OSError: the file exists and cannot be read.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return LastLine(None)
+    lines = [raw for raw in data.splitlines() if raw.strip()]
+    if not lines:
+        return LastLine(None)
+    try:
+        parsed = json.loads(lines[-1])
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        return LastLine(None, f"the last line of {path} is unreadable ({err})")
+    if not isinstance(parsed, dict):
+        return LastLine(None, f"the last line of {path} is not a JSON object")
+    if parsed.get("kind") == ORCHESTRATOR and not isinstance(parsed.get("run_id"), str):
+        return LastLine(None, f"the last line of {path} is an orchestrator line without run_id")
+    return LastLine(parsed)
+
+
+@contextmanager
+def _flow_bound_lock(state: Path) -> Iterator[None]:
+    directory = flow_bound_dir(state)
+    directory.mkdir(parents=True, exist_ok=True)
+    lock = UnixFileLock(
+        directory / LOCK_NAME, thread_local=False, timeout=LOCK_TIMEOUT, fallback_to_soft=False
+    )
+    with lock:
+        yield
+
+
+def _append(path: Path, lines: list[dict[str, Any]]) -> None:
+    """Append `lines` in one write and fsync; a torn last line gets its newline first."""
+    if not lines:
+        return
+    data = "".join(json.dumps(one, ensure_ascii=False) + "\n" for one in lines).encode()
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        if not created and _ends_torn(fd):
+            data = b"\n" + data
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        _fsync_dir(path.parent)
+
+
+def _ends_torn(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _is_segment(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and "/" not in name and "\0" not in name

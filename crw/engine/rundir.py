@@ -1,0 +1,166 @@
+"""The state directory and a run's directory `<state>/flow/<run>/`.
+
+Every command reads the run through its directory: run.json, the journal (which only
+the run's process writes), the step bus's steps/, inbox/, replies/ and outbox/, and
+the lock files. Paths are named here once, so no other module spells a file name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from crw.errors import InputError, RefusedError
+
+STATE_DIR_NAME = ".crw"
+FLOW = "flow"
+
+
+def resolve_state(state: str | None, environ: Mapping[str, str], cwd: Path) -> Path:
+    """The state directory: `--state`, else `$CRW_STATE`, else `.crw/` at the root of
+    the git repository containing `cwd`, else `cwd/.crw`.
+
+    A relative `--state` or `$CRW_STATE` is taken from `cwd`.
+    """
+    chosen = state or environ.get("CRW_STATE")
+    if chosen:
+        return cwd / chosen
+    root = _repository_root(cwd)
+    return (root if root is not None else cwd) / STATE_DIR_NAME
+
+
+def _repository_root(cwd: Path) -> Path | None:
+    # Imported here: a command given --state or $CRW_STATE never pays for pygit2.
+    import pygit2
+
+    try:
+        git_dir = pygit2.discover_repository(str(cwd))
+    except pygit2.GitError:
+        return None
+    if git_dir is None:
+        return None
+    workdir = pygit2.Repository(git_dir).workdir
+    return Path(workdir) if workdir else None
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A run's directory and the paths in it."""
+
+    root: Path
+
+    @classmethod
+    def of(cls, state: Path, run_id: str) -> RunDir:
+        """The directory of run `run_id` under `state` (whether or not it exists)."""
+        return cls(state / FLOW / run_id)
+
+    @property
+    def id(self) -> str:
+        return self.root.name
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def journal(self) -> Path:
+        return self.root / "journal.jsonl"
+
+    @property
+    def steps(self) -> Path:
+        return self.root / "steps"
+
+    @property
+    def inbox(self) -> Path:
+        return self.root / "inbox"
+
+    @property
+    def replies(self) -> Path:
+        return self.root / "replies"
+
+    @property
+    def outbox(self) -> Path:
+        return self.root / "outbox"
+
+    @property
+    def run_lock(self) -> Path:
+        return self.root / "run.lock"
+
+    @property
+    def start_lock(self) -> Path:
+        return self.root / "start.lock"
+
+    @property
+    def log(self) -> Path:
+        """The detached run process's stdout and stderr."""
+        return self.root / "run.log"
+
+    def process_lock(self, token: str) -> Path:
+        return self.root / f"process.{token}.lock"
+
+    def exists(self) -> bool:
+        return self.root.is_dir()
+
+    def create(self) -> None:
+        """Make the run's directory and its subdirectories.
+
+        Raises:
+            RefusedError: the directory exists already, or cannot be made.
+        """
+        try:
+            self.root.parent.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir()
+            for sub in (self.steps, self.inbox, self.replies, self.outbox):
+                sub.mkdir()
+        except FileExistsError:
+            raise RefusedError(
+                f"run directory {self.root} exists already; start the run under a new id"
+            ) from None
+        except OSError as err:
+            raise RefusedError(
+                f"cannot make run directory {self.root}: {err.strerror or err}; "
+                "make the state directory writable or pass another --state"
+            ) from err
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def new_run_id(name: str, now: datetime) -> str:
+    """A fresh run id, one path segment: `<name>-20261129-193551-<4 hex>`.
+
+    Characters of `name` that do not belong in a path segment become `-`.
+    """
+    safe = _UNSAFE.sub("-", name).strip(".-") or "run"
+    return f"{safe}-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def find_run(state: Path, run: str) -> RunDir:
+    """The run named by `run`: a run id under `<state>/flow`, or a path to a run directory.
+
+    Raises:
+        InputError: no such run.
+    """
+    if run and run not in (".", "..") and os.sep not in run:
+        by_id = RunDir.of(state, run)
+        if by_id.exists():
+            return by_id
+    as_path = RunDir(Path(run).absolute())
+    if run and as_path.run_json.is_file():
+        return as_path
+    flow = state / FLOW
+    raise InputError(f'run "{run}" not found under {flow}; list the runs with: ls {flow}')
+
+
+def list_runs(state: Path) -> list[str]:
+    """The ids of the runs under `state`, sorted."""
+    try:
+        entries = list((state / FLOW).iterdir())
+    except FileNotFoundError:
+        return []
+    return sorted(entry.name for entry in entries if entry.is_dir())

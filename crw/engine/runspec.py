@@ -1,0 +1,147 @@
+"""run.json, the run's spec (format `crw-flow-run/1`).
+
+The start writes it once and nothing rewrites it. `env` is optional: a spec
+written before it reads as before, and a spec that has none is written without the
+member. A member this crw does not know is kept (`extra="allow"`), so a spec
+written by a later crw reads and writes back unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from crw.errors import InputError, RefusedError
+
+FORMAT: Final = "crw-flow-run/1"
+
+Backend = Literal["session", "app-server"]
+
+
+class WorkflowRef(BaseModel):
+    """The workflow file the run was started from and the sha256 of its bytes."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    path: str
+    digest: str
+
+
+class RunEnv(BaseModel):
+    """The variables of the starting environment the run records: TMPDIR only (CRW-1570)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    TMPDIR: str
+
+
+class RunSpec(BaseModel):
+    """The content of run.json."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    format: Literal["crw-flow-run/1"] = FORMAT
+    id: str
+    workflow: WorkflowRef
+    backend: Backend
+    pool: int
+    repository: str | None = None
+    host: str | None = None
+    owner: str | None = None
+    env: RunEnv | None = None
+
+    def env_overrides(self) -> dict[str, str]:
+        """The variables a launched or running process gets from the spec, one entry each.
+
+        Empty for a spec written before the record: the environment stays the caller's.
+        """
+        if self.env is None:
+            return {}
+        return {"TMPDIR": self.env.TMPDIR}
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of run.json; `env` is left out when the spec has none."""
+        data = self.model_dump(mode="json")
+        if self.env is None:
+            data.pop("env", None)
+        return data
+
+
+def write_run_spec(path: Path, spec: RunSpec) -> None:
+    """Write `spec` to `path` atomically: a temporary file beside it, fsync, rename, fsync.
+
+    Raises:
+        RefusedError: the file cannot be written (the reason names it).
+    """
+    text = json.dumps(spec.to_json(), indent=2, ensure_ascii=False) + "\n"
+    try:
+        _write_atomically(path, text.encode())
+    except OSError as err:
+        raise RefusedError(
+            f"cannot write {path}: {err.strerror or err}; "
+            "make its directory writable and start again"
+        ) from err
+
+
+def read_run_spec(path: Path) -> RunSpec:
+    """Read and validate run.json.
+
+    Raises:
+        InputError: the file is missing, unreadable or not a crw-flow-run/1 spec.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(
+            f"{path} not found; name a run started with crw flow start (ls its flow directory)"
+        ) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"cannot read {path}: {err}; check the file's permissions") from err
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(
+            f"{path} is not JSON (line {err.lineno}: {err.msg}); restore the run's run.json"
+        ) from None
+    if isinstance(data, dict) and data.get("format") != FORMAT:
+        raise InputError(
+            f"{path} has format {json.dumps(data.get('format'))}, not {FORMAT}; "
+            "read it with the crw that wrote it"
+        )
+    try:
+        return RunSpec.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the top level"
+        raise InputError(
+            f"{path} is not a {FORMAT} spec ({where}: {first['msg']}); restore the run's run.json"
+        ) from None
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,114 @@
+"""run.json, crw-flow-run/1 (CMD-START-5, -6, -7, -11)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, read_run_spec, write_run_spec
+from crw.errors import InputError
+
+
+def _spec(**extra: object) -> RunSpec:
+    return RunSpec.model_validate(
+        {
+            "id": "fix-20261129-193551-ab12",
+            "workflow": {"path": "/repo/fix.toml", "digest": "sha256:00"},
+            "backend": "session",
+            "pool": 3,
+            "repository": "/repo",
+            "host": "unix:/codex/app-server-control.sock",
+            "owner": "thread-1",
+            **extra,
+        }
+    )
+
+
+def test_spec_round_trips_with_its_env(tmp_path: Path) -> None:
+    spec = _spec(env={"TMPDIR": "/var/tmp/x/"})
+    path = tmp_path / "run.json"
+    write_run_spec(path, spec)
+    assert read_run_spec(path) == spec
+    on_disk = json.loads(path.read_text())
+    assert on_disk["format"] == "crw-flow-run/1"
+    assert on_disk["backend"] == "session"
+    assert on_disk["env"] == {"TMPDIR": "/var/tmp/x/"}
+
+
+def test_spec_records_the_backend(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    write_run_spec(path, _spec(backend="app-server"))
+    assert read_run_spec(path).backend == "app-server"
+
+
+def test_spec_without_env_reads_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    data = _spec().to_json()
+    assert "env" not in data
+    path.write_text(json.dumps(data))
+    spec = read_run_spec(path)
+    assert spec.env is None
+    assert spec.env_overrides() == {}
+
+
+def test_spec_without_env_is_written_without_the_member(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    write_run_spec(path, _spec())
+    assert "env" not in json.loads(path.read_text())
+
+
+def test_only_tmpdir_is_recorded() -> None:
+    spec = _spec(env=RunEnv(TMPDIR="/tmp"))
+    assert spec.env_overrides() == {"TMPDIR": "/tmp"}
+    assert spec.to_json()["env"] == {"TMPDIR": "/tmp"}
+    assert set(RunEnv.model_fields) == {"TMPDIR"}
+
+
+def test_unknown_members_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    data = _spec().to_json()
+    data["later"] = {"a": 1}
+    data["workflow"]["signed"] = True
+    data["env"] = {"TMPDIR": "/tmp", "LATER": "x"}
+    path.write_text(json.dumps(data))
+    spec = read_run_spec(path)
+    write_run_spec(path, spec)
+    assert json.loads(path.read_text()) == data
+
+
+def test_write_replaces_the_file_and_leaves_no_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_text("old")
+    write_run_spec(path, _spec())
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+    assert read_run_spec(path).workflow == WorkflowRef(path="/repo/fix.toml", digest="sha256:00")
+
+
+def test_missing_spec_is_an_input_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    with pytest.raises(InputError) as caught:
+        read_run_spec(path)
+    assert str(path) in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{not json", "is not JSON"),
+        ('{"format": "crw-flow-run/9"}', 'format "crw-flow-run/9", not crw-flow-run/1'),
+        ('{"format": "crw-flow-run/1", "id": "x"}', "workflow: Field required"),
+        ("[1]", "is not a crw-flow-run/1 spec"),
+    ],
+)
+def test_malformed_spec_is_an_input_error(tmp_path: Path, text: str, says: str) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(text)
+    with pytest.raises(InputError) as caught:
+        read_run_spec(path)
+    message = str(caught.value)
+    assert says in message
+    assert str(path) in message
+    assert "\n" not in message
