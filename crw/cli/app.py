@@ -1,0 +1,142 @@
+"""The command tree of `crw` (cyclopts).
+
+Only cyclopts and the standard library are imported here; each command imports
+what it needs when it runs, so `crw flow status --json` does not pay for pydantic
+or Trio. Exit codes: 0 ok, 1 refused or failed, 2 input error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Annotated, Literal
+
+from cyclopts import App, Parameter
+
+Json = Annotated[bool, Parameter(name="--json", negative="", help="Print one JSON object.")]
+State = Annotated[
+    str | None,
+    Parameter(
+        name="--state",
+        help="The state directory (default: $CRW_STATE, else .crw/ at the repository root).",
+    ),
+]
+
+app = App(
+    name="crw",
+    help="crw: durable agent workflows.",
+    exit_on_error=False,
+    print_error=False,
+    help_on_error=False,
+    version_flags=["--version"],
+)
+flow = App(name="flow", help="Start, step and inspect workflow runs.")
+schema = App(name="schema", help="Print the JSON Schemas crw writes by.")
+app.command(flow)
+flow.command(schema)
+
+
+@flow.command
+def start(
+    workflow: str,
+    /,
+    *,
+    backend: Literal["session", "app-server"] = "session",
+    owner: str | None = None,
+    host: str | None = None,
+    state: State = None,
+    json: Json = False,
+) -> int:
+    """Start a run of WORKFLOW in a detached run process.
+
+    Parameters
+    ----------
+    workflow
+        The workflow TOML file.
+    backend
+        session (the owner thread's subagents run the calls) or app-server (the run
+        opens a thread per call).
+    owner
+        The owner thread of a session run (default: $CRW_OWNER_THREAD, else
+        $CODEX_THREAD_ID, which Codex sets in a thread's shell).
+    host
+        The host URI: unix:PATH, ws://127.0.0.1:PORT, or codex (app-server backend
+        only). A session run defaults to the codex daemon's control socket.
+    """
+    from crw.cli.start import start_command
+
+    return start_command(workflow, backend=backend, owner=owner, host=host, state=state, json=json)
+
+
+@flow.command
+def status(run: str, /, *, state: State = None, json: Json = False) -> int:
+    """Show a run's state and each call's state, attempts, turns and tokens.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    """
+    from crw.cli.status import status_command
+
+    return status_command(run, state=state, json=json)
+
+
+@flow.command
+def demo(*, state: State = None, json: Json = False) -> int:
+    """Run the demo end to end: a workflow started, run and read back."""
+    from crw.cli.demo import demo_command
+
+    return demo_command(state=state, json=json)
+
+
+@flow.command(name="_run", show=False)
+def run_process(run: str, /, *, state: State = None) -> int:
+    """The detached run process (started by `start` and `resume`)."""
+    from crw.actors.run import run_command
+
+    return run_command(run, state=state)
+
+
+@schema.command
+def rows(*, json: Json = False) -> int:
+    """Print the JSON Schema of every row kind of the journal.
+
+    The schema is JSON either way; --json is accepted for symmetry.
+    """
+    import json as json_module
+
+    from crw.journal.rows import rows_json_schema
+
+    print(json_module.dumps(rows_json_schema(), indent=2))
+    return 0
+
+
+class _OneLine(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"crw: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def run(argv: list[str] | None = None) -> None:
+    """Parse `argv`, run the command, and exit with its code."""
+    from cyclopts import CycloptsError
+
+    from crw.errors import CrwError, InputError
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine())
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    try:
+        code = app(sys.argv[1:] if argv is None else argv, result_action="return_value")
+    except CycloptsError as err:
+        print(f"crw: error: {str(err).strip()} (see --help)", file=sys.stderr)
+        sys.exit(2)
+    except CrwError as err:
+        print(f"crw: error: {err}", file=sys.stderr)
+        sys.exit(2 if isinstance(err, InputError) else 1)
+    except BrokenPipeError:
+        # The reader went away (`crw flow schema rows | head`): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)

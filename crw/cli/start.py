@@ -1,0 +1,174 @@
+"""`crw flow start WORKFLOW`: validate, record the run, bind the owner, launch.
+
+The order is the spec's: every refusal (the workflow, the role store, the owner,
+the host, the TMPDIR) comes before the run directory or its spec exists, before
+any process starts and before the owner is bound (CMD-START-14). The start holds
+the run's start lock from before it binds the owner until the run's process holds
+the run lock (BIND-LINE-19); it sees that in the process's started row.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crw.binding.owner import bind_owner
+from crw.cli.output import emit
+from crw.engine import codex_config
+from crw.engine.launch import launch_run_process
+from crw.engine.locks import run_is_live, start_lock
+from crw.engine.roles import RoleTable, load_roles
+from crw.engine.rundir import RunDir, new_run_id, resolve_state
+from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, write_run_spec
+from crw.engine.tmploc import dir_from
+from crw.engine.workflow import load_workflow
+from crw.errors import RefusedError
+from crw.host.uri import parse_host_uri, session_host
+from crw.journal.log import read_journal
+from crw.settings import DEFAULT_SETTINGS, Settings
+
+
+@dataclass
+class StartOutcome:
+    run: RunDir
+    spec: RunSpec
+    pid: int | None = None
+    started: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+def start_command(
+    workflow: str,
+    *,
+    backend: str,
+    owner: str | None,
+    host: str | None,
+    state: str | None,
+    json: bool,
+) -> int:
+    outcome = start_run(
+        Path(workflow), backend=backend, owner=owner, host=host, state=state, environ=os.environ
+    )
+    payload: dict[str, Any] = {
+        "run": outcome.spec.id,
+        "run_dir": str(outcome.run.root),
+        "backend": outcome.spec.backend,
+        "pool": outcome.spec.pool,
+        "owner": outcome.spec.owner,
+        "host": outcome.spec.host,
+        "pid": outcome.pid,
+        "started": outcome.started,
+        "warnings": outcome.warnings,
+    }
+    lines = [
+        f"run {outcome.spec.id} started ({outcome.spec.backend} backend, pool {outcome.spec.pool})"
+    ]
+    lines.append(f"  run directory: {outcome.run.root}")
+    lines += [f"  warning: {warning}" for warning in outcome.warnings]
+    lines.append(
+        "  no backend can run calls yet: the run process recorded its started row and stopped"
+    )
+    lines.append(
+        f"  see it with: crw flow status {outcome.spec.id} --state {outcome.run.root.parents[1]}"
+    )
+    emit(json, payload, "\n".join(lines))
+    return 0
+
+
+def start_run(
+    workflow_path: Path,
+    *,
+    backend: str,
+    owner: str | None,
+    host: str | None,
+    state: str | None,
+    environ: os._Environ[str] | dict[str, str],
+    settings: Settings = DEFAULT_SETTINGS,
+) -> StartOutcome:
+    """Refuse or record, bind and launch a run; see the module docstring."""
+    state_dir = resolve_state(state, environ, Path.cwd())
+    workflow = load_workflow(workflow_path)
+    roles = load_roles(state_dir / "roles.toml")
+    pool = workflow.pool
+    if backend == "session":
+        owner = owner or environ.get("CRW_OWNER_THREAD") or environ.get("CODEX_THREAD_ID")
+        if not owner:
+            raise RefusedError(
+                "a session run needs its owner thread; pass --owner THREAD, set "
+                "CRW_OWNER_THREAD, or start it from the owner's shell (CODEX_THREAD_ID)"
+            )
+        host_uri = str(session_host(host, environ))
+        pool = codex_config.session_pool(pool, environ)
+    else:
+        host_uri = str(parse_host_uri(host or "codex"))
+        owner = None
+    tmpdir = dir_from(environ)  # asked once, here; refuses before anything is written
+
+    run_id = new_run_id(workflow.name, _dt.datetime.now(_dt.UTC))
+    run = RunDir(state_dir / "flow" / run_id)
+    run.create()
+    spec = RunSpec(
+        id=run_id,
+        workflow=WorkflowRef(path=str(workflow.path), digest=workflow.digest),
+        backend=backend,
+        pool=pool,
+        repository=_repository(Path.cwd()),
+        host=host_uri,
+        owner=owner,
+        env=RunEnv(TMPDIR=tmpdir),
+    )
+    outcome = StartOutcome(run=run, spec=spec)
+    with start_lock(run):
+        write_run_spec(run.run_json, spec)
+        if owner is not None:
+            outcome.warnings += _bind_owner(state_dir, owner, run_id, roles)
+        child = launch_run_process(run, state_dir, spec.env_overrides(), environ)
+        outcome.pid = child.pid
+        outcome.started = _await_started(run, child.pid, settings.start_wait)
+    if not outcome.started:
+        raise RefusedError(
+            f"run {run_id} did not start: its process wrote no started row within "
+            f"{settings.start_wait:g} s; see {run.log}"
+        )
+    return outcome
+
+
+def _bind_owner(state_dir: Path, owner: str, run_id: str, roles: RoleTable) -> list[str]:
+    """The orchestrator line (BindOrchestrator): kind, run_id, policyDigest, helperPairs."""
+    line = {
+        "kind": "orchestrator",
+        "run_id": run_id,
+        "policyDigest": roles.policy_digest(),
+        "helperPairs": roles.role_pairs(),
+    }
+    result = bind_owner(
+        state_dir, owner, line, lambda other: run_is_live(RunDir(state_dir / "flow" / other))
+    )
+    return [result.warning] if result.warning else []
+
+
+def _await_started(run: RunDir, pid: int, timeout: float) -> bool:
+    """Wait for the run process's started row, or for the process to exit."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(row.get("row") == "started" for row in read_journal(run.journal).rows):
+            return True
+        finished, _status = os.waitpid(pid, os.WNOHANG)
+        if finished:
+            return any(row.get("row") == "started" for row in read_journal(run.journal).rows)
+        time.sleep(0.01)
+    return False
+
+
+def _repository(cwd: Path) -> str | None:
+    import pygit2
+
+    found = pygit2.discover_repository(str(cwd))
+    if found is None:
+        return None
+    repo = pygit2.Repository(found)
+    return str(Path(repo.workdir).resolve()) if repo.workdir else None

@@ -1,0 +1,73 @@
+"""`crw flow status RUN`: the run's state and each call's, read through replay.
+
+It reads the run directory only (CMD-START-1, CMD-START-2): run.json and the
+journal, never a lock it would hold and never a row.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from crw.cli.output import emit, format_tokens
+from crw.engine.locks import holder_pid, is_held
+from crw.engine.rundir import find_run, resolve_state
+from crw.journal.log import read_journal
+from crw.journal.replay import RunState, replay
+
+
+def status_command(run: str, *, state: str | None, json: bool) -> int:
+    run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    journal = read_journal(run_dir.journal)
+    run_state = replay(journal.rows)
+    payload = status_payload(run_dir.root.name, run_state)
+    payload["run_dir"] = str(run_dir.root)
+    payload["holder_pid"] = holder_pid(run_dir.run_lock) if is_held(run_dir.run_lock) else None
+    emit(json, payload, _human(payload, run_state))
+    return 0
+
+
+def status_payload(run_id: str, run: RunState) -> dict[str, Any]:
+    """The `--json` object: run, state, backend, processes, ended_status, calls
+    [{call, node, role, state, attempts, turns, tokens}], tokens. The command adds
+    run_dir and holder_pid (the pid of the process holding the run lock, or null)."""
+    return {
+        "run": run_id,
+        "state": run.state,
+        "backend": run.backend,
+        "processes": run.processes,
+        "ended_status": run.ended_status,
+        "calls": [
+            {
+                "call": call.call,
+                "node": call.node,
+                "role": call.role,
+                "state": call.state,
+                "attempts": call.attempt,
+                "turns": call.turns,
+                "tokens": call.tokens,
+            }
+            for call in run.calls.values()
+        ],
+        "tokens": run.spent,
+    }
+
+
+def _human(payload: dict[str, Any], run: RunState) -> str:
+    head = f"run {payload['run']}: {run.state}"
+    if run.backend:
+        head += f" ({run.backend} backend, process {run.processes})"
+    holder = payload.get("holder_pid")
+    head += f"; held by pid {holder}" if holder else "; no process holds it"
+    lines = [head]
+    if not run.calls:
+        lines.append("  no calls yet")
+    for call in payload["calls"]:
+        lines.append(
+            f"  {call['call']:<16} {call['role'] or '-':<12} {call['state']:<16} "
+            f"attempts {call['attempts']}  turns {call['turns']}  "
+            f"tokens {format_tokens(call['tokens'])}"
+        )
+    lines.append(f"  tokens: {format_tokens(run.spent)}")
+    return "\n".join(lines)

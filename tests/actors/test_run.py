@@ -1,0 +1,107 @@
+"""The run process: locks, then its started row, in one Trio run."""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+import pytest
+
+from crw.actors import run as run_module
+from crw.actors.journal_writer import JournalWriter, open_journal_writer
+from crw.actors.run import run_process
+from crw.clock import WallClock, fixed_clock, system_clock
+from crw.engine.locks import is_held, run_lock
+from crw.engine.rundir import RunDir
+from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef
+from crw.journal.log import read_journal
+
+
+def _run(tmp_path: Path, backend: str = "session") -> tuple[RunDir, RunSpec]:
+    state = tmp_path / "state"
+    run = RunDir(state / "flow" / "r1")
+    run.create()
+    spec = RunSpec(
+        id="r1",
+        workflow=WorkflowRef(path="/w.toml", digest="sha256:00"),
+        backend=backend,
+        pool=2,
+        env=RunEnv(TMPDIR=str(tmp_path)),
+    )
+    return run, spec
+
+
+async def test_started_row_names_backend_process_pid_and_pinned_pairs(tmp_path: Path) -> None:
+    """spec: GEN-8, BIND-LINE-16"""
+    run, spec = _run(tmp_path)
+    state = run.root.parents[1]
+    (state / "roles.toml").write_text('[explorer]\nmodel = "m1"\neffort = "low"\n')
+    await run_process(run, spec, state, clock=fixed_clock("2026-11-29T00:00:00.000000Z"))
+    rows = read_journal(run.journal).rows
+    assert len(rows) == 1
+    started = rows[0]
+    assert started["row"] == "started" and started["seq"] == 1
+    assert started["at"] == "2026-11-29T00:00:00.000000Z"
+    assert started["backend"] == "session" and started["pid"] == os.getpid()
+    assert isinstance(started["process"], str) and len(started["process"]) >= 8
+    assert started["role_pairs"]["explorer"] == {
+        "agent_type": "explorer",
+        "model": "m1",
+        "effort": "low",
+    }
+    assert started["policy_digest"].startswith("sha256:")
+
+
+async def test_process_lock_is_held_while_the_started_row_is_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: BIND-LINE-15, BIND-LINE-17"""
+    run, spec = _run(tmp_path)
+    seen: list[tuple[bool, bool]] = []
+
+    def spying_writer(
+        path: Path, *, clock: WallClock = system_clock
+    ) -> AbstractAsyncContextManager[JournalWriter]:
+        locks = list(run.root.glob("process.*.lock"))
+        seen.append((len(locks) == 1 and is_held(locks[0]), is_held(run.run_lock)))
+        return open_journal_writer(path, clock=clock)
+
+    monkeypatch.setattr(run_module, "open_journal_writer", spying_writer)
+    await run_process(run, spec, run.root.parents[1])
+    assert seen == [(True, True)]
+    assert list(run.root.glob("process.*.lock")) == []
+    assert not is_held(run.run_lock)
+
+
+async def test_process_lock_that_cannot_be_taken_gives_a_started_row_naming_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """spec: BIND-LINE-18"""
+    run, spec = _run(tmp_path)
+    # A directory where the process lock file would go: even root cannot lock it.
+    monkeypatch.setattr("crw.engine.locks._new_token", lambda: "blocked")
+    run.process_lock("blocked").mkdir()
+    with caplog.at_level(logging.WARNING):
+        await run_process(run, spec, run.root.parents[1])
+    started = read_journal(run.journal).rows[0]
+    assert started["row"] == "started" and "process" not in started
+    assert any("process lock" in record.getMessage() for record in caplog.records)
+
+
+async def test_run_held_by_another_process_is_refused_before_any_row(tmp_path: Path) -> None:
+    from crw.engine.locks import RunHeldError
+
+    run, spec = _run(tmp_path)
+    with run_lock(run), pytest.raises(RunHeldError):
+        await run_process(run, spec, run.root.parents[1])
+    assert read_journal(run.journal).rows == []
+    assert list(run.root.glob("process.*.lock")) == []
+
+
+async def test_app_server_run_records_its_backend(tmp_path: Path) -> None:
+    """spec: GEN-9"""
+    run, spec = _run(tmp_path, backend="app-server")
+    await run_process(run, spec, run.root.parents[1])
+    assert read_journal(run.journal).rows[0]["backend"] == "app-server"

@@ -1,0 +1,94 @@
+"""Running `crw` as a user does: a real process, its exit code and its output.
+
+Every run process a test starts is reaped at teardown by pid, and no child
+inherits the test's stdout, so CI never hangs on a leftover process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> dict[str, Any]:
+        value = json.loads(self.stdout)
+        assert isinstance(value, dict)
+        return value
+
+
+class Crw:
+    """Runs `python -m crw …` with a private state directory and environment."""
+
+    def __init__(self, state: Path, tmpdir: Path) -> None:
+        self.state = state
+        self.pids: list[int] = []
+        self.env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("CRW_", "CODEX_"))
+        }
+        self.env |= {"TMPDIR": str(tmpdir), "CODEX_HOME": str(state / "codex-home")}
+
+    def __call__(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        done = subprocess.run(
+            [sys.executable, "-m", "crw", *args],
+            env=self.env if env is None else env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=self.state.parent,
+        )
+        result = Result(done.returncode, done.stdout, done.stderr)
+        if done.returncode == 0 and '"pid"' in done.stdout:
+            pid = result.json().get("pid")
+            if isinstance(pid, int):
+                self.pids.append(pid)
+        return result
+
+    def start(self, *args: str, env: dict[str, str] | None = None) -> Result:
+        return self("flow", "start", *args, "--state", str(self.state), "--json", env=env)
+
+    def reap(self) -> None:
+        for pid in self.pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def crw(tmp_path: Path) -> Iterator[Crw]:
+    state = tmp_path / "state"
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    runner = Crw(state, tmpdir)
+    yield runner
+    runner.reap()
+
+
+def wait_for_exit(run_dir: Path, timeout: float = 10) -> None:
+    """The foundation's run process stops after its started row: wait until it has
+    removed its process lock file (it does so last, after the run lock)."""
+    deadline = time.monotonic() + timeout
+    while list(run_dir.glob("process.*.lock")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not list(run_dir.glob("process.*.lock")), f"run process of {run_dir} still running"

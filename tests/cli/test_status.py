@@ -1,0 +1,110 @@
+"""`crw flow status`, `crw flow schema rows`, `crw flow demo` and the CLI's errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema  # type: ignore[import-untyped]
+
+from crw.engine.rundir import RunDir
+from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
+
+WORKFLOW = str(EXAMPLES / "fix-issue.toml")
+
+
+def _journal_line(seq: int, row: str, commit_seq: int | None = None, **fields: object) -> str:
+    body = {"seq": seq, "at": "2026-11-29T00:00:00.000000Z", "row": row, **fields}
+    body["commit_seq"] = seq if commit_seq is None else commit_seq
+    return json.dumps(body) + "\n"
+
+
+def test_status_json_shows_the_run_and_each_call(crw: Crw) -> None:
+    out = crw.start(WORKFLOW, "--owner", "o").json()
+    run = RunDir(Path(out["run_dir"]))
+    wait_for_exit(run.root)
+    # Rows a later backend writes, appended as whole batches (the framing of crw.journal.log).
+    with open(run.journal, "a") as journal:
+        journal.write(
+            _journal_line(2, "prepared", call="explore.1", node="explore", role="explorer")
+        )
+        journal.write(
+            _journal_line(
+                3, "completed", call="explore.1", tokens={"input": 9, "output": 3, "total": 12}
+            )
+        )
+    result = crw("flow", "status", out["run"], "--state", str(crw.state), "--json")
+    assert result.code == 0, result.stderr
+    status = result.json()
+    assert status["run"] == out["run"] and status["state"] == "running"
+    assert status["holder_pid"] is None  # the foundation's run process stopped
+    assert status["calls"] == [
+        {
+            "call": "explore.1",
+            "node": "explore",
+            "role": "explorer",
+            "state": "completed",
+            "attempts": 0,
+            "turns": 0,
+            "tokens": {
+                "input": 9,
+                "cached_input": 0,
+                "output": 3,
+                "reasoning_output": 0,
+                "total": 12,
+            },
+        }
+    ]
+    human = crw("flow", "status", out["run"], "--state", str(crw.state))
+    assert "explore.1" in human.stdout and "completed" in human.stdout
+    assert "no process holds it" in human.stdout
+
+
+def test_status_of_a_torn_journal_drops_the_torn_batch_and_warns_once(crw: Crw) -> None:
+    out = crw.start(WORKFLOW, "--owner", "o").json()
+    run = RunDir(Path(out["run_dir"]))
+    wait_for_exit(run.root)
+    with open(run.journal, "a") as journal:
+        journal.write(_journal_line(2, "prepared", call="a.1")[:-9])
+    result = crw("flow", "status", out["run"], "--state", str(crw.state), "--json")
+    assert result.code == 0
+    assert result.json()["calls"] == []
+    assert result.stderr.count("crw: warning:") == 1
+    assert "torn" in result.stderr and str(run.journal) in result.stderr
+
+
+def test_status_of_an_unknown_run_is_an_input_error(crw: Crw) -> None:
+    result = crw("flow", "status", "no-such-run", "--state", str(crw.state), "--json")
+    assert result.code == 2
+    assert "no-such-run" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_schema_rows_prints_a_valid_json_schema_of_every_kind(crw: Crw) -> None:
+    result = crw("flow", "schema", "rows", "--json")
+    assert result.code == 0
+    schema = result.json()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    text = json.dumps(schema)
+    for kind in ("started", "step_published", "thread_started", "step_unwritten", "ended"):
+        assert f'"{kind}"' in text
+
+
+def test_unknown_option_is_an_input_error(crw: Crw) -> None:
+    result = crw("flow", "status", "--frobnicate")
+    assert result.code == 2 and result.stderr.startswith("crw: error:")
+
+
+def test_help_lists_the_flow_commands(crw: Crw) -> None:
+    result = crw("flow", "--help")
+    assert result.code == 0
+    for command in ("start", "status", "schema", "demo"):
+        assert command in result.stdout
+    assert "_run" not in result.stdout
+
+
+def test_demo_runs_the_foundation_end_to_end(crw: Crw) -> None:
+    result = crw("flow", "demo", "--state", str(crw.state), "--json")
+    assert result.code == 0, result.stderr
+    out = result.json()
+    assert out["state"] == "running" and out["backend"] == "session"
+    assert isinstance(out["pid"], int)  # reaped at teardown like every run process
