@@ -9,6 +9,7 @@ wrong answer taken for right.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -69,12 +70,20 @@ def _number(schema: dict[str, Any], root: Any) -> float:
     return float(schema.get("minimum", 0))
 
 
-_BY_TYPE = {
+def _boolean(schema: dict[str, Any], root: Any) -> bool:
+    return True
+
+
+def _null(schema: dict[str, Any], root: Any) -> None:
+    return None
+
+
+_BY_TYPE: dict[str, Callable[[dict[str, Any], Any], Any]] = {
     "object": _object,
     "array": _array,
     "string": _string,
     "integer": _integer,
     "number": _number,
-    "boolean": lambda schema, root: True,
-    "null": lambda schema, root: None,
+    "boolean": _boolean,
+    "null": _null,
 }
