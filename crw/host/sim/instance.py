@@ -35,7 +35,8 @@ def example_instance(schema: Any, root: Any = None) -> Any:
     kind = schema.get("type", "object")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
-    return _BY_TYPE.get(kind, _object)(schema, root)
+    build: Callable[[dict[str, Any], Any], Any] = _BY_TYPE.get(str(kind), _object)
+    return build(schema, root)
 
 
 def _resolve(ref: str, root: Any) -> Any:
