@@ -1,0 +1,162 @@
+"""A turn's answer: which message it is, the JSON object in it, and its judgement.
+
+The harvest (session-calls.md, "The harvest"): the answer is the turn's last
+final_answer message, or from a provider that sets no phase the last message
+without one when no commentary came before it. When prose precedes the JSON, the
+object that ends the message is taken out of it; the completed row keeps the
+canonical result, its result_digest and the message as it was. The schema check
+is the engine's, the same for every backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+
+FINAL_ANSWER = "final_answer"
+COMMENTARY = "commentary"
+NO_OBJECT = "$: the answer holds no JSON object"
+_CLOSING_FENCE = "```"
+
+
+@dataclass(frozen=True)
+class Message:
+    """An agent message of a turn: its text and its phase (`commentary`,
+    `partial_answer`, `final_answer`, or None when the provider sets none)."""
+
+    text: str
+    phase: str | None
+
+
+def take_answer(messages: Sequence[Message]) -> str | None:
+    """The text of the turn's answer among its agent messages, in turn order.
+
+    The last final_answer message; else the last message without a phase when no
+    commentary came before it (HARV-2, HARV-3). A commentary message and a
+    partial_answer are never the answer (HARV-4). None when there is no answer.
+    """
+    finals = [m for m in messages if m.phase == FINAL_ANSWER]
+    if finals:
+        return finals[-1].text
+    unphased = [i for i, m in enumerate(messages) if m.phase is None]
+    if not unphased:
+        return None
+    last = unphased[-1]
+    if any(m.phase == COMMENTARY for m in messages[:last]):
+        return None
+    return messages[last].text
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """The JSON object of an answer. `result` is None when there is none;
+    `extracted` is True when prose preceded it; `raw_text` is the message as it was."""
+
+    result: dict[str, Any] | None
+    extracted: bool
+    raw_text: str
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
+def extract(text: str) -> Extracted:
+    """The JSON object of the message `text` (HARV-5).
+
+    The whole text when it is a JSON object; else the object that ends the message
+    (followed by nothing but whitespace or a closing code fence), taken out of the
+    prose before it. NaN and Infinity are not JSON and make no object.
+    """
+    try:
+        whole = _DECODER.decode(text)
+    except (ValueError, RecursionError):
+        whole = None
+    if isinstance(whole, dict):
+        return Extracted(whole, extracted=False, raw_text=text)
+    body = text.rstrip()
+    if body.endswith(_CLOSING_FENCE):
+        body = body[: -len(_CLOSING_FENCE)].rstrip()
+    start = body.find("{")
+    # The earliest "{" whose object runs to the end is the outermost one.
+    while start >= 0:
+        try:
+            value, end = _DECODER.raw_decode(body, start)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            if end == len(body):
+                return Extracted(value, extracted=True, raw_text=text)
+        start = body.find("{", start + 1)
+    return Extracted(None, extracted=False, raw_text=text)
+
+
+def canonical(value: Any) -> str:
+    """The canonical JSON of `value`: sorted keys, no spaces, not ASCII-escaped."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def digest(value: Any) -> str:
+    """`"sha256:" + hex` of the canonical JSON of `value` (a result_digest)."""
+    return "sha256:" + hashlib.sha256(canonical(value).encode("utf-8")).hexdigest()
+
+
+def validate(result: Any, schema: Mapping[str, Any]) -> list[str]:
+    """Every way `result` fails the JSON Schema `schema` (Draft 2020-12), one line
+    each, `<JSON path>: <message>`, sorted. Empty when it passes."""
+    validator = Draft202012Validator(schema)
+    return sorted(
+        f"{error.json_path}: {' '.join(str(error.message).splitlines())}"
+        for error in validator.iter_errors(result)
+    )
+
+
+@dataclass(frozen=True)
+class Valid:
+    """The answer passed: what the completed row keeps (HARV-6, HARV-7)."""
+
+    result: dict[str, Any]
+    result_digest: str
+    raw_text: str
+    extracted: bool
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """The answer failed its schema, or holds no JSON object: the repair turn
+    names `errors` and the answer as it was."""
+
+    errors: list[str]
+    raw_text: str
+
+
+@dataclass(frozen=True)
+class Empty:
+    """The turn gave no answer (no message that is one, or only whitespace)."""
+
+
+Judgement = Valid | Invalid | Empty
+
+
+def judge(messages: Sequence[Message], schema: Mapping[str, Any]) -> Judgement:
+    """The judgement of a turn's agent messages against the call's schema."""
+    text = take_answer(messages)
+    if text is None or not text.strip():
+        return Empty()
+    found = extract(text)
+    if found.result is None:
+        return Invalid([NO_OBJECT], text)
+    errors = validate(found.result, schema)
+    if errors:
+        return Invalid(errors, text)
+    return Valid(found.result, digest(found.result), text, found.extracted)
