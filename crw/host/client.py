@@ -1,0 +1,550 @@
+"""The JSON-RPC client of the app-server, over any `Transport`.
+
+One reader task owns the receiving side of the connection: it routes responses to
+the requests waiting for them (many at once, answered in any order), fans
+notifications out to subscribers, and refuses the host's own requests. Errors of
+the wire are mapped here, once: a JSON-RPC error to `HostRequestError`, a lost
+connection to `HostUnavailable` for every pending and later call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shutil
+import subprocess
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
+
+import trio
+from trio_websocket import (
+    HandshakeError,
+    WebSocketConnection,
+    wrap_client_stream,
+)
+
+import crw
+from crw.host.protocol import (
+    HostProtocolError,
+    Notification,
+    Thread,
+    ThreadIdPage,
+    ThreadPage,
+    Turn,
+    parse_model,
+)
+from crw.host.transport import (
+    MAX_LINE,
+    HostError,
+    HostUnavailable,
+    JsonLinesTransport,
+    Transport,
+    WebSocketTransport,
+)
+from crw.host.uri import HostUri
+
+CONNECT_TIMEOUT = 10.0
+"""How long opening a socket and its WebSocket upgrade may take."""
+HANDSHAKE_TIMEOUT = 30.0
+"""How long the host may take to answer `initialize` (a codex child starts in
+~0.2 s; a cold first start on a fresh CODEX_HOME creates its state database)."""
+CLOSE_TIMEOUT = 5.0
+"""How long closing the connection may wait for the peer (a WebSocket close)."""
+CHILD_EXIT_GRACE = 5.0
+"""How long a codex child may take to exit once its stdin is closed."""
+
+METHOD_NOT_FOUND = -32601
+INSTALL_CODEX = "pip install openai-codex-cli-bin==0.163.0, or pass --codex-bin PATH"
+
+
+class HostRequestError(HostError):
+    """The host answered a request with a JSON-RPC error."""
+
+    def __init__(self, method: str, code: int | None, message: str, data: Any = None) -> None:
+        self.method, self.code, self.message, self.data = method, code, message, data
+        line = " ".join(message.split()) or "no message"
+        super().__init__(f"the host refused {method}: {line} (code {code})")
+
+    @classmethod
+    def from_wire(cls, method: str, error: Any) -> HostRequestError:
+        if not isinstance(error, dict):
+            return cls(method, None, str(error))
+        code = error.get("code")
+        return cls(
+            method,
+            code if isinstance(code, int) else None,
+            str(error.get("message", "")),
+            error.get("data"),
+        )
+
+
+class Subscription(trio.abc.ReceiveChannel[Notification]):
+    """Every notification from the moment of subscribing, in order, until it ends.
+
+    It ends (`EndOfChannel`, or the end of `async for`) when the connection ends,
+    or when the subscriber fell a whole buffer behind: then `overflowed` is True.
+
+    Why end it on overflow: the reader must never wait for a subscriber, since
+    responses to requests come through the same reader, and a subscriber that
+    waits on a request while its buffer is full would deadlock the client. Dropping
+    the notification instead would lose a `turn/completed` silently, and an
+    unbounded buffer gives up backpressure. Ending the subscription makes the loss
+    visible: the subscriber still receives what was buffered, then knows it missed
+    some, reads the host's state (`thread/read`) and may subscribe again.
+    """
+
+    def __init__(self, buffer: int) -> None:
+        if buffer < 1:
+            raise ValueError("a subscription needs a buffer of at least 1")
+        self._send, self._receive = trio.open_memory_channel[Notification](buffer)
+        self.overflowed = False
+
+    async def receive(self) -> Notification:
+        return await self._receive.receive()
+
+    async def aclose(self) -> None:
+        self._send.close()
+        await self._receive.aclose()
+
+    def _offer(self, note: Notification) -> bool:
+        """Buffer `note`; False when the subscription has ended (now or before)."""
+        try:
+            self._send.send_nowait(note)
+        except trio.WouldBlock:
+            self.overflowed = True
+            self._send.close()
+            return False
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        return True
+
+    def _end(self) -> None:
+        self._send.close()
+
+
+class HostClient:
+    """Requests and notifications over one connection. Use `open_client` or
+    `connect_host`, which run the reader (`run`) and close the connection."""
+
+    def __init__(self, transport: Transport, *, name: str = "the host") -> None:
+        self._transport = transport
+        self._name = name
+        self._ids = itertools.count(1)
+        self._pending: dict[int, trio.MemorySendChannel[dict[str, Any]]] = {}
+        self._subscriptions: set[Subscription] = set()
+        self._lost: HostUnavailable | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._lost is None
+
+    def _check(self) -> None:
+        if self._lost is not None:
+            raise HostUnavailable(str(self._lost))
+
+    async def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Send a request and wait for its result.
+
+        Raises:
+            HostRequestError: the host answered with an error.
+            HostUnavailable: the connection is gone, or goes before the answer.
+        """
+        self._check()
+        request_id = next(self._ids)
+        send, receive = trio.open_memory_channel[dict[str, Any]](1)
+        self._pending[request_id] = send
+        try:
+            await self._transport.send({"id": request_id, "method": method, "params": params or {}})
+            with receive:
+                try:
+                    reply = await receive.receive()
+                except trio.EndOfChannel:
+                    self._check()
+                    raise AssertionError("a request ended with the connection up") from None
+        finally:
+            del self._pending[request_id]
+        if "error" in reply:
+            raise HostRequestError.from_wire(method, reply["error"])
+        result = reply.get("result")
+        if result is None:
+            return {}
+        if not isinstance(result, dict):
+            raise HostProtocolError(
+                f"the host answered {method} with a result that is not an object"
+            )
+        return result
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        self._check()
+        message: dict[str, Any] = {"method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        await self._transport.send(message)
+
+    @contextmanager
+    def notifications(self, buffer: int = 256) -> Iterator[Subscription]:
+        """Subscribe to every notification from now on (see `Subscription`).
+
+        Raises:
+            HostUnavailable: the connection is already gone.
+        """
+        self._check()
+        subscription = Subscription(buffer)
+        self._subscriptions.add(subscription)
+        try:
+            yield subscription
+        finally:
+            self._subscriptions.discard(subscription)
+            subscription._end()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Read the connection until it ends; then fail every pending request and
+        end every subscription. Never raises HostError."""
+        async with trio.open_nursery() as replies:
+            task_status.started()
+            try:
+                while True:
+                    self._route(await self._transport.receive(), replies)
+            except HostUnavailable as err:
+                self._lose(err)
+            finally:
+                self._lose(HostUnavailable(f"the connection to {self._name} is closed"))
+
+    def _route(self, message: dict[str, Any], replies: trio.Nursery) -> None:
+        method, message_id = message.get("method"), message.get("id")
+        if isinstance(method, str) and message_id is not None:
+            replies.start_soon(self._refuse, message_id, method)
+        elif isinstance(method, str):
+            params, stamp = message.get("params"), message.get("emittedAtMs")
+            note = Notification(
+                method=method,
+                params=params if isinstance(params, dict) else {},
+                emittedAtMs=stamp if isinstance(stamp, int) else None,
+            )
+            self._subscriptions = {s for s in self._subscriptions if s._offer(note)}
+        elif isinstance(message_id, int) and message_id in self._pending:
+            # Never blocks: the channel holds the one reply a request gets; a
+            # duplicate reply, or one for a request given up, is dropped.
+            with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
+                self._pending[message_id].send_nowait(message)
+
+    async def _refuse(self, message_id: Any, method: str) -> None:
+        """Answer a request of the host (an approval, say) so it never hangs on us."""
+        error = {"code": METHOD_NOT_FOUND, "message": f"crw does not handle {method}"}
+        with contextlib.suppress(HostUnavailable):  # the reader sees the loss, reports it
+            await self._transport.send({"id": message_id, "error": error})
+
+    def _lose(self, err: HostUnavailable) -> None:
+        if self._lost is None:
+            self._lost = err
+        for send in self._pending.values():
+            send.close()
+        for subscription in self._subscriptions:
+            subscription._end()
+        self._subscriptions.clear()
+
+    # Typed requests (host-protocol.md, Requests the orchestrator uses).
+
+    async def initialize(self, client_name: str, version: str) -> dict[str, Any]:
+        """Open the session: `initialize`, then the `initialized` notification."""
+        result = await self.request(
+            "initialize",
+            {
+                "clientInfo": {"name": client_name, "title": client_name, "version": version},
+                "capabilities": {"experimentalApi": False},
+            },
+        )
+        await self.notify("initialized")
+        return result
+
+    async def _thread(self, method: str, params: Mapping[str, Any]) -> Thread:
+        result = await self.request(method, params)
+        return parse_model(Thread, result.get("thread"), f"a {method} answer")
+
+    async def thread_start(self, **params: Any) -> Thread:
+        return await self._thread("thread/start", params)
+
+    async def thread_read(self, thread_id: str, include_turns: bool = True) -> Thread:
+        return await self._thread(
+            "thread/read", {"threadId": thread_id, "includeTurns": include_turns}
+        )
+
+    async def thread_list(self, **params: Any) -> tuple[list[Thread], str | None]:
+        """One page of `thread/list` and the cursor of the next (None: the last).
+        Subagents are listed only with `sourceKinds=["subAgentThreadSpawn"]`."""
+        page = parse_model(ThreadPage, await self.request("thread/list", params), "thread/list")
+        return page.data, page.nextCursor
+
+    async def thread_loaded_list(self) -> list[str]:
+        """The ids of every thread loaded in the host, all pages."""
+        ids: list[str] = []
+        cursor: str | None = None
+        while True:
+            result = await self.request("thread/loaded/list", {"cursor": cursor} if cursor else {})
+            page = parse_model(ThreadIdPage, result, "thread/loaded/list")
+            ids += page.data
+            if page.nextCursor is None or page.nextCursor == cursor:
+                return ids
+            cursor = page.nextCursor
+
+    async def thread_resume(
+        self,
+        thread_id: str,
+        *,
+        exclude_turns: bool = True,
+        config: Mapping[str, Any] | None = None,
+        **overrides: Any,
+    ) -> Thread:
+        """Load the thread if need be and subscribe to its notifications; with no
+        overrides it changes nothing else."""
+        params: dict[str, Any] = {"threadId": thread_id, "excludeTurns": exclude_turns}
+        if config is not None:
+            params["config"] = dict(config)
+        return await self._thread("thread/resume", params | overrides)
+
+    async def thread_fork(
+        self,
+        thread_id: str,
+        *,
+        last_turn_id: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        ephemeral: bool | None = None,
+        **overrides: Any,
+    ) -> Thread:
+        """A new thread with the history of `thread_id` (through `last_turn_id`)."""
+        params: dict[str, Any] = {"threadId": thread_id}
+        optional = {"lastTurnId": last_turn_id, "config": config, "ephemeral": ephemeral}
+        params |= {key: value for key, value in optional.items() if value is not None}
+        return await self._thread("thread/fork", params | overrides)
+
+    async def thread_unsubscribe(self, thread_id: str) -> str | None:
+        """End the subscription; the host's status (`unsubscribed`, `notSubscribed`, …)."""
+        status = (await self.request("thread/unsubscribe", {"threadId": thread_id})).get("status")
+        return status if isinstance(status, str) else None
+
+    async def turn_start(
+        self,
+        thread_id: str,
+        text: str,
+        *,
+        model: str | None = None,
+        effort: str | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+    ) -> Turn:
+        """Start a turn with one text input; the answer is the turn, inProgress."""
+        params: dict[str, Any] = {
+            "threadId": thread_id,
+            "input": [{"type": "text", "text": text, "text_elements": []}],
+        }
+        optional = {"model": model, "effort": effort, "outputSchema": output_schema}
+        params |= {key: value for key, value in optional.items() if value is not None}
+        result = await self.request("turn/start", params)
+        return parse_model(Turn, result.get("turn"), "a turn/start answer")
+
+    async def turn_interrupt(self, thread_id: str, turn_id: str) -> None:
+        """Interrupt the turn; it then completes `interrupted`."""
+        await self.request("turn/interrupt", {"threadId": thread_id, "turnId": turn_id})
+
+
+def _raise_alone(error: BaseException) -> NoReturn:
+    """Raise `error` out of the group that held it, keeping its own context (raised
+    in the `except` block, its context would become the group that contains it)."""
+    context = error.__context__
+    try:
+        raise error
+    finally:
+        error.__context__ = context
+        del error, context
+
+
+@asynccontextmanager
+async def _nursery() -> AsyncIterator[trio.Nursery]:
+    """A nursery whose tasks catch the errors they expect, so that the error of the
+    block comes out alone: callers catch HostUnavailable, not a group of one."""
+    try:
+        async with trio.open_nursery() as nursery:
+            yield nursery
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) != 1:
+            raise
+        _raise_alone(group.exceptions[0])
+
+
+@asynccontextmanager
+async def open_client(
+    transport: Transport, *, client_name: str = "crw", name: str = "the host"
+) -> AsyncIterator[HostClient]:
+    """A client over `transport`, initialized; its reader runs until the block
+    exits, and the transport is closed then.
+
+    Raises:
+        HostUnavailable: the host did not complete the handshake in HANDSHAKE_TIMEOUT.
+        HostRequestError: the host refused `initialize`.
+    """
+    client = HostClient(transport, name=name)
+    try:
+        async with _nursery() as nursery:
+            await nursery.start(client.run)
+            try:
+                with trio.move_on_after(HANDSHAKE_TIMEOUT) as handshake:
+                    await client.initialize(client_name, crw.__version__)
+                if handshake.cancelled_caught:
+                    raise HostUnavailable(
+                        f"{name} did not answer initialize within {HANDSHAKE_TIMEOUT:g} s"
+                    )
+                yield client
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+            await transport.aclose()
+
+
+@asynccontextmanager
+async def connect_host(
+    uri: HostUri,
+    *,
+    codex_bin: str | None = None,
+    env: Mapping[str, str] | None = None,
+    stderr: Path | None = None,
+) -> AsyncIterator[HostClient]:
+    """An initialized client of the host `uri`, closed (and a codex child stopped)
+    when the block exits.
+
+    Args:
+        codex_bin: the codex binary for `codex` (see `codex_binary`).
+        env: the whole environment of a `codex` child (None: this process's).
+        stderr: the file a `codex` child's stderr is appended to (None: discarded).
+
+    Raises:
+        HostUnavailable: the host cannot be reached or started; one line naming
+            `uri` and what to check.
+    """
+    async with AsyncExitStack() as stack:
+        if uri.kind == "codex":
+            transport = await stack.enter_async_context(_codex_child(codex_bin, env, stderr))
+        else:
+            transport = await _enter_websocket(stack, uri)
+        try:
+            client = await stack.enter_async_context(open_client(transport, name=str(uri)))
+        except HostUnavailable as err:
+            where = f"; its stderr is in {stderr}" if uri.kind == "codex" and stderr else ""
+            raise HostUnavailable(f"the host {uri} failed the handshake: {err}{where}") from err
+        yield client
+
+
+async def _enter_websocket(stack: AsyncExitStack, uri: HostUri) -> Transport:
+    try:
+        ws = await stack.enter_async_context(_websocket(uri))
+    except (OSError, HandshakeError, trio.TooSlowError) as err:
+        reason = str(err) or type(err).__name__
+        listen = f"unix://{uri.target}" if uri.kind == "unix" else uri.target
+        raise HostUnavailable(
+            f"cannot reach the host {uri}: {reason}; is an app-server listening there "
+            f"(codex app-server --listen {listen})?"
+        ) from err
+    return WebSocketTransport(ws, name=str(uri))
+
+
+async def _open_stream(uri: HostUri) -> tuple[trio.SocketStream, str]:
+    """The socket of `uri`, and the Host header its WebSocket upgrade names."""
+    if uri.kind == "unix":
+        return await trio.open_unix_socket(uri.target), "localhost"
+    url = urlsplit(uri.target)
+    assert url.hostname is not None and url.port is not None  # parse_host_uri checked
+    return await trio.open_tcp_stream(url.hostname, url.port), url.netloc
+
+
+@asynccontextmanager
+async def _websocket(uri: HostUri) -> AsyncIterator[WebSocketConnection]:
+    """A WebSocket client connection on a unix socket or loopback TCP.
+
+    trio-websocket's `open_websocket_url` speaks TCP only, and neither it nor
+    `WebSocketConnection.aclose` closes the socket of a connection the peer
+    dropped; so the socket is opened and closed here, for both.
+    """
+    with trio.fail_after(CONNECT_TIMEOUT):
+        stream, host = await _open_stream(uri)
+    try:
+        async with _nursery() as nursery:
+            with trio.fail_after(CONNECT_TIMEOUT):
+                # A peer that closes before the upgrade never ends this wait; the
+                # deadline does. A peer that rejects it fails the reader task.
+                ws = await wrap_client_stream(nursery, stream, host, "/", max_message_size=MAX_LINE)
+            try:
+                yield ws
+            finally:
+                with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                    await ws.aclose()
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+
+
+@asynccontextmanager
+async def _codex_child(
+    codex_bin: str | None, env: Mapping[str, str] | None, stderr: Path | None
+) -> AsyncIterator[Transport]:
+    """A private `codex app-server` child over its stdio; never outlives the block."""
+    binary = codex_binary(codex_bin)
+    try:
+        log = os.open(stderr, os.O_WRONLY | os.O_APPEND | os.O_CREAT) if stderr else None
+        try:
+            process = await trio.lowlevel.open_process(
+                [binary, "app-server"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL if log is None else log,
+                env=None if env is None else dict(env),
+            )
+        finally:
+            if log is not None:
+                os.close(log)
+    except OSError as err:
+        raise HostUnavailable(
+            f"cannot start the host codex ({binary} app-server): {err}; {INSTALL_CODEX}"
+        ) from err
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        stdio = trio.StapledStream(process.stdin, process.stdout)
+        yield JsonLinesTransport(stdio, name="codex app-server")
+    finally:
+        with trio.CancelScope(shield=True):
+            await _stop(process)
+
+
+async def _stop(process: trio.Process) -> None:
+    """Closing stdin stops the server; one that lingers past CHILD_EXIT_GRACE is killed."""
+    for pipe in (process.stdin, process.stdout):
+        if pipe is not None:
+            await pipe.aclose()
+    with trio.move_on_after(CHILD_EXIT_GRACE):
+        await process.wait()
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
+
+
+def codex_binary(explicit: str | None = None) -> str:
+    """The codex binary to run: `explicit`, else the one bundled by the
+    `openai-codex-cli-bin` package, else `codex` on PATH.
+
+    Raises:
+        HostUnavailable: none of them is there; says how to install one.
+    """
+    if explicit:
+        return explicit
+    try:
+        import codex_cli_bin
+
+        return str(codex_cli_bin.bundled_codex_path())
+    except (ImportError, OSError):
+        found = shutil.which("codex")
+    if found is None:
+        raise HostUnavailable(f"no codex binary found: {INSTALL_CODEX}")
+    return found

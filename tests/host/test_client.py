@@ -1,0 +1,537 @@
+"""The JSON-RPC client: routing, subscriptions, lost connections, both framings, real codex."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from trio_websocket import wrap_server_stream
+
+import crw.host.client as client_module
+from crw.host.client import (
+    HANDSHAKE_TIMEOUT,
+    HostClient,
+    HostRequestError,
+    codex_binary,
+    connect_host,
+    open_client,
+)
+from crw.host.protocol import HostProtocolError, Notification, TurnNotification
+from crw.host.transport import (
+    HostUnavailable,
+    JsonLinesTransport,
+    Transport,
+    WebSocketTransport,
+)
+from crw.host.uri import parse_host_uri
+
+
+class FakeHost:
+    """The host's end of an in-memory connection; the test speaks for it."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    async def expect(self, method: str) -> dict[str, Any]:
+        message = await self.transport.receive()
+        assert message.get("method") == method, message
+        return message
+
+    async def answer(self, request: dict[str, Any], result: dict[str, Any]) -> None:
+        await self.transport.send({"id": request["id"], "result": result})
+
+    async def notify(self, method: str, **params: Any) -> None:
+        await self.transport.send({"method": method, "params": params, "emittedAtMs": 1})
+
+
+@asynccontextmanager
+async def connected() -> AsyncIterator[tuple[HostClient, FakeHost]]:
+    """A client initialized over an in-memory stream pair, and its fake host."""
+    client_end, host_end = trio.testing.memory_stream_pair()
+    host = FakeHost(JsonLinesTransport(host_end, name="the client"))
+    # The handshake's answer waits in the stream: the first request has id 1.
+    await host.transport.send({"id": 1, "result": {"userAgent": "fake"}})
+    async with open_client(JsonLinesTransport(client_end)) as client:
+        initialize = await host.expect("initialize")
+        assert initialize["params"]["capabilities"] == {"experimentalApi": False}
+        assert "params" not in await host.expect("initialized")
+        yield client, host
+
+
+async def serve_one(host: FakeHost, method: str, result: dict[str, Any]) -> dict[str, Any]:
+    request = await host.expect(method)
+    await host.answer(request, result)
+    return request
+
+
+async def call(
+    host: FakeHost, method: str, result: dict[str, Any], request: Callable[[], Awaitable[Any]]
+) -> tuple[dict[str, Any], Any]:
+    """Run `request` against a host that answers `method` with `result`."""
+    seen: dict[str, Any] = {}
+
+    async def answer() -> None:
+        seen.update(await serve_one(host, method, result))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(answer)
+        value = await request()
+    return seen["params"], value
+
+
+IDLE = {"type": "idle"}
+THREAD = {"id": "t1", "status": IDLE}
+TURN = {"id": "u1", "status": "inProgress", "items": []}
+
+
+async def test_concurrent_requests_are_answered_out_of_order(autojump_clock: Any) -> None:
+    results: dict[str, dict[str, Any]] = {}
+    async with connected() as (client, host):
+
+        async def ask(name: str) -> None:
+            results[name] = await client.request(name, {"n": name})
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask, "first")
+            first = await host.expect("first")
+            nursery.start_soon(ask, "second")
+            second = await host.expect("second")
+            await host.answer(second, {"of": "second"})
+            await host.answer(first, {"of": "first"})
+    assert results == {"first": {"of": "first"}, "second": {"of": "second"}}
+
+
+async def test_two_subscribers_each_get_every_notification(autojump_clock: Any) -> None:
+    async with connected() as (client, host):
+        with client.notifications() as one, client.notifications() as two:
+            for n in range(3):
+                await host.notify("turn/completed", threadId=f"t{n}", turn=TURN)
+            got_one = [await one.receive() for _ in range(3)]
+            got_two = [await two.receive() for _ in range(3)]
+    assert got_one == got_two
+    assert [note.params["threadId"] for note in got_one] == ["t0", "t1", "t2"]
+    parsed = got_one[0].parse()
+    assert isinstance(parsed, TurnNotification) and parsed.turn.id == "u1"
+
+
+async def test_subscription_only_sees_notifications_after_it_began(autojump_clock: Any) -> None:
+    async with connected() as (client, host):
+        await host.notify("thread/closed", threadId="early")
+        await call(host, "thread/loaded/list", {"data": []}, client.thread_loaded_list)
+        with client.notifications() as sub:
+            await host.notify("thread/closed", threadId="late")
+            note = await sub.receive()
+    assert note.params == {"threadId": "late"}
+
+
+async def test_full_subscriber_is_ended_overflowed_and_never_blocks_responses(
+    autojump_clock: Any,
+) -> None:
+    """A subscriber a buffer behind loses its subscription, visibly; requests go on."""
+    async with connected() as (client, host):
+        with client.notifications(buffer=2) as slow, client.notifications(buffer=8) as fast:
+            for n in range(3):
+                await host.notify(
+                    "thread/status/changed", threadId=f"t{n}", status={"type": "idle"}
+                )
+            async with trio.open_nursery() as nursery:
+                answered: list[dict[str, Any]] = []
+
+                async def ask() -> None:
+                    answered.append(await client.request("thread/loaded/list"))
+
+                nursery.start_soon(ask)
+                await host.answer(await host.expect("thread/loaded/list"), {"data": []})
+            received_slow = [note.params["threadId"] async for note in slow]
+            received_fast = [(await fast.receive()).params["threadId"] for _ in range(3)]
+            assert slow.overflowed and not fast.overflowed
+            await host.notify("thread/closed", threadId="after")
+            assert (await fast.receive()).method == "thread/closed"
+    assert answered == [{"data": []}]
+    assert received_slow == ["t0", "t1"]
+    assert received_fast == ["t0", "t1", "t2"]
+
+
+async def test_host_error_raises_host_request_error_naming_the_method(
+    autojump_clock: Any,
+) -> None:
+    async with connected() as (client, host):
+
+        async def refuse() -> None:
+            request = await host.expect("thread/read")
+            error = {"code": -32600, "message": "thread not found:\n t9", "data": {"x": 1}}
+            await host.transport.send({"id": request["id"], "error": error})
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(refuse)
+            with pytest.raises(HostRequestError) as caught:
+                await client.thread_read("t9")
+        assert client.connected
+    err = caught.value
+    assert (err.method, err.code, err.message, err.data) == (
+        "thread/read",
+        -32600,
+        "thread not found:\n t9",
+        {"x": 1},
+    )
+    assert str(err) == "the host refused thread/read: thread not found: t9 (code -32600)"
+
+
+async def test_peer_closing_mid_request_fails_pending_and_later_calls(
+    autojump_clock: Any,
+) -> None:
+    outcomes: list[BaseException] = []
+    async with connected() as (client, host):
+        with client.notifications() as sub:
+
+            async def pending() -> None:
+                try:
+                    await client.thread_read("t1")
+                except HostUnavailable as err:
+                    outcomes.append(err)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(pending)
+                await host.expect("thread/read")
+                await host.transport.aclose()
+            assert [note async for note in sub] == []
+            assert not sub.overflowed
+        assert not client.connected
+        with pytest.raises(HostUnavailable):
+            await client.turn_start("t1", "hello")
+        with pytest.raises(HostUnavailable), client.notifications():
+            pass
+    assert len(outcomes) == 1
+    assert "\n" not in str(outcomes[0])
+
+
+async def test_host_request_is_answered_method_not_found(autojump_clock: Any) -> None:
+    """The real host may ask for approvals: it gets an error, never silence."""
+    async with connected() as (client, host):
+        await host.transport.send(
+            {"id": "srv-7", "method": "item/commandExecution/requestApproval", "params": {}}
+        )
+        refusal = await host.transport.receive()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client.thread_unsubscribe, "t1")
+            await host.answer(await host.expect("thread/unsubscribe"), {"status": "unsubscribed"})
+    assert refusal["id"] == "srv-7"
+    assert refusal["error"]["code"] == -32601
+
+
+async def test_error_in_the_block_comes_out_alone(autojump_clock: Any) -> None:
+    """Not wrapped in an ExceptionGroup by the client's nursery."""
+    with pytest.raises(LookupError):
+        async with connected():
+            raise LookupError("from the block")
+
+
+async def test_host_that_never_answers_initialize_is_unavailable(autojump_clock: Any) -> None:
+    client_end, _host_end = trio.testing.memory_stream_pair()
+    with pytest.raises(HostUnavailable, match="initialize"):
+        async with open_client(JsonLinesTransport(client_end), name="the fake"):
+            pass
+    assert trio.current_time() == pytest.approx(HANDSHAKE_TIMEOUT)
+
+
+async def test_turn_start_sends_one_text_input_and_only_given_options(
+    autojump_clock: Any,
+) -> None:
+    schema = {"type": "object"}
+    async with connected() as (client, host):
+        params, started = await call(
+            host,
+            "turn/start",
+            {"turn": TURN},
+            lambda: client.turn_start("t1", "hi", model="gpt-5.5", output_schema=schema),
+        )
+    assert params == {
+        "threadId": "t1",
+        "input": [{"type": "text", "text": "hi", "text_elements": []}],
+        "model": "gpt-5.5",
+        "outputSchema": schema,
+    }
+    assert (started.id, started.status) == ("u1", "inProgress")
+
+
+async def test_thread_requests_send_protocol_params(autojump_clock: Any) -> None:
+    answer = {"thread": THREAD, "model": "gpt-5.5"}
+    async with connected() as (client, host):
+        read, thread = await call(host, "thread/read", answer, lambda: client.thread_read("t1"))
+        resume, _ = await call(
+            host,
+            "thread/resume",
+            answer,
+            lambda: client.thread_resume("t1", config={"a.b": 1}, model="m"),
+        )
+        fork, _ = await call(
+            host, "thread/fork", answer, lambda: client.thread_fork("t1", last_turn_id="u1")
+        )
+        start, _ = await call(host, "thread/start", answer, lambda: client.thread_start(cwd="/w"))
+        interrupt, _ = await call(
+            host, "turn/interrupt", {}, lambda: client.turn_interrupt("t1", "u1")
+        )
+    assert thread.id == "t1" and thread.status.type == "idle"
+    assert read == {"threadId": "t1", "includeTurns": True}
+    assert resume == {"threadId": "t1", "excludeTurns": True, "config": {"a.b": 1}, "model": "m"}
+    assert fork == {"threadId": "t1", "lastTurnId": "u1"}
+    assert start == {"cwd": "/w"}
+    assert interrupt == {"threadId": "t1", "turnId": "u1"}
+
+
+async def test_thread_list_gives_one_page_and_its_cursor(autojump_clock: Any) -> None:
+    async with connected() as (client, host):
+        params, (threads, cursor) = await call(
+            host,
+            "thread/list",
+            {"data": [THREAD], "nextCursor": "c2"},
+            lambda: client.thread_list(sourceKinds=["subAgentThreadSpawn"], limit=10),
+        )
+    assert params == {"sourceKinds": ["subAgentThreadSpawn"], "limit": 10}
+    assert [thread.id for thread in threads] == ["t1"]
+    assert cursor == "c2"
+
+
+async def test_thread_loaded_list_follows_cursors(autojump_clock: Any) -> None:
+    ids: list[str] = []
+    async with connected() as (client, host):
+
+        async def ask() -> None:
+            ids.extend(await client.thread_loaded_list())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            first = await serve_one(host, "thread/loaded/list", {"data": ["a"], "nextCursor": "c"})
+            second = await serve_one(
+                host, "thread/loaded/list", {"data": ["b"], "nextCursor": None}
+            )
+    assert (first["params"], second["params"]) == ({}, {"cursor": "c"})
+    assert ids == ["a", "b"]
+
+
+async def test_answer_that_does_not_fit_is_a_protocol_error(autojump_clock: Any) -> None:
+    async with connected() as (client, host), trio.open_nursery() as nursery:
+        nursery.start_soon(serve_one, host, "thread/read", {"thread": {"id": "t1"}})
+        with pytest.raises(HostProtocolError, match="thread/read"):
+            await client.thread_read("t1")
+
+
+# WebSocket framing end to end, on real sockets (so on the real clock).
+
+
+async def websocket_host(transport: Transport) -> None:
+    """Answers every request; `thread/loaded/list` with one large page, after a
+    notification."""
+    big = "x" * (2 * 1024 * 1024)
+    while True:
+        try:
+            message = await transport.receive()
+        except HostUnavailable:
+            return
+        if message.get("method") == "thread/loaded/list":
+            await transport.send({"method": "thread/closed", "params": {"threadId": "t1"}})
+            await transport.send({"id": message["id"], "result": {"data": ["t1", big]}})
+        elif "id" in message:
+            await transport.send({"id": message["id"], "result": {}})
+
+
+async def serve_websocket_connection(stream: trio.SocketStream) -> None:
+    """One connection, served as a shared app-server serves it (host-protocol.md)."""
+    async with trio.open_nursery() as nursery:
+        request = await wrap_server_stream(nursery, stream, max_message_size=64 * 1024 * 1024)
+        ws = await request.accept()
+        await websocket_host(WebSocketTransport(ws, name="the client"))
+        nursery.cancel_scope.cancel()
+
+
+async def assert_speaks(uri: str) -> None:
+    async with connect_host(parse_host_uri(uri)) as client:
+        with client.notifications() as sub:
+            loaded = await client.thread_loaded_list()
+            note = await sub.receive()
+    assert loaded[0] == "t1" and len(loaded[1]) == 2 * 1024 * 1024
+    assert note == Notification(method="thread/closed", params={"threadId": "t1"})
+
+
+async def test_connect_host_speaks_websocket_on_a_unix_socket() -> None:
+    with tempfile.TemporaryDirectory(prefix="crw-") as tmp:
+        path = Path(tmp) / "host.sock"
+        sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+        await sock.bind(str(path))
+        sock.listen()
+        async with trio.open_nursery() as nursery:
+            listeners = [trio.SocketListener(sock)]
+            await nursery.start(trio.serve_listeners, serve_websocket_connection, listeners)
+            await assert_speaks(f"unix:{path}")
+            nursery.cancel_scope.cancel()
+
+
+async def test_connect_host_speaks_websocket_on_loopback_tcp() -> None:
+    async with trio.open_nursery() as nursery:
+        serve = partial(trio.serve_tcp, serve_websocket_connection, 0, host="127.0.0.1")
+        listeners = await nursery.start(serve)
+        port = listeners[0].socket.getsockname()[1]
+        await assert_speaks(f"ws://127.0.0.1:{port}")
+        nursery.cancel_scope.cancel()
+
+
+async def reject_upgrade(stream: trio.SocketStream) -> None:
+    async with trio.open_nursery() as nursery:
+        request = await wrap_server_stream(nursery, stream)
+        await request.reject(403)
+
+
+async def test_refused_websocket_upgrade_is_unavailable_naming_the_host() -> None:
+    async with trio.open_nursery() as nursery:
+        serve = partial(trio.serve_tcp, reject_upgrade, 0, host="127.0.0.1")
+        listeners = await nursery.start(serve)
+        uri = f"ws://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+        with pytest.raises(HostUnavailable, match="cannot reach the host") as caught:
+            async with connect_host(parse_host_uri(uri)):
+                pass
+        nursery.cancel_scope.cancel()
+    assert uri in str(caught.value)
+
+
+async def test_missing_unix_socket_is_unavailable_naming_it() -> None:
+    with tempfile.TemporaryDirectory(prefix="crw-") as tmp:
+        uri = f"unix:{tmp}/nobody.sock"
+        with pytest.raises(HostUnavailable, match="cannot reach the host") as caught:
+            async with connect_host(parse_host_uri(uri)):
+                pass
+    assert uri in str(caught.value) and "--listen" in str(caught.value)
+
+
+async def test_closed_tcp_port_is_unavailable_naming_it() -> None:
+    with trio.socket.socket() as probe:
+        await probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    uri = f"ws://127.0.0.1:{port}"
+    with pytest.raises(HostUnavailable, match="cannot reach the host") as caught:
+        async with connect_host(parse_host_uri(uri)):
+            pass
+    assert uri in str(caught.value)
+
+
+# The codex child over stdio.
+
+LINGERING_CODEX = """\
+import json, os, sys, time
+sys.stderr.write(f"started with MARK={os.environ.get('MARK')}\\n")
+sys.stderr.flush()
+open(sys.argv[0] + ".pid", "w").write(str(os.getpid()))
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" in message:
+        print(json.dumps({"id": message["id"], "result": {"data": ["t1"]}}), flush=True)
+time.sleep(60)  # ignores the end of stdin, as a stuck server would
+"""
+
+
+def child_pids() -> set[int]:
+    """The pids of this process's live children, from /proc."""
+    pids = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == os.getpid():
+            pids.add(int(stat.parent.name))
+    return pids
+
+
+def test_codex_binary_prefers_the_explicit_path_then_the_bundled_one() -> None:
+    assert codex_binary("/opt/codex") == "/opt/codex"
+    assert Path(codex_binary(None)).name == "codex"
+
+
+async def test_missing_codex_binary_is_unavailable_naming_it(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-codex")
+    with pytest.raises(HostUnavailable, match="cannot start the host codex") as caught:
+        async with connect_host(parse_host_uri("codex"), codex_bin=missing):
+            pass
+    assert missing in str(caught.value) and "--codex-bin" in str(caught.value)
+
+
+async def test_codex_child_that_lingers_is_killed_and_logs_its_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_module, "CHILD_EXIT_GRACE", 0.2)
+    script = tmp_path / "codex"
+    script.write_text(f"#!{sys.executable}\n{LINGERING_CODEX}")
+    script.chmod(0o755)
+    log = tmp_path / "host.log"
+    env = {**os.environ, "MARK": "m1"}
+    async with connect_host(
+        parse_host_uri("codex"), codex_bin=str(script), env=env, stderr=log
+    ) as client:
+        assert await client.thread_loaded_list() == ["t1"]
+        pid = int(await trio.Path(f"{script}.pid").read_text())
+        assert pid in child_pids()
+    assert pid not in child_pids()
+    assert log.read_text() == "started with MARK=m1\n"
+
+
+async def test_real_codex_app_server_handshakes_and_lists_loaded_threads(
+    tmp_path: Path,
+) -> None:
+    """The real `codex app-server` 0.163.0 over stdio, offline; no model is asked."""
+    try:
+        binary = codex_binary(None)
+    except HostUnavailable as err:
+        pytest.skip(f"the real codex binary is not installed: {err}")
+    if not await trio.Path(binary).exists():
+        pytest.skip(f"the real codex binary is not installed at {binary}")
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        "[features]\nplugins = false\napps = false\n\n[analytics]\nenabled = false\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
+    env["CODEX_HOME"] = str(home)
+    before = child_pids()
+    started = time.monotonic()
+    with trio.fail_after(20):
+        async with connect_host(
+            parse_host_uri("codex"), env=env, stderr=tmp_path / "host.log"
+        ) as client:
+            assert await client.thread_loaded_list() == []
+    assert time.monotonic() - started < 10
+    assert child_pids() <= before
+
+
+async def run_websocket_server(
+    listeners: list[trio.SocketListener],
+    *,
+    task_status: trio.TaskStatus[trio.CancelScope] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(trio.serve_listeners, serve_websocket_connection, listeners)
+            task_status.started(scope)
+
+
+async def test_websocket_host_going_away_fails_the_request_outside_the_block() -> None:
+    """The error comes out of connect_host alone, not in an ExceptionGroup."""
+    with tempfile.TemporaryDirectory(prefix="crw-") as tmp:
+        path = Path(tmp) / "host.sock"
+        sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+        await sock.bind(str(path))
+        sock.listen()
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(run_websocket_server, [trio.SocketListener(sock)])
+            with pytest.raises(HostUnavailable, match="closed"):
+                async with connect_host(parse_host_uri(f"unix:{path}")) as client:
+                    server.cancel()
+                    await client.thread_read("t1")
