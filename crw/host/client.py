@@ -11,21 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
-import shutil
-import subprocess
 from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
-from pathlib import Path
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
 
 import trio
-from trio_websocket import (
-    HandshakeError,
-    WebSocketConnection,
-    wrap_client_stream,
-)
 
 import crw
 from crw.host.protocol import (
@@ -37,28 +27,15 @@ from crw.host.protocol import (
     Turn,
     parse_model,
 )
-from crw.host.transport import (
-    MAX_LINE,
-    HostError,
-    HostUnavailable,
-    JsonLinesTransport,
-    Transport,
-    WebSocketTransport,
-)
-from crw.host.uri import HostUri
+from crw.host.transport import HostError, HostUnavailable, Transport
 
-CONNECT_TIMEOUT = 10.0
-"""How long opening a socket and its WebSocket upgrade may take."""
 HANDSHAKE_TIMEOUT = 30.0
 """How long the host may take to answer `initialize` (a codex child starts in
 ~0.2 s; a cold first start on a fresh CODEX_HOME creates its state database)."""
 CLOSE_TIMEOUT = 5.0
 """How long closing the connection may wait for the peer (a WebSocket close)."""
-CHILD_EXIT_GRACE = 5.0
-"""How long a codex child may take to exit once its stdin is closed."""
 
 METHOD_NOT_FOUND = -32601
-INSTALL_CODEX = "pip install openai-codex-cli-bin==0.163.0, or pass --codex-bin PATH"
 
 
 class HostRequestError(HostError):
@@ -362,7 +339,7 @@ def _raise_alone(error: BaseException) -> NoReturn:
 
 
 @asynccontextmanager
-async def _nursery() -> AsyncIterator[trio.Nursery]:
+async def single_error_nursery() -> AsyncIterator[trio.Nursery]:
     """A nursery whose tasks catch the errors they expect, so that the error of the
     block comes out alone: callers catch HostUnavailable, not a group of one."""
     try:
@@ -387,7 +364,7 @@ async def open_client(
     """
     client = HostClient(transport, name=name)
     try:
-        async with _nursery() as nursery:
+        async with single_error_nursery() as nursery:
             await nursery.start(client.run)
             try:
                 with trio.move_on_after(HANDSHAKE_TIMEOUT) as handshake:
@@ -402,149 +379,3 @@ async def open_client(
     finally:
         with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
             await transport.aclose()
-
-
-@asynccontextmanager
-async def connect_host(
-    uri: HostUri,
-    *,
-    codex_bin: str | None = None,
-    env: Mapping[str, str] | None = None,
-    stderr: Path | None = None,
-) -> AsyncIterator[HostClient]:
-    """An initialized client of the host `uri`, closed (and a codex child stopped)
-    when the block exits.
-
-    Args:
-        codex_bin: the codex binary for `codex` (see `codex_binary`).
-        env: the whole environment of a `codex` child (None: this process's).
-        stderr: the file a `codex` child's stderr is appended to (None: discarded).
-
-    Raises:
-        HostUnavailable: the host cannot be reached or started; one line naming
-            `uri` and what to check.
-    """
-    async with AsyncExitStack() as stack:
-        if uri.kind == "codex":
-            transport = await stack.enter_async_context(_codex_child(codex_bin, env, stderr))
-        else:
-            transport = await _enter_websocket(stack, uri)
-        try:
-            client = await stack.enter_async_context(open_client(transport, name=str(uri)))
-        except HostUnavailable as err:
-            where = f"; its stderr is in {stderr}" if uri.kind == "codex" and stderr else ""
-            raise HostUnavailable(f"the host {uri} failed the handshake: {err}{where}") from err
-        yield client
-
-
-async def _enter_websocket(stack: AsyncExitStack, uri: HostUri) -> Transport:
-    try:
-        ws = await stack.enter_async_context(_websocket(uri))
-    except (OSError, HandshakeError, trio.TooSlowError) as err:
-        reason = str(err) or type(err).__name__
-        listen = f"unix://{uri.target}" if uri.kind == "unix" else uri.target
-        raise HostUnavailable(
-            f"cannot reach the host {uri}: {reason}; is an app-server listening there "
-            f"(codex app-server --listen {listen})?"
-        ) from err
-    return WebSocketTransport(ws, name=str(uri))
-
-
-async def _open_stream(uri: HostUri) -> tuple[trio.SocketStream, str]:
-    """The socket of `uri`, and the Host header its WebSocket upgrade names."""
-    if uri.kind == "unix":
-        return await trio.open_unix_socket(uri.target), "localhost"
-    url = urlsplit(uri.target)
-    assert url.hostname is not None and url.port is not None  # parse_host_uri checked
-    return await trio.open_tcp_stream(url.hostname, url.port), url.netloc
-
-
-@asynccontextmanager
-async def _websocket(uri: HostUri) -> AsyncIterator[WebSocketConnection]:
-    """A WebSocket client connection on a unix socket or loopback TCP.
-
-    trio-websocket's `open_websocket_url` speaks TCP only, and neither it nor
-    `WebSocketConnection.aclose` closes the socket of a connection the peer
-    dropped; so the socket is opened and closed here, for both.
-    """
-    with trio.fail_after(CONNECT_TIMEOUT):
-        stream, host = await _open_stream(uri)
-    try:
-        async with _nursery() as nursery:
-            with trio.fail_after(CONNECT_TIMEOUT):
-                # A peer that closes before the upgrade never ends this wait; the
-                # deadline does. A peer that rejects it fails the reader task.
-                ws = await wrap_client_stream(nursery, stream, host, "/", max_message_size=MAX_LINE)
-            try:
-                yield ws
-            finally:
-                with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
-                    await ws.aclose()
-                nursery.cancel_scope.cancel()
-    finally:
-        with trio.CancelScope(shield=True):
-            await stream.aclose()
-
-
-@asynccontextmanager
-async def _codex_child(
-    codex_bin: str | None, env: Mapping[str, str] | None, stderr: Path | None
-) -> AsyncIterator[Transport]:
-    """A private `codex app-server` child over its stdio; never outlives the block."""
-    binary = codex_binary(codex_bin)
-    try:
-        log = os.open(stderr, os.O_WRONLY | os.O_APPEND | os.O_CREAT) if stderr else None
-        try:
-            process = await trio.lowlevel.open_process(
-                [binary, "app-server"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL if log is None else log,
-                env=None if env is None else dict(env),
-            )
-        finally:
-            if log is not None:
-                os.close(log)
-    except OSError as err:
-        raise HostUnavailable(
-            f"cannot start the host codex ({binary} app-server): {err}; {INSTALL_CODEX}"
-        ) from err
-    try:
-        assert process.stdin is not None and process.stdout is not None
-        stdio = trio.StapledStream(process.stdin, process.stdout)
-        yield JsonLinesTransport(stdio, name="codex app-server")
-    finally:
-        with trio.CancelScope(shield=True):
-            await _stop(process)
-
-
-async def _stop(process: trio.Process) -> None:
-    """Closing stdin stops the server; one that lingers past CHILD_EXIT_GRACE is killed."""
-    for pipe in (process.stdin, process.stdout):
-        if pipe is not None:
-            await pipe.aclose()
-    with trio.move_on_after(CHILD_EXIT_GRACE):
-        await process.wait()
-    if process.returncode is None:
-        process.kill()
-        await process.wait()
-
-
-def codex_binary(explicit: str | None = None) -> str:
-    """The codex binary to run: `explicit`, else the one bundled by the
-    `openai-codex-cli-bin` package, else `codex` on PATH.
-
-    Raises:
-        HostUnavailable: none of them is there; says how to install one.
-    """
-    if explicit:
-        return explicit
-    try:
-        import codex_cli_bin
-
-        return str(codex_cli_bin.bundled_codex_path())
-    except (ImportError, OSError):
-        found = shutil.which("codex")
-    if found is None:
-        raise HostUnavailable(f"no codex binary found: {INSTALL_CODEX}")
-    return found

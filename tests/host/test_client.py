@@ -17,15 +17,9 @@ import trio
 import trio.testing
 from trio_websocket import wrap_server_stream
 
-import crw.host.client as client_module
-from crw.host.client import (
-    HANDSHAKE_TIMEOUT,
-    HostClient,
-    HostRequestError,
-    codex_binary,
-    connect_host,
-    open_client,
-)
+import crw.host.connect as connect_module
+from crw.host.client import HANDSHAKE_TIMEOUT, HostClient, HostRequestError, open_client
+from crw.host.connect import codex_binary, connect_host
 from crw.host.protocol import HostProtocolError, Notification, TurnNotification
 from crw.host.transport import (
     HostUnavailable,
@@ -467,7 +461,7 @@ async def test_missing_codex_binary_is_unavailable_naming_it(tmp_path: Path) -> 
 async def test_codex_child_that_lingers_is_killed_and_logs_its_stderr(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(client_module, "CHILD_EXIT_GRACE", 0.2)
+    monkeypatch.setattr(connect_module, "CHILD_EXIT_GRACE", 0.2)
     script = tmp_path / "codex"
     script.write_text(f"#!{sys.executable}\n{LINGERING_CODEX}")
     script.chmod(0o755)

@@ -1,0 +1,248 @@
+"""How a simulated turn behaves: the `sim/script` rules and the plan of one turn.
+
+Pure functions over the turn's text (its `crw-flow-op:` marker, its `CRW-ROLE:`
+line, the output contract the shared conventions place in the newest user message
+or in the packet file it names) and the scripts; the server acts the plan out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+
+from crw.host.sim.instance import example_instance
+from crw.host.sim.state import Usage, invalid_request
+
+_MARKER = re.compile(r"^crw-flow-op:\s*(\S+)\s*$", re.MULTILINE)
+_ROLE = re.compile(r"^CRW-ROLE:\s*(\S+)\s*$", re.MULTILINE)
+_PACKET = re.compile(
+    r"^Read the task packet (.+) in full and follow it exactly\.\s*$", re.MULTILINE
+)
+_CONTRACT = "## Output contract"
+
+PHASES = ("final_answer", "commentary", "partial_answer", None)
+VANISH = ("notLoaded", "systemError")
+_KEYS = frozenset(
+    {"answer", "text", "phase", "prose", "invalidFirst", "hang", "fail", "vanish"}
+    | {"seconds", "tokens"}
+)
+_FAILURE_MESSAGES = {
+    "usageLimitExceeded": "Quota exceeded. Check your plan and billing details.",
+    "contextWindowExceeded": "Codex ran out of room in the model's context window.",
+}
+_TOKEN_KEYS = {
+    "input": "input",
+    "cachedInput": "cached_input",
+    "output": "output",
+    "reasoningOutput": "reasoning_output",
+}
+
+
+def marker_of(text: str) -> str | None:
+    """The `<call>/t<k>-a<n>` of the turn's `crw-flow-op:` line, if it has one."""
+    match = _MARKER.search(text)
+    return match.group(1) if match else None
+
+
+def role_of(text: str) -> str | None:
+    match = _ROLE.search(text)
+    return match.group(1) if match else None
+
+
+def call_of(marker: str) -> str:
+    """`build.1/t2-a1` → `build.1`: the call every turn of that marker belongs to."""
+    return marker.split("/", 1)[0]
+
+
+def output_schema(text: str, read: Callable[[Path], str] = Path.read_text) -> dict[str, Any] | None:
+    """The JSON Schema the turn must answer: the last ```json block after the last
+    `## Output contract` line of `text`, else of the packet file `text` names.
+    None when there is none, or it cannot be read or parsed."""
+    if any(line.strip() == _CONTRACT for line in text.splitlines()):
+        return _contract_schema(text)
+    packet = _PACKET.search(text)
+    if packet is None:
+        return None
+    try:
+        return _contract_schema(read(Path(packet.group(1).strip())))
+    except OSError:
+        return None
+
+
+def _contract_schema(text: str) -> dict[str, Any] | None:
+    lines = text.splitlines()
+    heads = [i for i, line in enumerate(lines) if line.strip() == _CONTRACT]
+    if not heads:
+        return None
+    after = lines[heads[-1] + 1 :]
+    opens = [i for i, line in enumerate(after) if line.strip() == "```json"]
+    if not opens:
+        return None
+    body = after[opens[-1] + 1 :]
+    end = next((i for i, line in enumerate(body) if line.strip() == "```"), len(body))
+    try:
+        schema = json.loads("\n".join(body[:end]))
+    except ValueError:
+        return None
+    return schema if isinstance(schema, dict) else None
+
+
+def invalid_instance(schema: dict[str, Any] | None) -> Any:
+    """A value that breaks `schema` (a missing required field, else a wrong type)."""
+    candidates: list[Any] = [{"__invalid__": True}, "__invalid__", [], None, 0]
+    for value in candidates:
+        if schema is None or not jsonschema.Draft202012Validator(schema).is_valid(value):
+            return value
+    return candidates[0]
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """One `sim/script` behaviour; the defaults are a plain valid final answer."""
+
+    answer: Any = None
+    has_answer: bool = False
+    text: str | None = None
+    phase: str | None = "final_answer"
+    prose: str | None = None
+    invalid_first: bool = False
+    hang: bool = False
+    fail: Any = None
+    vanish: str | None = None
+    seconds: float = 1.0
+    tokens: Usage | None = None
+
+    @classmethod
+    def from_wire(cls, value: Any) -> Behaviour:
+        """Read `behaviour` of `sim/script`; a malformed one is a -32600 error."""
+        if not isinstance(value, dict) or not set(value) <= _KEYS:
+            raise invalid_request(f"sim/script: behaviour takes only {sorted(_KEYS)}")
+        if value.get("phase", "final_answer") not in PHASES:
+            raise invalid_request(f"sim/script: phase must be one of {PHASES}")
+        if value.get("vanish") not in (None, *VANISH):
+            raise invalid_request(f"sim/script: vanish must be one of {VANISH}")
+        seconds = value.get("seconds", 1.0)
+        if not isinstance(seconds, int | float) or seconds < 0:
+            raise invalid_request("sim/script: seconds must be a number >= 0")
+        return cls(
+            answer=value.get("answer"),
+            has_answer="answer" in value,
+            text=value.get("text"),
+            phase=value.get("phase", "final_answer"),
+            prose=value.get("prose"),
+            invalid_first=bool(value.get("invalidFirst", False)),
+            hang=bool(value.get("hang", False)),
+            fail=value.get("fail"),
+            vanish=value.get("vanish"),
+            seconds=float(seconds),
+            tokens=_tokens(value["tokens"]) if "tokens" in value else None,
+        )
+
+
+def _tokens(value: Any) -> Usage:
+    if not isinstance(value, dict) or not set(value) <= set(_TOKEN_KEYS):
+        raise invalid_request(f"sim/script: tokens takes only {sorted(_TOKEN_KEYS)}")
+    parts = {_TOKEN_KEYS[k]: int(v) for k, v in value.items()}
+    return Usage(**parts)
+
+
+@dataclass(frozen=True)
+class Script:
+    """`sim/script {match: {marker?, role?}, behaviour}`; an empty match matches all."""
+
+    behaviour: Behaviour
+    marker: str | None = None
+    role: str | None = None
+
+    @classmethod
+    def from_wire(cls, params: dict[str, Any]) -> Script:
+        match = params.get("match") or {}
+        if not isinstance(match, dict) or not set(match) <= {"marker", "role"}:
+            raise invalid_request("sim/script: match takes only marker and role")
+        behaviour = Behaviour.from_wire(params.get("behaviour", {}))
+        return cls(behaviour, match.get("marker"), match.get("role"))
+
+    def matches(self, marker: str | None, roles: set[str]) -> bool:
+        """`marker` is a glob over the turn's marker; `role` names the header's
+        CRW-ROLE or the thread's agentRole."""
+        if self.marker is not None and (marker is None or not fnmatchcase(marker, self.marker)):
+            return False
+        return self.role is None or self.role in roles
+
+
+def choose(scripts: list[Script], marker: str | None, roles: set[str]) -> Behaviour:
+    """The behaviour of the newest script that matches, else the default one."""
+    for script in reversed(scripts):
+        if script.matches(marker, roles):
+            return script.behaviour
+    return Behaviour()
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    """What one turn does: stream `messages` (text, phase) after `seconds`, then
+    complete, or hang, fail with `fail` (a codexErrorInfo) or vanish. `tokens` is
+    what its model response counts: None when there was none (a failed or vanished
+    turn, a silent hang) and its script counts nothing."""
+
+    messages: list[tuple[str, str | None]] = field(default_factory=list)
+    seconds: float = 1.0
+    hang: bool = False
+    fail: Any = None
+    vanish: str | None = None
+    tokens: Usage | None = None
+
+
+def plan_turn(
+    behaviour: Behaviour, prompt: str, schema: dict[str, Any] | None, *, first_of_call: bool
+) -> TurnPlan:
+    """The plan of a turn whose newest user message is `prompt`.
+
+    A hanging turn streams a message only when its script gives one (`answer` or
+    `text`), so an interrupt can find a final answer in it, as on the real host.
+    """
+    streams = not behaviour.hang or behaviour.has_answer or behaviour.text is not None
+    silent = behaviour.fail is not None or behaviour.vanish is not None or not streams
+    messages = [] if silent else [(_answer_text(behaviour, schema, first_of_call), behaviour.phase)]
+    tokens = behaviour.tokens
+    if tokens is None and messages:
+        tokens = Usage(
+            input=len(prompt) // 4 + 100,
+            output=sum(len(text) for text, _ in messages) // 4 + 10,
+        )
+    return TurnPlan(
+        messages=messages,
+        seconds=behaviour.seconds,
+        hang=behaviour.hang,
+        fail=behaviour.fail,
+        vanish=behaviour.vanish,
+        tokens=tokens,
+    )
+
+
+def _answer_text(behaviour: Behaviour, schema: dict[str, Any] | None, first: bool) -> str:
+    if behaviour.text is not None:
+        body = behaviour.text
+    else:
+        if behaviour.invalid_first and first:
+            value = invalid_instance(schema)
+        elif behaviour.has_answer:
+            value = behaviour.answer
+        else:
+            value = example_instance(schema) if schema is not None else {}
+        body = json.dumps(value)
+    return f"{behaviour.prose}\n\n{body}" if behaviour.prose else body
+
+
+def turn_error(info: Any) -> dict[str, Any]:
+    """The `error` of a turn that failed with codexErrorInfo `info` (a string, or
+    an object of one key such as `{"httpConnectionFailed": {"httpStatusCode": 502}}`)."""
+    message = _FAILURE_MESSAGES.get(str(info), f"simulated failure: {json.dumps(info)}")
+    return {"message": message, "codexErrorInfo": info, "additionalDetails": None}

@@ -1,0 +1,76 @@
+"""`crw host sim serve --socket PATH`: the simulated host as a shared app-server.
+
+Serves WebSocket over a unix socket until SIGINT or SIGTERM, like `codex
+app-server --listen unix://PATH`. A socket file no server answers on is stale and
+removed first; one a live server answers on is refused.
+"""
+
+from __future__ import annotations
+
+import errno
+import signal
+import socket as _socket
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+import trio
+
+from crw.errors import RefusedError
+from crw.host.sim.server import open_sim_host, serve_unix
+
+
+def serve_command(socket: Path, codex_home: Path | None) -> int:
+    """Serve a fresh simulated host on `socket`; its rollout files go under
+    `codex_home` (default: a new temporary directory). Prints `listening on
+    unix:<path>` once it listens. Returns 0 when stopped by a signal.
+
+    Raises:
+        RefusedError: a live server already listens on `socket`, or it cannot be bound.
+    """
+    path = socket.absolute()
+    _clear_stale(path)
+    home = codex_home or Path(tempfile.mkdtemp(prefix="crw-sim-home-"))
+    home.mkdir(parents=True, exist_ok=True)
+    error = trio.run(_serve, path, home)
+    if error is not None:
+        raise RefusedError(f"cannot listen on unix:{path}: {error.strerror or error}")
+    return 0
+
+
+def _clear_stale(path: Path) -> None:
+    """Remove a socket file no server answers on; refuse a live one, or a path
+    that is not a socket (it is not ours to remove)."""
+    if not path.exists():
+        return
+    if not stat.S_ISSOCK(path.stat().st_mode):
+        raise RefusedError(f"unix:{path} exists and is not a socket; choose another --socket")
+    probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError as err:
+        if err.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+            raise RefusedError(f"cannot check unix:{path}: {err.strerror}") from err
+        path.unlink(missing_ok=True)
+        return
+    finally:
+        probe.close()
+    raise RefusedError(
+        f"unix:{path} is in use by a live server; stop it or choose another --socket"
+    )
+
+
+async def _serve(path: Path, home: Path) -> OSError | None:
+    """Serve until a signal; the error binding the socket, if it could not."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_sim_host(home) as host, trio.open_nursery() as nursery:
+            try:
+                await nursery.start(serve_unix, host, path)
+            except OSError as err:
+                return err
+            print(f"listening on unix:{path}", flush=True, file=sys.stdout)
+            async for _ in signals:
+                nursery.cancel_scope.cancel()
+                break
+    return None

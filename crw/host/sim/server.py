@@ -1,0 +1,545 @@
+"""The simulated host as a server: one `SimHost`, any number of connections.
+
+It answers the app-server methods crw uses the way `codex app-server` 0.163.0
+does (host-protocol.md: results, error codes and words, notification order and
+who gets them) and adds the `sim/*` control methods that play the owner and
+script its subagents (ARCHITECTURE.md, The host). Every delay is a `trio.sleep`,
+so one `MockClock` drives the client and the host in tests.
+
+Requests are answered in the connection's task without a checkpoint between the
+state change, the response and the notifications it causes, so a client always
+gets the response first, as from the real host. Turns run in the host's nursery:
+a client that disconnects mid-turn does not stop them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+import trio_websocket
+
+from crw.host.sim import rollout
+from crw.host.sim.behaviour import (
+    Script,
+    TurnPlan,
+    call_of,
+    choose,
+    marker_of,
+    output_schema,
+    plan_turn,
+    role_of,
+    turn_error,
+)
+from crw.host.sim.state import (
+    MODEL_CONTEXT_WINDOW,
+    RpcError,
+    SimState,
+    Thread,
+    Turn,
+    agent_message,
+    fork_turns,
+    invalid_request,
+    list_loaded,
+    list_threads,
+    list_turns,
+    new_id,
+    read_thread,
+    spawn_call,
+    user_message,
+)
+from crw.host.transport import HostUnavailable, JsonLinesTransport, Transport, WebSocketTransport
+
+OUTBOX = 4096
+"""Messages a connection may fall behind by before the host drops it (a client
+that stopped reading must not stall the turns of the others)."""
+
+MAX_MESSAGE = 64 * 1024 * 1024
+"""The largest WebSocket message either way (a thread/read of a long thread)."""
+
+_TO_ALL = frozenset({"thread/started", "thread/status/changed"})
+
+
+class _Connection:
+    """One client: its outbox, drained to its transport by its own task."""
+
+    def __init__(self) -> None:
+        self.outbox, self.outgoing = trio.open_memory_channel[dict[str, Any]](OUTBOX)
+        self.initialized = False
+
+    def post(self, message: dict[str, Any]) -> None:
+        try:
+            self.outbox.send_nowait(message)
+        except trio.WouldBlock:
+            self.outbox.close()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+
+_Method = Callable[[_Connection, dict[str, Any]], dict[str, Any]]
+
+
+class SimHost:
+    """The state, scripts and CODEX_HOME of one simulated host, shared by all its
+    connections. Made by `open_sim_host`, which owns the nursery its turns run in."""
+
+    def __init__(
+        self, codex_home: Path, nursery: trio.Nursery, *, wall: Callable[[], float] = time.time
+    ) -> None:
+        self.codex_home = codex_home
+        self.state = SimState()
+        self.scripts: list[Script] = []
+        self._nursery = nursery
+        self._wall = wall
+        self._connections: set[_Connection] = set()
+        self._subscribers: dict[str, set[_Connection]] = {}
+        self._answered_calls: set[str] = set()
+        self._runners: dict[str, trio.CancelScope] = {}
+        self._held: list[tuple[set[_Connection], dict[str, Any]]] | None = None
+        self._methods: dict[str, _Method] = {
+            "initialize": self._initialize,
+            "thread/start": self._thread_start,
+            "thread/read": self._read(read_thread),
+            "thread/list": self._read(list_threads),
+            "thread/loaded/list": self._read(list_loaded),
+            "thread/turns/list": self._read(list_turns),
+            "thread/resume": self._thread_resume,
+            "thread/fork": self._thread_fork,
+            "thread/unsubscribe": self._thread_unsubscribe,
+            "turn/start": self._turn_start,
+            "turn/interrupt": self._turn_interrupt,
+            "sim/startOwner": self._start_owner,
+            "sim/spawnAgent": self._spawn_agent,
+            "sim/sendInput": self._send_input,
+            "sim/closeAgent": self._close_agent,
+            "sim/script": self._script,
+        }
+
+    def _read(self, answer: Callable[[SimState, dict[str, Any]], dict[str, Any]]) -> _Method:
+        return lambda conn, params: answer(self.state, params)
+
+    # -- connections and notifications
+
+    def _connect(self) -> _Connection:
+        conn = _Connection()
+        self._connections.add(conn)
+        return conn
+
+    def _disconnect(self, conn: _Connection) -> None:
+        self._connections.discard(conn)
+        for subscribers in self._subscribers.values():
+            subscribers.discard(conn)
+        conn.outbox.close()
+
+    def _receive(self, conn: _Connection, message: dict[str, Any]) -> None:
+        """Answer one request, then send what it caused; a client notification
+        (`initialized`) or a response needs nothing."""
+        if "id" not in message or "method" not in message:
+            return
+        self._held = []
+        try:
+            conn.post({"id": message["id"], "result": self._call(conn, message)})
+        except RpcError as err:
+            conn.post({"id": message["id"], "error": {"code": err.code, "message": err.message}})
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            # Malformed params (a list where an object goes, …): the host answers
+            # "Invalid request" and serves on, as the real one does.
+            error = {"code": -32600, "message": f"Invalid request: {err!r}"}
+            conn.post({"id": message["id"], "error": error})
+        finally:
+            held, self._held = self._held, None
+        for targets, notification in held:
+            self._deliver(targets, notification)
+
+    def _call(self, conn: _Connection, message: dict[str, Any]) -> dict[str, Any]:
+        method, params = message["method"], message.get("params") or {}
+        handler = self._methods.get(method)
+        if handler is None:
+            raise invalid_request(f"Invalid request: unknown variant `{method}`")
+        if not conn.initialized and method != "initialize":
+            raise invalid_request("Not initialized")
+        if not isinstance(params, dict):
+            raise invalid_request(f"Invalid request: params of {method} must be an object")
+        return handler(conn, params)
+
+    def _notify(self, method: str, params: dict[str, Any], thread: Thread) -> None:
+        """Send a notification to whom the real host sends it: thread/started and
+        status changes to all, a subagent's events to all (as in 0.163.0), the
+        others to the thread's subscribers."""
+        message = {"method": method, "params": params, "emittedAtMs": int(self._wall() * 1000)}
+        if method in _TO_ALL or thread.is_subagent:
+            targets = set(self._connections)
+        else:
+            targets = set(self._subscribers.get(thread.id, ()))
+        if self._held is not None:
+            self._held.append((targets, message))
+        else:
+            self._deliver(targets, message)
+
+    def _deliver(self, targets: set[_Connection], message: dict[str, Any]) -> None:
+        for conn in targets & self._connections:
+            conn.post(message)
+
+    def _subscribe(self, conn: _Connection, thread: Thread) -> None:
+        self._subscribers.setdefault(thread.id, set()).add(conn)
+
+    def _set_status(self, thread: Thread, status: str) -> None:
+        if thread.status != status:
+            thread.status = status
+            self._notify(
+                "thread/status/changed",
+                {"threadId": thread.id, "status": thread.status_wire()},
+                thread,
+            )
+
+    # -- threads
+
+    def _new_thread(
+        self, params: dict[str, Any], *, parent: Thread | None = None, role: str | None = None
+    ) -> Thread:
+        wall, thread_id = self._wall(), new_id()
+        path = rollout.rollout_path(self.codex_home, thread_id, wall)
+        defaults = {} if parent else {"cwd": str(self.codex_home)}
+        params = defaults | {k: v for k, v in params.items() if v}
+        thread = self.state.new_thread(
+            thread_id, params, path=str(path), wall=wall, parent=parent, role=role
+        )
+        rollout.append(path, "session_meta", rollout.session_meta(thread), wall)
+        return thread
+
+    def _started(self, conn: _Connection | None, thread: Thread) -> dict[str, Any]:
+        """Announce a new interactive thread; subscribe the caller, if any."""
+        if conn is not None:
+            self._subscribe(conn, thread)
+        self._notify("thread/started", {"thread": thread.wire()}, thread)
+        return thread.result()
+
+    # -- turns
+
+    def _start_turn(self, thread: Thread, text: str, schema: Any = None) -> Turn:
+        """Open a turn whose user message is `text` and run it in the background."""
+        if thread.active_turn() is not None:
+            raise invalid_request(f"thread {thread.id} already has an active turn")
+        wall = self._wall()
+        turn = Turn(id=new_id(), started_at=int(wall), started_clock=trio.current_time())
+        item = user_message(text)
+        turn.items.append(item)
+        thread.turns.append(turn)
+        thread.updated_at = int(wall)
+        self._set_status(thread, "active")
+        self._notify(
+            "turn/started", {"threadId": thread.id, "turn": turn.wire("notLoaded")}, thread
+        )
+        self._item("item/started", thread, turn, item)
+        self._item("item/completed", thread, turn, item)
+        path = Path(thread.path)
+        rollout.append(path, "event_msg", rollout.event("task_started", turn_id=turn.id), wall)
+        user = rollout.event("user_message", message=text, turn_id=turn.id)
+        rollout.append(path, "event_msg", user, wall)
+        plan = self._plan(thread, text, schema)
+        scope = trio.CancelScope()
+        self._runners[turn.id] = scope
+        self._nursery.start_soon(self._run_turn, thread, turn, plan, scope)
+        return turn
+
+    def _plan(self, thread: Thread, text: str, schema: Any) -> TurnPlan:
+        marker = marker_of(text)
+        roles = {r for r in (role_of(text), thread.agent_role) if r}
+        call = call_of(marker) if marker else thread.id
+        plan = plan_turn(
+            choose(self.scripts, marker, roles),
+            text,
+            schema if isinstance(schema, dict) else output_schema(text),
+            first_of_call=call not in self._answered_calls,
+        )
+        if plan.messages:
+            self._answered_calls.add(call)
+        return plan
+
+    async def _run_turn(
+        self, thread: Thread, turn: Turn, plan: TurnPlan, scope: trio.CancelScope
+    ) -> None:
+        with scope:
+            await trio.sleep(plan.seconds)
+            if plan.vanish is not None:
+                self._end_turn(thread, turn, "interrupted", thread_status=plan.vanish)
+                return
+            self._respond(thread, turn, plan)
+            if plan.fail is not None:
+                error = turn_error(plan.fail)
+                self._end_turn(thread, turn, "failed", error=error, thread_status="systemError")
+                return
+            if plan.hang:
+                await trio.sleep_forever()
+            self._end_turn(thread, turn, "completed")
+
+    def _respond(self, thread: Thread, turn: Turn, plan: TurnPlan) -> None:
+        """One model response: its messages, then its token count."""
+        wall = self._wall()
+        path = Path(thread.path)
+        for text, phase in plan.messages:
+            item = agent_message(text, phase)
+            turn.items.append(item)
+            self._item("item/started", thread, turn, item)
+            self._item("item/completed", thread, turn, item)
+            event = rollout.event("agent_message", message=text, phase=phase, turn_id=turn.id)
+            rollout.append(path, "event_msg", event, wall)
+        if plan.tokens is None:
+            return
+        thread.tokens = thread.tokens + plan.tokens
+        usage = {
+            "total": thread.tokens.wire(),
+            "last": plan.tokens.wire(),
+            "modelContextWindow": MODEL_CONTEXT_WINDOW,
+        }
+        params = {"threadId": thread.id, "turnId": turn.id, "tokenUsage": usage}
+        self._notify("thread/tokenUsage/updated", params, thread)
+        count = rollout.token_count(thread.tokens, plan.tokens)
+        rollout.append(path, "event_msg", count, wall)
+
+    def _item(self, method: str, thread: Thread, turn: Turn, item: dict[str, Any]) -> None:
+        stamp = "startedAtMs" if method == "item/started" else "completedAtMs"
+        params = {"item": copy.deepcopy(item), "threadId": thread.id, "turnId": turn.id}
+        self._notify(method, params | {stamp: int(self._wall() * 1000)}, thread)
+
+    def _end_turn(
+        self,
+        thread: Thread,
+        turn: Turn,
+        status: str,
+        *,
+        error: dict[str, Any] | None = None,
+        thread_status: str = "idle",
+    ) -> None:
+        """End a turn in progress (once): the thread's status, then the error, then
+        `turn/completed`, in the real host's order. Stops the turn's runner."""
+        if turn.status != "inProgress":
+            return
+        wall = self._wall()
+        turn.status, turn.error = status, error
+        turn.completed_at = int(wall)
+        turn.duration_ms = math.floor((trio.current_time() - turn.started_clock) * 1000)
+        thread.updated_at = int(wall)
+        self._set_status(thread, thread_status)
+        if error is not None:
+            params = {"error": error, "willRetry": False, "threadId": thread.id, "turnId": turn.id}
+            self._notify("error", params, thread)
+        self._notify(
+            "turn/completed", {"threadId": thread.id, "turn": turn.wire("summary")}, thread
+        )
+        done = rollout.event("task_complete", turn_id=turn.id, status=status)
+        rollout.append(Path(thread.path), "event_msg", done, wall)
+        runner = self._runners.pop(turn.id, None)
+        if runner is not None:
+            runner.cancel()
+
+    # -- the app-server methods
+
+    def _initialize(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        conn.initialized = True
+        return {
+            "userAgent": "crw-sim/0.163.0",
+            "codexHome": str(self.codex_home),
+            "platformFamily": "unix",
+            "platformOs": "linux",
+        }
+
+    def _thread_start(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return self._started(conn, self._new_thread(params))
+
+    def _thread_resume(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        thread_id = str(params.get("threadId"))
+        thread = self.state.find(thread_id, f"no rollout found for thread id {thread_id}")
+        thread.config |= params.get("config") or {}
+        self._subscribe(conn, thread)
+        if thread.status == "notLoaded":
+            self._set_status(thread, "idle")
+        return thread.result(include_turns=not params.get("excludeTurns"))
+
+    def _thread_fork(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        thread_id = str(params.get("threadId"))
+        source = self.state.find(thread_id, f"no rollout found for thread id {thread_id}")
+        config = source.config | (params.get("config") or {})
+        fork = self._new_thread(
+            {"cwd": source.cwd, "model": source.model} | params | {"config": config}
+        )
+        fork.forked_from_id = source.id
+        fork.turns = fork_turns(source, params.get("lastTurnId"))
+        return self._started(conn, fork)
+
+    def _thread_unsubscribe(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        thread = self.state.threads.get(str(params.get("threadId")))
+        if thread is None or thread.status == "notLoaded":
+            return {"status": "notLoaded"}
+        subscribers = self._subscribers.get(thread.id, set())
+        if conn not in subscribers:
+            return {"status": "notSubscribed"}
+        subscribers.discard(conn)
+        return {"status": "unsubscribed"}
+
+    def _turn_start(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        thread = self.state.loaded(str(params.get("threadId")))
+        inputs = params.get("input") or []
+        text = "\n".join(i.get("text", "") for i in inputs if i.get("type") == "text")
+        thread.model = params.get("model") or thread.model
+        thread.reasoning_effort = params.get("effort") or thread.reasoning_effort
+        turn = self._start_turn(thread, text, params.get("outputSchema"))
+        return {"turn": turn.wire("notLoaded")}
+
+    def _turn_interrupt(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """Interrupt a turn in progress (it keeps what it streamed); a turn that
+        already ended is left as it is."""
+        thread = self.state.loaded(str(params.get("threadId")))
+        turn = thread.turn(str(params.get("turnId")))
+        if turn is not None:
+            self._end_turn(thread, turn, "interrupted")
+        return {}
+
+    # -- the sim/* control methods
+
+    def _start_owner(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        thread = self._new_thread({"cwd": params.get("cwd")})
+        self._started(None, thread)
+        return {"threadId": thread.id}
+
+    def _spawn_agent(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """The owner's spawn_agent: a subagent whose first turn starts at once, and
+        the owner's collabAgentToolCall item that names it."""
+        owner = self.state.loaded(str(params.get("parentThreadId")))
+        message = str(params.get("message", ""))
+        settings = {"model": params.get("model"), "effort": params.get("reasoningEffort")}
+        child = self._new_thread(settings, parent=owner, role=params.get("agentType"))
+        self._record_spawn(owner, child, message)
+        self._start_turn(child, message)
+        return {"agentId": child.id}
+
+    def _record_spawn(self, owner: Thread, child: Thread, message: str) -> None:
+        turn = owner.active_turn()
+        if turn is None:
+            turn = Turn(id=new_id(), started_at=int(self._wall()), status="completed")
+            turn.completed_at, turn.duration_ms = turn.started_at, 0
+            owner.turns.append(turn)
+        item = spawn_call(owner.id, message, child.model, child.reasoning_effort)
+        turn.items.append(item)
+        self._item("item/started", owner, turn, item)
+        item |= {"status": "completed", "receiverThreadIds": [child.id]}
+        item["agentsStates"] = {child.id: {"status": "pendingInit", "message": None}}
+        self._item("item/completed", owner, turn, item)
+
+    def _send_input(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        thread = self.state.loaded(str(params.get("target")))
+        return {"turnId": self._start_turn(thread, str(params.get("message", ""))).id}
+
+    def _close_agent(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """close_agent: a running turn is interrupted; the thread stays readable."""
+        thread_id = str(params.get("target"))
+        thread = self.state.find(thread_id, f"thread not found: {thread_id}")
+        turn = thread.active_turn()
+        if turn is not None:
+            self._end_turn(thread, turn, "interrupted")
+        self._set_status(thread, "notLoaded")
+        return {}
+
+    def _script(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        self.scripts.append(Script.from_wire(params))
+        return {}
+
+
+async def serve_connection(host: SimHost, transport: Transport) -> None:
+    """Serve one client until it goes away; then close its transport. The turns it
+    started go on in the host's nursery."""
+    conn = host._connect()
+
+    async def drain(cancel: trio.CancelScope) -> None:
+        async with conn.outgoing:
+            async for message in conn.outgoing:
+                try:
+                    await transport.send(message)
+                except HostUnavailable:
+                    break
+        cancel.cancel()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain, nursery.cancel_scope)
+            while True:
+                try:
+                    message = await transport.receive()
+                except HostUnavailable:
+                    break
+                host._receive(conn, message)
+            nursery.cancel_scope.cancel()
+    finally:
+        host._disconnect(conn)
+        with trio.move_on_after(1, shield=True):
+            await transport.aclose()
+
+
+@asynccontextmanager
+async def open_sim_host(codex_home: Path) -> AsyncIterator[SimHost]:
+    """A simulated host whose turns run until the block ends.
+
+    An error of the block is raised as itself, not inside an ExceptionGroup of the
+    host's nursery, so a caller catches what it raised.
+    """
+    try:
+        async with trio.open_nursery() as nursery:
+            host = SimHost(codex_home, nursery)
+            try:
+                yield host
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+async def connect_in_memory(host: SimHost) -> Transport:
+    """A client transport to `host` over an in-memory stream (JSON lines), served
+    in the host's nursery: the same Trio clock drives both sides."""
+    client, server = trio.testing.memory_stream_pair()
+    host._nursery.start_soon(serve_connection, host, JsonLinesTransport(server, name="a client"))
+    await trio.lowlevel.checkpoint()
+    return JsonLinesTransport(client, name="the simulated host")
+
+
+async def serve_unix(
+    host: SimHost, path: Path, *, task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Serve `host` as WebSocket over a unix socket at `path`, like a shared
+    app-server (`trio.serve_listeners`: trio-websocket's own server cannot listen
+    on a unix socket). Reports `path` once listening; removes the socket file when
+    it stops."""
+    sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+    try:
+        await sock.bind(str(path))
+        sock.listen(64)
+    except BaseException:
+        sock.close()
+        raise
+
+    async def handle(stream: trio.SocketStream) -> None:
+        async with trio.open_nursery() as nursery:
+            request = await trio_websocket.wrap_server_stream(
+                nursery, stream, max_message_size=MAX_MESSAGE
+            )
+            ws = await request.accept()
+            await serve_connection(host, WebSocketTransport(ws, name="a client"))
+
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(trio.serve_listeners, handle, [trio.SocketListener(sock)])
+            task_status.started(path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)

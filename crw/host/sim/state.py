@@ -1,0 +1,396 @@
+"""What the simulated host knows: threads, turns, items and token counts.
+
+Plain data and the wire shapes the real `codex app-server` 0.163.0 gives them
+(host-protocol.md, Objects); no I/O and no Trio. Only the fields crw reads are
+modelled, with the names and nullability of the generated protocol schema.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+CLI_VERSION = "0.163.0"
+MODEL_PROVIDER = "sim"
+DEFAULT_MODEL = "sim-model"
+MODEL_CONTEXT_WINDOW = 258400
+
+INTERACTIVE_KINDS = frozenset({"cli", "vscode", "exec", "appServer", "unknown"})
+"""The source kinds `thread/list` lists when it is given none."""
+
+SUBAGENT_KINDS = frozenset({"subAgent", "subAgentThreadSpawn"})
+NICKNAMES = ("Euclid", "Noether", "Turing", "Hopper", "Lovelace", "Gauss", "Curie", "Dirac")
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answer, as the real host words it."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def invalid_request(message: str) -> RpcError:
+    """The host's answer to a request it cannot do: code -32600."""
+    return RpcError(-32600, message)
+
+
+def new_id() -> str:
+    """A fresh thread, turn or item id (uuid-like, as the host's are)."""
+    return str(uuid.uuid4())
+
+
+@dataclass
+class Usage:
+    """Token counts of one model response, or a thread's running sum of them."""
+
+    input: int = 0
+    cached_input: int = 0
+    output: int = 0
+    reasoning_output: int = 0
+
+    @property
+    def total(self) -> int:
+        """As the real host counts it: input plus output (their parts are inside)."""
+        return self.input + self.output
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input + other.input,
+            self.cached_input + other.cached_input,
+            self.output + other.output,
+            self.reasoning_output + other.reasoning_output,
+        )
+
+    def wire(self) -> dict[str, int]:
+        """A `TokenUsageBreakdown` of `thread/tokenUsage/updated`."""
+        return {
+            "totalTokens": self.total,
+            "inputTokens": self.input,
+            "cachedInputTokens": self.cached_input,
+            "cacheWriteInputTokens": 0,
+            "outputTokens": self.output,
+            "reasoningOutputTokens": self.reasoning_output,
+        }
+
+    def rollout(self) -> dict[str, int]:
+        """The same counts as a rollout file's `token_count` spells them."""
+        return {
+            "input_tokens": self.input,
+            "cached_input_tokens": self.cached_input,
+            "cache_write_input_tokens": 0,
+            "output_tokens": self.output,
+            "reasoning_output_tokens": self.reasoning_output,
+            "total_tokens": self.total,
+        }
+
+
+def user_message(text: str) -> dict[str, Any]:
+    """A `userMessage` item with one text input."""
+    content = [{"type": "text", "text": text, "text_elements": []}]
+    return {"type": "userMessage", "id": new_id(), "clientId": None, "content": content}
+
+
+def agent_message(text: str, phase: str | None) -> dict[str, Any]:
+    """An `agentMessage` item; `phase` None is a provider that sets none."""
+    return {
+        "type": "agentMessage",
+        "id": new_id(),
+        "text": text,
+        "phase": phase,
+        "memoryCitation": None,
+        "delivery": None,
+        "questions": None,
+    }
+
+
+def spawn_call(sender: str, prompt: str, model: str | None, effort: str | None) -> dict[str, Any]:
+    """The owner's `collabAgentToolCall` for a spawn, as `item/started` shows it."""
+    return {
+        "type": "collabAgentToolCall",
+        "id": new_id(),
+        "tool": "spawnAgent",
+        "status": "inProgress",
+        "senderThreadId": sender,
+        "receiverThreadIds": [],
+        "prompt": prompt,
+        "model": model,
+        "reasoningEffort": effort,
+        "agentsStates": {},
+    }
+
+
+def turn_text(turn: Turn) -> str:
+    """The text of the turn's first user message (its marker is on the first line)."""
+    for item in turn.items:
+        if item["type"] == "userMessage":
+            return "\n".join(c.get("text", "") for c in item["content"] if c["type"] == "text")
+    return ""
+
+
+@dataclass
+class Turn:
+    """One turn; `started_at`/`completed_at` are wall seconds, as on the wire."""
+
+    id: str
+    started_at: int
+    items: list[dict[str, Any]] = field(default_factory=list)
+    status: str = "inProgress"
+    error: dict[str, Any] | None = None
+    completed_at: int | None = None
+    duration_ms: int | None = None
+    started_clock: float = 0.0
+    """When it started on Trio's clock (its durationMs); not on the wire."""
+
+    def copy(self) -> Turn:
+        return copy.deepcopy(self)
+
+    def wire(self, items_view: str = "full") -> dict[str, Any]:
+        """The turn as the host sends it; `items_view` is how much of it."""
+        if items_view == "notLoaded":
+            items: list[dict[str, Any]] = []
+        elif items_view == "summary":
+            items = [i for i in self.items if i["type"] != "userMessage"]
+        else:
+            items = self.items
+        return {
+            "id": self.id,
+            "rootTurnId": self.id,
+            "items": copy.deepcopy(items),
+            "itemsView": items_view,
+            "status": self.status,
+            "error": copy.deepcopy(self.error),
+            "startedAt": self.started_at,
+            "completedAt": self.completed_at,
+            "durationMs": self.duration_ms,
+        }
+
+
+@dataclass
+class Thread:
+    """One thread: an interactive one (the owner, an app-server call) or a subagent."""
+
+    id: str
+    seq: int
+    cwd: str
+    model: str
+    path: str
+    created_at: int
+    reasoning_effort: str | None = None
+    parent_thread_id: str | None = None
+    forked_from_id: str | None = None
+    session_id: str = ""
+    depth: int = 0
+    agent_role: str | None = None
+    agent_nickname: str | None = None
+    status: str = "idle"
+    updated_at: int = 0
+    config: dict[str, Any] = field(default_factory=dict)
+    turns: list[Turn] = field(default_factory=list)
+    tokens: Usage = field(default_factory=Usage)
+
+    @property
+    def is_subagent(self) -> bool:
+        return self.parent_thread_id is not None
+
+    @property
+    def source_kind(self) -> str:
+        """The `sourceKinds` value of `thread/list` this thread is listed under."""
+        return "subAgentThreadSpawn" if self.is_subagent else "vscode"
+
+    def status_wire(self) -> dict[str, Any]:
+        if self.status == "active":
+            return {"type": "active", "activeFlags": []}
+        return {"type": self.status}
+
+    def spawn_source(self) -> dict[str, Any]:
+        """`thread_spawn` of a subagent's source (snake_case inside, as the host)."""
+        return {
+            "parent_thread_id": self.parent_thread_id,
+            "depth": self.depth,
+            "agent_path": None,
+            "agent_nickname": self.agent_nickname,
+            "agent_role": self.agent_role,
+        }
+
+    def active_turn(self) -> Turn | None:
+        if self.turns and self.turns[-1].status == "inProgress":
+            return self.turns[-1]
+        return None
+
+    def turn(self, turn_id: str) -> Turn | None:
+        return next((t for t in self.turns if t.id == turn_id), None)
+
+    def preview(self) -> str:
+        return next((turn_text(t) for t in self.turns if turn_text(t)), "")
+
+    def result(self, *, include_turns: bool = False) -> dict[str, Any]:
+        """The result of thread/start, thread/resume and thread/fork."""
+        return {
+            "thread": self.wire(include_turns=include_turns),
+            "model": self.model,
+            "modelProvider": MODEL_PROVIDER,
+            "reasoningEffort": self.reasoning_effort,
+            "cwd": self.cwd,
+            "approvalPolicy": "never",
+            "approvalsReviewer": "user",
+            "sandbox": {"type": "dangerFullAccess"},
+        }
+
+    def wire(self, *, include_turns: bool = False) -> dict[str, Any]:
+        """The `Thread` object; turns only when asked for, as `thread/read` does."""
+        source: Any = {"subAgent": {"thread_spawn": self.spawn_source()}}
+        return {
+            "id": self.id,
+            "sessionId": self.session_id,
+            "forkedFromId": self.forked_from_id,
+            "parentThreadId": self.parent_thread_id,
+            "preview": self.preview(),
+            "ephemeral": False,
+            "modelProvider": MODEL_PROVIDER,
+            "model": self.model,
+            "reasoningEffort": self.reasoning_effort,
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at or self.created_at,
+            "status": self.status_wire(),
+            "path": self.path,
+            "cwd": self.cwd,
+            "cliVersion": CLI_VERSION,
+            "source": source if self.is_subagent else "vscode",
+            "threadSource": "subagent" if self.is_subagent else None,
+            "agentNickname": self.agent_nickname,
+            "agentRole": self.agent_role,
+            "name": None,
+            "turns": [t.wire() for t in self.turns] if include_turns else [],
+        }
+
+
+@dataclass
+class SimState:
+    """Every thread the host knows, loaded or not, in creation order."""
+
+    threads: dict[str, Thread] = field(default_factory=dict)
+
+    def add(self, thread: Thread) -> Thread:
+        self.threads[thread.id] = thread
+        return thread
+
+    def new_thread(
+        self,
+        thread_id: str,
+        params: dict[str, Any],
+        *,
+        path: str,
+        wall: float,
+        parent: Thread | None = None,
+        role: str | None = None,
+    ) -> Thread:
+        """Add a thread made from thread/start-like `params` (`cwd`, `model`,
+        `effort`, `config`); a subagent of `parent` inherits its settings."""
+        config = dict(params.get("config") or {})
+        thread = self.add(
+            Thread(
+                id=thread_id,
+                seq=len(self.threads),
+                cwd=params.get("cwd") or (parent.cwd if parent else "/"),
+                model=params.get("model") or (parent.model if parent else DEFAULT_MODEL),
+                reasoning_effort=params.get("effort") or config.get("model_reasoning_effort"),
+                path=path,
+                created_at=int(wall),
+                config=(parent.config if parent else {}) | config,
+            )
+        )
+        thread.session_id = parent.session_id if parent else thread.id
+        if parent is not None:
+            thread.parent_thread_id = parent.id
+            thread.depth = parent.depth + 1
+            thread.agent_role = role
+            thread.agent_nickname = NICKNAMES[thread.seq % len(NICKNAMES)]
+        return thread
+
+    def find(self, thread_id: str, missing: str) -> Thread:
+        """The thread, or the -32600 error `missing` (each method words it its own
+        way: `thread not loaded: <id>`, `no rollout found for thread id <id>`)."""
+        thread = self.threads.get(thread_id)
+        if thread is None:
+            raise invalid_request(missing)
+        return thread
+
+    def loaded(self, thread_id: str) -> Thread:
+        """A thread turn/start and turn/interrupt can act on: in memory, not notLoaded."""
+        thread = self.threads.get(thread_id)
+        if thread is None or thread.status == "notLoaded":
+            raise invalid_request(f"thread not found: {thread_id}")
+        return thread
+
+    def listed(self, source_kinds: list[str] | None, cwd: str | None) -> list[Thread]:
+        """`thread/list`'s selection, newest first."""
+        kinds = set(source_kinds or ()) or INTERACTIVE_KINDS
+        if "subAgent" in kinds:
+            kinds |= SUBAGENT_KINDS
+        chosen = [
+            t
+            for t in self.threads.values()
+            if t.source_kind in kinds and (cwd is None or t.cwd == cwd)
+        ]
+        return sorted(chosen, key=lambda t: t.seq, reverse=True)
+
+    def loaded_ids(self) -> list[str]:
+        return [t.id for t in self.threads.values() if t.status != "notLoaded"]
+
+
+def page(values: list[Any], params: dict[str, Any]) -> tuple[list[Any], str | None]:
+    """One page of `values` from the request's opaque `cursor` (an offset here) and
+    `limit`, and the cursor of the next page (None on the last)."""
+    cursor = params.get("cursor")
+    start = int(cursor) if isinstance(cursor, str) and cursor.isdigit() else 0
+    limit = params.get("limit")
+    end = start + limit if isinstance(limit, int) and limit > 0 else len(values)
+    return values[start:end], (str(end) if end < len(values) else None)
+
+
+def fork_turns(source: Thread, last_turn_id: str | None) -> list[Turn]:
+    """The completed history a fork takes: the ended turns up to `last_turn_id`."""
+    taken: list[Turn] = []
+    for turn in source.turns:
+        if turn.status != "inProgress":
+            taken.append(turn.copy())
+        if turn.id == last_turn_id:
+            break
+    return taken
+
+
+# The read-only methods: pure answers over the state.
+
+
+def read_thread(state: SimState, params: dict[str, Any]) -> dict[str, Any]:
+    """`thread/read {threadId, includeTurns}`."""
+    thread_id = str(params.get("threadId"))
+    thread = state.find(thread_id, f"thread not loaded: {thread_id}")
+    return {"thread": thread.wire(include_turns=bool(params.get("includeTurns")))}
+
+
+def list_threads(state: SimState, params: dict[str, Any]) -> dict[str, Any]:
+    """`thread/list {cursor, limit, sourceKinds, cwd}`, newest first."""
+    data, cursor = page(state.listed(params.get("sourceKinds"), params.get("cwd")), params)
+    return {"data": [t.wire() for t in data], "nextCursor": cursor, "backwardsCursor": None}
+
+
+def list_loaded(state: SimState, params: dict[str, Any]) -> dict[str, Any]:
+    """`thread/loaded/list {cursor, limit}`: the ids of threads in memory."""
+    data, cursor = page(state.loaded_ids(), params)
+    return {"data": data, "nextCursor": cursor}
+
+
+def list_turns(state: SimState, params: dict[str, Any]) -> dict[str, Any]:
+    """`thread/turns/list {threadId, cursor, limit, itemsView, sortDirection}`:
+    newest first and `summary` items unless asked otherwise, as the host."""
+    thread_id = str(params.get("threadId"))
+    thread = state.find(thread_id, f"thread not loaded: {thread_id}")
+    turns = thread.turns if params.get("sortDirection") == "asc" else thread.turns[::-1]
+    data, cursor = page(turns, params)
+    view = params.get("itemsView") or "summary"
+    return {"data": [t.wire(view) for t in data], "nextCursor": cursor, "backwardsCursor": None}

@@ -1,0 +1,277 @@
+"""`sim/script` behaviours: the pure rules (marker, role, contract, invalid answers)
+and each behaviour as a client sees it on the wire."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+import trio
+import trio.testing
+
+from crw.host.sim.behaviour import (
+    Behaviour,
+    Script,
+    choose,
+    invalid_instance,
+    marker_of,
+    output_schema,
+    role_of,
+)
+from crw.host.sim.state import RpcError
+from tests.host.sim.support import (
+    SCHEMA,
+    RawClient,
+    answer_of,
+    connected,
+    task_text,
+    text_input,
+)
+
+# -- the pure rules
+
+
+def test_marker_and_role_are_read_from_their_header_lines() -> None:
+    text = task_text("build.1/t2-a3", "executor-t1", None)
+    assert (marker_of(text), role_of(text)) == ("build.1/t2-a3", "executor-t1")
+    assert (marker_of("no header"), role_of("no header")) == (None, None)
+
+
+def test_output_schema_is_the_last_json_block_after_the_last_contract_line() -> None:
+    older = {"type": "object", "required": ["old"]}
+    text = "\n".join(
+        [
+            task_text("a.1/t1-a1", "critic", older),
+            "## Output contract",
+            "```json",
+            '{"type": "string"}',
+            "```",
+            "```json",
+            json.dumps(SCHEMA),
+            "```",
+        ]
+    )
+    assert output_schema(text) == SCHEMA
+
+
+def test_output_schema_is_read_from_the_packet_the_message_names(tmp_path: Path) -> None:
+    packet = tmp_path / "p.md"
+    packet.write_text(task_text("a.1/t1-a1", "critic", SCHEMA))
+    message = (
+        f"crw-flow-op: a.1/t1-a1\nRead the task packet {packet} in full and follow it exactly."
+    )
+    assert output_schema(message) == SCHEMA
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "no contract at all",
+        "## Output contract\nno block",
+        "## Output contract\n```json\n{not json\n```",
+        "Read the task packet /nonexistent/p.md in full and follow it exactly.",
+    ],
+)
+def test_output_schema_is_none_when_there_is_none_to_read(text: str) -> None:
+    assert output_schema(text) is None
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        SCHEMA,
+        {"type": "object", "properties": {"a": {"type": "string"}}},
+        {"type": "object", "additionalProperties": False},
+        {"type": "array"},
+    ],
+)
+def test_invalid_instance_breaks_the_schema(schema: dict[str, Any]) -> None:
+    assert not jsonschema.Draft202012Validator(schema).is_valid(invalid_instance(schema))
+
+
+def test_the_newest_matching_script_wins() -> None:
+    old = Script(Behaviour(seconds=1), marker="build.*")
+    new = Script(Behaviour(seconds=2), marker="build.1/*")
+    other = Script(Behaviour(seconds=3), role="critic")
+    scripts = [old, new, other]
+    assert choose(scripts, "build.1/t1-a1", {"executor"}).seconds == 2
+    assert choose(scripts, "build.2/t1-a1", {"executor"}).seconds == 1
+    assert choose(scripts, "build.2/t1-a1", {"critic"}).seconds == 3
+    assert choose(scripts, None, {"executor"}) == Behaviour()
+
+
+@pytest.mark.parametrize(
+    "behaviour",
+    [{"bogus": 1}, {"phase": "loud"}, {"vanish": "gone"}, {"seconds": -1}, {"tokens": {"x": 1}}],
+)
+def test_a_malformed_behaviour_is_refused(behaviour: dict[str, Any]) -> None:
+    with pytest.raises(RpcError):
+        Behaviour.from_wire(behaviour)
+
+
+# -- on the wire
+
+
+async def _run(
+    client: RawClient, behaviour: dict[str, Any] | None, text: str, **turn: Any
+) -> tuple[str, dict[str, Any]]:
+    """Script every turn with `behaviour`, run one turn of `text`; its thread and turn."""
+    if behaviour is not None:
+        await client.request("sim/script", {"match": {}, "behaviour": behaviour})
+    thread_id = (await client.request("thread/start", {"cwd": "/w"}))["thread"]["id"]
+    params = {"threadId": thread_id, "input": text_input(text), **turn}
+    started = await client.request("turn/start", params)
+    return thread_id, await client.turn_completed(started["turn"]["id"])
+
+
+TASK = task_text("build.1/t1-a1", "executor", SCHEMA)
+
+
+async def test_the_default_answer_is_a_valid_final_answer_of_the_schema(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        _, turn = await _run(client, None, TASK)
+    assert turn["items"][-1]["phase"] == "final_answer"
+    jsonschema.validate(answer_of(turn), SCHEMA)
+    assert trio.current_time() == pytest.approx(1.0)
+
+
+async def test_with_no_schema_to_find_the_answer_is_an_empty_object(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        _, turn = await _run(client, None, "just chat")
+    assert answer_of(turn) == {}
+
+
+async def test_output_schema_of_turn_start_is_answered(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    schema = {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}
+    async with connected(tmp_path) as (_, client):
+        _, turn = await _run(client, None, "no contract here", outputSchema=schema)
+    assert answer_of(turn) == {"n": 0}
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "text", "phase"),
+    [
+        ({"answer": {"verdict": "fail"}}, '{"verdict": "fail"}', "final_answer"),
+        ({"text": "not json at all"}, "not json at all", "final_answer"),
+        ({"answer": [1], "phase": "commentary"}, "[1]", "commentary"),
+        ({"answer": [1], "phase": None}, "[1]", None),
+        ({"answer": {"a": 1}, "prose": "Here it is."}, 'Here it is.\n\n{"a": 1}', "final_answer"),
+    ],
+)
+async def test_a_scripted_answer_is_the_message_as_scripted(
+    tmp_path: Path,
+    autojump_clock: trio.testing.MockClock,
+    behaviour: dict[str, Any],
+    text: str,
+    phase: str | None,
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        _, turn = await _run(client, behaviour, TASK)
+    assert [(i["text"], i["phase"]) for i in turn["items"]] == [(text, phase)]
+
+
+async def test_invalid_first_breaks_the_first_answer_of_a_call_then_answers_valid(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        script = {"match": {"marker": "build.*"}, "behaviour": {"invalidFirst": True}}
+        await client.request("sim/script", script)
+        thread_id, first = await _run(client, None, TASK)
+        repair = task_text("build.1/t2-a1", "executor", SCHEMA, "Repair it.")
+        started = await client.request(
+            "turn/start", {"threadId": thread_id, "input": text_input(repair)}
+        )
+        second = await client.turn_completed(started["turn"]["id"])
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    assert not validator.is_valid(answer_of(first))
+    assert validator.is_valid(answer_of(second))
+
+
+async def test_hang_never_ends_the_turn_until_it_is_interrupted(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        await client.request(
+            "sim/script", {"match": {"role": "executor"}, "behaviour": {"hang": True}}
+        )
+        thread_id = (await client.request("thread/start", {}))["thread"]["id"]
+        params = {"threadId": thread_id, "input": text_input(TASK)}
+        turn_id = (await client.request("turn/start", params))["turn"]["id"]
+        await trio.sleep(24 * 3600)
+        read = await client.request("thread/read", {"threadId": thread_id, "includeTurns": True})
+        await client.request("turn/interrupt", {"threadId": thread_id, "turnId": turn_id})
+        turn = await client.turn_completed(turn_id)
+    assert read["thread"]["turns"][0]["status"] == "inProgress"
+    assert (turn["status"], turn["error"], turn["items"]) == ("interrupted", None, [])
+
+
+@pytest.mark.parametrize("status", ["notLoaded", "systemError"])
+async def test_vanish_leaves_the_thread_in_its_status_and_the_turn_interrupted_without_error(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, status: str
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        thread_id, turn = await _run(client, {"vanish": status}, TASK)
+        read = await client.request("thread/read", {"threadId": thread_id})
+    assert (turn["status"], turn["error"], turn["items"]) == ("interrupted", None, [])
+    assert read["thread"]["status"] == {"type": status}
+
+
+async def test_seconds_is_how_long_the_turn_takes(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        _, turn = await _run(client, {"seconds": 90}, TASK)
+    assert turn["durationMs"] == 90_000
+    assert trio.current_time() == pytest.approx(90.0)
+
+
+async def test_scripted_tokens_are_what_the_turn_counts(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    tokens = {"input": 1000, "cachedInput": 400, "output": 50, "reasoningOutput": 20}
+    async with connected(tmp_path) as (_, client):
+        await _run(client, {"tokens": tokens}, TASK)
+        usage = (await client.wait_for("thread/tokenUsage/updated"))["tokenUsage"]
+    assert usage["last"] == {
+        "totalTokens": 1050,
+        "inputTokens": 1000,
+        "cachedInputTokens": 400,
+        "cacheWriteInputTokens": 0,
+        "outputTokens": 50,
+        "reasoningOutputTokens": 20,
+    }
+
+
+async def test_default_tokens_follow_the_text_lengths(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        _, turn = await _run(client, None, TASK)
+        usage = (await client.wait_for("thread/tokenUsage/updated"))["tokenUsage"]
+    answer = turn["items"][-1]["text"]
+    assert usage["last"]["inputTokens"] == len(TASK) // 4 + 100
+    assert usage["last"]["outputTokens"] == len(answer) // 4 + 10
+
+
+async def test_a_role_script_matches_the_thread_agent_role(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        await client.request(
+            "sim/script", {"match": {"role": "critic"}, "behaviour": {"text": "ok"}}
+        )
+        owner = (await client.request("sim/startOwner", {}))["threadId"]
+        spawn = {"parentThreadId": owner, "agentType": "critic", "message": "no header"}
+        agent = (await client.request("sim/spawnAgent", spawn))["agentId"]
+        read = await client.request("thread/read", {"threadId": agent, "includeTurns": True})
+        turn = await client.turn_completed(read["thread"]["turns"][0]["id"])
+    assert turn["items"][-1]["text"] == "ok"

@@ -1,0 +1,121 @@
+"""The rollout files the simulated host writes, in the real host's layout
+(host-protocol.md, The rollout file)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+
+from crw.host.sim.rollout import rollout_path
+from tests.host.sim.support import RawClient, connected, text_input
+
+
+def _lines(path: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def _token_counts(path: str) -> list[dict[str, Any]]:
+    return [
+        line["payload"]["info"]
+        for line in _lines(path)
+        if line["type"] == "event_msg" and line["payload"]["type"] == "token_count"
+    ]
+
+
+async def _turn(client: RawClient, thread_id: str, tokens: dict[str, int]) -> None:
+    script = {"match": {}, "behaviour": {"tokens": tokens}}
+    await client.request("sim/script", script)
+    params = {"threadId": thread_id, "input": text_input("go")}
+    turn_id = (await client.request("turn/start", params))["turn"]["id"]
+    await client.turn_completed(turn_id)
+
+
+def test_the_path_is_dated_and_names_the_thread(tmp_path: Path) -> None:
+    path = rollout_path(tmp_path, "abc", 1795982682.5)
+    assert path == tmp_path / "sessions/2026/11/29/rollout-2026-11-29T20-04-42-abc.jsonl"
+
+
+async def test_a_thread_rollout_opens_with_its_session_meta(tmp_path: Path) -> None:
+    async with connected(tmp_path) as (_, client):
+        thread = (await client.request("thread/start", {"cwd": "/w"}))["thread"]
+    first = _lines(thread["path"])[0]
+    assert set(first) == {"timestamp", "ordinal", "type", "payload"}
+    assert (first["type"], first["ordinal"]) == ("session_meta", 0)
+    assert (first["payload"]["id"], first["payload"]["source"]) == (thread["id"], "vscode")
+    assert "parent_thread_id" not in first["payload"]
+    assert Path(thread["path"]).is_relative_to(tmp_path / "codex-home" / "sessions")
+
+
+async def test_a_subagent_rollout_names_its_parent_and_spawn_source(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        owner = (await client.request("sim/startOwner", {}))["threadId"]
+        spawn = {"parentThreadId": owner, "agentType": "reviewer", "message": "m"}
+        agent = (await client.request("sim/spawnAgent", spawn))["agentId"]
+        thread = (await client.request("thread/read", {"threadId": agent}))["thread"]
+    meta = _lines(thread["path"])[0]["payload"]
+    assert meta["parent_thread_id"] == owner
+    spawned = meta["source"]["subagent"]["thread_spawn"]
+    assert (spawned["parent_thread_id"], spawned["agent_role"]) == (owner, "reviewer")
+
+
+async def test_token_count_lines_carry_the_thread_total_and_the_last_response(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        thread = (await client.request("thread/start", {}))["thread"]
+        await _turn(client, thread["id"], {"input": 100, "cachedInput": 20, "output": 30})
+        await _turn(client, thread["id"], {"input": 50, "output": 5, "reasoningOutput": 2})
+        updates = [
+            n["params"]["tokenUsage"]
+            for n in client.notes
+            if n["method"] == "thread/tokenUsage/updated"
+        ]
+    counts = _token_counts(thread["path"])
+    assert [c["last_token_usage"] for c in counts] == [
+        {
+            "input_tokens": 100,
+            "cached_input_tokens": 20,
+            "cache_write_input_tokens": 0,
+            "output_tokens": 30,
+            "reasoning_output_tokens": 0,
+            "total_tokens": 130,
+        },
+        {
+            "input_tokens": 50,
+            "cached_input_tokens": 0,
+            "cache_write_input_tokens": 0,
+            "output_tokens": 5,
+            "reasoning_output_tokens": 2,
+            "total_tokens": 55,
+        },
+    ]
+    assert counts[-1]["total_token_usage"] == {
+        "input_tokens": 150,
+        "cached_input_tokens": 20,
+        "cache_write_input_tokens": 0,
+        "output_tokens": 35,
+        "reasoning_output_tokens": 2,
+        "total_tokens": 185,
+    }
+    assert [u["total"]["totalTokens"] for u in updates] == [130, 185]
+    assert [u["last"]["inputTokens"] for u in updates] == [100, 50]
+    ordinals = [line["ordinal"] for line in _lines(thread["path"])]
+    assert ordinals == list(range(len(ordinals)))
+
+
+async def test_a_failed_turn_counts_no_tokens(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        await client.request("sim/script", {"match": {}, "behaviour": {"fail": "other"}})
+        thread = (await client.request("thread/start", {}))["thread"]
+        params = {"threadId": thread["id"], "input": text_input("go")}
+        await client.turn_completed((await client.request("turn/start", params))["turn"]["id"])
+    assert _token_counts(thread["path"]) == []
+    assert "thread/tokenUsage/updated" not in client.methods()

@@ -1,0 +1,355 @@
+"""The app-server methods of the simulated host: result shapes, errors, the order of
+notifications and who receives them, as `codex app-server` 0.163.0 (host-protocol.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from crw.host.sim.server import connect_in_memory
+from tests.host.sim.support import (
+    SCHEMA,
+    RawClient,
+    RpcFailure,
+    client_of,
+    connected,
+    task_text,
+    text_input,
+)
+
+TMPDIR_KEY = "shell_environment_policy.set.TMPDIR"
+
+
+async def _start(client: RawClient, **params: object) -> str:
+    result = await client.request("thread/start", {"cwd": "/work", **params})
+    return str(result["thread"]["id"])
+
+
+async def _turn(client: RawClient, thread_id: str, text: str = "hello") -> str:
+    result = await client.request("turn/start", {"threadId": thread_id, "input": text_input(text)})
+    return str(result["turn"]["id"])
+
+
+async def test_initialize_answers_user_agent_and_codex_home(tmp_path: Path) -> None:
+    async with connected(tmp_path) as (_, client):
+        info = {"name": "t", "title": "t", "version": "0"}
+        result = await client.request("initialize", {"clientInfo": info, "capabilities": {}})
+    assert set(result) == {"userAgent", "codexHome", "platformFamily", "platformOs"}
+    assert result["codexHome"] == str(tmp_path / "codex-home")
+
+
+async def test_request_before_initialize_is_refused(tmp_path: Path) -> None:
+    async with connected(tmp_path) as (host, _):
+        raw = RawClient(await connect_in_memory(host))
+        with pytest.raises(RpcFailure) as failure:
+            await raw.request("thread/list")
+    assert (failure.value.code, failure.value.message) == (-32600, "Not initialized")
+
+
+async def test_unknown_method_is_an_invalid_request_naming_it(tmp_path: Path) -> None:
+    async with connected(tmp_path) as (_, client):
+        with pytest.raises(RpcFailure) as failure:
+            await client.request("thread/bogus")
+    assert failure.value.code == -32600
+    assert failure.value.message.startswith("Invalid request: unknown variant `thread/bogus`")
+
+
+async def test_thread_start_answers_an_idle_thread_and_keeps_config_leaf_keys(
+    tmp_path: Path,
+) -> None:
+    async with connected(tmp_path) as (host, client):
+        result = await client.request(
+            "thread/start", {"cwd": "/work", "model": "m1", "config": {TMPDIR_KEY: "/x"}}
+        )
+        started = await client.wait_for("thread/started")
+    thread = result["thread"]
+    assert {"thread", "model", "modelProvider", "reasoningEffort", "cwd"} <= set(result)
+    assert (result["model"], thread["model"], thread["cwd"]) == ("m1", "m1", "/work")
+    assert thread["status"] == {"type": "idle"}
+    assert (thread["source"], thread["threadSource"], thread["parentThreadId"]) == (
+        "vscode",
+        None,
+        None,
+    )
+    assert thread["sessionId"] == thread["id"]
+    assert thread["turns"] == []
+    assert thread["path"].startswith(str(tmp_path / "codex-home" / "sessions"))
+    assert started["thread"]["id"] == thread["id"]
+    assert host.state.threads[thread["id"]].config == {TMPDIR_KEY: "/x"}
+
+
+async def test_unknown_thread_errors_are_worded_per_method_as_the_host(tmp_path: Path) -> None:
+    missing = "019a0000-0000-7000-8000-000000000000"
+    expected = {
+        "thread/read": f"thread not loaded: {missing}",
+        "thread/turns/list": f"thread not loaded: {missing}",
+        "turn/start": f"thread not found: {missing}",
+        "turn/interrupt": f"thread not found: {missing}",
+        "thread/resume": f"no rollout found for thread id {missing}",
+        "thread/fork": f"no rollout found for thread id {missing}",
+    }
+    seen = {}
+    async with connected(tmp_path) as (_, client):
+        for method in expected:
+            with pytest.raises(RpcFailure) as failure:
+                await client.request(method, {"threadId": missing, "turnId": "t", "input": []})
+            seen[method] = (failure.value.code, failure.value.message)
+        gone = await client.request("thread/unsubscribe", {"threadId": missing})
+    assert seen == {method: (-32600, message) for method, message in expected.items()}
+    assert gone == {"status": "notLoaded"}
+
+
+async def test_completed_turn_notifies_in_the_host_order(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        thread_id = await _start(client)
+        result = await client.request(
+            "turn/start", {"threadId": thread_id, "input": text_input("hello")}
+        )
+        turn = await client.turn_completed(result["turn"]["id"])
+        read = await client.request("thread/read", {"threadId": thread_id, "includeTurns": True})
+    assert result["turn"]["status"] == "inProgress"
+    assert client.methods(thread_id) == [
+        "thread/started",
+        "thread/status/changed",
+        "turn/started",
+        "item/started",
+        "item/completed",
+        "item/started",
+        "item/completed",
+        "thread/tokenUsage/updated",
+        "thread/status/changed",
+        "turn/completed",
+    ]
+    assert all("emittedAtMs" in note for note in client.notes)
+    statuses = [n["params"]["status"] for n in client.notes if n["method"].endswith("changed")]
+    assert statuses == [{"type": "active", "activeFlags": []}, {"type": "idle"}]
+    assert (turn["status"], turn["error"], turn["durationMs"]) == ("completed", None, 1000)
+    full = read["thread"]["turns"][0]
+    assert [i["type"] for i in full["items"]] == ["userMessage", "agentMessage"]
+    assert full["items"][0]["content"] == [{"type": "text", "text": "hello", "text_elements": []}]
+    assert read["thread"]["preview"] == "hello"
+
+
+@pytest.mark.parametrize(
+    "info",
+    ["usageLimitExceeded", {"responseStreamDisconnected": {"httpStatusCode": 502}}],
+)
+async def test_failed_turn_sets_system_error_then_error_then_completed(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, info: object
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        await client.request("sim/script", {"match": {}, "behaviour": {"fail": info}})
+        thread_id = await _start(client)
+        turn = await client.turn_completed(await _turn(client, thread_id))
+        error = await client.wait_for("error")
+        read = await client.request("thread/read", {"threadId": thread_id})
+        again = await client.request(
+            "turn/start", {"threadId": thread_id, "input": text_input("again")}
+        )
+    tail = client.methods(thread_id)[-3:]
+    assert tail == ["thread/status/changed", "error", "turn/completed"]
+    assert client.notes[-3]["params"]["status"] == {"type": "systemError"}
+    assert turn["status"] == "failed"
+    assert turn["error"]["codexErrorInfo"] == info
+    assert set(turn["error"]) == {"message", "codexErrorInfo", "additionalDetails"}
+    assert (error["willRetry"], error["error"]) == (False, turn["error"])
+    assert read["thread"]["status"] == {"type": "systemError"}
+    assert again["turn"]["status"] == "inProgress"
+
+
+async def test_interrupt_ends_the_turn_interrupted_with_no_error_keeping_what_it_streamed(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    behaviour = {"hang": True, "answer": {"verdict": "pass"}}
+    async with connected(tmp_path) as (_, client):
+        await client.request("sim/script", {"match": {}, "behaviour": behaviour})
+        thread_id = await _start(client)
+        turn_id = await _turn(client, thread_id)
+        await client.wait_for("thread/tokenUsage/updated")
+        await trio.sleep(3600)
+        running = await client.request("thread/read", {"threadId": thread_id, "includeTurns": True})
+        answer = await client.request("turn/interrupt", {"threadId": thread_id, "turnId": turn_id})
+        turn = await client.turn_completed(turn_id)
+    assert running["thread"]["status"]["type"] == "active"
+    assert running["thread"]["turns"][0]["status"] == "inProgress"
+    assert answer == {}
+    assert client.methods(thread_id)[-2:] == ["thread/status/changed", "turn/completed"]
+    assert (turn["status"], turn["error"]) == ("interrupted", None)
+    assert [(i["type"], i["phase"]) for i in turn["items"]] == [("agentMessage", "final_answer")]
+
+
+async def test_turn_start_on_a_thread_with_a_turn_in_progress_is_refused(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        thread_id = await _start(client)
+        await _turn(client, thread_id)
+        with pytest.raises(RpcFailure) as failure:
+            await _turn(client, thread_id)
+    assert failure.value.code == -32600
+
+
+async def test_thread_list_lists_interactive_threads_unless_asked_for_subagents(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        first = await _start(client)
+        owner = (await client.request("sim/startOwner", {"cwd": "/elsewhere"}))["threadId"]
+        spawn = {"parentThreadId": owner, "agentType": "worker", "message": "m"}
+        agent = (await client.request("sim/spawnAgent", spawn))["agentId"]
+        plain = await client.request("thread/list", {})
+        subagents = await client.request("thread/list", {"sourceKinds": ["subAgentThreadSpawn"]})
+        by_cwd = await client.request("thread/list", {"cwd": "/work"})
+        page1 = await client.request("thread/list", {"limit": 1})
+        page2 = await client.request("thread/list", {"limit": 1, "cursor": page1["nextCursor"]})
+    assert [t["id"] for t in plain["data"]] == [owner, first]
+    assert [t["id"] for t in subagents["data"]] == [agent]
+    assert [t["id"] for t in by_cwd["data"]] == [first]
+    assert [t["id"] for t in page1["data"] + page2["data"]] == [owner, first]
+    assert page2["nextCursor"] is None
+
+
+async def test_loaded_list_names_threads_in_memory_only(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        owner = (await client.request("sim/startOwner", {}))["threadId"]
+        spawn = {"parentThreadId": owner, "agentType": "explorer", "message": "m"}
+        agent = (await client.request("sim/spawnAgent", spawn))["agentId"]
+        before = await client.request("thread/loaded/list", {})
+        await client.request("sim/closeAgent", {"target": agent})
+        after = await client.request("thread/loaded/list", {})
+    assert before == {"data": [owner, agent], "nextCursor": None}
+    assert after["data"] == [owner]
+
+
+async def test_turns_list_pages_newest_first_with_the_asked_items_view(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        thread_id = await _start(client)
+        turns = [await client.turn_completed(await _turn(client, thread_id)) for _ in range(3)]
+        first = await client.request(
+            "thread/turns/list", {"threadId": thread_id, "limit": 2, "itemsView": "full"}
+        )
+        rest = await client.request(
+            "thread/turns/list", {"threadId": thread_id, "cursor": first["nextCursor"]}
+        )
+    ids = [t["id"] for t in turns]
+    assert [t["id"] for t in first["data"]] == ids[:0:-1]
+    assert [t["id"] for t in rest["data"]] == ids[:1]
+    assert first["data"][0]["itemsView"] == "full"
+    assert [i["type"] for i in first["data"][0]["items"]] == ["userMessage", "agentMessage"]
+    assert rest["data"][0]["itemsView"] == "summary"
+
+
+async def test_resume_of_a_not_loaded_thread_loads_it_and_subscribes(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (host, client):
+        thread_id = await _start(client)
+        await client.turn_completed(await _turn(client, thread_id))
+        host.state.threads[thread_id].status = "notLoaded"
+        other = await client_of(host)
+        resumed = await other.request(
+            "thread/resume", {"threadId": thread_id, "config": {TMPDIR_KEY: "/y"}}
+        )
+        slim = await other.request("thread/resume", {"threadId": thread_id, "excludeTurns": True})
+        turn_id = await _turn(other, thread_id)
+        await other.turn_completed(turn_id)
+    assert resumed["thread"]["status"] == {"type": "idle"}
+    assert len(resumed["thread"]["turns"]) == 1
+    assert slim["thread"]["turns"] == []
+    assert host.state.threads[thread_id].config[TMPDIR_KEY] == "/y"
+    assert "turn/started" in other.methods(thread_id)
+
+
+async def test_fork_copies_history_up_to_last_turn_into_a_new_thread(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (host, client):
+        source = await _start(client, config={TMPDIR_KEY: "/x"})
+        first = await client.turn_completed(await _turn(client, source))
+        await client.turn_completed(await _turn(client, source))
+        forked = await client.request(
+            "thread/fork",
+            {"threadId": source, "lastTurnId": first["id"], "config": {"a.b": 1}},
+        )
+        read = await client.request("thread/read", {"threadId": forked["thread"]["id"]})
+        fork_id = forked["thread"]["id"]
+        full = await client.request("thread/read", {"threadId": fork_id, "includeTurns": True})
+    assert fork_id != source
+    assert read["thread"]["forkedFromId"] == source
+    assert [t["id"] for t in full["thread"]["turns"]] == [first["id"]]
+    assert host.state.threads[fork_id].config == {TMPDIR_KEY: "/x", "a.b": 1}
+
+
+async def test_unsubscribe_stops_turn_notifications_but_not_status_changes(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (host, client):
+        thread_id = await _start(client)
+        status = await client.request("thread/unsubscribe", {"threadId": thread_id})
+        again = await client.request("thread/unsubscribe", {"threadId": thread_id})
+        other = await client_of(host)
+        await other.request("thread/resume", {"threadId": thread_id, "excludeTurns": True})
+        await other.turn_completed(await _turn(other, thread_id))
+        await client.wait_for("thread/status/changed", lambda p: p["status"]["type"] == "idle")
+    assert (status, again) == ({"status": "unsubscribed"}, {"status": "notSubscribed"})
+    assert client.methods(thread_id) == [
+        "thread/started",
+        "thread/status/changed",
+        "thread/status/changed",
+    ]
+
+
+async def test_a_second_connection_sees_the_first_ones_threads_and_status_changes(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (host, client):
+        other = await client_of(host)
+        thread_id = await _start(client)
+        turn_id = await _turn(client, thread_id)
+        running = await other.request("thread/read", {"threadId": thread_id, "includeTurns": True})
+        await client.turn_completed(turn_id)
+        await other.wait_for("thread/status/changed", lambda p: p["status"]["type"] == "idle")
+        listed = await other.request("thread/list", {})
+    assert running["thread"]["status"]["type"] == "active"
+    assert running["thread"]["turns"][0]["status"] == "inProgress"
+    assert [t["id"] for t in listed["data"]] == [thread_id]
+    assert other.methods(thread_id) == [
+        "thread/started",
+        "thread/status/changed",
+        "thread/status/changed",
+    ]
+
+
+async def test_a_client_that_disconnects_mid_turn_does_not_stop_the_turn(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (host, client):
+        leaving = await client_of(host)
+        thread_id = await _start(leaving)
+        await _turn(leaving, thread_id, task_text("build.1/t1-a1", "executor", SCHEMA))
+        await leaving.transport.aclose()
+        await trio.sleep(5)
+        read = await client.request("thread/read", {"threadId": thread_id, "includeTurns": True})
+    assert read["thread"]["status"] == {"type": "idle"}
+    assert read["thread"]["turns"][0]["status"] == "completed"
+
+
+async def test_malformed_params_are_an_invalid_request_and_the_host_serves_on(
+    tmp_path: Path,
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        thread_id = await _start(client)
+        with pytest.raises(RpcFailure) as failure:
+            await client.request("turn/start", {"threadId": thread_id, "input": [1]})
+        listed = await client.request("thread/list", {})
+    assert failure.value.code == -32600
+    assert [t["id"] for t in listed["data"]] == [thread_id]
