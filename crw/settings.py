@@ -23,6 +23,10 @@ class Settings:
     """UnresponsiveAfter: the session_unresponsive escalation."""
     poll_interval: float = 2.0
     """How often a waiting call polls the host and rewrites an unwritten step."""
+    host_poll_interval: float = 5.0
+    """The HostReader's fallback poll of a waited thread; notifications wake it sooner."""
+    host_timeout: float = 60.0
+    """A host request unanswered this long makes the host HostUnavailable."""
     start_wait: float = 15.0
     """How long `start` waits for the run process to hold the run lock."""
     max_attempts: int = 3

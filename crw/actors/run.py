@@ -3,9 +3,10 @@
 It puts the env its spec records into its own environment before it takes a lock,
 takes its process lock before the run lock (BIND-LINE-15), opens the journal
 writer and commits its started row (backend, process, pid, role_pairs,
-policy_digest). The backends that run calls come with the host and session-call
-issues; until then the process stops after its started row and says so in the
-run's log.
+policy_digest). On the app-server backend it then connects to the run's host and
+runs the workflow's calls (`app_server_run`). The session backend's calls come
+with the session-call issue; until then its process stops after its started row
+and says so in the run's log.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from pathlib import Path
 
 import trio
 
+from crw.actors.app_server_call import CallContext
+from crw.actors.app_server_run import run_app_server_calls
+from crw.actors.host_reader import open_host_reader
 from crw.actors.journal_writer import open_journal_writer
 from crw.clock import WallClock, system_clock
 from crw.engine.locks import hold_run
@@ -23,8 +27,15 @@ from crw.engine.roles import load_roles
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
 from crw.engine.tmploc import TmpLocError, dir_from
+from crw.engine.workflow import load_workflow
 from crw.errors import InputError
-from crw.journal.rows import Started
+from crw.host.connect import connect_host
+from crw.host.transport import HostUnavailable
+from crw.host.uri import parse_host_uri
+from crw.journal.log import read_journal
+from crw.journal.replay import replay
+from crw.journal.rows import Paused, Started
+from crw.settings import DEFAULT_SETTINGS, Settings
 
 log = logging.getLogger("crw.run")
 
@@ -53,10 +64,24 @@ def _apply_recorded_env(spec: RunSpec) -> None:
 
 
 async def run_process(
-    run_dir: RunDir, spec: RunSpec, state_dir: Path, *, clock: WallClock = system_clock
-) -> None:
-    """Hold the run, record this process's started row, and run what can be run."""
+    run_dir: RunDir,
+    spec: RunSpec,
+    state_dir: Path,
+    *,
+    clock: WallClock = system_clock,
+    settings: Settings = DEFAULT_SETTINGS,
+) -> str:
+    """Hold the run, record this process's started row, and run what can be run.
+
+    Returns the run's state as the process leaves it.
+    """
     roles = load_roles(state_dir / "roles.toml")
+    workflow = load_workflow(Path(spec.workflow.path)) if spec.backend == "app-server" else None
+    if workflow is not None and workflow.digest != spec.workflow.digest:
+        raise InputError(
+            f"run {spec.id}: the workflow {spec.workflow.path} changed since the run "
+            "started; restore the file the run started with"
+        )
     with hold_run(run_dir) as process_lock:
         async with open_journal_writer(run_dir.journal, clock=clock) as journal:
             await journal.commit(
@@ -70,9 +95,33 @@ async def run_process(
                     )
                 ]
             )
-            log.warning(
-                "run %s: no backend can run calls yet (%s); the process stops after "
-                "its started row",
-                spec.id,
-                spec.backend,
-            )
+            if workflow is None:
+                log.warning(
+                    "run %s: the session backend cannot run calls yet; the process stops "
+                    "after its started row",
+                    spec.id,
+                )
+                return "running"
+            replayed = replay(read_journal(run_dir.journal).rows)
+            try:
+                async with (
+                    connect_host(
+                        parse_host_uri(spec.host or "codex"),
+                        codex_bin=spec.codex_bin,
+                        stderr=run_dir.root / "host.log",
+                    ) as client,
+                    open_host_reader(client, settings) as reader,
+                ):
+                    ctx = CallContext(
+                        journal=journal,
+                        reader=reader,
+                        workflow=workflow,
+                        run_dir=run_dir.root,
+                        tmpdir=spec.env.TMPDIR if spec.env else None,
+                        pairs=roles.roles,
+                    )
+                    return await run_app_server_calls(ctx, spec.pool, replayed)
+            except HostUnavailable as err:
+                await journal.commit([Paused(reason="host_unavailable", error=str(err))])
+                log.warning("run %s paused: %s", spec.id, err)
+                return "paused"

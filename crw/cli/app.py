@@ -33,7 +33,11 @@ app = App(
 )
 flow = App(name="flow", help="Start, step and inspect workflow runs.")
 schema = App(name="schema", help="Print the JSON Schemas crw writes by.")
+host = App(name="host", help="Hosts that speak the Codex app-server protocol.")
+sim = App(name="sim", help="The simulated host (tests and the demo).")
 app.command(flow)
+app.command(host)
+host.command(sim)
 flow.command(schema)
 
 
@@ -45,6 +49,7 @@ def start(
     backend: Literal["session", "app-server"] = "session",
     owner: str | None = None,
     host: str | None = None,
+    codex_bin: str | None = None,
     state: State = None,
     json: Json = False,
 ) -> int:
@@ -63,10 +68,21 @@ def start(
     host
         The host URI: unix:PATH, ws://127.0.0.1:PORT, or codex (app-server backend
         only). A session run defaults to the codex daemon's control socket.
+    codex_bin
+        The codex binary of a private codex host (default: the one the
+        openai-codex-cli-bin package installs, else codex on PATH).
     """
     from crw.cli.start import start_command
 
-    return start_command(workflow, backend=backend, owner=owner, host=host, state=state, json=json)
+    return start_command(
+        workflow,
+        backend=backend,
+        owner=owner,
+        host=host,
+        codex_bin=codex_bin,
+        state=state,
+        json=json,
+    )
 
 
 @flow.command
@@ -111,6 +127,24 @@ def rows(*, json: Json = False) -> int:
 
     print(json_module.dumps(rows_json_schema(), indent=2))
     return 0
+
+
+@sim.command
+def serve(*, socket: str, codex_home: str | None = None) -> int:
+    """Serve the simulated host over WebSocket on a unix socket, until interrupted.
+
+    Parameters
+    ----------
+    socket
+        The unix socket path to listen on; crw reaches it as --host unix:PATH.
+    codex_home
+        Where its rollout files go (default: a new temporary directory).
+    """
+    from pathlib import Path
+
+    from crw.host.sim.serve import serve_command
+
+    return serve_command(Path(socket), Path(codex_home) if codex_home else None)
 
 
 class _OneLine(logging.Formatter):

@@ -47,11 +47,18 @@ def start_command(
     backend: str,
     owner: str | None,
     host: str | None,
+    codex_bin: str | None,
     state: str | None,
     json: bool,
 ) -> int:
     outcome = start_run(
-        Path(workflow), backend=backend, owner=owner, host=host, state=state, environ=os.environ
+        Path(workflow),
+        backend=backend,
+        owner=owner,
+        host=host,
+        codex_bin=codex_bin,
+        state=state,
+        environ=os.environ,
     )
     payload: dict[str, Any] = {
         "run": outcome.spec.id,
@@ -69,9 +76,15 @@ def start_command(
     ]
     lines.append(f"  run directory: {outcome.run.root}")
     lines += [f"  warning: {warning}" for warning in outcome.warnings]
-    lines.append(
-        "  no backend can run calls yet: the run process recorded its started row and stopped"
-    )
+    if outcome.spec.backend == "app-server":
+        lines.append(
+            f"  its process (pid {outcome.pid}) runs the calls on host {outcome.spec.host}"
+        )
+    else:
+        lines.append(
+            "  the session backend cannot run calls yet: its process recorded its started row "
+            "and stopped"
+        )
     lines.append(
         f"  see it with: crw flow status {outcome.spec.id} --state {outcome.run.root.parents[1]}"
     )
@@ -87,6 +100,7 @@ def start_run(
     host: str | None,
     state: str | None,
     environ: os._Environ[str] | dict[str, str],
+    codex_bin: str | None = None,
     settings: Settings = DEFAULT_SETTINGS,
 ) -> StartOutcome:
     """Refuse or record, bind and launch a run; see the module docstring."""
@@ -120,6 +134,7 @@ def start_run(
         host=host_uri,
         owner=owner,
         env=RunEnv(TMPDIR=tmpdir),
+        codex_bin=codex_bin,
     )
     outcome = StartOutcome(run=run, spec=spec)
     with start_lock(run):

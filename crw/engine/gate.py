@@ -20,21 +20,30 @@ def call_id(node: str, n: int) -> str:
     return f"{node}.{n}"
 
 
-def ready(workflow: Workflow, done: Set[str], running: Set[str], pool: int) -> list[Node]:
-    """The nodes to admit now, in `workflow.order()`: not done, not running, every
-    need done, and no more than the pool's free slots (`pool - len(running)`).
+def ready(
+    workflow: Workflow,
+    done: Set[str],
+    running: Set[str],
+    pool: int,
+    stopped: Set[str] = frozenset(),
+) -> list[Node]:
+    """The nodes to admit now, in `workflow.order()`: not done, running or stopped,
+    every need done, and no more than the pool's free slots (`pool - len(running)`).
 
     Args:
         done: the ids of the nodes whose calls completed.
         running: the ids of the nodes with a call in flight.
+        stopped: the ids of the nodes whose calls ended without completing (held,
+            null_model, …): never admitted again by the gate alone.
     """
     free = pool - len(running)
     if free <= 0:
         return []
+    taken = done | running | stopped
     waiting = [
         node
         for node in workflow.order()
-        if node.id not in done | running and all(need in done for need in node.needs)
+        if node.id not in taken and all(need in done for need in node.needs)
     ]
     return waiting[:free]
 

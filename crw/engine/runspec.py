@@ -55,6 +55,9 @@ class RunSpec(BaseModel):
     host: str | None = None
     owner: str | None = None
     env: RunEnv | None = None
+    codex_bin: str | None = None
+    """The codex binary of a private `codex` host (`--codex-bin`); None: the one
+    openai-codex-cli-bin installs, else `codex` on PATH."""
 
     def env_overrides(self) -> dict[str, str]:
         """The variables a launched or running process gets from the spec, one entry each.
@@ -68,8 +71,9 @@ class RunSpec(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The JSON object of run.json; `env` is left out when the spec has none."""
         data = self.model_dump(mode="json")
-        if self.env is None:
-            data.pop("env", None)
+        for optional in ("env", "codex_bin"):
+            if data.get(optional) is None:
+                data.pop(optional, None)
         return data
 
 

@@ -182,6 +182,7 @@ class Paused(RowModel):
 
     row: Literal["paused"] = "paused"
     reason: str | None = None
+    error: str | None = None
 
 
 class Cancelled(RowModel):
@@ -203,7 +204,8 @@ class Ended(RowModel):
 
     row: Literal["ended"] = "ended"
     status: str | None = None
-    state: str | None = None
+    state: dict[str, str] | str | None = None
+    """Each node's end (completed, null_model, held, unrun, …)."""
 
 
 # The spec's rows of a session call (its Row table and the rows its text names).

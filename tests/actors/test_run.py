@@ -17,6 +17,7 @@ from crw.engine.locks import is_held, run_lock
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef
 from crw.journal.log import read_journal
+from tests.cli.conftest import EXAMPLES
 
 
 def _run(tmp_path: Path, backend: str = "session") -> tuple[RunDir, RunSpec]:
@@ -100,8 +101,32 @@ async def test_run_held_by_another_process_is_refused_before_any_row(tmp_path: P
     assert list(run.root.glob("process.*.lock")) == []
 
 
-async def test_app_server_run_records_its_backend(tmp_path: Path) -> None:
+async def test_app_server_run_whose_host_cannot_be_reached_pauses(tmp_path: Path) -> None:
     """spec: GEN-9"""
+    from crw.engine.workflow import load_workflow
+
+    workflow = load_workflow(EXAMPLES / "fix-issue.toml")
     run, spec = _run(tmp_path, backend="app-server")
-    await run_process(run, spec, run.root.parents[1])
-    assert read_journal(run.journal).rows[0]["backend"] == "app-server"
+    spec = spec.model_copy(
+        update={
+            "workflow": WorkflowRef(path=str(workflow.path), digest=workflow.digest),
+            "host": f"unix:{tmp_path / 'nobody.sock'}",
+        }
+    )
+    assert await run_process(run, spec, run.root.parents[1]) == "paused"
+    rows = read_journal(run.journal).rows
+    assert [row["row"] for row in rows] == ["started", "paused"]
+    assert rows[0]["backend"] == "app-server"
+    assert rows[1]["reason"] == "host_unavailable" and "nobody.sock" in rows[1]["error"]
+
+
+async def test_app_server_run_refuses_a_workflow_changed_since_the_start(tmp_path: Path) -> None:
+    from crw.errors import InputError
+
+    run, spec = _run(tmp_path, backend="app-server")
+    spec = spec.model_copy(
+        update={"workflow": WorkflowRef(path=str(EXAMPLES / "fix-issue.toml"), digest="sha256:0")}
+    )
+    with pytest.raises(InputError, match="changed since the run started"):
+        await run_process(run, spec, run.root.parents[1])
+    assert read_journal(run.journal).rows == []

@@ -78,10 +78,10 @@ SAMPLES: dict[str, dict[str, Any]] = {
     },
     "held": {"reason": "host_failure", "error": "thread/read: connection reset", "tokens": TOKENS},
     "superseded": {"by": "build.2", "tokens": TOKENS},
-    "paused": {"reason": "usage_limit"},
+    "paused": {"reason": "usage_limit_exceeded", "error": "usageLimitExceeded"},
     "cancelled": {"reason": "crw flow cancel"},
     "decision": {"choice": "retry"},
-    "ended": {"status": "succeeded", "state": "ended"},
+    "ended": {"status": "completed", "state": {"build": "completed"}},
     "step_published": {
         **TURN,
         "action": "send_input",

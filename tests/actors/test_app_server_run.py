@@ -1,0 +1,327 @@
+"""The app-server backend end to end on the simulated host, in one Trio run.
+
+The run's actors (journal writer, host reader, call tasks) and the simulated host
+share one MockClock, so a turn's `seconds` pass in no real time. Each test asserts
+the rows written: their kinds, fields and order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import trio
+from trio.testing import MockClock
+
+from crw.actors.app_server_call import CallContext
+from crw.actors.app_server_run import run_app_server_calls
+from crw.actors.host_reader import HostReader, open_host_reader
+from crw.actors.journal_writer import open_journal_writer
+from crw.clock import fixed_clock
+from crw.engine.roles import RoleTable
+from crw.engine.workflow import Workflow, load_workflow
+from crw.host.client import HostClient, open_client
+from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
+from crw.journal.log import read_journal
+from crw.journal.replay import RunState, replay
+from crw.settings import Settings
+
+CHAIN = """
+name = "chain"
+pool = 2
+
+[[node]]
+id = "explore"
+role = "explorer"
+task = "Find the files."
+schema.type = "object"
+schema.required = ["files"]
+schema.properties.files = { type = "array", items = { type = "string" } }
+
+[[node]]
+id = "build"
+role = "executor"
+needs = ["explore"]
+task = "Fix it, starting from {explore.files}."
+schema = { type = "object", required = ["summary"], properties = { summary = { type = "string" } } }
+
+[[node]]
+id = "review"
+role = "reviewer"
+needs = ["build"]
+task = "Review: {build.summary}"
+schema.type = "object"
+schema.required = ["verdict"]
+schema.properties.verdict = { enum = ["pass", "fail"] }
+"""
+
+
+@dataclass
+class Harness:
+    sim: SimHost
+    client: HostClient
+    reader: HostReader
+    workflow: Workflow
+    run_dir: Path
+
+    async def script(self, match: dict[str, str], **behaviour: Any) -> None:
+        await self.client.request("sim/script", {"match": match, "behaviour": behaviour})
+
+    async def run(self) -> tuple[str, list[dict[str, Any]]]:
+        journal_path = self.run_dir / "journal.jsonl"
+        async with open_journal_writer(journal_path, clock=fixed_clock()) as journal:
+            ctx = CallContext(
+                journal=journal,
+                reader=self.reader,
+                workflow=self.workflow,
+                run_dir=self.run_dir,
+                tmpdir="/run/tmp",
+                pairs=RoleTable.undecided().roles,
+            )
+            state = await run_app_server_calls(ctx, self.workflow.pool, RunState())
+        return state, read_journal(journal_path).rows
+
+
+@asynccontextmanager
+async def harness(tmp_path: Path, text: str = CHAIN) -> AsyncIterator[Harness]:
+    (tmp_path / "wf.toml").write_text(text)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    settings = Settings(host_poll_interval=30.0)
+    async with (
+        open_sim_host(tmp_path / "codex-home") as sim,
+        open_client(await connect_in_memory(sim)) as client,
+        open_host_reader(client, settings) as reader,
+    ):
+        yield Harness(sim, client, reader, load_workflow(tmp_path / "wf.toml"), run_dir)
+
+
+def replayed(rows: list[dict[str, Any]]) -> RunState:
+    """The run's state with the started row the run process writes first."""
+    return replay([{"seq": 0, "row": "started", "backend": "app-server"}, *rows])
+
+
+def kinds(rows: list[dict[str, Any]], call: str | None = None) -> list[str]:
+    return [row["row"] for row in rows if call is None or row.get("call") == call]
+
+
+def terminal(rows: list[dict[str, Any]], call: str) -> dict[str, Any]:
+    return next(
+        r for r in rows if r.get("call") == call and r["row"] in {"completed", "null_model", "held"}
+    )
+
+
+async def test_workflow_runs_every_call_in_needs_order_to_completed(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: GEN-9, HARV-2, HARV-6, HARV-7"""
+    async with harness(tmp_path) as h:
+        state, rows = await h.run()
+    assert state == "ended"
+    for call in ("explore.1", "build.1", "review.1"):
+        assert kinds(rows, call) == ["prepared", "thread_started", "turn_started", "completed"]
+    order = [row["call"] for row in rows if row["row"] == "prepared"]
+    assert order == ["explore.1", "build.1", "review.1"]
+    assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
+    assert rows[-1]["state"] == {
+        "explore": "completed",
+        "build": "completed",
+        "review": "completed",
+    }
+    done = terminal(rows, "build.1")
+    assert done["result"] == {"summary": "x"} and done["extracted"] is False
+    assert done["result_digest"].startswith("sha256:") and done["raw_text"] == '{"summary": "x"}'
+    assert replayed(rows).state == "ended"
+
+
+async def test_prepared_row_records_the_allocation_and_thread_started_the_thread(
+    tmp_path: Path,
+) -> None:
+    """spec: STEP-58, STEP-7"""
+    async with harness(tmp_path) as h:
+        _, rows = await h.run()
+        prepared = next(r for r in rows if r["row"] == "prepared" and r["call"] == "explore.1")
+        assert prepared["backend"] == "app-server" and prepared["node"] == "explore"
+        workspace = prepared["allocation"]["workspace"]
+        assert await trio.Path(workspace).is_dir()
+        assert prepared["input_digest"].startswith("sha256:")
+        started = next(r for r in rows if r["row"] == "thread_started" and r["call"] == "explore.1")
+        assert started["cwd"] == workspace and started["via"] == "app-server"
+        thread = h.sim.state.threads[started["thread_id"]]
+        assert thread.config["shell_environment_policy.set.TMPDIR"] == "/run/tmp"
+        assert started["rollout_path"] == str(thread.path)
+
+
+async def test_turn_text_fills_the_task_from_earlier_results(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "explore.1/*"}, answer={"files": ["a.py"]})
+        _, rows = await h.run()
+        started = next(r for r in rows if r["row"] == "thread_started" and r["call"] == "build.1")
+        thread = h.sim.state.threads[started["thread_id"]]
+        text = thread.wire(include_turns=True)["turns"][0]["items"][0]["content"][0]["text"]
+    assert text.startswith("crw-flow-op: build.1/t1-a1\nCRW-ROLE: executor\n")
+    assert 'Fix it, starting from ["a.py"].' in text
+
+
+async def test_tokens_are_what_the_host_counted_for_the_turn(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-18, HARV-19, HARV-25"""
+    async with harness(tmp_path) as h:
+        await h.script(
+            {"marker": "explore.1/*"},
+            tokens={"input": 1200, "cachedInput": 200, "output": 80, "reasoningOutput": 30},
+        )
+        _, rows = await h.run()
+    assert terminal(rows, "explore.1")["tokens"] == {
+        "input": 1200,
+        "cached_input": 200,
+        "output": 80,
+        "reasoning_output": 30,
+        "total": 1280,
+    }
+    assert replayed(rows).spent["total"] > 1280
+
+
+async def test_answer_that_breaks_the_schema_gets_one_repair_turn(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-9"""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "build.1/*"}, invalidFirst=True)
+        _, rows = await h.run()
+    assert kinds(rows, "build.1") == [
+        "prepared",
+        "thread_started",
+        "turn_started",
+        "turn_started",
+        "completed",
+    ]
+    turns = [r for r in rows if r["row"] == "turn_started" and r["call"] == "build.1"]
+    assert [(t["k"], t["op"], t["marker"], t["conversation_turn"]) for t in turns] == [
+        (1, "build.1/t1", "build.1/t1-a1", 1),
+        (2, "build.1/t2", "build.1/t2-a1", 2),
+    ]
+    assert terminal(rows, "build.1")["k"] == 2
+    assert rows[-1]["status"] == "completed"
+
+
+async def test_answer_still_invalid_after_its_repair_is_null_model(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-10"""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "build.1/*"}, answer={"wrong": 1})
+        state, rows = await h.run()
+    end = terminal(rows, "build.1")
+    assert end["row"] == "null_model" and end["reason"] == "schema_invalid_after_repair"
+    assert any("summary" in error for error in end["errors"])
+    assert kinds(rows, "review.1") == []
+    assert state == "ended" and rows[-1]["status"] == "failed"
+    assert rows[-1]["state"]["review"] == "unrun"
+
+
+async def test_prose_before_the_json_is_extracted(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-5, HARV-7"""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "explore.1/*"}, answer={"files": ["a.py"]}, prose="Here it is:\n")
+        _, rows = await h.run()
+    end = terminal(rows, "explore.1")
+    assert end["result"] == {"files": ["a.py"]} and end["extracted"] is True
+    assert end["raw_text"].startswith("Here it is:")
+
+
+async def test_commentary_is_no_answer_and_gets_the_repair(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-4"""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "explore.1/t1-*"}, answer={"files": []}, phase="commentary")
+        _, rows = await h.run()
+    assert kinds(rows, "explore.1").count("turn_started") == 2
+    assert terminal(rows, "explore.1")["row"] == "completed"
+
+
+async def test_context_window_exceeded_is_null_model(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-11, HARV-13"""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "explore.1/*"}, fail="contextWindowExceeded")
+        state, rows = await h.run()
+    end = terminal(rows, "explore.1")
+    assert end["row"] == "null_model" and end["reason"] == "context_window_exceeded"
+    assert state == "ended" and rows[-1]["status"] == "failed"
+
+
+async def test_usage_limit_pauses_the_run(tmp_path: Path, autojump_clock: MockClock) -> None:
+    """spec: HARV-12"""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "explore.1/*"}, fail="usageLimitExceeded")
+        state, rows = await h.run()
+    assert state == "paused"
+    end = terminal(rows, "explore.1")
+    assert end["row"] == "held" and end["reason"] == "paused"
+    assert kinds(rows)[-1] == "paused" and rows[-1]["reason"] == "usage_limit_exceeded"
+    assert "build.1" not in {row.get("call") for row in rows}
+    assert replayed(rows).state == "paused"
+
+
+async def test_rate_limit_in_the_object_form_pauses_the_run(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-12"""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "explore.1/*"}, fail="rateLimitExceeded")
+        state, rows = await h.run()
+    assert state == "paused" and rows[-1]["reason"] == "rate_limit_exceeded"
+
+
+async def test_other_host_failure_holds_the_call(tmp_path: Path, autojump_clock: MockClock) -> None:
+    """spec: HARV-14"""
+    async with harness(tmp_path) as h:
+        await h.script(
+            {"marker": "explore.1/*"}, fail={"httpConnectionFailed": {"httpStatusCode": 502}}
+        )
+        state, rows = await h.run()
+    end = terminal(rows, "explore.1")
+    assert end["row"] == "held" and end["reason"] == "host_failure"
+    assert state == "waiting_decision" and kinds(rows)[-1] == "held"
+    assert replayed(rows).state == "waiting_decision"
+
+
+async def test_independent_calls_run_together_within_the_pool(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    text = (
+        CHAIN.replace('needs = ["explore"]\n', "")
+        .replace('needs = ["build"]\n', "")
+        .replace("{explore.files}", "files")
+        .replace("{build.summary}", "it")
+    )
+    async with harness(tmp_path, text) as h:
+        for node in ("explore", "build", "review"):
+            await h.script({"marker": f"{node}.1/*"}, seconds=60)
+        start = trio.current_time()
+        _, rows = await h.run()
+        elapsed = trio.current_time() - start
+    prepared = [i for i, row in enumerate(rows) if row["row"] == "prepared"]
+    assert prepared[:2] == [0, 1]  # the pool of 2 admits two at once
+    assert 120 <= elapsed < 180  # two waves of 60 s, not three
+
+
+async def test_default_answers_satisfy_their_schemas(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    async with harness(tmp_path) as h:
+        _, rows = await h.run()
+        for node in h.workflow.nodes:
+            jsonschema.validate(terminal(rows, f"{node.id}.1")["result"], node.output_schema)

@@ -1,0 +1,105 @@
+"""The HostReader: coalesced reads, notification wake-ups, a host that stops answering."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+from crw.actors.host_reader import HostReader, open_host_reader
+from crw.host.client import HostClient, open_client
+from crw.host.sim.server import connect_in_memory, open_sim_host
+from crw.host.transport import HostUnavailable
+from crw.settings import Settings
+
+
+@asynccontextmanager
+async def reader_on_sim(
+    tmp_path: Path, settings: Settings
+) -> AsyncIterator[tuple[HostClient, HostReader]]:
+    async with (
+        open_sim_host(tmp_path / "home") as sim,
+        open_client(await connect_in_memory(sim)) as client,
+        open_host_reader(client, settings) as reader,
+    ):
+        yield client, reader
+
+
+async def _start(reader: HostReader, client: HostClient, **script: Any) -> tuple[str, str]:
+    if script:
+        await client.request("sim/script", {"match": {"marker": "*"}, "behaviour": script})
+    thread = await reader.start_thread(cwd="/w")
+    turn = await reader.start_turn(thread.id, "crw-flow-op: a.1/t1-a1\nCRW-ROLE: explorer\n")
+    return thread.id, turn.id
+
+
+async def test_turn_end_wakes_its_waiter_without_waiting_for_the_poll(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    async with reader_on_sim(tmp_path, Settings(host_poll_interval=600)) as (client, reader):
+        thread_id, turn_id = await _start(reader, client, seconds=5)
+        start = trio.current_time()
+        turn = await reader.wait_turn(thread_id, turn_id)
+        assert turn.status == "completed"
+        assert trio.current_time() - start < 10  # the turn's 5 s, not the 600 s poll
+
+
+async def test_many_waiters_on_one_thread_share_its_reads(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    async with reader_on_sim(tmp_path, Settings(host_poll_interval=600)) as (client, reader):
+        thread_id, turn_id = await _start(reader, client, seconds=5)
+        before = reader.reads
+        ends: list[str] = []
+
+        async def wait() -> None:
+            ends.append((await reader.wait_turn(thread_id, turn_id)).status)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(20):
+                nursery.start_soon(wait)
+        assert ends == ["completed"] * 20
+        # Every change the host announced costs one read for all twenty waiters.
+        assert reader.reads - before <= 8
+
+
+async def test_reader_polls_when_no_notification_comes(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with reader_on_sim(tmp_path, Settings(host_poll_interval=30)) as (client, reader):
+        monkeypatch.setattr(reader, "_on_notification", lambda note: None)
+        thread_id, turn_id = await _start(reader, client, seconds=5)
+        start = trio.current_time()
+        turn = await reader.wait_turn(thread_id, turn_id)
+        assert turn.status == "completed"
+        assert 30 <= trio.current_time() - start < 61
+
+
+async def test_usage_is_the_newest_the_host_reported(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    async with reader_on_sim(tmp_path, Settings()) as (client, reader):
+        tokens = {"input": 40, "cachedInput": 0, "output": 2, "reasoningOutput": 0}
+        thread_id, turn_id = await _start(reader, client, tokens=tokens)
+        await reader.wait_turn(thread_id, turn_id)
+        usage = reader.usage(thread_id)
+        assert usage is not None and usage.total.inputTokens == 40
+
+
+async def test_host_that_stops_answering_is_unavailable_to_its_callers(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with reader_on_sim(tmp_path, Settings(host_timeout=60)) as (client, reader):
+        thread_id, _ = await _start(reader, client)
+
+        async def never(*args: object, **kwargs: object) -> None:
+            await trio.sleep_forever()
+
+        monkeypatch.setattr(client, "thread_read", never)
+        with pytest.raises(HostUnavailable, match="did not answer thread/read"):
+            await reader.read(thread_id)
