@@ -9,10 +9,11 @@ call waits for a decision: status completed when every node completed, else
 failed (a null_model leaves the nodes that need it unrun).
 
 A process that starts over an existing journal takes the completed calls'
-results as they are. A call some earlier process left open (no terminal row) is
-held with reason process_lost, never run again on its own: the app-server backend
-cannot tell what the lost process's turn did, and a turn is never run twice
-without a decision.
+results as they are, and runs again (prepared anew) the calls a pause held: their
+turn failed on the usage or rate limit, so no answer is lost or taken twice. A
+call some earlier process left open (no terminal row) is held with reason
+process_lost, never run again on its own: the app-server backend cannot tell what
+the lost process's turn did, and a turn is never run twice without a decision.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ async def run_app_server_calls(ctx: CallContext, pool: int, replayed: RunState) 
         if call.state == "completed":
             results[call.node] = call.result
             finished[call.node] = "completed"
+        elif call.state == "held" and call.reason == "paused":
+            continue
         elif call.state in ("prepared", "running", "waiting_session"):
             lost.append(Held(call=call.call, reason="process_lost"))
             finished[call.node] = "held"

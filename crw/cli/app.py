@@ -100,6 +100,22 @@ def status(run: str, /, *, state: State = None, json: Json = False) -> int:
 
 
 @flow.command
+def resume(run: str, /, *, detach: bool = False, state: State = None, json: Json = False) -> int:
+    """Go on with a run from its journal, on the backend its started row records.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    detach
+        Launch the run process in the background instead of running it here.
+    """
+    from crw.cli.resume import resume_command
+
+    return resume_command(run, detach=detach, state=state, json=json)
+
+
+@flow.command
 def demo(*, state: State = None, json: Json = False) -> int:
     """Run the demo end to end: a workflow started, run and read back."""
     from crw.cli.demo import demo_command

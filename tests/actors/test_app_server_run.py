@@ -71,7 +71,7 @@ class Harness:
     async def script(self, match: dict[str, str], **behaviour: Any) -> None:
         await self.client.request("sim/script", {"match": match, "behaviour": behaviour})
 
-    async def run(self) -> tuple[str, list[dict[str, Any]]]:
+    async def run(self, replayed: RunState | None = None) -> tuple[str, list[dict[str, Any]]]:
         journal_path = self.run_dir / "journal.jsonl"
         async with open_journal_writer(journal_path, clock=fixed_clock()) as journal:
             ctx = CallContext(
@@ -82,7 +82,7 @@ class Harness:
                 tmpdir="/run/tmp",
                 pairs=RoleTable.undecided().roles,
             )
-            state = await run_app_server_calls(ctx, self.workflow.pool, RunState())
+            state = await run_app_server_calls(ctx, self.workflow.pool, replayed or RunState())
         return state, read_journal(journal_path).rows
 
 
@@ -325,3 +325,55 @@ async def test_default_answers_satisfy_their_schemas(
         _, rows = await h.run()
         for node in h.workflow.nodes:
             jsonschema.validate(terminal(rows, f"{node.id}.1")["result"], node.output_schema)
+
+
+async def test_resumed_paused_run_runs_the_paused_call_again_and_ends(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "explore.1/*"}, fail="usageLimitExceeded")
+        state, rows = await h.run()
+        assert state == "paused"
+        await h.script({"marker": "explore.1/*"}, answer={"files": ["b.py"]})
+        state, rows = await h.run(replayed(rows))
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    assert kinds(rows, "explore.1") == [
+        "prepared",
+        "thread_started",
+        "turn_started",
+        "held",
+        "prepared",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    assert terminal(rows, "explore.1")["row"] == "held"  # the first end stays recorded
+    assert rows[-1]["state"]["explore"] == "completed"
+    assert replayed(rows).calls["explore.1"].result == {"files": ["b.py"]}
+
+
+async def test_call_left_open_by_a_lost_process_is_held_not_run_again(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    async with harness(tmp_path) as h:
+        lost = [
+            {
+                "seq": 1,
+                "row": "prepared",
+                "call": "explore.1",
+                "node": "explore",
+                "role": "explorer",
+            },
+            {"seq": 2, "row": "turn_started", "call": "explore.1", "k": 1, "turn_id": "t"},
+        ]
+        state, rows = await h.run(replayed(lost))
+    assert state == "waiting_decision"
+    assert rows == [
+        {
+            "seq": 1,
+            "at": rows[0]["at"],
+            "row": "held",
+            "call": "explore.1",
+            "reason": "process_lost",
+        }
+    ]

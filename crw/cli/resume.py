@@ -1,0 +1,63 @@
+"""`crw flow resume RUN [--detach]`: go on with a run from its journal.
+
+The run goes on with the backend its started row records; a spec that names
+another backend than the started row is a mixed resume, refused as an input
+error before any row is written (GEN-12). A run a process holds, or one that
+ended, is refused (exit 1). In the foreground the command is the run process
+itself; with --detach it launches `crw flow _run` as `start` does, with the env
+the spec records in place.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from crw.cli.output import emit
+from crw.engine.locks import holder_pid, run_is_live
+from crw.engine.rundir import RunDir, find_run, resolve_state
+from crw.engine.runspec import RunSpec, read_run_spec
+from crw.errors import InputError, RefusedError
+from crw.journal.log import read_journal
+from crw.journal.replay import replay
+
+
+def check_resumable(run_dir: RunDir, spec: RunSpec) -> None:
+    """Refuse a resume that must not happen, before anything of the run changes."""
+    run = replay(read_journal(run_dir.journal).rows)
+    if run.processes and run.backend != spec.backend:
+        raise InputError(
+            f"run {spec.id} started on the {run.backend} backend and its run.json names "
+            f"{spec.backend}: a mixed resume; restore run.json's backend to {run.backend}"
+        )
+    if run_is_live(run_dir):
+        pid = holder_pid(run_dir.run_lock)
+        raise RefusedError(
+            f"run {spec.id} is held by a live process{f' (pid {pid})' if pid else ''}; "
+            f"follow it with: crw flow status {spec.id}"
+        )
+    if run.state == "ended":
+        raise RefusedError(f"run {spec.id} ended ({run.ended_status}); there is nothing to resume")
+
+
+def resume_command(run: str, *, detach: bool, state: str | None, json: bool) -> int:
+    state_dir = resolve_state(state, os.environ, Path.cwd())
+    run_dir = find_run(state_dir, run)
+    spec = read_run_spec(run_dir.run_json)
+    check_resumable(run_dir, spec)
+    payload: dict[str, Any] = {"run": spec.id, "run_dir": str(run_dir.root), "detached": detach}
+    if detach:
+        from crw.engine.launch import launch_run_process
+
+        child = launch_run_process(run_dir, state_dir, spec.env_overrides(), os.environ)
+        payload["pid"] = child.pid
+        emit(json, payload, f"run {spec.id} resumed in process {child.pid}")
+        return 0
+    from crw.actors.run import run_command
+
+    run_command(spec.id, state=str(state_dir))
+    after = replay(read_journal(run_dir.journal).rows)
+    payload |= {"state": after.state, "ended_status": after.ended_status}
+    emit(json, payload, f"run {spec.id}: {after.state}")
+    return 0
