@@ -26,19 +26,17 @@ from typing import Any
 
 from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import JournalWriter
-from crw.engine import answer, outcome, packet
+from crw.engine import answer, harvest, outcome, packet
+from crw.engine.harvest import CallEnd
 from crw.engine.roles import RolePair
 from crw.engine.template import render_task
 from crw.engine.workflow import Node, Workflow
-from crw.host.protocol import AgentMessage, Turn
+from crw.host.protocol import Turn
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import (
     Allocation,
-    Completed,
     Held,
-    NullModel,
     Prepared,
-    RowModel,
     ThreadStarted,
     Tokens,
     TurnStarted,
@@ -58,16 +56,6 @@ class CallContext:
     run_dir: Path
     tmpdir: str | None
     pairs: Mapping[str, RolePair]
-
-
-@dataclass(frozen=True)
-class CallEnd:
-    """How the call ended, for the run: its terminal row, and `pause` when a usage
-    or rate limit means the run must pause (the call is then held, reason paused).
-    No row: the answer broke the schema and the repair turn is to be sent."""
-
-    row: RowModel | None
-    pause: str | None = None
 
 
 class _Turn:
@@ -99,14 +87,6 @@ class _Turn:
     def _total(self) -> Tokens:
         usage = self.ctx.reader.usage(self.thread_id)
         return outcome.tokens_from_usage(usage.total.model_dump()) if usage else Tokens()
-
-
-def _messages(turn: Turn) -> list[answer.Message]:
-    return [
-        answer.Message(text=item.text or "", phase=item.phase)
-        for item in turn.items
-        if isinstance(item, AgentMessage)
-    ]
 
 
 async def run_app_server_call(
@@ -180,10 +160,10 @@ async def _run_thread(
     )
     turns = _Turn(ctx, call, thread.id)
     ended, spent = await turns.run(1, text, conversation_turn=1)
-    end = _judge(call, node, ended, spent, repaired=False)
+    end = harvest.decide(call, node.output_schema, ended, spent, repaired=False)
     if end.row is not None:
         return await _commit_end(ctx, end)
-    verdict = answer.judge(_messages(ended), node.output_schema)
+    verdict = answer.judge(harvest.messages(ended), node.output_schema)
     errors, previous = (
         (verdict.errors, verdict.raw_text)
         if isinstance(verdict, answer.Invalid)
@@ -193,46 +173,8 @@ async def _run_thread(
         packet.marker(call, 2, 1), packet.repair_text(errors, previous, node.output_schema)
     )
     ended, more = await turns.run(2, repair, conversation_turn=2)
-    return await _commit_end(ctx, _judge(call, node, ended, spent + more, repaired=True))
-
-
-def _judge(call: str, node: Node, turn: Turn, tokens: Tokens, *, repaired: bool) -> CallEnd:
-    """The harvest decision for one ended turn: a terminal row (with `pause` when the
-    run must pause), or no row: send the repair turn."""
-    if outcome.turn_failed(turn.status, turn.error is not None):
-        kind = turn.error.kind if turn.error else None
-        failure = outcome.failure_outcome(kind)
-        error = (turn.error.message if turn.error else None) or kind
-        if failure.action == "pause":
-            held = Held(call=call, reason="paused", error=error, tokens=tokens)
-            return CallEnd(held, pause=failure.reason)
-        if failure.action == "null_model":
-            return CallEnd(NullModel(call=call, reason=failure.reason, tokens=tokens))
-        return CallEnd(Held(call=call, reason=failure.reason, error=error, tokens=tokens))
-    if turn.status == "interrupted":
-        error = "the turn was interrupted"
-        return CallEnd(Held(call=call, reason="host_failure", error=error, tokens=tokens))
-    verdict = answer.judge(_messages(turn), node.output_schema)
-    if isinstance(verdict, answer.Valid):
-        row = Completed(
-            call=call,
-            result=verdict.result,
-            result_digest=verdict.result_digest,
-            raw_text=verdict.raw_text,
-            extracted=verdict.extracted,
-            tokens=tokens,
-            attempt=1,
-            k=2 if repaired else 1,
-        )
-        return CallEnd(row)
-    if not repaired:
-        return CallEnd(None)
-    if isinstance(verdict, answer.Empty):
-        return CallEnd(NullModel(call=call, reason="empty_answer", tokens=tokens))
-    return CallEnd(
-        NullModel(
-            call=call, reason="schema_invalid_after_repair", errors=verdict.errors, tokens=tokens
-        )
+    return await _commit_end(
+        ctx, harvest.decide(call, node.output_schema, ended, spent + more, repaired=True)
     )
 
 

@@ -22,8 +22,9 @@ from typing import Any
 
 import trio
 
-from crw.actors.app_server_call import CallContext, CallEnd, run_app_server_call
+from crw.actors.app_server_call import CallContext, run_app_server_call
 from crw.engine import gate
+from crw.engine.harvest import CallEnd
 from crw.journal.replay import RunState
 from crw.journal.rows import Ended, Held, Paused
 

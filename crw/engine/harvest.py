@@ -1,0 +1,82 @@
+"""The harvest decision: one ended turn in, the call's end out.
+
+Pure (a host `Turn` and the call's schema in, rows out): the answer rules and the
+schema validation of `answer`, the failed-turn outcomes of `outcome`, and the one
+repair. Both backends' call actors act on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from crw.engine import answer, outcome
+from crw.host.protocol import AgentMessage, Turn
+from crw.journal.rows import Completed, Held, NullModel, RowModel, Tokens
+
+
+@dataclass(frozen=True)
+class CallEnd:
+    """How the call ended, for the run: its terminal row, and `pause` when a usage
+    or rate limit means the run must pause (the call is then held, reason paused).
+    No row: the answer broke the schema and the repair turn is to be sent."""
+
+    row: RowModel | None
+    pause: str | None = None
+
+
+def messages(turn: Turn) -> list[answer.Message]:
+    return [
+        answer.Message(text=item.text or "", phase=item.phase)
+        for item in turn.items
+        if isinstance(item, AgentMessage)
+    ]
+
+
+def decide(
+    call: str,
+    schema: Mapping[str, Any],
+    turn: Turn,
+    tokens: Tokens,
+    *,
+    repaired: bool,
+    attempt: int = 1,
+) -> CallEnd:
+    """The harvest decision for one ended turn: a terminal row (with `pause` when the
+    run must pause), or no row: send the repair turn."""
+    if outcome.turn_failed(turn.status, turn.error is not None):
+        kind = turn.error.kind if turn.error else None
+        failure = outcome.failure_outcome(kind)
+        error = (turn.error.message if turn.error else None) or kind
+        if failure.action == "pause":
+            held = Held(call=call, reason="paused", error=error, tokens=tokens)
+            return CallEnd(held, pause=failure.reason)
+        if failure.action == "null_model":
+            return CallEnd(NullModel(call=call, reason=failure.reason, tokens=tokens))
+        return CallEnd(Held(call=call, reason=failure.reason, error=error, tokens=tokens))
+    if turn.status == "interrupted":
+        error = "the turn was interrupted"
+        return CallEnd(Held(call=call, reason="host_failure", error=error, tokens=tokens))
+    verdict = answer.judge(messages(turn), schema)
+    if isinstance(verdict, answer.Valid):
+        row = Completed(
+            call=call,
+            result=verdict.result,
+            result_digest=verdict.result_digest,
+            raw_text=verdict.raw_text,
+            extracted=verdict.extracted,
+            tokens=tokens,
+            attempt=attempt,
+            k=2 if repaired else 1,
+        )
+        return CallEnd(row)
+    if not repaired:
+        return CallEnd(None)
+    if isinstance(verdict, answer.Empty):
+        return CallEnd(NullModel(call=call, reason="empty_answer", tokens=tokens))
+    return CallEnd(
+        NullModel(
+            call=call, reason="schema_invalid_after_repair", errors=verdict.errors, tokens=tokens
+        )
+    )
