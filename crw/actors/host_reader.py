@@ -18,11 +18,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import trio
 
-from crw.host.client import HostClient
+from crw.host.client import HostClient, HostRequestError
 from crw.host.protocol import (
     Notification,
     Thread,
@@ -48,6 +49,9 @@ class _Watch:
     last: Thread | None = None
     error: BaseException | None = None
     usage: ThreadTokenUsage | None = None
+    ended: dict[str, Turn] = field(default_factory=dict)
+    """The turns `turn/completed` announced, by id (their status and error are the
+    final ones; their items are a summary)."""
 
 
 class HostReader:
@@ -88,9 +92,7 @@ class HostReader:
         watch.reading = (watch.generation, done := trio.Event())
         try:
             self.reads += 1
-            watch.last = await self._call(
-                f"thread/read {thread_id}", lambda: self._client.thread_read(thread_id)
-            )
+            watch.last = await self._read_once(thread_id)
             watch.error = None
         except HostUnavailable as err:
             watch.error = err
@@ -98,6 +100,23 @@ class HostReader:
             watch.reading = None
             done.set()
         return self._answer(watch)
+
+    async def _read_once(self, thread_id: str) -> Thread:
+        try:
+            return await self._call(  # type: ignore[no-any-return]
+                f"thread/read {thread_id}", lambda: self._client.thread_read(thread_id)
+            )
+        except HostRequestError as err:
+            if not _no_turns_yet(err):
+                raise
+        # codex 0.163 answers a thread with no turn in its rollout yet (for a few ms
+        # after turn/start, and always before the first turn) with one of these
+        # errors: the thread is there, its turns are not readable yet.
+        thread = await self._call(
+            f"thread/read {thread_id}",
+            lambda: self._client.thread_read(thread_id, include_turns=False),
+        )
+        return thread.model_copy(update={"turns": []})  # type: ignore[no-any-return]
 
     @staticmethod
     def _answer(watch: _Watch) -> Thread:
@@ -107,16 +126,49 @@ class HostReader:
         return watch.last
 
     async def wait_turn(self, thread_id: str, turn_id: str) -> Turn:
-        """Wait until the turn is no longer in progress; returns it with its items."""
+        """Wait until the turn has ended; returns it with its items.
+
+        The end is `turn/completed`'s status and error. A read alone is believed
+        for completed and failed; an interrupted turn with no error only once it has
+        stayed so for a whole poll interval, since codex shows a turn that is about
+        to fail, and a turn just started, as interrupted with no error for a moment.
+        """
+        interrupted_since: float | None = None
         while True:
             watch = self._watch(thread_id)
             changed = watch.changed
             thread = await self.read(thread_id)
             turn = next((t for t in thread.turns if t.id == turn_id), None)
-            if turn is not None and turn.status != "inProgress":
+            announced = watch.ended.get(turn_id)
+            if announced is not None and turn is not None:
+                return turn.model_copy(
+                    update={"status": announced.status, "error": announced.error}
+                )
+            if turn is not None and (turn.status in ("completed", "failed") or turn.error):
                 return turn
+            now = trio.current_time()
+            if turn is not None and turn.status == "interrupted":
+                interrupted_since = interrupted_since if interrupted_since is not None else now
+                if now - interrupted_since >= self._settings.host_poll_interval:
+                    return turn
+            else:
+                interrupted_since = None
             with trio.move_on_after(self._settings.host_poll_interval):
                 await changed.wait()
+
+    async def subagents(self, owner: str) -> list[Thread]:
+        """The owner's subagents, each read with its turns (for the marker lookup)."""
+        listed: list[Thread] = []
+        cursor: str | None = None
+        while True:
+            page = partial(self._client.thread_list, sourceKinds=["subAgentThreadSpawn"], limit=100)
+            more, cursor = await self._call(
+                "thread/list", partial(page, cursor=cursor) if cursor else page
+            )
+            listed += more
+            if not cursor:
+                break
+        return [await self.read(t.id) for t in listed if t.parentThreadId == owner]
 
     def usage(self, thread_id: str) -> ThreadTokenUsage | None:
         """The newest token usage the host reported for the thread, if any."""
@@ -146,9 +198,17 @@ class HostReader:
     def _on_notification(self, note: Notification) -> None:
         params = note.parse()
         if isinstance(params, TokenUsageUpdated):
-            self._watch(params.threadId).usage = params.tokenUsage
+            total = params.tokenUsage.total
+            # codex reports an exceeded context window as a usage whose total is the
+            # whole window and every part 0: no tokens were counted for it.
+            if total.inputTokens or total.outputTokens or not total.totalTokens:
+                self._watch(params.threadId).usage = params.tokenUsage
             self._signal(params.threadId)
-        elif isinstance(params, TurnNotification | ThreadStatusChanged):
+        elif isinstance(params, TurnNotification):
+            if note.method == "turn/completed":
+                self._watch(params.threadId).ended[params.turn.id] = params.turn
+            self._signal(params.threadId)
+        elif isinstance(params, ThreadStatusChanged):
             self._signal(params.threadId)
 
     async def _follow(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -170,3 +230,10 @@ async def open_host_reader(
         await nursery.start(reader._follow)
         yield reader
         nursery.cancel_scope.cancel()
+
+
+def _no_turns_yet(err: HostRequestError) -> bool:
+    """The errors codex answers thread/read with while a thread has no readable turn."""
+    return "list_turns is not supported yet" in err.message or (
+        "rollout at" in err.message and "is empty" in err.message
+    )

@@ -123,6 +123,9 @@ async def _codex_child(
     binary = codex_binary(codex_bin)
     try:
         log = os.open(stderr, os.O_WRONLY | os.O_APPEND | os.O_CREAT) if stderr else None
+    except OSError as err:
+        raise HostUnavailable(f"cannot open the host's log {stderr}: {err.strerror}") from err
+    try:
         try:
             process = await trio.lowlevel.open_process(
                 [binary, "app-server"],

@@ -22,9 +22,8 @@ from crw.host.sim.state import Usage, invalid_request
 
 _MARKER = re.compile(r"^crw-flow-op:\s*(\S+)\s*$", re.MULTILINE)
 _ROLE = re.compile(r"^CRW-ROLE:\s*(\S+)\s*$", re.MULTILINE)
-_PACKET = re.compile(
-    r"^Read the task packet (.+) in full and follow it exactly\.\s*$", re.MULTILINE
-)
+# The spawn message's line (STEP-38) goes on after this sentence on the same line.
+_PACKET = re.compile(r"^Read the task packet (.+?) in full and follow it exactly\.", re.MULTILINE)
 _CONTRACT = "## Output contract"
 
 PHASES = ("final_answer", "commentary", "partial_answer", None)

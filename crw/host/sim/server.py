@@ -275,6 +275,8 @@ class SimHost:
                 return
             self._respond(thread, turn, plan)
             if plan.fail is not None:
+                if plan.fail == "contextWindowExceeded":
+                    self._window_exceeded(thread, turn)
                 error = turn_error(plan.fail)
                 self._end_turn(thread, turn, "failed", error=error, thread_status="systemError")
                 return
@@ -305,6 +307,20 @@ class SimHost:
         self._notify("thread/tokenUsage/updated", params, thread)
         count = rollout.token_count(thread.tokens, plan.tokens)
         rollout.append(path, "event_msg", count, wall)
+
+    def _window_exceeded(self, thread: Thread, turn: Turn) -> None:
+        """codex 0.163 reports an exceeded context window as a token usage whose total
+        and last are the whole window, every part 0 (docs/host-testing.md)."""
+        window = {
+            "totalTokens": MODEL_CONTEXT_WINDOW,
+            "inputTokens": 0,
+            "cachedInputTokens": 0,
+            "outputTokens": 0,
+            "reasoningOutputTokens": 0,
+        }
+        usage = {"total": window, "last": window, "modelContextWindow": MODEL_CONTEXT_WINDOW}
+        params = {"threadId": thread.id, "turnId": turn.id, "tokenUsage": usage}
+        self._notify("thread/tokenUsage/updated", params, thread)
 
     def _item(self, method: str, thread: Thread, turn: Turn, item: dict[str, Any]) -> None:
         stamp = "startedAtMs" if method == "item/started" else "completedAtMs"

@@ -370,6 +370,9 @@ def read_thread(state: SimState, params: dict[str, Any]) -> dict[str, Any]:
     """`thread/read {threadId, includeTurns}`."""
     thread_id = str(params.get("threadId"))
     thread = state.find(thread_id, f"thread not loaded: {thread_id}")
+    if params.get("includeTurns") and not thread.turns:
+        # As codex 0.163 answers a thread whose rollout holds no turn yet.
+        raise RpcError(-32601, "list_turns is not supported yet")
     return {"thread": thread.wire(include_turns=bool(params.get("includeTurns")))}
 
 
