@@ -27,6 +27,8 @@ class Settings:
     """The HostReader's fallback poll of a waited thread; notifications wake it sooner."""
     host_timeout: float = 60.0
     """A host request unanswered this long makes the host HostUnavailable."""
+    inbox_poll: float = 0.01
+    """How often the run reads its inbox for dispatch reports (a directory listing)."""
     start_wait: float = 15.0
     """How long `start` waits for the run process to hold the run lock."""
     max_attempts: int = 3

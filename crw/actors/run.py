@@ -3,31 +3,37 @@
 It puts the env its spec records into its own environment before it takes a lock,
 takes its process lock before the run lock (BIND-LINE-15), opens the journal
 writer and commits its started row (backend, process, pid, role_pairs,
-policy_digest). On the app-server backend it then connects to the run's host and
-runs the workflow's calls (`app_server_run`). The session backend's calls come
-with the session-call issue; until then its process stops after its started row
-and says so in the run's log.
+policy_digest). It then connects to the run's host and runs the workflow's calls
+on the backend run.json names: the app-server backend opens a thread per call
+(`app_server_run`); the session backend publishes steps for the owner and binds
+the subagents it reports (`session_run`, with the Inbox actor). A host it cannot
+reach pauses the run.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trio
 
 from crw.actors.app_server_call import CallContext
 from crw.actors.app_server_run import run_app_server_calls
-from crw.actors.host_reader import open_host_reader
-from crw.actors.journal_writer import open_journal_writer
+from crw.actors.host_reader import HostReader, open_host_reader
+from crw.actors.inbox import Inbox
+from crw.actors.journal_writer import JournalWriter, open_journal_writer
+from crw.actors.session_call import SessionContext
+from crw.actors.session_run import answer_unrouted, run_session_calls
 from crw.clock import WallClock, system_clock
 from crw.engine.locks import hold_run
-from crw.engine.roles import load_roles
+from crw.engine.roles import RoleTable, load_roles
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
 from crw.engine.tmploc import TmpLocError, dir_from
-from crw.engine.workflow import load_workflow
+from crw.engine.workflow import Workflow, load_workflow
 from crw.errors import InputError
 from crw.host.connect import connect_host
 from crw.host.transport import HostUnavailable
@@ -76,8 +82,8 @@ async def run_process(
     Returns the run's state as the process leaves it.
     """
     roles = load_roles(state_dir / "roles.toml")
-    workflow = load_workflow(Path(spec.workflow.path)) if spec.backend == "app-server" else None
-    if workflow is not None and workflow.digest != spec.workflow.digest:
+    workflow = load_workflow(Path(spec.workflow.path))
+    if workflow.digest != spec.workflow.digest:
         raise InputError(
             f"run {spec.id}: the workflow {spec.workflow.path} changed since the run "
             "started; restore the file the run started with"
@@ -95,14 +101,7 @@ async def run_process(
                     )
                 ]
             )
-            if workflow is None:
-                log.warning(
-                    "run %s: the session backend cannot run calls yet; the process stops "
-                    "after its started row",
-                    spec.id,
-                )
-                return "running"
-            replayed = replay(read_journal(run_dir.journal).rows)
+            rows = read_journal(run_dir.journal).rows
             try:
                 async with (
                     connect_host(
@@ -112,16 +111,67 @@ async def run_process(
                     ) as client,
                     open_host_reader(client, settings) as reader,
                 ):
-                    ctx = CallContext(
-                        journal=journal,
-                        reader=reader,
-                        workflow=workflow,
-                        run_dir=run_dir.root,
-                        tmpdir=spec.env.TMPDIR if spec.env else None,
-                        pairs=roles.roles,
-                    )
-                    return await run_app_server_calls(ctx, spec.pool, replayed)
+                    run = Backend(journal, reader, workflow, run_dir, spec, roles, settings, clock)
+                    if spec.backend == "session":
+                        return await run.session(rows)
+                    return await run.app_server(rows)
             except HostUnavailable as err:
                 await journal.commit([Paused(reason="host_unavailable", error=str(err))])
                 log.warning("run %s paused: %s", spec.id, err)
                 return "paused"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What both backends' runs are made of, once the host is connected."""
+
+    journal: JournalWriter
+    reader: HostReader
+    workflow: Workflow
+    run_dir: RunDir
+    spec: RunSpec
+    roles: RoleTable
+    settings: Settings
+    clock: WallClock
+
+    @property
+    def tmpdir(self) -> str | None:
+        return self.spec.env.TMPDIR if self.spec.env else None
+
+    async def app_server(self, rows: list[dict[str, Any]]) -> str:
+        ctx = CallContext(
+            journal=self.journal,
+            reader=self.reader,
+            workflow=self.workflow,
+            run_dir=self.run_dir.root,
+            tmpdir=self.tmpdir,
+            pairs=self.roles.roles,
+        )
+        return await run_app_server_calls(ctx, self.spec.pool, replay(rows))
+
+    async def session(self, rows: list[dict[str, Any]]) -> str:
+        replayed = replay(rows)
+        inbox = Inbox(
+            self.run_dir,
+            self.spec.id,
+            self.settings,
+            lambda report: answer_unrouted(replay(read_journal(self.run_dir.journal).rows), report),
+        )
+        ctx = SessionContext(
+            journal=self.journal,
+            reader=self.reader,
+            inbox=inbox,
+            workflow=self.workflow,
+            run=self.run_dir,
+            run_id=self.spec.id,
+            owner=self.spec.owner or "",
+            tmpdir=self.tmpdir,
+            pairs=self.roles.roles,
+            settings=self.settings,
+            clock=self.clock,
+        )
+        async with trio.open_nursery() as nursery:
+            await nursery.start(inbox.run)
+            state = await run_session_calls(ctx, self.spec.pool, replayed, rows)
+            nursery.cancel_scope.cancel()
+        return state

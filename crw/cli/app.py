@@ -99,6 +99,62 @@ def status(run: str, /, *, state: State = None, json: Json = False) -> int:
     return status_command(run, state=state, json=json)
 
 
+@flow.command(name="next")
+def next_(run: str, /, *, wait: float = 0, state: State = None, json: Json = False) -> int:
+    """Answer a run's state, its steps and the host call each takes, the slots, the
+    spawn formats and a hint; resume a run no process holds.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    wait
+        Wait up to this many seconds for a step or a change of the run's state.
+    """
+    from crw.cli.next import next_command
+
+    return next_command(run, wait=wait, state=state, json=json)
+
+
+@flow.command
+def dispatched(
+    run: str,
+    call: str,
+    /,
+    *,
+    agent: str,
+    k: int,
+    attempt: int,
+    wait: float = 120.0,
+    state: State = None,
+    json: Json = False,
+) -> int:
+    """Report the subagent dispatched for a step, and print the run's reply.
+
+    Exit 0 when the run bound it, 1 on any other reply (queued included).
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    call
+        The step's call id (the step's `call`).
+    agent
+        The subagent's id (the agent_id spawn_agent answered).
+    k
+        The step's turn k.
+    attempt
+        The step's attempt n.
+    wait
+        Seconds to wait for the run's reply; then the report is answered queued.
+    """
+    from crw.cli.dispatched import dispatched_command
+
+    return dispatched_command(
+        run, call, agent=agent, k=k, attempt=attempt, wait=wait, state=state, json=json
+    )
+
+
 @flow.command
 def resume(run: str, /, *, detach: bool = False, state: State = None, json: Json = False) -> int:
     """Go on with a run from its journal, on the backend its started row records.

@@ -16,6 +16,7 @@ from crw.clock import WallClock, fixed_clock, system_clock
 from crw.engine.locks import is_held, run_lock
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef
+from crw.engine.workflow import load_workflow
 from crw.journal.log import read_journal
 from tests.cli.conftest import EXAMPLES
 
@@ -24,11 +25,14 @@ def _run(tmp_path: Path, backend: str = "session") -> tuple[RunDir, RunSpec]:
     state = tmp_path / "state"
     run = RunDir(state / "flow" / "r1")
     run.create()
+    workflow = load_workflow(EXAMPLES / "fix-issue.toml")
     spec = RunSpec(
         id="r1",
-        workflow=WorkflowRef(path="/w.toml", digest="sha256:00"),
+        workflow=WorkflowRef(path=str(workflow.path), digest=workflow.digest),
         backend=backend,
         pool=2,
+        host=f"unix:{tmp_path / 'nobody.sock'}",
+        owner="owner-1",
         env=RunEnv(TMPDIR=str(tmp_path)),
     )
     return run, spec
@@ -41,7 +45,7 @@ async def test_started_row_names_backend_process_pid_and_pinned_pairs(tmp_path: 
     (state / "roles.toml").write_text('[explorer]\nmodel = "m1"\neffort = "low"\n')
     await run_process(run, spec, state, clock=fixed_clock("2026-11-29T00:00:00.000000Z"))
     rows = read_journal(run.journal).rows
-    assert len(rows) == 1
+    assert [row["row"] for row in rows] == ["started", "paused"]  # its host is not there
     started = rows[0]
     assert started["row"] == "started" and started["seq"] == 1
     assert started["at"] == "2026-11-29T00:00:00.000000Z"
@@ -103,16 +107,7 @@ async def test_run_held_by_another_process_is_refused_before_any_row(tmp_path: P
 
 async def test_app_server_run_whose_host_cannot_be_reached_pauses(tmp_path: Path) -> None:
     """spec: GEN-9"""
-    from crw.engine.workflow import load_workflow
-
-    workflow = load_workflow(EXAMPLES / "fix-issue.toml")
     run, spec = _run(tmp_path, backend="app-server")
-    spec = spec.model_copy(
-        update={
-            "workflow": WorkflowRef(path=str(workflow.path), digest=workflow.digest),
-            "host": f"unix:{tmp_path / 'nobody.sock'}",
-        }
-    )
     assert await run_process(run, spec, run.root.parents[1]) == "paused"
     rows = read_journal(run.journal).rows
     assert [row["row"] for row in rows] == ["started", "paused"]

@@ -32,8 +32,11 @@ def test_session_start_records_run_json_and_the_started_row(crw: Crw) -> None:
     assert spec["backend"] == "session" and spec["owner"] == "owner-1"
     assert spec["env"] == {"TMPDIR": crw.env["TMPDIR"]}
     assert spec["workflow"]["digest"].startswith("sha256:")
+    wait_for_exit(run.root)
     rows = read_journal(run.journal).rows
-    assert [row["row"] for row in rows] == ["started"]
+    # Its host (the codex daemon's socket under CODEX_HOME) is not there: it pauses.
+    assert [row["row"] for row in rows] == ["started", "paused"]
+    assert rows[1]["reason"] == "host_unavailable"
     started = rows[0]
     assert started["seq"] == 1 and started["backend"] == "session"
     assert started["pid"] == out["pid"]

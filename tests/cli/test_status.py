@@ -22,22 +22,22 @@ def _journal_line(seq: int, row: str, commit_seq: int | None = None, **fields: o
 def test_status_json_shows_the_run_and_each_call(crw: Crw) -> None:
     out = crw.start(WORKFLOW, "--owner", "o").json()
     run = RunDir(Path(out["run_dir"]))
-    wait_for_exit(run.root)
-    # Rows a later backend writes, appended as whole batches (the framing of crw.journal.log).
+    wait_for_exit(run.root)  # its host is not there: started, then paused
+    # A call's rows, appended as whole batches (the framing of crw.journal.log).
     with open(run.journal, "a") as journal:
         journal.write(
-            _journal_line(2, "prepared", call="explore.1", node="explore", role="explorer")
+            _journal_line(3, "prepared", call="explore.1", node="explore", role="explorer")
         )
         journal.write(
             _journal_line(
-                3, "completed", call="explore.1", tokens={"input": 9, "output": 3, "total": 12}
+                4, "completed", call="explore.1", tokens={"input": 9, "output": 3, "total": 12}
             )
         )
     result = crw("flow", "status", out["run"], "--state", str(crw.state), "--json")
     assert result.code == 0, result.stderr
     status = result.json()
-    assert status["run"] == out["run"] and status["state"] == "running"
-    assert status["holder_pid"] is None  # the foundation's run process stopped
+    assert status["run"] == out["run"] and status["state"] == "paused"
+    assert status["holder_pid"] is None  # the run process stopped
     assert status["calls"] == [
         {
             "call": "explore.1",
@@ -65,7 +65,7 @@ def test_status_of_a_torn_journal_drops_the_torn_batch_and_warns_once(crw: Crw) 
     run = RunDir(Path(out["run_dir"]))
     wait_for_exit(run.root)
     with open(run.journal, "a") as journal:
-        journal.write(_journal_line(2, "prepared", call="a.1")[:-9])
+        journal.write(_journal_line(3, "prepared", call="a.1")[:-9])
     result = crw("flow", "status", out["run"], "--state", str(crw.state), "--json")
     assert result.code == 0
     assert result.json()["calls"] == []

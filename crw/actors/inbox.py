@@ -1,0 +1,99 @@
+"""The Inbox actor: dispatch reports in, to the call they name; replies out.
+
+`crw flow dispatched` drops a report into `<run>/inbox/`. The inbox reads the
+directory every `Settings.inbox_poll` and hands each report to the call actor
+that waits on that call's step (its subscription, a bounded channel). A report
+no call waits for is answered here: its call ended (close) or its step was never
+published (refused without a subagent, close with one: an early report). Each
+report is handed out once; the one who answers it writes the reply, then removes
+the report (`crw.bus.inbox`), so a crash between the two answers it again, the
+same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import trio
+
+from crw.bus import inbox as files
+from crw.engine.rundir import RunDir
+from crw.settings import Settings
+
+REPORTS_PER_CALL = 16
+"""A call's subscription buffer: an owner reports a step once or a few times; a
+report that does not fit waits in the inbox for the next read."""
+
+
+class Inbox:
+    """Routes reports to call actors; answers the ones no call waits for."""
+
+    def __init__(
+        self,
+        run: RunDir,
+        run_id: str,
+        settings: Settings,
+        answer_unrouted: Callable[[files.Report], dict[str, Any]],
+    ) -> None:
+        self._run = run
+        self._run_id = run_id
+        self._settings = settings
+        self._answer_unrouted = answer_unrouted
+        self._routes: dict[str, trio.MemorySendChannel[files.Report]] = {}
+        self._handed: set[str] = set()
+
+    @contextmanager
+    def subscribe(self, call: str) -> Iterator[trio.MemoryReceiveChannel[files.Report]]:
+        """The reports of `call` while the block runs (one subscriber a call)."""
+        send, receive = trio.open_memory_channel[files.Report](REPORTS_PER_CALL)
+        self._routes[call] = send
+        try:
+            with receive:
+                yield receive
+        finally:
+            if self._routes.get(call) is send:
+                del self._routes[call]
+            send.close()
+
+    async def reply(self, report: files.Report, reply: dict[str, Any]) -> None:
+        """Write the run's reply to `report`, then take the report out of the inbox."""
+        body = {
+            "id": report.id,
+            "call": report.call,
+            "k": report.k,
+            "attempt": report.attempt,
+            "agent_id": report.agent_id,
+        } | reply
+        # In the run's own thread: a reply is one small file, and a worker thread
+        # would let a mock clock leap past the deadlines of the run's other waits.
+        files.write_reply(self._run, body)  # writes the reply, then removes the report
+        self._handed.discard(report.id)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await self.poll()
+            await trio.sleep(self._settings.inbox_poll)
+
+    async def poll(self) -> None:
+        """Read the inbox once and hand out every report not handed out yet."""
+        reports = files.read_reports(self._run)  # a listing and a few small reads
+        for report in reports:
+            if report.id in self._handed:
+                continue
+            route = self._routes.get(report.call) if report.run == self._run_id else None
+            if route is None:
+                self._handed.add(report.id)
+                await self.reply(report, self._answer_unrouted(report))
+                continue
+            try:
+                route.send_nowait(report)
+            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                continue
+            self._handed.add(report.id)
+
+    def release(self, report: files.Report) -> None:
+        """A report its call took and did not answer (it ended first): read it again."""
+        self._handed.discard(report.id)

@@ -1,0 +1,513 @@
+"""The session call actor: the run starts no thread and no turn of its own.
+
+One Trio task per admitted call, entered with the call's rows, going on from its
+last row (`crw.engine.session_progress`). Its life, each row committed before
+its effect:
+
+    prepared          the allocation every attempt shares (a directory P)
+    step_published    the step's intent; then its packet and step file are
+                      written (a write that fails: step_unwritten, retried at
+                      each poll)
+    thread_started +  the bind, one batch: a dispatch report the owner wrote,
+    turn_started      or the subagent found on the host by its marker
+    (harvest)         the marker turn read until it ends; the answer judged
+    step_published    the repair: send_input to the open subagent (then
+                      turn_started only), or a spawn when it was closed
+    completed | null_model | held, then the subagent's close step
+
+The decisions are the engine's pure functions (bind, harvest, outcome); this
+module moves data between them, the journal, the bus, the inbox and the reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from crw.actors.host_reader import HostReader
+from crw.actors.inbox import Inbox
+from crw.actors.journal_writer import JournalWriter
+from crw.bus import steps as bus
+from crw.bus.inbox import Report
+from crw.bus.unwritten import UnwrittenTracker
+from crw.clock import WallClock
+from crw.engine import answer, bind, harvest, outcome, packet
+from crw.engine.harvest import CallEnd
+from crw.engine.roles import RolePair, default_agent_type
+from crw.engine.rundir import RunDir
+from crw.engine.session_progress import CallProgress, progress
+from crw.engine.template import render_task
+from crw.engine.workflow import Node, Workflow
+from crw.host.client import HostRequestError
+from crw.host.protocol import Thread
+from crw.host.transport import HostUnavailable
+from crw.journal.rows import (
+    Allocation,
+    Held,
+    Prepared,
+    RowModel,
+    StepPublished,
+    Tokens,
+    TokensUnmeasured,
+    TurnStarted,
+)
+from crw.settings import Settings
+
+WRITING_ROLES = frozenset({"executor", "executor-t1"})
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    """What a session call needs from its run; shared by every call of the run."""
+
+    journal: JournalWriter
+    reader: HostReader
+    inbox: Inbox
+    workflow: Workflow
+    run: RunDir
+    run_id: str
+    owner: str
+    tmpdir: str | None
+    pairs: Mapping[str, RolePair]
+    settings: Settings
+    clock: WallClock
+
+
+class SessionCall:
+    """One call's task; `run()` takes it to its terminal row."""
+
+    def __init__(
+        self,
+        ctx: SessionContext,
+        node: Node,
+        call: str,
+        results: Mapping[str, Any],
+        rows: list[dict[str, Any]],
+    ) -> None:
+        self.ctx, self.node, self.call = ctx, node, call
+        self.task = render_task(node.task, results)
+        self.workspace = ctx.run.root / "calls" / call
+        self.pair = ctx.pairs.get(node.role) or RolePair(agent_type=default_agent_type(node.role))
+        self.state: CallProgress = progress(rows)
+
+    async def commit(self, rows: list[RowModel]) -> None:
+        await self.ctx.journal.commit(rows)
+
+    async def run(self) -> CallEnd:
+        try:
+            return await self._run()
+        except HostUnavailable as err:
+            row = Held(call=self.call, reason="host_failure", error=str(err))
+            await self.commit([row])
+            return CallEnd(row)
+
+    async def _run(self) -> CallEnd:
+        if self.state.prepared is None:
+            await self._prepare()
+        step = await self._current_step()
+        while True:
+            thread_id, turn_id = await self._bound_turn(step)
+            turn = await self.ctx.reader.wait_turn(thread_id, turn_id)
+            thread = await self.ctx.reader.read(thread_id)
+            seen = _tokens(step.tokens_seen)
+            total = await trio.to_thread.run_sync(outcome.read_rollout_total, _path(thread.path))
+            spent = outcome.turn_tokens(total, seen) if total is not None else Tokens()
+            call_tokens = _tokens(step.call_tokens) + spent
+            end = harvest.decide(
+                self.call,
+                self.node.output_schema,
+                turn,
+                call_tokens,
+                repaired=bool(step.repair),
+                attempt=step.attempt or 1,
+            )
+            unmeasured: list[RowModel] = [] if total is not None else [self._unmeasured(step)]
+            if end.row is not None:
+                await self.commit([*unmeasured, end.row])
+                await self._close(step.attempt or 1, thread_id)
+                return end
+            if unmeasured:
+                await self.commit(unmeasured)
+            step = await self._repair(step, thread, turn, total or seen, call_tokens)
+
+    async def _prepare(self) -> None:
+        allocation = Allocation(workspace=str(self.workspace), kind="directory")
+        digest = answer.digest({"task": self.task, "schema": self.node.output_schema})
+        row = Prepared(
+            call=self.call,
+            node=self.node.id,
+            role=self.node.role,
+            backend="session",
+            allocation=allocation,
+            input_digest=digest,
+        )
+        await self.commit([row])
+        await trio.to_thread.run_sync(lambda: self.workspace.mkdir(parents=True, exist_ok=True))
+
+    async def _current_step(self) -> StepPublished:
+        """The step the call goes on with: the newest published one, or the first."""
+        if self.state.step is not None:
+            step = StepPublished.model_validate(dict(self.state.step))
+            if self.state.turn is None and self.state.thread is None and step.action == "spawn":
+                await self._write_step(step)  # publish the same step again (its files)
+            return step
+        return await self._publish(self._spawn_step(k=1, attempt=1, conversation_turn=1))
+
+    def _packet(self, **extra: Any) -> str:
+        go_root = self.ctx.workflow.verifier.go_root if self.ctx.workflow.verifier else None
+        return packet.build_packet(
+            call=self.call,
+            role=self.node.role,
+            workspace=str(self.workspace),
+            task=self.task,
+            output_schema=self.node.output_schema,
+            tmpdir=self.ctx.tmpdir,
+            go_root=go_root,
+            run_json=str(self.ctx.run.run_json),
+            writes=self.node.role in WRITING_ROLES,
+            workflow_file=str(self.ctx.workflow.path),
+            **extra,
+        )
+
+    def _spawn_step(
+        self, *, k: int, attempt: int, conversation_turn: int, **extra: Any
+    ) -> StepPublished:
+        text = self._packet(
+            **{key: extra[key] for key in ("previous_answer", "repair_errors") if key in extra}
+        )
+        packet_path, _ = bus.step_paths(self.ctx.run, self.call, k, attempt)
+        message = packet.spawn_message(
+            self.call, k, attempt, self.node.role, str(self.workspace), str(packet_path)
+        )
+        return StepPublished(
+            call=self.call,
+            k=k,
+            op=packet.op(self.call, k),
+            marker=packet.marker(self.call, k, attempt),
+            attempt=attempt,
+            action="spawn",
+            input=message,
+            input_digest=answer.digest(message),
+            packet=str(packet_path),
+            packet_digest=answer.digest(text),
+            role=self.node.role,
+            agent_type=self.pair.agent_type,
+            model=self.pair.model,
+            effort=self.pair.effort,
+            workspace=str(self.workspace),
+            conversation_turn=conversation_turn,
+            repair=conversation_turn == 2,
+            previous_answer=extra.get("previous_answer"),
+        )
+
+    async def _publish(self, step: StepPublished) -> StepPublished:
+        """Commit the step's intent, then write its files (STEP-21)."""
+        await self.commit([step])
+        await self._write_step(step)
+        return step
+
+    def _step_file(self, step: StepPublished) -> tuple[bus.StepFile, str]:
+        text = (
+            self._packet(
+                previous_answer=step.previous_answer if step.action == "spawn" else None,
+            )
+            if step.action == "spawn"
+            else ""
+        )
+        return (
+            bus.StepFile(
+                call=self.call,
+                k=step.k or 1,
+                attempt=step.attempt or 1,
+                op=step.op or "",
+                marker=step.marker or "",
+                role=self.node.role,
+                action=step.action or "spawn",
+                agent_type=step.agent_type or self.pair.agent_type,
+                model=step.model,
+                reasoning_effort=step.effort,
+                message=step.input or "",
+                packet=step.packet or "",
+                workspace=str(self.workspace),
+                agent_id=step.agent_id,
+            ),
+            text,
+        )
+
+    async def _write_step(self, step: StepPublished) -> None:
+        """Write the step's packet and file; a failure is step_unwritten, and the
+        step is written again at each poll until it can be or its turn is bound."""
+        self._unwritten = UnwrittenTracker(
+            call=self.call,
+            k=step.k or 1,
+            attempt=step.attempt or 1,
+            action=step.action or "spawn",
+        )
+        self._pending: StepPublished | None = step
+        await self._try_write()
+
+    async def _try_write(self) -> None:
+        step = self._pending
+        if step is None:
+            return
+        step_file, text = self._step_file(step)
+        if step.action == "spawn" and step.packet and step.repair:
+            text = self._packet(
+                previous_answer=step.previous_answer,
+                repair_errors=step.model_extra.get("repair_errors") if step.model_extra else None,
+            )
+        try:
+            await trio.to_thread.run_sync(bus.write_step, self.ctx.run, step_file, text)
+        except OSError as err:
+            row = self._unwritten.failed(self.ctx.clock(), f"{err.strerror or err}")
+        else:
+            self._pending = None
+            row = self._unwritten.written()
+        if row is not None:
+            await self.commit([row])
+
+    async def _bound_turn(self, step: StepPublished) -> tuple[str, str]:
+        """The subagent and turn of `step`: bound already, adopted, or bound now."""
+        attempt = step.attempt or 1
+        if (
+            self.state.turn is not None
+            and self.state.step is not None
+            and self.state.step.get("k") == step.k
+        ):
+            await trio.to_thread.run_sync(
+                bus.retract_step, self.ctx.run, self.call, step.k or 1, attempt
+            )
+            return str(self.state.thread["thread_id"]), str(self.state.turn["turn_id"])  # type: ignore[index]
+        if (
+            step.action == "spawn"
+            and self.state.thread is not None
+            and self.state.step is not None
+            and self.state.step.get("k") == step.k
+        ):
+            return await self._adopt(step, str(self.state.thread["thread_id"]))
+        return await self._await_bind(step)
+
+    async def _adopt(self, step: StepPublished, thread_id: str) -> tuple[str, str]:
+        """Last row thread_started: adopt the subagent, write only turn_started."""
+        while True:
+            thread = await self.ctx.reader.read(thread_id)
+            turn = bind.find_marker_turn(step.marker or "", thread)
+            if turn is not None:
+                await self.commit([self._turn_started(step, turn.id)])
+                return thread_id, turn.id
+            await trio.sleep(self.ctx.settings.poll_interval)
+
+    def _turn_started(self, step: StepPublished, turn_id: str) -> TurnStarted:
+        return TurnStarted(
+            call=self.call,
+            k=step.k,
+            op=step.op,
+            turn_id=turn_id,
+            attempt=step.attempt,
+            marker=step.marker,
+            conversation_turn=step.conversation_turn,
+            replaces_turn=step.replaces_turn,
+        )
+
+    async def _await_bind(self, step: StepPublished) -> tuple[str, str]:
+        """Wait for the owner's report, or find the subagent on the host."""
+        with self.ctx.inbox.subscribe(self.call) as reports:
+            while True:
+                report: Report | None = None
+                # Only the wait is under the poll's deadline: a bind, once begun, is
+                # never cut between its rows and its reply.
+                with trio.move_on_after(self.ctx.settings.poll_interval):
+                    report = await reports.receive()
+                if report is not None:
+                    bound = await self._decide(step, report)
+                else:
+                    bound = await self._look_up(step)
+                    await self._try_write()
+                if bound is not None:
+                    return bound
+
+    async def _decide(self, step: StepPublished, report: Report) -> tuple[str, str] | None:
+        """Answer the owner's report on `step` (the reply table)."""
+        agent = report.agent_id or (step.agent_id if step.action == "send_input" else None)
+        thread, host_error = await self._read_agent(agent)
+        decision = bind.decide_report(
+            run_id=self.ctx.run_id,
+            owner=self.ctx.owner,
+            report=bind.Report(
+                id=report.id,
+                run=report.run,
+                call=report.call,
+                k=report.k,
+                attempt=report.attempt,
+                agent_id=report.agent_id,
+            ),
+            step=self._published(step, report),
+            attempt=self._attempt_state(step, report),
+            pair=self.pair,
+            thread=thread,
+            host_error=host_error,
+        )
+        return await self._act(step, decision, report)
+
+    async def _read_agent(self, agent: str | None) -> tuple[Thread | None, str | None]:
+        if not agent:
+            return None, None
+        try:
+            return await self.ctx.reader.read(agent), None
+        except HostUnavailable as err:
+            return None, str(err)
+        except HostRequestError as err:  # a thread the host does not show yet
+            return None, str(err)
+
+    async def _act(
+        self, step: StepPublished, decision: bind.Decision, report: Report | None
+    ) -> tuple[str, str] | None:
+        """Commit a bind's rows (one batch, BIND-6) before its reply; reply otherwise."""
+        if isinstance(decision, bind.Bound):
+            rows = [r for r in (decision.thread_started, decision.turn_started) if r is not None]
+            await self.commit(list(rows))
+            self._pending = None
+            await trio.to_thread.run_sync(
+                bus.retract_step, self.ctx.run, self.call, step.k or 1, step.attempt or 1
+            )
+            if report is not None:
+                body = {"reply": "bound", "reason": decision.reason, "warnings": decision.warnings}
+                await self.ctx.inbox.reply(report, body)
+            started = decision.thread_started
+            thread_id = started.thread_id if started is not None else step.agent_id
+            self.state.thread = started.model_dump() if started is not None else self.state.thread
+            return str(thread_id), str(decision.turn_started.turn_id)
+        if report is not None:
+            reply: dict[str, Any] = {"reply": decision.kind, "reason": decision.reason}
+            if decision.pair is not None:
+                reply["pair"] = bind.reply_pair(decision.pair)
+            await self.ctx.inbox.reply(report, reply)
+        return None
+
+    def _published(self, step: StepPublished, report: Report | None) -> bind.PublishedStep | None:
+        if report is not None and (report.k, report.attempt) != (step.k, step.attempt):
+            return None
+        return bind.PublishedStep(
+            call=self.call,
+            k=step.k or 1,
+            attempt=step.attempt or 1,
+            op=step.op or "",
+            marker=step.marker or "",
+            role=self.node.role,
+            action=step.action or "spawn",
+            agent_id=step.agent_id,
+            workspace=str(self.workspace),
+            conversation_turn=step.conversation_turn,
+            replaces_turn=step.replaces_turn,
+        )
+
+    def _attempt_state(self, step: StepPublished, report: Report | None) -> bind.AttemptState:
+        earlier = report is not None and (
+            report.attempt < (step.attempt or 1) or (report.k or 0) < (step.k or 0)
+        )
+        bound = step.agent_id if step.action == "send_input" else self.state.bound_thread_id
+        return bind.AttemptState(
+            ended=earlier,
+            why="the report names an attempt that ended" if earlier else None,
+            thread_id=bound,
+            prior_pairs=tuple(self.state.pairs),
+        )
+
+    async def _look_up(self, step: StepPublished) -> tuple[str, str] | None:
+        """The marker on the host: a spawn, or a repair, never reported (DISP-25/26)."""
+        try:
+            if step.action == "send_input" and step.agent_id:
+                thread: Thread | None = await self.ctx.reader.read(step.agent_id)
+            else:
+                subagents = await self.ctx.reader.subagents(self.ctx.owner)
+                thread = bind.find_spawned(step.marker or "", self.ctx.owner, subagents)
+        except (HostUnavailable, HostRequestError):
+            return None
+        if thread is None or bind.find_marker_turn(step.marker or "", thread) is None:
+            return None
+        published = self._published(step, None)
+        assert published is not None
+        decision = bind.decide_bind(
+            self.ctx.owner, published, self._attempt_state(step, None), self.pair, None, thread
+        )
+        return await self._act(step, decision, None)
+
+    async def _repair(
+        self, step: StepPublished, thread: Thread, turn: Any, seen: Tokens, call_tokens: Tokens
+    ) -> StepPublished:
+        """The one repair: send_input on the open subagent, a spawn when it is closed."""
+        verdict = answer.judge(harvest.messages(turn), self.node.output_schema)
+        errors, previous = (
+            (verdict.errors, verdict.raw_text)
+            if isinstance(verdict, answer.Invalid)
+            else ([answer.NO_OBJECT], "")
+        )
+        attempt = step.attempt or 1
+        if thread.status.type != "notLoaded":
+            mark = packet.marker(self.call, 2, attempt)
+            message = packet.send_input_message(
+                mark, packet.repair_text(errors, previous, self.node.output_schema)
+            )
+            repair = StepPublished(
+                call=self.call,
+                k=2,
+                op=packet.op(self.call, 2),
+                marker=mark,
+                attempt=attempt,
+                action="send_input",
+                input=message,
+                input_digest=answer.digest(message),
+                role=self.node.role,
+                agent_type=self.pair.agent_type,
+                model=self.pair.model,
+                effort=self.pair.effort,
+                workspace=str(self.workspace),
+                agent_id=thread.id,
+                previous_answer=previous,
+                tokens_seen=seen,
+                call_tokens=call_tokens,
+                conversation_turn=2,
+                repair=True,
+            )
+        else:
+            repair = self._spawn_step(
+                k=2,
+                attempt=attempt,
+                conversation_turn=2,
+                previous_answer=previous,
+                repair_errors=errors,
+            )
+            repair = repair.model_copy(update={"call_tokens": call_tokens})
+        self.state.turn = None
+        if repair.action == "spawn":
+            self.state.thread = None
+        self.state.step = repair.model_dump()
+        return await self._publish(repair)
+
+    def _unmeasured(self, step: StepPublished) -> TokensUnmeasured:
+        return TokensUnmeasured(
+            call=self.call,
+            pauses=False,
+            k=step.k,
+            op=step.op,
+            marker=step.marker,
+            attempt=step.attempt,
+            error="the rollout could not be read",
+        )
+
+    async def _close(self, attempt: int, agent_id: str) -> None:
+        """The subagent's close step, once the call has its terminal row (HARV-56)."""
+        await trio.to_thread.run_sync(bus.write_close, self.ctx.run, self.call, attempt, agent_id)
+
+
+def _tokens(value: Tokens | None) -> Tokens:
+    return value if value is not None else Tokens()
+
+
+def _path(path: str | None) -> Any:
+    from pathlib import Path
+
+    return Path(path) if path else Path("/nonexistent-rollout")

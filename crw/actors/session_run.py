@@ -1,0 +1,53 @@
+"""The session backend's run: the gate, with a SessionCall per admitted call.
+
+A resumed process goes on with each open call in place, from the call's last row
+(ATT-16): its rows are handed to its actor. Completed calls keep their results; a
+call held or ended null_model stays so. A report no call actor waits for is
+answered here (`answer_unrouted`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from crw.actors.gate import run_gate, taken
+from crw.actors.session_call import SessionCall, SessionContext
+from crw.bus.inbox import Report
+from crw.engine.harvest import CallEnd
+from crw.engine.workflow import Node
+from crw.journal.replay import TERMINAL_ROWS, RunState
+
+
+def answer_unrouted(run: RunState, report: Report) -> dict[str, Any]:
+    """The reply to a report no call actor waits for (the reply table)."""
+    call = run.calls.get(report.call)
+    if call is not None and call.state in TERMINAL_ROWS | {"lost"}:
+        return {"reply": "close", "reason": "the report names an attempt that ended"}
+    if call is not None and call.thread_id and call.attempt == report.attempt:
+        if call.thread_id == report.agent_id:
+            return {"reply": "bound", "reason": "already bound"}
+        return {"reply": "close", "reason": "a second subagent for a bound attempt"}
+    if not report.agent_id:
+        return {
+            "reply": "refused",
+            "reason": "a report without a subagent for a step the run did not publish",
+        }
+    return {"reply": "close", "reason": "the run did not publish that step (an early report)"}
+
+
+async def run_session_calls(
+    ctx: SessionContext, pool: int, replayed: RunState, rows: list[dict[str, Any]]
+) -> str:
+    """Run the workflow's calls to the end the rows allow; returns the run's state."""
+    by_call: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if row.get("call"):
+            by_call[row["call"]].append(row)
+    results, finished = taken(replayed)
+
+    async def run_call(node: Node, call: str, needs: Mapping[str, Any]) -> CallEnd:
+        return await SessionCall(ctx, node, call, needs, by_call[call]).run()
+
+    return await run_gate(ctx.journal, ctx.workflow, pool, results, finished, run_call)

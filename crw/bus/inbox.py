@@ -1,0 +1,191 @@
+"""Dispatch reports and replies (DISP-1, DISP-2).
+
+`crw flow dispatched` writes a report `inbox/<id>.json` (temporary name
+`.<id>.tmp`, then a rename) and waits for `replies/<id>.json`. The run process
+reads the inbox, writes the reply atomically, and only then removes the report: a
+crash between the two answers the same report again with the same reply, since the
+decision is a pure function of the rows and the host.
+
+Blocking functions: the run's actors call them from a worker thread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from crw.bus.steps import write_atomic
+from crw.engine.rundir import RunDir
+
+log = logging.getLogger("crw.bus")
+
+_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]*")
+
+_warned: set[tuple[str, int, int]] = set()
+_warned_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Report:
+    """A dispatch report: the owner dispatched `agent_id` (or nothing) for the step
+    `call`/t`k`-a`attempt` of run `run` at `reported_at` (RFC 3339)."""
+
+    id: str
+    run: str
+    call: str
+    k: int
+    attempt: int
+    agent_id: str | None
+    reported_at: str
+
+    @classmethod
+    def new(
+        cls, run: str, call: str, k: int, attempt: int, agent_id: str | None, reported_at: str
+    ) -> Report:
+        """A report under a fresh id (uuid4 hex)."""
+        return cls(uuid.uuid4().hex, run, call, k, attempt, agent_id, reported_at)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> Report:
+        """The report `data` holds; `agent_id` may be null or absent.
+
+        Raises:
+            ValueError: not an object with the members, well typed.
+        """
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        values: dict[str, Any] = {"agent_id": None} | data
+        expected = {"id", "run", "call", "k", "attempt", "agent_id", "reported_at"}
+        if set(values) != expected:
+            raise ValueError(f"members {sorted(data)} are not {sorted(expected)}")
+        for name, kind in _TYPES.items():
+            value = values[name]
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise ValueError(f"{name} is {value!r}")
+        if not _ID.fullmatch(values["id"]):
+            raise ValueError(f"id {values['id']!r} is not a report id")
+        return cls(**values)
+
+
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "id": str,
+    "run": str,
+    "call": str,
+    "k": int,
+    "attempt": int,
+    "agent_id": (str, type(None)),
+    "reported_at": str,
+}
+
+
+def report_path(run: RunDir, report_id: str) -> Path:
+    """`inbox/<id>.json`."""
+    return run.inbox / f"{_checked(report_id)}.json"
+
+
+def reply_path(run: RunDir, report_id: str) -> Path:
+    """`replies/<id>.json`."""
+    return run.replies / f"{_checked(report_id)}.json"
+
+
+def _checked(report_id: str) -> str:
+    if not _ID.fullmatch(report_id):
+        raise ValueError(f"{report_id!r} is not a report id")
+    return report_id
+
+
+def _encode(value: dict[str, Any]) -> bytes:
+    return (json.dumps(value, ensure_ascii=False) + "\n").encode()
+
+
+def write_report(run: RunDir, report: Report) -> Path:
+    """Write `report` as `inbox/<id>.json`: `.<id>.tmp` first, then a rename.
+
+    Raises:
+        OSError: the write failed; no partial report is left.
+    """
+    path = report_path(run, report.id)
+    run.inbox.mkdir(exist_ok=True)
+    write_atomic(path, _encode(report.to_json()), temp=run.inbox / f".{report.id}.tmp")
+    return path
+
+
+def read_reports(run: RunDir) -> list[Report]:
+    """The reports in the inbox, oldest first (by reported_at, then id).
+
+    A file that is no report (bad JSON, other members, an id that is not its
+    name) is skipped and logged once as a warning; it never stops the run.
+    """
+    try:
+        paths = [p for p in run.inbox.iterdir() if p.suffix == ".json" and _ID.fullmatch(p.stem)]
+    except FileNotFoundError:
+        return []
+    reports = [report for report in map(_read_report, paths) if report is not None]
+    return sorted(reports, key=lambda r: (r.reported_at, r.id))
+
+
+def _read_report(path: Path) -> Report | None:
+    try:
+        text = path.read_bytes()
+        report = Report.from_json(json.loads(text))
+        if report.id != path.stem:
+            raise ValueError(f"its id {report.id} is not its name")
+    except FileNotFoundError:  # answered and removed since the listing
+        return None
+    except (OSError, ValueError) as err:
+        _warn_once(path, err)
+        return None
+    return report
+
+
+def _warn_once(path: Path, err: Exception) -> None:
+    try:
+        stat = path.stat()
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        key = (str(path), 0, 0)
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    log.warning("skipping dispatch report %s: %s; remove or rewrite it", path, err)
+
+
+def write_reply(run: RunDir, reply: dict[str, Any]) -> None:
+    """Write `reply` as `replies/<id>.json` atomically, then remove its report.
+
+    Raises:
+        OSError: the write failed; the report stays, to be answered again.
+        ValueError: `reply["id"]` is not a report id.
+    """
+    report_id = reply["id"]
+    if not isinstance(report_id, str):
+        raise ValueError(f"reply id {report_id!r} is not a report id")
+    path = reply_path(run, report_id)
+    run.replies.mkdir(exist_ok=True)
+    write_atomic(path, _encode(reply), temp=run.replies / f".{report_id}.tmp")
+    remove_report(run, report_id)
+
+
+def remove_report(run: RunDir, report_id: str) -> None:
+    """Remove `inbox/<id>.json`, if present."""
+    report_path(run, report_id).unlink(missing_ok=True)
+
+
+def read_reply(run: RunDir, report_id: str) -> dict[str, Any] | None:
+    """The reply to report `report_id`, or None while there is none (or it cannot
+    be read as a JSON object)."""
+    try:
+        value = json.loads(reply_path(run, report_id).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,272 @@
+"""The step files of the file step bus (engine.FileStepBus, STEP-21, STEP-22, STEP-28).
+
+The run process writes a step after its step_published row is durable: the packet
+`steps/<call>/packet-t<k>-a<n>.md` first, then the step file
+`steps/<call>/t<k>-a<n>.json`. A close step is `steps/<call>/close-a<n>-<agent>.json`,
+one file per subagent (STEP-29). Each file is written atomically (`write_atomic`), so
+a reader sees a whole file or none.
+
+These are blocking functions: the run's actors call them from a worker thread. A
+write that fails raises OSError and leaves no partial file; the caller records
+step_unwritten (crw/bus/unwritten.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from crw.engine.packet import marker, op
+from crw.engine.rundir import RunDir
+
+log = logging.getLogger("crw.bus")
+
+StepKind = Literal["spawn", "send_input"]
+T = TypeVar("T")
+
+_STEP_NAME = re.compile(r"t(\d+)-a(\d+)\.json")
+_CLOSE_NAME = re.compile(r"close-a(\d+)-(.+)\.json")
+_STRINGS = ("call", "op", "marker", "role", "agent_type", "message", "packet", "workspace")
+_OPTIONAL = ("model", "reasoning_effort", "agent_id")
+_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+@dataclass(frozen=True)
+class StepFile:
+    """A step file's members, exactly (session-formats: "Step files")."""
+
+    call: str
+    k: int
+    attempt: int
+    op: str
+    marker: str
+    role: str
+    action: StepKind
+    agent_type: str
+    model: str | None
+    reasoning_effort: str | None
+    message: str
+    packet: str
+    workspace: str
+    agent_id: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> StepFile:
+        """The step file `data` holds.
+
+        Raises:
+            ValueError: `data` is not an object with exactly the members, well typed.
+        """
+        _check_members(data, {f.name for f in fields(cls)})
+        for name in _STRINGS:
+            _check(data, name, str)
+        for name in _OPTIONAL:
+            _check(data, name, (str, type(None)))
+        _check(data, "k", int)
+        _check(data, "attempt", int)
+        if data["action"] not in ("spawn", "send_input"):
+            raise ValueError(f"action {data['action']!r} is neither spawn nor send_input")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class CloseStep:
+    """A close step's members: the subagent `agent_id` of `call`'s attempt to close."""
+
+    call: str
+    attempt: int
+    agent_id: str
+    action: Literal["close"] = "close"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "call": self.call,
+            "attempt": self.attempt,
+            "action": self.action,
+            "agent_id": self.agent_id,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> CloseStep:
+        """The close step `data` holds.
+
+        Raises:
+            ValueError: `data` is not an object with exactly the members, well typed.
+        """
+        _check_members(data, {"call", "attempt", "action", "agent_id"})
+        _check(data, "call", str)
+        _check(data, "attempt", int)
+        _check(data, "agent_id", str)
+        if data["action"] != "close":
+            raise ValueError(f"action {data['action']!r} is not close")
+        return cls(call=data["call"], attempt=data["attempt"], agent_id=data["agent_id"])
+
+
+def _check_members(data: Any, names: set[str]) -> None:
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    if set(data) != names:
+        raise ValueError(f"members {sorted(data)} are not {sorted(names)}")
+
+
+def _check(data: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> None:
+    value = data[name]
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise ValueError(f"{name} is {value!r}")
+
+
+def write_atomic(path: Path, data: bytes, temp: Path | None = None) -> None:
+    """Write `data` to `path` atomically: the temporary name `temp` in the same
+    directory (default `.<name>.tmp`), fsync, rename, fsync the directory.
+
+    Raises:
+        OSError: the write failed; neither `temp` nor a partial `path` is left.
+    """
+    temp = temp if temp is not None else path.with_name(f".{path.name}.tmp")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or a new entry in `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _call_dir(run: RunDir, call: str) -> Path:
+    if not _SEGMENT.fullmatch(call):
+        raise ValueError(f"call {call!r} is not one path segment")
+    return run.steps / call
+
+
+def step_paths(run: RunDir, call: str, k: int, attempt: int) -> tuple[Path, Path]:
+    """The packet's path and the step file's path of `marker(call, k, attempt)`."""
+    directory = _call_dir(run, call)
+    return directory / f"packet-t{k}-a{attempt}.md", directory / f"t{k}-a{attempt}.json"
+
+
+def close_path(run: RunDir, call: str, attempt: int, agent_id: str) -> Path:
+    """The file of the close step of `agent_id` in `call`'s attempt `attempt`."""
+    if not _SEGMENT.fullmatch(agent_id):
+        raise ValueError(f"agent id {agent_id!r} is not one path segment")
+    return _call_dir(run, call) / f"close-a{attempt}-{agent_id}.json"
+
+
+def _ensure_dir(directory: Path) -> None:
+    if directory.is_dir():
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    fsync_dir(directory.parent)
+
+
+def _encode(value: dict[str, Any]) -> bytes:
+    return (json.dumps(value, ensure_ascii=False, indent=2) + "\n").encode()
+
+
+def write_step(run: RunDir, step: StepFile, packet_text: str) -> None:
+    """Write the step's packet, then its step file, each atomically (STEP-21).
+
+    `step.packet` is meant to be the packet path `step_paths` names.
+
+    Raises:
+        OSError: a write failed. The step file is then absent (STEP-30); the
+            packet may be there, which is harmless: nobody reads it without the file.
+        ValueError: the call id is not one path segment, or op or marker disagree
+            with call, k and attempt.
+    """
+    if step.op != op(step.call, step.k) or step.marker != marker(step.call, step.k, step.attempt):
+        raise ValueError(f"op {step.op!r} or marker {step.marker!r} is not the step's")
+    packet_path, step_path = step_paths(run, step.call, step.k, step.attempt)
+    _ensure_dir(packet_path.parent)
+    write_atomic(packet_path, packet_text.encode())
+    write_atomic(step_path, _encode(step.to_json()))
+
+
+def retract_step(run: RunDir, call: str, k: int, attempt: int) -> None:
+    """Remove the step file, if present; the packet stays."""
+    _, step_path = step_paths(run, call, k, attempt)
+    step_path.unlink(missing_ok=True)
+
+
+def write_close(run: RunDir, call: str, attempt: int, agent_id: str) -> None:
+    """Write the close step of `agent_id` (STEP-28), atomically.
+
+    Raises:
+        OSError: the write failed; no partial file is left.
+        ValueError: the call or agent id is not one path segment.
+    """
+    path = close_path(run, call, attempt, agent_id)
+    _ensure_dir(path.parent)
+    write_atomic(path, _encode(CloseStep(call, attempt, agent_id).to_json()))
+
+
+def remove_close(run: RunDir, call: str, attempt: int, agent_id: str) -> None:
+    """Remove the close step of `agent_id`, if present."""
+    close_path(run, call, attempt, agent_id).unlink(missing_ok=True)
+
+
+def list_steps(run: RunDir) -> list[StepFile]:
+    """The step files under steps/, by call, k and attempt. A file that cannot be
+    read, or whose members disagree with its path, is skipped."""
+    found = [
+        _read(path, StepFile.from_json, lambda s: step_paths(run, s.call, s.k, s.attempt)[1])
+        for path in _files(run, _STEP_NAME)
+    ]
+    return sorted((s for s in found if s is not None), key=lambda s: (s.call, s.k, s.attempt))
+
+
+def list_closes(run: RunDir) -> list[CloseStep]:
+    """The close steps under steps/, by call, attempt and agent. A file that cannot
+    be read, or whose members disagree with its path, is skipped."""
+    found = [
+        _read(path, CloseStep.from_json, lambda c: close_path(run, c.call, c.attempt, c.agent_id))
+        for path in _files(run, _CLOSE_NAME)
+    ]
+    return sorted(
+        (c for c in found if c is not None), key=lambda c: (c.call, c.attempt, c.agent_id)
+    )
+
+
+def _files(run: RunDir, name: re.Pattern[str]) -> list[Path]:
+    try:
+        calls = [entry for entry in run.steps.iterdir() if entry.is_dir()]
+        return [path for call in calls for path in call.iterdir() if name.fullmatch(path.name)]
+    except FileNotFoundError:  # steps/ not made yet, or a call's directory just went
+        return []
+
+
+def _read(path: Path, parse: Callable[[Any], T], where: Callable[[T], Path]) -> T | None:
+    try:
+        value = parse(json.loads(path.read_bytes()))
+        if where(value) != path:
+            raise ValueError("its members name another file")
+    except (OSError, ValueError) as err:
+        log.debug("skipping step file %s: %s", path, err)
+        return None
+    return value

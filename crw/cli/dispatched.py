@@ -1,0 +1,140 @@
+"""`crw flow dispatched RUN CALL --agent ID --k K --attempt N [--wait S] [--json]`.
+
+The owner reports what it dispatched for a step (CMD-DISP-1): the command writes a
+dispatch report into the run's inbox under a temporary name and renames it
+(CMD-DISP-2), then waits up to S seconds for the run's reply (CMD-DISP-3) and prints
+it (CMD-DISP-4). A run no process holds, or one that does not answer in time, is
+answered `queued`: the report stays in the inbox and the run answers it when it
+reaches the step (CMD-DISP-7..9). Exit 0 on bound, 1 on every other reply, queued
+included (CMD-DISP-5, CMD-DISP-6).
+
+This is a short-lived CLI process: it polls the replies directory in real time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from crw.bus.inbox import Report, read_reply, write_report
+from crw.cli.output import emit
+from crw.clock import system_clock
+from crw.engine.locks import run_is_live
+from crw.engine.rundir import RunDir, find_run, resolve_state
+from crw.errors import InputError, RefusedError
+
+DEFAULT_WAIT = 120.0
+POLL = 0.02
+"""Seconds between two looks for the reply."""
+LIVE_EVERY = 0.5
+"""Seconds between two looks at whether a process still holds the run."""
+
+NOT_HELD = "no process holds the run; it answers when it reaches the step"
+
+
+def dispatched_command(
+    run: str,
+    call: str,
+    *,
+    agent: str,
+    k: int,
+    attempt: int,
+    wait: float,
+    state: str | None,
+    json: bool,
+) -> int:
+    _check_input(agent, k, attempt, wait)
+    run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    report = Report.new(run_dir.id, call, k, attempt, agent, system_clock())
+    try:
+        write_report(run_dir, report)
+    except (OSError, ValueError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise RefusedError(
+            f"cannot write the dispatch report into {run_dir.inbox}: {reason}; "
+            "make the run directory writable"
+        ) from err
+    reply = await_reply(run_dir, report, wait)
+    emit(json, reply, reply_line(reply))
+    return 0 if reply["reply"] == "bound" else 1
+
+
+def _check_input(agent: str, k: int, attempt: int, wait: float) -> None:
+    if not agent:
+        raise InputError("--agent is empty; pass the agent_id spawn_agent answered")
+    if k < 1 or attempt < 1:
+        raise InputError(f"--k {k} and --attempt {attempt} must be at least 1; copy the step's")
+    if not wait >= 0:
+        raise InputError(f"--wait {wait} is negative; pass seconds to wait, 0 for none")
+
+
+def await_reply(run: RunDir, report: Report, wait: float) -> dict[str, Any]:
+    """The run's reply to `report`, or `queued` when no process holds the run or
+    it did not answer within `wait` seconds. Members: the report's id, run, call,
+    k, attempt and agent_id, then the reply's own."""
+    deadline = time.monotonic() + wait
+    live_at = time.monotonic()
+    while True:
+        reply = read_reply(run, report.id)
+        if reply is not None:
+            return _answer(report, reply)
+        now = time.monotonic()
+        if now >= live_at:
+            if not run_is_live(run):
+                # The run may have answered and then let go: look once more.
+                reply = read_reply(run, report.id)
+                return _answer(report, reply or _queued(NOT_HELD))
+            live_at = now + LIVE_EVERY
+        if now >= deadline:
+            return _answer(report, _queued(_timeout_reason(wait)))
+        time.sleep(min(POLL, max(deadline - now, 0.0)))
+
+
+def _queued(reason: str) -> dict[str, Any]:
+    return {"reply": "queued", "reason": reason}
+
+
+def _timeout_reason(wait: float) -> str:
+    return f"the run did not answer within {wait:g} s; it answers when it reaches the step"
+
+
+def _answer(report: Report, reply: dict[str, Any]) -> dict[str, Any]:
+    head: dict[str, Any] = {
+        "id": report.id,
+        "run": report.run,
+        "reply": None,
+        "reason": None,
+        "call": report.call,
+        "k": report.k,
+        "attempt": report.attempt,
+        "agent_id": report.agent_id,
+    }
+    return head | reply
+
+
+def reply_line(reply: dict[str, Any]) -> str:
+    """The one line the human form prints for `reply`."""
+    kind, reason = reply.get("reply"), reply.get("reason")
+    call, attempt, agent = reply.get("call"), reply.get("attempt"), reply.get("agent_id")
+    if kind == "bound":
+        warnings = reply.get("warnings") or []
+        flags = f" ({', '.join(map(str, warnings))})" if warnings else ""
+        return f"bound: {call} attempt {attempt} is {agent}{flags}"
+    if kind == "pair_mismatch":
+        return f"pair_mismatch: close {agent} and spawn again with {_pair(reply.get('pair'))}"
+    if kind == "close":
+        return f"close: close {agent}" + (f" ({reason})" if reason else "")
+    return f"{kind}: {reason}" if reason else str(kind)
+
+
+def _pair(pair: Any) -> str:
+    if not isinstance(pair, dict):
+        return "the role's pair"
+    parts = [
+        f"{name}={pair[name]}"
+        for name in ("agent_type", "model", "reasoning_effort")
+        if pair.get(name) is not None
+    ]
+    return " ".join(parts) or "the role's pair"

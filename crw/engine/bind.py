@@ -1,0 +1,322 @@
+"""The bind decision: a dispatch report, or a marker found on the host, in; a reply out.
+
+The spec (session-calls.md, the reply table and the paragraphs after it) decides
+when the run binds a subagent to a published step and what it answers the owner:
+`bound`, `pair_mismatch`, `retry`, `refused` or `close`. Everything here is a pure
+function of rows-derived data (the published step, the attempt's state, the role's
+pair) and host snapshots (`crw.host.protocol.Thread`), so the same report answered
+again after a crash gets the same reply and writes no second row.
+
+The marker lookup (DISP-25, DISP-26) is here too: a subagent spawned, or a repair
+sent, and never reported is found by the marker line its turn starts with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from crw.engine.packet import MARKER_PREFIX
+from crw.engine.roles import RolePair
+from crw.host.protocol import Thread, Turn, UserMessage
+from crw.journal.rows import StepAction, ThreadStarted, TurnStarted
+
+ReplyKind = Literal["bound", "pair_mismatch", "retry", "refused", "close"]
+
+PAIR_UNCHECKED = "pair_unchecked"
+EFFORT_UNCHECKED = "effort_unchecked"
+SESSION_AGENT_ROLE_MISMATCH = "session_agent_role_mismatch"
+
+
+@dataclass(frozen=True)
+class Report:
+    """A dispatch report (`inbox/<id>.json`); `agent_id` None is a report without
+    a subagent."""
+
+    id: str
+    run: str
+    call: str
+    k: int
+    attempt: int
+    agent_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PublishedStep:
+    """A step the run published (its step_published row). `agent_id` is the bound
+    subagent of a send_input step, None for a spawn; `workspace` is P."""
+
+    call: str
+    k: int
+    attempt: int
+    op: str
+    marker: str
+    role: str
+    action: StepAction
+    agent_id: str | None
+    workspace: str
+    conversation_turn: int | None = None
+    replaces_turn: int | str | None = None
+
+
+@dataclass(frozen=True)
+class AttemptState:
+    """What the rows say of the report's (call, attempt).
+
+    `ended`/`why`: the attempt ended (`why` "answered" or "lost"). `thread_id`: the
+    subagent its thread_started row bound, if any. `turns_bound`: the k's of its
+    turn_started rows. `prior_pairs`: the `{model, effort}` pairs the call's
+    earlier attempts were bound with, in attempt order.
+    """
+
+    ended: bool = False
+    why: str | None = None
+    thread_id: str | None = None
+    turns_bound: frozenset[int] = frozenset()
+    prior_pairs: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An answer that writes no row. `pair` is the role's pair of a pair_mismatch."""
+
+    kind: ReplyKind
+    reason: str
+    pair: RolePair | None = None
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The subagent (or, for a send_input step, its turn) is the step's: the rows to
+    commit in one batch (BIND-6), `thread_started` None for a send_input (BIND-7)."""
+
+    kind: ClassVar[ReplyKind] = "bound"
+    reason: ClassVar[str] = "the subagent is the step's"
+
+    thread_started: ThreadStarted | None
+    turn_started: TurnStarted
+    warnings: list[str] = field(default_factory=list)
+
+
+Decision = Bound | Reply
+
+
+def reply_pair(pair: RolePair) -> dict[str, str | None]:
+    """The `pair` member of a pair_mismatch reply file."""
+    return {"agent_type": pair.agent_type, "model": pair.model, "reasoning_effort": pair.effort}
+
+
+def decide_report(
+    run_id: str,
+    owner: str,
+    report: Report,
+    step: PublishedStep | None,
+    attempt: AttemptState,
+    pair: RolePair,
+    thread: Thread | None,
+    host_error: str | None,
+) -> Decision:
+    """The run's answer to a dispatch report.
+
+    Args:
+        run_id: this run's id.
+        owner: the owner thread's id.
+        report: the report read from the inbox.
+        step: the published step the report names (its call, k and attempt), or
+            None when the run published no such step.
+        attempt: the rows' state of the report's (call, attempt).
+        pair: the pair of the step's role, as the run pinned it.
+        thread: the host's snapshot, with turns, of the report's subagent (of the
+            step's subagent for a report without one), or None when not read.
+        host_error: why the host could not be read, if it could not.
+
+    Raises:
+        ValueError: `thread` is not the subagent the report names.
+    """
+    if report.run != run_id:
+        return Reply("refused", "another run")  # DISP-10
+    if step is None or (step.call, step.k, step.attempt) != (
+        report.call,
+        report.k,
+        report.attempt,
+    ):
+        if report.agent_id is None:
+            # DISP-11
+            return Reply(
+                "refused", "a report without a subagent for a step the run did not publish"
+            )
+        return Reply("close", "a step the run did not publish (an early report)")  # DISP-15
+    agent = report.agent_id if report.agent_id is not None else step.agent_id
+    return decide_bind(owner, step, attempt, pair, agent, thread, host_error)
+
+
+def decide_bind(
+    owner: str,
+    step: PublishedStep,
+    attempt: AttemptState,
+    pair: RolePair,
+    agent_id: str | None,
+    thread: Thread | None,
+    host_error: str | None = None,
+) -> Decision:
+    """Whether `agent_id` (read as `thread`) binds to the published `step`.
+
+    The part of `decide_report` after the report is matched to its step; the
+    marker lookup (DISP-25, DISP-26) calls it with the thread it found. `agent_id`
+    None means "the subagent `thread` is", or not known yet.
+
+    Raises:
+        ValueError: `thread` is not `agent_id`'s.
+    """
+    if agent_id is not None and thread is not None and thread.id != agent_id:
+        raise ValueError(f"the host snapshot is thread {thread.id}, not {agent_id}")
+    if attempt.ended:
+        # DISP-13 (answered), DISP-14 (lost)
+        return Reply("close", f"an attempt that ended ({attempt.why or 'answered'})")
+    bound_to = attempt.thread_id or (step.agent_id if step.action == "send_input" else None)
+    agent = agent_id if agent_id is not None else (thread.id if thread is not None else None)
+    if bound_to is not None and agent is not None and agent != bound_to:
+        return Reply("close", "a second subagent for a bound attempt")  # DISP-16
+    if step.action == "spawn" and attempt.thread_id is not None:
+        return Reply("bound", "already bound")  # the rows are written: none twice
+    if step.action == "send_input" and step.k in attempt.turns_bound:
+        return Reply("bound", "already bound")
+    if host_error is not None or thread is None:
+        why = f": {host_error}" if host_error else ""
+        return Reply("retry", f"the host cannot be read yet{why}")  # DISP-9
+    if thread.parentThreadId != owner:
+        return Reply("refused", "not a subagent of the owner thread")  # DISP-3, DISP-12
+    turn = find_marker_turn(step.marker, thread)
+    if turn is None:
+        return Reply("retry", "the marker turn cannot be read yet")  # DISP-4, DISP-9
+    turn_started = _turn_started(step, turn)
+    if step.action == "send_input":
+        return Bound(None, turn_started)  # BIND-7: the subagent's pair was checked at its bind
+    return _bind_spawn(step, attempt, pair, thread, turn_started)
+
+
+def _bind_spawn(
+    step: PublishedStep,
+    attempt: AttemptState,
+    pair: RolePair,
+    thread: Thread,
+    turn_started: TurnStarted,
+) -> Decision:
+    mismatch = _pair_mismatch(pair, thread)
+    if mismatch is not None:
+        return mismatch
+    warnings: list[str] = []
+    if pair.model is None:
+        warnings.append(PAIR_UNCHECKED)  # DISP-17
+    elif pair.effort is None:
+        warnings.append(EFFORT_UNCHECKED)  # DISP-19, DISP-20
+    if thread.agentRole != pair.agent_type:
+        warnings.append(SESSION_AGENT_ROLE_MISMATCH)  # DISP-18: recorded, and bound
+    return Bound(_thread_started(step, attempt, thread, warnings), turn_started, warnings)
+
+
+def _pair_mismatch(pair: RolePair, thread: Thread) -> Reply | None:
+    """DISP-5, DISP-7: only the decided parts of the role's pair are compared."""
+    if pair.model is None:
+        return None
+    if pair.model == thread.model and pair.effort in (None, thread.reasoningEffort):
+        return None
+    runs = f"{thread.model} with effort {thread.reasoningEffort}"
+    wants = pair.model if pair.effort is None else f"{pair.model} with effort {pair.effort}"
+    return Reply(
+        "pair_mismatch",
+        f"the subagent runs another pair ({runs}; the role's is {wants}): "
+        "close it and spawn again with the role's pair",
+        pair,
+    )
+
+
+def _thread_started(
+    step: PublishedStep, attempt: AttemptState, thread: Thread, warnings: list[str]
+) -> ThreadStarted:
+    """BIND-1..3. `cwd` is P; the host's cwd is recorded as host_cwd only (STEP-7)."""
+    return ThreadStarted(
+        call=step.call,
+        thread_id=thread.id,
+        model=thread.model,
+        effort=thread.reasoningEffort,
+        cwd=step.workspace,
+        host_cwd=thread.cwd,
+        parent_thread_id=thread.parentThreadId,
+        agent_role=thread.agentRole,
+        attempt=step.attempt,
+        via="session",
+        rollout_path=thread.path,
+        marker=step.marker,
+        prior_pairs=_prior_pairs(attempt.prior_pairs, thread) or None,
+        pair_unchecked=(PAIR_UNCHECKED in warnings) or None,
+        effort_unchecked=(EFFORT_UNCHECKED in warnings) or None,
+        session_agent_role_mismatch=(SESSION_AGENT_ROLE_MISMATCH in warnings) or None,
+    )
+
+
+def _prior_pairs(prior: Iterable[Mapping[str, Any]], thread: Thread) -> list[dict[str, Any]]:
+    """BIND-3: the earlier attempts' pairs that differ from the one bound now, each
+    once, in the order the attempts ran."""
+    now = (thread.model, thread.reasoningEffort)
+    seen: list[tuple[Any, Any]] = []
+    for earlier in prior:
+        key = (earlier.get("model"), earlier.get("effort"))
+        if key != now and key not in seen:
+            seen.append(key)
+    return [{"model": model, "effort": effort} for model, effort in seen]
+
+
+def _turn_started(step: PublishedStep, turn: Turn) -> TurnStarted:
+    """BIND-5: the marker turn at the step's place in the conversation."""
+    return TurnStarted(
+        call=step.call,
+        k=step.k,
+        op=step.op,
+        turn_id=turn.id,
+        attempt=step.attempt,
+        marker=step.marker,
+        conversation_turn=step.conversation_turn,
+        replaces_turn=step.replaces_turn,
+    )
+
+
+def marker_of(text: str | None) -> str | None:
+    """The marker a text's first line names (`crw-flow-op: <marker>`), else None."""
+    if not text:
+        return None
+    first = text.split("\n", 1)[0].rstrip()
+    if not first.startswith(MARKER_PREFIX):
+        return None
+    return first[len(MARKER_PREFIX) :].strip() or None
+
+
+def turn_marker(turn: Turn) -> str | None:
+    """The marker of a turn: its first user message's first text (DISP-4)."""
+    for item in turn.items:
+        if isinstance(item, UserMessage):
+            return marker_of(item.first_text())
+    return None
+
+
+def find_marker_turn(marker: str, thread: Thread) -> Turn | None:
+    """The first turn of `thread` whose first user message carries `marker`
+    (DISP-26 for a send_input step; the bind's check for every step)."""
+    return next((turn for turn in thread.turns if turn_marker(turn) == marker), None)
+
+
+def find_spawned(marker: str, owner: str, threads: Iterable[Thread]) -> Thread | None:
+    """The owner's subagent that carries `marker` in a turn (DISP-25).
+
+    `threads` are host snapshots with turns (the caller lists them with thread/list
+    sourceKinds ["subAgentThreadSpawn"] and reads the candidates). Of several, the
+    earliest created is taken; a thread whose parentThreadId is not `owner` never is.
+    """
+    found = [
+        thread
+        for thread in threads
+        if thread.parentThreadId == owner and find_marker_turn(marker, thread) is not None
+    ]
+    found.sort(key=lambda thread: (thread.createdAt is None, thread.createdAt or 0))
+    return found[0] if found else None

@@ -1,0 +1,312 @@
+"""The answer of `crw flow next` (spec, "The owner's commands"): a pure function of
+what the command read.
+
+`next_view(NextRead) -> NextView` takes the run's rows, its step files and close
+steps, agents.max_threads, whether a process holds the run and the role store's
+pairs, and answers the state, the steps with the host call each takes, the slots,
+the spawn formats and a hint. It reads no file and writes nothing (CMD-NEXT-16):
+the command (`crw.cli.next`) reads, waits, resumes and removes handed-out close
+steps.
+
+Readings fixed here:
+- a step's host call names the arguments as Codex's multi_agent_v1 tools take them
+  (host-protocol.md, "The owner's tools"); an undecided model or effort is left
+  out of a spawn's arguments (the spawn hook decides the spawn's pair);
+- a call's open subagent is the one its newest thread_started row bound, until the
+  call ends (a terminal row), loses the attempt (session_attempt_lost) or publishes
+  a spawn step (the next subagent replaces it; the old one is a close step while it
+  is open);
+- the spawn formats are the newest started row's pairs while a process holds the
+  run, else the role store's (a resume reads the store).
+
+Later work (marked E in requirements.md) enters here as further inputs of
+`NextRead`: the starting window (the held process tokens against the newest
+started row's `process`, CMD-NEXT-24..34) and the warnings about the owner's line
+and repinned pairs (CMD-NEXT-36..39).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from crw.bus.steps import CloseStep, StepFile
+from crw.engine.roles import ROLES, default_agent_type
+from crw.journal.replay import TERMINAL_ROWS, Row, replay
+
+WAIT_AGENT_TIMEOUT_MS = 30_000
+"""The timeout_ms the hint proposes for wait_agent."""
+NEXT_WAIT_S = 30
+"""The --wait the hint proposes for the next `crw flow next`."""
+RESUMABLE_STATES = frozenset({"running", "waiting_session", "waiting_decision"})
+"""States of a run that goes on: one no process holds is resumed (CMD-NEXT-18, -20)."""
+
+_STEP_MEMBERS = (
+    "call",
+    "k",
+    "attempt",
+    "op",
+    "role",
+    "action",
+    "agent_type",
+    "model",
+    "reasoning_effort",
+    "message",
+    "packet",
+    "workspace",
+    "agent_id",
+)
+
+
+@dataclass(frozen=True)
+class NextRead:
+    """What `crw flow next` read of the run.
+
+    `run_ref` is how the commands the answer names spell the run (default: its
+    id), and `state_ref` the state directory they pass as `--state` (shell-quoted;
+    empty: none, when the owner passed none).
+    """
+
+    run: str
+    rows: Sequence[Row]
+    steps: Sequence[StepFile] = ()
+    closes: Sequence[CloseStep] = ()
+    max_threads: int = 6
+    held: bool = False
+    store_pairs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    resumed_pid: int | None = None
+    run_ref: str = ""
+    state_ref: str = ""
+
+    def command(self, verb: str, rest: str = "") -> str:
+        """`crw flow VERB RUN REST [--state S]`: a command about this run."""
+        state = f"--state {self.state_ref}" if self.state_ref else ""
+        words = ("crw flow", verb, self.run_ref or self.run, rest, state)
+        return " ".join(word for word in words if word)
+
+
+@dataclass(frozen=True)
+class Slots:
+    """The owner's agent threads: `limit` is agents.max_threads, `agents` the open
+    subagents' ids (CMD-NEXT-8, CMD-NEXT-9)."""
+
+    limit: int
+    agents: tuple[str, ...]
+
+    @property
+    def open(self) -> int:
+        return len(self.agents)
+
+    @property
+    def full(self) -> bool:
+        return self.open >= self.limit
+
+    def to_json(self) -> dict[str, Any]:
+        return {"limit": self.limit, "open": self.open, "agents": list(self.agents)}
+
+
+@dataclass(frozen=True)
+class NextView:
+    """The answer. `steps` are JSON objects: the close steps first, then the step
+    files, each with its `host_call`."""
+
+    run: str
+    state: str
+    ended_status: str | None
+    ended_state: Any
+    steps: list[dict[str, Any]]
+    slots: Slots
+    spawn_formats: list[dict[str, Any]]
+    hint: str
+    resumed_pid: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The --json object: run, state, ended_status, ended_state, steps, slots,
+        spawn_formats, hint, and resumed_pid when next resumed the run."""
+        payload: dict[str, Any] = {
+            "run": self.run,
+            "state": self.state,
+            "ended_status": self.ended_status,
+            "ended_state": self.ended_state,
+            "steps": self.steps,
+            "slots": self.slots.to_json(),
+            "spawn_formats": self.spawn_formats,
+            "hint": self.hint,
+        }
+        if self.resumed_pid is not None:
+            payload["resumed_pid"] = self.resumed_pid
+        return payload
+
+
+def next_view(read: NextRead) -> NextView:
+    """The answer to `read` (CMD-NEXT-1..15)."""
+    run = replay(read.rows)
+    slots = Slots(read.max_threads, open_subagents(read.rows, read.closes))
+    steps = [close_step_json(close) for close in read.closes]
+    steps += [step_json(step, read) for step in read.steps]
+    pairs = run.role_pairs if read.held and run.role_pairs is not None else read.store_pairs
+    return NextView(
+        run=read.run,
+        state=run.state,
+        ended_status=run.ended_status,
+        ended_state=_ended_state(read.rows) if run.state == "ended" else None,
+        steps=steps,
+        slots=slots,
+        spawn_formats=spawn_formats(pairs),
+        hint=hint(read, run.state, run.paused_reason, slots),
+        resumed_pid=read.resumed_pid,
+    )
+
+
+def should_resume(read: NextRead) -> bool:
+    """A run no process holds that is neither paused, over nor starting (CMD-NEXT-18,
+    CMD-NEXT-20)."""
+    return not read.held and replay(read.rows).state in RESUMABLE_STATES
+
+
+def open_subagents(rows: Sequence[Row], closes: Sequence[CloseStep] = ()) -> tuple[str, ...]:
+    """The subagents of calls not ended, then those of close steps not taken."""
+    bound: dict[str, str] = {}
+    for row in rows:
+        call, kind = row.get("call"), row.get("row")
+        if not isinstance(call, str):
+            continue
+        if kind == "thread_started" and isinstance(row.get("thread_id"), str):
+            bound[call] = row["thread_id"]
+        elif _lets_go(kind, row):
+            bound.pop(call, None)
+    agents = [*bound.values(), *(close.agent_id for close in closes)]
+    return tuple(dict.fromkeys(agents))
+
+
+def _lets_go(kind: Any, row: Row) -> bool:
+    """Whether the row lets a call's bound subagent go: the call ended, lost the
+    attempt, or publishes a spawn step (the next subagent replaces it)."""
+    if kind == "step_published":
+        return row.get("action") != "send_input"
+    return kind in TERMINAL_ROWS or kind == "session_attempt_lost"
+
+
+def _ended_state(rows: Sequence[Row]) -> Any:
+    """The newest ended row's `state` (each node's end); None for a cancelled run."""
+    for row in reversed(rows):
+        if row.get("row") in ("ended", "cancelled"):
+            return row.get("state")
+    return None
+
+
+def dispatched_command(read: NextRead, step: StepFile) -> str:
+    """The command that reports the step's dispatch (CMD-NEXT-5, CMD-NEXT-6)."""
+    agent = step.agent_id if step.agent_id else "<agent_id>"
+    return read.command(
+        "dispatched", f"{step.call} --agent {agent} --k {step.k} --attempt {step.attempt}"
+    )
+
+
+def host_call(step: StepFile, read: NextRead) -> dict[str, Any]:
+    """The tool call a step takes, with the live argument names, and the command
+    after it: spawn_agent for a spawn, send_input(target, message) for a send_input."""
+    if step.action == "send_input":
+        arguments: dict[str, Any] = {"target": step.agent_id, "message": step.message}
+        tool = "send_input"
+    else:
+        arguments = {"agent_type": step.agent_type, "message": step.message}
+        if step.model is not None:
+            arguments["model"] = step.model
+        if step.reasoning_effort is not None:
+            arguments["reasoning_effort"] = step.reasoning_effort
+        arguments["fork_context"] = False
+        tool = "spawn_agent"
+    return {"tool": tool, "arguments": arguments, "then": dispatched_command(read, step)}
+
+
+def step_json(step: StepFile, read: NextRead) -> dict[str, Any]:
+    """A step file's members (CMD-NEXT-4) and its host call."""
+    members = step.to_json()
+    return {name: members[name] for name in _STEP_MEMBERS} | {"host_call": host_call(step, read)}
+
+
+def close_step_json(close: CloseStep) -> dict[str, Any]:
+    """A close step's members and its host call close_agent(target) (CMD-NEXT-7)."""
+    return close.to_json() | {
+        "host_call": {"tool": "close_agent", "arguments": {"target": close.agent_id}}
+    }
+
+
+def spawn_formats(pairs: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]]:
+    """Each of the six roles' spawn format from its decided pair (CMD-NEXT-10). A
+    role the pairs leave out has the agent type the hook pairs it with, undecided."""
+    formats = []
+    for role in ROLES:
+        pair = pairs.get(role) or {}
+        agent_type = pair.get("agent_type") or default_agent_type(role)
+        model, effort = pair.get("model"), pair.get("effort")
+        parts = [f"agent_type={json.dumps(agent_type)}", "message=<the step's message>"]
+        parts += [f"model={json.dumps(model)}"] if model else []
+        parts += [f"reasoning_effort={json.dumps(effort)}"] if effort else []
+        formats.append(
+            {
+                "role": role,
+                "agent_type": agent_type,
+                "model": model,
+                "reasoning_effort": effort,
+                "format": f"spawn_agent({', '.join(parts)}, fork_context=false)",
+            }
+        )
+    return formats
+
+
+def hint(read: NextRead, state: str, paused_reason: str | None, slots: Slots) -> str:
+    """What to do next, in sentences (CMD-NEXT-12..14, CMD-NEXT-19)."""
+    sentences = []
+    if read.resumed_pid is not None:
+        sentences.append(
+            f"No process held the run: next resumed it, as {read.command('resume', '--detach')} "
+            f"does (pid {read.resumed_pid})."
+        )
+    sentences += _state_sentences(state, paused_reason, read)
+    if read.closes:
+        targets = ", ".join(f"close_agent(target={json.dumps(c.agent_id)})" for c in read.closes)
+        sentences.append(f"Close these subagents first: {targets}.")
+    blocked = slots.full and any(step.action == "spawn" for step in read.steps)
+    if blocked:
+        sentences.append(
+            f"agent thread limit reached ({slots.open} of {slots.limit} open); the step "
+            "stays: spawn it once a subagent is closed."
+        )
+    if any(step.action == "send_input" for step in read.steps) and blocked:
+        sentences.append("Make each send_input step's host call, then run the command it names.")
+    elif read.steps and not blocked:
+        sentences.append("Make each step's host call, then run the command it names.")
+    if state in RESUMABLE_STATES:
+        closing = {close.agent_id for close in read.closes}
+        waiting = [agent for agent in slots.agents if agent not in closing]
+        sentences.append(_wait_sentence(waiting, read))
+    return " ".join(sentences)
+
+
+def _state_sentences(state: str, paused_reason: str | None, read: NextRead) -> list[str]:
+    if state == "ended":
+        return ["The run is over: there is nothing more to do."]
+    if state == "paused":
+        resume = read.command("resume", "--detach")
+        return [f"The run is paused ({paused_reason}); go on with: {resume}."]
+    if state == "starting":
+        return [f"The run is starting: ask again with {read.command('next')}."]
+    if state == "waiting_decision":
+        return ["A call is held and waits on a decision: answer it with crw flow answer."]
+    return []
+
+
+def _wait_sentence(agents: Sequence[str], read: NextRead) -> str:
+    """Alternate wait_agent on the open subagents (but those closed now) with next."""
+    next_wait = read.command("next", f"--wait {NEXT_WAIT_S}")
+    if not agents:
+        return f"Then ask for the next step with {next_wait}."
+    targets = json.dumps(list(agents))
+    return (
+        f"Alternate wait_agent(targets={targets}, timeout_ms={WAIT_AGENT_TIMEOUT_MS}) "
+        f"with {next_wait}."
+    )

@@ -1,0 +1,67 @@
+"""Where a session call stands, from its rows: the resume table as data.
+
+A session call goes on from its last row (the spec's resume table): after
+`prepared` it publishes its first step; after `step_published` it looks the step
+up (reports first, then the host) or publishes the same step again; after
+`thread_started` it adopts the subagent and writes only its turn_started; after
+`turn_started` it retracts the dead process's step file and reads the turn. This
+module reads the rows into the facts that decide which; the call actor acts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from crw.journal.replay import TERMINAL_ROWS
+
+Row = Mapping[str, Any]
+
+
+@dataclass
+class CallProgress:
+    """The newest state of one call's rows (its newest generation)."""
+
+    prepared: Row | None = None
+    step: Row | None = None
+    """The newest step_published row."""
+    thread: Row | None = None
+    """The thread_started row bound to the newest step's attempt, if any."""
+    turn: Row | None = None
+    """The turn_started row of the newest step, if it was bound."""
+    ended: Row | None = None
+    """The call's terminal row, if it has one."""
+    pairs: list[dict[str, Any]] = field(default_factory=list)
+    """The pairs earlier thread_started rows of the call were bound with."""
+    last: str | None = None
+
+    @property
+    def bound_thread_id(self) -> str | None:
+        return str(self.thread["thread_id"]) if self.thread else None
+
+
+def progress(rows: Iterable[Row]) -> CallProgress:
+    """Fold one call's rows, in journal order, into its progress."""
+    state = CallProgress()
+    for row in rows:
+        kind = row.get("row")
+        state.last = kind
+        if kind == "prepared":
+            state = CallProgress(prepared=row, last=kind)
+        elif kind == "step_published":
+            state.step, state.turn = row, None
+            if row.get("action") != "send_input" and state.thread is not None:
+                state.pairs.append(_pair(state.thread))
+                state.thread = None
+        elif kind == "thread_started":
+            state.thread = row
+        elif kind == "turn_started" and state.step and row.get("k") == state.step.get("k"):
+            state.turn = row
+        elif kind in TERMINAL_ROWS:
+            state.ended = row
+    return state
+
+
+def _pair(thread_started: Row) -> dict[str, Any]:
+    return {"model": thread_started.get("model"), "effort": thread_started.get("effort")}

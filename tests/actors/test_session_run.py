@@ -1,0 +1,355 @@
+"""Session calls end to end on the simulated host, with a scripted owner, one MockClock.
+
+The owner here plays what Codex's owner thread does: it reads the step files,
+spawns or sends input through `sim/spawnAgent` / `sim/sendInput`, reports with a
+dispatch report (or not, to exercise the marker lookup), and closes subagents on
+their close steps. Each test asserts the rows written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+from trio.testing import MockClock
+
+from crw.actors.host_reader import open_host_reader
+from crw.actors.inbox import Inbox
+from crw.actors.journal_writer import open_journal_writer
+from crw.actors.session_call import SessionContext
+from crw.actors.session_run import answer_unrouted, run_session_calls
+from crw.bus import inbox as reports
+from crw.bus import steps as bus
+from crw.clock import fixed_clock
+from crw.engine.roles import RolePair, RoleTable
+from crw.engine.rundir import RunDir
+from crw.engine.workflow import load_workflow
+from crw.host.client import HostClient, open_client
+from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
+from crw.journal.log import read_journal
+from crw.journal.replay import replay
+from crw.settings import Settings
+from tests.actors.test_app_server_run import CHAIN
+
+RUN_ID = "run-1"
+
+
+@dataclass
+class Owner:
+    """The owner thread's side: spawn, send input, report, close."""
+
+    client: HostClient
+    run: RunDir
+    thread_id: str
+    report: bool = True
+    spawned: list[str] = field(default_factory=list)
+    replies: list[dict[str, Any]] = field(default_factory=list)
+
+    async def play(self) -> None:
+        seen: set[tuple[str, int, int]] = set()
+        while True:
+            for step in await trio.to_thread.run_sync(bus.list_steps, self.run):
+                if (step.call, step.k, step.attempt) in seen:
+                    continue
+                seen.add((step.call, step.k, step.attempt))
+                agent = await self._take(step)
+                if self.report:
+                    report = reports.Report.new(RUN_ID, step.call, step.k, step.attempt, agent, "t")
+                    reports.write_report(self.run, report)
+            for close in bus.list_closes(self.run):
+                await self.client.request("sim/closeAgent", {"target": close.agent_id})
+                bus.remove_close(self.run, close.call, close.attempt, close.agent_id)
+            await trio.sleep(0.5)
+
+    async def _take(self, step: bus.StepFile) -> str:
+        if step.action == "send_input":
+            assert step.agent_id is not None
+            await self.client.request(
+                "sim/sendInput", {"target": step.agent_id, "message": step.message}
+            )
+            return step.agent_id
+        params = {
+            "parentThreadId": self.thread_id,
+            "agentType": step.agent_type,
+            "message": step.message,
+        }
+        if step.model:
+            params["model"] = step.model
+        if step.reasoning_effort:
+            params["reasoningEffort"] = step.reasoning_effort
+        agent = str((await self.client.request("sim/spawnAgent", params))["agentId"])
+        self.spawned.append(agent)
+        return agent
+
+
+@dataclass
+class Harness:
+    sim: SimHost
+    client: HostClient
+    run: RunDir
+    owner: Owner
+    settings: Settings
+
+    async def script(self, match: dict[str, str], **behaviour: Any) -> None:
+        await self.client.request("sim/script", {"match": match, "behaviour": behaviour})
+
+    async def go(
+        self, pairs: dict[str, RolePair] | None = None
+    ) -> tuple[str, list[dict[str, Any]]]:
+        workflow = load_workflow(self.run.root.parent / "wf.toml")
+        table = RoleTable.undecided().roles | (pairs or {})
+        rows = read_journal(self.run.journal).rows
+        async with (
+            open_host_reader(self.client, self.settings) as reader,
+            open_journal_writer(self.run.journal, clock=fixed_clock()) as journal,
+            trio.open_nursery() as nursery,
+        ):
+            inbox = Inbox(
+                self.run,
+                RUN_ID,
+                self.settings,
+                lambda r: answer_unrouted(replay(read_journal(self.run.journal).rows), r),
+            )
+            ctx = SessionContext(
+                journal=journal,
+                reader=reader,
+                inbox=inbox,
+                workflow=workflow,
+                run=self.run,
+                run_id=RUN_ID,
+                owner=self.owner.thread_id,
+                tmpdir="/run/tmp",
+                pairs=table,
+                settings=self.settings,
+                clock=fixed_clock(),
+            )
+            await nursery.start(inbox.run)
+            nursery.start_soon(self.owner.play)
+            state = await run_session_calls(ctx, workflow.pool, replay(rows), rows)
+            nursery.cancel_scope.cancel()
+        return state, read_journal(self.run.journal).rows
+
+
+@asynccontextmanager
+async def harness(
+    tmp_path: Path, *, report: bool = True, poll: float = 2.0
+) -> AsyncIterator[Harness]:
+    (tmp_path / "wf.toml").write_text(CHAIN)
+    run = RunDir(tmp_path / "run")
+    run.create()
+    async with (
+        open_sim_host(tmp_path / "home") as sim,
+        open_client(await connect_in_memory(sim)) as client,
+    ):
+        owner_id = str((await client.request("sim/startOwner", {}))["threadId"])
+        owner = Owner(client, run, owner_id, report=report)
+        yield Harness(
+            sim, client, run, owner, Settings(poll_interval=poll, host_poll_interval=30.0)
+        )
+
+
+def kinds(rows: list[dict[str, Any]], call: str) -> list[str]:
+    return [row["row"] for row in rows if row.get("call") == call]
+
+
+async def test_session_run_takes_every_call_to_completed(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: GEN-1, GEN-2, GEN-3, STEP-8, STEP-23, BIND-6, HARV-1, HARV-56"""
+    async with harness(tmp_path) as h:
+        state, rows = await h.go()
+        closes = bus.list_closes(h.run)
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    for call in ("explore.1", "build.1", "review.1"):
+        assert kinds(rows, call) == [
+            "prepared",
+            "step_published",
+            "thread_started",
+            "turn_started",
+            "completed",
+        ]
+    bind = [
+        i
+        for i, r in enumerate(rows)
+        if r.get("call") == "build.1" and r["row"] in ("thread_started", "turn_started")
+    ]
+    assert bind[1] == bind[0] + 1
+    # Each subagent got its close step once its call ended (the owner closed it,
+    # or its file waits for the owner when the run ends).
+    closed = {
+        agent for agent in h.owner.spawned if h.sim.state.threads[agent].status == "notLoaded"
+    }
+    assert closed | {c.agent_id for c in closes} == set(h.owner.spawned)
+    assert len(h.owner.spawned) == 3
+
+
+async def test_step_published_records_the_step_before_its_files(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-9, STEP-10, STEP-11, STEP-17, STEP-21, STEP-22, STEP-37"""
+    async with harness(tmp_path) as h:
+        _, rows = await h.go()
+    step = next(r for r in rows if r["row"] == "step_published" and r["call"] == "explore.1")
+    assert (step["k"], step["op"], step["marker"], step["attempt"]) == (
+        1,
+        "explore.1/t1",
+        "explore.1/t1-a1",
+        1,
+    )
+    assert step["action"] == "spawn" and step["conversation_turn"] == 1
+    assert step["input"].startswith("crw-flow-op: explore.1/t1-a1\nCRW-ROLE: explorer\n\n")
+    assert step["input_digest"].startswith("sha256:") and step["packet_digest"].startswith(
+        "sha256:"
+    )
+    assert step["role"] == "explorer" and step["agent_type"] == "explorer"
+    assert step["workspace"].endswith("calls/explore.1")
+    assert step["packet"] == str(h.run.steps / "explore.1" / "packet-t1-a1.md")
+    assert (await trio.Path(step["packet"]).read_text()).rstrip().endswith("```")
+
+
+async def test_bind_records_the_subagent_and_its_turn(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: BIND-1, BIND-2, BIND-5, STEP-7, DISP-6, DISP-17"""
+    async with harness(tmp_path, poll=600) as h:  # the reports bind, not the lookup
+        _, rows = await h.go()
+        replies = [reports.read_reply(h.run, p.stem) for p in h.run.replies.glob("*.json")]
+    started = next(r for r in rows if r["row"] == "thread_started" and r["call"] == "explore.1")
+    assert started["via"] == "session" and started["parent_thread_id"] == h.owner.thread_id
+    assert started["cwd"].endswith("calls/explore.1") and started["cwd"] != started.get("host_cwd")
+    assert started["marker"] == "explore.1/t1-a1" and started["attempt"] == 1
+    assert started["pair_unchecked"] is True and started["rollout_path"]
+    turn = next(r for r in rows if r["row"] == "turn_started" and r["call"] == "explore.1")
+    assert (turn["k"], turn["op"], turn["marker"], turn["conversation_turn"]) == (
+        1,
+        "explore.1/t1",
+        "explore.1/t1-a1",
+        1,
+    )
+    assert sorted(r["reply"] for r in replies if r) == ["bound"] * 3
+
+
+async def test_unreported_spawn_is_bound_by_its_marker(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-25"""
+    async with harness(tmp_path, report=False) as h:
+        state, rows = await h.go()
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    assert [r["thread_id"] for r in rows if r["row"] == "thread_started"] == h.owner.spawned
+
+
+async def test_repair_goes_to_the_open_subagent_as_send_input(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-27, STEP-14, STEP-16, BIND-7, HARV-9, HARV-16, HARV-17"""
+    async with harness(tmp_path) as h:
+        await h.script(
+            {"marker": "build.1/*"},
+            invalidFirst=True,
+            tokens={"input": 100, "cachedInput": 0, "output": 10, "reasoningOutput": 0},
+        )
+        _, rows = await h.go()
+    assert kinds(rows, "build.1") == [
+        "prepared",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "step_published",
+        "turn_started",
+        "completed",
+    ]
+    repair = [r for r in rows if r["row"] == "step_published" and r["call"] == "build.1"][1]
+    assert (
+        repair["action"] == "send_input" and repair["k"] == 2 and repair["conversation_turn"] == 2
+    )
+    assert repair["agent_id"] == next(
+        r["thread_id"] for r in rows if r["row"] == "thread_started" and r["call"] == "build.1"
+    )
+    assert repair["input"].startswith("crw-flow-op: build.1/t2-a1\n")
+    assert repair["previous_answer"] and repair["tokens_seen"]["input"] == 100
+    done = next(r for r in rows if r["row"] == "completed" and r["call"] == "build.1")
+    assert done["tokens"]["input"] == 200 and done["tokens"]["output"] == 20
+
+
+async def test_unreported_repair_is_bound_by_its_marker_turn(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-26"""
+    async with harness(tmp_path, report=False) as h:
+        await h.script({"marker": "build.1/*"}, invalidFirst=True)
+        state, rows = await h.go()
+    assert state == "ended"
+    assert kinds(rows, "build.1").count("turn_started") == 2
+
+
+async def test_pair_mismatch_keeps_the_step_and_names_the_pair(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-5, DISP-7, DISP-8"""
+    async with harness(tmp_path) as h:
+        owner, take = h.owner, h.owner._take
+        answers: list[dict[str, Any]] = []
+
+        async def wrong_pair_first(step: bus.StepFile) -> str:
+            if step.call != "explore.1" or answers:
+                return await take(step)
+            params = {
+                "parentThreadId": owner.thread_id,
+                "agentType": "explorer",
+                "message": step.message,
+                "model": "other",
+                "reasoningEffort": "low",
+            }
+            wrong = str((await h.client.request("sim/spawnAgent", params))["agentId"])
+            report = reports.Report.new(RUN_ID, step.call, step.k, step.attempt, wrong, "t")
+            reports.write_report(h.run, report)
+            while (reply := reports.read_reply(h.run, report.id)) is None:  # noqa: ASYNC110
+                await trio.sleep(0.1)  # the owner polls its reply as `dispatched` does
+            answers.append(reply)
+            await h.client.request("sim/closeAgent", {"target": wrong})
+            return await take(step)  # spawn again with the role's pair, as the reply says
+
+        owner._take = wrong_pair_first  # type: ignore[method-assign]
+        pairs = {"explorer": RolePair(agent_type="explorer", model="gpt-5.5", effort="high")}
+        state, rows = await h.go(pairs)
+    assert answers[0]["reply"] == "pair_mismatch"
+    assert answers[0]["pair"] == {
+        "agent_type": "explorer",
+        "model": "gpt-5.5",
+        "reasoning_effort": "high",
+    }
+    started = [r for r in rows if r["row"] == "thread_started" and r["call"] == "explore.1"]
+    assert len(started) == 1 and started[0]["model"] == "gpt-5.5"
+    assert kinds(rows, "explore.1").count("step_published") == 1  # the step stayed
+    assert state == "ended"
+
+
+async def test_report_for_a_step_never_published_is_answered(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-11, DISP-15"""
+    async with harness(tmp_path) as h:
+        early = reports.Report.new(RUN_ID, "zzz.1", 1, 1, "agent-x", "t")
+        empty = reports.Report.new(RUN_ID, "zzz.1", 1, 1, None, "t")
+        reports.write_report(h.run, early)
+        reports.write_report(h.run, empty)
+        await h.go()
+        assert (reports.read_reply(h.run, early.id) or {})["reply"] == "close"
+        assert (reports.read_reply(h.run, empty.id) or {})["reply"] == "refused"
+
+
+async def test_failed_session_turn_outcomes_are_the_engines(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-15"""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "explore.1/*"}, fail="contextWindowExceeded")
+        state, rows = await h.go()
+    end = next(r for r in rows if r["row"] == "null_model")
+    assert end["call"] == "explore.1" and end["reason"] == "context_window_exceeded"
+    assert state == "ended" and rows[-1]["status"] == "failed"

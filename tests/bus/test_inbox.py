@@ -1,0 +1,193 @@
+"""Dispatch reports in inbox/ and the run's replies in replies/."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crw.bus.inbox import (
+    Report,
+    read_reply,
+    read_reports,
+    remove_report,
+    write_reply,
+    write_report,
+)
+from crw.engine.rundir import RunDir
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunDir:
+    run = RunDir.of(tmp_path / "state", "r1")
+    run.create()
+    return run
+
+
+def report(at: str = "2026-01-01T00:00:00.000000Z", agent: str | None = "thread-1") -> Report:
+    return Report.new("r1", "build.1", 1, 1, agent, at)
+
+
+def test_report_is_written_into_the_inbox_with_its_members(run: RunDir) -> None:
+    """spec: DISP-1"""
+    sent = report()
+    path = write_report(run, sent)
+    assert path == run.inbox / f"{sent.id}.json"
+    assert json.loads(path.read_text()) == {
+        "id": sent.id,
+        "run": "r1",
+        "call": "build.1",
+        "k": 1,
+        "attempt": 1,
+        "agent_id": "thread-1",
+        "reported_at": "2026-01-01T00:00:00.000000Z",
+    }
+    assert sorted(os.listdir(run.inbox)) == [f"{sent.id}.json"]
+
+
+def test_report_ids_are_fresh_uuid4_hex() -> None:
+    first, second = report(), report()
+    assert first.id != second.id
+    assert len(first.id) == 32 and int(first.id, 16) >= 0
+
+
+def test_report_goes_through_its_temporary_name(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-DISP-2"""
+    renames: list[tuple[str, str]] = []
+    real_replace = os.replace
+
+    def spy(src: Any, dst: Any) -> None:
+        renames.append((Path(src).name, Path(dst).name))
+        real_replace(src, dst)
+
+    monkeypatch.setattr("crw.bus.steps.os.replace", spy)
+    sent = report()
+    write_report(run, sent)
+    monkeypatch.undo()
+    assert renames == [(f".{sent.id}.tmp", f"{sent.id}.json")]
+
+
+def test_failed_report_write_leaves_nothing_in_the_inbox(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(fd: int, data: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("crw.bus.steps.os.write", full)
+    with pytest.raises(OSError):
+        write_report(run, report())
+    monkeypatch.undo()
+    assert os.listdir(run.inbox) == []
+    assert read_reports(run) == []
+
+
+def test_reports_are_read_oldest_first(run: RunDir) -> None:
+    """spec: DISP-1"""
+    late = report("2026-01-01T00:00:02.000000Z")
+    early = report("2026-01-01T00:00:01.000000Z")
+    same_a = Report("a" * 32, "r1", "build.2", 1, 1, None, "2026-01-01T00:00:03.000000Z")
+    same_b = Report("b" * 32, "r1", "build.2", 1, 1, None, "2026-01-01T00:00:03.000000Z")
+    for sent in (same_b, late, same_a, early):
+        write_report(run, sent)
+    assert read_reports(run) == [early, late, same_a, same_b]
+
+
+def test_report_without_a_subagent_reads_with_agent_id_none(run: RunDir) -> None:
+    """session-formats: agent_id may be null or absent."""
+    sent = report(agent=None)
+    data = sent.to_json()
+    del data["agent_id"]
+    (run.inbox / f"{sent.id}.json").write_text(json.dumps(data))
+    assert read_reports(run) == [sent]
+
+
+def test_malformed_reports_are_skipped_and_logged_once(
+    run: RunDir, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = report()
+    write_report(run, good)
+    (run.inbox / "bad1.json").write_text("{not json")
+    (run.inbox / "bad2.json").write_text(json.dumps(report().to_json()))  # id is not its name
+    (run.inbox / "bad3.json").write_text(json.dumps({"id": "bad3", "k": 1}))
+    (run.inbox / "bad4.json").write_text("[1, 2]")
+    (run.inbox / ".pending.tmp").write_text("{")
+    with caplog.at_level(logging.WARNING, logger="crw.bus"):
+        assert read_reports(run) == [good]
+        assert read_reports(run) == [good]
+    skipped = sorted(Path(str(record.args[0])).name for record in caplog.records)  # type: ignore[index]
+    assert skipped == ["bad1.json", "bad2.json", "bad3.json", "bad4.json"]
+
+
+def test_reading_a_run_without_an_inbox_finds_nothing(tmp_path: Path) -> None:
+    assert read_reports(RunDir(tmp_path / "nowhere")) == []
+
+
+def test_reply_is_written_then_the_report_removed(run: RunDir) -> None:
+    """spec: DISP-2"""
+    sent = report()
+    write_report(run, sent)
+    reply = {
+        "id": sent.id,
+        "reply": "bound",
+        "reason": "the subagent carries the marker",
+        "call": "build.1",
+        "k": 1,
+        "attempt": 1,
+        "agent_id": "thread-1",
+        "warnings": ["pair_unchecked"],
+    }
+    write_reply(run, reply)
+    assert json.loads((run.replies / f"{sent.id}.json").read_text()) == reply
+    assert read_reply(run, sent.id) == reply
+    assert os.listdir(run.inbox) == []
+    assert [p.name for p in run.replies.iterdir()] == [f"{sent.id}.json"]
+
+
+def test_failed_reply_write_keeps_the_report(run: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent = report()
+    write_report(run, sent)
+
+    def full(fd: int, data: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("crw.bus.steps.os.write", full)
+    with pytest.raises(OSError):
+        write_reply(run, {"id": sent.id, "reply": "retry", "reason": "host unreadable"})
+    monkeypatch.undo()
+    assert read_reports(run) == [sent]
+    assert read_reply(run, sent.id) is None
+    assert os.listdir(run.replies) == []
+
+
+def test_reply_to_a_report_answered_again_is_the_same_file(run: RunDir) -> None:
+    """A crash between the reply and the removal answers the report again."""
+    sent = report()
+    write_report(run, sent)
+    reply = {"id": sent.id, "reply": "close", "reason": "the attempt ended answered"}
+    write_reply(run, reply)
+    write_report(run, sent)
+    write_reply(run, reply)
+    assert read_reply(run, sent.id) == reply and read_reports(run) == []
+
+
+def test_missing_or_unreadable_reply_reads_as_none(run: RunDir) -> None:
+    assert read_reply(run, "0" * 32) is None
+    (run.replies / ("1" * 32 + ".json")).write_text("[]")
+    assert read_reply(run, "1" * 32) is None
+
+
+def test_remove_report_of_an_answered_report_does_nothing(run: RunDir) -> None:
+    remove_report(run, "0" * 32)
+    assert os.listdir(run.inbox) == []
+
+
+def test_report_id_that_is_no_file_name_is_refused(run: RunDir) -> None:
+    with pytest.raises(ValueError):
+        write_reply(run, {"id": "../run.json", "reply": "bound"})

@@ -1,0 +1,256 @@
+"""The step files of the file step bus: names, members, atomic writes, retraction."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crw.bus.steps import (
+    CloseStep,
+    StepFile,
+    list_closes,
+    list_steps,
+    remove_close,
+    retract_step,
+    step_paths,
+    write_close,
+    write_step,
+)
+from crw.engine.packet import marker, op, send_input_message, spawn_message
+from crw.engine.rundir import RunDir
+
+STEP_MEMBERS = {
+    "call",
+    "k",
+    "attempt",
+    "op",
+    "marker",
+    "role",
+    "action",
+    "agent_type",
+    "model",
+    "reasoning_effort",
+    "message",
+    "packet",
+    "workspace",
+    "agent_id",
+}
+PACKET = "# Task\n\nFix the parser.\n"
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunDir:
+    run = RunDir.of(tmp_path / "state", "r1")
+    run.create()
+    return run
+
+
+def spawn_step(run: RunDir, call: str = "build.1", k: int = 1, attempt: int = 1) -> StepFile:
+    packet_path, _ = step_paths(run, call, k, attempt)
+    return StepFile(
+        call=call,
+        k=k,
+        attempt=attempt,
+        op=op(call, k),
+        marker=marker(call, k, attempt),
+        role="executor",
+        action="spawn",
+        agent_type="executor",
+        model="gpt-5.1-codex",
+        reasoning_effort=None,
+        message=spawn_message(call, k, attempt, "executor", "/work/P", str(packet_path)),
+        packet=str(packet_path),
+        workspace="/work/P",
+        agent_id=None,
+    )
+
+
+def _files(run: RunDir) -> list[str]:
+    return sorted(str(p.relative_to(run.root)) for p in run.steps.rglob("*") if p.is_file())
+
+
+def test_step_writes_packet_and_step_file_under_the_run_directory(run: RunDir) -> None:
+    """spec: STEP-21, STEP-22"""
+    step = spawn_step(run)
+    write_step(run, step, PACKET)
+    assert _files(run) == ["steps/build.1/packet-t1-a1.md", "steps/build.1/t1-a1.json"]
+    assert (run.steps / "build.1" / "packet-t1-a1.md").read_text() == PACKET
+    assert Path(step.packet) == run.root / "steps/build.1/packet-t1-a1.md"
+
+
+def test_step_file_holds_exactly_the_members(run: RunDir) -> None:
+    """spec: STEP-21"""
+    step = spawn_step(run, "review.2", k=2, attempt=3)
+    write_step(run, step, PACKET)
+    data = json.loads((run.steps / "review.2" / "t2-a3.json").read_text())
+    assert set(data) == STEP_MEMBERS
+    assert data["op"] == "review.2/t2" and data["marker"] == "review.2/t2-a3"
+    assert data["action"] == "spawn" and data["agent_id"] is None
+    assert data["reasoning_effort"] is None and data["model"] == "gpt-5.1-codex"
+    assert StepFile.from_json(data) == step
+
+
+def test_send_input_step_names_the_subagent(run: RunDir) -> None:
+    """spec: STEP-12, STEP-27"""
+    base = spawn_step(run, k=2)
+    step = StepFile(
+        **(
+            base.to_json()
+            | {
+                "action": "send_input",
+                "agent_id": "thread-7",
+                "message": send_input_message(base.marker, "repair"),
+            }
+        )
+    )
+    write_step(run, step, PACKET)
+    assert list_steps(run) == [step]
+    assert list_steps(run)[0].agent_id == "thread-7"
+
+
+def test_step_whose_marker_is_not_its_own_is_refused(run: RunDir) -> None:
+    step = StepFile(**(spawn_step(run).to_json() | {"marker": "build.1/t1-a2"}))
+    with pytest.raises(ValueError, match="marker"):
+        write_step(run, step, PACKET)
+    assert _files(run) == []
+
+
+def test_close_step_is_one_file_naming_one_subagent(run: RunDir) -> None:
+    """spec: STEP-28"""
+    write_close(run, "build.1", 2, "thread-a")
+    path = run.steps / "build.1" / "close-a2-thread-a.json"
+    assert json.loads(path.read_text()) == {
+        "call": "build.1",
+        "attempt": 2,
+        "action": "close",
+        "agent_id": "thread-a",
+    }
+
+
+def test_two_closes_in_one_attempt_write_two_files(run: RunDir) -> None:
+    """spec: STEP-29"""
+    write_close(run, "build.1", 1, "thread-b")
+    write_close(run, "build.1", 1, "thread-a")
+    assert _files(run) == [
+        "steps/build.1/close-a1-thread-a.json",
+        "steps/build.1/close-a1-thread-b.json",
+    ]
+    assert list_closes(run) == [
+        CloseStep("build.1", 1, "thread-a"),
+        CloseStep("build.1", 1, "thread-b"),
+    ]
+
+
+def test_remove_close_removes_only_that_close(run: RunDir) -> None:
+    write_close(run, "build.1", 1, "thread-a")
+    write_close(run, "build.1", 1, "thread-b")
+    remove_close(run, "build.1", 1, "thread-a")
+    remove_close(run, "build.1", 1, "thread-a")
+    assert list_closes(run) == [CloseStep("build.1", 1, "thread-b")]
+
+
+def test_close_of_an_agent_id_that_is_no_path_segment_is_refused(run: RunDir) -> None:
+    with pytest.raises(ValueError, match="path segment"):
+        write_close(run, "build.1", 1, "../escape")
+
+
+def test_retract_removes_the_step_file_and_keeps_the_packet(run: RunDir) -> None:
+    """spec: session-formats "Retract"."""
+    write_step(run, spawn_step(run), PACKET)
+    retract_step(run, "build.1", 1, 1)
+    assert _files(run) == ["steps/build.1/packet-t1-a1.md"]
+    assert list_steps(run) == []
+    retract_step(run, "build.1", 1, 1)  # a second retraction finds nothing to do
+
+
+def test_writes_leave_no_temporary_file(run: RunDir) -> None:
+    write_step(run, spawn_step(run), PACKET)
+    write_step(run, spawn_step(run), PACKET)  # written again at the next poll
+    write_close(run, "build.1", 1, "thread-a")
+    assert not [p for p in run.steps.rglob("*") if p.name.startswith(".")]
+
+
+def test_full_disk_leaves_no_partial_step_file(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-30: a step that cannot be written is absent, not half there."""
+    real_write = os.write
+
+    def full_after_packet(fd: int, data: Any) -> int:
+        if b'"marker"' in bytes(data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr("crw.bus.steps.os.write", full_after_packet)
+    with pytest.raises(OSError) as caught:
+        write_step(run, spawn_step(run), PACKET)
+    monkeypatch.undo()
+    assert caught.value.errno == errno.ENOSPC
+    assert _files(run) == ["steps/build.1/packet-t1-a1.md"]
+    assert list_steps(run) == []
+
+
+def test_failed_rewrite_keeps_the_step_file_written_before(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    step = spawn_step(run)
+    write_step(run, step, PACKET)
+
+    def full(fd: int, data: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("crw.bus.steps.os.write", full)
+    with pytest.raises(OSError):
+        write_step(run, step, "a new packet")
+    monkeypatch.undo()
+    assert list_steps(run) == [step]
+    assert (run.steps / "build.1" / "packet-t1-a1.md").read_text() == PACKET
+    assert _files(run) == ["steps/build.1/packet-t1-a1.md", "steps/build.1/t1-a1.json"]
+
+
+def test_failed_fsync_leaves_no_file(run: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing_fsync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr("crw.bus.steps.os.fsync", failing_fsync)
+    with pytest.raises(OSError):
+        write_close(run, "build.1", 1, "thread-a")
+    monkeypatch.undo()
+    assert _files(run) == []
+
+
+def test_listing_is_sorted_and_skips_unreadable_files(run: RunDir) -> None:
+    later = spawn_step(run, "build.1", k=2, attempt=1)
+    first = spawn_step(run, "build.1", k=1, attempt=2)
+    other = spawn_step(run, "architect.1")
+    for step in (later, other, first):
+        write_step(run, step, PACKET)
+    call_dir = run.steps / "build.1"
+    (call_dir / "t9-a1.json").write_text('{"call": "build.1", "k": 9')  # partial
+    (call_dir / "t8-a1.json").write_text(json.dumps(later.to_json()))  # names another file
+    (call_dir / ".t1-a2.json.tmp").write_text("{}")
+    (call_dir / "close-a1-x.json").write_text('{"call": "build.1"}')
+    missing = {key: value for key, value in first.to_json().items() if key != "role"}
+    (call_dir / "t7-a1.json").write_text(json.dumps(missing))
+    assert list_steps(run) == [other, first, later]
+    assert list_closes(run) == []
+
+
+def test_listing_a_run_without_steps_is_empty(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "nowhere")
+    assert list_steps(run) == [] and list_closes(run) == []
+
+
+@pytest.mark.parametrize(
+    ("member", "value"),
+    [("k", "1"), ("k", True), ("action", "close"), ("model", 5), ("extra", 1)],
+)
+def test_step_file_with_a_bad_member_is_not_read(member: str, value: Any) -> None:
+    data = spawn_step(RunDir(Path("/r"))).to_json() | {member: value}
+    with pytest.raises(ValueError):
+        StepFile.from_json(data)

@@ -1,0 +1,256 @@
+"""`crw flow next` on run directories built by hand: run.json, a journal in the
+framing of crw.journal.log, step files in the format of the file step bus."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crw.engine.locks import hold_run
+from crw.engine.rundir import RunDir
+from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, write_run_spec
+from crw.engine.workflow import load_workflow
+from crw.journal.log import read_journal
+from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
+
+RUN = "fix-20261129-000000-abcd"
+WORKFLOW = EXAMPLES / "fix-issue.toml"
+
+
+def _journal_line(seq: int, row: str, **fields: object) -> str:
+    body = {"seq": seq, "at": "2026-11-29T00:00:00.000000Z", "row": row, **fields}
+    body["commit_seq"] = seq
+    return json.dumps(body) + "\n"
+
+
+def _append_rows(run: RunDir, *rows: dict[str, Any]) -> None:
+    """Append each row as a batch of its own after the journal's last row."""
+    seq = read_journal(run.journal).last_seq
+    with open(run.journal, "a") as journal:
+        for offset, row in enumerate(rows, start=1):
+            journal.write(_journal_line(seq + offset, **row))
+
+
+def _make_run(crw: Crw) -> RunDir:
+    run = RunDir.of(crw.state, RUN)
+    run.create()
+    write_run_spec(
+        run.run_json,
+        RunSpec(
+            id=RUN,
+            workflow=WorkflowRef(path=str(WORKFLOW), digest=load_workflow(WORKFLOW).digest),
+            backend="session",
+            pool=2,
+            host=f"unix:{crw.state / 'no-host.sock'}",  # a resumed process pauses at once
+            owner="owner-thread",
+            env=RunEnv(TMPDIR=crw.env["TMPDIR"]),
+        ),
+    )
+    _append_rows(
+        run,
+        {"row": "started", "backend": "session", "pid": 1, "role_pairs": None},
+        {"row": "prepared", "call": "build.1", "node": "build", "role": "executor"},
+    )
+    return run
+
+
+def _step(run: RunDir, call: str, k: int = 1, attempt: int = 1) -> dict[str, Any]:
+    """Write a spawn step file (its packet first), atomically, as the run does."""
+    directory = run.steps / call
+    directory.mkdir(parents=True, exist_ok=True)
+    packet = directory / f"packet-t{k}-a{attempt}.md"
+    packet.write_text("# packet\n")
+    step = {
+        "call": call,
+        "k": k,
+        "attempt": attempt,
+        "op": f"{call}/t{k}",
+        "marker": f"{call}/t{k}-a{attempt}",
+        "role": "executor",
+        "action": "spawn",
+        "agent_type": "executor",
+        "model": None,
+        "reasoning_effort": None,
+        "message": f"crw-flow-op: {call}/t{k}-a{attempt}\nCRW-ROLE: executor\n",
+        "packet": str(packet),
+        "workspace": "/work/p",
+        "agent_id": None,
+    }
+    _write_atomic(directory / f"t{k}-a{attempt}.json", step)
+    return step
+
+
+def _close(run: RunDir, call: str, attempt: int, agent: str) -> Path:
+    directory = run.steps / call
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"close-a{attempt}-{agent}.json"
+    _write_atomic(path, {"call": call, "attempt": attempt, "action": "close", "agent_id": agent})
+    return path
+
+
+def _write_atomic(path: Path, value: dict[str, Any]) -> None:
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(json.dumps(value))
+    temp.rename(path)
+
+
+def _next(crw: Crw, *args: str) -> dict[str, Any]:
+    result = crw("flow", "next", RUN, "--state", str(crw.state), "--json", *args)
+    assert result.code == 0, result.stderr
+    return result.json()
+
+
+@pytest.fixture
+def held(crw: Crw) -> Iterator[RunDir]:
+    """A run this test process holds, as its run process would: next resumes nothing."""
+    run = _make_run(crw)
+    with hold_run(run):
+        yield run
+
+
+def test_json_answers_the_state_steps_slots_spawn_formats_and_hint(crw: Crw, held: RunDir) -> None:
+    """spec: CMD-NEXT-3, CMD-NEXT-4, CMD-NEXT-8, CMD-NEXT-9, CMD-NEXT-10"""
+    (crw.state / "codex-home").mkdir()
+    (crw.state / "codex-home" / "config.toml").write_text("[agents]\nmax_threads = 3\n")
+    _append_rows(
+        held,
+        {"row": "thread_started", "call": "build.1", "thread_id": "thr-a", "attempt": 1},
+        {"row": "session_attempt_lost", "call": "build.1", "reason": "gone"},
+        {"row": "step_published", "call": "build.1", "k": 1, "attempt": 2, "action": "spawn"},
+    )
+    step = _step(held, "build.1", attempt=2)
+    _close(held, "build.1", 1, "thr-a")
+    out = _next(crw)
+    assert set(out) == {
+        "run",
+        "state",
+        "ended_status",
+        "ended_state",
+        "steps",
+        "slots",
+        "spawn_formats",
+        "hint",
+    }
+    assert (out["run"], out["state"]) == (RUN, "waiting_session")
+    assert [s["action"] for s in out["steps"]] == ["close", "spawn"]
+    spawn = out["steps"][1]
+    assert {k: v for k, v in spawn.items() if k != "host_call"} == {
+        k: v for k, v in step.items() if k != "marker"
+    }
+    assert spawn["host_call"]["then"] == (
+        f"crw flow dispatched {RUN} build.1 --agent <agent_id> --k 1 --attempt 2 "
+        f"--state {crw.state}"
+    )
+    assert out["slots"] == {"limit": 3, "open": 1, "agents": ["thr-a"]}
+    assert len(out["spawn_formats"]) == 6
+    assert 'close_agent(target="thr-a")' in out["hint"]
+
+
+def test_close_step_file_is_gone_once_next_handed_it_out(crw: Crw, held: RunDir) -> None:
+    """spec: CMD-NEXT-15"""
+    close = _close(held, "build.1", 1, "thr-a")
+    _step(held, "build.1", attempt=2)
+    first = _next(crw)
+    assert [s["action"] for s in first["steps"]] == ["close", "spawn"]
+    assert not close.exists()
+    assert (held.steps / "build.1" / "t1-a2.json").exists()  # a spawn step stays
+    assert [s["action"] for s in _next(crw)["steps"]] == ["spawn"]
+
+
+def test_next_writes_no_row(crw: Crw, held: RunDir) -> None:
+    """spec: CMD-NEXT-16"""
+    _step(held, "build.1")
+    before = held.journal.read_bytes()
+    _next(crw)
+    crw("flow", "next", RUN, "--state", str(crw.state))
+    assert held.journal.read_bytes() == before
+
+
+def test_wait_returns_as_soon_as_a_step_appears(crw: Crw, held: RunDir) -> None:
+    """spec: CMD-NEXT-11"""
+    writer = threading.Timer(0.3, _step, (held, "build.1"))
+    writer.start()
+    began = time.monotonic()
+    try:
+        out = _next(crw, "--wait", "20")
+    finally:
+        writer.join()
+    assert time.monotonic() - began < 10
+    assert [s["call"] for s in out["steps"]] == ["build.1"]
+
+
+def test_wait_returns_when_the_state_changes(crw: Crw, held: RunDir) -> None:
+    """spec: CMD-NEXT-11"""
+    ended = {"row": "ended", "status": "completed", "state": {"build": "completed"}}
+    writer = threading.Timer(0.3, _append_rows, (held, ended))
+    writer.start()
+    began = time.monotonic()
+    try:
+        out = _next(crw, "--wait", "20")
+    finally:
+        writer.join()
+    assert time.monotonic() - began < 10
+    assert (out["state"], out["ended_status"]) == ("ended", "completed")
+    assert out["ended_state"] == {"build": "completed"}
+
+
+def test_wait_runs_out_without_a_step(crw: Crw, held: RunDir) -> None:
+    """spec: CMD-NEXT-11"""
+    began = time.monotonic()
+    out = _next(crw, "--wait", "0.5")
+    assert time.monotonic() - began >= 0.5
+    assert out["state"] == "running" and out["steps"] == []
+
+
+def test_run_nobody_holds_is_resumed_and_the_answer_says_so(crw: Crw) -> None:
+    """spec: CMD-NEXT-18, CMD-NEXT-19"""
+    run = _make_run(crw)
+    out = _next(crw)
+    pid = out["resumed_pid"]
+    assert isinstance(pid, int)
+    crw.pids.append(pid)
+    assert f"pid {pid}" in out["hint"]
+    deadline = time.monotonic() + 20
+    while len(_started_rows(run)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    wait_for_exit(run.root)  # it finds no host and pauses
+    assert [row["pid"] for row in _started_rows(run)] == [1, pid]
+    assert read_journal(run.journal).rows[-1]["row"] == "paused"
+
+
+def _started_rows(run: RunDir) -> list[dict[str, Any]]:
+    return [row for row in read_journal(run.journal).rows if row["row"] == "started"]
+
+
+def test_paused_run_is_not_resumed(crw: Crw) -> None:
+    """spec: CMD-NEXT-20"""
+    run = _make_run(crw)
+    _append_rows(run, {"row": "paused", "reason": "host_unavailable"})
+    before = run.journal.read_bytes()
+    out = _next(crw)
+    assert out["state"] == "paused" and "resumed_pid" not in out
+    assert run.journal.read_bytes() == before
+
+
+def test_human_form_shows_state_steps_slots_and_hint(crw: Crw, held: RunDir) -> None:
+    """spec: CMD-NEXT-1, CMD-NEXT-5"""
+    _step(held, "build.1")
+    result = crw("flow", "next", RUN, "--state", str(crw.state))
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"run {RUN}: running"
+    assert any(line.strip().startswith("spawn_agent {") for line in lines)
+    assert any("then: crw flow dispatched" in line for line in lines)
+    assert any(line.strip() == "slots: 0 of 6 open" for line in lines)
+    assert lines[-1].startswith("hint: ")
+
+
+def test_negative_wait_is_an_input_error(crw: Crw, held: RunDir) -> None:
+    result = crw("flow", "next", RUN, "--state", str(crw.state), "--wait", "-1")
+    assert result.code == 2 and "--wait" in result.stderr

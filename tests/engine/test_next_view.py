@@ -1,0 +1,346 @@
+"""The answer of `crw flow next` as a pure function of what it read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crw.bus.steps import CloseStep, StepFile
+from crw.engine.next_view import (
+    NEXT_WAIT_S,
+    WAIT_AGENT_TIMEOUT_MS,
+    NextRead,
+    next_view,
+    should_resume,
+)
+from crw.engine.roles import ROLES
+
+PINNED = {
+    "architect": {"agent_type": "architect", "model": "gpt-5", "effort": "high"},
+    "executor": {"agent_type": "executor", "model": "gpt-5-codex"},
+    "executor-t1": {"agent_type": "executor"},
+    "reviewer": {"agent_type": "reviewer", "model": "o3", "effort": "medium"},
+    "explorer": {"agent_type": "explorer"},
+    "critic": {"agent_type": "reviewer"},
+}
+STORE = {role: {"agent_type": "explorer" if role == "explorer" else role} for role in ROLES}
+
+
+def started(**fields: Any) -> dict[str, Any]:
+    return {"row": "started", "backend": "session", "role_pairs": PINNED, **fields}
+
+
+def row(kind: str, call: str, **fields: Any) -> dict[str, Any]:
+    return {"row": kind, "call": call, **fields}
+
+
+def spawn(call: str = "build.1", k: int = 1, attempt: int = 1, **over: Any) -> StepFile:
+    fields: dict[str, Any] = {
+        "call": call,
+        "k": k,
+        "attempt": attempt,
+        "op": f"{call}/t{k}",
+        "marker": f"{call}/t{k}-a{attempt}",
+        "role": "executor",
+        "action": "spawn",
+        "agent_type": "executor",
+        "model": "gpt-5-codex",
+        "reasoning_effort": "high",
+        "message": f"crw-flow-op: {call}/t{k}-a{attempt}\nCRW-ROLE: executor\n\nRead ...",
+        "packet": f"/s/flow/r/steps/{call}/packet-t{k}-a{attempt}.md",
+        "workspace": "/work/p",
+        "agent_id": None,
+    }
+    return StepFile(**(fields | over))
+
+
+def send_input(call: str = "build.1", agent: str = "thr-b") -> StepFile:
+    return spawn(call, k=2, action="send_input", agent_id=agent, message="crw-flow-op: x\nfix it")
+
+
+def read(rows: list[dict[str, Any]], **over: Any) -> NextRead:
+    fields: dict[str, Any] = {
+        "run": "r1",
+        "rows": rows,
+        "max_threads": 6,
+        "held": True,
+        "store_pairs": STORE,
+    }
+    return NextRead(**(fields | over))
+
+
+RUNNING = [started(), row("prepared", "build.1", role="executor")]
+
+
+def test_started_run_without_steps_is_running() -> None:
+    """spec: CMD-NEXT-1"""
+    view = next_view(read(RUNNING))
+    assert view.state == "running" and view.steps == []
+    assert view.ended_status is None and view.ended_state is None
+
+
+def test_published_spawn_step_waits_on_the_session() -> None:
+    """spec: CMD-NEXT-1, CMD-NEXT-3"""
+    rows = [*RUNNING, row("step_published", "build.1", k=1, attempt=1, action="spawn")]
+    view = next_view(read(rows, steps=[spawn()]))
+    assert view.state == "waiting_session"
+    assert [step["op"] for step in view.steps] == ["build.1/t1"]
+
+
+def test_ended_run_answers_its_status_and_the_ended_rows_state() -> None:
+    """spec: CMD-NEXT-1"""
+    ends = {"build": "completed", "review": "unrun"}
+    view = next_view(read([*RUNNING, {"row": "ended", "status": "completed", "state": ends}]))
+    assert (view.state, view.ended_status, view.ended_state) == ("ended", "completed", ends)
+    assert view.to_json()["ended_state"] == ends
+
+
+def test_held_call_waits_on_a_decision_and_a_paused_run_is_paused() -> None:
+    """spec: CMD-NEXT-2"""
+    held = next_view(read([*RUNNING, row("held", "build.1", reason="no_answer")]))
+    assert held.state == "waiting_decision"
+    assert "waits on a decision" in held.hint
+    paused = next_view(read([*RUNNING, {"row": "paused", "reason": "host_unavailable"}]))
+    assert paused.state == "paused"
+    assert "paused (host_unavailable)" in paused.hint and "crw flow resume r1" in paused.hint
+
+
+def test_run_without_a_started_row_is_starting() -> None:
+    view = next_view(read([], held=False))
+    assert view.state == "starting" and "ask again" in view.hint
+
+
+def test_step_carries_the_step_files_members_and_its_host_call() -> None:
+    """spec: CMD-NEXT-4"""
+    step = next_view(read(RUNNING, steps=[spawn()])).steps[0]
+    assert list(step) == [
+        "call",
+        "k",
+        "attempt",
+        "op",
+        "role",
+        "action",
+        "agent_type",
+        "model",
+        "reasoning_effort",
+        "message",
+        "packet",
+        "workspace",
+        "agent_id",
+        "host_call",
+    ]
+    assert step["packet"] == "/s/flow/r/steps/build.1/packet-t1-a1.md"
+    assert step["workspace"] == "/work/p" and step["agent_id"] is None
+
+
+def test_spawn_step_is_spawn_agent_then_dispatched() -> None:
+    """spec: CMD-NEXT-5"""
+    step = spawn()
+    call = next_view(read(RUNNING, steps=[step])).steps[0]["host_call"]
+    assert call == {
+        "tool": "spawn_agent",
+        "arguments": {
+            "agent_type": "executor",
+            "message": step.message,
+            "model": "gpt-5-codex",
+            "reasoning_effort": "high",
+            "fork_context": False,
+        },
+        "then": "crw flow dispatched r1 build.1 --agent <agent_id> --k 1 --attempt 1",
+    }
+
+
+def test_spawn_of_an_undecided_pair_leaves_model_and_effort_out() -> None:
+    """spec: CMD-NEXT-5"""
+    step = spawn(model=None, reasoning_effort=None)
+    arguments = next_view(read(RUNNING, steps=[step])).steps[0]["host_call"]["arguments"]
+    assert list(arguments) == ["agent_type", "message", "fork_context"]
+
+
+def test_send_input_step_is_send_input_to_its_subagent_then_dispatched() -> None:
+    """spec: CMD-NEXT-6"""
+    step = send_input(agent="thr-b")
+    call = next_view(read(RUNNING, steps=[step])).steps[0]["host_call"]
+    assert call == {
+        "tool": "send_input",
+        "arguments": {"target": "thr-b", "message": step.message},
+        "then": "crw flow dispatched r1 build.1 --agent thr-b --k 2 --attempt 1",
+    }
+
+
+def test_close_step_is_close_agent_and_comes_first() -> None:
+    """spec: CMD-NEXT-7"""
+    view = next_view(
+        read(RUNNING, steps=[spawn(attempt=2)], closes=[CloseStep("build.1", 1, "thr-a")])
+    )
+    assert view.steps[0] == {
+        "call": "build.1",
+        "attempt": 1,
+        "action": "close",
+        "agent_id": "thr-a",
+        "host_call": {"tool": "close_agent", "arguments": {"target": "thr-a"}},
+    }
+    assert view.steps[1]["action"] == "spawn"
+
+
+def test_commands_name_the_state_directory_the_owner_gave() -> None:
+    """spec: CMD-NEXT-5"""
+    view = next_view(read(RUNNING, steps=[spawn()], state_ref="/s"))
+    assert view.steps[0]["host_call"]["then"].endswith("--attempt 1 --state /s")
+    assert f"crw flow next r1 --wait {NEXT_WAIT_S} --state /s" in view.hint
+
+
+def test_slots_limit_is_max_threads() -> None:
+    """spec: CMD-NEXT-8"""
+    assert next_view(read(RUNNING, max_threads=3)).slots.to_json() == {
+        "limit": 3,
+        "open": 0,
+        "agents": [],
+    }
+
+
+def test_slots_count_bound_subagents_of_calls_not_ended_and_close_steps() -> None:
+    """spec: CMD-NEXT-9"""
+    rows = [
+        started(),
+        row("thread_started", "a.1", thread_id="thr-a", attempt=1),  # running: open
+        row("thread_started", "b.1", thread_id="thr-b", attempt=1),
+        row("completed", "b.1"),  # ended: not open
+        row("thread_started", "c.1", thread_id="thr-c", attempt=1),
+        row("session_attempt_lost", "c.1", reason="gone"),  # lost: its close step counts
+        row("step_published", "c.1", k=1, attempt=2, action="spawn"),
+        row("thread_started", "d.1", thread_id="thr-d1", attempt=1),
+        row("step_published", "d.1", k=2, attempt=1, action="send_input", agent_id="thr-d1"),
+        row("thread_started", "e.1", thread_id="thr-e", attempt=1),
+        row("held", "e.1"),
+    ]
+    closes = [CloseStep("c.1", 1, "thr-c"), CloseStep("a.1", 1, "thr-a")]
+    slots = next_view(read(rows, closes=closes)).slots
+    assert slots.agents == ("thr-a", "thr-d1", "thr-c")
+    assert slots.to_json()["open"] == 3
+
+
+def test_spawn_formats_are_the_holders_started_rows_pairs() -> None:
+    """spec: CMD-NEXT-10"""
+    rows = [started(role_pairs={"architect": {"agent_type": "old"}}), started()]
+    formats = next_view(read(rows)).spawn_formats
+    assert [f["role"] for f in formats] == list(ROLES)
+    assert formats[0] == {
+        "role": "architect",
+        "agent_type": "architect",
+        "model": "gpt-5",
+        "reasoning_effort": "high",
+        "format": 'spawn_agent(agent_type="architect", message=<the step\'s message>, '
+        'model="gpt-5", reasoning_effort="high", fork_context=false)',
+    }
+    executor = formats[1]
+    assert (executor["model"], executor["reasoning_effort"]) == ("gpt-5-codex", None)
+    assert "reasoning_effort" not in executor["format"]
+    assert formats[5]["agent_type"] == "reviewer"  # the critic's pinned type
+
+
+def test_spawn_formats_of_a_run_nobody_holds_are_the_role_stores() -> None:
+    """spec: CMD-NEXT-10"""
+    formats = next_view(read(RUNNING, held=False)).spawn_formats
+    assert all(f["model"] is None and f["reasoning_effort"] is None for f in formats)
+    assert [f["agent_type"] for f in formats] == [STORE[role]["agent_type"] for role in ROLES]
+
+
+def test_spawn_formats_of_a_run_that_pinned_no_pairs_are_the_role_stores() -> None:
+    """spec: CMD-NEXT-10"""
+    formats = next_view(read([started(role_pairs=None)])).spawn_formats
+    assert formats[0]["format"] == (
+        'spawn_agent(agent_type="architect", message=<the step\'s message>, fork_context=false)'
+    )
+
+
+def test_hint_alternates_wait_agent_on_the_open_subagents_with_next_wait() -> None:
+    """spec: CMD-NEXT-12"""
+    rows = [*RUNNING, row("thread_started", "build.1", thread_id="thr-a", attempt=1)]
+    hint = next_view(read(rows)).hint
+    assert (
+        f'Alternate wait_agent(targets=["thr-a"], timeout_ms={WAIT_AGENT_TIMEOUT_MS}) '
+        f"with crw flow next r1 --wait {NEXT_WAIT_S}."
+    ) in hint
+
+
+def test_hint_without_open_subagents_asks_for_the_next_step() -> None:
+    """spec: CMD-NEXT-12"""
+    hint = next_view(read(RUNNING)).hint
+    assert "wait_agent" not in hint and f"crw flow next r1 --wait {NEXT_WAIT_S}" in hint
+
+
+def test_hint_names_the_subagents_to_close_first_and_waits_on_the_others() -> None:
+    """spec: CMD-NEXT-13"""
+    rows = [*RUNNING, row("thread_started", "build.1", thread_id="thr-b", attempt=2)]
+    hint = next_view(read(rows, closes=[CloseStep("build.1", 1, "thr-a")])).hint
+    assert 'Close these subagents first: close_agent(target="thr-a").' in hint
+    assert 'wait_agent(targets=["thr-b"]' in hint
+
+
+def test_hint_says_the_limit_is_reached_and_the_spawn_step_stays() -> None:
+    """spec: CMD-NEXT-14"""
+    rows = [started()] + [
+        row("thread_started", f"c{i}.1", thread_id=f"thr-{i}", attempt=1) for i in range(2)
+    ]
+    view = next_view(read(rows, max_threads=2, steps=[spawn("new.1")]))
+    assert "agent thread limit reached (2 of 2 open); the step stays" in view.hint
+    assert [step["call"] for step in view.steps] == ["new.1"]  # the step stays listed
+    assert "Make each step's host call" not in view.hint
+
+
+def test_full_slots_still_let_a_send_input_step_go() -> None:
+    """spec: CMD-NEXT-14"""
+    rows = [started(), row("thread_started", "build.1", thread_id="thr-b", attempt=1)]
+    view = next_view(read(rows, max_threads=1, steps=[spawn("new.1"), send_input()]))
+    assert "agent thread limit reached" in view.hint
+    assert "Make each send_input step's host call" in view.hint
+
+
+def test_free_slots_say_nothing_of_the_limit() -> None:
+    """spec: CMD-NEXT-14"""
+    view = next_view(read(RUNNING, steps=[spawn()]))
+    assert "limit" not in view.hint and "Make each step's host call" in view.hint
+
+
+def test_resumed_run_says_so_in_the_hint_and_the_answer() -> None:
+    """spec: CMD-NEXT-19"""
+    view = next_view(read(RUNNING, held=False, resumed_pid=4242))
+    assert "next resumed it" in view.hint and "pid 4242" in view.hint
+    assert view.to_json()["resumed_pid"] == 4242
+
+
+def test_ended_run_hint_says_it_is_over_and_proposes_no_wait() -> None:
+    """spec: CMD-NEXT-1"""
+    hint = next_view(read([*RUNNING, {"row": "ended", "status": "failed"}])).hint
+    assert "over" in hint and "--wait" not in hint
+
+
+def test_json_has_exactly_the_specs_names() -> None:
+    """spec: CMD-NEXT-10"""
+    payload = next_view(read(RUNNING)).to_json()
+    assert set(payload) == {
+        "run",
+        "state",
+        "ended_status",
+        "ended_state",
+        "steps",
+        "slots",
+        "spawn_formats",
+        "hint",
+    }
+
+
+def test_a_run_nobody_holds_that_goes_on_is_resumed() -> None:
+    """spec: CMD-NEXT-18"""
+    assert should_resume(read(RUNNING, held=False))
+    waiting = [*RUNNING, row("step_published", "build.1", k=1, attempt=1, action="spawn")]
+    assert should_resume(read(waiting, held=False))
+    assert should_resume(read([*RUNNING, row("held", "build.1")], held=False))
+    assert not should_resume(read(RUNNING, held=True))
+
+
+def test_a_paused_ended_or_starting_run_is_not_resumed() -> None:
+    """spec: CMD-NEXT-20"""
+    assert not should_resume(read([*RUNNING, {"row": "paused"}], held=False))
+    assert not should_resume(read([*RUNNING, {"row": "ended", "status": "ok"}], held=False))
+    assert not should_resume(read([], held=False))
