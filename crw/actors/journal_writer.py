@@ -13,7 +13,7 @@ read back whole or not at all.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -32,6 +32,9 @@ throttle. A run commits from a handful of actors and at most
 agents.max_threads - 1 calls in flight (CMD-RESUME-6), far below 256, so a
 committer never parks on `send` in practice (a parked sender costs an extra
 wakeup); if one does, the writer takes parked senders with the buffer anyway."""
+
+
+AfterCommit = Callable[[Sequence[RowModel]], None]
 
 
 class JournalWriteError(RefusedError):
@@ -85,9 +88,15 @@ class _Commit:
 class JournalWriter:
     """The handle committers hold; the writer task runs in `open_journal_writer`."""
 
-    def __init__(self, path: Path, send: trio.MemorySendChannel[_Commit]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        send: trio.MemorySendChannel[_Commit],
+        after_commit: AfterCommit | None = None,
+    ) -> None:
         self.path = path
         self._send = send
+        self._after_commit = after_commit
 
     async def commit(self, rows: Sequence[RowModel]) -> list[RowModel]:
         """Append `rows` as one batch and return once they are durable.
@@ -129,7 +138,12 @@ class JournalWriter:
         if request.closed:
             raise self._closed_error()
         first, at = request.first_seq, request.at
-        return [row.model_copy(update={"seq": first + i, "at": at}) for i, row in enumerate(rows)]
+        committed = [
+            row.model_copy(update={"seq": first + i, "at": at}) for i, row in enumerate(rows)
+        ]
+        if self._after_commit is not None:
+            self._after_commit(committed)
+        return committed
 
     def _closed_error(self) -> JournalClosedError:
         return JournalClosedError(
@@ -139,12 +153,15 @@ class JournalWriter:
 
 @asynccontextmanager
 async def open_journal_writer(
-    path: Path, *, clock: WallClock = system_clock
+    path: Path, *, clock: WallClock = system_clock, after_commit: AfterCommit | None = None
 ) -> AsyncIterator[JournalWriter]:
     """Open the journal at `path` (creating it) and run its writer until the block
     exits; commits pending at exit are written first. A torn tail is dropped
     before the first append and reported once. The writer task runs in a nursery
     this context manager owns.
+
+    `after_commit` sees each commit's rows once they are durable, in the committing
+    task, before `commit` returns (the crash drill's kill point, `crw.actors.crash`).
 
     Raises:
         JournalWriteError: the journal cannot be opened or read.
@@ -161,7 +178,7 @@ async def open_journal_writer(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_run_writer, journal, receive, clock)
             with send:
-                yield JournalWriter(path, send)
+                yield JournalWriter(path, send, after_commit)
     finally:
         journal.close()
 

@@ -22,6 +22,7 @@ import trio
 
 from crw.actors.app_server_call import CallContext
 from crw.actors.app_server_run import run_app_server_calls
+from crw.actors.crash import crash_hook
 from crw.actors.host_reader import HostReader, open_host_reader
 from crw.actors.inbox import Inbox
 from crw.actors.journal_writer import JournalWriter, open_journal_writer
@@ -89,7 +90,8 @@ async def run_process(
             "started; restore the file the run started with"
         )
     with hold_run(run_dir) as process_lock:
-        async with open_journal_writer(run_dir.journal, clock=clock) as journal:
+        hook = crash_hook(os.environ)
+        async with open_journal_writer(run_dir.journal, clock=clock, after_commit=hook) as journal:
             await journal.commit(
                 [
                     Started(

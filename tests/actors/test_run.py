@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from crw.actors import run as run_module
-from crw.actors.journal_writer import JournalWriter, open_journal_writer
+from crw.actors.journal_writer import AfterCommit, JournalWriter, open_journal_writer
 from crw.actors.run import run_process
 from crw.clock import WallClock, fixed_clock, system_clock
 from crw.engine.locks import is_held, run_lock
@@ -67,11 +67,11 @@ async def test_process_lock_is_held_while_the_started_row_is_committed(
     seen: list[tuple[bool, bool]] = []
 
     def spying_writer(
-        path: Path, *, clock: WallClock = system_clock
+        path: Path, *, clock: WallClock = system_clock, after_commit: AfterCommit | None = None
     ) -> AbstractAsyncContextManager[JournalWriter]:
         locks = list(run.root.glob("process.*.lock"))
         seen.append((len(locks) == 1 and is_held(locks[0]), is_held(run.run_lock)))
-        return open_journal_writer(path, clock=clock)
+        return open_journal_writer(path, clock=clock, after_commit=after_commit)
 
     monkeypatch.setattr(run_module, "open_journal_writer", spying_writer)
     await run_process(run, spec, run.root.parents[1])
