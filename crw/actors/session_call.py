@@ -367,8 +367,13 @@ class SessionCall:
     ) -> tuple[str, str] | None:
         """Commit a bind's rows (one batch, BIND-6) before its reply; reply otherwise."""
         if isinstance(decision, bind.Bound):
-            rows = [r for r in (decision.thread_started, decision.turn_started) if r is not None]
-            await self.commit(list(rows))
+            rows: list[RowModel] = [
+                r for r in (decision.thread_started, decision.turn_started) if r is not None
+            ]
+            if self._pending is not None:  # bound before its files could be written
+                closing = self._unwritten.turn_ended()
+                rows += [closing] if closing is not None else []
+            await self.commit(rows)
             self._pending = None
             await trio.to_thread.run_sync(
                 bus.retract_step, self.ctx.run, self.call, step.k or 1, step.attempt or 1

@@ -8,12 +8,14 @@ their close steps. Each test asserts the rows written.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from trio.testing import MockClock
 
@@ -353,3 +355,52 @@ async def test_failed_session_turn_outcomes_are_the_engines(
     end = next(r for r in rows if r["row"] == "null_model")
     assert end["call"] == "explore.1" and end["reason"] == "context_window_exceeded"
     assert state == "ended" and rows[-1]["status"] == "failed"
+
+
+async def test_step_that_cannot_be_written_warns_at_1_and_10_then_closes(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-30, STEP-31, STEP-32, STEP-33, STEP-34, STEP-35, ROWS-18"""
+    failures = {"left": 12}
+    write_step = bus.write_step
+
+    def full_disk(run: RunDir, step: bus.StepFile, text: str) -> None:
+        if step.call == "explore.1" and failures["left"]:
+            failures["left"] -= 1
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write_step(run, step, text)
+
+    monkeypatch.setattr(bus, "write_step", full_disk)
+    async with harness(tmp_path) as h:
+        state, rows = await h.go()
+    unwritten = [r for r in rows if r["row"] == "step_unwritten"]
+    assert [(r["failures"], r.get("written")) for r in unwritten] == [
+        (1, None),
+        (10, None),
+        (12, True),
+    ]
+    first = unwritten[0]
+    assert (first["marker"], first["k"], first["attempt"], first["action"]) == (
+        "explore.1/t1-a1",
+        1,
+        1,
+        "spawn",
+    )
+    assert first["input_state"] == "not_delivered" and "No space left" in first["error"]
+    assert unwritten[2]["first_at"] and unwritten[2]["last_at"]
+    assert kinds(rows, "explore.1")[-1] == "completed" and state == "ended"
+
+
+async def test_unreadable_rollout_leaves_the_turn_unmeasured(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HARV-26"""
+    from crw.engine import outcome
+
+    monkeypatch.setattr(outcome, "read_rollout_total", lambda path: None)
+    async with harness(tmp_path) as h:
+        _, rows = await h.go()
+    unmeasured = [r for r in rows if r["row"] == "tokens_unmeasured"]
+    assert [r["call"] for r in unmeasured] == ["explore.1", "build.1", "review.1"]
+    assert all(r["pauses"] is False for r in unmeasured)
+    assert next(r for r in rows if r["row"] == "completed").get("tokens", {}) == {}
