@@ -201,6 +201,7 @@ class SessionCall:
             conversation_turn=conversation_turn,
             repair=conversation_turn == 2,
             previous_answer=extra.get("previous_answer"),
+            repair_errors=extra.get("repair_errors"),
         )
 
     async def _publish(self, step: StepPublished) -> StepPublished:
@@ -210,10 +211,10 @@ class SessionCall:
         return step
 
     def _step_file(self, step: StepPublished) -> tuple[bus.StepFile, str]:
+        """The step file and packet of a published step, rebuilt from its row alone
+        (a resumed process writes the same files the dead one meant to)."""
         text = (
-            self._packet(
-                previous_answer=step.previous_answer if step.action == "spawn" else None,
-            )
+            self._packet(previous_answer=step.previous_answer, repair_errors=step.repair_errors)
             if step.action == "spawn"
             else ""
         )
@@ -254,11 +255,6 @@ class SessionCall:
         if step is None:
             return
         step_file, text = self._step_file(step)
-        if step.action == "spawn" and step.packet and step.repair:
-            text = self._packet(
-                previous_answer=step.previous_answer,
-                repair_errors=step.model_extra.get("repair_errors") if step.model_extra else None,
-            )
         try:
             await trio.to_thread.run_sync(bus.write_step, self.ctx.run, step_file, text)
         except OSError as err:

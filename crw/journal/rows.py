@@ -237,6 +237,7 @@ class StepPublished(RowModel):
     conversation_turn: int | None = None
     replaces_turn: int | str | None = None
     repair: bool | None = None
+    repair_errors: list[str] | None = None
     evidence_assignment: dict[str, Any] | None = None
     evidence_cwds: list[str] | None = None
     evidence_ignored: list[str] | None = None

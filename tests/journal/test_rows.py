@@ -102,6 +102,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "conversation_turn": 2,
         "replaces_turn": "build.1/t1-a1",
         "repair": True,
+        "repair_errors": ["$.summary: required"],
         "evidence_assignment": {"call": "build.1", "receipt": None},
         "evidence_cwds": ["/work/p"],
         "evidence_ignored": ["/work/owner"],
