@@ -266,24 +266,17 @@ class SessionCall:
             await self.commit([row])
 
     async def _bound_turn(self, step: StepPublished) -> tuple[str, str]:
-        """The subagent and turn of `step`: bound already, adopted, or bound now."""
-        attempt = step.attempt or 1
-        if (
-            self.state.turn is not None
-            and self.state.step is not None
-            and self.state.step.get("k") == step.k
-        ):
+        """The subagent and turn of `step`: bound already (retract the step file a
+        dead process left), adopted (last row thread_started), or bound now."""
+        same_step = self.state.step is not None and self.state.step.get("k") == step.k
+        thread_id = self.state.bound_thread_id
+        if same_step and self.state.turn is not None and thread_id is not None:
             await trio.to_thread.run_sync(
-                bus.retract_step, self.ctx.run, self.call, step.k or 1, attempt
+                bus.retract_step, self.ctx.run, self.call, step.k or 1, step.attempt or 1
             )
-            return str(self.state.thread["thread_id"]), str(self.state.turn["turn_id"])  # type: ignore[index]
-        if (
-            step.action == "spawn"
-            and self.state.thread is not None
-            and self.state.step is not None
-            and self.state.step.get("k") == step.k
-        ):
-            return await self._adopt(step, str(self.state.thread["thread_id"]))
+            return thread_id, str(self.state.turn["turn_id"])
+        if same_step and step.action == "spawn" and thread_id is not None:
+            return await self._adopt(step, thread_id)
         return await self._await_bind(step)
 
     async def _adopt(self, step: StepPublished, thread_id: str) -> tuple[str, str]:
