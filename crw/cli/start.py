@@ -76,18 +76,11 @@ def start_command(
     ]
     lines.append(f"  run directory: {outcome.run.root}")
     lines += [f"  warning: {warning}" for warning in outcome.warnings]
-    if outcome.spec.backend == "app-server":
-        lines.append(
-            f"  its process (pid {outcome.pid}) runs the calls on host {outcome.spec.host}"
-        )
-    else:
-        lines.append(
-            "  the session backend cannot run calls yet: its process recorded its started row "
-            "and stopped"
-        )
-    lines.append(
-        f"  see it with: crw flow status {outcome.spec.id} --state {outcome.run.root.parents[1]}"
-    )
+    lines.append(f"  its process (pid {outcome.pid}) runs the calls on host {outcome.spec.host}")
+    state = f"--state {outcome.run.root.parents[1]}"
+    if outcome.spec.backend == "session":
+        lines.append(f"  take its steps with: crw flow next {outcome.spec.id} --wait 30 {state}")
+    lines.append(f"  see it with: crw flow status {outcome.spec.id} {state}")
     emit(json, payload, "\n".join(lines))
     return 0
 
