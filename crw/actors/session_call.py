@@ -30,9 +30,9 @@ import trio
 from crw.actors.host_reader import HostReader
 from crw.actors.inbox import Inbox
 from crw.actors.journal_writer import JournalWriter
+from crw.actors.step_writer import StepWriter
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
-from crw.bus.unwritten import UnwrittenTracker
 from crw.clock import WallClock
 from crw.engine import answer, bind, harvest, outcome, packet
 from crw.engine.harvest import CallEnd
@@ -92,6 +92,7 @@ class SessionCall:
         self.workspace = ctx.run.root / "calls" / call
         self.pair = ctx.pairs.get(node.role) or RolePair(agent_type=default_agent_type(node.role))
         self.state: CallProgress = progress(rows)
+        self.steps = StepWriter(self, ctx)
 
     async def commit(self, rows: list[RowModel]) -> None:
         await self.ctx.journal.commit(rows)
@@ -152,11 +153,12 @@ class SessionCall:
         if self.state.step is not None:
             step = StepPublished.model_validate(dict(self.state.step))
             if self.state.turn is None and self.state.thread is None and step.action == "spawn":
-                await self._write_step(step)  # publish the same step again (its files)
+                await self.steps.write(step)  # publish the same step again (its files)
             return step
         return await self._publish(self._spawn_step(k=1, attempt=1, conversation_turn=1))
 
-    def _packet(self, **extra: Any) -> str:
+    def packet_text(self, **extra: Any) -> str:
+        """The call's packet; `extra` are build_packet's repair members."""
         go_root = self.ctx.workflow.verifier.go_root if self.ctx.workflow.verifier else None
         return packet.build_packet(
             call=self.call,
@@ -175,7 +177,7 @@ class SessionCall:
     def _spawn_step(
         self, *, k: int, attempt: int, conversation_turn: int, **extra: Any
     ) -> StepPublished:
-        text = self._packet(
+        text = self.packet_text(
             **{key: extra[key] for key in ("previous_answer", "repair_errors") if key in extra}
         )
         packet_path, _ = bus.step_paths(self.ctx.run, self.call, k, attempt)
@@ -207,63 +209,8 @@ class SessionCall:
     async def _publish(self, step: StepPublished) -> StepPublished:
         """Commit the step's intent, then write its files (STEP-21)."""
         await self.commit([step])
-        await self._write_step(step)
+        await self.steps.write(step)
         return step
-
-    def _step_file(self, step: StepPublished) -> tuple[bus.StepFile, str]:
-        """The step file and packet of a published step, rebuilt from its row alone
-        (a resumed process writes the same files the dead one meant to)."""
-        text = (
-            self._packet(previous_answer=step.previous_answer, repair_errors=step.repair_errors)
-            if step.action == "spawn"
-            else ""
-        )
-        return (
-            bus.StepFile(
-                call=self.call,
-                k=step.k or 1,
-                attempt=step.attempt or 1,
-                op=step.op or "",
-                marker=step.marker or "",
-                role=self.node.role,
-                action=step.action or "spawn",
-                agent_type=step.agent_type or self.pair.agent_type,
-                model=step.model,
-                reasoning_effort=step.effort,
-                message=step.input or "",
-                packet=step.packet or "",
-                workspace=str(self.workspace),
-                agent_id=step.agent_id,
-            ),
-            text,
-        )
-
-    async def _write_step(self, step: StepPublished) -> None:
-        """Write the step's packet and file; a failure is step_unwritten, and the
-        step is written again at each poll until it can be or its turn is bound."""
-        self._unwritten = UnwrittenTracker(
-            call=self.call,
-            k=step.k or 1,
-            attempt=step.attempt or 1,
-            action=step.action or "spawn",
-        )
-        self._pending: StepPublished | None = step
-        await self._try_write()
-
-    async def _try_write(self) -> None:
-        step = self._pending
-        if step is None:
-            return
-        step_file, text = self._step_file(step)
-        try:
-            await trio.to_thread.run_sync(bus.write_step, self.ctx.run, step_file, text)
-        except OSError as err:
-            row = self._unwritten.failed(self.ctx.clock(), f"{err.strerror or err}")
-        else:
-            self._pending = None
-            row = self._unwritten.written()
-        if row is not None:
-            await self.commit([row])
 
     async def _bound_turn(self, step: StepPublished) -> tuple[str, str]:
         """The subagent and turn of `step`: bound already (retract the step file a
@@ -314,7 +261,7 @@ class SessionCall:
                     bound = await self._decide(step, report)
                 else:
                     bound = await self._look_up(step)
-                    await self._try_write()
+                    await self.steps.retry()
                 if bound is not None:
                     return bound
 
@@ -359,11 +306,8 @@ class SessionCall:
             rows: list[RowModel] = [
                 r for r in (decision.thread_started, decision.turn_started) if r is not None
             ]
-            if self._pending is not None:  # bound before its files could be written
-                closing = self._unwritten.turn_ended()
-                rows += [closing] if closing is not None else []
-            await self.commit(rows)
-            self._pending = None
+            closing = self.steps.bound()  # a step bound before its files could be written
+            await self.commit(rows + ([closing] if closing is not None else []))
             await trio.to_thread.run_sync(
                 bus.retract_step, self.ctx.run, self.call, step.k or 1, step.attempt or 1
             )

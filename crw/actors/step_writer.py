@@ -1,0 +1,97 @@
+"""Writing a session call's published step: its packet and step file.
+
+The step_published row is committed first (intent before effect); then the files
+go through the FileStepBus. A write that fails (a full disk) was sent to nobody:
+it is the flow warning step_unwritten at the 1st, 10th, 100th, … failure
+(`crw.bus.unwritten`), the step is written again at each poll until it can be or
+its turn is bound, and a closing step_unwritten says which (written true/false).
+The files are rebuilt from the row alone, so a resumed process writes the same
+files the dead one meant to.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import trio
+
+from crw.bus import steps as bus
+from crw.bus.unwritten import UnwrittenTracker
+from crw.journal.rows import StepPublished, StepUnwritten
+
+if TYPE_CHECKING:
+    from crw.actors.session_call import SessionCall, SessionContext
+
+
+class StepWriter:
+    """The files of one call's newest step, and the record of failing to write them."""
+
+    def __init__(self, call: SessionCall, ctx: SessionContext) -> None:
+        self.call = call
+        self.ctx = ctx
+        self.pending: StepPublished | None = None
+        self.unwritten: UnwrittenTracker | None = None
+
+    async def write(self, step: StepPublished) -> None:
+        """Write `step`'s files now (a failure is recorded and retried later)."""
+        self.unwritten = UnwrittenTracker(
+            call=self.call.call,
+            k=step.k or 1,
+            attempt=step.attempt or 1,
+            action=step.action or "spawn",
+        )
+        self.pending = step
+        await self.retry()
+
+    async def retry(self) -> None:
+        """Write the pending step's files again, if they are still unwritten."""
+        step, tracker = self.pending, self.unwritten
+        if step is None or tracker is None:
+            return
+        step_file, text = self.files(step)
+        try:
+            await trio.to_thread.run_sync(bus.write_step, self.ctx.run, step_file, text)
+        except OSError as err:
+            row = tracker.failed(self.ctx.clock(), f"{err.strerror or err}")
+        else:
+            self.pending = None
+            row = tracker.written()
+        if row is not None:
+            await self.ctx.journal.commit([row])
+
+    def bound(self) -> StepUnwritten | None:
+        """The step's turn was bound: nothing more to write; the closing row
+        (written: false) when its files never could be."""
+        closing = self.unwritten.turn_ended() if self.pending and self.unwritten else None
+        self.pending = None
+        return closing
+
+    def files(self, step: StepPublished) -> tuple[bus.StepFile, str]:
+        """The step file and packet of a published step, rebuilt from its row alone
+        (a resumed process writes the same files the dead one meant to)."""
+        text = (
+            self.call.packet_text(
+                previous_answer=step.previous_answer, repair_errors=step.repair_errors
+            )
+            if step.action == "spawn"
+            else ""
+        )
+        return (
+            bus.StepFile(
+                call=self.call.call,
+                k=step.k or 1,
+                attempt=step.attempt or 1,
+                op=step.op or "",
+                marker=step.marker or "",
+                role=self.call.node.role,
+                action=step.action or "spawn",
+                agent_type=step.agent_type or self.call.pair.agent_type,
+                model=step.model,
+                reasoning_effort=step.effort,
+                message=step.input or "",
+                packet=step.packet or "",
+                workspace=str(self.call.workspace),
+                agent_id=step.agent_id,
+            ),
+            text,
+        )
