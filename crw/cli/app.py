@@ -172,11 +172,23 @@ def resume(run: str, /, *, detach: bool = False, state: State = None, json: Json
 
 
 @flow.command
-def demo(*, state: State = None, json: Json = False) -> int:
-    """Run the demo end to end: a workflow started, run and read back."""
+def demo(
+    *,
+    backend: Literal["session", "app-server"] = "session",
+    state: State = None,
+    json: Json = False,
+) -> int:
+    """Run the demo end to end: a workflow started, run and read back.
+
+    Parameters
+    ----------
+    backend
+        session (a scripted owner takes the steps) or app-server (the run opens a
+        thread per call).
+    """
     from crw.cli.demo import demo_command
 
-    return demo_command(state=state, json=json)
+    return demo_command(state=state, json=json, backend=backend)
 
 
 @flow.command(name="_run", show=False)

@@ -1,11 +1,16 @@
 """`crw flow demo`: a whole run, end to end, on the simulated host.
 
-It starts the simulated host (`crw host sim serve`) in a temporary state
-directory, scripts one call to answer against its schema first so that the run
-sends its repair turn, starts `examples/demo.toml` on the app-server backend
-(the detached run process opens a thread per call), follows the run's journal
-row by row, and prints a summary table. The session backend's demo, in which a
-scripted owner spawns the subagents, comes with the session-call issue.
+It starts the simulated host (`crw host sim serve`) in a state directory, scripts
+every turn to take SIM_SECONDS and one call to answer against its schema first
+(so the run sends its repair turn), runs `examples/demo.toml`, stops the host and
+prints a summary table.
+
+- session (the default): an owner thread on the host (`sim/startOwner`) and a
+  session run bound to it; a scripted owner (`crw.cli.owner`) takes the steps as
+  a Codex owner would, with `crw flow next` and `crw flow dispatched`, and the
+  demo prints each step and the run's reply.
+- app-server: the detached run process opens a thread per call; the demo prints
+  the run's rows as they are committed.
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit
-from crw.cli.start import start_run
+from crw.cli.start import StartOutcome, start_run
 from crw.cli.status import status_payload
 from crw.errors import InputError, RefusedError
 from crw.journal.log import read_journal
@@ -28,6 +34,14 @@ from crw.journal.replay import replay
 
 REPAIRED_CALL = "build.1"
 RUN_TIMEOUT = 120.0
+SIM_SECONDS = 0.2
+"""How long each simulated turn takes (the simulator's default is 1 s)."""
+NEXT_WAIT = 5.0
+"""The owner's `crw flow next --wait`: it answers as soon as a step comes."""
+EXIT_WAIT = 5.0
+"""How long the demo waits for the run process to exit once the run is over."""
+
+Say = Callable[[str], None]
 
 
 def demo_workflow() -> Path:
@@ -38,36 +52,105 @@ def demo_workflow() -> Path:
     return path
 
 
-def demo_command(*, state: str | None, json: bool) -> int:
+def demo_command(*, state: str | None, json: bool, backend: str = "session") -> int:
     state_dir = Path(state) if state else Path(tempfile.mkdtemp(prefix="crw-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
     socket = state_dir / "host.sock"
-    say = (lambda line: None) if json else print
-    say(f"crw flow demo: state {state_dir}")
+    say: Say = (lambda line: None) if json else print
+    say(f"crw flow demo: state {state_dir} ({backend} backend)")
     host = _start_sim(state_dir, socket)
+    say(f"  simulated host pid {host.pid} on unix:{socket}; {REPAIRED_CALL} will need a repair")
+    extra: dict[str, Any] = {}
     try:
-        import trio
-
-        trio.run(_script_repair, socket)
-        say(f"  simulated host pid {host.pid} on unix:{socket}; {REPAIRED_CALL} will need a repair")
-        outcome = start_run(
-            demo_workflow(),
-            backend="app-server",
-            owner=None,
-            host=f"unix:{socket}",
-            state=str(state_dir),
-            environ=os.environ,
-        )
-        say(f"  run {outcome.spec.id} (pid {outcome.pid}): {outcome.run.root}")
-        rows = _follow(outcome.run.journal, say)
+        if backend == "session":
+            outcome, extra = _session_demo(state_dir, socket, say)
+        else:
+            outcome = _app_server_demo(state_dir, socket, say)
+        _await_exit(outcome.pid)
     finally:
-        host.send_signal(signal.SIGTERM)
-        host.wait(timeout=10)
+        _stop(host)
+    rows = read_journal(outcome.run.journal).rows
     run = replay(rows)
     payload: dict[str, Any] = status_payload(outcome.spec.id, run)
-    payload |= {"run_dir": str(outcome.run.root), "pid": outcome.pid}
-    emit(json, payload, _summary(rows))
+    payload |= {"run_dir": str(outcome.run.root), "pid": outcome.pid, "host_pid": host.pid}
+    emit(json, payload | extra, _summary(rows))
     return 0 if run.ended_status == "completed" else 1
+
+
+def _session_demo(state_dir: Path, socket: Path, say: Say) -> tuple[StartOutcome, dict[str, Any]]:
+    """Start a session run bound to a fresh owner thread and play its owner."""
+    import trio
+
+    from crw.cli.owner import ScriptedOwner, Taken
+    from crw.host.connect import connect_host
+    from crw.host.uri import parse_host_uri
+
+    taken: list[Taken] = []
+
+    def show(step: Taken) -> None:
+        taken.append(step)
+        say(f"  {step.line()}")
+
+    async def play() -> tuple[StartOutcome, str]:
+        async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
+            await _script(client)
+            owner = str((await client.request("sim/startOwner", {}))["threadId"])
+            outcome = await trio.to_thread.run_sync(lambda: _start(state_dir, socket, owner))
+            say(f"  owner thread {owner}")
+            say(f"  run {outcome.spec.id} (pid {outcome.pid}): {outcome.run.root}")
+            player = ScriptedOwner(
+                client, outcome.spec.id, owner, state=str(state_dir), wait=NEXT_WAIT
+            )
+            try:
+                with trio.fail_after(RUN_TIMEOUT):
+                    await player.play(show)
+            except trio.TooSlowError:
+                raise RefusedError(
+                    f"the demo run did not end within {RUN_TIMEOUT:g} s; see {outcome.run.root}"
+                ) from None
+            return outcome, owner
+
+    outcome, owner = trio.run(play)
+    steps = [
+        {
+            "call": t.step["call"],
+            "action": t.step["action"],
+            "marker": f"{t.step['op']}-a{t.step['attempt']}" if "op" in t.step else None,
+            "agent_id": t.agent,
+            "reply": (t.reply or {}).get("reply"),
+        }
+        for t in taken
+    ]
+    return outcome, {"owner": owner, "steps": steps}
+
+
+def _app_server_demo(state_dir: Path, socket: Path, say: Say) -> StartOutcome:
+    """Start an app-server run and print its rows as the run commits them."""
+    import trio
+
+    from crw.host.connect import connect_host
+    from crw.host.uri import parse_host_uri
+
+    async def script() -> None:
+        async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
+            await _script(client)
+
+    trio.run(script)
+    outcome = _start(state_dir, socket, None)
+    say(f"  run {outcome.spec.id} (pid {outcome.pid}): {outcome.run.root}")
+    _follow(outcome.run.journal, say)
+    return outcome
+
+
+def _start(state_dir: Path, socket: Path, owner: str | None) -> StartOutcome:
+    return start_run(
+        demo_workflow(),
+        backend="session" if owner else "app-server",
+        owner=owner,
+        host=f"unix:{socket}",
+        state=str(state_dir),
+        environ=os.environ,
+    )
 
 
 def _start_sim(state_dir: Path, socket: Path) -> subprocess.Popen[bytes]:
@@ -99,18 +182,39 @@ def _start_sim(state_dir: Path, socket: Path) -> subprocess.Popen[bytes]:
     return host
 
 
-async def _script_repair(socket: Path) -> None:
-    from crw.host.connect import connect_host
-    from crw.host.uri import parse_host_uri
-
-    async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
-        behaviour = {"invalidFirst": True}
-        await client.request(
-            "sim/script", {"match": {"marker": f"{REPAIRED_CALL}/*"}, "behaviour": behaviour}
-        )
+def _stop(host: subprocess.Popen[bytes]) -> None:
+    host.send_signal(signal.SIGTERM)
+    try:
+        host.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        host.kill()
+        host.wait()
 
 
-def _follow(journal: Path, say: Any) -> list[dict[str, Any]]:
+async def _script(client: Any) -> None:
+    """Every turn takes SIM_SECONDS; REPAIRED_CALL's first answer breaks its schema."""
+    fast = {"seconds": SIM_SECONDS}
+    await client.request("sim/script", {"match": {}, "behaviour": fast})
+    repair = fast | {"invalidFirst": True}
+    await client.request(
+        "sim/script", {"match": {"marker": f"{REPAIRED_CALL}/*"}, "behaviour": repair}
+    )
+
+
+def _await_exit(pid: int | None) -> None:
+    """Wait (a while) for the run process, a child of this one, to exit; reap it."""
+    deadline = time.monotonic() + EXIT_WAIT
+    while pid is not None and time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done:
+            return
+        time.sleep(0.02)
+
+
+def _follow(journal: Path, say: Say) -> list[dict[str, Any]]:
     """Print each row as the run commits it, until the run leaves running."""
     deadline = time.monotonic() + RUN_TIMEOUT
     shown = 0

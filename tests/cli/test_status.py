@@ -100,24 +100,3 @@ def test_help_lists_the_flow_commands(crw: Crw) -> None:
     for command in ("start", "status", "schema", "demo"):
         assert command in result.stdout
     assert "_run" not in result.stdout
-
-
-def test_demo_runs_a_whole_workflow_on_the_simulated_host(crw: Crw) -> None:
-    """spec: GEN-9, HARV-9"""
-    result = crw("flow", "demo", "--state", str(crw.state), "--json")
-    assert result.code == 0, result.stderr
-    out = result.json()
-    assert out["state"] == "ended" and out["ended_status"] == "completed"
-    assert out["backend"] == "app-server"
-    assert [call["state"] for call in out["calls"]] == ["completed"] * 4
-    build = next(call for call in out["calls"] if call["call"] == "build.1")
-    assert build["turns"] == 2  # the scripted repair
-    assert out["tokens"]["total"] > 0
-    assert not (crw.state / "host.sock").exists()  # the simulated host was stopped
-
-
-def test_demo_prints_each_row_and_a_summary(crw: Crw) -> None:
-    result = crw("flow", "demo", "--state", str(crw.state))
-    assert result.code == 0, result.stderr
-    assert "build.1      turn_started    k 2" in result.stdout
-    assert "run ended: completed" in result.stdout

@@ -1,0 +1,105 @@
+"""`crw flow demo`: a whole run on the simulated host, on either backend.
+
+Each test runs the demo as a user does (a real `crw` process); the demo starts
+the simulated host and the run process itself and must stop the host before it
+exits. The pids it reports are reaped at teardown all the same.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from tests.cli.conftest import Crw, Result
+
+
+def _demo(crw: Crw, *args: str) -> Result:
+    """Run the demo; every pid it reports (host and run process) is reaped at teardown."""
+    result = crw("flow", "demo", "--state", str(crw.state), *args)
+    if "--json" in args and result.code == 0:
+        host_pid = result.json().get("host_pid")
+        crw.pids += [host_pid] if isinstance(host_pid, int) else []
+    else:
+        crw.pids += [int(pid) for pid in re.findall(r"\bpid (\d+)", result.stdout)]
+    return result
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _turns(out: dict[str, Any]) -> dict[str, int]:
+    return {call["call"]: call["turns"] for call in out["calls"]}
+
+
+def _assert_stopped(crw: Crw, out: dict[str, Any]) -> None:
+    assert not (crw.state / "host.sock").exists()  # the simulated host was stopped
+    assert not _alive(out["host_pid"])
+    assert not list(Path(out["run_dir"]).glob("process.*.lock"))  # the run process exited
+
+
+def test_session_demo_completes_every_call_with_one_repair(crw: Crw) -> None:
+    """spec: GEN-1, GEN-2, GEN-8, STEP-27, BIND-7, HARV-9"""
+    result = _demo(crw, "--json")
+    assert result.code == 0, result.stderr
+    out = result.json()
+    assert out["state"] == "ended" and out["ended_status"] == "completed"
+    assert out["backend"] == "session"
+    assert [call["state"] for call in out["calls"]] == ["completed"] * 4
+    assert _turns(out) == {"explore.1": 1, "plan.1": 1, "build.1": 2, "critique.1": 1}
+    taken = [(s["call"], s["action"], s["reply"]) for s in out["steps"] if s["action"] != "close"]
+    assert ("build.1", "send_input", "bound") in taken  # the repair went to the open subagent
+    assert {reply for _, _, reply in taken} == {"bound"}
+    spawned = {s["agent_id"] for s in out["steps"] if s["action"] == "spawn"}
+    closed = {s["agent_id"] for s in out["steps"] if s["action"] == "close"}
+    assert len(spawned) == 4 and closed == spawned  # the owner closed each subagent
+    assert out["tokens"]["total"] > 0
+    _assert_stopped(crw, out)
+
+
+def test_session_demo_prints_each_step_its_reply_and_a_summary(crw: Crw) -> None:
+    """spec: CMD-NEXT-1, CMD-DISP-4"""
+    result = _demo(crw)
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    steps = [line.strip() for line in lines if line.strip().startswith("step ")]
+    assert [step.split(" -> ")[0] for step in steps] == [
+        "step explore.1/t1-a1 spawn",
+        "step plan.1/t1-a1 spawn",
+        "step build.1/t1-a1 spawn",
+        "step build.1/t2-a1 send_input",
+        "step critique.1/t1-a1 spawn",
+    ]
+    assert all(" -> reply bound " in step for step in steps)
+    assert sum(line.strip().startswith("close ") for line in lines) == 4
+    summary = lines[lines.index("") + 1 :]
+    assert summary[0].split() == ["call", "role", "state", "attempts", "turns", "tokens", "time"]
+    assert summary[3].split()[:5] == ["build.1", "executor", "completed", "1", "2"]
+    assert summary[-1].startswith("run ended: completed; tokens ")
+    assert not (crw.state / "host.sock").exists()
+
+
+def test_app_server_demo_still_runs_a_whole_workflow(crw: Crw) -> None:
+    """spec: GEN-9, HARV-9"""
+    result = _demo(crw, "--backend", "app-server", "--json")
+    assert result.code == 0, result.stderr
+    out = result.json()
+    assert out["state"] == "ended" and out["ended_status"] == "completed"
+    assert out["backend"] == "app-server"
+    assert [call["state"] for call in out["calls"]] == ["completed"] * 4
+    assert _turns(out)["build.1"] == 2  # the scripted repair
+    assert out["tokens"]["total"] > 0
+    _assert_stopped(crw, out)
+
+
+def test_app_server_demo_prints_each_row_and_a_summary(crw: Crw) -> None:
+    result = _demo(crw, "--backend", "app-server")
+    assert result.code == 0, result.stderr
+    assert "build.1      turn_started    k 2" in result.stdout
+    assert "run ended: completed" in result.stdout
