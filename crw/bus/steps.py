@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from crw.engine.packet import marker, op
+from crw.engine.markers import marker, op
 from crw.engine.rundir import RunDir
 
 log = logging.getLogger("crw.bus")

@@ -33,7 +33,6 @@ from crw.engine.next_view import (
     next_view,
     should_resume,
 )
-from crw.engine.roles import RoleTable, load_roles
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.errors import CrwError, InputError
 from crw.journal.log import decode, read_journal
@@ -116,6 +115,10 @@ class _Reader:
 def _store_pairs(state_dir: Path) -> dict[str, dict[str, str]]:
     """The role store's pairs; a store that cannot be read is warned about and
     answers every role undecided (a resume then refuses it itself)."""
+    # Imported here: the role store is pydantic, and next's cold start must not pay
+    # for it unless it reads the store.
+    from crw.engine.roles import RoleTable, load_roles
+
     try:
         return load_roles(state_dir / "roles.toml").role_pairs()
     except CrwError as err:

@@ -34,11 +34,15 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-
-from filelock import Timeout, UnixFileLock
+from typing import TYPE_CHECKING
 
 from crw.engine.rundir import RunDir
 from crw.errors import RefusedError
+
+if TYPE_CHECKING:
+    # filelock is imported where a lock is taken: the queries (is_held,
+    # run_is_live) need only fcntl, and next and status start cold.
+    from filelock import UnixFileLock
 
 log = logging.getLogger("crw.locks")
 
@@ -61,6 +65,8 @@ def _write_pid(fd: int) -> None:
 
 
 def _new_lock(path: Path) -> UnixFileLock:
+    from filelock import UnixFileLock
+
     return UnixFileLock(
         path,
         thread_local=False,
@@ -103,6 +109,8 @@ def take_process_lock(run: RunDir) -> ProcessLock | None:
     """
     token = _new_token()
     path = run.process_lock(token)
+    from filelock import Timeout
+
     lock = _new_lock(path)
     try:
         lock.acquire()
@@ -167,6 +175,8 @@ def start_lock(run: RunDir) -> RunLock:
 
 
 def _take(run: RunDir, path: Path, held: str) -> RunLock:
+    from filelock import Timeout
+
     lock = _new_lock(path)
     try:
         lock.acquire()

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crw.bus.steps import CloseStep, StepFile
-from crw.engine.roles import ROLES, default_agent_type
+from crw.engine.role_names import ROLES, default_agent_type
 from crw.journal.replay import TERMINAL_ROWS, Row, replay
 
 WAIT_AGENT_TIMEOUT_MS = 30_000

@@ -27,21 +27,14 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal
 
+from crw.engine.markers import marker as marker
+from crw.engine.markers import op as op
+
 MARKER_PREFIX = "crw-flow-op: "
 ROLE_PREFIX = "CRW-ROLE: "
 OUTPUT_CONTRACT = "## Output contract"
 _CONFIG_KEY = "shell_environment_policy.set."
 _GIT_FORBIDDEN = "`git commit`, `git add`, `git branch`, `git reset` or `git checkout`"
-
-
-def op(call: str, k: int) -> str:
-    """The op of turn `k` of `call`: `<call>/t<k>`."""
-    return f"{call}/t{k}"
-
-
-def marker(call: str, k: int, attempt: int) -> str:
-    """The marker of attempt `attempt` of turn `k`: `<call>/t<k>-a<n>`."""
-    return f"{op(call, k)}-a{attempt}"
 
 
 def spawn_message(

@@ -29,18 +29,12 @@ from pydantic import (
 )
 
 from crw.engine._tomlsource import Loc, TomlSource, crw_error, one_line, read_toml, validation_error
+from crw.engine.role_names import ROLES as ROLES
+from crw.engine.role_names import default_agent_type as default_agent_type
 
-ROLES = ("architect", "executor", "executor-t1", "reviewer", "explorer", "critic")
 Role = Literal["architect", "executor", "executor-t1", "reviewer", "explorer", "critic"]
 
-_PAIRED_TYPE = {"executor-t1": "executor", "critic": "reviewer"}
 _PAIR_KEYS = ("agent_type", "model", "effort")
-
-
-def default_agent_type(role: str) -> str:
-    """The agent type the spawn hook pairs `role` with: executor-t1 with executor,
-    critic with reviewer, every other role with its own name."""
-    return _PAIRED_TYPE.get(role, role)
 
 
 class RolePair(BaseModel):

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import filelock
 import pytest
 from filelock import UnixFileLock
 
@@ -219,7 +220,7 @@ def test_process_lock_is_held_around_the_run_lock(
     run: RunDir, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     order: list[tuple[str, str]] = []
-    monkeypatch.setattr(locks, "UnixFileLock", _Recorded(order).cls)
+    monkeypatch.setattr(filelock, "UnixFileLock", _Recorded(order).cls)
     with hold_run(run) as process:
         assert process is not None
         assert held_process_tokens(run) == [process.token]
