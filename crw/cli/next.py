@@ -79,22 +79,33 @@ class _Reader:
         self.run_dir = run_dir
         self.run_ref, self.state_ref = refs
         self.max_threads = max_threads(os.environ)
-        self.store_pairs = _store_pairs(state_dir)
+        self.state_dir = state_dir
+        self._store_pairs: dict[str, dict[str, str]] | None = None
         self._stamp: tuple[int, int, int] | None = None
         self._rows: list[Row] = []
 
     def read(self) -> NextRead:
+        rows = self._journal_rows()
+        held = run_is_live(self.run_dir)
+        pinned = held and replay(rows).role_pairs is not None
         return NextRead(
             run=self.run_dir.id,
-            rows=self._journal_rows(),
+            rows=rows,
             steps=list_steps(self.run_dir),
             closes=list_closes(self.run_dir),
             max_threads=self.max_threads,
-            held=run_is_live(self.run_dir),
-            store_pairs=self.store_pairs,
+            held=held,
+            store_pairs={} if pinned else self.store_pairs(),
             run_ref=self.run_ref,
             state_ref=self.state_ref,
         )
+
+    def store_pairs(self) -> dict[str, dict[str, str]]:
+        """The role store's pairs, read once and only when the answer needs them: a
+        holder's started row pins the pairs of a live run."""
+        if self._store_pairs is None:
+            self._store_pairs = _store_pairs(self.state_dir)
+        return self._store_pairs
 
     def _journal_rows(self) -> list[Row]:
         path = self.run_dir.journal
