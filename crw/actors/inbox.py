@@ -52,6 +52,11 @@ class Inbox:
         try:
             with receive:
                 yield receive
+                while True:  # reports handed out and not taken: read them again
+                    try:
+                        self.release(receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
         finally:
             if self._routes.get(call) is send:
                 del self._routes[call]
