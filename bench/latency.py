@@ -42,13 +42,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from crw.bus.inbox import Report, reply_path, write_report  # noqa: E402
-from crw.cli.demo import _start_sim, _stop  # noqa: E402
 from crw.cli.owner import ScriptedOwner  # noqa: E402
 from crw.cli.start import start_run  # noqa: E402
 from crw.clock import system_clock  # noqa: E402
 from crw.engine.rundir import RunDir  # noqa: E402
 from crw.host.client import HostClient  # noqa: E402
 from crw.host.connect import connect_host  # noqa: E402
+from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402
 from crw.host.uri import parse_host_uri  # noqa: E402
 from crw.journal.log import read_journal  # noqa: E402
 
@@ -218,7 +218,7 @@ def measure(calls: int) -> tuple[dict[str, float], dict[str, Any]]:
         socket = state / "host.sock"
         wf = Path(tmp) / "latency.toml"
         wf.write_text(workflow(calls))
-        host = _start_sim(state, socket)
+        host = launch_sim(socket, state / "codex-home", state / "host.log")
         try:
             run, owner, ended = trio.run(play, state, socket, wf)
             bound = owner.bound_ms
@@ -231,7 +231,7 @@ def measure(calls: int) -> tuple[dict[str, float], dict[str, Any]]:
             finally:
                 os.kill(pid, signal.SIGTERM)
         finally:
-            _stop(host)
+            stop_sim(host)
         terminal = terminal_ms(rows, ended)
         figures = {
             "bound_p50_ms": percentile(bound, 0.5),

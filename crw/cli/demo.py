@@ -16,9 +16,6 @@ prints a summary table.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,6 +26,7 @@ from crw.cli.output import emit
 from crw.cli.start import StartOutcome, start_run
 from crw.cli.status import status_payload
 from crw.errors import InputError, RefusedError
+from crw.host.sim.process import launch_sim, stop_sim
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 
@@ -58,7 +56,7 @@ def demo_command(*, state: str | None, json: bool, backend: str = "session") -> 
     socket = state_dir / "host.sock"
     say: Say = (lambda line: None) if json else print
     say(f"crw flow demo: state {state_dir} ({backend} backend)")
-    host = _start_sim(state_dir, socket)
+    host = launch_sim(socket, state_dir / "codex-home", state_dir / "host.log")
     say(f"  simulated host pid {host.pid} on unix:{socket}; {REPAIRED_CALL} will need a repair")
     extra: dict[str, Any] = {}
     try:
@@ -68,7 +66,7 @@ def demo_command(*, state: str | None, json: bool, backend: str = "session") -> 
             outcome = _app_server_demo(state_dir, socket, say)
         _await_exit(outcome.pid)
     finally:
-        _stop(host)
+        stop_sim(host)
     rows = read_journal(outcome.run.journal).rows
     run = replay(rows)
     payload: dict[str, Any] = status_payload(outcome.spec.id, run)
@@ -151,44 +149,6 @@ def _start(state_dir: Path, socket: Path, owner: str | None) -> StartOutcome:
         state=str(state_dir),
         environ=os.environ,
     )
-
-
-def _start_sim(state_dir: Path, socket: Path) -> subprocess.Popen[bytes]:
-    log = open(state_dir / "host.log", "ab")  # noqa: SIM115 - the child keeps it
-    host = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "crw",
-            "host",
-            "sim",
-            "serve",
-            "--socket",
-            str(socket),
-            "--codex-home",
-            str(state_dir / "codex-home"),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 15
-    while not socket.exists():
-        if host.poll() is not None or time.monotonic() > deadline:
-            host.kill()
-            raise RefusedError(f"the simulated host did not start; see {state_dir / 'host.log'}")
-        time.sleep(0.02)
-    return host
-
-
-def _stop(host: subprocess.Popen[bytes]) -> None:
-    host.send_signal(signal.SIGTERM)
-    try:
-        host.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        host.kill()
-        host.wait()
 
 
 async def _script(client: Any) -> None:

@@ -3,41 +3,14 @@
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from crw.engine.rundir import RunDir
+from crw.host.sim.process import launch_sim, stop_sim
 from crw.journal.log import read_journal
 from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
 
 WORKFLOW = str(EXAMPLES / "fix-issue.toml")
-
-
-def serve_sim(socket: Path, tmp_path: Path) -> subprocess.Popen[bytes]:
-    host = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "crw",
-            "host",
-            "sim",
-            "serve",
-            "--socket",
-            str(socket),
-            "--codex-home",
-            str(tmp_path / "sim-home"),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while not socket.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return host
 
 
 def test_paused_run_resumes_in_the_foreground_and_ends(crw: Crw, tmp_path: Path) -> None:
@@ -48,12 +21,11 @@ def test_paused_run_resumes_in_the_foreground_and_ends(crw: Crw, tmp_path: Path)
     rows = read_journal(run.journal).rows
     assert [r["row"] for r in rows] == ["started", "paused"]
     assert rows[1]["reason"] == "host_unavailable"
-    host = serve_sim(sim_socket, tmp_path)
+    host = launch_sim(sim_socket, tmp_path / "sim-home")
     try:
         result = crw("flow", "resume", out["run"], "--state", str(crw.state), "--json")
     finally:
-        host.send_signal(signal.SIGTERM)
-        host.wait(timeout=10)
+        stop_sim(host)
     assert result.code == 0, result.stderr
     assert result.json()["state"] == "ended" and result.json()["ended_status"] == "completed"
     rows = read_journal(run.journal).rows

@@ -1,0 +1,58 @@
+"""The simulated host as a child process (`crw host sim serve`), for the demo,
+the benchmarks and the tests that need a real shared host on a unix socket."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from crw.errors import RefusedError
+
+START_TIMEOUT = 15.0
+
+
+def launch_sim(socket: Path, codex_home: Path, log: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start `crw host sim serve` on `socket` and wait until it listens.
+
+    Its output goes to `log` (else nowhere), never to the caller's stdout; it is a
+    session leader, so a terminal's signals do not reach it. Stop it with `stop_sim`.
+
+    Raises:
+        RefusedError: it exited, or did not listen within START_TIMEOUT.
+    """
+    argv = [sys.executable, "-m", "crw", "host", "sim", "serve"]
+    argv += ["--socket", str(socket), "--codex-home", str(codex_home)]
+    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    try:
+        host = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        if log:
+            out.close()  # type: ignore[union-attr]
+    deadline = time.monotonic() + START_TIMEOUT
+    while not socket.exists():
+        if host.poll() is not None or time.monotonic() > deadline:
+            stop_sim(host)
+            where = f"; see {log}" if log else ""
+            raise RefusedError(f"the simulated host did not start on {socket}{where}")
+        time.sleep(0.02)
+    return host
+
+
+def stop_sim(host: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it lingers; always reaped."""
+    if host.poll() is None:
+        host.send_signal(signal.SIGTERM)
+    try:
+        host.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        host.kill()
+        host.wait()
