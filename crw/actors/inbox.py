@@ -4,7 +4,9 @@
 directory every `Settings.inbox_poll` and hands each report to the call actor
 that waits on that call's step (its subscription, a bounded channel). A report
 no call waits for is answered here: its call ended (close) or its step was never
-published (refused without a subagent, close with one: an early report). Each
+published (refused without a subagent, close with one: an early report); one
+that names a call's open step waits in the inbox for that call's actor (a
+resumed run reads its inbox before its calls come to their steps). Each
 report is handed out once; the one who answers it writes the reply, then removes
 the report (`crw.bus.inbox`), so a crash between the two answers it again, the
 same way.
@@ -35,7 +37,7 @@ class Inbox:
         run: RunDir,
         run_id: str,
         settings: Settings,
-        answer_unrouted: Callable[[files.Report], dict[str, Any]],
+        answer_unrouted: Callable[[files.Report], dict[str, Any] | None],
     ) -> None:
         self._run = run
         self._run_id = run_id
@@ -90,8 +92,10 @@ class Inbox:
                 continue
             route = self._routes.get(report.call) if report.run == self._run_id else None
             if route is None:
-                self._handed.add(report.id)
-                await self.reply(report, self._answer_unrouted(report))
+                answer = self._answer_unrouted(report)
+                if answer is not None:
+                    self._handed.add(report.id)
+                    await self.reply(report, answer)
                 continue
             try:
                 route.send_nowait(report)

@@ -93,6 +93,8 @@ class SessionCall:
         self.pair = ctx.pairs.get(node.role) or RolePair(agent_type=default_agent_type(node.role))
         self.state: CallProgress = progress(rows)
         self.steps = StepWriter(self, ctx)
+        self.resumed = False
+        """The call goes on with a step an earlier process published."""
 
     async def commit(self, rows: list[RowModel]) -> None:
         await self.ctx.journal.commit(rows)
@@ -151,10 +153,10 @@ class SessionCall:
     async def _current_step(self) -> StepPublished:
         """The step the call goes on with: the newest published one, or the first."""
         if self.state.step is not None:
-            step = StepPublished.model_validate(dict(self.state.step))
-            if self.state.turn is None and self.state.thread is None and step.action == "spawn":
-                await self.steps.write(step)  # publish the same step again (its files)
-            return step
+            # A step an earlier process published: _await_bind answers its waiting
+            # reports first, then looks it up, and only then writes it again.
+            self.resumed = self.state.turn is None
+            return StepPublished.model_validate(dict(self.state.step))
         return await self._publish(self._spawn_step(k=1, attempt=1, conversation_turn=1))
 
     def packet_text(self, **extra: Any) -> str:
@@ -233,6 +235,9 @@ class SessionCall:
             turn = bind.find_marker_turn(step.marker or "", thread)
             if turn is not None:
                 await self.commit([self._turn_started(step, turn.id)])
+                await trio.to_thread.run_sync(
+                    bus.retract_step, self.ctx.run, self.call, step.k or 1, step.attempt or 1
+                )
                 return thread_id, turn.id
             await trio.sleep(self.ctx.settings.poll_interval)
 
@@ -251,6 +256,11 @@ class SessionCall:
     async def _await_bind(self, step: StepPublished) -> tuple[str, str]:
         """Wait for the owner's report, or find the subagent on the host."""
         with self.ctx.inbox.subscribe(self.call) as reports:
+            if self.resumed:  # the resume table's order for a last row step_published
+                self.resumed = False
+                bound = await self._resume_step(step, reports)
+                if bound is not None:
+                    return bound
             while True:
                 report: Report | None = None
                 # Only the wait is under the poll's deadline: a bind, once begun, is
@@ -264,6 +274,26 @@ class SessionCall:
                     await self.steps.retry()
                 if bound is not None:
                     return bound
+
+    async def _resume_step(
+        self, step: StepPublished, reports: trio.MemoryReceiveChannel[Report]
+    ) -> tuple[str, str] | None:
+        """Answer first the reports that wait in the inbox (ATT-18), then look the
+        step up on the host (ATT-19; a repair is never sent twice, ATT-20), else
+        publish the same step again: write its files (ATT-21)."""
+        await self.ctx.inbox.poll()
+        while True:
+            try:
+                report = reports.receive_nowait()
+            except trio.WouldBlock:
+                break
+            bound = await self._decide(step, report)
+            if bound is not None:
+                return bound
+        bound = await self._look_up(step)
+        if bound is None:
+            await self.steps.write(step)
+        return bound
 
     async def _decide(self, step: StepPublished, report: Report) -> tuple[str, str] | None:
         """Answer the owner's report on `step` (the reply table)."""

@@ -12,19 +12,28 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+import trio
+
 from crw.actors.gate import run_gate, taken
 from crw.actors.session_call import SessionCall, SessionContext
+from crw.bus import steps as bus
 from crw.bus.inbox import Report
 from crw.engine.harvest import CallEnd
 from crw.engine.workflow import Node
+from crw.host.client import HostRequestError
+from crw.host.transport import HostUnavailable
 from crw.journal.replay import TERMINAL_ROWS, RunState
 
 
-def answer_unrouted(run: RunState, report: Report) -> dict[str, Any]:
-    """The reply to a report no call actor waits for (the reply table)."""
+def answer_unrouted(run: RunState, report: Report) -> dict[str, Any] | None:
+    """The reply to a report no call actor waits for (the reply table), or None:
+    it names the open step of a call whose actor has not come to it yet (a resumed
+    run's first read of its inbox), and waits in the inbox for that actor (ATT-18)."""
     call = run.calls.get(report.call)
     if call is not None and call.state in TERMINAL_ROWS | {"lost"}:
         return {"reply": "close", "reason": "the report names an attempt that ended"}
+    if call is not None and call.turn_k < report.k <= call.k and report.attempt >= call.attempt:
+        return None
     if call is not None and call.thread_id and call.attempt == report.attempt:
         if call.thread_id == report.agent_id:
             return {"reply": "bound", "reason": "already bound"}
@@ -46,8 +55,26 @@ async def run_session_calls(
         if row.get("call"):
             by_call[row["call"]].append(row)
     results, finished = taken(replayed)
+    await close_left_open(ctx, replayed)
 
     async def run_call(node: Node, call: str, needs: Mapping[str, Any]) -> CallEnd:
         return await SessionCall(ctx, node, call, needs, by_call[call]).run()
 
     return await run_gate(ctx.journal, ctx.workflow, pool, results, finished, run_call)
+
+
+async def close_left_open(ctx: SessionContext, replayed: RunState) -> None:
+    """A call whose process died right after its terminal row never published its
+    subagent's close step (HARV-56): publish it now, when the host still shows the
+    subagent loaded."""
+    for call in replayed.calls.values():
+        if call.state not in TERMINAL_ROWS or not call.thread_id:
+            continue
+        try:
+            thread = await ctx.reader.read(call.thread_id)
+        except (HostUnavailable, HostRequestError):
+            continue
+        if thread.status.type != "notLoaded":
+            await trio.to_thread.run_sync(
+                bus.write_close, ctx.run, call.call, call.attempt or 1, call.thread_id
+            )

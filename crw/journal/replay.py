@@ -56,6 +56,8 @@ class CallState:
     """turn_started rows: the turns the call's subagents took."""
     k: int = 0
     """The newest step's k."""
+    turn_k: int = 0
+    """The k of the newest turn bound (turn_started)."""
     tokens: dict[str, int] = field(default_factory=lambda: token_parts(None))
     """What the call's terminal rows counted, in all parts."""
     result: Any = None
@@ -191,6 +193,7 @@ def _thread_started(run: RunState, call: CallState, row: Row) -> None:
 def _turn_started(run: RunState, call: CallState, row: Row) -> None:
     call.turns += 1
     call.k = int(row.get("k") or call.k)
+    call.turn_k = call.k
     call.state = "running"
 
 
