@@ -1,0 +1,143 @@
+"""A scripted owner thread as a process, for the crash drill.
+
+`python -m tests.drill.owner RUN --state S --socket PATH --owner THREAD --control DIR`
+plays what Codex's owner thread does, with the owner's commands: it runs
+`crw flow next RUN --json --wait 1`, takes each step once through the simulated
+host (`sim/spawnAgent`, `sim/sendInput`), reports it with `crw flow dispatched …
+--json`, closes the subagents of close steps (and of `close` replies), and exits 0
+once the run has ended. It outlives the run processes, so it remembers the steps
+it took: a step the files show again is not taken twice.
+
+The drill pauses it around a resume: while `<control>/pause` exists the owner
+starts no command and says so by writing `<control>/paused`. Every command it
+ran and every host call it made goes to `<control>/owner.jsonl`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from crw.host.client import HostClient
+from crw.host.connect import connect_host
+from crw.host.uri import parse_host_uri
+
+NEXT_WAIT = "1"
+DISPATCHED_WAIT = "2"
+RETRY_AFTER = 0.2
+PAUSE_POLL = 0.02
+
+
+class Owner:
+    def __init__(self, args: argparse.Namespace, client: HostClient) -> None:
+        self.run, self.state, self.thread = args.run, args.state, args.owner
+        self.control = Path(args.control)
+        self.client = client
+        self.taken: dict[tuple[str, int, int], str] = {}
+        self.unanswered: list[tuple[dict[str, Any], str]] = []
+        self.log = (self.control / "owner.jsonl").open("a", buffering=1)
+
+    def note(self, **entry: Any) -> None:
+        self.log.write(json.dumps(entry) + "\n")
+
+    async def crw(self, *args: str) -> tuple[int, dict[str, Any]]:
+        """Run one owner's command, after any pause the drill asked for."""
+        await self.obey_pause()
+        argv = [sys.executable, "-m", "crw", "flow", *args, "--state", self.state, "--json"]
+        done = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False)
+        out = json.loads(done.stdout) if done.stdout.strip() else {}
+        self.note(cmd=args[0], args=list(args[1:]), code=done.returncode, out=out)
+        return done.returncode, out
+
+    async def obey_pause(self) -> None:
+        pause, paused = self.control / "pause", self.control / "paused"
+        while pause.exists():
+            paused.touch()
+            await trio.sleep(PAUSE_POLL)
+        paused.unlink(missing_ok=True)
+
+    async def play(self) -> None:
+        while True:
+            for step, agent in self.unanswered[:]:
+                self.unanswered.remove((step, agent))
+                await self.report(step, agent)
+            _, view = await self.crw("next", self.run, "--wait", NEXT_WAIT)
+            for step in view.get("steps", []):
+                await self.take(step)
+            if view.get("state") == "ended":
+                self.note(ended=view.get("ended_status"))
+                return
+
+    async def take(self, step: dict[str, Any]) -> None:
+        if step["action"] == "close":
+            await self.host("sim/closeAgent", {"target": step["agent_id"]})
+            return
+        key = (step["call"], step["k"], step["attempt"])
+        if key in self.taken:
+            return
+        if step["action"] == "send_input":
+            params = {"target": step["agent_id"], "message": step["message"]}
+            await self.host("sim/sendInput", params)
+            agent = str(step["agent_id"])
+        else:
+            params = {
+                "parentThreadId": self.thread,
+                "agentType": step["agent_type"],
+                "message": step["message"],
+            }
+            params |= {"model": step["model"]} if step.get("model") else {}
+            effort = step.get("reasoning_effort")
+            params |= {"reasoningEffort": effort} if effort else {}
+            agent = str((await self.host("sim/spawnAgent", params))["agentId"])
+        self.taken[key] = agent
+        await self.report(step, agent)
+
+    async def report(self, step: dict[str, Any], agent: str) -> None:
+        _, reply = await self.crw(
+            "dispatched",
+            self.run,
+            step["call"],
+            "--agent",
+            agent,
+            "--k",
+            str(step["k"]),
+            "--attempt",
+            str(step["attempt"]),
+            "--wait",
+            DISPATCHED_WAIT,
+        )
+        kind = reply.get("reply")
+        if kind == "retry":
+            await trio.sleep(RETRY_AFTER)
+            self.unanswered.append((step, agent))
+        elif kind == "close":
+            await self.host("sim/closeAgent", {"target": agent})
+
+    async def host(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        result = await self.client.request(method, params)
+        self.note(host=method, params={k: v for k, v in params.items() if k != "message"})
+        return result
+
+
+async def main(args: argparse.Namespace) -> None:
+    async with connect_host(parse_host_uri(f"unix:{args.socket}")) as client:
+        await Owner(args, client).play()
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="tests.drill.owner")
+    parser.add_argument("run")
+    parser.add_argument("--state", required=True)
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("--owner", required=True)
+    parser.add_argument("--control", required=True)
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    trio.run(main, parse(sys.argv[1:]))

@@ -1,0 +1,352 @@
+"""The crash drill: real processes, a run killed at each row of its repaired call.
+
+A `crw host sim serve` process is the host; a session run is started with
+`CRW_CRASH_AFTER=<row>@build.1[#n]` in the start's environment (the detached run
+process inherits it and SIGKILLs itself right after that row is durable); the
+process-level owner (`tests.drill.owner`) keeps playing with `crw flow next` and
+`crw flow dispatched`. Once the run process is gone (its pid not alive, its
+process lock not held) the drill resumes it with `crw flow resume RUN --detach`
+and the owner goes on until the run ends. Every kill point must end as the
+uninterrupted reference run does: completed, every call's result the same, and no
+turn started twice for one marker on the host.
+
+While the drill decides the resume it holds the run lock itself (taken the moment
+the dead process's flock goes, in a blocked flock), and pauses the owner, so that
+the owner's `crw flow next` never resumes the run first (CMD-NEXT-18 resumes a
+run no process holds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from crw.engine.bind import turn_marker
+from crw.engine.locks import held_process_tokens, run_is_live
+from crw.engine.rundir import RunDir
+from crw.host.client import HostClient
+from crw.host.connect import connect_host
+from crw.host.uri import parse_host_uri
+from crw.journal.log import read_journal
+from tests.cli.conftest import REPO, Crw
+
+CALL = "build.1"
+WORKFLOW = """
+name = "drill"
+pool = 1
+
+[[node]]
+id = "explore"
+role = "explorer"
+task = "Find the files."
+schema.type = "object"
+schema.required = ["files"]
+schema.properties.files = { type = "array", items = { type = "string" } }
+
+[[node]]
+id = "build"
+role = "executor"
+needs = ["explore"]
+task = "Fix it, starting from {explore.files}."
+schema = { type = "object", required = ["summary"], properties = { summary = { type = "string" } } }
+
+[[node]]
+id = "review"
+role = "reviewer"
+needs = ["build"]
+task = "Review: {build.summary}"
+schema.type = "object"
+schema.required = ["verdict"]
+schema.properties.verdict = { enum = ["pass", "fail"] }
+"""
+SCRIPTS = [
+    {"match": {"marker": "*"}, "behaviour": {"seconds": 0.1}},
+    {"match": {"marker": f"{CALL}/*"}, "behaviour": {"seconds": 0.1, "invalidFirst": True}},
+]
+DEADLINE = 20.0
+"""Seconds any one wait of the drill may take before it fails."""
+RUN_DEADLINE = 15.0
+"""Seconds a run may take to its end (one takes ~5)."""
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie no parent reaped yet does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_until(what: str, done: Any, timeout: float = DEADLINE) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.02)
+
+
+def kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+async def _host(socket: Path, method: str, params: dict[str, Any]) -> Any:
+    async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
+        return await client.request(method, params)
+
+
+async def _subagent_turns(socket: Path, owner: str) -> tuple[Counter[str], dict[str, str]]:
+    """The turns of the owner's subagents, counted by the marker of their first user
+    message, and each subagent's status."""
+    async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
+        counts: Counter[str] = Counter()
+        status: dict[str, str] = {}
+        for listed in await _subagents(client):
+            if listed.parentThreadId != owner:
+                continue
+            thread = await client.thread_read(listed.id, include_turns=True)
+            status[thread.id] = thread.status.type
+            for turn in thread.turns:
+                counts[turn_marker(turn) or "<none>"] += 1
+        return counts, status
+
+
+async def _subagents(client: HostClient) -> list[Any]:
+    listed: list[Any] = []
+    cursor: str | None = None
+    while True:
+        extra = {"cursor": cursor} if cursor else {}
+        page, cursor = await client.thread_list(
+            sourceKinds=["subAgentThreadSpawn"], limit=100, **extra
+        )
+        listed += page
+        if not cursor:
+            return listed
+
+
+@dataclass
+class Drill:
+    """One run of the workflow on its own simulated host, with its owner process."""
+
+    root: Path
+    crw: Crw
+    socket: Path = field(init=False)
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    owner_thread: str = ""
+    run: RunDir | None = None
+    owner: subprocess.Popen[bytes] | None = None
+
+    def __post_init__(self) -> None:
+        self.socket = self.root / "h.sock"
+        self.control = self.root / "control"
+        self.control.mkdir()
+        self.workflow = self.root / "drill.toml"
+        self.workflow.write_text(WORKFLOW)
+
+    def spawn(self, *argv: str) -> subprocess.Popen[bytes]:
+        with (self.root / f"{argv[0]}.stderr").open("ab") as stderr:
+            child = subprocess.Popen(
+                [sys.executable, "-m", *argv],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env=self.crw.env,
+                cwd=REPO,
+            )
+        self.processes.append(child)
+        return child
+
+    def serve(self) -> None:
+        self.spawn("crw", "host", "sim", "serve", "--socket", str(self.socket),
+                   "--codex-home", str(self.root / "sim-home"))  # fmt: skip
+        wait_until("the sim host listens", self.socket.exists)
+        self.owner_thread = str(self.host("sim/startOwner", {})["threadId"])
+        for script in SCRIPTS:
+            self.host("sim/script", script)
+
+    def host(self, method: str, params: dict[str, Any]) -> Any:
+        return trio.run(_host, self.socket, method, params)
+
+    def start(self, crash_after: str | None) -> None:
+        env = self.crw.env | ({"CRW_CRASH_AFTER": crash_after} if crash_after else {})
+        out = self.crw.start(
+            str(self.workflow), "--owner", self.owner_thread, "--host", f"unix:{self.socket}",
+            env=env,
+        )  # fmt: skip
+        assert out.code == 0, out.stderr
+        self.run = RunDir(Path(out.json()["run_dir"]))
+        self.owner = self.spawn(
+            "tests.drill.owner", self.run.id, "--state", str(self.crw.state),
+            "--socket", str(self.socket), "--owner", self.owner_thread,
+            "--control", str(self.control),
+        )  # fmt: skip
+
+    def rows(self) -> list[dict[str, Any]]:
+        assert self.run is not None
+        return read_journal(self.run.journal).rows
+
+    def finish(self) -> list[dict[str, Any]]:
+        """Wait for the owner to see the run end; the run's rows."""
+        assert self.owner is not None
+        try:
+            self.owner.wait(timeout=RUN_DEADLINE)
+        except subprocess.TimeoutExpired:
+            tail = [(r["row"], r.get("call"), r.get("k"), r.get("action")) for r in self.rows()]
+            raise AssertionError(f"the run did not end; its rows: {tail[-4:]}") from None
+        assert self.owner.returncode == 0, (self.root / "tests.drill.owner.stderr").read_text()
+        return self.rows()
+
+    def subagent_turns(self) -> tuple[Counter[str], dict[str, str]]:
+        return trio.run(_subagent_turns, self.socket, self.owner_thread)
+
+    def reap(self) -> None:
+        for child in self.processes:
+            kill(child.pid)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=5)
+        run_pids = [r["pid"] for r in self.rows() if r["row"] == "started"] if self.run else []
+        for pid in {*self.crw.pids, *run_pids}:
+            kill(pid)
+
+    def take_run_lock_once_released(self) -> int:
+        """Hold the run lock from the moment the run process lets it go (it died),
+        before any `crw flow next` can see the run unheld; the lock's descriptor."""
+        assert self.run is not None
+        fd = os.open(self.run.run_lock, os.O_RDWR | os.O_CLOEXEC)
+        taken = threading.Event()
+
+        def take() -> None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            taken.set()
+
+        threading.Thread(target=take, daemon=True).start()
+        # On a timeout the descriptor stays open: the blocked thread still uses it.
+        assert taken.wait(DEADLINE), "the run process never let its run lock go"
+        return fd
+
+    def pause_owner(self) -> None:
+        """The owner starts no command until `unpause_owner`."""
+        (self.control / "pause").touch()
+        wait_until("the owner pauses", (self.control / "paused").exists)
+
+    def unpause_owner(self) -> None:
+        (self.control / "pause").unlink(missing_ok=True)
+
+
+def results(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {r["call"]: r["result"] for r in rows if r["row"] == "completed"}
+
+
+@pytest.fixture
+def drill(tmp_path: Path) -> Iterator[Drill]:
+    (tmp_path / "tmp").mkdir()
+    made = Drill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
+    try:
+        made.serve()
+        yield made
+    finally:
+        made.reap()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The results of the uninterrupted run of the same workflow."""
+    root = tmp_path_factory.mktemp("reference")
+    (root / "tmp").mkdir()
+    ran = Drill(root, Crw(root / "state", root / "tmp"))
+    try:
+        ran.serve()
+        ran.start(crash_after=None)
+        rows = ran.finish()
+    finally:
+        ran.reap()
+    assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
+    assert set(results(rows)) == {"explore.1", "build.1", "review.1"}
+    return results(rows)
+
+
+KILL_POINTS = [
+    pytest.param(f"prepared@{CALL}", id="prepared"),
+    pytest.param(f"step_published@{CALL}", id="step_published"),
+    pytest.param(f"turn_started@{CALL}", id="turn_started"),
+    pytest.param(f"step_published@{CALL}#2", id="step_published#2"),
+    pytest.param(f"turn_started@{CALL}#2", id="turn_started#2"),
+    pytest.param(f"completed@{CALL}", id="completed"),
+]
+
+
+def killed_and_resumed(drill: Drill, crash_after: str) -> list[dict[str, Any]]:
+    """Start the run with the kill point, resume it once its process is gone, and
+    let the owner play to the end; the run's rows."""
+    drill.start(crash_after)
+    run = drill.run
+    assert run is not None
+    lock = drill.take_run_lock_once_released()
+    try:
+        dead = drill.rows()
+        first = next(r for r in dead if r["row"] == "started")
+        wait_until("the killed run process is gone", lambda: not alive(first["pid"]), 5)
+        wait_until("its process lock is let go", lambda: held_process_tokens(run) == [], 5)
+        assert dead[-1]["row"] != "ended", "the kill point never fired"
+        kind = crash_after.split("@")[0]
+        assert [r["row"] for r in dead if r.get("call") == CALL][-1] == kind
+        drill.pause_owner()
+    finally:
+        os.close(lock)
+    try:
+        resumed = drill.crw("flow", "resume", run.id, "--detach", "--state",
+                            str(drill.crw.state), "--json")  # fmt: skip
+        assert resumed.code == 0, resumed.stderr
+        wait_until(
+            "the resumed process records its started row",
+            lambda: sum(r["row"] == "started" for r in drill.rows()) == 2,
+        )
+        assert run_is_live(run)
+    finally:
+        drill.unpause_owner()
+    rows = drill.finish()
+    assert [r["pid"] for r in rows if r["row"] == "started"][1] == resumed.json()["pid"]
+    return rows
+
+
+@pytest.mark.parametrize("crash_after", KILL_POINTS)
+def test_a_run_killed_at_any_row_resumes_to_the_same_outcome(
+    drill: Drill, reference: dict[str, Any], crash_after: str
+) -> None:
+    """spec: ATT-16, ATT-17, ATT-19, ATT-20, ATT-21, ATT-26, ATT-27, HARV-21, HARV-23"""
+    rows = killed_and_resumed(drill, crash_after)
+    assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
+    assert results(rows) == reference
+    turns, status = drill.subagent_turns()
+    twice = {marker: n for marker, n in turns.items() if n > 1}
+    assert twice == {}, f"turns started twice for one marker: {twice}"
+    assert turns[f"{CALL}/t1-a1"] == 1 and turns[f"{CALL}/t2-a1"] == 1
+    open_agents = {agent: s for agent, s in status.items() if s != "notLoaded"}
+    assert open_agents == {}, f"subagents never closed (HARV-56): {open_agents}"
+
+
+def test_a_call_killed_after_its_terminal_row_still_closes_its_subagent(drill: Drill) -> None:
+    """spec: HARV-56"""
+    rows = killed_and_resumed(drill, f"completed@{CALL}")
+    assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
+    _, status = drill.subagent_turns()
+    build = next(r["thread_id"] for r in rows if r["row"] == "thread_started" and r["call"] == CALL)
+    assert status[build] == "notLoaded", f"{CALL}'s subagent {build} is {status[build]}"
