@@ -92,7 +92,14 @@ class Inbox:
                 continue
             route = self._routes.get(report.call) if report.run == self._run_id else None
             if route is None:
-                answer = self._answer_unrouted(report)
+                answer = (
+                    self._answer_unrouted(report)
+                    if report.run == self._run_id
+                    else {
+                        "reply": "refused",
+                        "reason": f"the report is for another run ({report.run})",
+                    }
+                )
                 if answer is not None:
                     self._handed.add(report.id)
                     await self.reply(report, answer)

@@ -404,3 +404,13 @@ async def test_unreadable_rollout_leaves_the_turn_unmeasured(
     assert [r["call"] for r in unmeasured] == ["explore.1", "build.1", "review.1"]
     assert all(r["pauses"] is False for r in unmeasured)
     assert next(r for r in rows if r["row"] == "completed").get("tokens", {}) == {}
+
+
+async def test_report_for_another_run_is_refused(tmp_path: Path, autojump_clock: MockClock) -> None:
+    """spec: DISP-10"""
+    async with harness(tmp_path) as h:
+        stray = reports.Report.new("some-other-run", "explore.1", 1, 1, "agent-x", "t")
+        reports.write_report(h.run, stray)
+        await h.go()
+        answer = reports.read_reply(h.run, stray.id) or {}
+    assert answer["reply"] == "refused" and "another run" in answer["reason"]
