@@ -450,7 +450,11 @@ class SessionCall:
             )
             repair = repair.model_copy(update={"call_tokens": call_tokens})
         self.state.turn = None
-        if repair.action == "spawn":
+        if repair.action == "spawn" and self.state.thread is not None:
+            # The repair's new subagent is bound with the earlier one's pair as a prior pair.
+            self.state.pairs.append(
+                {"model": self.state.thread.get("model"), "effort": self.state.thread.get("effort")}
+            )
             self.state.thread = None
         self.state.step = repair.model_dump()
         return await self._publish(repair)

@@ -414,3 +414,53 @@ async def test_report_for_another_run_is_refused(tmp_path: Path, autojump_clock:
         await h.go()
         answer = reports.read_reply(h.run, stray.id) or {}
     assert answer["reply"] == "refused" and "another run" in answer["reason"]
+
+
+async def test_repair_of_a_closed_subagent_is_a_spawn_step(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-26, HARV-9"""
+    from crw.actors.host_reader import HostReader
+    from crw.host.protocol import ThreadStatus
+
+    read = HostReader.read
+    closed: set[str] = set()
+
+    async def closed_after_its_turn(self: HostReader, thread_id: str) -> Any:
+        thread = await read(self, thread_id)
+        if thread_id in closed and thread.turns and thread.turns[-1].status != "inProgress":
+            return thread.model_copy(update={"status": ThreadStatus(type="notLoaded")})
+        return thread
+
+    monkeypatch.setattr(HostReader, "read", closed_after_its_turn)
+    async with harness(tmp_path) as h:
+        take = h.owner._take
+
+        async def take_and_mark(step: bus.StepFile) -> str:
+            agent = await take(step)
+            if step.call == "build.1" and step.k == 1:
+                closed.add(agent)  # the owner closed it once its turn ended
+            return agent
+
+        h.owner._take = take_and_mark  # type: ignore[method-assign]
+        await h.script({"marker": "build.1/*"}, invalidFirst=True)
+        state, rows = await h.go()
+    assert kinds(rows, "build.1") == [
+        "prepared",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    repair = [r for r in rows if r["row"] == "step_published" and r["call"] == "build.1"][1]
+    assert repair["action"] == "spawn" and repair["k"] == 2 and repair["conversation_turn"] == 2
+    assert repair["previous_answer"] and repair["repair_errors"]
+    assert repair["input"].startswith("crw-flow-op: build.1/t2-a1\nCRW-ROLE: executor\n\n")
+    packet_text = await trio.Path(repair["packet"]).read_text()
+    assert repair["repair_errors"][0] in packet_text
+    started = [r for r in rows if r["row"] == "thread_started" and r["call"] == "build.1"]
+    assert started[0]["thread_id"] != started[1]["thread_id"]
+    assert state == "ended" and rows[-1]["status"] == "completed"
