@@ -175,6 +175,7 @@ def resume(run: str, /, *, detach: bool = False, state: State = None, json: Json
 def demo(
     *,
     backend: Literal["session", "app-server"] = "session",
+    host: Literal["sim", "codex"] = "sim",
     state: State = None,
     json: Json = False,
 ) -> int:
@@ -185,10 +186,13 @@ def demo(
     backend
         session (a scripted owner takes the steps) or app-server (the run opens a
         thread per call).
+    host
+        sim (the simulated host) or codex (the real codex app-server as a private
+        child, offline against crw's mock model; app-server backend only).
     """
     from crw.cli.demo import demo_command
 
-    return demo_command(state=state, json=json, backend=backend)
+    return demo_command(state=state, json=json, backend=backend, host=host)
 
 
 @flow.command(name="_run", show=False)

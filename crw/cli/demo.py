@@ -50,14 +50,23 @@ def demo_workflow() -> Path:
     return path
 
 
-def demo_command(*, state: str | None, json: bool, backend: str = "session") -> int:
+def demo_command(
+    *, state: str | None, json: bool, backend: str = "session", host: str = "sim"
+) -> int:
     state_dir = Path(state) if state else Path(tempfile.mkdtemp(prefix="crw-demo-"))
     state_dir.mkdir(parents=True, exist_ok=True)
+    if host == "codex":
+        if backend != "app-server":
+            raise InputError(
+                "--host codex runs a private codex child, which only the app-server "
+                "backend can use; add --backend app-server"
+            )
+        return _codex_demo(state_dir, json)
     socket = state_dir / "host.sock"
     say: Say = (lambda line: None) if json else print
     say(f"crw flow demo: state {state_dir} ({backend} backend)")
-    host = launch_sim(socket, state_dir / "codex-home", state_dir / "host.log")
-    say(f"  simulated host pid {host.pid} on unix:{socket}; {REPAIRED_CALL} will need a repair")
+    sim = launch_sim(socket, state_dir / "codex-home", state_dir / "host.log")
+    say(f"  simulated host pid {sim.pid} on unix:{socket}; {REPAIRED_CALL} will need a repair")
     extra: dict[str, Any] = {}
     try:
         if backend == "session":
@@ -66,11 +75,11 @@ def demo_command(*, state: str | None, json: bool, backend: str = "session") -> 
             outcome = _app_server_demo(state_dir, socket, say)
         _await_exit(outcome.pid)
     finally:
-        stop_sim(host)
+        stop_sim(sim)
     rows = read_journal(outcome.run.journal).rows
     run = replay(rows)
     payload: dict[str, Any] = status_payload(outcome.spec.id, run)
-    payload |= {"run_dir": str(outcome.run.root), "pid": outcome.pid, "host_pid": host.pid}
+    payload |= {"run_dir": str(outcome.run.root), "pid": outcome.pid, "host_pid": sim.pid}
     emit(json, payload | extra, _summary(rows))
     return 0 if run.ended_status == "completed" else 1
 
@@ -120,6 +129,41 @@ def _session_demo(state_dir: Path, socket: Path, say: Say) -> tuple[StartOutcome
         for t in taken
     ]
     return outcome, {"owner": owner, "steps": steps}
+
+
+def _codex_demo(state_dir: Path, json: bool) -> int:
+    """The app-server demo on the real codex app-server (a private child of the run
+    process), offline: its model is crw's mock of the Responses API on 127.0.0.1."""
+    from crw.host.mock_model import MockModel, invalid, write_codex_home
+
+    say: Say = (lambda line: None) if json else print
+    with MockModel() as model:
+        model.script(f"crw-flow-op: {REPAIRED_CALL}/t1-a1", invalid())
+        home = write_codex_home(state_dir / "codex-home", model.url)
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
+        say(f"crw flow demo: state {state_dir} (app-server backend, real codex)")
+        say(f"  mock model on {model.url}; CODEX_HOME {home}; {REPAIRED_CALL} will need a repair")
+        outcome = start_run(
+            demo_workflow(),
+            backend="app-server",
+            owner=None,
+            host="codex",
+            state=str(state_dir),
+            environ=environ | {"CODEX_HOME": str(home)},
+        )
+        say(f"  run {outcome.spec.id} (pid {outcome.pid}): {outcome.run.root}")
+        _follow(outcome.run.journal, say)
+        _await_exit(outcome.pid)
+    rows = read_journal(outcome.run.journal).rows
+    run = replay(rows)
+    payload: dict[str, Any] = status_payload(outcome.spec.id, run)
+    payload |= {
+        "run_dir": str(outcome.run.root),
+        "pid": outcome.pid,
+        "requests": len(model.requests),
+    }
+    emit(json, payload, _summary(rows))
+    return 0 if run.ended_status == "completed" else 1
 
 
 def _app_server_demo(state_dir: Path, socket: Path, say: Say) -> StartOutcome:

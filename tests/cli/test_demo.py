@@ -103,3 +103,29 @@ def test_app_server_demo_prints_each_row_and_a_summary(crw: Crw) -> None:
     assert result.code == 0, result.stderr
     assert "build.1      turn_started    k 2" in result.stdout
     assert "run ended: completed" in result.stdout
+
+
+def test_demo_runs_on_the_real_codex_app_server_offline(crw: Crw) -> None:
+    """The README's real-codex demo: codex 0.163.0 as a private child, the mock model."""
+    result = crw(
+        "flow",
+        "demo",
+        "--backend",
+        "app-server",
+        "--host",
+        "codex",
+        "--state",
+        str(crw.state),
+        "--json",
+    )
+    assert result.code == 0, result.stderr
+    out = result.json()
+    assert out["ended_status"] == "completed" and out["backend"] == "app-server"
+    assert [call["state"] for call in out["calls"]] == ["completed"] * 4
+    assert {call["call"]: call["turns"] for call in out["calls"]}["build.1"] == 2
+    assert out["requests"] >= 5  # four turns and the repair reached the mock model
+
+
+def test_demo_on_codex_needs_the_app_server_backend(crw: Crw) -> None:
+    result = crw("flow", "demo", "--host", "codex", "--state", str(crw.state))
+    assert result.code == 2 and "--backend app-server" in result.stderr

@@ -23,9 +23,10 @@ from typing import Any
 import codex_cli_bin
 import trio
 
+from crw.host.mock_model import CODEX_MODEL as CODEX_MODEL
+from crw.host.mock_model import write_codex_home
 from crw.host.transport import JsonLinesTransport, Transport
 
-CODEX_MODEL = "gpt-5.5"
 """A model in 0.163.0's bundled catalog: codex takes it offline without the
 `Model metadata ... not found` warning, and subagent spawns validate against it."""
 
@@ -41,28 +42,7 @@ def codex_binary() -> Path:
 
 def codex_home(tmp_path: Path, model_url: str) -> Path:
     """A fresh CODEX_HOME under `tmp_path` whose config points codex at the mock model."""
-    home = tmp_path / "codex-home"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.toml").write_text(
-        f'model = "{CODEX_MODEL}"\n'
-        'model_provider = "mock"\n'
-        'approval_policy = "never"\n'
-        "\n"
-        "[model_providers.mock]\n"
-        'name = "mock"\n'
-        f'base_url = "{model_url}"\n'
-        'wire_api = "responses"\n'
-        "request_max_retries = 0\n"
-        "stream_max_retries = 0\n"
-        "\n"
-        "[features]\n"
-        "plugins = false\n"
-        "apps = false\n"
-        "\n"
-        "[analytics]\n"
-        "enabled = false\n"
-    )
-    return home
+    return write_codex_home(tmp_path / "codex-home", model_url)
 
 
 def codex_env(home: Path) -> dict[str, str]:

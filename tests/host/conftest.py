@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from crw.host.mock_model import MockModel
 from tests.host.codex_env import SharedServer, codex_home, shared_app_server
-from tests.host.mock_model import MockModel
 
 
 def pytest_configure(config: pytest.Config) -> None:

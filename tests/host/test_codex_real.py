@@ -19,10 +19,7 @@ import pytest
 import trio
 from trio_websocket import wrap_client_stream
 
-from crw.host.sim.instance import example_instance
-from crw.host.transport import WebSocketTransport
-from tests.host.codex_env import Rpc, SharedServer, initialized, private_app_server
-from tests.host.mock_model import (
+from crw.host.mock_model import (
     FunctionCall,
     MockModel,
     ModelRequest,
@@ -35,6 +32,9 @@ from tests.host.mock_model import (
     text,
     valid,
 )
+from crw.host.sim.instance import example_instance
+from crw.host.transport import WebSocketTransport
+from tests.host.codex_env import Rpc, SharedServer, initialized, private_app_server
 
 pytestmark = pytest.mark.codex
 

@@ -25,13 +25,13 @@ from crw.clock import fixed_clock
 from crw.engine.roles import RoleTable
 from crw.engine.workflow import load_workflow
 from crw.host.connect import connect_host
+from crw.host.mock_model import MockModel, Usage, fail, invalid, valid
 from crw.host.uri import HostUri, parse_host_uri
 from crw.journal.log import read_journal
 from crw.journal.replay import RunState, replay
 from crw.settings import Settings
 from tests.actors.test_app_server_run import CHAIN
 from tests.host.codex_env import CODEX_MODEL, codex_env
-from tests.host.mock_model import MockModel, Usage, fail, invalid, valid
 
 pytestmark = pytest.mark.codex
 

@@ -24,11 +24,11 @@ import trio
 
 from crw.host.client import HostClient, HostRequestError, open_client
 from crw.host.connect import connect_host
+from crw.host.mock_model import MockModel, fail
 from crw.host.protocol import Notification
 from crw.host.sim.server import connect_in_memory, open_sim_host
 from crw.host.uri import parse_host_uri
 from tests.host.codex_env import WAIT, codex_env
-from tests.host.mock_model import MockModel, fail
 
 pytestmark = pytest.mark.codex
 

@@ -1,4 +1,5 @@
-"""A mock of the OpenAI Responses API, so the real `codex app-server` runs offline.
+"""A mock of the OpenAI Responses API, so the real `codex app-server` runs offline:
+in the tests, and in `crw flow demo --backend app-server --host codex`.
 
 Why plain threads (`http.server.ThreadingHTTPServer`), not Trio: the client of
 this server is a separate process (the real codex), and the test's Trio loop may
@@ -49,6 +50,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
@@ -365,3 +367,33 @@ def _handler_for(model: MockModel) -> type[BaseHTTPRequestHandler]:
             """Quiet: the requests are in `MockModel.requests`."""
 
     return Handler
+
+
+CODEX_MODEL = "gpt-5.5"
+"""A model in codex 0.163.0's bundled catalog, so codex asks for no metadata."""
+
+
+def write_codex_home(home: Path, model_url: str) -> Path:
+    """Make `home` a CODEX_HOME whose config points codex at the mock model at
+    `model_url` (host-protocol.md, "Running the real host in tests, offline")."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        f'model = "{CODEX_MODEL}"\n'
+        'model_provider = "mock"\n'
+        'approval_policy = "never"\n'
+        "\n"
+        "[model_providers.mock]\n"
+        'name = "mock"\n'
+        f'base_url = "{model_url}"\n'
+        'wire_api = "responses"\n'
+        "request_max_retries = 0\n"
+        "stream_max_retries = 0\n"
+        "\n"
+        "[features]\n"
+        "plugins = false\n"
+        "apps = false\n"
+        "\n"
+        "[analytics]\n"
+        "enabled = false\n"
+    )
+    return home
