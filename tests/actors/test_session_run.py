@@ -464,3 +464,30 @@ async def test_repair_of_a_closed_subagent_is_a_spawn_step(
     started = [r for r in rows if r["row"] == "thread_started" and r["call"] == "build.1"]
     assert started[0]["thread_id"] != started[1]["thread_id"]
     assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_step_whose_directory_refuses_writes_is_written_once_it_can_be(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-30, STEP-32, STEP-33, STEP-35"""
+    async with harness(tmp_path) as h:
+        blocker = h.run.steps / "explore.1"
+        h.run.steps.mkdir(parents=True, exist_ok=True)
+        blocker.write_text("not a directory")  # the call's step directory cannot be made
+
+        async def clear_after_some_failures() -> None:
+            # The test watches the journal as a reader would: polling, not an event.
+            while not any(  # noqa: ASYNC110
+                r["row"] == "step_unwritten" for r in read_journal(h.run.journal).rows
+            ):
+                await trio.sleep(1)
+            await trio.sleep(5)  # a few more polls fail
+            blocker.unlink()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(clear_after_some_failures)
+            state, rows = await h.go()
+    unwritten = [r for r in rows if r["row"] == "step_unwritten"]
+    assert unwritten[0]["failures"] == 1 and unwritten[0]["input_state"] == "not_delivered"
+    assert unwritten[-1]["written"] is True and unwritten[-1]["failures"] > 1
+    assert state == "ended" and rows[-1]["status"] == "completed"
