@@ -42,37 +42,11 @@ from crw.host.client import HostClient
 from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
 from crw.journal.log import read_journal
+from tests.actors.test_app_server_run import CHAIN
 from tests.cli.conftest import REPO, Crw
 
 CALL = "build.1"
-WORKFLOW = """
-name = "drill"
-pool = 1
-
-[[node]]
-id = "explore"
-role = "explorer"
-task = "Find the files."
-schema.type = "object"
-schema.required = ["files"]
-schema.properties.files = { type = "array", items = { type = "string" } }
-
-[[node]]
-id = "build"
-role = "executor"
-needs = ["explore"]
-task = "Fix it, starting from {explore.files}."
-schema = { type = "object", required = ["summary"], properties = { summary = { type = "string" } } }
-
-[[node]]
-id = "review"
-role = "reviewer"
-needs = ["build"]
-task = "Review: {build.summary}"
-schema.type = "object"
-schema.required = ["verdict"]
-schema.properties.verdict = { enum = ["pass", "fail"] }
-"""
+WORKFLOW = CHAIN.replace('name = "chain"\npool = 2', 'name = "drill"\npool = 1')
 SCRIPTS = [
     {"match": {"marker": "*"}, "behaviour": {"seconds": 0.1}},
     {"match": {"marker": f"{CALL}/*"}, "behaviour": {"seconds": 0.1, "invalidFirst": True}},
