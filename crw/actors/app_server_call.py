@@ -144,10 +144,8 @@ async def _run_thread(
             )
         ]
     )
-    text = packet.app_server_turn_text(
+    what = packet.Packet(
         call=call,
-        k=1,
-        attempt=1,
         role=node.role,
         workspace=str(workspace),
         task=task,
@@ -158,6 +156,7 @@ async def _run_thread(
         writes=node.role in WRITING_ROLES,
         workflow_file=str(ctx.workflow.path),
     )
+    text = packet.app_server_turn_text(what, k=1, attempt=1)
     turns = _Turn(ctx, call, thread.id)
     ended, spent = await turns.run(1, text, conversation_turn=1)
     end = harvest.decide(call, node.output_schema, ended, spent, repaired=False)

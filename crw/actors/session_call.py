@@ -163,17 +163,19 @@ class SessionCall:
         """The call's packet; `extra` are build_packet's repair members."""
         go_root = self.ctx.workflow.verifier.go_root if self.ctx.workflow.verifier else None
         return packet.build_packet(
-            call=self.call,
-            role=self.node.role,
-            workspace=str(self.workspace),
-            task=self.task,
-            output_schema=self.node.output_schema,
-            tmpdir=self.ctx.tmpdir,
-            go_root=go_root,
-            run_json=str(self.ctx.run.run_json),
-            writes=self.node.role in WRITING_ROLES,
-            workflow_file=str(self.ctx.workflow.path),
-            **extra,
+            packet.Packet(
+                call=self.call,
+                role=self.node.role,
+                workspace=str(self.workspace),
+                task=self.task,
+                output_schema=self.node.output_schema,
+                tmpdir=self.ctx.tmpdir,
+                go_root=go_root,
+                run_json=str(self.ctx.run.run_json),
+                writes=self.node.role in WRITING_ROLES,
+                workflow_file=str(self.ctx.workflow.path),
+                **extra,
+            )
         )
 
     def _spawn_step(

@@ -182,7 +182,15 @@ _Placement = Literal["first", "last", "omitted"]
 
 
 @dataclass(frozen=True)
-class _Packet:
+class Packet:
+    """What a call's packet says (STEP-40..55).
+
+    `tmpdir` is env.TMPDIR of run.json (at `run_json`), None when the spec has no
+    env; `go_root` is `[verifier] go_root` of the workflow file `workflow_file`, or
+    None; `writes` is False for a role that writes nothing. `note`,
+    `previous_answer` and `repair_errors` are the earlier attempts'.
+    """
+
     call: str
     role: str
     workspace: str
@@ -191,14 +199,14 @@ class _Packet:
     tmpdir: str | None
     go_root: str | None
     run_json: str
-    workflow_file: str | None
     writes: bool
-    note: str | None
-    previous_answer: str | None
-    repair_errors: Sequence[str] | None
+    workflow_file: str | None = None
+    note: str | None = None
+    previous_answer: str | None = None
+    repair_errors: Sequence[str] | None = None
 
 
-def _workspace_section(packet: _Packet) -> str:
+def _workspace_section(packet: Packet) -> str:
     p = packet.workspace
     scope = (
         f"Edit files only by absolute paths under `{p}` and leave every change in its working tree."
@@ -217,7 +225,7 @@ def _workspace_section(packet: _Packet) -> str:
     )
 
 
-def _earlier_section(packet: _Packet) -> str | None:
+def _earlier_section(packet: Packet) -> str | None:
     if packet.note is None and packet.previous_answer is None:
         return None
     lines = ["## Earlier attempts", ""]
@@ -237,7 +245,7 @@ def _earlier_section(packet: _Packet) -> str | None:
     return "\n".join(lines).rstrip()
 
 
-def _compose(packet: _Packet, tools: _Placement) -> str:
+def _compose(packet: Packet, tools: _Placement) -> str:
     """The packet's sections in the spec's order; the tools section goes first
     (the session packet), last (the App Server turn text) or nowhere (its
     journaled input)."""
@@ -259,87 +267,31 @@ def _compose(packet: _Packet, tools: _Placement) -> str:
     return "\n\n".join(section for section in sections if section is not None) + "\n"
 
 
-def build_packet(
-    *,
-    call: str,
-    role: str,
-    workspace: str,
-    task: str,
-    output_schema: Mapping[str, Any],
-    tmpdir: str | None,
-    go_root: str | None,
-    run_json: str,
-    writes: bool,
-    workflow_file: str | None = None,
-    note: str | None = None,
-    previous_answer: str | None = None,
-    repair_errors: Sequence[str] | None = None,
-) -> str:
+def build_packet(packet: Packet) -> str:
     """The session step's task packet, self-contained Markdown (STEP-40..55).
 
     In order: where the subagent works, the Repository tools section when the run
     has tools, the role's overlay, the earlier attempts (`note`, and for a repair
     on a new subagent `previous_answer` with its `repair_errors`), the task, and
     last the output contract.
-
-    Args:
-        tmpdir: env.TMPDIR of run.json (at `run_json`); None when the spec has no env.
-        go_root: `[verifier] go_root` of the workflow file `workflow_file`, or None.
-        writes: False for a role that writes nothing.
     """
-    return _compose(_Packet(**_packet_args(locals())), "first")
+    return _compose(packet, "first")
 
 
-def app_server_turn_text(
-    *,
-    call: str,
-    k: int,
-    attempt: int,
-    role: str,
-    workspace: str,
-    task: str,
-    output_schema: Mapping[str, Any],
-    tmpdir: str | None,
-    go_root: str | None,
-    run_json: str,
-    writes: bool,
-    workflow_file: str | None = None,
-    note: str | None = None,
-    previous_answer: str | None = None,
-    repair_errors: Sequence[str] | None = None,
-) -> str:
+def app_server_turn_text(packet: Packet, k: int, attempt: int) -> str:
     """An App Server call's turn text: the marker and role lines, then the packet,
     which ends with the Repository tools section, after the task (STEP-56, STEP-61)."""
-    header = f"{MARKER_PREFIX}{marker(call, k, attempt)}\n{ROLE_PREFIX}{role}\n\n"
-    return header + _compose(_Packet(**_packet_args(locals())), "last")
+    return _header(packet, k, attempt) + _compose(packet, "last")
 
 
-def journaled_input(
-    *,
-    call: str,
-    k: int,
-    attempt: int,
-    role: str,
-    workspace: str,
-    task: str,
-    output_schema: Mapping[str, Any],
-    tmpdir: str | None,
-    go_root: str | None,
-    run_json: str,
-    writes: bool,
-    workflow_file: str | None = None,
-    note: str | None = None,
-    previous_answer: str | None = None,
-    repair_errors: Sequence[str] | None = None,
-) -> str:
+def journaled_input(packet: Packet, k: int, attempt: int) -> str:
     """The input an App Server step journals: its turn text without the Repository
     tools section, so it does not change with the run's environment (STEP-57)."""
-    header = f"{MARKER_PREFIX}{marker(call, k, attempt)}\n{ROLE_PREFIX}{role}\n\n"
-    return header + _compose(_Packet(**_packet_args(locals())), "omitted")
+    return _header(packet, k, attempt) + _compose(packet, "omitted")
 
 
-def _packet_args(args: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: args[name] for name in _Packet.__dataclass_fields__}
+def _header(packet: Packet, k: int, attempt: int) -> str:
+    return f"{MARKER_PREFIX}{marker(packet.call, k, attempt)}\n{ROLE_PREFIX}{packet.role}\n\n"
 
 
 def repair_text(

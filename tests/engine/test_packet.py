@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from crw.engine.packet import (
+    Packet,
     ToolEntry,
     app_server_turn_text,
     build_packet,
@@ -49,7 +50,15 @@ def packet(**overrides: Any) -> str:
         "workflow_file": WORKFLOW,
         "writes": True,
     }
-    return build_packet(**(args | overrides))
+    return build_packet(Packet(**(args | overrides)))
+
+
+def app_turn(k: int, attempt: int, **args: Any) -> str:
+    return app_server_turn_text(Packet(**args), k, attempt)
+
+
+def app_journal(k: int, attempt: int, **args: Any) -> str:
+    return journaled_input(Packet(**args), k, attempt)
 
 
 def app_args(**overrides: Any) -> dict[str, Any]:
@@ -287,7 +296,7 @@ def test_previous_answer_with_backticks_cannot_close_its_fence() -> None:
 
 def test_app_server_turn_text_ends_with_the_tools_section_after_the_task() -> None:
     """spec: STEP-56"""
-    text = app_server_turn_text(**app_args(attempt=2))
+    text = app_turn(**app_args(attempt=2))
     assert text.startswith("crw-flow-op: build.1/t1-a2\nCRW-ROLE: executor\n\n")
     assert sections(text)[-3:] == ["Task", "Output contract", "Repository tools"]
     section = tools_section("/var/tmp/run", GO, RUN_JSON, WORKFLOW)
@@ -298,12 +307,12 @@ def test_app_server_turn_text_ends_with_the_tools_section_after_the_task() -> No
 
 def test_app_server_journaled_input_is_the_turn_text_without_the_tools_section() -> None:
     """spec: STEP-57"""
-    journaled = journaled_input(**app_args())
+    journaled = app_journal(**app_args())
     assert "## Repository tools" not in journaled
     assert "TMPDIR" not in journaled
-    turn = app_server_turn_text(**app_args())
+    turn = app_turn(**app_args())
     assert turn.startswith(journaled.removesuffix("\n"))
-    assert journaled_input(**app_args(tmpdir="/elsewhere")) == journaled
+    assert app_journal(**app_args(tmpdir="/elsewhere")) == journaled
 
 
 def test_app_server_entries_are_leaf_config_keys_never_a_whole_policy() -> None:
