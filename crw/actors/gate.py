@@ -69,7 +69,7 @@ async def run_gate(
                 break
             node_id, end = await receive.receive()
             running.discard(node_id)
-            kind = end.row.row if end.row is not None else "held"  # type: ignore[attr-defined]
+            kind = (end.row.row if end.row is not None else None) or "held"
             finished[node_id] = kind
             if kind == "completed":
                 results[node_id] = end.row.result  # type: ignore[union-attr]

@@ -99,6 +99,9 @@ class RowModel(BaseModel):
 
     seq: int | None = None
     at: str | None = None
+    row: str | None = None
+    """The kind; each kind's model narrows it. Declared here so that a row's
+    fields serialize in the journal line's order: seq, at, row, call, fields."""
     call: str | None = None
 
 
