@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from crw.bus.inbox import Report, reply_path, write_report  # noqa: E402
 from crw.cli.owner import ScriptedOwner  # noqa: E402
-from crw.cli.start import start_run  # noqa: E402
+from crw.cli.start import StartOutcome, start_run  # noqa: E402
 from crw.clock import system_clock  # noqa: E402
 from crw.engine.rundir import RunDir  # noqa: E402
 from crw.host.client import HostClient  # noqa: E402
@@ -107,6 +107,16 @@ class TimedOwner(ScriptedOwner):
         return await trio.to_thread.run_sync(report_and_wait)
 
 
+async def start_session(state: Path, socket: Path, wf: Path, owner: str) -> StartOutcome:
+    """A session run of `wf` on the simulated host, started as `crw flow start` does."""
+    env = dict(os.environ) | {"CODEX_HOME": str(state / "codex-home")}
+    return await trio.to_thread.run_sync(
+        lambda: start_run(
+            wf, backend="session", owner=owner, host=f"unix:{socket}", state=str(state), environ=env
+        )
+    )
+
+
 async def play(state: Path, socket: Path, wf: Path) -> tuple[str, TimedOwner, dict[str, int]]:
     """Run the workflow as its owner; the run id, the owner (its bind latencies)
     and each turn's end (turn id -> emittedAtMs of its turn/completed)."""
@@ -114,17 +124,7 @@ async def play(state: Path, socket: Path, wf: Path) -> tuple[str, TimedOwner, di
     async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
         await client.request("sim/script", {"match": {}, "behaviour": {"seconds": TURN_SECONDS}})
         owner_id = str((await client.request("sim/startOwner", {}))["threadId"])
-        env = dict(os.environ) | {"CODEX_HOME": str(state / "codex-home")}
-        outcome = await trio.to_thread.run_sync(
-            lambda: start_run(
-                wf,
-                backend="session",
-                owner=owner_id,
-                host=f"unix:{socket}",
-                state=str(state),
-                environ=env,
-            )
-        )
+        outcome = await start_session(state, socket, wf, owner_id)
         owner = TimedOwner(client, outcome.spec.id, owner_id, state=str(state), wait=5.0)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(collect_turn_ends, client, ended)
@@ -181,17 +181,7 @@ async def live_run(state: Path, socket: Path, wf: Path) -> tuple[str, int]:
     """A run that waits on its first step (nobody takes it): the run `next` is for."""
     async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
         owner_id = str((await client.request("sim/startOwner", {}))["threadId"])
-    env = dict(os.environ) | {"CODEX_HOME": str(state / "codex-home")}
-    outcome = await trio.to_thread.run_sync(
-        lambda: start_run(
-            wf,
-            backend="session",
-            owner=owner_id,
-            host=f"unix:{socket}",
-            state=str(state),
-            environ=env,
-        )
-    )
+    outcome = await start_session(state, socket, wf, owner_id)
     assert outcome.pid is not None
     return outcome.spec.id, outcome.pid
 

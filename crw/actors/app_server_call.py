@@ -28,6 +28,7 @@ from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import JournalWriter
 from crw.engine import answer, harvest, outcome, packet
 from crw.engine.harvest import CallEnd
+from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair
 from crw.engine.template import render_task
 from crw.engine.workflow import Node, Workflow
@@ -41,9 +42,6 @@ from crw.journal.rows import (
     Tokens,
     TurnStarted,
 )
-
-WRITING_ROLES = frozenset({"executor", "executor-t1"})
-"""The roles whose calls change their workspace; every other role changes nothing."""
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from crw.bus.inbox import Report
 from crw.clock import WallClock
 from crw.engine import answer, bind, harvest, outcome, packet
 from crw.engine.harvest import CallEnd
+from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair, default_agent_type
 from crw.engine.rundir import RunDir
 from crw.engine.session_progress import CallProgress, progress
@@ -55,8 +56,6 @@ from crw.journal.rows import (
     TurnStarted,
 )
 from crw.settings import Settings
-
-WRITING_ROLES = frozenset({"executor", "executor-t1"})
 
 
 @dataclass(frozen=True)
@@ -304,14 +303,7 @@ class SessionCall:
         decision = bind.decide_report(
             run_id=self.ctx.run_id,
             owner=self.ctx.owner,
-            report=bind.Report(
-                id=report.id,
-                run=report.run,
-                call=report.call,
-                k=report.k,
-                attempt=report.attempt,
-                agent_id=report.agent_id,
-            ),
+            report=report,
             step=self._published(step, report),
             attempt=self._attempt_state(step, report),
             pair=self.pair,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from crw.engine.packet import MARKER_PREFIX
 from crw.engine.roles import RolePair
@@ -29,10 +29,25 @@ EFFORT_UNCHECKED = "effort_unchecked"
 SESSION_AGENT_ROLE_MISMATCH = "session_agent_role_mismatch"
 
 
+class ReportLike(Protocol):
+    """What the decision reads of a dispatch report: `crw.bus.inbox.Report`, or
+    `Report` below; `agent_id` None is a report without a subagent."""
+
+    @property
+    def run(self) -> str: ...
+    @property
+    def call(self) -> str: ...
+    @property
+    def k(self) -> int: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def agent_id(self) -> str | None: ...
+
+
 @dataclass(frozen=True)
 class Report:
-    """A dispatch report (`inbox/<id>.json`); `agent_id` None is a report without
-    a subagent."""
+    """A dispatch report's members the decision reads, as plain data."""
 
     id: str
     run: str
@@ -110,7 +125,7 @@ def reply_pair(pair: RolePair) -> dict[str, str | None]:
 def decide_report(
     run_id: str,
     owner: str,
-    report: Report,
+    report: ReportLike,
     step: PublishedStep | None,
     attempt: AttemptState,
     pair: RolePair,

@@ -12,3 +12,7 @@ def default_agent_type(role: str) -> str:
     """The agent type the spawn hook pairs `role` with: executor-t1 with executor,
     critic with reviewer, every other role with its own name."""
     return _PAIRED_TYPE.get(role, role)
+
+
+WRITING_ROLES = frozenset({"executor", "executor-t1"})
+"""The roles whose calls change their workspace; every other role changes nothing."""
