@@ -157,7 +157,7 @@ class Backend:
             self.run_dir,
             self.spec.id,
             self.settings,
-            lambda report: answer_unrouted(replay(read_journal(self.run_dir.journal).rows), report),
+            lambda report: answer_unrouted(read_journal(self.run_dir.journal).rows, report),
         )
         ctx = SessionContext(
             journal=self.journal,

@@ -36,13 +36,14 @@ from crw.bus.inbox import Report
 from crw.clock import WallClock
 from crw.engine import answer, bind, harvest, outcome, packet
 from crw.engine.harvest import CallEnd
+from crw.engine.replies import call_record
 from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair, default_agent_type
 from crw.engine.rundir import RunDir
 from crw.engine.session_progress import CallProgress, progress
 from crw.engine.template import render_task
 from crw.engine.workflow import Node, Workflow
-from crw.host.client import HostRequestError
+from crw.host.client import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import (
@@ -50,6 +51,7 @@ from crw.journal.rows import (
     Held,
     Prepared,
     RowModel,
+    SessionHostWarning,
     StepPublished,
     Tokens,
     TokensUnmeasured,
@@ -91,12 +93,17 @@ class SessionCall:
         self.workspace = ctx.run.root / "calls" / call
         self.pair = ctx.pairs.get(node.role) or RolePair(agent_type=default_agent_type(node.role))
         self.state: CallProgress = progress(rows)
+        self.rows = list(rows)
+        """The call's rows, those this process commits included."""
+        self.retries: dict[tuple[int, int, str | None], int] = {}
+        """How many times each report (k, attempt, subagent) was answered retry."""
         self.steps = StepWriter(self, ctx)
         self.resumed = False
         """The call goes on with a step an earlier process published."""
 
     async def commit(self, rows: list[RowModel]) -> None:
         await self.ctx.journal.commit(rows)
+        self.rows += [row.model_dump() for row in rows]
 
     async def run(self) -> CallEnd:
         try:
@@ -297,30 +304,42 @@ class SessionCall:
         return bound
 
     async def _decide(self, step: StepPublished, report: Report) -> tuple[str, str] | None:
-        """Answer the owner's report on `step` (the reply table)."""
+        """Answer the owner's report on `step`, or on another step of the call
+        (the reply table)."""
+        waiting = (report.k, report.attempt) == (step.k, step.attempt)
         agent = report.agent_id or (step.agent_id if step.action == "send_input" else None)
-        thread, host_error = await self._read_agent(agent)
+        thread, host_error, unknown = await self._read_agent(agent if waiting else None)
+        key = (report.k, report.attempt, agent)
         decision = bind.decide_report(
             run_id=self.ctx.run_id,
             owner=self.ctx.owner,
             report=report,
-            step=self._published(step, report),
-            attempt=self._attempt_state(step, report),
+            step=self._published(step),
+            record=call_record(self.rows),
+            attempt=self._attempt_state(step),
             pair=self.pair,
             thread=thread,
             host_error=host_error,
+            unknown=unknown,
+            retries=self.retries.get(key, 0),
         )
+        if decision.kind == "retry":
+            self.retries[key] = self.retries.get(key, 0) + 1
         return await self._act(step, decision, report)
 
-    async def _read_agent(self, agent: str | None) -> tuple[Thread | None, str | None]:
+    async def _read_agent(self, agent: str | None) -> tuple[Thread | None, str | None, bool]:
+        """The subagent's snapshot, or why the host cannot answer now, or that it
+        has no such thread."""
         if not agent:
-            return None, None
+            return None, None, False
         try:
-            return await self.ctx.reader.read(agent), None
+            return await self.ctx.reader.read(agent), None, False
         except HostUnavailable as err:
-            return None, str(err)
-        except HostRequestError as err:  # a thread the host does not show yet
-            return None, str(err)
+            return None, str(err), False
+        except HostRequestError as err:
+            if unknown_thread(err):
+                return None, None, True
+            return None, str(err), False
 
     async def _act(
         self, step: StepPublished, decision: bind.Decision, report: Report | None
@@ -341,6 +360,8 @@ class SessionCall:
             started = decision.thread_started
             thread_id = started.thread_id if started is not None else step.agent_id
             self.state.thread = started.model_dump() if started is not None else self.state.thread
+            if started is not None:
+                await self._close_strays(step, str(started.thread_id))
             return str(thread_id), str(decision.turn_started.turn_id)
         if report is not None:
             reply: dict[str, Any] = {"reply": decision.kind, "reason": decision.reason}
@@ -349,9 +370,29 @@ class SessionCall:
             await self.ctx.inbox.reply(report, reply)
         return None
 
-    def _published(self, step: StepPublished, report: Report | None) -> bind.PublishedStep | None:
-        if report is not None and (report.k, report.attempt) != (step.k, step.attempt):
-            return None
+    async def _close_strays(self, step: StepPublished, bound_id: str) -> None:
+        """Every other open subagent of the owner carrying the bound attempt's marker
+        gets a close step; the first time, session_host_warning several_spawns."""
+        try:
+            subagents = await self.ctx.reader.subagents(self.ctx.owner)
+        except (HostUnavailable, HostRequestError):
+            return  # the bind stands; a stray's report is answered close
+        strays = bind.strays(step.marker or "", self.ctx.owner, bound_id, subagents)
+        if not strays:
+            return
+        warned = any(
+            row.get("row") == "session_host_warning" and row.get("op") == step.op
+            for row in self.rows
+        )
+        if not warned:
+            warning = SessionHostWarning(call=self.call, op=step.op, warnings=["several_spawns"])
+            await self.commit([warning])
+        for agent in strays:
+            await trio.to_thread.run_sync(
+                bus.write_close, self.ctx.run, self.call, step.attempt or 1, agent
+            )
+
+    def _published(self, step: StepPublished) -> bind.PublishedStep:
         return bind.PublishedStep(
             call=self.call,
             k=step.k or 1,
@@ -366,17 +407,9 @@ class SessionCall:
             replaces_turn=step.replaces_turn,
         )
 
-    def _attempt_state(self, step: StepPublished, report: Report | None) -> bind.AttemptState:
-        earlier = report is not None and (
-            report.attempt < (step.attempt or 1) or (report.k or 0) < (step.k or 0)
-        )
+    def _attempt_state(self, step: StepPublished) -> bind.AttemptState:
         bound = step.agent_id if step.action == "send_input" else self.state.bound_thread_id
-        return bind.AttemptState(
-            ended=earlier,
-            why="the report names an attempt that ended" if earlier else None,
-            thread_id=bound,
-            prior_pairs=tuple(self.state.pairs),
-        )
+        return bind.AttemptState(thread_id=bound, prior_pairs=tuple(self.state.pairs))
 
     async def _look_up(self, step: StepPublished) -> tuple[str, str] | None:
         """The marker on the host: a spawn, or a repair, never reported (DISP-25/26)."""
@@ -385,15 +418,18 @@ class SessionCall:
                 thread: Thread | None = await self.ctx.reader.read(step.agent_id)
             else:
                 subagents = await self.ctx.reader.subagents(self.ctx.owner)
-                thread = bind.find_spawned(step.marker or "", self.ctx.owner, subagents)
+                thread = bind.find_spawned(step.marker or "", self.ctx.owner, subagents, self.pair)
         except (HostUnavailable, HostRequestError):
             return None
         if thread is None or bind.find_marker_turn(step.marker or "", thread) is None:
             return None
-        published = self._published(step, None)
-        assert published is not None
         decision = bind.decide_bind(
-            self.ctx.owner, published, self._attempt_state(step, None), self.pair, None, thread
+            self.ctx.owner,
+            self._published(step),
+            self._attempt_state(step),
+            self.pair,
+            None,
+            thread,
         )
         return await self._act(step, decision, None)
 

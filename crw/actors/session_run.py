@@ -9,7 +9,7 @@ answered here (`answer_unrouted`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import trio
@@ -19,31 +19,23 @@ from crw.actors.session_call import SessionCall, SessionContext
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
 from crw.engine.harvest import CallEnd
+from crw.engine.replies import call_record, decide_late
 from crw.engine.workflow import Node
 from crw.host.client import HostRequestError
 from crw.host.transport import HostUnavailable
 from crw.journal.replay import TERMINAL_ROWS, RunState
 
 
-def answer_unrouted(run: RunState, report: Report) -> dict[str, Any] | None:
-    """The reply to a report no call actor waits for (the reply table), or None:
-    it names the open step of a call whose actor has not come to it yet (a resumed
-    run's first read of its inbox), and waits in the inbox for that actor (ATT-18)."""
-    call = run.calls.get(report.call)
-    if call is not None and call.state in TERMINAL_ROWS | {"lost"}:
-        return {"reply": "close", "reason": "the report names an attempt that ended"}
-    if call is not None and call.turn_k < report.k <= call.k and report.attempt >= call.attempt:
+def answer_unrouted(rows: Iterable[Mapping[str, Any]], report: Report) -> dict[str, Any] | None:
+    """The reply to a report no call actor waits for (the reply table), from the
+    journal's `rows`, or None: it names the step its call waits on, whose actor
+    has not come to it yet (a resumed run's first read of its inbox), and waits in
+    the inbox for that actor (ATT-18)."""
+    record = call_record(row for row in rows if row.get("call") == report.call)
+    if record.waits_on(report.attempt, report.k):
         return None
-    if call is not None and call.thread_id and call.attempt == report.attempt:
-        if call.thread_id == report.agent_id:
-            return {"reply": "bound", "reason": "already bound"}
-        return {"reply": "close", "reason": "a second subagent for a bound attempt"}
-    if not report.agent_id:
-        return {
-            "reply": "refused",
-            "reason": "a report without a subagent for a step the run did not publish",
-        }
-    return {"reply": "close", "reason": "the run did not publish that step (an early report)"}
+    reply = decide_late(report.k, report.attempt, report.agent_id, record)
+    return {"reply": reply.kind, "reason": reply.reason}
 
 
 async def run_session_calls(

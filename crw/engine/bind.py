@@ -8,21 +8,29 @@ pair) and host snapshots (`crw.host.protocol.Thread`), so the same report answer
 again after a crash gets the same reply and writes no second row.
 
 The marker lookup (DISP-25, DISP-26) is here too: a subagent spawned, or a repair
-sent, and never reported is found by the marker line its turn starts with.
+sent, and never reported is found by the marker line its turn starts with. A report
+about any other step than the one the call waits on is answered from the rows
+alone (`crw.engine.replies`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Protocol
 
 from crw.engine.packet import MARKER_PREFIX
+from crw.engine.replies import CallRecord as CallRecord
+from crw.engine.replies import Reply as Reply
+from crw.engine.replies import ReplyKind as ReplyKind
+from crw.engine.replies import decide_late
 from crw.engine.roles import RolePair
 from crw.host.protocol import Thread, Turn, UserMessage
 from crw.journal.rows import StepAction, ThreadStarted, TurnStarted
 
-ReplyKind = Literal["bound", "pair_mismatch", "retry", "refused", "close"]
+MAX_RETRIES = 5
+"""How many times one report (its call, k, attempt and subagent) is answered
+retry; the next time the reply is refused with why and what to do."""
 
 PAIR_UNCHECKED = "pair_unchecked"
 EFFORT_UNCHECKED = "effort_unchecked"
@@ -77,28 +85,15 @@ class PublishedStep:
 
 @dataclass(frozen=True)
 class AttemptState:
-    """What the rows say of the report's (call, attempt).
+    """What the rows say of the waiting step's attempt.
 
-    `ended`/`why`: the attempt ended (`why` "answered" or "lost"). `thread_id`: the
-    subagent its thread_started row bound, if any. `turns_bound`: the k's of its
-    turn_started rows. `prior_pairs`: the `{model, effort}` pairs the call's
-    earlier attempts were bound with, in attempt order.
+    `thread_id`: the subagent its thread_started row bound, if any. `prior_pairs`:
+    the `{model, effort}` pairs the call's earlier attempts were bound with, in
+    attempt order.
     """
 
-    ended: bool = False
-    why: str | None = None
     thread_id: str | None = None
-    turns_bound: frozenset[int] = frozenset()
     prior_pairs: tuple[Mapping[str, Any], ...] = ()
-
-
-@dataclass(frozen=True)
-class Reply:
-    """An answer that writes no row. `pair` is the role's pair of a pair_mismatch."""
-
-    kind: ReplyKind
-    reason: str
-    pair: RolePair | None = None
 
 
 @dataclass(frozen=True)
@@ -126,44 +121,46 @@ def decide_report(
     run_id: str,
     owner: str,
     report: ReportLike,
-    step: PublishedStep | None,
+    step: PublishedStep,
+    record: CallRecord,
     attempt: AttemptState,
     pair: RolePair,
     thread: Thread | None,
     host_error: str | None,
+    *,
+    unknown: bool = False,
+    retries: int = 0,
 ) -> Decision:
-    """The run's answer to a dispatch report.
+    """The run's answer to a dispatch report, while the call waits on `step`.
 
     Args:
         run_id: this run's id.
         owner: the owner thread's id.
         report: the report read from the inbox.
-        step: the published step the report names (its call, k and attempt), or
-            None when the run published no such step.
-        attempt: the rows' state of the report's (call, attempt).
+        step: the published step the call waits on.
+        record: the rows' record of `step`'s call, for a report that names
+            another step (`crw.engine.replies.decide_late`).
+        attempt: the rows' state of the step's attempt.
         pair: the pair of the step's role, as the run pinned it.
         thread: the host's snapshot, with turns, of the report's subagent (of the
             step's subagent for a report without one), or None when not read.
-        host_error: why the host could not be read, if it could not.
+        host_error: why the host could not answer now, if it could not.
+        unknown: the host answered that it has no such thread.
+        retries: how many times this report's step and subagent were answered
+            retry before.
 
     Raises:
         ValueError: `thread` is not the subagent the report names.
     """
     if report.run != run_id:
         return Reply("refused", "another run")  # DISP-10
-    if step is None or (step.call, step.k, step.attempt) != (
-        report.call,
-        report.k,
-        report.attempt,
-    ):
-        if report.agent_id is None:
-            # DISP-11
-            return Reply(
-                "refused", "a report without a subagent for a step the run did not publish"
-            )
-        return Reply("close", "a step the run did not publish (an early report)")  # DISP-15
+    if (report.call, report.k, report.attempt) != (step.call, step.k, step.attempt):
+        late = record if report.call == step.call else CallRecord()
+        return decide_late(report.k, report.attempt, report.agent_id, late)
     agent = report.agent_id if report.agent_id is not None else step.agent_id
-    return decide_bind(owner, step, attempt, pair, agent, thread, host_error)
+    return decide_bind(
+        owner, step, attempt, pair, agent, thread, host_error, unknown=unknown, retries=retries
+    )
 
 
 def decide_bind(
@@ -174,6 +171,9 @@ def decide_bind(
     agent_id: str | None,
     thread: Thread | None,
     host_error: str | None = None,
+    *,
+    unknown: bool = False,
+    retries: int = 0,
 ) -> Decision:
     """Whether `agent_id` (read as `thread`) binds to the published `step`.
 
@@ -186,29 +186,47 @@ def decide_bind(
     """
     if agent_id is not None and thread is not None and thread.id != agent_id:
         raise ValueError(f"the host snapshot is thread {thread.id}, not {agent_id}")
-    if attempt.ended:
-        # DISP-13 (answered), DISP-14 (lost)
-        return Reply("close", f"an attempt that ended ({attempt.why or 'answered'})")
     bound_to = attempt.thread_id or (step.agent_id if step.action == "send_input" else None)
     agent = agent_id if agent_id is not None else (thread.id if thread is not None else None)
     if bound_to is not None and agent is not None and agent != bound_to:
         return Reply("close", "a second subagent for a bound attempt")  # DISP-16
-    if step.action == "spawn" and attempt.thread_id is not None:
-        return Reply("bound", "already bound")  # the rows are written: none twice
-    if step.action == "send_input" and step.k in attempt.turns_bound:
-        return Reply("bound", "already bound")
+    if unknown:
+        return Reply(
+            "refused",
+            f"the host has no thread {agent}: report the agent_id spawn_agent answered",
+        )
     if host_error is not None or thread is None:
         why = f": {host_error}" if host_error else ""
-        return Reply("retry", f"the host cannot be read yet{why}")  # DISP-9
+        return _retry(f"the host cannot be read yet{why}", retries, _HOST_GIVE_UP)  # DISP-9
     if thread.parentThreadId != owner:
         return Reply("refused", "not a subagent of the owner thread")  # DISP-3, DISP-12
     turn = find_marker_turn(step.marker, thread)
     if turn is None:
-        return Reply("retry", "the marker turn cannot be read yet")  # DISP-4, DISP-9
+        give_up = _MARKER_GIVE_UP.format(marker=step.marker)
+        return _retry("the marker turn cannot be read yet", retries, give_up)  # DISP-4, DISP-9
     turn_started = _turn_started(step, turn)
     if step.action == "send_input":
         return Bound(None, turn_started)  # BIND-7: the subagent's pair was checked at its bind
     return _bind_spawn(step, attempt, pair, thread, turn_started)
+
+
+_HOST_GIVE_UP = (
+    "stop reporting it: the run binds the subagent by its marker once the host answers "
+    "(crw flow next shows the step while it waits)"
+)
+_MARKER_GIVE_UP = (
+    "stop reporting it: the run binds it by its marker once its turn shows; if its "
+    "message did not start with crw-flow-op: {marker}, close it and spawn again with "
+    "the step's message"
+)
+
+
+def _retry(reason: str, retries: int, give_up: str) -> Reply:
+    """retry, or once the same report was answered retry MAX_RETRIES times, refused
+    with why and what to do."""
+    if retries < MAX_RETRIES:
+        return Reply("retry", reason)
+    return Reply("refused", f"{reason} (answered retry {retries} times): {give_up}")
 
 
 def _bind_spawn(
@@ -321,17 +339,40 @@ def find_marker_turn(marker: str, thread: Thread) -> Turn | None:
     return next((turn for turn in thread.turns if turn_marker(turn) == marker), None)
 
 
-def find_spawned(marker: str, owner: str, threads: Iterable[Thread]) -> Thread | None:
-    """The owner's subagent that carries `marker` in a turn (DISP-25).
+def find_spawned(
+    marker: str, owner: str, threads: Iterable[Thread], pair: RolePair
+) -> Thread | None:
+    """The owner's subagent that carries `marker` in a turn and can be bound (DISP-25).
 
     `threads` are host snapshots with turns (the caller lists them with thread/list
-    sourceKinds ["subAgentThreadSpawn"] and reads the candidates). Of several, the
-    earliest created is taken; a thread whose parentThreadId is not `owner` never is.
+    sourceKinds ["subAgentThreadSpawn"] and reads the candidates). A closed subagent
+    (notLoaded), one whose pair the bind would refuse and one whose parentThreadId is
+    not `owner` are never taken; of several others, the earliest created is.
     """
+    found = [
+        thread
+        for thread in _carrying(marker, owner, threads)
+        if thread.status.type != "notLoaded" and _pair_mismatch(pair, thread) is None
+    ]
+    return found[0] if found else None
+
+
+def strays(marker: str, owner: str, bound_id: str, threads: Iterable[Thread]) -> list[str]:
+    """The ids of the owner's other open subagents that carry a bound attempt's
+    `marker`: each gets a close step (a spawn for one step made twice)."""
+    return [
+        thread.id
+        for thread in _carrying(marker, owner, threads)
+        if thread.id != bound_id and thread.status.type != "notLoaded"
+    ]
+
+
+def _carrying(marker: str, owner: str, threads: Iterable[Thread]) -> list[Thread]:
+    """The owner's subagents with a turn that carries `marker`, earliest created first."""
     found = [
         thread
         for thread in threads
         if thread.parentThreadId == owner and find_marker_turn(marker, thread) is not None
     ]
     found.sort(key=lambda thread: (thread.createdAt is None, thread.createdAt or 0))
-    return found[0] if found else None
+    return found

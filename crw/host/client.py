@@ -59,6 +59,15 @@ class HostRequestError(HostError):
         )
 
 
+_UNKNOWN_THREAD = ("thread not loaded: ", "thread not found: ", "no rollout found for thread id ")
+"""How codex words "there is no such thread", per method (thread/read says not loaded)."""
+
+
+def unknown_thread(err: HostRequestError) -> bool:
+    """The host answered that the thread does not exist (not that it cannot answer now)."""
+    return err.code == -32600 and err.message.startswith(_UNKNOWN_THREAD)
+
+
 class Subscription(trio.abc.ReceiveChannel[Notification]):
     """Every notification from the moment of subscribing, in order, until it ends.
 

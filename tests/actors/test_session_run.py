@@ -114,7 +114,7 @@ class Harness:
                 self.run,
                 RUN_ID,
                 self.settings,
-                lambda r: answer_unrouted(replay(read_journal(self.run.journal).rows), r),
+                lambda r: answer_unrouted(read_journal(self.run.journal).rows, r),
             )
             ctx = SessionContext(
                 journal=journal,

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from crw.engine.bind import (
+    MAX_RETRIES,
     AttemptState,
     Bound,
     PublishedStep,
@@ -19,9 +20,11 @@ from crw.engine.bind import (
     find_spawned,
     marker_of,
     reply_pair,
+    strays,
     turn_marker,
 )
 from crw.engine.packet import send_input_message, spawn_message
+from crw.engine.replies import CallRecord
 from crw.engine.roles import RolePair
 from crw.host.protocol import Thread
 from crw.journal.rows import ThreadStarted, TurnStarted
@@ -160,17 +163,22 @@ def decide(
     pair: RolePair = PAIR,
     thread: Thread | None = None,
     host_error: str | None = None,
-    unpublished: bool = False,
+    record: CallRecord | None = None,
+    unknown: bool = False,
+    retries: int = 0,
 ) -> Bound | Reply:
     return decide_report(
         RUN,
         OWNER,
         rep or report(),
-        None if unpublished else (step or spawn_step()),
+        step or spawn_step(),
+        record or CallRecord(attempt=1, published=frozenset({(1, 1)})),
         attempt or AttemptState(),
         pair,
         thread,
         host_error,
+        unknown=unknown,
+        retries=retries,
     )
 
 
@@ -201,37 +209,30 @@ def test_report_for_another_run_is_refused() -> None:
 
 def test_report_without_subagent_for_unpublished_step_is_refused() -> None:
     """spec: DISP-11"""
-    answer = reply(decide(rep=report(agent_id=None), unpublished=True))
+    answer = reply(decide(rep=report(agent_id=None, k=3)))
     assert answer.kind == "refused"
     assert "did not publish" in answer.reason
 
 
 def test_early_report_with_subagent_for_unpublished_step_is_answered_close() -> None:
     """spec: DISP-15"""
-    answer = reply(decide(unpublished=True, thread=subagent()))
+    answer = reply(decide(rep=report(k=3), thread=subagent()))
     assert (answer.kind, answer.reason) == (
         "close",
         "a step the run did not publish (an early report)",
     )
 
 
+def test_report_for_another_call_than_the_waiting_one_is_an_early_report() -> None:
+    """spec: DISP-15 (the call's record is not the other call's)"""
+    answer = reply(decide(rep=report(call="zzz.1")))
+    assert answer.reason == "a step the run did not publish (an early report)"
+
+
 def test_report_naming_another_attempt_than_the_published_step_is_an_early_report() -> None:
     """spec: DISP-15"""
     answer = reply(decide(rep=report(attempt=2), thread=subagent()))
     assert answer.kind == "close"
-
-
-def test_report_for_attempt_that_ended_answered_is_answered_close() -> None:
-    """spec: DISP-13"""
-    answer = reply(decide(attempt=AttemptState(ended=True, why="answered"), thread=subagent()))
-    assert (answer.kind, answer.reason) == ("close", "an attempt that ended (answered)")
-
-
-def test_report_for_attempt_that_was_lost_is_answered_close() -> None:
-    """spec: DISP-14"""
-    attempt = AttemptState(ended=True, why="lost", thread_id=AGENT)
-    answer = reply(decide(attempt=attempt, thread=subagent()))
-    assert (answer.kind, answer.reason) == ("close", "an attempt that ended (lost)")
 
 
 def test_second_subagent_for_bound_attempt_is_answered_close() -> None:
@@ -244,12 +245,6 @@ def test_second_subagent_for_bound_attempt_is_answered_close() -> None:
         )
     )
     assert (answer.kind, answer.reason) == ("close", "a second subagent for a bound attempt")
-
-
-def test_same_report_on_bound_attempt_answers_bound_and_writes_no_rows() -> None:
-    """spec: DISP-6 (the report answered again after a crash writes nothing twice)"""
-    answer = reply(decide(attempt=AttemptState(thread_id=AGENT), thread=subagent()))
-    assert (answer.kind, answer.reason) == ("bound", "already bound")
 
 
 def test_unreadable_host_is_answered_retry() -> None:
@@ -514,7 +509,11 @@ def repair_turn(turn_id: str = "turn-2") -> dict[str, Any]:
 def repair(**kwargs: Any) -> Bound | Reply:
     kwargs.setdefault("rep", report(k=2))
     kwargs.setdefault("step", repair_step())
-    kwargs.setdefault("attempt", AttemptState(thread_id=AGENT, turns_bound=frozenset({1})))
+    kwargs.setdefault("attempt", AttemptState(thread_id=AGENT))
+    kwargs.setdefault(
+        "record",
+        CallRecord(attempt=1, published=frozenset({(1, 1), (1, 2)}), turns={(1, 1): AGENT}),
+    )
     return decide(**kwargs)
 
 
@@ -539,13 +538,6 @@ def test_send_input_before_its_turn_shows_is_answered_retry() -> None:
     """spec: DISP-9, DISP-26"""
     answer = reply(repair(thread=repair_thread()))
     assert (answer.kind, answer.reason) == ("retry", "the marker turn cannot be read yet")
-
-
-def test_send_input_turn_already_bound_answers_bound_without_rows() -> None:
-    """spec: BIND-7 (the report answered again writes nothing twice)"""
-    attempt = AttemptState(thread_id=AGENT, turns_bound=frozenset({1, 2}))
-    answer = reply(repair(attempt=attempt, thread=repair_thread(repair_turn())))
-    assert (answer.kind, answer.reason) == ("bound", "already bound")
 
 
 def test_send_input_report_naming_another_subagent_is_answered_close() -> None:
@@ -574,7 +566,7 @@ def test_send_input_is_not_pair_checked_again() -> None:
 def test_spawned_subagent_found_by_marker_binds_without_a_report() -> None:
     """spec: DISP-25"""
     threads = [subagent(id=OTHER_AGENT, turns=[]), subagent()]
-    found = find_spawned(MARKER, OWNER, threads)
+    found = find_spawned(MARKER, OWNER, threads, PAIR)
     assert found is not None and found.id == AGENT
     decision = decide_bind(OWNER, spawn_step(), AttemptState(), PAIR, None, found)
     assert started(decision).thread_id == AGENT
@@ -582,14 +574,14 @@ def test_spawned_subagent_found_by_marker_binds_without_a_report() -> None:
 
 def test_lookup_ignores_a_thread_of_another_owner() -> None:
     """spec: DISP-25, DISP-3"""
-    assert find_spawned(MARKER, OWNER, [subagent(parentThreadId="someone")]) is None
+    assert find_spawned(MARKER, OWNER, [subagent(parentThreadId="someone")], PAIR) is None
 
 
 def test_lookup_takes_the_earliest_of_two_spawns() -> None:
     """spec: DISP-25"""
     late = subagent(createdAt=1795982999)
     early = subagent(id=OTHER_AGENT, createdAt=1795982900)
-    found = find_spawned(MARKER, OWNER, [late, early])
+    found = find_spawned(MARKER, OWNER, [late, early], PAIR)
     assert found is not None and found.id == OTHER_AGENT
 
 
@@ -641,3 +633,63 @@ def test_report_without_subagent_for_published_spawn_waits_for_the_lookup() -> N
     assert reply(decide(rep=report(agent_id=None), thread=None)).kind == "retry"
     found = decide(rep=report(agent_id=None), thread=subagent())
     assert started(found).thread_id == AGENT
+
+
+def test_lookup_skips_a_closed_subagent_and_one_on_another_pair() -> None:
+    """spec: DISP-25, DISP-5 (a pair_mismatch, then a respawn never reported)"""
+    closed = subagent(id="closed", createdAt=1795982800, status={"type": "notLoaded"})
+    wrong = subagent(id="wrong", createdAt=1795982850, model="gpt-5.4-mini")
+    right = subagent(createdAt=1795982900)
+    found = find_spawned(MARKER, OWNER, [closed, wrong, right], PAIR)
+    assert found is not None and found.id == AGENT
+    assert find_spawned(MARKER, OWNER, [closed, wrong], PAIR) is None
+
+
+def test_lookup_of_a_role_left_to_the_host_takes_any_pair() -> None:
+    """spec: DISP-17, DISP-25"""
+    other = subagent(model="o9", reasoningEffort="low")
+    found = find_spawned(MARKER, OWNER, [other], RolePair(agent_type="executor"))
+    assert found is not None and found.id == AGENT
+
+
+def test_other_open_subagents_carrying_the_bound_marker_are_strays() -> None:
+    """spec: DISP-16 (a second subagent for a bound attempt is closed)"""
+    threads = [
+        subagent(id="late", createdAt=1795982999),
+        subagent(),
+        subagent(id="early", createdAt=1795982000),
+        subagent(id="closed", status={"type": "notLoaded"}),
+        subagent(id="foreign", parentThreadId="someone"),
+        subagent(id="unmarked", turns=[]),
+    ]
+    assert strays(MARKER, OWNER, AGENT, threads) == ["early", "late"]
+    assert strays(MARKER, OWNER, AGENT, [subagent()]) == []
+
+
+def test_report_naming_a_thread_the_host_does_not_have_is_refused() -> None:
+    """spec: DISP-9 (retry is only for a host that cannot answer now)"""
+    answer = reply(decide(thread=None, unknown=True))
+    assert answer.kind == "refused"
+    assert answer.reason == (
+        f"the host has no thread {AGENT}: report the agent_id spawn_agent answered"
+    )
+
+
+def test_retry_is_answered_a_bounded_number_of_times_then_says_why() -> None:
+    """spec: DISP-9"""
+    for retries in range(MAX_RETRIES):
+        assert reply(decide(thread=None, host_error="down", retries=retries)).kind == "retry"
+    answer = reply(decide(thread=None, host_error="down", retries=MAX_RETRIES))
+    assert answer.kind == "refused"
+    assert answer.reason.startswith(
+        f"the host cannot be read yet: down (answered retry {MAX_RETRIES}"
+    )
+    assert "binds the subagent by its marker once the host answers" in answer.reason
+
+
+def test_marker_retry_is_bounded_and_names_the_marker() -> None:
+    """spec: DISP-4, DISP-9"""
+    assert reply(decide(thread=subagent(turns=[]), retries=MAX_RETRIES - 1)).kind == "retry"
+    answer = reply(decide(thread=subagent(turns=[]), retries=MAX_RETRIES))
+    assert answer.kind == "refused"
+    assert f"crw-flow-op: {MARKER}, close it and spawn again" in answer.reason

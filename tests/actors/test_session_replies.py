@@ -1,0 +1,225 @@
+"""The replies a running session run gives the owner, and the subagents it closes.
+
+In-process runs on the simulated host under one MockClock (the harness of
+`test_session_run`): the scripted owner reports late, twice, wrongly or not at all,
+and each test asserts the replies the owner read and the rows the run wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+from crw.bus import inbox as reports
+from crw.bus import steps as bus
+from crw.engine import bind
+from crw.engine.bind import MAX_RETRIES
+from crw.engine.roles import RolePair
+from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
+
+UNKNOWN = "019a0000-0000-7000-8000-00000000dead"
+REPAIRED = [
+    "prepared",
+    "step_published",
+    "thread_started",
+    "turn_started",
+    "step_published",
+    "turn_started",
+    "completed",
+]
+DONE = ["prepared", "step_published", "thread_started", "turn_started", "completed"]
+
+
+async def report(h: Harness, call: str, k: int, attempt: int, agent: str | None) -> dict[str, Any]:
+    """Report as `crw flow dispatched` does and wait for the run's reply."""
+    sent = reports.Report.new(RUN_ID, call, k, attempt, agent, "t")
+    reports.write_report(h.run, sent)
+    while (reply := reports.read_reply(h.run, sent.id)) is None:  # noqa: ASYNC110
+        await trio.sleep(0.1)  # the owner polls its reply as `dispatched` does
+    return reply
+
+
+async def spawn(h: Harness, step: bus.StepFile, message: str, **pair: str) -> str:
+    params = {"parentThreadId": h.owner.thread_id, "agentType": step.agent_type, "message": message}
+    answer = await h.client.request("sim/spawnAgent", params | pair)
+    return str(answer["agentId"])
+
+
+async def test_late_report_for_turn_1_while_the_repair_waits_is_answered_bound(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-6: a late report for the bound subagent is never answered close, and
+    writes no row."""
+    async with harness(tmp_path) as h:
+        take, late = h.owner._take, []
+
+        async def report_turn_1_again(step: bus.StepFile) -> str:
+            if step.call == "build.1" and step.k == 2:  # the repair step waits
+                late.append(await report(h, "build.1", 1, 1, step.agent_id))
+            return await take(step)
+
+        h.owner._take = report_turn_1_again  # type: ignore[method-assign]
+        await h.script({"marker": "build.1/*"}, invalidFirst=True)
+        state, rows = await h.go()
+    assert [(r["reply"], r["reason"]) for r in late] == [("bound", "already bound")]
+    assert kinds(rows, "build.1") == REPAIRED
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_report_repeating_a_bind_is_answered_bound_and_writes_nothing(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-6, BIND-7: the run's answer to a report no call actor waits for
+    (its turn is bound and running), for the spawn and for the send_input turn."""
+    async with harness(tmp_path) as h:
+        take, again = h.owner._take, []
+
+        async def report_twice(step: bus.StepFile) -> str:
+            agent = await take(step)
+            if step.call == "build.1":
+                first = await report(h, step.call, step.k, step.attempt, agent)
+                again.append((first, await report(h, step.call, step.k, step.attempt, agent)))
+            return agent
+
+        h.owner._take = report_twice  # type: ignore[method-assign]
+        h.owner.report = False
+        await h.script({"marker": "build.1/*"}, invalidFirst=True, seconds=60)
+        state, rows = await h.go()
+    assert [(a["reply"], b["reply"], b["reason"]) for a, b in again] == [
+        ("bound", "bound", "already bound")
+    ] * 2
+    assert kinds(rows, "build.1") == REPAIRED
+    assert state == "ended"
+
+
+async def test_report_after_the_call_was_answered_is_answered_close(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-13, on the run's path for a report no call actor waits for."""
+    async with harness(tmp_path) as h:
+        take, late = h.owner._take, []
+
+        async def report_explore_late(step: bus.StepFile) -> str:
+            if step.call == "build.1":  # explore.1 has its terminal row
+                agent = next(r["thread_id"] for r in rows_of(h) if r["row"] == "thread_started")
+                late.append(await report(h, "explore.1", 1, 1, agent))
+            return await take(step)
+
+        h.owner._take = report_explore_late  # type: ignore[method-assign]
+        _, rows = await h.go()
+    assert [(r["reply"], r["reason"]) for r in late] == [
+        ("close", "an attempt that ended (answered)")
+    ]
+    assert kinds(rows, "explore.1") == DONE
+
+
+def rows_of(h: Harness) -> list[dict[str, Any]]:
+    lines = h.run.journal.read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+async def test_lookup_binds_the_unreported_respawn_after_a_pair_mismatch(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: DISP-25, DISP-8: the closed subagent on the wrong pair is never taken."""
+    find, lookups = bind.find_spawned, []
+
+    def bounded(*args: Any) -> Any:
+        lookups.append(args[0])
+        assert len(lookups) < 100, "the step waits forever: the lookup never binds"
+        return find(*args)
+
+    monkeypatch.setattr(bind, "find_spawned", bounded)
+    async with harness(tmp_path) as h:
+        take, answers = h.owner._take, []
+
+        async def wrong_pair_then_unreported_respawn(step: bus.StepFile) -> str:
+            if step.call != "explore.1":
+                return await take(step)
+            wrong = await spawn(h, step, step.message, model="other", reasoningEffort="low")
+            h.sim.state.threads[wrong].created_at -= 60  # the earliest, whatever the wall clock
+            answers.append(await report(h, step.call, step.k, step.attempt, wrong))
+            await h.client.request("sim/closeAgent", {"target": wrong})
+            return await take(step)
+
+        h.owner._take = wrong_pair_then_unreported_respawn  # type: ignore[method-assign]
+        h.owner.report = False
+        pairs = {"explorer": RolePair(agent_type="explorer", model="gpt-5.5", effort="high")}
+        state, rows = await h.go(pairs)
+    assert answers[0]["reply"] == "pair_mismatch"
+    started = [r for r in rows if r["row"] == "thread_started" and r["call"] == "explore.1"]
+    assert [r["thread_id"] for r in started] == h.owner.spawned[:1]
+    assert started[0]["model"] == "gpt-5.5" and state == "ended"
+
+
+async def test_second_spawn_for_one_step_gets_a_close_step_and_one_warning(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-16, DISP-25 (session_host_warning several_spawns): a spawn never
+    reported, then another that is reported; the run binds one and closes the other."""
+    async with harness(tmp_path, poll=600) as h:
+        take, first = h.owner._take, []
+
+        async def spawn_twice(step: bus.StepFile) -> str:
+            if step.call == "explore.1":
+                first.append(await spawn(h, step, step.message))
+            return await take(step)
+
+        h.owner._take = spawn_twice  # type: ignore[method-assign]
+        state, rows = await h.go()
+        threads = h.sim.state.threads
+    [orphan] = first
+    started = [r for r in rows if r["row"] == "thread_started" and r["call"] == "explore.1"]
+    assert [r["thread_id"] for r in started] == [h.owner.spawned[0]]
+    warnings = [r for r in rows if r["row"] == "session_host_warning"]
+    assert [(r["op"], r["warnings"]) for r in warnings] == [("explore.1/t1", ["several_spawns"])]
+    assert kinds(rows, "explore.1") == [*DONE[:4], "session_host_warning", "completed"]
+    assert threads[orphan].status == "notLoaded"  # the owner took its close step
+    assert state == "ended"
+
+
+async def test_report_naming_a_thread_the_host_does_not_have_is_refused(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-9: retry is for a host that cannot answer now, not for a wrong id."""
+    async with harness(tmp_path) as h:
+        take, answers = h.owner._take, []
+
+        async def report_a_wrong_id_first(step: bus.StepFile) -> str:
+            if step.call == "explore.1":
+                answers.append(await report(h, step.call, step.k, step.attempt, UNKNOWN))
+            return await take(step)
+
+        h.owner._take = report_a_wrong_id_first  # type: ignore[method-assign]
+        state, rows = await h.go()
+    assert [(r["reply"], r["reason"]) for r in answers] == [
+        ("refused", f"the host has no thread {UNKNOWN}: report the agent_id spawn_agent answered")
+    ]
+    assert kinds(rows, "explore.1") == DONE and state == "ended"
+
+
+async def test_retry_for_one_report_is_bounded_and_then_says_why(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-4, DISP-9: a subagent whose turn carries no marker."""
+    async with harness(tmp_path, poll=600) as h:
+        take, answers = h.owner._take, []
+
+        async def report_an_unmarked_spawn(step: bus.StepFile) -> str:
+            if step.call == "explore.1":
+                unmarked = await spawn(h, step, "Find the files, please.")
+                for _ in range(MAX_RETRIES + 1):
+                    answers.append(await report(h, step.call, step.k, step.attempt, unmarked))
+                await h.client.request("sim/closeAgent", {"target": unmarked})
+            return await take(step)
+
+        h.owner._take = report_an_unmarked_spawn  # type: ignore[method-assign]
+        state, rows = await h.go()
+    assert [r["reply"] for r in answers] == ["retry"] * MAX_RETRIES + ["refused"]
+    assert "close it and spawn again with the step's message" in answers[-1]["reason"]
+    assert kinds(rows, "explore.1") == DONE and state == "ended"

@@ -1,0 +1,113 @@
+"""The reply to a report about any step but the one its call waits on, from the rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crw.engine.replies import CallRecord, call_record, decide_late
+
+A = "agent-a"
+B = "agent-b"
+
+
+def step(k: int, attempt: int = 1, **fields: Any) -> dict[str, Any]:
+    return {"row": "step_published", "call": "build.1", "k": k, "attempt": attempt} | fields
+
+
+def thread(agent: str, attempt: int = 1) -> dict[str, Any]:
+    return {"row": "thread_started", "call": "build.1", "thread_id": agent, "attempt": attempt}
+
+
+def turn(k: int, attempt: int = 1) -> dict[str, Any]:
+    return {"row": "turn_started", "call": "build.1", "k": k, "attempt": attempt}
+
+
+PREPARED = {"row": "prepared", "call": "build.1"}
+REPAIR_WAITS = [
+    PREPARED,
+    step(1, action="spawn"),
+    thread(A),
+    turn(1),
+    step(2, action="send_input", agent_id=A),
+]
+
+
+def test_record_reads_each_bound_turn_and_its_subagent() -> None:
+    record = call_record([*REPAIR_WAITS, turn(2)])
+    assert record == CallRecord(
+        ended=None,
+        attempt=1,
+        lost=frozenset(),
+        published=frozenset({(1, 1), (1, 2)}),
+        turns={(1, 1): A, (1, 2): A},
+    )
+
+
+def test_repair_step_published_and_not_bound_is_the_step_the_call_waits_on() -> None:
+    """spec: ATT-18 (the report waits for its call's actor)"""
+    record = call_record(REPAIR_WAITS)
+    assert record.waits_on(1, 2)
+    assert not record.waits_on(1, 1) and not record.waits_on(1, 3) and not record.waits_on(2, 1)
+
+
+def test_late_report_for_turn_1_while_the_repair_waits_is_answered_bound() -> None:
+    """spec: DISP-6: the subagent the repair needs is never told to close."""
+    reply = decide_late(1, 1, A, call_record(REPAIR_WAITS))
+    assert (reply.kind, reply.reason) == ("bound", "already bound")
+
+
+def test_report_repeating_a_bind_without_a_subagent_is_answered_bound() -> None:
+    """spec: DISP-6, BIND-7 (a send_input report names no subagent)"""
+    reply = decide_late(2, 1, None, call_record([*REPAIR_WAITS, turn(2)]))
+    assert (reply.kind, reply.reason) == ("bound", "already bound")
+
+
+def test_report_naming_another_subagent_for_a_bound_turn_is_answered_close() -> None:
+    """spec: DISP-16"""
+    reply = decide_late(1, 1, B, call_record(REPAIR_WAITS))
+    assert (reply.kind, reply.reason) == ("close", "a second subagent for a bound attempt")
+
+
+def test_turn_1_of_a_repair_spawned_on_a_new_subagent_is_its_first_subagents() -> None:
+    """spec: DISP-6, DISP-16 (each turn names the subagent it ran on)"""
+    rows = [*REPAIR_WAITS[:4], step(2, action="spawn"), thread(B), turn(2)]
+    record = call_record(rows)
+    assert decide_late(1, 1, A, record).kind == "bound"
+    assert decide_late(1, 1, B, record).kind == "close"
+    assert decide_late(2, 1, B, record).kind == "bound"
+
+
+def test_report_for_an_attempt_that_ended_answered_is_answered_close() -> None:
+    """spec: DISP-13"""
+    for end in ("completed", "null_model"):
+        record = call_record([*REPAIR_WAITS, turn(2), {"row": end, "call": "build.1"}])
+        reply = decide_late(2, 1, A, record)
+        assert (reply.kind, reply.reason) == ("close", "an attempt that ended (answered)")
+
+
+def test_report_for_a_held_call_is_answered_close() -> None:
+    """spec: DISP-13"""
+    record = call_record([*REPAIR_WAITS, {"row": "held", "call": "build.1"}])
+    assert decide_late(1, 1, A, record).reason == "an attempt that ended (held)"
+
+
+def test_report_for_an_attempt_that_was_lost_is_answered_close() -> None:
+    """spec: DISP-14"""
+    lost = {"row": "session_attempt_lost", "call": "build.1", "attempt": 1}
+    record = call_record([*REPAIR_WAITS[:4], lost])
+    reply = decide_late(1, 1, A, record)
+    assert (reply.kind, reply.reason) == ("close", "an attempt that ended (lost)")
+    later = call_record([*REPAIR_WAITS[:4], lost, step(1, attempt=2, action="spawn")])
+    assert decide_late(1, 1, A, later).reason == "an attempt that ended (lost)"
+    assert later.waits_on(2, 1)
+
+
+def test_report_for_a_step_never_published_is_refused_or_closed() -> None:
+    """spec: DISP-11, DISP-15"""
+    record = call_record(REPAIR_WAITS)
+    assert decide_late(3, 1, None, record).kind == "refused"
+    assert decide_late(3, 1, A, record).reason == (
+        "a step the run did not publish (an early report)"
+    )
+    assert decide_late(1, 2, A, record).kind == "close"
+    assert decide_late(1, 1, A, CallRecord()).kind == "close"
