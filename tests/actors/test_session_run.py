@@ -9,6 +9,7 @@ their close steps. Each test asserts the rows written.
 from __future__ import annotations
 
 import errno
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -158,6 +159,17 @@ def kinds(rows: list[dict[str, Any]], call: str) -> list[str]:
     return [row["row"] for row in rows if row.get("call") == call]
 
 
+def bind_batches(run: RunDir) -> dict[str, int]:
+    """How many batches (the journal lines' `commit_seq` framing) each call's
+    thread_started and turn_started rows of its first turn were committed in."""
+    batches: dict[str, set[int]] = {}
+    for line in run.journal.read_text().splitlines():
+        row = json.loads(line)
+        if row["row"] in ("thread_started", "turn_started") and row.get("k", 1) == 1:
+            batches.setdefault(row["call"], set()).add(row["commit_seq"])
+    return {call: len(seqs) for call, seqs in batches.items()}
+
+
 async def test_session_run_takes_every_call_to_completed(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
@@ -174,12 +186,7 @@ async def test_session_run_takes_every_call_to_completed(
             "turn_started",
             "completed",
         ]
-    bind = [
-        i
-        for i, r in enumerate(rows)
-        if r.get("call") == "build.1" and r["row"] in ("thread_started", "turn_started")
-    ]
-    assert bind[1] == bind[0] + 1
+    assert bind_batches(h.run) == {call: 1 for call in ("explore.1", "build.1", "review.1")}
     # Each subagent got its close step once its call ended (the owner closed it,
     # or its file waits for the owner when the run ends).
     closed = {
