@@ -8,12 +8,17 @@ answered `queued`: the report stays in the inbox and the run answers it when it
 reaches the step (CMD-DISP-7..9). Exit 0 on bound, 1 on every other reply, queued
 included (CMD-DISP-5, CMD-DISP-6).
 
+Before anything is written: a call the run's workflow does not have is an input
+error (exit 2), and a run that has ended answers `refused` at once (exit 1); the
+inbox is left as it was.
+
 This is a short-lived CLI process: it polls the replies directory in real time.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +28,11 @@ from crw.cli.output import emit
 from crw.clock import system_clock
 from crw.engine.locks import run_is_live
 from crw.engine.rundir import RunDir, find_run, resolve_state
+from crw.engine.runspec import RunSpec, read_run_spec
+from crw.engine.workflow import load_workflow
 from crw.errors import InputError, RefusedError
+from crw.journal.log import read_journal
+from crw.journal.replay import RunState, replay
 
 DEFAULT_WAIT = 120.0
 POLL = 0.02
@@ -32,6 +41,9 @@ LIVE_EVERY = 0.5
 """Seconds between two looks at whether a process still holds the run."""
 
 NOT_HELD = "no process holds the run; it answers when it reaches the step"
+
+_CALL = re.compile(r"(?P<node>.+)\.[1-9][0-9]*")
+"""A call id: `<node>.<n>` (crw.engine.gate.call_id)."""
 
 
 def dispatched_command(
@@ -47,7 +59,14 @@ def dispatched_command(
 ) -> int:
     _check_input(agent, k, attempt, wait)
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    spec = read_run_spec(run_dir.run_json)
+    rows = replay(read_journal(run_dir.journal).rows)
+    _check_call(spec, rows, call)
     report = Report.new(run_dir.id, call, k, attempt, agent, system_clock())
+    if rows.state == "ended":
+        reply = _answer(report, _ended(rows, agent))
+        emit(json, reply, reply_line(reply))
+        return 1
     try:
         write_report(run_dir, report)
     except (OSError, ValueError) as err:
@@ -68,6 +87,39 @@ def _check_input(agent: str, k: int, attempt: int, wait: float) -> None:
         raise InputError(f"--k {k} and --attempt {attempt} must be at least 1; copy the step's")
     if not wait >= 0:
         raise InputError(f"--wait {wait} is negative; pass seconds to wait, 0 for none")
+
+
+def _check_call(spec: RunSpec, run: RunState, call: str) -> None:
+    """Refuse a call that is not the run's: one its rows name is, else it must be
+    `<node>.<n>` of a node of its workflow.
+
+    Raises:
+        InputError: the call is not the workflow's.
+    """
+    if call in run.calls:
+        return
+    try:
+        workflow = load_workflow(Path(spec.workflow.path))
+    except InputError:
+        return  # the workflow cannot be read now: the run judges the report
+    nodes = [node.id for node in workflow.nodes]
+    match = _CALL.fullmatch(call)
+    if match is None or match["node"] not in nodes:
+        raise InputError(
+            f'call "{call}" is not a call of run {spec.id} (its workflow {spec.workflow.path} '
+            f"has the nodes {', '.join(nodes)}); copy CALL from the step crw flow next shows"
+        )
+
+
+def _ended(run: RunState, agent: str) -> dict[str, Any]:
+    """The reply to a report on a run that has ended: nothing answers it."""
+    return {
+        "reply": "refused",
+        "reason": (
+            f"the run has ended ({run.ended_status}); close {agent} if it is still open, "
+            "there is nothing more to report"
+        ),
+    }
 
 
 def await_reply(run: RunDir, report: Report, wait: float) -> dict[str, Any]:

@@ -19,16 +19,34 @@ from crw.bus.inbox import Report, read_reports, write_reply
 from crw.cli.dispatched import NOT_HELD, reply_line
 from crw.engine.locks import run_lock
 from crw.engine.rundir import RunDir
-from tests.cli.conftest import Crw, Result
+from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
+from crw.engine.workflow import load_workflow
+from crw.journal.log import encode_batch, encode_body, read_journal
+from crw.journal.replay import replay
+from crw.journal.rows import Ended, RowModel, Started
+from tests.cli.conftest import EXAMPLES, Crw, Result
 
 REPORT_MEMBERS = {"id", "run", "call", "k", "attempt", "agent_id", "reported_at"}
 
 
+WORKFLOW = EXAMPLES / "fix-issue.toml"
+
+
 @pytest.fixture
 def run(crw: Crw) -> RunDir:
+    """Run r1 of examples/fix-issue.toml (nodes explore and build), no row yet."""
     run = RunDir.of(crw.state, "r1")
     run.create()
+    ref = WorkflowRef(path=str(WORKFLOW), digest=load_workflow(WORKFLOW).digest)
+    write_run_spec(run.run_json, RunSpec(id="r1", workflow=ref, backend="session", pool=2))
     return run
+
+
+def append_rows(run: RunDir, *rows: RowModel) -> None:
+    """Commit `rows` as one batch, as the run's process does."""
+    first = replay(read_journal(run.journal).rows).last_seq + 1
+    with open(run.journal, "ab") as journal:
+        journal.write(encode_batch(first, "2026-11-30T00:00:00Z", [encode_body(r) for r in rows]))
 
 
 def dispatched(crw: Crw, *args: str, wait: str = "20") -> Result:
@@ -193,6 +211,48 @@ def test_bad_option_is_an_input_error(crw: Crw, run: RunDir, option: str, value:
     result = crw("flow", "dispatched", "r1", "build.1", *flat, "--state", str(crw.state))
     assert result.code == 2, result.stderr
     assert inbox_reports(run) == []
+
+
+@pytest.mark.parametrize("call", ["review.1", "build", "build.0", "build.x", "build.01", ".1"])
+def test_call_the_workflow_does_not_have_is_an_input_error(
+    crw: Crw, run: RunDir, call: str
+) -> None:
+    """Nothing is written: no report waits in the inbox for a call that never comes."""
+    args = ["--agent", "thread-7", "--k", "1", "--attempt", "1", "--wait", "5"]
+    result = crw("flow", "dispatched", "r1", call, *args, "--state", str(crw.state))
+    assert result.code == 2, result.stderr
+    assert (
+        result.stderr.count("\n") == 1 and f'call "{call}" is not a call of run r1' in result.stderr
+    )
+    assert "explore, build" in result.stderr and "crw flow next" in result.stderr
+    assert list(run.inbox.iterdir()) == [] and list(run.replies.iterdir()) == []
+
+
+def test_call_a_row_of_the_run_names_is_the_runs(crw: Crw, run: RunDir) -> None:
+    """spec: CMD-DISP-7 (a call of the run's rows is reported as any other)"""
+    append_rows(run, Started(backend="session"))
+    append_rows(run, RowModel.model_validate({"row": "prepared", "call": "gone.1"}))
+    args = ["--agent", "thread-7", "--k", "1", "--attempt", "1", "--json"]
+    result = crw("flow", "dispatched", "r1", "gone.1", *args, "--state", str(crw.state))
+    assert result.code == 1 and result.json()["reply"] == "queued", result.stderr
+
+
+def test_report_on_an_ended_run_is_refused_and_leaves_nothing(crw: Crw, run: RunDir) -> None:
+    """spec: CMD-DISP-6: nothing answers a report once the run has ended."""
+    append_rows(run, Started(backend="session"))
+    append_rows(run, Ended(status="completed"))
+    result = dispatched(crw, "--json")
+    assert result.code == 1, result.stderr
+    out = result.json()
+    assert out["reply"] == "refused"
+    assert out["reason"] == (
+        "the run has ended (completed); close thread-7 if it is still open, "
+        "there is nothing more to report"
+    )
+    assert (out["call"], out["k"], out["attempt"], out["agent_id"]) == ("build.1", 1, 2, "thread-7")
+    assert list(run.inbox.iterdir()) == [] and list(run.replies.iterdir()) == []
+    human = dispatched(crw)
+    assert human.code == 1 and human.stdout.startswith("refused: the run has ended (completed)")
 
 
 @pytest.mark.parametrize(
