@@ -49,7 +49,7 @@ else:
     held = {"run": locks.run_lock, "start": locks.start_lock}[kind](run)
     print("held", flush=True)
 sys.stdin.read()
-held.release()
+(held.close if kind == "start" else held.release)()
 """
 
 
