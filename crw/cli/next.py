@@ -207,6 +207,10 @@ def _step_times(run_dir: RunDir, steps: list[StepFile]) -> dict[StepKey, int]:
     return times
 
 
+class _Settled(Exception):
+    """The run no longer needs the resume next was about to start."""
+
+
 def _resume(run_dir: RunDir, state_dir: Path) -> int | None:
     """Resume the run as `crw flow resume RUN --detach` does, under its launch lock;
     the child's pid, or None when another command is launching it (the run is then
@@ -215,12 +219,16 @@ def _resume(run_dir: RunDir, state_dir: Path) -> int | None:
     from crw.engine.launch import launch_once
     from crw.engine.runspec import read_run_spec
 
+    def check() -> None:
+        check_resumable(run_dir, spec)
+        if replay(read_journal(run_dir.journal).rows).state not in RESUMABLE_STATES:
+            raise _Settled  # a process that raced this launch paused the run meanwhile
+
     try:
         spec = read_run_spec(run_dir.run_json)
-        check = lambda: check_resumable(run_dir, spec)  # noqa: E731
         child = launch_once(run_dir, state_dir, spec.env_overrides(), os.environ, check)
-    except RunHeldError:
-        return None  # another launch or process won the race: next reads it starting
+    except (RunHeldError, _Settled):
+        return None  # another launch or process won the race: next reads it as it is
     except (CrwError, OSError) as err:
         log.warning("run %s: its resume did not start: %s", run_dir.id, err)
         return None
