@@ -14,7 +14,9 @@ from typing import Any
 
 import trio
 
-from tests.drill.owner import Owner, connect_host, parse, parse_host_uri
+from crw.host.connect import connect_host
+from crw.host.uri import parse_host_uri
+from tests.drill.owner import Owner, parse
 
 
 class LiteralOwner(Owner):
