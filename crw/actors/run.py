@@ -35,7 +35,7 @@ from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
 from crw.engine.tmploc import TmpLocError, dir_from
 from crw.engine.workflow import Workflow, load_workflow
-from crw.errors import InputError
+from crw.errors import InputError, RefusedError
 from crw.host.connect import connect_host
 from crw.host.transport import HostUnavailable
 from crw.host.uri import parse_host_uri
@@ -90,6 +90,9 @@ async def run_process(
             "started; restore the file the run started with"
         )
     with hold_run(run_dir) as process_lock:
+        ended = replay(read_journal(run_dir.journal).rows).ended_status
+        if ended is not None:  # a late launch: a run that ended gets no row
+            raise RefusedError(f"run {spec.id} has ended ({ended}); its process writes nothing")
         hook = crash_hook(os.environ)
         async with open_journal_writer(run_dir.journal, clock=clock, after_commit=hook) as journal:
             await journal.commit(

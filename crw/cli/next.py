@@ -22,21 +22,33 @@ import time
 from pathlib import Path
 from typing import Any
 
-from crw.bus.steps import list_closes, list_steps, remove_close
+from crw.bus.inbox import read_reports
+from crw.bus.steps import StepFile, list_closes, list_steps, remove_close, step_paths
 from crw.cli.output import emit
 from crw.engine.codex_config import max_threads
-from crw.engine.locks import run_is_live
+from crw.engine.locks import (
+    RunHeldError,
+    held_process_tokens,
+    is_held,
+    is_launching,
+    run_is_live,
+)
 from crw.engine.next_view import (
     RESUMABLE_STATES,
+    STARTING_WINDOW_S,
     NextRead,
     NextView,
+    StepKey,
+    can_do_nothing,
+    is_starting,
+    needs_ready_nodes,
     next_view,
     should_resume,
 )
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.errors import CrwError, InputError
 from crw.journal.log import decode, read_journal
-from crw.journal.replay import Row, replay
+from crw.journal.replay import Row, RunState, replay
 
 log = logging.getLogger("crw.next")
 
@@ -52,14 +64,27 @@ def next_command(run: str, *, wait: float, state: str | None, json: bool) -> int
     refs = _refs(run_dir, state_dir, explicit=state is not None)
     reader = _Reader(run_dir, state_dir, refs)
     read = reader.read()
-    if should_resume(read):
-        read = dataclasses.replace(read, resumed_pid=_resume(run_dir, state_dir))
-    read = _wait(reader, read, wait)
+    resumed = _resume(run_dir, state_dir) if should_resume(read) else None
+    if resumed is not None:
+        read = reader.read()
+    read = _through_start(reader, read)
+    read = dataclasses.replace(_wait(reader, read, wait), resumed_pid=resumed)
     view = next_view(read)
     emit(json, view.to_json(), human(view))
-    for close in read.closes:  # handed out: the owner closes them now (CMD-NEXT-15)
+    handed = read.closes if view.state != "starting" else ()  # a starting run shows none
+    for close in handed:  # handed out: the owner closes them now (CMD-NEXT-15)
         remove_close(run_dir, close.call, close.attempt, close.agent_id)
     return 0
+
+
+def _through_start(reader: _Reader, read: NextRead) -> NextRead:
+    """Read a starting run again, up to STARTING_WINDOW_S whatever --wait says, until
+    its process has published its first state (CMD-NEXT-28)."""
+    deadline = time.monotonic() + STARTING_WINDOW_S
+    while is_starting(read) and (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(POLL, left))
+        read = reader.read()
+    return read
 
 
 def _refs(run_dir: RunDir, state_dir: Path, *, explicit: bool) -> tuple[str, str]:
@@ -86,19 +111,47 @@ class _Reader:
 
     def read(self) -> NextRead:
         rows = self._journal_rows()
+        run = replay(rows)
         held = run_is_live(self.run_dir)
-        pinned = held and replay(rows).role_pairs is not None
+        tokens = held_process_tokens(self.run_dir) if held else []
+        steps = list_steps(self.run_dir)
+        pinned = held and run.role_pairs is not None
         return NextRead(
             run=self.run_dir.id,
             rows=rows,
-            steps=list_steps(self.run_dir),
+            steps=steps,
             closes=list_closes(self.run_dir),
             max_threads=self.max_threads,
             held=held,
             store_pairs={} if pinned else self.store_pairs(),
             run_ref=self.run_ref,
             state_ref=self.state_ref,
+            launching=is_held(self.run_dir.start_lock) or is_launching(self.run_dir),
+            process_tokens=tokens,
+            holder_since=_mtime(self.run_dir.process_lock(run.process))
+            if run.process in tokens
+            else None,
+            step_times=_step_times(self.run_dir, steps),
+            reported=frozenset((r.call, r.k, r.attempt) for r in read_reports(self.run_dir)),
+            ready_nodes=self.ready_nodes(run) if needs_ready_nodes(run) else (),
         )
+
+    def ready_nodes(self, run: RunState) -> tuple[str, ...] | None:
+        """The nodes the gate would admit now (None: the workflow cannot be read)."""
+        from crw.engine.gate import ready
+        from crw.engine.runspec import read_run_spec
+        from crw.engine.workflow import load_workflow
+
+        try:
+            spec = read_run_spec(self.run_dir.run_json)
+            workflow = load_workflow(Path(spec.workflow.path))
+        except (CrwError, OSError) as err:
+            log.warning("run %s: cannot read its workflow: %s", self.run_dir.id, err)
+            return None
+        ended = {c.node: c.state for c in run.calls.values() if c.node}
+        done = {node for node, state in ended.items() if state == "completed"}
+        stopped = set(ended) - done
+        return tuple(node.id for node in ready(workflow, done, set(), max(spec.pool, 1), stopped))
 
     def store_pairs(self) -> dict[str, dict[str, str]]:
         """The role store's pairs, read once and only when the answer needs them: a
@@ -137,17 +190,45 @@ def _store_pairs(state_dir: Path) -> dict[str, dict[str, str]]:
         return RoleTable.undecided().role_pairs()
 
 
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def _step_times(run_dir: RunDir, steps: list[StepFile]) -> dict[StepKey, int]:
+    """Each step file's mtime; a file gone since the listing is left out."""
+    times = {}
+    for step in steps:
+        mtime = _mtime(step_paths(run_dir, step.call, step.k, step.attempt)[1])
+        if mtime is not None:
+            times[(step.call, step.k, step.attempt)] = mtime
+    return times
+
+
+class _Settled(Exception):
+    """The run no longer needs the resume next was about to start."""
+
+
 def _resume(run_dir: RunDir, state_dir: Path) -> int | None:
-    """Resume the run as `crw flow resume RUN --detach` does; the child's pid, or
-    None (warned) when the resume did not start."""
+    """Resume the run as `crw flow resume RUN --detach` does, under its launch lock;
+    the child's pid, or None when another command is launching it (the run is then
+    starting) or when the resume did not start (warned)."""
     from crw.cli.resume import check_resumable
-    from crw.engine.launch import launch_run_process
+    from crw.engine.launch import launch_once
     from crw.engine.runspec import read_run_spec
+
+    def check() -> None:
+        check_resumable(run_dir, spec)
+        if replay(read_journal(run_dir.journal).rows).state not in RESUMABLE_STATES:
+            raise _Settled  # a process that raced this launch paused the run meanwhile
 
     try:
         spec = read_run_spec(run_dir.run_json)
-        check_resumable(run_dir, spec)
-        child = launch_run_process(run_dir, state_dir, spec.env_overrides(), os.environ)
+        child = launch_once(run_dir, state_dir, spec.env_overrides(), os.environ, check)
+    except (RunHeldError, _Settled):
+        return None  # another launch or process won the race: next reads it as it is
     except (CrwError, OSError) as err:
         log.warning("run %s: its resume did not start: %s", run_dir.id, err)
         return None
@@ -156,18 +237,25 @@ def _resume(run_dir: RunDir, state_dir: Path) -> int | None:
 
 def _wait(reader: _Reader, first: NextRead, wait: float) -> NextRead:
     """Read again every POLL seconds, up to `wait`, while the run goes on without a
-    step; return the first read with a step or another state."""
-    state = replay(first.rows).state
+    step; return the first read with a step or another state. A starting run, or
+    one that can do nothing, is answered at once."""
+    state = _state(first)
     if wait <= 0 or first.steps or first.closes or state not in RESUMABLE_STATES:
+        return first
+    if can_do_nothing(first):
         return first
     deadline = time.monotonic() + wait
     read = first
     while (left := deadline - time.monotonic()) > 0:
         time.sleep(min(POLL, left))
-        read = dataclasses.replace(reader.read(), resumed_pid=first.resumed_pid)
-        if read.steps or read.closes or replay(read.rows).state != state:
+        read = reader.read()
+        if read.steps or read.closes or _state(read) != state:
             break
     return read
+
+
+def _state(read: NextRead) -> str:
+    return "starting" if is_starting(read) else replay(read.rows).state
 
 
 def human(view: NextView) -> str:

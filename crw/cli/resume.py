@@ -3,9 +3,11 @@
 The run goes on with the backend its started row records; a spec that names
 another backend than the started row is a mixed resume, refused as an input
 error before any row is written (GEN-12). A run a process holds, or one that
-ended, is refused (exit 1). In the foreground the command is the run process
+ended, is refused (exit 1), and so is one another command is launching a process
+for (its launch lock is held). In the foreground the command is the run process
 itself; with --detach it launches `crw flow _run` as `start` does, with the env
-the spec records in place.
+the spec records in place, under the run's launch lock, which the process holds
+until it holds the run lock: one launch at a time.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit
-from crw.engine.locks import holder_pid, run_is_live
+from crw.engine.locks import (
+    RunHeldError,
+    holder_pid,
+    is_launching,
+    launch_lock_path,
+    run_is_live,
+)
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
 from crw.errors import InputError, RefusedError
@@ -33,7 +41,7 @@ def check_resumable(run_dir: RunDir, spec: RunSpec) -> None:
         )
     if run_is_live(run_dir):
         pid = holder_pid(run_dir.run_lock)
-        raise RefusedError(
+        raise RunHeldError(
             f"run {spec.id} is held by a live process{f' (pid {pid})' if pid else ''}; "
             f"follow it with: crw flow status {spec.id}"
         )
@@ -46,11 +54,23 @@ def resume_command(run: str, *, detach: bool, state: str | None, json: bool) -> 
     run_dir = find_run(state_dir, run)
     spec = read_run_spec(run_dir.run_json)
     check_resumable(run_dir, spec)
+    if is_launching(run_dir):
+        pid = holder_pid(launch_lock_path(run_dir))
+        raise RefusedError(
+            f"run {spec.id} is being launched by another command"
+            f"{f' (process {pid})' if pid else ''}; follow it with: crw flow next {spec.id}"
+        )
     payload: dict[str, Any] = {"run": spec.id, "run_dir": str(run_dir.root), "detached": detach}
     if detach:
-        from crw.engine.launch import launch_run_process
+        from crw.engine.launch import launch_once
 
-        child = launch_run_process(run_dir, state_dir, spec.env_overrides(), os.environ)
+        child = launch_once(
+            run_dir,
+            state_dir,
+            spec.env_overrides(),
+            os.environ,
+            lambda: check_resumable(run_dir, spec),
+        )
         payload["pid"] = child.pid
         emit(json, payload, f"run {spec.id} resumed in process {child.pid}")
         return 0

@@ -2,9 +2,13 @@
 
 The order is the spec's: every refusal (the workflow, the role store, the owner,
 the host, the TMPDIR) comes before the run directory or its spec exists, before
-any process starts and before the owner is bound (CMD-START-14). The start holds
-the run's start lock from before it binds the owner until the run's process holds
-the run lock (BIND-LINE-19); it sees that in the process's started row.
+any process starts and before the owner is bound (CMD-START-14). The start takes
+the run's start lock before it binds the owner and hands it to the run's process,
+which holds it until it holds the run lock (BIND-LINE-19), however long it takes
+to come up. The start then waits up to `Settings.start_wait` for the process's
+started row and reports what is true: started; still coming up (the process lives
+and holds the start lock: exit 0, with a warning); or did not start (the process
+exited without a started row: exit 1).
 """
 
 from __future__ import annotations
@@ -71,8 +75,9 @@ def start_command(
         "started": outcome.started,
         "warnings": outcome.warnings,
     }
+    verb = "started" if outcome.started else "is starting"
     lines = [
-        f"run {outcome.spec.id} started ({outcome.spec.backend} backend, pool {outcome.spec.pool})"
+        f"run {outcome.spec.id} {verb} ({outcome.spec.backend} backend, pool {outcome.spec.pool})"
     ]
     lines.append(f"  run directory: {outcome.run.root}")
     lines += [f"  warning: {warning}" for warning in outcome.warnings]
@@ -130,17 +135,25 @@ def start_run(
         codex_bin=codex_bin,
     )
     outcome = StartOutcome(run=run, spec=spec)
-    with start_lock(run):
+    with start_lock(run) as lock:
         write_run_spec(run.run_json, spec)
         if owner is not None:
             outcome.warnings += _bind_owner(state_dir, owner, run_id, roles)
-        child = launch_run_process(run, state_dir, spec.env_overrides(), environ)
-        outcome.pid = child.pid
-        outcome.started = _await_started(run, child.pid, settings.start_wait)
-    if not outcome.started:
+        child = launch_run_process(run, state_dir, spec.env_overrides(), environ, lock)
+    # The child holds the start lock now, until it holds the run lock.
+    outcome.pid = child.pid
+    came = _await_started(run, child.pid, settings.start_wait)
+    if came == "exited":
         raise RefusedError(
-            f"run {run_id} did not start: its process wrote no started row within "
-            f"{settings.start_wait:g} s; see {run.log}"
+            f"run {run_id} did not start: its process (pid {child.pid}) exited without "
+            f"a started row; see {run.log}, then resume it with: crw flow resume {run_id}"
+        )
+    outcome.started = came == "started"
+    if not outcome.started:
+        outcome.warnings.append(
+            f"its process (pid {child.pid}) is still coming up after "
+            f"{settings.start_wait:g} s; it holds the start lock until it holds the run: "
+            f"follow it with crw flow next {run_id}"
         )
     return outcome
 
@@ -159,17 +172,24 @@ def _bind_owner(state_dir: Path, owner: str, run_id: str, roles: RoleTable) -> l
     return [result.warning] if result.warning else []
 
 
-def _await_started(run: RunDir, pid: int, timeout: float) -> bool:
-    """Wait for the run process's started row, or for the process to exit."""
+def _await_started(run: RunDir, pid: int, timeout: float) -> str:
+    """Wait for the run process's started row: "started" once it is there, "exited"
+    when the process exited without one, "coming_up" when the process still lives
+    after `timeout` without one."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(row.get("row") == "started" for row in read_journal(run.journal).rows):
-            return True
+    while True:
+        if _has_started(run):
+            return "started"
         finished, _status = os.waitpid(pid, os.WNOHANG)
         if finished:
-            return any(row.get("row") == "started" for row in read_journal(run.journal).rows)
+            return "started" if _has_started(run) else "exited"
+        if time.monotonic() >= deadline:
+            return "coming_up"
         time.sleep(0.01)
-    return False
+
+
+def _has_started(run: RunDir) -> bool:
+    return any(row.get("row") == "started" for row in read_journal(run.journal).rows)
 
 
 def _repository(cwd: Path) -> str | None:

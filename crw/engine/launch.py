@@ -6,6 +6,11 @@ each), so a run relaunched from another shell runs below the TMPDIR its start
 recorded. The child is a session leader with no terminal, its stdin closed and its
 output appended to the run's log, so it outlives the command that started it and
 never writes to that command's stdout.
+
+A launch hands the child the lock it launched under (the start's start lock, a
+resume's launch lock, `crw.engine.locks`): the child holds it until it holds the
+run lock, so no second launch of the run starts meanwhile, however long the child
+takes to come up or whenever the launcher exits.
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from crw.engine.locks import HandedLock, handed_env, launch_lock
 from crw.engine.rundir import RunDir
 
 
@@ -27,18 +33,47 @@ def launch_env(environ: Mapping[str, str], overrides: Mapping[str, str]) -> dict
 
 
 def launch_run_process(
-    run: RunDir, state: Path, overrides: Mapping[str, str], environ: Mapping[str, str]
+    run: RunDir,
+    state: Path,
+    overrides: Mapping[str, str],
+    environ: Mapping[str, str],
+    handed: HandedLock,
 ) -> subprocess.Popen[bytes]:
-    """Start `crw flow _run` for `run`, detached; returns the child (its pid)."""
+    """Start `crw flow _run` for `run`, detached, handing it `handed`; returns the
+    child (its pid). The caller then closes its own descriptor of `handed`."""
     argv = [sys.executable, "-m", "crw", "flow", "_run", run.root.name, "--state", str(state)]
     with open(run.log, "ab") as log:
-        return subprocess.Popen(
+        child = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=launch_env(environ, overrides),
+            env=launch_env(environ, overrides) | handed_env([handed]),
             cwd=os.getcwd(),
             start_new_session=True,
             close_fds=True,
+            pass_fds=(handed.fd,),
         )
+    handed.name_holder(child.pid)
+    return child
+
+
+def launch_once(
+    run: RunDir,
+    state: Path,
+    overrides: Mapping[str, str],
+    environ: Mapping[str, str],
+    check: Callable[[], None],
+) -> subprocess.Popen[bytes]:
+    """Launch the run's process under the run's launch lock: at most one launch at a
+    time. `check` refuses a launch that must not happen (a run a process holds, one
+    that ended); it runs under the lock, so it sees what a launch that raced this one
+    left: its process holds the run lock before it lets the launch lock go.
+
+    Raises:
+        RunHeldError: another command is launching the run's process.
+        CrwError: what `check` raises.
+    """
+    with launch_lock(run) as lock:
+        check()
+        return launch_run_process(run, state, overrides, environ, lock)

@@ -7,7 +7,18 @@
 - The run lock `run.lock` is held by the run's process, and for a moment by a
   command that writes a row. The start lock `start.lock` is held by `crw flow
   start` from before it binds the owner until the run's process holds the run lock.
+- The launch lock `launch.lock` is held by a command that launches the run's
+  process detached (`next`, `resume --detach`) from before it decides to launch
+  until that process holds the run lock: one launch at a time, and a `next` that
+  meets it answers the run starting instead of launching another.
 - A run is live when its run lock or its start lock is held (BIND-LINE-20).
+
+The start and launch locks are handed to the process they launch: the launcher
+takes the flock on a descriptor the child inherits (`HandedLock`, named to the
+child in `HANDED_ENV`), so the lock stays held when the launcher exits or gives up
+waiting, and goes when the child lets it go (`hold_run`, once it holds the run
+lock) or dies. A flock belongs to the open file description both share, so the
+launcher only closes its descriptor, never unlocks it.
 
 filelock's `UnixFileLock` leaves the file in place on release (unlinking a path
 others wait on would split them across inodes). That is what the run and start
@@ -31,7 +42,8 @@ import fcntl
 import logging
 import os
 import secrets
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, MutableMapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -46,6 +58,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("crw.locks")
 
+HANDED_ENV = "CRW_HANDED_LOCKS"
+"""The variable naming the descriptors of the locks a launcher handed the run's process."""
 TAKE_GRACE = 0.25
 """Seconds a take of a held lock keeps trying, to ride out another command's probe."""
 
@@ -154,6 +168,120 @@ class RunLock:
         self.release()
 
 
+class HandedLock:
+    """A start or launch lock held on a descriptor of its own, which the launched
+    process inherits (`fd`). `close` lets go of this process's descriptor only: the
+    lock stays held while the child holds its copy, and goes with the last one."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+        self._open = True
+
+    def name_holder(self, pid: int) -> None:
+        """Write `pid`, the process the lock is handed to, into the lock file."""
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"{pid}\n".encode(), 0)
+
+    def close(self) -> None:
+        """Close this process's descriptor (never unlock: the child may hold it)."""
+        if self._open:
+            self._open = False
+            os.close(self.fd)
+
+    def __enter__(self) -> HandedLock:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def launch_lock_path(run: RunDir) -> Path:
+    return run.root / "launch.lock"
+
+
+def start_lock(run: RunDir) -> HandedLock:
+    """Take the start lock of `run`, to hand to the run's process.
+
+    Raises:
+        RunHeldError: another start holds it.
+        RefusedError: the lock file cannot be opened.
+    """
+    return _take_handed(run, run.start_lock, "is being started by another process")
+
+
+def launch_lock(run: RunDir) -> HandedLock:
+    """Take the launch lock of `run`, to hand to the process a launch starts.
+
+    Raises:
+        RunHeldError: another command is launching the run's process.
+        RefusedError: the lock file cannot be opened.
+    """
+    return _take_handed(run, launch_lock_path(run), "is being launched by another command")
+
+
+def _take_handed(run: RunDir, path: Path, held: str) -> HandedLock:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as err:
+        raise RefusedError(
+            f"cannot take lock {path}: {err.strerror or err}; make the run directory writable"
+        ) from err
+    deadline = time.monotonic() + TAKE_GRACE
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                pid = holder_pid(path)
+                by = f" (pid {pid})" if pid is not None else ""
+                raise RunHeldError(
+                    f"run {run.id} {held}{by}; see its state with: crw flow next {run.id}"
+                ) from None
+            time.sleep(_POLL)
+    _write_pid(fd)
+    return HandedLock(path, fd)
+
+
+def handed_env(handed: Sequence[HandedLock]) -> dict[str, str]:
+    """The variable that names the handed locks' descriptors to the child."""
+    return {HANDED_ENV: ",".join(str(lock.fd) for lock in handed)}
+
+
+def let_go_handed(run: RunDir, environ: MutableMapping[str, str]) -> None:
+    """In the run's process, once it holds the run lock: let go of the start and
+    launch locks its launcher handed it (and forget the variable, so no process it
+    starts sees it). A descriptor that is not one of these locks is left alone."""
+    named = environ.pop(HANDED_ENV, "")
+    ours = {_identity(path) for path in (run.start_lock, launch_lock_path(run))}
+    for part in named.split(","):
+        if not part.isdigit():
+            continue
+        fd = int(part)
+        try:
+            stat = os.fstat(fd)
+        except OSError:
+            continue
+        if (stat.st_dev, stat.st_ino) in ours:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
 def run_lock(run: RunDir) -> RunLock:
     """Take the run lock of `run`.
 
@@ -162,16 +290,6 @@ def run_lock(run: RunDir) -> RunLock:
         RefusedError: the lock file cannot be opened.
     """
     return _take(run, run.run_lock, "is held by another process")
-
-
-def start_lock(run: RunDir) -> RunLock:
-    """Take the start lock of `run`.
-
-    Raises:
-        RunHeldError: another start holds it.
-        RefusedError: the lock file cannot be opened.
-    """
-    return _take(run, run.start_lock, "is being started by another process")
 
 
 def _take(run: RunDir, path: Path, held: str) -> RunLock:
@@ -195,7 +313,8 @@ def _take(run: RunDir, path: Path, held: str) -> RunLock:
 
 @contextlib.contextmanager
 def hold_run(run: RunDir) -> Iterator[ProcessLock | None]:
-    """Hold the process lock and, inside it, the run lock (BIND-LINE-15).
+    """Hold the process lock and, inside it, the run lock (BIND-LINE-15); then let
+    go of the start or launch lock the launcher handed this process (BIND-LINE-19).
 
     Yields the process lock, or None when it could not be taken.
 
@@ -205,6 +324,7 @@ def hold_run(run: RunDir) -> Iterator[ProcessLock | None]:
     process = take_process_lock(run)
     try:
         with run_lock(run):
+            let_go_handed(run, os.environ)
             yield process
     finally:
         if process is not None:
@@ -257,6 +377,11 @@ def held_process_tokens(run: RunDir) -> list[str]:
         if token and is_held(path):
             tokens.append(token)
     return sorted(tokens)
+
+
+def is_launching(run: RunDir) -> bool:
+    """Whether a launch of the run's process is under way: its launch lock is held."""
+    return is_held(launch_lock_path(run))
 
 
 def run_is_live(run: RunDir) -> bool:

@@ -19,10 +19,22 @@ Readings fixed here:
 - the spawn formats are the newest started row's pairs while a process holds the
   run, else the role store's (a resume reads the store).
 
+- a run is starting (CMD-NEXT-24..26) while a launch of its process is under way
+  (its start or launch lock is held), while its holder has not recorded its
+  started row (the newest names a process lock not held, or names none while a
+  process lock is held), and while its holder has not passed over the steps an
+  earlier process left: a step file older than the holder's process lock is that
+  process's, and the holder rewrites or retracts each one it goes on with
+  (ATT-18..21), so its first published state is the one with none left. A
+  starting run shows no step and no spawn format (CMD-NEXT-31);
+- a step whose dispatch report waits in the inbox is `reported`: the run answers
+  it, and the hint says to make no host call for it;
+- a run that can do nothing is one waiting on a decision with no open call and no
+  node the gate would admit: it is not resumed (no process would do anything).
+
 Later work (marked E in requirements.md) enters here as further inputs of
-`NextRead`: the starting window (the held process tokens against the newest
-started row's `process`, CMD-NEXT-24..34) and the warnings about the owner's line
-and repinned pairs (CMD-NEXT-36..39).
+`NextRead`: the owner-line window (CMD-NEXT-33, -34) and the warnings about the
+owner's line and repinned pairs (CMD-NEXT-36..39).
 """
 
 from __future__ import annotations
@@ -33,15 +45,39 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crw.bus.steps import CloseStep, StepFile
+from crw.engine.next_state import (
+    RESUMABLE_STATES,
+    STARTING_WINDOW_S,
+    StepKey,
+    can_do_nothing,
+    is_starting,
+    needs_ready_nodes,
+    open_calls,
+    should_resume,
+    stale_steps,
+)
 from crw.engine.role_names import ROLES, default_agent_type
 from crw.journal.replay import TERMINAL_ROWS, Row, replay
+
+__all__ = [
+    "RESUMABLE_STATES",
+    "STARTING_WINDOW_S",
+    "NextRead",
+    "NextView",
+    "StepKey",
+    "can_do_nothing",
+    "is_starting",
+    "needs_ready_nodes",
+    "next_view",
+    "open_calls",
+    "should_resume",
+    "stale_steps",
+]
 
 WAIT_AGENT_TIMEOUT_MS = 30_000
 """The timeout_ms the hint proposes for wait_agent."""
 NEXT_WAIT_S = 30
 """The --wait the hint proposes for the next `crw flow next`."""
-RESUMABLE_STATES = frozenset({"running", "waiting_session", "waiting_decision"})
-"""States of a run that goes on: one no process holds is resumed (CMD-NEXT-18, -20)."""
 
 _STEP_MEMBERS = (
     "call",
@@ -79,6 +115,12 @@ class NextRead:
     resumed_pid: int | None = None
     run_ref: str = ""
     state_ref: str = ""
+    launching: bool = False
+    process_tokens: Sequence[str] = ()
+    holder_since: int | None = None
+    step_times: Mapping[StepKey, int] = field(default_factory=dict)
+    reported: frozenset[StepKey] = frozenset()
+    ready_nodes: Sequence[str] | None = ()
 
     def command(self, verb: str, rest: str = "") -> str:
         """`crw flow VERB RUN REST [--state S]`: a command about this run."""
@@ -141,9 +183,21 @@ class NextView:
 
 
 def next_view(read: NextRead) -> NextView:
-    """The answer to `read` (CMD-NEXT-1..15)."""
+    """The answer to `read` (CMD-NEXT-1..15, CMD-NEXT-31)."""
     run = replay(read.rows)
     slots = Slots(read.max_threads, open_subagents(read.rows, read.closes))
+    if is_starting(read):
+        return NextView(
+            run=read.run,
+            state="starting",
+            ended_status=None,
+            ended_state=None,
+            steps=[],
+            slots=slots,
+            spawn_formats=[],
+            hint=hint(read, "starting", None, slots),
+            resumed_pid=read.resumed_pid,
+        )
     steps = [close_step_json(close) for close in read.closes]
     steps += [step_json(step, read) for step in read.steps]
     pairs = run.role_pairs if read.held and run.role_pairs is not None else read.store_pairs
@@ -158,12 +212,6 @@ def next_view(read: NextRead) -> NextView:
         hint=hint(read, run.state, run.paused_reason, slots),
         resumed_pid=read.resumed_pid,
     )
-
-
-def should_resume(read: NextRead) -> bool:
-    """A run no process holds that is neither paused, over nor starting (CMD-NEXT-18,
-    CMD-NEXT-20)."""
-    return not read.held and replay(read.rows).state in RESUMABLE_STATES
 
 
 def open_subagents(rows: Sequence[Row], closes: Sequence[CloseStep] = ()) -> tuple[str, ...]:
@@ -222,10 +270,19 @@ def host_call(step: StepFile, read: NextRead) -> dict[str, Any]:
     return {"tool": tool, "arguments": arguments, "then": dispatched_command(read, step)}
 
 
+def step_key(step: StepFile) -> StepKey:
+    return step.call, step.k, step.attempt
+
+
 def step_json(step: StepFile, read: NextRead) -> dict[str, Any]:
-    """A step file's members (CMD-NEXT-4) and its host call."""
+    """A step file's members (CMD-NEXT-4), whether a dispatch report for it waits in
+    the inbox (`reported`: the run answers it; no host call to make), and its host
+    call."""
     members = step.to_json()
-    return {name: members[name] for name in _STEP_MEMBERS} | {"host_call": host_call(step, read)}
+    return {name: members[name] for name in _STEP_MEMBERS} | {
+        "reported": step_key(step) in read.reported,
+        "host_call": host_call(step, read),
+    }
 
 
 def close_step_json(close: CloseStep) -> dict[str, Any]:
@@ -259,7 +316,7 @@ def spawn_formats(pairs: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]
 
 
 def hint(read: NextRead, state: str, paused_reason: str | None, slots: Slots) -> str:
-    """What to do next, in sentences (CMD-NEXT-12..14, CMD-NEXT-19)."""
+    """What to do next, in sentences (CMD-NEXT-12..14, CMD-NEXT-19, CMD-NEXT-32)."""
     sentences = []
     if read.resumed_pid is not None:
         sentences.append(
@@ -267,37 +324,83 @@ def hint(read: NextRead, state: str, paused_reason: str | None, slots: Slots) ->
             f"does (pid {read.resumed_pid})."
         )
     sentences += _state_sentences(state, paused_reason, read)
-    if read.closes:
-        targets = ", ".join(f"close_agent(target={json.dumps(c.agent_id)})" for c in read.closes)
+    if state == "starting":
+        return " ".join(sentences)
+    if read.closes and state != "ended":
+        targets = _close_targets(read)
         sentences.append(f"Close these subagents first: {targets}.")
-    blocked = slots.full and any(step.action == "spawn" for step in read.steps)
-    if blocked:
-        sentences.append(
-            f"agent thread limit reached ({slots.open} of {slots.limit} open); the step "
-            "stays: spawn it once a subagent is closed."
-        )
-    if any(step.action == "send_input" for step in read.steps) and blocked:
-        sentences.append("Make each send_input step's host call, then run the command it names.")
-    elif read.steps and not blocked:
-        sentences.append("Make each step's host call, then run the command it names.")
-    if state in RESUMABLE_STATES:
+    sentences += _step_sentences(read, slots)
+    if state in RESUMABLE_STATES and not can_do_nothing(read):
         closing = {close.agent_id for close in read.closes}
         waiting = [agent for agent in slots.agents if agent not in closing]
         sentences.append(_wait_sentence(waiting, read))
     return " ".join(sentences)
 
 
+def _close_targets(read: NextRead) -> str:
+    return ", ".join(f"close_agent(target={json.dumps(c.agent_id)})" for c in read.closes)
+
+
+def _step_sentences(read: NextRead, slots: Slots) -> list[str]:
+    """The reported steps, the thread limit, and the host calls to make."""
+    sentences = []
+    reported = [s for s in read.steps if step_key(s) in read.reported]
+    fresh = [s for s in read.steps if step_key(s) not in read.reported]
+    if reported:
+        ops = ", ".join(f"{s.op}-a{s.attempt}" for s in reported)
+        sentences.append(
+            f"Already reported ({ops}): its dispatch report waits in the inbox and the run "
+            "will answer it; make no host call for it."
+        )
+    blocked = slots.full and any(step.action == "spawn" for step in fresh)
+    if blocked:
+        sentences.append(
+            f"agent thread limit reached ({slots.open} of {slots.limit} open); the step "
+            "stays: spawn it once a subagent is closed."
+        )
+    if any(step.action == "send_input" for step in fresh) and blocked:
+        sentences.append("Make each send_input step's host call, then run the command it names.")
+    elif fresh and not blocked:
+        sentences.append("Make each step's host call, then run the command it names.")
+    return sentences
+
+
 def _state_sentences(state: str, paused_reason: str | None, read: NextRead) -> list[str]:
+    if state == "ended" and read.closes:
+        return [f"The run is over; close its last subagents: {_close_targets(read)}."]
     if state == "ended":
         return ["The run is over: there is nothing more to do."]
     if state == "paused":
         resume = read.command("resume", "--detach")
         return [f"The run is paused ({paused_reason}); go on with: {resume}."]
     if state == "starting":
-        return [f"The run is starting: ask again with {read.command('next')}."]
+        return [
+            "The run is starting: its process is coming up and has not published its "
+            f"steps yet; ask again with {read.command('next')}."
+        ]
     if state == "waiting_decision":
-        return ["A call is held and waits on a decision: answer it with crw flow answer."]
+        return [_decision_sentence(read)]
     return []
+
+
+def _decision_sentence(read: NextRead) -> str:
+    """The held calls, and what can be done about them with the commands there are."""
+    run = replay(read.rows)
+    held = ", ".join(
+        f"{c.call} ({c.reason})" if c.reason else c.call
+        for c in run.calls.values()
+        if c.state == "held"
+    )
+    if not can_do_nothing(read):
+        return (
+            f"A call is held and waits on a decision: {held}; the run goes on with its other calls."
+        )
+    return (
+        f"A call is held and waits on a decision: {held}. No command of this crw decides "
+        "a held call yet, so the run can do nothing more and next starts no process "
+        f"for it; see its calls with {read.command('status')}, or run the workflow "
+        "again with crw flow start."
+    )
 
 
 def _wait_sentence(agents: Sequence[str], read: NextRead) -> str:

@@ -4,6 +4,9 @@ framing of crw.journal.log, step files in the format of the file step bus."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -108,9 +111,12 @@ def _next(crw: Crw, *args: str) -> dict[str, Any]:
 
 @pytest.fixture
 def held(crw: Crw) -> Iterator[RunDir]:
-    """A run this test process holds, as its run process would: next resumes nothing."""
+    """A run this test process holds, as its run process would (its started row
+    names the process lock): next resumes nothing."""
     run = _make_run(crw)
-    with hold_run(run):
+    with hold_run(run) as process:
+        assert process is not None
+        _append_rows(run, {"row": "started", "backend": "session", "process": process.token})
         yield run
 
 
@@ -140,9 +146,10 @@ def test_json_answers_the_state_steps_slots_spawn_formats_and_hint(crw: Crw, hel
     assert (out["run"], out["state"]) == (RUN, "waiting_session")
     assert [s["action"] for s in out["steps"]] == ["close", "spawn"]
     spawn = out["steps"][1]
-    assert {k: v for k, v in spawn.items() if k != "host_call"} == {
+    assert {k: v for k, v in spawn.items() if k not in ("host_call", "reported")} == {
         k: v for k, v in step.items() if k != "marker"
     }
+    assert spawn["reported"] is False
     assert spawn["host_call"]["then"] == (
         f"crw flow dispatched {RUN} build.1 --agent <agent_id> --k 1 --attempt 2 "
         f"--state {crw.state}"
@@ -254,3 +261,83 @@ def test_human_form_shows_state_steps_slots_and_hint(crw: Crw, held: RunDir) -> 
 def test_negative_wait_is_an_input_error(crw: Crw, held: RunDir) -> None:
     result = crw("flow", "next", RUN, "--state", str(crw.state), "--wait", "-1")
     assert result.code == 2 and "--wait" in result.stderr
+
+
+def test_next_answers_from_the_holders_first_state_never_an_earlier_processs_step(
+    crw: Crw, held: RunDir
+) -> None:
+    """spec: ATT-21, CMD-NEXT-28: a step file older than the holder's process lock is
+    an earlier process's; next reads again until the holder wrote it again."""
+    path = held.steps / "build.1" / "t1-a1.json"
+    stale = _step(held, "build.1") | {"message": "the earlier process's step"}
+    _write_atomic(path, stale)
+    os.utime(path, ns=(time.time_ns() - 60 * 10**9,) * 2)  # written before the holder came
+    writer = threading.Timer(1.0, _step, (held, "build.1"))
+    writer.start()
+    try:
+        out = _next(crw)
+    finally:
+        writer.join()
+    assert out["state"] == "running"
+    assert [s["message"] for s in out["steps"]] == [_step(held, "build.1")["message"]]
+
+
+def test_a_reported_step_is_marked_so_the_owner_spawns_nothing(crw: Crw, held: RunDir) -> None:
+    """spec: ATT-18"""
+    _step(held, "build.1")
+    held.inbox.mkdir(exist_ok=True)
+    report = {"id": "r1", "run": RUN, "call": "build.1", "k": 1, "attempt": 1,
+              "agent_id": "thr-a", "reported_at": "2026-11-29T00:00:01Z"}  # fmt: skip
+    (held.inbox / "r1.json").write_text(json.dumps(report))
+    out = _next(crw)
+    assert out["steps"][0]["reported"] is True
+    assert "the run will answer it" in out["hint"]
+
+
+def test_concurrent_nexts_launch_one_process(crw: Crw) -> None:
+    """spec: CMD-NEXT-18, CMD-NEXT-30: at most one launch at a time per run."""
+    run = _make_run(crw)
+    argv = [sys.executable, "-m", "crw", "flow", "next", RUN, "--state", str(crw.state), "--json"]
+    nexts = [
+        subprocess.Popen(argv, env=crw.env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for _ in range(6)
+    ]  # fmt: skip
+    outs = [json.loads(proc.communicate(timeout=60)[0]) for proc in nexts]
+    pids = [out["resumed_pid"] for out in outs if "resumed_pid" in out]
+    crw.pids += pids
+    assert len(pids) == 1, outs
+    wait_for_exit(run.root)
+    time.sleep(0.5)
+    assert [row["pid"] for row in _started_rows(run)] == [1, pids[0]]
+
+
+def test_a_run_whose_calls_all_wait_on_a_decision_starts_no_process(crw: Crw) -> None:
+    """spec: CMD-NEXT-2, CMD-NEXT-18"""
+    run = _make_run(crw)
+    _append_rows(
+        run,
+        {"row": "prepared", "call": "explore.1", "node": "explore", "role": "explorer"},
+        {"row": "held", "call": "build.1", "reason": "attempts_exhausted"},
+        {"row": "held", "call": "explore.1", "reason": "attempts_exhausted"},
+    )
+    before = run.journal.read_bytes()
+    out = _next(crw, "--wait", "5")
+    assert out["state"] == "waiting_decision" and "resumed_pid" not in out
+    assert "crw flow answer" not in out["hint"] and "crw flow status" in out["hint"]
+    time.sleep(0.5)
+    assert run.journal.read_bytes() == before
+    assert not run.log.exists() or b"started" not in run.log.read_bytes()
+
+
+def test_a_process_for_an_ended_run_writes_no_row(crw: Crw) -> None:
+    """spec: CMD-START-2: a run that ended gets no row from a late process."""
+    run = _make_run(crw)
+    _append_rows(run, {"row": "ended", "status": "completed", "state": {}})
+    before = run.journal.read_bytes()
+    result = crw("flow", "_run", RUN, "--state", str(crw.state))
+    assert result.code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"crw: error: run {RUN} has ended (completed); its process writes nothing"
+    ]
+    assert run.journal.read_bytes() == before

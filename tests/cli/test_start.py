@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,42 @@ def test_start_after_the_bound_run_ended_closes_its_line_and_binds(crw: Crw) -> 
         ("orchestrator", second["run"]),
     ]
     assert lines[2]["policyDigest"].startswith("sha256:")
+
+
+# The start leaves its detached child running: Popen warns when it is collected.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_slow_start_is_reported_coming_up_and_keeps_the_start_lock(
+    crw: Crw, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: BIND-LINE-19, BIND-LINE-20: the start lock is held until the run's
+    process holds the run lock, however long it takes; a live child is never
+    reported as not started."""
+    from crw.cli.start import start_run
+    from crw.engine.locks import is_held
+    from crw.settings import Settings
+
+    monkeypatch.chdir(crw.state.parent)
+    outcome = start_run(
+        Path(WORKFLOW),
+        backend="session",
+        owner="owner-1",
+        host=None,
+        state=str(crw.state),
+        environ=dict(crw.env),
+        settings=Settings(start_wait=0.0),  # the process cannot have come up yet
+    )
+    assert outcome.pid is not None
+    crw.pids.append(outcome.pid)
+    assert not outcome.started
+    assert any("still coming up" in warning for warning in outcome.warnings)
+    run = outcome.run
+    assert is_held(run.start_lock) or read_journal(run.journal).rows  # handed to the child
+    deadline = time.monotonic() + 20
+    while not read_journal(run.journal).rows and time.monotonic() < deadline:
+        time.sleep(0.02)
+    wait_for_exit(run.root)
+    os.waitpid(outcome.pid, 0)  # the start's child: reap it
+    rows = read_journal(run.journal).rows
+    assert [row["row"] for row in rows] == ["started", "paused"]
+    assert rows[0]["pid"] == outcome.pid
+    assert not is_held(run.start_lock)

@@ -49,7 +49,7 @@ else:
     held = {"run": locks.run_lock, "start": locks.start_lock}[kind](run)
     print("held", flush=True)
 sys.stdin.read()
-held.release()
+(held.close if kind == "start" else held.release)()
 """
 
 
@@ -278,3 +278,61 @@ def test_a_take_rides_out_a_probe_in_flight(run: RunDir) -> None:
             assert is_held(run.run_lock)
     finally:
         timer.join()
+
+
+# Waits for a line on stdin, then holds the run as the run's process does and says so.
+_LAUNCHED = """
+import sys
+from pathlib import Path
+from crw.engine.locks import hold_run
+from crw.engine.rundir import RunDir
+
+sys.stdin.readline()
+with hold_run(RunDir(Path(sys.argv[1]))):
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_a_launch_lock_stays_held_by_the_child_until_it_holds_the_run(run: RunDir) -> None:
+    """spec: BIND-LINE-19: a handed lock outlives its launcher's descriptor and goes
+    once the launched process holds the run lock."""
+    with locks.launch_lock(run) as lock:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _LAUNCHED, str(run.root)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            pass_fds=(lock.fd,),
+            env=os.environ | locks.handed_env([lock]),
+        )
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        assert locks.is_launching(run)
+        with pytest.raises(RunHeldError, match="is being launched by another command"):
+            locks.launch_lock(run)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "held"
+        assert not locks.is_launching(run) and is_held(run.run_lock)
+    finally:
+        child.stdin.close()
+        child.wait(timeout=20)
+        child.stdout.close()
+
+
+def test_a_launch_lock_goes_when_its_child_dies_before_it_holds_the_run(run: RunDir) -> None:
+    with locks.launch_lock(run) as lock:
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stdin.read()"],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(lock.fd,),
+        )
+    assert locks.is_launching(run)
+    child.kill()
+    child.wait(timeout=20)
+    assert child.stdin is not None
+    child.stdin.close()
+    assert not locks.is_launching(run)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from crw.bus.steps import CloseStep, StepFile
@@ -126,6 +127,7 @@ def test_step_carries_the_step_files_members_and_its_host_call() -> None:
         "packet",
         "workspace",
         "agent_id",
+        "reported",
         "host_call",
     ]
     assert step["packet"] == "/s/flow/r/steps/build.1/packet-t1-a1.md"
@@ -335,7 +337,9 @@ def test_a_run_nobody_holds_that_goes_on_is_resumed() -> None:
     assert should_resume(read(RUNNING, held=False))
     waiting = [*RUNNING, row("step_published", "build.1", k=1, attempt=1, action="spawn")]
     assert should_resume(read(waiting, held=False))
-    assert should_resume(read([*RUNNING, row("held", "build.1")], held=False))
+    held = [*RUNNING, row("held", "build.1")]
+    assert should_resume(read(held, held=False, ready_nodes=("review",)))
+    assert should_resume(read([*held, row("prepared", "explore.1")], held=False))
     assert not should_resume(read(RUNNING, held=True))
 
 
@@ -344,3 +348,70 @@ def test_a_paused_ended_or_starting_run_is_not_resumed() -> None:
     assert not should_resume(read([*RUNNING, {"row": "paused"}], held=False))
     assert not should_resume(read([*RUNNING, {"row": "ended", "status": "ok"}], held=False))
     assert not should_resume(read([], held=False))
+
+
+def test_a_run_whose_calls_all_wait_on_a_decision_is_not_resumed() -> None:
+    """spec: CMD-NEXT-2, CMD-NEXT-18: a process for it would do nothing."""
+    held = [*RUNNING, row("held", "build.1", reason="attempts_exhausted")]
+    assert not should_resume(read(held, held=False, ready_nodes=()))
+    view = next_view(read(held, held=False, ready_nodes=()))
+    assert view.state == "waiting_decision"
+    assert "build.1 (attempts_exhausted)" in view.hint
+    assert "crw flow answer" not in view.hint and "crw flow status r1" in view.hint
+    assert "--wait" not in view.hint  # nothing will come to wait for
+    # A workflow that cannot be read leaves it to the resume, as before.
+    assert should_resume(read(held, held=False, ready_nodes=None))
+
+
+def test_a_launch_under_way_makes_the_run_starting_and_nothing_is_resumed() -> None:
+    """spec: CMD-NEXT-26, CMD-NEXT-30, CMD-NEXT-31, CMD-NEXT-32"""
+    dead = read([started(process="old")], held=False, launching=True, steps=[spawn()])
+    assert not should_resume(dead)
+    view = next_view(dead)
+    assert (view.state, view.steps, view.spawn_formats) == ("starting", [], [])
+    assert "ask again with crw flow next r1" in view.hint
+    assert "Make each step" not in view.hint
+
+
+def test_a_holder_that_has_not_recorded_its_started_row_is_starting() -> None:
+    """spec: CMD-NEXT-24, CMD-NEXT-25, CMD-NEXT-29"""
+    rows = [started(process="old"), row("prepared", "build.1")]
+    assert next_view(read(rows, process_tokens=("new",))).state == "starting"
+    assert next_view(read(rows, process_tokens=("old",))).state == "running"
+    unnamed = [started(), row("prepared", "build.1")]
+    assert next_view(read(unnamed, process_tokens=("new",))).state == "starting"
+    assert next_view(read(unnamed, process_tokens=())).state == "running"
+    ended = [*rows, {"row": "ended", "status": "completed"}]
+    assert next_view(read(ended, process_tokens=("new",), launching=True)).state == "ended"
+
+
+def test_a_step_an_earlier_process_left_is_not_handed_out_until_the_holder_passed_over_it() -> None:
+    """spec: ATT-19, ATT-21, CMD-NEXT-28: next answers the new process's first
+    published state, never the old step."""
+    rows = [started(process="new"), row("step_published", "build.1", k=1, attempt=1)]
+    key = ("build.1", 1, 1)
+    left = read(rows, process_tokens=("new",), holder_since=1_000, steps=[spawn()])
+    stale = next_view(dataclasses.replace(left, step_times={key: 999}))
+    assert (stale.state, stale.steps) == ("starting", [])
+    fresh = next_view(dataclasses.replace(left, step_times={key: 1_000}))
+    assert fresh.state == "waiting_session" and [s["op"] for s in fresh.steps] == ["build.1/t1"]
+
+
+def test_a_step_whose_report_waits_in_the_inbox_is_marked_reported() -> None:
+    """spec: ATT-18: the run answers the report first; the owner spawns nothing."""
+    rows = [*RUNNING, row("step_published", "build.1", k=1, attempt=1)]
+    view = next_view(read(rows, steps=[spawn()], reported=frozenset({("build.1", 1, 1)})))
+    assert view.steps[0]["reported"] is True
+    assert "build.1/t1-a1" in view.hint and "the run will answer it" in view.hint
+    assert "Make each step's host call" not in view.hint
+    other = next_view(read(rows, steps=[spawn()], reported=frozenset({("build.1", 1, 2)})))
+    assert other.steps[0]["reported"] is False and "Make each step's host call" in other.hint
+
+
+def test_ended_run_with_close_steps_says_to_close_them_and_not_that_nothing_is_left() -> None:
+    """spec: CMD-NEXT-7, CMD-NEXT-13"""
+    ended = [*RUNNING, {"row": "ended", "status": "completed"}]
+    hint = next_view(read(ended, closes=[CloseStep("build.1", 1, "thr-a")])).hint
+    assert 'close_agent(target="thr-a")' in hint
+    assert "nothing more to do" not in hint and hint.count("close_agent") == 1
+    assert "nothing more to do" in next_view(read(ended)).hint
