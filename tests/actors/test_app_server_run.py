@@ -134,7 +134,7 @@ async def test_workflow_runs_every_call_in_needs_order_to_completed(
     }
     done = terminal(rows, "build.1")
     assert done["result"] == {"summary": "x"} and done["extracted"] is False
-    assert done["result_digest"].startswith("sha256:") and done["raw_text"] == '{"summary": "x"}'
+    assert done["result_digest"].startswith("sha256:") and "raw_text" not in done
     assert replayed(rows).state == "ended"
 
 
@@ -278,11 +278,14 @@ async def test_usage_limit_pauses_the_run(tmp_path: Path, autojump_clock: MockCl
 async def test_rate_limit_in_the_object_form_pauses_the_run(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: HARV-12"""
+    """spec: HARV-11, HARV-12 (codexErrorInfo `{"rateLimitExceeded": {...}}`)"""
     async with harness(tmp_path) as h:
-        await h.script({"marker": "explore.1/*"}, fail="rateLimitExceeded")
+        info = {"rateLimitExceeded": {"retryAfterSeconds": 30}}
+        await h.script({"marker": "explore.1/*"}, fail=info)
         state, rows = await h.run()
     assert state == "paused" and rows[-1]["reason"] == "rate_limit_exceeded"
+    end = terminal(rows, "explore.1")
+    assert end["row"] == "held" and end["reason"] == "paused"
 
 
 async def test_other_host_failure_holds_the_call(tmp_path: Path, autojump_clock: MockClock) -> None:
