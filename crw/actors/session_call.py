@@ -180,8 +180,10 @@ class SessionCall:
     def _spawn_step(
         self, *, k: int, attempt: int, conversation_turn: int, **extra: Any
     ) -> StepPublished:
+        note = packet.earlier_note(self.node.role, str(self.workspace), k, attempt)
         text = self.packet_text(
-            **{key: extra[key] for key in ("previous_answer", "repair_errors") if key in extra}
+            note=note,
+            **{key: extra[key] for key in ("previous_answer", "repair_errors") if key in extra},
         )
         packet_path, _ = bus.step_paths(self.ctx.run, self.call, k, attempt)
         message = packet.spawn_message(
@@ -203,6 +205,7 @@ class SessionCall:
             model=self.pair.model,
             effort=self.pair.effort,
             workspace=str(self.workspace),
+            note=note,
             conversation_turn=conversation_turn,
             repair=conversation_turn == 2,
             previous_answer=extra.get("previous_answer"),

@@ -35,8 +35,10 @@ def test_completed_row_result_is_the_canonical_json_its_digest_is_over() -> None
     canonical = answer.canonical(json.loads(text))
     assert b'"result":' + canonical.encode() + b"," in line
     stored = json.loads(line)
-    assert answer.digest(stored["result"]) == stored["result_digest"] == answer.digest(
-        json.loads(text)
+    assert (
+        answer.digest(stored["result"])
+        == stored["result_digest"]
+        == answer.digest(json.loads(text))
     )
 
 
@@ -74,11 +76,11 @@ def test_turn_interrupted_with_an_error_is_a_failed_turn(
     gets its codexErrorInfo's outcome, whatever answer it holds."""
     ended = turn("interrupted", text='{"files": []}', codexErrorInfo=info)
     end = harvest.decide("build.1", SCHEMA, ended, TOKENS, repaired=False)
-    assert isinstance(end.row, row) and end.row.reason == reason  # type: ignore[attr-defined]
-    assert end.pause == pause
-    assert end.row.tokens == TOKENS  # type: ignore[attr-defined]
-    if row is Held:
-        assert end.row.error == "boom"  # type: ignore[attr-defined]
+    assert isinstance(end.row, Held | NullModel) and type(end.row) is row
+    assert end.row.reason == reason and end.pause == pause
+    assert end.row.tokens == TOKENS
+    if isinstance(end.row, Held):
+        assert end.row.error == "boom"
 
 
 def test_turn_interrupted_without_an_error_is_no_failed_turn() -> None:
