@@ -21,7 +21,7 @@ def _runs(crw: Crw) -> list[str]:
 
 
 def test_session_start_records_run_json_and_the_started_row(crw: Crw) -> None:
-    """spec: CMD-START-5, CMD-START-6, CMD-START-8, GEN-8, BIND-LINE-16"""
+    """spec: CMD-START-5, CMD-START-6, CMD-START-8, GEN-8"""
     result = crw.start(WORKFLOW, "--owner", "owner-1")
     assert result.code == 0, result.stderr
     out = result.json()
