@@ -27,8 +27,9 @@ def published(rows: list[dict[str, Any]], call: str) -> list[dict[str, Any]]:
 async def test_step_published_is_durable_before_its_packet_and_step_file(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """spec: STEP-21: when the bus writes a step's files, its step_published row is
-    already in the journal, and neither file was there before the row."""
+    """spec: STEP-21, ROWS-2: when the bus writes a step's files, its
+    step_published row (the step's intent, with its conversation_turn) is already
+    in the journal, and neither file was there before the row."""
     write_step = bus.write_step
     seen: list[tuple[str, bool, bool]] = []
 
@@ -49,6 +50,7 @@ async def test_step_published_is_durable_before_its_packet_and_step_file(
     assert markers == [r["marker"] for r in rows if r["row"] == "step_published"]
     assert "build.1/t2-a1" in markers
     assert all(durable and not there for _, durable, there in seen), seen
+    assert [r["conversation_turn"] for r in published(rows, "build.1")] == [1, 2]
     assert state == "ended"
 
 
@@ -113,7 +115,7 @@ async def test_repair_on_a_new_subagent_records_the_note_about_earlier_attempts(
 async def test_usage_limit_on_a_session_turn_pauses_the_run(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: HARV-15, HARV-12"""
+    """spec: HARV-15, HARV-12, GEN-6"""
     async with harness(tmp_path) as h:
         await h.script({"marker": "explore.1/*"}, fail="usageLimitExceeded")
         state, rows = await h.go()
@@ -127,7 +129,7 @@ async def test_usage_limit_on_a_session_turn_pauses_the_run(
 async def test_other_failure_of_a_session_turn_holds_the_call(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: HARV-15, HARV-14"""
+    """spec: HARV-15, HARV-14, GEN-6"""
     async with harness(tmp_path) as h:
         await h.script(
             {"marker": "explore.1/*"}, fail={"httpConnectionFailed": {"httpStatusCode": 502}}
@@ -143,7 +145,7 @@ async def test_other_failure_of_a_session_turn_holds_the_call(
 async def test_prose_before_the_json_is_extracted_on_a_session_turn(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: HARV-8, HARV-5, HARV-7"""
+    """spec: HARV-8, HARV-5, HARV-7, GEN-6"""
     async with harness(tmp_path) as h:
         await h.script(
             {"marker": "explore.1/*"}, answer={"files": ["b.py", "a.py"]}, prose="Found:\n"
@@ -154,3 +156,55 @@ async def test_prose_before_the_json_is_extracted_on_a_session_turn(
     assert done["result"] == {"files": ["b.py", "a.py"]} and done["extracted"] is True
     assert done["raw_text"].startswith("Found:\n")
     assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_session_call_has_the_engines_prepared_row_and_one_allocation(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: GEN-4, ROWS-1: prepared (backend: session, the allocation P) comes
+    first, and every step and every bind of the call, on whatever subagent, is in
+    that one directory."""
+    async with harness(tmp_path) as h:
+        close_after_first_turn(monkeypatch, h, "build.1")
+        await h.script({"marker": "build.1/*"}, invalidFirst=True)
+        state, rows = await h.go()
+    call_rows = [r for r in rows if r.get("call") == "build.1"]
+    prepared = call_rows[0]
+    assert prepared["row"] == "prepared" and kinds(rows, "build.1").count("prepared") == 1
+    assert (prepared["node"], prepared["role"], prepared["backend"]) == (
+        "build",
+        "executor",
+        "session",
+    )
+    workspace = prepared["allocation"]["workspace"]
+    assert prepared["allocation"]["kind"] == "directory" and workspace.endswith("calls/build.1")
+    assert prepared["input_digest"].startswith("sha256:")
+    assert {r["workspace"] for r in published(rows, "build.1")} == {workspace}
+    started = [r for r in call_rows if r["row"] == "thread_started"]
+    assert len({r["thread_id"] for r in started}) == 2
+    assert {r["cwd"] for r in started} == {workspace}
+    assert state == "ended"
+
+
+async def test_a_bind_writes_one_thread_started_and_each_turn_its_turn_started(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ROWS-3, ROWS-5: the attempt's subagent is bound once (its repair is a
+    send_input: turn_started only); each turn_started names the host turn that
+    carries its step's marker, with its step's conversation_turn."""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "build.1/*"}, invalidFirst=True)
+        state, rows = await h.go()
+        threads = h.sim.state.threads
+    (started,) = [r for r in rows if r["row"] == "thread_started" and r["call"] == "build.1"]
+    turns = [r for r in rows if r["row"] == "turn_started" and r["call"] == "build.1"]
+    steps = published(rows, "build.1")
+    assert [t["marker"] for t in turns] == [s["marker"] for s in steps]
+    assert [t["conversation_turn"] for t in turns] == [s["conversation_turn"] for s in steps]
+    assert [t["k"] for t in turns] == [1, 2] and all(t["attempt"] == 1 for t in turns)
+    host_turns = threads[started["thread_id"]].turns
+    assert [t["turn_id"] for t in turns] == [t.id for t in host_turns]
+    for turn, host_turn in zip(turns, host_turns, strict=True):
+        user = next(i for i in host_turn.items if i["type"] == "userMessage")
+        assert user["content"][0]["text"].startswith(f"crw-flow-op: {turn['marker']}\n")
+    assert state == "ended"
