@@ -118,10 +118,12 @@ def terminal(rows: list[dict[str, Any]], call: str) -> dict[str, Any]:
 async def test_workflow_runs_every_call_in_needs_order_to_completed(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: GEN-9, HARV-2, HARV-6, HARV-7"""
+    """spec: GEN-9, HARV-2, HARV-6, HARV-7, CMD-START-4 (a thread per call)"""
     async with harness(tmp_path) as h:
         state, rows = await h.run()
     assert state == "ended"
+    threads = [row["thread_id"] for row in rows if row["row"] == "thread_started"]
+    assert len(threads) == len(set(threads)) == 3
     for call in ("explore.1", "build.1", "review.1"):
         assert kinds(rows, call) == ["prepared", "thread_started", "turn_started", "completed"]
     order = [row["call"] for row in rows if row["row"] == "prepared"]
