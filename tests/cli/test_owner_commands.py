@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 
+from crw.binding.owner import bind_owner
 from crw.cli import start as start_module
-from crw.engine.locks import hold_run, is_held
+from crw.engine.launch import launch_run_process
+from crw.engine.locks import hold_run, is_held, start_lock
 from crw.engine.rundir import RunDir
+from crw.engine.tmploc import dir_from
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, wait_for_exit
 from tests.cli.test_next import RUN, WORKFLOW, _make_run
@@ -52,11 +55,7 @@ def test_start_lock_is_held_from_before_the_bind_until_the_process_holds_the_run
     (which it commits holding the run lock); the temp location is asked once."""
     events: list[tuple[str, bool]] = []
     asked: list[dict[str, str]] = []
-    take_start_lock, bind, dir_from = (
-        start_module.start_lock,
-        start_module.bind_owner,
-        start_module.dir_from,
-    )
+    take_start_lock = start_lock
 
     @contextlib.contextmanager
     def watched_start_lock(run: RunDir) -> Iterator[None]:
@@ -68,17 +67,16 @@ def test_start_lock_is_held_from_before_the_bind_until_the_process_holds_the_run
 
     def watched_bind(state: Path, owner: str, line: dict[str, Any], live: Any) -> Any:
         events.append(("bind", is_held(RunDir.of(state, line["run_id"]).start_lock)))
-        return bind(state, owner, line, live)
+        return bind_owner(state, owner, line, live)
 
     def counted_dir_from(environ: Any) -> str:
         asked.append(dict(environ))
         return dir_from(environ)
 
     children: list[subprocess.Popen[bytes]] = []
-    launch = start_module.launch_run_process
 
     def kept_launch(*args: Any) -> subprocess.Popen[bytes]:
-        children.append(launch(*args))
+        children.append(launch_run_process(*args))
         return children[-1]
 
     monkeypatch.setattr(start_module, "launch_run_process", kept_launch)
@@ -103,5 +101,5 @@ def test_start_lock_is_held_from_before_the_bind_until_the_process_holds_the_run
     assert outcome.started
     assert events == [("taken", True), ("bind", True), ("let go", True)]
     assert len(asked) == 1 and outcome.spec.env is not None
-    assert outcome.spec.env.TMPDIR == crw.env["TMPDIR"]
+    assert crw.env["TMPDIR"] == outcome.spec.env.TMPDIR
     assert not is_held(outcome.run.start_lock)
