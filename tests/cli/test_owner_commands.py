@@ -55,11 +55,10 @@ def test_start_lock_is_held_from_before_the_bind_until_the_process_holds_the_run
     (which it commits holding the run lock); the temp location is asked once."""
     events: list[tuple[str, bool]] = []
     asked: list[dict[str, str]] = []
-    take_start_lock = start_lock
 
     @contextlib.contextmanager
     def watched_start_lock(run: RunDir) -> Iterator[None]:
-        with take_start_lock(run):
+        with start_lock(run):
             events.append(("taken", is_held(run.start_lock)))
             yield
             rows = read_journal(run.journal).rows
