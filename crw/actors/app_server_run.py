@@ -15,6 +15,7 @@ from typing import Any
 
 from crw.actors.app_server_call import CallContext, run_app_server_call
 from crw.actors.gate import run_gate, taken
+from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
 from crw.engine.workflow import Node
 from crw.journal.replay import RunState
@@ -40,4 +41,5 @@ async def run_app_server_calls(ctx: CallContext, pool: int, replayed: RunState) 
     async def run_call(node: Node, call: str, needs: Mapping[str, Any]) -> CallEnd:
         return await run_app_server_call(ctx, node, call, needs)
 
-    return await run_gate(ctx.journal, ctx.workflow, pool, results, finished, run_call)
+    spent = RunSpent.of(replayed)
+    return await run_gate(ctx.journal, ctx.workflow, pool, results, finished, run_call, spent)

@@ -3,7 +3,9 @@
 The gate admits a node once every node it needs has completed, within the pool,
 in the workflow's order, and runs each admitted call as a Trio task through the
 backend's `run_call`. A usage or rate limit pauses the run: a `paused` row is
-written, nothing more is admitted, and the calls in flight finish. When nothing
+written, nothing more is admitted, and the calls in flight finish. So does the
+workflow's token ceiling, when the run's figure (`RunSpent`) reached it before a
+call would be admitted: the paused row records the figure and the ceiling. When nothing
 more can run the run writes `ended` (completed when every node completed, else
 failed: a null_model leaves the nodes that need it unrun), unless a call waits
 for a decision (held) or the run paused.
@@ -21,7 +23,7 @@ from crw.engine import gate
 from crw.engine.harvest import CallEnd
 from crw.engine.workflow import Node, Workflow
 from crw.journal.replay import TERMINAL_ROWS, RunState
-from crw.journal.rows import Ended, Paused
+from crw.journal.rows import Ended, Paused, Tokens
 
 RunCall = Callable[[Node, str, Mapping[str, Any]], Awaitable[CallEnd]]
 """Runs one call (node, call id, the results of its needs) to its end."""
@@ -48,21 +50,33 @@ async def run_gate(
     results: dict[str, Any],
     finished: dict[str, str],
     run_call: RunCall,
+    spent: gate.RunSpent,
 ) -> str:
     """Run the calls the rows leave to run; returns the run's state as the process
-    leaves it (ended, paused, waiting_decision)."""
+    leaves it (ended, paused, waiting_decision). `spent` is the run's running token
+    figure: each call's terminal row settles its part of it."""
     paused: str | None = None
     running: set[str] = set()
     send, receive = trio.open_memory_channel[tuple[str, CallEnd]](max(pool, 1))
 
     async def call_task(node: Node) -> None:
         needs = {need: results[need] for need in node.needs}
-        await send.send((node.id, await run_call(node, gate.call_id(node.id, 1), needs)))
+        call = gate.call_id(node.id, 1)
+        end = await run_call(node, call, needs)
+        tokens = getattr(end.row, "tokens", None)
+        if tokens is not None:  # the terminal row carries every token of the call
+            spent.count(call, tokens)
+        await send.send((node.id, end))
 
     async with trio.open_nursery() as nursery:
         while True:
             if paused is None:
-                for node in gate.ready(workflow, set(results), running, pool, set(finished)):
+                admit = gate.ready(workflow, set(results), running, pool, set(finished))
+                if admit and gate.ceiling_reached(spent.spent(), workflow.token_ceiling):
+                    paused = gate.TOKEN_CEILING
+                    await journal.commit([_ceiling_row(spent.spent(), workflow.token_ceiling)])
+                    admit = []
+                for node in admit:
                     running.add(node.id)
                     nursery.start_soon(call_task, node)
             if not running:
@@ -76,6 +90,26 @@ async def run_gate(
             if end.pause is not None and paused is None:
                 paused = end.pause
                 await journal.commit([Paused(reason=end.pause)])
+    return await _leave(journal, workflow, results, finished, paused)
+
+
+def _ceiling_row(spent: Tokens, ceiling: int | None) -> Paused:
+    return Paused(
+        reason=gate.TOKEN_CEILING,
+        error=f"the run counted {spent.total} tokens, its token_ceiling is {ceiling}",
+        tokens=spent,
+        token_ceiling=ceiling,
+    )
+
+
+async def _leave(
+    journal: JournalWriter,
+    workflow: Workflow,
+    results: dict[str, Any],
+    finished: dict[str, str],
+    paused: str | None,
+) -> str:
+    """The run's state as the process leaves it; `ended` once nothing more can run."""
     if paused is not None:
         return "paused"
     if "held" in finished.values():

@@ -35,6 +35,7 @@ from crw.bus import steps as bus
 from crw.bus.inbox import Report
 from crw.clock import WallClock
 from crw.engine import answer, bind, harvest, outcome, packet
+from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
 from crw.engine.replies import call_record
 from crw.engine.role_names import WRITING_ROLES
@@ -87,8 +88,11 @@ class SessionCall:
         call: str,
         results: Mapping[str, Any],
         rows: list[dict[str, Any]],
+        spent: RunSpent,
     ) -> None:
         self.ctx, self.node, self.call = ctx, node, call
+        self.spent = spent
+        """The run's running token figure, which this call's tokens count against."""
         self.task = render_task(node.task, results)
         self.workspace = ctx.run.root / "calls" / call
         self.pair = ctx.pairs.get(node.role) or RolePair(agent_type=default_agent_type(node.role))
@@ -125,6 +129,7 @@ class SessionCall:
             total = await trio.to_thread.run_sync(outcome.read_rollout_total, _path(thread.path))
             spent = outcome.turn_tokens(total, seen) if total is not None else Tokens()
             call_tokens = _tokens(step.call_tokens) + spent
+            self.spent.count(self.call, call_tokens)
             end = harvest.decide(
                 self.call,
                 self.node.output_schema,
@@ -162,7 +167,11 @@ class SessionCall:
             # A step an earlier process published: _await_bind answers its waiting
             # reports first, then looks it up, and only then writes it again.
             self.resumed = self.state.turn is None
-            return StepPublished.model_validate(dict(self.state.step))
+            step = StepPublished.model_validate(dict(self.state.step))
+            # The call's tokens the dead process counted are in no terminal row:
+            # they count against the run's figure now, when they are taken (HARV-22).
+            self.spent.count(self.call, _tokens(step.call_tokens))
+            return step
         return await self._publish(self._spawn_step(k=1, attempt=1, conversation_turn=1))
 
     def packet_text(self, **extra: Any) -> str:
@@ -187,8 +196,10 @@ class SessionCall:
     def _spawn_step(
         self, *, k: int, attempt: int, conversation_turn: int, **extra: Any
     ) -> StepPublished:
+        note = packet.earlier_note(self.node.role, str(self.workspace), k, attempt)
         text = self.packet_text(
-            **{key: extra[key] for key in ("previous_answer", "repair_errors") if key in extra}
+            note=note,
+            **{key: extra[key] for key in ("previous_answer", "repair_errors") if key in extra},
         )
         packet_path, _ = bus.step_paths(self.ctx.run, self.call, k, attempt)
         message = packet.spawn_message(
@@ -210,6 +221,7 @@ class SessionCall:
             model=self.pair.model,
             effort=self.pair.effort,
             workspace=str(self.workspace),
+            note=note,
             conversation_turn=conversation_turn,
             repair=conversation_turn == 2,
             previous_answer=extra.get("previous_answer"),

@@ -18,6 +18,7 @@ from crw.actors.gate import run_gate, taken
 from crw.actors.session_call import SessionCall, SessionContext
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
+from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
 from crw.engine.replies import call_record, decide_late
 from crw.engine.workflow import Node
@@ -49,10 +50,12 @@ async def run_session_calls(
     results, finished = taken(replayed)
     await close_left_open(ctx, replayed)
 
-    async def run_call(node: Node, call: str, needs: Mapping[str, Any]) -> CallEnd:
-        return await SessionCall(ctx, node, call, needs, by_call[call]).run()
+    spent = RunSpent.of(replayed)
 
-    return await run_gate(ctx.journal, ctx.workflow, pool, results, finished, run_call)
+    async def run_call(node: Node, call: str, needs: Mapping[str, Any]) -> CallEnd:
+        return await SessionCall(ctx, node, call, needs, by_call[call], spent).run()
+
+    return await run_gate(ctx.journal, ctx.workflow, pool, results, finished, run_call, spent)
 
 
 async def close_left_open(ctx: SessionContext, replayed: RunState) -> None:

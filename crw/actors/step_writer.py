@@ -66,15 +66,18 @@ class StepWriter:
         self.pending = None
         return closing
 
-    def files(self, step: StepPublished) -> tuple[bus.StepFile, str]:
+    def files(self, step: StepPublished) -> tuple[bus.StepFile, str | None]:
         """The step file and packet of a published step, rebuilt from its row alone
-        (a resumed process writes the same files the dead one meant to)."""
+        (a resumed process writes the same files the dead one meant to); a
+        send_input step has no packet."""
         text = (
             self.call.packet_text(
-                previous_answer=step.previous_answer, repair_errors=step.repair_errors
+                note=step.note,
+                previous_answer=step.previous_answer,
+                repair_errors=step.repair_errors,
             )
             if step.action == "spawn"
-            else ""
+            else None
         )
         return (
             bus.StepFile(

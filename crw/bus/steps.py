@@ -189,10 +189,11 @@ def _encode(value: dict[str, Any]) -> bytes:
     return (json.dumps(value, ensure_ascii=False, indent=2) + "\n").encode()
 
 
-def write_step(run: RunDir, step: StepFile, packet_text: str) -> None:
+def write_step(run: RunDir, step: StepFile, packet_text: str | None) -> None:
     """Write the step's packet, then its step file, each atomically (STEP-21).
 
-    `step.packet` is meant to be the packet path `step_paths` names.
+    `step.packet` is meant to be the packet path `step_paths` names; a step
+    without a packet (a send_input: its message is all it says) passes None.
 
     Raises:
         OSError: a write failed. The step file is then absent (STEP-30); the
@@ -204,7 +205,8 @@ def write_step(run: RunDir, step: StepFile, packet_text: str) -> None:
         raise ValueError(f"op {step.op!r} or marker {step.marker!r} is not the step's")
     packet_path, step_path = step_paths(run, step.call, step.k, step.attempt)
     _ensure_dir(packet_path.parent)
-    write_atomic(packet_path, packet_text.encode())
+    if packet_text is not None:
+        write_atomic(packet_path, packet_text.encode())
     write_atomic(step_path, _encode(step.to_json()))
 
 

@@ -3,10 +3,16 @@
 Pure (a host `Turn` and the call's schema in, rows out): the answer rules and the
 schema validation of `answer`, the failed-turn outcomes of `outcome`, and the one
 repair. Both backends' call actors act on it.
+
+The completed row keeps the result once: `result` is its canonical JSON (the text
+its result_digest is over), and `raw_text`, the message as it was, only when the
+result was taken out of prose (`extracted`); a message that is the object itself
+says nothing its result does not.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +38,12 @@ def messages(turn: Turn) -> list[answer.Message]:
         for item in turn.items
         if isinstance(item, AgentMessage)
     ]
+
+
+def canonical_result(result: Mapping[str, Any]) -> Any:
+    """`result` as its canonical JSON reads back: the keys sorted at every level,
+    so the row's `result` is the text its result_digest is computed over (HARV-6)."""
+    return json.loads(answer.canonical(result))
 
 
 def decide(
@@ -62,9 +74,9 @@ def decide(
     if isinstance(verdict, answer.Valid):
         row = Completed(
             call=call,
-            result=verdict.result,
+            result=canonical_result(verdict.result),
             result_digest=verdict.result_digest,
-            raw_text=verdict.raw_text,
+            raw_text=verdict.raw_text if verdict.extracted else None,
             extracted=verdict.extracted,
             tokens=tokens,
             attempt=attempt,

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from crw.engine.markers import marker as marker
 from crw.engine.markers import op as op
+from crw.engine.role_names import WRITING_ROLES
 
 MARKER_PREFIX = "crw-flow-op: "
 ROLE_PREFIX = "CRW-ROLE: "
@@ -204,6 +205,30 @@ class Packet:
     note: str | None = None
     previous_answer: str | None = None
     repair_errors: Sequence[str] | None = None
+
+
+def earlier_note(role: str, workspace: str, k: int, attempt: int) -> str | None:
+    """The note about earlier attempts of a spawn step (STEP-13), None for a call's
+    first turn on its first attempt: an attempt after one that was cut off (an
+    executor's reads the state its workspace was left in first), or a repair
+    spawned on a new subagent because the one that answered is closed."""
+    lines: list[str] = []
+    if attempt > 1:
+        lines.append(
+            f"Attempt {attempt - 1} of this call was cut off before it answered; "
+            f"this is attempt {attempt}."
+        )
+        if role in WRITING_ROLES:
+            lines.append(
+                f"Read `git -C {workspace} status` and the diff first: "
+                "the earlier attempt may have left changes there."
+            )
+    if k > 1:
+        lines.append(
+            "This is the call's repair turn, on a new subagent: the subagent that "
+            "answered the task is closed, and its answer is below."
+        )
+    return " ".join(lines) if lines else None
 
 
 def _workspace_section(packet: Packet) -> str:

@@ -2,6 +2,7 @@
 
     name = "fix-issue"
     pool = 4
+    token_ceiling = 2000000
 
     [verifier]
     go_root = "/usr/local/go"
@@ -44,7 +45,7 @@ from crw.engine.roles import Role
 from crw.engine.template import SLUG, Placeholder, TemplateError, parse_template
 
 _SLUG_FIX = "use 1-64 lowercase letters, digits, '-' and '_', starting with a letter or digit"
-_TOP_KEYS = ("name", "pool", "verifier", "node")
+_TOP_KEYS = ("name", "pool", "token_ceiling", "verifier", "node")
 _NODE_KEYS = ("id", "role", "task", "schema", "needs", "review")
 _MISSING = {"node": ("no [[node]] table", "add a [[node]] with id, role, task and schema")}
 
@@ -166,6 +167,7 @@ class _WorkflowFile(BaseModel):
 
     name: StrictStr
     pool: StrictInt = Field(default=4, ge=1)
+    token_ceiling: StrictInt | None = Field(default=None, ge=1)
     verifier: Verifier | None = None
     nodes: tuple[Node, ...] = Field(alias="node")
 
@@ -186,7 +188,8 @@ class _WorkflowFile(BaseModel):
 
 class Workflow(BaseModel):
     """A loaded workflow. `nodes` are in file order; `digest` is "sha256:" + the
-    hex sha256 of the file's bytes; `path` is absolute."""
+    hex sha256 of the file's bytes; `path` is absolute. `token_ceiling`: the run
+    admits no call once it counted that many tokens (None: no ceiling)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -196,6 +199,7 @@ class Workflow(BaseModel):
     nodes: tuple[Node, ...]
     path: Path
     digest: str
+    token_ceiling: int | None = None
 
     def node(self, node_id: str) -> Node:
         """The node with id `node_id` (KeyError when there is none)."""
@@ -240,6 +244,7 @@ def load_workflow(path: Path) -> Workflow:
     return Workflow(
         name=parsed.name,
         pool=parsed.pool,
+        token_ceiling=parsed.token_ceiling,
         verifier=parsed.verifier,
         nodes=parsed.nodes,
         path=absolute,

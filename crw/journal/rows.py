@@ -186,6 +186,8 @@ class Paused(RowModel):
     row: Literal["paused"] = "paused"
     reason: str | None = None
     error: str | None = None
+    tokens: Tokens | None = None
+    token_ceiling: int | None = None
 
 
 class Cancelled(RowModel):

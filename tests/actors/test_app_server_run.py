@@ -118,10 +118,12 @@ def terminal(rows: list[dict[str, Any]], call: str) -> dict[str, Any]:
 async def test_workflow_runs_every_call_in_needs_order_to_completed(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: GEN-9, HARV-2, HARV-6, HARV-7"""
+    """spec: GEN-9, HARV-2, HARV-6, HARV-7, CMD-START-4 (a thread per call)"""
     async with harness(tmp_path) as h:
         state, rows = await h.run()
     assert state == "ended"
+    threads = [row["thread_id"] for row in rows if row["row"] == "thread_started"]
+    assert len(threads) == len(set(threads)) == 3
     for call in ("explore.1", "build.1", "review.1"):
         assert kinds(rows, call) == ["prepared", "thread_started", "turn_started", "completed"]
     order = [row["call"] for row in rows if row["row"] == "prepared"]
@@ -134,7 +136,7 @@ async def test_workflow_runs_every_call_in_needs_order_to_completed(
     }
     done = terminal(rows, "build.1")
     assert done["result"] == {"summary": "x"} and done["extracted"] is False
-    assert done["result_digest"].startswith("sha256:") and done["raw_text"] == '{"summary": "x"}'
+    assert done["result_digest"].startswith("sha256:") and "raw_text" not in done
     assert replayed(rows).state == "ended"
 
 
@@ -278,11 +280,14 @@ async def test_usage_limit_pauses_the_run(tmp_path: Path, autojump_clock: MockCl
 async def test_rate_limit_in_the_object_form_pauses_the_run(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: HARV-12"""
+    """spec: HARV-11, HARV-12 (codexErrorInfo `{"rateLimitExceeded": {...}}`)"""
     async with harness(tmp_path) as h:
-        await h.script({"marker": "explore.1/*"}, fail="rateLimitExceeded")
+        info = {"rateLimitExceeded": {"retryAfterSeconds": 30}}
+        await h.script({"marker": "explore.1/*"}, fail=info)
         state, rows = await h.run()
     assert state == "paused" and rows[-1]["reason"] == "rate_limit_exceeded"
+    end = terminal(rows, "explore.1")
+    assert end["row"] == "held" and end["reason"] == "paused"
 
 
 async def test_other_host_failure_holds_the_call(tmp_path: Path, autojump_clock: MockClock) -> None:

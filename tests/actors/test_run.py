@@ -39,7 +39,7 @@ def _run(tmp_path: Path, backend: str = "session") -> tuple[RunDir, RunSpec]:
 
 
 async def test_started_row_names_backend_process_pid_and_pinned_pairs(tmp_path: Path) -> None:
-    """spec: GEN-8, BIND-LINE-16"""
+    """spec: GEN-8"""
     run, spec = _run(tmp_path)
     state = run.root.parents[1]
     (state / "roles.toml").write_text('[explorer]\nmodel = "m1"\neffort = "low"\n')
@@ -78,6 +78,29 @@ async def test_process_lock_is_held_while_the_started_row_is_committed(
     assert seen == [(True, True)]
     assert list(run.root.glob("process.*.lock")) == []
     assert not is_held(run.run_lock)
+
+
+async def test_started_row_names_the_token_of_the_process_lock_it_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: BIND-LINE-16: `process` is the token of the lock file
+    `process.<token>.lock` the process holds while it commits the row."""
+    run, spec = _run(tmp_path)
+    held: list[str] = []
+
+    def spying_writer(
+        path: Path, *, clock: WallClock = system_clock, after_commit: AfterCommit | None = None
+    ) -> AbstractAsyncContextManager[JournalWriter]:
+        held.extend(lock.name for lock in run.root.glob("process.*.lock") if is_held(lock))
+        return open_journal_writer(path, clock=clock, after_commit=after_commit)
+
+    monkeypatch.setattr(run_module, "open_journal_writer", spying_writer)
+    await run_process(run, spec, run.root.parents[1])
+    started = read_journal(run.journal).rows[0]
+    (lock_name,) = held
+    assert started["row"] == "started"
+    assert lock_name == run.process_lock(started["process"]).name
+    assert lock_name == f"process.{started['process']}.lock"
 
 
 async def test_process_lock_that_cannot_be_taken_gives_a_started_row_naming_no_process(

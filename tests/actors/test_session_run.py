@@ -199,7 +199,7 @@ async def test_session_run_takes_every_call_to_completed(
 async def test_step_published_records_the_step_before_its_files(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: STEP-9, STEP-10, STEP-11, STEP-17, STEP-21, STEP-22, STEP-37"""
+    """spec: STEP-9, STEP-10, STEP-11, STEP-17, STEP-22, STEP-37"""
     async with harness(tmp_path) as h:
         _, rows = await h.go()
     step = next(r for r in rows if r["row"] == "step_published" and r["call"] == "explore.1")

@@ -22,7 +22,8 @@ def _runs(crw: Crw) -> list[str]:
 
 
 def test_session_start_records_run_json_and_the_started_row(crw: Crw) -> None:
-    """spec: CMD-START-5, CMD-START-6, CMD-START-8, GEN-8, BIND-LINE-16"""
+    """spec: CMD-START-3 (no --backend: a session run), CMD-START-5, CMD-START-6,
+    CMD-START-8, GEN-8"""
     result = crw.start(WORKFLOW, "--owner", "owner-1")
     assert result.code == 0, result.stderr
     out = result.json()
@@ -128,7 +129,7 @@ def test_session_run_pool_is_capped_by_the_owners_thread_limit(crw: Crw) -> None
 
 
 def test_app_server_run_records_its_backend_and_host(crw: Crw) -> None:
-    """spec: GEN-9"""
+    """spec: GEN-9, CMD-START-4 (its calls' threads: test_app_server_run)"""
     out = crw.start(WORKFLOW, "--backend", "app-server").json()
     assert (out["backend"], out["host"], out["owner"]) == ("app-server", "codex", None)
     rows = read_journal(RunDir(Path(out["run_dir"])).journal).rows

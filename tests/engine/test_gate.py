@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from crw.engine.gate import MAX_ATTEMPTS, call_id, next_attempt, ready
+from crw.engine.gate import (
+    MAX_ATTEMPTS,
+    RunSpent,
+    call_id,
+    ceiling_reached,
+    next_attempt,
+    ready,
+)
 from crw.engine.workflow import Node, Workflow
+from crw.journal.replay import replay
+from crw.journal.rows import Tokens
 
 
 def node(node_id: str, *needs: str) -> Node:
@@ -67,3 +77,27 @@ def test_call_has_three_attempts_then_is_held_attempts_exhausted() -> None:
 def test_call_id_is_the_node_and_its_ordinal() -> None:
     assert call_id("build", 1) == "build.1"
     assert call_id("build", 12) == "build.12"
+
+
+def test_run_spent_starts_from_the_terminal_rows_and_counts_each_call_once() -> None:
+    """spec: HARV-22, HARV-24: a call's tokens taken from its step_published row,
+    then its later turns, then its terminal row: the figure holds them once."""
+    rows: list[dict[str, Any]] = [
+        {"row": "started", "backend": "session"},
+        {"row": "completed", "call": "explore.1", "tokens": {"input": 100, "total": 110}},
+        {"row": "step_published", "call": "build.1", "call_tokens": {"input": 50, "total": 55}},
+    ]
+    spent = RunSpent.of(replay(rows))
+    assert spent.spent() == Tokens(input=100, total=110)
+    spent.count("build.1", Tokens(input=50, total=55))  # taken from step_published
+    assert spent.spent() == Tokens(input=150, total=165)
+    spent.count("build.1", Tokens(input=120, total=130))  # its repair turn measured
+    spent.count("build.1", Tokens(input=120, total=130))  # its terminal row
+    assert spent.spent() == Tokens(input=220, total=240)
+
+
+def test_ceiling_is_reached_at_its_total_and_never_without_one() -> None:
+    """spec: HARV-27"""
+    assert not ceiling_reached(Tokens(total=10**9), None)
+    assert not ceiling_reached(Tokens(total=99, input=500), 100)
+    assert ceiling_reached(Tokens(total=100), 100)

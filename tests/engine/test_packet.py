@@ -13,6 +13,7 @@ from crw.engine.packet import (
     app_server_turn_text,
     build_packet,
     command_prefix,
+    earlier_note,
     journaled_input,
     marker,
     op,
@@ -355,3 +356,24 @@ def test_app_server_repair_text_still_names_the_entries() -> None:
     assert section is not None
     assert text.endswith(section + "\n")
     assert contract_schema(text) == SCHEMA
+
+
+def test_note_about_earlier_attempts_is_none_for_a_first_turn() -> None:
+    """spec: STEP-13"""
+    assert earlier_note("executor", "/w/P", k=1, attempt=1) is None
+
+
+def test_note_says_a_repair_runs_on_a_new_subagent() -> None:
+    """spec: STEP-13"""
+    note = earlier_note("explorer", "/w/P", k=2, attempt=1)
+    assert note is not None and "repair turn, on a new subagent" in note
+    assert "cut off" not in note
+
+
+def test_note_of_a_later_attempt_says_the_earlier_was_cut_off() -> None:
+    """spec: STEP-13, STEP-53: an executor's reads its workspace's state first."""
+    executor = earlier_note("executor", "/w/P", k=1, attempt=2)
+    reviewer = earlier_note("reviewer", "/w/P", k=1, attempt=2)
+    assert executor is not None and "Attempt 1 of this call was cut off" in executor
+    assert "git -C /w/P status" in executor
+    assert reviewer is not None and "git" not in reviewer

@@ -44,6 +44,7 @@ def test_spec_records_the_backend(tmp_path: Path) -> None:
 
 
 def test_spec_without_env_reads_as_before(tmp_path: Path) -> None:
+    """spec: CMD-START-7"""
     path = tmp_path / "run.json"
     data = _spec().to_json()
     assert "env" not in data
@@ -54,6 +55,7 @@ def test_spec_without_env_reads_as_before(tmp_path: Path) -> None:
 
 
 def test_spec_without_env_is_written_without_the_member(tmp_path: Path) -> None:
+    """spec: CMD-START-7"""
     path = tmp_path / "run.json"
     write_run_spec(path, _spec())
     assert "env" not in json.loads(path.read_text())

@@ -99,6 +99,13 @@ def test_path_is_absolute_and_digest_is_the_file_bytes_sha256(
     assert workflow.digest == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
     assert workflow.pool == 4
     assert workflow.verifier is None
+    assert workflow.token_ceiling is None
+
+
+def test_token_ceiling_is_read_as_an_integer(tmp_path: Path) -> None:
+    """spec: HARV-27 (the ceiling a run's gate enforces)"""
+    workflow = load_workflow(write(tmp_path, 'name = "w"\ntoken_ceiling = 50000\n' + NODE_A))
+    assert workflow.token_ceiling == 50000
 
 
 def test_order_puts_needs_first_and_keeps_file_order_otherwise(tmp_path: Path) -> None:
@@ -182,6 +189,14 @@ def test_not_utf8_is_refused_with_its_line(tmp_path: Path) -> None:
             "2: pool = 0 is below 1; use 1 or more",
         ),
         (
+            'name = "w"\ntoken_ceiling = 0\n' + NODE_A,
+            "2: token_ceiling = 0 is below 1; use 1 or more",
+        ),
+        (
+            'name = "w"\ntoken_ceiling = 1.5\n' + NODE_A,
+            "2: token_ceiling = 1.5 is not an integer; write token_ceiling as an integer",
+        ),
+        (
             'name = "w"\npool = "4"\n' + NODE_A,
             '2: pool = "4" is not an integer; write pool as an integer',
         ),
@@ -192,7 +207,8 @@ def test_not_utf8_is_refused_with_its_line(tmp_path: Path) -> None:
         ),
         (
             'name = "w"\ncolour = "red"\n' + NODE_A,
-            "2: unknown key 'colour'; remove it or use one of: name, pool, verifier, node",
+            "2: unknown key 'colour'; remove it or use one of: name, pool, token_ceiling,"
+            " verifier, node",
         ),
         (
             'name = "w"\n',

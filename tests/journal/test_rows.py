@@ -78,7 +78,12 @@ SAMPLES: dict[str, dict[str, Any]] = {
     },
     "held": {"reason": "host_failure", "error": "thread/read: connection reset", "tokens": TOKENS},
     "superseded": {"by": "build.2", "tokens": TOKENS},
-    "paused": {"reason": "usage_limit_exceeded", "error": "usageLimitExceeded"},
+    "paused": {
+        "reason": "token_ceiling",
+        "error": "the run counted 1210 tokens, its token_ceiling is 1000",
+        "tokens": TOKENS,
+        "token_ceiling": 1000,
+    },
     "cancelled": {"reason": "crw flow cancel"},
     "decision": {"choice": "retry"},
     "ended": {"status": "completed", "state": {"build": "completed"}},

@@ -1,0 +1,210 @@
+"""A session call's steps and harvest, asserted on the rows: the order of a step's
+row and files, what a step records, and the engine's outcomes on the session
+backend. The harness is `test_session_run`'s: the simulated host, a scripted
+owner, one MockClock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+from crw.actors.host_reader import HostReader
+from crw.bus import steps as bus
+from crw.engine.rundir import RunDir
+from crw.host.protocol import ThreadStatus
+from crw.journal.log import read_journal
+from tests.actors.test_session_run import Harness, harness, kinds
+
+
+def published(rows: list[dict[str, Any]], call: str) -> list[dict[str, Any]]:
+    return [r for r in rows if r["row"] == "step_published" and r["call"] == call]
+
+
+async def test_step_published_is_durable_before_its_packet_and_step_file(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-21, ROWS-2: when the bus writes a step's files, its
+    step_published row (the step's intent, with its conversation_turn) is already
+    in the journal, and neither file was there before the row."""
+    write_step = bus.write_step
+    seen: list[tuple[str, bool, bool]] = []
+
+    def write_after_row(run: RunDir, step: bus.StepFile, text: str | None) -> None:
+        journal = read_journal(run.journal).rows
+        packet, step_file = bus.step_paths(run, step.call, step.k, step.attempt)
+        durable = any(
+            r["row"] == "step_published" and r.get("marker") == step.marker for r in journal
+        )
+        seen.append((step.marker, durable, packet.exists() or step_file.exists()))
+        write_step(run, step, text)
+
+    monkeypatch.setattr(bus, "write_step", write_after_row)
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "build.1/*"}, invalidFirst=True)
+        state, rows = await h.go()
+    markers = [m for m, _, _ in seen]
+    assert markers == [r["marker"] for r in rows if r["row"] == "step_published"]
+    assert "build.1/t2-a1" in markers
+    assert all(durable and not there for _, durable, there in seen), seen
+    assert [r["conversation_turn"] for r in published(rows, "build.1")] == [1, 2]
+    assert state == "ended"
+
+
+async def test_send_input_step_writes_no_packet_file(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-27, STEP-39: a send_input step is its message; it has no packet."""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "build.1/*"}, invalidFirst=True)
+        state, rows = await h.go()
+        packet, _ = bus.step_paths(h.run, "build.1", 2, 1)
+        spawn_packet, _ = bus.step_paths(h.run, "build.1", 1, 1)
+        left = packet.exists(), spawn_packet.exists()
+    repair = published(rows, "build.1")[1]
+    assert repair["action"] == "send_input" and "packet" not in repair
+    assert left == (False, True)
+    assert state == "ended"
+
+
+def close_after_first_turn(monkeypatch: pytest.MonkeyPatch, h: Harness, call: str) -> None:
+    """The owner closes `call`'s first subagent once its turn ended: the host then
+    shows it notLoaded, so the repair is a spawn on a new subagent."""
+    read = HostReader.read
+    closed: set[str] = set()
+
+    async def closed_after_its_turn(self: HostReader, thread_id: str) -> Any:
+        thread = await read(self, thread_id)
+        if thread_id in closed and thread.turns and thread.turns[-1].status != "inProgress":
+            return thread.model_copy(update={"status": ThreadStatus(type="notLoaded")})
+        return thread
+
+    monkeypatch.setattr(HostReader, "read", closed_after_its_turn)
+    take = h.owner._take
+
+    async def take_and_mark(step: bus.StepFile) -> str:
+        agent = await take(step)
+        if step.call == call and step.k == 1:
+            closed.add(agent)
+        return agent
+
+    h.owner._take = take_and_mark  # type: ignore[method-assign]
+
+
+async def test_repair_on_a_new_subagent_records_the_note_about_earlier_attempts(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-13, STEP-53: the row records the note, and the packet carries it."""
+    async with harness(tmp_path) as h:
+        close_after_first_turn(monkeypatch, h, "build.1")
+        await h.script({"marker": "build.1/*"}, invalidFirst=True)
+        state, rows = await h.go()
+        first, repair = published(rows, "build.1")
+        packet_text = await trio.Path(repair["packet"]).read_text()
+    assert "note" not in first
+    assert repair["action"] == "spawn" and repair["k"] == 2
+    assert repair["note"] and "new subagent" in repair["note"]
+    earlier = packet_text.split("## Earlier attempts", 1)[1].split("## Task", 1)[0]
+    assert repair["note"] in earlier
+    assert state == "ended"
+
+
+async def test_usage_limit_on_a_session_turn_pauses_the_run(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-15, HARV-12, GEN-6"""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "explore.1/*"}, fail="usageLimitExceeded")
+        state, rows = await h.go()
+    assert kinds(rows, "explore.1")[-1] == "held"
+    held = [r for r in rows if r["row"] == "held"][-1]
+    assert held["reason"] == "paused" and held["error"]
+    assert rows[-1]["row"] == "paused" and rows[-1]["reason"] == "usage_limit_exceeded"
+    assert kinds(rows, "build.1") == [] and state == "paused"
+
+
+async def test_other_failure_of_a_session_turn_holds_the_call(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-15, HARV-14, GEN-6"""
+    async with harness(tmp_path) as h:
+        await h.script(
+            {"marker": "explore.1/*"}, fail={"httpConnectionFailed": {"httpStatusCode": 502}}
+        )
+        state, rows = await h.go()
+    assert kinds(rows, "explore.1")[-1] == "held"
+    held = [r for r in rows if r["row"] == "held"][-1]
+    assert held["call"] == "explore.1" and held["reason"] == "host_failure"
+    assert kinds(rows, "build.1") == [] and state == "waiting_decision"
+    assert "ended" not in {r["row"] for r in rows}
+
+
+async def test_prose_before_the_json_is_extracted_on_a_session_turn(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-8, HARV-5, HARV-7, GEN-6"""
+    async with harness(tmp_path) as h:
+        await h.script(
+            {"marker": "explore.1/*"}, answer={"files": ["b.py", "a.py"]}, prose="Found:\n"
+        )
+        state, rows = await h.go()
+    done = next(r for r in rows if r["row"] == "completed" and r["call"] == "explore.1")
+    assert kinds(rows, "explore.1").count("step_published") == 1  # no repair
+    assert done["result"] == {"files": ["b.py", "a.py"]} and done["extracted"] is True
+    assert done["raw_text"].startswith("Found:\n")
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_session_call_has_the_engines_prepared_row_and_one_allocation(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: GEN-4, ROWS-1: prepared (backend: session, the allocation P) comes
+    first, and every step and every bind of the call, on whatever subagent, is in
+    that one directory."""
+    async with harness(tmp_path) as h:
+        close_after_first_turn(monkeypatch, h, "build.1")
+        await h.script({"marker": "build.1/*"}, invalidFirst=True)
+        state, rows = await h.go()
+    call_rows = [r for r in rows if r.get("call") == "build.1"]
+    prepared = call_rows[0]
+    assert prepared["row"] == "prepared" and kinds(rows, "build.1").count("prepared") == 1
+    assert (prepared["node"], prepared["role"], prepared["backend"]) == (
+        "build",
+        "executor",
+        "session",
+    )
+    workspace = prepared["allocation"]["workspace"]
+    assert prepared["allocation"]["kind"] == "directory" and workspace.endswith("calls/build.1")
+    assert prepared["input_digest"].startswith("sha256:")
+    assert {r["workspace"] for r in published(rows, "build.1")} == {workspace}
+    started = [r for r in call_rows if r["row"] == "thread_started"]
+    assert len({r["thread_id"] for r in started}) == 2
+    assert {r["cwd"] for r in started} == {workspace}
+    assert state == "ended"
+
+
+async def test_a_bind_writes_one_thread_started_and_each_turn_its_turn_started(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ROWS-3, ROWS-5: the attempt's subagent is bound once (its repair is a
+    send_input: turn_started only); each turn_started names the host turn that
+    carries its step's marker, with its step's conversation_turn."""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "build.1/*"}, invalidFirst=True)
+        state, rows = await h.go()
+        threads = h.sim.state.threads
+    (started,) = [r for r in rows if r["row"] == "thread_started" and r["call"] == "build.1"]
+    turns = [r for r in rows if r["row"] == "turn_started" and r["call"] == "build.1"]
+    steps = published(rows, "build.1")
+    assert [t["marker"] for t in turns] == [s["marker"] for s in steps]
+    assert [t["conversation_turn"] for t in turns] == [s["conversation_turn"] for s in steps]
+    assert [t["k"] for t in turns] == [1, 2] and all(t["attempt"] == 1 for t in turns)
+    host_turns = threads[started["thread_id"]].turns
+    assert [t["turn_id"] for t in turns] == [t.id for t in host_turns]
+    for turn, host_turn in zip(turns, host_turns, strict=True):
+        user = next(i for i in host_turn.items if i["type"] == "userMessage")
+        assert user["content"][0]["text"].startswith(f"crw-flow-op: {turn['marker']}\n")
+    assert state == "ended"

@@ -1,0 +1,104 @@
+"""What every owner command shares: the run's directory, never the journal; and
+what the start holds while it binds and launches."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crw.binding.owner import bind_owner
+from crw.cli import start as start_module
+from crw.engine.launch import launch_run_process
+from crw.engine.locks import hold_run, is_held, start_lock
+from crw.engine.rundir import RunDir
+from crw.engine.tmploc import dir_from
+from crw.journal.log import read_journal
+from tests.cli.conftest import Crw, wait_for_exit
+from tests.cli.test_next import RUN, WORKFLOW, _make_run
+
+
+def test_owner_commands_read_the_run_directory_and_write_no_row(crw: Crw, tmp_path: Path) -> None:
+    """spec: CMD-START-1, CMD-START-2: status, next and dispatched find the run at
+    `<state>/flow/<run>/` (and nowhere else), and none of them writes its journal."""
+    run = _make_run(crw)
+    assert run.root == crw.state / "flow" / RUN
+    state = ("--state", str(crw.state))
+    with hold_run(run):  # a live run: next resumes nothing, dispatched is not answered
+        before = run.journal.read_bytes()
+        status = crw("flow", "status", RUN, *state, "--json")
+        step = crw("flow", "next", RUN, *state, "--json")
+        report = crw(
+            "flow", "dispatched", RUN, "build.1", "--agent", "agent-1", "--k", "1",
+            "--attempt", "1", "--wait", "0.2", *state, "--json",
+        )  # fmt: skip
+        after = run.journal.read_bytes()
+    assert status.code == 0 and status.json()["run_dir"] == str(run.root)
+    assert step.code == 0 and step.json()["run"] == RUN
+    assert report.json()["reply"] == "queued" and len(list(run.inbox.glob("*.json"))) == 1
+    assert after == before
+    elsewhere = crw("flow", "status", RUN, "--state", str(tmp_path / "other"), "--json")
+    assert elsewhere.code == 2 and str(tmp_path / "other" / "flow") in elsewhere.stderr
+
+
+def test_start_lock_is_held_from_before_the_bind_until_the_process_holds_the_run(
+    crw: Crw, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: BIND-LINE-19, CMD-START-10: the start takes start.lock, binds the owner
+    under it, and lets it go only once the run's process recorded its started row
+    (which it commits holding the run lock); the temp location is asked once."""
+    events: list[tuple[str, bool]] = []
+    asked: list[dict[str, str]] = []
+
+    @contextlib.contextmanager
+    def watched_start_lock(run: RunDir) -> Iterator[None]:
+        with start_lock(run):
+            events.append(("taken", is_held(run.start_lock)))
+            yield
+            rows = read_journal(run.journal).rows
+            events.append(("let go", any(row["row"] == "started" for row in rows)))
+
+    def watched_bind(state: Path, owner: str, line: dict[str, Any], live: Any) -> Any:
+        events.append(("bind", is_held(RunDir.of(state, line["run_id"]).start_lock)))
+        return bind_owner(state, owner, line, live)
+
+    def counted_dir_from(environ: Any) -> str:
+        asked.append(dict(environ))
+        return dir_from(environ)
+
+    children: list[subprocess.Popen[bytes]] = []
+
+    def kept_launch(*args: Any) -> subprocess.Popen[bytes]:
+        children.append(launch_run_process(*args))
+        return children[-1]
+
+    monkeypatch.setattr(start_module, "launch_run_process", kept_launch)
+    monkeypatch.setattr(start_module, "start_lock", watched_start_lock)
+    monkeypatch.setattr(start_module, "bind_owner", watched_bind)
+    monkeypatch.setattr(start_module, "dir_from", counted_dir_from)
+    outcome = start_module.start_run(
+        WORKFLOW,
+        backend="session",
+        owner="owner-1",
+        host=None,
+        state=str(crw.state),
+        environ=dict(crw.env),
+    )
+    try:
+        wait_for_exit(outcome.run.root)
+    finally:
+        for child in children:  # reaped by pid, whatever happened
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+            child.wait(timeout=10)
+    assert outcome.started
+    assert events == [("taken", True), ("bind", True), ("let go", True)]
+    assert len(asked) == 1 and outcome.spec.env is not None
+    assert crw.env["TMPDIR"] == outcome.spec.env.TMPDIR
+    assert not is_held(outcome.run.start_lock)

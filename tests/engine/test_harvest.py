@@ -1,0 +1,91 @@
+"""The harvest decision: one ended turn in, the call's end out (pure)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from crw.engine import answer, harvest
+from crw.host.protocol import AgentMessage, Turn, TurnError
+from crw.journal.log import encode_body
+from crw.journal.rows import Completed, Held, NullModel, Tokens
+
+SCHEMA: dict[str, Any] = {"type": "object", "required": ["files"]}
+TOKENS = Tokens(input=100, output=10, total=110)
+
+
+def turn(status: str = "completed", text: str | None = None, **error: Any) -> Turn:
+    items = [AgentMessage(id="m1", text=text, phase="final_answer")] if text is not None else []
+    return Turn(
+        id="t1",
+        status=status,
+        items=items,
+        error=TurnError(message="boom", **error) if error else None,
+    )
+
+
+def test_completed_row_result_is_the_canonical_json_its_digest_is_over() -> None:
+    """spec: HARV-6"""
+    text = '{"zeta": 1, "files": ["ä.py"], "alpha": {"y": 2, "b": [true, null]}}'
+    end = harvest.decide("build.1", SCHEMA, turn(text=text), TOKENS, repaired=False)
+    assert isinstance(end.row, Completed)
+    line = b"{" + encode_body(end.row) + b"}"
+    canonical = answer.canonical(json.loads(text))
+    assert b'"result":' + canonical.encode() + b"," in line
+    stored = json.loads(line)
+    assert (
+        answer.digest(stored["result"])
+        == stored["result_digest"]
+        == answer.digest(json.loads(text))
+    )
+
+
+def test_answer_taken_whole_keeps_no_raw_text() -> None:
+    """spec: HARV-6, HARV-7 (the message is its result's JSON: kept once)"""
+    big = '{"files": ["' + "x" * 100_000 + '"]}'
+    end = harvest.decide("build.1", SCHEMA, turn(text=big), TOKENS, repaired=False)
+    assert isinstance(end.row, Completed)
+    assert end.row.raw_text is None and end.row.extracted is False
+    assert len(encode_body(end.row)) < 110_000
+
+
+def test_answer_extracted_from_prose_keeps_the_message_as_it_was() -> None:
+    """spec: HARV-5, HARV-7"""
+    text = 'Done, here it is:\n{"files": ["a.py"]}'
+    end = harvest.decide("build.1", SCHEMA, turn(text=text), TOKENS, repaired=False)
+    assert isinstance(end.row, Completed)
+    assert end.row.raw_text == text and end.row.extracted is True
+    assert end.row.result == {"files": ["a.py"]}
+
+
+@pytest.mark.parametrize(
+    ("info", "row", "reason", "pause"),
+    [
+        ("usageLimitExceeded", Held, "paused", "usage_limit_exceeded"),
+        ({"rateLimitExceeded": {"retryAfter": 3}}, Held, "paused", "rate_limit_exceeded"),
+        ("contextWindowExceeded", NullModel, "context_window_exceeded", None),
+        ({"httpConnectionFailed": {"httpStatusCode": 502}}, Held, "host_failure", None),
+    ],
+)
+def test_turn_interrupted_with_an_error_is_a_failed_turn(
+    info: Any, row: type, reason: str, pause: str | None
+) -> None:
+    """spec: HARV-11, HARV-12, HARV-13, HARV-14: an interrupted turn with an error
+    gets its codexErrorInfo's outcome, whatever answer it holds."""
+    ended = turn("interrupted", text='{"files": []}', codexErrorInfo=info)
+    end = harvest.decide("build.1", SCHEMA, ended, TOKENS, repaired=False)
+    assert isinstance(end.row, Held | NullModel) and type(end.row) is row
+    assert end.row.reason == reason and end.pause == pause
+    assert end.row.tokens == TOKENS
+    if isinstance(end.row, Held):
+        assert end.row.error == "boom"
+
+
+def test_turn_interrupted_without_an_error_is_no_failed_turn() -> None:
+    """spec: HARV-11 (an interrupt without an error is not TurnOutcome.Failed)"""
+    ended = turn("interrupted", text='{"files": []}')
+    end = harvest.decide("build.1", SCHEMA, ended, TOKENS, repaired=False)
+    assert isinstance(end.row, Held) and end.row.reason == "host_failure"
+    assert end.row.error == "the turn was interrupted" and end.pause is None
