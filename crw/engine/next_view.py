@@ -370,6 +370,12 @@ def _state_sentences(state: str, paused_reason: str | None, read: NextRead) -> l
         return [f"The run is over; close its last subagents: {_close_targets(read)}."]
     if state == "ended":
         return ["The run is over: there is nothing more to do."]
+    if state == "paused" and paused_reason == "token_ceiling":
+        return [
+            "The run reached its workflow's token_ceiling and admits no more calls (a resume "
+            f"pauses again at once); read its results with {read.command('status', '--json')} "
+            "and start a new run with a higher ceiling for the rest."
+        ]
     if state == "paused":
         resume = read.command("resume", "--detach")
         return [f"The run is paused ({paused_reason}); go on with: {resume}."]

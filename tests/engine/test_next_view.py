@@ -415,3 +415,14 @@ def test_ended_run_with_close_steps_says_to_close_them_and_not_that_nothing_is_l
     assert 'close_agent(target="thr-a")' in hint
     assert "nothing more to do" not in hint and hint.count("close_agent") == 1
     assert "nothing more to do" in next_view(read(ended)).hint
+
+
+def test_a_run_paused_at_its_token_ceiling_is_not_told_to_resume() -> None:
+    """A resume of a run at its workflow's token_ceiling pauses again at once, so
+    the hint names what the user can do instead: read the results, start anew."""
+    paused = next_view(
+        read([*RUNNING, {"row": "paused", "reason": "token_ceiling", "token_ceiling": 10}])
+    )
+    assert paused.state == "paused"
+    assert "resume r1" not in paused.hint
+    assert "token_ceiling" in paused.hint and "crw flow status r1 --json" in paused.hint
