@@ -24,7 +24,7 @@ from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped
 
 from crw.engine.schema_refs import refusing_registry
 
-CHECK_SECONDS = 2.0
+CHECK_SECONDS = 1.0
 """The time all pattern matches of one check may take together."""
 
 _DEADLINE: ContextVar[float | None] = ContextVar("schema_check_deadline", default=None)
