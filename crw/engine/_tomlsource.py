@@ -100,15 +100,15 @@ def read_regular_file(path: Path, what: str) -> bytes:
     except (OSError, ValueError) as err:
         reason = err.strerror if isinstance(err, OSError) else str(err)
         raise UnreadableFile(f"cannot read the {what}: {reason}", "check the path") from None
-    with os.fdopen(fd, "rb") as handle:
+    try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnreadableFile(f"the {what} is not a regular file", "give a file's path")
-        try:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
             data = handle.read(MAX_FILE_BYTES + 1)
-        except OSError as err:
-            raise UnreadableFile(
-                f"cannot read the {what}: {err.strerror}", "check the path"
-            ) from None
+    except OSError as err:
+        raise UnreadableFile(f"cannot read the {what}: {err.strerror}", "check the path") from None
+    finally:
+        os.close(fd)
     if len(data) > MAX_FILE_BYTES:
         raise UnreadableFile(f"the {what} is larger than {MAX_FILE_BYTES} bytes", "make it smaller")
     return data

@@ -247,7 +247,10 @@ def _node_label(table: dict[str, Any], index: int) -> str:
     nodes = table.get("node")
     raw = nodes[index] if isinstance(nodes, list) and index < len(nodes) else None
     node_id = raw.get("id") if isinstance(raw, dict) else None
-    return f"node '{node_id}'" if isinstance(node_id, str) else f"[[node]] #{index + 1}"
+    if not isinstance(node_id, str):
+        return f"[[node]] #{index + 1}"
+    # An id is told as written, its control characters escaped: the error stays one line.
+    return f"node '{json.dumps(node_id, ensure_ascii=False)[1:-1]}'"
 
 
 def _check_graph(file: str, source: TomlSource, nodes: tuple[Node, ...]) -> None:
