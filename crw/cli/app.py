@@ -36,7 +36,7 @@ def _seconds(type_: Any, value: float) -> None:
 
 def _one_line(type_: Any, value: str | None) -> None:
     if value is not None and _CONTROL.search(value):
-        raise ValueError("it holds a control character (a newline, a NUL, ...); copy the id as is")
+        raise ValueError("It holds a control character (a newline, a NUL, ...); copy the id as is")
 
 
 def one_line(text: str) -> str:
