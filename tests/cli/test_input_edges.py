@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import resource
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -118,10 +121,26 @@ def test_workflow_that_is_a_fifo_is_refused_at_once(crw: Crw, tmp_path: Path) ->
     assert not crw.state.exists()
 
 
+def _capped() -> None:
+    # Were the device read, the process would fill memory: 2 GiB ends it first.
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
 def test_workflow_that_is_a_device_is_refused_at_once(crw: Crw, device: str) -> None:
-    line = refused(crw.start(device, "--owner", "o"))
+    done = subprocess.run(
+        [sys.executable, "-m", "crw", "flow", "start", device, "--owner", "o"],
+        env=crw.env | {"CRW_STATE": str(crw.state)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=crw.state.parent,
+        preexec_fn=_capped,
+    )
+    line = refused(Result(done.returncode, done.stdout, done.stderr))
     assert line == f"crw: error: {device}: the workflow is not a regular file; give a file's path\n"
+    assert not crw.state.exists()
 
 
 def test_role_store_value_that_becomes_a_path_is_refused(crw: Crw) -> None:
