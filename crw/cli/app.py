@@ -8,11 +8,45 @@ or Trio. Exit codes: 0 ok, 1 refused or failed, 2 input error.
 from __future__ import annotations
 
 import logging
+import math
 import os
+import re
 import sys
-from typing import Annotated, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
 
-from cyclopts import App, Parameter
+from cyclopts import App, Parameter, Token
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_WHOLE = re.compile(r"[0-9]+")
+
+
+def _whole_number(type_: Any, tokens: Sequence[Token]) -> int:
+    """An integer written as digits: `1.5`, `1e3` and `0x1` are refused, never rounded."""
+    text = tokens[0].value
+    if _WHOLE.fullmatch(text) is None:
+        raise ValueError(f"{text} is not a whole number; copy the step's")
+    return int(text)
+
+
+def _seconds(type_: Any, value: float) -> None:
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{value:g} is not a number of seconds; pass a finite number >= 0")
+
+
+def _one_line(type_: Any, value: str | None) -> None:
+    if value is not None and _CONTROL.search(value):
+        raise ValueError("It holds a control character (a newline, a NUL, ...); copy the id as is")
+
+
+def one_line(text: str) -> str:
+    """`text` with each control character escaped (`\\n`), so an error stays one line."""
+    return _CONTROL.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
+
+
+Whole = Annotated[int, Parameter(converter=_whole_number)]
+Seconds = Annotated[float, Parameter(validator=_seconds)]
+Id = Annotated[str, Parameter(validator=_one_line)]
 
 Json = Annotated[bool, Parameter(name="--json", negative="", help="Print one JSON object.")]
 State = Annotated[
@@ -47,7 +81,7 @@ def start(
     /,
     *,
     backend: Literal["session", "app-server"] = "session",
-    owner: str | None = None,
+    owner: Annotated[str | None, Parameter(validator=_one_line)] = None,
     host: str | None = None,
     codex_bin: str | None = None,
     state: State = None,
@@ -100,7 +134,7 @@ def status(run: str, /, *, state: State = None, json: Json = False) -> int:
 
 
 @flow.command(name="next")
-def next_(run: str, /, *, wait: float = 0, state: State = None, json: Json = False) -> int:
+def next_(run: str, /, *, wait: Seconds = 0, state: State = None, json: Json = False) -> int:
     """Answer a run's state, its steps and the host call each takes, the slots, the
     spawn formats and a hint; resume a run no process holds.
 
@@ -119,13 +153,13 @@ def next_(run: str, /, *, wait: float = 0, state: State = None, json: Json = Fal
 @flow.command
 def dispatched(
     run: str,
-    call: str,
+    call: Id,
     /,
     *,
-    agent: str,
-    k: int,
-    attempt: int,
-    wait: float = 120.0,
+    agent: Id,
+    k: Whole,
+    attempt: Whole,
+    wait: Seconds = 120.0,
     state: State = None,
     json: Json = False,
 ) -> int:
@@ -252,10 +286,10 @@ def run(argv: list[str] | None = None) -> None:
     try:
         code = app(sys.argv[1:] if argv is None else argv, result_action="return_value")
     except CycloptsError as err:
-        print(f"crw: error: {str(err).strip()} (see --help)", file=sys.stderr)
+        print(f"crw: error: {one_line(str(err).strip())} (see --help)", file=sys.stderr)
         sys.exit(2)
     except CrwError as err:
-        print(f"crw: error: {err}", file=sys.stderr)
+        print(f"crw: error: {one_line(str(err))}", file=sys.stderr)
         sys.exit(2 if isinstance(err, InputError) else 1)
     except BrokenPipeError:
         # The reader went away (`crw flow schema rows | head`): not an error of ours.

@@ -12,7 +12,9 @@ header; keys inside an inline table share the line of the key that opens it.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -31,7 +33,8 @@ _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
 
 def one_line(file: str, line: int | None, what: str, fix: str) -> InputError:
     """The error a user meets: `<file>:<line>: <what>; <fix>` (no line when none)."""
-    where = file if line is None else f"{file}:{line}"
+    shown = json.dumps(file) if any(ord(c) < 32 or c == "\x7f" for c in file) else file
+    where = shown if line is None else f"{shown}:{line}"
     return InputError(f"{where}: {what}; {fix}")
 
 
@@ -44,13 +47,11 @@ def read_toml(path: Path, what: str) -> tuple[bytes, str, dict[str, Any]]:
     """
     file = str(path)
     try:
-        data = path.read_bytes()
+        data = read_regular_file(path, what)
     except FileNotFoundError:
         raise one_line(file, None, f"no {what} file here", "check the path") from None
-    except OSError as err:
-        raise one_line(
-            file, None, f"cannot read the {what}: {err.strerror}", "check the path"
-        ) from None
+    except UnreadableFile as err:
+        raise one_line(file, None, err.what, err.fix) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -67,6 +68,50 @@ def read_toml(path: Path, what: str) -> tuple[bytes, str, dict[str, Any]]:
             file, None, "invalid TOML: nested too deeply", "flatten the values"
         ) from None
     return data, text, table
+
+
+MAX_FILE_BYTES = 1 << 20
+"""The largest workflow, role store or schema file read (1 MiB)."""
+
+
+class UnreadableFile(Exception):
+    """A file that is not read: `what` went wrong, `fix` is what to do."""
+
+    def __init__(self, what: str, fix: str) -> None:
+        super().__init__(f"{what}; {fix}")
+        self.what = what
+        self.fix = fix
+
+
+def read_regular_file(path: Path, what: str) -> bytes:
+    """The bytes of the regular file at `path` (a `what`), at most MAX_FILE_BYTES.
+
+    The file is opened without blocking and checked before it is read, so a FIFO,
+    a device such as /dev/zero or a directory is refused at once, not read forever.
+
+    Raises:
+        FileNotFoundError: there is no file at `path`.
+        UnreadableFile: not a regular file, too large, or unreadable.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as err:
+        reason = err.strerror if isinstance(err, OSError) else str(err)
+        raise UnreadableFile(f"cannot read the {what}: {reason}", "check the path") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnreadableFile(f"the {what} is not a regular file", "give a file's path")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as err:
+        raise UnreadableFile(f"cannot read the {what}: {err.strerror}", "check the path") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise UnreadableFile(f"the {what} is larger than {MAX_FILE_BYTES} bytes", "make it smaller")
+    return data
 
 
 def _syntax_error(file: str, text: str, err: tomllib.TOMLDecodeError) -> InputError:

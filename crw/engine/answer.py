@@ -5,7 +5,7 @@ final_answer message, or from a provider that sets no phase the last message
 without one when no commentary came before it. When prose precedes the JSON, the
 object that ends the message is taken out of it; the completed row keeps the
 canonical result, its result_digest and the message as it was. The schema check
-is the engine's, the same for every backend.
+is the engine's, the same for every backend, and bounded in time (schema_check).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from crw.engine import schema_check
 
 FINAL_ANSWER = "final_answer"
 COMMENTARY = "commentary"
@@ -113,12 +113,12 @@ def digest(value: Any) -> str:
 
 def validate(result: Any, schema: Mapping[str, Any]) -> list[str]:
     """Every way `result` fails the JSON Schema `schema` (Draft 2020-12), one line
-    each, `<JSON path>: <message>`, sorted. Empty when it passes."""
-    validator = Draft202012Validator(schema)
-    return sorted(
-        f"{error.json_path}: {' '.join(str(error.message).splitlines())}"
-        for error in validator.iter_errors(result)
-    )
+    each, `<JSON path>: <message>`, sorted. Empty when it passes.
+
+    Raises:
+        SchemaCheckTimedOut: the check took longer than its bound (schema_check).
+    """
+    return schema_check.check(result, schema)
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,16 @@ class Empty:
     """The turn gave no answer (no message that is one, or only whitespace)."""
 
 
-Judgement = Valid | Invalid | Empty
+@dataclass(frozen=True)
+class Unchecked:
+    """The answer could not be checked against its schema in time: `error` says
+    why. The call ends null_model (schema_check_timed_out), with no repair."""
+
+    error: str
+    raw_text: str
+
+
+Judgement = Valid | Invalid | Empty | Unchecked
 
 
 def judge(messages: Sequence[Message], schema: Mapping[str, Any]) -> Judgement:
@@ -156,7 +165,10 @@ def judge(messages: Sequence[Message], schema: Mapping[str, Any]) -> Judgement:
     found = extract(text)
     if found.result is None:
         return Invalid([NO_OBJECT], text)
-    errors = validate(found.result, schema)
+    try:
+        errors = validate(found.result, schema)
+    except schema_check.SchemaCheckTimedOut as err:
+        return Unchecked(f"$: {err}", text)
     if errors:
         return Invalid(errors, text)
     return Valid(found.result, digest(found.result), text, found.extracted)

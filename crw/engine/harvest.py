@@ -83,6 +83,12 @@ def decide(
             k=2 if repaired else 1,
         )
         return CallEnd(row)
+    if isinstance(verdict, answer.Unchecked):
+        return CallEnd(
+            NullModel(
+                call=call, reason="schema_check_timed_out", errors=[verdict.error], tokens=tokens
+            )
+        )
     if not repaired:
         return CallEnd(None)
     if isinstance(verdict, answer.Empty):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +25,7 @@ from pydantic import (
     ConfigDict,
     StrictStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -35,6 +37,7 @@ from crw.engine.role_names import default_agent_type as default_agent_type
 Role = Literal["architect", "executor", "executor-t1", "reviewer", "explorer", "critic"]
 
 _PAIR_KEYS = ("agent_type", "model", "effort")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class RolePair(BaseModel):
@@ -49,9 +52,25 @@ class RolePair(BaseModel):
 
     @field_validator("agent_type", "model", "effort")
     @classmethod
-    def _not_blank(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
+    def _name(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A name the spawn hook and the host take as it is: not blank, on one line,
+        no `..`, and an agent type (which names a file on the host) no path."""
+        if value is None:
+            return value
+        if not value.strip():
             raise crw_error("an empty name", "write a name or leave the key out (undecided)")
+        shown = f"{info.field_name} = {json.dumps(value)}"
+        if _CONTROL.search(value):
+            raise crw_error(
+                f"{shown} holds a control character (a newline, a NUL, ...)",
+                "write the name on one line",
+            )
+        if ".." in value:
+            raise crw_error(f"{shown} holds '..'", "write the name without '..'")
+        if info.field_name == "agent_type" and ("/" in value or "\\" in value):
+            raise crw_error(
+                f"{shown} holds a path separator", "write the agent type's name, not a path"
+            )
         return value
 
     @model_validator(mode="after")

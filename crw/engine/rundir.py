@@ -7,6 +7,7 @@ the lock files. Paths are named here once, so no other module spells a file name
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -140,21 +141,35 @@ def new_run_id(name: str, now: datetime) -> str:
     return f"{safe}-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
+MAX_RUN_ID = 255
+"""A run id is one path segment: at most 255 characters (NAME_MAX)."""
+
+
 def find_run(state: Path, run: str) -> RunDir:
     """The run named by `run`: a run id under `<state>/flow`, or a path to a run directory.
 
     Raises:
-        InputError: no such run.
+        InputError: no such run, or `run` is no run id nor path: empty, a control
+            character (a newline, a NUL), or too long for the file system.
     """
-    if run and run not in (".", "..") and os.sep not in run:
-        by_id = RunDir.of(state, run)
-        if by_id.exists():
-            return by_id
-    as_path = RunDir(Path(run).absolute())
-    if run and as_path.run_json.is_file():
-        return as_path
     flow = state / FLOW
-    raise InputError(f'run "{run}" not found under {flow}; list the runs with: ls {flow}')
+    shown = json.dumps(run if len(run) <= 80 else run[:80] + "...")
+    if not run or any(ord(char) < 32 or char == "\x7f" for char in run):
+        raise InputError(
+            f"run {shown} is no run id: it is empty or holds a control character; "
+            f"list the runs with: ls {flow}"
+        )
+    try:
+        if run not in (".", "..") and os.sep not in run and len(run) <= MAX_RUN_ID:
+            by_id = RunDir.of(state, run)
+            if by_id.exists():
+                return by_id
+        as_path = RunDir(Path(run).absolute())
+        if as_path.run_json.is_file():
+            return as_path
+    except (OSError, ValueError):
+        pass
+    raise InputError(f"run {shown} not found under {flow}; list the runs with: ls {flow}")
 
 
 def list_runs(state: Path) -> list[str]:

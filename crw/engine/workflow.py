@@ -42,6 +42,7 @@ from pydantic import (
 
 from crw.engine._tomlsource import Loc, TomlSource, crw_error, one_line, read_toml, validation_error
 from crw.engine.roles import Role
+from crw.engine.schema_refs import bundle, read_schema_file
 from crw.engine.template import SLUG, Placeholder, TemplateError, parse_template
 
 _SLUG_FIX = "use 1-64 lowercase letters, digits, '-' and '_', starting with a letter or digit"
@@ -105,60 +106,41 @@ class Node(BaseModel):
 
     @field_validator("output_schema", mode="before")
     @classmethod
-    def _resolve(cls, value: object, info: ValidationInfo) -> object:
+    def _load_schema(cls, value: object, info: ValidationInfo) -> object:
+        workflow_file = (info.context or {}).get("file")
+        document = workflow_file if isinstance(workflow_file, Path) else None
         if isinstance(value, str):
-            base = (info.context or {}).get("base")
-            if not isinstance(base, Path):
+            if document is None:
                 raise crw_error("a schema path outside a workflow file", "give the schema inline")
-            return _schema_file(base, value)
-        return value
-
-    @field_validator("output_schema")
-    @classmethod
-    def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            json.dumps(value)
-        except TypeError:
-            raise crw_error(
-                "schema holds a TOML date or time, which JSON has no form for",
-                "write it as a string",
-            ) from None
-        try:
-            Draft202012Validator.check_schema(value)
-        except SchemaError as err:
-            message = str(err.message).splitlines()[0]
-            at = "" if err.json_path == "$" else f" at {err.json_path}"
-            raise crw_error(
-                f"schema is not a valid JSON Schema{at}: {message}", "fix the schema"
-            ) from None
-        return value
+            document = document.parent / value
+            value = read_schema_file(document, value)
+        if not isinstance(value, dict):
+            return value
+        directory = workflow_file.parent if isinstance(workflow_file, Path) else None
+        return bundle(_checked_schema(value), document, directory)
 
     def placeholders(self) -> list[Placeholder]:
         """The `{node.field}` placeholders of the task, in order."""
         return [part for part in parse_template(self.task) if isinstance(part, Placeholder)]
 
 
-def _schema_file(base: Path, name: str) -> dict[str, Any]:
-    path = base / name
+def _checked_schema(value: dict[str, Any]) -> dict[str, Any]:
+    """`value` when it is JSON and a valid JSON Schema (Draft 2020-12)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = "does not exist" if isinstance(err, FileNotFoundError) else "cannot be read"
+        json.dumps(value)
+    except TypeError:
         raise crw_error(
-            f"schema file {json.dumps(name)} {reason} (looked at {path})",
-            "fix the path; it is relative to the workflow file",
+            "schema holds a TOML date or time, which JSON has no form for",
+            "write it as a string",
         ) from None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
+        Draft202012Validator.check_schema(value)
+    except SchemaError as err:
+        message = str(err.message).splitlines()[0]
+        at = "" if err.json_path == "$" else f" at {err.json_path}"
         raise crw_error(
-            f"schema file {json.dumps(name)} is not JSON ({err.msg} at line {err.lineno})",
-            "fix the JSON",
+            f"schema is not a valid JSON Schema{at}: {message}", "fix the schema"
         ) from None
-    if not isinstance(value, dict):
-        raise crw_error(
-            f"schema file {json.dumps(name)} holds no JSON object", "write a JSON Schema object"
-        )
     return value
 
 
@@ -235,7 +217,7 @@ def load_workflow(path: Path) -> Workflow:
     file = str(path)
     absolute = path.resolve()
     try:
-        parsed = _WorkflowFile.model_validate(table, context={"base": absolute.parent})
+        parsed = _WorkflowFile.model_validate(table, context={"file": absolute})
     except ValidationError as err:
         raise validation_error(
             file, source, err, lambda loc: _context(table, loc), missing=_MISSING
@@ -270,7 +252,10 @@ def _node_label(table: dict[str, Any], index: int) -> str:
     nodes = table.get("node")
     raw = nodes[index] if isinstance(nodes, list) and index < len(nodes) else None
     node_id = raw.get("id") if isinstance(raw, dict) else None
-    return f"node '{node_id}'" if isinstance(node_id, str) else f"[[node]] #{index + 1}"
+    if not isinstance(node_id, str):
+        return f"[[node]] #{index + 1}"
+    # An id is told as written, its control characters escaped: the error stays one line.
+    return f"node '{json.dumps(node_id, ensure_ascii=False)[1:-1]}'"
 
 
 def _check_graph(file: str, source: TomlSource, nodes: tuple[Node, ...]) -> None:

@@ -107,7 +107,12 @@ class RowModel(BaseModel):
 
 StepAction = Literal["spawn", "send_input"]
 HostWarning = Literal["no_ledger_line", "ledger_op_differs", "several_spawns", "window_ended"]
-NullModelReason = Literal["schema_invalid_after_repair", "context_window_exceeded", "empty_answer"]
+NullModelReason = Literal[
+    "schema_invalid_after_repair",
+    "context_window_exceeded",
+    "empty_answer",
+    "schema_check_timed_out",
+]
 Choice = Literal["retry", "skip", "abort"]
 
 RolePairs = dict[str, dict[str, str]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -186,6 +187,39 @@ def test_digest_changes_when_a_pair_changes(
             " and effort",
         ),
         (
+            '[explorer]\nmodel = "gpt\\u0000-5"\n',
+            '2: [explorer]: model = "gpt\\u0000-5" holds a control character (a newline,'
+            " a NUL, ...); write the name on one line",
+        ),
+        (
+            '[explorer]\nmodel = "m"\neffort = "hi\\ngh"\n',
+            '3: [explorer]: effort = "hi\\ngh" holds a control character (a newline,'
+            " a NUL, ...); write the name on one line",
+        ),
+        (
+            '[explorer]\nagent_type = "x\\ty"\n',
+            '2: [explorer]: agent_type = "x\\ty" holds a control character (a newline,'
+            " a NUL, ...); write the name on one line",
+        ),
+        (
+            '[explorer]\nmodel = "../gpt-5"\n',
+            "2: [explorer]: model = \"../gpt-5\" holds '..'; write the name without '..'",
+        ),
+        (
+            '[explorer]\nagent_type = ".."\n',
+            "2: [explorer]: agent_type = \"..\" holds '..'; write the name without '..'",
+        ),
+        (
+            '[explorer]\nagent_type = "agents/explorer"\n',
+            '2: [explorer]: agent_type = "agents/explorer" holds a path separator;'
+            " write the agent type's name, not a path",
+        ),
+        (
+            '[explorer]\nagent_type = "a\\\\b"\n',
+            '2: [explorer]: agent_type = "a\\\\b" holds a path separator;'
+            " write the agent type's name, not a path",
+        ),
+        (
             "[explorer]\nmodel = \n",
             "2: invalid TOML: Invalid value; fix the TOML syntax at line 2, column 9",
         ),
@@ -194,6 +228,17 @@ def test_digest_changes_when_a_pair_changes(
 def test_refusal_names_file_line_what_and_fix(tmp_path: Path, text: str, expected: str) -> None:
     path = write(tmp_path, text)
     assert refusal(path) == f"{path}:{expected}"
+
+
+def test_model_name_may_hold_a_provider_path(tmp_path: Path) -> None:
+    table = load_roles(write(tmp_path, '[explorer]\nmodel = "openai/gpt-5"\n'))
+    assert table.roles["explorer"].model == "openai/gpt-5"
+
+
+def test_role_store_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "roles.toml"
+    os.mkfifo(path)
+    assert refusal(path) == f"{path}: the role store is not a regular file; give a file's path"
 
 
 @settings(max_examples=100, deadline=None)

@@ -123,3 +123,13 @@ def test_list_runs(tmp_path: Path) -> None:
         RunDir.of(tmp_path, name).create()
     (tmp_path / "flow" / "stray.txt").write_text("")
     assert list_runs(tmp_path) == ["a", "b"]
+
+
+@pytest.mark.parametrize("run", ["", "a" * 256, "a" * 5000, "a/" * 3000, "r\n1", "r\x001", "r\x7f"])
+def test_run_that_no_path_can_hold_is_one_line_input_error(tmp_path: Path, run: str) -> None:
+    RunDir.of(tmp_path, "r1").create()
+    with pytest.raises(InputError) as caught:
+        find_run(tmp_path, run)
+    message = str(caught.value)
+    assert "\n" not in message and "\x00" not in message and len(message) < 300
+    assert message.endswith(f"list the runs with: ls {tmp_path / 'flow'}")

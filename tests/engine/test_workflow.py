@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -521,3 +522,42 @@ def test_toml_like_garbage_raises_nothing_but_input_error(text: str) -> None:
     if isinstance(loaded, InputError):
         assert str(loaded).startswith(str(path))
         assert "\n" not in str(loaded)
+
+
+@pytest.mark.parametrize("device", ["/dev/null"])
+def test_workflow_that_is_a_device_is_refused_unread(device: str) -> None:
+    assert refusal(Path(device)) == (
+        f"{device}: the workflow is not a regular file; give a file's path"
+    )
+
+
+def test_workflow_that_is_a_directory_is_refused(tmp_path: Path) -> None:
+    assert (
+        refusal(tmp_path) == f"{tmp_path}: the workflow is not a regular file; give a file's path"
+    )
+
+
+def test_workflow_over_a_mebibyte_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, 'name = "w"\n' + "# padding\n" * 110_000 + NODE_A)
+    assert refusal(path) == (f"{path}: the workflow is larger than 1048576 bytes; make it smaller")
+
+
+def test_workflow_path_with_a_newline_is_named_on_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "w\n.toml"
+    assert refusal(path) == f"{json.dumps(str(path))}: no workflow file here; check the path"
+
+
+def test_schema_file_that_is_a_fifo_is_refused_unread(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "s.json")
+    path = write(tmp_path, 'name = "w"\n' + NODE_A.replace('{ type = "object" }', '"s.json"'))
+    assert refusal(path) == (
+        f"{path}:6: node 'a': the schema file \"s.json\" is not a regular file; give a file's path"
+    )
+
+
+def test_node_id_with_a_newline_is_refused_on_one_line(tmp_path: Path) -> None:
+    path = write(tmp_path, 'name = "w"\n' + NODE_A.replace('id = "a"', 'id = "a\\n"'))
+    assert refusal(path) == (
+        f"{path}:3: node 'a\\n': id = \"a\\n\" is not a slug; use 1-64 lowercase letters,"
+        " digits, '-' and '_', starting with a letter or digit"
+    )
