@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.binding.owner import bind_owner
+from crw.cli.app import one_line
 from crw.cli.output import emit
 from crw.engine import codex_config
 from crw.engine.launch import launch_run_process
@@ -30,7 +31,7 @@ from crw.engine.rundir import RunDir, new_run_id, resolve_state
 from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, write_run_spec
 from crw.engine.tmploc import dir_from
 from crw.engine.workflow import load_workflow
-from crw.errors import RefusedError
+from crw.errors import InputError, RefusedError
 from crw.host.uri import parse_host_uri, session_host
 from crw.journal.log import read_journal
 from crw.settings import DEFAULT_SETTINGS, Settings
@@ -112,6 +113,11 @@ def start_run(
             raise RefusedError(
                 "a session run needs its owner thread; pass --owner THREAD, set "
                 "CRW_OWNER_THREAD, or start it from the owner's shell (CODEX_THREAD_ID)"
+            )
+        if one_line(owner) != owner:
+            raise InputError(
+                f"the owner thread {one_line(owner)} (from --owner, $CRW_OWNER_THREAD or "
+                "$CODEX_THREAD_ID) holds a control character; pass the thread id as codex shows it"
             )
         host_uri = str(session_host(host, environ))
         pool = codex_config.session_pool(pool, environ)

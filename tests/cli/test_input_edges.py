@@ -113,6 +113,14 @@ def test_owner_with_a_newline_is_refused_and_starts_nothing(crw: Crw) -> None:
     assert not crw.state.exists()
 
 
+@pytest.mark.parametrize("variable", ["CRW_OWNER_THREAD", "CODEX_THREAD_ID"])
+def test_owner_from_the_environment_with_a_newline_is_refused(crw: Crw, variable: str) -> None:
+    env = crw.env | {variable: "owner\n1"}
+    line = refused(crw("flow", "start", WORKFLOW, "--state", str(crw.state), env=env))
+    assert "owner\\n1" in line and variable in line
+    assert not (crw.state / "flow").exists()
+
+
 def test_workflow_that_is_a_fifo_is_refused_at_once(crw: Crw, tmp_path: Path) -> None:
     fifo = tmp_path / "w.toml"
     os.mkfifo(fifo)
