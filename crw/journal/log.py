@@ -1,29 +1,52 @@
 """The journal file `<run>/journal.jsonl`: its lines, its framing, reading it back.
 
 One row a line: a JSON object `{"seq", "at", "row", "call"?, ...fields,
-"commit_seq"}` (see `rows.dump_row`), UTF-8, ended by `\\n`. `seq` starts at 1 and
-increases by 1 from line to line.
+"commit_seq", "crc"}` (see `rows.dump_row`), UTF-8, ended by `\\n`. `seq` starts
+at 1 and increases by 1 from line to line.
+
+Text. A string is written as the UTF-16 code units JSON strings are made of: a
+lone surrogate (text that is not valid Unicode, such as an answer holding the
+JSON escape `\\ud800`) is written as its `\\uXXXX` escape, so the line stays
+UTF-8 and the row reads back exactly. The one thing JSON cannot keep apart is a
+high surrogate directly followed by a low one: it reads back as the character the
+pair encodes, as every JSON reader reads it.
 
 Framing. The rows of one commit are one batch, written by one `write` and made
 durable by one fsync; after a crash a batch is read back whole or not at all.
-Every line carries the framing member `commit_seq`, last in the line: the `seq`
-of the last row of its batch. A batch counts only when
+Every line ends with two framing members: `commit_seq`, the `seq` of the last
+row of its batch, and `crc`, the CRC-32 (eight lowercase hex digits) of the
+line's bytes before `,"crc":`. A line is whole when it ends with `\\n`, its
+checksum matches and it parses as a JSON object with integer `seq` and
+`commit_seq`. A batch counts only when every one of its lines is whole, the seqs
+are contiguous (the first is the last counted seq + 1), every line names the same
+`commit_seq`, and its closing line (`seq == commit_seq`) is present.
 
-- every one of its lines ends with `\\n` (a line without it is torn),
-- every line parses as a JSON object with integer `seq` and `commit_seq`,
-- the seqs are contiguous (the first is the last counted seq + 1) and every
-  line of the batch names the same `commit_seq`, and
-- its closing line, the one with `seq == commit_seq`, is present.
+Where reading stops, at the first batch that fails, it tells a torn tail from
+corruption by what follows the damage:
 
-Reading stops at the first batch that fails any of these, whether it is the tail
-of the file (a write the crash cut at any byte) or something in the middle (a
-damaged disk block followed by more lines): everything from that batch on is
-dropped and reported once, and `end` is the byte offset just past the last whole
-batch, where the writer truncates the file before it appends. A journal never
-fails to read for its content; a missing file reads as an empty journal.
+- Torn tail: no framed line of a later batch follows the damage (a write the
+  crash cut at any byte, zeros where a write did not land, a damaged last
+  batch). The batch is dropped and reported once, and `end` is the byte offset
+  just past the last whole batch, where the writer truncates the file before it
+  appends.
+- Corruption: a framed line of a later batch follows the damage (a damaged disk
+  block, an edit, a lost or merged line in the middle). `decode` raises
+  `JournalCorruptError`; nothing is ever truncated or appended, and the file is
+  kept as it is until a person restores or repairs it.
 
-`commit_seq` is the journal's, not the row's: `encode_body` refuses a row that
-has a field of that name and `decode` strips it, so it never reaches a row model.
+A framed line is any text from a `{"seq":` to the end of its line that parses
+as a JSON object with integer `seq` and `commit_seq >= seq`, checksum or not:
+a damaged newline merges two lines into one, and a damaged checksum still shows
+that rows follow. It belongs to the damaged batch only when it names that
+batch's `commit_seq`, as read from the batch's whole lines before the damage
+(a seq after the last counted one, up to that commit_seq); when no line of the
+damaged batch was whole, any framed line after the damage is a later batch's.
+
+A missing file reads as an empty journal.
+
+`commit_seq` and `crc` are the journal's, not the row's: `encode_body` refuses a
+row that has a field of either name and `decode` strips them, so they never reach
+a row model.
 """
 
 from __future__ import annotations
@@ -31,9 +54,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from crw.errors import RefusedError
 
 if TYPE_CHECKING:
     # Reading a journal needs no row models: status and replay read plain dicts
@@ -42,10 +70,18 @@ if TYPE_CHECKING:
 
 FRAMING = "commit_seq"
 """The framing member every line carries: the seq of the last row of its batch."""
+CHECKSUM = "crc"
+"""The framing member every line ends with: the CRC-32 of the bytes before it."""
 
 log = logging.getLogger("crw.journal")
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_DECODER = json.JSONDecoder()
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_CHECKSUM_HEAD = b',"%s":"' % CHECKSUM.encode()
+_TRAILER = len(_CHECKSUM_HEAD) + 10
+"""Bytes of `,"crc":"xxxxxxxx"}` at the end of every line."""
+_FRAME_START = '{"seq":'
 
 
 @dataclass(frozen=True)
@@ -86,45 +122,86 @@ class JournalRead:
         return [parse_row(row) for row in self.rows]
 
 
+class JournalCorruptError(RefusedError):
+    """The journal is damaged at `offset` and rows of a later batch follow at
+    `valid_at`: not a torn tail. Nothing may append to it or truncate it; `intact`
+    is what reads before the damage (its `torn` is None)."""
+
+    def __init__(
+        self, path: Path, offset: int, valid_at: int, reason: str, intact: JournalRead
+    ) -> None:
+        self.path = path
+        self.offset = offset
+        self.valid_at = valid_at
+        self.reason = reason
+        self.intact = intact
+        super().__init__(
+            f"journal {path} is damaged at byte {offset} ({reason}) and whole rows follow "
+            f"at byte {valid_at}: the run is corrupt; nothing was appended or truncated and "
+            f"the file is kept as it is; restore it from a backup or repair that line by hand"
+        )
+
+
 def encode_body(row: RowModel) -> bytes:
     """The row's fields as the inside of a JSON object, UTF-8, without `seq` and
-    `at` (the writer sets them when it commits) and without braces.
+    `at` (the writer sets them when it commits) and without braces. A lone
+    surrogate is written as its `\\uXXXX` escape (see the module's "Text").
 
     Raises:
-        ValueError: the row has a field named like the framing member, or text
-            that is not valid Unicode (a lone surrogate).
+        ValueError: the row has a field named like a framing member.
         TypeError: a field is not JSON-serializable.
     """
     extra = row.model_extra or {}
-    if FRAMING in extra:
-        raise ValueError(f"a row may not have a field named {FRAMING!r}: {extra}")
+    if FRAMING in extra or CHECKSUM in extra:
+        raise ValueError(f"a row may not have a field named {FRAMING!r} or {CHECKSUM!r}: {extra}")
     if None not in extra.values():
         # The hot path: pydantic-core writes the JSON (4x faster than dump_row and
         # json); exclude_none drops only the known fields left unset, as dump_row does.
-        text = row.model_dump_json(exclude={"seq", "at"}, exclude_none=True)
-        return text[1:-1].encode()
+        # It refuses text that is not valid Unicode; the path below escapes it.
+        try:
+            text = row.model_dump_json(exclude={"seq", "at"}, exclude_none=True)
+        except ValueError:
+            pass
+        else:
+            return text[1:-1].encode()
     from crw.journal.rows import dump_row
 
     fields = dump_row(row)  # keeps an unknown field's null, which exclude_none would drop
     fields.pop("seq", None)
     fields.pop("at", None)
-    return _ENCODER.encode(fields)[1:-1].encode()
+    text = _ENCODER.encode(fields)[1:-1]
+    # Outside its strings JSON is ASCII, so every surrogate here is inside a string.
+    return _SURROGATE.sub(_escape, text).encode()
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def encode_batch(first_seq: int, at: str, bodies: list[bytes]) -> bytes:
     """The lines of one batch: rows `first_seq`, `first_seq + 1`, … stamped `at`,
-    each with the framing member last. `bodies` are `encode_body` results."""
+    each ending with the framing members. `bodies` are `encode_body` results."""
     at_member = b',"at":' + _ENCODER.encode(at).encode()
-    framing_member = b'"%s":%d}\n' % (FRAMING.encode(), first_seq + len(bodies) - 1)
-    return b"".join(
-        b'{"seq":%d%s,%s%s%s'
-        % (first_seq + i, at_member, body, b"," if body else b"", framing_member)
-        for i, body in enumerate(bodies)
-    )
+    framing_member = b'"%s":%d' % (FRAMING.encode(), first_seq + len(bodies) - 1)
+    lines = []
+    for i, body in enumerate(bodies):
+        head = b'{"seq":%d%s,%s%s%s' % (
+            first_seq + i,
+            at_member,
+            body,
+            b"," if body else b"",
+            framing_member,
+        )
+        lines.append(b'%s%s%08x"}\n' % (head, _CHECKSUM_HEAD, zlib.crc32(head)))
+    return b"".join(lines)
 
 
 def decode(data: bytes, path: Path) -> JournalRead:
-    """Read the whole batches of a journal's bytes; never raises for content."""
+    """Read the whole batches of a journal's bytes; a torn tail is dropped.
+
+    Raises:
+        JournalCorruptError: a framed line of a later batch follows the damage.
+    """
     rows: list[dict[str, Any]] = []
     batch: list[dict[str, Any]] = []
     end = last_seq = pos = batch_end = 0
@@ -132,39 +209,107 @@ def decode(data: bytes, path: Path) -> JournalRead:
     while pos < size:
         newline = data.find(b"\n", pos)
         if newline < 0:
-            return _torn(rows, end, last_seq, path, "last line has no newline")
-        line = data[pos:newline]
-        pos = newline + 1
-        try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError):
-            return _torn(rows, end, last_seq, path, "a line is not JSON")
-        if not isinstance(obj, dict):
-            return _torn(rows, end, last_seq, path, "a line is not a JSON object")
-        seq = obj.get("seq")
-        framing = obj.pop(FRAMING, None)
+            newline = size
+            obj: dict[str, Any] | str = "a line has no newline"
+        else:
+            obj = _whole_line(data, pos, newline)
+        if isinstance(obj, str):
+            intact = JournalRead(rows, end, last_seq, None)
+            return _stop(data, path, intact, batch_end if batch else None, pos, pos + 1, obj)
+        seq, framing = obj["seq"], obj.pop(FRAMING)
         expected = last_seq + len(batch) + 1
-        if type(seq) is not int or seq != expected:
-            return _torn(rows, end, last_seq, path, f"expected seq {expected}, read {seq!r}")
-        if type(framing) is not int or framing < seq:
-            return _torn(rows, end, last_seq, path, f"seq {seq} has no valid {FRAMING}")
-        if batch and framing != batch_end:
-            return _torn(rows, end, last_seq, path, f"seq {seq} is not in its batch")
+        if seq != expected or (batch and framing != batch_end):
+            intact = JournalRead(rows, end, last_seq, None)
+            reason = f"expected seq {expected}, read seq {seq} of the batch ending at {framing}"
+            return _stop(data, path, intact, batch_end if batch else None, pos, pos, reason)
+        del obj[CHECKSUM]
         batch_end = framing
         batch.append(obj)
+        pos = newline + 1
         if seq == framing:
             rows.extend(batch)
             batch = []
             end, last_seq = pos, seq
     if batch:
-        return _torn(rows, end, last_seq, path, f"batch ending at seq {batch_end} is cut short")
+        reason = f"batch ending at seq {batch_end} is cut short"
+        return JournalRead(rows, end, last_seq, TornTail(path, end, reason))
     return JournalRead(rows, end, last_seq, None)
 
 
-def _torn(
-    rows: list[dict[str, Any]], end: int, last_seq: int, path: Path, reason: str
+def _whole_line(data: bytes, pos: int, newline: int) -> dict[str, Any] | str:
+    """The line's object, checksum checked, or why it is damaged."""
+    head = newline - _TRAILER
+    if (
+        head <= pos
+        or data[head : head + len(_CHECKSUM_HEAD)] != _CHECKSUM_HEAD
+        or data[newline - 2 : newline] != b'"}'
+        or data[newline - 10 : newline - 2] != b"%08x" % zlib.crc32(memoryview(data)[pos:head])
+    ):
+        return "a line's checksum does not match"
+    try:
+        obj = json.loads(data[pos:newline])
+    except (ValueError, RecursionError):
+        return "a line is not JSON"
+    if not _framed(obj):
+        return f"a line is not a JSON object with integer seq and {FRAMING}"
+    return obj
+
+
+def _framed(obj: Any) -> TypeGuard[dict[str, Any]]:
+    if not isinstance(obj, dict):
+        return False
+    seq, framing = obj.get("seq"), obj.get(FRAMING)
+    return type(seq) is int and type(framing) is int and 0 < seq <= framing
+
+
+def _stop(
+    data: bytes,
+    path: Path,
+    intact: JournalRead,
+    pending: int | None,
+    offset: int,
+    scan_from: int,
+    reason: str,
 ) -> JournalRead:
-    return JournalRead(rows, end, last_seq, TornTail(path, end, reason))
+    """The read up to the damage at `offset`: a torn tail, or corruption when a
+    framed line of a later batch starts at or after `scan_from`."""
+    valid_at = _later_frame(data, scan_from, intact.last_seq, pending)
+    if valid_at is not None:
+        raise JournalCorruptError(path, offset, valid_at, reason, intact)
+    torn = TornTail(path, intact.end, reason)
+    return JournalRead(intact.rows, intact.end, intact.last_seq, torn)
+
+
+def _later_frame(data: bytes, start: int, last_seq: int, pending: int | None) -> int | None:
+    """The offset of the first framed line at or after `start` that is not a line
+    of the damaged batch (the one ending at `pending`), or None."""
+    line_start = data.rfind(b"\n", 0, start) + 1
+    while line_start < len(data):
+        newline = data.find(b"\n", line_start)
+        if newline < 0:
+            return None
+        text = data[line_start:newline].decode("utf-8", "surrogateescape")
+        begin = len(data[line_start:start].decode("utf-8", "surrogateescape"))
+        for at, obj in _frames_in(text, begin):
+            if not (pending is not None and obj[FRAMING] == pending and last_seq < obj["seq"]):
+                return line_start + len(text[:at].encode("utf-8", "surrogateescape"))
+        line_start = newline + 1
+    return None
+
+
+def _frames_in(text: str, begin: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each framed object that starts with `{"seq":` at or after `begin` in the
+    line `text` and runs to its end: its index and the object."""
+    at = text.find(_FRAME_START, begin)
+    while at >= 0:
+        try:
+            obj, stop = _DECODER.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            if not text[stop:].strip() and _framed(obj):
+                yield at, obj
+        at = text.find(_FRAME_START, at + 1)
 
 
 def read_journal(path: Path) -> JournalRead:
@@ -175,6 +320,7 @@ def read_journal(path: Path) -> JournalRead:
 
     Raises:
         OSError: the file exists and cannot be read.
+        JournalCorruptError: damage in the middle, with rows after it.
     """
     try:
         data = path.read_bytes()
@@ -213,6 +359,7 @@ class JournalFile:
 
         Raises:
             OSError: the file or its directory cannot be opened, read or synced.
+            JournalCorruptError: the journal is corrupt; it is left as it is.
         """
         flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
         try:

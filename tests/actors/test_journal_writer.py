@@ -21,7 +21,7 @@ from crw.actors.journal_writer import (
     open_journal_writer,
 )
 from crw.clock import fixed_clock
-from crw.journal.log import FRAMING, read_journal
+from crw.journal.log import FRAMING, encode_batch, encode_body, read_journal
 from crw.journal.rows import RowModel, Started, dump_row
 
 STAMP = "2026-11-29T19:35:51.123456Z"
@@ -95,7 +95,7 @@ async def test_row_that_cannot_be_encoded_fails_only_its_own_commit(tmp_path: Pa
     path = tmp_path / "journal.jsonl"
     async with open_journal_writer(path) as journal:
         with pytest.raises(ValueError):
-            await journal.commit([*_rows(0, 0, 1), Started(process="bad \udcff name")])
+            await journal.commit([*_rows(0, 0, 1), Started.model_validate({FRAMING: 1})])
         (row,) = await journal.commit(_rows(1, 0, 1))
     assert row.seq == 1
     assert [r["committer"] for r in read_journal(path).rows] == [1]
@@ -207,7 +207,7 @@ async def test_reopen_continues_seq_after_dropping_a_torn_tail(
         await journal.commit(_rows(0, 1, 3))
     whole = path.read_bytes()
     with path.open("ab") as file:
-        file.write(b'{"seq":6,"at":"x","row":"started","commit_seq":7}\n{"seq":7,"at')
+        file.write(encode_batch(6, "x", [encode_body(Started())] * 2)[:-9])
     async with open_journal_writer(path) as journal:
         torn = [r for r in caplog.records if r.name == "crw.journal"]
         assert len(torn) == 1 and f"byte {len(whole)}" in torn[0].getMessage()
