@@ -24,6 +24,7 @@ from crw.clock import system_clock
 from crw.engine.locks import run_is_live
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.errors import InputError, RefusedError
+from crw.journal.log import refuse_corrupt
 
 DEFAULT_WAIT = 120.0
 POLL = 0.02
@@ -47,6 +48,7 @@ def dispatched_command(
 ) -> int:
     _check_input(agent, k, attempt, wait)
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    refuse_corrupt(run_dir.journal)
     report = Report.new(run_dir.id, call, k, attempt, agent, system_clock())
     try:
         write_report(run_dir, report)

@@ -127,6 +127,11 @@ class JournalCorruptError(RefusedError):
     `valid_at`: not a torn tail. Nothing may append to it or truncate it; `intact`
     is what reads before the damage (its `torn` is None)."""
 
+    FIX = (
+        "the file is kept as it is, nothing appends to it or cuts it; restore the journal "
+        "from a backup or repair the damaged line by hand, then resume the run"
+    )
+
     def __init__(
         self, path: Path, offset: int, valid_at: int, reason: str, intact: JournalRead
     ) -> None:
@@ -135,10 +140,14 @@ class JournalCorruptError(RefusedError):
         self.valid_at = valid_at
         self.reason = reason
         self.intact = intact
-        super().__init__(
-            f"journal {path} is damaged at byte {offset} ({reason}) and whole rows follow "
-            f"at byte {valid_at}: the run is corrupt; nothing was appended or truncated and "
-            f"the file is kept as it is; restore it from a backup or repair that line by hand"
+        super().__init__(f"{self.damage}: the run is corrupt; {self.FIX}")
+
+    @property
+    def damage(self) -> str:
+        """What is damaged and where, with where whole rows follow."""
+        return (
+            f"journal {self.path} is damaged at byte {self.offset} ({self.reason}) "
+            f"and whole rows follow at byte {self.valid_at}"
         )
 
 
@@ -330,6 +339,21 @@ def read_journal(path: Path) -> JournalRead:
     if read.torn is not None:
         log.warning("%s", read.torn.message)
     return read
+
+
+def refuse_corrupt(path: Path) -> None:
+    """Refuse a corrupt journal, for a command that hands the run work without
+    reading its rows. A missing journal, one it cannot read, or a torn tail (a
+    write in progress, or one a crash cut) passes quietly.
+
+    Raises:
+        JournalCorruptError: damage in the middle, with rows after it.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return
+    decode(data, path)
 
 
 def sync_data(fd: int) -> None:
