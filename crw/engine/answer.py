@@ -18,6 +18,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
+from crw.journal.log import escape_surrogates
+
 FINAL_ANSWER = "final_answer"
 COMMENTARY = "commentary"
 NO_OBJECT = "$: the answer holds no JSON object"
@@ -100,10 +102,13 @@ def extract(text: str) -> Extracted:
 
 
 def canonical(value: Any) -> str:
-    """The canonical JSON of `value`: sorted keys, no spaces, not ASCII-escaped."""
-    return json.dumps(
+    """The canonical JSON of `value`: sorted keys, no spaces, not ASCII-escaped but
+    for a lone surrogate, which UTF-8 cannot hold: its `\\uXXXX` escape, as the
+    journal writes it (`crw.journal.log`)."""
+    text = json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
+    return escape_surrogates(text)
 
 
 def digest(value: Any) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 SLUG = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _FIELD = r"[A-Za-z0-9_-]+"
 _PLACEHOLDER = re.compile(rf"({SLUG.pattern})\.({_FIELD}(?:\.{_FIELD})*)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class TemplateError(ValueError):
@@ -84,6 +85,8 @@ def render_task(task: str, results: Mapping[str, Any]) -> str:
 
     A string is inserted as it is, any other value as JSON; a field the result
     does not have is `null`. The template was checked when the workflow loaded.
+    The task goes to a subagent, which takes only Unicode: a lone surrogate of a
+    result (an answer's `\\ud800`) is inserted as U+FFFD.
     """
     out: list[str] = []
     for part in parse_template(task):
@@ -94,4 +97,4 @@ def render_task(task: str, results: Mapping[str, Any]) -> str:
         for key in part.path:
             value = value.get(key) if isinstance(value, Mapping) else None
         out.append(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
-    return "".join(out)
+    return _SURROGATE.sub("\ufffd", "".join(out))

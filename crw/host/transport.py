@@ -13,12 +13,15 @@ once, to `HostUnavailable`.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Protocol
 
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from crw.errors import CrwError
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 MAX_LINE = 64 * 1024 * 1024
 """A line longer than this is a broken peer, not a message (thread/read of a long
@@ -46,7 +49,10 @@ class Transport(Protocol):
 
 
 def _encode(message: dict[str, Any]) -> str:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    """The message as JSON text. A lone surrogate (an earlier answer's `\\ud800`
+    filled into a turn's text) goes out as U+FFFD: the host takes only Unicode."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _decode(text: str | bytes, where: str) -> dict[str, Any]:

@@ -178,9 +178,14 @@ def encode_body(row: RowModel) -> bytes:
     fields = dump_row(row)  # keeps an unknown field's null, which exclude_none would drop
     fields.pop("seq", None)
     fields.pop("at", None)
-    text = _ENCODER.encode(fields)[1:-1]
-    # Outside its strings JSON is ASCII, so every surrogate here is inside a string.
-    return _SURROGATE.sub(_escape, text).encode()
+    return escape_surrogates(_ENCODER.encode(fields)[1:-1]).encode()
+
+
+def escape_surrogates(text: str) -> str:
+    """JSON text `text` with each surrogate written as its `\\uXXXX` escape, so
+    that it encodes as UTF-8. Outside its strings JSON is ASCII, so every surrogate
+    is inside a string, where the escape reads back as the same code unit."""
+    return _SURROGATE.sub(_escape, text)
 
 
 def _escape(match: re.Match[str]) -> str:
