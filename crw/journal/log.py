@@ -79,6 +79,8 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _DECODER = json.JSONDecoder()
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CHECKSUM_HEAD = b',"%s":"' % CHECKSUM.encode()
+_TRAILER_FORMAT = _CHECKSUM_HEAD + b'%08x"}'
+_LINE = b"%s" + _TRAILER_FORMAT + b"\n"
 _TRAILER = len(_CHECKSUM_HEAD) + 10
 """Bytes of `,"crc":"xxxxxxxx"}` at the end of every line."""
 _FRAME_START = '{"seq":'
@@ -166,13 +168,15 @@ def encode_body(row: RowModel) -> bytes:
     if None not in extra.values():
         # The hot path: pydantic-core writes the JSON (4x faster than dump_row and
         # json); exclude_none drops only the known fields left unset, as dump_row does.
-        # It refuses text that is not valid Unicode; the path below escapes it.
+        # It refuses a lone surrogate in a string and writes one in a typed dict's
+        # key as U+FFFD: either way the path below writes the text exactly.
         try:
             text = row.model_dump_json(exclude={"seq", "at"}, exclude_none=True)
         except ValueError:
             pass
         else:
-            return text[1:-1].encode()
+            if "\ufffd" not in text:
+                return text[1:-1].encode()
     from crw.journal.rows import dump_row
 
     fields = dump_row(row)  # keeps an unknown field's null, which exclude_none would drop
@@ -206,7 +210,7 @@ def encode_batch(first_seq: int, at: str, bodies: list[bytes]) -> bytes:
             b"," if body else b"",
             framing_member,
         )
-        lines.append(b'%s%s%08x"}\n' % (head, _CHECKSUM_HEAD, zlib.crc32(head)))
+        lines.append(_LINE % (head, zlib.crc32(head)))
     return b"".join(lines)
 
 
@@ -220,13 +224,14 @@ def decode(data: bytes, path: Path) -> JournalRead:
     batch: list[dict[str, Any]] = []
     end = last_seq = pos = batch_end = 0
     size = len(data)
+    view = memoryview(data)
     while pos < size:
         newline = data.find(b"\n", pos)
         if newline < 0:
             newline = size
             obj: dict[str, Any] | str = "a line has no newline"
         else:
-            obj = _whole_line(data, pos, newline)
+            obj = _whole_line(data, view, pos, newline)
         if isinstance(obj, str):
             intact = JournalRead(rows, end, last_seq, None)
             return _stop(data, path, intact, batch_end if batch else None, pos, pos + 1, obj)
@@ -250,15 +255,11 @@ def decode(data: bytes, path: Path) -> JournalRead:
     return JournalRead(rows, end, last_seq, None)
 
 
-def _whole_line(data: bytes, pos: int, newline: int) -> dict[str, Any] | str:
-    """The line's object, checksum checked, or why it is damaged."""
+def _whole_line(data: bytes, view: memoryview, pos: int, newline: int) -> dict[str, Any] | str:
+    """The line's object, checksum checked, or why it is damaged. `view` is
+    `data`'s, made once: the checksum is taken without copying the line."""
     head = newline - _TRAILER
-    if (
-        head <= pos
-        or data[head : head + len(_CHECKSUM_HEAD)] != _CHECKSUM_HEAD
-        or data[newline - 2 : newline] != b'"}'
-        or data[newline - 10 : newline - 2] != b"%08x" % zlib.crc32(memoryview(data)[pos:head])
-    ):
+    if head <= pos or data[head:newline] != _TRAILER_FORMAT % zlib.crc32(view[pos:head]):
         return "a line's checksum does not match"
     try:
         obj = json.loads(data[pos:newline])

@@ -131,6 +131,13 @@ def test_a_lone_surrogate_reads_back_exactly_and_a_split_pair_as_its_character()
                     "pair": "\U0001f600", "n": {"\udc00": None}}  # fmt: skip
 
 
+def test_a_lone_surrogate_in_a_typed_key_is_kept_not_replaced() -> None:
+    """pydantic-core's JSON writer turns it into U+FFFD without a word."""
+    row = ROW_KINDS["started"].model_validate({"role_pairs": {"r\ud800": {"model": "\ufffd"}}})
+    (read,) = decode(encode_batch(1, STAMP, [encode_body(row)]), PATH).rows
+    assert read["role_pairs"] == {"r\ud800": {"model": "\ufffd"}}
+
+
 @pytest.mark.parametrize(
     ("answer", "end"),
     [
