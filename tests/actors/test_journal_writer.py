@@ -21,7 +21,13 @@ from crw.actors.journal_writer import (
     open_journal_writer,
 )
 from crw.clock import fixed_clock
-from crw.journal.log import FRAMING, encode_batch, encode_body, read_journal
+from crw.journal.log import (
+    FRAMING,
+    JournalCorruptError,
+    encode_batch,
+    encode_body,
+    read_journal,
+)
 from crw.journal.rows import RowModel, Started, dump_row
 
 STAMP = "2026-11-29T19:35:51.123456Z"
@@ -218,6 +224,23 @@ async def test_reopen_continues_seq_after_dropping_a_torn_tail(
     read = read_journal(path)
     assert read.torn is None and [r["seq"] for r in read.rows] == [1, 2, 3, 4, 5, 6]
     assert not caplog.records
+
+
+async def test_a_journal_damaged_in_the_middle_is_refused_and_kept_as_it_is(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "journal.jsonl"
+    async with open_journal_writer(path) as journal:
+        for commit in range(3):
+            await journal.commit(_rows(0, commit, 2))
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"committer"', b'"commiter!"')
+    damaged = b"".join(lines)
+    path.write_bytes(damaged)
+    with pytest.raises(JournalCorruptError, match="kept as it is"):
+        async with open_journal_writer(path) as journal:
+            await journal.commit(_rows(1, 0, 1))
+    assert path.read_bytes() == damaged
 
 
 def _fail_journal_writes(monkeypatch: pytest.MonkeyPatch, failures: int, *, partial: bool) -> None:
