@@ -18,7 +18,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
-from crw.journal.log import escape_surrogates
+from crw.text import escape_surrogates
 
 FINAL_ANSWER = "final_answer"
 COMMENTARY = "commentary"
@@ -104,7 +104,7 @@ def extract(text: str) -> Extracted:
 def canonical(value: Any) -> str:
     """The canonical JSON of `value`: sorted keys, no spaces, not ASCII-escaped but
     for a lone surrogate, which UTF-8 cannot hold: its `\\uXXXX` escape, as the
-    journal writes it (`crw.journal.log`)."""
+    journal writes it (`crw.text`)."""
     text = json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )

@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from crw.text import replace_surrogates
+
 SLUG = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _FIELD = r"[A-Za-z0-9_-]+"
 _PLACEHOLDER = re.compile(rf"({SLUG.pattern})\.({_FIELD}(?:\.{_FIELD})*)")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class TemplateError(ValueError):
@@ -97,4 +98,4 @@ def render_task(task: str, results: Mapping[str, Any]) -> str:
         for key in part.path:
             value = value.get(key) if isinstance(value, Mapping) else None
         out.append(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
-    return _SURROGATE.sub("\ufffd", "".join(out))
+    return replace_surrogates("".join(out))

@@ -13,15 +13,13 @@ once, to `HostUnavailable`.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Protocol
 
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from crw.errors import CrwError
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
+from crw.text import replace_surrogates
 
 MAX_LINE = 64 * 1024 * 1024
 """A line longer than this is a broken peer, not a message (thread/read of a long
@@ -52,7 +50,7 @@ def _encode(message: dict[str, Any]) -> str:
     """The message as JSON text. A lone surrogate (an earlier answer's `\\ud800`
     filled into a turn's text) goes out as U+FFFD: the host takes only Unicode."""
     text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-    return _SURROGATE.sub("\ufffd", text)
+    return replace_surrogates(text)
 
 
 def _decode(text: str | bytes, where: str) -> dict[str, Any]:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +42,7 @@ from crw.journal.framing import CHECKSUM as CHECKSUM
 from crw.journal.framing import FRAMING as FRAMING
 from crw.journal.framing import encode_batch as encode_batch
 from crw.journal.framing import later_frame, whole_line
+from crw.text import escape_surrogates
 
 if TYPE_CHECKING:
     # Reading a journal needs no row models: status and replay read plain dicts
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("crw.journal")
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -152,17 +151,6 @@ def encode_body(row: RowModel) -> bytes:
     fields.pop("seq", None)
     fields.pop("at", None)
     return escape_surrogates(_ENCODER.encode(fields)[1:-1]).encode()
-
-
-def escape_surrogates(text: str) -> str:
-    """JSON text `text` with each surrogate written as its `\\uXXXX` escape, so
-    that it encodes as UTF-8. Outside its strings JSON is ASCII, so every surrogate
-    is inside a string, where the escape reads back as the same code unit."""
-    return _SURROGATE.sub(_escape, text)
-
-
-def _escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
 
 
 def decode(data: bytes, path: Path) -> JournalRead:
