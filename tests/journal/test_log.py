@@ -24,6 +24,7 @@ from crw.journal.log import (
     encode_batch,
     encode_body,
     read_journal,
+    refuse_corrupt,
 )
 from crw.journal.rows import RowModel, Started, UnknownRow
 
@@ -254,6 +255,21 @@ async def test_damage_in_the_first_line_of_a_last_batch_of_several_is_corruption
     path.write_bytes(b"".join(lines))
     with pytest.raises(JournalCorruptError):
         read_journal(path)
+
+
+async def test_refuse_corrupt_passes_a_torn_tail_and_a_missing_journal_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "journal.jsonl"
+    refuse_corrupt(path)
+    await _write_batches(path)
+    data = path.read_bytes()
+    path.write_bytes(data[:-5])
+    refuse_corrupt(path)
+    assert not _torn_warnings(caplog)
+    path.write_bytes(data.replace(b"proze", b"przze", 1))
+    with pytest.raises(JournalCorruptError):
+        refuse_corrupt(path)
 
 
 def test_torn_tail_message_is_one_line_naming_file_and_offset(tmp_path: Path) -> None:
