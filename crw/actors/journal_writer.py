@@ -165,6 +165,8 @@ async def open_journal_writer(
 
     Raises:
         JournalWriteError: the journal cannot be opened or read.
+        JournalCorruptError: the journal is damaged in the middle; it is left as
+            it is and nothing is appended (`crw.journal.log`).
     """
     try:
         journal = await trio.to_thread.run_sync(JournalFile.open, path)

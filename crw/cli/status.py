@@ -1,7 +1,9 @@
 """`crw flow status RUN`: the run's state and each call's, read through replay.
 
 It reads the run directory only (CMD-START-1, CMD-START-2): run.json and the
-journal, never a lock it would hold and never a row.
+journal, never a lock it would hold and never a row. A corrupt journal (damage
+with whole rows after it, `crw.journal.log`) shows the run as `corrupt`: where the
+damage is and what to do, and the calls as the rows before the damage leave them.
 """
 
 from __future__ import annotations
@@ -13,17 +15,32 @@ from typing import Any
 from crw.cli.output import emit, format_tokens
 from crw.engine.locks import holder_pid, is_held
 from crw.engine.rundir import find_run, resolve_state
-from crw.journal.log import read_journal
+from crw.journal.log import JournalCorruptError, read_journal
 from crw.journal.replay import RunState, replay
 
 
 def status_command(run: str, *, state: str | None, json: bool) -> int:
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
-    journal = read_journal(run_dir.journal)
-    run_state = replay(journal.rows)
+    corrupt: dict[str, Any] | None = None
+    try:
+        rows = read_journal(run_dir.journal).rows
+    except JournalCorruptError as err:
+        rows = err.intact.rows
+        corrupt = {
+            "journal": str(err.path),
+            "offset": err.offset,
+            "valid_at": err.valid_at,
+            "reason": err.reason,
+            "damage": err.damage,
+            "fix": err.FIX,
+        }
+    run_state = replay(rows)
+    if corrupt is not None:
+        run_state.state = "corrupt"
     payload = status_payload(run_dir.root.name, run_state)
     payload["run_dir"] = str(run_dir.root)
     payload["holder_pid"] = holder_pid(run_dir.run_lock) if is_held(run_dir.run_lock) else None
+    payload["corrupt"] = corrupt
     emit(json, payload, _human(payload, run_state))
     return 0
 
@@ -31,7 +48,9 @@ def status_command(run: str, *, state: str | None, json: bool) -> int:
 def status_payload(run_id: str, run: RunState) -> dict[str, Any]:
     """The `--json` object: run, state, backend, processes, ended_status, calls
     [{call, node, role, state, attempts, turns, tokens}], tokens. The command adds
-    run_dir and holder_pid (the pid of the process holding the run lock, or null)."""
+    run_dir, holder_pid (the pid of the process holding the run lock, or null) and
+    corrupt (null, or {journal, offset, valid_at, reason, damage, fix} when the
+    state is `corrupt`)."""
     return {
         "run": run_id,
         "state": run.state,
@@ -61,6 +80,10 @@ def _human(payload: dict[str, Any], run: RunState) -> str:
     holder = payload.get("holder_pid")
     head += f"; held by pid {holder}" if holder else "; no process holds it"
     lines = [head]
+    corrupt = payload.get("corrupt")
+    if corrupt:
+        lines += [f"  {corrupt['damage']}", f"  {corrupt['fix']}"]
+        lines.append("  the calls as the rows before the damage leave them:")
     if not run.calls:
         lines.append("  no calls yet")
     for call in payload["calls"]:

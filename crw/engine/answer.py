@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crw.engine import schema_check
+from crw.text import escape_surrogates
 
 FINAL_ANSWER = "final_answer"
 COMMENTARY = "commentary"
@@ -100,10 +101,13 @@ def extract(text: str) -> Extracted:
 
 
 def canonical(value: Any) -> str:
-    """The canonical JSON of `value`: sorted keys, no spaces, not ASCII-escaped."""
-    return json.dumps(
+    """The canonical JSON of `value`: sorted keys, no spaces, not ASCII-escaped but
+    for a lone surrogate, which UTF-8 cannot hold: its `\\uXXXX` escape, as the
+    journal writes it (`crw.text`)."""
+    text = json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
+    return escape_surrogates(text)
 
 
 def digest(value: Any) -> str:

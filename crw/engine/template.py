@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from crw.text import replace_surrogates
+
 SLUG = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _FIELD = r"[A-Za-z0-9_-]+"
 _PLACEHOLDER = re.compile(rf"({SLUG.pattern})\.({_FIELD}(?:\.{_FIELD})*)")
@@ -84,6 +86,8 @@ def render_task(task: str, results: Mapping[str, Any]) -> str:
 
     A string is inserted as it is, any other value as JSON; a field the result
     does not have is `null`. The template was checked when the workflow loaded.
+    The task goes to a subagent, which takes only Unicode: a lone surrogate of a
+    result (an answer's `\\ud800`) is inserted as U+FFFD.
     """
     out: list[str] = []
     for part in parse_template(task):
@@ -94,4 +98,4 @@ def render_task(task: str, results: Mapping[str, Any]) -> str:
         for key in part.path:
             value = value.get(key) if isinstance(value, Mapping) else None
         out.append(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
-    return "".join(out)
+    return replace_surrogates("".join(out))

@@ -19,6 +19,7 @@ import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from crw.errors import CrwError
+from crw.text import replace_surrogates
 
 MAX_LINE = 64 * 1024 * 1024
 """A line longer than this is a broken peer, not a message (thread/read of a long
@@ -46,7 +47,10 @@ class Transport(Protocol):
 
 
 def _encode(message: dict[str, Any]) -> str:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    """The message as JSON text. A lone surrogate (an earlier answer's `\\ud800`
+    filled into a turn's text) goes out as U+FFFD: the host takes only Unicode."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    return replace_surrogates(text)
 
 
 def _decode(text: str | bytes, where: str) -> dict[str, Any]:

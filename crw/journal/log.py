@@ -1,29 +1,31 @@
 """The journal file `<run>/journal.jsonl`: its lines, its framing, reading it back.
 
 One row a line: a JSON object `{"seq", "at", "row", "call"?, ...fields,
-"commit_seq"}` (see `rows.dump_row`), UTF-8, ended by `\\n`. `seq` starts at 1 and
-increases by 1 from line to line.
+"commit_seq", "crc"}` (see `rows.dump_row`), UTF-8, ended by `\\n`. `seq` starts
+at 1 and increases by 1 from line to line.
 
-Framing. The rows of one commit are one batch, written by one `write` and made
-durable by one fsync; after a crash a batch is read back whole or not at all.
-Every line carries the framing member `commit_seq`, last in the line: the `seq`
-of the last row of its batch. A batch counts only when
+Text. A string is written as the UTF-16 code units JSON strings are made of: a
+lone surrogate (text that is not valid Unicode, such as an answer holding the
+JSON escape `\\ud800`) is written as its `\\uXXXX` escape, so the line stays
+UTF-8 and the row reads back exactly. The one thing JSON cannot keep apart is a
+high surrogate directly followed by a low one: it reads back as the character the
+pair encodes, as every JSON reader reads it.
 
-- every one of its lines ends with `\\n` (a line without it is torn),
-- every line parses as a JSON object with integer `seq` and `commit_seq`,
-- the seqs are contiguous (the first is the last counted seq + 1) and every
-  line of the batch names the same `commit_seq`, and
-- its closing line, the one with `seq == commit_seq`, is present.
+Framing (`crw.journal.framing`). The rows of one commit are one batch, written by
+one `write` and made durable by one fsync; after a crash a batch is read back
+whole or not at all. Every line ends with `commit_seq`, the `seq` of the last row
+of its batch, and `crc`, the CRC-32 of the line. Reading stops at the first batch
+that is not whole. When nothing of a later batch follows the damage it is a torn
+tail: dropped and reported once, and `end` is the byte offset just past the last
+whole batch, where the writer truncates the file before it appends. When a later
+batch's line follows, the journal is corrupt: `decode` raises
+`JournalCorruptError`, and nothing is ever truncated or appended.
 
-Reading stops at the first batch that fails any of these, whether it is the tail
-of the file (a write the crash cut at any byte) or something in the middle (a
-damaged disk block followed by more lines): everything from that batch on is
-dropped and reported once, and `end` is the byte offset just past the last whole
-batch, where the writer truncates the file before it appends. A journal never
-fails to read for its content; a missing file reads as an empty journal.
+A missing file reads as an empty journal.
 
-`commit_seq` is the journal's, not the row's: `encode_body` refuses a row that
-has a field of that name and `decode` strips it, so it never reaches a row model.
+`commit_seq` and `crc` are the journal's, not the row's: `encode_body` refuses a
+row that has a field of either name and `decode` strips them, so they never reach
+a row model.
 """
 
 from __future__ import annotations
@@ -35,13 +37,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crw.errors import RefusedError
+from crw.journal.framing import CHECKSUM as CHECKSUM
+from crw.journal.framing import FRAMING as FRAMING
+from crw.journal.framing import encode_batch as encode_batch
+from crw.journal.framing import later_frame, whole_line
+from crw.text import escape_surrogates
+
 if TYPE_CHECKING:
     # Reading a journal needs no row models: status and replay read plain dicts
     # and must not pay for importing pydantic. Only encoding and row_models do.
     from crw.journal.rows import RowModel
-
-FRAMING = "commit_seq"
-"""The framing member every line carries: the seq of the last row of its batch."""
 
 log = logging.getLogger("crw.journal")
 
@@ -86,85 +92,124 @@ class JournalRead:
         return [parse_row(row) for row in self.rows]
 
 
+class JournalCorruptError(RefusedError):
+    """The journal is damaged at `offset` and rows of a later batch follow at
+    `valid_at`: not a torn tail. Nothing may append to it or truncate it; `intact`
+    is what reads before the damage (its `torn` is None)."""
+
+    FIX = (
+        "the file is kept as it is, nothing appends to it or cuts it; restore the journal "
+        "from a backup or repair the damaged line by hand, then resume the run"
+    )
+
+    def __init__(
+        self, path: Path, offset: int, valid_at: int, reason: str, intact: JournalRead
+    ) -> None:
+        self.path = path
+        self.offset = offset
+        self.valid_at = valid_at
+        self.reason = reason
+        self.intact = intact
+        super().__init__(f"{self.damage}: the run is corrupt; {self.FIX}")
+
+    @property
+    def damage(self) -> str:
+        """What is damaged and where, with where whole rows follow."""
+        return (
+            f"journal {self.path} is damaged at byte {self.offset} ({self.reason}) "
+            f"and whole rows follow at byte {self.valid_at}"
+        )
+
+
 def encode_body(row: RowModel) -> bytes:
     """The row's fields as the inside of a JSON object, UTF-8, without `seq` and
-    `at` (the writer sets them when it commits) and without braces.
+    `at` (the writer sets them when it commits) and without braces. A lone
+    surrogate is written as its `\\uXXXX` escape (see the module's "Text").
 
     Raises:
-        ValueError: the row has a field named like the framing member, or text
-            that is not valid Unicode (a lone surrogate).
+        ValueError: the row has a field named like a framing member.
         TypeError: a field is not JSON-serializable.
     """
     extra = row.model_extra or {}
-    if FRAMING in extra:
-        raise ValueError(f"a row may not have a field named {FRAMING!r}: {extra}")
+    if FRAMING in extra or CHECKSUM in extra:
+        raise ValueError(f"a row may not have a field named {FRAMING!r} or {CHECKSUM!r}: {extra}")
     if None not in extra.values():
         # The hot path: pydantic-core writes the JSON (4x faster than dump_row and
         # json); exclude_none drops only the known fields left unset, as dump_row does.
-        text = row.model_dump_json(exclude={"seq", "at"}, exclude_none=True)
-        return text[1:-1].encode()
+        # It refuses a lone surrogate in a string and writes one in a typed dict's
+        # key as U+FFFD: either way the path below writes the text exactly.
+        try:
+            text = row.model_dump_json(exclude={"seq", "at"}, exclude_none=True)
+        except ValueError:
+            pass
+        else:
+            if "\ufffd" not in text:
+                return text[1:-1].encode()
     from crw.journal.rows import dump_row
 
     fields = dump_row(row)  # keeps an unknown field's null, which exclude_none would drop
     fields.pop("seq", None)
     fields.pop("at", None)
-    return _ENCODER.encode(fields)[1:-1].encode()
-
-
-def encode_batch(first_seq: int, at: str, bodies: list[bytes]) -> bytes:
-    """The lines of one batch: rows `first_seq`, `first_seq + 1`, … stamped `at`,
-    each with the framing member last. `bodies` are `encode_body` results."""
-    at_member = b',"at":' + _ENCODER.encode(at).encode()
-    framing_member = b'"%s":%d}\n' % (FRAMING.encode(), first_seq + len(bodies) - 1)
-    return b"".join(
-        b'{"seq":%d%s,%s%s%s'
-        % (first_seq + i, at_member, body, b"," if body else b"", framing_member)
-        for i, body in enumerate(bodies)
-    )
+    return escape_surrogates(_ENCODER.encode(fields)[1:-1]).encode()
 
 
 def decode(data: bytes, path: Path) -> JournalRead:
-    """Read the whole batches of a journal's bytes; never raises for content."""
+    """Read the whole batches of a journal's bytes; a torn tail is dropped.
+
+    Raises:
+        JournalCorruptError: a framed line of a later batch follows the damage.
+    """
     rows: list[dict[str, Any]] = []
     batch: list[dict[str, Any]] = []
     end = last_seq = pos = batch_end = 0
     size = len(data)
+    view = memoryview(data)
     while pos < size:
         newline = data.find(b"\n", pos)
         if newline < 0:
-            return _torn(rows, end, last_seq, path, "last line has no newline")
-        line = data[pos:newline]
-        pos = newline + 1
-        try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError):
-            return _torn(rows, end, last_seq, path, "a line is not JSON")
-        if not isinstance(obj, dict):
-            return _torn(rows, end, last_seq, path, "a line is not a JSON object")
-        seq = obj.get("seq")
-        framing = obj.pop(FRAMING, None)
+            newline = size
+            obj: dict[str, Any] | str = "a line has no newline"
+        else:
+            obj = whole_line(data, view, pos, newline)
+        if isinstance(obj, str):
+            intact = JournalRead(rows, end, last_seq, None)
+            return _stop(data, path, intact, batch_end if batch else None, pos, pos + 1, obj)
+        seq, framing = obj["seq"], obj.pop(FRAMING)
         expected = last_seq + len(batch) + 1
-        if type(seq) is not int or seq != expected:
-            return _torn(rows, end, last_seq, path, f"expected seq {expected}, read {seq!r}")
-        if type(framing) is not int or framing < seq:
-            return _torn(rows, end, last_seq, path, f"seq {seq} has no valid {FRAMING}")
-        if batch and framing != batch_end:
-            return _torn(rows, end, last_seq, path, f"seq {seq} is not in its batch")
+        if seq != expected or (batch and framing != batch_end):
+            intact = JournalRead(rows, end, last_seq, None)
+            reason = f"expected seq {expected}, read seq {seq} of the batch ending at {framing}"
+            return _stop(data, path, intact, batch_end if batch else None, pos, pos, reason)
+        del obj[CHECKSUM]
         batch_end = framing
         batch.append(obj)
+        pos = newline + 1
         if seq == framing:
             rows.extend(batch)
             batch = []
             end, last_seq = pos, seq
     if batch:
-        return _torn(rows, end, last_seq, path, f"batch ending at seq {batch_end} is cut short")
+        reason = f"batch ending at seq {batch_end} is cut short"
+        return JournalRead(rows, end, last_seq, TornTail(path, end, reason))
     return JournalRead(rows, end, last_seq, None)
 
 
-def _torn(
-    rows: list[dict[str, Any]], end: int, last_seq: int, path: Path, reason: str
+def _stop(
+    data: bytes,
+    path: Path,
+    intact: JournalRead,
+    pending: int | None,
+    offset: int,
+    scan_from: int,
+    reason: str,
 ) -> JournalRead:
-    return JournalRead(rows, end, last_seq, TornTail(path, end, reason))
+    """The read up to the damage at `offset`: a torn tail, or corruption when a
+    framed line of a later batch starts at or after `scan_from`."""
+    valid_at = later_frame(data, scan_from, intact.last_seq, pending)
+    if valid_at is not None:
+        raise JournalCorruptError(path, offset, valid_at, reason, intact)
+    torn = TornTail(path, intact.end, reason)
+    return JournalRead(intact.rows, intact.end, intact.last_seq, torn)
 
 
 def read_journal(path: Path) -> JournalRead:
@@ -175,6 +220,7 @@ def read_journal(path: Path) -> JournalRead:
 
     Raises:
         OSError: the file exists and cannot be read.
+        JournalCorruptError: damage in the middle, with rows after it.
     """
     try:
         data = path.read_bytes()
@@ -213,6 +259,7 @@ class JournalFile:
 
         Raises:
             OSError: the file or its directory cannot be opened, read or synced.
+            JournalCorruptError: the journal is corrupt; it is left as it is.
         """
         flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
         try:

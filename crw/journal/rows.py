@@ -524,8 +524,10 @@ def dump_row(row: RowModel) -> dict[str, Any]:
     fields left unset as None left out, unknown fields exactly as they were read.
 
     Values the row holds as read (unknown fields, `result`) are shared with the
-    answer, not copied: serialize it, do not change it."""
-    body = row.model_dump(mode="json", exclude_none=True)
+    answer, not copied: serialize it, do not change it. Every field is already a
+    JSON value, so the Python dump is the JSON one; unlike pydantic's JSON mode it
+    keeps a dict key that is not valid Unicode (a lone surrogate)."""
+    body = row.model_dump(exclude_none=True)
     body.update(row.model_extra or {})
     head = {key: body.pop(key) for key in ("seq", "at", "row", "call") if key in body}
     return head | body

@@ -21,7 +21,13 @@ from crw.actors.journal_writer import (
     open_journal_writer,
 )
 from crw.clock import fixed_clock
-from crw.journal.log import FRAMING, read_journal
+from crw.journal.log import (
+    FRAMING,
+    JournalCorruptError,
+    encode_batch,
+    encode_body,
+    read_journal,
+)
 from crw.journal.rows import RowModel, Started, dump_row
 
 STAMP = "2026-11-29T19:35:51.123456Z"
@@ -95,7 +101,7 @@ async def test_row_that_cannot_be_encoded_fails_only_its_own_commit(tmp_path: Pa
     path = tmp_path / "journal.jsonl"
     async with open_journal_writer(path) as journal:
         with pytest.raises(ValueError):
-            await journal.commit([*_rows(0, 0, 1), Started(process="bad \udcff name")])
+            await journal.commit([*_rows(0, 0, 1), Started.model_validate({FRAMING: 1})])
         (row,) = await journal.commit(_rows(1, 0, 1))
     assert row.seq == 1
     assert [r["committer"] for r in read_journal(path).rows] == [1]
@@ -207,7 +213,7 @@ async def test_reopen_continues_seq_after_dropping_a_torn_tail(
         await journal.commit(_rows(0, 1, 3))
     whole = path.read_bytes()
     with path.open("ab") as file:
-        file.write(b'{"seq":6,"at":"x","row":"started","commit_seq":7}\n{"seq":7,"at')
+        file.write(encode_batch(6, "x", [encode_body(Started())] * 2)[:-9])
     async with open_journal_writer(path) as journal:
         torn = [r for r in caplog.records if r.name == "crw.journal"]
         assert len(torn) == 1 and f"byte {len(whole)}" in torn[0].getMessage()
@@ -218,6 +224,23 @@ async def test_reopen_continues_seq_after_dropping_a_torn_tail(
     read = read_journal(path)
     assert read.torn is None and [r["seq"] for r in read.rows] == [1, 2, 3, 4, 5, 6]
     assert not caplog.records
+
+
+async def test_a_journal_damaged_in_the_middle_is_refused_and_kept_as_it_is(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "journal.jsonl"
+    async with open_journal_writer(path) as journal:
+        for commit in range(3):
+            await journal.commit(_rows(0, commit, 2))
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"committer"', b'"commiter!"')
+    damaged = b"".join(lines)
+    path.write_bytes(damaged)
+    with pytest.raises(JournalCorruptError, match="kept as it is"):
+        async with open_journal_writer(path) as journal:
+            await journal.commit(_rows(1, 0, 1))
+    assert path.read_bytes() == damaged
 
 
 def _fail_journal_writes(monkeypatch: pytest.MonkeyPatch, failures: int, *, partial: bool) -> None:

@@ -19,7 +19,8 @@ from crw.engine.locks import hold_run
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, write_run_spec
 from crw.engine.workflow import load_workflow
-from crw.journal.log import read_journal
+from crw.journal.log import encode_batch, encode_body, read_journal
+from crw.journal.rows import UnknownRow
 from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
 
 RUN = "fix-20261129-000000-abcd"
@@ -27,9 +28,8 @@ WORKFLOW = EXAMPLES / "fix-issue.toml"
 
 
 def _journal_line(seq: int, row: str, **fields: object) -> str:
-    body = {"seq": seq, "at": "2026-11-29T00:00:00.000000Z", "row": row, **fields}
-    body["commit_seq"] = seq
-    return json.dumps(body) + "\n"
+    body = encode_body(UnknownRow.model_validate({"row": row, **fields}))
+    return encode_batch(seq, "2026-11-29T00:00:00.000000Z", [body]).decode()
 
 
 def _append_rows(run: RunDir, *rows: dict[str, Any]) -> None:

@@ -8,15 +8,17 @@ from pathlib import Path
 import jsonschema  # type: ignore[import-untyped]
 
 from crw.engine.rundir import RunDir
+from crw.journal.log import encode_batch, encode_body
+from crw.journal.rows import UnknownRow
 from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
 
 WORKFLOW = str(EXAMPLES / "fix-issue.toml")
 
 
-def _journal_line(seq: int, row: str, commit_seq: int | None = None, **fields: object) -> str:
-    body = {"seq": seq, "at": "2026-11-29T00:00:00.000000Z", "row": row, **fields}
-    body["commit_seq"] = seq if commit_seq is None else commit_seq
-    return json.dumps(body) + "\n"
+def _journal_line(seq: int, row: str, **fields: object) -> str:
+    """One row as a batch of its own, in the framing of crw.journal.log."""
+    body = encode_body(UnknownRow.model_validate({"row": row, **fields}))
+    return encode_batch(seq, "2026-11-29T00:00:00.000000Z", [body]).decode()
 
 
 def test_status_json_shows_the_run_and_each_call(crw: Crw) -> None:
@@ -71,6 +73,37 @@ def test_status_of_a_torn_journal_drops_the_torn_batch_and_warns_once(crw: Crw) 
     assert result.json()["calls"] == []
     assert result.stderr.count("crw: warning:") == 1
     assert "torn" in result.stderr and str(run.journal) in result.stderr
+
+
+def test_status_of_a_journal_damaged_in_the_middle_shows_the_run_corrupt(crw: Crw) -> None:
+    """Damage with whole rows after it: status names the file, the byte and what
+    to do, shows the calls as the rows before the damage leave them, and changes
+    nothing."""
+    out = crw.start(WORKFLOW, "--owner", "o").json()
+    run = RunDir(Path(out["run_dir"]))
+    wait_for_exit(run.root)
+    with open(run.journal, "a") as journal:
+        journal.write(_journal_line(3, "prepared", call="explore.1", node="explore"))
+        damaged_at = journal.tell()
+        journal.write(
+            _journal_line(4, "completed", call="explore.1").replace("completed", "c0mpleted")
+        )
+        journal.write(_journal_line(5, "prepared", call="build.1", node="build"))
+    before = run.journal.read_bytes()
+    result = crw("flow", "status", out["run"], "--state", str(crw.state), "--json")
+    assert result.code == 0, result.stderr
+    status = result.json()
+    assert status["state"] == "corrupt"
+    corrupt = status["corrupt"]
+    assert (corrupt["journal"], corrupt["offset"]) == (str(run.journal), damaged_at)
+    assert "kept as it is" in corrupt["fix"]
+    assert [(c["call"], c["state"]) for c in status["calls"]] == [("explore.1", "prepared")]
+    human = crw("flow", "status", out["run"], "--state", str(crw.state))
+    assert human.code == 0
+    assert f"run {out['run']}: corrupt" in human.stdout
+    assert f"{run.journal} is damaged at byte {damaged_at}" in human.stdout
+    assert "restore the journal from a backup" in human.stdout
+    assert run.journal.read_bytes() == before
 
 
 def test_status_of_an_unknown_run_is_an_input_error(crw: Crw) -> None:

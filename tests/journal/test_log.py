@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 import logging
+import zlib
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 import trio
 
 from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
+from crw.errors import RefusedError
 from crw.journal.log import (
+    CHECKSUM,
     FRAMING,
+    JournalCorruptError,
     JournalFile,
     decode,
     encode_batch,
@@ -48,21 +53,23 @@ def _torn_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 def test_line_is_seq_at_row_call_then_fields_then_framing() -> None:
     row = Started(call="c1", backend="codex", pid=7)
     line = encode_batch(1, STAMP, [encode_body(row)])
-    assert line == (
+    head = (
         b'{"seq":1,"at":"2026-11-29T19:35:51.123456Z","row":"started","call":"c1",'
-        b'"backend":"codex","pid":7,"commit_seq":1}\n'
+        b'"backend":"codex","pid":7,"commit_seq":1'
     )
+    assert line == head + b',"crc":"%08x"}\n' % zlib.crc32(head)
 
 
 def test_every_line_of_a_batch_names_the_seq_of_its_last_row() -> None:
     bodies = [encode_body(Started(pid=i)) for i in range(3)]
     lines = [json.loads(line) for line in encode_batch(5, STAMP, bodies).splitlines()]
     assert [(line["seq"], line[FRAMING]) for line in lines] == [(5, 7), (6, 7), (7, 7)]
+    assert [list(line)[-2:] for line in lines] == [[FRAMING, CHECKSUM]] * 3
 
 
 def test_row_without_fields_still_encodes_to_a_json_object() -> None:
     line = encode_batch(1, STAMP, [encode_body(RowModel())])
-    assert json.loads(line) == {"seq": 1, "at": STAMP, FRAMING: 1}
+    assert json.loads(line) == {"seq": 1, "at": STAMP, FRAMING: 1, CHECKSUM: ANY}
 
 
 def test_seq_and_at_of_the_row_are_the_writers_not_the_rows() -> None:
@@ -73,18 +80,22 @@ def test_seq_and_at_of_the_row_are_the_writers_not_the_rows() -> None:
         "row": "started",
         "pid": 1,
         FRAMING: 3,
+        CHECKSUM: ANY,
     }
 
 
-def test_text_is_written_as_utf8_and_a_lone_surrogate_is_refused() -> None:
+def test_text_is_written_as_utf8_and_a_lone_surrogate_as_its_escape(tmp_path: Path) -> None:
     assert encode_body(Started(process="prozeß")) == '"row":"started","process":"prozeß"'.encode()
-    with pytest.raises(ValueError):
-        encode_body(Started(process="bad \udcff name"))
+    body = encode_body(Started(process="bad \udcff name ß"))
+    assert body == b'"row":"started","process":"bad \\udcff name \xc3\x9f"'
+    (row,) = decode(encode_batch(1, STAMP, [body]), tmp_path / "journal.jsonl").rows
+    assert row["process"] == "bad \udcff name ß"
 
 
-def test_row_with_a_field_named_like_the_framing_is_refused() -> None:
-    with pytest.raises(ValueError, match=FRAMING):
-        encode_body(UnknownRow.model_validate({"row": "later", FRAMING: 3}))
+@pytest.mark.parametrize("name", [FRAMING, CHECKSUM])
+def test_row_with_a_field_named_like_the_framing_is_refused(name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        encode_body(UnknownRow.model_validate({"row": "later", name: 3}))
 
 
 def test_framing_is_stripped_on_read_and_never_reaches_a_row_model(tmp_path: Path) -> None:
@@ -165,6 +176,11 @@ def _second_batch_mixes_batches(lines: list[bytes]) -> list[bytes]:
     return lines
 
 
+def _merge_second_batch_into_the_third(lines: list[bytes]) -> list[bytes]:
+    lines[3] = lines[3][:-1] + b"x"
+    return lines
+
+
 @pytest.mark.parametrize(
     "damage",
     [
@@ -175,20 +191,69 @@ def _second_batch_mixes_batches(lines: list[bytes]) -> list[bytes]:
         _second_batch_not_an_object,
         _second_batch_boolean_seq,
         _second_batch_mixes_batches,
+        _merge_second_batch_into_the_third,
     ],
 )
-async def test_damage_in_the_middle_drops_everything_from_the_damaged_batch_on(
+async def test_damage_in_the_middle_is_corruption_and_the_file_is_kept_as_it_is(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: Any
 ) -> None:
+    """Damage with whole rows of a later batch after it is never a torn tail:
+    reading refuses, naming the file and the byte, and opening the journal to
+    append refuses without truncating it."""
     path = tmp_path / "journal.jsonl"
     ends = await _write_batches(path)
     lines = path.read_bytes().splitlines(keepends=True)
-    path.write_bytes(b"".join(damage(lines)))
+    damaged = b"".join(damage(lines))
+    path.write_bytes(damaged)
     caplog.clear()
+    with pytest.raises(JournalCorruptError) as caught:
+        read_journal(path)
+    err = caught.value
+    assert isinstance(err, RefusedError)
+    assert err.path == path and ends[0] <= err.offset < ends[1]
+    # Whole rows follow: at the latest, the third batch's.
+    assert err.offset < err.valid_at <= damaged.index(b'{"seq":5,')
+    assert damaged[err.valid_at :].startswith(b'{"seq":')
+    assert (len(err.intact.rows), err.intact.end, err.intact.last_seq) == (1, ends[0], 1)
+    message = str(err)
+    assert "\n" not in message and str(path) in message and f"byte {err.offset}" in message
+    assert "kept as it is" in message
+    with pytest.raises(JournalCorruptError):
+        JournalFile.open(path)
+    assert path.read_bytes() == damaged
+    assert not _torn_warnings(caplog)
+
+
+@pytest.mark.parametrize("line", [-2, -1])
+async def test_damage_in_the_last_batch_after_its_first_line_is_a_torn_tail(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, line: int
+) -> None:
+    """The last batch's first line names the batch's commit_seq: a damaged line
+    after it, and the batch's whole lines after that, are the last batch only."""
+    path = tmp_path / "journal.jsonl"
+    ends = await _write_batches(path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[line] = lines[line].replace(b"proze", b"przze", 1)
+    path.write_bytes(b"".join(lines))
     read = read_journal(path)
-    assert (len(read.rows), read.end, read.last_seq) == (1, ends[0], 1)
-    assert read.torn is not None and read.torn.offset == ends[0]
-    assert len(_torn_warnings(caplog)) == 1
+    assert (len(read.rows), read.end) == (sum(BATCH_SIZES[:-1]), ends[-2])
+    assert read.torn is not None and read.torn.offset == ends[-2]
+    JournalFile.open(path).close()
+    assert path.stat().st_size == ends[-2]
+
+
+async def test_damage_in_the_first_line_of_a_last_batch_of_several_is_corruption(
+    tmp_path: Path,
+) -> None:
+    """With the batch's first line damaged nothing says the lines after it are
+    its own and not a later batch's: kept, never cut."""
+    path = tmp_path / "journal.jsonl"
+    await _write_batches(path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[-3] = lines[-3].replace(b"proze", b"przze", 1)
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(JournalCorruptError):
+        read_journal(path)
 
 
 def test_torn_tail_message_is_one_line_naming_file_and_offset(tmp_path: Path) -> None:

@@ -1,0 +1,127 @@
+"""The framing of a journal line, and how damage is told from a torn tail.
+
+The rows of one commit are one batch, written by one `write` and made
+durable by one fsync; after a crash a batch is read back whole or not at all.
+Every line ends with two framing members: `commit_seq`, the `seq` of the last
+row of its batch, and `crc`, the CRC-32 (eight lowercase hex digits) of the
+line's bytes before `,"crc":`. A line is whole when it ends with `\\n`, its
+checksum matches and it parses as a JSON object with integer `seq` and
+`commit_seq`. A batch counts only when every one of its lines is whole, the seqs
+are contiguous (the first is the last counted seq + 1), every line names the same
+`commit_seq`, and its closing line (`seq == commit_seq`) is present.
+
+Where reading stops, at the first batch that fails, it tells a torn tail from
+corruption by what follows the damage:
+
+- Torn tail: no framed line of a later batch follows the damage (a write the
+  crash cut at any byte, zeros where a write did not land, a damaged last
+  batch). The batch is dropped and reported once, and `end` is the byte offset
+  just past the last whole batch, where the writer truncates the file before it
+  appends.
+- Corruption: a framed line of a later batch follows the damage (a damaged disk
+  block, an edit, a lost or merged line in the middle). `crw.journal.log.decode` raises
+  `JournalCorruptError`; nothing is ever truncated or appended, and the file is
+  kept as it is until a person restores or repairs it.
+
+A framed line is any text from a `{"seq":` to the end of its line that parses
+as a JSON object with integer `seq` and `commit_seq >= seq`, checksum or not:
+a damaged newline merges two lines into one, and a damaged checksum still shows
+that rows follow. It belongs to the damaged batch only when it names that
+batch's `commit_seq`, as read from the batch's whole lines before the damage
+(a seq after the last counted one, up to that commit_seq); when no line of the
+damaged batch was whole, any framed line after the damage is a later batch's.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator
+from typing import Any, TypeGuard
+
+FRAMING = "commit_seq"
+"""The framing member every line carries: the seq of the last row of its batch."""
+CHECKSUM = "crc"
+"""The framing member every line ends with: the CRC-32 of the bytes before it."""
+
+_DECODER = json.JSONDecoder()
+_AT_ENCODER = json.JSONEncoder(ensure_ascii=False)
+_CHECKSUM_HEAD = b',"%s":"' % CHECKSUM.encode()
+_TRAILER_FORMAT = _CHECKSUM_HEAD + b'%08x"}'
+_LINE = b"%s" + _TRAILER_FORMAT + b"\n"
+_TRAILER = len(_CHECKSUM_HEAD) + 10
+"""Bytes of `,"crc":"xxxxxxxx"}` at the end of every line."""
+_FRAME_START = '{"seq":'
+
+
+def encode_batch(first_seq: int, at: str, bodies: list[bytes]) -> bytes:
+    """The lines of one batch: rows `first_seq`, `first_seq + 1`, … stamped `at`,
+    each ending with the framing members. `bodies` are `encode_body` results."""
+    at_member = b',"at":' + _AT_ENCODER.encode(at).encode()
+    framing_member = b'"%s":%d' % (FRAMING.encode(), first_seq + len(bodies) - 1)
+    lines = []
+    for i, body in enumerate(bodies):
+        head = b'{"seq":%d%s,%s%s%s' % (
+            first_seq + i,
+            at_member,
+            body,
+            b"," if body else b"",
+            framing_member,
+        )
+        lines.append(_LINE % (head, zlib.crc32(head)))
+    return b"".join(lines)
+
+
+def whole_line(data: bytes, view: memoryview, pos: int, newline: int) -> dict[str, Any] | str:
+    """The line's object, checksum checked, or why it is damaged. `view` is
+    `data`'s, made once: the checksum is taken without copying the line."""
+    head = newline - _TRAILER
+    if head <= pos or data[head:newline] != _TRAILER_FORMAT % zlib.crc32(view[pos:head]):
+        return "a line's checksum does not match"
+    try:
+        obj = json.loads(data[pos:newline])
+    except (ValueError, RecursionError):
+        return "a line is not JSON"
+    if not framed(obj):
+        return f"a line is not a JSON object with integer seq and {FRAMING}"
+    return obj
+
+
+def framed(obj: Any) -> TypeGuard[dict[str, Any]]:
+    """Whether `obj` is a JSON object with integer `seq` and `commit_seq >= seq`."""
+    if not isinstance(obj, dict):
+        return False
+    seq, framing = obj.get("seq"), obj.get(FRAMING)
+    return type(seq) is int and type(framing) is int and 0 < seq <= framing
+
+
+def later_frame(data: bytes, start: int, last_seq: int, pending: int | None) -> int | None:
+    """The offset of the first framed line at or after `start` that is not a line
+    of the damaged batch (the one ending at `pending`), or None."""
+    line_start = data.rfind(b"\n", 0, start) + 1
+    while line_start < len(data):
+        newline = data.find(b"\n", line_start)
+        if newline < 0:
+            return None
+        text = data[line_start:newline].decode("utf-8", "surrogateescape")
+        begin = len(data[line_start:start].decode("utf-8", "surrogateescape"))
+        for at, obj in _frames_in(text, begin):
+            if not (pending is not None and obj[FRAMING] == pending and last_seq < obj["seq"]):
+                return line_start + len(text[:at].encode("utf-8", "surrogateescape"))
+        line_start = newline + 1
+    return None
+
+
+def _frames_in(text: str, begin: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each framed object that starts with `{"seq":` at or after `begin` in the
+    line `text` and runs to its end: its index and the object."""
+    at = text.find(_FRAME_START, begin)
+    while at >= 0:
+        try:
+            obj, stop = _DECODER.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            if not text[stop:].strip() and framed(obj):
+                yield at, obj
+        at = text.find(_FRAME_START, at + 1)

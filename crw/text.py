@@ -1,0 +1,30 @@
+"""Text that is not valid Unicode: a lone surrogate, which a JSON string can carry
+as an escape (`"\\ud800"`) but UTF-8 cannot hold.
+
+Two policies, one for each way text leaves crw: JSON that crw keeps (the journal,
+a digest's canonical JSON) writes it as its `\\uXXXX` escape, so it reads back as
+it was; text for a subagent or the host, which take only Unicode, carries U+FFFD
+in its place.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(json_text: str) -> str:
+    """JSON text with each surrogate written as its `\\uXXXX` escape, so that it
+    encodes as UTF-8. Outside its strings JSON is ASCII, so every surrogate is
+    inside a string, where the escape reads back as the same code unit."""
+    return _SURROGATE.sub(_escape, json_text)
+
+
+def replace_surrogates(text: str) -> str:
+    """`text` with each surrogate replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"

@@ -1,0 +1,141 @@
+"""Damage to the journal of a finished run: a torn tail or corruption, never a silent loss.
+
+Every single-byte change, single-byte insertion or truncation of a real journal
+either reads back the rows of the whole batches before the damage, dropping a
+torn tail and saying so, or is refused as corrupt with those same rows intact.
+Damage before the last batch is always corruption: rows after it are never lost.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from itertools import cycle
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from trio.testing import MockClock
+
+from crw.actors.journal_writer import open_journal_writer
+from crw.clock import fixed_clock
+from crw.journal.log import FRAMING, JournalCorruptError, decode, read_journal
+from tests.actors.test_app_server_run import harness
+
+PATH = Path("journal.jsonl")
+REBATCH = (1, 3, 2, 4)
+
+
+async def _finished_run(tmp: Path) -> bytes:
+    async with harness(tmp) as ran:
+        state, _ = await ran.run()
+    assert state == "ended"
+    return (ran.run_dir / "journal.jsonl").read_bytes()
+
+
+async def _rebatched(original: Path, path: Path) -> bytes:
+    """The same rows committed again in batches of several rows."""
+    models = read_journal(original).row_models()
+    async with open_journal_writer(path, clock=fixed_clock()) as journal:
+        sizes = cycle(REBATCH)
+        while models:
+            size = next(sizes)
+            await journal.commit(models[:size])
+            models = models[size:]
+    return await trio.Path(path).read_bytes()
+
+
+@dataclass(frozen=True)
+class Journal:
+    """A journal's bytes, its rows, and (end offset, rows so far) of each batch."""
+
+    data: bytes
+    rows: list[dict[str, Any]]
+    ends: list[tuple[int, int]]
+
+
+@pytest.fixture(scope="module", params=["one_row_batches", "several_row_batches"])
+def journal(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Journal:
+    """The journal of the app-server backend's chain workflow run to its end."""
+    tmp = tmp_path_factory.mktemp("run")
+    data = trio.run(_finished_run, tmp, clock=MockClock(autojump_threshold=0))
+    if request.param == "several_row_batches":
+        data = trio.run(_rebatched, tmp / "run" / "journal.jsonl", tmp / "rebatched.jsonl")
+    rows = decode(data, PATH).rows
+    ends = _batch_ends(data)
+    assert ends[-1] == (len(data), len(rows))
+    return Journal(data, rows, ends)
+
+
+def _batch_ends(data: bytes) -> list[tuple[int, int]]:
+    """(byte offset just past the batch, rows up to and with it) of each batch."""
+    ends, pos = [], 0
+    for rows, line in enumerate(data.splitlines(keepends=True), start=1):
+        pos += len(line)
+        framed = json.loads(line)
+        if framed["seq"] == framed[FRAMING]:
+            ends.append((pos, rows))
+    return ends
+
+
+def _check(original: Journal, damaged: bytes, at: int, *, cut: bool) -> None:
+    """The damage at byte `at` of `original` made `damaged`: what reading it gives."""
+    full, ends = original.rows, original.ends
+    before = [(end, rows) for end, rows in ends if end <= at]
+    end, kept = before[-1] if before else (0, 0)
+    last_start = ends[-2][0] if len(ends) > 1 else 0
+    try:
+        read = decode(damaged, PATH)
+    except JournalCorruptError as err:
+        assert not cut, "a crash cut is a torn tail, never corruption"
+        assert err.intact.rows == full[:kept] and err.intact.end == end
+        assert err.offset <= at < err.valid_at
+        return
+    assert read.rows == full[:kept] and read.end == end
+    if cut:
+        assert (read.torn is None) == (at == end)
+        return
+    assert read.torn is not None and read.torn.offset == end, "damage read back as rows"
+    assert at >= last_start, "damage before the last batch read as a torn tail"
+
+
+def _changed(data: bytes, at: int, byte: int) -> bytes:
+    return data[:at] + bytes([byte]) + data[at + 1 :]
+
+
+def _inserted(data: bytes, at: int, byte: int) -> bytes:
+    return data[:at] + bytes([byte]) + data[at:]
+
+
+def test_every_single_bit_flip_is_a_torn_last_batch_or_corruption(journal: Journal) -> None:
+    data = journal.data
+    for at in range(len(data)):
+        for bit in (0x01, 0x80):
+            _check(journal, _changed(data, at, data[at] ^ bit), at, cut=False)
+
+
+def test_a_cut_at_any_byte_is_a_torn_tail(journal: Journal) -> None:
+    for at in range(len(journal.data) + 1):
+        _check(journal, journal.data[:at], at, cut=True)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_any_single_byte_change_insertion_or_cut_loses_nothing_silently(
+    journal: Journal, data: st.DataObject
+) -> None:
+    original = journal.data
+    kind = data.draw(st.sampled_from(["change", "insert", "cut"]))
+    at = data.draw(st.integers(0, len(original) - (kind == "change")))
+    if kind == "cut":
+        _check(journal, original[:at], at, cut=True)
+        return
+    byte = data.draw(st.integers(0, 255))
+    if kind == "change":
+        byte = byte if byte != original[at] else byte ^ 0xFF
+        _check(journal, _changed(original, at, byte), at, cut=False)
+    else:
+        _check(journal, _inserted(original, at, byte), at, cut=False)
