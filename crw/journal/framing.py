@@ -10,6 +10,11 @@ checksum matches and it parses as a JSON object with integer `seq` and
 are contiguous (the first is the last counted seq + 1), every line names the same
 `commit_seq`, and its closing line (`seq == commit_seq`) is present.
 
+A journal an older crw wrote has no `crc` member (its lines end with
+`commit_seq`): such lines are read as they are, but only before the journal's
+first checksummed line, so a run started before the checksum reads back and goes
+on, and a line that lost its checksum later is damage.
+
 Where reading stops, at the first batch that fails, it tells a torn tail from
 corruption by what follows the damage:
 
@@ -35,6 +40,7 @@ damaged batch was whole, any framed line after the damage is a later batch's.
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from collections.abc import Iterator
 from typing import Any, TypeGuard
@@ -52,6 +58,8 @@ _LINE = b"%s" + _TRAILER_FORMAT + b"\n"
 _TRAILER = len(_CHECKSUM_HEAD) + 10
 """Bytes of `,"crc":"xxxxxxxx"}` at the end of every line."""
 _FRAME_START = '{"seq":'
+_LEGACY_END = re.compile(rb'"%s":[0-9]+\}$' % FRAMING.encode())
+"""How a line of a crw before the checksum ends: its commit_seq last."""
 
 
 def encode_batch(first_seq: int, at: str, bodies: list[bytes]) -> bytes:
@@ -72,12 +80,20 @@ def encode_batch(first_seq: int, at: str, bodies: list[bytes]) -> bytes:
     return b"".join(lines)
 
 
-def whole_line(data: bytes, view: memoryview, pos: int, newline: int) -> dict[str, Any] | str:
+def whole_line(
+    data: bytes, view: memoryview, pos: int, newline: int, *, legacy: bool = False
+) -> dict[str, Any] | str:
     """The line's object, checksum checked, or why it is damaged. `view` is
-    `data`'s, made once: the checksum is taken without copying the line."""
+    `data`'s, made once: the checksum is taken without copying the line.
+
+    With `legacy`, a line of a crw before the checksum (no `crc` member: it ends
+    with `"commit_seq":N}`) is read as it is; the reader allows that only before
+    the journal's first checksummed line, so a run an older crw wrote reads back.
+    """
     head = newline - _TRAILER
     if head <= pos or data[head:newline] != _TRAILER_FORMAT % zlib.crc32(view[pos:head]):
-        return "a line's checksum does not match"
+        if not (legacy and _LEGACY_END.search(data, pos, newline)):
+            return "a line's checksum does not match"
     try:
         obj = json.loads(data[pos:newline])
     except (ValueError, RecursionError):

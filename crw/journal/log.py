@@ -162,6 +162,7 @@ def decode(data: bytes, path: Path) -> JournalRead:
     rows: list[dict[str, Any]] = []
     batch: list[dict[str, Any]] = []
     end = last_seq = pos = batch_end = 0
+    checked = False  # a checksummed line was read: no line of an older crw may follow
     size = len(data)
     view = memoryview(data)
     while pos < size:
@@ -170,7 +171,7 @@ def decode(data: bytes, path: Path) -> JournalRead:
             newline = size
             obj: dict[str, Any] | str = "a line has no newline"
         else:
-            obj = whole_line(data, view, pos, newline)
+            obj = whole_line(data, view, pos, newline, legacy=not checked)
         if isinstance(obj, str):
             intact = JournalRead(rows, end, last_seq, None)
             return _stop(data, path, intact, batch_end if batch else None, pos, pos + 1, obj)
@@ -180,7 +181,8 @@ def decode(data: bytes, path: Path) -> JournalRead:
             intact = JournalRead(rows, end, last_seq, None)
             reason = f"expected seq {expected}, read seq {seq} of the batch ending at {framing}"
             return _stop(data, path, intact, batch_end if batch else None, pos, pos, reason)
-        del obj[CHECKSUM]
+        if obj.pop(CHECKSUM, None) is not None:
+            checked = True
         batch_end = framing
         batch.append(obj)
         pos = newline + 1

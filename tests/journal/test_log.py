@@ -288,3 +288,42 @@ def test_open_truncates_a_torn_tail_and_continues_after_the_last_whole_batch(
     read = read_journal(path)
     assert [row["pid"] for row in read.rows] == [1, 2, 5]
     assert read.torn is None and not _torn_warnings(caplog)
+
+
+# A journal an older crw wrote: the same framing without the checksum, commit_seq last.
+LEGACY = (
+    b'{"seq":1,"at":"2026-11-29T19:35:51Z","row":"started","backend":"session","commit_seq":1}\n'
+    b'{"seq":2,"at":"2026-11-29T19:35:52Z","row":"prepared","call":"a.1","commit_seq":3}\n'
+    b'{"seq":3,"at":"2026-11-29T19:35:52Z","row":"completed","call":"a.1","commit_seq":3}\n'
+)
+
+
+def test_a_journal_an_older_crw_wrote_reads_back_and_goes_on_checksummed(tmp_path: Path) -> None:
+    """Runs started before lines carried a checksum are neither torn nor corrupt: they
+    read back whole, and the writer goes on after them with checksummed lines."""
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(LEGACY)
+    read = read_journal(path)
+    assert [row["row"] for row in read.rows] == ["started", "prepared", "completed"]
+    assert read.torn is None and read.end == len(LEGACY) and read.last_seq == 3
+    journal = JournalFile.open(path)
+    try:
+        journal.append(encode_batch(4, STAMP, [encode_body(Started(pid=5))]), 1)
+    finally:
+        journal.close()
+    assert path.read_bytes().startswith(LEGACY)
+    assert [row.get("pid") for row in read_journal(path).rows] == [None, None, None, 5]
+
+
+def test_a_line_without_checksum_after_a_checksummed_one_is_damage(tmp_path: Path) -> None:
+    """Only the lines before the first checksummed one may lack the checksum: after it,
+    a line that does is damage (here with a whole row after it: corruption)."""
+    path = tmp_path / "journal.jsonl"
+    checked = encode_batch(4, STAMP, [encode_body(Started(pid=4))])
+    plain = b'{"seq":5,"at":"2026-11-29T19:35:53Z","row":"started","commit_seq":5}\n'
+    after = encode_batch(6, STAMP, [encode_body(Started(pid=6))])
+    path.write_bytes(LEGACY + checked + plain + after)
+    with pytest.raises(JournalCorruptError) as refused:
+        read_journal(path)
+    assert refused.value.offset == len(LEGACY + checked)
+    assert path.read_bytes() == LEGACY + checked + plain + after
