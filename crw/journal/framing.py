@@ -91,9 +91,9 @@ def whole_line(
     the journal's first checksummed line, so a run an older crw wrote reads back.
     """
     head = newline - _TRAILER
-    if head <= pos or data[head:newline] != _TRAILER_FORMAT % zlib.crc32(view[pos:head]):
-        if not (legacy and _LEGACY_END.search(data, pos, newline)):
-            return "a line's checksum does not match"
+    checksummed = head > pos and data[head:newline] == _TRAILER_FORMAT % zlib.crc32(view[pos:head])
+    if not checksummed and not (legacy and _LEGACY_END.search(data, pos, newline)):
+        return "a line's checksum does not match"
     try:
         obj = json.loads(data[pos:newline])
     except (ValueError, RecursionError):
