@@ -47,7 +47,6 @@ from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import (
     Allocation,
-    Held,
     Prepared,
     RowModel,
     StepPublished,
@@ -99,16 +98,13 @@ class SessionCall:
         await self.ctx.journal.commit(rows)
 
     async def run(self) -> CallEnd:
-        try:
-            return await self._run()
-        except HostUnavailable as err:
-            row = Held(call=self.call, reason="host_failure", error=str(err))
-            await self.commit([row])
-            return CallEnd(row)
-
-    async def _run(self) -> CallEnd:
+        """Take the call to its terminal row. A host that cannot be reached raises
+        HostUnavailable out of it with the call's rows as they are: the run pauses,
+        and a resumed process goes on with the call in place."""
         if self.state.prepared is None:
             await self._prepare()
+        else:  # the directory an earlier process made, or meant to make
+            await self._make_workspace()
         step = await self._current_step()
         while True:
             thread_id, turn_id = await self._bound_turn(step)
@@ -147,7 +143,12 @@ class SessionCall:
             input_digest=digest,
         )
         await self.commit([row])
-        await trio.to_thread.run_sync(lambda: self.workspace.mkdir(parents=True, exist_ok=True))
+        await self._make_workspace()
+
+    async def _make_workspace(self) -> None:
+        await trio.to_thread.run_sync(
+            lambda: self.workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
+        )
 
     async def _current_step(self) -> StepPublished:
         """The step the call goes on with: the newest published one, or the first."""
@@ -318,6 +319,8 @@ class SessionCall:
         try:
             return await self.ctx.reader.read(agent), None
         except HostUnavailable as err:
+            if not self.ctx.reader.connected:
+                raise  # the host went away: the run pauses
             return None, str(err)
         except HostRequestError as err:  # a thread the host does not show yet
             return None, str(err)
@@ -386,7 +389,11 @@ class SessionCall:
             else:
                 subagents = await self.ctx.reader.subagents(self.ctx.owner)
                 thread = bind.find_spawned(step.marker or "", self.ctx.owner, subagents)
-        except (HostUnavailable, HostRequestError):
+        except HostUnavailable:
+            if not self.ctx.reader.connected:
+                raise  # the host went away: the run pauses
+            return None
+        except HostRequestError:
             return None
         if thread is None or bind.find_marker_turn(step.marker or "", thread) is None:
             return None

@@ -186,6 +186,8 @@ class Paused(RowModel):
     row: Literal["paused"] = "paused"
     reason: str | None = None
     error: str | None = None
+    file: str | None = None
+    """The file a write_failed pause could not write."""
 
 
 class Cancelled(RowModel):

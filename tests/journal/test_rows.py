@@ -78,7 +78,11 @@ SAMPLES: dict[str, dict[str, Any]] = {
     },
     "held": {"reason": "host_failure", "error": "thread/read: connection reset", "tokens": TOKENS},
     "superseded": {"by": "build.2", "tokens": TOKENS},
-    "paused": {"reason": "usage_limit_exceeded", "error": "usageLimitExceeded"},
+    "paused": {
+        "reason": "write_failed",
+        "error": "No space left on device (ENOSPC)",
+        "file": "/s/flow/r/replies/.r1.tmp",
+    },
     "cancelled": {"reason": "crw flow cancel"},
     "decision": {"choice": "retry"},
     "ended": {"status": "completed", "state": {"build": "completed"}},
