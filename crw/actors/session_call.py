@@ -38,7 +38,7 @@ from crw.engine import answer, bind, harvest, outcome, packet
 from crw.engine.harvest import CallEnd
 from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair, default_agent_type
-from crw.engine.rundir import RunDir
+from crw.engine.rundir import PRIVATE_DIR, RunDir
 from crw.engine.session_progress import CallProgress, progress
 from crw.engine.template import render_task
 from crw.engine.workflow import Node, Workflow
@@ -147,7 +147,7 @@ class SessionCall:
 
     async def _make_workspace(self) -> None:
         await trio.to_thread.run_sync(
-            lambda: self.workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
+            lambda: self.workspace.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         )
 
     async def _current_step(self) -> StepPublished:

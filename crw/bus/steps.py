@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from crw.engine.markers import marker, op
-from crw.engine.rundir import RunDir
+from crw.engine.rundir import PRIVATE_DIR, PRIVATE_FILE, RunDir
 
 log = logging.getLogger("crw.bus")
 
@@ -137,9 +137,9 @@ def write_atomic(path: Path, data: bytes, temp: Path | None = None) -> None:
     """
     temp = temp if temp is not None else path.with_name(f".{path.name}.tmp")
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE)
         try:
-            os.fchmod(fd, 0o600)
+            os.fchmod(fd, PRIVATE_FILE)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -187,7 +187,7 @@ def close_path(run: RunDir, call: str, attempt: int, agent_id: str) -> Path:
 def _ensure_dir(directory: Path) -> None:
     if directory.is_dir():
         return
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     fsync_dir(directory.parent)
 
 
