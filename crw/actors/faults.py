@@ -89,6 +89,9 @@ _FIXES = {
     errno.EACCES: "give this user read and write access to it and its directory",
     errno.EPERM: "give this user read and write access to it (and clear chattr +i)",
     errno.EROFS: "remount its file system read-write",
+    errno.ENOTDIR: "put back the directory a file stands in for",
+    errno.EEXIST: "put back the directory a file stands in for",
+    errno.EISDIR: "remove the directory that stands where the file goes",
 }
 
 

@@ -100,12 +100,19 @@ class FaultDrill(Drill):
         self.proxy = Proxy(self.root / "proxy.sock", self.socket)
         self.proxy.start()
         self.host("sim/script", SLOW_BUILD)
+        self.start_run(self.proxy.listen)
+        self.start_owner()
+
+    def start_run(self, host: Path) -> RunDir:
         out = self.crw.start(
-            str(self.workflow), "--owner", self.owner_thread,
-            "--host", f"unix:{self.proxy.listen}",
-        )  # fmt: skip
+            str(self.workflow), "--owner", self.owner_thread, "--host", f"unix:{host}"
+        )
         assert out.code == 0, out.stderr
         self.run = RunDir(Path(out.json()["run_dir"]))
+        return self.run
+
+    def start_owner(self) -> None:
+        assert self.run is not None
         self.owner = self.spawn(
             "tests.drill.owner", self.run.id, "--state", str(self.crw.state),
             "--socket", str(self.socket), "--owner", self.owner_thread,
@@ -171,3 +178,39 @@ def test_a_host_that_goes_away_mid_run_pauses_it_and_resume_goes_on_in_place(
     turns, _ = drill.subagent_turns()
     twice = {marker: n for marker, n in turns.items() if n > 1}
     assert twice == {}, f"turns started twice for one marker: {twice}"
+
+
+def test_a_reply_that_cannot_be_written_pauses_the_run_with_one_line(drill: FaultDrill) -> None:
+    """The run process stops with one line in run.log (no traceback, no group),
+    the run is paused write_failed in status and next, nothing relaunches it, and
+    once the directory is back a resume finishes the run. spec: CMD-NEXT-20"""
+    run = drill.start_run(drill.socket)
+    run.replies.rmdir()
+    run.replies.write_text("")  # replies/ is a file: no reply can be written under it
+    drill.start_owner()
+    wait_until("the run pauses", lambda: drill.rows()[-1]["row"] == "paused")
+    first = next(r for r in drill.rows() if r["row"] == "started")
+    wait_until("the run process is gone", lambda: not alive(first["pid"]))
+    paused = drill.rows()
+    assert paused[-1]["reason"] == "write_failed" and "(EEXIST)" in paused[-1]["error"]
+    assert paused[-1]["file"] == str(run.replies)
+    log = run.log.read_text()
+    assert "Traceback" not in log and "ExceptionGroup" not in log
+    [line] = log.splitlines()
+    assert line.startswith(f"crw: error: run {run.id} paused (write_failed): {run.replies}: ")
+    assert "put back the directory" in line
+    assert line.endswith(f"then go on with: crw flow resume {run.id}")
+    status = drill.flow("status")
+    assert status["state"] == "paused" and status["paused"]["reason"] == "write_failed"
+    assert "write_failed" in drill.flow("next")["hint"]
+    assert drill.rows() == paused  # nothing relaunched it
+
+    run.replies.unlink()
+    run.replies.mkdir(mode=0o700)
+    drill.flow("resume", "--detach")
+    rows = drill.finish()
+    assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
+    assert rows[: len(paused)] == paused
+    assert "held" not in {r["row"] for r in rows}
+    turns, _ = drill.subagent_turns()
+    assert {marker: n for marker, n in turns.items() if n > 1} == {}
