@@ -72,7 +72,7 @@ def classify(exc: BaseException, run_id: str, journal: Path) -> Fault | None:
             line = f"run {run_id} paused (write_failed): {where}{error}; {fix(leaf)}, {resume}"
             return Fault("write_failed", error, str(file) if file is not None else None, line)
     error = str(leaves[0])
-    line = f"run {run_id} paused (host_unavailable): {error}; when the host is back, {resume}"
+    line = f"run {run_id} paused (host_unavailable): {error}; bring the host back, {resume}"
     return Fault("host_unavailable", error, None, line)
 
 

@@ -292,3 +292,28 @@ async def test_journal_that_cannot_be_appended_stops_the_process_with_one_line(
     assert "crw flow resume run-1" in line
     assert kept[-1]["row"] != "paused"
     assert run.rows()[: len(kept)] == kept
+
+
+async def test_immutable_journal_stops_the_process_before_any_row(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal that cannot be opened for appending (chattr +i: EPERM): the
+    process stops with the one line, before its started row."""
+    real_open = os.open
+
+    def immutable(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if str(path).endswith("journal.jsonl") and flags & (os.O_WRONLY | os.O_RDWR):
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    async with session_run(tmp_path, monkeypatch) as (run, _, _):
+        monkeypatch.setattr(os, "open", immutable)
+        with pytest.raises(RefusedError) as stopped:
+            await run.process()
+        monkeypatch.setattr(os, "open", real_open)
+        assert run.rows() == []
+    assert str(stopped.value) == (
+        f"run {RUN_ID} stopped: cannot write its journal {run.dir.journal}: "
+        "Operation not permitted (EPERM); give this user read and write access to it "
+        f"(and clear chattr +i), then go on with: crw flow resume {RUN_ID}"
+    )
