@@ -101,8 +101,14 @@ def fix(err: OSError | None) -> str:
 
 
 def raise_root(exc: BaseException) -> NoReturn:
-    """Raise `exc`'s one root cause alone, else `exc` as it is."""
+    """Raise `exc`'s one root cause alone, its own cause and context kept (not
+    the group being handled), else `exc` as it is."""
     leaves = root_causes(exc)
-    if len(leaves) == 1 and leaves[0] is not exc:
-        raise leaves[0] from None
-    raise exc
+    if len(leaves) != 1 or leaves[0] is exc:
+        raise exc
+    leaf, context = leaves[0], leaves[0].__context__
+    try:
+        raise leaf
+    finally:
+        leaf.__context__ = context
+        del leaf, context

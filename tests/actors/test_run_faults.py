@@ -317,3 +317,23 @@ async def test_immutable_journal_stops_the_process_before_any_row(
         "Operation not permitted (EPERM); give this user read and write access to it "
         f"(and clear chattr +i), then go on with: crw flow resume {RUN_ID}"
     )
+
+
+async def test_a_defect_deep_in_a_call_comes_out_alone(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error that is no fault is raised as itself, not inside the exception
+    groups of the nurseries it came through, and writes no paused row."""
+    from crw.engine import harvest
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise KeyError("a defect")
+
+    monkeypatch.setattr(harvest, "decide", broken)
+    async with session_run(tmp_path, monkeypatch) as (run, _, _):
+        with pytest.raises(KeyError, match="a defect") as raised:
+            await run.process()
+        rows = run.rows()
+    assert not isinstance(raised.value, BaseExceptionGroup)
+    assert raised.value.__context__ is None
+    assert "paused" not in {row["row"] for row in rows}
