@@ -87,7 +87,7 @@ class SessionCall:
     ) -> None:
         self.ctx, self.node, self.call = ctx, node, call
         self.task = render_task(node.task, results)
-        self.workspace = ctx.run.root / "calls" / call
+        self.workspace = ctx.run.calls / call
         self.pair = ctx.pairs.get(node.role) or RolePair(agent_type=default_agent_type(node.role))
         self.state: CallProgress = progress(rows)
         self.steps = StepWriter(self, ctx)

@@ -91,6 +91,11 @@ class RunDir:
         return self.root / "outbox"
 
     @property
+    def calls(self) -> Path:
+        """The calls' own directories (P), `calls/<call>`."""
+        return self.root / "calls"
+
+    @property
     def run_lock(self) -> Path:
         return self.root / "run.lock"
 
@@ -119,7 +124,14 @@ class RunDir:
         """
         try:
             self.root.parent.mkdir(parents=True, exist_ok=True)
-            for directory in (self.root, self.steps, self.inbox, self.replies, self.outbox):
+            for directory in (
+                self.root,
+                self.steps,
+                self.inbox,
+                self.replies,
+                self.outbox,
+                self.calls,
+            ):
                 directory.mkdir(mode=PRIVATE_DIR)
                 os.chmod(directory, PRIVATE_DIR)
             for file in (self.journal, self.log):

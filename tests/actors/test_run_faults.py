@@ -337,3 +337,31 @@ async def test_a_defect_deep_in_a_call_comes_out_alone(
     assert not isinstance(raised.value, BaseExceptionGroup)
     assert raised.value.__context__ is None
     assert "paused" not in {row["row"] for row in rows}
+
+
+async def test_everything_a_session_run_writes_is_private_under_umask_0(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Directories 0700, files 0600, whatever the umask (the locks aside: they
+    hold a pid, in the run's private directory)."""
+    before = os.umask(0)
+    try:
+        async with session_run(tmp_path, monkeypatch) as (run, _, _):
+            assert await run.process() == "ended"
+    finally:
+        os.umask(before)
+    made = [run.dir.root, *run.dir.root.rglob("*")]
+    assert (run.dir.root / "calls" / "build.1").is_dir() and run.dir.replies.iterdir()
+    modes = {
+        str(path.relative_to(run.dir.root)): path.stat().st_mode & 0o777
+        for path in made
+        if not path.name.endswith(".lock")
+    }
+    wrong = {
+        path: oct(mode)
+        for path, mode in modes.items()
+        if mode != (0o700 if (run.dir.root / path).is_dir() else 0o600)
+    }
+    assert wrong == {}
+    assert any(path.startswith("steps/build.1/packet-") for path in modes)
+    assert any(path.startswith("replies/") for path in modes)

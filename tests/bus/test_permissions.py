@@ -41,7 +41,7 @@ def step(call: str = "build.1") -> bus.StepFile:
 def test_run_directory_journal_and_log_are_private(tmp_path: Path, umask: int) -> None:
     run = RunDir(tmp_path / "state" / "flow" / "r1")
     run.create()
-    for directory in (run.root, run.steps, run.inbox, run.replies, run.outbox):
+    for directory in (run.root, run.steps, run.inbox, run.replies, run.outbox, run.calls):
         assert mode(directory) == 0o700, directory
     for file in (run.journal, run.log):
         assert mode(file) == 0o600 and file.stat().st_size == 0, file
