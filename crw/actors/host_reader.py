@@ -10,7 +10,8 @@ Calls never talk to the host themselves; they ask the reader. It
   `Settings.host_poll_interval`, in case a notification was lost or never sent;
 - keeps the newest token usage each thread reported;
 - turns a host that stops answering into one typed error, `HostUnavailable`,
-  raised to every caller, who decides what it means for its call.
+  raised to every caller, who decides what it means for its call; a connection
+  that is lost wakes every waiter at once, to meet it.
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ class HostReader:
         self._watches: dict[str, _Watch] = {}
         self.reads = 0
         """thread/read requests sent (tests assert the coalescing with it)."""
+
+    @property
+    def connected(self) -> bool:
+        """Whether the connection to the host is up (a request that timed out on a
+        live connection leaves it up)."""
+        return self._client.connected
 
     def _watch(self, thread_id: str) -> _Watch:
         return self._watches.setdefault(thread_id, _Watch())
@@ -217,7 +224,11 @@ class HostReader:
             async for note in notes:
                 self._on_notification(note)
         # The subscription ended (the connection closed, or it overflowed): the
-        # waiters fall back to polling, which also surfaces a lost connection.
+        # waiters fall back to polling. A lost connection wakes them at once, so
+        # each reads the host now and meets HostUnavailable.
+        if not self.connected:
+            for thread_id in list(self._watches):
+                self._signal(thread_id)
 
 
 @asynccontextmanager

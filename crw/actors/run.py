@@ -6,8 +6,14 @@ writer and commits its started row (backend, process, pid, role_pairs,
 policy_digest). It then connects to the run's host and runs the workflow's calls
 on the backend run.json names: the app-server backend opens a thread per call
 (`app_server_run`); the session backend publishes steps for the owner and binds
-the subagents it reports (`session_run`, with the Inbox actor). A host it cannot
-reach pauses the run.
+the subagents it reports (`session_run`, with the Inbox actor).
+
+A fault stops the process with one line (`crw.actors.faults`): a host it cannot
+reach, or one that goes away mid-run, pauses the run (host_unavailable; the calls
+in flight keep their rows and a resume goes on with them in place); a run file it
+cannot write pauses it (write_failed, with the error and the file); a journal it
+cannot append stops it with the line alone. Nothing is retried: the run waits
+for `crw flow resume`.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 
 import trio
 
+from crw.actors import faults
 from crw.actors.app_server_call import CallContext
 from crw.actors.app_server_run import run_app_server_calls
 from crw.actors.crash import crash_hook
@@ -29,7 +36,7 @@ from crw.actors.journal_writer import JournalWriter, open_journal_writer
 from crw.actors.session_call import SessionContext
 from crw.actors.session_run import answer_unrouted, run_session_calls
 from crw.clock import WallClock, system_clock
-from crw.engine.locks import hold_run
+from crw.engine.locks import ProcessLock, hold_run
 from crw.engine.roles import RoleTable, load_roles
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
@@ -37,7 +44,6 @@ from crw.engine.tmploc import TmpLocError, dir_from
 from crw.engine.workflow import Workflow, load_workflow
 from crw.errors import InputError, RefusedError
 from crw.host.connect import connect_host
-from crw.host.transport import HostUnavailable
 from crw.host.uri import parse_host_uri
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
@@ -80,7 +86,12 @@ async def run_process(
 ) -> str:
     """Hold the run, record this process's started row, and run what can be run.
 
-    Returns the run's state as the process leaves it.
+    Returns the run's state as the process leaves it (paused when its host went
+    away).
+
+    Raises:
+        RefusedError: a run file or the journal could not be written; its message
+            is the one line naming the file, the error and the fix.
     """
     roles = load_roles(state_dir / "roles.toml")
     workflow = load_workflow(Path(spec.workflow.path))
@@ -89,41 +100,69 @@ async def run_process(
             f"run {spec.id}: the workflow {spec.workflow.path} changed since the run "
             "started; restore the file the run started with"
         )
-    with hold_run(run_dir) as process_lock:
+    with hold_run(run_dir) as lock:
         ended = replay(read_journal(run_dir.journal).rows).ended_status
         if ended is not None:  # a late launch: a run that ended gets no row
             raise RefusedError(f"run {spec.id} has ended ({ended}); its process writes nothing")
-        hook = crash_hook(os.environ)
-        async with open_journal_writer(run_dir.journal, clock=clock, after_commit=hook) as journal:
-            await journal.commit(
-                [
-                    Started(
-                        backend=spec.backend,
-                        process=process_lock.token if process_lock else None,
-                        pid=os.getpid(),
-                        role_pairs=roles.role_pairs(),
-                        policy_digest=roles.policy_digest(),
-                    )
-                ]
-            )
-            rows = read_journal(run_dir.journal).rows
-            try:
-                async with (
-                    connect_host(
-                        parse_host_uri(spec.host or "codex"),
-                        codex_bin=spec.codex_bin,
-                        stderr=run_dir.root / "host.log",
-                    ) as client,
-                    open_host_reader(client, settings) as reader,
-                ):
-                    run = Backend(journal, reader, workflow, run_dir, spec, roles, settings, clock)
-                    if spec.backend == "session":
-                        return await run.session(rows)
-                    return await run.app_server(rows)
-            except HostUnavailable as err:
-                await journal.commit([Paused(reason="host_unavailable", error=str(err))])
-                log.warning("run %s paused: %s", spec.id, err)
-                return "paused"
+        try:
+            outcome = await _journaled(run_dir, spec, roles, workflow, settings, clock, lock)
+        except BaseException as exc:
+            fault = faults.classify(exc, spec.id, run_dir.journal)
+            if fault is None:
+                faults.raise_root(exc)
+            outcome = fault
+    if isinstance(outcome, str):
+        return outcome
+    if outcome.reason == "host_unavailable":
+        log.warning("%s", outcome.line)
+        return "paused"
+    raise RefusedError(outcome.line)
+
+
+async def _journaled(
+    run_dir: RunDir,
+    spec: RunSpec,
+    roles: RoleTable,
+    workflow: Workflow,
+    settings: Settings,
+    clock: WallClock,
+    process_lock: ProcessLock | None,
+) -> str | faults.Fault:
+    """Record the started row and run; a fault the journal can still record is
+    recorded (paused) and returned. Raises what it cannot record."""
+    hook = crash_hook(os.environ)
+    async with open_journal_writer(run_dir.journal, clock=clock, after_commit=hook) as journal:
+        await journal.commit(
+            [
+                Started(
+                    backend=spec.backend,
+                    process=process_lock.token if process_lock else None,
+                    pid=os.getpid(),
+                    role_pairs=roles.role_pairs(),
+                    policy_digest=roles.policy_digest(),
+                )
+            ]
+        )
+        rows = read_journal(run_dir.journal).rows
+        try:
+            async with (
+                connect_host(
+                    parse_host_uri(spec.host or "codex"),
+                    codex_bin=spec.codex_bin,
+                    stderr=run_dir.root / "host.log",
+                ) as client,
+                open_host_reader(client, settings) as reader,
+            ):
+                run = Backend(journal, reader, workflow, run_dir, spec, roles, settings, clock)
+                if spec.backend == "session":
+                    return await run.session(rows)
+                return await run.app_server(rows)
+        except BaseException as exc:
+            fault = faults.classify(exc, spec.id, run_dir.journal)
+            if fault is None or not fault.pauses:
+                raise
+            await journal.commit([Paused(reason=fault.reason, error=fault.error, file=fault.file)])
+            return fault
 
 
 @dataclass(frozen=True)

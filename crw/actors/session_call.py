@@ -40,7 +40,7 @@ from crw.engine.harvest import CallEnd
 from crw.engine.replies import call_record
 from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair, default_agent_type
-from crw.engine.rundir import RunDir
+from crw.engine.rundir import PRIVATE_DIR, RunDir
 from crw.engine.session_progress import CallProgress, progress
 from crw.engine.template import render_task
 from crw.engine.workflow import Node, Workflow
@@ -49,7 +49,6 @@ from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import (
     Allocation,
-    Held,
     Prepared,
     RowModel,
     SessionHostWarning,
@@ -94,7 +93,7 @@ class SessionCall:
         self.spent = spent
         """The run's running token figure, which this call's tokens count against."""
         self.task = render_task(node.task, results)
-        self.workspace = ctx.run.root / "calls" / call
+        self.workspace = ctx.run.calls / call
         self.pair = ctx.pairs.get(node.role) or RolePair(agent_type=default_agent_type(node.role))
         self.state: CallProgress = progress(rows)
         self.rows = list(rows)
@@ -110,16 +109,13 @@ class SessionCall:
         self.rows += [row.model_dump() for row in rows]
 
     async def run(self) -> CallEnd:
-        try:
-            return await self._run()
-        except HostUnavailable as err:
-            row = Held(call=self.call, reason="host_failure", error=str(err))
-            await self.commit([row])
-            return CallEnd(row)
-
-    async def _run(self) -> CallEnd:
+        """Take the call to its terminal row. A host that cannot be reached raises
+        HostUnavailable out of it with the call's rows as they are: the run pauses,
+        and a resumed process goes on with the call in place."""
         if self.state.prepared is None:
             await self._prepare()
+        else:  # the directory an earlier process made, or meant to make
+            await self._make_workspace()
         step = await self._current_step()
         while True:
             thread_id, turn_id = await self._bound_turn(step)
@@ -159,7 +155,12 @@ class SessionCall:
             input_digest=digest,
         )
         await self.commit([row])
-        await trio.to_thread.run_sync(lambda: self.workspace.mkdir(parents=True, exist_ok=True))
+        await self._make_workspace()
+
+    async def _make_workspace(self) -> None:
+        await trio.to_thread.run_sync(
+            lambda: self.workspace.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        )
 
     async def _current_step(self) -> StepPublished:
         """The step the call goes on with: the newest published one, or the first."""
@@ -347,6 +348,8 @@ class SessionCall:
         try:
             return await self.ctx.reader.read(agent), None, False
         except HostUnavailable as err:
+            if not self.ctx.reader.connected:
+                raise  # the host went away: the run pauses
             return None, str(err), False
         except HostRequestError as err:
             if unknown_thread(err):
@@ -431,7 +434,11 @@ class SessionCall:
             else:
                 subagents = await self.ctx.reader.subagents(self.ctx.owner)
                 thread = bind.find_spawned(step.marker or "", self.ctx.owner, subagents, self.pair)
-        except (HostUnavailable, HostRequestError):
+        except HostUnavailable:
+            if not self.ctx.reader.connected:
+                raise  # the host went away: the run pauses
+            return None
+        except HostRequestError:
             return None
         if thread is None or bind.find_marker_turn(step.marker or "", thread) is None:
             return None

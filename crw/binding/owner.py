@@ -17,12 +17,14 @@ The decision itself is `plan_bind`, a pure function of the last line.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISDIR
 from typing import Any
 
 from filelock import Timeout, UnixFileLock
@@ -31,6 +33,8 @@ FLOW_BOUND = "flow-bound"
 LOCK_NAME = "flow-bound.lock"
 LOCK_TIMEOUT = 10.0
 """Seconds a bind waits for the flow-bound directory's lock before it warns."""
+
+_TRUST_FIX = "make it the user's own, not writable by others and no link, then resume to bind"
 
 ORCHESTRATOR = "orchestrator"
 CLOSED = "closed"
@@ -46,10 +50,12 @@ class BindResult:
 
 @dataclass(frozen=True)
 class LastLine:
-    """The owner's last line as read: the object, or why it could not be read."""
+    """The owner's last line as read: the object, or why it could not be read, or
+    why the file cannot be trusted (then nothing is written to it either)."""
 
     line: dict[str, Any] | None
     unreadable: str | None = None
+    untrusted: str | None = None
 
     @property
     def open_run(self) -> str | None:
@@ -125,6 +131,10 @@ def bind_owner(
     try:
         with _flow_bound_lock(state):
             last = read_last_line(path)
+            if last.untrusted is not None:
+                return BindResult(
+                    False, f"{cannot}: {last.untrusted}; the run starts unbound, {_TRUST_FIX}"
+                )
             try:
                 plan = plan_bind(owner, last, line, is_live)
             except Exception as err:  # is_live is the caller's: a failure there only warns
@@ -138,6 +148,8 @@ def bind_owner(
             f"{cannot}: {flow_bound_dir(state) / LOCK_NAME} stayed held for {LOCK_TIMEOUT:g} s; "
             "the run starts unbound, resume it to bind",
         )
+    except UntrustedError as err:
+        return BindResult(False, f"{cannot}: {err.strerror}; the run starts unbound, {_TRUST_FIX}")
     except OSError as err:
         return BindResult(
             False,
@@ -176,15 +188,30 @@ def close_owner(state: Path, owner: str, run_id: str) -> str | None:
 
 
 def read_last_line(path: Path) -> LastLine:
-    """The last non-blank line of `path`; a missing file has none.
+    """The last non-blank line of `path`; a missing file has none. The file is
+    opened without following a symbolic link, and one that cannot be trusted (a
+    link, another user's, writable by group or others) is read as no binding,
+    its reason in `untrusted`.
 
     Raises:
         OSError: the file exists and cannot be read.
     """
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return LastLine(None)
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        return LastLine(None, untrusted=f"{path} is a symbolic link")
+    try:
+        distrust = untrusted(path, os.fstat(fd))
+        if distrust is not None:
+            return LastLine(None, untrusted=distrust)
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = file.read()
+    finally:
+        os.close(fd)
     lines = [raw for raw in data.splitlines() if raw.strip()]
     if not lines:
         return LastLine(None)
@@ -199,10 +226,39 @@ def read_last_line(path: Path) -> LastLine:
     return LastLine(parsed)
 
 
+def untrusted(path: Path, stat: os.stat_result) -> str | None:
+    """Why a flow-bound file or directory with `stat` cannot be trusted, or None:
+    another user owns it, or group or others may write it."""
+    if stat.st_uid != os.getuid():
+        return f"{path} is owned by another user (uid {stat.st_uid})"
+    if stat.st_mode & 0o022:
+        return f"{path} is writable by group or others (mode {stat.st_mode & 0o777:o})"
+    return None
+
+
+class UntrustedError(OSError):
+    """The flow-bound directory cannot be trusted; nothing is read or written there."""
+
+
+def _trusted_dir(directory: Path) -> None:
+    """Make the flow-bound directory (private to the user) or check the one there.
+
+    Raises:
+        UntrustedError: it is a symbolic link, another user's, or writable by others.
+    """
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    stat = os.lstat(directory)
+    if not S_ISDIR(stat.st_mode):
+        raise UntrustedError(errno.ENOTDIR, f"{directory} is not a directory (a symbolic link?)")
+    distrust = untrusted(directory, stat)
+    if distrust is not None:
+        raise UntrustedError(errno.EPERM, distrust)
+
+
 @contextmanager
 def _flow_bound_lock(state: Path) -> Iterator[None]:
     directory = flow_bound_dir(state)
-    directory.mkdir(parents=True, exist_ok=True)
+    _trusted_dir(directory)
     lock = UnixFileLock(
         directory / LOCK_NAME, thread_local=False, timeout=LOCK_TIMEOUT, fallback_to_soft=False
     )
@@ -216,8 +272,11 @@ def _append(path: Path, lines: list[dict[str, Any]]) -> None:
         return
     data = "".join(json.dumps(one, ensure_ascii=False) + "\n" for one in lines).encode()
     created = not path.exists()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
     try:
+        if created:
+            os.fchmod(fd, 0o600)
         if not created and _ends_torn(fd):
             data = b"\n" + data
         view = memoryview(data)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from crw.engine.markers import marker, op
-from crw.engine.rundir import RunDir
+from crw.engine.rundir import PRIVATE_DIR, PRIVATE_FILE, RunDir
 
 log = logging.getLogger("crw.bus")
 
@@ -127,15 +127,19 @@ def _check(data: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> No
 
 def write_atomic(path: Path, data: bytes, temp: Path | None = None) -> None:
     """Write `data` to `path` atomically: the temporary name `temp` in the same
-    directory (default `.<name>.tmp`), fsync, rename, fsync the directory.
+    directory (default `.<name>.tmp`), private to the user (0600 whatever the
+    umask), fsync, rename, fsync the directory.
 
     Raises:
-        OSError: the write failed; neither `temp` nor a partial `path` is left.
+        OSError: the write failed, its `filename` the file it was writing (also
+            for a write or fsync, which name none); neither `temp` nor a partial
+            `path` is left.
     """
     temp = temp if temp is not None else path.with_name(f".{path.name}.tmp")
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE)
         try:
+            os.fchmod(fd, PRIVATE_FILE)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -143,9 +147,11 @@ def write_atomic(path: Path, data: bytes, temp: Path | None = None) -> None:
         finally:
             os.close(fd)
         os.replace(temp, path)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(OSError):
             temp.unlink()
+        if isinstance(err, OSError) and err.filename is None:
+            err.filename = str(temp)
         raise
     fsync_dir(path.parent)
 
@@ -181,7 +187,7 @@ def close_path(run: RunDir, call: str, attempt: int, agent_id: str) -> Path:
 def _ensure_dir(directory: Path) -> None:
     if directory.is_dir():
         return
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     fsync_dir(directory.parent)
 
 

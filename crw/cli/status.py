@@ -46,7 +46,8 @@ def status_command(run: str, *, state: str | None, json: bool) -> int:
 
 
 def status_payload(run_id: str, run: RunState) -> dict[str, Any]:
-    """The `--json` object: run, state, backend, processes, ended_status, calls
+    """The `--json` object: run, state, backend, processes, ended_status, paused
+    ({reason, error, file} of a paused run, else null), calls
     [{call, node, role, state, attempts, turns, tokens}], tokens. The command adds
     run_dir, holder_pid (the pid of the process holding the run lock, or null) and
     corrupt (null, or {journal, offset, valid_at, reason, damage, fix} when the
@@ -57,6 +58,11 @@ def status_payload(run_id: str, run: RunState) -> dict[str, Any]:
         "backend": run.backend,
         "processes": run.processes,
         "ended_status": run.ended_status,
+        "paused": (
+            {"reason": run.paused_reason, "error": run.paused_error, "file": run.paused_file}
+            if run.state == "paused"
+            else None
+        ),
         "calls": [
             {
                 "call": call.call,
@@ -80,6 +86,8 @@ def _human(payload: dict[str, Any], run: RunState) -> str:
     holder = payload.get("holder_pid")
     head += f"; held by pid {holder}" if holder else "; no process holds it"
     lines = [head]
+    if run.state == "paused":
+        lines.append(f"  paused: {run.paused_why}")
     corrupt = payload.get("corrupt")
     if corrupt:
         lines += [f"  {corrupt['damage']}", f"  {corrupt['fix']}"]

@@ -209,7 +209,7 @@ def next_view(read: NextRead) -> NextView:
         steps=steps,
         slots=slots,
         spawn_formats=spawn_formats(pairs),
-        hint=hint(read, run.state, run.paused_reason, slots),
+        hint=hint(read, run.state, run.paused_why, slots),
         resumed_pid=read.resumed_pid,
     )
 

@@ -20,6 +20,9 @@ from crw.errors import InputError, RefusedError
 
 STATE_DIR_NAME = ".crw"
 FLOW = "flow"
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+"""The modes of what a run makes under its directory: the user's alone."""
 
 
 def resolve_state(state: str | None, environ: Mapping[str, str], cwd: Path) -> Path:
@@ -89,6 +92,11 @@ class RunDir:
         return self.root / "outbox"
 
     @property
+    def calls(self) -> Path:
+        """The calls' own directories (P), `calls/<call>`."""
+        return self.root / "calls"
+
+    @property
     def run_lock(self) -> Path:
         return self.root / "run.lock"
 
@@ -108,16 +116,28 @@ class RunDir:
         return self.root.is_dir()
 
     def create(self) -> None:
-        """Make the run's directory and its subdirectories.
+        """Make the run's directory, its subdirectories (0700) and its journal and
+        log (0600, empty): private to the user whatever the umask, so every file
+        the run writes there later is the user's alone.
 
         Raises:
             RefusedError: the directory exists already, or cannot be made.
         """
         try:
             self.root.parent.mkdir(parents=True, exist_ok=True)
-            self.root.mkdir()
-            for sub in (self.steps, self.inbox, self.replies, self.outbox):
-                sub.mkdir()
+            for directory in (
+                self.root,
+                self.steps,
+                self.inbox,
+                self.replies,
+                self.outbox,
+                self.calls,
+            ):
+                directory.mkdir(mode=PRIVATE_DIR)
+                os.chmod(directory, PRIVATE_DIR)
+            for file in (self.journal, self.log):
+                os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
+                os.chmod(file, PRIVATE_FILE)
         except FileExistsError:
             raise RefusedError(
                 f"run directory {self.root} exists already; start the run under a new id"

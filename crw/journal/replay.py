@@ -87,10 +87,19 @@ class RunState:
     policy_digest: str | None = None
     ended_status: str | None = None
     paused_reason: str | None = None
+    paused_error: str | None = None
+    paused_file: str | None = None
+    """The newest paused row's error and file (a write_failed pause names it)."""
     calls: dict[str, CallState] = field(default_factory=dict)
     spent: dict[str, int] = field(default_factory=lambda: token_parts(None))
     """The run's tokens: every call's terminal rows, each counted once."""
     last_seq: int = 0
+
+    @property
+    def paused_why(self) -> str:
+        """`write_failed: <file>: <error>`: why the run is paused, as its row says."""
+        parts = (self.paused_reason, self.paused_file, self.paused_error)
+        return ": ".join(part for part in parts if part)
 
 
 def replay(rows: Iterable[Row]) -> RunState:
@@ -137,11 +146,12 @@ def _started(run: RunState, row: Row) -> None:
     run.pid = row.get("pid")
     run.role_pairs = row.get("role_pairs")
     run.policy_digest = row.get("policy_digest")
-    run.paused_reason = None
+    run.paused_reason = run.paused_error = run.paused_file = None
 
 
 def _paused(run: RunState, row: Row) -> None:
     run.paused_reason = row.get("reason") or "paused"
+    run.paused_error, run.paused_file = row.get("error"), row.get("file")
 
 
 def _ended(run: RunState, row: Row) -> None:

@@ -193,6 +193,8 @@ class Paused(RowModel):
     error: str | None = None
     tokens: Tokens | None = None
     token_ceiling: int | None = None
+    file: str | None = None
+    """The file a write_failed pause could not write."""
 
 
 class Cancelled(RowModel):

@@ -79,8 +79,9 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "held": {"reason": "host_failure", "error": "thread/read: connection reset", "tokens": TOKENS},
     "superseded": {"by": "build.2", "tokens": TOKENS},
     "paused": {
-        "reason": "token_ceiling",
-        "error": "the run counted 1210 tokens, its token_ceiling is 1000",
+        "reason": "write_failed",
+        "error": "No space left on device (ENOSPC)",
+        "file": "/s/flow/r/replies/.r1.tmp",
         "tokens": TOKENS,
         "token_ceiling": 1000,
     },
