@@ -10,6 +10,7 @@ its effect:
                       each poll)
     thread_started +  the bind, one batch: a dispatch report the owner wrote,
     turn_started      or the subagent found on the host by its marker
+                      (`crw.actors.step_binder`)
     (harvest)         the marker turn read until it ends; the answer judged
     step_published    the repair: send_input to the open subagent (then
                       turn_started only), or a spawn when it was closed
@@ -30,28 +31,24 @@ import trio
 from crw.actors.host_reader import HostReader
 from crw.actors.inbox import Inbox
 from crw.actors.journal_writer import JournalWriter
+from crw.actors.step_binder import StepBinder
 from crw.actors.step_writer import StepWriter
 from crw.bus import steps as bus
-from crw.bus.inbox import Report
 from crw.clock import WallClock
 from crw.engine import answer, bind, harvest, outcome, packet
 from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
-from crw.engine.replies import call_record
 from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair, default_agent_type
 from crw.engine.rundir import PRIVATE_DIR, RunDir
 from crw.engine.session_progress import CallProgress, progress
 from crw.engine.template import render_task
 from crw.engine.workflow import Node, Workflow
-from crw.host.client import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
-from crw.host.transport import HostUnavailable
 from crw.journal.rows import (
     Allocation,
     Prepared,
     RowModel,
-    SessionHostWarning,
     StepPublished,
     Tokens,
     TokensUnmeasured,
@@ -98,9 +95,8 @@ class SessionCall:
         self.state: CallProgress = progress(rows)
         self.rows = list(rows)
         """The call's rows, those this process commits included."""
-        self.retries: dict[tuple[int, int, str | None], int] = {}
-        """How many times each report (k, attempt, subagent) was answered retry."""
         self.steps = StepWriter(self, ctx)
+        self.binder = StepBinder(self, ctx)
         self.resumed = False
         """The call goes on with a step an earlier process published."""
 
@@ -165,7 +161,7 @@ class SessionCall:
     async def _current_step(self) -> StepPublished:
         """The step the call goes on with: the newest published one, or the first."""
         if self.state.step is not None:
-            # A step an earlier process published: _await_bind answers its waiting
+            # A step an earlier process published: the binder answers its waiting
             # reports first, then looks it up, and only then writes it again.
             self.resumed = self.state.turn is None
             step = StepPublished.model_validate(dict(self.state.step))
@@ -247,7 +243,7 @@ class SessionCall:
             return thread_id, str(self.state.turn["turn_id"])
         if same_step and step.action == "spawn" and thread_id is not None:
             return await self._adopt(step, thread_id)
-        return await self._await_bind(step)
+        return await self.binder.await_bind(step)
 
     async def _adopt(self, step: StepPublished, thread_id: str) -> tuple[str, str]:
         """Last row thread_started: adopt the subagent, write only turn_started."""
@@ -273,184 +269,6 @@ class SessionCall:
             conversation_turn=step.conversation_turn,
             replaces_turn=step.replaces_turn,
         )
-
-    async def _await_bind(self, step: StepPublished) -> tuple[str, str]:
-        """Wait for the owner's report, or find the subagent on the host."""
-        with self.ctx.inbox.subscribe(self.call) as reports:
-            if self.resumed:  # the resume table's order for a last row step_published
-                self.resumed = False
-                bound = await self._resume_step(step, reports)
-                if bound is not None:
-                    return bound
-            while True:
-                report: Report | None = None
-                # Only the wait is under the poll's deadline: a bind, once begun, is
-                # never cut between its rows and its reply.
-                with trio.move_on_after(self.ctx.settings.poll_interval):
-                    report = await reports.receive()
-                if report is not None:
-                    bound = await self._decide(step, report)
-                else:
-                    bound = await self._look_up(step)
-                    await self.steps.retry()
-                if bound is not None:
-                    return bound
-
-    async def _resume_step(
-        self, step: StepPublished, reports: trio.MemoryReceiveChannel[Report]
-    ) -> tuple[str, str] | None:
-        """Answer first the reports that wait in the inbox (ATT-18), then look the
-        step up on the host (ATT-19; a repair is never sent twice, ATT-20), else
-        publish the same step again: write its files (ATT-21)."""
-        await self.ctx.inbox.poll()
-        while True:
-            try:
-                report = reports.receive_nowait()
-            except trio.WouldBlock:
-                break
-            bound = await self._decide(step, report)
-            if bound is not None:
-                return bound
-        bound = await self._look_up(step)
-        if bound is None:
-            await self.steps.write(step)
-        return bound
-
-    async def _decide(self, step: StepPublished, report: Report) -> tuple[str, str] | None:
-        """Answer the owner's report on `step`, or on another step of the call
-        (the reply table)."""
-        waiting = (report.k, report.attempt) == (step.k, step.attempt)
-        agent = report.agent_id or (step.agent_id if step.action == "send_input" else None)
-        thread, host_error, unknown = await self._read_agent(agent if waiting else None)
-        key = (report.k, report.attempt, agent)
-        decision = bind.decide_report(
-            run_id=self.ctx.run_id,
-            owner=self.ctx.owner,
-            report=report,
-            step=self._published(step),
-            record=call_record(self.rows),
-            attempt=self._attempt_state(step),
-            pair=self.pair,
-            thread=thread,
-            host_error=host_error,
-            unknown=unknown,
-            retries=self.retries.get(key, 0),
-        )
-        if decision.kind == "retry":
-            self.retries[key] = self.retries.get(key, 0) + 1
-        return await self._act(step, decision, report)
-
-    async def _read_agent(self, agent: str | None) -> tuple[Thread | None, str | None, bool]:
-        """The subagent's snapshot, or why the host cannot answer now, or that it
-        has no such thread."""
-        if not agent:
-            return None, None, False
-        try:
-            return await self.ctx.reader.read(agent), None, False
-        except HostUnavailable as err:
-            if not self.ctx.reader.connected:
-                raise  # the host went away: the run pauses
-            return None, str(err), False
-        except HostRequestError as err:
-            if unknown_thread(err):
-                return None, None, True
-            return None, str(err), False
-
-    async def _act(
-        self, step: StepPublished, decision: bind.Decision, report: Report | None
-    ) -> tuple[str, str] | None:
-        """Commit a bind's rows (one batch, BIND-6) before its reply; reply otherwise."""
-        if isinstance(decision, bind.Bound):
-            rows: list[RowModel] = [
-                r for r in (decision.thread_started, decision.turn_started) if r is not None
-            ]
-            closing = self.steps.bound()  # a step bound before its files could be written
-            await self.commit(rows + ([closing] if closing is not None else []))
-            await trio.to_thread.run_sync(
-                bus.retract_step, self.ctx.run, self.call, step.k or 1, step.attempt or 1
-            )
-            if report is not None:
-                body = {"reply": "bound", "reason": decision.reason, "warnings": decision.warnings}
-                await self.ctx.inbox.reply(report, body)
-            started = decision.thread_started
-            thread_id = started.thread_id if started is not None else step.agent_id
-            self.state.thread = started.model_dump() if started is not None else self.state.thread
-            if started is not None:
-                await self._close_strays(step, str(started.thread_id))
-            return str(thread_id), str(decision.turn_started.turn_id)
-        if report is not None:
-            reply: dict[str, Any] = {"reply": decision.kind, "reason": decision.reason}
-            if decision.pair is not None:
-                reply["pair"] = bind.reply_pair(decision.pair)
-            await self.ctx.inbox.reply(report, reply)
-        return None
-
-    async def _close_strays(self, step: StepPublished, bound_id: str) -> None:
-        """Every other open subagent of the owner carrying the bound attempt's marker
-        gets a close step; the first time, session_host_warning several_spawns."""
-        try:
-            subagents = await self.ctx.reader.subagents(self.ctx.owner)
-        except (HostUnavailable, HostRequestError):
-            return  # the bind stands; a stray's report is answered close
-        strays = bind.strays(step.marker or "", self.ctx.owner, bound_id, subagents)
-        if not strays:
-            return
-        warned = any(
-            row.get("row") == "session_host_warning" and row.get("op") == step.op
-            for row in self.rows
-        )
-        if not warned:
-            warning = SessionHostWarning(call=self.call, op=step.op, warnings=["several_spawns"])
-            await self.commit([warning])
-        for agent in strays:
-            await trio.to_thread.run_sync(
-                bus.write_close, self.ctx.run, self.call, step.attempt or 1, agent
-            )
-
-    def _published(self, step: StepPublished) -> bind.PublishedStep:
-        return bind.PublishedStep(
-            call=self.call,
-            k=step.k or 1,
-            attempt=step.attempt or 1,
-            op=step.op or "",
-            marker=step.marker or "",
-            role=self.node.role,
-            action=step.action or "spawn",
-            agent_id=step.agent_id,
-            workspace=str(self.workspace),
-            conversation_turn=step.conversation_turn,
-            replaces_turn=step.replaces_turn,
-        )
-
-    def _attempt_state(self, step: StepPublished) -> bind.AttemptState:
-        bound = step.agent_id if step.action == "send_input" else self.state.bound_thread_id
-        return bind.AttemptState(thread_id=bound, prior_pairs=tuple(self.state.pairs))
-
-    async def _look_up(self, step: StepPublished) -> tuple[str, str] | None:
-        """The marker on the host: a spawn, or a repair, never reported (DISP-25/26)."""
-        try:
-            if step.action == "send_input" and step.agent_id:
-                thread: Thread | None = await self.ctx.reader.read(step.agent_id)
-            else:
-                subagents = await self.ctx.reader.subagents(self.ctx.owner)
-                thread = bind.find_spawned(step.marker or "", self.ctx.owner, subagents, self.pair)
-        except HostUnavailable:
-            if not self.ctx.reader.connected:
-                raise  # the host went away: the run pauses
-            return None
-        except HostRequestError:
-            return None
-        if thread is None or bind.find_marker_turn(step.marker or "", thread) is None:
-            return None
-        decision = bind.decide_bind(
-            self.ctx.owner,
-            self._published(step),
-            self._attempt_state(step),
-            self.pair,
-            None,
-            thread,
-        )
-        return await self._act(step, decision, None)
 
     async def _repair(
         self, step: StepPublished, thread: Thread, turn: Any, seen: Tokens, call_tokens: Tokens

@@ -1,0 +1,223 @@
+"""Binding a session call's waiting step: the owner's reports and the marker lookup.
+
+While a step waits, its call's binder answers each dispatch report the inbox
+hands it (the reply table, `crw.engine.bind.decide_report`) and, at every poll,
+looks the step's marker up on the host, so a subagent spawned, or a repair sent,
+and never reported is bound all the same (DISP-25, DISP-26). A bind commits its
+rows in one batch before its reply (BIND-6). A resumed call answers the reports
+that wait in the inbox first, then looks the step up, and only then writes the
+step again (ATT-18..21).
+
+The decisions are the engine's pure functions; the binder moves data between
+them, the inbox, the host reader and the call's journal.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from crw.bus import steps as bus
+from crw.bus.inbox import Report
+from crw.engine import bind
+from crw.engine.replies import call_record
+from crw.host.client import HostRequestError, unknown_thread
+from crw.host.protocol import Thread
+from crw.host.transport import HostUnavailable
+from crw.journal.rows import RowModel, SessionHostWarning, StepPublished
+
+if TYPE_CHECKING:
+    from crw.actors.session_call import SessionCall, SessionContext
+
+
+class StepBinder:
+    """The bind of one call's waiting step; `await_bind` returns its subagent and turn."""
+
+    def __init__(self, actor: SessionCall, ctx: SessionContext) -> None:
+        self.actor = actor
+        self.ctx = ctx
+        self.retries: dict[tuple[int, int, str | None], int] = {}
+        """How many times each report (k, attempt, subagent) was answered retry."""
+
+    async def await_bind(self, step: StepPublished) -> tuple[str, str]:
+        """Wait for the owner's report, or find the subagent on the host."""
+        with self.ctx.inbox.subscribe(self.actor.call) as reports:
+            if self.actor.resumed:  # the resume table's order for a last row step_published
+                self.actor.resumed = False
+                bound = await self._resume_step(step, reports)
+                if bound is not None:
+                    return bound
+            while True:
+                report: Report | None = None
+                # Only the wait is under the poll's deadline: a bind, once begun, is
+                # never cut between its rows and its reply.
+                with trio.move_on_after(self.ctx.settings.poll_interval):
+                    report = await reports.receive()
+                if report is not None:
+                    bound = await self._decide(step, report)
+                else:
+                    bound = await self._look_up(step)
+                    await self.actor.steps.retry()
+                if bound is not None:
+                    return bound
+
+    async def _resume_step(
+        self, step: StepPublished, reports: trio.MemoryReceiveChannel[Report]
+    ) -> tuple[str, str] | None:
+        """Answer first the reports that wait in the inbox (ATT-18), then look the
+        step up on the host (ATT-19; a repair is never sent twice, ATT-20), else
+        publish the same step again: write its files (ATT-21)."""
+        await self.ctx.inbox.poll()
+        while True:
+            try:
+                report = reports.receive_nowait()
+            except trio.WouldBlock:
+                break
+            bound = await self._decide(step, report)
+            if bound is not None:
+                return bound
+        bound = await self._look_up(step)
+        if bound is None:
+            await self.actor.steps.write(step)
+        return bound
+
+    async def _decide(self, step: StepPublished, report: Report) -> tuple[str, str] | None:
+        """Answer the owner's report on `step`, or on another step of the call
+        (the reply table)."""
+        waiting = (report.k, report.attempt) == (step.k, step.attempt)
+        agent = report.agent_id or (step.agent_id if step.action == "send_input" else None)
+        thread, host_error, unknown = await self._read_agent(agent if waiting else None)
+        key = (report.k, report.attempt, agent)
+        decision = bind.decide_report(
+            run_id=self.ctx.run_id,
+            owner=self.ctx.owner,
+            report=report,
+            step=self._published(step),
+            record=call_record(self.actor.rows),
+            attempt=self._attempt_state(step),
+            pair=self.actor.pair,
+            thread=thread,
+            host_error=host_error,
+            unknown=unknown,
+            retries=self.retries.get(key, 0),
+        )
+        if decision.kind == "retry":
+            self.retries[key] = self.retries.get(key, 0) + 1
+        return await self._act(step, decision, report)
+
+    async def _read_agent(self, agent: str | None) -> tuple[Thread | None, str | None, bool]:
+        """The subagent's snapshot, or why the host cannot answer now, or that it
+        has no such thread."""
+        if not agent:
+            return None, None, False
+        try:
+            return await self.ctx.reader.read(agent), None, False
+        except HostUnavailable as err:
+            if not self.ctx.reader.connected:
+                raise  # the host went away: the run pauses
+            return None, str(err), False
+        except HostRequestError as err:
+            if unknown_thread(err):
+                return None, None, True
+            return None, str(err), False
+
+    async def _act(
+        self, step: StepPublished, decision: bind.Decision, report: Report | None
+    ) -> tuple[str, str] | None:
+        """Commit a bind's rows (one batch, BIND-6) before its reply; reply otherwise."""
+        if isinstance(decision, bind.Bound):
+            rows: list[RowModel] = [
+                r for r in (decision.thread_started, decision.turn_started) if r is not None
+            ]
+            closing = self.actor.steps.bound()  # a step bound before its files could be written
+            await self.actor.commit(rows + ([closing] if closing is not None else []))
+            await trio.to_thread.run_sync(
+                bus.retract_step, self.ctx.run, self.actor.call, step.k or 1, step.attempt or 1
+            )
+            if report is not None:
+                body = {"reply": "bound", "reason": decision.reason, "warnings": decision.warnings}
+                await self.ctx.inbox.reply(report, body)
+            started = decision.thread_started
+            thread_id = started.thread_id if started is not None else step.agent_id
+            if started is not None:
+                self.actor.state.thread = started.model_dump()
+                await self._close_strays(step, str(started.thread_id))
+            return str(thread_id), str(decision.turn_started.turn_id)
+        if report is not None:
+            reply: dict[str, Any] = {"reply": decision.kind, "reason": decision.reason}
+            if decision.pair is not None:
+                reply["pair"] = bind.reply_pair(decision.pair)
+            await self.ctx.inbox.reply(report, reply)
+        return None
+
+    async def _close_strays(self, step: StepPublished, bound_id: str) -> None:
+        """Every other open subagent of the owner carrying the bound attempt's marker
+        gets a close step; the first time, session_host_warning several_spawns."""
+        try:
+            subagents = await self.ctx.reader.subagents(self.ctx.owner)
+        except (HostUnavailable, HostRequestError):
+            return  # the bind stands; a stray's report is answered close
+        strays = bind.strays(step.marker or "", self.ctx.owner, bound_id, subagents)
+        if not strays:
+            return
+        warned = any(
+            row.get("row") == "session_host_warning" and row.get("op") == step.op
+            for row in self.actor.rows
+        )
+        if not warned:
+            warning = SessionHostWarning(
+                call=self.actor.call, op=step.op, warnings=["several_spawns"]
+            )
+            await self.actor.commit([warning])
+        for agent in strays:
+            await trio.to_thread.run_sync(
+                bus.write_close, self.ctx.run, self.actor.call, step.attempt or 1, agent
+            )
+
+    def _published(self, step: StepPublished) -> bind.PublishedStep:
+        return bind.PublishedStep(
+            call=self.actor.call,
+            k=step.k or 1,
+            attempt=step.attempt or 1,
+            op=step.op or "",
+            marker=step.marker or "",
+            role=self.actor.node.role,
+            action=step.action or "spawn",
+            agent_id=step.agent_id,
+            workspace=str(self.actor.workspace),
+            conversation_turn=step.conversation_turn,
+            replaces_turn=step.replaces_turn,
+        )
+
+    def _attempt_state(self, step: StepPublished) -> bind.AttemptState:
+        bound = step.agent_id if step.action == "send_input" else self.actor.state.bound_thread_id
+        return bind.AttemptState(thread_id=bound, prior_pairs=tuple(self.actor.state.pairs))
+
+    async def _look_up(self, step: StepPublished) -> tuple[str, str] | None:
+        """The marker on the host: a spawn, or a repair, never reported (DISP-25/26)."""
+        try:
+            if step.action == "send_input" and step.agent_id:
+                thread: Thread | None = await self.ctx.reader.read(step.agent_id)
+            else:
+                subagents = await self.ctx.reader.subagents(self.ctx.owner)
+                thread = bind.find_spawned(
+                    step.marker or "", self.ctx.owner, subagents, self.actor.pair
+                )
+        except HostUnavailable:
+            if not self.ctx.reader.connected:
+                raise  # the host went away: the run pauses
+            return None
+        except HostRequestError:
+            return None
+        if thread is None or bind.find_marker_turn(step.marker or "", thread) is None:
+            return None
+        decision = bind.decide_bind(
+            self.ctx.owner,
+            self._published(step),
+            self._attempt_state(step),
+            self.actor.pair,
+            None,
+            thread,
+        )
+        return await self._act(step, decision, None)
