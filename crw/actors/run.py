@@ -37,6 +37,7 @@ from crw.actors.session_call import SessionContext
 from crw.actors.session_run import answer_unrouted, run_session_calls
 from crw.clock import WallClock, system_clock
 from crw.engine.locks import ProcessLock, hold_run
+from crw.engine.replies import CallRecords
 from crw.engine.roles import RoleTable, load_roles
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
@@ -195,11 +196,12 @@ class Backend:
 
     async def session(self, rows: list[dict[str, Any]]) -> str:
         replayed = replay(rows)
+        records = CallRecords(rows)  # kept up to date by each call's commits
         inbox = Inbox(
             self.run_dir,
             self.spec.id,
             self.settings,
-            lambda report: answer_unrouted(read_journal(self.run_dir.journal).rows, report),
+            lambda report: answer_unrouted(records, report),
         )
         ctx = SessionContext(
             journal=self.journal,
@@ -213,6 +215,7 @@ class Backend:
             pairs=self.roles.roles,
             settings=self.settings,
             clock=self.clock,
+            records=records,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(inbox.run)

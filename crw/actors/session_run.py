@@ -9,7 +9,7 @@ answered here (`answer_unrouted`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import trio
@@ -20,19 +20,19 @@ from crw.bus import steps as bus
 from crw.bus.inbox import Report
 from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
-from crw.engine.replies import call_record, decide_late
+from crw.engine.replies import CallRecords, decide_late
 from crw.engine.workflow import Node
 from crw.host.client import HostRequestError
 from crw.host.transport import HostUnavailable
 from crw.journal.replay import TERMINAL_ROWS, RunState
 
 
-def answer_unrouted(rows: Iterable[Mapping[str, Any]], report: Report) -> dict[str, Any] | None:
+def answer_unrouted(records: CallRecords, report: Report) -> dict[str, Any] | None:
     """The reply to a report no call actor waits for (the reply table), from the
-    journal's `rows`, or None: it names the step its call waits on, whose actor
-    has not come to it yet (a resumed run's first read of its inbox), and waits in
-    the inbox for that actor (ATT-18)."""
-    record = call_record(row for row in rows if row.get("call") == report.call)
+    calls' `records` the run keeps as it commits, or None: it names the step its
+    call waits on, whose actor has not come to it yet (a resumed run's first read
+    of its inbox), and waits in the inbox for that actor (ATT-18)."""
+    record = records.record(report.call)
     if record.waits_on(report.attempt, report.k):
         return None
     reply = decide_late(report.k, report.attempt, report.agent_id, record)
