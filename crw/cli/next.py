@@ -97,8 +97,10 @@ def _refs(run_dir: RunDir, state_dir: Path, *, explicit: bool) -> tuple[str, str
 
 
 class _Reader:
-    """Reads the run again and again; the journal is parsed only when it changed,
-    and a torn tail is warned about on the first read only."""
+    """Reads the run again and again. Each row is decoded and replayed once: a read
+    decodes only what the journal appended since the last one and folds it on into
+    the same state (a read's state is the reader's, folded on by the next read);
+    a torn tail is warned about on the first read only."""
 
     def __init__(self, run_dir: RunDir, state_dir: Path, refs: tuple[str, str]) -> None:
         self.run_dir = run_dir
@@ -108,10 +110,12 @@ class _Reader:
         self._store_pairs: dict[str, dict[str, str]] | None = None
         self._stamp: tuple[int, int, int] | None = None
         self._rows: list[Row] = []
+        self._run = replay(())
+        self._end = 0
+        """The byte offset just past the last whole batch read."""
 
     def read(self) -> NextRead:
-        rows = self._journal_rows()
-        run = replay(rows)
+        rows, run = self._journal()
         held = run_is_live(self.run_dir)
         tokens = held_process_tokens(self.run_dir) if held else []
         steps = list_steps(self.run_dir)
@@ -134,6 +138,7 @@ class _Reader:
             step_times=_step_times(self.run_dir, steps),
             reported=frozenset((r.call, r.k, r.attempt) for r in read_reports(self.run_dir)),
             ready_nodes=self.ready_nodes(run) if needs_ready_nodes(run) else (),
+            replayed=run,
         )
 
     def ready_nodes(self, run: RunState) -> tuple[str, ...] | None:
@@ -160,20 +165,29 @@ class _Reader:
             self._store_pairs = _store_pairs(self.state_dir)
         return self._store_pairs
 
-    def _journal_rows(self) -> list[Row]:
+    def _journal(self) -> tuple[list[Row], RunState]:
+        """The journal's rows and their state, decoding and folding only what it
+        appended since the last read."""
         path = self.run_dir.journal
         try:
             stat = path.stat()
         except FileNotFoundError:
-            return []
+            return [], self._run
         stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        if stamp != self._stamp:
-            first = self._stamp is None
-            self._rows = list(
-                read_journal(path).rows if first else decode(path.read_bytes(), path).rows
-            )
-            self._stamp = stamp
-        return self._rows
+        if stamp == self._stamp:
+            return self._rows, self._run
+        if self._stamp is None or stamp[0] != self._stamp[0] or stat.st_size < self._end:
+            read = read_journal(path) if self._stamp is None else decode(path.read_bytes(), path)
+            self._rows, self._run, self._end = list(read.rows), replay(read.rows), read.end
+        else:
+            with path.open("rb") as journal:
+                journal.seek(self._end)
+                read = decode(journal.read(), path, after=self._run.last_seq)
+            self._rows += read.rows
+            replay(read.rows, into=self._run)
+            self._end += read.end
+        self._stamp = stamp
+        return self._rows, self._run
 
 
 def _store_pairs(state_dir: Path) -> dict[str, dict[str, str]]:
@@ -255,7 +269,7 @@ def _wait(reader: _Reader, first: NextRead, wait: float) -> NextRead:
 
 
 def _state(read: NextRead) -> str:
-    return "starting" if is_starting(read) else replay(read.rows).state
+    return "starting" if is_starting(read) else read.run_state.state
 
 
 def human(view: NextView) -> str:

@@ -57,7 +57,7 @@ from crw.engine.next_state import (
     stale_steps,
 )
 from crw.engine.role_names import ROLES, default_agent_type
-from crw.journal.replay import TERMINAL_ROWS, Row, replay
+from crw.journal.replay import TERMINAL_ROWS, Row, RunState, replay
 
 __all__ = [
     "RESUMABLE_STATES",
@@ -121,6 +121,16 @@ class NextRead:
     step_times: Mapping[StepKey, int] = field(default_factory=dict)
     reported: frozenset[StepKey] = frozenset()
     ready_nodes: Sequence[str] | None = ()
+    replayed: RunState | None = None
+    """`rows` replayed, when the reader replayed them (else replayed once, on demand)."""
+
+    @property
+    def run_state(self) -> RunState:
+        """The rows' state: replayed once per read, whoever asks."""
+        if self.replayed is None:
+            object.__setattr__(self, "replayed", replay(self.rows))
+        assert self.replayed is not None
+        return self.replayed
 
     def command(self, verb: str, rest: str = "") -> str:
         """`crw flow VERB RUN REST [--state S]`: a command about this run."""
@@ -184,7 +194,7 @@ class NextView:
 
 def next_view(read: NextRead) -> NextView:
     """The answer to `read` (CMD-NEXT-1..15, CMD-NEXT-31)."""
-    run = replay(read.rows)
+    run = read.run_state
     slots = Slots(read.max_threads, open_subagents(read.rows, read.closes))
     if is_starting(read):
         return NextView(
@@ -391,7 +401,7 @@ def _state_sentences(state: str, paused_reason: str | None, read: NextRead) -> l
 
 def _decision_sentence(read: NextRead) -> str:
     """The held calls, and what can be done about them with the commands there are."""
-    run = replay(read.rows)
+    run = read.run_state
     held = ", ".join(
         f"{c.call} ({c.reason})" if c.reason else c.call
         for c in run.calls.values()

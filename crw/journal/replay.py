@@ -102,10 +102,14 @@ class RunState:
         return ": ".join(part for part in parts if part)
 
 
-def replay(rows: Iterable[Row]) -> RunState:
+def replay(rows: Iterable[Row], into: RunState | None = None) -> RunState:
     """Fold a run's rows, in journal order, into its state. Never raises for a
-    kind or field it does not know: later crw versions may write them."""
-    run = RunState()
+    kind or field it does not know: later crw versions may write them.
+
+    `into`: the state the rows before `rows` left, folded on in place (a reader
+    that reads a growing journal folds each row once).
+    """
+    run = into if into is not None else RunState()
     for row in rows:
         run.last_seq = int(row.get("seq") or run.last_seq)
         handler = _RUN_HANDLERS.get(row.get("row", ""))
