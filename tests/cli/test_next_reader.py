@@ -31,7 +31,7 @@ def test_reads_again_decode_and_replay_only_the_rows_appended(
     run.create()
     decoded: list[int] = []
     folded: list[int] = []
-    whole_line = log.whole_line
+    whole_line = log.whole_line  # type: ignore[attr-defined]
 
     def count_line(*args: Any, **kwargs: Any) -> Any:
         decoded.append(1)
