@@ -48,7 +48,8 @@ from crw.engine.next_view import (
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.errors import CrwError, InputError
 from crw.journal.log import decode, read_journal
-from crw.journal.replay import Row, RunState, replay
+from crw.journal.replay import RunState, replay
+from crw.journal.snapshot import replay_journal
 
 log = logging.getLogger("crw.next")
 
@@ -109,20 +110,19 @@ class _Reader:
         self.state_dir = state_dir
         self._store_pairs: dict[str, dict[str, str]] | None = None
         self._stamp: tuple[int, int, int] | None = None
-        self._rows: list[Row] = []
         self._run = replay(())
         self._end = 0
         """The byte offset just past the last whole batch read."""
 
     def read(self) -> NextRead:
-        rows, run = self._journal()
+        run = self._journal()
         held = run_is_live(self.run_dir)
         tokens = held_process_tokens(self.run_dir) if held else []
         steps = list_steps(self.run_dir)
         pinned = held and run.role_pairs is not None
         return NextRead(
             run=self.run_dir.id,
-            rows=rows,
+            rows=(),
             steps=steps,
             closes=list_closes(self.run_dir),
             max_threads=self.max_threads,
@@ -165,29 +165,28 @@ class _Reader:
             self._store_pairs = _store_pairs(self.state_dir)
         return self._store_pairs
 
-    def _journal(self) -> tuple[list[Row], RunState]:
-        """The journal's rows and their state, decoding and folding only what it
-        appended since the last read."""
+    def _journal(self) -> RunState:
+        """The journal's state, decoding and folding only what it appended since
+        the last read (the first read starts from the run's replay snapshot)."""
         path = self.run_dir.journal
         try:
             stat = path.stat()
         except FileNotFoundError:
-            return [], self._run
+            return self._run
         stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         if stamp == self._stamp:
-            return self._rows, self._run
+            return self._run
         if self._stamp is None or stamp[0] != self._stamp[0] or stat.st_size < self._end:
-            read = read_journal(path) if self._stamp is None else decode(path.read_bytes(), path)
-            self._rows, self._run, self._end = list(read.rows), replay(read.rows), read.end
+            self._run, read = replay_journal(path)
+            self._end = read.end
         else:
             with path.open("rb") as journal:
                 journal.seek(self._end)
                 read = decode(journal.read(), path, after=self._run.last_seq)
-            self._rows += read.rows
             replay(read.rows, into=self._run)
             self._end += read.end
         self._stamp = stamp
-        return self._rows, self._run
+        return self._run
 
 
 def _store_pairs(state_dir: Path) -> dict[str, dict[str, str]]:

@@ -16,8 +16,9 @@ from typing import Any
 from crw.cli.output import emit, format_tokens
 from crw.engine.locks import holder_pid, is_held
 from crw.engine.rundir import find_run, resolve_state
-from crw.journal.log import JournalCorruptError, read_journal
+from crw.journal.log import JournalCorruptError
 from crw.journal.replay import RunState, replay
+from crw.journal.snapshot import replay_journal
 
 SUMMARY_OVER = 40
 """A run of more calls is summarised in the human form (--all lists them all)."""
@@ -29,9 +30,9 @@ def status_command(run: str, *, state: str | None, json: bool, all_calls: bool =
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
     corrupt: dict[str, Any] | None = None
     try:
-        rows = read_journal(run_dir.journal).rows
+        run_state, _ = replay_journal(run_dir.journal)
     except JournalCorruptError as err:
-        rows = err.intact.rows
+        run_state = replay(err.intact.rows)
         corrupt = {
             "journal": str(err.path),
             "offset": err.offset,
@@ -40,7 +41,6 @@ def status_command(run: str, *, state: str | None, json: bool, all_calls: bool =
             "damage": err.damage,
             "fix": err.FIX,
         }
-    run_state = replay(rows)
     if corrupt is not None:
         run_state.state = "corrupt"
     payload = status_payload(run_dir.root.name, run_state)

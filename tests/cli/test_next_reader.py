@@ -10,7 +10,7 @@ import pytest
 
 from crw.cli import next as next_module
 from crw.engine.rundir import RunDir
-from crw.journal import log
+from crw.journal import log, snapshot
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.replay import replay
 from crw.journal.rows import Prepared, Started, StepPublished
@@ -44,6 +44,7 @@ def test_reads_again_decode_and_replay_only_the_rows_appended(
 
     monkeypatch.setattr(log, "whole_line", count_line)
     monkeypatch.setattr(next_module, "replay", count_rows)
+    monkeypatch.setattr(snapshot, "replay", count_rows)
     seq = _append(run, 1, [Started(backend="session", process="p", pid=1)])
     reader = next_module._Reader(run, tmp_path, ("r", ""))
     for n in range(20):
