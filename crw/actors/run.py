@@ -18,6 +18,7 @@ for `crw flow resume`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -43,12 +44,13 @@ from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
 from crw.engine.tmploc import TmpLocError, dir_from
 from crw.engine.workflow import Workflow, load_workflow
-from crw.errors import InputError, RefusedError
+from crw.errors import CrwError, InputError, RefusedError
 from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import Paused, Started
+from crw.journal.snapshot import replay_journal
 from crw.settings import DEFAULT_SETTINGS, Settings
 
 log = logging.getLogger("crw.run")
@@ -102,7 +104,7 @@ async def run_process(
             "started; restore the file the run started with"
         )
     with hold_run(run_dir) as lock:
-        ended = replay(read_journal(run_dir.journal).rows).ended_status
+        ended = replay_journal(run_dir.journal)[0].ended_status
         if ended is not None:  # a late launch: a run that ended gets no row
             raise RefusedError(f"run {spec.id} has ended ({ended}); its process writes nothing")
         try:
@@ -112,12 +114,20 @@ async def run_process(
             if fault is None:
                 faults.raise_root(exc)
             outcome = fault
+        _keep_snapshot(run_dir)
     if isinstance(outcome, str):
         return outcome
     if outcome.reason == "host_unavailable":
         log.warning("%s", outcome.line)
         return "paused"
     raise RefusedError(outcome.line)
+
+
+def _keep_snapshot(run_dir: RunDir) -> None:
+    """Leave the replay snapshot of the journal as this process leaves it, so the
+    owner's next `status` or `next` reads only what later processes append."""
+    with contextlib.suppress(CrwError, OSError):  # else the commands read it whole
+        replay_journal(run_dir.journal)
 
 
 async def _journaled(
