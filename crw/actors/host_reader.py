@@ -176,6 +176,19 @@ class HostReader:
             )
         return await spawns.carrying(marker)
 
+    async def loaded_subagents(self, owner: str) -> set[str]:
+        """The ids of the owner's subagents the host lists loaded (not notLoaded):
+        one thread/list page per 100 subagents, no thread/read."""
+        loaded: set[str] = set()
+        cursor: str | None = None
+        while True:
+            page, cursor = await self._list_subagents(cursor)
+            loaded |= {
+                t.id for t in page if t.parentThreadId == owner and t.status.type != "notLoaded"
+            }
+            if not cursor:
+                return loaded
+
     async def _list_subagents(self, cursor: str | None) -> tuple[list[Thread], str | None]:
         """One page of the host's subagents, newest created first."""
         params: dict[str, Any] = {"sourceKinds": ["subAgentThreadSpawn"], "limit": 100}

@@ -60,16 +60,22 @@ async def run_session_calls(
 
 async def close_left_open(ctx: SessionContext, replayed: RunState) -> None:
     """A call whose process died right after its terminal row never published its
-    subagent's close step (HARV-56): publish it now, when the host still shows the
-    subagent loaded."""
-    for call in replayed.calls.values():
-        if call.state not in TERMINAL_ROWS or not call.thread_id:
-            continue
-        try:
-            thread = await ctx.reader.read(call.thread_id)
-        except (HostUnavailable, HostRequestError):
-            continue
-        if thread.status.type != "notLoaded":
-            await trio.to_thread.run_sync(
-                bus.write_close, ctx.run, call.call, call.attempt or 1, call.thread_id
-            )
+    subagent's close step (HARV-56): publish it now, when the host still lists the
+    subagent loaded. One listing of the owner's subagents answers for every ended
+    call, however many there are."""
+    ended = {
+        call.thread_id: call
+        for call in replayed.calls.values()
+        if call.state in TERMINAL_ROWS and call.thread_id
+    }
+    if not ended:
+        return
+    try:
+        loaded = await ctx.reader.loaded_subagents(ctx.owner)
+    except (HostUnavailable, HostRequestError):
+        return
+    for thread_id in sorted(loaded & ended.keys()):
+        call = ended[thread_id]
+        await trio.to_thread.run_sync(
+            bus.write_close, ctx.run, call.call, call.attempt or 1, thread_id
+        )

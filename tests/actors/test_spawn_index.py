@@ -1,4 +1,5 @@
-"""The marker lookup's host requests: in proportion to the owner's new subagents.
+"""The session run's host requests: the marker lookup's in proportion to the owner's
+new subagents, a resume's not one read per ended call.
 
 The lookup (DISP-25) lists the host's subagents and reads the owner's new ones at
 every poll of every waiting spawn step; what it costs must not grow with the
@@ -11,13 +12,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import trio
 from trio.testing import MockClock
 
 from crw.actors.host_reader import HostReader, open_host_reader
+from crw.actors.session_run import close_left_open
+from crw.bus.steps import list_closes
+from crw.engine.rundir import RunDir
 from crw.host.client import HostClient, open_client
 from crw.host.sim.server import connect_in_memory, open_sim_host
+from crw.journal.replay import CallState, RunState
 from crw.settings import Settings
 
 POLL = 2.0
@@ -125,3 +132,24 @@ async def test_a_subagent_read_for_its_first_message_is_not_read_again(
         )
         await trio.sleep(POLL)
         assert await lookup_cost(reader, owner, "a.1/t1-a1") == (1, 0, 0)
+
+
+async def test_a_resumed_run_closes_left_open_subagents_from_one_listing(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-56. A resumed run finds the ended calls' subagents the host still
+    holds loaded from the listing: no thread/read per ended call."""
+    async with owner_on_sim(tmp_path) as (client, reader, owner):
+        run = RunDir(tmp_path / "run")
+        run.create()
+        replayed = RunState()
+        for n in range(150):
+            agent = await spawn(client, owner, f"n{n}.1/t1-a1", close=n >= 3)
+            replayed.calls[f"n{n}.1"] = CallState(
+                call=f"n{n}.1", state="completed", thread_id=agent, attempt=1
+            )
+        ctx: Any = SimpleNamespace(reader=reader, owner=owner, run=run)
+        reads = reader.reads
+        await close_left_open(ctx, replayed)
+        assert reader.reads == reads and reader.lists == 2  # 150 subagents, 100 a page
+        assert sorted(c.call for c in list_closes(run)) == ["n0.1", "n1.1", "n2.1"]
