@@ -45,6 +45,7 @@ from crw.engine.next_view import (
     next_view,
     should_resume,
 )
+from crw.engine.role_names import ROLES, default_agent_type
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.errors import CrwError, InputError
 from crw.journal.log import decode, read_journal
@@ -191,7 +192,10 @@ class _Reader:
 
 def _store_pairs(state_dir: Path) -> dict[str, dict[str, str]]:
     """The role store's pairs; a store that cannot be read is warned about and
-    answers every role undecided (a resume then refuses it itself)."""
+    answers every role undecided (a resume then refuses it itself), as does a state
+    directory with no store."""
+    if not (state_dir / "roles.toml").exists():
+        return {role: {"agent_type": default_agent_type(role)} for role in ROLES}
     # Imported here: the role store is pydantic, and next's cold start must not pay
     # for it unless it reads the store.
     from crw.engine.roles import RoleTable, load_roles

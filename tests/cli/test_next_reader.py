@@ -3,6 +3,8 @@ many times --wait reads the run again."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +60,21 @@ def test_reads_again_decode_and_replay_only_the_rows_appended(
     assert read.run_state.last_seq == seq - 1 == 41
     assert len(decoded) == 41
     assert sum(folded) == 41
+
+
+def test_a_state_without_a_role_store_answers_undecided_pairs_without_pydantic(
+    tmp_path: Path,
+) -> None:
+    """spec: CMD-NEXT-35. The store's pairs of a state directory with no roles.toml
+    are every role undecided, read without importing the role store's models."""
+    from crw.engine.roles import RoleTable
+
+    assert next_module._store_pairs(tmp_path) == RoleTable.undecided().role_pairs()
+    probe = (
+        "import sys; from pathlib import Path; from crw.cli.next import _store_pairs; "
+        f"_store_pairs(Path({str(tmp_path)!r})); print('pydantic' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "False"
