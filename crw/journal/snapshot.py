@@ -37,7 +37,9 @@ FORMAT = f"crw-replay-snapshot/1 {sys.implementation.cache_tag}"
 REFRESH_BYTES = 1 << 20
 """How many journal bytes beyond the snapshot a reader decodes before it writes one."""
 
-_CALL_FIELDS = [f.name for f in fields(CallState)]
+_CALL_FIELDS = [f.name for f in fields(CallState) if f.name != "result"]
+"""A call's fields the snapshot keeps: all but its result, which can be large and
+which the commands do not show (a process that needs results replays the journal)."""
 _RUN_FIELDS = [f.name for f in fields(RunState) if f.name != "calls"]
 
 
@@ -52,7 +54,8 @@ class Snapshot:
 
 def replay_journal(journal: Path) -> tuple[RunState, JournalRead]:
     """The run's state and the read of the journal's rows after the snapshot (all
-    of them without one): `end` and `last_seq` are the whole journal's.
+    of them without one): `end` and `last_seq` are the whole journal's. A call the
+    snapshot holds has no `result` (see `_CALL_FIELDS`).
 
     Raises what `crw.journal.log.read_journal` raises (damage after the snapshot
     is reported with the whole journal's offsets).
@@ -89,7 +92,9 @@ def _load(path: Path, data: bytes) -> Snapshot | None:
         if end > len(data) or zlib.crc32(memoryview(data)[:end]) != crc:
             return None
         state = RunState(**run)
-        state.calls = {values[0]: CallState(*values) for values in calls}
+        state.calls = {
+            values[0]: CallState(**dict(zip(_CALL_FIELDS, values, strict=True))) for values in calls
+        }
     except (OSError, ValueError, TypeError, EOFError):
         return None
     return Snapshot(end, crc, state)
