@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import trio
 
+from crw.actors.spawn_index import OwnerSpawns
 from crw.host.client import HostClient, HostRequestError
 from crw.host.protocol import (
     Notification,
@@ -64,6 +64,9 @@ class HostReader:
         self._watches: dict[str, _Watch] = {}
         self.reads = 0
         """thread/read requests sent (tests assert the coalescing with it)."""
+        self.lists = 0
+        """thread/list requests sent (tests assert the marker lookup's cost with it)."""
+        self._spawns: dict[str, OwnerSpawns] = {}
 
     @property
     def connected(self) -> bool:
@@ -163,19 +166,36 @@ class HostReader:
             with trio.move_on_after(self._settings.host_poll_interval):
                 await changed.wait()
 
-    async def subagents(self, owner: str) -> list[Thread]:
-        """The owner's subagents, each read with its turns (for the marker lookup)."""
-        listed: list[Thread] = []
+    async def spawned(self, owner: str, marker: str) -> list[Thread]:
+        """The owner's subagents whose first message carries `marker`, each read now
+        with its turns (the marker lookup, `crw.actors.spawn_index`)."""
+        spawns = self._spawns.get(owner)
+        if spawns is None:
+            spawns = self._spawns[owner] = OwnerSpawns(
+                owner, self._list_subagents, self.read, self._settings.poll_interval
+            )
+        return await spawns.carrying(marker)
+
+    async def loaded_subagents(self, owner: str) -> set[str]:
+        """The ids of the owner's subagents the host lists loaded (not notLoaded):
+        one thread/list page per 100 subagents, no thread/read."""
+        loaded: set[str] = set()
         cursor: str | None = None
         while True:
-            page = partial(self._client.thread_list, sourceKinds=["subAgentThreadSpawn"], limit=100)
-            more, cursor = await self._call(
-                "thread/list", partial(page, cursor=cursor) if cursor else page
-            )
-            listed += more
+            page, cursor = await self._list_subagents(cursor)
+            loaded |= {
+                t.id for t in page if t.parentThreadId == owner and t.status.type != "notLoaded"
+            }
             if not cursor:
-                break
-        return [await self.read(t.id) for t in listed if t.parentThreadId == owner]
+                return loaded
+
+    async def _list_subagents(self, cursor: str | None) -> tuple[list[Thread], str | None]:
+        """One page of the host's subagents, newest created first."""
+        params: dict[str, Any] = {"sourceKinds": ["subAgentThreadSpawn"], "limit": 100}
+        if cursor:
+            params["cursor"] = cursor
+        self.lists += 1
+        return await self._call("thread/list", lambda: self._client.thread_list(**params))  # type: ignore[no-any-return]
 
     def usage(self, thread_id: str) -> ThreadTokenUsage | None:
         """The newest token usage the host reported for the thread, if any."""

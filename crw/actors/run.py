@@ -18,6 +18,7 @@ for `crw flow resume`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -37,17 +38,19 @@ from crw.actors.session_call import SessionContext
 from crw.actors.session_run import answer_unrouted, run_session_calls
 from crw.clock import WallClock, system_clock
 from crw.engine.locks import ProcessLock, hold_run
+from crw.engine.replies import CallRecords
 from crw.engine.roles import RoleTable, load_roles
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
 from crw.engine.tmploc import TmpLocError, dir_from
 from crw.engine.workflow import Workflow, load_workflow
-from crw.errors import InputError, RefusedError
+from crw.errors import CrwError, InputError, RefusedError
 from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import Paused, Started
+from crw.journal.snapshot import replay_journal
 from crw.settings import DEFAULT_SETTINGS, Settings
 
 log = logging.getLogger("crw.run")
@@ -101,7 +104,7 @@ async def run_process(
             "started; restore the file the run started with"
         )
     with hold_run(run_dir) as lock:
-        ended = replay(read_journal(run_dir.journal).rows).ended_status
+        ended = replay_journal(run_dir.journal)[0].ended_status
         if ended is not None:  # a late launch: a run that ended gets no row
             raise RefusedError(f"run {spec.id} has ended ({ended}); its process writes nothing")
         try:
@@ -111,12 +114,20 @@ async def run_process(
             if fault is None:
                 faults.raise_root(exc)
             outcome = fault
+        _keep_snapshot(run_dir)
     if isinstance(outcome, str):
         return outcome
     if outcome.reason == "host_unavailable":
         log.warning("%s", outcome.line)
         return "paused"
     raise RefusedError(outcome.line)
+
+
+def _keep_snapshot(run_dir: RunDir) -> None:
+    """Leave the replay snapshot of the journal as this process leaves it, so the
+    owner's next `status` or `next` reads only what later processes append."""
+    with contextlib.suppress(CrwError, OSError):  # else the commands read it whole
+        replay_journal(run_dir.journal)
 
 
 async def _journaled(
@@ -195,11 +206,12 @@ class Backend:
 
     async def session(self, rows: list[dict[str, Any]]) -> str:
         replayed = replay(rows)
+        records = CallRecords(rows)  # kept up to date by each call's commits
         inbox = Inbox(
             self.run_dir,
             self.spec.id,
             self.settings,
-            lambda report: answer_unrouted(read_journal(self.run_dir.journal).rows, report),
+            lambda report: answer_unrouted(records, report),
         )
         ctx = SessionContext(
             journal=self.journal,
@@ -213,6 +225,7 @@ class Backend:
             pairs=self.roles.roles,
             settings=self.settings,
             clock=self.clock,
+            records=records,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(inbox.run)

@@ -23,7 +23,7 @@ module moves data between them, the journal, the bus, the inbox and the reader.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
@@ -38,6 +38,7 @@ from crw.clock import WallClock
 from crw.engine import answer, bind, harvest, outcome, packet
 from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
+from crw.engine.replies import CallRecords
 from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair, default_agent_type
 from crw.engine.rundir import PRIVATE_DIR, RunDir
@@ -72,6 +73,8 @@ class SessionContext:
     pairs: Mapping[str, RolePair]
     settings: Settings
     clock: WallClock
+    records: CallRecords = field(default_factory=CallRecords)
+    """Every call's record, from the rows read at start and each commit since."""
 
 
 class SessionCall:
@@ -102,7 +105,9 @@ class SessionCall:
 
     async def commit(self, rows: list[RowModel]) -> None:
         await self.ctx.journal.commit(rows)
-        self.rows += [row.model_dump() for row in rows]
+        committed = [row.model_dump() for row in rows]
+        self.rows += committed
+        self.ctx.records.add(committed)
 
     async def run(self) -> CallEnd:
         """Take the call to its terminal row. A host that cannot be reached raises

@@ -9,7 +9,7 @@ answered here (`answer_unrouted`).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import trio
@@ -20,19 +20,19 @@ from crw.bus import steps as bus
 from crw.bus.inbox import Report
 from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
-from crw.engine.replies import call_record, decide_late
+from crw.engine.replies import CallRecords, decide_late
 from crw.engine.workflow import Node
 from crw.host.client import HostRequestError
 from crw.host.transport import HostUnavailable
 from crw.journal.replay import TERMINAL_ROWS, RunState
 
 
-def answer_unrouted(rows: Iterable[Mapping[str, Any]], report: Report) -> dict[str, Any] | None:
+def answer_unrouted(records: CallRecords, report: Report) -> dict[str, Any] | None:
     """The reply to a report no call actor waits for (the reply table), from the
-    journal's `rows`, or None: it names the step its call waits on, whose actor
-    has not come to it yet (a resumed run's first read of its inbox), and waits in
-    the inbox for that actor (ATT-18)."""
-    record = call_record(row for row in rows if row.get("call") == report.call)
+    calls' `records` the run keeps as it commits, or None: it names the step its
+    call waits on, whose actor has not come to it yet (a resumed run's first read
+    of its inbox), and waits in the inbox for that actor (ATT-18)."""
+    record = records.record(report.call)
     if record.waits_on(report.attempt, report.k):
         return None
     reply = decide_late(report.k, report.attempt, report.agent_id, record)
@@ -60,16 +60,22 @@ async def run_session_calls(
 
 async def close_left_open(ctx: SessionContext, replayed: RunState) -> None:
     """A call whose process died right after its terminal row never published its
-    subagent's close step (HARV-56): publish it now, when the host still shows the
-    subagent loaded."""
-    for call in replayed.calls.values():
-        if call.state not in TERMINAL_ROWS or not call.thread_id:
-            continue
-        try:
-            thread = await ctx.reader.read(call.thread_id)
-        except (HostUnavailable, HostRequestError):
-            continue
-        if thread.status.type != "notLoaded":
-            await trio.to_thread.run_sync(
-                bus.write_close, ctx.run, call.call, call.attempt or 1, call.thread_id
-            )
+    subagent's close step (HARV-56): publish it now, when the host still lists the
+    subagent loaded. One listing of the owner's subagents answers for every ended
+    call, however many there are."""
+    ended = {
+        call.thread_id: call
+        for call in replayed.calls.values()
+        if call.state in TERMINAL_ROWS and call.thread_id
+    }
+    if not ended:
+        return
+    try:
+        loaded = await ctx.reader.loaded_subagents(ctx.owner)
+    except (HostUnavailable, HostRequestError):
+        return
+    for thread_id in sorted(loaded & ended.keys()):
+        call = ended[thread_id]
+        await trio.to_thread.run_sync(
+            bus.write_close, ctx.run, call.call, call.attempt or 1, thread_id
+        )

@@ -154,11 +154,12 @@ class StepBinder:
     async def _close_strays(self, step: StepPublished, bound_id: str) -> None:
         """Every other open subagent of the owner carrying the bound attempt's marker
         gets a close step; the first time, session_host_warning several_spawns."""
+        marker = step.marker or ""
         try:
-            subagents = await self.ctx.reader.subagents(self.ctx.owner)
+            carrying = await self.ctx.reader.spawned(self.ctx.owner, marker)
         except (HostUnavailable, HostRequestError):
             return  # the bind stands; a stray's report is answered close
-        strays = bind.strays(step.marker or "", self.ctx.owner, bound_id, subagents)
+        strays = bind.strays(marker, self.ctx.owner, bound_id, carrying)
         if not strays:
             return
         warned = any(
@@ -200,9 +201,9 @@ class StepBinder:
             if step.action == "send_input" and step.agent_id:
                 thread: Thread | None = await self.ctx.reader.read(step.agent_id)
             else:
-                subagents = await self.ctx.reader.subagents(self.ctx.owner)
+                carrying = await self.ctx.reader.spawned(self.ctx.owner, step.marker or "")
                 thread = bind.find_spawned(
-                    step.marker or "", self.ctx.owner, subagents, self.actor.pair
+                    step.marker or "", self.ctx.owner, carrying, self.actor.pair
                 )
         except HostUnavailable:
             if not self.ctx.reader.connected:

@@ -49,6 +49,14 @@ Seconds = Annotated[float, Parameter(validator=_seconds)]
 Id = Annotated[str, Parameter(validator=_one_line)]
 
 Json = Annotated[bool, Parameter(name="--json", negative="", help="Print one JSON object.")]
+AllCalls = Annotated[
+    bool,
+    Parameter(
+        name="--all",
+        negative="",
+        help="List every call (a run of many calls is summarised; --json lists every call).",
+    ),
+]
 State = Annotated[
     str | None,
     Parameter(
@@ -120,7 +128,9 @@ def start(
 
 
 @flow.command
-def status(run: str, /, *, state: State = None, json: Json = False) -> int:
+def status(
+    run: str, /, *, state: State = None, json: Json = False, all_calls: AllCalls = False
+) -> int:
     """Show a run's state and each call's state, attempts, turns and tokens.
 
     Parameters
@@ -130,7 +140,7 @@ def status(run: str, /, *, state: State = None, json: Json = False) -> int:
     """
     from crw.cli.status import status_command
 
-    return status_command(run, state=state, json=json)
+    return status_command(run, state=state, json=json, all_calls=all_calls)
 
 
 @flow.command(name="next")

@@ -45,10 +45,12 @@ from crw.engine.next_view import (
     next_view,
     should_resume,
 )
+from crw.engine.role_names import ROLES, default_agent_type
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.errors import CrwError, InputError
 from crw.journal.log import decode, read_journal
-from crw.journal.replay import Row, RunState, replay
+from crw.journal.replay import RunState, replay
+from crw.journal.snapshot import replay_journal
 
 log = logging.getLogger("crw.next")
 
@@ -97,8 +99,10 @@ def _refs(run_dir: RunDir, state_dir: Path, *, explicit: bool) -> tuple[str, str
 
 
 class _Reader:
-    """Reads the run again and again; the journal is parsed only when it changed,
-    and a torn tail is warned about on the first read only."""
+    """Reads the run again and again. Each row is decoded and replayed once: a read
+    decodes only what the journal appended since the last one and folds it on into
+    the same state (a read's state is the reader's, folded on by the next read);
+    a torn tail is warned about on the first read only."""
 
     def __init__(self, run_dir: RunDir, state_dir: Path, refs: tuple[str, str]) -> None:
         self.run_dir = run_dir
@@ -107,18 +111,19 @@ class _Reader:
         self.state_dir = state_dir
         self._store_pairs: dict[str, dict[str, str]] | None = None
         self._stamp: tuple[int, int, int] | None = None
-        self._rows: list[Row] = []
+        self._run = replay(())
+        self._end = 0
+        """The byte offset just past the last whole batch read."""
 
     def read(self) -> NextRead:
-        rows = self._journal_rows()
-        run = replay(rows)
+        run = self._journal()
         held = run_is_live(self.run_dir)
         tokens = held_process_tokens(self.run_dir) if held else []
         steps = list_steps(self.run_dir)
         pinned = held and run.role_pairs is not None
         return NextRead(
             run=self.run_dir.id,
-            rows=rows,
+            rows=(),
             steps=steps,
             closes=list_closes(self.run_dir),
             max_threads=self.max_threads,
@@ -134,6 +139,7 @@ class _Reader:
             step_times=_step_times(self.run_dir, steps),
             reported=frozenset((r.call, r.k, r.attempt) for r in read_reports(self.run_dir)),
             ready_nodes=self.ready_nodes(run) if needs_ready_nodes(run) else (),
+            replayed=run,
         )
 
     def ready_nodes(self, run: RunState) -> tuple[str, ...] | None:
@@ -160,25 +166,36 @@ class _Reader:
             self._store_pairs = _store_pairs(self.state_dir)
         return self._store_pairs
 
-    def _journal_rows(self) -> list[Row]:
+    def _journal(self) -> RunState:
+        """The journal's state, decoding and folding only what it appended since
+        the last read (the first read starts from the run's replay snapshot)."""
         path = self.run_dir.journal
         try:
             stat = path.stat()
         except FileNotFoundError:
-            return []
+            return self._run
         stamp = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        if stamp != self._stamp:
-            first = self._stamp is None
-            self._rows = list(
-                read_journal(path).rows if first else decode(path.read_bytes(), path).rows
-            )
-            self._stamp = stamp
-        return self._rows
+        if stamp == self._stamp:
+            return self._run
+        if self._stamp is None or stamp[0] != self._stamp[0] or stat.st_size < self._end:
+            self._run, read = replay_journal(path)
+            self._end = read.end
+        else:
+            with path.open("rb") as journal:
+                journal.seek(self._end)
+                read = decode(journal.read(), path, after=self._run.last_seq)
+            replay(read.rows, into=self._run)
+            self._end += read.end
+        self._stamp = stamp
+        return self._run
 
 
 def _store_pairs(state_dir: Path) -> dict[str, dict[str, str]]:
     """The role store's pairs; a store that cannot be read is warned about and
-    answers every role undecided (a resume then refuses it itself)."""
+    answers every role undecided (a resume then refuses it itself), as does a state
+    directory with no store."""
+    if not (state_dir / "roles.toml").exists():
+        return {role: {"agent_type": default_agent_type(role)} for role in ROLES}
     # Imported here: the role store is pydantic, and next's cold start must not pay
     # for it unless it reads the store.
     from crw.engine.roles import RoleTable, load_roles
@@ -255,7 +272,7 @@ def _wait(reader: _Reader, first: NextRead, wait: float) -> NextRead:
 
 
 def _state(read: NextRead) -> str:
-    return "starting" if is_starting(read) else replay(read.rows).state
+    return "starting" if is_starting(read) else read.run_state.state
 
 
 def human(view: NextView) -> str:

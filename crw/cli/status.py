@@ -9,23 +9,30 @@ damage is and what to do, and the calls as the rows before the damage leave them
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit, format_tokens
 from crw.engine.locks import holder_pid, is_held
 from crw.engine.rundir import find_run, resolve_state
-from crw.journal.log import JournalCorruptError, read_journal
+from crw.journal.log import JournalCorruptError
 from crw.journal.replay import RunState, replay
+from crw.journal.snapshot import replay_journal
+
+SUMMARY_OVER = 40
+"""A run of more calls is summarised in the human form (--all lists them all)."""
+SHOWN = 10
+"""How many calls of each kind a summary lists: the last ones, and those not completed."""
 
 
-def status_command(run: str, *, state: str | None, json: bool) -> int:
+def status_command(run: str, *, state: str | None, json: bool, all_calls: bool = False) -> int:
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
     corrupt: dict[str, Any] | None = None
     try:
-        rows = read_journal(run_dir.journal).rows
+        run_state, _ = replay_journal(run_dir.journal)
     except JournalCorruptError as err:
-        rows = err.intact.rows
+        run_state = replay(err.intact.rows)
         corrupt = {
             "journal": str(err.path),
             "offset": err.offset,
@@ -34,14 +41,13 @@ def status_command(run: str, *, state: str | None, json: bool) -> int:
             "damage": err.damage,
             "fix": err.FIX,
         }
-    run_state = replay(rows)
     if corrupt is not None:
         run_state.state = "corrupt"
     payload = status_payload(run_dir.root.name, run_state)
     payload["run_dir"] = str(run_dir.root)
     payload["holder_pid"] = holder_pid(run_dir.run_lock) if is_held(run_dir.run_lock) else None
     payload["corrupt"] = corrupt
-    emit(json, payload, _human(payload, run_state))
+    emit(json, payload, _human(payload, run_state, all_calls=all_calls))
     return 0
 
 
@@ -79,7 +85,7 @@ def status_payload(run_id: str, run: RunState) -> dict[str, Any]:
     }
 
 
-def _human(payload: dict[str, Any], run: RunState) -> str:
+def _human(payload: dict[str, Any], run: RunState, *, all_calls: bool) -> str:
     head = f"run {payload['run']}: {run.state}"
     if run.backend:
         head += f" ({run.backend} backend, process {run.processes})"
@@ -92,13 +98,37 @@ def _human(payload: dict[str, Any], run: RunState) -> str:
     if corrupt:
         lines += [f"  {corrupt['damage']}", f"  {corrupt['fix']}"]
         lines.append("  the calls as the rows before the damage leave them:")
-    if not run.calls:
+    calls = payload["calls"]
+    if not calls:
         lines.append("  no calls yet")
-    for call in payload["calls"]:
-        lines.append(
-            f"  {call['call']:<16} {call['role'] or '-':<12} {call['state']:<16} "
-            f"attempts {call['attempts']}  turns {call['turns']}  "
-            f"tokens {format_tokens(call['tokens'])}"
-        )
+    if all_calls or len(calls) <= SUMMARY_OVER:
+        lines += [_call_line(call) for call in calls]
+    else:
+        lines += _summary(calls, "run it again with --all")
     lines.append(f"  tokens: {format_tokens(run.spent)}")
     return "\n".join(lines)
+
+
+def _call_line(call: dict[str, Any]) -> str:
+    return (
+        f"  {call['call']:<16} {call['role'] or '-':<12} {call['state']:<16} "
+        f"attempts {call['attempts']}  turns {call['turns']}  "
+        f"tokens {format_tokens(call['tokens'])}"
+    )
+
+
+def _summary(calls: list[dict[str, Any]], every: str) -> list[str]:
+    """Counts by state, the calls not completed, and the last calls."""
+    counts = Counter(call["state"] for call in calls)
+    by_state = ", ".join(f"{state} {n:,}" for state, n in counts.most_common())
+    lines = [f"  {len(calls):,} calls: {by_state}"]
+    pending = [call for call in calls if call["state"] != "completed"]
+    if pending:
+        lines.append(f"  not completed ({len(pending):,}):")
+        lines += [_call_line(call) for call in pending[:SHOWN]]
+        if len(pending) > SHOWN:
+            lines.append(f"  ... and {len(pending) - SHOWN:,} more")
+    lines.append(f"  the last {SHOWN}:")
+    lines += [_call_line(call) for call in calls[-SHOWN:]]
+    lines.append(f"  every call: {every} (or --json)")
+    return lines

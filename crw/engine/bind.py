@@ -333,6 +333,15 @@ def turn_marker(turn: Turn) -> str | None:
     return None
 
 
+def spawn_marker(thread: Thread) -> tuple[bool, str | None]:
+    """Whether the subagent's first message shows yet, and the marker it carries
+    (None: none). A spawn step's marker is its subagent's first message (DISP-25)."""
+    first = thread.turns[0] if thread.turns else None
+    if first is None or not any(isinstance(item, UserMessage) for item in first.items):
+        return False, None
+    return True, turn_marker(first)
+
+
 def find_marker_turn(marker: str, thread: Thread) -> Turn | None:
     """The first turn of `thread` whose first user message carries `marker`
     (DISP-26 for a send_input step; the bind's check for every step)."""
@@ -344,8 +353,8 @@ def find_spawned(
 ) -> Thread | None:
     """The owner's subagent that carries `marker` in a turn and can be bound (DISP-25).
 
-    `threads` are host snapshots with turns (the caller lists them with thread/list
-    sourceKinds ["subAgentThreadSpawn"] and reads the candidates). A closed subagent
+    `threads` are host snapshots with turns: the subagents whose first message
+    carries `marker` (`crw.actors.spawn_index`), read now. A closed subagent
     (notLoaded), one whose pair the bind would refuse and one whose parentThreadId is
     not `owner` are never taken; of several others, the earliest created is.
     """

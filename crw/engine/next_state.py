@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from crw.journal.replay import TERMINAL_ROWS, RunState, replay
+from crw.journal.replay import TERMINAL_ROWS, RunState
 
 if TYPE_CHECKING:
     from crw.engine.next_view import NextRead
@@ -27,13 +27,13 @@ def should_resume(read: NextRead) -> bool:
     (CMD-NEXT-18, CMD-NEXT-20, CMD-NEXT-30)."""
     if read.held or read.launching:
         return False
-    return replay(read.rows).state in RESUMABLE_STATES and not can_do_nothing(read)
+    return read.run_state.state in RESUMABLE_STATES and not can_do_nothing(read)
 
 
 def is_starting(read: NextRead) -> bool:
     """Whether the run's process is coming up (CMD-NEXT-24..26), or has not yet
     passed over the steps an earlier process left (see the module docstring)."""
-    run = replay(read.rows)
+    run = read.run_state
     if run.state == "ended":
         return False
     if read.launching:
@@ -69,7 +69,5 @@ def can_do_nothing(read: NextRead) -> bool:
     """A run waiting on a decision whose every call ended, held or not, with no node
     the gate would admit: a process for it would write its started row and exit."""
     return (
-        needs_ready_nodes(replay(read.rows))
-        and read.ready_nodes is not None
-        and not read.ready_nodes
+        needs_ready_nodes(read.run_state) and read.ready_nodes is not None and not read.ready_nodes
     )

@@ -57,7 +57,7 @@ from crw.engine.next_state import (
     stale_steps,
 )
 from crw.engine.role_names import ROLES, default_agent_type
-from crw.journal.replay import TERMINAL_ROWS, Row, replay
+from crw.journal.replay import Row, RunState, replay
 
 __all__ = [
     "RESUMABLE_STATES",
@@ -121,6 +121,17 @@ class NextRead:
     step_times: Mapping[StepKey, int] = field(default_factory=dict)
     reported: frozenset[StepKey] = frozenset()
     ready_nodes: Sequence[str] | None = ()
+    replayed: RunState | None = None
+    """The run's state when the reader replayed the journal itself (`rows` is then
+    empty); else `rows` are replayed once, on demand."""
+
+    @property
+    def run_state(self) -> RunState:
+        """The rows' state: replayed once per read, whoever asks."""
+        if self.replayed is None:
+            object.__setattr__(self, "replayed", replay(self.rows))
+        assert self.replayed is not None
+        return self.replayed
 
     def command(self, verb: str, rest: str = "") -> str:
         """`crw flow VERB RUN REST [--state S]`: a command about this run."""
@@ -184,8 +195,8 @@ class NextView:
 
 def next_view(read: NextRead) -> NextView:
     """The answer to `read` (CMD-NEXT-1..15, CMD-NEXT-31)."""
-    run = replay(read.rows)
-    slots = Slots(read.max_threads, open_subagents(read.rows, read.closes))
+    run = read.run_state
+    slots = Slots(read.max_threads, open_subagents(run, read.closes))
     if is_starting(read):
         return NextView(
             run=read.run,
@@ -205,7 +216,7 @@ def next_view(read: NextRead) -> NextView:
         run=read.run,
         state=run.state,
         ended_status=run.ended_status,
-        ended_state=_ended_state(read.rows) if run.state == "ended" else None,
+        ended_state=run.ended_state if run.state == "ended" else None,
         steps=steps,
         slots=slots,
         spawn_formats=spawn_formats(pairs),
@@ -214,35 +225,11 @@ def next_view(read: NextRead) -> NextView:
     )
 
 
-def open_subagents(rows: Sequence[Row], closes: Sequence[CloseStep] = ()) -> tuple[str, ...]:
-    """The subagents of calls not ended, then those of close steps not taken."""
-    bound: dict[str, str] = {}
-    for row in rows:
-        call, kind = row.get("call"), row.get("row")
-        if not isinstance(call, str):
-            continue
-        if kind == "thread_started" and isinstance(row.get("thread_id"), str):
-            bound[call] = row["thread_id"]
-        elif _lets_go(kind, row):
-            bound.pop(call, None)
-    agents = [*bound.values(), *(close.agent_id for close in closes)]
+def open_subagents(run: RunState, closes: Sequence[CloseStep] = ()) -> tuple[str, ...]:
+    """The subagents of calls not ended (`RunState.bound`), then those of close
+    steps not taken."""
+    agents = [*run.bound.values(), *(close.agent_id for close in closes)]
     return tuple(dict.fromkeys(agents))
-
-
-def _lets_go(kind: Any, row: Row) -> bool:
-    """Whether the row lets a call's bound subagent go: the call ended, lost the
-    attempt, or publishes a spawn step (the next subagent replaces it)."""
-    if kind == "step_published":
-        return row.get("action") != "send_input"
-    return kind in TERMINAL_ROWS or kind == "session_attempt_lost"
-
-
-def _ended_state(rows: Sequence[Row]) -> Any:
-    """The newest ended row's `state` (each node's end); None for a cancelled run."""
-    for row in reversed(rows):
-        if row.get("row") in ("ended", "cancelled"):
-            return row.get("state")
-    return None
 
 
 def dispatched_command(read: NextRead, step: StepFile) -> str:
@@ -391,7 +378,7 @@ def _state_sentences(state: str, paused_reason: str | None, read: NextRead) -> l
 
 def _decision_sentence(read: NextRead) -> str:
     """The held calls, and what can be done about them with the commands there are."""
-    run = replay(read.rows)
+    run = read.run_state
     held = ", ".join(
         f"{c.call} ({c.reason})" if c.reason else c.call
         for c in run.calls.values()

@@ -60,31 +60,74 @@ class CallRecord:
         )
 
 
-def call_record(rows: Iterable[Mapping[str, Any]]) -> CallRecord:
-    """Fold one call's rows, in journal order, into its record."""
+@dataclass
+class _Fold:
+    """One call's record as its rows come, in journal order."""
+
     ended: str | None = None
-    attempt = 0
-    lost: set[int] = set()
-    published: set[tuple[int, int]] = set()
-    turns: dict[tuple[int, int], str] = {}
+    attempt: int = 0
+    lost: set[int] = field(default_factory=set)
+    published: set[tuple[int, int]] = field(default_factory=set)
+    turns: dict[tuple[int, int], str] = field(default_factory=dict)
     subagent: str | None = None
-    for row in rows:
+
+    def add(self, row: Mapping[str, Any]) -> None:
         kind = row.get("row")
         if kind == "step_published":
-            attempt = int(row.get("attempt") or 1)
-            published.add((attempt, int(row.get("k") or 1)))
-            ended = None
+            self.attempt = int(row.get("attempt") or 1)
+            self.published.add((self.attempt, int(row.get("k") or 1)))
+            self.ended = None
             if row.get("action") == "send_input" and row.get("agent_id"):
-                subagent = str(row["agent_id"])
+                self.subagent = str(row["agent_id"])
         elif kind == "thread_started":
-            subagent = str(row.get("thread_id"))
-        elif kind == "turn_started" and subagent is not None:
-            turns[(int(row.get("attempt") or 1), int(row.get("k") or 1))] = subagent
+            self.subagent = str(row.get("thread_id"))
+        elif kind == "turn_started" and self.subagent is not None:
+            self.turns[(int(row.get("attempt") or 1), int(row.get("k") or 1))] = self.subagent
         elif kind == "session_attempt_lost":
-            lost.add(int(row.get("attempt") or attempt))
+            self.lost.add(int(row.get("attempt") or self.attempt))
         elif kind in ENDED:
-            ended = str(kind)
-    return CallRecord(ended, attempt, frozenset(lost), frozenset(published), turns)
+            self.ended = str(kind)
+
+    def record(self) -> CallRecord:
+        return CallRecord(
+            self.ended,
+            self.attempt,
+            frozenset(self.lost),
+            frozenset(self.published),
+            dict(self.turns),
+        )
+
+
+def call_record(rows: Iterable[Mapping[str, Any]]) -> CallRecord:
+    """Fold one call's rows, in journal order, into its record."""
+    fold = _Fold()
+    for row in rows:
+        fold.add(row)
+    return fold.record()
+
+
+class CallRecords:
+    """Every call's record, kept up to date as the run commits rows: the inbox
+    answers a report no call actor waits for from it, reading no journal."""
+
+    def __init__(self, rows: Iterable[Mapping[str, Any]] = ()) -> None:
+        self._folds: dict[str, _Fold] = {}
+        self.folded = 0
+        """Rows folded so far (tests assert each row is folded once)."""
+        self.add(rows)
+
+    def add(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Fold rows the journal holds now, in journal order, each once."""
+        for row in rows:
+            call = row.get("call")
+            if isinstance(call, str):
+                self._folds.setdefault(call, _Fold()).add(row)
+                self.folded += 1
+
+    def record(self, call: str) -> CallRecord:
+        """The call's record (an empty one for a call with no row)."""
+        fold = self._folds.get(call)
+        return fold.record() if fold is not None else CallRecord()
 
 
 def decide_late(k: int, attempt: int, agent_id: str | None, record: CallRecord) -> Reply:

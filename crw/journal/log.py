@@ -153,15 +153,19 @@ def encode_body(row: RowModel) -> bytes:
     return escape_surrogates(_ENCODER.encode(fields)[1:-1]).encode()
 
 
-def decode(data: bytes, path: Path) -> JournalRead:
+def decode(data: bytes, path: Path, *, after: int = 0) -> JournalRead:
     """Read the whole batches of a journal's bytes; a torn tail is dropped.
+
+    `after` is the seq of the row just before `data`, when `data` is the journal's
+    tail from the end of an earlier read (offsets are then the tail's).
 
     Raises:
         JournalCorruptError: a framed line of a later batch follows the damage.
     """
     rows: list[dict[str, Any]] = []
     batch: list[dict[str, Any]] = []
-    end = last_seq = pos = batch_end = 0
+    end = pos = batch_end = 0
+    last_seq = after
     checked = False  # a checksummed line was read: no line of an older crw may follow
     size = len(data)
     view = memoryview(data)

@@ -94,6 +94,12 @@ class RunState:
     spent: dict[str, int] = field(default_factory=lambda: token_parts(None))
     """The run's tokens: every call's terminal rows, each counted once."""
     last_seq: int = 0
+    ended_state: Any = None
+    """The newest ended (or cancelled) row's `state`: each node's end."""
+    bound: dict[str, str] = field(default_factory=dict)
+    """Each call's open subagent, in the order they were bound: the one its newest
+    thread_started row bound, until the call ends (a terminal row), loses the
+    attempt or publishes a spawn step (the next subagent replaces it)."""
 
     @property
     def paused_why(self) -> str:
@@ -102,10 +108,14 @@ class RunState:
         return ": ".join(part for part in parts if part)
 
 
-def replay(rows: Iterable[Row]) -> RunState:
+def replay(rows: Iterable[Row], into: RunState | None = None) -> RunState:
     """Fold a run's rows, in journal order, into its state. Never raises for a
-    kind or field it does not know: later crw versions may write them."""
-    run = RunState()
+    kind or field it does not know: later crw versions may write them.
+
+    `into`: the state the rows before `rows` left, folded on in place (a reader
+    that reads a growing journal folds each row once).
+    """
+    run = into if into is not None else RunState()
     for row in rows:
         run.last_seq = int(row.get("seq") or run.last_seq)
         handler = _RUN_HANDLERS.get(row.get("row", ""))
@@ -156,6 +166,7 @@ def _paused(run: RunState, row: Row) -> None:
 
 def _ended(run: RunState, row: Row) -> None:
     run.ended_status = row.get("status") or "ended"
+    run.ended_state = row.get("state")
 
 
 def _policy_repinned(run: RunState, row: Row) -> None:
@@ -190,10 +201,13 @@ def _step_published(run: RunState, call: CallState, row: Row) -> None:
     # A send_input step goes to the bound subagent: the call still runs.
     if row.get("action") != "send_input":
         call.state = "waiting_session"
+        run.bound.pop(call.call, None)
 
 
 def _thread_started(run: RunState, call: CallState, row: Row) -> None:
     call.thread_id = row.get("thread_id")
+    if isinstance(call.thread_id, str):
+        run.bound[call.call] = call.thread_id
     call.attempt = int(row.get("attempt") or call.attempt)
     call.pair = {"model": row.get("model"), "effort": row.get("effort")}
     call.prior_pairs = list(row.get("prior_pairs") or [])
@@ -210,6 +224,7 @@ def _turn_started(run: RunState, call: CallState, row: Row) -> None:
 def _lost(run: RunState, call: CallState, row: Row) -> None:
     call.state = "lost"
     call.reason = row.get("reason")
+    run.bound.pop(call.call, None)
 
 
 def _terminal(run: RunState, call: CallState, row: Row) -> None:
@@ -218,6 +233,7 @@ def _terminal(run: RunState, call: CallState, row: Row) -> None:
     run.spent = add_tokens(run.spent, tokens)
     call.state = row["row"]
     call.reason = row.get("reason")
+    run.bound.pop(call.call, None)
     if row["row"] == "completed":
         call.result = row.get("result")
 

@@ -28,6 +28,7 @@ from crw.actors.session_run import answer_unrouted, run_session_calls
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
 from crw.clock import fixed_clock
+from crw.engine.replies import CallRecords
 from crw.engine.roles import RolePair, RoleTable
 from crw.engine.rundir import RunDir
 from crw.engine.workflow import load_workflow
@@ -106,6 +107,7 @@ class Harness:
         workflow = load_workflow(self.run.root.parent / "wf.toml")
         table = RoleTable.undecided().roles | (pairs or {})
         rows = read_journal(self.run.journal).rows
+        records = CallRecords(rows)
         async with (
             open_host_reader(self.client, self.settings) as reader,
             open_journal_writer(self.run.journal, clock=fixed_clock()) as journal,
@@ -115,7 +117,7 @@ class Harness:
                 self.run,
                 RUN_ID,
                 self.settings,
-                lambda r: answer_unrouted(read_journal(self.run.journal).rows, r),
+                lambda r: answer_unrouted(records, r),
             )
             ctx = SessionContext(
                 journal=journal,
@@ -129,6 +131,7 @@ class Harness:
                 pairs=table,
                 settings=self.settings,
                 clock=fixed_clock(),
+                records=records,
             )
             await nursery.start(inbox.run)
             nursery.start_soon(self.owner.play)

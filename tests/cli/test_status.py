@@ -133,3 +133,29 @@ def test_help_lists_the_flow_commands(crw: Crw) -> None:
     for command in ("start", "status", "schema", "demo"):
         assert command in result.stdout
     assert "_run" not in result.stdout
+
+
+def test_status_of_a_run_of_many_calls_summarises_unless_asked_for_all(crw: Crw) -> None:
+    """A run of many calls stays readable: counts by state, the calls not
+    completed, the last calls; --all lists every call and --json keeps them all."""
+    out = crw.start(WORKFLOW, "--owner", "o").json()
+    run = RunDir(Path(out["run_dir"]))
+    wait_for_exit(run.root)
+    seq = 3
+    with open(run.journal, "a") as journal:
+        for n in range(200):
+            call = f"n{n}.1"
+            journal.write(_journal_line(seq, "prepared", call=call, node=f"n{n}", role="executor"))
+            end = "held" if n in (7, 150) else "completed"
+            journal.write(_journal_line(seq + 1, end, call=call, reason="no answer"))
+            seq += 2
+    args = ("flow", "status", out["run"], "--state", str(crw.state))
+    human = crw(*args).stdout.splitlines()
+    assert "  200 calls: completed 198, held 2" in human
+    assert "  not completed (2):" in human
+    assert sum(" n7.1 " in line or " n150.1 " in line for line in human) == 2
+    assert sum(" n199.1 " in line for line in human) == 1 and " n100.1 " not in "".join(human)
+    assert len(human) < 30
+    every = crw(*args, "--all").stdout
+    assert all(f" n{n}.1 " in every for n in range(200))
+    assert len(crw(*args, "--json").json()["calls"]) == 200

@@ -426,3 +426,28 @@ def test_a_run_paused_at_its_token_ceiling_is_not_told_to_resume() -> None:
     assert paused.state == "paused"
     assert "resume r1" not in paused.hint
     assert "token_ceiling" in paused.hint and "crw flow status r1 --json" in paused.hint
+
+
+def test_an_answer_replays_the_rows_once(monkeypatch: Any) -> None:
+    """spec: CMD-NEXT-1. However many decisions the answer takes (starting, resume,
+    can do nothing, the view and its hint), the rows are replayed once."""
+    from crw.engine import next_state
+    from crw.engine import next_view as view_module
+    from crw.journal.replay import replay
+
+    replays: list[int] = []
+
+    def counted(rows: Any, into: Any = None) -> Any:
+        replays.append(1)
+        return replay(rows) if into is None else replay(rows, into)
+
+    for module in (view_module, next_state):
+        monkeypatch.setattr(module, "replay", counted, raising=False)
+    rows = [started(seq=1), row("prepared", "a.1"), row("held", "a.1", reason="no answer")]
+    read = NextRead(run="r", rows=rows, held=False, ready_nodes=())
+    next_state.should_resume(read)
+    next_state.is_starting(read)
+    next_state.can_do_nothing(read)
+    view = next_view(read)
+    assert view.state == "waiting_decision"
+    assert len(replays) == 1

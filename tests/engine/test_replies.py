@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crw.engine.replies import CallRecord, call_record, decide_late
+from crw.engine.replies import CallRecord, CallRecords, call_record, decide_late
 
 A = "agent-a"
 B = "agent-b"
@@ -111,3 +111,26 @@ def test_report_for_a_step_never_published_is_refused_or_closed() -> None:
     )
     assert decide_late(1, 2, A, record).kind == "close"
     assert decide_late(1, 1, A, CallRecord()).kind == "close"
+
+
+def _as_call(rows: list[dict[str, Any]], call: str) -> list[dict[str, Any]]:
+    return [row | {"call": call} for row in rows]
+
+
+def test_call_records_kept_as_rows_commit_fold_each_row_once() -> None:
+    """The inbox's answers to reports no call waits for read the records the run
+    keeps as it commits: every row is folded once however many reports come, and
+    each call's record is the one its rows fold to."""
+    calls = [f"n{i}.1" for i in range(300)]
+    start = [row for call in calls for row in _as_call(REPAIR_WAITS[:3], call)]
+    records = CallRecords(start)
+    later = [_as_call([turn(1), REPAIR_WAITS[4]], call) for call in calls]
+    for batch in later:  # commits, one call's batch at a time
+        records.add(batch)
+    for _ in range(3):  # a report of every call, three times over
+        for call, batch in zip(calls, later, strict=True):
+            mine = [*_as_call(REPAIR_WAITS[:3], call), *batch]
+            assert records.record(call) == call_record(mine)
+            assert decide_late(1, 1, B, records.record(call)).kind == "close"
+    assert records.folded == len(start) + sum(len(batch) for batch in later)
+    assert records.record("never.1") == CallRecord()

@@ -501,15 +501,18 @@ async def serve_connection(host: SimHost, transport: Transport) -> None:
 
 
 @asynccontextmanager
-async def open_sim_host(codex_home: Path) -> AsyncIterator[SimHost]:
-    """A simulated host whose turns run until the block ends.
+async def open_sim_host(
+    codex_home: Path, *, wall: Callable[[], float] = time.time
+) -> AsyncIterator[SimHost]:
+    """A simulated host whose turns run until the block ends; `wall` is its clock
+    of creation times (a test passes one the Trio clock drives).
 
     An error of the block is raised as itself, not inside an ExceptionGroup of the
     host's nursery, so a caller catches what it raised.
     """
     try:
         async with trio.open_nursery() as nursery:
-            host = SimHost(codex_home, nursery)
+            host = SimHost(codex_home, nursery, wall=wall)
             try:
                 yield host
             finally:

@@ -1,0 +1,139 @@
+"""The owner's subagents by the marker of their first message: the marker lookup's index.
+
+The marker lookup (DISP-25) asks, at every poll of every call that waits on a
+spawn step, which of the owner's subagents carry the step's marker. Listing and
+reading every subagent each time would cost host requests in proportion to every
+thread the host ever held; the index costs them in proportion to the subagents
+spawned since the last look:
+
+- `thread/list` (sourceKinds subAgentThreadSpawn) answers the newest created
+  first; a look pages only down to the subagents created `LISTING_SETTLE_S` before
+  the newest one the previous look saw (a subagent shows in the listing once its
+  first message is written, a moment after its creation second);
+- each new subagent of the owner, listed open, is read (thread/read) until its
+  first turn shows its first user message; its marker (or that it has none) is
+  then known for good: a spawn step's marker is the first message of its subagent,
+  and a later turn (a repair) is looked up on its one known subagent directly. A
+  subagent listed closed (notLoaded) is never read;
+- one look serves every waiting call: a look under way, or begun less than
+  `max_age` ago (the poll interval), is shared.
+
+The candidates a marker names are read afresh for the bind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import trio
+
+from crw.engine.bind import spawn_marker
+from crw.host.client import HostRequestError, unknown_thread
+from crw.host.protocol import Thread
+
+LISTING_SETTLE_S = 5
+"""How far below the newest creation time seen a look still pages: a subagent is
+listed once its first message is written, which may be after a later subagent's."""
+
+ListPage = Callable[[str | None], Awaitable[tuple[list[Thread], str | None]]]
+"""One page of `thread/list` for subagents, from a cursor: its threads and the next cursor."""
+Read = Callable[[str], Awaitable[Thread]]
+
+
+@dataclass
+class OwnerSpawns:
+    """What the index knows of one owner's subagents."""
+
+    owner: str
+    list_page: ListPage
+    read: Read
+    max_age: float
+    seen: set[str] = field(default_factory=set)
+    """Every subagent listed so far (of any owner: the listing is the host's)."""
+    newest: int | None = None
+    """The newest creation time (s) listed so far."""
+    unread: list[str] = field(default_factory=list)
+    """The owner's open subagents whose first message is not read yet, oldest first."""
+    by_marker: dict[str, list[str]] = field(default_factory=dict)
+    """The owner's subagents by the marker of their first message, oldest first."""
+    looked_at: float | None = None
+    looking: trio.Event | None = None
+
+    async def carrying(self, marker: str) -> list[Thread]:
+        """The owner's subagents whose first message carries `marker`, read now."""
+        await self._look()
+        found = []
+        for thread_id in list(self.by_marker.get(marker, ())):
+            try:
+                found.append(await self.read(thread_id))
+            except HostRequestError as err:
+                if not unknown_thread(err):
+                    raise
+                self.by_marker[marker].remove(thread_id)  # the host holds it no more
+        return found
+
+    async def _look(self) -> None:
+        """List the subagents created since the last look and read the new ones,
+        or share the look under way or just made."""
+        if self.looking is not None:
+            await self.looking.wait()
+            return
+        now = trio.current_time()
+        if self.looked_at is not None and now - self.looked_at < self.max_age:
+            return
+        self.looking = looking = trio.Event()
+        try:
+            await self._list()
+            await self._read_unread()
+            self.looked_at = now
+        finally:
+            self.looking = None
+            looking.set()
+
+    async def _list(self) -> None:
+        """Page `thread/list` down to the subagents the last look saw settled."""
+        floor = None if self.newest is None else self.newest - LISTING_SETTLE_S
+        new: list[Thread] = []
+        cursor: str | None = None
+        while True:
+            page, cursor = await self.list_page(cursor)
+            settled = False
+            for thread in page:
+                if floor is not None and thread.createdAt is not None and thread.createdAt < floor:
+                    settled = True  # newest first: the rest were listed before
+                    break
+                if thread.id not in self.seen:
+                    new.append(thread)
+            if settled or not cursor:
+                break
+        for thread in reversed(new):  # oldest first
+            self.seen.add(thread.id)
+            if thread.createdAt is not None:
+                self.newest = max(self.newest or 0, thread.createdAt)
+            if thread.parentThreadId == self.owner and thread.status.type != "notLoaded":
+                self.unread.append(thread.id)
+
+    async def _read_unread(self) -> None:
+        """Read each new subagent until its first message shows; then index it."""
+        pending, self.unread = self.unread, []
+        done = 0
+        try:
+            for thread_id in pending:
+                try:
+                    thread = await self.read(thread_id)
+                except HostRequestError as err:
+                    if not unknown_thread(err):
+                        raise
+                else:
+                    self._index(thread)
+                done += 1
+        finally:
+            self.unread += pending[done:]
+
+    def _index(self, thread: Thread) -> None:
+        shown, marker = spawn_marker(thread)
+        if not shown and thread.status.type != "notLoaded":
+            self.unread.append(thread.id)  # its first message is not written yet
+        elif marker is not None:
+            self.by_marker.setdefault(marker, []).append(thread.id)

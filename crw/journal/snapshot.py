@@ -1,0 +1,119 @@
+"""A replayed run kept beside its journal, so the owner's commands stay fast on big runs.
+
+`status` and `next` read a run cold, in a new process, every time. A journal of
+10,000 calls is tens of MB: decoding all of it costs seconds, its replay little.
+`replay_journal` keeps the state a replay of the journal's first `end` bytes
+left in `<run>/replay.snapshot` (private, replaced atomically; `marshal`, which
+reads back several times faster than JSON, of the plain values replay holds) and,
+while the snapshot is good, decodes and folds only the rows appended after it.
+
+The journal stays the one truth: the snapshot is thrown away and the journal read
+whole when it does not match, byte for byte, the journal's first `end` bytes (its
+CRC-32 over them, so a journal damaged since is read whole and reported as ever),
+when it was written by another crw or Python (its format, the interpreter's tag,
+and the fields of a call, differ) or cannot be read. A reader writes it after it
+decoded `REFRESH_BYTES` or more beyond the one it found (a journal under that size
+is read whole: it is fast), and never fails for it: a run directory it cannot
+write is read whole next time.
+"""
+
+from __future__ import annotations
+
+import logging
+import marshal
+import os
+import sys
+import zlib
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from crw.journal.log import JournalCorruptError, JournalRead, decode
+from crw.journal.replay import CallState, RunState, replay
+
+log = logging.getLogger("crw.journal")
+
+SNAPSHOT = "replay.snapshot"
+FORMAT = f"crw-replay-snapshot/1 {sys.implementation.cache_tag}"
+REFRESH_BYTES = 1 << 20
+"""How many journal bytes beyond the snapshot a reader decodes before it writes one."""
+
+_CALL_FIELDS = [f.name for f in fields(CallState) if f.name != "result"]
+"""A call's fields the snapshot keeps: all but its result, which can be large and
+which the commands do not show (a process that needs results replays the journal)."""
+_RUN_FIELDS = [f.name for f in fields(RunState) if f.name != "calls"]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The state the journal's first `end` bytes replay to; `crc` is theirs."""
+
+    end: int
+    crc: int
+    state: RunState
+
+
+def replay_journal(journal: Path) -> tuple[RunState, JournalRead]:
+    """The run's state and the read of the journal's rows after the snapshot (all
+    of them without one): `end` and `last_seq` are the whole journal's. A call the
+    snapshot holds has no `result` (see `_CALL_FIELDS`).
+
+    Raises what `crw.journal.log.read_journal` raises (damage after the snapshot
+    is reported with the whole journal's offsets).
+    """
+    try:
+        data = journal.read_bytes()
+    except FileNotFoundError:
+        return replay(()), JournalRead([], 0, 0, None)
+    snapshot = _load(journal.parent / SNAPSHOT, data)
+    tail: JournalRead | None = None
+    if snapshot is not None:
+        try:
+            tail = decode(data[snapshot.end :], journal, after=snapshot.state.last_seq)
+        except JournalCorruptError:
+            snapshot = None  # the damage is reported with the whole journal's offsets
+    if tail is None or snapshot is None:
+        tail = decode(data, journal)
+    if tail.torn is not None:
+        log.warning("%s", tail.torn.message)
+    start = snapshot.end if snapshot is not None else 0
+    state = replay(tail.rows, into=snapshot.state if snapshot is not None else None)
+    read = JournalRead(tail.rows, start + tail.end, tail.last_seq, tail.torn)
+    if read.end - start >= REFRESH_BYTES:
+        _save(journal.parent / SNAPSHOT, state, read.end, zlib.crc32(memoryview(data)[: read.end]))
+    return state, read
+
+
+def _load(path: Path, data: bytes) -> Snapshot | None:
+    """The snapshot, when it is this crw's and matches the journal's bytes."""
+    try:
+        head, end, crc, call_fields, run, calls = marshal.loads(path.read_bytes())
+        if head != FORMAT or call_fields != _CALL_FIELDS:
+            return None
+        if end > len(data) or zlib.crc32(memoryview(data)[:end]) != crc:
+            return None
+        state = RunState(**run)
+        state.calls = {
+            values[0]: CallState(**dict(zip(_CALL_FIELDS, values, strict=True))) for values in calls
+        }
+    except (OSError, ValueError, TypeError, EOFError):
+        return None
+    return Snapshot(end, crc, state)
+
+
+def _save(path: Path, state: RunState, end: int, crc: int) -> None:
+    body = (
+        FORMAT,
+        end,
+        crc,
+        _CALL_FIELDS,
+        {name: getattr(state, name) for name in _RUN_FIELDS},
+        [[getattr(call, name) for name in _CALL_FIELDS] for call in state.calls.values()],
+    )
+    temp = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as file:
+            file.write(marshal.dumps(body))
+        os.replace(temp, path)
+    except (OSError, ValueError):
+        temp.unlink(missing_ok=True)

@@ -1,0 +1,80 @@
+"""`crw flow next`'s reader: each journal row decoded and replayed once, however
+many times --wait reads the run again."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crw.cli import next as next_module
+from crw.engine.rundir import RunDir
+from crw.journal import log, snapshot
+from crw.journal.log import encode_batch, encode_body
+from crw.journal.replay import replay
+from crw.journal.rows import Prepared, Started, StepPublished
+
+
+def _append(run: RunDir, seq: int, rows: list[Any]) -> int:
+    with run.journal.open("ab") as journal:
+        journal.write(encode_batch(seq, "2026-11-30T00:00:00Z", [encode_body(r) for r in rows]))
+    return seq + len(rows)
+
+
+def test_reads_again_decode_and_replay_only_the_rows_appended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1. A --wait loop's reads touch each row once: what the journal
+    appended since the last read is decoded and folded on, nothing before it."""
+    run = RunDir(tmp_path / "run")
+    run.create()
+    decoded: list[int] = []
+    folded: list[int] = []
+    whole_line = log.whole_line  # type: ignore[attr-defined]
+
+    def count_line(*args: Any, **kwargs: Any) -> Any:
+        decoded.append(1)
+        return whole_line(*args, **kwargs)
+
+    def count_rows(rows: Any, into: Any = None) -> Any:
+        rows = list(rows)
+        folded.append(len(rows))
+        return replay(rows) if into is None else replay(rows, into)
+
+    monkeypatch.setattr(log, "whole_line", count_line)
+    monkeypatch.setattr(next_module, "replay", count_rows)
+    monkeypatch.setattr(snapshot, "replay", count_rows)
+    seq = _append(run, 1, [Started(backend="session", process="p", pid=1)])
+    reader = next_module._Reader(run, tmp_path, ("r", ""))
+    for n in range(20):
+        call = f"n{n}.1"
+        seq = _append(run, seq, [Prepared(call=call, node=f"n{n}", role="executor")])
+        step = StepPublished(call=call, k=1, attempt=1, op=f"{call}/t1", action="spawn")
+        seq = _append(run, seq, [step])
+        read = reader.read()
+        assert read.run_state.calls[call].state == "waiting_session"
+        assert reader.read().run_state is read.run_state  # unchanged: nothing read again
+    assert read.run_state.last_seq == seq - 1 == 41
+    assert len(decoded) == 41
+    assert sum(folded) == 41
+
+
+def test_a_state_without_a_role_store_answers_undecided_pairs_without_pydantic(
+    tmp_path: Path,
+) -> None:
+    """spec: CMD-NEXT-35. The store's pairs of a state directory with no roles.toml
+    are every role undecided, read without importing the role store's models."""
+    from crw.engine.roles import RoleTable
+
+    assert next_module._store_pairs(tmp_path) == RoleTable.undecided().role_pairs()
+    probe = (
+        "import sys; from pathlib import Path; from crw.cli.next import _store_pairs; "
+        f"_store_pairs(Path({str(tmp_path)!r})); print('pydantic' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "False"

@@ -1,0 +1,112 @@
+"""The replay snapshot beside a journal: the same state as a replay of the whole
+journal, only the rows after it decoded, and thrown away when it does not match."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crw.journal import log, snapshot
+from crw.journal.log import JournalCorruptError, encode_batch, encode_body, read_journal
+from crw.journal.replay import RunState, replay
+from crw.journal.rows import Completed, Ended, Prepared, Started, ThreadStarted, Tokens
+
+STAMP = "2026-11-29T19:35:51.123456Z"
+
+
+def _append(journal: Path, seq: int, calls: range) -> int:
+    with journal.open("ab") as file:
+        if seq == 1:
+            file.write(encode_batch(1, STAMP, [encode_body(Started(backend="session"))]))
+            seq = 2
+        for n in calls:
+            call = f"n{n}.1"
+            rows = [
+                Prepared(call=call, node=f"n{n}", role="executor"),
+                ThreadStarted(call=call, thread_id=f"th-{n}", attempt=1, model="m"),
+                Completed(call=call, result={"n": n}, tokens=Tokens(input=n, total=n)),
+            ]
+            file.write(encode_batch(seq, STAMP, [encode_body(row) for row in rows]))
+            seq += len(rows)
+    return seq
+
+
+def without_results(journal: Path) -> RunState:
+    """The whole journal's replay, as a snapshot keeps it: no call's result."""
+    state = replay(read_journal(journal).rows)
+    for call in state.calls.values():
+        call.result = None
+    return state
+
+
+@pytest.fixture
+def decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the journal lines decoded; every read writes a snapshot."""
+    lines: list[int] = []
+    whole_line = log.whole_line  # type: ignore[attr-defined]
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        lines.append(1)
+        return whole_line(*args, **kwargs)
+
+    monkeypatch.setattr(log, "whole_line", counted)
+    monkeypatch.setattr(snapshot, "REFRESH_BYTES", 1)
+    return lines
+
+
+def test_a_snapshot_reads_as_the_whole_journal_and_decodes_only_what_follows(
+    tmp_path: Path, decoded: list[int]
+) -> None:
+    journal = tmp_path / "journal.jsonl"
+    seq = _append(journal, 1, range(50))
+    first, read = snapshot.replay_journal(journal)
+    assert len(decoded) == 151 and read.end == journal.stat().st_size
+    assert (tmp_path / snapshot.SNAPSHOT).exists()
+    assert first == replay(read_journal(journal).rows)
+    kept = without_results(journal)
+    decoded.clear()
+    again, read = snapshot.replay_journal(journal)
+    assert decoded == [] and read.rows == [] and again == kept
+    with journal.open("ab") as file:
+        file.write(encode_batch(seq, STAMP, [encode_body(Ended(status="completed", state="x"))]))
+    decoded.clear()
+    later, read = snapshot.replay_journal(journal)
+    assert len(decoded) == 1 and read.last_seq == seq
+    assert later == without_results(journal)
+    assert later.state == "ended" and later.ended_state == "x"
+
+
+def test_a_journal_damaged_under_the_snapshot_is_read_whole_and_reported(
+    tmp_path: Path, decoded: list[int]
+) -> None:
+    journal = tmp_path / "journal.jsonl"
+    _append(journal, 1, range(20))
+    snapshot.replay_journal(journal)
+    data = bytearray(journal.read_bytes())
+    data[200] ^= 1  # a flipped bit in an early row, after the snapshot was taken
+    journal.write_bytes(bytes(data))
+    with pytest.raises(JournalCorruptError) as whole:
+        read_journal(journal)
+    with pytest.raises(JournalCorruptError) as read:
+        snapshot.replay_journal(journal)
+    assert (read.value.offset, read.value.valid_at) == (whole.value.offset, whole.value.valid_at)
+
+
+def test_a_snapshot_of_another_format_or_journal_is_not_taken(
+    tmp_path: Path, decoded: list[int]
+) -> None:
+    journal = tmp_path / "journal.jsonl"
+    _append(journal, 1, range(5))
+    snapshot.replay_journal(journal)
+    (tmp_path / snapshot.SNAPSHOT).write_bytes(b"not a snapshot")
+    decoded.clear()
+    state, _ = snapshot.replay_journal(journal)
+    assert len(decoded) == 16 and state == replay(read_journal(journal).rows)
+    other = tmp_path / "other" / "journal.jsonl"
+    other.parent.mkdir()
+    _append(other, 1, range(3))
+    (other.parent / snapshot.SNAPSHOT).write_bytes((tmp_path / snapshot.SNAPSHOT).read_bytes())
+    state, _ = snapshot.replay_journal(other)
+    assert len(state.calls) == 3
