@@ -4,7 +4,8 @@
 10,000 calls is tens of MB: decoding all of it costs seconds, its replay little.
 `replay_journal` keeps the state a replay of the journal's first `end` bytes
 left in `<run>/replay.snapshot` (private, replaced atomically; `marshal`, which
-reads back several times faster than JSON, of the plain values replay holds) and,
+reads back several times faster than JSON, of the plain values replay holds,
+behind a CRC-32 of those bytes, so a damaged snapshot is never unmarshalled) and,
 while the snapshot is good, decodes and folds only the rows appended after it.
 
 The journal stays the one truth: the snapshot is thrown away and the journal read
@@ -41,6 +42,8 @@ _CALL_FIELDS = [f.name for f in fields(CallState) if f.name != "result"]
 """A call's fields the snapshot keeps: all but its result, which can be large and
 which the commands do not show (a process that needs results replays the journal)."""
 _RUN_FIELDS = [f.name for f in fields(RunState) if f.name != "calls"]
+_SEAL = 9
+"""The file starts with the CRC-32 of the rest, as eight hex digits and a newline."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,10 @@ def replay_journal(journal: Path) -> tuple[RunState, JournalRead]:
 def _load(path: Path, data: bytes) -> Snapshot | None:
     """The snapshot, when it is this crw's and matches the journal's bytes."""
     try:
-        head, end, crc, call_fields, run, calls = marshal.loads(path.read_bytes())
+        raw = path.read_bytes()
+        if raw[:_SEAL] != b"%08x\n" % zlib.crc32(raw[_SEAL:]):
+            return None  # damaged or cut short: marshal must never read such bytes
+        head, end, crc, call_fields, run, calls = marshal.loads(raw[_SEAL:])
         if head != FORMAT or call_fields != _CALL_FIELDS:
             return None
         if end > len(data) or zlib.crc32(memoryview(data)[:end]) != crc:
@@ -95,7 +101,7 @@ def _load(path: Path, data: bytes) -> Snapshot | None:
         state.calls = {
             values[0]: CallState(**dict(zip(_CALL_FIELDS, values, strict=True))) for values in calls
         }
-    except (OSError, ValueError, TypeError, EOFError):
+    except (OSError, ValueError, TypeError, EOFError, KeyError, IndexError, AttributeError):
         return None
     return Snapshot(end, crc, state)
 
@@ -113,7 +119,8 @@ def _save(path: Path, state: RunState, end: int, crc: int) -> None:
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as file:
-            file.write(marshal.dumps(body))
+            payload = marshal.dumps(body)
+            file.write(b"%08x\n" % zlib.crc32(payload) + payload)
         os.replace(temp, path)
     except (OSError, ValueError):
         temp.unlink(missing_ok=True)

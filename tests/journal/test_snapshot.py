@@ -110,3 +110,24 @@ def test_a_snapshot_of_another_format_or_journal_is_not_taken(
     (other.parent / snapshot.SNAPSHOT).write_bytes((tmp_path / snapshot.SNAPSHOT).read_bytes())
     state, _ = snapshot.replay_journal(other)
     assert len(state.calls) == 3
+
+
+def test_a_damaged_byte_anywhere_in_the_snapshot_is_never_taken(
+    tmp_path: Path, decoded: list[int]
+) -> None:
+    """A changed byte in the snapshot's body could still unmarshal (a call's state
+    `completed` becoming `complxted`): its own checksum throws it away instead."""
+    journal = tmp_path / "journal.jsonl"
+    _append(journal, 1, range(3))
+    snapshot.replay_journal(journal)
+    path = tmp_path / snapshot.SNAPSHOT
+    good = path.read_bytes()
+    at = good.index(b"completed")
+    for offset in (0, 5, 9, at, len(good) - 1):
+        damaged = bytearray(good)
+        damaged[offset] ^= 0x10
+        path.write_bytes(bytes(damaged))
+        decoded.clear()
+        state, _ = snapshot.replay_journal(journal)
+        assert len(decoded) == 10, offset  # the journal was read whole
+        assert state == replay(read_journal(journal).rows)
