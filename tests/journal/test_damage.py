@@ -22,7 +22,7 @@ from trio.testing import MockClock
 
 from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
-from crw.journal.log import FRAMING, JournalCorruptError, decode, read_journal
+from crw.journal.log import FRAMING, JournalCorruptError, JournalRead, decode, read_journal
 from tests.actors.test_app_server_run import harness
 
 PATH = Path("journal.jsonl")
@@ -83,23 +83,36 @@ def _batch_ends(data: bytes) -> list[tuple[int, int]]:
 
 def _check(original: Journal, damaged: bytes, at: int, *, cut: bool) -> None:
     """The damage at byte `at` of `original` made `damaged`: what reading it gives."""
-    full, ends = original.rows, original.ends
-    before = [(end, rows) for end, rows in ends if end <= at]
+    before = [(end, rows) for end, rows in original.ends if end <= at]
     end, kept = before[-1] if before else (0, 0)
-    last_start = ends[-2][0] if len(ends) > 1 else 0
+    last_start = original.ends[-2][0] if len(original.ends) > 1 else 0
     try:
         read = decode(damaged, PATH)
     except JournalCorruptError as err:
         assert not cut, "a crash cut is a torn tail, never corruption"
-        assert err.intact.rows == full[:kept] and err.intact.end == end
-        assert err.offset <= at < err.valid_at
+        _read_prefix(original, err.intact, kept)
+        # The damaged line starts at or before the byte, or just after it when an
+        # inserted newline ended the line before; the rows that follow may start at
+        # the byte itself, when a `{` inserted before a line's own opens a whole row.
+        assert err.offset <= at + 1 and at <= err.valid_at
         return
-    assert read.rows == full[:kept] and read.end == end
+    got = _read_prefix(original, read, kept)
     if cut:
-        assert (read.torn is None) == (at == end)
+        assert got == kept and (read.torn is None) == (at == end)
         return
-    assert read.torn is not None and read.torn.offset == end, "damage read back as rows"
+    assert read.torn is not None and read.torn.offset == read.end, "damage read back as rows"
     assert at >= last_start, "damage before the last batch read as a torn tail"
+
+
+def _read_prefix(original: Journal, read: JournalRead, kept: int) -> int:
+    """The rows read are the journal's first rows, each whole batch before the
+    damage among them, and `end` is just past them; how many there are. One batch
+    more is whole when a newline inserted just before a line's own ends it."""
+    got = len(read.rows)
+    assert got >= kept, "a row before the damage was lost"
+    assert read.rows == original.rows[:got], "a row read back is not the one written"
+    assert read.end == {0: 0, **{rows: end for end, rows in original.ends}}[got]
+    return got
 
 
 def _changed(data: bytes, at: int, byte: int) -> bytes:
@@ -139,3 +152,13 @@ def test_any_single_byte_change_insertion_or_cut_loses_nothing_silently(
         _check(journal, _changed(original, at, byte), at, cut=False)
     else:
         _check(journal, _inserted(original, at, byte), at, cut=False)
+
+
+@pytest.mark.parametrize("byte", [b"{", b"\n"])
+def test_a_framing_byte_inserted_anywhere_loses_nothing_silently(
+    journal: Journal, byte: bytes
+) -> None:
+    """The bytes that open a row and end a line, inserted at every offset: the
+    cases a sample can miss (a `{` before a line's own opens a whole row)."""
+    for at in range(len(journal.data) + 1):
+        _check(journal, _inserted(journal.data, at, byte[0]), at, cut=False)
