@@ -240,13 +240,22 @@ def measure(backend: str, calls: int, limit: float, where: Path) -> dict[str, An
         try:
             wall = trio.run(drive, trial, limit)
         except trio.TooSlowError:
-            return {"skipped": f"did not end within {limit:g} s"}
+            return {"skipped": f"did not end within {limit:g} s{progress(trial)}"}
         except RuntimeError as err:
             return {"skipped": str(err)}
         finally:
             reap(trial)
             stop_sim(host)
         return figures(trial, wall)
+
+
+def progress(trial: Trial) -> str:
+    """` (N of M calls completed)` once the run has a journal, else nothing."""
+    run = RunDir(trial.state / "flow" / trial.run_id)
+    if not trial.run_id or not run.journal.exists():
+        return ""
+    done = sum(1 for row, _ in journal_lines(run) if row["row"] == "completed")
+    return f" ({done} of {trial.calls} calls completed)"
 
 
 def run_backend(backend: str, sizes: list[int], limit: float, where: Path) -> dict[str, Any]:
