@@ -47,6 +47,7 @@ from crw.cli.owner import DONE_STATES, IDLE_PAUSE, ScriptedOwner  # noqa: E402
 from crw.cli.start import start_run  # noqa: E402
 from crw.clock import system_clock  # noqa: E402
 from crw.engine.rundir import RunDir  # noqa: E402
+from crw.errors import CrwError  # noqa: E402
 from crw.host.connect import connect_host  # noqa: E402
 from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402
 from crw.host.uri import parse_host_uri  # noqa: E402
@@ -61,11 +62,15 @@ REPLY_LOOK = 0.002
 KEYS = {"app-server": "app_server", "session": "session"}
 
 
+SCHEMA = {"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}
+
+
 def workflow(calls: int) -> str:
-    """N independent nodes, each a one-turn call with a small schema, pool 8."""
-    schema = '{ type = "object", required = ["ok"], properties = { ok = { type = "boolean" } } }'
+    """N independent nodes, each a one-turn call, pool 8. Their schema is the file
+    s.json (an inline schema per node makes 10,000 nodes larger than a workflow
+    file may be)."""
     nodes = [
-        f'\n[[node]]\nid = "n{i:05d}"\nrole = "explorer"\ntask = "Answer ok."\nschema = {schema}\n'
+        f'\n[[node]]\nid = "n{i:05d}"\nrole = "explorer"\ntask = "Answer ok."\nschema = "s.json"\n'
         for i in range(calls)
     ]
     return f'name = "scale"\npool = {POOL}\n' + "".join(nodes)
@@ -131,6 +136,7 @@ async def drive(trial: Trial, limit: float) -> float:
     to exit; the seconds from the start to its ended row."""
     wf = trial.state.parent / "scale.toml"
     wf.write_text(workflow(trial.calls))
+    (wf.parent / "s.json").write_text(json.dumps(SCHEMA))
     async with connect_host(parse_host_uri(f"unix:{trial.socket}")) as client:
         await client.request("sim/script", {"match": {}, "behaviour": {"seconds": 0}})
         owner = None
@@ -241,7 +247,7 @@ def measure(backend: str, calls: int, limit: float, where: Path) -> dict[str, An
             wall = trio.run(drive, trial, limit)
         except trio.TooSlowError:
             return {"skipped": f"did not end within {limit:g} s{progress(trial)}"}
-        except RuntimeError as err:
+        except (RuntimeError, CrwError) as err:
             return {"skipped": str(err)}
         finally:
             reap(trial)
