@@ -25,6 +25,7 @@ skipped too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -33,6 +34,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,8 +51,10 @@ from crw.cli.start import start_run  # noqa: E402
 from crw.clock import system_clock  # noqa: E402
 from crw.engine.rundir import RunDir  # noqa: E402
 from crw.errors import CrwError  # noqa: E402
+from crw.host.client import HostClient  # noqa: E402
 from crw.host.connect import connect_host  # noqa: E402
 from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402
+from crw.host.transport import HostUnavailable  # noqa: E402
 from crw.host.uri import parse_host_uri  # noqa: E402
 
 POOL = 8
@@ -57,6 +62,7 @@ SIZES = (100, 1000, 10000)
 LIMIT = 300.0
 """Seconds a size may take, start to ended, before it is skipped."""
 REAP_POLL = 0.02
+CONNECT_WAIT = 5.0
 REPLY_LOOK = 0.002
 """Seconds between two looks for a reply file."""
 KEYS = {"app-server": "app_server", "session": "session"}
@@ -137,7 +143,7 @@ async def drive(trial: Trial, limit: float) -> float:
     wf = trial.state.parent / "scale.toml"
     wf.write_text(workflow(trial.calls))
     (wf.parent / "s.json").write_text(json.dumps(SCHEMA))
-    async with connect_host(parse_host_uri(f"unix:{trial.socket}")) as client:
+    async with host_client(trial.socket) as client:
         await client.request("sim/script", {"match": {}, "behaviour": {"seconds": 0}})
         owner = None
         if trial.backend == "session":
@@ -157,6 +163,25 @@ async def drive(trial: Trial, limit: float) -> float:
         after = (await client.request("sim/stats", {}))["requests"]
     trial.served = Counter(after) - Counter(before)
     return ended_at(RunDir(trial.state / "flow" / trial.run_id)) - t0
+
+
+@asynccontextmanager
+async def host_client(socket: Path) -> AsyncIterator[HostClient]:
+    """A client of the host on `socket`, tried again for up to CONNECT_WAIT: the
+    socket file exists (what `launch_sim` waits for) a moment before it listens."""
+    deadline = trio.current_time() + CONNECT_WAIT
+    async with AsyncExitStack() as stack:
+        while True:
+            try:
+                client = await stack.enter_async_context(
+                    connect_host(parse_host_uri(f"unix:{socket}"))
+                )
+                break
+            except HostUnavailable:
+                if trio.current_time() > deadline:
+                    raise
+                await trio.sleep(REAP_POLL)
+        yield client
 
 
 def start(trial: Trial, wf: Path, owner: str | None) -> None:
@@ -185,14 +210,19 @@ async def wait_exit(trial: Trial) -> None:
 
 
 def reap(trial: Trial) -> None:
-    """SIGKILL the run process if it still lives, and reap it."""
-    if trial.pid is None:
-        return
-    try:
-        os.kill(trial.pid, signal.SIGKILL)
-        os.waitpid(trial.pid, 0)
-    except (ProcessLookupError, ChildProcessError):
-        pass
+    """SIGKILL the run process if it still lives, and any other process that names
+    the trial's state directory (one an owner's `next` resumed); reap our children."""
+    pids = [trial.pid] if trial.pid is not None else []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if str(trial.state).encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
     trial.pid = None
 
 
@@ -250,8 +280,8 @@ def measure(backend: str, calls: int, limit: float, where: Path) -> dict[str, An
         except (RuntimeError, CrwError) as err:
             return {"skipped": str(err)}
         finally:
-            reap(trial)
             stop_sim(host)
+            reap(trial)
         return figures(trial, wall)
 
 
