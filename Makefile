@@ -29,6 +29,7 @@ typecheck: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/journal.py
+	$(BIN)/python bench/scale.py --sizes 100,1000 --limit 120
 
 clean:
 	rm -rf $(VENV)

@@ -134,7 +134,7 @@ async def _run_thread(
                 model=thread.model,
                 effort=thread.reasoningEffort,
                 cwd=str(workspace),
-                host_cwd=thread.cwd,
+                host_cwd=thread.cwd if thread.cwd != str(workspace) else None,
                 attempt=1,
                 via="app-server",
                 rollout_path=thread.path,

@@ -105,6 +105,8 @@ class SimHost:
         self._answered_calls: set[str] = set()
         self._runners: dict[str, trio.CancelScope] = {}
         self._held: list[tuple[set[_Connection], dict[str, Any]]] | None = None
+        self.served: dict[str, int] = {}
+        """Requests served, by method (answered with a result or an error)."""
         self._methods: dict[str, _Method] = {
             "initialize": self._initialize,
             "thread/start": self._thread_start,
@@ -122,6 +124,7 @@ class SimHost:
             "sim/sendInput": self._send_input,
             "sim/closeAgent": self._close_agent,
             "sim/script": self._script,
+            "sim/stats": self._stats,
         }
 
     def _read(self, answer: Callable[[SimState, dict[str, Any]], dict[str, Any]]) -> _Method:
@@ -146,6 +149,8 @@ class SimHost:
         if "id" not in message or "method" not in message:
             return
         self._held = []
+        method = str(message["method"])
+        self.served[method] = self.served.get(method, 0) + 1
         try:
             conn.post({"id": message["id"], "result": self._call(conn, message)})
         except RpcError as err:
@@ -468,6 +473,11 @@ class SimHost:
     def _script(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
         self.scripts.append(Script.from_wire(params))
         return {}
+
+    def _stats(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """The requests served so far, by method, this one included: what a bench
+        divides by its calls."""
+        return {"requests": dict(self.served)}
 
 
 async def serve_connection(host: SimHost, transport: Transport) -> None:

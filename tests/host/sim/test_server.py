@@ -353,3 +353,15 @@ async def test_malformed_params_are_an_invalid_request_and_the_host_serves_on(
         listed = await client.request("thread/list", {})
     assert failure.value.code == -32600
     assert [t["id"] for t in listed["data"]] == [thread_id]
+
+
+async def test_stats_counts_every_request_served_by_method(tmp_path: Path) -> None:
+    async with connected(tmp_path) as (_, client):
+        await client.request("thread/start", {"cwd": "/w"})
+        await client.request("thread/start", {"cwd": "/w"})
+        with pytest.raises(RpcFailure):
+            await client.request("thread/read", {"threadId": "nope"})
+        stats = await client.request("sim/stats")
+    assert stats["requests"]["thread/start"] == 2
+    assert stats["requests"]["thread/read"] == 1
+    assert stats["requests"]["sim/stats"] == 1

@@ -1,0 +1,352 @@
+"""How a run's cost grows with its number of calls, on the simulated host.
+
+For each size N, a workflow of N independent one-turn nodes, pool 8, every turn
+instant (`sim/script {"match": {}, "behaviour": {"seconds": 0}}`), timed from the
+start of the run (`start_run`, what `crw flow start` calls, in-process) to its
+`ended` row. The processes are real: `crw host sim serve` and the detached run
+process, both reaped by pid when the size is done, whatever happens. With the
+session backend the owner is played in-process (`crw flow next`'s function, the
+subagents spawned on the host, each dispatch reported with the function `crw flow
+dispatched` writes it with, the steps of one answer taken concurrently), so
+neither the CLI's start-up nor an owner's pace is what is measured.
+
+Per size: wall_s, calls_per_s, per_call_ms, rows, run_rss_mb (the run process's
+peak RSS, from wait4), host_requests_per_call (app-server methods the host
+served, `sim/stats`, less the sim/* control methods the owner uses),
+journal_bytes_per_call (the journal lines that name the call, mean over calls),
+flat_ratio (per_call_ms over the smallest size's). A size that does not end
+within --limit seconds is reported as {"skipped": why}; the larger ones are then
+skipped too.
+
+    .venv/bin/python bench/scale.py [--json] [--sizes 100,1000,10000]
+        [--backend app-server|session|both] [--limit SECONDS] [--tmp DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from crw.bus.inbox import Report, reply_path, write_report  # noqa: E402
+from crw.cli.owner import DONE_STATES, IDLE_PAUSE, ScriptedOwner  # noqa: E402
+from crw.cli.start import start_run  # noqa: E402
+from crw.clock import system_clock  # noqa: E402
+from crw.engine.rundir import RunDir  # noqa: E402
+from crw.errors import CrwError  # noqa: E402
+from crw.host.client import HostClient  # noqa: E402
+from crw.host.connect import connect_host  # noqa: E402
+from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402
+from crw.host.transport import HostUnavailable  # noqa: E402
+from crw.host.uri import parse_host_uri  # noqa: E402
+
+POOL = 8
+SIZES = (100, 1000, 10000)
+LIMIT = 300.0
+"""Seconds a size may take, start to ended, before it is skipped."""
+REAP_POLL = 0.02
+CONNECT_WAIT = 5.0
+REPLY_LOOK = 0.002
+"""Seconds between two looks for a reply file."""
+KEYS = {"app-server": "app_server", "session": "session"}
+
+
+SCHEMA = {"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}
+
+
+def workflow(calls: int) -> str:
+    """N independent nodes, each a one-turn call, pool 8. Their schema is the file
+    s.json (an inline schema per node makes 10,000 nodes larger than a workflow
+    file may be)."""
+    nodes = [
+        f'\n[[node]]\nid = "n{i:05d}"\nrole = "explorer"\ntask = "Answer ok."\nschema = "s.json"\n'
+        for i in range(calls)
+    ]
+    return f'name = "scale"\npool = {POOL}\n' + "".join(nodes)
+
+
+class FastOwner(ScriptedOwner):
+    """The scripted owner, taking the steps of one answer concurrently, each
+    report's reply looked for every REPLY_LOOK (`crw flow dispatched` looks every
+    20 ms: an owner's pace, not the run's)."""
+
+    async def play_all(self) -> None:
+        while True:
+            answer = await self.next()
+            async with trio.open_nursery() as nursery:
+                for step in answer["steps"]:
+                    nursery.start_soon(self.take, step)
+            if answer["state"] in DONE_STATES:
+                return
+            if not answer["steps"]:
+                await trio.sleep(IDLE_PAUSE)
+
+    async def dispatched(self, step: dict[str, Any], agent: str) -> dict[str, Any]:
+        run = RunDir(Path(self.state or "") / "flow" / self.run)
+        report = Report.new(
+            self.run, step["call"], step["k"], step["attempt"], agent, system_clock()
+        )
+
+        def report_and_wait() -> dict[str, Any]:
+            path = reply_path(run, report.id)
+            write_report(run, report)
+            while not path.exists():
+                time.sleep(REPLY_LOOK)
+            body = json.loads(path.read_bytes())
+            assert isinstance(body, dict)
+            return body
+
+        return await trio.to_thread.run_sync(report_and_wait, abandon_on_cancel=True)
+
+
+@dataclass
+class Trial:
+    """One size on one backend: where it runs, and what was seen of its run process."""
+
+    backend: str
+    calls: int
+    state: Path
+    pid: int | None = None
+    rss_kb: int | None = None
+    run_id: str = ""
+    served: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def socket(self) -> Path:
+        return self.state / "host.sock"
+
+    def environ(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CRW_", "CODEX_"))}
+        return env | {"CODEX_HOME": str(self.state / "codex-home")}
+
+
+async def drive(trial: Trial, limit: float) -> float:
+    """Start the run, play its owner if it is a session run, wait for its process
+    to exit; the seconds from the start to its ended row."""
+    wf = trial.state.parent / "scale.toml"
+    wf.write_text(workflow(trial.calls))
+    (wf.parent / "s.json").write_text(json.dumps(SCHEMA))
+    async with host_client(trial.socket) as client:
+        await client.request("sim/script", {"match": {}, "behaviour": {"seconds": 0}})
+        owner = None
+        if trial.backend == "session":
+            owner = str((await client.request("sim/startOwner", {}))["threadId"])
+        before = (await client.request("sim/stats", {}))["requests"]
+        t0 = time.time()
+        with trio.fail_after(limit):
+            await trio.to_thread.run_sync(start, trial, wf, owner)
+            async with trio.open_nursery() as nursery:
+                if owner is not None:
+                    player = FastOwner(
+                        client, trial.run_id, owner, state=str(trial.state), wait=1.0
+                    )
+                    nursery.start_soon(player.play_all)
+                await wait_exit(trial)
+                nursery.cancel_scope.cancel()
+        after = (await client.request("sim/stats", {}))["requests"]
+    trial.served = Counter(after) - Counter(before)
+    return ended_at(RunDir(trial.state / "flow" / trial.run_id)) - t0
+
+
+@asynccontextmanager
+async def host_client(socket: Path) -> AsyncIterator[HostClient]:
+    """A client of the host on `socket`, tried again for up to CONNECT_WAIT: the
+    socket file exists (what `launch_sim` waits for) a moment before it listens."""
+    deadline = trio.current_time() + CONNECT_WAIT
+    async with AsyncExitStack() as stack:
+        while True:
+            try:
+                client = await stack.enter_async_context(
+                    connect_host(parse_host_uri(f"unix:{socket}"))
+                )
+                break
+            except HostUnavailable:
+                if trio.current_time() > deadline:
+                    raise
+                await trio.sleep(REAP_POLL)
+        yield client
+
+
+def start(trial: Trial, wf: Path, owner: str | None) -> None:
+    """`crw flow start`'s work; the run process's pid is kept before anything can
+    cancel the bench, so it is reaped whatever happens next."""
+    outcome = start_run(
+        wf,
+        backend=trial.backend,
+        owner=owner,
+        host=f"unix:{trial.socket}",
+        state=str(trial.state),
+        environ=trial.environ(),
+    )
+    trial.pid, trial.run_id = outcome.pid, outcome.spec.id
+
+
+async def wait_exit(trial: Trial) -> None:
+    """Until the run process exits: reap it, keep its peak RSS (ru_maxrss, KiB)."""
+    assert trial.pid is not None
+    while True:
+        pid, _status, usage = os.wait4(trial.pid, os.WNOHANG)  # noqa: ASYNC222 - never blocks
+        if pid:
+            trial.rss_kb, trial.pid = usage.ru_maxrss, None
+            return
+        await trio.sleep(REAP_POLL)
+
+
+def reap(trial: Trial) -> None:
+    """SIGKILL the run process if it still lives, and any other process that names
+    the trial's state directory (one an owner's `next` resumed); reap our children."""
+    pids = [trial.pid] if trial.pid is not None else []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if str(trial.state).encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    trial.pid = None
+
+
+def journal_lines(run: RunDir) -> list[tuple[dict[str, Any], int]]:
+    """Each journal line as its object and its size in bytes (newline included)."""
+    return [(json.loads(line), len(line) + 1) for line in run.journal.read_bytes().splitlines()]
+
+
+def ended_at(run: RunDir) -> float:
+    for row, _ in reversed(journal_lines(run)):
+        if row["row"] == "ended":
+            if row.get("status") != "completed":
+                raise RuntimeError(f"the run ended {row.get('status')}, not completed")
+            return dt.datetime.fromisoformat(row["at"].replace("Z", "+00:00")).timestamp()
+    raise RuntimeError(f"the run's process exited without an ended row; see {run.log}")
+
+
+def figures(trial: Trial, wall: float) -> dict[str, Any]:
+    lines = journal_lines(RunDir(trial.state / "flow" / trial.run_id))
+    per_call: Counter[str] = Counter()
+    completed = set()
+    for row, size in lines:
+        if "call" in row:
+            per_call[row["call"]] += size
+        if row["row"] == "completed":
+            completed.add(row["call"])
+    requests = sum(n for method, n in trial.served.items() if not method.startswith("sim/"))
+    n = trial.calls
+    return {
+        "wall_s": round(wall, 3),
+        "calls_per_s": round(n / wall, 1),
+        "per_call_ms": round(wall * 1000 / n, 3),
+        "rows": len(lines),
+        "run_rss_mb": round((trial.rss_kb or 0) / 1024, 1),
+        "host_requests_per_call": round(requests / n, 2),
+        "journal_bytes_per_call": round(sum(per_call[c] for c in completed) / len(completed)),
+    }
+
+
+def measure(backend: str, calls: int, limit: float, where: Path) -> dict[str, Any]:
+    """One size on one backend, in a fresh state directory under `where` with a
+    fresh host."""
+    with tempfile.TemporaryDirectory(prefix="crw-scale-", dir=where) as tmp:
+        trial = Trial(backend, calls, Path(tmp) / "state")
+        trial.state.mkdir()
+        (trial.state / "codex-home").mkdir()
+        (trial.state / "codex-home" / "config.toml").write_text(
+            f"[agents]\nmax_threads = {POOL + 1}\n"  # a session pool of 8 too
+        )
+        host = launch_sim(trial.socket, trial.state / "codex-home", trial.state / "host.log")
+        try:
+            wall = trio.run(drive, trial, limit)
+        except trio.TooSlowError:
+            return {"skipped": f"did not end within {limit:g} s{progress(trial)}"}
+        except (RuntimeError, CrwError) as err:
+            return {"skipped": str(err)}
+        finally:
+            stop_sim(host)
+            reap(trial)
+        return figures(trial, wall)
+
+
+def progress(trial: Trial) -> str:
+    """` (N of M calls completed)` once the run has a journal, else nothing."""
+    run = RunDir(trial.state / "flow" / trial.run_id)
+    if not trial.run_id or not run.journal.exists():
+        return ""
+    done = sum(1 for row, _ in journal_lines(run) if row["row"] == "completed")
+    return f" ({done} of {trial.calls} calls completed)"
+
+
+def run_backend(backend: str, sizes: list[int], limit: float, where: Path) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for calls in sizes:
+        if any("skipped" in r for r in results.values()):
+            results[str(calls)] = {"skipped": "a smaller size did not end in time"}
+            continue
+        results[str(calls)] = measure(backend, calls, limit, where)
+    base = results[str(sizes[0])]
+    for result in results.values():
+        if "per_call_ms" in result and "per_call_ms" in base:
+            result["flat_ratio"] = round(result["per_call_ms"] / base["per_call_ms"], 2)
+    return results
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    names = ["wall_s", "calls_per_s", "per_call_ms", "rows", "run_rss_mb"]
+    names += ["host_requests_per_call", "journal_bytes_per_call", "flat_ratio"]
+    grid = Table("backend", "calls", *names, title="scale (simulated host, instant turns)")
+    for backend, sizes in results.items():
+        for calls, result in sizes.items():
+            if "skipped" in result:
+                grid.add_row(backend, calls, f"skipped: {result['skipped']}")
+            else:
+                grid.add_row(backend, calls, *(str(result.get(n, "-")) for n in names))
+    console = Console(width=160)
+    with console.capture() as captured:
+        console.print(grid)
+    return captured.get()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--backend", choices=["app-server", "session", "both"], default="both")
+    parser.add_argument("--limit", type=float, default=LIMIT, help="seconds per size")
+    parser.add_argument(
+        "--tmp", type=Path, default=REPO, help="where the state directories go (the repository)"
+    )
+    args = parser.parse_args()
+    try:
+        sizes = sorted({int(s) for s in args.sizes.split(",")})
+    except ValueError:
+        parser.error(f"--sizes {args.sizes}: pass sizes as 100,1000,10000")
+    if not sizes or sizes[0] < 1:
+        parser.error(f"--sizes {args.sizes}: every size must be at least 1")
+    backends = ["app-server", "session"] if args.backend == "both" else [args.backend]
+    results = {KEYS[b]: run_backend(b, sizes, args.limit, args.tmp) for b in backends}
+    print(json.dumps(results) if args.json else table(results), end="\n")
+
+
+if __name__ == "__main__":
+    main()
