@@ -35,7 +35,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,6 @@ from crw.errors import CrwError  # noqa: E402
 from crw.host.client import HostClient  # noqa: E402
 from crw.host.connect import connect_host  # noqa: E402
 from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402
-from crw.host.transport import HostUnavailable  # noqa: E402
 from crw.host.uri import parse_host_uri  # noqa: E402
 
 POOL = 8
@@ -62,7 +61,6 @@ SIZES = (100, 1000, 10000)
 LIMIT = 300.0
 """Seconds a size may take, start to ended, before it is skipped."""
 REAP_POLL = 0.02
-CONNECT_WAIT = 5.0
 REPLY_LOOK = 0.002
 """Seconds between two looks for a reply file."""
 KEYS = {"app-server": "app_server", "session": "session"}
@@ -167,20 +165,8 @@ async def drive(trial: Trial, limit: float) -> float:
 
 @asynccontextmanager
 async def host_client(socket: Path) -> AsyncIterator[HostClient]:
-    """A client of the host on `socket`, tried again for up to CONNECT_WAIT: the
-    socket file exists (what `launch_sim` waits for) a moment before it listens."""
-    deadline = trio.current_time() + CONNECT_WAIT
-    async with AsyncExitStack() as stack:
-        while True:
-            try:
-                client = await stack.enter_async_context(
-                    connect_host(parse_host_uri(f"unix:{socket}"))
-                )
-                break
-            except HostUnavailable:
-                if trio.current_time() > deadline:
-                    raise
-                await trio.sleep(REAP_POLL)
+    """A client of the host on `socket` (`launch_sim` returned once it listens)."""
+    async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
         yield client
 
 

@@ -4,6 +4,7 @@ the benchmarks and the tests that need a real shared host on a unix socket."""
 from __future__ import annotations
 
 import signal
+import socket as socket_module
 import subprocess
 import sys
 import time
@@ -38,13 +39,26 @@ def launch_sim(socket: Path, codex_home: Path, log: Path | None = None) -> subpr
         if log:
             out.close()  # type: ignore[union-attr]
     deadline = time.monotonic() + START_TIMEOUT
-    while not socket.exists():
+    while not _listens(socket):
         if host.poll() is not None or time.monotonic() > deadline:
             stop_sim(host)
             where = f"; see {log}" if log else ""
             raise RefusedError(f"the simulated host did not start on {socket}{where}")
         time.sleep(0.02)
     return host
+
+
+def _listens(path: Path) -> bool:
+    """Whether a connection to the unix socket `path` is accepted: the file exists
+    a moment before the server listens on it (bind, then listen)."""
+    probe = socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 def stop_sim(host: subprocess.Popen[bytes]) -> None:

@@ -365,3 +365,21 @@ async def test_stats_counts_every_request_served_by_method(tmp_path: Path) -> No
     assert stats["requests"]["thread/start"] == 2
     assert stats["requests"]["thread/read"] == 1
     assert stats["requests"]["sim/stats"] == 1
+
+
+def test_the_launcher_waits_for_a_listening_socket_not_its_file(tmp_path: Path) -> None:
+    """The socket file exists from bind() on, a moment before listen(): a client that
+    connects then is refused, so `launch_sim` waits until a connection is accepted."""
+    import socket
+
+    from crw.host.sim.process import _listens
+
+    path = tmp_path / "s.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(path))
+        assert path.exists() and not _listens(path)
+        server.listen()
+        assert _listens(path)
+    finally:
+        server.close()
