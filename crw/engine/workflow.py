@@ -259,7 +259,10 @@ class Workflow(BaseModel):
 
     def node(self, node_id: str) -> Node:
         """The node with id `node_id` (KeyError when there is none)."""
-        return self.nodes[self.graph().index[node_id]]
+        for node in self.nodes:
+            if node.id == node_id:
+                return node
+        raise KeyError(node_id)
 
     def order(self) -> tuple[Node, ...]:
         """The nodes in a topological order of needs: each after every node it
