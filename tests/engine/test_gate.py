@@ -224,3 +224,15 @@ def test_incremental_admission_admits_in_the_same_order_as_scanning_the_workflow
             pick = finish[0] if finish else 0
             finish = finish[1:]
             admission.completed(running.pop(pick % len(running)))
+
+
+def test_run_spent_is_kept_as_calls_count_not_summed_again() -> None:
+    """spec: HARV-24: the gate asks the run's figure before each admission; a
+    run of 2,000 calls costs a bounded number of token additions per call."""
+    spent = RunSpent(before=Tokens(total=5))
+    with patch.object(Tokens, "__add__", autospec=True, side_effect=Tokens.__add__) as added:
+        for i in range(2000):
+            spent.count(f"n{i}.1", Tokens(total=1))
+            spent.count(f"n{i}.1", Tokens(total=2))
+            assert spent.spent().total == 5 + 2 * (i + 1)
+    assert added.call_count <= 2 * 2 * 2000
