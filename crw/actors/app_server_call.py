@@ -154,8 +154,18 @@ async def _run_thread(
         writes=node.role in WRITING_ROLES,
         workflow_file=str(ctx.workflow.path),
     )
+    try:
+        return await _run_turns(ctx, node, call, thread.id, what)
+    finally:
+        ctx.reader.forget(thread.id)
+
+
+async def _run_turns(
+    ctx: CallContext, node: Node, call: str, thread_id: str, what: packet.Packet
+) -> CallEnd:
+    """The first turn, and the repair turn when its answer breaks the schema."""
     text = packet.app_server_turn_text(what, k=1, attempt=1)
-    turns = _Turn(ctx, call, thread.id)
+    turns = _Turn(ctx, call, thread_id)
     ended, spent = await turns.run(1, text, conversation_turn=1)
     end = harvest.decide(call, node.output_schema, ended, spent, repaired=False)
     if end.row is not None:

@@ -1,14 +1,16 @@
 """The Gate actor: admits calls within the pool and ends the run.
 
 The gate admits a node once every node it needs has completed, within the pool,
-in the workflow's order, and runs each admitted call as a Trio task through the
-backend's `run_call`. A usage or rate limit pauses the run: a `paused` row is
-written, nothing more is admitted, and the calls in flight finish. So does the
-workflow's token ceiling, when the run's figure (`RunSpent`) reached it before a
-call would be admitted: the paused row records the figure and the ceiling. When nothing
-more can run the run writes `ended` (completed when every node completed, else
-failed: a null_model leaves the nodes that need it unrun), unless a call waits
-for a decision (held) or the run paused.
+in the workflow's order (`gate.Admission`: a node joins the ready queue when its
+last need completes, so an admission costs the same in a run of any size), and
+runs each admitted call as a Trio task through the backend's `run_call`. A usage
+or rate limit pauses the run: a `paused` row is written, nothing more is
+admitted, and the calls in flight finish. So does the workflow's token ceiling,
+when the run's figure (`RunSpent`) reached it before a call would be admitted:
+the paused row records the figure and the ceiling. When nothing more can run the
+run writes `ended` (completed when every node completed, else failed: a
+null_model leaves the nodes that need it unrun), unless a call waits for a
+decision (held) or the run paused.
 """
 
 from __future__ import annotations
@@ -68,10 +70,11 @@ async def run_gate(
             spent.count(call, tokens)
         await send.send((node.id, end))
 
+    admission = gate.Admission(workflow, results.keys(), finished.keys())
     async with trio.open_nursery() as nursery:
         while True:
             if paused is None:
-                admit = gate.ready(workflow, set(results), running, pool, set(finished))
+                admit = admission.admit(pool - len(running))
                 if admit and gate.ceiling_reached(spent.spent(), workflow.token_ceiling):
                     paused = gate.TOKEN_CEILING
                     await journal.commit([_ceiling_row(spent.spent(), workflow.token_ceiling)])
@@ -87,6 +90,7 @@ async def run_gate(
             finished[node_id] = kind
             if kind == "completed":
                 results[node_id] = end.row.result  # type: ignore[union-attr]
+                admission.completed(node_id)
             if end.pause is not None and paused is None:
                 paused = end.pause
                 await journal.commit([Paused(reason=end.pause)])

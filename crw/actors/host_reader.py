@@ -197,6 +197,17 @@ class HostReader:
         self.lists += 1
         return await self._call("thread/list", lambda: self._client.thread_list(**params))  # type: ignore[no-any-return]
 
+    @property
+    def watched(self) -> int:
+        """The threads the reader holds what it read and was told of."""
+        return len(self._watches)
+
+    def forget(self, thread_id: str) -> None:
+        """Drop what the reader holds of a thread no call waits on any more (its
+        last read, with every item of its turns): a run's memory then grows with
+        the calls in flight, not with the calls it ran."""
+        self._watches.pop(thread_id, None)
+
     def usage(self, thread_id: str) -> ThreadTokenUsage | None:
         """The newest token usage the host reported for the thread, if any."""
         watch = self._watches.get(thread_id)

@@ -14,6 +14,7 @@ a turn that was not measured adds nothing (HARV-27).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Set
 from dataclasses import dataclass, field
 
@@ -35,6 +36,13 @@ class RunSpent:
     """What the terminal rows counted when the process started."""
     calls: dict[str, Tokens] = field(default_factory=dict)
     """Each call this process runs: what it has counted so far."""
+    total: Tokens = field(init=False)
+    """`before` plus every call's figure, kept as the calls count."""
+
+    def __post_init__(self) -> None:
+        self.total = self.before
+        for tokens in self.calls.values():
+            self.total = self.total + tokens
 
     @classmethod
     def of(cls, replayed: RunState) -> RunSpent:
@@ -43,14 +51,13 @@ class RunSpent:
     def count(self, call: str, call_tokens: Tokens) -> None:
         """`call` has counted `call_tokens` in all (its turns so far, and what it
         took from its step_published row): replaces what it counted before."""
+        previous = self.calls.get(call, Tokens())
         self.calls[call] = call_tokens
+        self.total = self.total - previous + call_tokens
 
     def spent(self) -> Tokens:
-        """The run's figure now: every token counted once."""
-        total = self.before
-        for tokens in self.calls.values():
-            total = total + tokens
-        return total
+        """The run's figure now: every token counted once (kept, not summed again)."""
+        return self.total
 
 
 def ceiling_reached(spent: Tokens, ceiling: int | None) -> bool:
@@ -62,6 +69,53 @@ def ceiling_reached(spent: Tokens, ceiling: int | None) -> bool:
 def call_id(node: str, n: int) -> str:
     """The id of the `n`-th call of `node`: `<node>.<n>`, one path segment."""
     return f"{node}.{n}"
+
+
+class Admission:
+    """The gate's admission, kept as the run goes: each node waiting to run counts
+    its needs not yet completed, and joins the ready queue (kept in
+    `workflow.order()`) when its last need completes. Admitting or completing a
+    call touches the node and the nodes that need it, never the whole workflow.
+
+    Args:
+        done: the ids of the nodes whose calls completed (a resumed run's replayed
+            results).
+        taken: the ids of the nodes that never join the queue: running, or whose
+            calls ended without completing (held, null_model, …).
+    """
+
+    def __init__(self, workflow: Workflow, done: Set[str], taken: Set[str] = frozenset()) -> None:
+        self._graph = workflow.graph()
+        self._missing: dict[str, int] = {}
+        self._ready: list[int] = []
+        for node in self._graph.order:
+            if node.id in done or node.id in taken:
+                continue
+            missing = sum(1 for need in node.needs if need not in done)
+            self._missing[node.id] = missing
+            if missing == 0:
+                self._ready.append(self._graph.position[node.id])
+        self.steps = len(self._graph.order)
+        """Nodes touched so far (tests pin the admission's cost with it)."""
+
+    def admit(self, free: int) -> list[Node]:
+        """Up to `free` ready nodes, first in the workflow's order; they leave the queue."""
+        admitted: list[Node] = []
+        while self._ready and len(admitted) < free:
+            node = self._graph.order[heapq.heappop(self._ready)]
+            del self._missing[node.id]
+            admitted.append(node)
+            self.steps += 1
+        return admitted
+
+    def completed(self, node_id: str) -> None:
+        """`node_id`'s call completed: a node waiting on it as its last need is ready."""
+        for dependent in self._graph.dependents.get(node_id, ()):
+            self.steps += 1
+            if dependent in self._missing:
+                self._missing[dependent] -= 1
+                if self._missing[dependent] == 0:
+                    heapq.heappush(self._ready, self._graph.position[dependent])
 
 
 def ready(
@@ -83,13 +137,7 @@ def ready(
     free = pool - len(running)
     if free <= 0:
         return []
-    taken = done | running | stopped
-    waiting = [
-        node
-        for node in workflow.order()
-        if node.id not in taken and all(need in done for need in node.needs)
-    ]
-    return waiting[:free]
+    return Admission(workflow, done, running | stopped).admit(free)
 
 
 def next_attempt(attempts_so_far: int, max_attempts: int = MAX_ATTEMPTS) -> int | None:

@@ -23,7 +23,10 @@ returns a `Workflow` or raises one `InputError` line `<file>:<line>: <what>;
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
@@ -33,6 +36,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -117,11 +121,29 @@ class Node(BaseModel):
         if not isinstance(value, dict):
             return value
         directory = workflow_file.parent if isinstance(workflow_file, Path) else None
-        return bundle(_checked_schema(value), document, directory)
+        seen = (info.context or {}).get("schemas")
+        key = _schema_key(value, document)
+        if isinstance(seen, dict) and key in seen:
+            return seen[key]
+        checked = bundle(_checked_schema(value), document, directory)
+        if isinstance(seen, dict) and key is not None:
+            seen[key] = checked
+        return checked
 
     def placeholders(self) -> list[Placeholder]:
         """The `{node.field}` placeholders of the task, in order."""
         return [part for part in parse_template(self.task) if isinstance(part, Placeholder)]
+
+
+def _schema_key(value: dict[str, Any], document: Path | None) -> tuple[str, str] | None:
+    """What a schema is checked and bundled by: its JSON text, key order kept, and
+    the document its refs resolve against. Nodes that share a schema (the same file,
+    or the same inline table) are checked once per load. None: not JSON, so the
+    check refuses it."""
+    try:
+        return json.dumps(value), str(document)
+    except (TypeError, ValueError):
+        return None
 
 
 def _checked_schema(value: dict[str, Any]) -> dict[str, Any]:
@@ -168,6 +190,50 @@ class _WorkflowFile(BaseModel):
         return value
 
 
+@dataclass(frozen=True)
+class Graph:
+    """The needs of a workflow's nodes, each computed once: `index` is a node's
+    place in the file, `position` its place in `order`, `dependents` the ids of
+    the nodes that need it, in file order."""
+
+    order: tuple[Node, ...]
+    index: dict[str, int]
+    position: dict[str, int]
+    dependents: dict[str, tuple[str, ...]]
+
+    @classmethod
+    def of(cls, nodes: tuple[Node, ...]) -> Graph:
+        """Kahn's algorithm with the ready nodes kept by file index: O(E log N).
+
+        Raises:
+            ValueError: the needs name an unknown node or form a cycle
+                (`load_workflow` refuses both first).
+        """
+        index = {node.id: i for i, node in enumerate(nodes)}
+        dependents: dict[str, list[str]] = {node.id: [] for node in nodes}
+        missing = [len(node.needs) for node in nodes]
+        for node in nodes:
+            for need in node.needs:
+                dependents[need].append(node.id)
+        ready = [i for i, count in enumerate(missing) if count == 0]
+        order: list[Node] = []
+        while ready:
+            placed = nodes[heapq.heappop(ready)]
+            order.append(placed)
+            for dependent in dependents[placed.id]:
+                missing[index[dependent]] -= 1
+                if missing[index[dependent]] == 0:
+                    heapq.heappush(ready, index[dependent])
+        if len(order) < len(nodes):
+            raise ValueError("the needs of the workflow's nodes form a cycle")
+        return cls(
+            order=tuple(order),
+            index=index,
+            position={node.id: i for i, node in enumerate(order)},
+            dependents={node: tuple(ids) for node, ids in dependents.items()},
+        )
+
+
 class Workflow(BaseModel):
     """A loaded workflow. `nodes` are in file order; `digest` is "sha256:" + the
     hex sha256 of the file's bytes; `path` is absolute. `token_ceiling`: the run
@@ -183,6 +249,14 @@ class Workflow(BaseModel):
     digest: str
     token_ceiling: int | None = None
 
+    _graph: Graph | None = PrivateAttr(default=None)
+
+    def graph(self) -> Graph:
+        """The needs graph, computed once (at load, by `load_workflow`)."""
+        if self._graph is None:
+            self._graph = Graph.of(self.nodes)
+        return self._graph
+
     def node(self, node_id: str) -> Node:
         """The node with id `node_id` (KeyError when there is none)."""
         for node in self.nodes:
@@ -190,16 +264,11 @@ class Workflow(BaseModel):
                 return node
         raise KeyError(node_id)
 
-    def order(self) -> list[Node]:
+    def order(self) -> tuple[Node, ...]:
         """The nodes in a topological order of needs: each after every node it
-        needs, and otherwise in file order."""
-        placed: set[str] = set()
-        ordered: list[Node] = []
-        while len(ordered) < len(self.nodes):
-            ready = next(n for n in self.nodes if n.id not in placed and placed.issuperset(n.needs))
-            placed.add(ready.id)
-            ordered.append(ready)
-        return ordered
+        needs, and otherwise in file order (the first node in file order whose
+        needs are all placed comes next)."""
+        return self.graph().order
 
 
 def load_workflow(path: Path) -> Workflow:
@@ -213,17 +282,16 @@ def load_workflow(path: Path) -> Workflow:
             that refers to a node outside its needs. Nothing is written.
     """
     data, text, table = read_toml(path, "workflow")
-    source = TomlSource(text)
     file = str(path)
     absolute = path.resolve()
     try:
-        parsed = _WorkflowFile.model_validate(table, context={"file": absolute})
+        parsed = _WorkflowFile.model_validate(table, context={"file": absolute, "schemas": {}})
     except ValidationError as err:
         raise validation_error(
-            file, source, err, lambda loc: _context(table, loc), missing=_MISSING
+            file, TomlSource(text), err, lambda loc: _context(table, loc), missing=_MISSING
         ) from None
-    _check_graph(file, source, parsed.nodes)
-    return Workflow(
+    graph = _check_graph(file, text, parsed.nodes)
+    workflow = Workflow(
         name=parsed.name,
         pool=parsed.pool,
         token_ceiling=parsed.token_ceiling,
@@ -232,6 +300,8 @@ def load_workflow(path: Path) -> Workflow:
         path=absolute,
         digest="sha256:" + hashlib.sha256(data).hexdigest(),
     )
+    workflow._graph = graph
+    return workflow
 
 
 def _context(table: dict[str, Any], loc: Loc) -> tuple[str, tuple[str, ...]]:
@@ -258,10 +328,13 @@ def _node_label(table: dict[str, Any], index: int) -> str:
     return f"node '{json.dumps(node_id, ensure_ascii=False)[1:-1]}'"
 
 
-def _check_graph(file: str, source: TomlSource, nodes: tuple[Node, ...]) -> None:
-    """Ids unique, needs known and acyclic, templates within each node's needs."""
+def _check_graph(file: str, text: str, nodes: tuple[Node, ...]) -> Graph:
+    """Ids unique, needs known and acyclic, templates within each node's needs;
+    returns the graph. Each need and placeholder is looked at a bounded number of
+    times; the file's lines are mapped (`TomlSource`) only to tell a refusal."""
 
     def refuse(index: int, key: str, what: str, fix: str) -> NoReturn:
+        source = TomlSource(text)
         raise one_line(
             file, source.line_of(("node", index, key)), f"node '{nodes[index].id}': {what}", fix
         )
@@ -269,12 +342,13 @@ def _check_graph(file: str, source: TomlSource, nodes: tuple[Node, ...]) -> None
     first_at: dict[str, int] = {}
     for index, node in enumerate(nodes):
         if node.id in first_at:
-            line = source.line_of(("node", first_at[node.id]))
+            line = TomlSource(text).line_of(("node", first_at[node.id]))
             refuse(
                 index, "id", f"id used twice (first at line {line})", "give each node its own id"
             )
         first_at[node.id] = index
     for index, node in enumerate(nodes):
+        counts = Counter(node.needs)
         for need in node.needs:
             if need not in first_at:
                 known = ", ".join(first_at)
@@ -284,7 +358,7 @@ def _check_graph(file: str, source: TomlSource, nodes: tuple[Node, ...]) -> None
                     f"needs '{need}', but there is no node '{need}'",
                     f"use one of: {known}",
                 )
-            if node.needs.count(need) > 1:
+            if counts[need] > 1:
                 refuse(index, "needs", f"needs '{need}' twice", "list it once")
     cycle = _find_cycle(nodes)
     if cycle:
@@ -292,8 +366,10 @@ def _check_graph(file: str, source: TomlSource, nodes: tuple[Node, ...]) -> None
         refuse(
             start, "needs", f"needs form a cycle: {' -> '.join(cycle)}", "remove one of these needs"
         )
+    graph = Graph.of(nodes)
+    within = _Ancestors(nodes, graph)
     for index, node in enumerate(nodes):
-        within = _transitive_needs(nodes, node)
+        direct = set(node.needs)
         for placeholder in node.placeholders():
             if placeholder.node == node.id:
                 what, fix = (
@@ -305,12 +381,13 @@ def _check_graph(file: str, source: TomlSource, nodes: tuple[Node, ...]) -> None
                     f"task {placeholder} refers to no node",
                     f"use one of: {', '.join(first_at)}",
                 )
-            elif placeholder.node not in within:
+            elif placeholder.node not in direct and not within.has(node, placeholder.node):
                 what = f"task {placeholder} refers to '{placeholder.node}', which it does not need"
                 fix = f"add '{placeholder.node}' to needs"
             else:
                 continue
             refuse(index, "task", what, fix)
+    return graph
 
 
 def _find_cycle(nodes: tuple[Node, ...]) -> list[str]:
@@ -321,27 +398,39 @@ def _find_cycle(nodes: tuple[Node, ...]) -> list[str]:
         if root in finished:
             continue
         path = [root]
+        on_path = {root}
         pending = [iter(needs[root])]
         while pending:
             need = next(pending[-1], None)
             if need is None:
-                finished.add(path.pop())
+                finished.add(path[-1])
+                on_path.discard(path.pop())
                 pending.pop()
-            elif need in path:
+            elif need in on_path:
                 return [*path[path.index(need) :], need]
             elif need not in finished:
                 path.append(need)
+                on_path.add(need)
                 pending.append(iter(needs[need]))
     return []
 
 
-def _transitive_needs(nodes: tuple[Node, ...], node: Node) -> set[str]:
-    needs = {n.id: n.needs for n in nodes}
-    seen: set[str] = set()
-    todo = list(node.needs)
-    while todo:
-        current = todo.pop()
-        if current not in seen:
-            seen.add(current)
-            todo.extend(needs[current])
-    return seen
+class _Ancestors:
+    """Whether a node needs another through its needs. The first question computes
+    every node's ancestors once, as bit sets in topological order (one OR of
+    machine words per need); a workflow whose templates name only direct needs
+    never asks."""
+
+    def __init__(self, nodes: tuple[Node, ...], graph: Graph) -> None:
+        self._nodes, self._graph = nodes, graph
+        self._bits: dict[str, int] | None = None
+
+    def has(self, node: Node, other: str) -> bool:
+        if self._bits is None:
+            self._bits = {}
+            for placed in self._graph.order:
+                bits = 0
+                for need in placed.needs:
+                    bits |= self._bits[need] | (1 << self._graph.index[need])
+                self._bits[placed.id] = bits
+        return bool(self._bits[node.id] >> self._graph.index[other] & 1)

@@ -382,3 +382,12 @@ async def test_call_left_open_by_a_lost_process_is_held_not_run_again(
             "reason": "process_lost",
         }
     ]
+
+
+async def test_reader_keeps_nothing_of_a_finished_calls_thread(tmp_path: Path) -> None:
+    """The run's memory grows with the calls in flight, not with the calls it ran:
+    once a call ended, the reader holds no read of its thread."""
+    async with harness(tmp_path) as h:
+        state, _ = await h.run()
+        assert state == "ended" and h.reader.reads > 0
+        assert h.reader.watched == 0

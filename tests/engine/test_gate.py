@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from crw.engine.gate import (
     MAX_ATTEMPTS,
+    Admission,
     RunSpent,
     call_id,
     ceiling_reached,
     next_attempt,
     ready,
 )
-from crw.engine.workflow import Node, Workflow
+from crw.engine.workflow import Graph, Node, Workflow
 from crw.journal.replay import replay
 from crw.journal.rows import Tokens
 
@@ -101,3 +106,133 @@ def test_ceiling_is_reached_at_its_total_and_never_without_one() -> None:
     assert not ceiling_reached(Tokens(total=10**9), None)
     assert not ceiling_reached(Tokens(total=99, input=500), 100)
     assert ceiling_reached(Tokens(total=100), 100)
+
+
+def workflow_of(nodes: list[Node]) -> Workflow:
+    return Workflow(
+        name="w", pool=8, verifier=None, nodes=tuple(nodes), path=Path("/w.toml"), digest="x"
+    )
+
+
+def copied(node_id: str, *needs: str) -> Node:
+    """`node(node_id, *needs)` without validating its schema again (for big workflows)."""
+    return SAMPLE.model_copy(update={"id": node_id, "needs": needs})
+
+
+SAMPLE = node("sample")
+
+
+def independent(n: int) -> Workflow:
+    return workflow_of([copied(f"n{i}") for i in range(n)])
+
+
+def chain(n: int) -> Workflow:
+    return workflow_of([copied(f"n{i}", *([f"n{i - 1}"] if i else [])) for i in range(n)])
+
+
+def drain_ids(admission: Admission, pool: int) -> list[str]:
+    """Admit within `pool`, completing the oldest running call each time, until
+    nothing is ready and nothing runs: the admitted ids, in order."""
+    admitted: list[str] = []
+    running: list[str] = []
+    while True:
+        fresh = [n.id for n in admission.admit(pool - len(running))]
+        admitted += fresh
+        running += fresh
+        if not running:
+            return admitted
+        admission.completed(running.pop(0))
+
+
+def test_admission_of_10000_independent_nodes_touches_each_a_bounded_number_of_times() -> None:
+    """The gate admits a run of 10,000 calls in steps proportional to the nodes,
+    and the workflow's order is computed once, not at each admission."""
+    workflow = independent(10_000)
+    with patch.object(Graph, "of", wraps=Graph.of) as computed:
+        admission = Admission(workflow, set())
+        admitted = drain_ids(admission, pool=8)
+    assert admitted == [f"n{i}" for i in range(10_000)]
+    assert computed.call_count == 1
+    assert admission.steps <= 2 * 10_000
+
+
+def test_admission_of_a_10000_node_chain_touches_each_need_a_bounded_number_of_times() -> None:
+    workflow = chain(10_000)
+    with patch.object(Graph, "of", wraps=Graph.of) as computed:
+        admission = Admission(workflow, set())
+        admitted = drain_ids(admission, pool=8)
+    assert admitted == [f"n{i}" for i in range(10_000)]
+    assert computed.call_count == 1
+    assert admission.steps <= 3 * 10_000
+
+
+def test_resumed_admission_counts_needs_from_the_replayed_results() -> None:
+    """A resumed run's completed nodes count as done, its stopped nodes never run,
+    and a node whose need stopped is never ready."""
+    admission = Admission(WORKFLOW, {"explore"}, {"docs"})
+    assert ids(admission.admit(4)) == ["build"]
+    admission.completed("build")
+    assert ids(admission.admit(4)) == ["review"]
+    assert admission.admit(4) == []
+
+
+def reference_admissions(workflow: Workflow, pool: int, finish: list[int]) -> list[list[str]]:
+    """The admissions of the gate as it was: at each step the first free-many nodes
+    of the order whose needs are all done; `finish[i]` picks which running call
+    ends next."""
+    order = list(workflow.order())
+    done: set[str] = set()
+    running: list[str] = []
+    steps: list[list[str]] = []
+    for pick in [*finish, *[0] * len(order)]:
+        taken = done | set(running)
+        fresh = [n.id for n in order if n.id not in taken and set(n.needs) <= done]
+        fresh = fresh[: pool - len(running)]
+        steps.append(fresh)
+        running += fresh
+        if not running:
+            return steps
+        done.add(running.pop(pick % len(running)))
+    return steps
+
+
+@given(
+    needs=st.lists(st.sets(st.integers(0, 29), max_size=3), min_size=1, max_size=30),
+    pool=st.integers(1, 5),
+    finish=st.lists(st.integers(0, 10), max_size=40),
+    data=st.data(),
+)
+def test_incremental_admission_admits_in_the_same_order_as_scanning_the_workflow(
+    needs: list[set[int]], pool: int, finish: list[int], data: st.DataObject
+) -> None:
+    """Same workflow, same completions: the same calls admitted at each step. A
+    node needs only nodes of a lower rank, placed anywhere in the file."""
+    rank = data.draw(st.permutations(range(len(needs))))
+    workflow = workflow_of(
+        [
+            node(f"n{i}", *sorted(f"n{j}" for j in deps if j < len(needs) and rank[j] < rank[i]))
+            for i, deps in enumerate(needs)
+        ]
+    )
+    admission = Admission(workflow, set())
+    running: list[str] = []
+    for expected in reference_admissions(workflow, pool, finish):
+        fresh = [n.id for n in admission.admit(pool - len(running))]
+        assert fresh == expected
+        running += fresh
+        if running:
+            pick = finish[0] if finish else 0
+            finish = finish[1:]
+            admission.completed(running.pop(pick % len(running)))
+
+
+def test_run_spent_is_kept_as_calls_count_not_summed_again() -> None:
+    """spec: HARV-24: the gate asks the run's figure before each admission; a
+    run of 2,000 calls costs a bounded number of token additions per call."""
+    spent = RunSpent(before=Tokens(total=5))
+    with patch.object(Tokens, "__add__", autospec=True, side_effect=Tokens.__add__) as added:
+        for i in range(2000):
+            spent.count(f"n{i}.1", Tokens(total=1))
+            spent.count(f"n{i}.1", Tokens(total=2))
+            assert spent.spent().total == 5 + 2 * (i + 1)
+    assert added.call_count <= 2 * 2 * 2000

@@ -6,15 +6,19 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
+import crw.engine.workflow as workflow_module
 from crw.engine._tomlsource import TomlSource
 from crw.engine.template import Placeholder
-from crw.engine.workflow import Workflow, load_workflow
+from crw.engine.workflow import Graph, Workflow, load_workflow
 from crw.errors import InputError
+from tests.steps import count_lines
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -561,3 +565,44 @@ def test_node_id_with_a_newline_is_refused_on_one_line(tmp_path: Path) -> None:
         f"{path}:3: node 'a\\n': id = \"a\\n\" is not a slug; use 1-64 lowercase letters,"
         " digits, '-' and '_', starting with a letter or digit"
     )
+
+
+def big_workflow(n: int, refer_to_first: bool = False) -> str:
+    """A chain of `n` nodes, each task naming its need's result (and the first's)."""
+    nodes = [
+        f'[[node]]\nid="n{i}"\nrole="explorer"\nschema={{type="object"}}\n'
+        + (f'needs=["n{i - 1}"]\ntask="{{n{i - 1}.x}}' if i else 'task="go')
+        + (" {n0.x}" if refer_to_first and i > 1 else "")
+        + '"\n'
+        for i in range(n)
+    ]
+    return 'name="big"\n' + "".join(nodes)
+
+
+def test_a_10000_node_workflow_checks_each_schema_and_its_graph_once(tmp_path: Path) -> None:
+    """The order is computed at load and kept; a schema shared by every node is
+    checked once."""
+    path = write(tmp_path, big_workflow(10_000, refer_to_first=True))
+    with (
+        patch.object(Graph, "of", wraps=Graph.of) as graphs,
+        patch.object(
+            Draft202012Validator, "check_schema", wraps=Draft202012Validator.check_schema
+        ) as checks,
+    ):
+        workflow = load_workflow(path)
+        assert [n.id for n in workflow.order()][-1] == "n9999"
+        assert workflow.node("n9999").needs == ("n9998",)
+    assert graphs.call_count == 1
+    assert checks.call_count == 1
+
+
+def test_loading_a_workflow_grows_in_proportion_to_its_nodes(tmp_path: Path) -> None:
+    """The graph checks (ids, needs, cycles, the needs a template may name) touch
+    each node and need a bounded number of times: 4x the nodes, at most ~4x the lines."""
+    counted = {}
+    for n in (500, 2000):
+        path = write(tmp_path, big_workflow(n, refer_to_first=True))
+        with count_lines(workflow_module) as lines:
+            load_workflow(path).order()
+        counted[n] = lines.n
+    assert counted[2000] <= 4.4 * counted[500], counted
