@@ -31,7 +31,7 @@ from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
 from crw.engine.workflow import load_workflow
 from crw.errors import InputError, RefusedError
-from crw.journal.log import read_journal
+from crw.journal.log import decode
 from crw.journal.replay import RunState, replay
 
 DEFAULT_WAIT = 120.0
@@ -60,7 +60,9 @@ def dispatched_command(
     _check_input(agent, k, attempt, wait)
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
     spec = read_run_spec(run_dir.run_json)
-    rows = replay(read_journal(run_dir.journal).rows)
+    # Read quietly: a batch the live run is writing this moment reads as a torn
+    # tail, which is no fault of the journal's (a corrupt one still refuses).
+    rows = replay(decode(_journal_bytes(run_dir), run_dir.journal).rows)
     _check_call(spec, rows, call)
     report = Report.new(run_dir.id, call, k, attempt, agent, system_clock())
     if rows.state == "ended":
@@ -190,3 +192,10 @@ def _pair(pair: Any) -> str:
         if pair.get(name) is not None
     ]
     return " ".join(parts) or "the role's pair"
+
+
+def _journal_bytes(run: RunDir) -> bytes:
+    try:
+        return run.journal.read_bytes()
+    except FileNotFoundError:
+        return b""
