@@ -125,10 +125,13 @@ def _check(data: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> No
         raise ValueError(f"{name} is {value!r}")
 
 
-def write_atomic(path: Path, data: bytes, temp: Path | None = None) -> None:
+def write_atomic(
+    path: Path, data: bytes, temp: Path | None = None, *, durable: bool = True
+) -> None:
     """Write `data` to `path` atomically: the temporary name `temp` in the same
     directory (default `.<name>.tmp`), private to the user (0600 whatever the
-    umask), fsync, rename, fsync the directory.
+    umask), fsync, rename, fsync the directory. With `durable` False neither fsync
+    is made: a reader sees the whole file or none, and a power loss may take it.
 
     Raises:
         OSError: the write failed, its `filename` the file it was writing (also
@@ -143,7 +146,8 @@ def write_atomic(path: Path, data: bytes, temp: Path | None = None) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(temp, path)
@@ -153,7 +157,8 @@ def write_atomic(path: Path, data: bytes, temp: Path | None = None) -> None:
         if isinstance(err, OSError) and err.filename is None:
             err.filename = str(temp)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(directory: Path) -> None:
