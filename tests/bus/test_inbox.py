@@ -161,10 +161,13 @@ def test_reply_is_written_atomically_without_an_fsync(
     synced: list[int] = []
     renamed: list[tuple[str, str]] = []
     replace = os.replace
-    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
-    monkeypatch.setattr(
-        os, "replace", lambda a, b: (renamed.append((Path(a).name, Path(b).name)), replace(a, b))
-    )
+
+    def rename(a: Any, b: Any) -> None:
+        renamed.append((Path(a).name, Path(b).name))
+        replace(a, b)
+
+    monkeypatch.setattr(os, "fsync", synced.append)
+    monkeypatch.setattr(os, "replace", rename)
     write_reply(run, {"id": sent.id, "reply": "bound"})
     assert synced == []
     assert renamed == [(f".{sent.id}.tmp", f"{sent.id}.json")]
