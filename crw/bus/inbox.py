@@ -163,6 +163,10 @@ def _warn_once(path: Path, err: Exception) -> None:
 def write_reply(run: RunDir, reply: dict[str, Any]) -> None:
     """Write `reply` as `replies/<id>.json` atomically, then remove its report.
 
+    Without an fsync: the reply is read by a live `crw flow dispatched`, which a
+    power loss ends too, and the rows it answers from are durable before it, so
+    a report whose reply a power loss took is answered again from them.
+
     Raises:
         OSError: the write failed; the report stays, to be answered again.
         ValueError: `reply["id"]` is not a report id.
@@ -172,7 +176,7 @@ def write_reply(run: RunDir, reply: dict[str, Any]) -> None:
         raise ValueError(f"reply id {report_id!r} is not a report id")
     path = reply_path(run, report_id)
     run.replies.mkdir(exist_ok=True)
-    write_atomic(path, _encode(reply), temp=run.replies / f".{report_id}.tmp")
+    write_atomic(path, _encode(reply), temp=run.replies / f".{report_id}.tmp", durable=False)
     remove_report(run, report_id)
 
 

@@ -125,10 +125,13 @@ def _check(data: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> No
         raise ValueError(f"{name} is {value!r}")
 
 
-def write_atomic(path: Path, data: bytes, temp: Path | None = None) -> None:
+def write_atomic(
+    path: Path, data: bytes, temp: Path | None = None, *, durable: bool = True
+) -> None:
     """Write `data` to `path` atomically: the temporary name `temp` in the same
     directory (default `.<name>.tmp`), private to the user (0600 whatever the
-    umask), fsync, rename, fsync the directory.
+    umask), fsync, rename, fsync the directory. With `durable` False neither fsync
+    is made: a reader sees the whole file or none, and a power loss may take it.
 
     Raises:
         OSError: the write failed, its `filename` the file it was writing (also
@@ -143,7 +146,8 @@ def write_atomic(path: Path, data: bytes, temp: Path | None = None) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(temp, path)
@@ -153,7 +157,8 @@ def write_atomic(path: Path, data: bytes, temp: Path | None = None) -> None:
         if isinstance(err, OSError) and err.filename is None:
             err.filename = str(temp)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -240,33 +245,65 @@ def remove_close(run: RunDir, call: str, attempt: int, agent_id: str) -> None:
 
 
 def list_steps(run: RunDir) -> list[StepFile]:
-    """The step files under steps/, by call, k and attempt. A file that cannot be
-    read, or whose members disagree with its path, is skipped."""
-    found = [
-        _read(path, StepFile.from_json, lambda s: step_paths(run, s.call, s.k, s.attempt)[1])
-        for path in _files(run, _STEP_NAME)
-    ]
-    return sorted((s for s in found if s is not None), key=lambda s: (s.call, s.k, s.attempt))
+    """The step files under steps/, by call, k and attempt (`list_bus`'s first)."""
+    return list_bus(run)[0]
 
 
 def list_closes(run: RunDir) -> list[CloseStep]:
-    """The close steps under steps/, by call, attempt and agent. A file that cannot
-    be read, or whose members disagree with its path, is skipped."""
-    found = [
-        _read(path, CloseStep.from_json, lambda c: close_path(run, c.call, c.attempt, c.agent_id))
-        for path in _files(run, _CLOSE_NAME)
-    ]
-    return sorted(
-        (c for c in found if c is not None), key=lambda c: (c.call, c.attempt, c.agent_id)
+    """The close steps under steps/, by call, attempt and agent (`list_bus`'s second)."""
+    return list_bus(run)[1]
+
+
+def list_bus(run: RunDir) -> tuple[list[StepFile], list[CloseStep]]:
+    """The step files, by call, k and attempt, and the close steps, by call,
+    attempt and agent, from one listing of steps/ and of each call's directory
+    (a run keeps a directory per call it ever ran, so this is what a read of the
+    bus costs). A file that cannot be read, or whose members disagree with its
+    path, is skipped."""
+    found_steps: list[StepFile | None] = []
+    found_closes: list[CloseStep | None] = []
+    for path in _files(run):
+        if _STEP_NAME.fullmatch(path.name):
+            found_steps.append(
+                _read(
+                    path,
+                    StepFile.from_json,
+                    lambda s: step_paths(run, s.call, s.k, s.attempt)[1],
+                )
+            )
+        elif _CLOSE_NAME.fullmatch(path.name):
+            found_closes.append(
+                _read(
+                    path,
+                    CloseStep.from_json,
+                    lambda c: close_path(run, c.call, c.attempt, c.agent_id),
+                )
+            )
+    steps = sorted(
+        (s for s in found_steps if s is not None), key=lambda s: (s.call, s.k, s.attempt)
     )
+    closes = sorted(
+        (c for c in found_closes if c is not None), key=lambda c: (c.call, c.attempt, c.agent_id)
+    )
+    return steps, closes
 
 
-def _files(run: RunDir, name: re.Pattern[str]) -> list[Path]:
+def _files(run: RunDir) -> list[Path]:
+    """The files of every call's directory under steps/, listed once each (the
+    directory entries' types, without a stat of each)."""
     try:
-        calls = [entry for entry in run.steps.iterdir() if entry.is_dir()]
-        return [path for call in calls for path in call.iterdir() if name.fullmatch(path.name)]
-    except FileNotFoundError:  # steps/ not made yet, or a call's directory just went
+        with os.scandir(run.steps) as entries:
+            calls = [entry.path for entry in entries if entry.is_dir()]
+    except FileNotFoundError:  # steps/ not made yet
         return []
+    files: list[Path] = []
+    for call in calls:
+        try:
+            names = os.listdir(call)
+        except (FileNotFoundError, NotADirectoryError):  # a call's directory just went
+            continue
+        files.extend(Path(call, name) for name in names if name.endswith(".json"))
+    return files
 
 
 def _read(path: Path, parse: Callable[[Any], T], where: Callable[[T], Path]) -> T | None:

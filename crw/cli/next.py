@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.bus.inbox import read_reports
-from crw.bus.steps import StepFile, list_closes, list_steps, remove_close, step_paths
+from crw.bus.steps import StepFile, list_bus, remove_close, step_paths
 from crw.cli.output import emit
 from crw.engine.codex_config import max_threads
 from crw.engine.locks import (
@@ -119,13 +119,13 @@ class _Reader:
         run = self._journal()
         held = run_is_live(self.run_dir)
         tokens = held_process_tokens(self.run_dir) if held else []
-        steps = list_steps(self.run_dir)
+        steps, closes = list_bus(self.run_dir)
         pinned = held and run.role_pairs is not None
         return NextRead(
             run=self.run_dir.id,
             rows=(),
             steps=steps,
-            closes=list_closes(self.run_dir),
+            closes=closes,
             max_threads=self.max_threads,
             held=held,
             store_pairs={} if pinned else self.store_pairs(),

@@ -13,9 +13,9 @@ whole when it does not match, byte for byte, the journal's first `end` bytes (it
 CRC-32 over them, so a journal damaged since is read whole and reported as ever),
 when it was written by another crw or Python (its format, the interpreter's tag,
 and the fields of a call, differ) or cannot be read. A reader writes it after it
-decoded `REFRESH_BYTES` or more beyond the one it found (a journal under that size
-is read whole: it is fast), and never fails for it: a run directory it cannot
-write is read whole next time.
+decoded a sixteenth of the journal beyond the one it found (at least 64 KiB, at
+most 1 MiB: a journal under 64 KiB is read whole, it is fast), and never fails for
+it: a run directory it cannot write is read whole next time.
 """
 
 from __future__ import annotations
@@ -36,7 +36,13 @@ log = logging.getLogger("crw.journal")
 SNAPSHOT = "replay.snapshot"
 FORMAT = f"crw-replay-snapshot/1 {sys.implementation.cache_tag}"
 REFRESH_BYTES = 1 << 20
-"""How many journal bytes beyond the snapshot a reader decodes before it writes one."""
+"""The most journal bytes beyond the snapshot a reader decodes before it writes one."""
+REFRESH_MIN = 64 << 10
+"""The fewest: a journal under this size is read whole (it is fast)."""
+REFRESH_SHARE = 16
+"""Between the two, a reader writes one once the bytes beyond it are this share
+of the journal: a write costs in proportion to the run's calls, so it is made
+once per a share of the journal, and every read decodes at most that share."""
 
 _CALL_FIELDS = [f.name for f in fields(CallState) if f.name != "result"]
 """A call's fields the snapshot keeps: all but its result, which can be large and
@@ -81,7 +87,7 @@ def replay_journal(journal: Path) -> tuple[RunState, JournalRead]:
     start = snapshot.end if snapshot is not None else 0
     state = replay(tail.rows, into=snapshot.state if snapshot is not None else None)
     read = JournalRead(tail.rows, start + tail.end, tail.last_seq, tail.torn)
-    if read.end - start >= REFRESH_BYTES:
+    if read.end - start >= min(REFRESH_BYTES, max(REFRESH_MIN, read.end // REFRESH_SHARE)):
         _save(journal.parent / SNAPSHOT, state, read.end, zlib.crc32(memoryview(data)[: read.end]))
     return state, read
 

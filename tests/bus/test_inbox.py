@@ -150,6 +150,31 @@ def test_reply_is_written_then_the_report_removed(run: RunDir) -> None:
     assert [p.name for p in run.replies.iterdir()] == [f"{sent.id}.json"]
 
 
+def test_reply_is_written_atomically_without_an_fsync(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: DISP-2. The reply goes through its temporary name and a rename, and is
+    never synced: a live `dispatched` reads it, and the rows it answers from are
+    durable before it is written (the run's loop does not wait on a disk for it)."""
+    sent = report()
+    write_report(run, sent)
+    synced: list[int] = []
+    renamed: list[tuple[str, str]] = []
+    replace = os.replace
+
+    def rename(a: Any, b: Any) -> None:
+        renamed.append((Path(a).name, Path(b).name))
+        replace(a, b)
+
+    monkeypatch.setattr(os, "fsync", synced.append)
+    monkeypatch.setattr(os, "replace", rename)
+    write_reply(run, {"id": sent.id, "reply": "bound"})
+    assert synced == []
+    assert renamed == [(f".{sent.id}.tmp", f"{sent.id}.json")]
+    assert read_reply(run, sent.id) == {"id": sent.id, "reply": "bound"}
+    assert os.listdir(run.inbox) == []
+
+
 def test_failed_reply_write_keeps_the_report(run: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
     sent = report()
     write_report(run, sent)

@@ -78,3 +78,49 @@ def test_a_state_without_a_role_store_answers_undecided_pairs_without_pydantic(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "False"
+
+
+def test_a_read_lists_each_call_directory_of_the_bus_once_without_a_stat_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1. A run keeps a steps/ directory per call it ever ran, and a
+    --wait loop reads the bus every poll: one read lists steps/ and each call's
+    directory once for both its steps and its close steps, and stats none of them."""
+    import os
+
+    from crw.bus import steps as bus
+
+    run = RunDir(tmp_path / "run")
+    run.create()
+    _append(run, 1, [Started(backend="session", process="p", pid=1)])
+    for n in range(30):
+        (run.steps / f"n{n}.1").mkdir(parents=True)
+        (run.steps / f"n{n}.1" / "packet-t1-a1.md").write_text("# Task\n")
+    bus.write_close(run, "n3.1", 1, "thread-3")
+    listed: list[str] = []
+    stats: list[str] = []
+    listdir, scandir, stat = os.listdir, os.scandir, os.stat
+
+    def count_listdir(path: Any = ".") -> Any:
+        listed.append(str(path))
+        return listdir(path)
+
+    def count_scandir(path: Any = ".") -> Any:
+        listed.append(str(path))
+        return scandir(path)
+
+    def count_stat(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(run.steps) in str(path):
+            stats.append(str(path))
+        return stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "listdir", count_listdir)
+    monkeypatch.setattr(os, "scandir", count_scandir)
+    monkeypatch.setattr(os, "stat", count_stat)
+    read = next_module._Reader(run, tmp_path, ("r", "")).read()
+    assert [c.agent_id for c in read.closes] == ["thread-3"]
+    assert read.steps == []
+    on_bus = [path for path in listed if str(run.steps) in path]
+    assert len(on_bus) == 1 + 30
+    assert len(set(on_bus)) == len(on_bus)
+    assert stats == []

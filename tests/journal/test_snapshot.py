@@ -131,3 +131,32 @@ def test_a_damaged_byte_anywhere_in_the_snapshot_is_never_taken(
         state, _ = snapshot.replay_journal(journal)
         assert len(decoded) == 10, offset  # the journal was read whole
         assert state == replay(read_journal(journal).rows)
+
+
+def test_a_reader_decodes_at_most_a_share_of_a_journal_under_a_mebibyte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1. A run of a thousand calls has a journal of a few MB, read
+    by every `next`: a reader writes the snapshot once the rows beyond it are a
+    sixteenth of the journal, so a journal under 1 MiB is not decoded whole at
+    every read, and a read after a few calls decodes only their rows."""
+    journal = tmp_path / "journal.jsonl"
+    seq = _append(journal, 1, range(1500))
+    size = journal.stat().st_size
+    assert snapshot.REFRESH_MIN * 4 < size < snapshot.REFRESH_BYTES
+    snapshot.replay_journal(journal)
+    assert (tmp_path / snapshot.SNAPSHOT).exists()
+    lines: list[int] = []
+    whole_line = log.whole_line  # type: ignore[attr-defined]
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        lines.append(1)
+        return whole_line(*args, **kwargs)
+
+    monkeypatch.setattr(log, "whole_line", counted)
+    seq = _append(journal, seq, range(1500, 1510))
+    state, _ = snapshot.replay_journal(journal)
+    assert len(lines) == 3 * 10  # the ten calls appended, three rows each
+    for call in state.calls.values():
+        call.result = None
+    assert state == without_results(journal)
