@@ -20,7 +20,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.actors.host_reader import open_host_reader
+from crw.actors.host_reader import HostReader, open_host_reader
 from crw.actors.inbox import Inbox
 from crw.actors.journal_writer import open_journal_writer
 from crw.actors.session_call import SessionContext
@@ -33,6 +33,7 @@ from crw.engine.roles import RolePair, RoleTable
 from crw.engine.rundir import RunDir
 from crw.engine.workflow import load_workflow
 from crw.host.client import HostClient, open_client
+from crw.host.protocol import ThreadStatus
 from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
@@ -430,29 +431,8 @@ async def test_repair_of_a_closed_subagent_is_a_spawn_step(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec: STEP-26, HARV-9"""
-    from crw.actors.host_reader import HostReader
-    from crw.host.protocol import ThreadStatus
-
-    read = HostReader.read
-    closed: set[str] = set()
-
-    async def closed_after_its_turn(self: HostReader, thread_id: str) -> Any:
-        thread = await read(self, thread_id)
-        if thread_id in closed and thread.turns and thread.turns[-1].status != "inProgress":
-            return thread.model_copy(update={"status": ThreadStatus(type="notLoaded")})
-        return thread
-
-    monkeypatch.setattr(HostReader, "read", closed_after_its_turn)
     async with harness(tmp_path) as h:
-        take = h.owner._take
-
-        async def take_and_mark(step: bus.StepFile) -> str:
-            agent = await take(step)
-            if step.call == "build.1" and step.k == 1:
-                closed.add(agent)  # the owner closed it once its turn ended
-            return agent
-
-        h.owner._take = take_and_mark  # type: ignore[method-assign]
+        close_after_first_turn(monkeypatch, h, "build.1")
         await h.script({"marker": "build.1/*"}, invalidFirst=True)
         state, rows = await h.go()
     assert kinds(rows, "build.1") == [
@@ -501,3 +481,27 @@ async def test_step_whose_directory_refuses_writes_is_written_once_it_can_be(
     assert unwritten[0]["failures"] == 1 and unwritten[0]["input_state"] == "not_delivered"
     assert unwritten[-1]["written"] is True and unwritten[-1]["failures"] > 1
     assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+def close_after_first_turn(monkeypatch: pytest.MonkeyPatch, h: Harness, call: str) -> None:
+    """The owner closes `call`'s first subagent once its turn ended: the host then
+    shows it notLoaded, so the repair is a spawn on a new subagent."""
+    read = HostReader.read
+    closed: set[str] = set()
+
+    async def closed_after_its_turn(self: HostReader, thread_id: str) -> Any:
+        thread = await read(self, thread_id)
+        if thread_id in closed and thread.turns and thread.turns[-1].status != "inProgress":
+            return thread.model_copy(update={"status": ThreadStatus(type="notLoaded")})
+        return thread
+
+    monkeypatch.setattr(HostReader, "read", closed_after_its_turn)
+    take = h.owner._take
+
+    async def take_and_mark(step: bus.StepFile) -> str:
+        agent = await take(step)
+        if step.call == call and step.k == 1:
+            closed.add(agent)
+        return agent
+
+    h.owner._take = take_and_mark  # type: ignore[method-assign]

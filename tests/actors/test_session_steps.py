@@ -12,12 +12,10 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.actors.host_reader import HostReader
 from crw.bus import steps as bus
 from crw.engine.rundir import RunDir
-from crw.host.protocol import ThreadStatus
 from crw.journal.log import read_journal
-from tests.actors.test_session_run import Harness, harness, kinds
+from tests.actors.test_session_run import close_after_first_turn, harness, kinds
 
 
 def published(rows: list[dict[str, Any]], call: str) -> list[dict[str, Any]]:
@@ -68,30 +66,6 @@ async def test_send_input_step_writes_no_packet_file(
     assert repair["action"] == "send_input" and "packet" not in repair
     assert left == (False, True)
     assert state == "ended"
-
-
-def close_after_first_turn(monkeypatch: pytest.MonkeyPatch, h: Harness, call: str) -> None:
-    """The owner closes `call`'s first subagent once its turn ended: the host then
-    shows it notLoaded, so the repair is a spawn on a new subagent."""
-    read = HostReader.read
-    closed: set[str] = set()
-
-    async def closed_after_its_turn(self: HostReader, thread_id: str) -> Any:
-        thread = await read(self, thread_id)
-        if thread_id in closed and thread.turns and thread.turns[-1].status != "inProgress":
-            return thread.model_copy(update={"status": ThreadStatus(type="notLoaded")})
-        return thread
-
-    monkeypatch.setattr(HostReader, "read", closed_after_its_turn)
-    take = h.owner._take
-
-    async def take_and_mark(step: bus.StepFile) -> str:
-        agent = await take(step)
-        if step.call == call and step.k == 1:
-            closed.add(agent)
-        return agent
-
-    h.owner._take = take_and_mark  # type: ignore[method-assign]
 
 
 async def test_repair_on_a_new_subagent_records_the_note_about_earlier_attempts(

@@ -9,13 +9,10 @@ import trio
 
 from crw.actors.journal_writer import open_journal_writer
 from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, write_run_spec
-from crw.engine.workflow import load_workflow
 from crw.journal.rows import Paused, Prepared, RowModel, Started
-from tests.cli.conftest import EXAMPLES, Crw
+from tests.cli.conftest import Crw
+from tests.cli.test_next import RUN, new_run
 
-RUN = "fix-20261129-000000-fault"
-WORKFLOW = EXAMPLES / "fix-issue.toml"
 REPLY = "/s/flow/r/replies/.0123abcd.tmp"
 
 
@@ -28,20 +25,7 @@ def commit(run: RunDir, *rows: RowModel) -> None:
 
 
 def paused_run(crw: Crw, paused: Paused) -> RunDir:
-    run = RunDir.of(crw.state, RUN)
-    run.create()
-    write_run_spec(
-        run.run_json,
-        RunSpec(
-            id=RUN,
-            workflow=WorkflowRef(path=str(WORKFLOW), digest=load_workflow(WORKFLOW).digest),
-            backend="session",
-            pool=2,
-            host=f"unix:{crw.state / 'no-host.sock'}",
-            owner="owner-thread",
-            env=RunEnv(TMPDIR=crw.env["TMPDIR"]),
-        ),
-    )
+    run = new_run(crw)
     commit(
         run,
         Started(backend="session", pid=1),

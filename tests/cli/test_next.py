@@ -41,6 +41,17 @@ def _append_rows(run: RunDir, *rows: dict[str, Any]) -> None:
 
 
 def _make_run(crw: Crw) -> RunDir:
+    run = new_run(crw)
+    _append_rows(
+        run,
+        {"row": "started", "backend": "session", "pid": 1, "role_pairs": None},
+        {"row": "prepared", "call": "build.1", "node": "build", "role": "executor"},
+    )
+    return run
+
+
+def new_run(crw: Crw) -> RunDir:
+    """The run directory and run.json of a session run of WORKFLOW, no row yet."""
     run = RunDir.of(crw.state, RUN)
     run.create()
     write_run_spec(
@@ -54,11 +65,6 @@ def _make_run(crw: Crw) -> RunDir:
             owner="owner-thread",
             env=RunEnv(TMPDIR=crw.env["TMPDIR"]),
         ),
-    )
-    _append_rows(
-        run,
-        {"row": "started", "backend": "session", "pid": 1, "role_pairs": None},
-        {"row": "prepared", "call": "build.1", "node": "build", "role": "executor"},
     )
     return run
 
