@@ -119,7 +119,9 @@ async def resumed_run(
     async with harness(tmp_path) as h:
         workflow(h, ceiling)
         remembering(h)
-        await h.script({"marker": "explore.1/*"}, invalidFirst=True, tokens=TURN)
+        # explore's first turn takes 30 s, so build (bound at once, its turn 60 s)
+        # is surely running when the first process dies after explore's repair step.
+        await h.script({"marker": "explore.1/*"}, invalidFirst=True, tokens=TURN, seconds=30)
         await h.script({"marker": "explore.1/t2-*"}, tokens=TURN, seconds=repair_seconds)
         await h.script({"marker": "build.1/*"}, tokens=SMALL, seconds=60)
         await run_until_repair_published(h, monkeypatch)
