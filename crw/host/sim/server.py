@@ -125,6 +125,7 @@ class SimHost:
             "sim/closeAgent": self._close_agent,
             "sim/script": self._script,
             "sim/stats": self._stats,
+            "sim/restart": self._restart,
         }
 
     def _read(self, answer: Callable[[SimState, dict[str, Any]], dict[str, Any]]) -> _Method:
@@ -472,6 +473,26 @@ class SimHost:
 
     def _script(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
         self.scripts.append(Script.from_wire(params))
+        return {}
+
+    def _restart(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """The host process restarts on the same CODEX_HOME, as host-protocol.md
+        says a new app-server process sees its threads: each one notLoaded and
+        rebuilt from its rollout (a turn that was running ends interrupted, with no
+        error and no notification: the process that ran it is gone), without the
+        config overrides its thread/start or thread/resume carried (the host
+        rebuilds it from its own configuration), and nobody subscribed to it.
+        thread/read still answers it; turn/start needs a thread/resume first."""
+        for thread in self.state.threads.values():
+            turn = thread.active_turn()
+            if turn is not None:
+                turn.status, turn.completed_at = "interrupted", int(self._wall())
+                runner = self._runners.pop(turn.id, None)
+                if runner is not None:
+                    runner.cancel()
+            thread.status = "notLoaded"
+            thread.config = {}
+        self._subscribers.clear()
         return {}
 
     def _stats(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
