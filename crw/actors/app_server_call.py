@@ -127,7 +127,6 @@ class AppServerCall:
             input_digest=answer.digest(journaled),
             role=self.node.role,
             model=self.pair.model if self.pair else None,
-            workspace=str(self.workspace),
             conversation_turn=k,
             **fields,
         )
