@@ -41,7 +41,7 @@ POLL = 0.01
 """The reader's fallback poll, short so the run reads each thread at every stage
 of its turns (codex's notifications wake it sooner as well)."""
 CALLS = ("explore.1", "build.1", "review.1")
-CALM = ["prepared", "thread_started", "turn_started", "completed"]
+CALM = ["prepared", "step_published", "thread_started", "turn_started", "completed"]
 
 Rows = list[dict[str, Any]]
 RunChain = Callable[[], Awaitable[tuple[str, Rows]]]
@@ -173,8 +173,10 @@ async def test_answer_that_breaks_the_schema_gets_one_repair_turn(
 
     assert kinds(rows, "build.1") == [
         "prepared",
+        "step_published",
         "thread_started",
         "turn_started",
+        "step_published",
         "turn_started",
         "completed",
     ]
@@ -204,7 +206,7 @@ async def test_context_window_exceeded_is_null_model_and_leaves_dependents_unrun
     state, rows = await run_chain()
 
     assert kinds(rows, "explore.1") == CALM
-    assert kinds(rows, "build.1") == ["prepared", "thread_started", "turn_started", "null_model"]
+    assert kinds(rows, "build.1") == [*CALM[:-1], "null_model"]
     end = terminal(rows, "build.1")
     assert end["reason"] == "context_window_exceeded"
     assert kinds(rows, "review.1") == []
@@ -253,7 +255,7 @@ async def test_usage_limit_holds_the_call_and_pauses_the_run(
 
     assert state == "paused"
     assert kinds(rows, "explore.1") == CALM
-    assert kinds(rows, "build.1") == ["prepared", "thread_started", "turn_started", "held"]
+    assert kinds(rows, "build.1") == [*CALM[:-1], "held"]
     end = terminal(rows, "build.1")
     assert end["reason"] == "paused" and end["error"]
     assert end.get("tokens", {}) == {}
