@@ -39,7 +39,7 @@ from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair
 from crw.engine.template import render_task
 from crw.engine.workflow import Node, Workflow
-from crw.host.client import HostRequestError
+from crw.host.client import HostRequestError, unknown_thread
 from crw.host.protocol import Thread, Turn
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import (
@@ -277,10 +277,13 @@ async def _go_on(actor: AppServerCall, open_call: app_resume.Generation) -> Call
     if open_call.thread_id is not None:
         try:
             thread = await actor.resume_thread(open_call.thread_id)
-        except HostRequestError as err:  # the host does not know the thread
-            row = Held(call=actor.call, reason="host_failure", error=str(err))
-            await actor.commit([row])
-            return CallEnd(row)
+        except HostRequestError as err:
+            # codex writes a thread's rollout with its first turn and cannot resume
+            # a thread that has none: it never took a turn, so another is started.
+            if not unknown_thread(err) or open_call.turn_id is not None:
+                row = Held(call=actor.call, reason="host_failure", error=str(err))
+                await actor.commit([row])
+                return CallEnd(row)
     decision = app_resume.decide(open_call, thread)
     if decision.action == "publish":
         step, _ = actor.first_step()

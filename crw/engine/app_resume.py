@@ -83,7 +83,9 @@ class Resume:
 
 def decide(open_call: Generation, thread: Thread | None) -> Resume:
     """The resumed call's next move. `thread` is the host's read of the bound
-    thread, with its turns (None when the rows bound none)."""
+    thread, with its turns: None when the rows bound none, or the host has no
+    rollout of it (codex writes it with the thread's first turn), so that the
+    thread took no turn and the step goes on on a thread started anew."""
     if open_call.step is None:
         return Resume("publish")
     if open_call.thread_id is None or thread is None:
