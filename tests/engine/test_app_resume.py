@@ -45,7 +45,8 @@ def test_a_call_with_no_row_or_ended_by_a_terminal_row_is_not_open() -> None:
 
 
 def test_only_the_newest_generation_is_read() -> None:
-    rows = [PREPARED, STEP1, THREAD, TURN1, {"row": "held", "reason": "paused"}, PREPARED, STEP1]
+    held = {"row": "held", "reason": "paused"}
+    rows: list[dict[str, Any]] = [PREPARED, STEP1, THREAD, TURN1, held, PREPARED, STEP1]
     assert generation(rows) == Generation(step=STEP1, thread_id=None, turn_id=None)
 
 
