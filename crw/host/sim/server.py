@@ -379,21 +379,25 @@ class SimHost:
         return self._started(conn, self._new_thread(params))
 
     def _thread_resume(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """Subscribe; a notLoaded thread is loaded with the config overrides the
+        resume carries, and only those (the host rebuilds it from its own
+        configuration); a loaded thread keeps its own, whatever the resume carries
+        (codex 0.163.0, tests/host/test_codex_real.py)."""
         thread_id = str(params.get("threadId"))
         thread = self.state.find(thread_id, f"no rollout found for thread id {thread_id}")
-        thread.config |= params.get("config") or {}
         self._subscribe(conn, thread)
         if thread.status == "notLoaded":
+            thread.config = dict(params.get("config") or {})
             self._set_status(thread, "idle")
         return thread.result(include_turns=not params.get("excludeTurns"))
 
     def _thread_fork(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """A new thread with the source's ended turns and the config overrides the
+        fork carries, and only those: the source's are not inherited (codex
+        0.163.0), so a fork carries the leaf keys itself (STEP-58)."""
         thread_id = str(params.get("threadId"))
         source = self.state.find(thread_id, f"no rollout found for thread id {thread_id}")
-        config = source.config | (params.get("config") or {})
-        fork = self._new_thread(
-            {"cwd": source.cwd, "model": source.model} | params | {"config": config}
-        )
+        fork = self._new_thread({"cwd": source.cwd, "model": source.model} | params)
         fork.forked_from_id = source.id
         fork.turns = fork_turns(source, params.get("lastTurnId"))
         return self._started(conn, fork)
