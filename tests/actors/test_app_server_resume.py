@@ -241,7 +241,9 @@ async def test_call_left_open_goes_on_in_place_to_the_undisturbed_outcome(
         bound_and_open = kind not in ("prepared", "completed")
         assert h.sim.served.get("thread/resume", 0) - resumes == bound_and_open
         turns = h.turns_by_marker()
+        journal = h.journal.read_text()
     assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
+    assert TMPDIR not in journal  # the entries are the run's, kept in no row
     assert results(rows) == reference
     assert kinds(rows, "build.1") == [
         "prepared",
