@@ -33,7 +33,7 @@ from crw.host.client import open_client
 from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
 from crw.host.sim.state import Thread
 from crw.journal.log import read_journal
-from crw.journal.rows import RowModel
+from crw.journal.rows import Prepared, RowModel
 from crw.settings import Settings
 from tests.actors.test_app_server_run import CHAIN, kinds, replayed, terminal
 
@@ -329,3 +329,26 @@ async def test_turn_the_host_cut_off_in_its_restart_is_held_never_sent_again(
     end = terminal(rows, "build.1")
     assert (end["reason"], end["error"]) == ("host_failure", "the turn was interrupted")
     assert turns["crw-flow-op: build.1/t1-a1"] == 1
+
+
+async def test_call_an_older_journal_left_at_prepared_publishes_its_first_step(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """A journal written before the App Server steps were journaled leaves a call
+    at `prepared` (the process died before its thread): the resumed call publishes
+    its first step and runs it, once."""
+    async with host(tmp_path) as h:
+        prepared = {"row": "prepared", "call": "explore.1", "node": "explore", "role": "explorer"}
+        async with open_journal_writer(h.journal, clock=fixed_clock()) as journal:
+            await journal.commit([Prepared.model_validate(prepared)])
+        assert await h.process() == "ended"
+        rows = h.rows()
+        turns = h.turns_by_marker()
+    assert kinds(rows, "explore.1") == [
+        "prepared",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    assert turns["crw-flow-op: explore.1/t1-a1"] == 1
