@@ -46,6 +46,7 @@ from crw.journal.rows import (
     Allocation,
     Held,
     Prepared,
+    RowModel,
     StepPublished,
     ThreadStarted,
     Tokens,
@@ -68,7 +69,7 @@ class CallContext:
 class AppServerCall:
     """One call on its own thread: its packet, its tools, its turns."""
 
-    def __init__(self, ctx: CallContext, node: Node, call: str, results: Mapping[str, Any]):
+    def __init__(self, ctx: CallContext, node: Node, call: str, results: Mapping[str, Any]) -> None:
         self.ctx, self.node, self.call = ctx, node, call
         self.workspace = ctx.run_dir / "calls" / call
         self.task = render_task(node.task, results)
@@ -97,7 +98,7 @@ class AppServerCall:
         """The thread's rollout, read for its tokens when this process saw none of
         the host's token notifications for it (a resumed call)."""
 
-    async def commit(self, rows: list[Any]) -> None:
+    async def commit(self, rows: list[RowModel]) -> None:
         await self.ctx.journal.commit(rows)
 
     def prepared(self) -> Prepared:
