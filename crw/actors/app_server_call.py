@@ -14,7 +14,8 @@ journal writer before the run goes on:
     turn_started        schema: its text names the tools too
     completed | null_model | held, or the run's paused
 
-A call an earlier process left open goes on in place (`app_server_resume`).
+A call an earlier process left open goes on in place, as `crw.engine.app_resume`
+decides from its rows and the host's read of its resumed thread.
 
 Everything it decides is decided by the engine's pure functions (`answer.judge`,
 `harvest.decide`, `app_resume.decide`, the token reading); this module only moves
