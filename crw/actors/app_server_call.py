@@ -4,40 +4,51 @@ One Trio task per admitted call. Its life, each step a row committed through the
 journal writer before the run goes on:
 
     prepared            the allocation: a directory P under the run (git
-                        workspaces come later), made after the row
-    thread_started      thread/start with P as cwd and the packet's tool entries
-                        as leaf `shell_environment_policy.set.<NAME>` config keys
-    turn_started        turn/start with the packet as its text (k 1), or the
-                        repair turn (k 2) when the first answer breaks the schema
+    step_published      workspaces come later), made after the rows; the first
+                        step's intent: its journaled input, the turn text
+                        without the Repository tools section (STEP-57)
+    thread_started      thread/start with P as cwd and the tool entries as leaf
+                        `shell_environment_policy.set.<NAME>` config keys
+    turn_started        turn/start with the step's text (k 1)
+    step_published      the repair (k 2) when the first answer breaks the
+    turn_started        schema: its text names the tools too
     completed | null_model | held, or the run's paused
 
+A call an earlier process left open goes on in place, as `crw.engine.app_resume`
+decides from its rows and the host's read of its resumed thread.
+
 Everything it decides is decided by the engine's pure functions (`answer.judge`,
-`outcome.failure_outcome`, the token arithmetic); this module only moves data
-between them, the journal and the host reader.
+`harvest.decide`, `app_resume.decide`, the token reading); this module only moves
+data between them, the journal and the host reader.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import JournalWriter
-from crw.engine import answer, harvest, outcome, packet
+from crw.engine import answer, app_resume, harvest, outcome, packet
 from crw.engine.harvest import CallEnd
 from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair
 from crw.engine.template import render_task
 from crw.engine.workflow import Node, Workflow
-from crw.host.protocol import Turn
+from crw.host.client import HostRequestError, unknown_thread
+from crw.host.protocol import Thread, Turn
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import (
     Allocation,
     Held,
     Prepared,
+    RowModel,
+    StepPublished,
     ThreadStarted,
     Tokens,
     TurnStarted,
@@ -56,136 +67,239 @@ class CallContext:
     pairs: Mapping[str, RolePair]
 
 
-class _Turn:
-    """One turn of the call on its thread: started, waited for, measured."""
+class AppServerCall:
+    """One call on its own thread: its packet, its tools, its turns."""
 
-    def __init__(self, ctx: CallContext, call: str, thread_id: str) -> None:
-        self.ctx, self.call, self.thread_id = ctx, call, thread_id
+    def __init__(self, ctx: CallContext, node: Node, call: str, results: Mapping[str, Any]) -> None:
+        self.ctx, self.node, self.call = ctx, node, call
+        self.workspace = ctx.run_dir / "calls" / call
+        self.task = render_task(node.task, results)
+        self.pair = ctx.pairs.get(node.role)
+        go_root = ctx.workflow.verifier.go_root if ctx.workflow.verifier else None
+        run_json, workflow_file = str(ctx.run_dir / "run.json"), str(ctx.workflow.path)
+        # The tool entries are taken from the call's run, each time, and journaled
+        # nowhere (STEP-60): the config keys of every thread/start and thread/resume,
+        # and the Repository tools section every turn text ends with.
+        entries = packet.tool_entries(ctx.tmpdir, go_root)
+        self.config = packet.shell_environment_config(entries, os.environ.get("PATH"))
+        self.tools = packet.tools_section(ctx.tmpdir, go_root, run_json, workflow_file)
+        self.packet = packet.Packet(
+            call=call,
+            role=node.role,
+            workspace=str(self.workspace),
+            task=self.task,
+            output_schema=node.output_schema,
+            tmpdir=ctx.tmpdir,
+            go_root=go_root,
+            run_json=run_json,
+            writes=node.role in WRITING_ROLES,
+            workflow_file=workflow_file,
+        )
+        self.rollout: Path | None = None
+        """The thread's rollout, read for its tokens when this process saw none of
+        the host's token notifications for it (a resumed call)."""
 
-    async def run(self, k: int, text: str, conversation_turn: int) -> tuple[Turn, Tokens]:
-        before = self._total()
-        turn = await self.ctx.reader.start_turn(self.thread_id, text)
-        op = packet.op(self.call, k)
-        await self.ctx.journal.commit(
+    async def commit(self, rows: list[RowModel]) -> None:
+        await self.ctx.journal.commit(rows)
+
+    def prepared(self) -> Prepared:
+        return Prepared(
+            call=self.call,
+            node=self.node.id,
+            role=self.node.role,
+            backend="app-server",
+            allocation=Allocation(workspace=str(self.workspace), kind="directory"),
+            input_digest=answer.digest({"task": self.task, "schema": self.node.output_schema}),
+        )
+
+    def first_step(self) -> tuple[StepPublished, str]:
+        """The first turn's step (its journaled input) and its text."""
+        journaled = packet.journaled_input(self.packet, k=1, attempt=1)
+        text = packet.app_server_turn_text(self.packet, k=1, attempt=1)
+        return self._step(1, journaled, action="spawn"), text
+
+    def _step(self, k: int, journaled: str, **fields: Any) -> StepPublished:
+        return StepPublished(
+            call=self.call,
+            k=k,
+            op=packet.op(self.call, k),
+            marker=packet.marker(self.call, k, 1),
+            attempt=1,
+            input=journaled,
+            input_digest=answer.digest(journaled),
+            role=self.node.role,
+            model=self.pair.model if self.pair else None,
+            conversation_turn=k,
+            **fields,
+        )
+
+    async def make_workspace(self) -> None:
+        await trio.to_thread.run_sync(lambda: self.workspace.mkdir(parents=True, exist_ok=True))
+
+    async def start_thread(self) -> str:
+        """thread/start in P with the leaf config keys (STEP-58); its thread_started."""
+        model = self.pair.model if self.pair else None
+        thread = await self.ctx.reader.start_thread(
+            cwd=str(self.workspace),
+            config=self.config,
+            approvalPolicy="never",
+            **({"model": model} if model else {}),
+        )
+        await self.commit(
             [
-                TurnStarted(
+                ThreadStarted(
                     call=self.call,
-                    k=k,
-                    op=op,
-                    turn_id=turn.id,
+                    thread_id=thread.id,
+                    model=thread.model,
+                    effort=thread.reasoningEffort,
+                    cwd=str(self.workspace),
+                    host_cwd=thread.cwd if thread.cwd != str(self.workspace) else None,
                     attempt=1,
-                    marker=packet.marker(self.call, k, 1),
-                    conversation_turn=conversation_turn,
+                    via="app-server",
+                    rollout_path=thread.path,
+                    marker=packet.marker(self.call, 1, 1),
                 )
             ]
         )
-        ended = await self.ctx.reader.wait_turn(self.thread_id, turn.id)
-        return ended, self._total() - before
+        return thread.id
 
-    def _total(self) -> Tokens:
-        usage = self.ctx.reader.usage(self.thread_id)
-        return outcome.tokens_from_usage(usage.total.model_dump()) if usage else Tokens()
+    async def start_turn(self, thread_id: str, step: StepPublished, text: str) -> str:
+        """turn/start with `text`; then its turn_started. The step's row came first."""
+        turn = await self.ctx.reader.start_turn(thread_id, text)
+        await self.commit([self.turn_started(step, turn.id)])
+        return turn.id
+
+    async def resume_thread(self, thread_id: str) -> Thread:
+        """thread/resume with the leaf config keys, so a thread the host rebuilt
+        from its own configuration after a restart gets the entries again in its
+        shell (STEP-59), and this connection its notifications; then its read."""
+        await self.ctx.reader.resume_thread(thread_id, config=self.config)
+        thread = await self.ctx.reader.read(thread_id)
+        self.rollout = Path(thread.path) if thread.path else None
+        return thread
+
+    def turn_started(self, step: StepPublished, turn_id: str) -> TurnStarted:
+        return TurnStarted(
+            call=self.call,
+            k=step.k,
+            op=step.op,
+            turn_id=turn_id,
+            attempt=1,
+            marker=step.marker,
+            conversation_turn=step.conversation_turn,
+        )
+
+    async def turns(
+        self, thread_id: str, step: StepPublished, turn_id: str | None, text: str
+    ) -> CallEnd:
+        """Run the step's turn (start it unless `turn_id` is bound), harvest it, and
+        the repair turn when its answer breaks the schema; commit the end."""
+        try:
+            while True:
+                if turn_id is None:
+                    turn_id = await self.start_turn(thread_id, step, text)
+                ended = await self.ctx.reader.wait_turn(thread_id, turn_id)
+                tokens, repaired = self.tokens(thread_id), (step.k or 1) > 1
+                end = harvest.decide(
+                    self.call, self.node.output_schema, ended, tokens, repaired=repaired
+                )
+                if end.row is not None:
+                    await self.commit([end.row])
+                    return end
+                step, text = self.repair_step(ended)
+                await self.commit([step])
+                turn_id = None
+        finally:
+            self.ctx.reader.forget(thread_id)
+
+    def repair_step(self, ended: Turn) -> tuple[StepPublished, str]:
+        """The repair's step (on the same thread) and its text, which names the
+        tools as every App Server turn text does (STEP-61)."""
+        schema = self.node.output_schema
+        verdict = answer.judge(harvest.messages(ended), schema)
+        errors, previous = (
+            (verdict.errors, verdict.raw_text)
+            if isinstance(verdict, answer.Invalid)
+            else ([answer.NO_OBJECT], "")
+        )
+        mark = packet.marker(self.call, 2, 1)
+        journaled = packet.send_input_message(mark, packet.repair_text(errors, previous, schema))
+        text = packet.send_input_message(
+            mark, packet.repair_text(errors, previous, schema, self.tools)
+        )
+        step = self._step(
+            2,
+            journaled,
+            action="send_input",
+            repair=True,
+            repair_errors=list(errors),
+            previous_answer=previous,
+        )
+        return step, text
+
+    def tokens(self, thread_id: str) -> Tokens:
+        """The call's tokens: its thread's total (the thread is the call's alone),
+        as the host last reported it, else as its rollout says."""
+        usage = self.ctx.reader.usage(thread_id)
+        if usage is not None:
+            return outcome.tokens_from_usage(usage.total.model_dump())
+        if self.rollout is not None:
+            return outcome.read_rollout_total(self.rollout) or Tokens()
+        return Tokens()
 
 
 async def run_app_server_call(
-    ctx: CallContext, node: Node, call: str, results: Mapping[str, Any]
+    ctx: CallContext,
+    node: Node,
+    call: str,
+    results: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]] = (),
 ) -> CallEnd:
-    """Run one call to its end; `results` are the results of the node's needs."""
-    workspace = ctx.run_dir / "calls" / call
-    task = render_task(node.task, results)
-    await ctx.journal.commit(
-        [
-            Prepared(
-                call=call,
-                node=node.id,
-                role=node.role,
-                backend="app-server",
-                allocation=Allocation(workspace=str(workspace), kind="directory"),
-                input_digest=answer.digest({"task": task, "schema": node.output_schema}),
-            )
-        ]
-    )
-    workspace.mkdir(parents=True, exist_ok=True)
+    """Run one call to its end; `results` are the results of the node's needs, and
+    `rows` the call's rows an earlier process wrote (a call it left open goes on)."""
+    actor = AppServerCall(ctx, node, call, results)
     try:
-        return await _run_thread(ctx, node, call, workspace, task)
+        open_call = app_resume.generation(rows)
+        if open_call is None:
+            step, text = actor.first_step()
+            await actor.commit([actor.prepared(), step])
+            await actor.make_workspace()
+            return await actor.turns(await actor.start_thread(), step, None, text)
+        return await _go_on(actor, open_call)
     except HostUnavailable as err:
         row = Held(call=call, reason="host_failure", error=str(err))
         await ctx.journal.commit([row])
         return CallEnd(row)
 
 
-async def _run_thread(
-    ctx: CallContext, node: Node, call: str, workspace: Path, task: str
-) -> CallEnd:
-    go_root = ctx.workflow.verifier.go_root if ctx.workflow.verifier else None
-    entries = packet.tool_entries(ctx.tmpdir, go_root)
-    pair = ctx.pairs.get(node.role)
-    thread = await ctx.reader.start_thread(
-        cwd=str(workspace),
-        config=packet.shell_environment_config(entries, os.environ.get("PATH")),
-        approvalPolicy="never",
-        **({"model": pair.model} if pair and pair.model else {}),
-    )
-    await ctx.journal.commit(
-        [
-            ThreadStarted(
-                call=call,
-                thread_id=thread.id,
-                model=thread.model,
-                effort=thread.reasoningEffort,
-                cwd=str(workspace),
-                host_cwd=thread.cwd if thread.cwd != str(workspace) else None,
-                attempt=1,
-                via="app-server",
-                rollout_path=thread.path,
-                marker=packet.marker(call, 1, 1),
-            )
-        ]
-    )
-    what = packet.Packet(
-        call=call,
-        role=node.role,
-        workspace=str(workspace),
-        task=task,
-        output_schema=node.output_schema,
-        tmpdir=ctx.tmpdir,
-        go_root=go_root,
-        run_json=str(ctx.run_dir / "run.json"),
-        writes=node.role in WRITING_ROLES,
-        workflow_file=str(ctx.workflow.path),
-    )
-    try:
-        return await _run_turns(ctx, node, call, thread.id, what)
-    finally:
-        ctx.reader.forget(thread.id)
-
-
-async def _run_turns(
-    ctx: CallContext, node: Node, call: str, thread_id: str, what: packet.Packet
-) -> CallEnd:
-    """The first turn, and the repair turn when its answer breaks the schema."""
-    text = packet.app_server_turn_text(what, k=1, attempt=1)
-    turns = _Turn(ctx, call, thread_id)
-    ended, spent = await turns.run(1, text, conversation_turn=1)
-    end = harvest.decide(call, node.output_schema, ended, spent, repaired=False)
-    if end.row is not None:
-        return await _commit_end(ctx, end)
-    verdict = answer.judge(harvest.messages(ended), node.output_schema)
-    errors, previous = (
-        (verdict.errors, verdict.raw_text)
-        if isinstance(verdict, answer.Invalid)
-        else ([answer.NO_OBJECT], "")
-    )
-    repair = packet.send_input_message(
-        packet.marker(call, 2, 1), packet.repair_text(errors, previous, node.output_schema)
-    )
-    ended, more = await turns.run(2, repair, conversation_turn=2)
-    return await _commit_end(
-        ctx, harvest.decide(call, node.output_schema, ended, spent + more, repaired=True)
-    )
-
-
-async def _commit_end(ctx: CallContext, end: CallEnd) -> CallEnd:
-    if end.row is not None:
-        await ctx.journal.commit([end.row])
-    return end
+async def _go_on(actor: AppServerCall, open_call: app_resume.Generation) -> CallEnd:
+    """Go on with a call an earlier process left open, as `app_resume` decides from
+    its rows and the host's read of its resumed thread."""
+    thread = None
+    if open_call.thread_id is not None:
+        try:
+            thread = await actor.resume_thread(open_call.thread_id)
+        except HostRequestError as err:
+            # codex writes a thread's rollout with its first turn and cannot resume
+            # a thread that has none: it never took a turn, so another is started.
+            if not unknown_thread(err) or open_call.turn_id is not None:
+                row = Held(call=actor.call, reason="host_failure", error=str(err))
+                await actor.commit([row])
+                return CallEnd(row)
+    decision = app_resume.decide(open_call, thread)
+    if decision.action == "publish":
+        step, _ = actor.first_step()
+        await actor.commit([step])
+        open_call = replace(open_call, step=step.model_dump(exclude_none=True))
+        decision = app_resume.decide(open_call, thread)
+    assert open_call.step is not None
+    step = StepPublished.model_validate(dict(open_call.step))
+    text = app_resume.turn_text(step.input or "", actor.tools)
+    if decision.action == "start_thread":
+        await actor.make_workspace()
+        return await actor.turns(await actor.start_thread(), step, None, text)
+    assert thread is not None
+    if decision.action == "adopt":
+        assert decision.turn_id is not None
+        await actor.commit([actor.turn_started(step, decision.turn_id)])
+    return await actor.turns(thread.id, step, decision.turn_id, text)

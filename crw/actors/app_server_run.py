@@ -3,14 +3,16 @@
 A process that starts over an existing journal takes the completed calls'
 results as they are, and runs again (prepared anew) the calls a pause held: their
 turn failed on the usage or rate limit, so no answer is lost or taken twice. A
-call some earlier process left open (no terminal row) is held with reason
-process_lost, never run again on its own: the app-server backend cannot tell what
-the lost process's turn did, and a turn is never run twice without a decision.
+call some earlier process left open (no terminal row) goes on in place, from its
+rows and the host's read of its thread (`crw.engine.app_resume`): a turn that
+completed while no process watched is harvested, a running one is waited for, a
+turn never started is started once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from crw.actors.app_server_call import CallContext, run_app_server_call
@@ -19,27 +21,25 @@ from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
 from crw.engine.workflow import Node
 from crw.journal.replay import RunState
-from crw.journal.rows import Held
 
 
-async def run_app_server_calls(ctx: CallContext, pool: int, replayed: RunState) -> str:
+async def run_app_server_calls(
+    ctx: CallContext, pool: int, replayed: RunState, rows: Sequence[Mapping[str, Any]] = ()
+) -> str:
     """Run the workflow's calls to the end the rows allow; returns the run's state
-    as the process leaves it (ended, paused, waiting_decision)."""
+    as the process leaves it (ended, paused, waiting_decision). `rows` are the
+    journal's, `replayed` their replay."""
     results, finished = taken(replayed)
-    lost = []
     for call in replayed.calls.values():
-        if call.node is None:
-            continue
-        if call.state == "held" and call.reason == "paused":
+        if call.node is not None and call.state == "held" and call.reason == "paused":
             del finished[call.node]
-        elif call.state in ("prepared", "running", "waiting_session"):
-            lost.append(Held(call=call.call, reason="process_lost"))
-            finished[call.node] = "held"
-    if lost:
-        await ctx.journal.commit(lost)
+    by_call: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if row.get("call"):
+            by_call[row["call"]].append(row)
 
     async def run_call(node: Node, call: str, needs: Mapping[str, Any]) -> CallEnd:
-        return await run_app_server_call(ctx, node, call, needs)
+        return await run_app_server_call(ctx, node, call, needs, by_call.get(call, ()))
 
     spent = RunSpent.of(replayed)
     return await run_gate(ctx.journal, ctx.workflow, pool, results, finished, run_call, spent)

@@ -216,6 +216,12 @@ class HostReader:
     async def start_thread(self, **params: Any) -> Thread:
         return await self._call("thread/start", lambda: self._client.thread_start(**params))  # type: ignore[no-any-return]
 
+    async def resume_thread(self, thread_id: str, **params: Any) -> Thread:
+        """thread/resume: load the thread if need be and subscribe to it."""
+        return await self._call(  # type: ignore[no-any-return]
+            f"thread/resume {thread_id}", lambda: self._client.thread_resume(thread_id, **params)
+        )
+
     async def start_turn(self, thread_id: str, text: str, **params: Any) -> Turn:
         return await self._call(  # type: ignore[no-any-return]
             f"turn/start {thread_id}", lambda: self._client.turn_start(thread_id, text, **params)

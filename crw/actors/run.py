@@ -202,7 +202,7 @@ class Backend:
             tmpdir=self.tmpdir,
             pairs=self.roles.roles,
         )
-        return await run_app_server_calls(ctx, self.spec.pool, replay(rows))
+        return await run_app_server_calls(ctx, self.spec.pool, replay(rows), rows)
 
     async def session(self, rows: list[dict[str, Any]]) -> str:
         replayed = replay(rows)

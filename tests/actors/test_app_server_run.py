@@ -125,7 +125,13 @@ async def test_workflow_runs_every_call_in_needs_order_to_completed(
     threads = [row["thread_id"] for row in rows if row["row"] == "thread_started"]
     assert len(threads) == len(set(threads)) == 3
     for call in ("explore.1", "build.1", "review.1"):
-        assert kinds(rows, call) == ["prepared", "thread_started", "turn_started", "completed"]
+        assert kinds(rows, call) == [
+            "prepared",
+            "step_published",
+            "thread_started",
+            "turn_started",
+            "completed",
+        ]
     order = [row["call"] for row in rows if row["row"] == "prepared"]
     assert order == ["explore.1", "build.1", "review.1"]
     assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
@@ -200,8 +206,10 @@ async def test_answer_that_breaks_the_schema_gets_one_repair_turn(
         _, rows = await h.run()
     assert kinds(rows, "build.1") == [
         "prepared",
+        "step_published",
         "thread_started",
         "turn_started",
+        "step_published",
         "turn_started",
         "completed",
     ]
@@ -319,7 +327,7 @@ async def test_independent_calls_run_together_within_the_pool(
         _, rows = await h.run()
         elapsed = trio.current_time() - start
     prepared = [i for i, row in enumerate(rows) if row["row"] == "prepared"]
-    assert prepared[:2] == [0, 1]  # the pool of 2 admits two at once
+    assert prepared[:2] == [0, 2]  # the pool of 2 admits two at once (each with its step)
     assert 120 <= elapsed < 180  # two waves of 60 s, not three
 
 
@@ -344,10 +352,12 @@ async def test_resumed_paused_run_runs_the_paused_call_again_and_ends(
     assert state == "ended" and rows[-1]["status"] == "completed"
     assert kinds(rows, "explore.1") == [
         "prepared",
+        "step_published",
         "thread_started",
         "turn_started",
         "held",
         "prepared",
+        "step_published",
         "thread_started",
         "turn_started",
         "completed",
@@ -355,33 +365,6 @@ async def test_resumed_paused_run_runs_the_paused_call_again_and_ends(
     assert terminal(rows, "explore.1")["row"] == "held"  # the first end stays recorded
     assert rows[-1]["state"]["explore"] == "completed"
     assert replayed(rows).calls["explore.1"].result == {"files": ["b.py"]}
-
-
-async def test_call_left_open_by_a_lost_process_is_held_not_run_again(
-    tmp_path: Path, autojump_clock: MockClock
-) -> None:
-    async with harness(tmp_path) as h:
-        lost = [
-            {
-                "seq": 1,
-                "row": "prepared",
-                "call": "explore.1",
-                "node": "explore",
-                "role": "explorer",
-            },
-            {"seq": 2, "row": "turn_started", "call": "explore.1", "k": 1, "turn_id": "t"},
-        ]
-        state, rows = await h.run(replayed(lost))
-    assert state == "waiting_decision"
-    assert rows == [
-        {
-            "seq": 1,
-            "at": rows[0]["at"],
-            "row": "held",
-            "call": "explore.1",
-            "reason": "process_lost",
-        }
-    ]
 
 
 async def test_reader_keeps_nothing_of_a_finished_calls_thread(tmp_path: Path) -> None:

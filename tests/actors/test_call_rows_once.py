@@ -46,18 +46,20 @@ async def test_a_plain_completed_app_server_call_writes_each_text_once(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
     """spec: STEP-7, BIND-1 (host_cwd is the cwd the host reports when it is not P:
-    a thread started in P reports P, already the row's cwd), STEP-58"""
+    a thread started in P reports P, already the row's cwd), STEP-58, STEP-57 (the
+    step's intent journals the turn's input and names its marker)"""
     async with harness(tmp_path) as h:
         _, rows = await h.run()
     call = [row for row in rows if row.get("call") == "explore.1"]
     assert [row["row"] for row in call] == [
         "prepared",
+        "step_published",
         "thread_started",
         "turn_started",
         "completed",
     ]
     workspace = call[0]["allocation"]["workspace"]
     # P: the call's allocation, and the cwd its thread was bound with; the marker:
-    # the bind's and its turn's (each row is read alone on replay).
-    assert repeated(call) == {workspace: 2, "explore.1/t1-a1": 2}
-    assert "host_cwd" not in call[1]
+    # the step's, the bind's and its turn's (each row is read alone on replay).
+    assert repeated(call) == {workspace: 2, "explore.1/t1-a1": 3}
+    assert "host_cwd" not in call[2]

@@ -30,7 +30,13 @@ async def test_answer_that_cannot_be_checked_in_time_ends_the_call_null_model(
         await h.script({"marker": "explore.1/*"}, answer={"name": "a" * 30 + "!"})
         state, rows = await h.run()
     assert time.monotonic() - began < 5.0
-    assert kinds(rows, "explore.1") == ["prepared", "thread_started", "turn_started", "null_model"]
+    assert kinds(rows, "explore.1") == [
+        "prepared",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "null_model",
+    ]
     end = terminal(rows, "explore.1")
     assert end["reason"] == "schema_check_timed_out"
     assert end["errors"] == ["$: matching the pattern '^(a|a)*$' took longer than 1 s"]

@@ -363,3 +363,49 @@ def test_failing_instance_is_rejected_by_its_schema() -> None:
     schemas: list[dict[str, Any]] = [SCHEMA, {"type": "array"}, {"type": "string"}, {"enum": [[]]}]
     for schema in schemas:
         assert not jsonschema.Draft202012Validator(schema).is_valid(failing_instance(schema))
+
+
+async def test_fork_and_resume_carry_only_their_own_config_keys(
+    mock_model: MockModel, codex_home_dir: Path, tmp_path: Path
+) -> None:
+    """spec: STEP-58, STEP-59 (why a fork and a resume carry the leaf keys: a fork
+    does not inherit its source's, the resume of a loaded thread changes none, and
+    a thread a restarted host rebuilds has only what its thread/resume carries)"""
+    shell = calls(FunctionCall("exec_command", {"cmd": "echo T=$TMPDIR"}))
+    markers = [f"x.1/t{k}-a1" for k in range(1, 6)]
+    for marker in markers:
+        mock_model.script(marker, shell, valid())
+    key = "shell_environment_policy.set.TMPDIR"
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    async with private_app_server(codex_home_dir, tmp_path / "one.log") as transport:
+        rpc = await initialized(Rpc(transport))
+        start = {"cwd": str(tmp_path), "config": {key: str(first)}}
+        thread = (await rpc.request("thread/start", start))["thread"]["id"]
+        await run_turn(rpc, thread, turn_text(markers[0]))
+        fork = (await rpc.request("thread/fork", {"threadId": thread}))["thread"]["id"]
+        await run_turn(rpc, fork, turn_text(markers[1]))
+        await rpc.request("thread/resume", {"threadId": thread, "config": {key: str(second)}})
+        await run_turn(rpc, thread, turn_text(markers[2]))
+    async with private_app_server(codex_home_dir, tmp_path / "two.log") as transport:
+        rpc = await initialized(Rpc(transport))
+        await rpc.request("thread/resume", {"threadId": thread})
+        await run_turn(rpc, thread, turn_text(markers[3]))
+    async with private_app_server(codex_home_dir, tmp_path / "three.log") as transport:
+        rpc = await initialized(Rpc(transport))
+        await rpc.request("thread/resume", {"threadId": thread, "config": {key: str(second)}})
+        await run_turn(rpc, thread, turn_text(markers[4]))
+
+    seen = {
+        r.user_text.splitlines()[0]: r.body["input"][-1]["output"].split("T=")[1].split("\n")[0]
+        for r in mock_model.requests
+        if last_input_type(r) == "function_call_output"
+    }
+    assert seen == {
+        f"crw-flow-op: {markers[0]}": str(first),
+        f"crw-flow-op: {markers[1]}": "",  # the fork inherits none
+        f"crw-flow-op: {markers[2]}": str(first),  # a loaded thread keeps its own
+        f"crw-flow-op: {markers[3]}": "",  # rebuilt after a restart: none
+        f"crw-flow-op: {markers[4]}": str(second),  # what its thread/resume carries
+    }

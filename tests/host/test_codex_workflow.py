@@ -25,11 +25,20 @@ from crw.clock import fixed_clock
 from crw.engine.roles import RoleTable
 from crw.engine.workflow import load_workflow
 from crw.host.connect import connect_host
-from crw.host.mock_model import MockModel, Usage, fail, invalid, valid
+from crw.host.mock_model import (
+    FunctionCall,
+    MockModel,
+    Usage,
+    calls,
+    fail,
+    invalid,
+    valid,
+)
 from crw.host.uri import HostUri, parse_host_uri
 from crw.journal.log import read_journal
 from crw.journal.replay import RunState, replay
 from crw.settings import Settings
+from tests.actors.test_app_server_resume import Killed, kill_after
 from tests.actors.test_app_server_run import CHAIN
 from tests.host.codex_env import CODEX_MODEL, codex_env
 
@@ -41,10 +50,10 @@ POLL = 0.01
 """The reader's fallback poll, short so the run reads each thread at every stage
 of its turns (codex's notifications wake it sooner as well)."""
 CALLS = ("explore.1", "build.1", "review.1")
-CALM = ["prepared", "thread_started", "turn_started", "completed"]
+CALM = ["prepared", "step_published", "thread_started", "turn_started", "completed"]
 
 Rows = list[dict[str, Any]]
-RunChain = Callable[[], Awaitable[tuple[str, Rows]]]
+RunChain = Callable[..., Awaitable[tuple[str | None, Rows]]]
 
 
 @pytest.fixture(params=["codex", "unix"])
@@ -58,21 +67,25 @@ def host_uri(request: pytest.FixtureRequest) -> HostUri:
 
 @pytest.fixture
 def run_chain(tmp_path: Path, host_uri: HostUri, codex_home_dir: Path) -> RunChain:
-    """Run CHAIN once on the host; returns (the state the run leaves, its rows)."""
+    """Run CHAIN on the host, on from the journal's rows; returns (the state the
+    run leaves, None when `kill` killed it, and its rows)."""
     (tmp_path / "wf.toml").write_text(CHAIN)
     workflow = load_workflow(tmp_path / "wf.toml")
     run_dir, run_tmp = tmp_path / "run", tmp_path / "run" / "tmp"
     run_tmp.mkdir(parents=True)
     journal_path = run_dir / "journal.jsonl"
 
-    async def run() -> tuple[str, Rows]:
+    async def run(kill: Any = None) -> tuple[str | None, Rows]:
+        rows, state = read_journal(journal_path).rows, None
         with trio.fail_after(RUN_LIMIT):
             async with (
                 connect_host(
                     host_uri, env=codex_env(codex_home_dir), stderr=tmp_path / "codex.log"
                 ) as client,
                 open_host_reader(client, Settings(host_poll_interval=POLL)) as reader,
-                open_journal_writer(journal_path, clock=fixed_clock()) as journal,
+                open_journal_writer(
+                    journal_path, clock=fixed_clock(), after_commit=kill
+                ) as journal,
             ):
                 ctx = CallContext(
                     journal=journal,
@@ -82,7 +95,10 @@ def run_chain(tmp_path: Path, host_uri: HostUri, codex_home_dir: Path) -> RunCha
                     tmpdir=str(run_tmp),
                     pairs=RoleTable.undecided().roles,
                 )
-                state = await run_app_server_calls(ctx, workflow.pool, RunState())
+                try:
+                    state = await run_app_server_calls(ctx, workflow.pool, replayed(rows), rows)
+                except* Killed:
+                    pass
         return state, read_journal(journal_path).rows
 
     return run
@@ -173,8 +189,10 @@ async def test_answer_that_breaks_the_schema_gets_one_repair_turn(
 
     assert kinds(rows, "build.1") == [
         "prepared",
+        "step_published",
         "thread_started",
         "turn_started",
+        "step_published",
         "turn_started",
         "completed",
     ]
@@ -204,7 +222,7 @@ async def test_context_window_exceeded_is_null_model_and_leaves_dependents_unrun
     state, rows = await run_chain()
 
     assert kinds(rows, "explore.1") == CALM
-    assert kinds(rows, "build.1") == ["prepared", "thread_started", "turn_started", "null_model"]
+    assert kinds(rows, "build.1") == [*CALM[:-1], "null_model"]
     end = terminal(rows, "build.1")
     assert end["reason"] == "context_window_exceeded"
     assert kinds(rows, "review.1") == []
@@ -253,7 +271,7 @@ async def test_usage_limit_holds_the_call_and_pauses_the_run(
 
     assert state == "paused"
     assert kinds(rows, "explore.1") == CALM
-    assert kinds(rows, "build.1") == ["prepared", "thread_started", "turn_started", "held"]
+    assert kinds(rows, "build.1") == [*CALM[:-1], "held"]
     end = terminal(rows, "build.1")
     assert end["reason"] == "paused" and end["error"]
     assert end.get("tokens", {}) == {}
@@ -265,3 +283,50 @@ async def test_usage_limit_holds_the_call_and_pauses_the_run(
         "crw-flow-op: build.1/t1-a1",
     ]
     assert replayed(rows).state == "paused"
+
+
+async def test_call_left_open_goes_on_on_its_resumed_thread_with_the_leaf_keys(
+    run_chain: RunChain, mock_model: MockModel, tmp_path: Path
+) -> None:
+    """spec: STEP-59, STEP-60, STEP-61 (the run is killed right after build.1's
+    repair step is published; the next process resumes the thread with
+    thread/resume and starts the repair turn on it once: with `codex`, a new
+    private child on the same CODEX_HOME that sees the thread notLoaded and
+    rebuilds it from its own configuration, so TMPDIR reaches the turn's shell
+    through thread/resume's leaf keys alone)"""
+    shell = calls(FunctionCall("exec_command", {"cmd": "echo T=$TMPDIR"}))
+    mock_model.script("crw-flow-op: build.1/t1-a1", invalid())
+    mock_model.script("crw-flow-op: build.1/t2-a1", shell, valid())
+    state, rows = await run_chain(kill_after("step_published", nth=2))
+    assert state is None and kinds(rows, "build.1")[-1] == "step_published"
+
+    state, rows = await run_chain()
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    assert kinds(rows, "build.1") == [*CALM[:-1], "step_published", "turn_started", "completed"]
+    asked = markers_asked(mock_model)
+    assert asked.count("crw-flow-op: build.1/t1-a1") == 1
+    assert asked.count("crw-flow-op: build.1/t2-a1") == 2  # the tool call, then the answer
+    outputs = [
+        r.body["input"][-1]["output"]
+        for r in mock_model.requests
+        if (r.body.get("input") or [{}])[-1].get("type") == "function_call_output"
+    ]
+    assert len(outputs) == 1 and f"T={tmp_path / 'run' / 'tmp'}\n" in outputs[0]
+
+
+async def test_thread_with_no_turn_is_not_resumed_but_started_anew(
+    run_chain: RunChain, mock_model: MockModel
+) -> None:
+    """codex writes a thread's rollout with its first turn and refuses thread/resume
+    of a thread that has none (`no rollout found`): the call killed right after its
+    thread_started goes on on a new thread, and its turn is sent once."""
+    state, rows = await run_chain(kill_after("thread_started"))
+    assert state is None
+    state, rows = await run_chain()
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    assert kinds(rows, "build.1") == [*CALM[:3], *CALM[2:]]
+    first, second = (
+        r["thread_id"] for r in rows if r["row"] == "thread_started" and r["call"] == "build.1"
+    )
+    assert first != second
+    assert markers_asked(mock_model).count("crw-flow-op: build.1/t1-a1") == 1

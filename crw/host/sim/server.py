@@ -125,6 +125,7 @@ class SimHost:
             "sim/closeAgent": self._close_agent,
             "sim/script": self._script,
             "sim/stats": self._stats,
+            "sim/restart": self._restart,
         }
 
     def _read(self, answer: Callable[[SimState, dict[str, Any]], dict[str, Any]]) -> _Method:
@@ -378,21 +379,25 @@ class SimHost:
         return self._started(conn, self._new_thread(params))
 
     def _thread_resume(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """Subscribe; a notLoaded thread is loaded with the config overrides the
+        resume carries, and only those (the host rebuilds it from its own
+        configuration); a loaded thread keeps its own, whatever the resume carries
+        (codex 0.163.0, tests/host/test_codex_real.py)."""
         thread_id = str(params.get("threadId"))
         thread = self.state.find(thread_id, f"no rollout found for thread id {thread_id}")
-        thread.config |= params.get("config") or {}
         self._subscribe(conn, thread)
         if thread.status == "notLoaded":
+            thread.config = dict(params.get("config") or {})
             self._set_status(thread, "idle")
         return thread.result(include_turns=not params.get("excludeTurns"))
 
     def _thread_fork(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """A new thread with the source's ended turns and the config overrides the
+        fork carries, and only those: the source's are not inherited (codex
+        0.163.0), so a fork carries the leaf keys itself (STEP-58)."""
         thread_id = str(params.get("threadId"))
         source = self.state.find(thread_id, f"no rollout found for thread id {thread_id}")
-        config = source.config | (params.get("config") or {})
-        fork = self._new_thread(
-            {"cwd": source.cwd, "model": source.model} | params | {"config": config}
-        )
+        fork = self._new_thread({"cwd": source.cwd, "model": source.model} | params)
         fork.forked_from_id = source.id
         fork.turns = fork_turns(source, params.get("lastTurnId"))
         return self._started(conn, fork)
@@ -472,6 +477,26 @@ class SimHost:
 
     def _script(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
         self.scripts.append(Script.from_wire(params))
+        return {}
+
+    def _restart(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """The host process restarts on the same CODEX_HOME, as host-protocol.md
+        says a new app-server process sees its threads: each one notLoaded and
+        rebuilt from its rollout (a turn that was running ends interrupted, with no
+        error and no notification: the process that ran it is gone), without the
+        config overrides its thread/start or thread/resume carried (the host
+        rebuilds it from its own configuration), and nobody subscribed to it.
+        thread/read still answers it; turn/start needs a thread/resume first."""
+        for thread in self.state.threads.values():
+            turn = thread.active_turn()
+            if turn is not None:
+                turn.status, turn.completed_at = "interrupted", int(self._wall())
+                runner = self._runners.pop(turn.id, None)
+                if runner is not None:
+                    runner.cancel()
+            thread.status = "notLoaded"
+            thread.config = {}
+        self._subscribers.clear()
         return {}
 
     def _stats(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:

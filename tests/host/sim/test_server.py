@@ -259,13 +259,17 @@ async def test_resume_of_a_not_loaded_thread_loads_it_and_subscribes(
         resumed = await other.request(
             "thread/resume", {"threadId": thread_id, "config": {TMPDIR_KEY: "/y"}}
         )
-        slim = await other.request("thread/resume", {"threadId": thread_id, "excludeTurns": True})
+        slim = await other.request(
+            "thread/resume",
+            {"threadId": thread_id, "excludeTurns": True, "config": {TMPDIR_KEY: "/z"}},
+        )
         turn_id = await _turn(other, thread_id)
         await other.turn_completed(turn_id)
     assert resumed["thread"]["status"] == {"type": "idle"}
     assert len(resumed["thread"]["turns"]) == 1
     assert slim["thread"]["turns"] == []
-    assert host.state.threads[thread_id].config[TMPDIR_KEY] == "/y"
+    # loaded with the resume's overrides; the resume of a loaded thread changes none
+    assert host.state.threads[thread_id].config == {TMPDIR_KEY: "/y"}
     assert "turn/started" in other.methods(thread_id)
 
 
@@ -286,7 +290,7 @@ async def test_fork_copies_history_up_to_last_turn_into_a_new_thread(
     assert fork_id != source
     assert read["thread"]["forkedFromId"] == source
     assert [t["id"] for t in full["thread"]["turns"]] == [first["id"]]
-    assert host.state.threads[fork_id].config == {TMPDIR_KEY: "/x", "a.b": 1}
+    assert host.state.threads[fork_id].config == {"a.b": 1}  # the source's are not inherited
 
 
 async def test_unsubscribe_stops_turn_notifications_but_not_status_changes(
