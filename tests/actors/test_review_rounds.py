@@ -69,7 +69,7 @@ def one(rows: Rows, call: str, kind: str) -> dict[str, Any]:
 async def test_a_rejection_runs_a_fix_that_continues_the_node_on_a_new_subagent(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: ATT-37, ATT-38, ROWS-4, STEP-25, ATT-40, ATT-41, ATT-45, STEP-54, ATT-42"""
+    """spec: ATT-37, ATT-38, ROWS-4, STEP-25, ATT-40, ATT-41, ATT-45, STEP-54, ATT-42, ATT-46"""
     async with harness(tmp_path) as h:
         await reviewed(tmp_path, h)
         state, rows = await h.go()
@@ -95,6 +95,8 @@ async def test_a_rejection_runs_a_fix_that_continues_the_node_on_a_new_subagent(
         "spawn",
         1,
     )
+    turn = one(rows, "build.3", "turn_started")
+    assert (turn["k"], turn["conversation_turn"]) == (1, 1)
     threads = {c: one(rows, c, "thread_started")["thread_id"] for c in ("build.1", "build.3")}
     assert threads["build.1"] != threads["build.3"]
     # The packet: build.1's turn with the input it took, its packet, its answer
