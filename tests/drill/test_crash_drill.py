@@ -281,7 +281,8 @@ def killed_and_resumed(drill: Drill, crash_after: str) -> list[dict[str, Any]]:
         wait_until("its process lock is let go", lambda: held_process_tokens(run) == [], 5)
         assert dead[-1]["row"] != "ended", "the kill point never fired"
         kind = crash_after.split("@")[0]
-        assert [r["row"] for r in dead if r.get("call") == CALL][-1] == kind
+        killed = crash_after.split("@")[1].split("#")[0]
+        assert [r["row"] for r in dead if r.get("call") == killed][-1] == kind
         drill.pause_owner()
     finally:
         os.close(lock)
