@@ -65,8 +65,9 @@ class ContinuationCall(SessionCall):
         await self._make_workspace()
 
     async def _make_workspace(self) -> None:
-        """The workspace is the node's; the answer file the packet names is written
+        """The node's workspace (made if missing); the answer file the packet names is written
         after the prepared row, from the handle's completed row (STEP-54)."""
+        await super()._make_workspace()
         path = answer_path(self.ctx, self.call, self.handle)
         text = json.dumps(self.answer, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         await trio.to_thread.run_sync(_write, path, text)

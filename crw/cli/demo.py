@@ -1,9 +1,10 @@
 """`crw flow demo`: a whole run, end to end, on the simulated host.
 
 It starts the simulated host (`crw host sim serve`) in a state directory, scripts
-every turn to take SIM_SECONDS and one call to answer against its schema first
-(so the run sends its repair turn), runs `examples/demo.toml`, stops the host and
-prints a summary table.
+every turn to take SIM_SECONDS, one call to answer against its schema first (so
+the run sends its repair turn) and the first review of `build` to reject (so one
+review round runs: a fix continues build.1, a second review accepts), runs
+`examples/demo.toml`, stops the host and prints a summary table and the round.
 
 - session (the default): an owner thread on the host (`sim/startOwner`) and a
   session run bound to it; a scripted owner (`crw.cli.owner`) takes the steps as

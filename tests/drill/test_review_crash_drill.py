@@ -27,6 +27,9 @@ REJECT = {"verdict": "reject", "findings": ["name the files"]}
 class ReviewDrill(Drill):
     """The drill on the reviewed workflow: build.2 rejects, build.4 accepts."""
 
+    run_deadline: float = 60.0
+    """Twice the calls of the plain drill's run, on a machine under load."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         self.workflow.write_text(REVIEWED)
