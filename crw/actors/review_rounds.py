@@ -138,28 +138,51 @@ async def _actor(
     if action.kind == "node":
         return SessionCall(ctx, node, call, needs, rows, spent)
     workspace = ctx.run.calls / call_id(node.id, 1)
-    ends = review.ends_of(node.id, by_call)
     if action.kind == "review":
-        assert node.review is not None and action.subject is not None
-        subject = call_id(node.id, action.subject)
-        answer = ends[action.subject - 1].get("result")
-        text = review.reviewer_task(node.id, subject, task, answer, str(workspace))
-        update = {"role": node.review.role, "task": _escaped(text)}
-        judge = node.model_copy(update=update | {"output_schema": review.VERDICT_SCHEMA})
-        return ReviewCall(
-            ctx, judge, call, {}, rows, spent, review=node.review, ordinal=action.ordinal
-        )
-    handle = call_id(node.id, action.handle or 1)
+        return _review(ctx, node, task, action, by_call, spent, workspace)
+    return await _continuation(ctx, node, task, action, by_call, journal, spent, workspace)
+
+
+def _review(
+    ctx: SessionContext,
+    node: Node,
+    task: str,
+    action: review.RunCall,
+    by_call: MutableMapping[str, Rows],
+    spent: RunSpent,
+    workspace: Path,
+) -> ReviewCall:
+    """The review call: the review role judges the subject's answer."""
+    assert node.review is not None and action.subject is not None
+    call, subject = call_id(node.id, action.ordinal), call_id(node.id, action.subject)
+    answer = review.ends_of(node.id, by_call)[action.subject - 1].get("result")
+    text = review.reviewer_task(node.id, subject, task, answer, str(workspace))
+    update = {"role": node.review.role, "task": _escaped(text)}
+    judge = node.model_copy(update=update | {"output_schema": review.VERDICT_SCHEMA})
+    rows = by_call[call]
+    return ReviewCall(ctx, judge, call, {}, rows, spent, review=node.review, ordinal=action.ordinal)
+
+
+async def _continuation(
+    ctx: SessionContext,
+    node: Node,
+    task: str,
+    action: review.RunCall,
+    by_call: MutableMapping[str, Rows],
+    journal: Rows,
+    spent: RunSpent,
+    workspace: Path,
+) -> ContinuationCall | None:
+    """The fix call, continuing the handle's conversation; None when the pair
+    rules refused it (its held row is committed)."""
+    call, handle = call_id(node.id, action.ordinal), call_id(node.id, action.handle or 1)
     turns = conversation.record(handle, journal)
-    section = conversation.section(
-        handle,
-        turns,
-        conversation.continued_packet(handle, journal),
-        str(answer_path(ctx, call, handle)),
-    )
+    packet = conversation.continued_packet(handle, journal)
+    section = conversation.section(handle, turns, packet, str(answer_path(ctx, call, handle)))
     text = review.fix_task(task, call_id(node.id, action.ordinal - 1), action.findings, section)
     fix = node.model_copy(update={"task": _escaped(text), "review": None})
-    answer = ends[(action.handle or 1) - 1].get("result")
+    answer = review.ends_of(node.id, by_call)[(action.handle or 1) - 1].get("result")
+    rows = by_call[call]
     actor = ContinuationCall(
         ctx, fix, call, {}, rows, spent, handle=handle, workspace=workspace, answer=answer
     )
