@@ -21,7 +21,7 @@ from typing import Any
 import trio
 
 from crw.actors.journal_writer import JournalWriter
-from crw.engine import gate
+from crw.engine import gate, review
 from crw.engine.harvest import CallEnd
 from crw.engine.workflow import Node, Workflow
 from crw.journal.replay import TERMINAL_ROWS, RunState
@@ -31,17 +31,30 @@ RunCall = Callable[[Node, str, Mapping[str, Any]], Awaitable[CallEnd]]
 """Runs one call (node, call id, the results of its needs) to its end."""
 
 
-def taken(replayed: RunState) -> tuple[dict[str, Any], dict[str, str]]:
-    """From the rows: the completed nodes' results, and how each ended node ended."""
+def taken(
+    replayed: RunState, workflow: Workflow | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """From the rows: the completed nodes' results, and how each ended node ended.
+    A node with a review (in `workflow`) ends as its round's rows decide."""
     results: dict[str, Any] = {}
     finished: dict[str, str] = {}
+    reviewed = {n.id: n.review for n in workflow.nodes if n.review} if workflow else {}
+    ends: dict[str, dict[str, Any]] = {}
     for call in replayed.calls.values():
-        if call.node is None:
+        if call.node is None or call.state not in TERMINAL_ROWS:
+            continue
+        if call.node in reviewed:
+            ends[call.call] = {"row": call.state, "result": call.result}
             continue
         if call.state == "completed":
             results[call.node] = call.result
-        if call.state in TERMINAL_ROWS:
-            finished[call.node] = call.state
+        finished[call.node] = call.state
+    for node_id, rounds in reviewed.items():
+        end = review.node_end(rounds, review.ends_of(node_id, {c: [r] for c, r in ends.items()}))
+        if end is not None:
+            finished[node_id] = str(end["row"])
+            if end["row"] == "completed":
+                results[node_id] = end.get("result")
     return results, finished
 
 
@@ -66,8 +79,8 @@ async def run_gate(
         call = gate.call_id(node.id, 1)
         end = await run_call(node, call, needs)
         tokens = getattr(end.row, "tokens", None)
-        if tokens is not None:  # the terminal row carries every token of the call
-            spent.count(call, tokens)
+        if tokens is not None and node.review is None:
+            spent.count(call, tokens)  # the terminal row carries every token of the call
         await send.send((node.id, end))
 
     admission = gate.Admission(workflow, results.keys(), finished.keys())

@@ -15,6 +15,7 @@ from typing import Any
 import trio
 
 from crw.actors.gate import run_gate, taken
+from crw.actors.review_rounds import run_rounds
 from crw.actors.session_call import SessionCall, SessionContext
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
@@ -47,12 +48,16 @@ async def run_session_calls(
     for row in rows:
         if row.get("call"):
             by_call[row["call"]].append(row)
-    results, finished = taken(replayed)
+    results, finished = taken(replayed, ctx.workflow)
     await close_left_open(ctx, replayed)
 
     spent = RunSpent.of(replayed)
 
+    journal = list(rows)
+
     async def run_call(node: Node, call: str, needs: Mapping[str, Any]) -> CallEnd:
+        if node.review is not None:  # the node's call, then its review rounds
+            return await run_rounds(ctx, node, needs, by_call, journal, spent)
         return await SessionCall(ctx, node, call, needs, by_call[call], spent).run()
 
     return await run_gate(ctx.journal, ctx.workflow, pool, results, finished, run_call, spent)

@@ -1,9 +1,10 @@
 """`crw flow demo`: a whole run, end to end, on the simulated host.
 
 It starts the simulated host (`crw host sim serve`) in a state directory, scripts
-every turn to take SIM_SECONDS and one call to answer against its schema first
-(so the run sends its repair turn), runs `examples/demo.toml`, stops the host and
-prints a summary table.
+every turn to take SIM_SECONDS, one call to answer against its schema first (so
+the run sends its repair turn) and the first review of `build` to reject (so one
+review round runs: a fix continues build.1, a second review accepts), runs
+`examples/demo.toml`, stops the host and prints a summary table and the round.
 
 - session (the default): an owner thread on the host (`sim/startOwner`) and a
   session run bound to it; a scripted owner (`crw.cli.owner`) takes the steps as
@@ -31,6 +32,12 @@ from crw.journal.log import read_journal
 from crw.journal.replay import replay
 
 REPAIRED_CALL = "build.1"
+REVIEW_CALL = "build.2"
+"""The first review of the reviewed node `build`: it rejects, so a fix runs."""
+REJECTION = {
+    "verdict": "reject",
+    "findings": ["the summary does not name the files the change touched"],
+}
 RUN_TIMEOUT = 120.0
 SIM_SECONDS = 0.2
 """How long each simulated turn takes (the simulator's default is 1 s)."""
@@ -67,6 +74,8 @@ def demo_command(
     say(f"crw flow demo: state {state_dir} ({backend} backend)")
     sim = launch_sim(socket, state_dir / "codex-home", state_dir / "host.log")
     say(f"  simulated host pid {sim.pid} on unix:{socket}; {REPAIRED_CALL} will need a repair")
+    if backend == "session":
+        say(f"  {REVIEW_CALL} (the review of build) will reject it once: one fix round")
     extra: dict[str, Any] = {}
     try:
         if backend == "session":
@@ -80,7 +89,7 @@ def demo_command(
     run = replay(rows)
     payload: dict[str, Any] = status_payload(outcome.spec.id, run)
     payload |= {"run_dir": str(outcome.run.root), "pid": outcome.pid, "host_pid": sim.pid}
-    emit(json, payload | extra, _summary(rows))
+    emit(json, payload | extra | {"reviews": reviews(rows)}, _summary(rows))
     return 0 if run.ended_status == "completed" else 1
 
 
@@ -196,12 +205,17 @@ def _start(state_dir: Path, socket: Path, owner: str | None) -> StartOutcome:
 
 
 async def _script(client: Any) -> None:
-    """Every turn takes SIM_SECONDS; REPAIRED_CALL's first answer breaks its schema."""
+    """Every turn takes SIM_SECONDS; REPAIRED_CALL's first answer breaks its schema;
+    REVIEW_CALL rejects (the later review accepts, the simulator's first verdict)."""
     fast = {"seconds": SIM_SECONDS}
     await client.request("sim/script", {"match": {}, "behaviour": fast})
     repair = fast | {"invalidFirst": True}
     await client.request(
         "sim/script", {"match": {"marker": f"{REPAIRED_CALL}/*"}, "behaviour": repair}
+    )
+    reject = fast | {"answer": REJECTION}
+    await client.request(
+        "sim/script", {"match": {"marker": f"{REVIEW_CALL}/*"}, "behaviour": reject}
     )
 
 
@@ -264,8 +278,43 @@ def _summary(rows: list[dict[str, Any]]) -> str:
             f"{call.call:<12} {call.role or '-':<10} {call.state:<10} {call.attempt or 1:>8} "
             f"{call.turns:>5} {call.tokens['total']:>7} {seconds:>6.2f}s"
         )
+    for review in reviews(rows):
+        lines.append(_review_line(review))
     lines.append(f"run {run.state}: {run.ended_status}; tokens {run.spent['total']}")
     return "\n".join(lines)
+
+
+def reviews(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each review call's verdict, and each fix call and the call it continued, in
+    the order they were prepared: [{node, call, kind, verdict, findings, resume}]."""
+    ends = {r["call"]: r for r in rows if r.get("call") and r["row"] in ("completed", "held")}
+    shown: list[dict[str, Any]] = []
+    for row in rows:
+        if row["row"] != "prepared":
+            continue
+        result = (ends.get(row["call"]) or {}).get("result")
+        if row.get("resume"):
+            shown.append(
+                {"node": row["node"], "call": row["call"], "kind": "fix", "resume": row["resume"]}
+            )
+        elif isinstance(result, dict) and "verdict" in result and row["call"] != f"{row['node']}.1":
+            verdict = {
+                "kind": "review",
+                "verdict": result["verdict"],
+                "findings": result.get("findings"),
+            }
+            shown.append({"node": row["node"], "call": row["call"]} | verdict)
+    return shown
+
+
+def _review_line(review: dict[str, Any]) -> str:
+    """`review build.2: reject (1 finding)` or `fix build.3: continues build.1`."""
+    if review["kind"] == "fix":
+        return f"fix {review['call']}: continues {review['resume']} on a new subagent"
+    count = len(review["findings"] or [])
+    return (
+        f"review {review['call']}: {review['verdict']} ({count} finding{'s' if count != 1 else ''})"
+    )
 
 
 def _seconds(start: str | None, end: str | None) -> float:

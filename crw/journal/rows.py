@@ -142,6 +142,8 @@ class Prepared(RowModel):
     allocation: Allocation | None = None
     input_digest: str | None = None
     ordinal: int | None = None
+    resume: str | None = None
+    """A continuation's handle: the call whose conversation it goes on from."""
 
 
 class Completed(RowModel):

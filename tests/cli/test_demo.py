@@ -44,21 +44,43 @@ def _assert_stopped(crw: Crw, out: dict[str, Any]) -> None:
     assert not list(Path(out["run_dir"]).glob("process.*.lock"))  # the run process exited
 
 
-def test_session_demo_completes_every_call_with_one_repair(crw: Crw) -> None:
-    """spec: GEN-1, GEN-2, GEN-8, STEP-27, BIND-7, HARV-9"""
+def test_session_demo_completes_every_call_with_one_repair_and_one_review_round(
+    crw: Crw,
+) -> None:
+    """spec: GEN-1, GEN-2, GEN-8, STEP-27, BIND-7, HARV-9, ATT-37, STEP-25"""
     result = _demo(crw, "--json")
     assert result.code == 0, result.stderr
     out = result.json()
     assert out["state"] == "ended" and out["ended_status"] == "completed"
     assert out["backend"] == "session"
-    assert [call["state"] for call in out["calls"]] == ["completed"] * 4
-    assert _turns(out) == {"explore.1": 1, "plan.1": 1, "build.1": 2, "critique.1": 1}
+    assert [call["state"] for call in out["calls"]] == ["completed"] * 7
+    assert _turns(out) == {
+        "explore.1": 1,
+        "plan.1": 1,
+        "build.1": 2,
+        "build.2": 1,
+        "build.3": 1,
+        "build.4": 1,
+        "critique.1": 1,
+    }
+    roles = {call["call"]: call["role"] for call in out["calls"]}
+    assert [roles[f"build.{n}"] for n in (1, 2, 3, 4)] == [
+        "executor",
+        "reviewer",
+        "executor",
+        "reviewer",
+    ]
+    assert [(r["call"], r["kind"], r.get("verdict"), r.get("resume")) for r in out["reviews"]] == [
+        ("build.2", "review", "reject", None),
+        ("build.3", "fix", None, "build.1"),
+        ("build.4", "review", "accept", None),
+    ]
     taken = [(s["call"], s["action"], s["reply"]) for s in out["steps"] if s["action"] != "close"]
     assert ("build.1", "send_input", "bound") in taken  # the repair went to the open subagent
     assert {reply for _, _, reply in taken} == {"bound"}
     spawned = {s["agent_id"] for s in out["steps"] if s["action"] == "spawn"}
     closed = {s["agent_id"] for s in out["steps"] if s["action"] == "close"}
-    assert len(spawned) == 4 and closed == spawned  # the owner closed each subagent
+    assert len(spawned) == 7 and closed == spawned  # the owner closed each subagent
     assert out["tokens"]["total"] > 0
     _assert_stopped(crw, out)
 
@@ -74,13 +96,21 @@ def test_session_demo_prints_each_step_its_reply_and_a_summary(crw: Crw) -> None
         "step plan.1/t1-a1 spawn",
         "step build.1/t1-a1 spawn",
         "step build.1/t2-a1 send_input",
+        "step build.2/t1-a1 spawn",
+        "step build.3/t1-a1 spawn",
+        "step build.4/t1-a1 spawn",
         "step critique.1/t1-a1 spawn",
     ]
     assert all(" -> reply bound " in step for step in steps)
-    assert sum(line.strip().startswith("close ") for line in lines) == 4
+    assert sum(line.strip().startswith("close ") for line in lines) == 7
     summary = lines[lines.index("") + 1 :]
     assert summary[0].split() == ["call", "role", "state", "attempts", "turns", "tokens", "time"]
     assert summary[3].split()[:5] == ["build.1", "executor", "completed", "1", "2"]
+    assert summary[-4:-1] == [
+        "review build.2: reject (1 finding)",
+        "fix build.3: continues build.1 on a new subagent",
+        "review build.4: accept (0 findings)",
+    ]
     assert summary[-1].startswith("run ended: completed; tokens ")
     assert not (crw.state / "host.sock").exists()
 

@@ -127,6 +127,7 @@ class Drill:
     owner_thread: str = ""
     run: RunDir | None = None
     owner: subprocess.Popen[bytes] | None = None
+    run_deadline: float = RUN_DEADLINE
 
     def __post_init__(self) -> None:
         self.socket = self.root / "h.sock"
@@ -181,7 +182,7 @@ class Drill:
         """Wait for the owner to see the run end; the run's rows."""
         assert self.owner is not None
         try:
-            self.owner.wait(timeout=RUN_DEADLINE)
+            self.owner.wait(timeout=self.run_deadline)
         except subprocess.TimeoutExpired:
             tail = [(r["row"], r.get("call"), r.get("k"), r.get("action")) for r in self.rows()]
             raise AssertionError(f"the run did not end; its rows: {tail[-4:]}") from None
@@ -281,7 +282,8 @@ def killed_and_resumed(drill: Drill, crash_after: str) -> list[dict[str, Any]]:
         wait_until("its process lock is let go", lambda: held_process_tokens(run) == [], 5)
         assert dead[-1]["row"] != "ended", "the kill point never fired"
         kind = crash_after.split("@")[0]
-        assert [r["row"] for r in dead if r.get("call") == CALL][-1] == kind
+        killed = crash_after.split("@")[1].split("#")[0]
+        assert [r["row"] for r in dead if r.get("call") == killed][-1] == kind
         drill.pause_owner()
     finally:
         os.close(lock)

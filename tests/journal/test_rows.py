@@ -54,7 +54,8 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "backend": "session",
         "allocation": {"workspace": "/work/p", "kind": "worktree", "start_commit": "c0ffee"},
         "input_digest": DIGEST,
-        "ordinal": 1,
+        "ordinal": 3,
+        "resume": "build.1",
     },
     "completed": {
         "result": {"files": ["a.py"], "notes": None},

@@ -1,0 +1,208 @@
+"""A reviewed node's calls on the session backend: the call, its reviews and fixes.
+
+`run_rounds` runs the calls `crw.engine.review` decides, one after another, each a
+`SessionCall` going on from its own rows, so a process that resumes a run inside
+a round goes on from the round's last row. A review call ends held
+review_rejected when it rejects after the last fix round; a fix call is a
+continuation of the node's conversation (`crw.engine.conversation`): a spawn step
+on a new subagent, its packet the journal's record of the handle's turns and a
+file with the handle's answer, refused pair_refused when the role's decided pair
+differs from the pair the handle's subagent ran.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from crw.actors.session_call import SessionCall, SessionContext
+from crw.bus import steps as bus
+from crw.engine import conversation, review
+from crw.engine.gate import RunSpent, call_id
+from crw.engine.harvest import CallEnd
+from crw.engine.rundir import PRIVATE_DIR
+from crw.engine.template import render_task
+from crw.engine.workflow import Node, Review
+from crw.journal.rows import Allocation, CheckpointStarted, Held, Prepared, RowModel, parse_row
+
+Rows = list[dict[str, Any]]
+
+
+class ReviewCall(SessionCall):
+    """A review call: its terminal row is settled by the round it is in."""
+
+    def __init__(self, *args: Any, review: Review, ordinal: int) -> None:
+        super().__init__(*args)
+        self.review, self.ordinal = review, ordinal
+
+    async def commit(self, rows: list[RowModel]) -> None:
+        settled = [review.settle_review(self.review, self.ordinal, row) for row in rows]
+        await super().commit(settled)
+
+
+class ContinuationCall(SessionCall):
+    """A fix call: continues `handle`'s conversation in the node's workspace."""
+
+    def __init__(self, *args: Any, handle: str, workspace: Path, answer: Any) -> None:
+        super().__init__(*args)
+        self.handle, self.workspace, self.answer = handle, workspace, answer
+        self.digest = ""
+        self.checkpoint: str | None = None
+
+    async def _prepare(self) -> None:
+        taken: list[RowModel] = [
+            _prepared(self.call, self.node, self.handle, self.workspace, self.digest)
+        ]
+        if self.checkpoint is not None:
+            taken.append(
+                CheckpointStarted(call=self.call, handle=self.handle, branch=self.checkpoint)
+            )
+        await self.commit(taken)
+        await self._make_workspace()
+
+    async def _make_workspace(self) -> None:
+        """The node's workspace (made if missing); the answer file the packet names is written
+        after the prepared row, from the handle's completed row (STEP-54)."""
+        await super()._make_workspace()
+        path = answer_path(self.ctx, self.call, self.handle)
+        text = json.dumps(self.answer, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        await trio.to_thread.run_sync(_write, path, text)
+
+
+def answer_path(ctx: SessionContext, call: str, handle: str) -> Path:
+    """steps/<call>/answer-<handle>.json: the continued call's answer."""
+    return ctx.run.steps / call / f"answer-{handle}.json"
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    bus.write_atomic(path, text.encode("utf-8"))
+
+
+def _prepared(call: str, node: Node, handle: str, workspace: Path, digest: str) -> Prepared:
+    return Prepared(
+        call=call,
+        node=node.id,
+        role=node.role,
+        backend="session",
+        allocation=Allocation(workspace=str(workspace), kind="directory"),
+        input_digest=digest,
+        resume=handle,
+    )
+
+
+async def run_rounds(
+    ctx: SessionContext,
+    node: Node,
+    needs: Mapping[str, Any],
+    by_call: MutableMapping[str, Rows],
+    journal: Rows,
+    spent: RunSpent,
+) -> CallEnd:
+    """Run `node`'s calls until the node is over; its end for the gate. `journal`
+    is the run's rows in order (those read at start, then each call's new ones)."""
+    task = render_task(node.task, needs)
+    while True:
+        action = review.next_action(node.review, review.ends_of(node.id, by_call))
+        if isinstance(action, review.Finish):
+            row = action.row
+            return CallEnd(row if isinstance(row, RowModel) else parse_row(dict(row)))
+        call = call_id(node.id, action.ordinal)
+        actor = await _actor(ctx, node, task, needs, action, by_call, journal, spent)
+        if actor is None:
+            continue  # the continuation was refused: its held row ends the node
+        known = len(actor.rows)
+        end = await actor.run()
+        journal.extend(actor.rows[known:])
+        by_call[call] = actor.rows
+        if end.pause is not None:
+            return CallEnd(parse_row(actor.rows[-1]), end.pause)
+
+
+async def _actor(
+    ctx: SessionContext,
+    node: Node,
+    task: str,
+    needs: Mapping[str, Any],
+    action: review.RunCall,
+    by_call: MutableMapping[str, Rows],
+    journal: Rows,
+    spent: RunSpent,
+) -> SessionCall | None:
+    call = call_id(node.id, action.ordinal)
+    rows = by_call[call]
+    if action.kind == "node":
+        return SessionCall(ctx, node, call, needs, rows, spent)
+    workspace = ctx.run.calls / call_id(node.id, 1)
+    if action.kind == "review":
+        return _review(ctx, node, task, action, by_call, spent, workspace)
+    return await _continuation(ctx, node, task, action, by_call, journal, spent, workspace)
+
+
+def _review(
+    ctx: SessionContext,
+    node: Node,
+    task: str,
+    action: review.RunCall,
+    by_call: MutableMapping[str, Rows],
+    spent: RunSpent,
+    workspace: Path,
+) -> ReviewCall:
+    """The review call: the review role judges the subject's answer."""
+    assert node.review is not None and action.subject is not None
+    call, subject = call_id(node.id, action.ordinal), call_id(node.id, action.subject)
+    answer = review.ends_of(node.id, by_call)[action.subject - 1].get("result")
+    text = review.reviewer_task(node.id, subject, task, answer, str(workspace))
+    update = {"role": node.review.role, "task": _escaped(text)}
+    judge = node.model_copy(update=update | {"output_schema": review.VERDICT_SCHEMA})
+    rows = by_call[call]
+    return ReviewCall(ctx, judge, call, {}, rows, spent, review=node.review, ordinal=action.ordinal)
+
+
+async def _continuation(
+    ctx: SessionContext,
+    node: Node,
+    task: str,
+    action: review.RunCall,
+    by_call: MutableMapping[str, Rows],
+    journal: Rows,
+    spent: RunSpent,
+    workspace: Path,
+) -> ContinuationCall | None:
+    """The fix call, continuing the handle's conversation; None when the pair
+    rules refused it (its held row is committed)."""
+    call, handle = call_id(node.id, action.ordinal), call_id(node.id, action.handle or 1)
+    turns = conversation.record(handle, journal)
+    packet = conversation.continued_packet(handle, journal)
+    section = conversation.section(handle, turns, packet, str(answer_path(ctx, call, handle)))
+    text = review.fix_task(task, call_id(node.id, action.ordinal - 1), action.findings, section)
+    fix = node.model_copy(update={"task": _escaped(text), "review": None})
+    answer = review.ends_of(node.id, by_call)[(action.handle or 1) - 1].get("result")
+    rows = by_call[call]
+    actor = ContinuationCall(
+        ctx, fix, call, {}, rows, spent, handle=handle, workspace=workspace, answer=answer
+    )
+    actor.digest = conversation.input_digest(actor.task, node.output_schema, handle, turns)
+    if not any(row.get("row") == "step_published" for row in rows):
+        refusal = conversation.pair_refusal(actor.pair, conversation.bound_pair(handle, journal))
+        if refusal is not None:
+            held = Held(call=call, reason=conversation.PAIR_REFUSED, error=refusal)
+            refused: list[RowModel] = [held]
+            if not rows:
+                refused.insert(0, _prepared(call, node, handle, workspace, actor.digest))
+            await actor.commit(refused)
+            by_call[call] = actor.rows
+            journal.extend(actor.rows[len(rows) :])
+            return None
+    if conversation.in_resume_suffix(handle, journal):
+        actor.checkpoint = conversation.CHECKPOINT
+    return actor
+
+
+def _escaped(text: str) -> str:
+    """`text` as a task template that renders to itself."""
+    return text.replace("{", "{{").replace("}", "}}")
