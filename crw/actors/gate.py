@@ -40,7 +40,7 @@ def taken(replayed: RunState) -> tuple[dict[str, Any], dict[str, str]]:
             continue
         if call.state == "completed":
             results[call.node] = call.result
-        if call.state in TERMINAL_ROWS:
+        if call.state in TERMINAL_ROWS or call.state == "skipped":  # skipped: answered skip
             finished[call.node] = call.state
     return results, finished
 
