@@ -18,6 +18,7 @@ from trio.testing import MockClock
 
 import tests.actors.test_session_run as session_run
 from crw.actors.journal_writer import open_journal_writer
+from crw.bus import inbox as reports
 from crw.cli.answer import append_row
 from crw.engine.decision import Choice, Record, decide_answer
 from crw.engine.rundir import RunDir
@@ -32,7 +33,7 @@ from tests.actors.test_session_resume import (
     run_until_killed,
     run_until_owner_took,
 )
-from tests.actors.test_session_run import RUN_ID, harness, kinds
+from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
 
 Rows = list[dict[str, Any]]
 CALL = "build.1"
@@ -125,7 +126,7 @@ async def test_a_running_turn_of_a_held_attempt_is_interrupted_before_the_call_g
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
-async def _killed_after_next(h: Any, monkeypatch: pytest.MonkeyPatch, kind: str) -> Rows:
+async def _killed_after_next(h: Harness, monkeypatch: pytest.MonkeyPatch, kind: str) -> Rows:
     """Run until the next `kind` row of CALL is durable, then die; the rows left."""
     kill = KillPoint(kind, CALL)
     writer = functools.partial(open_journal_writer, after_commit=kill.after_commit)
@@ -137,7 +138,7 @@ async def _killed_after_next(h: Any, monkeypatch: pytest.MonkeyPatch, kind: str)
     return read_journal(h.run.journal).rows
 
 
-async def _held_in_repair(h: Any) -> Rows:
+async def _held_in_repair(h: Harness) -> Rows:
     """Run until build.1 is held in its repair turn (the task's answer broke the schema)."""
     await h.script({"marker": f"{CALL}/t1-a1"}, answer={"wrong": 1})
     await h.script({"marker": f"{CALL}/t2-a1"}, fail="internalServerError")
@@ -211,6 +212,32 @@ async def test_a_held_calls_published_unbound_step_is_looked_up_by_its_marker_fi
     ]
     assert last(rows, "thread_started")["thread_id"] == owner.taken[(CALL, 1, 1)]
     assert turns == 1
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_a_held_calls_unbound_step_binds_the_report_that_waits_for_it(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ATT-35: the owner reported the step's subagent after the call was held;
+    the retry answers that report bound (the held call goes on with the step), and
+    publishes nothing again."""
+    async with harness(tmp_path, poll=600) as h:  # the report binds before any lookup
+        owner = remembering(h)
+        dead = await run_until_owner_took(h, owner, k=1)
+        append_row(h.run, Held(call=CALL, reason="paused"))
+        answer(h.run, "retry")
+        (waiting,) = reports.read_reports(h.run)
+        state, rows = await h.go()
+        reply = reports.read_reply(h.run, waiting.id)
+    assert reply is not None and reply["reply"] == "bound", reply
+    assert kinds(rows[len(dead) :], CALL) == [
+        "held",
+        "decision",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    assert last(rows, "thread_started")["thread_id"] == waiting.agent_id
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
