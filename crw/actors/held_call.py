@@ -27,9 +27,10 @@ async def go_on_in_place(call: SessionCall) -> StepPublished:
     """The step the retried call goes on with, published when it is a new one."""
     for thread_id in _held_subagents(call):
         await shown_not_running(call, thread_id)
-    plan = decision.in_place(call.rows, call.node.role, str(call.workspace))
     state = call.state
-    assert state.step is not None
+    if state.step is None:  # held before its first step: it publishes it now
+        return await call._current_step()
+    plan = decision.in_place(call.rows, call.node.role, str(call.workspace))
     if plan.look_up:
         call.resumed = True  # the binder answers reports, looks it up, then writes it again
         return StepPublished.model_validate(dict(state.step))

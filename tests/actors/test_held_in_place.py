@@ -241,6 +241,21 @@ async def test_a_held_calls_unbound_step_binds_the_report_that_waits_for_it(
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
+async def test_a_call_held_before_its_first_step_publishes_it_when_retried(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call held right after its prepared row (a pause before its first step)
+    publishes its first step in its directory when it is answered retry."""
+    async with harness(tmp_path) as h:
+        dead = await run_until_killed(h, monkeypatch, "prepared")
+        append_row(h.run, Held(call=CALL, reason="paused"))
+        answer(h.run, "retry")
+        state, rows = await h.go()
+    assert kinds(rows[len(dead) :], CALL) == ["held", "decision", *BOUND, "completed"]
+    assert last(rows, "step_published")["marker"] == f"{CALL}/t1-a1"
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
 async def test_a_call_answered_skip_ends_its_node_and_what_needs_it_never_runs(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
