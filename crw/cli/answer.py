@@ -19,18 +19,38 @@ from typing import Any
 
 from crw.cli.output import emit
 from crw.clock import system_clock
-from crw.engine.decision import Already, Answer, Choice, Record, Refused, decide_answer
+from crw.engine.decision import (
+    CHOICES,
+    Already,
+    Answer,
+    Choice,
+    Record,
+    Refused,
+    decide_answer,
+)
 from crw.engine.locks import RunHeldError, RunLock, holder_pid, run_lock
 from crw.engine.next_state import open_calls
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
 from crw.engine.tmploc import TmpLocError, dir_from
-from crw.errors import RefusedError
+from crw.errors import InputError, RefusedError
 from crw.journal.log import JournalFile, encode_batch, encode_body, read_journal
 from crw.journal.replay import replay
 
 DRAIN_POLL = 0.1
 """Seconds between two tries at the run lock while the run's process runs."""
+
+
+def one_choice(*, retry: bool, skip: bool, abort: bool) -> Choice:
+    """The one answer the flags give.
+
+    Raises:
+        InputError: none of them, or more than one.
+    """
+    chosen = [choice for choice, on in zip(CHOICES, (retry, skip, abort), strict=True) if on]
+    if len(chosen) != 1:
+        raise InputError("answer takes exactly one of --retry, --skip, --abort")
+    return chosen[0]
 
 
 def answer_command(

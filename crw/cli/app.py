@@ -248,16 +248,12 @@ def answer(
     wait
         Seconds to wait for a run process that still runs other calls to end.
     """
-    from crw.cli.answer import answer_command
-    from crw.errors import InputError
+    from crw.cli.answer import answer_command, one_choice
 
-    chosen = [name for name, on in (("retry", retry), ("skip", skip), ("abort", abort)) if on]
-    if len(chosen) != 1:
-        raise InputError("answer takes exactly one of --retry, --skip, --abort")
     return answer_command(
         run,
         call,
-        choice=chosen[0],  # type: ignore[arg-type]
+        choice=one_choice(retry=retry, skip=skip, abort=abort),
         resume=not no_resume,
         wait=wait,
         state=state,
