@@ -43,7 +43,7 @@ async def go_on_in_place(call: SessionCall) -> StepPublished:
 
 
 def _held_subagents(call: SessionCall) -> list[str]:
-    """The subagents the call's rows bound, newest generation, each once."""
+    """Every subagent the call's rows bound, each once, in the order they were bound."""
     ids = [
         str(row["thread_id"])
         for row in call.rows
