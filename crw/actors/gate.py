@@ -41,7 +41,12 @@ def taken(
     reviewed = {n.id: n.review for n in workflow.nodes if n.review} if workflow else {}
     ends: dict[str, dict[str, Any]] = {}
     for call in replayed.calls.values():
-        if call.node is None or call.state not in TERMINAL_ROWS:
+        if call.node is None:
+            continue
+        if call.state == "skipped":  # answered skip: the node ends with no result
+            finished[call.node] = call.state
+            continue
+        if call.state not in TERMINAL_ROWS:
             continue
         if call.node in reviewed:
             ends[call.call] = {"row": call.state, "result": call.result}
@@ -50,6 +55,8 @@ def taken(
             results[call.node] = call.result
         finished[call.node] = call.state
     for node_id, rounds in reviewed.items():
+        if node_id in finished:
+            continue
         end = review.node_end(rounds, review.ends_of(node_id, {c: [r] for c, r in ends.items()}))
         if end is not None:
             finished[node_id] = str(end["row"])

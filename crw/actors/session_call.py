@@ -28,6 +28,7 @@ from typing import Any
 
 import trio
 
+from crw.actors.held_call import go_on_in_place
 from crw.actors.host_reader import HostReader
 from crw.actors.inbox import Inbox
 from crw.actors.journal_writer import JournalWriter
@@ -36,6 +37,7 @@ from crw.actors.step_writer import StepWriter
 from crw.bus import steps as bus
 from crw.clock import WallClock
 from crw.engine import answer, bind, harvest, outcome, packet
+from crw.engine.decision import InPlace
 from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
 from crw.engine.replies import CallRecords
@@ -117,7 +119,10 @@ class SessionCall:
             await self._prepare()
         else:  # the directory an earlier process made, or meant to make
             await self._make_workspace()
-        step = await self._current_step()
+        if self.state.retry is not None:  # a held call answered retry
+            step = await go_on_in_place(self)
+        else:
+            step = await self._current_step()
         while True:
             thread_id, turn_id = await self._bound_turn(step)
             turn = await self.ctx.reader.wait_turn(thread_id, turn_id)
@@ -134,6 +139,7 @@ class SessionCall:
                 call_tokens,
                 repaired=bool(step.repair),
                 attempt=step.attempt or 1,
+                k=step.k,
             )
             unmeasured: list[RowModel] = [] if total is not None else [self._unmeasured(step)]
             if end.row is not None:
@@ -195,10 +201,33 @@ class SessionCall:
             )
         )
 
+    def in_place_step(self, plan: InPlace) -> StepPublished:
+        """The new attempt that takes a held call's delivered turn again (ATT-32),
+        its repair with the answer it repairs when it was the repair (ATT-33)."""
+        repair = (
+            {"previous_answer": plan.previous_answer, "repair_errors": plan.repair_errors}
+            if plan.repair
+            else {}
+        )
+        step = self._spawn_step(
+            k=plan.k,
+            attempt=plan.attempt,
+            conversation_turn=plan.conversation_turn,
+            note=plan.note,
+            **repair,
+        )
+        return step.model_copy(update={"replaces_turn": plan.replaces_turn, "repair": plan.repair})
+
     def _spawn_step(
-        self, *, k: int, attempt: int, conversation_turn: int, **extra: Any
+        self,
+        *,
+        k: int,
+        attempt: int,
+        conversation_turn: int,
+        note: str | None = None,
+        **extra: Any,
     ) -> StepPublished:
-        note = packet.earlier_note(self.node.role, str(self.workspace), k, attempt)
+        note = note or packet.earlier_note(self.node.role, str(self.workspace), k, attempt)
         text = self.packet_text(
             note=note,
             **{key: extra[key] for key in ("previous_answer", "repair_errors") if key in extra},
@@ -285,16 +314,16 @@ class SessionCall:
             if isinstance(verdict, answer.Invalid)
             else ([answer.NO_OBJECT], "")
         )
-        attempt = step.attempt or 1
+        attempt, k = step.attempt or 1, (step.k or 1) + 1
         if thread.status.type != "notLoaded":
-            mark = packet.marker(self.call, 2, attempt)
+            mark = packet.marker(self.call, k, attempt)
             message = packet.send_input_message(
                 mark, packet.repair_text(errors, previous, self.node.output_schema)
             )
             repair = StepPublished(
                 call=self.call,
-                k=2,
-                op=packet.op(self.call, 2),
+                k=k,
+                op=packet.op(self.call, k),
                 marker=mark,
                 attempt=attempt,
                 action="send_input",
@@ -307,6 +336,7 @@ class SessionCall:
                 workspace=str(self.workspace),
                 agent_id=thread.id,
                 previous_answer=previous,
+                repair_errors=errors,
                 tokens_seen=seen,
                 call_tokens=call_tokens,
                 conversation_turn=2,
@@ -314,7 +344,7 @@ class SessionCall:
             )
         else:
             repair = self._spawn_step(
-                k=2,
+                k=k,
                 attempt=attempt,
                 conversation_turn=2,
                 previous_answer=previous,

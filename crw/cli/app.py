@@ -216,6 +216,52 @@ def resume(run: str, /, *, detach: bool = False, state: State = None, json: Json
 
 
 @flow.command
+def answer(
+    run: str,
+    call: Id,
+    /,
+    *,
+    retry: Annotated[bool, Parameter(negative="")] = False,
+    skip: Annotated[bool, Parameter(negative="")] = False,
+    abort: Annotated[bool, Parameter(negative="")] = False,
+    no_resume: Annotated[bool, Parameter(name="--no-resume", negative="")] = False,
+    wait: Seconds = 60.0,
+    state: State = None,
+    json: Json = False,
+) -> int:
+    """Answer a held call of a run waiting_decision, then resume the run.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    call
+        The held call's id (as status and next name it).
+    retry
+        The call goes on in place: a new attempt takes its turn again.
+    skip
+        The call's node ends skipped, without a result; the nodes that need it never run.
+    abort
+        The run ends (aborted).
+    no_resume
+        Record the answer only; resume the run later with crw flow resume RUN --detach.
+    wait
+        Seconds to wait for a run process that still runs other calls to end.
+    """
+    from crw.cli.answer import answer_command, one_choice
+
+    return answer_command(
+        run,
+        call,
+        choice=one_choice(retry=retry, skip=skip, abort=abort),
+        resume=not no_resume,
+        wait=wait,
+        state=state,
+        json=json,
+    )
+
+
+@flow.command
 def demo(
     *,
     backend: Literal["session", "app-server"] = "session",

@@ -9,6 +9,7 @@ damage is and what to do, and the calls as the rows before the damage leave them
 from __future__ import annotations
 
 import os
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,8 @@ def status_command(run: str, *, state: str | None, json: bool, all_calls: bool =
         }
     if corrupt is not None:
         run_state.state = "corrupt"
-    payload = status_payload(run_dir.root.name, run_state)
+    state_ref = shlex.quote(state) if state is not None else ""
+    payload = status_payload(run_dir.root.name, run_state, state_ref)
     payload["run_dir"] = str(run_dir.root)
     payload["holder_pid"] = holder_pid(run_dir.run_lock) if is_held(run_dir.run_lock) else None
     payload["corrupt"] = corrupt
@@ -51,10 +53,12 @@ def status_command(run: str, *, state: str | None, json: bool, all_calls: bool =
     return 0
 
 
-def status_payload(run_id: str, run: RunState) -> dict[str, Any]:
+def status_payload(run_id: str, run: RunState, state_ref: str = "") -> dict[str, Any]:
     """The `--json` object: run, state, backend, processes, ended_status, paused
     ({reason, error, file} of a paused run, else null), calls
-    [{call, node, role, state, attempts, turns, tokens}], tokens. The command adds
+    [{call, node, role, state, attempts, turns, tokens, and for a held call its
+    reason and answer: the command of each answer}], tokens. `state_ref` is the --state
+    those commands pass (empty: none). The command adds
     run_dir, holder_pid (the pid of the process holding the run lock, or null) and
     corrupt (null, or {journal, offset, valid_at, reason, damage, fix} when the
     state is `corrupt`)."""
@@ -79,10 +83,21 @@ def status_payload(run_id: str, run: RunState) -> dict[str, Any]:
                 "turns": call.turns,
                 "tokens": call.tokens,
             }
+            | (_held(run_id, call.call, call.reason, state_ref) if call.state == "held" else {})
             for call in run.calls.values()
         ],
         "tokens": run.spent,
     }
+
+
+def _held(run_id: str, call: str, reason: str | None, state_ref: str) -> dict[str, Any]:
+    """A held call's reason and the exact command of each answer (docs/decisions.md)."""
+    state = f" --state {state_ref}" if state_ref else ""
+    answer = {
+        choice: f"crw flow answer {run_id} {call} --{choice}{state}"
+        for choice in ("retry", "skip", "abort")
+    }
+    return {"reason": reason or "held", "answer": answer}
 
 
 def _human(payload: dict[str, Any], run: RunState, *, all_calls: bool) -> str:
@@ -102,7 +117,7 @@ def _human(payload: dict[str, Any], run: RunState, *, all_calls: bool) -> str:
     if not calls:
         lines.append("  no calls yet")
     if all_calls or len(calls) <= SUMMARY_OVER:
-        lines += [_call_line(call) for call in calls]
+        lines += [line for call in calls for line in _call_lines(call)]
     else:
         lines += _summary(calls, "run it again with --all")
     lines.append(f"  tokens: {format_tokens(run.spent)}")
@@ -117,6 +132,14 @@ def _call_line(call: dict[str, Any]) -> str:
     )
 
 
+def _call_lines(call: dict[str, Any]) -> list[str]:
+    """The call's line, and for a held call its reason and the command that answers it."""
+    if "answer" not in call:
+        return [_call_line(call)]
+    answer = f"{call['answer']['retry']} (or --skip, --abort)"
+    return [_call_line(call), f"    held ({call['reason']}): answer with {answer}"]
+
+
 def _summary(calls: list[dict[str, Any]], every: str) -> list[str]:
     """Counts by state, the calls not completed, and the last calls."""
     counts = Counter(call["state"] for call in calls)
@@ -125,7 +148,7 @@ def _summary(calls: list[dict[str, Any]], every: str) -> list[str]:
     pending = [call for call in calls if call["state"] != "completed"]
     if pending:
         lines.append(f"  not completed ({len(pending):,}):")
-        lines += [_call_line(call) for call in pending[:SHOWN]]
+        lines += [line for call in pending[:SHOWN] for line in _call_lines(call)]
         if len(pending) > SHOWN:
             lines.append(f"  ... and {len(pending) - SHOWN:,} more")
     lines.append(f"  the last {SHOWN}:")

@@ -54,9 +54,11 @@ def decide(
     *,
     repaired: bool,
     attempt: int = 1,
+    k: int | None = None,
 ) -> CallEnd:
     """The harvest decision for one ended turn: a terminal row (with `pause` when the
-    run must pause), or no row: send the repair turn."""
+    run must pause), or no row: send the repair turn. `k` is the ended turn's (by
+    default 2 for a repair, else 1)."""
     if outcome.turn_failed(turn.status, turn.error is not None):
         kind = turn.error.kind if turn.error else None
         failure = outcome.failure_outcome(kind)
@@ -80,7 +82,7 @@ def decide(
             extracted=verdict.extracted,
             tokens=tokens,
             attempt=attempt,
-            k=2 if repaired else 1,
+            k=k if k is not None else (2 if repaired else 1),
         )
         return CallEnd(row)
     if isinstance(verdict, answer.Unchecked):

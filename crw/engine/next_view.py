@@ -174,10 +174,13 @@ class NextView:
     spawn_formats: list[dict[str, Any]]
     hint: str
     resumed_pid: int | None = None
+    held: list[dict[str, Any]] = field(default_factory=list)
+    """Each held call, its reason and the commands that answer it (`held_calls`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The --json object: run, state, ended_status, ended_state, steps, slots,
-        spawn_formats, hint, and resumed_pid when next resumed the run."""
+        spawn_formats, hint, resumed_pid when next resumed the run, and held when
+        the run waits on a decision."""
         payload: dict[str, Any] = {
             "run": self.run,
             "state": self.state,
@@ -188,6 +191,8 @@ class NextView:
             "spawn_formats": self.spawn_formats,
             "hint": self.hint,
         }
+        if self.held:
+            payload["held"] = self.held
         if self.resumed_pid is not None:
             payload["resumed_pid"] = self.resumed_pid
         return payload
@@ -222,6 +227,7 @@ def next_view(read: NextRead) -> NextView:
         spawn_formats=spawn_formats(pairs),
         hint=hint(read, run.state, run.paused_why, slots),
         resumed_pid=read.resumed_pid,
+        held=held_calls(read) if run.state == "waiting_decision" else [],
     )
 
 
@@ -377,23 +383,37 @@ def _state_sentences(state: str, paused_reason: str | None, read: NextRead) -> l
 
 
 def _decision_sentence(read: NextRead) -> str:
-    """The held calls, and what can be done about them with the commands there are."""
-    run = read.run_state
-    held = ", ".join(
-        f"{c.call} ({c.reason})" if c.reason else c.call
-        for c in run.calls.values()
-        if c.state == "held"
+    """The held calls, each with its reason and the exact command that answers it."""
+    answers = "; ".join(
+        f"{held['call']} ({held['reason']}): {held['answer']['retry']} "
+        "(or --skip, --abort; see docs/decisions.md)"
+        for held in held_calls(read)
     )
     if not can_do_nothing(read):
         return (
-            f"A call is held and waits on a decision: {held}; the run goes on with its other calls."
+            f"A call is held and waits on a decision: {answers}. The run goes on with its "
+            "other calls meanwhile; an answer waits for them to end."
         )
     return (
-        f"A call is held and waits on a decision: {held}. No command of this crw decides "
-        "a held call yet, so the run can do nothing more and next starts no process "
-        f"for it; see its calls with {read.command('status')}, or run the workflow "
-        "again with crw flow start."
+        f"A call is held and waits on a decision: {answers}. Until it is answered the "
+        "run can do nothing more and next starts no process for it."
     )
+
+
+def held_calls(read: NextRead) -> list[dict[str, Any]]:
+    """Each held call: its reason and the command of each answer (retry, skip, abort)."""
+    return [
+        {
+            "call": call.call,
+            "reason": call.reason or "held",
+            "answer": {
+                choice: read.command("answer", f"{call.call} --{choice}")
+                for choice in ("retry", "skip", "abort")
+            },
+        }
+        for call in read.run_state.calls.values()
+        if call.state == "held"
+    ]
 
 
 def _wait_sentence(agents: Sequence[str], read: NextRead) -> str:

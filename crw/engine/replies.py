@@ -87,6 +87,8 @@ class _Fold:
             self.lost.add(int(row.get("attempt") or self.attempt))
         elif kind in ENDED:
             self.ended = str(kind)
+        elif kind == "decision" and row.get("choice") == "retry":
+            self.ended = None  # the held call goes on in place with its step
 
     def record(self) -> CallRecord:
         return CallRecord(

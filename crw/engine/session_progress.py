@@ -32,6 +32,9 @@ class CallProgress:
     """The turn_started row of the newest step, if it was bound."""
     ended: Row | None = None
     """The call's terminal row, if it has one."""
+    retry: Row | None = None
+    """The held row a decision answered retry, until the call goes on from it (a
+    step published or a subagent bound): the call goes on in place."""
     pairs: list[dict[str, Any]] = field(default_factory=list)
     """The pairs earlier thread_started rows of the call were bound with."""
     last: str | None = None
@@ -50,16 +53,18 @@ def progress(rows: Iterable[Row]) -> CallProgress:
         if kind == "prepared":
             state = CallProgress(prepared=row, last=kind)
         elif kind == "step_published":
-            state.step, state.turn = row, None
+            state.step, state.turn, state.retry = row, None, None
             if row.get("action") != "send_input" and state.thread is not None:
                 state.pairs.append(_pair(state.thread))
                 state.thread = None
         elif kind == "thread_started":
-            state.thread = row
+            state.thread, state.retry = row, None
         elif kind == "turn_started" and state.step and row.get("k") == state.step.get("k"):
-            state.turn = row
+            state.turn, state.retry = row, None
         elif kind in TERMINAL_ROWS:
             state.ended = row
+        elif kind == "decision" and row.get("choice") == "retry" and state.ended is not None:
+            state.retry, state.ended = state.ended, None
     return state
 
 

@@ -211,6 +211,8 @@ class Decision(RowModel):
 
     row: Literal["decision"] = "decision"
     choice: Choice | None = None
+    reason: str | None = None
+    """The reason of the held row it answers."""
 
 
 class Ended(RowModel):

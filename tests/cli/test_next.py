@@ -330,7 +330,8 @@ def test_a_run_whose_calls_all_wait_on_a_decision_starts_no_process(crw: Crw) ->
     before = run.journal.read_bytes()
     out = _next(crw, "--wait", "5")
     assert out["state"] == "waiting_decision" and "resumed_pid" not in out
-    assert "crw flow answer" not in out["hint"] and "crw flow status" in out["hint"]
+    assert f"build.1 (attempts_exhausted): crw flow answer {RUN} build.1 --retry" in out["hint"]
+    assert [held["call"] for held in out["held"]] == ["build.1", "explore.1"]
     time.sleep(0.5)
     assert run.journal.read_bytes() == before
     assert not run.log.exists() or b"started" not in run.log.read_bytes()

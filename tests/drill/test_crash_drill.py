@@ -40,6 +40,7 @@ from crw.engine.locks import held_process_tokens, run_is_live
 from crw.engine.rundir import RunDir
 from crw.host.client import HostClient
 from crw.host.connect import connect_host
+from crw.host.transport import HostUnavailable
 from crw.host.uri import parse_host_uri
 from crw.journal.log import read_journal
 from tests.actors.test_app_server_run import CHAIN
@@ -85,6 +86,15 @@ def kill(pid: int) -> None:
 async def _host(socket: Path, method: str, params: dict[str, Any]) -> Any:
     async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
         return await client.request(method, params)
+
+
+async def _connects(socket: Path) -> bool:
+    """Whether the host accepts a connection (its socket file exists before it listens)."""
+    try:
+        async with connect_host(parse_host_uri(f"unix:{socket}")):
+            return True
+    except HostUnavailable:
+        return False
 
 
 async def _subagent_turns(socket: Path, owner: str) -> tuple[Counter[str], dict[str, str]]:
@@ -152,7 +162,7 @@ class Drill:
     def serve(self) -> None:
         self.spawn("crw", "host", "sim", "serve", "--socket", str(self.socket),
                    "--codex-home", str(self.root / "sim-home"))  # fmt: skip
-        wait_until("the sim host listens", self.socket.exists)
+        wait_until("the sim host listens", lambda: trio.run(_connects, self.socket))
         self.owner_thread = str(self.host("sim/startOwner", {})["threadId"])
         for script in SCRIPTS:
             self.host("sim/script", script)

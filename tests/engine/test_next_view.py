@@ -105,6 +105,25 @@ def test_held_call_waits_on_a_decision_and_a_paused_run_is_paused() -> None:
     assert "paused (host_unavailable)" in paused.hint and "crw flow resume r1" in paused.hint
 
 
+def test_each_held_call_is_shown_with_its_reason_and_the_exact_answer_commands() -> None:
+    """spec: CMD-NEXT-2: the hint names each held call's reason and the command that
+    answers it; --json lists them under held, with each answer's command."""
+    rows = [*RUNNING, row("held", "build.1", reason="host_failure")]
+    view = next_view(read(rows, state_ref="/s"))
+    assert "build.1 (host_failure): crw flow answer r1 build.1 --retry --state /s" in view.hint
+    assert view.to_json()["held"] == [
+        {
+            "call": "build.1",
+            "reason": "host_failure",
+            "answer": {
+                "retry": "crw flow answer r1 build.1 --retry --state /s",
+                "skip": "crw flow answer r1 build.1 --skip --state /s",
+                "abort": "crw flow answer r1 build.1 --abort --state /s",
+            },
+        }
+    ]
+
+
 def test_run_without_a_started_row_is_starting() -> None:
     view = next_view(read([], held=False))
     assert view.state == "starting" and "ask again" in view.hint
@@ -356,8 +375,7 @@ def test_a_run_whose_calls_all_wait_on_a_decision_is_not_resumed() -> None:
     assert not should_resume(read(held, held=False, ready_nodes=()))
     view = next_view(read(held, held=False, ready_nodes=()))
     assert view.state == "waiting_decision"
-    assert "build.1 (attempts_exhausted)" in view.hint
-    assert "crw flow answer" not in view.hint and "crw flow status r1" in view.hint
+    assert "build.1 (attempts_exhausted): crw flow answer r1 build.1 --retry" in view.hint
     assert "--wait" not in view.hint  # nothing will come to wait for
     # A workflow that cannot be read leaves it to the resume, as before.
     assert should_resume(read(held, held=False, ready_nodes=None))

@@ -87,7 +87,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "token_ceiling": 1000,
     },
     "cancelled": {"reason": "crw flow cancel"},
-    "decision": {"choice": "retry"},
+    "decision": {"choice": "retry", "reason": "host_failure"},
     "ended": {"status": "completed", "state": {"build": "completed"}},
     "step_published": {
         **TURN,

@@ -1,0 +1,91 @@
+"""A held call answered retry goes on in place (ATT-30..35).
+
+First the subagents of its held attempts are shown not running: each is read, and
+a running turn is interrupted (its interrupt_requested row durable first) and the
+thread read again until it is not active. Then the call goes on as
+`crw.engine.decision.in_place` decides: the step published and never bound is
+looked up by its marker first (and published again only when nothing is found),
+else a new attempt takes the delivered turn again on a new subagent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import trio
+
+from crw.engine import decision
+from crw.host.client import HostRequestError, unknown_thread
+from crw.host.protocol import Thread
+from crw.journal.rows import InterruptRequested, StepPublished
+
+if TYPE_CHECKING:
+    from crw.actors.session_call import SessionCall
+
+
+async def go_on_in_place(call: SessionCall) -> StepPublished:
+    """The step the retried call goes on with, published when it is a new one."""
+    for thread_id in _held_subagents(call):
+        await shown_not_running(call, thread_id)
+    state = call.state
+    if state.step is None:  # held before its first step: it publishes it now
+        return await call._current_step()
+    plan = decision.in_place(call.rows, call.node.role, str(call.workspace))
+    if plan.look_up:
+        call.resumed = True  # the binder answers reports, looks it up, then writes it again
+        return StepPublished.model_validate(dict(state.step))
+    step = call.in_place_step(plan)
+    if state.thread is not None:  # the new subagent is bound with it as a prior pair
+        thread = state.thread
+        state.pairs.append({"model": thread.get("model"), "effort": thread.get("effort")})
+    state.step, state.thread, state.turn = step.model_dump(), None, None
+    return await call._publish(step)
+
+
+def _held_subagents(call: SessionCall) -> list[str]:
+    """Every subagent the call's rows bound, each once, in the order they were bound."""
+    ids = [
+        str(row["thread_id"])
+        for row in call.rows
+        if row.get("row") == "thread_started" and row.get("thread_id")
+    ]
+    return list(dict.fromkeys(ids))
+
+
+async def shown_not_running(call: SessionCall, thread_id: str) -> None:
+    """Read `thread_id` until it is not active; a running turn is interrupted once,
+    its interrupt_requested row durable before the interrupt is sent (ATT-31). A
+    thread the host does not know runs nothing."""
+    interrupted: set[str] = set()
+    while True:
+        try:
+            thread = await call.ctx.reader.read(thread_id)
+        except HostRequestError as err:
+            if unknown_thread(err):
+                return
+            raise
+        if thread.status.type != "active":
+            return
+        for turn_id in _running_turns(thread):
+            if turn_id not in interrupted:
+                interrupted.add(turn_id)
+                await call.commit([_interrupt_row(call, turn_id)])
+                await call.ctx.reader.interrupt(thread_id, turn_id)
+        await trio.sleep(call.ctx.settings.poll_interval)
+
+
+def _running_turns(thread: Thread) -> list[str]:
+    return [turn.id for turn in thread.turns if turn.status == "inProgress"]
+
+
+def _interrupt_row(call: SessionCall, turn_id: str) -> InterruptRequested:
+    """The intent to interrupt `turn_id`, naming the step and attempt it was bound to."""
+    bound = [r for r in call.rows if r.get("row") == "turn_started" and r.get("turn_id") == turn_id]
+    step = bound[-1] if bound else (call.state.step or {})
+    return InterruptRequested(
+        call=call.call,
+        reason=decision.HELD_INTERRUPT,
+        op=step.get("op"),
+        attempt=step.get("attempt"),
+        turn_id=turn_id,
+    )

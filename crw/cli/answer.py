@@ -1,0 +1,176 @@
+"""`crw flow answer RUN CALL --retry|--skip|--abort [--no-resume] [--wait S] [--json]`.
+
+The decision for a held call (`crw.engine.decision`): a `decision` row appended to
+the run's journal, then the run resumed (unless --no-resume; an abort ends the
+run, so nothing resumes). A run whose process still runs other calls is drained
+first: the command waits up to --wait seconds for that process to let the run
+lock go, and takes it the moment it does. It holds the run lock from the end of
+the process it drained until its row is stored, and the resume it starts takes
+the lock after that (CMD-NEXT-27). The same answer given twice is said so and
+appends nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from crw.cli.output import emit
+from crw.clock import system_clock
+from crw.engine.decision import (
+    CHOICES,
+    Already,
+    Answer,
+    Choice,
+    Record,
+    Refused,
+    decide_answer,
+)
+from crw.engine.locks import RunHeldError, RunLock, holder_pid, run_lock
+from crw.engine.next_state import open_calls
+from crw.engine.rundir import RunDir, find_run, resolve_state
+from crw.engine.runspec import RunSpec, read_run_spec
+from crw.engine.tmploc import TmpLocError, dir_from
+from crw.errors import InputError, RefusedError
+from crw.journal.log import JournalFile, encode_batch, encode_body, read_journal
+from crw.journal.replay import replay
+
+DRAIN_POLL = 0.1
+"""Seconds between two tries at the run lock while the run's process runs."""
+
+
+def one_choice(*, retry: bool, skip: bool, abort: bool) -> Choice:
+    """The one answer the flags give.
+
+    Raises:
+        InputError: none of them, or more than one.
+    """
+    chosen = [choice for choice, on in zip(CHOICES, (retry, skip, abort), strict=True) if on]
+    if len(chosen) != 1:
+        raise InputError("answer takes exactly one of --retry, --skip, --abort")
+    return chosen[0]
+
+
+def answer_command(
+    run: str,
+    call: str,
+    *,
+    choice: Choice,
+    resume: bool,
+    wait: float,
+    state: str | None,
+    json: bool,
+) -> int:
+    state_dir = resolve_state(state, os.environ, Path.cwd())
+    run_dir = find_run(state_dir, run)
+    spec = read_run_spec(run_dir.run_json)
+    resumes = resume and choice != "abort"
+    seq: int | None = None
+    # Refuse at once what no drain changes; the same answer again drains nothing.
+    if isinstance(_judge(run_dir, spec.id, call, choice), Record):
+        if resumes:
+            _check_env(spec)
+        with _drained(run_dir, spec.id, wait):
+            verdict = _judge(run_dir, spec.id, call, choice)
+            seq = append_row(run_dir, verdict.row) if isinstance(verdict, Record) else None
+    payload: dict[str, Any] = {
+        "run": spec.id,
+        "call": call,
+        "choice": choice,
+        "recorded": seq is not None,
+        "seq": seq,
+        "resumed_pid": None,
+    }
+    said = (
+        f"call {call} of run {spec.id}: answered {choice}"
+        if seq is not None
+        else f"call {call} of run {spec.id} was answered {choice} already; nothing appended"
+    )
+    if resumes and seq is not None:
+        payload["resumed_pid"], how = _resume(run_dir, state_dir, spec)
+        said += f"; {how}"
+    elif seq is not None and choice != "abort":
+        said += f"; go on with: crw flow resume {spec.id} --detach"
+    after = replay(read_journal(run_dir.journal).rows)
+    payload["state"] = after.state
+    emit(json, payload, f"{said} (run {after.state})")
+    return 0
+
+
+def _judge(run_dir: RunDir, run_id: str, call: str, choice: Choice) -> Record | Already:
+    rows = read_journal(run_dir.journal).rows
+    verdict: Answer = decide_answer(
+        replay(rows), [row for row in rows if row.get("call") == call], run_id, call, choice
+    )
+    if isinstance(verdict, Refused):
+        raise RefusedError(verdict.line)
+    return verdict
+
+
+def _check_env(spec: RunSpec) -> None:
+    """run_env_unusable: the resume would start below a recorded TMPDIR that is
+    gone; refused before anything is appended or drained."""
+    overrides = spec.env_overrides()
+    if not overrides:
+        return
+    try:
+        dir_from(overrides)
+    except TmpLocError as err:
+        raise RefusedError(
+            f"run_env_unusable: run {spec.id}: the recorded {err}; make the directory "
+            "again and answer again, or answer with --no-resume"
+        ) from err
+
+
+def _drained(run_dir: RunDir, run_id: str, wait: float) -> RunLock:
+    """The run lock, taken the moment the run's process lets it go, within `wait`
+    seconds; refused with the number of calls the process still runs."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return run_lock(run_dir)
+        except RunHeldError:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(DRAIN_POLL)
+    running = len(open_calls(replay(read_journal(run_dir.journal).rows)))
+    pid = holder_pid(run_dir.run_lock)
+    process = f"process {pid}" if pid else "process"
+    raise RefusedError(
+        f"run {run_id}'s {process} still runs {running} call{'s' if running != 1 else ''}; "
+        f"answer again once it has ended (crw flow next {run_id} shows the run's state), "
+        "or with a longer --wait"
+    )
+
+
+def append_row(run_dir: RunDir, row: Any) -> int:
+    """Append `row` as one batch, durable before this returns; its seq."""
+    journal = JournalFile.open(run_dir.journal)
+    try:
+        seq = journal.last_seq + 1
+        journal.append(encode_batch(seq, system_clock(), [encode_body(row)]), 1)
+    finally:
+        journal.close()
+    return seq
+
+
+def _resume(run_dir: RunDir, state_dir: Path, spec: RunSpec) -> tuple[int | None, str]:
+    """Launch the run's process as `crw flow resume RUN --detach` does; a run
+    another command resumed meanwhile (`next`) is left to that process."""
+    from crw.cli.resume import check_resumable
+    from crw.engine.launch import launch_once
+
+    try:
+        child = launch_once(
+            run_dir,
+            state_dir,
+            spec.env_overrides(),
+            os.environ,
+            lambda: check_resumable(run_dir, spec),
+        )
+    except RunHeldError:
+        pid = holder_pid(run_dir.run_lock)
+        return pid, f"another command resumed the run (process {pid})"
+    return child.pid, f"run resumed in process {child.pid}"

@@ -1,0 +1,276 @@
+"""A held session call answered retry goes on in place (spec: ATT-30..35,
+STEP-15, STEP-53), and one answered skip ends its node.
+
+The harness of `test_session_run` runs the chain workflow on the simulated host
+with a scripted owner under one MockClock; the decision row is appended the way
+`crw flow answer` appends it, and a fresh run goes on over the same directory and
+host, as the resume the answer starts does.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from trio.testing import MockClock
+
+import tests.actors.test_session_run as session_run
+from crw.actors.journal_writer import open_journal_writer
+from crw.bus import inbox as reports
+from crw.cli.answer import append_row
+from crw.engine.decision import Choice, Record, decide_answer
+from crw.engine.rundir import RunDir
+from crw.journal.log import read_journal
+from crw.journal.replay import replay
+from crw.journal.rows import Held, Started
+from tests.actors.test_session_resume import (
+    KillPoint,
+    last,
+    marker_turns,
+    remembering,
+    run_until_killed,
+    run_until_owner_took,
+)
+from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
+
+Rows = list[dict[str, Any]]
+CALL = "build.1"
+BOUND = ["step_published", "thread_started", "turn_started"]
+
+
+def answer(run: RunDir, choice: Choice, call: str = CALL) -> None:
+    """Append the decision row as `crw flow answer` does (the harness writes no
+    started row, which a run process writes first: it is written here)."""
+    if not any(row["row"] == "started" for row in read_journal(run.journal).rows):
+        append_row(run, Started(backend="session"))
+    rows = read_journal(run.journal).rows
+    mine = [row for row in rows if row.get("call") == call]
+    verdict = decide_answer(replay(rows), mine, RUN_ID, call, choice)
+    assert isinstance(verdict, Record), verdict
+    append_row(run, verdict.row)
+
+
+def packet_of(step: dict[str, Any]) -> str:
+    return Path(step["packet"]).read_text()
+
+
+async def test_a_delivered_turn_is_taken_again_by_a_new_attempt_whose_packet_says_why(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ATT-30, ATT-32, STEP-53, STEP-18: the held attempt's turn ended (failed),
+    so its subagent runs nothing; the retry spawns attempt 2 at the next k, at the
+    conversation turn of the turn it replaces, naming it, and its packet says why
+    attempt 1 stopped and lists the call's earlier attempts."""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": f"{CALL}/t1-a1"}, fail="internalServerError")
+        state, held = await h.go()
+        assert state == "waiting_decision"
+        assert kinds(held, CALL) == ["prepared", *BOUND, "held"]
+        answer(h.run, "retry")
+        state, rows = await h.go()
+    assert kinds(rows[len(held) :], CALL) == ["decision", *BOUND, "completed"]
+    decision = last(rows, "decision")
+    assert (decision["choice"], decision["reason"]) == ("retry", "host_failure")
+    step = last(rows, "step_published")
+    assert (step["k"], step["attempt"], step["action"], step["marker"]) == (
+        2,
+        2,
+        "spawn",
+        f"{CALL}/t2-a2",
+    )
+    assert (step["conversation_turn"], step["replaces_turn"]) == (1, f"{CALL}/t1-a1")
+    assert "the call was held (host_failure: simulated failure" in step["note"]
+    assert f"- attempt 1: {CALL}/t1-a1: held (host_failure: simulated failure" in step["note"]
+    assert step["note"] in packet_of(step)
+    started = [r for r in rows if r["row"] == "thread_started" and r["call"] == CALL]
+    assert [r["attempt"] for r in started] == [1, 2]
+    assert started[0]["thread_id"] != started[1]["thread_id"]
+    assert last(rows, "completed")["k"] == 2
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_a_running_turn_of_a_held_attempt_is_interrupted_before_the_call_goes_on(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: ATT-30, ATT-31: the held attempt's subagent still runs its turn: the
+    interrupt's intent is durable first, the turn is interrupted and the thread read
+    until it is not active; only then is the next attempt published."""
+    async with harness(tmp_path) as h:
+        remembering(h)
+        await h.script({"marker": f"{CALL}/t1-a1"}, hang=True)
+        dead = await run_until_killed(h, monkeypatch, "turn_started")
+        turn_id = last(dead, "turn_started")["turn_id"]
+        agent = last(dead, "thread_started")["thread_id"]
+        append_row(h.run, Held(call=CALL, reason="host_failure", error="the host said so"))
+        answer(h.run, "retry")
+        state, rows = await h.go()
+        turn = next(t for t in h.sim.state.threads[agent].turns if t.id == turn_id)
+    assert kinds(rows[len(dead) :], CALL) == [
+        "held",
+        "decision",
+        "interrupt_requested",
+        *BOUND,
+        "completed",
+    ]
+    intent = last(rows, "interrupt_requested")
+    assert (intent["reason"], intent["op"], intent["attempt"], intent["turn_id"]) == (
+        "held",
+        f"{CALL}/t1",
+        1,
+        turn_id,
+    )
+    assert turn.status == "interrupted"
+    assert last(rows, "step_published")["attempt"] == 2
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def _killed_after_next(h: Harness, monkeypatch: pytest.MonkeyPatch, kind: str) -> Rows:
+    """Run until the next `kind` row of CALL is durable, then die; the rows left."""
+    kill = KillPoint(kind, CALL)
+    writer = functools.partial(open_journal_writer, after_commit=kill.after_commit)
+    with monkeypatch.context() as patch:
+        patch.setattr(session_run, "open_journal_writer", writer)
+        with kill.scope:
+            await h.go()
+    assert kill.scope.cancelled_caught
+    return read_journal(h.run.journal).rows
+
+
+async def _held_in_repair(h: Harness) -> Rows:
+    """Run until build.1 is held in its repair turn (the task's answer broke the schema)."""
+    await h.script({"marker": f"{CALL}/t1-a1"}, answer={"wrong": 1})
+    await h.script({"marker": f"{CALL}/t2-a1"}, fail="internalServerError")
+    state, held = await h.go()
+    assert state == "waiting_decision"
+    assert kinds(held, CALL) == ["prepared", *BOUND, "step_published", "turn_started", "held"]
+    return held
+
+
+async def test_a_call_held_in_its_repair_goes_on_with_that_repair_also_after_a_restart(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: ATT-33, STEP-15, STEP-53: the new attempt is the repair, on a new
+    subagent: its packet names the task once, the answer repaired and the repair
+    instruction; the process dies right after the step's row and the resumed one
+    writes the same packet from the row."""
+    async with harness(tmp_path) as h:
+        remembering(h)
+        held = await _held_in_repair(h)
+        answer(h.run, "retry")
+        dead = await _killed_after_next(h, monkeypatch, "step_published")
+        state, rows = await h.go()
+    step = last(dead, "step_published")
+    assert (step["k"], step["attempt"], step["action"], step["repair"]) == (3, 2, "spawn", True)
+    assert (step["conversation_turn"], step["replaces_turn"]) == (2, f"{CALL}/t2-a1")
+    repaired = last(held, "step_published")
+    assert step["previous_answer"] == repaired["previous_answer"] == '{"wrong": 1}'
+    assert step["repair_errors"] == repaired["repair_errors"]
+    packet = packet_of(step)  # written by the resumed process, from the row alone
+    assert packet.count("## Task\n") == 1 and packet.count("Fix it, starting from") == 1
+    assert '{"wrong": 1}' in packet and repaired["repair_errors"][0] in packet
+    assert "Answer the task again with an object that satisfies the output contract." in packet
+    assert kinds(rows[len(held) :], CALL) == ["decision", *BOUND, "completed"]
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_a_call_held_in_its_repair_has_no_second_repair(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ATT-34: the repair taken again answers against the schema once more
+    and the call ends null_model: no step after it."""
+    async with harness(tmp_path) as h:
+        held = await _held_in_repair(h)
+        await h.script({"marker": f"{CALL}/t3-a2"}, answer={"still": "wrong"})
+        answer(h.run, "retry")
+        state, rows = await h.go()
+    assert kinds(rows[len(held) :], CALL) == ["decision", *BOUND, "null_model"]
+    assert last(rows, "null_model")["reason"] == "schema_invalid_after_repair"
+    assert state == "ended" and rows[-1]["status"] == "failed"
+
+
+async def test_a_held_calls_published_unbound_step_is_looked_up_by_its_marker_first(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ATT-35: the owner spawned the step's subagent and never reported it; the
+    call was held before it was bound. The retry binds that subagent to the same
+    step: no step is published again and no turn is started twice."""
+    async with harness(tmp_path) as h:
+        owner = remembering(h, report=False)
+        dead = await run_until_owner_took(h, owner, k=1)
+        append_row(h.run, Held(call=CALL, reason="paused"))
+        answer(h.run, "retry")
+        state, rows = await h.go()
+        turns = marker_turns(h, f"{CALL}/t1-a1")
+    assert kinds(rows[len(dead) :], CALL) == [
+        "held",
+        "decision",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    assert last(rows, "thread_started")["thread_id"] == owner.taken[(CALL, 1, 1)]
+    assert turns == 1
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_a_held_calls_unbound_step_binds_the_report_that_waits_for_it(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ATT-35: the owner reported the step's subagent after the call was held;
+    the retry answers that report bound (the held call goes on with the step), and
+    publishes nothing again."""
+    async with harness(tmp_path, poll=600) as h:  # the report binds before any lookup
+        owner = remembering(h)
+        dead = await run_until_owner_took(h, owner, k=1)
+        append_row(h.run, Held(call=CALL, reason="paused"))
+        answer(h.run, "retry")
+        (waiting,) = reports.read_reports(h.run)
+        state, rows = await h.go()
+        reply = reports.read_reply(h.run, waiting.id)
+    assert reply is not None and reply["reply"] == "bound", reply
+    assert kinds(rows[len(dead) :], CALL) == [
+        "held",
+        "decision",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    assert last(rows, "thread_started")["thread_id"] == waiting.agent_id
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_a_call_held_before_its_first_step_publishes_it_when_retried(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call held right after its prepared row (a pause before its first step)
+    publishes its first step in its directory when it is answered retry."""
+    async with harness(tmp_path) as h:
+        dead = await run_until_killed(h, monkeypatch, "prepared")
+        append_row(h.run, Held(call=CALL, reason="paused"))
+        answer(h.run, "retry")
+        state, rows = await h.go()
+    assert kinds(rows[len(dead) :], CALL) == ["held", "decision", *BOUND, "completed"]
+    assert last(rows, "step_published")["marker"] == f"{CALL}/t1-a1"
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_a_call_answered_skip_ends_its_node_and_what_needs_it_never_runs(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """A skipped node has no result: the nodes that need it end unrun, and the run
+    ends failed with each node's end."""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": f"{CALL}/t1-a1"}, fail="internalServerError")
+        _, held = await h.go()
+        answer(h.run, "skip")
+        state, rows = await h.go()
+    after = [(r["row"], r.get("call")) for r in rows[len(held) :] if r["row"] != "started"]
+    assert after == [
+        ("decision", CALL),
+        ("ended", None),
+    ]
+    assert rows[-1]["status"] == "failed"
+    assert rows[-1]["state"] == {"explore": "completed", "build": "skipped", "review": "unrun"}
+    assert state == "ended"

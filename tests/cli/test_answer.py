@@ -1,0 +1,196 @@
+"""`crw flow answer RUN CALL --retry|--skip|--abort` on run directories built by
+hand (spec: CMD-NEXT-27, and the decision row of docs/rows.md): its refusals, the
+row it appends, its idempotence, its drain of a live process and its resume."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crw.engine.locks import hold_run
+from crw.engine.rundir import RunDir
+from crw.journal.log import read_journal
+from tests.cli.conftest import Crw, Result, wait_for_exit
+from tests.cli.test_next import RUN, _append_rows, _make_run
+
+CALL = "build.1"
+HELD: list[dict[str, Any]] = [
+    {"row": "completed", "call": "explore.1", "result": {"files": []}},
+    {"row": "step_published", "call": CALL, "k": 1, "attempt": 1, "action": "spawn"},
+    {"row": "thread_started", "call": CALL, "thread_id": "thr-a", "attempt": 1},
+    {"row": "turn_started", "call": CALL, "k": 1, "attempt": 1, "turn_id": "turn-1"},
+    {"row": "held", "call": CALL, "reason": "host_failure", "error": "boom"},
+]
+
+
+def _answer(crw: Crw, *args: str, call: str = CALL, run: str = RUN) -> Result:
+    return crw("flow", "answer", run, call, *args, "--state", str(crw.state), "--json")
+
+
+def _held_run(crw: Crw) -> RunDir:
+    run = _make_run(crw)
+    _append_rows(run, {"row": "prepared", "call": "explore.1", "node": "explore"}, *HELD)
+    return run
+
+
+def _rows(run: RunDir) -> list[dict[str, Any]]:
+    return read_journal(run.journal).rows
+
+
+def _refused(result: Result, code: int, words: str) -> None:
+    assert result.code == code, result
+    assert result.stdout == ""
+    line = result.stderr.strip()
+    assert "\n" not in line and words in line, line
+
+
+@pytest.mark.parametrize(
+    ("args", "call", "code", "words"),
+    [
+        (("--retry",), "nope.1", 1, "run fix-20261129-000000-abcd has no call nope.1"),
+        (("--retry",), "explore.1", 1, "call explore.1 of run fix-20261129-000000-abcd is "),
+        ((), CALL, 2, "exactly one of --retry, --skip, --abort"),
+        (("--retry", "--skip"), CALL, 2, "exactly one of --retry, --skip, --abort"),
+    ],
+)
+def test_answer_refuses_with_one_line_and_appends_nothing(
+    crw: Crw, args: tuple[str, ...], call: str, code: int, words: str
+) -> None:
+    """An unknown call, a call not held, and no one choice are refused; the journal
+    stays as it was."""
+    run = _held_run(crw)
+    before = run.journal.read_bytes()
+    _refused(_answer(crw, *args, "--no-resume", call=call), code, words)
+    assert run.journal.read_bytes() == before
+
+
+def test_answer_refuses_an_unknown_run(crw: Crw) -> None:
+    _held_run(crw)
+    _refused(_answer(crw, "--retry", run="no-such-run"), 2, 'run "no-such-run" not found')
+
+
+def test_answer_refuses_a_run_not_waiting_decision(crw: Crw) -> None:
+    """A paused run's held call is answered once the run goes on, not before."""
+    run = _held_run(crw)
+    _append_rows(run, {"row": "paused", "reason": "usage_limit_exceeded"})
+    before = run.journal.read_bytes()
+    _refused(_answer(crw, "--retry"), 1, "is paused, not waiting_decision")
+    assert run.journal.read_bytes() == before
+
+
+def test_answer_appends_the_decision_row_and_the_same_answer_again_appends_nothing(
+    crw: Crw,
+) -> None:
+    """The decision row names the call, the choice and the held row's reason; the
+    same answer twice says so, and another answer to the same hold is refused."""
+    run = _held_run(crw)
+    first = _answer(crw, "--retry", "--no-resume")
+    assert first.code == 0, first.stderr
+    rows = _rows(run)
+    assert {k: rows[-1][k] for k in ("row", "call", "choice", "reason")} == {
+        "row": "decision",
+        "call": CALL,
+        "choice": "retry",
+        "reason": "host_failure",
+    }
+    assert first.json() | {"state": None} == {
+        "run": RUN,
+        "call": CALL,
+        "choice": "retry",
+        "recorded": True,
+        "seq": rows[-1]["seq"],
+        "resumed_pid": None,
+        "state": None,
+    }
+    assert not any(r["row"] == "started" for r in rows[-1:])  # --no-resume: no process
+    before = run.journal.read_bytes()
+    again = _answer(crw, "--retry", "--no-resume")
+    assert again.code == 0 and again.json()["recorded"] is False
+    _refused(_answer(crw, "--skip", "--no-resume"), 1, "was answered retry already")
+    assert run.journal.read_bytes() == before
+
+
+def test_status_shows_a_held_calls_reason_and_the_commands_that_answer_it(crw: Crw) -> None:
+    _held_run(crw)
+    status = crw("flow", "status", RUN, "--state", str(crw.state), "--json").json()
+    (build,) = [call for call in status["calls"] if call["call"] == CALL]
+    assert build["reason"] == "host_failure"
+    assert build["answer"]["retry"] == f"crw flow answer {RUN} {CALL} --retry --state {crw.state}"
+    assert build["answer"]["abort"] == f"crw flow answer {RUN} {CALL} --abort --state {crw.state}"
+
+
+def test_answer_abort_ends_the_run(crw: Crw) -> None:
+    run = _held_run(crw)
+    result = _answer(crw, "--abort")
+    assert result.code == 0, result.stderr
+    assert result.json()["state"] == "ended" and result.json()["resumed_pid"] is None
+    assert [r["row"] for r in _rows(run)][-1] == "decision"
+    status = crw("flow", "status", RUN, "--state", str(crw.state), "--json").json()
+    assert (status["state"], status["ended_status"]) == ("ended", "aborted")
+
+
+def test_answer_waits_for_the_live_process_and_says_when_it_still_runs(crw: Crw) -> None:
+    """spec: CMD-NEXT-27: while the run's process holds the run lock (it runs another
+    call), the answer waits up to --wait and then says how many calls it still runs,
+    appending nothing."""
+    run = _held_run(crw)
+    _append_rows(run, {"row": "prepared", "call": "other.1", "node": "other"})
+    with hold_run(run):
+        before = run.journal.read_bytes()
+        result = _answer(crw, "--retry", "--wait", "0.5")
+        assert run.journal.read_bytes() == before
+    _refused(result, 1, "still runs 1 call; answer again once it has ended")
+
+
+def test_answer_stores_its_row_after_the_drained_process_and_before_the_resume(
+    crw: Crw,
+) -> None:
+    """spec: CMD-NEXT-27: the answer takes the run lock the moment the process it
+    drains lets it go, stores its row under it, and the process it then starts
+    (the resume) takes the lock after it: that process's started row follows the
+    decision row."""
+    run = _held_run(crw)
+    held = threading.Event()
+    released_at: list[int] = []
+
+    def process() -> None:
+        with hold_run(run):
+            held.set()
+            time.sleep(1.0)
+            released_at.append(len(_rows(run)))
+
+    holder = threading.Thread(target=process)
+    holder.start()
+    assert held.wait(5)
+    result = _answer(crw, "--retry", "--wait", "10")
+    holder.join()
+    assert result.code == 0, result.stderr
+    pid = result.json()["resumed_pid"]
+    assert isinstance(pid, int)
+    crw.pids.append(pid)  # reaped at teardown
+    deadline = time.monotonic() + 20
+    while not any(r.get("pid") == pid for r in _rows(run)):  # its started row
+        assert time.monotonic() < deadline, (run.root / "run.log").read_text()
+        time.sleep(0.05)
+    wait_for_exit(run.root)  # the resumed process finds no host and pauses
+    rows = _rows(run)
+    assert released_at == [len(HELD) + 3]  # no row was stored while the process ran
+    kinds = [r["row"] for r in rows[len(HELD) + 3 :]]
+    assert kinds[:2] == ["decision", "started"]
+    assert rows[len(HELD) + 4]["pid"] == pid
+
+
+def test_answer_refuses_run_env_unusable_before_anything(crw: Crw, tmp_path: Path) -> None:
+    """A recorded TMPDIR that is gone refuses the answer that would resume: nothing
+    appended, nothing drained, no process started; --no-resume is not asked."""
+    run = _held_run(crw)
+    shutil.rmtree(crw.env["TMPDIR"])
+    before = run.journal.read_bytes()
+    _refused(_answer(crw, "--retry"), 1, "run_env_unusable: run fix-20261129-000000-abcd")
+    assert run.journal.read_bytes() == before
+    assert _answer(crw, "--retry", "--no-resume").code == 0
