@@ -30,6 +30,7 @@ import trio
 from crw.actors import faults
 from crw.actors.app_server_call import CallContext
 from crw.actors.app_server_run import run_app_server_calls
+from crw.actors.control import RunControl
 from crw.actors.crash import crash_hook
 from crw.actors.host_reader import HostReader, open_host_reader
 from crw.actors.inbox import Inbox
@@ -213,6 +214,7 @@ class Backend:
             self.settings,
             lambda report: answer_unrouted(records, report),
         )
+        control = RunControl(run=self.run_dir)
         ctx = SessionContext(
             journal=self.journal,
             reader=self.reader,
@@ -226,8 +228,10 @@ class Backend:
             settings=self.settings,
             clock=self.clock,
             records=records,
+            control=control,
         )
         async with trio.open_nursery() as nursery:
+            await nursery.start(control.watch)  # a request waiting is read before any call
             await nursery.start(inbox.run)
             state = await run_session_calls(ctx, self.spec.pool, replayed, rows)
             nursery.cancel_scope.cancel()
