@@ -93,7 +93,9 @@ async def go(
 
 
 async def _ask_when(h: Harness, stop_when: Callable[[Rows], bool], op: requests.Op) -> None:
-    while not stop_when(read_journal(h.run.journal).rows):
+    while True:  # the journal, as the command reads it
+        if stop_when(read_journal(h.run.journal).rows):
+            break
         await trio.sleep(0.05)
     requests.write_request(h.run, requests.Request.new(h.run.id, op, "t"))
 
