@@ -95,7 +95,7 @@ def test_pause_of_a_run_no_process_holds_interrupts_its_open_call_in_the_foregro
     drill.pause_owner()  # its next would resume the run
     (pid,) = [r["pid"] for r in drill.rows() if r["row"] == "started"]
     kill(pid)
-    wait_until("the run is let go", lambda: not run_is_live(drill.run))  # type: ignore[arg-type]
+    wait_until("the run is let go", lambda: not run_is_live(drill.run))
     dead = drill.rows()
 
     paused = drill.crw("flow", "pause", run, "--state", state, "--json")
