@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crw.actors.app_server_interrupt import stop_turn
+from crw.actors.control import CallStop, Interrupted, RunControl
 from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import JournalWriter
 from crw.engine import answer, harvest, outcome, packet
@@ -54,13 +56,15 @@ class CallContext:
     run_dir: Path
     tmpdir: str | None
     pairs: Mapping[str, RolePair]
+    control: RunControl = field(default_factory=RunControl)
+    """The run's stop: a pause or cancellation interrupts every call in flight."""
 
 
 class _Turn:
     """One turn of the call on its thread: started, waited for, measured."""
 
-    def __init__(self, ctx: CallContext, call: str, thread_id: str) -> None:
-        self.ctx, self.call, self.thread_id = ctx, call, thread_id
+    def __init__(self, ctx: CallContext, call: str, thread_id: str, stop: CallStop) -> None:
+        self.ctx, self.call, self.thread_id, self.stop = ctx, call, thread_id, stop
 
     async def run(self, k: int, text: str, conversation_turn: int) -> tuple[Turn, Tokens]:
         before = self._total()
@@ -79,7 +83,15 @@ class _Turn:
                 )
             ]
         )
-        ended = await self.ctx.reader.wait_turn(self.thread_id, turn.id)
+        try:
+            with self.stop.waiting():
+                ended = await self.ctx.reader.wait_turn(self.thread_id, turn.id)
+        except Interrupted as stopped:
+            spent, ctx = self._total() - before, self.ctx
+            end = await stop_turn(
+                ctx.journal, ctx.reader, self.call, k, self.thread_id, turn.id, str(stopped), spent
+            )
+            raise _Stopped(end) from None
         return ended, self._total() - before
 
     def _total(self) -> Tokens:
@@ -107,15 +119,25 @@ async def run_app_server_call(
     )
     workspace.mkdir(parents=True, exist_ok=True)
     try:
-        return await _run_thread(ctx, node, call, workspace, task)
+        with ctx.control.enter(node.timeout) as stop:
+            return await _run_thread(ctx, node, call, workspace, task, stop)
+    except _Stopped as stopped:
+        return stopped.end
     except HostUnavailable as err:
         row = Held(call=call, reason="host_failure", error=str(err))
         await ctx.journal.commit([row])
         return CallEnd(row)
 
 
+class _Stopped(Exception):
+    """The call was interrupted and held: `end` is its end."""
+
+    def __init__(self, end: CallEnd) -> None:
+        self.end = end
+
+
 async def _run_thread(
-    ctx: CallContext, node: Node, call: str, workspace: Path, task: str
+    ctx: CallContext, node: Node, call: str, workspace: Path, task: str, stop: CallStop
 ) -> CallEnd:
     go_root = ctx.workflow.verifier.go_root if ctx.workflow.verifier else None
     entries = packet.tool_entries(ctx.tmpdir, go_root)
@@ -155,17 +177,17 @@ async def _run_thread(
         workflow_file=str(ctx.workflow.path),
     )
     try:
-        return await _run_turns(ctx, node, call, thread.id, what)
+        return await _run_turns(ctx, node, call, thread.id, what, stop)
     finally:
         ctx.reader.forget(thread.id)
 
 
 async def _run_turns(
-    ctx: CallContext, node: Node, call: str, thread_id: str, what: packet.Packet
+    ctx: CallContext, node: Node, call: str, thread_id: str, what: packet.Packet, stop: CallStop
 ) -> CallEnd:
     """The first turn, and the repair turn when its answer breaks the schema."""
     text = packet.app_server_turn_text(what, k=1, attempt=1)
-    turns = _Turn(ctx, call, thread_id)
+    turns = _Turn(ctx, call, thread_id, stop)
     ended, spent = await turns.run(1, text, conversation_turn=1)
     end = harvest.decide(call, node.output_schema, ended, spent, repaired=False)
     if end.row is not None:

@@ -13,6 +13,7 @@ before leaves the request for the resumed one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 import trio
 
 from crw.bus import control as requests
+from crw.engine.interrupt import DEADLINE
 from crw.engine.rundir import RunDir
 
 CONTROL_POLL = 0.25
@@ -33,9 +35,13 @@ class Interrupted(Exception):
 
 @dataclass(eq=False)
 class CallStop:
-    """One call's interrupt: its reason once asked, and the waits it cancels."""
+    """One call's interrupt: its reason once asked, and the waits it cancels.
+
+    `deadline` (Trio's clock) is the node's timeout: a wait that reaches it, or
+    begins after it, is interrupted for the reason `deadline`."""
 
     reason: str | None = None
+    deadline: float = math.inf
     _waits: set[trio.CancelScope] = field(default_factory=set)
 
     def request(self, reason: str) -> None:
@@ -49,9 +55,11 @@ class CallStop:
     def waiting(self) -> Iterator[None]:
         """A wait the interrupt may cut; raises Interrupted when it did, or when the
         call was interrupted before it began waiting."""
+        if self.reason is None and trio.current_time() >= self.deadline:
+            self.reason = DEADLINE
         if self.reason is not None:
             raise Interrupted(self.reason)
-        scope = trio.CancelScope()
+        scope = trio.CancelScope(deadline=self.deadline)
         self._waits.add(scope)
         try:
             with scope:
@@ -59,6 +67,7 @@ class CallStop:
         finally:
             self._waits.discard(scope)
         if scope.cancelled_caught:
+            self.reason = self.reason or DEADLINE  # not asked: the deadline ran out
             raise Interrupted(self.reason)
 
 
@@ -86,9 +95,11 @@ class RunControl:
             call.request(self.reason)
 
     @contextmanager
-    def enter(self) -> Iterator[CallStop]:
-        """A call's stop while the call runs."""
+    def enter(self, timeout: float | None = None) -> Iterator[CallStop]:
+        """A call's stop while the call runs; `timeout`: its node's, in seconds."""
         stop = CallStop()
+        if timeout is not None:
+            stop.deadline = trio.current_time() + timeout
         if self.reason is not None:
             stop.request(self.reason)
         self.calls.add(stop)

@@ -195,6 +195,7 @@ class Backend:
         return self.spec.env.TMPDIR if self.spec.env else None
 
     async def app_server(self, rows: list[dict[str, Any]]) -> str:
+        control = RunControl(run=self.run_dir)
         ctx = CallContext(
             journal=self.journal,
             reader=self.reader,
@@ -202,8 +203,13 @@ class Backend:
             run_dir=self.run_dir.root,
             tmpdir=self.tmpdir,
             pairs=self.roles.roles,
+            control=control,
         )
-        return await run_app_server_calls(ctx, self.spec.pool, replay(rows))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(control.watch)  # a request waiting is read before any call
+            state = await run_app_server_calls(ctx, self.spec.pool, replay(rows))
+            nursery.cancel_scope.cancel()
+        return state
 
     async def session(self, rows: list[dict[str, Any]]) -> str:
         replayed = replay(rows)

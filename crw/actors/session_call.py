@@ -121,20 +121,11 @@ class SessionCall:
         and a resumed process goes on with the call in place. A pause, a
         cancellation or the node's timeout interrupts it (HARV-28..30): it ends
         held for that reason."""
-        with self.ctx.control.enter() as self.stop:
-            async with trio.open_nursery() as nursery:
-                if self.node.timeout is not None:
-                    nursery.start_soon(self._deadline, self.node.timeout)
-                try:
-                    return await self._run()
-                except Interrupted as stopped:
-                    return await interrupt_call(self, str(stopped))
-                finally:
-                    nursery.cancel_scope.cancel()
-
-    async def _deadline(self, seconds: float) -> None:
-        await trio.sleep(seconds)
-        self.stop.request(interrupt.DEADLINE)
+        with self.ctx.control.enter(self.node.timeout) as self.stop:
+            try:
+                return await self._run()
+            except Interrupted as stopped:
+                return await interrupt_call(self, str(stopped))
 
     async def _run(self) -> CallEnd:
         if self.state.prepared is None:
