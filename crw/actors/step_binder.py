@@ -78,7 +78,7 @@ class StepBinder:
             if bound is not None:
                 return bound
         bound = await self._look_up(step)
-        if bound is None:
+        if bound is None and self.actor.stop.reason is None:  # a stopped run writes none
             await self.actor.steps.write(step)
         return bound
 
