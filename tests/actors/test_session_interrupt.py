@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from trio.testing import MockClock
 
@@ -344,3 +345,32 @@ async def test_a_resumed_process_holds_the_turn_the_interrupt_was_asked_for_what
     assert last(rows, "held")["reason"] == "paused"
     assert kinds(rows, CALL).count("interrupt_requested") == 1
     assert state == "waiting_decision"
+
+
+async def test_a_run_stopped_as_it_resumes_holds_the_open_call_without_writing_its_step_again(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HARV-32, HARV-34 (the call an earlier process left waiting for its dispatch)"""
+    async with harness(tmp_path) as h:
+        h.owner = SkippingOwner(h.client, h.run, h.owner.thread_id, skip=CALL, report_k=())
+        kill = KillPoint("step_published", CALL)
+        with kill.scope:
+            await go(h, after_commit=kill.after_commit)
+        dead = read_journal(h.run.journal).rows
+        written: list[str] = []
+        original = bus.write_step
+
+        def write_step(run: Any, step: bus.StepFile, text: str | None) -> None:
+            written.append(step.call)
+            original(run, step, text)
+
+        monkeypatch.setattr(bus, "write_step", write_step)
+        requests.write_request(h.run, requests.Request.new(h.run.id, "pause", "t"))
+        state, rows = await go(h)
+        steps = [s for s in bus.list_steps(h.run) if s.call == CALL]
+    assert state == "paused"
+    assert [(r["row"], r.get("call")) for r in rows[len(dead) :]] == [
+        ("held", CALL),
+        ("paused", None),
+    ]
+    assert written == [] and steps == []
