@@ -136,8 +136,7 @@ class SessionCall:
         while True:
             thread_id, turn_id = await self._bound_turn(step)
             found = interrupt.intent(self.rows)
-            if interrupt.applies(found, step, turn_id):  # an earlier process's (HARV-37)
-                assert found is not None
+            if found is not None and interrupt.applies(found, step, turn_id):  # HARV-37
                 return await interrupt_call(self, found.reason, requested=True)
             with self.stop.waiting():
                 turn = await self.ctx.reader.wait_turn(thread_id, turn_id)
@@ -185,7 +184,8 @@ class SessionCall:
 
     async def _current_step(self) -> StepPublished:
         """The step the call goes on with: the newest published one, or the first;
-        the next attempt's after a pause held the call (it runs again on resume)."""
+        for a call that was held (a pause held it: it runs again on resume), the
+        next attempt's first step."""
         if self.state.ended is not None and self.state.step is not None:
             attempt = int(self.state.step.get("attempt") or 1) + 1
             step = await self._publish(self._spawn_step(k=1, attempt=attempt, conversation_turn=1))
