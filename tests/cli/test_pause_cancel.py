@@ -115,3 +115,26 @@ def test_pause_of_a_run_no_process_holds_interrupts_its_open_call_in_the_foregro
     agent = [r for r in dead if r["row"] == "thread_started" and r["call"] == CALL][-1]
     assert status[agent["thread_id"]] != "active"
     assert counts[f"{CALL}/t1-a1"] == 1
+
+
+def test_resume_after_a_pause_runs_the_held_call_again_and_completes(drill: Drill) -> None:
+    """spec: HARV-28, HARV-39: the call goes on as a new attempt, with no intent"""
+    drill.start(crash_after=None)
+    assert drill.run is not None
+    run, state = drill.run.id, str(drill.crw.state)
+    wait_until("build's turn runs", lambda: "turn_started" in kinds(drill.rows()))
+    paused = drill.crw("flow", "pause", run, "--state", state)
+    assert paused.code == 0, paused.stderr
+    assert paused.stdout == (
+        f"run {run} paused; held: {CALL}; resume it with: crw flow resume {run}\n"
+    )
+    wait_until("the run is let go", lambda: not run_is_live(drill.run))
+    drill.host("sim/script", {"match": {"marker": f"{CALL}/t1-a2"}, "behaviour": {}})
+
+    resumed = drill.crw("flow", "resume", run, "--state", state, "--detach", "--json")
+    assert resumed.code == 0, resumed.stderr
+    rows = drill.finish()
+    assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
+    after = kinds(rows)[kinds(rows).index("held") + 1 :]
+    assert after == ["step_published", "thread_started", "turn_started", "completed"]
+    assert [r["attempt"] for r in rows if r["row"] == "completed" and r["call"] == CALL] == [2]
