@@ -35,6 +35,6 @@ async def stop_turn(
     with contextlib.suppress(HostRequestError):  # the turn ended already: read it as it is
         await reader.interrupt(thread_id, turn_id)
     await reader.wait_turn(thread_id, turn_id)
-    end = CallEnd(interrupt.held(call, reason, tokens))
-    await journal.commit([end.row])  # type: ignore[list-item]
-    return end
+    held = interrupt.held(call, reason, tokens)
+    await journal.commit([held])
+    return CallEnd(held)

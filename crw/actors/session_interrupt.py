@@ -57,11 +57,11 @@ async def interrupt_call(call: SessionCall, reason: str, *, requested: bool = Fa
             rows.append(interrupt.requested(reason, step, turn_id))
         await call.commit(rows)  # HARV-35: durable before the interrupt is sent
         tokens = await _stop_turn(call, step, plan.thread_id, turn_id)
-    end = CallEnd(interrupt.held(call.call, reason, tokens))
-    await call.commit([end.row])  # type: ignore[list-item]
+    held = interrupt.held(call.call, reason, tokens)
+    await call.commit([held])
     if plan.thread_id:
         await call.close_subagent((step.attempt if step else None) or 1, plan.thread_id)
-    return end
+    return CallEnd(held)
 
 
 async def _stop_turn(
