@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from crw.actors.app_server_interrupt import stop_turn
+from crw.actors.control import CallStop, Interrupted, RunControl
 from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import JournalWriter
 from crw.engine import answer, app_resume, harvest, outcome, packet
@@ -65,6 +67,8 @@ class CallContext:
     run_dir: Path
     tmpdir: str | None
     pairs: Mapping[str, RolePair]
+    control: RunControl = field(default_factory=RunControl)
+    """The run's stop: a pause or cancellation interrupts every call in flight."""
 
 
 class AppServerCall:
@@ -95,6 +99,8 @@ class AppServerCall:
             writes=node.role in WRITING_ROLES,
             workflow_file=workflow_file,
         )
+        self.stop = CallStop()
+        """The call's stop, from the run's control once the call runs."""
         self.rollout: Path | None = None
         """The thread's rollout, read for its tokens when this process saw none of
         the host's token notifications for it (a resumed call)."""
@@ -198,7 +204,11 @@ class AppServerCall:
             while True:
                 if turn_id is None:
                     turn_id = await self.start_turn(thread_id, step, text)
-                ended = await self.ctx.reader.wait_turn(thread_id, turn_id)
+                try:
+                    with self.stop.waiting():
+                        ended = await self.ctx.reader.wait_turn(thread_id, turn_id)
+                except Interrupted as stopped:
+                    return await self.stop_turn(thread_id, step, turn_id, str(stopped))
                 tokens, repaired = self.tokens(thread_id), (step.k or 1) > 1
                 end = harvest.decide(
                     self.call, self.node.output_schema, ended, tokens, repaired=repaired
@@ -211,6 +221,23 @@ class AppServerCall:
                 turn_id = None
         finally:
             self.ctx.reader.forget(thread_id)
+
+    async def stop_turn(
+        self, thread_id: str, step: StepPublished, turn_id: str, reason: str
+    ) -> CallEnd:
+        """A pause, a cancellation or the deadline reached the step's turn: it is
+        interrupted, read until it ended, and the call held for the reason."""
+        ctx = self.ctx
+        return await stop_turn(
+            ctx.journal,
+            ctx.reader,
+            self.call,
+            step.k or 1,
+            thread_id,
+            turn_id,
+            reason,
+            self.tokens(thread_id),
+        )
 
     def repair_step(self, ended: Turn) -> tuple[StepPublished, str]:
         """The repair's step (on the same thread) and its text, which names the
@@ -259,13 +286,14 @@ async def run_app_server_call(
     `rows` the call's rows an earlier process wrote (a call it left open goes on)."""
     actor = AppServerCall(ctx, node, call, results)
     try:
-        open_call = app_resume.generation(rows)
-        if open_call is None:
-            step, text = actor.first_step()
-            await actor.commit([actor.prepared(), step])
-            await actor.make_workspace()
-            return await actor.turns(await actor.start_thread(), step, None, text)
-        return await _go_on(actor, open_call)
+        with ctx.control.enter(node.timeout) as actor.stop:
+            open_call = app_resume.generation(rows)
+            if open_call is None:
+                step, text = actor.first_step()
+                await actor.commit([actor.prepared(), step])
+                await actor.make_workspace()
+                return await actor.turns(await actor.start_thread(), step, None, text)
+            return await _go_on(actor, open_call)
     except HostUnavailable as err:
         row = Held(call=call, reason="host_failure", error=str(err))
         await ctx.journal.commit([row])

@@ -42,4 +42,6 @@ async def run_app_server_calls(
         return await run_app_server_call(ctx, node, call, needs, by_call.get(call, ()))
 
     spent = RunSpent.of(replayed)
-    return await run_gate(ctx.journal, ctx.workflow, pool, results, finished, run_call, spent)
+    return await run_gate(
+        ctx.journal, ctx.workflow, pool, results, finished, run_call, spent, ctx.control
+    )

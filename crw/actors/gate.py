@@ -20,8 +20,9 @@ from typing import Any
 
 import trio
 
+from crw.actors.control import RunControl
 from crw.actors.journal_writer import JournalWriter
-from crw.engine import gate, review
+from crw.engine import gate, interrupt, review
 from crw.engine.harvest import CallEnd
 from crw.engine.workflow import Node, Workflow
 from crw.journal.replay import TERMINAL_ROWS, RunState
@@ -73,10 +74,13 @@ async def run_gate(
     finished: dict[str, str],
     run_call: RunCall,
     spent: gate.RunSpent,
+    control: RunControl | None = None,
 ) -> str:
     """Run the calls the rows leave to run; returns the run's state as the process
     leaves it (ended, paused, waiting_decision). `spent` is the run's running token
-    figure: each call's terminal row settles its part of it."""
+    figure: each call's terminal row settles its part of it. Once `control` stops
+    the run (a pause or cancellation), only the calls an earlier process left open
+    are admitted, to be interrupted, and the run's own row ends it."""
     paused: str | None = None
     running: set[str] = set()
     send, receive = trio.open_memory_channel[tuple[str, CallEnd]](max(pool, 1))
@@ -95,6 +99,8 @@ async def run_gate(
         while True:
             if paused is None:
                 admit = admission.admit(pool - len(running))
+                if control is not None and control.reason is not None:
+                    admit = [node for node in admit if node.id in control.open_nodes]
                 if admit and gate.ceiling_reached(spent.spent(), workflow.token_ceiling):
                     paused = gate.TOKEN_CEILING
                     await journal.commit([_ceiling_row(spent.spent(), workflow.token_ceiling)])
@@ -114,6 +120,12 @@ async def run_gate(
             if end.pause is not None and paused is None:
                 paused = end.pause
                 await journal.commit([Paused(reason=end.pause)])
+    if control is not None and control.reason is not None and len(results) < len(workflow.nodes):
+        nodes = [node.id for node in workflow.nodes]
+        ends = dict.fromkeys(control.held_before, "held") | finished
+        await journal.commit(interrupt.run_rows(control.reason, control.request_id, nodes, ends))
+        control.answered()
+        return "paused" if control.reason == interrupt.PAUSED else "ended"
     return await _leave(journal, workflow, results, finished, paused)
 
 

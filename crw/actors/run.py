@@ -30,6 +30,7 @@ import trio
 from crw.actors import faults
 from crw.actors.app_server_call import CallContext
 from crw.actors.app_server_run import run_app_server_calls
+from crw.actors.control import RunControl
 from crw.actors.crash import crash_hook
 from crw.actors.host_reader import HostReader, open_host_reader
 from crw.actors.inbox import Inbox
@@ -194,6 +195,7 @@ class Backend:
         return self.spec.env.TMPDIR if self.spec.env else None
 
     async def app_server(self, rows: list[dict[str, Any]]) -> str:
+        control = RunControl(run=self.run_dir)
         ctx = CallContext(
             journal=self.journal,
             reader=self.reader,
@@ -201,8 +203,13 @@ class Backend:
             run_dir=self.run_dir.root,
             tmpdir=self.tmpdir,
             pairs=self.roles.roles,
+            control=control,
         )
-        return await run_app_server_calls(ctx, self.spec.pool, replay(rows), rows)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(control.watch)  # a request waiting is read before any call
+            state = await run_app_server_calls(ctx, self.spec.pool, replay(rows), rows)
+            nursery.cancel_scope.cancel()
+        return state
 
     async def session(self, rows: list[dict[str, Any]]) -> str:
         replayed = replay(rows)
@@ -213,6 +220,7 @@ class Backend:
             self.settings,
             lambda report: answer_unrouted(records, report),
         )
+        control = RunControl(run=self.run_dir)
         ctx = SessionContext(
             journal=self.journal,
             reader=self.reader,
@@ -226,8 +234,10 @@ class Backend:
             settings=self.settings,
             clock=self.clock,
             records=records,
+            control=control,
         )
         async with trio.open_nursery() as nursery:
+            await nursery.start(control.watch)  # a request waiting is read before any call
             await nursery.start(inbox.run)
             state = await run_session_calls(ctx, self.spec.pool, replayed, rows)
             nursery.cancel_scope.cancel()

@@ -28,15 +28,17 @@ from typing import Any
 
 import trio
 
+from crw.actors.control import CallStop, Interrupted, RunControl
 from crw.actors.held_call import go_on_in_place
 from crw.actors.host_reader import HostReader
 from crw.actors.inbox import Inbox
 from crw.actors.journal_writer import JournalWriter
+from crw.actors.session_interrupt import interrupt_call
 from crw.actors.step_binder import StepBinder
 from crw.actors.step_writer import StepWriter
 from crw.bus import steps as bus
 from crw.clock import WallClock
-from crw.engine import answer, bind, harvest, outcome, packet
+from crw.engine import answer, bind, harvest, interrupt, outcome, packet
 from crw.engine.decision import InPlace
 from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
@@ -77,6 +79,8 @@ class SessionContext:
     clock: WallClock
     records: CallRecords = field(default_factory=CallRecords)
     """Every call's record, from the rows read at start and each commit since."""
+    control: RunControl = field(default_factory=RunControl)
+    """The run's stop: a pause or cancellation interrupts every call in flight."""
 
 
 class SessionCall:
@@ -104,6 +108,8 @@ class SessionCall:
         self.binder = StepBinder(self, ctx)
         self.resumed = False
         """The call goes on with a step an earlier process published."""
+        self.stop = CallStop()
+        """The call's interrupt; its waits are cut by it (`waiting()`)."""
 
     async def commit(self, rows: list[RowModel]) -> None:
         await self.ctx.journal.commit(rows)
@@ -114,7 +120,16 @@ class SessionCall:
     async def run(self) -> CallEnd:
         """Take the call to its terminal row. A host that cannot be reached raises
         HostUnavailable out of it with the call's rows as they are: the run pauses,
-        and a resumed process goes on with the call in place."""
+        and a resumed process goes on with the call in place. A pause, a
+        cancellation or the node's timeout interrupts it (HARV-28..30): it ends
+        held for that reason."""
+        with self.ctx.control.enter(self.node.timeout) as self.stop:
+            try:
+                return await self._run()
+            except Interrupted as stopped:
+                return await interrupt_call(self, str(stopped))
+
+    async def _run(self) -> CallEnd:
         if self.state.prepared is None:
             await self._prepare()
         else:  # the directory an earlier process made, or meant to make
@@ -125,7 +140,11 @@ class SessionCall:
             step = await self._current_step()
         while True:
             thread_id, turn_id = await self._bound_turn(step)
-            turn = await self.ctx.reader.wait_turn(thread_id, turn_id)
+            found = interrupt.intent(self.rows)
+            if found is not None and interrupt.applies(found, step, turn_id):  # HARV-37
+                return await interrupt_call(self, found.reason, requested=True)
+            with self.stop.waiting():
+                turn = await self.ctx.reader.wait_turn(thread_id, turn_id)
             thread = await self.ctx.reader.read(thread_id)
             seen = _tokens(step.tokens_seen)
             total = await trio.to_thread.run_sync(outcome.read_rollout_total, _path(thread.path))
@@ -144,7 +163,7 @@ class SessionCall:
             unmeasured: list[RowModel] = [] if total is not None else [self._unmeasured(step)]
             if end.row is not None:
                 await self.commit([*unmeasured, end.row])
-                await self._close(step.attempt or 1, thread_id)
+                await self.close_subagent(step.attempt or 1, thread_id)
                 return end
             if unmeasured:
                 await self.commit(unmeasured)
@@ -170,7 +189,14 @@ class SessionCall:
         )
 
     async def _current_step(self) -> StepPublished:
-        """The step the call goes on with: the newest published one, or the first."""
+        """The step the call goes on with: the newest published one, or the first;
+        for a call that was held (a pause held it: it runs again on resume), the
+        next attempt's first step."""
+        if self.state.ended is not None and self.state.step is not None:
+            attempt = int(self.state.step.get("attempt") or 1) + 1
+            step = await self._publish(self._spawn_step(k=1, attempt=attempt, conversation_turn=1))
+            self.state = progress(self.rows)
+            return step
         if self.state.step is not None:
             # A step an earlier process published: the binder answers its waiting
             # reports first, then looks it up, and only then writes it again.
@@ -290,7 +316,8 @@ class SessionCall:
                     bus.retract_step, self.ctx.run, self.call, step.k or 1, step.attempt or 1
                 )
                 return thread_id, turn.id
-            await trio.sleep(self.ctx.settings.poll_interval)
+            with self.stop.waiting():
+                await trio.sleep(self.ctx.settings.poll_interval)
 
     def _turn_started(self, step: StepPublished, turn_id: str) -> TurnStarted:
         return TurnStarted(
@@ -372,7 +399,7 @@ class SessionCall:
             error="the rollout could not be read",
         )
 
-    async def _close(self, attempt: int, agent_id: str) -> None:
+    async def close_subagent(self, attempt: int, agent_id: str) -> None:
         """The subagent's close step, once the call has its terminal row (HARV-56)."""
         await trio.to_thread.run_sync(bus.write_close, self.ctx.run, self.call, attempt, agent_id)
 

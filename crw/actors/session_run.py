@@ -19,6 +19,7 @@ from crw.actors.review_rounds import run_rounds
 from crw.actors.session_call import SessionCall, SessionContext
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
+from crw.engine import interrupt
 from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
 from crw.engine.replies import CallRecords, decide_late
@@ -49,6 +50,10 @@ async def run_session_calls(
         if row.get("call"):
             by_call[row["call"]].append(row)
     results, finished = taken(replayed, ctx.workflow)
+    ctx.control.held_before = tuple(interrupt.goes_on(replayed))
+    for node in ctx.control.held_before:  # held by a pause: they run again
+        del finished[node]
+    ctx.control.open_nodes = interrupt.open_nodes(replayed)
     await close_left_open(ctx, replayed)
 
     spent = RunSpent.of(replayed)
@@ -60,7 +65,9 @@ async def run_session_calls(
             return await run_rounds(ctx, node, needs, by_call, journal, spent)
         return await SessionCall(ctx, node, call, needs, by_call[call], spent).run()
 
-    return await run_gate(ctx.journal, ctx.workflow, pool, results, finished, run_call, spent)
+    return await run_gate(
+        ctx.journal, ctx.workflow, pool, results, finished, run_call, spent, ctx.control
+    )
 
 
 async def close_left_open(ctx: SessionContext, replayed: RunState) -> None:

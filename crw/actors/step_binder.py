@@ -52,7 +52,7 @@ class StepBinder:
                 report: Report | None = None
                 # Only the wait is under the poll's deadline: a bind, once begun, is
                 # never cut between its rows and its reply.
-                with trio.move_on_after(self.ctx.settings.poll_interval):
+                with self.actor.stop.waiting(), trio.move_on_after(self.ctx.settings.poll_interval):
                     report = await reports.receive()
                 if report is not None:
                     bound = await self._decide(step, report)
@@ -78,7 +78,7 @@ class StepBinder:
             if bound is not None:
                 return bound
         bound = await self._look_up(step)
-        if bound is None:
+        if bound is None and self.actor.stop.reason is None:  # a stopped run writes none
             await self.actor.steps.write(step)
         return bound
 

@@ -216,6 +216,44 @@ def resume(run: str, /, *, detach: bool = False, state: State = None, json: Json
 
 
 @flow.command
+def pause(run: str, /, *, wait: Seconds = 120.0, state: State = None, json: Json = False) -> int:
+    """Pause a run: interrupt its calls' running turns and hold each call (paused).
+
+    Exit 0 once the run is paused (or was), 1 when it ended or did not answer.
+    `crw flow resume RUN` goes on: the held calls run again.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    wait
+        Seconds to wait for the run process to answer.
+    """
+    from crw.cli.pause import pause_command
+
+    return pause_command(run, wait=wait, state=state, json=json)
+
+
+@flow.command
+def cancel(run: str, /, *, wait: Seconds = 120.0, state: State = None, json: Json = False) -> int:
+    """Cancel a run: interrupt its calls' running turns, hold each call (cancelled)
+    and end the run (cancelled); the owner closes the subagents.
+
+    Exit 0 once the run is cancelled, 1 when it had ended or did not answer.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    wait
+        Seconds to wait for the run process to answer.
+    """
+    from crw.cli.cancel import cancel_command
+
+    return cancel_command(run, wait=wait, state=state, json=json)
+
+
+@flow.command
 def answer(
     run: str,
     call: Id,

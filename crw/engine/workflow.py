@@ -14,6 +14,7 @@
     task = "Fix the bug. Start from {explore.files}."
     schema = "schemas/build.json"
     review = { role = "reviewer", rounds = 2 }
+    timeout = 3600                     # optional: the call's deadline, in seconds
 
 `load_workflow` is pure: it reads the file (and its schema files) and either
 returns a `Workflow` or raises one `InputError` line `<file>:<line>: <what>;
@@ -25,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +53,7 @@ from crw.engine.template import SLUG, Placeholder, TemplateError, parse_template
 
 _SLUG_FIX = "use 1-64 lowercase letters, digits, '-' and '_', starting with a letter or digit"
 _TOP_KEYS = ("name", "pool", "token_ceiling", "verifier", "node")
-_NODE_KEYS = ("id", "role", "task", "schema", "needs", "review")
+_NODE_KEYS = ("id", "role", "task", "schema", "needs", "review", "timeout")
 _MISSING = {"node": ("no [[node]] table", "add a [[node]] with id, role, task and schema")}
 
 
@@ -91,6 +93,20 @@ class Node(BaseModel):
     output_schema: dict[str, Any] = Field(alias="schema")
     needs: tuple[StrictStr, ...] = ()
     review: Review | None = None
+    timeout: float | None = None
+    """The call's deadline in seconds: when it runs out the call is interrupted
+    and held (reason deadline)."""
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _seconds(cls, value: object) -> object:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not isinstance(value, int | float) or not number or not 0 < value < math.inf:
+            raise crw_error(
+                f"timeout = {json.dumps(value, default=str)} is not a number of seconds above 0",
+                "give the call's deadline in seconds, e.g. timeout = 3600",
+            )
+        return value
 
     @field_validator("id")
     @classmethod

@@ -197,6 +197,8 @@ class Paused(RowModel):
     token_ceiling: int | None = None
     file: str | None = None
     """The file a write_failed pause could not write."""
+    request: str | None = None
+    """`crw flow pause`: the id of the request the row answers."""
 
 
 class Cancelled(RowModel):
@@ -204,6 +206,10 @@ class Cancelled(RowModel):
 
     row: Literal["cancelled"] = "cancelled"
     reason: str | None = None
+    request: str | None = None
+    """The id of the `crw flow cancel` request the row answers."""
+    state: dict[str, str] | None = None
+    """Each node's end, as the ended row that follows says."""
 
 
 class Decision(RowModel):

@@ -238,7 +238,7 @@ def test_not_utf8_is_refused_with_its_line(tmp_path: Path) -> None:
         (
             'name = "w"\n' + NODE_A + "colour = 1\n",
             "7: node 'a': unknown key 'colour'; remove it or use one of:"
-            " id, role, task, schema, needs, review",
+            " id, role, task, schema, needs, review, timeout",
         ),
         (
             'name = "w"\n' + NODE_A + node("b", "boss"),

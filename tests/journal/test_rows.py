@@ -85,8 +85,13 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "file": "/s/flow/r/replies/.r1.tmp",
         "tokens": TOKENS,
         "token_ceiling": 1000,
+        "request": "8f14e45fceea167a5a36dedd4bea2543",
     },
-    "cancelled": {"reason": "crw flow cancel"},
+    "cancelled": {
+        "reason": "cancelled",
+        "request": "8f14e45fceea167a5a36dedd4bea2543",
+        "state": {"build": "held"},
+    },
     "decision": {"choice": "retry", "reason": "host_failure"},
     "ended": {"status": "completed", "state": {"build": "completed"}},
     "step_published": {

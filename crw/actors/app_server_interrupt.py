@@ -1,0 +1,40 @@
+"""An App Server call's interrupt: a pause, a cancellation or its node's deadline.
+
+The run opened the call's thread, so it interrupts the turn itself: the
+`interrupt_requested` row (reason, op, attempt, turn_id) is durable before
+`turn/interrupt` is sent (HARV-35); the turn is then read until it has ended
+(HARV-31), and only then is the call held for the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from crw.actors.host_reader import HostReader
+from crw.actors.journal_writer import JournalWriter
+from crw.engine import interrupt, packet
+from crw.engine.harvest import CallEnd
+from crw.host.client import HostRequestError
+from crw.journal.rows import InterruptRequested, Tokens
+
+
+async def stop_turn(
+    journal: JournalWriter,
+    reader: HostReader,
+    call: str,
+    k: int,
+    thread_id: str,
+    turn_id: str,
+    reason: str,
+    tokens: Tokens,
+) -> CallEnd:
+    """Interrupt the call's turn `turn_id` (step k) and hold the call once it ended."""
+    op = packet.op(call, k)
+    requested = InterruptRequested(call=call, reason=reason, op=op, attempt=1, turn_id=turn_id)
+    await journal.commit([requested])
+    with contextlib.suppress(HostRequestError):  # the turn ended already: read it as it is
+        await reader.interrupt(thread_id, turn_id)
+    await reader.wait_turn(thread_id, turn_id)
+    held = interrupt.held(call, reason, tokens)
+    await journal.commit([held])
+    return CallEnd(held)

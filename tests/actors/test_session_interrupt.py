@@ -1,0 +1,376 @@
+"""Pause, cancel and a node's deadline reaching a session call (spec: HARV-28..42, ROWS-6).
+
+The harness of `test_session_run` (the simulated host, a scripted owner, one
+MockClock) runs with the run's control: a test stops the run as `crw flow pause`
+and `crw flow cancel` do, by a request in the run's inbox that the run reads,
+once the call it aims at is where the test wants it. Each test asserts the rows
+written: kinds, fields and order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+from crw.actors.control import RunControl
+from crw.actors.host_reader import open_host_reader
+from crw.actors.inbox import Inbox
+from crw.actors.journal_writer import open_journal_writer
+from crw.actors.session_call import SessionContext
+from crw.actors.session_run import answer_unrouted, run_session_calls
+from crw.bus import control as requests
+from crw.bus import inbox as reports
+from crw.bus import steps as bus
+from crw.clock import fixed_clock
+from crw.engine.replies import CallRecords
+from crw.engine.roles import RoleTable
+from crw.engine.workflow import load_workflow
+from crw.journal.log import read_journal
+from crw.journal.replay import replay
+from crw.journal.rows import RowModel
+from tests.actors.test_session_resume import KillPoint
+from tests.actors.test_session_run import RUN_ID, Harness, Owner, harness, kinds
+
+Rows = list[dict[str, Any]]
+CALL = "build.1"
+
+
+def rows_of(rows: Rows, call: str = CALL) -> Rows:
+    return [row for row in rows if row.get("call") == call]
+
+
+def last(rows: Rows, kind: str, call: str = CALL) -> dict[str, Any]:
+    return [r for r in rows if r["row"] == kind and r.get("call") == call][-1]
+
+
+async def go(
+    h: Harness,
+    *,
+    stop_when: Callable[[Rows], bool] | None = None,
+    op: requests.Op = "pause",
+    after_commit: Callable[[Sequence[RowModel]], None] | None = None,
+) -> tuple[str, Rows]:
+    """Run the harness with the run's control; once `stop_when(rows)` holds, the
+    test asks for `op` through the run's inbox, as the command does."""
+    workflow = load_workflow(h.run.root.parent / "wf.toml")
+    rows = read_journal(h.run.journal).rows
+    records = CallRecords(rows)
+    async with (
+        open_host_reader(h.client, h.settings) as reader,
+        open_journal_writer(h.run.journal, clock=fixed_clock(), after_commit=after_commit) as j,
+        trio.open_nursery() as nursery,
+    ):
+        inbox = Inbox(h.run, RUN_ID, h.settings, lambda r: answer_unrouted(records, r))
+        control = RunControl(run=h.run)
+        ctx = SessionContext(
+            journal=j,
+            reader=reader,
+            inbox=inbox,
+            workflow=workflow,
+            run=h.run,
+            run_id=RUN_ID,
+            owner=h.owner.thread_id,
+            tmpdir="/run/tmp",
+            pairs=RoleTable.undecided().roles,
+            settings=h.settings,
+            clock=fixed_clock(),
+            records=records,
+            control=control,
+        )
+        await nursery.start(control.watch)
+        await nursery.start(inbox.run)
+        nursery.start_soon(h.owner.play)
+        if stop_when is not None:
+            nursery.start_soon(_ask_when, h, stop_when, op)
+        state = await run_session_calls(ctx, workflow.pool, replay(rows), rows)
+        nursery.cancel_scope.cancel()
+    return state, read_journal(h.run.journal).rows
+
+
+async def _ask_when(h: Harness, stop_when: Callable[[Rows], bool], op: requests.Op) -> None:
+    while True:  # the journal, as the command reads it
+        if stop_when(read_journal(h.run.journal).rows):
+            break
+        await trio.sleep(0.05)
+    requests.write_request(h.run, requests.Request.new(h.run.id, op, "t"))
+
+
+def has(kind: str, call: str = CALL, **fields: Any) -> Callable[[Rows], bool]:
+    def holds(rows: Rows) -> bool:
+        return any(
+            r["row"] == kind
+            and r.get("call") == call
+            and all(r.get(name) == value for name, value in fields.items())
+            for r in rows
+        )
+
+    return holds
+
+
+@dataclass
+class TurnAtCommit:
+    """The host's status of the subagent's newest turn when interrupt_requested
+    became durable: the interrupt had not been sent yet if it is inProgress."""
+
+    h: Harness
+    seen: list[str] = field(default_factory=list)
+
+    def after_commit(self, rows: Sequence[RowModel]) -> None:
+        for row in rows:
+            if row.row == "interrupt_requested":
+                turn = next(
+                    t
+                    for thread in self.h.sim.state.threads.values()
+                    for t in thread.turns
+                    if t.id == getattr(row, "turn_id", None)
+                )
+                self.seen.append(turn.status)
+
+
+def host_turn(h: Harness, turn_id: str) -> Any:
+    return next(t for th in h.sim.state.threads.values() for t in th.turns if t.id == turn_id)
+
+
+async def test_pause_interrupts_the_running_turn_and_holds_the_call_once_it_is_over(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-28, HARV-31, HARV-35, HARV-36, ROWS-6"""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": f"{CALL}/*"}, hang=True)
+        at_commit = TurnAtCommit(h)
+        state, rows = await go(
+            h, stop_when=has("turn_started"), after_commit=at_commit.after_commit
+        )
+        turn_id = last(rows, "turn_started")["turn_id"]
+        status = host_turn(h, turn_id).status
+        agent = last(rows, "thread_started")["thread_id"]
+        closed = h.sim.state.threads[agent].status == "notLoaded" or any(
+            c.agent_id == agent for c in bus.list_closes(h.run)
+        )
+        pending = requests.read_requests(h.run)
+    assert state == "paused"
+    assert kinds(rows, CALL) == [
+        "prepared",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "interrupt_requested",
+        "held",
+    ]
+    requested = last(rows, "interrupt_requested")
+    assert (requested["reason"], requested["op"], requested["attempt"]) == (
+        "paused",
+        f"{CALL}/t1",
+        1,
+    )
+    assert requested["turn_id"] == turn_id
+    assert at_commit.seen == ["inProgress"]  # durable before the interrupt was sent
+    assert status == "interrupted"
+    assert last(rows, "held")["reason"] == "paused"
+    assert rows[-1]["row"] == "paused" and rows[-1]["reason"] == "paused"
+    assert "review.1" not in {r.get("call") for r in rows}
+    assert closed
+    assert pending == []  # the request was answered by the paused row
+
+
+async def test_cancel_holds_the_call_ends_the_run_cancelled_and_closes_its_subagent(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-29, HARV-31, ROWS-6"""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": f"{CALL}/*"}, hang=True)
+        state, rows = await go(h, stop_when=has("turn_started"), op="cancel")
+        agent = last(rows, "thread_started")["thread_id"]
+        closes = [c.agent_id for c in bus.list_closes(h.run)]
+        closed = h.sim.state.threads[agent].status == "notLoaded"
+    assert state == "ended"
+    assert kinds(rows, CALL)[-2:] == ["interrupt_requested", "held"]
+    assert last(rows, "interrupt_requested")["reason"] == "cancelled"
+    assert last(rows, "held")["reason"] == "cancelled"
+    assert [r["row"] for r in rows[-2:]] == ["cancelled", "ended"]
+    assert rows[-1]["status"] == "cancelled"
+    assert rows[-1]["state"] == {"explore": "completed", "build": "held", "review": "unrun"}
+    assert closed or agent in closes
+
+
+async def test_a_call_waiting_for_its_dispatch_retracts_its_step_and_sends_no_interrupt(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-32, HARV-34"""
+    async with harness(tmp_path) as h:
+        h.owner = SkippingOwner(h.client, h.run, h.owner.thread_id, skip=CALL, report_k=())
+        state, rows = await go(h, stop_when=has("step_published"))
+        steps = [s for s in bus.list_steps(h.run) if s.call == CALL]
+    assert state == "paused"
+    assert kinds(rows, CALL) == ["prepared", "step_published", "held"]
+    assert last(rows, "held")["reason"] == "paused"
+    assert steps == []
+    assert h.owner.spawned == [last(rows, "thread_started", "explore.1")["thread_id"]]
+
+
+@dataclass
+class SkippingOwner(Owner):
+    """The owner, but it never takes the steps of `skip` (k 1), or takes them and
+    reports only `report_k`."""
+
+    skip: str = ""
+    report_k: tuple[int, ...] = (1,)
+    seen: set[tuple[str, int, int]] = field(default_factory=set)
+
+    async def play(self) -> None:
+        while True:
+            for step in await trio.to_thread.run_sync(bus.list_steps, self.run):
+                key = (step.call, step.k, step.attempt)
+                if key in self.seen or (step.call == self.skip and not self.report_k):
+                    continue
+                self.seen.add(key)
+                agent = await self._take(step)
+                if step.call != self.skip or step.k in self.report_k:
+                    written = reports.Report.new(RUN_ID, step.call, step.k, step.attempt, agent, "")
+                    reports.write_report(self.run, written)
+            await trio.sleep(0.5)
+
+
+async def test_a_send_input_taken_and_not_bound_has_its_turn_bound_before_the_interrupt(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-33, HARV-35"""
+    async with harness(tmp_path, poll=600) as h:  # no lookup binds the repair
+        await h.script({"marker": f"{CALL}/t1-*"}, invalidFirst=True)
+        await h.script({"marker": f"{CALL}/t2-*"}, hang=True)
+        h.owner = SkippingOwner(h.client, h.run, h.owner.thread_id, skip=CALL, report_k=(1,))
+        state, rows = await go(h, stop_when=lambda _: marker_turn(h, f"{CALL}/t2-a1") is not None)
+        repair = marker_turn(h, f"{CALL}/t2-a1")
+    assert state == "paused"
+    assert kinds(rows, CALL)[-4:] == [
+        "step_published",
+        "turn_started",
+        "interrupt_requested",
+        "held",
+    ]
+    bound = last(rows, "turn_started")
+    assert repair is not None
+    assert (bound["k"], bound["op"], bound["turn_id"]) == (2, f"{CALL}/t2", repair.id)
+    assert last(rows, "interrupt_requested")["turn_id"] == repair.id
+    assert last(rows, "interrupt_requested")["op"] == f"{CALL}/t2"
+    assert repair.status == "interrupted"
+
+
+def marker_turn(h: Harness, marker: str) -> Any:
+    """The turn on one of the owner's subagents that starts with `marker`, if any."""
+    for thread in h.sim.state.threads.values():
+        if thread.parent_thread_id != h.owner.thread_id:
+            continue
+        for turn in thread.turns:
+            user = next(i for i in turn.items if i["type"] == "userMessage")
+            if user["content"][0]["text"].startswith(f"crw-flow-op: {marker}\n"):
+                return turn
+    return None
+
+
+async def test_a_nodes_timeout_interrupts_its_call_and_the_run_goes_on(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-30, HARV-31"""
+    async with harness(tmp_path) as h:
+        wf = h.run.root.parent / "wf.toml"
+        wf.write_text(
+            wf.read_text().replace('needs = ["explore"]\n', 'needs = ["explore"]\ntimeout = 600\n')
+        )
+        await h.script({"marker": f"{CALL}/*"}, hang=True)
+        before = trio.current_time()
+        state, rows = await go(h)
+        took = trio.current_time() - before
+    assert kinds(rows, CALL) == [
+        "prepared",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "interrupt_requested",
+        "held",
+    ]
+    assert last(rows, "interrupt_requested")["reason"] == "deadline"
+    assert last(rows, "held")["reason"] == "deadline"
+    assert 600 <= took < 700
+    assert state == "waiting_decision"
+    assert not any(r["row"] in ("paused", "cancelled", "ended") for r in rows)
+
+
+async def test_resume_after_a_pause_runs_the_held_call_again_to_completion(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: CMD-NEXT-2 (a paused run), HARV-39 (the new attempt carries no intent)"""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": f"{CALL}/t1-a1"}, hang=True)
+        paused, first = await go(h, stop_when=has("turn_started"))
+        assert paused == "paused" and replay(first).paused_reason == "paused"
+        state, rows = await go(h)
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    assert kinds(rows[len(first) :], CALL) == [
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    again = last(rows, "step_published")
+    assert (again["k"], again["attempt"], again["marker"]) == (1, 2, f"{CALL}/t1-a2")
+    assert "cut off" in again["note"]
+
+
+async def test_a_resumed_process_holds_the_turn_the_interrupt_was_asked_for_whatever_it_came_to(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-37, HARV-38, HARV-42"""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": f"{CALL}/*"}, seconds=300)
+        kill = KillPoint("interrupt_requested", CALL)
+        with kill.scope:
+            await go(h, stop_when=has("turn_started"), after_commit=kill.after_commit)
+        assert kill.scope.cancelled_caught
+        dead = read_journal(h.run.journal).rows
+        turn_id = last(dead, "interrupt_requested")["turn_id"]
+        for request in requests.read_requests(h.run):  # the intent alone decides
+            requests.remove_request(h.run, request.id)
+        await trio.sleep(600)  # the turn the interrupt never reached completes, answered
+        completed = host_turn(h, turn_id).status
+        state, rows = await go(h)
+    assert completed == "completed"
+    assert kinds(rows[len(dead) :], CALL) == ["held"]
+    assert last(rows, "held")["reason"] == "paused"
+    assert kinds(rows, CALL).count("interrupt_requested") == 1
+    assert state == "waiting_decision"
+
+
+async def test_a_run_stopped_as_it_resumes_holds_the_open_call_without_writing_its_step_again(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HARV-32, HARV-34 (the call an earlier process left waiting for its dispatch)"""
+    async with harness(tmp_path) as h:
+        h.owner = SkippingOwner(h.client, h.run, h.owner.thread_id, skip=CALL, report_k=())
+        kill = KillPoint("step_published", CALL)
+        with kill.scope:
+            await go(h, after_commit=kill.after_commit)
+        dead = read_journal(h.run.journal).rows
+        written: list[str] = []
+        original = bus.write_step
+
+        def write_step(run: Any, step: bus.StepFile, text: str | None) -> None:
+            written.append(step.call)
+            original(run, step, text)
+
+        monkeypatch.setattr(bus, "write_step", write_step)
+        requests.write_request(h.run, requests.Request.new(h.run.id, "pause", "t"))
+        state, rows = await go(h)
+        steps = [s for s in bus.list_steps(h.run) if s.call == CALL]
+    assert state == "paused"
+    assert [(r["row"], r.get("call")) for r in rows[len(dead) :]] == [
+        ("held", CALL),
+        ("paused", None),
+    ]
+    assert written == [] and steps == []
