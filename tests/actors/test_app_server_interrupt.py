@@ -83,6 +83,7 @@ async def test_pause_interrupts_the_calls_turn_on_its_thread_and_holds_it(
     assert state == "paused"
     assert kinds(rows, CALL) == [
         "prepared",
+        "step_published",
         "thread_started",
         "turn_started",
         "interrupt_requested",
