@@ -134,7 +134,9 @@ class SessionCall:
             await self._prepare()
         else:  # the directory an earlier process made, or meant to make
             await self._make_workspace()
-        if self.state.retry is not None:  # a held call answered retry
+        if interrupt.held_by_pause(self.state.ended):  # the run resumed after a pause
+            self.state.retry, self.state.ended = self.state.ended, None
+        if self.state.retry is not None:  # a held call answered retry, or paused
             step = await go_on_in_place(self)
         else:
             step = await self._current_step()
@@ -189,14 +191,7 @@ class SessionCall:
         )
 
     async def _current_step(self) -> StepPublished:
-        """The step the call goes on with: the newest published one, or the first;
-        for a call that was held (a pause held it: it runs again on resume), the
-        next attempt's first step."""
-        if self.state.ended is not None and self.state.step is not None:
-            attempt = int(self.state.step.get("attempt") or 1) + 1
-            step = await self._publish(self._spawn_step(k=1, attempt=attempt, conversation_turn=1))
-            self.state = progress(self.rows)
-            return step
+        """The step the call goes on with: the newest published one, or the first."""
         if self.state.step is not None:
             # A step an earlier process published: the binder answers its waiting
             # reports first, then looks it up, and only then writes it again.

@@ -165,11 +165,12 @@ def held_note(rows: Sequence[Row], role: str, workspace: str, attempt: int) -> s
     """The packet's note for `attempt`, which takes a held call's turn again: why
     the previous attempt stopped, the call's earlier attempts (STEP-53), and for a
     writing role, to read the state its workspace was left in first."""
-    held, _ = answered(rows)
+    held, choice = answered(rows)
     why = _held_why(held or {})
+    how = "was answered retry" if choice == "retry" else "the run was resumed"
     lines = [
         f"Attempt {attempt - 1} of this call stopped: the call was held ({why}) and "
-        f"was answered retry; this is attempt {attempt}, on a new subagent.",
+        f"{how}; this is attempt {attempt}, on a new subagent.",
         "The call's earlier attempts:",
         *(f"- {line}" for line in earlier_attempts(rows)),
     ]

@@ -179,6 +179,12 @@ def run_rows(
     ]
 
 
+def held_by_pause(ended: Mapping[str, Any] | None) -> bool:
+    """A call's terminal row is a pause's hold: the resumed run goes on with the
+    call in place, as with a decision to retry (ATT-30)."""
+    return ended is not None and ended.get("row") == "held" and ended.get("reason") == PAUSED
+
+
 def goes_on(run: RunState) -> list[str]:
     """The nodes whose calls a pause held: a resumed run runs them again."""
     return [

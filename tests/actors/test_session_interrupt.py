@@ -305,7 +305,9 @@ async def test_a_nodes_timeout_interrupts_its_call_and_the_run_goes_on(
 async def test_resume_after_a_pause_runs_the_held_call_again_to_completion(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: CMD-NEXT-2 (a paused run), HARV-39 (the new attempt carries no intent)"""
+    """spec: CMD-NEXT-2 (a paused run), HARV-39 (the new attempt carries no intent),
+    ATT-30, ATT-32 (the paused call goes on in place: a new attempt takes its turn
+    again at the next k, in the replaced turn's conversation place)"""
     async with harness(tmp_path) as h:
         await h.script({"marker": f"{CALL}/t1-a1"}, hang=True)
         paused, first = await go(h, stop_when=has("turn_started"))
@@ -319,8 +321,12 @@ async def test_resume_after_a_pause_runs_the_held_call_again_to_completion(
         "completed",
     ]
     again = last(rows, "step_published")
-    assert (again["k"], again["attempt"], again["marker"]) == (1, 2, f"{CALL}/t1-a2")
-    assert "cut off" in again["note"]
+    assert (again["k"], again["attempt"], again["marker"]) == (2, 2, f"{CALL}/t2-a2")
+    assert (again["conversation_turn"], again["replaces_turn"]) == (1, f"{CALL}/t1-a1")
+    assert again["note"].startswith(
+        "Attempt 1 of this call stopped: the call was held (paused: the run was paused"
+    )
+    assert "and the run was resumed; this is attempt 2" in again["note"]
 
 
 async def test_a_resumed_process_holds_the_turn_the_interrupt_was_asked_for_whatever_it_came_to(

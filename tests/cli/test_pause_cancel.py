@@ -129,7 +129,7 @@ def test_resume_after_a_pause_runs_the_held_call_again_and_completes(drill: Dril
         f"run {run} paused; held: {CALL}; resume it with: crw flow resume {run}\n"
     )
     wait_until("the run is let go", lambda: not run_is_live(drill.run))
-    drill.host("sim/script", {"match": {"marker": f"{CALL}/t1-a2"}, "behaviour": {}})
+    drill.host("sim/script", {"match": {"marker": f"{CALL}/t2-a2"}, "behaviour": {}})
 
     resumed = drill.crw("flow", "resume", run, "--state", state, "--detach", "--json")
     assert resumed.code == 0, resumed.stderr

@@ -75,7 +75,7 @@ def test_unknown_calls_calls_not_held_and_runs_not_waiting_are_refused() -> None
 
 def test_a_delivered_turn_goes_on_as_a_new_attempt_at_the_next_k() -> None:
     """spec: ATT-32, STEP-53"""
-    plan = in_place(HELD, "executor", "/w/p")
+    plan = in_place([*HELD, row("decision", choice="retry")], "executor", "/w/p")
     assert (plan.look_up, plan.k, plan.attempt, plan.conversation_turn, plan.repair) == (
         False,
         2,
