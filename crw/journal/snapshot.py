@@ -109,10 +109,9 @@ def _load(path: Path, data: bytes) -> Snapshot | None:
         state = RunState(**run)
         if any(len(values) != len(_CALL_FIELDS) for values in calls):
             return None
-        state.calls = {
-            values[0]: CallState(*values[:_RESULT_AT], None, *values[_RESULT_AT:])
-            for values in calls
-        }
+        for values in calls:
+            values.insert(_RESULT_AT, None)
+        state.calls = {values[0]: CallState(*values) for values in calls}
     except (OSError, ValueError, TypeError, EOFError, KeyError, IndexError, AttributeError):
         return None
     return Snapshot(end, crc, state)
