@@ -165,11 +165,14 @@ def live_run(state: Path) -> tuple[str, int, Callable[[], None]]:
     return outcome.spec.id, pid, stop
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall and user+sys CPU milliseconds of one fresh process running `argv`."""
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Wall and user+sys CPU milliseconds of one fresh process running `argv` in
+    `cwd` (not this checkout: `python -m` imports from its working directory first)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env)
+    subprocess.run(
+        argv, check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env, cwd=cwd
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -179,15 +182,15 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 Command = tuple[list[str], dict[str, str]]
 
 
-def measure(commands: dict[str, Command], runs: int) -> dict[str, float]:
+def measure(commands: dict[str, Command], runs: int, cwd: Path) -> dict[str, float]:
     """Each command once untimed (it writes its bytecode caches), then `runs` times,
     the commands in turn; the median wall (`NAME_ms`) and CPU (`NAME_cpu_ms`)."""
     for argv, env in commands.values():
-        timed(argv, env)
+        timed(argv, env, cwd)
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for _ in range(runs):
         for name, (argv, env) in commands.items():
-            samples[name].append(timed(argv, env))
+            samples[name].append(timed(argv, env, cwd))
     figures = {}
     for name, taken in samples.items():
         figures[f"{name}_ms"] = round(statistics.median(wall for wall, _ in taken), 1)
@@ -237,7 +240,7 @@ def main() -> None:
             timed_commands = commands(
                 (big, big_run), (live, live_id), Path(tmp) / "pyc", args.against
             )
-            figures: dict[str, Any] = measure(timed_commands, args.runs)
+            figures: dict[str, Any] = measure(timed_commands, args.runs, Path(tmp))
         finally:
             stop()
         journal = RunDir(big / "flow" / big_run).journal.stat().st_size
