@@ -14,8 +14,9 @@ CRC-32 over them, so a journal damaged since is read whole and reported as ever)
 when it was written by another crw or Python (its format, the interpreter's tag,
 and the fields of a call, differ) or cannot be read. A reader writes it after it
 decoded a sixteenth of the journal beyond the one it found (at least 64 KiB, at
-most 1 MiB: a journal under 64 KiB is read whole, it is fast), and never fails for
-it: a run directory it cannot write is read whole next time.
+most 1 MiB: a journal under 64 KiB is read whole, it is fast) or after it read a
+run that ended (its journal grows no more: the next reads decode no row), and never
+fails for it: a run directory it cannot write is read whole next time.
 """
 
 from __future__ import annotations
@@ -90,7 +91,9 @@ def replay_journal(journal: Path) -> tuple[RunState, JournalRead]:
     start = snapshot.end if snapshot is not None else 0
     state = replay(tail.rows, into=snapshot.state if snapshot is not None else None)
     read = JournalRead(tail.rows, start + tail.end, tail.last_seq, tail.torn)
-    if read.end - start >= min(REFRESH_BYTES, max(REFRESH_MIN, read.end // REFRESH_SHARE)):
+    beyond = read.end - start
+    refresh = min(REFRESH_BYTES, max(REFRESH_MIN, read.end // REFRESH_SHARE))
+    if beyond >= refresh or (beyond and state.state == "ended"):
         _save(journal.parent / SNAPSHOT, state, read.end, zlib.crc32(memoryview(data)[: read.end]))
     return state, read
 
