@@ -127,7 +127,10 @@ def test_every_other_command_line_goes_to_the_command_tree() -> None:
 
 
 TOKENS = st.sampled_from(
-    ["r", "r 2", "--json", "--all", "--state", "s", "--wait", "0", "2.5", "-1", "1e3", "", "-h"]
+    [
+        *("r", "r 2", "start", "schema", "--json", "--all", "--state", "s", "--wait"),
+        *("0", "007", "2.5", "1.", "-1", "1e3", "", "-h", "--help", "--version", "--"),
+    ]
 )
 
 
