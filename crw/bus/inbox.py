@@ -15,7 +15,6 @@ import json
 import logging
 import re
 import threading
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +48,8 @@ class Report:
         cls, run: str, call: str, k: int, attempt: int, agent_id: str | None, reported_at: str
     ) -> Report:
         """A report under a fresh id (uuid4 hex)."""
+        import uuid  # here: the commands that only read the inbox do not pay for it
+
         return cls(uuid.uuid4().hex, run, call, k, attempt, agent_id, reported_at)
 
     def to_json(self) -> dict[str, Any]:

@@ -1,10 +1,21 @@
-"""The `crw` command line (cyclopts). Imports stay lazy: see `app.py`."""
+"""The `crw` command line. Imports stay lazy: see `app.py` and `hot.py`."""
 
 from __future__ import annotations
 
 
 def main() -> None:
-    """Console-script entry point for `crw`."""
-    from crw.cli.app import run
+    """Console-script entry point for `crw`: the owner's hot command lines run without
+    the command tree (`hot.py`), every other one is parsed by it (`app.py`)."""
+    import sys
 
-    run()
+    from crw.cli.hot import hot_command
+
+    command = hot_command(sys.argv[1:])
+    if command is None:
+        from crw.cli.app import run
+
+        run()
+    else:
+        from crw.cli.entry import run_command
+
+        run_command(command)

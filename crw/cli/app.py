@@ -2,14 +2,14 @@
 
 Only cyclopts and the standard library are imported here; each command imports
 what it needs when it runs, so `crw flow status --json` does not pay for pydantic
-or Trio. Exit codes: 0 ok, 1 refused or failed, 2 input error.
+or Trio. Exit codes: 0 ok, 1 refused or failed, 2 input error (`entry.py`). The
+plain command lines of `next` and `status` run without this tree (`hot.py`): a
+change of their parameters here is a change there too.
 """
 
 from __future__ import annotations
 
-import logging
 import math
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -17,7 +17,9 @@ from typing import Annotated, Any, Literal
 
 from cyclopts import App, Parameter, Token
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+from crw.cli.entry import one_line as one_line
+from crw.cli.entry import run_command
+
 _WHOLE = re.compile(r"[0-9]+")
 
 
@@ -35,13 +37,8 @@ def _seconds(type_: Any, value: float) -> None:
 
 
 def _one_line(type_: Any, value: str | None) -> None:
-    if value is not None and _CONTROL.search(value):
+    if value is not None and one_line(value) != value:
         raise ValueError("It holds a control character (a newline, a NUL, ...); copy the id as is")
-
-
-def one_line(text: str) -> str:
-    """`text` with each control character escaped (`\\n`), so an error stays one line."""
-    return _CONTROL.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
 
 
 Whole = Annotated[int, Parameter(converter=_whole_number)]
@@ -363,30 +360,15 @@ def serve(*, socket: str, codex_home: str | None = None) -> int:
     return serve_command(Path(socket), Path(codex_home) if codex_home else None)
 
 
-class _OneLine(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return f"crw: {record.levelname.lower()}: {record.getMessage()}"
-
-
 def run(argv: list[str] | None = None) -> None:
     """Parse `argv`, run the command, and exit with its code."""
     from cyclopts import CycloptsError
 
-    from crw.errors import CrwError, InputError
+    def command() -> object:
+        try:
+            return app(sys.argv[1:] if argv is None else argv, result_action="return_value")
+        except CycloptsError as err:
+            print(f"crw: error: {one_line(str(err).strip())} (see --help)", file=sys.stderr)
+            sys.exit(2)
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_OneLine())
-    logging.basicConfig(level=logging.WARNING, handlers=[handler])
-    try:
-        code = app(sys.argv[1:] if argv is None else argv, result_action="return_value")
-    except CycloptsError as err:
-        print(f"crw: error: {one_line(str(err).strip())} (see --help)", file=sys.stderr)
-        sys.exit(2)
-    except CrwError as err:
-        print(f"crw: error: {one_line(str(err))}", file=sys.stderr)
-        sys.exit(2 if isinstance(err, InputError) else 1)
-    except BrokenPipeError:
-        # The reader went away (`crw flow schema rows | head`): not an error of ours.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
-    sys.exit(code if isinstance(code, int) else 0)
+    run_command(command)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json as json_module
+from collections.abc import Callable
 from typing import Any
 
 
-def emit(as_json: bool, payload: dict[str, Any], human: str) -> None:
-    """Print `payload` as one JSON object line, or `human` as it is."""
-    print(json_module.dumps(payload, ensure_ascii=False) if as_json else human)
+def emit(as_json: bool, payload: dict[str, Any], human: str | Callable[[], str]) -> None:
+    """Print `payload` as one JSON object line, or `human` as it is (a function that
+    makes it is called only then: a run of many calls is not summarised for --json)."""
+    if as_json:
+        print(json_module.dumps(payload, ensure_ascii=False))
+    else:
+        print(human if isinstance(human, str) else human())
 
 
 def format_tokens(tokens: dict[str, int]) -> str:

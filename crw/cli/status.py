@@ -49,7 +49,7 @@ def status_command(run: str, *, state: str | None, json: bool, all_calls: bool =
     payload["run_dir"] = str(run_dir.root)
     payload["holder_pid"] = holder_pid(run_dir.run_lock) if is_held(run_dir.run_lock) else None
     payload["corrupt"] = corrupt
-    emit(json, payload, _human(payload, run_state, all_calls=all_calls))
+    emit(json, payload, lambda: _human(payload, run_state, all_calls=all_calls))
     return 0
 
 

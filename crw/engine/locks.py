@@ -41,7 +41,6 @@ import errno
 import fcntl
 import logging
 import os
-import secrets
 import time
 from collections.abc import Iterator, MutableMapping, Sequence
 from pathlib import Path
@@ -92,7 +91,7 @@ def _new_lock(path: Path) -> UnixFileLock:
 
 
 def _new_token() -> str:
-    return secrets.token_hex(8)
+    return os.urandom(8).hex()  # as secrets.token_hex(8), without its import (hmac, OpenSSL)
 
 
 class ProcessLock:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from crw.errors import InputError, RefusedError
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 STATE_DIR_NAME = ".crw"
 FLOW = "flow"
@@ -158,7 +160,7 @@ def new_run_id(name: str, now: datetime) -> str:
     Characters of `name` that do not belong in a path segment become `-`.
     """
     safe = _UNSAFE.sub("-", name).strip(".-") or "run"
-    return f"{safe}-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+    return f"{safe}-{now:%Y%m%d-%H%M%S}-{os.urandom(2).hex()}"
 
 
 MAX_RUN_ID = 255

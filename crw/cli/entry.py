@@ -1,0 +1,46 @@
+"""How every command runs, whether the command tree (`app.py`) parsed its command
+line or the hot path (`hot.py`) did: warnings as `crw: warning: ...` lines on
+stderr, a CrwError as one `crw: error: ...` line and its exit code (2 input error,
+1 refused or failed), a reader that went away as no error, and the command's own
+code else (0 ok). Standard library only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(text: str) -> str:
+    """`text` with each control character escaped (`\\n`), so an error stays one line."""
+    return _CONTROL.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
+
+
+class _OneLine(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"crw: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def run_command(command: Callable[[], object]) -> NoReturn:
+    """Run `command` and exit with its code, or with the code of its error."""
+    from crw.errors import CrwError, InputError
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine())
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    try:
+        code = command()
+    except CrwError as err:
+        print(f"crw: error: {one_line(str(err))}", file=sys.stderr)
+        sys.exit(2 if isinstance(err, InputError) else 1)
+    except BrokenPipeError:
+        # The reader went away (`crw flow schema rows | head`): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)

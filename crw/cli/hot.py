@@ -1,0 +1,82 @@
+"""`crw flow next` and `crw flow status` without the command tree.
+
+The owner runs them again and again, each a fresh process, and the command tree's
+import (cyclopts) is about a third of their cold start. `parse` takes only the
+plain forms of their command lines:
+
+    flow next RUN [--wait SECONDS] [--state DIR] [--json]
+    flow status RUN [--state DIR] [--json] [--all]
+
+options in any order, each at most once, RUN and DIR not starting with `-` nor
+empty, SECONDS digits with an optional decimal part; it answers None for every
+other command line, which the command tree parses: help, every error and every
+other spelling stay its own. What `parse` takes it answers as the command tree
+binds it (the same command, the same arguments, defaults included:
+tests/cli/test_cold_start.py compares the two), so the command prints and exits
+the same either way. Standard library only.
+
+The command runs with the cyclic garbage collector off: it is a short process
+that keeps what it reads (a run of 10,000 calls is some 100,000 objects), which
+the collector would walk again and again as they are made, to free nothing; it
+costs about a tenth of `next` on such a run. What `next --wait` reads again is
+only what the journal appended.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+_SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")
+_FLAGS = {"next": {"--json": "json"}, "status": {"--json": "json", "--all": "all_calls"}}
+_VALUES = {"next": {"--wait": "wait", "--state": "state"}, "status": {"--state": "state"}}
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "next": {"wait": 0, "state": None, "json": False},
+    "status": {"state": None, "json": False, "all_calls": False},
+}
+
+
+def parse(argv: Sequence[str]) -> tuple[str, dict[str, Any]] | None:
+    """The command (`next` or `status`) and its arguments, for a plain form; else None."""
+    if len(argv) < 3 or argv[0] != "flow" or argv[1] not in _DEFAULTS:
+        return None
+    verb = argv[1]
+    flags, values = _FLAGS[verb], _VALUES[verb]
+    given: dict[str, Any] = {}
+    tokens = iter(argv[2:])
+    for token in tokens:
+        if token in flags and flags[token] not in given:
+            given[flags[token]] = True
+        elif token in values and values[token] not in given:
+            given[values[token]] = next(tokens, "")
+        elif "run" not in given:
+            given["run"] = token
+        else:
+            return None
+    if any(not isinstance(v, bool) and (v == "" or v.startswith("-")) for v in given.values()):
+        return None
+    if "run" not in given:
+        return None
+    if "wait" in given:
+        if _SECONDS.fullmatch(given["wait"]) is None:
+            return None
+        given["wait"] = float(given["wait"])
+    return verb, {"run": given.pop("run")} | _DEFAULTS[verb] | given
+
+
+def hot_command(argv: Sequence[str]) -> Callable[[], int] | None:
+    """The command a plain form runs, ready to call; None for any other command line."""
+    parsed = parse(argv)
+    if parsed is None:
+        return None
+    verb, arguments = parsed
+    gc.disable()
+    if verb == "next":
+        from crw.cli.next import next_command
+
+        return lambda: next_command(**arguments)
+    from crw.cli.status import status_command
+
+    return lambda: status_command(**arguments)

@@ -1,0 +1,150 @@
+"""The owner's commands start cold in a fresh process on every call: `crw flow next`
+and `crw flow status` import what they need, and the command lines they take
+without the command tree mean what they mean to it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crw.cli.app import app
+from crw.cli.hot import parse
+from crw.engine.rundir import RunDir
+from crw.journal.log import encode_batch, encode_body
+from crw.journal.rows import UnknownRow
+from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
+
+NOT_NEEDED = (
+    "cyclopts",
+    "pydantic",
+    "jsonschema",
+    "trio",
+    "crw.host",
+    "pygit2",
+    "filelock",
+    "secrets",
+    "uuid",
+)
+"""What reading a run no process holds needs none of: the command tree, the row
+models, the schema validator, the event loop, the host client, git, file locks,
+the makers of fresh ids (secrets loads OpenSSL for hmac)."""
+
+PROBE = """
+import json, sys
+from crw.cli import main
+sys.argv = ["crw", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as done:
+    code = done.code
+sys.stdout.flush()
+json.dump({"code": code, "modules": sorted(sys.modules)}, sys.stderr)
+"""
+"""Runs `crw` in a fresh interpreter and reports, on stderr, the exit code and
+every module the command imported."""
+
+
+def ended_run(crw: Crw) -> RunDir:
+    """A run of fix-issue.toml that paused (no host) and then ended: the journal
+    holds its started, paused and ended rows; no process holds it."""
+    out = crw.start(str(EXAMPLES / "fix-issue.toml"), "--owner", "o").json()
+    run = RunDir(Path(out["run_dir"]))
+    wait_for_exit(run.root)
+    last = len(run.journal.read_bytes().splitlines())
+    body = encode_body(UnknownRow.model_validate({"row": "ended", "status": "completed"}))
+    with open(run.journal, "ab") as journal:
+        journal.write(encode_batch(last + 1, "2026-11-30T00:00:00.000000Z", [body]))
+    return run
+
+
+def imported(crw: Crw, *args: str) -> tuple[int, str, list[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        env=crw.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    report = json.loads(done.stderr.splitlines()[-1])
+    return report["code"], done.stdout, report["modules"]
+
+
+@pytest.mark.parametrize("command", ["next", "status"])
+def test_reading_an_ended_run_imports_neither_the_command_tree_nor_models_nor_host(
+    crw: Crw, command: str
+) -> None:
+    """`next` and `status` of a finished run answer it (CMD-NEXT-1) without the
+    command tree (cyclopts), pydantic, jsonschema, Trio or the host client."""
+    run = ended_run(crw)
+    code, stdout, modules = imported(
+        crw, "flow", command, run.id, "--state", str(crw.state), "--json"
+    )
+    assert code == 0
+    answer = json.loads(stdout)
+    assert answer["state"] == "ended" and answer["run"] == run.id
+    assert [m for m in modules if m.startswith(NOT_NEEDED)] == []
+
+
+def test_the_hot_path_takes_the_plain_command_lines() -> None:
+    """The plain forms the owner types are taken without the command tree."""
+    assert parse(["flow", "next", "r", "--wait", "30", "--json"]) == (
+        "next",
+        {"run": "r", "wait": 30.0, "state": None, "json": True},
+    )
+    assert parse(["flow", "status", "--json", "r", "--state", "s", "--all"]) == (
+        "status",
+        {"run": "r", "state": "s", "json": True, "all_calls": True},
+    )
+
+
+def test_every_other_command_line_goes_to_the_command_tree() -> None:
+    """Help, errors and other spellings are the command tree's (cyclopts) alone."""
+    for argv in (
+        ["flow", "next", "--help"],
+        ["flow", "status", "r", "-h"],
+        ["flow", "next", "r", "--wait", "-1"],
+        ["flow", "next", "r", "--wait", "1e3"],
+        ["flow", "next", "r", "--wait", "nan"],
+        ["flow", "status", "r", "--wait", "1"],
+        ["flow", "next", "r", "--all"],
+        ["flow", "status", "r", "--json", "--json"],
+        ["flow", "status", "r", "r2"],
+        ["flow", "status", "--state", "s"],
+        ["flow", "status", "r", "--state"],
+        ["flow", "status", "r", "--state=s"],
+        ["flow", "status", "--", "r"],
+        ["flow", "start", "w.toml"],
+        ["--version"],
+    ):
+        assert parse(argv) is None, argv
+
+
+TOKENS = st.sampled_from(
+    [
+        *("r", "r 2", "start", "schema", "--json", "--all", "--state", "s", "--wait"),
+        *("0", "007", "2.5", "1.", "-1", "1e3", "", "-h", "--help", "--version", "--"),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["next", "status"]), st.lists(TOKENS, max_size=6))
+def test_a_command_line_the_hot_path_takes_means_the_same_to_the_command_tree(
+    verb: str, tokens: list[str]
+) -> None:
+    """Whatever the hot path takes, cyclopts parses to the same command and the same
+    arguments, defaults included: the two cannot drift apart."""
+    argv = ["flow", verb, *tokens]
+    taken = parse(argv)
+    if taken is None:
+        return
+    command, bound, _ = app.parse_args(argv, exit_on_error=False, print_error=False)
+    bound.apply_defaults()
+    assert (command.__name__.rstrip("_"), dict(bound.arguments)) == taken

@@ -1,0 +1,65 @@
+"""The replay snapshot of a run that ended: its journal grows no more, so the first
+read after the end keeps all of it, and every later read decodes no row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crw.journal import log, snapshot
+from crw.journal.log import encode_batch, encode_body
+from crw.journal.rows import Completed, Ended, Prepared, Started
+
+STAMP = "2026-11-30T00:00:00.000000Z"
+
+
+def _journal(path: Path, calls: int, *, ended: bool) -> None:
+    rows: list[Any] = [Started(backend="session")]
+    for n in range(calls):
+        rows += [Prepared(call=f"n{n}.1", node=f"n{n}", role="executor")]
+        rows += [Completed(call=f"n{n}.1", result={"n": n})]
+    rows += [Ended(status="completed", state="done")] if ended else []
+    with path.open("ab") as file:
+        for seq, row in enumerate(rows, 1):
+            file.write(encode_batch(seq, STAMP, [encode_body(row)]))
+
+
+@pytest.fixture
+def decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the journal lines decoded."""
+    lines: list[int] = []
+    whole_line = log.whole_line  # type: ignore[attr-defined]
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        lines.append(1)
+        return whole_line(*args, **kwargs)
+
+    monkeypatch.setattr(log, "whole_line", counted)
+    return lines
+
+
+def test_after_a_run_ended_a_read_decodes_no_row(tmp_path: Path, decoded: list[int]) -> None:
+    """A journal below the size a snapshot is written at is read whole while the run
+    goes on; once it has ended, the first read keeps it and the next decodes none."""
+    journal = tmp_path / "journal.jsonl"
+    _journal(journal, 20, ended=True)
+    assert journal.stat().st_size < snapshot.REFRESH_MIN
+    first, _ = snapshot.replay_journal(journal)
+    assert first.state == "ended" and len(decoded) == 42
+    decoded.clear()
+    again, read = snapshot.replay_journal(journal)
+    assert decoded == [] and read.rows == [] and again.state == "ended"
+    assert len(again.calls) == 20 and read.end == journal.stat().st_size
+
+
+def test_a_run_that_goes_on_is_read_whole_below_the_refresh_size(
+    tmp_path: Path, decoded: list[int]
+) -> None:
+    journal = tmp_path / "journal.jsonl"
+    _journal(journal, 20, ended=False)
+    snapshot.replay_journal(journal)
+    decoded.clear()
+    snapshot.replay_journal(journal)
+    assert len(decoded) == 41 and not (tmp_path / snapshot.SNAPSHOT).exists()
