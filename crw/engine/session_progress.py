@@ -4,7 +4,8 @@ A session call goes on from its last row (the spec's resume table): after
 `prepared` it publishes its first step; after `step_published` it looks the step
 up (reports first, then the host) or publishes the same step again; after
 `thread_started` it adopts the subagent and writes only its turn_started; after
-`turn_started` it retracts the dead process's step file and reads the turn. This
+`turn_started` it retracts the dead process's step file and reads the turn; after
+`session_attempt_lost` it closes the old subagent and spawns the next attempt. This
 module reads the rows into the facts that decide which; the call actor acts.
 """
 
@@ -32,6 +33,8 @@ class CallProgress:
     """The turn_started row of the newest step, if it was bound."""
     ended: Row | None = None
     """The call's terminal row, if it has one."""
+    lost: Row | None = None
+    """The session_attempt_lost row of the newest step's attempt, if it was lost."""
     pairs: list[dict[str, Any]] = field(default_factory=list)
     """The pairs earlier thread_started rows of the call were bound with."""
     last: str | None = None
@@ -50,7 +53,7 @@ def progress(rows: Iterable[Row]) -> CallProgress:
         if kind == "prepared":
             state = CallProgress(prepared=row, last=kind)
         elif kind == "step_published":
-            state.step, state.turn = row, None
+            state.step, state.turn, state.lost = row, None, None
             if row.get("action") != "send_input" and state.thread is not None:
                 state.pairs.append(_pair(state.thread))
                 state.thread = None
@@ -58,6 +61,8 @@ def progress(rows: Iterable[Row]) -> CallProgress:
             state.thread = row
         elif kind == "turn_started" and state.step and row.get("k") == state.step.get("k"):
             state.turn = row
+        elif kind == "session_attempt_lost":
+            state.lost = row
         elif kind in TERMINAL_ROWS:
             state.ended = row
     return state
