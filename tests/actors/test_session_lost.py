@@ -231,7 +231,7 @@ async def test_an_active_subagent_is_waited_for_past_lost_after(
     async with harness(tmp_path) as h:
         h.settings = replace(h.settings, lost_after=60.0)
         lost_owner(h)
-        await h.script({"marker": f"{CALL}/t1-a1"}, seconds=3600)
+        await h.script({"marker": f"{CALL}/t1-a1"}, seconds=300)
         state, rows = await h.go()
     assert "session_attempt_lost" not in kinds(rows, CALL)
     assert kinds(rows, CALL)[-1] == "completed"
