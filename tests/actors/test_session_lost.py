@@ -19,9 +19,12 @@ import trio
 from trio.testing import MockClock
 
 import tests.actors.test_session_run as session_run
+from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import open_journal_writer
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
+from crw.host.protocol import Thread
+from crw.host.transport import HostUnavailable
 from crw.journal.log import encode_batch, encode_body, read_journal
 from crw.journal.rows import InterruptRequested, RowModel, parse_row
 from tests.actors.test_session_resume import (
@@ -372,3 +375,33 @@ def insert_before(journal: Path, kind: str, new: RowModel) -> None:
             for seq, row in enumerate(kept, start=1)
         )
     )
+
+
+async def test_last_row_thread_started_an_unanswered_read_judges_nothing_and_keeps_the_time(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: ATT-24, ATT-6"""
+    async with harness(tmp_path) as h:
+        h.settings = replace(h.settings, lost_after=90.0)
+        owner = lost_owner(h)
+        await run_until_killed(h, monkeypatch, "thread_started")
+        drop_row(h.run.journal, "turn_started", CALL)
+        dead = read_journal(h.run.journal).rows
+        agent = owner.taken[(CALL, 1, 1)]
+        del h.sim.state.threads[agent]
+        began = trio.current_time()
+        read = HostReader.read
+
+        async def blind(reader: HostReader, thread_id: str) -> Thread:
+            if thread_id == agent and began + 10 <= trio.current_time() < began + 200:
+                raise HostUnavailable("the host did not answer thread/read within 60 s")
+            return await read(reader, thread_id)
+
+        monkeypatch.setattr(HostReader, "read", blind)
+        state, rows, times = await go_timed(h, monkeypatch)
+    assert kinds(rows[len(dead) :], CALL)[0] == "session_attempt_lost"
+    lost_at = times.at["session_attempt_lost"] - began
+    # Not judged while unanswered (LostAfter passed at 90 s), and the time ran from
+    # the first answer: lost at the first answered read after the window, not 90 s on.
+    assert 200.0 <= lost_at <= 200.0 + 2 * h.settings.host_poll_interval + 1, lost_at
+    assert state == "ended" and rows[-1]["status"] == "completed"
