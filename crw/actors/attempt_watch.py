@@ -2,7 +2,7 @@
 
 The call actor's read loop around the lost rule (`crw.engine.lost.judge`): read
 the thread through the HostReader, judge the read, and wait as the decision says
-(for the thread's next change, or the decision's timeout). A host that went away
+(for the thread's next change, or the decision's deadline). A host that went away
 (the connection is down) raises HostUnavailable out of it: the run pauses.
 """
 
@@ -57,5 +57,5 @@ async def follow(
         if not isinstance(decision, lost.Wait):
             return decision
         seen = decision.seen
-        with trio.move_on_after(decision.timeout):
+        with trio.move_on_at(decision.until):
             await changed.wait()

@@ -66,10 +66,12 @@ class Seen:
 
 @dataclass(frozen=True)
 class Wait:
-    """Wait up to `timeout` seconds (or for the thread's next change), then read again."""
+    """Wait until the clock reads `until` (or for the thread's next change), then
+    read again. A deadline, not a duration: a clock that jumps to it (Trio's
+    MockClock) then reads exactly the time the rule compares with."""
 
     seen: Seen
-    timeout: float
+    until: float
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ def judge(
             and error are the final ones.
     """
     if isinstance(read, Unreadable):  # ATT-6, ATT-24: not judged, the time kept
-        return Wait(replace(seen, recheck=False), settings.poll_interval)
+        return Wait(replace(seen, recheck=False), now + settings.poll_interval)
     thread = read if isinstance(read, Thread) else None
     turn = _turn(thread, turn_id, marker)
     if turn_id is None and turn is not None:
@@ -143,18 +145,18 @@ def judge(
     if look != seen.look:  # a change restarts the LostAfter time and clears a recheck
         seen = Seen(look, now)
     if thread is not None and turn is not None and _ended(turn, host_status):
-        settled = announced is not None or now - seen.since >= settings.host_poll_interval
-        if turn.status != "interrupted" or settled:
+        settle = seen.since + settings.host_poll_interval
+        if turn.status != "interrupted" or announced is not None or now >= settle:
             return Ended(turn, thread)
-        return Wait(seen, settings.host_poll_interval - (now - seen.since))
+        return Wait(seen, settle)
     if host_status not in DEAD:  # ATT-2, ATT-7: an active (or idle) thread is waited for
-        return Wait(seen, settings.host_poll_interval)
-    reason = _reason(turn, now - seen.since >= settings.lost_after)
+        return Wait(seen, now + settings.host_poll_interval)
+    due = seen.since + settings.lost_after
+    reason = _reason(turn, now >= due)
     if reason is None:
-        remaining = seen.since + settings.lost_after - now
-        return Wait(seen, min(settings.host_poll_interval, remaining))
+        return Wait(seen, min(now + settings.host_poll_interval, due))
     if not seen.recheck:  # ATT-5: read once more before the attempt is declared lost
-        return Wait(replace(seen, recheck=True), settings.poll_interval)
+        return Wait(replace(seen, recheck=True), now + settings.poll_interval)
     return Lost(reason, host_status, _turn_status(thread, turn), turn_id)
 
 

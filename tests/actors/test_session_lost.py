@@ -200,7 +200,7 @@ async def test_an_unknown_thread_is_lost_only_after_lost_after(
 ) -> None:
     """spec: ATT-2, ATT-4, ATT-5, ATT-8"""
     async with harness(tmp_path) as h:
-        h.settings = replace(h.settings, lost_after=120.0)
+        h.settings = replace(h.settings, lost_after=30.0)
         owner = lost_owner(h)
         await h.script({"marker": f"{CALL}/t1-a1"}, hang=True)
         gone: dict[str, float] = {}
@@ -210,7 +210,7 @@ async def test_an_unknown_thread_is_lost_only_after_lost_after(
                 await trio.sleep(1)
                 if (CALL, 1, 1) in owner.taken:
                     break
-            await trio.sleep(50)
+            await trio.sleep(5)
             del h.sim.state.threads[owner.taken[(CALL, 1, 1)]]
             gone["at"] = trio.current_time()
 
@@ -226,7 +226,9 @@ async def test_an_unknown_thread_is_lost_only_after_lost_after(
     first_turn = next(r for r in rows if r["row"] == "turn_started" and r["call"] == CALL)
     assert (lost["attempt"], lost["k"], lost["turn_id"]) == (1, 1, first_turn["turn_id"])
     waited = times.at["session_attempt_lost"] - gone["at"]
-    assert 120.0 <= waited <= 120.0 + 2 * h.settings.host_poll_interval, waited
+    # seen gone at the next poll of the thread at most, then LostAfter, then a read once more
+    poll, again = h.settings.host_poll_interval, h.settings.poll_interval
+    assert 30.0 <= waited <= poll + 30.0 + again + 1, waited
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
@@ -235,9 +237,9 @@ async def test_an_active_subagent_is_waited_for_past_lost_after(
 ) -> None:
     """spec: ATT-7, ATT-1"""
     async with harness(tmp_path) as h:
-        h.settings = replace(h.settings, lost_after=60.0)
+        h.settings = replace(h.settings, lost_after=20.0)
         lost_owner(h)
-        await h.script({"marker": f"{CALL}/t1-a1"}, seconds=300)
+        await h.script({"marker": f"{CALL}/t1-a1"}, seconds=100)
         state, rows = await h.go()
     assert "session_attempt_lost" not in kinds(rows, CALL)
     assert kinds(rows, CALL)[-1] == "completed"
@@ -316,7 +318,7 @@ async def test_last_row_thread_started_loses_a_subagent_the_host_does_not_know(
 ) -> None:
     """spec: ATT-23"""
     async with harness(tmp_path) as h:
-        h.settings = replace(h.settings, lost_after=90.0)
+        h.settings = replace(h.settings, lost_after=30.0)
         owner = lost_owner(h)
         await run_until_killed(h, monkeypatch, "thread_started")
         drop_row(h.run.journal, "turn_started", CALL)
@@ -338,7 +340,7 @@ async def test_last_row_thread_started_loses_a_subagent_the_host_does_not_know(
         "unknown",
         "turn_unchanged",
     )
-    assert times.at["session_attempt_lost"] - began >= 90.0
+    assert times.at["session_attempt_lost"] - began >= 30.0
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
@@ -385,7 +387,7 @@ async def test_last_row_thread_started_an_unanswered_read_judges_nothing_and_kee
 ) -> None:
     """spec: ATT-24, ATT-6"""
     async with harness(tmp_path) as h:
-        h.settings = replace(h.settings, lost_after=90.0)
+        h.settings = replace(h.settings, lost_after=20.0)
         owner = lost_owner(h)
         await run_until_killed(h, monkeypatch, "thread_started")
         drop_row(h.run.journal, "turn_started", CALL)
@@ -396,7 +398,7 @@ async def test_last_row_thread_started_an_unanswered_read_judges_nothing_and_kee
         read = HostReader.read
 
         async def blind(reader: HostReader, thread_id: str) -> Thread:
-            if thread_id == agent and began + 10 <= trio.current_time() < began + 200:
+            if thread_id == agent and began + 5 <= trio.current_time() < began + 60:
                 raise HostUnavailable("the host did not answer thread/read within 60 s")
             return await read(reader, thread_id)
 
@@ -404,7 +406,41 @@ async def test_last_row_thread_started_an_unanswered_read_judges_nothing_and_kee
         state, rows, times = await go_timed(h, monkeypatch)
     assert kinds(rows[len(dead) :], CALL)[0] == "session_attempt_lost"
     lost_at = times.at["session_attempt_lost"] - began
-    # Not judged while unanswered (LostAfter passed at 90 s), and the time ran from
-    # the first answer: lost at the first answered read after the window, not 90 s on.
-    assert 200.0 <= lost_at <= 200.0 + 2 * h.settings.host_poll_interval + 1, lost_at
+    # Not judged while unanswered (LostAfter passed at 20 s), and the time ran from
+    # the first answer: lost at the first answered reads after the window, not 20 s on.
+    assert 60.0 <= lost_at < 60.0 + 20.0, lost_at
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_a_lost_repair_turn_is_taken_again_by_a_spawn_that_carries_the_repair(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-24, ATT-8, ATT-10"""
+    async with harness(tmp_path) as h:
+        lost_owner(h)
+        await h.script({"marker": f"{CALL}/t1-a1"}, invalidFirst=True)
+        await h.script({"marker": f"{CALL}/t2-a1"}, vanish="systemError")
+        state, rows = await h.go()
+    assert kinds(rows, CALL) == [
+        "prepared",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "step_published",
+        "turn_started",
+        "session_attempt_lost",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    _, repair, again = steps(rows)
+    lost = last(rows, "session_attempt_lost")
+    assert (lost["k"], lost["attempt"], lost["host_status"]) == (2, 1, "systemError")
+    assert repair["action"] == "send_input" and again["action"] == "spawn"
+    assert (again["k"], again["attempt"], again["conversation_turn"]) == (2, 2, 2)
+    assert again["replaces_turn"] == repair["marker"] == f"{CALL}/t2-a1"
+    assert again["previous_answer"] == repair["previous_answer"]
+    assert again["repair_errors"] == repair["repair_errors"] and again["repair"] is True
+    assert last(rows, "completed")["attempt"] == 2
     assert state == "ended" and rows[-1]["status"] == "completed"

@@ -57,7 +57,7 @@ def test_a_live_thread_is_never_judged_lost(status: str) -> None:
     seen = Seen(("x", None, 0, False), since=0.0)
     decision = twice(thread(status), seen, now=10 * SETTINGS.lost_after)
     assert isinstance(decision, Wait) and not decision.seen.recheck
-    assert decision.timeout == SETTINGS.host_poll_interval
+    assert decision.until == 10 * SETTINGS.lost_after + SETTINGS.host_poll_interval
 
 
 @pytest.mark.parametrize("status", ["notLoaded", "systemError"])
@@ -86,9 +86,9 @@ def test_an_unchanged_turn_on_a_dead_thread_is_lost_after_lost_after_and_not_bef
     """spec: ATT-4, ATT-2"""
     first = judge(read, Seen(), 100.0, SETTINGS, turn_id=TURN)
     assert isinstance(first, Wait) and first.seen.since == 100.0
-    assert first.timeout == SETTINGS.host_poll_interval
+    assert first.until == 100.0 + SETTINGS.host_poll_interval
     almost = judge(read, first.seen, 100.0 + 599.0, SETTINGS, turn_id=TURN)
-    assert isinstance(almost, Wait) and almost.timeout == pytest.approx(1.0)
+    assert isinstance(almost, Wait) and almost.until == 100.0 + 600.0  # the very deadline
     due = twice(read, first.seen, 100.0 + 600.0)
     status = "unknown" if isinstance(read, Unknown) else "notLoaded"
     turn_status = "unknown" if isinstance(read, Unknown) else "inProgress"
@@ -108,7 +108,7 @@ def test_the_thread_is_read_once_more_before_the_attempt_is_lost() -> None:
     """spec: ATT-5"""
     first = judge(thread("notLoaded", "interrupted"), Seen(), 0.0, SETTINGS, turn_id=TURN)
     assert isinstance(first, Wait) and first.seen.recheck
-    assert first.timeout == SETTINGS.poll_interval
+    assert first.until == SETTINGS.poll_interval
     came_back = judge(thread("idle", "completed"), first.seen, 1.0, SETTINGS, turn_id=TURN)
     assert isinstance(came_back, Ended)
     confirmed = judge(thread("notLoaded", "interrupted"), first.seen, 1.0, SETTINGS, turn_id=TURN)
@@ -145,7 +145,7 @@ def test_an_adopted_subagent_is_found_by_its_marker_or_lost_after_lost_after() -
 def test_an_interrupt_on_a_live_thread_is_harvested_once_it_settles() -> None:
     """spec: ATT-2 (an interrupted turn on a live thread is the harvest's)"""
     first = judge(thread("idle", "interrupted"), Seen(), 0.0, SETTINGS, turn_id=TURN)
-    assert isinstance(first, Wait) and first.timeout == SETTINGS.host_poll_interval
+    assert isinstance(first, Wait) and first.until == SETTINGS.host_poll_interval
     settled = judge(thread("idle", "interrupted"), first.seen, 30.0, SETTINGS, turn_id=TURN)
     assert isinstance(settled, Ended)
     announced = Turn(id=TURN, status="interrupted")
@@ -185,3 +185,15 @@ def test_past_the_attempt_budget_the_call_is_held() -> None:
     held = lost.after_lost("build.1", step(1, 3), max_attempts=3)
     assert isinstance(held, Held) and held.reason == "attempts_exhausted"
     assert isinstance(lost.after_lost("build.1", step(1, 1), max_attempts=1), Held)
+
+
+def test_a_clock_at_the_lost_after_deadline_reads_it_as_due() -> None:
+    """spec: ATT-4 (a clock that jumps to the deadline the rule asked for finds the
+    attempt due, though since + LostAfter - since falls a hair short in floats)"""
+    since = 50.123456789
+    settings = Settings(lost_after=90.0, host_poll_interval=600.0)
+    assert (since + 90.0) - since < 90.0
+    first = judge(Unknown(), Seen(), since, settings, turn_id=TURN)
+    assert isinstance(first, Wait) and first.until == since + 90.0
+    due = judge(Unknown(), first.seen, first.until, settings, turn_id=TURN)
+    assert isinstance(due, Wait) and due.seen.recheck
