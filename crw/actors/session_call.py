@@ -278,19 +278,8 @@ class SessionCall:
             repair_errors=following.repair_errors,
         )
         spawn = spawn.model_copy(update={"call_tokens": step.call_tokens})
-        self._moved_to(spawn)
+        self.state.go_on_with(spawn.model_dump())
         return await self._publish(spawn)
-
-    def _moved_to(self, step: StepPublished) -> None:
-        """The call goes on with `step`, not bound yet: a spawn's subagent is new, and
-        the one before it is an earlier pair of the call."""
-        self.state.turn = None
-        if step.action == "spawn" and self.state.thread is not None:
-            self.state.pairs.append(
-                {"model": self.state.thread.get("model"), "effort": self.state.thread.get("effort")}
-            )
-            self.state.thread = None
-        self.state.step = step.model_dump()
 
     async def _bound_turn(self, step: StepPublished) -> tuple[str, str] | lost.Lost:
         """The subagent and turn of `step`: bound already (retract the step file a
@@ -380,7 +369,7 @@ class SessionCall:
                 repair_errors=errors,
             )
             repair = repair.model_copy(update={"call_tokens": call_tokens})
-        self._moved_to(repair)
+        self.state.go_on_with(repair.model_dump())
         return await self._publish(repair)
 
     def _unmeasured(self, step: StepPublished) -> TokensUnmeasured:

@@ -43,6 +43,14 @@ class CallProgress:
     def bound_thread_id(self) -> str | None:
         return str(self.thread["thread_id"]) if self.thread else None
 
+    def go_on_with(self, step: Row) -> None:
+        """The call goes on with the published `step`, not bound yet: a spawn's
+        subagent is a new one, and the one before it an earlier pair of the call."""
+        self.step, self.turn, self.lost = step, None, None
+        if step.get("action") != "send_input" and self.thread is not None:
+            self.pairs.append(_pair(self.thread))
+            self.thread = None
+
 
 def progress(rows: Iterable[Row]) -> CallProgress:
     """Fold one call's rows, in journal order, into its progress."""
@@ -53,10 +61,7 @@ def progress(rows: Iterable[Row]) -> CallProgress:
         if kind == "prepared":
             state = CallProgress(prepared=row, last=kind)
         elif kind == "step_published":
-            state.step, state.turn, state.lost = row, None, None
-            if row.get("action") != "send_input" and state.thread is not None:
-                state.pairs.append(_pair(state.thread))
-                state.thread = None
+            state.go_on_with(row)
         elif kind == "thread_started":
             state.thread = row
         elif kind == "turn_started" and state.step and row.get("k") == state.step.get("k"):
