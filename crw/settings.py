@@ -1,7 +1,10 @@
 """Every duration and limit of a run, in one settings object.
 
 Durations are seconds on Trio's clock, so a test under
-`trio.testing.MockClock(autojump_threshold=0)` passes them in milliseconds.
+`trio.testing.MockClock(autojump_threshold=0)` passes them in milliseconds. A
+workflow sets any of them in its `[settings]` table (`crw.engine.settings_table`,
+docs/timers.md); the start records them all in run.json, and every process of the
+run uses what it recorded (`RunSpec.run_settings`).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from crw.engine import decision
+from crw.engine.harvest import CallEnd
 from crw.host.client import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.journal.rows import InterruptRequested, StepPublished
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from crw.actors.session_call import SessionCall
 
 
-async def go_on_in_place(call: SessionCall) -> StepPublished:
+async def go_on_in_place(call: SessionCall) -> StepPublished | CallEnd:
     """The step the retried call goes on with, published when it is a new one."""
     for thread_id in _held_subagents(call):
         await shown_not_running(call, thread_id)

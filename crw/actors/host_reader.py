@@ -166,6 +166,16 @@ class HostReader:
             with trio.move_on_after(self._settings.host_poll_interval):
                 await changed.wait()
 
+    def changed(self, thread_id: str) -> trio.Event:
+        """The event the thread's next change sets: take it before a read, then wait
+        on it, so no change between the read and the wait is missed."""
+        return self._watch(thread_id).changed
+
+    def announced(self, thread_id: str, turn_id: str) -> Turn | None:
+        """The turn as `turn/completed` announced it (its final status and error), if it did."""
+        watch = self._watches.get(thread_id)
+        return watch.ended.get(turn_id) if watch else None
+
     async def spawned(self, owner: str, marker: str) -> list[Thread]:
         """The owner's subagents whose first message carries `marker`, each read now
         with its turns (the marker lookup, `crw.actors.spawn_index`)."""

@@ -52,7 +52,7 @@ from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import Paused, Started
 from crw.journal.snapshot import replay_journal
-from crw.settings import DEFAULT_SETTINGS, Settings
+from crw.settings import Settings
 
 log = logging.getLogger("crw.run")
 
@@ -86,17 +86,18 @@ async def run_process(
     state_dir: Path,
     *,
     clock: WallClock = system_clock,
-    settings: Settings = DEFAULT_SETTINGS,
+    settings: Settings | None = None,
 ) -> str:
     """Hold the run, record this process's started row, and run what can be run.
 
     Returns the run's state as the process leaves it (paused when its host went
-    away).
+    away). `settings` are the timers and limits run.json records, unless given.
 
     Raises:
         RefusedError: a run file or the journal could not be written; its message
             is the one line naming the file, the error and the fix.
     """
+    settings = settings if settings is not None else spec.run_settings()  # as the start recorded
     roles = load_roles(state_dir / "roles.toml")
     workflow = load_workflow(Path(spec.workflow.path))
     if workflow.digest != spec.workflow.digest:

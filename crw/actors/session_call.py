@@ -28,6 +28,7 @@ from typing import Any
 
 import trio
 
+from crw.actors.attempt_watch import follow
 from crw.actors.control import CallStop, Interrupted, RunControl
 from crw.actors.held_call import go_on_in_place
 from crw.actors.host_reader import HostReader
@@ -38,7 +39,7 @@ from crw.actors.step_binder import StepBinder
 from crw.actors.step_writer import StepWriter
 from crw.bus import steps as bus
 from crw.clock import WallClock
-from crw.engine import answer, bind, harvest, interrupt, outcome, packet
+from crw.engine import answer, harvest, interrupt, lost, outcome, packet
 from crw.engine.decision import InPlace
 from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
@@ -52,6 +53,7 @@ from crw.engine.workflow import Node, Workflow
 from crw.host.protocol import Thread
 from crw.journal.rows import (
     Allocation,
+    Held,
     Prepared,
     RowModel,
     StepPublished,
@@ -136,18 +138,22 @@ class SessionCall:
             await self._make_workspace()
         if interrupt.held_by_pause(self.state.ended):  # the run resumed after a pause
             self.state.retry, self.state.ended = self.state.ended, None
+        step: StepPublished | CallEnd
         if self.state.retry is not None:  # a held call answered retry, or paused
             step = await go_on_in_place(self)
         else:
             step = await self._current_step()
         while True:
-            thread_id, turn_id = await self._bound_turn(step)
-            found = interrupt.intent(self.rows)
-            if found is not None and interrupt.applies(found, step, turn_id):  # HARV-37
-                return await interrupt_call(self, found.reason, requested=True)
-            with self.stop.waiting():
-                turn = await self.ctx.reader.wait_turn(thread_id, turn_id)
-            thread = await self.ctx.reader.read(thread_id)
+            if isinstance(step, CallEnd):
+                return step
+            thread_id, followed = await self._attempt(step)
+            if isinstance(followed, CallEnd):  # the interrupt an earlier process asked for
+                return followed
+            if isinstance(followed, lost.Lost):
+                await self.commit([lost.lost_row(self.call, step, thread_id, followed)])
+                step = await self._after_lost(step, thread_id)
+                continue
+            turn, thread = followed.turn, followed.thread
             seen = _tokens(step.tokens_seen)
             total = await trio.to_thread.run_sync(outcome.read_rollout_total, _path(thread.path))
             spent = outcome.turn_tokens(total, seen) if total is not None else Tokens()
@@ -190,8 +196,9 @@ class SessionCall:
             lambda: self.workspace.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         )
 
-    async def _current_step(self) -> StepPublished:
-        """The step the call goes on with: the newest published one, or the first."""
+    async def _current_step(self) -> StepPublished | CallEnd:
+        """The step the call goes on with: the newest published one, the next
+        attempt after a lost one (ATT-29), or the first."""
         if self.state.step is not None:
             # A step an earlier process published: the binder answers its waiting
             # reports first, then looks it up, and only then writes it again.
@@ -200,6 +207,8 @@ class SessionCall:
             # The call's tokens the dead process counted are in no terminal row:
             # they count against the run's figure now, when they are taken (HARV-22).
             self.spent.count(self.call, _tokens(step.call_tokens))
+            if self.state.lost is not None:
+                return await self._after_lost(step, self.state.lost.get("agent_id"))
             return step
         return await self._publish(self._spawn_step(k=1, attempt=1, conversation_turn=1))
 
@@ -278,6 +287,7 @@ class SessionCall:
             repair=conversation_turn == 2,
             previous_answer=extra.get("previous_answer"),
             repair_errors=extra.get("repair_errors"),
+            replaces_turn=extra.get("replaces_turn"),
         )
 
     async def _publish(self, step: StepPublished) -> StepPublished:
@@ -286,7 +296,46 @@ class SessionCall:
         await self.steps.write(step)
         return step
 
-    async def _bound_turn(self, step: StepPublished) -> tuple[str, str]:
+    async def _attempt(self, step: StepPublished) -> tuple[str, lost.Ended | lost.Lost | CallEnd]:
+        """Bind `step`'s turn and follow it until it ends or its attempt is lost;
+        a turn an earlier process asked to interrupt ends the call held (HARV-38)."""
+        bound = await self._bound_turn(step)
+        if isinstance(bound, lost.Lost):
+            return str(self.state.bound_thread_id), bound
+        thread_id, turn_id = bound
+        found = interrupt.intent(self.rows)
+        if found is not None and interrupt.applies(found, step, turn_id):  # HARV-37
+            return thread_id, await interrupt_call(self, found.reason, requested=True)
+        with self.stop.waiting():
+            ended = await follow(self.ctx.reader, self.ctx.settings, thread_id, turn_id=turn_id)
+        assert not isinstance(ended, lost.Found)
+        return thread_id, ended
+
+    async def _after_lost(
+        self, step: StepPublished, agent_id: str | None
+    ) -> StepPublished | CallEnd:
+        """The old subagent's close step (ATT-9), then the next attempt's spawn step
+        in the same allocation (ATT-10, STEP-24), or past the attempt budget the call
+        held attempts_exhausted."""
+        if agent_id:
+            await self.close_subagent(step.attempt or 1, agent_id)
+        following = lost.after_lost(self.call, step, self.ctx.settings.max_attempts)
+        if isinstance(following, Held):
+            await self.commit([following])
+            return CallEnd(following)
+        spawn = self._spawn_step(
+            k=following.k,
+            attempt=following.attempt,
+            conversation_turn=following.conversation_turn,
+            replaces_turn=following.replaces_turn,
+            previous_answer=following.previous_answer,
+            repair_errors=following.repair_errors,
+        )
+        spawn = spawn.model_copy(update={"call_tokens": step.call_tokens})
+        self.state.go_on_with(spawn.model_dump())
+        return await self._publish(spawn)
+
+    async def _bound_turn(self, step: StepPublished) -> tuple[str, str] | lost.Lost:
         """The subagent and turn of `step`: bound already (retract the step file a
         dead process left), adopted (last row thread_started), or bound now."""
         same_step = self.state.step is not None and self.state.step.get("k") == step.k
@@ -300,19 +349,21 @@ class SessionCall:
             return await self._adopt(step, thread_id)
         return await self.binder.await_bind(step)
 
-    async def _adopt(self, step: StepPublished, thread_id: str) -> tuple[str, str]:
-        """Last row thread_started: adopt the subagent, write only turn_started."""
-        while True:
-            thread = await self.ctx.reader.read(thread_id)
-            turn = bind.find_marker_turn(step.marker or "", thread)
-            if turn is not None:
-                await self.commit([self._turn_started(step, turn.id)])
-                await trio.to_thread.run_sync(
-                    bus.retract_step, self.ctx.run, self.call, step.k or 1, step.attempt or 1
-                )
-                return thread_id, turn.id
-            with self.stop.waiting():
-                await trio.sleep(self.ctx.settings.poll_interval)
+    async def _adopt(self, step: StepPublished, thread_id: str) -> tuple[str, str] | lost.Lost:
+        """Last row thread_started: adopt the subagent, write only turn_started; one
+        the host does not know, or shows dead, for LostAfter loses the attempt (ATT-23)."""
+        with self.stop.waiting():
+            found = await follow(
+                self.ctx.reader, self.ctx.settings, thread_id, turn_id=None, marker=step.marker
+            )
+        if isinstance(found, lost.Lost):
+            return found
+        assert isinstance(found, lost.Found)
+        await self.commit([self._turn_started(step, found.turn_id)])
+        await trio.to_thread.run_sync(
+            bus.retract_step, self.ctx.run, self.call, step.k or 1, step.attempt or 1
+        )
+        return thread_id, found.turn_id
 
     def _turn_started(self, step: StepPublished, turn_id: str) -> TurnStarted:
         return TurnStarted(
@@ -373,14 +424,7 @@ class SessionCall:
                 repair_errors=errors,
             )
             repair = repair.model_copy(update={"call_tokens": call_tokens})
-        self.state.turn = None
-        if repair.action == "spawn" and self.state.thread is not None:
-            # The repair's new subagent is bound with the earlier one's pair as a prior pair.
-            self.state.pairs.append(
-                {"model": self.state.thread.get("model"), "effort": self.state.thread.get("effort")}
-            )
-            self.state.thread = None
-        self.state.step = repair.model_dump()
+        self.state.go_on_with(repair.model_dump())
         return await self._publish(repair)
 
     def _unmeasured(self, step: StepPublished) -> TokensUnmeasured:

@@ -28,13 +28,13 @@ from crw.engine.launch import launch_run_process
 from crw.engine.locks import run_is_live, start_lock
 from crw.engine.roles import RoleTable, load_roles
 from crw.engine.rundir import RunDir, new_run_id, resolve_state
-from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, write_run_spec
+from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings, write_run_spec
 from crw.engine.tmploc import dir_from
 from crw.engine.workflow import load_workflow
 from crw.errors import InputError, RefusedError
 from crw.host.uri import parse_host_uri, session_host
 from crw.journal.log import read_journal
-from crw.settings import DEFAULT_SETTINGS, Settings
+from crw.settings import Settings
 
 
 @dataclass
@@ -100,7 +100,7 @@ def start_run(
     state: str | None,
     environ: os._Environ[str] | dict[str, str],
     codex_bin: str | None = None,
-    settings: Settings = DEFAULT_SETTINGS,
+    settings: Settings | None = None,
 ) -> StartOutcome:
     """Refuse or record, bind and launch a run; see the module docstring."""
     state_dir = resolve_state(state, environ, Path.cwd())
@@ -139,7 +139,9 @@ def start_run(
         owner=owner,
         env=RunEnv(TMPDIR=tmpdir),
         codex_bin=codex_bin,
+        settings=recorded_settings(workflow.settings),
     )
+    settings = settings if settings is not None else workflow.settings
     outcome = StartOutcome(run=run, spec=spec)
     with start_lock(run) as lock:
         write_run_spec(run.run_json, spec)

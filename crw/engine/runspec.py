@@ -12,12 +12,14 @@ import contextlib
 import json
 import os
 import tempfile
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from crw.errors import InputError, RefusedError
+from crw.settings import Settings
 
 FORMAT: Final = "crw-flow-run/1"
 
@@ -58,6 +60,17 @@ class RunSpec(BaseModel):
     codex_bin: str | None = None
     """The codex binary of a private `codex` host (`--codex-bin`); None: the one
     openai-codex-cli-bin installs, else `codex` on PATH."""
+    settings: dict[str, float | int] | None = None
+    """The run's timers and limits, every one, as the start read them from the
+    workflow's `[settings]`: every process of the run uses them. None: a spec
+    written before the record, whose run uses the defaults."""
+
+    def run_settings(self) -> Settings:
+        """The settings the run's processes use: the recorded ones (a key this crw
+        does not know is left out, one it knows and the spec lacks is its default)."""
+        known = {field.name for field in fields(Settings)}
+        recorded = {key: value for key, value in (self.settings or {}).items() if key in known}
+        return Settings(**recorded)  # type: ignore[arg-type]
 
     def env_overrides(self) -> dict[str, str]:
         """The variables a launched or running process gets from the spec, one entry each.
@@ -71,10 +84,15 @@ class RunSpec(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The JSON object of run.json; `env` is left out when the spec has none."""
         data = self.model_dump(mode="json")
-        for optional in ("env", "codex_bin"):
+        for optional in ("env", "codex_bin", "settings"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
+
+
+def recorded_settings(settings: Settings) -> dict[str, float | int]:
+    """`settings` as run.json records them: every key."""
+    return asdict(settings)
 
 
 def write_run_spec(path: Path, spec: RunSpec) -> None:

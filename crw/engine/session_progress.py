@@ -4,7 +4,8 @@ A session call goes on from its last row (the spec's resume table): after
 `prepared` it publishes its first step; after `step_published` it looks the step
 up (reports first, then the host) or publishes the same step again; after
 `thread_started` it adopts the subagent and writes only its turn_started; after
-`turn_started` it retracts the dead process's step file and reads the turn. This
+`turn_started` it retracts the dead process's step file and reads the turn; after
+`session_attempt_lost` it closes the old subagent and spawns the next attempt. This
 module reads the rows into the facts that decide which; the call actor acts.
 """
 
@@ -35,6 +36,8 @@ class CallProgress:
     retry: Row | None = None
     """The held row a decision answered retry, until the call goes on from it (a
     step published or a subagent bound): the call goes on in place."""
+    lost: Row | None = None
+    """The session_attempt_lost row of the newest step's attempt, if it was lost."""
     pairs: list[dict[str, Any]] = field(default_factory=list)
     """The pairs earlier thread_started rows of the call were bound with."""
     last: str | None = None
@@ -42,6 +45,14 @@ class CallProgress:
     @property
     def bound_thread_id(self) -> str | None:
         return str(self.thread["thread_id"]) if self.thread else None
+
+    def go_on_with(self, step: Row) -> None:
+        """The call goes on with the published `step`, not bound yet: a spawn's
+        subagent is a new one, and the one before it an earlier pair of the call."""
+        self.step, self.turn, self.lost, self.retry = step, None, None, None
+        if step.get("action") != "send_input" and self.thread is not None:
+            self.pairs.append(_pair(self.thread))
+            self.thread = None
 
 
 def progress(rows: Iterable[Row]) -> CallProgress:
@@ -53,14 +64,13 @@ def progress(rows: Iterable[Row]) -> CallProgress:
         if kind == "prepared":
             state = CallProgress(prepared=row, last=kind)
         elif kind == "step_published":
-            state.step, state.turn, state.retry = row, None, None
-            if row.get("action") != "send_input" and state.thread is not None:
-                state.pairs.append(_pair(state.thread))
-                state.thread = None
+            state.go_on_with(row)
         elif kind == "thread_started":
             state.thread, state.retry = row, None
         elif kind == "turn_started" and state.step and row.get("k") == state.step.get("k"):
             state.turn, state.retry = row, None
+        elif kind == "session_attempt_lost":
+            state.lost = row
         elif kind in TERMINAL_ROWS:
             state.ended = row
         elif kind == "decision" and row.get("choice") == "retry" and state.ended is not None:

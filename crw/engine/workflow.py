@@ -7,6 +7,9 @@
     [verifier]
     go_root = "/usr/local/go"
 
+    [settings]
+    lost_after = 30
+
     [[node]]
     id = "build"
     role = "executor"
@@ -49,10 +52,13 @@ from pydantic import (
 from crw.engine._tomlsource import Loc, TomlSource, crw_error, one_line, read_toml, validation_error
 from crw.engine.roles import Role
 from crw.engine.schema_refs import bundle, read_schema_file
+from crw.engine.settings_table import KEYS as SETTINGS_KEYS
+from crw.engine.settings_table import SettingsTable
 from crw.engine.template import SLUG, Placeholder, TemplateError, parse_template
+from crw.settings import Settings
 
 _SLUG_FIX = "use 1-64 lowercase letters, digits, '-' and '_', starting with a letter or digit"
-_TOP_KEYS = ("name", "pool", "token_ceiling", "verifier", "node")
+_TOP_KEYS = ("name", "pool", "token_ceiling", "verifier", "settings", "node")
 _NODE_KEYS = ("id", "role", "task", "schema", "needs", "review", "timeout")
 _MISSING = {"node": ("no [[node]] table", "add a [[node]] with id, role, task and schema")}
 
@@ -189,6 +195,7 @@ class _WorkflowFile(BaseModel):
     pool: StrictInt = Field(default=4, ge=1)
     token_ceiling: StrictInt | None = Field(default=None, ge=1)
     verifier: Verifier | None = None
+    settings: SettingsTable | None = None
     nodes: tuple[Node, ...] = Field(alias="node")
 
     @field_validator("name")
@@ -264,6 +271,8 @@ class Workflow(BaseModel):
     path: Path
     digest: str
     token_ceiling: int | None = None
+    settings: Settings = Settings()
+    """The run's timers and limits: the defaults, with what `[settings]` sets."""
 
     _graph: Graph | None = PrivateAttr(default=None)
 
@@ -312,6 +321,7 @@ def load_workflow(path: Path) -> Workflow:
         pool=parsed.pool,
         token_ceiling=parsed.token_ceiling,
         verifier=parsed.verifier,
+        settings=parsed.settings.settings() if parsed.settings else Settings(),
         nodes=parsed.nodes,
         path=absolute,
         digest="sha256:" + hashlib.sha256(data).hexdigest(),
@@ -326,6 +336,8 @@ def _context(table: dict[str, Any], loc: Loc) -> tuple[str, tuple[str, ...]]:
         return "", _TOP_KEYS
     if loc[0] == "verifier":
         return "[verifier]", ("go_root",)
+    if loc[0] == "settings":
+        return "[settings]", SETTINGS_KEYS
     if loc[0] != "node" or not isinstance(loc[1], int) or len(loc) < 3:
         return "", _TOP_KEYS
     label = _node_label(table, loc[1])

@@ -6,6 +6,7 @@ import logging
 import os
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,9 +16,10 @@ from crw.actors.run import run_process
 from crw.clock import WallClock, fixed_clock, system_clock
 from crw.engine.locks import is_held, run_lock
 from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef
+from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings
 from crw.engine.workflow import load_workflow
 from crw.journal.log import read_journal
+from crw.settings import Settings
 from tests.cli.conftest import EXAMPLES
 
 
@@ -148,3 +150,24 @@ async def test_app_server_run_refuses_a_workflow_changed_since_the_start(tmp_pat
     with pytest.raises(InputError, match="changed since the run started"):
         await run_process(run, spec, run.root.parents[1])
     assert read_journal(run.journal).rows == []
+
+
+async def test_the_process_runs_on_the_settings_its_spec_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed process uses the timers and limits the start recorded in run.json."""
+    run, spec = _run(tmp_path)
+    recorded = Settings(lost_after=30.0, max_attempts=5)
+    spec = spec.model_copy(update={"settings": recorded_settings(recorded)})
+    used: list[Settings] = []
+    journaled = run_module._journaled
+
+    async def spying(*args: Any) -> Any:
+        used.append(args[4])
+        return await journaled(*args)
+
+    monkeypatch.setattr(run_module, "_journaled", spying)
+    await run_process(run, spec, run.root.parents[1])
+    old = spec.model_copy(update={"settings": None})
+    await run_process(run, old, run.root.parents[1])
+    assert used == [recorded, Settings()]

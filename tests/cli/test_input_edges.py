@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -158,5 +159,18 @@ def test_role_store_value_that_becomes_a_path_is_refused(crw: Crw) -> None:
     assert line == (
         f'crw: error: {crw.state / "roles.toml"}:2: [explorer]: agent_type = "../../x" '
         "holds '..'; write the name without '..'\n"
+    )
+    assert not (crw.state / "flow").exists()
+
+
+def test_a_bad_setting_is_refused_and_starts_nothing(crw: Crw, tmp_path: Path) -> None:
+    workflow = tmp_path / "wf.toml"
+    text = Path(WORKFLOW).read_text()
+    workflow.write_text(text.replace("[[node]]", "[settings]\nlost_after = 0\n\n[[node]]", 1))
+    shutil.copytree(EXAMPLES / "schemas", tmp_path / "schemas")
+    line = refused(crw.start(str(workflow), "--owner", "o"))
+    assert line.startswith(f"crw: error: {workflow}:")
+    assert line.endswith(
+        ": [settings]: lost_after = 0 is not positive; give it above 0, as lost_after = 30\n"
     )
     assert not (crw.state / "flow").exists()

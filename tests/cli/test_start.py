@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
+from crw.settings import Settings
 from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
 
 WORKFLOW = str(EXAMPLES / "fix-issue.toml")
@@ -211,3 +214,17 @@ def test_a_slow_start_is_reported_coming_up_and_keeps_the_start_lock(
     assert [row["row"] for row in rows] == ["started", "paused"]
     assert rows[0]["pid"] == outcome.pid
     assert not is_held(run.start_lock)
+
+
+def test_start_records_the_workflow_settings_in_run_json(crw: Crw, tmp_path: Path) -> None:
+    """A user can make LostAfter 30 s: every process of the run reads it from run.json."""
+    workflow = tmp_path / "wf.toml"
+    text = Path(WORKFLOW).read_text()
+    workflow.write_text(text.replace("[[node]]", "[settings]\nlost_after = 30\n\n[[node]]", 1))
+    shutil.copytree(EXAMPLES / "schemas", tmp_path / "schemas")
+    result = crw.start(str(workflow), "--owner", "owner-1")
+    assert result.code == 0, result.stderr
+    run = RunDir(Path(result.json()["run_dir"]))
+    recorded = json.loads(run.run_json.read_text())["settings"]
+    assert recorded == asdict(Settings(lost_after=30.0))
+    wait_for_exit(run.root)

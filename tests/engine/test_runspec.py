@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
-from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, read_run_spec, write_run_spec
+from crw.engine.runspec import (
+    RunEnv,
+    RunSpec,
+    WorkflowRef,
+    read_run_spec,
+    recorded_settings,
+    write_run_spec,
+)
 from crw.errors import InputError
+from crw.settings import Settings
 
 
 def _spec(**extra: object) -> RunSpec:
@@ -114,3 +123,22 @@ def test_malformed_spec_is_an_input_error(tmp_path: Path, text: str, says: str) 
     assert says in message
     assert str(path) in message
     assert "\n" not in message
+
+
+def test_spec_records_every_setting_and_reads_them_back(tmp_path: Path) -> None:
+    """A resumed process runs on the timers and limits the start recorded."""
+    settings = Settings(lost_after=30.0, max_attempts=5)
+    path = tmp_path / "run.json"
+    write_run_spec(path, _spec(settings=recorded_settings(settings)))
+    on_disk = json.loads(path.read_text())
+    assert on_disk["settings"] == asdict(settings)
+    assert read_run_spec(path).run_settings() == settings
+
+
+def test_spec_without_settings_reads_as_the_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    write_run_spec(path, _spec())
+    assert "settings" not in json.loads(path.read_text())
+    assert read_run_spec(path).run_settings() == Settings()
+    partial = _spec(settings={"lost_after": 30, "a_later_setting": 1})
+    assert partial.run_settings() == Settings(lost_after=30)

@@ -1,0 +1,61 @@
+"""Following a bound attempt's subagent until its marker turn ends or it is lost.
+
+The call actor's read loop around the lost rule (`crw.engine.lost.judge`): read
+the thread through the HostReader, judge the read, and wait as the decision says
+(for the thread's next change, or the decision's deadline). A host that went away
+(the connection is down) raises HostUnavailable out of it: the run pauses.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from crw.actors.host_reader import HostReader
+from crw.engine import lost
+from crw.host.client import HostRequestError, unknown_thread
+from crw.host.transport import HostUnavailable
+from crw.settings import Settings
+
+
+async def host_read(reader: HostReader, thread_id: str) -> lost.HostRead:
+    """One read of the thread, or what kept the host from answering it."""
+    try:
+        return await reader.read(thread_id)
+    except HostUnavailable as err:
+        if not reader.connected:
+            raise  # the host went away: the run pauses
+        return lost.Unreadable(str(err))
+    except HostRequestError as err:
+        return lost.Unknown() if unknown_thread(err) else lost.Unreadable(str(err))
+
+
+async def follow(
+    reader: HostReader,
+    settings: Settings,
+    thread_id: str,
+    *,
+    turn_id: str | None,
+    marker: str | None = None,
+) -> lost.Ended | lost.Found | lost.Lost:
+    """Read the attempt's thread until the lost rule decides: its marker turn
+    `turn_id` ended (or, looked for by `marker` while `turn_id` is None, shows),
+    or the attempt is lost."""
+    seen = lost.Seen()
+    while True:
+        changed = reader.changed(thread_id)
+        read = await host_read(reader, thread_id)
+        announced = reader.announced(thread_id, turn_id) if turn_id else None
+        decision = lost.judge(
+            read,
+            seen,
+            trio.current_time(),
+            settings,
+            turn_id=turn_id,
+            marker=marker,
+            announced=announced,
+        )
+        if not isinstance(decision, lost.Wait):
+            return decision
+        seen = decision.seen
+        with trio.move_on_at(decision.until):
+            await changed.wait()
