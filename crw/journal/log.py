@@ -258,10 +258,12 @@ class JournalFile:
         self._broken: OSError | None = None
 
     @classmethod
-    def open(cls, path: Path) -> JournalFile:
+    def open(cls, path: Path, known: JournalRead | None = None) -> JournalFile:
         """Open (creating) the journal to continue it: read its whole batches,
         truncate a torn tail (reported once), and fsync the directory when the
-        file is new so that its name is durable too.
+        file is new so that its name is durable too. `known` is the read of the
+        file a caller made under the run lock, which keeps every other writer out
+        (the journal is then not decoded again).
 
         Raises:
             OSError: the file or its directory cannot be opened, read or synced.
@@ -275,7 +277,7 @@ class JournalFile:
         else:
             _sync_directory(path.parent)
         try:
-            read = read_journal(path)
+            read = known if known is not None else read_journal(path)
             if read.torn is not None:
                 os.ftruncate(fd, read.end)
                 sync_data(fd)
