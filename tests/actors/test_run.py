@@ -165,13 +165,14 @@ async def test_a_resumed_process_decodes_the_journal_it_finds_once(
     wrote once (the ended check, the writer's open and the backend's replay share
     one read) and then only its own started row: a resume grows with the journal
     once, not three times."""
+    import crw.journal.framing as framing
     import crw.journal.log as log_module
 
     run, spec = _run(tmp_path, backend="app-server")
     for _ in range(3):
         await run_process(run, spec, run.root.parents[1])
     decoded: list[int] = []
-    whole_line = log_module.whole_line
+    whole_line = framing.whole_line
     counting = [True]
 
     def counted(*args: object, **kwargs: bool) -> object:

@@ -616,8 +616,10 @@ def test_a_schema_file_every_node_names_is_read_once_a_load(tmp_path: Path) -> N
         for i in range(200)
     )
     path = write(tmp_path, f'name = "w"\n{nodes}', **{"s.json": '{"type": "object"}'})
+    import crw.engine.schema_refs as schema_refs
+
     with patch.object(
-        workflow_module, "read_schema_file", wraps=workflow_module.read_schema_file
+        workflow_module, "read_schema_file", wraps=schema_refs.read_schema_file
     ) as reads:
         workflow = load_workflow(path)
     assert reads.call_count == 1
