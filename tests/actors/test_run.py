@@ -165,30 +165,21 @@ async def test_a_resumed_process_decodes_the_journal_it_finds_once(
     wrote once (the ended check, the writer's open and the backend's replay share
     one read) and then only its own started row: a resume grows with the journal
     once, not three times."""
-    import crw.journal.framing as framing
-    import crw.journal.log as log_module
+    from tests.journal.decoding import count_decoded_lines
 
     run, spec = _run(tmp_path, backend="app-server")
     for _ in range(3):
         await run_process(run, spec, run.root.parents[1])
-    decoded: list[int] = []
-    whole_line = framing.whole_line
-    counting = [True]
-
-    def counted(*args: object, **kwargs: bool) -> object:
-        if counting[0]:
-            decoded.append(1)
-        return whole_line(*args, **kwargs)  # type: ignore[arg-type]
-
     keep = run_module._keep_snapshot
 
     def stop_counting(run_dir: RunDir) -> None:
-        counting[0] = False  # the snapshot a leaving process keeps is not the resume's
+        resumed.extend(decoded)  # the snapshot a leaving process keeps is not the resume's
         keep(run_dir)
 
-    monkeypatch.setattr(log_module, "whole_line", counted)
+    decoded = count_decoded_lines(monkeypatch)
+    resumed: list[int] = []
     monkeypatch.setattr(run_module, "_keep_snapshot", stop_counting)
     assert await run_process(run, spec, run.root.parents[1]) == "paused"
     rows = read_journal(run.journal).rows
     assert [row["row"] for row in rows] == ["started", "paused"] * 4
-    assert len(decoded) == 6 + 1
+    assert len(resumed) == 6 + 1
