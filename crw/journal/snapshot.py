@@ -27,7 +27,9 @@ import sys
 import zlib
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
+from crw.journal.framing import paused_gc
 from crw.journal.log import JournalCorruptError, JournalRead, decode
 from crw.journal.replay import CallState, RunState, replay
 
@@ -104,12 +106,22 @@ def _load(path: Path, data: bytes) -> Snapshot | None:
         if end > len(data) or zlib.crc32(memoryview(data)[:end]) != crc:
             return None
         state = RunState(**run)
-        state.calls = {
-            values[0]: CallState(**dict(zip(_CALL_FIELDS, values, strict=True))) for values in calls
-        }
+        with paused_gc():
+            state.calls = {values[0]: _call(values) for values in calls}
     except (OSError, ValueError, TypeError, EOFError, KeyError, IndexError, AttributeError):
         return None
     return Snapshot(end, crc, state)
+
+
+def _call(values: list[Any]) -> CallState:
+    """The call of a snapshot's values (as `CallState(**fields)` makes it, without
+    the keyword call: a snapshot of a big run holds thousands)."""
+    if len(values) != len(_CALL_FIELDS):
+        raise ValueError("a call of the snapshot has other fields")
+    call: CallState = object.__new__(CallState)
+    call.__dict__ = dict(zip(_CALL_FIELDS, values, strict=True))
+    call.result = None
+    return call
 
 
 def _save(path: Path, state: RunState, end: int, crc: int) -> None:
