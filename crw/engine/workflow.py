@@ -115,12 +115,13 @@ class Node(BaseModel):
         document = workflow_file if isinstance(workflow_file, Path) else None
         files = (info.context or {}).get("schema_files")
         files = files if isinstance(files, dict) else {}
+        name: str | None = None
         if isinstance(value, str):
             if document is None:
                 raise crw_error("a schema path outside a workflow file", "give the schema inline")
-            document = document.parent / value
-            if document in files:  # a file many nodes name is read and checked once
-                return files[document]
+            if value in files:  # a file many nodes name is read and checked once
+                return files[value]
+            name, document = value, document.parent / value
             value = read_schema_file(document, value)
         if not isinstance(value, dict):
             return value
@@ -133,8 +134,8 @@ class Node(BaseModel):
             checked = bundle(_checked_schema(value), document, directory)
             if isinstance(seen, dict) and key is not None:
                 seen[key] = checked
-        if document is not None and document != workflow_file:
-            files[document] = checked
+        if name is not None:
+            files[name] = checked
         return checked
 
     def placeholders(self) -> list[Placeholder]:
