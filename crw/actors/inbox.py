@@ -23,6 +23,7 @@ from typing import Any
 import trio
 
 from crw.bus import inbox as files
+from crw.bus import live
 from crw.engine.rundir import RunDir
 from crw.settings import Settings
 
@@ -40,8 +41,12 @@ class Inbox:
         run_id: str,
         settings: Settings,
         answer_unrouted: Callable[[files.Report], dict[str, Any] | None],
+        token: str | None = None,
     ) -> None:
         self._run = run
+        self._token = token
+        """The process lock's token: the run's steps are indexed under it
+        (`crw.bus.live`); None keeps no index."""
         self._run_id = run_id
         self._settings = settings
         self._answer_unrouted = answer_unrouted
@@ -81,10 +86,24 @@ class Inbox:
         self._handed.discard(report.id)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Read the inbox every `inbox_poll`; with a token, keep the index of the
+        call directories that may hold a step (built before any step is written)
+        and sweep it every `poll_interval`."""
+        if self._token is not None:
+            live.open_index(self._run, self._token)
         task_status.started()
-        while True:
-            await self.poll()
-            await trio.sleep(self._settings.inbox_poll)
+        swept = trio.current_time()
+        try:
+            while True:
+                await self.poll()
+                if self._token is not None and trio.current_time() - swept >= (
+                    self._settings.poll_interval
+                ):
+                    live.sweep(self._run)
+                    swept = trio.current_time()
+                await trio.sleep(self._settings.inbox_poll)
+        finally:
+            live.close_index(self._run)
 
     async def poll(self) -> None:
         """Read the inbox once and hand out every report not handed out yet."""

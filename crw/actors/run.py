@@ -184,7 +184,10 @@ async def _journaled(
                 ) as client,
                 open_host_reader(client, settings) as reader,
             ):
-                run = Backend(journal, reader, workflow, run_dir, spec, roles, settings, clock)
+                token = process_lock.token if process_lock else None
+                run = Backend(
+                    journal, reader, workflow, run_dir, spec, roles, settings, clock, token
+                )
                 if spec.backend == "session":
                     return await run.session(rows, replayed)
                 return await run.app_server(replayed)
@@ -208,6 +211,8 @@ class Backend:
     roles: RoleTable
     settings: Settings
     clock: WallClock
+    token: str | None
+    """The process lock's token (the step index's name), if it holds one."""
 
     @property
     def tmpdir(self) -> str | None:
@@ -231,6 +236,7 @@ class Backend:
             self.spec.id,
             self.settings,
             lambda report: answer_unrouted(records, report),
+            token=self.token,
         )
         ctx = SessionContext(
             journal=self.journal,
