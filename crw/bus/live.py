@@ -13,9 +13,9 @@ reader a full listing, never a step.
 
 The index may say more than it must, never less: the holder marks a call before it
 writes a step or close file there, and unmarks it only when the directory holds
-none, under one lock with those writes (the process's worker threads write
-steps). A reader never unmarks; the holder sweeps the calls whose close steps the
-owner's `next` took.
+none, under a lock the call's writes hold too (the process's worker threads
+write steps; other calls' writes go on meanwhile). A reader never unmarks; the
+holder sweeps the calls whose close steps the owner's `next` took.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import contextlib
 import os
 import shutil
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,8 +33,17 @@ from crw.engine.rundir import PRIVATE_DIR, PRIVATE_FILE, RunDir
 LINK = ".live"
 PREFIX = ".live-"
 _lock = threading.Lock()
+"""Held while an index is opened or closed."""
 _indexes: dict[Path, Path] = {}
 """The index this process keeps, by the run's steps directory."""
+_STRIPES = 64
+_call_locks = [threading.Lock() for _ in range(_STRIPES)]
+"""A call's writes and its unmarking hold one of these (by the call's hash):
+writes of other calls go on meanwhile."""
+
+
+def _call_lock(call: str) -> threading.Lock:
+    return _call_locks[zlib.crc32(call.encode()) % _STRIPES]
 
 
 def _mark(path: Path) -> None:
@@ -89,7 +99,7 @@ def close_index(run: RunDir) -> None:
 def writing(run: RunDir, call: str) -> Iterator[None]:
     """Held while a step or close file of `call` is written: the call is marked
     first, and no sweep unmarks it meanwhile."""
-    with _lock:
+    with _call_lock(call):
         index = _indexes.get(run.steps)
         if index is not None:
             _mark(index / call)
@@ -98,7 +108,7 @@ def writing(run: RunDir, call: str) -> Iterator[None]:
 
 def settle(run: RunDir, call: str) -> None:
     """Unmark `call` when its directory holds no step or close file."""
-    with _lock:
+    with _call_lock(call):
         index = _indexes.get(run.steps)
         if index is not None and not holds_files(run.steps / call):
             (index / call).unlink(missing_ok=True)

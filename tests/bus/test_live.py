@@ -139,3 +139,23 @@ def test_an_index_opened_on_a_run_with_steps_marks_them(run: RunDir) -> None:
     finally:
         live.close_index(run)
         lock.release()
+
+
+def test_a_call_being_written_holds_back_no_other_call(run: RunDir, holder: ProcessLock) -> None:
+    """spec: STEP-21: the index's lock is a call's: while one call's step is being
+    written (the lock held), another call's step is written at once."""
+    import threading
+
+    other = next(
+        f"b{i}.1" for i in range(100) if live._call_lock(f"b{i}.1") is not live._call_lock("a.1")
+    )
+    written = threading.Event()
+
+    def write_other() -> None:
+        write_step(run, spawn_step(run, other), PACKET)
+        written.set()
+
+    with live.writing(run, "a.1"):
+        threading.Thread(target=write_other).start()
+        assert written.wait(10)
+    assert [s.call for s in list_bus(run)[0]] == [other]
