@@ -16,6 +16,7 @@ same way.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,6 +28,10 @@ from crw.bus import live
 from crw.engine.rundir import RunDir
 from crw.settings import Settings
 
+SWEEP_POLLS = 10
+"""Inbox reads between two sweeps of the step index: a call whose close step the
+owner took stays marked (a reader lists its directory) until the next sweep, and a
+sweep lists each marked call's directory once."""
 REPORTS_PER_CALL = 16
 """A call's subscription buffer: an owner reports a step once or a few times; a
 report that does not fit waits in the inbox for the next read."""
@@ -88,19 +93,15 @@ class Inbox:
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Read the inbox every `inbox_poll`; with a token, keep the index of the
         call directories that may hold a step (built before any step is written)
-        and sweep it every `poll_interval`."""
+        and sweep it every SWEEP_POLLS reads."""
         if self._token is not None:
             live.open_index(self._run, self._token)
         task_status.started()
-        swept = trio.current_time()
         try:
-            while True:
+            for polls in itertools.count(1):
                 await self.poll()
-                if self._token is not None and trio.current_time() - swept >= (
-                    self._settings.poll_interval
-                ):
+                if self._token is not None and polls % SWEEP_POLLS == 0:
                     live.sweep(self._run)
-                    swept = trio.current_time()
                 await trio.sleep(self._settings.inbox_poll)
         finally:
             live.close_index(self._run)

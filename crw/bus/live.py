@@ -50,7 +50,7 @@ def _mark(path: Path) -> None:
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE))
 
 
-def holds_files(directory: Path) -> bool:
+def holds_files(directory: Path | str) -> bool:
     """Whether a call's directory holds a step or close file (any `.json`)."""
     try:
         return any(name.endswith(".json") for name in os.listdir(directory))
@@ -58,11 +58,11 @@ def holds_files(directory: Path) -> bool:
         return False
 
 
-def call_dirs(steps: Path) -> list[Path]:
+def call_dirs(steps: Path) -> list[str]:
     """Every call's directory under steps/ (the directory entries' types, no stat)."""
     try:
         with os.scandir(steps) as entries:
-            return [Path(e.path) for e in entries if not e.name.startswith(".") and e.is_dir()]
+            return [e.path for e in entries if not e.name.startswith(".") and e.is_dir()]
     except FileNotFoundError:  # steps/ not made yet
         return []
 
@@ -79,7 +79,7 @@ def open_index(run: RunDir, token: str) -> None:
         index.mkdir(mode=PRIVATE_DIR)
         for directory in call_dirs(steps):
             if holds_files(directory):
-                _mark(index / directory.name)
+                _mark(index / os.path.basename(directory))
         temp.unlink(missing_ok=True)
         os.symlink(index.name, temp)
         os.replace(temp, steps / LINK)
@@ -123,7 +123,7 @@ def sweep(run: RunDir) -> None:
             settle(run, call)
 
 
-def live_calls(run: RunDir) -> list[Path] | None:
+def live_calls(run: RunDir) -> list[str] | None:
     """The call directories the index of the process holding the run marks; None
     when there is no such index (then every call's directory is listed)."""
     from crw.engine.locks import is_held  # the lock check only when an index is there
@@ -136,6 +136,7 @@ def live_calls(run: RunDir) -> list[Path] | None:
     if not name.startswith(PREFIX) or not is_held(run.process_lock(token)):
         return None
     try:
-        return [run.steps / call for call in os.listdir(run.steps / name)]
+        steps = str(run.steps)
+        return [os.path.join(steps, call) for call in os.listdir(os.path.join(steps, name))]
     except OSError:
         return None

@@ -133,7 +133,7 @@ def test_an_index_opened_on_a_run_with_steps_marks_them(run: RunDir) -> None:
     try:
         live.open_index(run, lock.token)
         assert live.live_calls(run) is not None
-        assert sorted(p.name for p in live.live_calls(run) or []) == ["a.1", "b.1"]
+        assert sorted(Path(p).name for p in live.live_calls(run) or []) == ["a.1", "b.1"]
         steps, closes = list_bus(run)
         assert [s.call for s in steps] == ["a.1"] and [c.call for c in closes] == ["b.1"]
     finally:
@@ -159,3 +159,35 @@ def test_a_call_being_written_holds_back_no_other_call(run: RunDir, holder: Proc
         threading.Thread(target=write_other).start()
         assert written.wait(10)
     assert [s.call for s in list_bus(run)[0]] == [other]
+
+
+async def test_the_inbox_of_the_holding_process_keeps_and_sweeps_the_index(
+    run: RunDir, autojump_clock: Any
+) -> None:
+    """spec: STEP-28, CMD-NEXT-1: the run's inbox indexes the bus before any step is
+    written (a step an earlier process left is marked), and within SWEEP_POLLS reads
+    after the owner took a close step its call is no longer marked."""
+    import trio
+
+    from crw.actors.inbox import SWEEP_POLLS, Inbox
+    from crw.settings import DEFAULT_SETTINGS
+
+    write_step(run, spawn_step(run, "left.1"), PACKET)  # an earlier process's
+    lock = take_process_lock(run)
+    assert lock is not None
+    inbox = Inbox(run, "r1", DEFAULT_SETTINGS, lambda report: None, token=lock.token)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(inbox.run)
+            assert sorted(Path(p).name for p in live.live_calls(run) or []) == ["left.1"]
+            await trio.to_thread.run_sync(write_close, run, "c.1", 1, "thread-c")
+            remove_close(run, "c.1", 1, "thread-c")  # the owner's next took it
+            assert "c.1" in [Path(p).name for p in live.live_calls(run) or []]
+            await trio.sleep(DEFAULT_SETTINGS.inbox_poll * (SWEEP_POLLS + 1))
+            assert [Path(p).name for p in live.live_calls(run) or []] == ["left.1"]
+            nursery.cancel_scope.cancel()
+        assert live.live_calls(run) is not None  # its process still holds the lock
+        assert run.steps not in live._indexes  # but keeps it no more
+    finally:
+        lock.release()
+    assert live.live_calls(run) is None
