@@ -16,6 +16,7 @@ same way.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -23,9 +24,14 @@ from typing import Any
 import trio
 
 from crw.bus import inbox as files
+from crw.bus import live
 from crw.engine.rundir import RunDir
 from crw.settings import Settings
 
+SWEEP_POLLS = 10
+"""Inbox reads between two sweeps of the step index: a call whose close step the
+owner took stays marked (a reader lists its directory) until the next sweep, and a
+sweep lists each marked call's directory once."""
 REPORTS_PER_CALL = 16
 """A call's subscription buffer: an owner reports a step once or a few times; a
 report that does not fit waits in the inbox for the next read."""
@@ -40,8 +46,12 @@ class Inbox:
         run_id: str,
         settings: Settings,
         answer_unrouted: Callable[[files.Report], dict[str, Any] | None],
+        token: str | None = None,
     ) -> None:
         self._run = run
+        self._token = token
+        """The process lock's token: the run's steps are indexed under it
+        (`crw.bus.live`); None keeps no index."""
         self._run_id = run_id
         self._settings = settings
         self._answer_unrouted = answer_unrouted
@@ -81,10 +91,20 @@ class Inbox:
         self._handed.discard(report.id)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Read the inbox every `inbox_poll`; with a token, keep the index of the
+        call directories that may hold a step (built before any step is written)
+        and sweep it every SWEEP_POLLS reads."""
+        if self._token is not None:
+            live.open_index(self._run, self._token)
         task_status.started()
-        while True:
-            await self.poll()
-            await trio.sleep(self._settings.inbox_poll)
+        try:
+            for polls in itertools.count(1):
+                await self.poll()
+                if self._token is not None and polls % SWEEP_POLLS == 0:
+                    live.sweep(self._run)
+                await trio.sleep(self._settings.inbox_poll)
+        finally:
+            live.close_index(self._run)
 
     async def poll(self) -> None:
         """Read the inbox once and hand out every report not handed out yet."""

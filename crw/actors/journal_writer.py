@@ -21,7 +21,7 @@ import trio
 
 from crw.clock import WallClock, system_clock
 from crw.errors import RefusedError
-from crw.journal.log import JournalFile, encode_batch, encode_body
+from crw.journal.log import JournalFile, JournalRead, encode_batch, encode_body
 from crw.journal.rows import RowModel
 
 QUEUE_BOUND = 256
@@ -153,12 +153,19 @@ class JournalWriter:
 
 @asynccontextmanager
 async def open_journal_writer(
-    path: Path, *, clock: WallClock = system_clock, after_commit: AfterCommit | None = None
+    path: Path,
+    *,
+    clock: WallClock = system_clock,
+    after_commit: AfterCommit | None = None,
+    known: JournalRead | None = None,
 ) -> AsyncIterator[JournalWriter]:
     """Open the journal at `path` (creating it) and run its writer until the block
     exits; commits pending at exit are written first. A torn tail is dropped
     before the first append and reported once. The writer task runs in a nursery
     this context manager owns.
+
+    `known` is the caller's read of the journal under the run lock (it is then not
+    read again; see `JournalFile.open`).
 
     `after_commit` sees each commit's rows once they are durable, in the committing
     task, before `commit` returns (the crash drill's kill point, `crw.actors.crash`).
@@ -169,7 +176,7 @@ async def open_journal_writer(
             it is and nothing is appended (`crw.journal.log`).
     """
     try:
-        journal = await trio.to_thread.run_sync(JournalFile.open, path)
+        journal = await trio.to_thread.run_sync(JournalFile.open, path, known)
     except OSError as err:
         raise JournalWriteError(
             f"could not open the journal {path}: {err.strerror or err}; "

@@ -48,8 +48,8 @@ from crw.engine.workflow import Workflow, load_workflow
 from crw.errors import CrwError, InputError, RefusedError
 from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
-from crw.journal.log import read_journal
-from crw.journal.replay import replay
+from crw.journal.log import JournalRead, decode, read_journal
+from crw.journal.replay import RunState, replay
 from crw.journal.rows import Paused, Started
 from crw.journal.snapshot import replay_journal
 from crw.settings import Settings
@@ -106,11 +106,16 @@ async def run_process(
             "started; restore the file the run started with"
         )
     with hold_run(run_dir) as lock:
-        ended = replay_journal(run_dir.journal)[0].ended_status
-        if ended is not None:  # a late launch: a run that ended gets no row
-            raise RefusedError(f"run {spec.id} has ended ({ended}); its process writes nothing")
+        history = read_journal(run_dir.journal)  # decoded and replayed once a process
+        past = replay(history.rows)
+        if past.ended_status is not None:  # a late launch: a run that ended gets no row
+            raise RefusedError(
+                f"run {spec.id} has ended ({past.ended_status}); its process writes nothing"
+            )
         try:
-            outcome = await _journaled(run_dir, spec, roles, workflow, settings, clock, lock)
+            outcome = await _journaled(
+                run_dir, spec, roles, workflow, settings, clock, lock, (history, past)
+            )
         except BaseException as exc:
             fault = faults.classify(exc, spec.id, run_dir.journal)
             if fault is None:
@@ -123,6 +128,13 @@ async def run_process(
         log.warning("%s", outcome.line)
         return "paused"
     raise RefusedError(outcome.line)
+
+
+def _appended(journal: Path, history: JournalRead) -> list[dict[str, Any]]:
+    """The rows committed after `history` (the writer cut any torn tail at its end)."""
+    with journal.open("rb") as file:
+        file.seek(history.end)
+        return decode(file.read(), journal, after=history.last_seq).rows
 
 
 def _keep_snapshot(run_dir: RunDir) -> None:
@@ -140,11 +152,16 @@ async def _journaled(
     settings: Settings,
     clock: WallClock,
     process_lock: ProcessLock | None,
+    past: tuple[JournalRead, RunState],
 ) -> str | faults.Fault:
     """Record the started row and run; a fault the journal can still record is
-    recorded (paused) and returned. Raises what it cannot record."""
+    recorded (paused) and returned. Raises what it cannot record. `past` is the
+    journal as the process found it, and its replay (folded on with the started
+    row: the journal is decoded once)."""
     hook = crash_hook(os.environ)
-    async with open_journal_writer(run_dir.journal, clock=clock, after_commit=hook) as journal:
+    async with open_journal_writer(
+        run_dir.journal, clock=clock, after_commit=hook, known=past[0]
+    ) as journal:
         await journal.commit(
             [
                 Started(
@@ -156,7 +173,10 @@ async def _journaled(
                 )
             ]
         )
-        rows = read_journal(run_dir.journal).rows
+        history, replayed = past
+        started = _appended(run_dir.journal, history)
+        rows = history.rows + started
+        replay(started, into=replayed)
         try:
             async with (
                 connect_host(
@@ -166,10 +186,13 @@ async def _journaled(
                 ) as client,
                 open_host_reader(client, settings) as reader,
             ):
-                run = Backend(journal, reader, workflow, run_dir, spec, roles, settings, clock)
+                token = process_lock.token if process_lock else None
+                run = Backend(
+                    journal, reader, workflow, run_dir, spec, roles, settings, clock, token
+                )
                 if spec.backend == "session":
-                    return await run.session(rows)
-                return await run.app_server(rows)
+                    return await run.session(rows, replayed)
+                return await run.app_server(rows, replayed)
         except BaseException as exc:
             fault = faults.classify(exc, spec.id, run_dir.journal)
             if fault is None or not fault.pauses:
@@ -190,12 +213,14 @@ class Backend:
     roles: RoleTable
     settings: Settings
     clock: WallClock
+    token: str | None
+    """The process lock's token (the step index's name), if it holds one."""
 
     @property
     def tmpdir(self) -> str | None:
         return self.spec.env.TMPDIR if self.spec.env else None
 
-    async def app_server(self, rows: list[dict[str, Any]]) -> str:
+    async def app_server(self, rows: list[dict[str, Any]], replayed: RunState) -> str:
         control = RunControl(run=self.run_dir)
         ctx = CallContext(
             journal=self.journal,
@@ -208,18 +233,18 @@ class Backend:
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call
-            state = await run_app_server_calls(ctx, self.spec.pool, replay(rows), rows)
+            state = await run_app_server_calls(ctx, self.spec.pool, replayed, rows)
             nursery.cancel_scope.cancel()
         return state
 
-    async def session(self, rows: list[dict[str, Any]]) -> str:
-        replayed = replay(rows)
+    async def session(self, rows: list[dict[str, Any]], replayed: RunState) -> str:
         records = CallRecords(rows)  # kept up to date by each call's commits
         inbox = Inbox(
             self.run_dir,
             self.spec.id,
             self.settings,
             lambda report: answer_unrouted(records, report),
+            token=self.token,
         )
         control = RunControl(run=self.run_dir)
         ctx = SessionContext(

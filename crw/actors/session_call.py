@@ -263,6 +263,7 @@ class SessionCall:
             **{key: extra[key] for key in ("previous_answer", "repair_errors") if key in extra},
         )
         packet_path, _ = bus.step_paths(self.ctx.run, self.call, k, attempt)
+        self.steps.built = (str(packet_path), text)
         message = packet.spawn_message(
             self.call, k, attempt, self.node.role, str(self.workspace), str(packet_path)
         )

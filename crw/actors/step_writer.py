@@ -31,6 +31,9 @@ class StepWriter:
         self.ctx = ctx
         self.pending: StepPublished | None = None
         self.unwritten: UnwrittenTracker | None = None
+        self.built: tuple[str, str] | None = None
+        """The packet path and text the call built for its newest step's digest:
+        its file is that text, so it is not built again."""
 
     async def write(self, step: StepPublished) -> None:
         """Write `step`'s files now (a failure is recorded and retried later)."""
@@ -70,15 +73,15 @@ class StepWriter:
         """The step file and packet of a published step, rebuilt from its row alone
         (a resumed process writes the same files the dead one meant to); a
         send_input step has no packet."""
-        text = (
-            self.call.packet_text(
+        text = None
+        if step.action == "spawn" and self.built is not None and self.built[0] == step.packet:
+            text = self.built[1]
+        elif step.action == "spawn":
+            text = self.call.packet_text(
                 note=step.note,
                 previous_answer=step.previous_answer,
                 repair_errors=step.repair_errors,
             )
-            if step.action == "spawn"
-            else None
-        )
         return (
             bus.StepFile(
                 call=self.call.call,

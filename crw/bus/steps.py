@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from crw.bus import live
 from crw.engine.markers import marker, op
 from crw.engine.rundir import PRIVATE_DIR, PRIVATE_FILE, RunDir
 
@@ -215,16 +216,18 @@ def write_step(run: RunDir, step: StepFile, packet_text: str | None) -> None:
     if step.op != op(step.call, step.k) or step.marker != marker(step.call, step.k, step.attempt):
         raise ValueError(f"op {step.op!r} or marker {step.marker!r} is not the step's")
     packet_path, step_path = step_paths(run, step.call, step.k, step.attempt)
-    _ensure_dir(packet_path.parent)
-    if packet_text is not None:
-        write_atomic(packet_path, packet_text.encode())
-    write_atomic(step_path, _encode(step.to_json()))
+    with live.writing(run, step.call):
+        _ensure_dir(packet_path.parent)
+        if packet_text is not None:
+            write_atomic(packet_path, packet_text.encode())
+        write_atomic(step_path, _encode(step.to_json()))
 
 
 def retract_step(run: RunDir, call: str, k: int, attempt: int) -> None:
     """Remove the step file, if present; the packet stays."""
     _, step_path = step_paths(run, call, k, attempt)
     step_path.unlink(missing_ok=True)
+    live.settle(run, call)
 
 
 def write_close(run: RunDir, call: str, attempt: int, agent_id: str) -> None:
@@ -235,8 +238,9 @@ def write_close(run: RunDir, call: str, attempt: int, agent_id: str) -> None:
         ValueError: the call or agent id is not one path segment.
     """
     path = close_path(run, call, attempt, agent_id)
-    _ensure_dir(path.parent)
-    write_atomic(path, _encode(CloseStep(call, attempt, agent_id).to_json()))
+    with live.writing(run, call):
+        _ensure_dir(path.parent)
+        write_atomic(path, _encode(CloseStep(call, attempt, agent_id).to_json()))
 
 
 def remove_close(run: RunDir, call: str, attempt: int, agent_id: str) -> None:
@@ -256,9 +260,8 @@ def list_closes(run: RunDir) -> list[CloseStep]:
 
 def list_bus(run: RunDir) -> tuple[list[StepFile], list[CloseStep]]:
     """The step files, by call, k and attempt, and the close steps, by call,
-    attempt and agent, from one listing of steps/ and of each call's directory
-    (a run keeps a directory per call it ever ran, so this is what a read of the
-    bus costs). A file that cannot be read, or whose members disagree with its
+    attempt and agent, from one listing of each call directory that may hold one
+    (`_files`). A file that cannot be read, or whose members disagree with its
     path, is skipped."""
     found_steps: list[StepFile | None] = []
     found_closes: list[CloseStep | None] = []
@@ -289,13 +292,12 @@ def list_bus(run: RunDir) -> tuple[list[StepFile], list[CloseStep]]:
 
 
 def _files(run: RunDir) -> list[Path]:
-    """The files of every call's directory under steps/, listed once each (the
-    directory entries' types, without a stat of each)."""
-    try:
-        with os.scandir(run.steps) as entries:
-            calls = [entry.path for entry in entries if entry.is_dir()]
-    except FileNotFoundError:  # steps/ not made yet
-        return []
+    """The files of the call directories under steps/ that may hold a step or close
+    step: those the holding process's index marks (`crw.bus.live`), else every
+    one; each listed once."""
+    calls = live.live_calls(run)
+    if calls is None:
+        calls = live.call_dirs(run.steps)
     files: list[Path] = []
     for call in calls:
         try:

@@ -135,10 +135,15 @@ class Node(BaseModel):
     def _load_schema(cls, value: object, info: ValidationInfo) -> object:
         workflow_file = (info.context or {}).get("file")
         document = workflow_file if isinstance(workflow_file, Path) else None
+        files = (info.context or {}).get("schema_files")
+        files = files if isinstance(files, dict) else {}
+        name: str | None = None
         if isinstance(value, str):
             if document is None:
                 raise crw_error("a schema path outside a workflow file", "give the schema inline")
-            document = document.parent / value
+            if value in files:  # a file many nodes name is read and checked once
+                return files[value]
+            name, document = value, document.parent / value
             value = read_schema_file(document, value)
         if not isinstance(value, dict):
             return value
@@ -146,10 +151,13 @@ class Node(BaseModel):
         seen = (info.context or {}).get("schemas")
         key = _schema_key(value, document)
         if isinstance(seen, dict) and key in seen:
-            return seen[key]
-        checked = bundle(_checked_schema(value), document, directory)
-        if isinstance(seen, dict) and key is not None:
-            seen[key] = checked
+            checked = seen[key]
+        else:
+            checked = bundle(_checked_schema(value), document, directory)
+            if isinstance(seen, dict) and key is not None:
+                seen[key] = checked
+        if name is not None:
+            files[name] = checked
         return checked
 
     def placeholders(self) -> list[Placeholder]:
@@ -310,7 +318,9 @@ def load_workflow(path: Path) -> Workflow:
     file = str(path)
     absolute = path.resolve()
     try:
-        parsed = _WorkflowFile.model_validate(table, context={"file": absolute, "schemas": {}})
+        parsed = _WorkflowFile.model_validate(
+            table, context={"file": absolute, "schemas": {}, "schema_files": {}}
+        )
     except ValidationError as err:
         raise validation_error(
             file, TomlSource(text), err, lambda loc: _context(table, loc), missing=_MISSING

@@ -39,10 +39,12 @@ damaged batch was whole, any framed line after the damage is a later batch's.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TypeGuard
 
 FRAMING = "commit_seq"
@@ -58,6 +60,7 @@ _LINE = b"%s" + _TRAILER_FORMAT + b"\n"
 _TRAILER = len(_CHECKSUM_HEAD) + 10
 """Bytes of `,"crc":"xxxxxxxx"}` at the end of every line."""
 _FRAME_START = '{"seq":'
+_FRAME_HEAD = _FRAME_START.encode()
 _LEGACY_END = re.compile(rb'"%s":[0-9]+\}$' % FRAMING.encode())
 """How a line of a crw before the checksum ends: its commit_seq last."""
 
@@ -78,6 +81,57 @@ def encode_batch(first_seq: int, at: str, bodies: list[bytes]) -> bytes:
         )
         lines.append(_LINE % (head, zlib.crc32(head)))
     return b"".join(lines)
+
+
+def whole_batches(data: bytes, after: int) -> tuple[list[dict[str, Any]], int] | None:
+    """The rows of `data` and the seq of its last row, when `data` is whole batches
+    as the writer leaves them: every line checksummed, the seqs following on from
+    `after`, the last batch closed. Its lines are parsed with one `json.loads` (half
+    the time of a `loads` a line). None when anything is not so: `decode` then reads
+    a line at a time, to tell where and how the bytes are damaged."""
+    if not data.endswith(b"\n"):
+        return None
+    lines = data[:-1].split(b"\n")
+    for line in lines:
+        head = len(line) - _TRAILER
+        if line[head:] != _TRAILER_FORMAT % zlib.crc32(line[:head]) or not line.startswith(
+            _FRAME_HEAD
+        ):
+            return None
+    try:
+        objs = json.loads(b"[%s]" % b",".join(lines))
+    except (ValueError, RecursionError):
+        return None
+    if len(objs) != len(lines):
+        return None
+    seq, pending = after, None
+    for obj in objs:
+        if type(obj) is not dict:
+            return None
+        framing, row_seq = obj.pop(FRAMING, None), obj.get("seq")
+        del obj[CHECKSUM]  # the line ends with it: its checksum matched
+        if type(row_seq) is not int or type(framing) is not int or row_seq != seq + 1:
+            return None
+        if framing < row_seq or (pending is not None and framing != pending):
+            return None
+        seq = row_seq
+        pending = None if seq == framing else framing
+    return (objs, seq) if pending is None else None
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Hold the cyclic garbage collector off while a read builds its rows: a journal
+    of 100,000 rows is millions of objects, none in a cycle, and the collections
+    their allocation triggers cost a third of the read. It runs again after
+    (unless it was off before)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def whole_line(

@@ -41,7 +41,7 @@ from crw.errors import RefusedError
 from crw.journal.framing import CHECKSUM as CHECKSUM
 from crw.journal.framing import FRAMING as FRAMING
 from crw.journal.framing import encode_batch as encode_batch
-from crw.journal.framing import later_frame, whole_line
+from crw.journal.framing import later_frame, paused_gc, whole_batches, whole_line
 from crw.text import escape_surrogates
 
 if TYPE_CHECKING:
@@ -162,6 +162,15 @@ def decode(data: bytes, path: Path, *, after: int = 0) -> JournalRead:
     Raises:
         JournalCorruptError: a framed line of a later batch follows the damage.
     """
+    with paused_gc():
+        whole = whole_batches(data, after)
+        if whole is not None:
+            return JournalRead(whole[0], len(data), whole[1], None)
+        return _decode_lines(data, path, after)
+
+
+def _decode_lines(data: bytes, path: Path, after: int) -> JournalRead:
+    """`decode` a line at a time, stopping at the first damage."""
     rows: list[dict[str, Any]] = []
     batch: list[dict[str, Any]] = []
     end = pos = batch_end = 0
@@ -258,10 +267,12 @@ class JournalFile:
         self._broken: OSError | None = None
 
     @classmethod
-    def open(cls, path: Path) -> JournalFile:
+    def open(cls, path: Path, known: JournalRead | None = None) -> JournalFile:
         """Open (creating) the journal to continue it: read its whole batches,
         truncate a torn tail (reported once), and fsync the directory when the
-        file is new so that its name is durable too.
+        file is new so that its name is durable too. `known` is the read of the
+        file a caller made under the run lock, which keeps every other writer out
+        (the journal is then not decoded again).
 
         Raises:
             OSError: the file or its directory cannot be opened, read or synced.
@@ -275,7 +286,7 @@ class JournalFile:
         else:
             _sync_directory(path.parent)
         try:
-            read = read_journal(path)
+            read = known if known is not None else read_journal(path)
             if read.torn is not None:
                 os.ftruncate(fd, read.end)
                 sync_data(fd)

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from crw.journal.framing import paused_gc
+
 TOKEN_PARTS = ("input", "cached_input", "output", "reasoning_output", "total")
 
 TERMINAL_ROWS = frozenset({"completed", "null_model", "held", "superseded"})
@@ -116,22 +118,27 @@ def replay(rows: Iterable[Row], into: RunState | None = None) -> RunState:
     that reads a growing journal folds each row once).
     """
     run = into if into is not None else RunState()
-    for row in rows:
-        run.last_seq = int(row.get("seq") or run.last_seq)
-        handler = _RUN_HANDLERS.get(row.get("row", ""))
-        if handler is not None:
-            handler(run, row)
-            continue
-        call_id = row.get("call")
-        call_handler = _CALL_HANDLERS.get(row.get("row", ""))
-        if call_handler is not None and isinstance(call_id, str):
-            call = run.calls.get(call_id)
-            if call is None:
-                call = run.calls[call_id] = CallState(call=call_id)
-            call.last_row = row["row"]
-            call_handler(run, call, row)
+    with paused_gc():  # a fold of many rows builds many objects, none in a cycle
+        for row in rows:
+            _fold(run, row)
     run.state = _run_state(run)
     return run
+
+
+def _fold(run: RunState, row: Row) -> None:
+    run.last_seq = int(row.get("seq") or run.last_seq)
+    handler = _RUN_HANDLERS.get(row.get("row", ""))
+    if handler is not None:
+        handler(run, row)
+        return
+    call_id = row.get("call")
+    call_handler = _CALL_HANDLERS.get(row.get("row", ""))
+    if call_handler is not None and isinstance(call_id, str):
+        call = run.calls.get(call_id)
+        if call is None:
+            call = run.calls[call_id] = CallState(call=call_id)
+        call.last_row = row["row"]
+        call_handler(run, call, row)
 
 
 def _run_state(run: RunState) -> str:

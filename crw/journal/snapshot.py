@@ -28,7 +28,9 @@ import sys
 import zlib
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
+from crw.journal.framing import paused_gc
 from crw.journal.log import JournalCorruptError, JournalRead, decode
 from crw.journal.replay import CallState, RunState, replay
 
@@ -48,9 +50,6 @@ once per a share of the journal, and every read decodes at most that share."""
 _CALL_FIELDS = [f.name for f in fields(CallState) if f.name != "result"]
 """A call's fields the snapshot keeps: all but its result, which can be large and
 which the commands do not show (a process that needs results replays the journal)."""
-_RESULT_AT = [f.name for f in fields(CallState)].index("result")
-"""Where a call's result goes among its fields: a call is built positionally (under half
-of the time of a build by keywords, at 10,000 calls)."""
 _RUN_FIELDS = [f.name for f in fields(RunState) if f.name != "calls"]
 _SEAL = 9
 """The file starts with the CRC-32 of the rest, as eight hex digits and a newline."""
@@ -110,14 +109,22 @@ def _load(path: Path, data: bytes) -> Snapshot | None:
         if end > len(data) or zlib.crc32(memoryview(data)[:end]) != crc:
             return None
         state = RunState(**run)
-        if any(len(values) != len(_CALL_FIELDS) for values in calls):
-            return None
-        for values in calls:
-            values.insert(_RESULT_AT, None)
-        state.calls = {values[0]: CallState(*values) for values in calls}
+        with paused_gc():
+            state.calls = {values[0]: _call(values) for values in calls}
     except (OSError, ValueError, TypeError, EOFError, KeyError, IndexError, AttributeError):
         return None
     return Snapshot(end, crc, state)
+
+
+def _call(values: list[Any]) -> CallState:
+    """The call of a snapshot's values (as `CallState(**fields)` makes it, without
+    the keyword call: a snapshot of a big run holds thousands)."""
+    if len(values) != len(_CALL_FIELDS):
+        raise ValueError("a call of the snapshot has other fields")
+    call: CallState = object.__new__(CallState)
+    call.__dict__ = dict(zip(_CALL_FIELDS, values, strict=True))
+    call.result = None
+    return call
 
 
 def _save(path: Path, state: RunState, end: int, crc: int) -> None:

@@ -18,7 +18,7 @@ from crw.engine.locks import is_held, run_lock
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings
 from crw.engine.workflow import load_workflow
-from crw.journal.log import read_journal
+from crw.journal.log import JournalRead, read_journal
 from crw.settings import Settings
 from tests.cli.conftest import EXAMPLES
 
@@ -69,11 +69,15 @@ async def test_process_lock_is_held_while_the_started_row_is_committed(
     seen: list[tuple[bool, bool]] = []
 
     def spying_writer(
-        path: Path, *, clock: WallClock = system_clock, after_commit: AfterCommit | None = None
+        path: Path,
+        *,
+        clock: WallClock = system_clock,
+        after_commit: AfterCommit | None = None,
+        known: JournalRead | None = None,
     ) -> AbstractAsyncContextManager[JournalWriter]:
         locks = list(run.root.glob("process.*.lock"))
         seen.append((len(locks) == 1 and is_held(locks[0]), is_held(run.run_lock)))
-        return open_journal_writer(path, clock=clock, after_commit=after_commit)
+        return open_journal_writer(path, clock=clock, after_commit=after_commit, known=known)
 
     monkeypatch.setattr(run_module, "open_journal_writer", spying_writer)
     await run_process(run, spec, run.root.parents[1])
@@ -91,10 +95,14 @@ async def test_started_row_names_the_token_of_the_process_lock_it_holds(
     held: list[str] = []
 
     def spying_writer(
-        path: Path, *, clock: WallClock = system_clock, after_commit: AfterCommit | None = None
+        path: Path,
+        *,
+        clock: WallClock = system_clock,
+        after_commit: AfterCommit | None = None,
+        known: JournalRead | None = None,
     ) -> AbstractAsyncContextManager[JournalWriter]:
         held.extend(lock.name for lock in run.root.glob("process.*.lock") if is_held(lock))
-        return open_journal_writer(path, clock=clock, after_commit=after_commit)
+        return open_journal_writer(path, clock=clock, after_commit=after_commit, known=known)
 
     monkeypatch.setattr(run_module, "open_journal_writer", spying_writer)
     await run_process(run, spec, run.root.parents[1])
@@ -171,3 +179,30 @@ async def test_the_process_runs_on_the_settings_its_spec_records(
     old = spec.model_copy(update={"settings": None})
     await run_process(run, old, run.root.parents[1])
     assert used == [recorded, Settings()]
+
+
+async def test_a_resumed_process_decodes_the_journal_it_finds_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: GEN-8: a process that resumes a run reads every row an earlier process
+    wrote once (the ended check, the writer's open and the backend's replay share
+    one read) and then only its own started row: a resume grows with the journal
+    once, not three times."""
+    from tests.journal.decoding import count_decoded_lines
+
+    run, spec = _run(tmp_path, backend="app-server")
+    for _ in range(3):
+        await run_process(run, spec, run.root.parents[1])
+    keep = run_module._keep_snapshot
+
+    def stop_counting(run_dir: RunDir) -> None:
+        resumed.extend(decoded)  # the snapshot a leaving process keeps is not the resume's
+        keep(run_dir)
+
+    decoded = count_decoded_lines(monkeypatch)
+    resumed: list[int] = []
+    monkeypatch.setattr(run_module, "_keep_snapshot", stop_counting)
+    assert await run_process(run, spec, run.root.parents[1]) == "paused"
+    rows = read_journal(run.journal).rows
+    assert [row["row"] for row in rows] == ["started", "paused"] * 4
+    assert len(resumed) == 6 + 1

@@ -182,3 +182,29 @@ async def test_a_bind_writes_one_thread_started_and_each_turn_its_turn_started(
         user = next(i for i in host_turn.items if i["type"] == "userMessage")
         assert user["content"][0]["text"].startswith(f"crw-flow-op: {turn['marker']}\n")
     assert state == "ended"
+
+
+async def test_each_spawn_step_builds_its_packet_once(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-21, STEP-55: the packet whose digest step_published records is
+    the text written to the packet file, built once a spawn step (a resumed process
+    builds it again from the row alone)."""
+    from crw.engine import packet
+
+    built: list[str] = []
+    build = packet.build_packet
+
+    def counted(p: packet.Packet) -> str:
+        text = build(p)
+        built.append(text)
+        return text
+
+    monkeypatch.setattr(packet, "build_packet", counted)
+    async with harness(tmp_path) as h:
+        state, rows = await h.go()
+        spawns = [r for r in rows if r["row"] == "step_published" and r["action"] == "spawn"]
+        files = [await trio.Path(r["packet"]).read_text() for r in spawns]
+    assert len(built) == len(spawns) >= 2
+    assert files == built
+    assert state == "ended"

@@ -12,10 +12,11 @@ import pytest
 
 from crw.cli import next as next_module
 from crw.engine.rundir import RunDir
-from crw.journal import log, snapshot
+from crw.journal import snapshot
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.replay import replay
 from crw.journal.rows import Prepared, Started, StepPublished
+from tests.journal.decoding import count_decoded_lines
 
 
 def _append(run: RunDir, seq: int, rows: list[Any]) -> int:
@@ -31,20 +32,14 @@ def test_reads_again_decode_and_replay_only_the_rows_appended(
     appended since the last read is decoded and folded on, nothing before it."""
     run = RunDir(tmp_path / "run")
     run.create()
-    decoded: list[int] = []
+    decoded = count_decoded_lines(monkeypatch)
     folded: list[int] = []
-    whole_line = log.whole_line  # type: ignore[attr-defined]
-
-    def count_line(*args: Any, **kwargs: Any) -> Any:
-        decoded.append(1)
-        return whole_line(*args, **kwargs)
 
     def count_rows(rows: Any, into: Any = None) -> Any:
         rows = list(rows)
         folded.append(len(rows))
         return replay(rows) if into is None else replay(rows, into)
 
-    monkeypatch.setattr(log, "whole_line", count_line)
     monkeypatch.setattr(next_module, "replay", count_rows)
     monkeypatch.setattr(snapshot, "replay", count_rows)
     seq = _append(run, 1, [Started(backend="session", process="p", pid=1)])

@@ -606,3 +606,21 @@ def test_loading_a_workflow_grows_in_proportion_to_its_nodes(tmp_path: Path) -> 
             load_workflow(path).order()
         counted[n] = lines.n
     assert counted[2000] <= 4.4 * counted[500], counted
+
+
+def test_a_schema_file_every_node_names_is_read_once_a_load(tmp_path: Path) -> None:
+    """Nodes that share a schema file share its one read: loading grows with the
+    nodes, not with nodes times the file's size."""
+    nodes = "".join(
+        f'[[node]]\nid = "n{i}"\nrole = "explorer"\ntask = "t"\nschema = "s.json"\n'
+        for i in range(200)
+    )
+    path = write(tmp_path, f'name = "w"\n{nodes}', **{"s.json": '{"type": "object"}'})
+    import crw.engine.schema_refs as schema_refs
+
+    with patch.object(
+        workflow_module, "read_schema_file", wraps=schema_refs.read_schema_file
+    ) as reads:
+        workflow = load_workflow(path)
+    assert reads.call_count == 1
+    assert workflow.node("n199").output_schema == workflow.node("n0").output_schema

@@ -4,14 +4,14 @@ journal, only the rows after it decoded, and thrown away when it does not match.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from crw.journal import log, snapshot
+from crw.journal import snapshot
 from crw.journal.log import JournalCorruptError, encode_batch, encode_body, read_journal
 from crw.journal.replay import RunState, replay
 from crw.journal.rows import Completed, Ended, Prepared, Started, ThreadStarted, Tokens
+from tests.journal.decoding import count_decoded_lines
 
 STAMP = "2026-11-29T19:35:51.123456Z"
 
@@ -44,14 +44,7 @@ def without_results(journal: Path) -> RunState:
 @pytest.fixture
 def decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the journal lines decoded; every read writes a snapshot."""
-    lines: list[int] = []
-    whole_line = log.whole_line  # type: ignore[attr-defined]
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        lines.append(1)
-        return whole_line(*args, **kwargs)
-
-    monkeypatch.setattr(log, "whole_line", counted)
+    lines = count_decoded_lines(monkeypatch)
     monkeypatch.setattr(snapshot, "REFRESH_BYTES", 1)
     return lines
 
@@ -146,14 +139,7 @@ def test_a_reader_decodes_at_most_a_share_of_a_journal_under_a_mebibyte(
     assert snapshot.REFRESH_MIN * 4 < size < snapshot.REFRESH_BYTES
     snapshot.replay_journal(journal)
     assert (tmp_path / snapshot.SNAPSHOT).exists()
-    lines: list[int] = []
-    whole_line = log.whole_line  # type: ignore[attr-defined]
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        lines.append(1)
-        return whole_line(*args, **kwargs)
-
-    monkeypatch.setattr(log, "whole_line", counted)
+    lines = count_decoded_lines(monkeypatch)
     seq = _append(journal, seq, range(1500, 1510))
     state, _ = snapshot.replay_journal(journal)
     assert len(lines) == 3 * 10  # the ten calls appended, three rows each

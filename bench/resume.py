@@ -1,0 +1,184 @@
+"""Start and resume at scale: a run of N calls started, killed at its midpoint, resumed.
+
+A workflow of N independent one-turn nodes (bench/scale.py's), pool 8, on the
+simulated host with instant turns, the App Server backend, in a fresh state
+directory under the repository with a fresh `crw host sim serve`:
+
+1. `start_run` (what `crw flow start` does, in-process), timed to the `at` of the
+   run's first `prepared` row: the workflow's load, the run directory, the launch,
+   the run process's own load of the workflow and its first admission (`start_s`;
+   `start_run_s` is the part in the starting process).
+2. The run goes on until half its calls have completed; then its process is killed
+   with SIGKILL (a crash: whatever was in flight stays in flight).
+3. The run is resumed as `crw flow resume RUN --detach` resumes it (the launch
+   under the run's launch lock), timed to the `at` of the first row the new
+   process writes (`first_row_s`: its started row, after the workflow's load and the
+   journal's replay through its snapshot) and to the first row after that
+   (`first_call_row_s`: the journal read whole, the calls replayed, the gate's
+   admission or an in-flight call's next row: what a resumed run does first).
+
+Every process is real and reaped by pid when the bench is done, whatever happens.
+Prints a table, or with --json one object: {"calls", "rows_at_kill", "start_run_s",
+"start_s", "first_row_s", "first_row", "first_call_row_s", "first_call_row"}.
+
+    .venv/bin/python bench/resume.py [--calls 10000] [--json] [--limit SECONDS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+from scale import POOL, REPO, SCHEMA, Trial, host_client, reap, start, workflow
+
+from crw.engine.launch import launch_once
+from crw.engine.rundir import RunDir
+from crw.engine.runspec import read_run_spec
+from crw.host.sim.process import launch_sim, stop_sim
+from crw.journal.log import read_journal
+
+CALLS = 10_000
+LIMIT = 300.0
+"""Seconds the bench may wait for the midpoint, and for each row it times."""
+LOOK = 0.005
+"""Seconds between two looks at the journal."""
+
+
+class Tail:
+    """The journal's rows as they are appended, read from where the last look ended."""
+
+    def __init__(self, journal: Path) -> None:
+        self.journal = journal
+        self.offset = 0
+        self.completed = 0
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The whole lines appended since the last look."""
+        try:
+            with self.journal.open("rb") as file:
+                file.seek(self.offset)
+                data = file.read()
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        rows = [json.loads(line) for line in data[:end].splitlines()]
+        self.completed += sum(1 for row in rows if row["row"] == "completed")
+        return rows
+
+
+def at(row: dict[str, Any]) -> float:
+    return dt.datetime.fromisoformat(row["at"].replace("Z", "+00:00")).timestamp()
+
+
+def until(tail: Tail, found: Any, limit: float) -> dict[str, Any]:
+    """The first row appended from now on for which `found(row)` holds."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        for row in tail.rows():
+            if found(row):
+                return row
+        time.sleep(LOOK)
+    raise TimeoutError(f"no such row within {limit:g} s")
+
+
+def kill_at_midpoint(trial: Trial, tail: Tail, limit: float) -> None:
+    """SIGKILL the run process once half the calls have completed; reap it."""
+    assert trial.pid is not None
+    deadline = time.monotonic() + limit
+    while tail.completed < trial.calls // 2:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{tail.completed} of {trial.calls} calls completed in {limit:g} s")
+        tail.rows()
+        time.sleep(LOOK)
+    os.kill(trial.pid, signal.SIGKILL)
+    os.waitpid(trial.pid, 0)
+    trial.pid = None
+
+
+async def script_host(trial: Trial) -> None:
+    async with host_client(trial.socket) as client:
+        await client.request("sim/script", {"match": {}, "behaviour": {"seconds": 0}})
+
+
+def measure(trial: Trial, limit: float) -> dict[str, Any]:
+    wf = trial.state.parent / "scale.toml"
+    wf.write_text(workflow(trial.calls))
+    (wf.parent / "s.json").write_text(json.dumps(SCHEMA))
+    trio.run(script_host, trial)
+    t0 = time.time()
+    start(trial, wf, None)
+    start_run_s = time.time() - t0
+    run = RunDir(trial.state / "flow" / trial.run_id)
+    tail = Tail(run.journal)
+    prepared = until(tail, lambda row: row["row"] == "prepared", limit)
+    kill_at_midpoint(trial, tail, limit)
+    rows_at_kill = read_journal(run.journal).last_seq
+    tail.rows()
+    spec = read_run_spec(run.run_json)
+    t1 = time.time()
+    child = launch_once(run, trial.state, spec.env_overrides(), trial.environ(), lambda: None)
+    trial.pid = child.pid
+    first = until(tail, lambda row: row["seq"] > rows_at_kill, limit)
+    after = until(tail, lambda row: row["seq"] > first["seq"], limit)
+    return {
+        "calls": trial.calls,
+        "rows_at_kill": rows_at_kill,
+        "start_run_s": round(start_run_s, 3),
+        "start_s": round(at(prepared) - t0, 3),
+        "first_row_s": round(at(first) - t1, 3),
+        "first_row": first["row"],
+        "first_call_row_s": round(at(after) - t1, 3),
+        "first_call_row": after["row"],
+    }
+
+
+def bench(calls: int, limit: float, where: Path) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="crw-resume-", dir=where) as tmp:
+        trial = Trial("app-server", calls, Path(tmp) / "state")
+        trial.state.mkdir()
+        (trial.state / "codex-home").mkdir()
+        (trial.state / "codex-home" / "config.toml").write_text(
+            f"[agents]\nmax_threads = {POOL + 1}\n"
+        )
+        host = launch_sim(trial.socket, trial.state / "codex-home", trial.state / "host.log")
+        try:
+            return measure(trial, limit)
+        finally:
+            stop_sim(host)
+            reap(trial)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--calls", type=int, default=CALLS)
+    parser.add_argument("--limit", type=float, default=LIMIT, help="seconds per wait")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--tmp", type=Path, default=REPO, help="where the state directory goes")
+    args = parser.parse_args()
+    if args.calls < 2:
+        parser.error(f"--calls {args.calls}: pass at least 2 calls")
+    figures = bench(args.calls, args.limit, args.tmp)
+    if args.json:
+        print(json.dumps(figures))
+        return
+    print(f"{figures['calls']} calls, killed at {figures['rows_at_kill']} rows")
+    print(f"  start_run (load, run dir, launch)    {figures['start_run_s']:7.3f} s")
+    print(f"  start to the first prepared row      {figures['start_s']:7.3f} s   (target < 2 s)")
+    print(f"  resume to its first row ({figures['first_row']})  {figures['first_row_s']:7.3f} s")
+    print(
+        f"  resume to the next row ({figures['first_call_row']})"
+        f"  {figures['first_call_row_s']:7.3f} s   (target < 2 s)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""The index of the call directories that may hold a step: what a reader of a live
+session run lists, and that it never hides a step or close step."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crw.bus import live
+from crw.bus.steps import (
+    list_bus,
+    remove_close,
+    retract_step,
+    step_paths,
+    write_close,
+    write_step,
+)
+from crw.engine.locks import ProcessLock, take_process_lock
+from crw.engine.rundir import RunDir
+from tests.bus.test_steps import PACKET, spawn_step
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> RunDir:
+    run = RunDir.of(tmp_path / "state", "r1")
+    run.create()
+    return run
+
+
+@pytest.fixture
+def holder(run: RunDir) -> Iterator[ProcessLock]:
+    """The run's process lock, held, and an index kept under its token."""
+    lock = take_process_lock(run)
+    assert lock is not None
+    live.open_index(run, lock.token)
+    yield lock
+    live.close_index(run)
+    lock.release()
+
+
+def ran_calls(run: RunDir, calls: int) -> None:
+    """`calls` calls that each published a step, bound it (the step file retracted,
+    the packet kept) and had their subagent closed by the owner."""
+    for i in range(calls):
+        call = f"n{i}.1"
+        write_step(run, spawn_step(run, call), PACKET)
+        retract_step(run, call, 1, 1)
+        write_close(run, call, 1, f"thread-{i}")
+        remove_close(run, call, 1, f"thread-{i}")
+
+
+def listings(monkeypatch: pytest.MonkeyPatch, run: RunDir) -> list[str]:
+    listed: list[str] = []
+    listdir, scandir = os.listdir, os.scandir
+
+    def count_listdir(path: Any = ".") -> Any:
+        listed.append(str(path))
+        return listdir(path)
+
+    def count_scandir(path: Any = ".") -> Any:
+        listed.append(str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "listdir", count_listdir)
+    monkeypatch.setattr(os, "scandir", count_scandir)
+    return listed
+
+
+def test_a_read_of_a_held_run_lists_only_the_calls_that_may_hold_a_step(
+    run: RunDir, holder: ProcessLock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1, STEP-28: a run keeps a directory per call it ran; a read of
+    its bus lists the index and the calls with a step or close step waiting, not the
+    thirty calls that are done, and sees every waiting step and close."""
+    ran_calls(run, 30)
+    live.sweep(run)  # the owner took the closes: the holder unmarks their calls
+    write_step(run, spawn_step(run, "w.1"), PACKET)
+    write_close(run, "c.1", 1, "thread-c")
+    listed = listings(monkeypatch, run)
+    steps, closes = list_bus(run)
+    assert [s.call for s in steps] == ["w.1"] and [c.agent_id for c in closes] == ["thread-c"]
+    assert sorted(Path(p).name for p in listed if p.startswith(str(run.steps))) == sorted(
+        [f"{live.PREFIX}{holder.token}", "w.1", "c.1"]
+    )
+
+
+def test_a_call_is_unmarked_only_once_its_directory_holds_no_step_or_close(
+    run: RunDir, holder: ProcessLock
+) -> None:
+    """spec: STEP-21, STEP-28: marked before its files are written; a retracted step
+    unmarks it; a close the owner took stays marked until the holder's sweep."""
+    index = run.steps / f"{live.PREFIX}{holder.token}"
+    write_step(run, spawn_step(run, "a.1"), PACKET)
+    assert (index / "a.1").exists()
+    write_close(run, "a.1", 1, "thread-a")
+    retract_step(run, "a.1", 1, 1)
+    assert (index / "a.1").exists()  # its close is still there
+    remove_close(run, "a.1", 1, "thread-a")  # the owner's next: a reader never unmarks
+    assert (index / "a.1").exists()
+    live.sweep(run)
+    assert not (index / "a.1").exists()
+    assert step_paths(run, "a.1", 1, 1)[0].exists()  # the packet stays
+
+
+def test_an_index_no_process_holds_is_never_trusted(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1: after its process is gone (a crash, a power loss that took
+    part of the index), a reader lists every call's directory and misses no step."""
+    lock = take_process_lock(run)
+    assert lock is not None
+    live.open_index(run, lock.token)
+    write_step(run, spawn_step(run, "a.1"), PACKET)
+    live.close_index(run)
+    lock.release()
+    (run.steps / f"{live.PREFIX}{lock.token}").mkdir(exist_ok=True)
+    (run.steps / f"{live.PREFIX}{lock.token}" / "a.1").unlink(missing_ok=True)
+    assert [s.call for s in list_bus(run)[0]] == ["a.1"]
+
+
+def test_an_index_opened_on_a_run_with_steps_marks_them(run: RunDir) -> None:
+    """spec: STEP-21: a resumed process indexes the steps and closes an earlier
+    process left before it writes any: a reader sees them through its index."""
+    write_step(run, spawn_step(run, "a.1"), PACKET)
+    write_close(run, "b.1", 1, "thread-b")
+    ran_calls(run, 3)
+    lock = take_process_lock(run)
+    assert lock is not None
+    try:
+        live.open_index(run, lock.token)
+        assert live.live_calls(run) is not None
+        assert sorted(Path(p).name for p in live.live_calls(run) or []) == ["a.1", "b.1"]
+        steps, closes = list_bus(run)
+        assert [s.call for s in steps] == ["a.1"] and [c.call for c in closes] == ["b.1"]
+    finally:
+        live.close_index(run)
+        lock.release()
+
+
+def test_a_call_being_written_holds_back_no_other_call(run: RunDir, holder: ProcessLock) -> None:
+    """spec: STEP-21: the index's lock is a call's: while one call's step is being
+    written (the lock held), another call's step is written at once."""
+    import threading
+
+    other = next(
+        f"b{i}.1" for i in range(100) if live._call_lock(f"b{i}.1") is not live._call_lock("a.1")
+    )
+    written = threading.Event()
+
+    def write_other() -> None:
+        write_step(run, spawn_step(run, other), PACKET)
+        written.set()
+
+    with live.writing(run, "a.1"):
+        threading.Thread(target=write_other).start()
+        assert written.wait(10)
+    assert [s.call for s in list_bus(run)[0]] == [other]
+
+
+async def test_the_inbox_of_the_holding_process_keeps_and_sweeps_the_index(
+    run: RunDir, autojump_clock: Any
+) -> None:
+    """spec: STEP-28, CMD-NEXT-1: the run's inbox indexes the bus before any step is
+    written (a step an earlier process left is marked), and within SWEEP_POLLS reads
+    after the owner took a close step its call is no longer marked."""
+    import trio
+
+    from crw.actors.inbox import SWEEP_POLLS, Inbox
+    from crw.settings import DEFAULT_SETTINGS
+
+    write_step(run, spawn_step(run, "left.1"), PACKET)  # an earlier process's
+    lock = take_process_lock(run)
+    assert lock is not None
+    inbox = Inbox(run, "r1", DEFAULT_SETTINGS, lambda report: None, token=lock.token)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(inbox.run)
+            assert sorted(Path(p).name for p in live.live_calls(run) or []) == ["left.1"]
+            await trio.to_thread.run_sync(write_close, run, "c.1", 1, "thread-c")
+            remove_close(run, "c.1", 1, "thread-c")  # the owner's next took it
+            assert "c.1" in [Path(p).name for p in live.live_calls(run) or []]
+            await trio.sleep(DEFAULT_SETTINGS.inbox_poll * (SWEEP_POLLS + 1))
+            assert [Path(p).name for p in live.live_calls(run) or []] == ["left.1"]
+            nursery.cancel_scope.cancel()
+        assert live.live_calls(run) is not None  # its process still holds the lock
+        assert run.steps not in live._indexes  # but keeps it no more
+    finally:
+        lock.release()
+    assert live.live_calls(run) is None
