@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from crw.journal import log, snapshot
+from crw.journal import snapshot
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import Completed, Ended, Prepared, Started
+from tests.journal.decoding import count_decoded_lines
 
 STAMP = "2026-11-30T00:00:00.000000Z"
 
@@ -28,16 +29,8 @@ def _journal(path: Path, calls: int, *, ended: bool) -> None:
 
 @pytest.fixture
 def decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the journal lines decoded."""
-    lines: list[int] = []
-    whole_line = log.whole_line  # type: ignore[attr-defined]
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        lines.append(1)
-        return whole_line(*args, **kwargs)
-
-    monkeypatch.setattr(log, "whole_line", counted)
-    return lines
+    """Counts the journal lines decoded, whichever way they are read."""
+    return count_decoded_lines(monkeypatch)
 
 
 def test_after_a_run_ended_a_read_decodes_no_row(tmp_path: Path, decoded: list[int]) -> None:
