@@ -1,8 +1,8 @@
 """The drills' scenes: where in its life a call is stopped, on the simulated host.
 
 Each `Point` scripts the host (and the owner) so that the stopped call reaches
-that point, and says when it is there; `undisturbed` scripts the same run with
-nothing in its way, whose results every drill must end with.
+that point, and says when it is there; scripted with `disturbed=False` it is the
+same run with nothing in its way, whose results every drill must end with.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class Point:
         else:
             await h.script({"marker": f"{self.call}/t1-a1"}, hang=True)
 
-    def there(self, h: Harness) -> Callable[[Rows], bool]:
+    def there(self) -> Callable[[Rows], bool]:
         """When the call is at this point, from its rows (and the host)."""
         if self.name == "dispatch":
             return has("step_published", self.call)

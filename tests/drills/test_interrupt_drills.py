@@ -67,12 +67,12 @@ async def stopped(h: Harness, point: Point, op: str) -> tuple[str, Rows]:
         return await go(h)
     if op == "kill":
         first = "interrupt_requested" if point.interrupted else "held"
-        await killed(h, point, first, stop_when=point.there(h))
+        await killed(h, point, first, stop_when=point.there())
         return await go(h)
     if op == "timeout":
         with_timeout(h)
         return await go(h)
-    return await go(h, stop_when=point.there(h), op=asked)
+    return await go(h, stop_when=point.there(), op=asked)
 
 
 async def killed(h: Harness, point: Point, kind: str, **more: Any) -> None:
