@@ -1,13 +1,15 @@
 # Two entry points for a fresh machine with Python 3.11 and pip:
 #   make demo   runs the demo end to end
 #   make test   lints, type-checks and runs the whole test suite (what CI runs)
+#   make drills the interrupt/pause drills alone (part of make test); drills-table
+#               runs them and writes their table into docs/drills.md
 # Each makes .venv and installs the pinned tree first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test drills drills-table lint typecheck bench clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +21,12 @@ demo: $(STAMP)
 
 test: lint typecheck
 	$(BIN)/python -m pytest -q
+
+drills: $(STAMP)
+	$(BIN)/python -m pytest -q tests/drills
+
+drills-table: $(STAMP)
+	CRW_DRILLS_TABLE=docs/drills.md $(BIN)/python -m pytest -q tests/drills
 
 lint: $(STAMP)
 	$(BIN)/ruff check crw tests bench

@@ -21,7 +21,7 @@ import trio
 
 from crw.actors.session_call import SessionCall, SessionContext
 from crw.bus import steps as bus
-from crw.engine import conversation, review
+from crw.engine import conversation, interrupt, review
 from crw.engine.gate import RunSpent, call_id
 from crw.engine.harvest import CallEnd
 from crw.engine.rundir import PRIVATE_DIR
@@ -119,8 +119,8 @@ async def run_rounds(
         end = await actor.run()
         journal.extend(actor.rows[known:])
         by_call[call] = actor.rows
-        if end.pause is not None:
-            return CallEnd(parse_row(actor.rows[-1]), end.pause)
+        if end.pause is not None or interrupt.held_by_pause(actor.rows[-1]):
+            return CallEnd(parse_row(actor.rows[-1]), end.pause)  # a pause: the round waits
 
 
 async def _actor(

@@ -52,7 +52,7 @@ async def run_session_calls(
     results, finished = taken(replayed, ctx.workflow)
     ctx.control.held_before = tuple(interrupt.goes_on(replayed))
     for node in ctx.control.held_before:  # held by a pause: they run again
-        del finished[node]
+        finished.pop(node, None)  # a reviewed node's round is not over: it has none
     ctx.control.open_nodes = interrupt.open_nodes(replayed)
     await close_left_open(ctx, replayed)
 

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from crw.engine.interrupt import held_by_pause
 from crw.engine.workflow import Review
 from crw.journal.replay import TERMINAL_ROWS
 from crw.journal.rows import Completed, Held, RowModel
@@ -87,7 +88,8 @@ def next_action(review: Review | None, ends: Sequence[Mapping[str, Any]]) -> Run
 
 def ends_of(node_id: str, by_call: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Row]:
     """The terminal rows of `node_id`'s calls 1, 2, ... up to the first that has
-    none (a call a decision sent back to run is not ended)."""
+    none (a call a decision sent back to run is not ended, nor one a pause held:
+    the resumed run goes on with it in place)."""
     ends: list[Row] = []
     while True:
         rows = by_call.get(f"{node_id}.{len(ends) + 1}", ())
@@ -98,7 +100,7 @@ def ends_of(node_id: str, by_call: Mapping[str, Sequence[Mapping[str, Any]]]) ->
                 end = row
             elif kind == "decision" and row.get("choice") == "retry":
                 end = None
-        if end is None:
+        if end is None or held_by_pause(end):
             return ends
         ends.append(end)
 

@@ -1,0 +1,222 @@
+"""The interrupt drills with real processes: a `crw host sim serve` host, a session
+run's process, the process-level owner (`tests.drill.owner`) and the commands.
+
+The run process is started with `CRW_CRASH_AFTER` (the crash drill's kill point),
+so it SIGKILLs itself right after the stop's first row is durable: the interrupt's
+intent (`interrupt_requested`, before the interrupt is sent), or, for a call the
+host already answered, right after its turn was bound. What a person does next is
+what the drill does: the `crw flow pause`/`cancel` that waited stops the run no
+process holds itself, a deadline's hold is answered with `crw flow answer --retry`,
+a pause is followed by `crw flow resume`. Each drill asserts the stop's rows, that
+no marker was turned twice on the host, that every subagent was closed, and that
+the run ends with the results of the same workflow run undisturbed. Every process
+is reaped by pid at teardown (the crash drill's `reap`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crw.engine.locks import run_is_live
+from tests.cli.conftest import Crw
+from tests.drill.test_crash_drill import WORKFLOW, Drill, results, wait_until
+
+REVIEWED = WORKFLOW.replace(
+    'task = "Fix it, starting from {explore.files}."\n',
+    'task = "Fix it, starting from {explore.files}."\nreview = { role = "reviewer", rounds = 1 }\n',
+)
+REJECT = {"verdict": "reject", "findings": ["name the files"]}
+TIMEOUT = 3
+"""The build node's deadline, in seconds, in the deadline drill."""
+QUICK = {"seconds": 0.1}
+
+
+@dataclass(frozen=True)
+class Case:
+    point: str
+    stop: str
+    call: str = "build.1"
+
+    @property
+    def kill(self) -> str:
+        """The kill point: the row right after which the run process dies."""
+        kind = "turn_started" if self.point == "answered" else "interrupt_requested"
+        return f"{kind}@{self.call}"
+
+    @property
+    def k(self) -> int:
+        """The k of the turn the stop reaches."""
+        return 2 if self.point == "repair" else 1
+
+
+CASES = [
+    Case("running", "pause"),
+    Case("running", "cancel"),
+    Case("running", "timeout"),
+    Case("repair", "pause"),
+    Case("answered", "pause"),
+    Case("review", "pause", call="build.3"),
+]
+
+
+@dataclass
+class KillDrill(Drill):
+    run_deadline: float = 60.0
+
+    def script(self, case: Case | None, reviewed: bool) -> None:
+        """The workflow and the host's scripts; `case` None: undisturbed."""
+        text = REVIEWED if reviewed else WORKFLOW
+        if case is not None and case.stop == "timeout":
+            text = text.replace('role = "executor"\n', f'role = "executor"\ntimeout = {TIMEOUT}\n')
+        self.workflow.write_text(text)
+        scripts: list[tuple[str, dict[str, Any]]] = [("build.1/*", QUICK)]  # no invalid first
+        if reviewed:
+            scripts.append(("build.2/*", {**QUICK, "answer": REJECT}))
+        if case is not None and case.point == "repair":
+            scripts += [("build.1/t1-*", {**QUICK, "invalidFirst": True}),
+                        ("build.1/t2-a1", {"hang": True})]  # fmt: skip
+        elif case is not None:
+            seconds = {"seconds": 2} if case.point == "answered" else {"hang": True}
+            scripts.append((f"{case.call}/t1-a1", seconds))
+        for marker, behaviour in scripts:
+            self.host("sim/script", {"match": {"marker": marker}, "behaviour": behaviour})
+
+    def command(self, *args: str) -> dict[str, Any]:
+        assert self.run is not None
+        out = self.crw("flow", *args, "--state", str(self.crw.state), "--json")
+        assert out.code == 0, out.stderr
+        made: dict[str, Any] = out.json()
+        return made
+
+
+def made(root: Path) -> KillDrill:
+    (root / "tmp").mkdir()
+    drill = KillDrill(root, Crw(root / "state", root / "tmp"))
+    drill.serve()
+    return drill
+
+
+@pytest.fixture
+def drill(tmp_path: Path) -> Iterator[KillDrill]:
+    ran = made(tmp_path)
+    try:
+        yield ran
+    finally:
+        ran.reap()
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, dict[str, Any]]:
+    """The results of each workflow (plain, reviewed) run undisturbed."""
+    found: dict[bool, dict[str, Any]] = {}
+    for reviewed in (False, True):
+        ran = made(tmp_path_factory.mktemp("reference"))
+        try:
+            ran.script(None, reviewed)
+            ran.start(crash_after=None)
+            rows = ran.finish()
+        finally:
+            ran.reap()
+        assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
+        found[reviewed] = results(rows)
+    return found
+
+
+def kinds(rows: list[dict[str, Any]], call: str) -> list[str]:
+    return [r["row"] for r in rows if r.get("call") == call]
+
+
+def dead(drill: KillDrill) -> list[dict[str, Any]]:
+    """Wait until the run process killed itself; the rows it left."""
+    assert drill.run is not None
+    started = [r for r in drill.rows() if r["row"] == "started"]
+    wait_until("the killed run process lets its run go", lambda: not run_is_live(drill.run))
+    rows = drill.rows()
+    assert [r for r in rows if r["row"] == "started"] == started
+    return rows
+
+
+def at_point(drill: KillDrill, case: Case) -> None:
+    def there() -> bool:
+        rows = drill.rows()
+        return any(
+            r["row"] == "turn_started" and r["call"] == case.call and r["k"] == case.k for r in rows
+        )
+
+    wait_until(f"{case.call} runs turn {case.k}", there)
+
+
+def stop(drill: KillDrill, case: Case) -> dict[str, Any] | None:
+    """Stop the run as a person does; the command's answer, if a command stopped it."""
+    assert drill.run is not None
+    run = drill.run.id
+    if case.stop == "timeout":  # the deadline: the process dies after the intent
+        dead(drill)
+        drill.pause_owner()  # its next would resume the run: the drill does
+        drill.command("resume", run)
+        wait_until("the resumed process leaves", lambda: not run_is_live(drill.run))
+        return None
+    at_point(drill, case)
+    if case.point == "answered":  # the process died once the turn was bound
+        dead(drill)
+        drill.pause_owner()
+        wait_until(
+            "the host answers the turn", lambda: "active" not in drill.subagent_turns()[1].values()
+        )
+    else:
+        drill.pause_owner()  # the stop needs no owner; its next would resume the run
+    return drill.command(case.stop, run, "--wait", "60")
+
+
+def go_on(drill: KillDrill, case: Case) -> list[dict[str, Any]]:
+    """After the stop, what a person does; the rows once the run ended."""
+    assert drill.run is not None
+    run = drill.run.id
+    drill.unpause_owner()
+    if case.stop == "timeout":
+        answered = drill.command("answer", run, case.call, "--retry")
+        drill.crw.pids.append(answered["resumed_pid"])
+    elif case.stop == "pause":
+        drill.command("resume", run, "--detach")
+    return drill.finish()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c.point}-{c.stop}" for c in CASES])
+def test_a_run_killed_as_it_stops_a_call_ends_as_the_undisturbed_run(
+    drill: KillDrill,
+    references: dict[bool, dict[str, Any]],
+    case: Case,
+    found: dict[str, Any],
+) -> None:
+    """spec: HARV-28..31, HARV-35, HARV-37, HARV-38, ROWS-6, ATT-30, CMD-NEXT-2"""
+    reviewed = case.point == "review"
+    drill.script(case, reviewed)
+    drill.start(crash_after=case.kill)
+    answer = stop(drill, case)
+    rows = drill.rows()
+    reason = {"pause": "paused", "cancel": "cancelled", "timeout": "deadline"}[case.stop]
+    mine = kinds(rows, case.call)
+    assert mine[-2:] == ["interrupt_requested", "held"], mine
+    assert mine.count("interrupt_requested") == 1
+    held = [r for r in rows if r["row"] == "held" and r["call"] == case.call][-1]
+    assert held["reason"] == reason
+    found["held"] = reason
+    if answer is not None:
+        assert answer["via"] == "here" and answer["held"] == [case.call], answer
+        assert rows[-1]["row"] == ("paused" if case.stop == "pause" else "ended")
+    rows = go_on(drill, case)
+    turns, status = drill.subagent_turns()
+    assert {marker: n for marker, n in turns.items() if n > 1} == {}
+    assert {agent: s for agent, s in status.items() if s != "notLoaded"} == {}
+    if case.stop == "cancel":
+        assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "cancelled"
+        found["end"] = "cancelled"
+        return
+    assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
+    assert results(rows) == references[reviewed]
+    found["end"] = "completed, same results"
