@@ -188,15 +188,13 @@ async def test_a_running_turn_of_the_held_call_is_interrupted_before_it_goes_on(
     """spec: ATT-30, ATT-31 (the host was lost while the turn ran: the call was held
     host_failure, and its turn runs on on the shared host)"""
     async with host(tmp_path) as h:
-        await h.request(
-            "sim/script", {"match": {"marker": "build.1/t1-*"}, "behaviour": {"hang": True}}
-        )
+        long = {"seconds": 100_000}  # runs on while no process watches it
+        await h.request("sim/script", {"match": {"marker": "build.1/t1-*"}, "behaviour": long})
         assert await h.process(kill_after("turn_started")) is None
         append_row(RunDir(h.run_dir), Started(backend="app-server"))
         append_row(RunDir(h.run_dir), Held(call=CALL, reason="host_failure", error="gone"))
         answer(h)
-        with trio.fail_after(3600):  # a turn sent again would hang as the first did
-            assert await h.process() == "ended"
+        assert await h.process() == "ended"
         rows = h.rows()
         first = h.thread(CALL).turns[0]
         on_thread = thread_turns(h)
@@ -207,15 +205,9 @@ async def test_a_running_turn_of_the_held_call_is_interrupted_before_it_goes_on(
         "interrupt_requested",
         "step_published",
         "turn_started",
-        "step_published",
-        "turn_started",
         "completed",
     ]
-    # The retaken turn's answer breaks the schema: its repair follows it, at k 3.
-    assert [place(step) for step in steps(rows)[1:]] == [
-        (2, "build.1/t2", "build.1/t2-a2", 2, 1, "build.1/t1-a1"),
-        (3, "build.1/t3", "build.1/t3-a2", 2, 2, None),
-    ]
+    assert place(steps(rows)[1]) == (2, "build.1/t2", "build.1/t2-a2", 2, 1, "build.1/t1-a1")
     requested = next(r for r in rows if r["row"] == "interrupt_requested")
     assert (requested["reason"], requested["op"], requested["attempt"], requested["turn_id"]) == (
         "held",
@@ -224,11 +216,7 @@ async def test_a_running_turn_of_the_held_call_is_interrupted_before_it_goes_on(
         first.id,
     )
     assert first.status == "interrupted"
-    assert on_thread == [
-        "crw-flow-op: build.1/t1-a1",
-        "crw-flow-op: build.1/t2-a2",
-        "crw-flow-op: build.1/t3-a2",
-    ]
+    assert on_thread == ["crw-flow-op: build.1/t1-a1", "crw-flow-op: build.1/t2-a2"]
 
 
 @pytest.mark.parametrize("kind", ["step_published", "turn_started"])
