@@ -24,9 +24,18 @@ from crw.cli.answer import append_row
 from crw.engine import packet
 from crw.engine.decision import Choice, Record, decide_answer
 from crw.engine.rundir import RunDir
+from crw.engine.workflow import load_workflow
 from crw.journal.replay import replay
 from crw.journal.rows import Held, Started
-from tests.actors.test_app_server_resume import KEY, TMPDIR, Host, host, kill_after, turn_text
+from tests.actors.test_app_server_resume import (
+    KEY,
+    SERIAL,
+    TMPDIR,
+    Host,
+    host,
+    kill_after,
+    turn_text,
+)
 from tests.actors.test_app_server_run import kinds
 
 Rows = list[dict[str, Any]]
@@ -66,6 +75,13 @@ def thread_turns(h: Host) -> list[str]:
     """The marker lines of the turns the call's thread ran, in order."""
     turns = h.thread(CALL).wire(include_turns=True)["turns"]
     return [turn_text(t).split("\n", 1)[0] for t in turns]
+
+
+def timed(h: Host) -> None:
+    """build gets a node timeout of 600 s."""
+    path = h.run_dir.parent / "timed.toml"
+    path.write_text(SERIAL.replace('needs = ["explore"]\n', 'needs = ["explore"]\ntimeout = 600\n'))
+    h.workflow = load_workflow(path)
 
 
 async def held_by_restart(h: Host, nth: int = 1) -> None:
@@ -188,8 +204,9 @@ async def test_a_running_turn_of_the_held_call_is_interrupted_before_it_goes_on(
     """spec: ATT-30, ATT-31 (the host was lost while the turn ran: the call was held
     host_failure, and its turn runs on on the shared host)"""
     async with host(tmp_path) as h:
-        long = {"seconds": 100_000}  # runs on while no process watches it
-        await h.request("sim/script", {"match": {"marker": "build.1/t1-*"}, "behaviour": long})
+        timed(h)  # a turn sent again hangs until the deadline holds the call again
+        hang = {"match": {"marker": "build.1/t1-*"}, "behaviour": {"hang": True}}
+        await h.request("sim/script", hang)
         assert await h.process(kill_after("turn_started")) is None
         append_row(RunDir(h.run_dir), Started(backend="app-server"))
         append_row(RunDir(h.run_dir), Held(call=CALL, reason="host_failure", error="gone"))
@@ -205,9 +222,14 @@ async def test_a_running_turn_of_the_held_call_is_interrupted_before_it_goes_on(
         "interrupt_requested",
         "step_published",
         "turn_started",
+        "step_published",
+        "turn_started",
         "completed",
+    ]  # the retaken turn gives build's first answer, which breaks its schema: one repair
+    assert [place(step) for step in steps(rows)[1:]] == [
+        (2, "build.1/t2", "build.1/t2-a2", 2, 1, "build.1/t1-a1"),
+        (3, "build.1/t3", "build.1/t3-a2", 2, 2, None),
     ]
-    assert place(steps(rows)[1]) == (2, "build.1/t2", "build.1/t2-a2", 2, 1, "build.1/t1-a1")
     requested = next(r for r in rows if r["row"] == "interrupt_requested")
     assert (requested["reason"], requested["op"], requested["attempt"], requested["turn_id"]) == (
         "held",
@@ -216,7 +238,11 @@ async def test_a_running_turn_of_the_held_call_is_interrupted_before_it_goes_on(
         first.id,
     )
     assert first.status == "interrupted"
-    assert on_thread == ["crw-flow-op: build.1/t1-a1", "crw-flow-op: build.1/t2-a2"]
+    assert on_thread == [
+        "crw-flow-op: build.1/t1-a1",
+        "crw-flow-op: build.1/t2-a2",
+        "crw-flow-op: build.1/t3-a2",
+    ]
 
 
 @pytest.mark.parametrize("kind", ["step_published", "turn_started"])
@@ -259,3 +285,46 @@ async def test_a_call_answered_skip_ends_its_node_and_what_needs_it_never_runs(
     assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "failed"
     assert rows[-1]["state"] == {"explore": "completed", "build": "skipped", "review": "unrun"}
     assert by_marker["crw-flow-op: build.1/t1-a1"] == 1 and "review.1" not in str(by_marker)
+
+
+async def test_a_call_its_deadline_held_goes_on_on_its_thread_when_answered_retry(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ATT-32 (held deadline: its turn was interrupted and ended; the retaken
+    turn, then its repair, run on the same thread within the node's timeout)"""
+    async with host(tmp_path) as h:
+        timed(h)
+        hang = {"match": {"marker": "build.1/t1-*"}, "behaviour": {"hang": True}}
+        await h.request("sim/script", hang)
+        assert await h.process() == "waiting_decision"
+        assert kinds(h.rows(), CALL)[-2:] == ["interrupt_requested", "held"]
+        assert last_end(h.rows())["reason"] == "deadline"
+        answer(h)
+        assert await h.process() == "ended"
+        rows = h.rows()
+        on_thread = thread_turns(h)
+    assert kinds(rows, CALL) == [
+        *FIRST,
+        "interrupt_requested",
+        "held",
+        "decision",
+        "step_published",
+        "turn_started",
+        "step_published",
+        "turn_started",
+        "completed",
+    ]  # the retaken turn gives build's first answer, which breaks its schema: one repair
+    assert [place(step) for step in steps(rows)[1:]] == [
+        (2, "build.1/t2", "build.1/t2-a2", 2, 1, "build.1/t1-a1"),
+        (3, "build.1/t3", "build.1/t3-a2", 2, 2, None),
+    ]
+    assert (last_end(rows)["row"], last_end(rows)["k"], last_end(rows)["attempt"]) == (
+        "completed",
+        3,
+        2,
+    )
+    assert on_thread == [
+        "crw-flow-op: build.1/t1-a1",
+        "crw-flow-op: build.1/t2-a2",
+        "crw-flow-op: build.1/t3-a2",
+    ]
