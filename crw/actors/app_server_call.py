@@ -15,7 +15,9 @@ journal writer before the run goes on:
     completed | null_model | held, or the run's paused
 
 A call an earlier process left open goes on in place, as `crw.engine.app_resume`
-decides from its rows and the host's read of its resumed thread.
+decides from its rows and the host's read of its resumed thread; so does a held
+call answered retry, or held by a pause when the run resumes: its delivered turn
+is taken again by a new turn on its thread (`crw.actors.app_server_held`).
 
 Everything it decides is decided by the engine's pure functions (`answer.judge`,
 `harvest.decide`, `app_resume.decide`, the token reading); this module only moves
@@ -32,6 +34,7 @@ from typing import Any
 
 import trio
 
+from crw.actors import app_server_held
 from crw.actors.app_server_interrupt import stop_turn
 from crw.actors.control import CallStop, Interrupted, RunControl
 from crw.actors.host_reader import HostReader
@@ -118,24 +121,30 @@ class AppServerCall:
             input_digest=answer.digest({"task": self.task, "schema": self.node.output_schema}),
         )
 
+    @property
+    def model(self) -> str | None:
+        return self.pair.model if self.pair else None
+
     def first_step(self) -> tuple[StepPublished, str]:
         """The first turn's step (its journaled input) and its text."""
         journaled = packet.journaled_input(self.packet, k=1, attempt=1)
         text = packet.app_server_turn_text(self.packet, k=1, attempt=1)
-        return self._step(1, journaled, action="spawn"), text
+        return self._step(1, 1, 1, journaled, action="spawn"), text
 
-    def _step(self, k: int, journaled: str, **fields: Any) -> StepPublished:
+    def _step(
+        self, k: int, attempt: int, conversation_turn: int, journaled: str, **fields: Any
+    ) -> StepPublished:
         return StepPublished(
             call=self.call,
             k=k,
             op=packet.op(self.call, k),
-            marker=packet.marker(self.call, k, 1),
-            attempt=1,
+            marker=packet.marker(self.call, k, attempt),
+            attempt=attempt,
             input=journaled,
             input_digest=answer.digest(journaled),
             role=self.node.role,
-            model=self.pair.model if self.pair else None,
-            conversation_turn=k,
+            model=self.model,
+            conversation_turn=conversation_turn,
             **fields,
         )
 
@@ -144,7 +153,7 @@ class AppServerCall:
 
     async def start_thread(self) -> str:
         """thread/start in P with the leaf config keys (STEP-58); its thread_started."""
-        model = self.pair.model if self.pair else None
+        model = self.model
         thread = await self.ctx.reader.start_thread(
             cwd=str(self.workspace),
             config=self.config,
@@ -190,9 +199,10 @@ class AppServerCall:
             k=step.k,
             op=step.op,
             turn_id=turn_id,
-            attempt=1,
+            attempt=step.attempt,
             marker=step.marker,
             conversation_turn=step.conversation_turn,
+            replaces_turn=step.replaces_turn,
         )
 
     async def turns(
@@ -209,14 +219,19 @@ class AppServerCall:
                         ended = await self.ctx.reader.wait_turn(thread_id, turn_id)
                 except Interrupted as stopped:
                     return await self.stop_turn(thread_id, step, turn_id, str(stopped))
-                tokens, repaired = self.tokens(thread_id), (step.k or 1) > 1
                 end = harvest.decide(
-                    self.call, self.node.output_schema, ended, tokens, repaired=repaired
+                    self.call,
+                    self.node.output_schema,
+                    ended,
+                    self.tokens(thread_id),
+                    repaired=bool(step.repair),
+                    attempt=step.attempt or 1,
+                    k=step.k,
                 )
                 if end.row is not None:
                     await self.commit([end.row])
                     return end
-                step, text = self.repair_step(ended)
+                step, text = self.repair_step(step, ended)
                 await self.commit([step])
                 turn_id = None
         finally:
@@ -228,18 +243,10 @@ class AppServerCall:
         """A pause, a cancellation or the deadline reached the step's turn: it is
         interrupted, read until it ended, and the call held for the reason."""
         ctx = self.ctx
-        return await stop_turn(
-            ctx.journal,
-            ctx.reader,
-            self.call,
-            step.k or 1,
-            thread_id,
-            turn_id,
-            reason,
-            self.tokens(thread_id),
-        )
+        tokens = self.tokens(thread_id)
+        return await stop_turn(ctx.journal, ctx.reader, step, thread_id, turn_id, reason, tokens)
 
-    def repair_step(self, ended: Turn) -> tuple[StepPublished, str]:
+    def repair_step(self, step: StepPublished, ended: Turn) -> tuple[StepPublished, str]:
         """The repair's step (on the same thread) and its text, which names the
         tools as every App Server turn text does (STEP-61)."""
         schema = self.node.output_schema
@@ -249,12 +256,15 @@ class AppServerCall:
             if isinstance(verdict, answer.Invalid)
             else ([answer.NO_OBJECT], "")
         )
-        mark = packet.marker(self.call, 2, 1)
+        k, attempt = (step.k or 1) + 1, step.attempt or 1
+        mark = packet.marker(self.call, k, attempt)
         journaled = packet.send_input_message(mark, packet.repair_text(errors, previous, schema))
         text = packet.send_input_message(
             mark, packet.repair_text(errors, previous, schema, self.tools)
         )
-        step = self._step(
+        repair = self._step(
+            k,
+            attempt,
             2,
             journaled,
             action="send_input",
@@ -262,7 +272,7 @@ class AppServerCall:
             repair_errors=list(errors),
             previous_answer=previous,
         )
-        return step, text
+        return repair, text
 
     def tokens(self, thread_id: str) -> Tokens:
         """The call's tokens: its thread's total (the thread is the call's alone),
@@ -293,16 +303,19 @@ async def run_app_server_call(
                 await actor.commit([actor.prepared(), step])
                 await actor.make_workspace()
                 return await actor.turns(await actor.start_thread(), step, None, text)
-            return await _go_on(actor, open_call)
+            return await _go_on(actor, open_call, rows)
     except HostUnavailable as err:
         row = Held(call=call, reason="host_failure", error=str(err))
         await ctx.journal.commit([row])
         return CallEnd(row)
 
 
-async def _go_on(actor: AppServerCall, open_call: app_resume.Generation) -> CallEnd:
-    """Go on with a call an earlier process left open, as `app_resume` decides from
-    its rows and the host's read of its resumed thread."""
+async def _go_on(
+    actor: AppServerCall, open_call: app_resume.Generation, rows: Sequence[Mapping[str, Any]]
+) -> CallEnd:
+    """Go on with a call an earlier process left open, or a hold answered retry
+    or paused, as `app_resume` decides from its rows and the host's read of its
+    resumed thread; a held call's delivered turn is taken again (`app_server_held`)."""
     thread = None
     if open_call.thread_id is not None:
         try:
@@ -314,6 +327,11 @@ async def _go_on(actor: AppServerCall, open_call: app_resume.Generation) -> Call
                 row = Held(call=actor.call, reason="host_failure", error=str(err))
                 await actor.commit([row])
                 return CallEnd(row)
+    if open_call.held is not None and thread is not None:
+        retaken = await app_server_held.retake(actor, rows, thread)
+        if retaken is not None:
+            step, text = retaken
+            return await actor.turns(thread.id, step, None, text)
     decision = app_resume.decide(open_call, thread)
     if decision.action == "publish":
         step, _ = actor.first_step()

@@ -12,26 +12,24 @@ import contextlib
 
 from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import JournalWriter
-from crw.engine import interrupt, packet
+from crw.engine import interrupt
 from crw.engine.harvest import CallEnd
 from crw.host.client import HostRequestError
-from crw.journal.rows import InterruptRequested, Tokens
+from crw.journal.rows import StepPublished, Tokens
 
 
 async def stop_turn(
     journal: JournalWriter,
     reader: HostReader,
-    call: str,
-    k: int,
+    step: StepPublished,
     thread_id: str,
     turn_id: str,
     reason: str,
     tokens: Tokens,
 ) -> CallEnd:
-    """Interrupt the call's turn `turn_id` (step k) and hold the call once it ended."""
-    op = packet.op(call, k)
-    requested = InterruptRequested(call=call, reason=reason, op=op, attempt=1, turn_id=turn_id)
-    await journal.commit([requested])
+    """Interrupt the call's turn `turn_id` of `step` and hold the call once it ended."""
+    call = str(step.call)
+    await journal.commit([interrupt.requested(reason, step, turn_id)])
     with contextlib.suppress(HostRequestError):  # the turn ended already: read it as it is
         await reader.interrupt(thread_id, turn_id)
     await reader.wait_turn(thread_id, turn_id)

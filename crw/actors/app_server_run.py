@@ -1,12 +1,14 @@
 """The app-server backend's run: the gate, with a call actor that opens threads.
 
 A process that starts over an existing journal takes the completed calls'
-results as they are, and runs again (prepared anew) the calls a pause held: their
-turn failed on the usage or rate limit, so no answer is lost or taken twice. A
-call some earlier process left open (no terminal row) goes on in place, from its
-rows and the host's read of its thread (`crw.engine.app_resume`): a turn that
-completed while no process watched is harvested, a running one is waited for, a
-turn never started is started once.
+results as they are. A call some earlier process left open (no terminal row)
+goes on in place, from its rows and the host's read of its thread
+(`crw.engine.app_resume`): a turn that completed while no process watched is
+harvested, a running one is waited for, a turn never started is started once.
+The calls a pause held (`crw flow pause`, a usage or rate limit) go on in place
+too, as a held call answered retry does (`crw.engine.app_held`): the turn the
+pause stopped is taken again by a new turn on the call's thread, at the next k
+and the same conversation place, never sent twice and no answer lost.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from crw.actors.app_server_call import CallContext, run_app_server_call
 from crw.actors.gate import run_gate, taken
+from crw.engine import interrupt
 from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
 from crw.engine.workflow import Node
@@ -30,9 +33,9 @@ async def run_app_server_calls(
     as the process leaves it (ended, paused, waiting_decision). `rows` are the
     journal's, `replayed` their replay."""
     results, finished = taken(replayed)
-    for call in replayed.calls.values():
-        if call.node is not None and call.state == "held" and call.reason == "paused":
-            del finished[call.node]
+    ctx.control.held_before = tuple(interrupt.goes_on(replayed))
+    for node in ctx.control.held_before:  # held by a pause: they go on in place
+        del finished[node]
     by_call: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for row in rows:
         if row.get("call"):

@@ -18,6 +18,11 @@ resume table of the App Server path, by the rows the dead process left:
 
 The marker is looked up before a turn is started again, so a turn whose turn/start
 reached the host just before its process died is never sent twice.
+
+A call whose newest terminal row is a hold answered retry (a decision row), or a
+pause's hold on a resumed run, is open too: `held` names that hold until the call
+publishes the step it goes on with (`crw.engine.app_held`), and from then on the
+table above goes on with that step.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from crw.engine.bind import find_marker_turn
+from crw.engine.interrupt import held_by_pause
 from crw.host.protocol import Thread
 
 Row = Mapping[str, Any]
@@ -43,29 +49,42 @@ class Generation:
     """The thread the newest thread_started row bound."""
     turn_id: str | None
     """The turn a turn_started row bound to the step (its k)."""
+    held: Row | None = None
+    """The hold the call goes on from in place (answered retry, or a pause's on a
+    resumed run), while no step was published after it."""
 
 
 def generation(rows: Sequence[Row]) -> Generation | None:
-    """The call's open generation, or None when the call has no row since its
-    newest terminal row (it runs from the start: prepared anew)."""
+    """The call's open generation, or None when the call has no prepared row, or
+    its newest terminal row ended it (it runs from the start: prepared anew)."""
     start = next(
         (i for i in range(len(rows) - 1, -1, -1) if rows[i].get("row") == "prepared"), None
     )
-    if start is None or any(row.get("row") in _TERMINAL for row in rows[start:]):
+    if start is None:
         return None
     step: Row | None = None
     thread_id: str | None = None
+    ended: Row | None = None
+    retried = False
     turns: dict[int, str] = {}
     for row in rows[start:]:
         kind = row.get("row")
-        if kind == "step_published":
+        if kind in _TERMINAL:
+            ended, retried = row, False
+        elif kind == "decision":
+            retried = ended is not None and row.get("choice") == "retry"
+        elif kind == "step_published":
             step = row
+            if ended is not None and (retried or held_by_pause(ended)):
+                ended = None  # the step the call goes on with in place
         elif kind == "thread_started":
             thread_id = row.get("thread_id")
         elif kind == "turn_started":
             turns[int(row.get("k") or 1)] = str(row.get("turn_id"))
+    if ended is not None and not (retried or held_by_pause(ended)):
+        return None
     turn_id = turns.get(int(step.get("k") or 1)) if step is not None else None
-    return Generation(step=step, thread_id=thread_id, turn_id=turn_id)
+    return Generation(step=step, thread_id=thread_id, turn_id=turn_id, held=ended)
 
 
 Action = Literal["publish", "start_thread", "start_turn", "adopt", "follow"]

@@ -161,16 +161,19 @@ def in_place(rows: Sequence[Row], role: str, workspace: str) -> InPlace:
     )
 
 
-def held_note(rows: Sequence[Row], role: str, workspace: str, attempt: int) -> str:
-    """The packet's note for `attempt`, which takes a held call's turn again: why
-    the previous attempt stopped, the call's earlier attempts (STEP-53), and for a
-    writing role, to read the state its workspace was left in first."""
+def held_note(
+    rows: Sequence[Row], role: str, workspace: str, attempt: int, where: str = "on a new subagent"
+) -> str:
+    """The packet's note for `attempt`, which takes a held call's turn again
+    (`where`: on a new subagent, or an App Server call's new turn on its thread):
+    why the previous attempt stopped, the call's earlier attempts (STEP-53), and
+    for a writing role, to read the state its workspace was left in first."""
     held, choice = answered(rows)
     why = _held_why(held or {})
     how = "was answered retry" if choice == "retry" else "the run was resumed"
     lines = [
         f"Attempt {attempt - 1} of this call stopped: the call was held ({why}) and "
-        f"{how}; this is attempt {attempt}, on a new subagent.",
+        f"{how}; this is attempt {attempt}, {where}.",
         "The call's earlier attempts:",
         *(f"- {line}" for line in earlier_attempts(rows)),
     ]

@@ -20,7 +20,7 @@ from crw.engine.roles import RoleTable
 from crw.engine.rundir import RunDir
 from crw.engine.workflow import load_workflow
 from crw.journal.log import read_journal
-from crw.journal.replay import RunState
+from crw.journal.replay import RunState, replay
 from tests.actors.test_app_server_run import CHAIN, Harness, harness, kinds
 
 Rows = list[dict[str, Any]]
@@ -113,3 +113,43 @@ async def test_a_nodes_timeout_interrupts_its_app_server_call(
     assert next(r for r in rows if r["row"] == "interrupt_requested")["reason"] == "deadline"
     assert next(r for r in rows if r["row"] == "held")["reason"] == "deadline"
     assert state == "waiting_decision"
+
+
+async def test_a_call_the_pause_held_goes_on_on_its_thread_when_the_run_resumes(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ATT-32 (as on the session path: the paused turn is taken again by a new
+    turn on the call's thread, at the next k and its conversation place)"""
+    timed = CHAIN.replace('needs = ["explore"]\n', 'needs = ["explore"]\ntimeout = 600\n')
+    async with harness(tmp_path, timed) as h:  # a turn sent again hangs till the deadline
+        await h.script({"marker": f"{CALL}/*"}, hang=True)
+        state, rows = await go(h, pause_at_turn=True)
+        assert state == "paused"
+        await h.script({"marker": f"{CALL}/t2-*"}, answer={"summary": "fixed"})
+        state, rows = await h.run(replay(rows))
+        [thread] = [
+            r["thread_id"] for r in rows if r["row"] == "thread_started" and r["call"] == CALL
+        ]
+        turns = h.sim.state.threads[thread].wire(include_turns=True)["turns"]
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    assert kinds(rows, CALL)[-5:] == [
+        "interrupt_requested",
+        "held",
+        "step_published",
+        "turn_started",
+        "completed",
+    ]
+    again = [r for r in rows if r["row"] == "step_published" and r["call"] == CALL][-1]
+    assert (again["marker"], again["conversation_turn"], again["replaces_turn"]) == (
+        f"{CALL}/t2-a2",
+        1,
+        f"{CALL}/t1-a1",
+    )
+    assert (
+        "held (paused: the run was paused (crw flow pause)) and the run was resumed"
+        in (again["note"])
+    )
+    assert [t["items"][0]["content"][0]["text"].split("\n", 1)[0] for t in turns] == [
+        f"crw-flow-op: {CALL}/t1-a1",
+        f"crw-flow-op: {CALL}/t2-a2",
+    ]

@@ -82,7 +82,10 @@ class Harness:
                 tmpdir="/run/tmp",
                 pairs=RoleTable.undecided().roles,
             )
-            state = await run_app_server_calls(ctx, self.workflow.pool, replayed or RunState())
+            rows = read_journal(journal_path).rows
+            state = await run_app_server_calls(
+                ctx, self.workflow.pool, replayed or RunState(), rows
+            )
         return state, read_journal(journal_path).rows
 
 
@@ -340,15 +343,25 @@ async def test_default_answers_satisfy_their_schemas(
             jsonschema.validate(terminal(rows, f"{node.id}.1")["result"], node.output_schema)
 
 
-async def test_resumed_paused_run_runs_the_paused_call_again_and_ends(
+async def test_resumed_paused_run_takes_the_paused_turn_again_on_its_thread_and_ends(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
+    """spec: ATT-32 (a call a pause held goes on in place on resume, as on the
+    session path: a new turn on its thread at the next k and the same conversation
+    place, never prepared anew)"""
     async with harness(tmp_path) as h:
         await h.script({"marker": "explore.1/*"}, fail="usageLimitExceeded")
         state, rows = await h.run()
         assert state == "paused"
         await h.script({"marker": "explore.1/*"}, answer={"files": ["b.py"]})
         state, rows = await h.run(replayed(rows))
+        [thread_id] = [
+            r["thread_id"]
+            for r in rows
+            if r["row"] == "thread_started" and r["call"] == "explore.1"
+        ]
+        turns = h.sim.state.threads[thread_id].wire(include_turns=True)["turns"]
+        markers = [t["items"][0]["content"][0]["text"].split("\n", 1)[0] for t in turns]
     assert state == "ended" and rows[-1]["status"] == "completed"
     assert kinds(rows, "explore.1") == [
         "prepared",
@@ -356,12 +369,22 @@ async def test_resumed_paused_run_runs_the_paused_call_again_and_ends(
         "thread_started",
         "turn_started",
         "held",
-        "prepared",
         "step_published",
-        "thread_started",
         "turn_started",
         "completed",
     ]
+    again = [r for r in rows if r["row"] == "step_published" and r["call"] == "explore.1"][1]
+    assert {
+        k: again.get(k) for k in ("k", "marker", "attempt", "conversation_turn", "replaces_turn")
+    } == {
+        "k": 2,
+        "marker": "explore.1/t2-a2",
+        "attempt": 2,
+        "conversation_turn": 1,
+        "replaces_turn": "explore.1/t1-a1",
+    }
+    assert "and the run was resumed; this is attempt 2" in again["note"]
+    assert markers == ["crw-flow-op: explore.1/t1-a1", "crw-flow-op: explore.1/t2-a2"]
     assert terminal(rows, "explore.1")["row"] == "held"  # the first end stays recorded
     assert rows[-1]["state"]["explore"] == "completed"
     assert replayed(rows).calls["explore.1"].result == {"files": ["b.py"]}
