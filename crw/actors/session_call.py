@@ -29,6 +29,7 @@ from typing import Any
 import trio
 
 from crw.actors.attempt_watch import follow
+from crw.actors.call_steps import CallSteps
 from crw.actors.control import CallStop, Interrupted, RunControl
 from crw.actors.held_call import go_on_in_place
 from crw.actors.host_reader import HostReader
@@ -39,12 +40,10 @@ from crw.actors.step_binder import StepBinder
 from crw.actors.step_writer import StepWriter
 from crw.bus import steps as bus
 from crw.clock import WallClock
-from crw.engine import answer, harvest, interrupt, lost, outcome, packet
-from crw.engine.decision import InPlace
+from crw.engine import answer, harvest, interrupt, lost, outcome
 from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
 from crw.engine.replies import CallRecords
-from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair, default_agent_type
 from crw.engine.rundir import PRIVATE_DIR, RunDir
 from crw.engine.session_progress import CallProgress, progress
@@ -58,8 +57,6 @@ from crw.journal.rows import (
     RowModel,
     StepPublished,
     Tokens,
-    TokensUnmeasured,
-    TurnStarted,
 )
 from crw.settings import Settings
 
@@ -85,7 +82,7 @@ class SessionContext:
     """The run's stop: a pause or cancellation interrupts every call in flight."""
 
 
-class SessionCall:
+class SessionCall(CallSteps):
     """One call's task; `run()` takes it to its terminal row."""
 
     def __init__(
@@ -212,85 +209,6 @@ class SessionCall:
             return step
         return await self._publish(self._spawn_step(k=1, attempt=1, conversation_turn=1))
 
-    def packet_text(self, **extra: Any) -> str:
-        """The call's packet; `extra` are build_packet's repair members."""
-        go_root = self.ctx.workflow.verifier.go_root if self.ctx.workflow.verifier else None
-        return packet.build_packet(
-            packet.Packet(
-                call=self.call,
-                role=self.node.role,
-                workspace=str(self.workspace),
-                task=self.task,
-                output_schema=self.node.output_schema,
-                tmpdir=self.ctx.tmpdir,
-                go_root=go_root,
-                run_json=str(self.ctx.run.run_json),
-                writes=self.node.role in WRITING_ROLES,
-                workflow_file=str(self.ctx.workflow.path),
-                **extra,
-            )
-        )
-
-    def in_place_step(self, plan: InPlace) -> StepPublished:
-        """The new attempt that takes a held call's delivered turn again (ATT-32),
-        its repair with the answer it repairs when it was the repair (ATT-33)."""
-        repair = (
-            {"previous_answer": plan.previous_answer, "repair_errors": plan.repair_errors}
-            if plan.repair
-            else {}
-        )
-        step = self._spawn_step(
-            k=plan.k,
-            attempt=plan.attempt,
-            conversation_turn=plan.conversation_turn,
-            note=plan.note,
-            **repair,
-        )
-        return step.model_copy(update={"replaces_turn": plan.replaces_turn, "repair": plan.repair})
-
-    def _spawn_step(
-        self,
-        *,
-        k: int,
-        attempt: int,
-        conversation_turn: int,
-        note: str | None = None,
-        **extra: Any,
-    ) -> StepPublished:
-        note = note or packet.earlier_note(self.node.role, str(self.workspace), k, attempt)
-        text = self.packet_text(
-            note=note,
-            **{key: extra[key] for key in ("previous_answer", "repair_errors") if key in extra},
-        )
-        packet_path, _ = bus.step_paths(self.ctx.run, self.call, k, attempt)
-        self.steps.built = (str(packet_path), text)
-        message = packet.spawn_message(
-            self.call, k, attempt, self.node.role, str(self.workspace), str(packet_path)
-        )
-        return StepPublished(
-            call=self.call,
-            k=k,
-            op=packet.op(self.call, k),
-            marker=packet.marker(self.call, k, attempt),
-            attempt=attempt,
-            action="spawn",
-            input=message,
-            input_digest=answer.digest(message),
-            packet=str(packet_path),
-            packet_digest=answer.digest(text),
-            role=self.node.role,
-            agent_type=self.pair.agent_type,
-            model=self.pair.model,
-            effort=self.pair.effort,
-            workspace=str(self.workspace),
-            note=note,
-            conversation_turn=conversation_turn,
-            repair=conversation_turn == 2,
-            previous_answer=extra.get("previous_answer"),
-            repair_errors=extra.get("repair_errors"),
-            replaces_turn=extra.get("replaces_turn"),
-        )
-
     async def _publish(self, step: StepPublished) -> StepPublished:
         """Commit the step's intent, then write its files (STEP-21)."""
         await self.commit([step])
@@ -366,78 +284,13 @@ class SessionCall:
         )
         return thread_id, found.turn_id
 
-    def _turn_started(self, step: StepPublished, turn_id: str) -> TurnStarted:
-        return TurnStarted(
-            call=self.call,
-            k=step.k,
-            op=step.op,
-            turn_id=turn_id,
-            attempt=step.attempt,
-            marker=step.marker,
-            conversation_turn=step.conversation_turn,
-            replaces_turn=step.replaces_turn,
-        )
-
     async def _repair(
         self, step: StepPublished, thread: Thread, turn: Any, seen: Tokens, call_tokens: Tokens
     ) -> StepPublished:
         """The one repair: send_input on the open subagent, a spawn when it is closed."""
-        verdict = answer.judge(harvest.messages(turn), self.node.output_schema)
-        errors, previous = (
-            (verdict.errors, verdict.raw_text)
-            if isinstance(verdict, answer.Invalid)
-            else ([answer.NO_OBJECT], "")
-        )
-        attempt, k = step.attempt or 1, (step.k or 1) + 1
-        if thread.status.type != "notLoaded":
-            mark = packet.marker(self.call, k, attempt)
-            message = packet.send_input_message(
-                mark, packet.repair_text(errors, previous, self.node.output_schema)
-            )
-            repair = StepPublished(
-                call=self.call,
-                k=k,
-                op=packet.op(self.call, k),
-                marker=mark,
-                attempt=attempt,
-                action="send_input",
-                input=message,
-                input_digest=answer.digest(message),
-                role=self.node.role,
-                agent_type=self.pair.agent_type,
-                model=self.pair.model,
-                effort=self.pair.effort,
-                workspace=str(self.workspace),
-                agent_id=thread.id,
-                previous_answer=previous,
-                repair_errors=errors,
-                tokens_seen=seen,
-                call_tokens=call_tokens,
-                conversation_turn=2,
-                repair=True,
-            )
-        else:
-            repair = self._spawn_step(
-                k=k,
-                attempt=attempt,
-                conversation_turn=2,
-                previous_answer=previous,
-                repair_errors=errors,
-            )
-            repair = repair.model_copy(update={"call_tokens": call_tokens})
+        repair = self.repair_step(step, thread, turn, seen, call_tokens)
         self.state.go_on_with(repair.model_dump())
         return await self._publish(repair)
-
-    def _unmeasured(self, step: StepPublished) -> TokensUnmeasured:
-        return TokensUnmeasured(
-            call=self.call,
-            pauses=False,
-            k=step.k,
-            op=step.op,
-            marker=step.marker,
-            attempt=step.attempt,
-            error="the rollout could not be read",
-        )
 
     async def close_subagent(self, attempt: int, agent_id: str) -> None:
         """The subagent's close step, once the call has its terminal row (HARV-56)."""
