@@ -1,1 +1,1 @@
-"""The step bus: steps, packets, the inbox and replies (issue 4)."""
+"""The step bus: steps, packets, the inbox and replies."""

@@ -1,1 +1,1 @@
-"""The host: the Codex app-server protocol, its client and the simulated host (issue 3)."""
+"""The host: the Codex app-server protocol, its client and the simulated host."""
