@@ -139,6 +139,18 @@ def test_app_server_run_records_its_backend_and_host(crw: Crw) -> None:
     assert rows[0]["backend"] == "app-server"
 
 
+def test_an_app_server_start_says_its_reviewed_nodes_run_without_review(crw: Crw) -> None:
+    """A node's review runs on the session backend only: the app-server start names
+    the reviewed nodes and the way to have them reviewed, never silently."""
+    out = crw.start(WORKFLOW, "--backend", "app-server").json()
+    assert out["warnings"] == [
+        "the app-server backend runs no review rounds: build run without their review; "
+        "start the workflow with --backend session to have them reviewed"
+    ]
+    session = crw.start(WORKFLOW, "--owner", "o").json()
+    assert not any("review" in warning for warning in session["warnings"])
+
+
 def test_malformed_workflow_is_an_input_error_and_creates_no_run(crw: Crw, tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\n[[node]]\nid = "a"\nrole = "wizard"\ntask = "t"\nschema = {}\n')
