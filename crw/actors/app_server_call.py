@@ -250,12 +250,7 @@ class AppServerCall:
         """The repair's step (on the same thread) and its text, which names the
         tools as every App Server turn text does (STEP-61)."""
         schema = self.node.output_schema
-        verdict = answer.judge(harvest.messages(ended), schema)
-        errors, previous = (
-            (verdict.errors, verdict.raw_text)
-            if isinstance(verdict, answer.Invalid)
-            else ([answer.NO_OBJECT], "")
-        )
+        errors, previous = harvest.repair_of(ended, schema)
         k, attempt = (step.k or 1) + 1, step.attempt or 1
         mark = packet.marker(self.call, k, attempt)
         journaled = packet.send_input_message(mark, packet.repair_text(errors, previous, schema))
@@ -269,7 +264,7 @@ class AppServerCall:
             journaled,
             action="send_input",
             repair=True,
-            repair_errors=list(errors),
+            repair_errors=errors,
             previous_answer=previous,
         )
         return repair, text

@@ -131,12 +131,7 @@ class CallSteps:
     ) -> StepPublished:
         """The one repair's step: send_input on the open subagent, a spawn when it is
         closed (its subagent is gone: the repair goes to a new one)."""
-        verdict = answer.judge(harvest.messages(turn), self.node.output_schema)
-        errors, previous = (
-            (verdict.errors, verdict.raw_text)
-            if isinstance(verdict, answer.Invalid)
-            else ([answer.NO_OBJECT], "")
-        )
+        errors, previous = harvest.repair_of(turn, self.node.output_schema)
         attempt, k = step.attempt or 1, (step.k or 1) + 1
         if thread.status.type != "notLoaded":
             mark = packet.marker(self.call, k, attempt)

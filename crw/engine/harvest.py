@@ -40,6 +40,15 @@ def messages(turn: Turn) -> list[answer.Message]:
     ]
 
 
+def repair_of(turn: Turn, schema: Mapping[str, Any]) -> tuple[list[str], str]:
+    """What the repair turn names of a turn whose answer broke the schema: its
+    errors and the answer as it was (no JSON object: that, and no answer)."""
+    verdict = answer.judge(messages(turn), schema)
+    if isinstance(verdict, answer.Invalid):
+        return list(verdict.errors), verdict.raw_text
+    return [answer.NO_OBJECT], ""
+
+
 def canonical_result(result: Mapping[str, Any]) -> Any:
     """`result` as its canonical JSON reads back: the keys sorted at every level,
     so the row's `result` is the text its result_digest is computed over (HARV-6)."""
