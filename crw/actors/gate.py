@@ -55,10 +55,11 @@ def taken(
         if call.state == "completed":
             results[call.node] = call.result
         finished[call.node] = call.state
+    by_call = {call: [row] for call, row in ends.items()}
     for node_id, rounds in reviewed.items():
         if node_id in finished:
             continue
-        end = review.node_end(rounds, review.ends_of(node_id, {c: [r] for c, r in ends.items()}))
+        end = review.node_end(rounds, review.ends_of(node_id, by_call))
         if end is not None:
             finished[node_id] = str(end["row"])
             if end["row"] == "completed":
