@@ -1,5 +1,4 @@
-"""The owner thread's binding: the flow-bound file and its orchestrator line."""
-
-from crw.binding.owner import BindResult, bind_owner, close_owner
-
-__all__ = ["BindResult", "bind_owner", "close_owner"]
+"""The owner thread's binding: the flow-bound file and its orchestrator line
+(`owner.py`, `lines.py`), and the spawn hook that decides the owner's spawns by it
+(`spawn.py`, `ledger.py`, `install.py`). Nothing is imported here: the hook runs on
+every tool call and must not pay for the binding's lock."""

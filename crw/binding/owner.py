@@ -18,7 +18,6 @@ The decision itself is `plan_bind`, a pure function of the last line.
 from __future__ import annotations
 
 import errno
-import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,15 +28,20 @@ from typing import Any
 
 from filelock import Timeout, UnixFileLock
 
-FLOW_BOUND = "flow-bound"
+from crw.binding.lines import CLOSED as CLOSED
+from crw.binding.lines import FLOW_BOUND as FLOW_BOUND
+from crw.binding.lines import ORCHESTRATOR as ORCHESTRATOR
+from crw.binding.lines import LastLine as LastLine
+from crw.binding.lines import append_lines, is_segment, untrusted
+from crw.binding.lines import flow_bound_dir as flow_bound_dir
+from crw.binding.lines import owner_file as owner_file
+from crw.binding.lines import read_last_line as read_last_line
+
 LOCK_NAME = "flow-bound.lock"
 LOCK_TIMEOUT = 10.0
 """Seconds a bind waits for the flow-bound directory's lock before it warns."""
 
 _TRUST_FIX = "make it the user's own, not writable by others and no link, then resume to bind"
-
-ORCHESTRATOR = "orchestrator"
-CLOSED = "closed"
 
 
 @dataclass(frozen=True)
@@ -49,37 +53,11 @@ class BindResult:
 
 
 @dataclass(frozen=True)
-class LastLine:
-    """The owner's last line as read: the object, or why it could not be read, or
-    why the file cannot be trusted (then nothing is written to it either)."""
-
-    line: dict[str, Any] | None
-    unreadable: str | None = None
-    untrusted: str | None = None
-
-    @property
-    def open_run(self) -> str | None:
-        """The run an open orchestrator line binds, else None."""
-        if self.line is not None and self.line.get("kind") == ORCHESTRATOR:
-            run_id = self.line.get("run_id")
-            return run_id if isinstance(run_id, str) else None
-        return None
-
-
-@dataclass(frozen=True)
 class BindPlan:
     """What a bind appends, and the warning when it does not bind."""
 
     append: list[dict[str, Any]]
     refused: str | None = None
-
-
-def flow_bound_dir(state: Path) -> Path:
-    return state / FLOW_BOUND
-
-
-def owner_file(state: Path, owner: str) -> Path:
-    return flow_bound_dir(state) / f"{owner}.jsonl"
 
 
 def plan_bind(
@@ -125,7 +103,7 @@ def bind_owner(
     if line.get("kind") != ORCHESTRATOR or not isinstance(run_id, str):
         raise ValueError("bind_owner takes an orchestrator line with a run_id")
     cannot = f"cannot bind owner thread {owner} to run {run_id}"
-    if not _is_segment(owner):
+    if not is_segment(owner):
         return BindResult(False, f"{cannot}: the thread id is not a file name; check the owner id")
     path = owner_file(state, owner)
     try:
@@ -141,7 +119,7 @@ def bind_owner(
                 return BindResult(False, f"{cannot}: cannot tell whether its run is live ({err})")
             if plan.refused is not None:
                 return BindResult(False, plan.refused)
-            _append(path, plan.append)
+            append_lines(path, plan.append)
     except Timeout:
         return BindResult(
             False,
@@ -166,13 +144,13 @@ def close_owner(state: Path, owner: str, run_id: str) -> str | None:
 
     Returns a warning when the close cannot be written, else None.
     """
-    if not _is_segment(owner):
+    if not is_segment(owner):
         return None
     path = owner_file(state, owner)
     try:
         with _flow_bound_lock(state):
             if read_last_line(path).open_run == run_id:
-                _append(path, [{"kind": CLOSED, "run_id": run_id}])
+                append_lines(path, [{"kind": CLOSED, "run_id": run_id}])
     except Timeout:
         return (
             f"cannot close the line of owner thread {owner} for run {run_id}: "
@@ -184,55 +162,6 @@ def close_owner(state: Path, owner: str, run_id: str) -> str | None:
             f"cannot close the line of owner thread {owner} for run {run_id}: "
             f"{err.filename or path}: {err.strerror or err}; the next start closes it"
         )
-    return None
-
-
-def read_last_line(path: Path) -> LastLine:
-    """The last non-blank line of `path`; a missing file has none. The file is
-    opened without following a symbolic link, and one that cannot be trusted (a
-    link, another user's, writable by group or others) is read as no binding,
-    its reason in `untrusted`.
-
-    Raises:
-        OSError: the file exists and cannot be read.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return LastLine(None)
-    except OSError as err:
-        if err.errno != errno.ELOOP:
-            raise
-        return LastLine(None, untrusted=f"{path} is a symbolic link")
-    try:
-        distrust = untrusted(path, os.fstat(fd))
-        if distrust is not None:
-            return LastLine(None, untrusted=distrust)
-        with os.fdopen(fd, "rb", closefd=False) as file:
-            data = file.read()
-    finally:
-        os.close(fd)
-    lines = [raw for raw in data.splitlines() if raw.strip()]
-    if not lines:
-        return LastLine(None)
-    try:
-        parsed = json.loads(lines[-1])
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        return LastLine(None, f"the last line of {path} is unreadable ({err})")
-    if not isinstance(parsed, dict):
-        return LastLine(None, f"the last line of {path} is not a JSON object")
-    if parsed.get("kind") == ORCHESTRATOR and not isinstance(parsed.get("run_id"), str):
-        return LastLine(None, f"the last line of {path} is an orchestrator line without run_id")
-    return LastLine(parsed)
-
-
-def untrusted(path: Path, stat: os.stat_result) -> str | None:
-    """Why a flow-bound file or directory with `stat` cannot be trusted, or None:
-    another user owns it, or group or others may write it."""
-    if stat.st_uid != os.getuid():
-        return f"{path} is owned by another user (uid {stat.st_uid})"
-    if stat.st_mode & 0o022:
-        return f"{path} is writable by group or others (mode {stat.st_mode & 0o777:o})"
     return None
 
 
@@ -264,43 +193,3 @@ def _flow_bound_lock(state: Path) -> Iterator[None]:
     )
     with lock:
         yield
-
-
-def _append(path: Path, lines: list[dict[str, Any]]) -> None:
-    """Append `lines` in one write and fsync; a torn last line gets its newline first."""
-    if not lines:
-        return
-    data = "".join(json.dumps(one, ensure_ascii=False) + "\n" for one in lines).encode()
-    created = not path.exists()
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, flags, 0o600)
-    try:
-        if created:
-            os.fchmod(fd, 0o600)
-        if not created and _ends_torn(fd):
-            data = b"\n" + data
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if created:
-        _fsync_dir(path.parent)
-
-
-def _ends_torn(fd: int) -> bool:
-    size = os.fstat(fd).st_size
-    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _is_segment(name: str) -> bool:
-    return bool(name) and name not in (".", "..") and "/" not in name and "\0" not in name
