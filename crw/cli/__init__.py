@@ -5,12 +5,14 @@ from __future__ import annotations
 
 def main() -> None:
     """Console-script entry point for `crw`: the owner's hot command lines run without
-    the command tree (`hot.py`), every other one is parsed by it (`app.py`)."""
+    the command tree (`hot.py`, and `hook.py` for the spawn hook Codex runs before
+    every tool call), every other one is parsed by it (`app.py`)."""
     import sys
 
+    from crw.cli.hook import hook_fast
     from crw.cli.hot import hot_command
 
-    command = hot_command(sys.argv[1:])
+    command = hook_fast(sys.argv[1:]) or hot_command(sys.argv[1:])
     if command is None:
         from crw.cli.app import run
 

@@ -78,6 +78,7 @@ app.command(flow)
 app.command(host)
 host.command(sim)
 flow.command(schema)
+flow.command("crw.cli.hook_app:hook")
 
 
 @flow.command
