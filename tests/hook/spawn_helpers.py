@@ -28,8 +28,13 @@ STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
 def bind(state: Path, pairs: dict[str, dict[str, str]] = PAIRS) -> None:
+    bind_thread(state, OWNER, pairs)
+
+
+def bind_thread(state: Path, owner: str, pairs: dict[str, dict[str, str]]) -> None:
+    """Bind `owner` to RUN by an orchestrator line with `pairs`, as a start does."""
     line = {"kind": "orchestrator", "run_id": RUN, "policyDigest": "sha256:d", "helperPairs": pairs}
-    assert bind_owner(state, OWNER, line, lambda _run: False).bound
+    assert bind_owner(state, owner, line, lambda _run: False).bound
 
 
 def spawn_input(
