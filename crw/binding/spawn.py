@@ -105,7 +105,7 @@ def pairs_with(role: str, agent_type: object, line: dict[str, Any]) -> bool:
     pairs = line.get("helperPairs")
     pair = pairs.get(role) if isinstance(pairs, dict) else None
     bound = pair.get("agent_type") if isinstance(pair, dict) else None
-    return agent_type in (default_agent_type(role), bound)
+    return agent_type is not None and agent_type in (default_agent_type(role), bound)
 
 
 def decide_spawn(hook_input: dict[str, Any], line: dict[str, Any] | None) -> SpawnDecision:
