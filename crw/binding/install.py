@@ -102,7 +102,7 @@ def with_hook(config: Config, command: str) -> str:
         f'[[hooks.PreToolUse.hooks]]\ntype = "command"\ncommand = {json.dumps(command)}\n'
         f"timeout = {HOOK_TIMEOUT}\n"
     )
-    text = _joined(config.text, entry)
+    text = _joined(config.text, entry if config.text else entry.lstrip("\n"))
     if _reads(text, lambda data: command in spawn_hooks(data)):
         return text
     raise RefusedError(

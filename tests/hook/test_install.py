@@ -122,3 +122,14 @@ def test_hook_spawn_runs_without_the_command_tree(tmp_path: Path) -> None:
     reply = json.loads(done.stdout)["hookSpecificOutput"]
     assert reply["updatedInput"]["model"] == "gpt-explore"
     assert [line["op"] for line in ledger_lines(state, OWNER)] == ["a.1/t1"]
+
+
+def test_install_writes_the_state_directory_into_the_hooks_command(tmp_path: Path) -> None:
+    home = tmp_path / "codex-home"
+    result = crw("flow", "hook", "install", "--state", "st", "--json", home=home)
+    command = json.loads(result.stdout)["command"]
+    assert (
+        command
+        == f"{Path(sys.executable).parent / 'crw'} flow hook spawn --state {tmp_path / 'st'}"
+    )
+    assert (home / "config.toml").read_text() == entry_text(command).lstrip("\n")
