@@ -251,3 +251,21 @@ def test_restart_is_refused_on_the_app_server_backend(crw: Crw) -> None:
     before = run.journal.read_bytes()
     _refused(_answer(crw, "--restart"), 1, "--restart restarts session calls only")
     assert run.journal.read_bytes() == before
+
+
+def test_restart_takes_a_call_a_pause_held(crw: Crw) -> None:
+    """spec: ATT-36: pause first, then restart: a paused run's call held by the
+    pause is answered restart (a retry of it waits for the resume instead)."""
+    run = _make_run(crw)
+    _append_rows(
+        run,
+        {"row": "prepared", "call": "explore.1", "node": "explore"},
+        *OPEN,
+        {"row": "held", "call": CALL, "reason": "paused"},
+        {"row": "paused", "reason": "paused"},
+    )
+    _refused(_answer(crw, "--retry", "--no-resume"), 1, "is paused, not waiting_decision")
+    result = _answer(crw, "--restart", "--no-resume")
+    assert result.code == 0, result.stderr
+    row = _rows(run)[-1]
+    assert (row["choice"], row["reason"], row["by"]) == ("restart", "paused", "build.2")
