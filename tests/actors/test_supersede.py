@@ -31,6 +31,7 @@ from crw.journal.replay import replay
 from crw.journal.rows import RowModel, Started
 from tests.actors.test_review_rounds import FIXED, REJECT, REVIEWED, one
 from tests.actors.test_session_resume import (
+    TOKENS,
     last,
     marker_turns,
     remembering,
@@ -195,3 +196,29 @@ async def test_a_held_reviewed_node_restarts_its_rounds_from_the_new_call(
     assert state == "ended" and rows[-1]["status"] == "completed"
     assert "Ship fixed parser.py." in packet(one(rows, "ship.1", "step_published"))
     assert rows[-1]["state"] == {"build": "completed", "ship": "completed"}
+
+
+async def test_a_superseded_open_call_carries_the_tokens_no_terminal_row_counted(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: ATT-36, HARV-22: the process died right after build.1's repair step;
+    the task turn's tokens are in that step's call_tokens and in no terminal row.
+    The restart retracts the repair's step (no turn took it), sends nothing to the
+    idle subagent, and its superseded row carries those tokens, once."""
+    async with harness(tmp_path) as h:
+        remembering(h, report=False)
+        await h.script({"marker": f"{CALL}/*"}, invalidFirst=True, tokens=TOKENS)
+        dead = await run_until_killed(h, monkeypatch, "step_published", nth=2)
+        restart(h.run)
+        state, rows = await h.go()
+        waiting = [s for s in bus.list_steps(h.run) if s.call == CALL]
+    repair = last(dead, "step_published")
+    assert repair["action"] == "send_input" and repair["call_tokens"]["input"] == 100
+    assert order(rows[len(dead) :], (CALL,)) == [("decision", CALL), ("superseded", CALL)]
+    assert last(rows, "superseded")["tokens"]["input"] == 100
+    assert waiting == [] and marker_turns(h, f"{CALL}/t2-a1") == 0
+    spent = replay(rows).spent["input"]
+    assert spent == 100 + sum(
+        int((r.get("tokens") or {}).get("input", 0)) for r in rows if r["row"] == "completed"
+    )
+    assert state == "ended" and rows[-1]["status"] == "completed"
