@@ -67,7 +67,9 @@ async def run_session_calls(
     async def run_call(node: Node, call: str, needs: Mapping[str, Any]) -> CallEnd:
         restart = restarts.pop(node.id, None)
         if restart is not None and not restart.done:  # ATT-36: before the new call
-            await supersede_call(ctx, restart, by_call[restart.call])
+            ended = await supersede_call(ctx, restart, by_call[restart.call])
+            if ended.tokens is not None:  # the dead process's, in no terminal row (HARV-22)
+                spent.count(restart.call, ended.tokens)
         if node.review is not None:  # the node's call, then its review rounds
             return await run_rounds(
                 ctx, node, needs, by_call, journal, spent, first.get(node.id, 1)

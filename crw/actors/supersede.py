@@ -25,7 +25,7 @@ from crw.engine import supersede
 from crw.host.client import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
-from crw.journal.rows import RowModel
+from crw.journal.rows import RowModel, Superseded
 
 if TYPE_CHECKING:
     from crw.actors.session_call import SessionContext
@@ -33,9 +33,9 @@ if TYPE_CHECKING:
 Rows = MutableSequence[dict[str, Any]]
 
 
-async def supersede_call(ctx: SessionContext, restart: supersede.Restart, rows: Rows) -> None:
+async def supersede_call(ctx: SessionContext, restart: supersede.Restart, rows: Rows) -> Superseded:
     """Make every subagent of `restart.call` run nothing, then write its superseded
-    row; `rows` (the call's rows) gets the rows committed."""
+    row and return it; `rows` (the call's rows) gets the rows committed."""
     waiting = supersede.waiting_steps(rows)
     for step in waiting:
         await trio.to_thread.run_sync(
@@ -56,7 +56,7 @@ async def supersede_call(ctx: SessionContext, restart: supersede.Restart, rows: 
                 await trio.to_thread.run_sync(
                     bus.write_close, ctx.run, restart.call, attempt, agent
                 )
-            return
+            return verdict.row
         if isinstance(verdict, supersede.Interrupt):
             await _commit(ctx, rows, [verdict.row])  # the intent is durable first
             interrupted.add(str(verdict.row.turn_id))

@@ -29,6 +29,7 @@ from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import RowModel, Started
+from tests.actors.test_app_server_run import CHAIN
 from tests.actors.test_review_rounds import FIXED, REJECT, REVIEWED, one
 from tests.actors.test_session_resume import (
     TOKENS,
@@ -222,3 +223,27 @@ async def test_a_superseded_open_call_carries_the_tokens_no_terminal_row_counted
         int((r.get("tokens") or {}).get("input", 0)) for r in rows if r["row"] == "completed"
     )
     assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_the_tokens_a_superseded_call_carries_count_against_the_ceiling_at_once(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: ATT-36, HARV-22: the process that supersedes build.1 counts the tokens
+    its superseded row carries against the run's figure when it writes it: the
+    workflow's token_ceiling, reached by them alone, pauses the run before the
+    next admission (review.1)."""
+    chain = CHAIN.replace("pool = 2\n", "pool = 2\ntoken_ceiling = 100\n")
+    async with harness(tmp_path) as h:
+        (tmp_path / "wf.toml").write_text(chain)
+        remembering(h, report=False)
+        await h.script({"marker": f"{CALL}/*"}, invalidFirst=True, tokens=TOKENS)
+        for free in ("explore.1/*", f"{NEW}/*"):  # turns that count nothing
+            await h.script({"marker": free}, tokens=dict.fromkeys(TOKENS, 0))
+        dead = await run_until_killed(h, monkeypatch, "step_published", nth=2)
+        restart(h.run)
+        state, rows = await h.go()
+    assert last(dead, "step_published")["call_tokens"]["input"] == 100
+    assert kinds(rows, NEW) == BODY and kinds(rows, "review.1") == []
+    paused = rows[-1]
+    assert (state, paused["row"], paused["reason"]) == ("paused", "paused", "token_ceiling")
+    assert paused["tokens"]["total"] == 110
