@@ -33,16 +33,19 @@ RunCall = Callable[[Node, str, Mapping[str, Any]], Awaitable[CallEnd]]
 
 
 def taken(
-    replayed: RunState, workflow: Workflow | None = None
+    replayed: RunState, workflow: Workflow | None = None, first: Mapping[str, int] | None = None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """From the rows: the completed nodes' results, and how each ended node ended.
-    A node with a review (in `workflow`) ends as its round's rows decide."""
+    A node with a review (in `workflow`) ends as its round's rows decide, from its
+    call `first[node]` on (a restarted node's new call); a superseded call ends
+    no node: its node's new call does."""
+    first = first or {}
     results: dict[str, Any] = {}
     finished: dict[str, str] = {}
     reviewed = {n.id: n.review for n in workflow.nodes if n.review} if workflow else {}
     ends: dict[str, dict[str, Any]] = {}
     for call in replayed.calls.values():
-        if call.node is None:
+        if call.node is None or call.state == "superseded":
             continue
         if call.state == "skipped":  # answered skip: the node ends with no result
             finished[call.node] = call.state
@@ -59,7 +62,7 @@ def taken(
     for node_id, rounds in reviewed.items():
         if node_id in finished:
             continue
-        end = review.node_end(rounds, review.ends_of(node_id, by_call))
+        end = review.node_end(rounds, review.ends_of(node_id, by_call, first.get(node_id, 1)))
         if end is not None:
             finished[node_id] = str(end["row"])
             if end["row"] == "completed":
@@ -76,19 +79,21 @@ async def run_gate(
     run_call: RunCall,
     spent: gate.RunSpent,
     control: RunControl | None = None,
+    first: Mapping[str, int] | None = None,
 ) -> str:
     """Run the calls the rows leave to run; returns the run's state as the process
     leaves it (ended, paused, waiting_decision). `spent` is the run's running token
     figure: each call's terminal row settles its part of it. Once `control` stops
     the run (a pause or cancellation), only the calls an earlier process left open
-    are admitted, to be interrupted, and the run's own row ends it."""
+    are admitted, to be interrupted, and the run's own row ends it. `first`: the
+    ordinal of a restarted node's new call (else its call is `<node>.1`)."""
     paused: str | None = None
     running: set[str] = set()
     send, receive = trio.open_memory_channel[tuple[str, CallEnd]](max(pool, 1))
 
     async def call_task(node: Node) -> None:
         needs = {need: results[need] for need in node.needs}
-        call = gate.call_id(node.id, 1)
+        call = gate.call_id(node.id, (first or {}).get(node.id, 1))
         end = await run_call(node, call, needs)
         tokens = getattr(end.row, "tokens", None)
         if tokens is not None and node.review is None:

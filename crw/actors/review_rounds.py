@@ -102,17 +102,20 @@ async def run_rounds(
     by_call: MutableMapping[str, Rows],
     journal: Rows,
     spent: RunSpent,
+    first: int = 1,
 ) -> CallEnd:
     """Run `node`'s calls until the node is over; its end for the gate. `journal`
-    is the run's rows in order (those read at start, then each call's new ones)."""
+    is the run's rows in order (those read at start, then each call's new ones).
+    `first`: the ordinal the node's calls start at (a restarted node's new call);
+    the rounds' ordinals count from it."""
     task = render_task(node.task, needs)
     while True:
-        action = review.next_action(node.review, review.ends_of(node.id, by_call))
+        action = review.next_action(node.review, review.ends_of(node.id, by_call, first))
         if isinstance(action, review.Finish):
             row = action.row
             return CallEnd(row if isinstance(row, RowModel) else parse_row(dict(row)))
-        call = call_id(node.id, action.ordinal)
-        actor = await _actor(ctx, node, task, needs, action, by_call, journal, spent)
+        call = call_id(node.id, first - 1 + action.ordinal)
+        actor = await _actor(ctx, node, task, needs, action, by_call, journal, spent, first)
         if actor is None:
             continue  # the continuation was refused: its held row ends the node
         known = len(actor.rows)
@@ -132,15 +135,16 @@ async def _actor(
     by_call: MutableMapping[str, Rows],
     journal: Rows,
     spent: RunSpent,
+    first: int,
 ) -> SessionCall | None:
-    call = call_id(node.id, action.ordinal)
+    call = call_id(node.id, first - 1 + action.ordinal)
     rows = by_call[call]
     if action.kind == "node":
         return SessionCall(ctx, node, call, needs, rows, spent)
-    workspace = ctx.run.calls / call_id(node.id, 1)
+    workspace = ctx.run.calls / call_id(node.id, first)
     if action.kind == "review":
-        return _review(ctx, node, task, action, by_call, spent, workspace)
-    return await _continuation(ctx, node, task, action, by_call, journal, spent, workspace)
+        return _review(ctx, node, task, action, by_call, spent, workspace, first)
+    return await _continuation(ctx, node, task, action, by_call, journal, spent, workspace, first)
 
 
 def _review(
@@ -151,11 +155,13 @@ def _review(
     by_call: MutableMapping[str, Rows],
     spent: RunSpent,
     workspace: Path,
+    first: int,
 ) -> ReviewCall:
     """The review call: the review role judges the subject's answer."""
     assert node.review is not None and action.subject is not None
-    call, subject = call_id(node.id, action.ordinal), call_id(node.id, action.subject)
-    answer = review.ends_of(node.id, by_call)[action.subject - 1].get("result")
+    call = call_id(node.id, first - 1 + action.ordinal)
+    subject = call_id(node.id, first - 1 + action.subject)
+    answer = review.ends_of(node.id, by_call, first)[action.subject - 1].get("result")
     text = review.reviewer_task(node.id, subject, task, answer, str(workspace))
     update = {"role": node.review.role, "task": _escaped(text)}
     judge = node.model_copy(update=update | {"output_schema": review.VERDICT_SCHEMA})
@@ -172,16 +178,19 @@ async def _continuation(
     journal: Rows,
     spent: RunSpent,
     workspace: Path,
+    first: int,
 ) -> ContinuationCall | None:
     """The fix call, continuing the handle's conversation; None when the pair
     rules refused it (its held row is committed)."""
-    call, handle = call_id(node.id, action.ordinal), call_id(node.id, action.handle or 1)
+    call = call_id(node.id, first - 1 + action.ordinal)
+    handle = call_id(node.id, first - 1 + (action.handle or 1))
     turns = conversation.record(handle, journal)
     packet = conversation.continued_packet(handle, journal)
     section = conversation.section(handle, turns, packet, str(answer_path(ctx, call, handle)))
-    text = review.fix_task(task, call_id(node.id, action.ordinal - 1), action.findings, section)
+    reviewer = call_id(node.id, first - 2 + action.ordinal)
+    text = review.fix_task(task, reviewer, action.findings, section)
     fix = node.model_copy(update={"task": _escaped(text), "review": None})
-    answer = review.ends_of(node.id, by_call)[(action.handle or 1) - 1].get("result")
+    answer = review.ends_of(node.id, by_call, first)[(action.handle or 1) - 1].get("result")
     rows = by_call[call]
     actor = ContinuationCall(
         ctx, fix, call, {}, rows, spent, handle=handle, workspace=workspace, answer=answer

@@ -3,7 +3,8 @@
 A resumed process goes on with each open call in place, from the call's last row
 (ATT-16): its rows are handed to its actor. Completed calls keep their results; a
 call held or ended null_model stays so. A report no call actor waits for is
-answered here (`answer_unrouted`).
+answered here (`answer_unrouted`). A node answered restart runs as its new call,
+once the call it gives up on is superseded (`crw.actors.supersede`, ATT-36).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import trio
 from crw.actors.gate import run_gate, taken
 from crw.actors.review_rounds import run_rounds
 from crw.actors.session_call import SessionCall, SessionContext
+from crw.actors.supersede import supersede_call
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
-from crw.engine import interrupt
+from crw.engine import interrupt, supersede
 from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
 from crw.engine.replies import CallRecords, decide_late
@@ -49,7 +51,9 @@ async def run_session_calls(
     for row in rows:
         if row.get("call"):
             by_call[row["call"]].append(row)
-    results, finished = taken(replayed, ctx.workflow)
+    restarts = supersede.restarts(rows)
+    first = {node: restart.ordinal for node, restart in restarts.items()}
+    results, finished = taken(replayed, ctx.workflow, first)
     ctx.control.held_before = tuple(interrupt.goes_on(replayed))
     for node in ctx.control.held_before:  # held by a pause: they run again
         finished.pop(node, None)  # a reviewed node's round is not over: it has none
@@ -61,12 +65,19 @@ async def run_session_calls(
     journal = list(rows)
 
     async def run_call(node: Node, call: str, needs: Mapping[str, Any]) -> CallEnd:
+        restart = restarts.pop(node.id, None)
+        if restart is not None and not restart.done:  # ATT-36: before the new call
+            ended = await supersede_call(ctx, restart, by_call[restart.call])
+            if ended.tokens is not None:  # the dead process's, in no terminal row (HARV-22)
+                spent.count(restart.call, ended.tokens)
         if node.review is not None:  # the node's call, then its review rounds
-            return await run_rounds(ctx, node, needs, by_call, journal, spent)
+            return await run_rounds(
+                ctx, node, needs, by_call, journal, spent, first.get(node.id, 1)
+            )
         return await SessionCall(ctx, node, call, needs, by_call[call], spent).run()
 
     return await run_gate(
-        ctx.journal, ctx.workflow, pool, results, finished, run_call, spent, ctx.control
+        ctx.journal, ctx.workflow, pool, results, finished, run_call, spent, ctx.control, first
     )
 
 

@@ -1,4 +1,4 @@
-"""`crw flow answer RUN CALL --retry|--skip|--abort [--no-resume] [--wait S] [--json]`.
+"""`crw flow answer RUN CALL --retry|--skip|--abort|--restart [--no-resume] [--wait S] [--json]`.
 
 The decision for a held call (`crw.engine.decision`): a `decision` row appended to
 the run's journal, then the run resumed (unless --no-resume; an abort ends the
@@ -7,7 +7,8 @@ first: the command waits up to --wait seconds for that process to let the run
 lock go, and takes it the moment it does. It holds the run lock from the end of
 the process it drained until its row is stored, and the resume it starts takes
 the lock after that (CMD-NEXT-27). The same answer given twice is said so and
-appends nothing.
+appends nothing. A restart of an open call is refused at once while a process
+holds the run: no drain ends a process that runs the call itself.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from crw.engine.decision import (
     Refused,
     decide_answer,
 )
-from crw.engine.locks import RunHeldError, RunLock, holder_pid, run_lock
+from crw.engine.locks import RunHeldError, RunLock, holder_pid, run_is_live, run_lock
 from crw.engine.next_state import open_calls
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
+from crw.engine.supersede import node_of
 from crw.engine.tmploc import TmpLocError, dir_from
 from crw.errors import InputError, RefusedError
 from crw.journal.log import JournalFile, encode_batch, encode_body, read_journal
@@ -41,15 +43,17 @@ DRAIN_POLL = 0.1
 """Seconds between two tries at the run lock while the run's process runs."""
 
 
-def one_choice(*, retry: bool, skip: bool, abort: bool) -> Choice:
+def one_choice(*, retry: bool, skip: bool, abort: bool, restart: bool = False) -> Choice:
     """The one answer the flags give.
 
     Raises:
         InputError: none of them, or more than one.
     """
-    chosen = [choice for choice, on in zip(CHOICES, (retry, skip, abort), strict=True) if on]
+    flags: tuple[Choice, ...] = (*CHOICES, "restart")
+    ons = (retry, skip, abort, restart)
+    chosen = [choice for choice, on in zip(flags, ons, strict=True) if on]
     if len(chosen) != 1:
-        raise InputError("answer takes exactly one of --retry, --skip, --abort")
+        raise InputError("answer takes exactly one of --retry, --skip, --abort, --restart")
     return chosen[0]
 
 
@@ -69,7 +73,7 @@ def answer_command(
     resumes = resume and choice != "abort"
     seq: int | None = None
     # Refuse at once what no drain changes; the same answer again drains nothing.
-    if isinstance(_judge(run_dir, spec.id, call, choice), Record):
+    if isinstance(_judge(run_dir, spec.id, call, choice, live=run_is_live(run_dir)), Record):
         if resumes:
             _check_env(spec)
         with _drained(run_dir, spec.id, wait):
@@ -95,15 +99,19 @@ def answer_command(
         said += f"; go on with: crw flow resume {spec.id} --detach"
     after = replay(read_journal(run_dir.journal).rows)
     payload["state"] = after.state
+    if choice == "restart":  # the node's new call
+        payload["by"] = after.calls[call].by
+        said += f"; node {node_of(call)} runs again as {payload['by']}"
     emit(json, payload, f"{said} (run {after.state})")
     return 0
 
 
-def _judge(run_dir: RunDir, run_id: str, call: str, choice: Choice) -> Record | Already:
+def _judge(
+    run_dir: RunDir, run_id: str, call: str, choice: Choice, *, live: bool = False
+) -> Record | Already:
     rows = read_journal(run_dir.journal).rows
-    verdict: Answer = decide_answer(
-        replay(rows), [row for row in rows if row.get("call") == call], run_id, call, choice
-    )
+    mine = [row for row in rows if row.get("call") == call]
+    verdict: Answer = decide_answer(replay(rows), mine, run_id, call, choice, live=live)
     if isinstance(verdict, Refused):
         raise RefusedError(verdict.line)
     return verdict

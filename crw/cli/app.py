@@ -260,6 +260,7 @@ def answer(
     retry: Annotated[bool, Parameter(negative="")] = False,
     skip: Annotated[bool, Parameter(negative="")] = False,
     abort: Annotated[bool, Parameter(negative="")] = False,
+    restart: Annotated[bool, Parameter(negative="")] = False,
     no_resume: Annotated[bool, Parameter(name="--no-resume", negative="")] = False,
     wait: Seconds = 60.0,
     state: State = None,
@@ -279,6 +280,9 @@ def answer(
         The call's node ends skipped, without a result; the nodes that need it never run.
     abort
         The run ends (aborted).
+    restart
+        The call's node runs again in a new call, once the call's subagents run
+        nothing; an open call of a run no process holds restarts too.
     no_resume
         Record the answer only; resume the run later with crw flow resume RUN --detach.
     wait
@@ -289,7 +293,7 @@ def answer(
     return answer_command(
         run,
         call,
-        choice=one_choice(retry=retry, skip=skip, abort=abort),
+        choice=one_choice(retry=retry, skip=skip, abort=abort, restart=restart),
         resume=not no_resume,
         wait=wait,
         state=state,

@@ -84,6 +84,7 @@ def status_payload(run_id: str, run: RunState, state_ref: str = "") -> dict[str,
                 "tokens": call.tokens,
             }
             | (_held(run_id, call.call, call.reason, state_ref) if call.state == "held" else {})
+            | ({"by": call.by} if call.by else {})
             for call in run.calls.values()
         ],
         "tokens": run.spent,
@@ -133,7 +134,11 @@ def _call_line(call: dict[str, Any]) -> str:
 
 
 def _call_lines(call: dict[str, Any]) -> list[str]:
-    """The call's line, and for a held call its reason and the command that answers it."""
+    """The call's line, and for a held call its reason and the command that answers
+    it; for a restarted one, the call that runs its node again."""
+    if "by" in call:
+        node = call["node"] or call["call"].rpartition(".")[0]
+        return [_call_line(call), f"    restarted: node {node} runs again as {call['by']}"]
     if "answer" not in call:
         return [_call_line(call)]
     answer = f"{call['answer']['retry']} (or --skip, --abort)"

@@ -1,7 +1,7 @@
 """Held calls and their decisions (pure): rows in, decisions out.
 
 A held call waits for a person's decision (`crw flow answer RUN CALL --retry |
---skip | --abort`), written as a `decision` row:
+--skip | --abort | --restart`), written as a `decision` row:
 
 - retry: the call goes on in place, after the subagents of its held attempts are
   shown not running (ATT-30): a delivered turn is taken again by a new attempt on
@@ -11,7 +11,10 @@ A held call waits for a person's decision (`crw flow answer RUN CALL --retry |
   looked up by its marker first (ATT-35);
 - skip: the node ends `skipped`, with no result; the nodes that need it never run
   (they end `unrun`), every other node runs;
-- abort: the run ends (`aborted`).
+- abort: the run ends (`aborted`);
+- restart: the node runs again in a new call (`by`), which supersedes the call
+  once its subagents run nothing (`crw.engine.supersede`, ATT-36). An open call
+  restarts too, once no process runs it.
 
 `decide_answer` judges a command's answer against the rows; `in_place` is how a
 retried call goes on. The actors act: `crw.cli.answer` appends the row,
@@ -25,12 +28,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from crw.engine.role_names import WRITING_ROLES
+from crw.engine.supersede import RESTART, successor
 from crw.journal.replay import RunState
 from crw.journal.rows import Decision
 
 Row = Mapping[str, Any]
-Choice = Literal["retry", "skip", "abort"]
+Choice = Literal["retry", "skip", "abort", "restart"]
 CHOICES: tuple[Choice, ...] = ("retry", "skip", "abort")
+"""The answers to a held call the hints name; restart is the fourth."""
 HELD_INTERRUPT = "held"
 """The reason of the interrupt_requested row of a held attempt's running turn."""
 
@@ -73,14 +78,23 @@ def answered(rows: Iterable[Row]) -> tuple[Row | None, str | None]:
 
 
 def decide_answer(
-    run: RunState, call_rows: Sequence[Row], run_id: str, call: str, choice: Choice
+    run: RunState,
+    call_rows: Sequence[Row],
+    run_id: str,
+    call: str,
+    choice: Choice,
+    *,
+    live: bool = False,
 ) -> Answer:
     """The answer `choice` to `call` of `run`: refused (an unknown call, an answer
     that differs from the one given, a call not held, a run not waiting_decision),
-    the same answer given already, or the decision row to append."""
+    the same answer given already, or the decision row to append. A restart takes
+    an open call too, unless `live` (a process holds the run: it runs the call)."""
     state = run.calls.get(call)
     if state is None:
         return Refused(f"run {run_id} has no call {call}; its calls: crw flow status {run_id}")
+    if choice == RESTART:
+        return _restart(run, call_rows, run_id, call, live=live)
     held, given = answered(call_rows)
     if given == choice:
         return Already(choice)
@@ -100,6 +114,43 @@ def decide_answer(
             + _not_waiting_fix(run.state, run_id)
         )
     return Record(Decision(call=call, choice=choice, reason=held.get("reason")))
+
+
+_OPEN = frozenset({"prepared", "waiting_session", "running", "lost"})
+
+
+def _restart(
+    run: RunState, call_rows: Sequence[Row], run_id: str, call: str, *, live: bool
+) -> Answer:
+    state = run.calls[call]
+    if any(r.get("row") == "decision" and r.get("choice") == RESTART for r in call_rows):
+        return Already(RESTART)
+    if run.backend != "session":
+        return Refused(
+            f"run {run_id} runs on the {run.backend} backend; --restart restarts session "
+            f"calls only: answer call {call} --retry or --skip"
+        )
+    if run.state == "ended":
+        return Refused(f"run {run_id} has ended; there is nothing to restart")
+    held, given = answered(call_rows)
+    if state.state == "held" and given is not None:
+        return Refused(
+            f"call {call} of run {run_id} was answered {given} already; an answer is given "
+            f"once a hold (see crw flow status {run_id})"
+        )
+    if state.state not in _OPEN and state.state != "held":
+        return Refused(
+            f"call {call} of run {run_id} is {state.state}; only a held call, or an open "
+            f"one, restarts (see crw flow status {run_id})"
+        )
+    if state.state != "held" and live:
+        return Refused(
+            f"call {call} of run {run_id} runs in the run's live process; pause the run "
+            f"first (crw flow pause {run_id}), then answer crw flow answer {run_id} {call} "
+            "--restart"
+        )
+    reason = held.get("reason") if held is not None and state.state == "held" else None
+    return Record(Decision(call=call, choice=RESTART, reason=reason, by=successor(run, call)))
 
 
 def _not_waiting_fix(state: str, run_id: str) -> str:

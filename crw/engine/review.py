@@ -86,13 +86,16 @@ def next_action(review: Review | None, ends: Sequence[Mapping[str, Any]]) -> Run
     return RunCall(n + 1, "fix", handle=n - 1, findings=findings(last))
 
 
-def ends_of(node_id: str, by_call: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Row]:
-    """The terminal rows of `node_id`'s calls 1, 2, ... up to the first that has
-    none (a call a decision sent back to run is not ended, nor one a pause held:
-    the resumed run goes on with it in place)."""
+def ends_of(
+    node_id: str, by_call: Mapping[str, Sequence[Mapping[str, Any]]], first: int = 1
+) -> list[Row]:
+    """The terminal rows of `node_id`'s calls first, first+1, ... up to the first
+    that has none (a call a decision sent back to run is not ended, nor one a
+    pause held: the resumed run goes on with it in place). `first`: where a
+    restarted node's calls start again."""
     ends: list[Row] = []
     while True:
-        rows = by_call.get(f"{node_id}.{len(ends) + 1}", ())
+        rows = by_call.get(f"{node_id}.{first + len(ends)}", ())
         end = None
         for row in rows:
             kind = row.get("row")

@@ -50,7 +50,8 @@ class CallState:
     backend: str | None = None
     state: str = "prepared"
     """prepared, waiting_session (a step published, no subagent bound), running
-    (a turn bound), completed, null_model, held, superseded, lost, skipped."""
+    (a turn bound), completed, null_model, held, superseded, lost, skipped,
+    restarting (answered restart, not superseded yet)."""
     last_row: str = "prepared"
     attempt: int = 0
     """The newest attempt the rows name (0 before the first step)."""
@@ -69,6 +70,8 @@ class CallState:
     pair: dict[str, str | None] | None = None
     prior_pairs: list[Any] = field(default_factory=list)
     workspace: str | None = None
+    by: str | None = None
+    """The call that supersedes this one (a decision to restart names it)."""
 
 
 @dataclass
@@ -253,6 +256,8 @@ def _decision(run: RunState, call: CallState, row: Row) -> None:
         call.state = "prepared"
     elif choice == "abort":
         run.ended_status = "aborted"
+    elif choice == "restart":  # superseded once its subagents run nothing
+        call.state, call.by = "restarting", row.get("by")
 
 
 _CALL_HANDLERS: dict[str, Callable[[RunState, CallState, Row], None]] = {

@@ -113,7 +113,7 @@ NullModelReason = Literal[
     "empty_answer",
     "schema_check_timed_out",
 ]
-Choice = Literal["retry", "skip", "abort"]
+Choice = Literal["retry", "skip", "abort", "restart"]
 
 RolePairs = dict[str, dict[str, str]]
 
@@ -213,12 +213,15 @@ class Cancelled(RowModel):
 
 
 class Decision(RowModel):
-    """The answer to a held call: retry, skip or abort (engine row)."""
+    """The answer to a held call: retry, skip or abort; or restart, to a held call
+    or an open one of a process that is gone (engine row)."""
 
     row: Literal["decision"] = "decision"
     choice: Choice | None = None
     reason: str | None = None
     """The reason of the held row it answers."""
+    by: str | None = None
+    """A restart: the node's new call, which supersedes this one."""
 
 
 class Ended(RowModel):

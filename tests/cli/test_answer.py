@@ -194,3 +194,78 @@ def test_answer_refuses_run_env_unusable_before_anything(crw: Crw, tmp_path: Pat
     _refused(_answer(crw, "--retry"), 1, "run_env_unusable: run fix-20261129-000000-abcd")
     assert run.journal.read_bytes() == before
     assert _answer(crw, "--retry", "--no-resume").code == 0
+
+
+OPEN: list[dict[str, Any]] = HELD[:-1]
+"""build.1 bound and running: the process that ran it is gone or still runs it."""
+
+
+def test_restart_of_an_open_call_is_refused_while_the_process_runs_it(crw: Crw) -> None:
+    """spec: ATT-36: a live process runs the open call itself: the restart is
+    refused at once (no drain), one line naming what to do, nothing appended; once
+    no process holds the run it is recorded with the node's new call, and the
+    same answer again appends nothing."""
+    run = _make_run(crw)
+    _append_rows(run, {"row": "prepared", "call": "explore.1", "node": "explore"}, *OPEN)
+    before = run.journal.read_bytes()
+    with hold_run(run):
+        result = _answer(crw, "--restart", "--no-resume", "--wait", "30")
+    _refused(result, 1, f"pause the run first (crw flow pause {RUN}), then answer")
+    assert run.journal.read_bytes() == before
+    first = _answer(crw, "--restart", "--no-resume")
+    assert first.code == 0, first.stderr
+    row = _rows(run)[-1]
+    assert {k: row.get(k) for k in ("row", "call", "choice", "by")} == {
+        "row": "decision",
+        "call": CALL,
+        "choice": "restart",
+        "by": "build.2",
+    }
+    assert first.json()["by"] == "build.2" and first.json()["recorded"] is True
+    after = run.journal.read_bytes()
+    again = _answer(crw, "--restart", "--no-resume")
+    assert again.code == 0 and again.json()["recorded"] is False
+    assert again.json()["by"] == "build.2"
+    assert run.journal.read_bytes() == after
+
+
+def test_restart_of_a_held_call_names_its_new_call_in_status(crw: Crw) -> None:
+    """spec: ATT-36: a held call answered restart leaves waiting_decision; status
+    names the call that runs its node again; another answer to it is refused."""
+    run = _held_run(crw)
+    assert _answer(crw, "--restart", "--no-resume").code == 0
+    assert _rows(run)[-1]["reason"] == "host_failure"
+    status = crw("flow", "status", RUN, "--state", str(crw.state), "--json").json()
+    (build,) = [call for call in status["calls"] if call["call"] == CALL]
+    assert (build["state"], build["by"]) == ("restarting", "build.2")
+    assert status["state"] != "waiting_decision"
+    human = crw("flow", "status", RUN, "--state", str(crw.state)).stdout
+    assert "restarted: node build runs again as build.2" in human
+    _refused(_answer(crw, "--retry", "--no-resume"), 1, "was answered restart already")
+
+
+def test_restart_is_refused_on_the_app_server_backend(crw: Crw) -> None:
+    run = _held_run(crw)
+    _append_rows(run, {"row": "started", "backend": "app-server", "pid": 2})
+    _append_rows(run, {"row": "held", "call": CALL, "reason": "host_failure"})
+    before = run.journal.read_bytes()
+    _refused(_answer(crw, "--restart"), 1, "--restart restarts session calls only")
+    assert run.journal.read_bytes() == before
+
+
+def test_restart_takes_a_call_a_pause_held(crw: Crw) -> None:
+    """spec: ATT-36: pause first, then restart: a paused run's call held by the
+    pause is answered restart (a retry of it waits for the resume instead)."""
+    run = _make_run(crw)
+    _append_rows(
+        run,
+        {"row": "prepared", "call": "explore.1", "node": "explore"},
+        *OPEN,
+        {"row": "held", "call": CALL, "reason": "paused"},
+        {"row": "paused", "reason": "paused"},
+    )
+    _refused(_answer(crw, "--retry", "--no-resume"), 1, "is paused, not waiting_decision")
+    result = _answer(crw, "--restart", "--no-resume")
+    assert result.code == 0, result.stderr
+    row = _rows(run)[-1]
+    assert (row["choice"], row["reason"], row["by"]) == ("restart", "paused", "build.2")

@@ -125,3 +125,32 @@ def test_a_step_published_and_never_bound_is_looked_up() -> None:
     """spec: ATT-35"""
     rows = [*HELD[:2], step(1, 1, action="spawn"), row("held", reason="paused")]
     assert in_place(rows, "executor", "/w/p").look_up
+
+
+def test_a_restart_names_the_nodes_next_free_call_after_its_review_rounds() -> None:
+    """spec: ATT-36: a reviewed node's fix build.3 is held: the node runs again at
+    build.4, past the review and fix rounds' ordinals; another node's calls and
+    the call's own ordinal do not count."""
+    rows: Rows = [
+        {"row": "started", "backend": "session"},
+        *({"row": "prepared", "call": f"build.{n}", "node": "build"} for n in (1, 2, 3)),
+        {"row": "prepared", "call": "ship.7", "node": "ship"},
+        {"row": "held", "call": "build.3", "reason": "host_failure"},
+    ]
+    verdict = answer(rows, "restart", "build.3")
+    assert isinstance(verdict, Record)
+    assert verdict.row.model_dump(exclude_none=True) == {
+        "row": "decision",
+        "call": "build.3",
+        "choice": "restart",
+        "reason": "host_failure",
+        "by": "build.4",
+    }
+
+
+def test_a_restart_of_a_completed_call_is_refused() -> None:
+    """spec: ATT-36: only a held call, or an open one, restarts."""
+    rows = [*HELD[:-1], row("completed", result={})]
+    verdict = answer(rows, "restart")
+    assert isinstance(verdict, Refused)
+    assert "is completed; only a held call, or an open one, restarts" in verdict.line

@@ -92,7 +92,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "request": "8f14e45fceea167a5a36dedd4bea2543",
         "state": {"build": "held"},
     },
-    "decision": {"choice": "retry", "reason": "host_failure"},
+    "decision": {"choice": "restart", "reason": "host_failure", "by": "build.2"},
     "ended": {"status": "completed", "state": {"build": "completed"}},
     "step_published": {
         **TURN,
