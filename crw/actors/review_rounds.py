@@ -21,7 +21,7 @@ import trio
 
 from crw.actors.session_call import SessionCall, SessionContext
 from crw.bus import steps as bus
-from crw.engine import conversation, interrupt, review
+from crw.engine import conversation, interrupt, review, rounds
 from crw.engine.gate import RunSpent, call_id
 from crw.engine.harvest import CallEnd
 from crw.engine.rundir import PRIVATE_DIR
@@ -153,12 +153,9 @@ def _review(
     workspace: Path,
 ) -> ReviewCall:
     """The review call: the review role judges the subject's answer."""
-    assert node.review is not None and action.subject is not None
-    call, subject = call_id(node.id, action.ordinal), call_id(node.id, action.subject)
-    answer = review.ends_of(node.id, by_call)[action.subject - 1].get("result")
-    text = review.reviewer_task(node.id, subject, task, answer, str(workspace))
-    update = {"role": node.review.role, "task": _escaped(text)}
-    judge = node.model_copy(update=update | {"output_schema": review.VERDICT_SCHEMA})
+    assert node.review is not None
+    call, ends = call_id(node.id, action.ordinal), review.ends_of(node.id, by_call)
+    judge = rounds.review_node(node, task, action, ends, str(workspace))
     rows = by_call[call]
     return ReviewCall(ctx, judge, call, {}, rows, spent, review=node.review, ordinal=action.ordinal)
 
@@ -176,17 +173,13 @@ async def _continuation(
     """The fix call, continuing the handle's conversation; None when the pair
     rules refused it (its held row is committed)."""
     call, handle = call_id(node.id, action.ordinal), call_id(node.id, action.handle or 1)
-    turns = conversation.record(handle, journal)
-    packet = conversation.continued_packet(handle, journal)
-    section = conversation.section(handle, turns, packet, str(answer_path(ctx, call, handle)))
-    text = review.fix_task(task, call_id(node.id, action.ordinal - 1), action.findings, section)
-    fix = node.model_copy(update={"task": _escaped(text), "review": None})
-    answer = review.ends_of(node.id, by_call)[(action.handle or 1) - 1].get("result")
+    ends, answer_file = review.ends_of(node.id, by_call), str(answer_path(ctx, call, handle))
+    fix = rounds.fix_node(node, task, action, ends, journal, answer_file)
     rows = by_call[call]
     actor = ContinuationCall(
-        ctx, fix, call, {}, rows, spent, handle=handle, workspace=workspace, answer=answer
+        ctx, fix.node, call, {}, rows, spent, handle=handle, workspace=workspace, answer=fix.answer
     )
-    actor.digest = conversation.input_digest(actor.task, node.output_schema, handle, turns)
+    actor.digest = conversation.input_digest(actor.task, node.output_schema, handle, fix.turns)
     if not any(row.get("row") == "step_published" for row in rows):
         refusal = conversation.pair_refusal(actor.pair, conversation.bound_pair(handle, journal))
         if refusal is not None:
@@ -201,8 +194,3 @@ async def _continuation(
     if conversation.in_resume_suffix(handle, journal):
         actor.checkpoint = conversation.CHECKPOINT
     return actor
-
-
-def _escaped(text: str) -> str:
-    """`text` as a task template that renders to itself."""
-    return text.replace("{", "{{").replace("}", "}}")

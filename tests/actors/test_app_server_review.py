@@ -1,0 +1,231 @@
+"""Review rounds on the App Server backend, end to end on the simulated host.
+
+The same round as the session backend's (tests/actors/test_review_rounds.py):
+`build.1` the node, `build.2` its review, `build.3` the fix that continues
+`build.1`, `build.4` the fix's review. The fix's thread is a `thread/fork` of the
+handle's thread carrying the leaf keys; inside a resume's suffix it is a thread
+started anew after checkpoint_started. Each test asserts the rows written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import trio
+from trio.testing import MockClock
+
+from crw.actors.journal_writer import open_journal_writer
+from crw.clock import fixed_clock
+from crw.engine import answer
+from crw.engine.workflow import load_workflow
+from crw.host.sim.server import SimHost, open_sim_host
+from crw.journal.rows import Started
+from tests.actors.test_app_server_resume import KEY, TMPDIR, Host, kill_after
+from tests.actors.test_app_server_run import kinds
+
+REVIEWED = """
+name = "reviewed"
+pool = 1
+
+[[node]]
+id = "build"
+role = "executor"
+task = "Fix the parser."
+schema = { type = "object", required = ["summary"], properties = { summary = { type = "string" } } }
+review = { role = "reviewer", rounds = 1 }
+
+[[node]]
+id = "ship"
+role = "explorer"
+needs = ["build"]
+task = "Ship {build.summary}."
+schema = { type = "object", required = ["done"], properties = { done = { type = "boolean" } } }
+"""
+REJECT = {"verdict": "reject", "findings": ["the summary names no file"]}
+ACCEPT = {"verdict": "accept", "findings": []}
+FIXED = {"summary": "fixed parser.py"}
+BODY = ["prepared", "step_published", "thread_started", "turn_started", "completed"]
+Rows = list[dict[str, Any]]
+
+
+async def reviewed(sim: SimHost, tmp_path: Path, name: str = "run") -> Host:
+    """A run on `sim` of the reviewed workflow: build.2 rejects, build.3 answers
+    FIXED, build.4 accepts."""
+    (tmp_path / "wf.toml").write_text(REVIEWED)
+    made = Host(sim, load_workflow(tmp_path / "wf.toml"), tmp_path / name)
+    made.run_dir.mkdir()
+    for marker, behaviour in (
+        ("*", {"seconds": 5}),
+        ("build.2/*", {"seconds": 5, "answer": REJECT}),
+        ("build.3/*", {"seconds": 5, "answer": FIXED}),
+        ("build.4/*", {"seconds": 5, "answer": ACCEPT}),
+    ):
+        await made.request("sim/script", {"match": {"marker": marker}, "behaviour": behaviour})
+    return made
+
+
+def of(rows: Rows, call: str, kind: str) -> Rows:
+    return [r for r in rows if r.get("call") == call and r["row"] == kind]
+
+
+def one(rows: Rows, call: str, kind: str) -> dict[str, Any]:
+    found = of(rows, call, kind)
+    assert len(found) == 1, (call, kind, found)
+    return found[0]
+
+
+def host_text(made: Host, call: str) -> str:
+    """The text of the call's first turn as the host received it."""
+    thread = made.thread(call)
+    turns = thread.wire(include_turns=True)["turns"]
+    own = [t for t in turns if f"crw-flow-op: {call}/" in str(t["items"][0]["content"][0]["text"])]
+    return str(own[0]["items"][0]["content"][0]["text"])
+
+
+def turns_by_marker(made: Host) -> Counter[str]:
+    """Every turn the host ran on the run's threads, counted by its marker line."""
+    counts: Counter[str] = Counter()
+    for row in made.rows():
+        if row["row"] == "thread_started":
+            for turn in made.sim.state.threads[row["thread_id"]].wire(include_turns=True)["turns"]:
+                counts[str(turn["items"][0]["content"][0]["text"]).split("\n", 1)[0]] += 1
+    return counts
+
+
+async def test_a_rejection_runs_a_fix_on_a_fork_of_the_node_thread(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ATT-37, ATT-38, ROWS-4, STEP-25, STEP-54, STEP-56, STEP-57, STEP-58, ATT-40,
+    ATT-41, ATT-45, ATT-49"""
+    async with open_sim_host(tmp_path / "home") as sim:
+        made = await reviewed(sim, tmp_path)
+        assert await made.process() == "ended"
+        rows = made.rows()
+        fork = made.thread("build.3")
+        handle = made.thread("build.1")
+        text = host_text(made, "build.3")
+    assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
+    calls = [r["call"] for r in rows if r["row"] == "prepared"]
+    assert calls == ["build.1", "build.2", "build.3", "build.4", "ship.1"]
+    for call in calls:
+        assert kinds(rows, call) == BODY, call
+    assert not [r for r in rows if r["row"] == "checkpoint_started"]
+    # The review: the reviewer judges build.1's answer, in build.1's workspace.
+    assert one(rows, "build.2", "prepared")["role"] == "reviewer"
+    assert one(rows, "build.2", "completed")["result"] == REJECT
+    first = one(rows, "build.1", "prepared")
+    assert first["allocation"]["workspace"] in one(rows, "build.2", "step_published")["input"]
+    # The fix: a continuation of build.1 in its workspace, a spawn step at
+    # conversation turn 1, on a thread of its own forked from build.1's.
+    fix = one(rows, "build.3", "prepared")
+    assert (fix["resume"], fix["role"], fix["backend"]) == ("build.1", "executor", "app-server")
+    assert fix["allocation"]["workspace"] == first["allocation"]["workspace"]
+    step = one(rows, "build.3", "step_published")
+    assert (step["k"], step["attempt"], step["action"], step["conversation_turn"]) == (
+        1,
+        1,
+        "spawn",
+        1,
+    )
+    started = one(rows, "build.3", "thread_started")
+    assert started["thread_id"] == fork.id != handle.id
+    assert started["cwd"] == first["allocation"]["workspace"] and started["via"] == "app-server"
+    assert fork.forked_from_id == handle.id
+    assert fork.config == {KEY: TMPDIR}  # the fork carries the leaf keys itself
+    assert one(rows, "build.3", "turn_started")["conversation_turn"] == 1
+    # Its input: the journal's record of build.1's turns, the answer file, the
+    # findings; journaled without the tools, which the host's text ends with.
+    journaled = step["input"]
+    assert "## The conversation you go on from" in journaled
+    assert "### build.1 turn 1 (t1-a1)" in journaled
+    assert one(rows, "build.1", "step_published")["input"] in journaled
+    assert "The packet of the call you continue: the input of build.1 turn 1 above." in journaled
+    assert "- the summary names no file" in journaled
+    assert "## Repository tools" not in journaled
+    assert text.startswith(journaled) and "## Repository tools" in text[len(journaled) :]
+    answer_file = journaled.split("Its answer: ", 1)[1].split(".json", 1)[0] + ".json"
+    assert (
+        json.loads(await trio.Path(answer_file).read_text())
+        == one(rows, "build.1", "completed")["result"]
+    )
+    task = journaled.split("## Task\n\n", 1)[1].rsplit("\n\n## Output contract", 1)[0]
+    schema = load_workflow(tmp_path / "wf.toml").nodes[0].output_schema
+    expected = {"task": task, "schema": schema, "resume": "build.1", "threads": [handle.id]}
+    assert fix["input_digest"] == answer.digest(expected)
+    # The accepted answer is the node's result: the fix's.
+    assert one(rows, "build.3", "completed")["result"] == FIXED
+    assert one(rows, "build.4", "completed")["result"] == ACCEPT
+    assert "fixed parser.py" in one(rows, "ship.1", "step_published")["input"]
+    assert rows[-1]["state"]["build"] == "completed"
+
+
+async def test_a_rejection_after_the_last_round_holds_the_review_call(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """A review that rejects after the last fix round ends held review_rejected,
+    keeping the reviewer's answer; the node's needers never run."""
+    async with open_sim_host(tmp_path / "home") as sim:
+        made = await reviewed(sim, tmp_path)
+        await made.request(
+            "sim/script", {"match": {"marker": "build.4/*"}, "behaviour": {"answer": REJECT}}
+        )
+        assert await made.process() == "waiting_decision"
+        rows = made.rows()
+    assert kinds(rows, "build.4") == [*BODY[:-1], "held"]
+    held = one(rows, "build.4", "held")
+    assert (held["reason"], held["result"]) == ("review_rejected", REJECT)
+    assert "the summary names no file" in held["error"]
+    assert not of(rows, "build.5", "prepared") and not of(rows, "ship.1", "prepared")
+    assert not [r for r in rows if r["row"] == "ended"]
+
+
+async def test_a_process_killed_between_review_and_fix_goes_on_from_the_checkpoint(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ATT-39, ATT-37, ATT-38, ATT-40, STEP-58"""
+    async with open_sim_host(tmp_path / "home") as sim:
+        ref = await reviewed(sim, tmp_path, name="ref")
+        assert await ref.process() == "ended"
+        made = await reviewed(sim, tmp_path)  # the run dir as long as "ref"
+        assert await made.process(kill_after("completed", call="build.2")) is None
+        assert not of(made.rows(), "build.3", "prepared")
+        async with open_journal_writer(made.journal, clock=fixed_clock()) as journal:
+            await journal.commit([Started(backend="app-server", process="p2")])
+        assert await made.process() == "ended"
+        rows = made.rows()
+        thread = made.thread("build.3")
+        handle = made.thread("build.1")
+        counts = turns_by_marker(made)
+    assert kinds(rows, "build.3") == [
+        "prepared",
+        "checkpoint_started",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    prepared, checkpoint = (
+        of(rows, "build.3", "prepared")[0],
+        one(rows, "build.3", "checkpoint_started"),
+    )
+    assert checkpoint["seq"] == prepared["seq"] + 1
+    assert (checkpoint["handle"], checkpoint["branch"]) == ("build.1", "checkpoint")
+    # Never a fork: a thread started anew, its turn text the journal's record.
+    assert thread.forked_from_id is None and thread.id != handle.id
+    assert thread.config == {KEY: TMPDIR}
+    assert one(rows, "build.1", "step_published")["input"] in host_text(made, "build.3")
+    # No call ran twice, no turn was sent twice, and the run ends as undisturbed.
+    assert [r["call"] for r in rows if r["row"] == "prepared"] == [
+        "build.1",
+        "build.2",
+        "build.3",
+        "build.4",
+        "ship.1",
+    ]
+    assert set(counts.values()) == {1}
+    ends = {r["call"]: r["result"] for r in rows if r["row"] == "completed"}
+    assert ends == {r["call"]: r["result"] for r in ref.rows() if r["row"] == "completed"}
+    assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
