@@ -28,7 +28,7 @@ import trio
 
 from crw.actors.app_server_call import AppServerCall, CallContext, run_actor
 from crw.bus.steps import write_atomic
-from crw.engine import conversation, interrupt, review, rounds
+from crw.engine import conversation, interrupt, outcome, review, rounds
 from crw.engine.gate import RunSpent, call_id
 from crw.engine.harvest import CallEnd
 from crw.engine.rundir import PRIVATE_DIR
@@ -36,7 +36,7 @@ from crw.engine.template import render_task
 from crw.engine.workflow import Node, Review
 from crw.host.protocol import Thread
 from crw.journal.replay import TERMINAL_ROWS
-from crw.journal.rows import CheckpointStarted, Held, Prepared, RowModel, parse_row
+from crw.journal.rows import CheckpointStarted, Held, Prepared, RowModel, Tokens, parse_row
 
 Rows = list[Mapping[str, Any]]
 
@@ -79,6 +79,8 @@ class FixCall(RoundCall):
         self.source = bound.get("thread_id") if bound else None
         self.source_turn = handle_turns[-1].turn_id if handle_turns else None
         self.bound = bound
+        self.inherited: Tokens | None = None
+        """The total the fork's usage started from (read once)."""
 
     def prepared(self) -> Prepared:
         return (
@@ -118,6 +120,18 @@ class FixCall(RoundCall):
             cwd=str(self.workspace),
             **self.overrides(),
         )
+
+    def tokens(self, thread_id: str) -> Tokens:
+        """The fix's own tokens: a fork's usage goes on from its source's total (as
+        the handle's rollout last counted it), which the handle's rows carry."""
+        total = super().tokens(thread_id)
+        if not rounds.forked(self.rows) or self.bound is None:
+            return total
+        if self.inherited is None:
+            source = self.bound.get("rollout_path")
+            read = outcome.read_rollout_total(Path(source)) if source else None
+            self.inherited = read or Tokens()
+        return total - self.inherited
 
     def refusal(self) -> Held | None:
         """pair_refused when a decided part of the role's pair differs from the pair

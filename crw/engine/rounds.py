@@ -75,6 +75,13 @@ def continued_input(handle: str, turns: Sequence[conversation.Turn]) -> str | No
     return None if first is None else f"the input of {handle} turn {first.place} above"
 
 
+def forked(rows: Sequence[Row]) -> bool:
+    """Whether a fix call's thread is a fork of its handle's: it bound a thread
+    and took no checkpoint branch (ATT-39)."""
+    kinds = {row.get("row") for row in rows}
+    return "thread_started" in kinds and "checkpoint_started" not in kinds
+
+
 def escaped(text: str) -> str:
     """`text` as a task template that renders to itself."""
     return text.replace("{", "{{").replace("}", "}}")

@@ -60,7 +60,8 @@ async def reviewed(sim: SimHost, tmp_path: Path, name: str = "run") -> Host:
     for marker, behaviour in (
         ("*", {"seconds": 5}),
         ("build.2/*", {"seconds": 5, "answer": REJECT}),
-        ("build.3/*", {"seconds": 5, "answer": FIXED}),
+        ("build.1/*", {"seconds": 5, "tokens": {"input": 1000, "output": 50}}),
+        ("build.3/*", {"seconds": 5, "answer": FIXED, "tokens": {"input": 300, "output": 30}}),
         ("build.4/*", {"seconds": 5, "answer": ACCEPT}),
     ):
         await made.request("sim/script", {"match": {"marker": marker}, "behaviour": behaviour})
@@ -157,6 +158,13 @@ async def test_a_rejection_runs_a_fix_on_a_fork_of_the_node_thread(
     assert fix["input_digest"] == answer.digest(expected)
     # The accepted answer is the node's result: the fix's.
     assert one(rows, "build.3", "completed")["result"] == FIXED
+    # Its tokens are its own: the fork's usage went on from build.1's total.
+    assert one(rows, "build.1", "completed")["tokens"] == {
+        "input": 1000,
+        "output": 50,
+        "total": 1050,
+    }
+    assert one(rows, "build.3", "completed")["tokens"] == {"input": 300, "output": 30, "total": 330}
     assert one(rows, "build.4", "completed")["result"] == ACCEPT
     assert "fixed parser.py" in one(rows, "ship.1", "step_published")["input"]
     assert rows[-1]["state"]["build"] == "completed"
