@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from trio.testing import MockClock
 
@@ -87,13 +88,15 @@ def host_text(made: Host, call: str) -> str:
 
 
 def turns_by_marker(made: Host) -> Counter[str]:
-    """Every turn the host ran on the run's threads, counted by its marker line."""
-    counts: Counter[str] = Counter()
+    """Every turn the host ran on the run's threads, counted by its marker line
+    (a turn a fork took with its source's history is the source's, counted once)."""
+    turns: dict[str, str] = {}
     for row in made.rows():
         if row["row"] == "thread_started":
             for turn in made.sim.state.threads[row["thread_id"]].wire(include_turns=True)["turns"]:
-                counts[str(turn["items"][0]["content"][0]["text"]).split("\n", 1)[0]] += 1
-    return counts
+                text = str(turn["items"][0]["content"][0]["text"])
+                turns[turn["id"]] = text.split("\n", 1)[0]
+    return Counter(turns.values())
 
 
 async def test_a_rejection_runs_a_fix_on_a_fork_of_the_node_thread(
@@ -237,3 +240,45 @@ async def test_a_process_killed_between_review_and_fix_goes_on_from_the_checkpoi
     ends = {r["call"]: r["result"] for r in rows if r["row"] == "completed"}
     assert ends == {r["call"]: r["result"] for r in ref.rows() if r["row"] == "completed"}
     assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("kind", "call"),
+    [
+        ("completed", "build.1"),
+        ("turn_started", "build.2"),
+        ("prepared", "build.3"),
+        ("thread_started", "build.3"),
+        ("turn_started", "build.3"),
+        ("completed", "build.3"),
+        ("turn_started", "build.4"),
+    ],
+)
+async def test_a_round_killed_anywhere_goes_on_in_place_to_the_same_results(
+    tmp_path: Path, autojump_clock: MockClock, kind: str, call: str
+) -> None:
+    """spec: ATT-39, STEP-59, STEP-61: a process killed inside a round is resumed;
+    each call is prepared once, no turn is sent twice, no answer is lost, and the
+    fix counts its own tokens on whichever thread it runs."""
+    async with open_sim_host(tmp_path / "home") as sim:
+        ref = await reviewed(sim, tmp_path, name="ref")
+        assert await ref.process() == "ended"
+        made = await reviewed(sim, tmp_path)
+        assert await made.process(kill_after(kind, call=call)) is None
+        async with open_journal_writer(made.journal, clock=fixed_clock()) as journal:
+            await journal.commit([Started(backend="app-server", process="p2")])
+        assert await made.process() == "ended"
+        rows = made.rows()
+        counts = turns_by_marker(made)
+    prepared = [r["call"] for r in rows if r["row"] == "prepared"]
+    assert prepared == ["build.1", "build.2", "build.3", "build.4", "ship.1"]
+    assert set(counts.values()) == {1}
+    ended = {r["call"]: (r["result"], r["tokens"]) for r in rows if r["row"] == "completed"}
+    assert ended == {
+        r["call"]: (r["result"], r["tokens"]) for r in ref.rows() if r["row"] == "completed"
+    }
+    fork = made.thread("build.3").forked_from_id is not None
+    assert fork == (not of(rows, "build.3", "checkpoint_started"))
+    # The fork was made before the kill, or after it the fix took the checkpoint.
+    forked_before = {"thread_started", "turn_started", "completed"} if call == "build.3" else set()
+    assert fork == (kind in forked_before or call == "build.4")
