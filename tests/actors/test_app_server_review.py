@@ -18,14 +18,22 @@ import pytest
 import trio
 from trio.testing import MockClock
 
+from crw.actors.app_server_call import CallContext
+from crw.actors.app_server_run import run_app_server_calls
+from crw.actors.control import RunControl
 from crw.actors.journal_writer import open_journal_writer
+from crw.bus import control as requests
 from crw.clock import fixed_clock
 from crw.engine import answer
+from crw.engine.roles import RoleTable
+from crw.engine.rundir import RunDir
 from crw.engine.workflow import load_workflow
 from crw.host.sim.server import SimHost, open_sim_host
+from crw.journal.log import read_journal
+from crw.journal.replay import RunState
 from crw.journal.rows import Started
 from tests.actors.test_app_server_resume import KEY, TMPDIR, Host, kill_after
-from tests.actors.test_app_server_run import kinds
+from tests.actors.test_app_server_run import Harness, harness, kinds, replayed
 
 REVIEWED = """
 name = "reviewed"
@@ -282,3 +290,81 @@ async def test_a_round_killed_anywhere_goes_on_in_place_to_the_same_results(
     # The fork was made before the kill, or after it the fix took the checkpoint.
     forked_before = {"thread_started", "turn_started", "completed"} if call == "build.3" else set()
     assert fork == (kind in forked_before or call == "build.4")
+
+
+async def paused_at(h: Harness, call: str) -> tuple[str, Rows]:
+    """Run the workflow with the run's control; a pause is asked through the run's
+    inbox once `call`'s turn started."""
+    run = RunDir(h.run_dir)
+    run.inbox.mkdir(exist_ok=True)
+    path = h.run_dir / "journal.jsonl"
+    control = RunControl(run=run)
+
+    async def pause() -> None:
+        while True:
+            if of(read_journal(path).rows, call, "turn_started"):
+                break
+            await trio.sleep(0.05)
+        requests.write_request(run, requests.Request.new(run.id, "pause", "t"))
+
+    async with open_journal_writer(path, clock=fixed_clock()) as journal, trio.open_nursery() as n:
+        ctx = CallContext(
+            journal=journal,
+            reader=h.reader,
+            workflow=h.workflow,
+            run_dir=h.run_dir,
+            tmpdir=TMPDIR,
+            pairs=RoleTable.undecided().roles,
+            control=control,
+        )
+        await n.start(control.watch)
+        n.start_soon(pause)
+        state = await run_app_server_calls(ctx, ctx.workflow.pool, RunState())
+        n.cancel_scope.cancel()
+    return state, read_journal(path).rows
+
+
+async def test_a_fix_the_pause_held_goes_on_on_its_fork_when_the_run_resumes(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ATT-32, ATT-43, ATT-44, HARV-28: the paused fix's turn is taken again by
+    a new turn on the fix's own thread (the fork), at its conversation place; the
+    round then goes on to the review of the fix."""
+    async with harness(tmp_path, REVIEWED) as h:
+        await h.script({"marker": "build.2/*"}, answer=REJECT)
+        await h.script({"marker": "build.3/*"}, hang=True)
+        state, rows = await paused_at(h, "build.3")
+        assert state == "paused"
+        assert kinds(rows, "build.3")[-2:] == ["interrupt_requested", "held"]
+        await h.script({"marker": "build.3/t2-*"}, answer=FIXED)
+        await h.script({"marker": "build.4/*"}, answer=ACCEPT)
+        state, rows = await h.run(replayed(rows))
+        fork = h.sim.state.threads[one(rows, "build.3", "thread_started")["thread_id"]]
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    assert kinds(rows, "build.3") == [
+        "prepared",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "interrupt_requested",
+        "held",
+        "step_published",
+        "turn_started",
+        "completed",
+    ]
+    assert fork.forked_from_id == one(rows, "build.1", "thread_started")["thread_id"]
+    again = of(rows, "build.3", "step_published")[-1]
+    assert (again["marker"], again["conversation_turn"], again["replaces_turn"]) == (
+        "build.3/t2-a2",
+        1,
+        "build.3/t1-a1",
+    )
+    assert one(rows, "build.3", "completed")["result"] == FIXED
+    assert one(rows, "build.4", "completed")["result"] == ACCEPT
+    assert [r["call"] for r in rows if r["row"] == "prepared"] == [
+        "build.1",
+        "build.2",
+        "build.3",
+        "build.4",
+        "ship.1",
+    ]
