@@ -25,7 +25,7 @@ from crw.actors.journal_writer import open_journal_writer
 from crw.bus import control as requests
 from crw.clock import fixed_clock
 from crw.engine import answer
-from crw.engine.roles import RoleTable
+from crw.engine.roles import RolePair, RoleTable
 from crw.engine.rundir import RunDir
 from crw.engine.workflow import load_workflow
 from crw.host.sim.server import SimHost, open_sim_host
@@ -368,3 +368,30 @@ async def test_a_fix_the_pause_held_goes_on_on_its_fork_when_the_run_resumes(
         "build.4",
         "ship.1",
     ]
+
+
+async def test_a_fix_whose_role_pair_differs_from_the_handles_thread_is_refused(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-21, DISP-23: a resumed process whose role table decides another
+    model for the executor than build.1's thread ran refuses the fix: prepared,
+    then held pair_refused naming both, and nothing is forked or started."""
+    async with open_sim_host(tmp_path / "home") as sim:
+        made = await reviewed(sim, tmp_path)
+        assert await made.process(kill_after("completed", call="build.2")) is None
+        threads = len(sim.state.threads)
+        roles = RoleTable.undecided().roles
+        made.pairs = {**roles, "executor": RolePair(agent_type="worker", model="gpt-other")}
+        assert await made.process() == "waiting_decision"
+        rows = made.rows()
+        assert len(sim.state.threads) == threads
+    ran = one(rows, "build.1", "thread_started")
+    assert kinds(rows, "build.3") == ["prepared", "held"]
+    assert one(rows, "build.3", "prepared")["resume"] == "build.1"
+    held = one(rows, "build.3", "held")
+    assert held["reason"] == "pair_refused"
+    assert held["error"] == (
+        f"the role's model is gpt-other, the subagent {ran['thread_id']} it continues ran "
+        f"{ran['model']}"
+    )
+    assert not of(rows, "build.4", "prepared") and not of(rows, "ship.1", "prepared")
