@@ -60,10 +60,10 @@ BODY = ["prepared", "step_published", "thread_started", "turn_started", "complet
 Rows = list[dict[str, Any]]
 
 
-async def reviewed(sim: SimHost, tmp_path: Path, name: str = "run") -> Host:
+async def reviewed(sim: SimHost, tmp_path: Path, name: str = "run", rounds: int = 1) -> Host:
     """A run on `sim` of the reviewed workflow: build.2 rejects, build.3 answers
     FIXED, build.4 accepts."""
-    (tmp_path / "wf.toml").write_text(REVIEWED)
+    (tmp_path / "wf.toml").write_text(REVIEWED.replace("rounds = 1", f"rounds = {rounds}"))
     made = Host(sim, load_workflow(tmp_path / "wf.toml"), tmp_path / name)
     made.run_dir.mkdir()
     for marker, behaviour in (
@@ -395,3 +395,40 @@ async def test_a_fix_whose_role_pair_differs_from_the_handles_thread_is_refused(
         f"{ran['model']}"
     )
     assert not of(rows, "build.4", "prepared") and not of(rows, "ship.1", "prepared")
+
+
+async def test_a_second_fix_forks_the_first_fix_and_carries_the_whole_chain(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ATT-41, ATT-49, STEP-58: build.5 continues build.3 (resume: build.3) on a
+    fork of build.3's thread; its record holds build.1's turn, then build.3's; its
+    digest keeps the thread chain in order; its tokens are its own."""
+    async with open_sim_host(tmp_path / "home") as sim:
+        made = await reviewed(sim, tmp_path, rounds=2)
+        for marker, behaviour in (
+            ("build.4/*", {"seconds": 5, "answer": REJECT}),
+            ("build.5/*", {"seconds": 5, "answer": FIXED, "tokens": {"input": 70, "output": 7}}),
+            ("build.6/*", {"seconds": 5, "answer": ACCEPT}),
+        ):
+            await made.request("sim/script", {"match": {"marker": marker}, "behaviour": behaviour})
+        assert await made.process() == "ended"
+        rows = made.rows()
+        second = made.thread("build.5")
+        chain = [made.thread(call).id for call in ("build.1", "build.3")]
+    assert [r["call"] for r in rows if r["row"] == "prepared"] == [
+        *(f"build.{n}" for n in range(1, 7)),
+        "ship.1",
+    ]
+    fix = one(rows, "build.5", "prepared")
+    assert fix["resume"] == "build.3"
+    assert second.forked_from_id == chain[1] and second.config == {KEY: TMPDIR}
+    journaled = one(rows, "build.5", "step_published")["input"]
+    assert journaled.index("### build.1 turn 1 (t1-a1)") < journaled.index(
+        "### build.3 turn 1 (t1-a1)"
+    )
+    task = journaled.split("## Task\n\n", 1)[1].rsplit("\n\n## Output contract", 1)[0]
+    schema = load_workflow(tmp_path / "wf.toml").nodes[0].output_schema
+    expected = {"task": task, "schema": schema, "resume": "build.3", "threads": chain}
+    assert fix["input_digest"] == answer.digest(expected)
+    assert one(rows, "build.5", "completed")["tokens"] == {"input": 70, "output": 7, "total": 77}
+    assert rows[-1]["state"]["build"] == "completed"
