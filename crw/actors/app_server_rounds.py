@@ -74,11 +74,9 @@ class FixCall(RoundCall):
             self.task, self.node.output_schema, fix.handle, fix.turns
         )
         self.checkpoint = conversation.in_resume_suffix(fix.handle, journal)
-        handle_turns = [turn for turn in fix.turns if turn.call == fix.handle]
-        bound = conversation.bound_pair(fix.handle, journal)
-        self.source = bound.get("thread_id") if bound else None
-        self.source_turn = handle_turns[-1].turn_id if handle_turns else None
-        self.bound = bound
+        self.bound = conversation.bound_pair(fix.handle, journal) or {}
+        """The handle's newest thread_started: the thread a fork goes on from."""
+        self.source_turn = [turn for turn in fix.turns if turn.call == fix.handle][-1].turn_id
         self.inherited: Tokens | None = None
         """The total the fork's usage started from (read once)."""
 
@@ -109,12 +107,12 @@ class FixCall(RoundCall):
         """A fork of the handle's thread through its last turn, with the leaf keys;
         inside a resume's suffix a thread started anew (checkpoint_started first,
         when the prepared row's batch did not hold it)."""
-        if self.checkpoint or self.source is None:
-            if self.checkpoint and not any(r.get("row") == "checkpoint_started" for r in self.rows):
+        if self.checkpoint:
+            if not any(r.get("row") == "checkpoint_started" for r in self.rows):
                 await self.commit([self._checkpoint()])
             return await super().open_thread()
         return await self.ctx.reader.fork_thread(
-            self.source,
+            str(self.bound["thread_id"]),
             last_turn_id=self.source_turn,
             config=self.config,
             cwd=str(self.workspace),
@@ -125,12 +123,11 @@ class FixCall(RoundCall):
         """The fix's own tokens: a fork's usage goes on from its source's total (as
         the handle's rollout last counted it), which the handle's rows carry."""
         total = super().tokens(thread_id)
-        if not rounds.forked(self.rows) or self.bound is None:
+        if not rounds.forked(self.rows):
             return total
         if self.inherited is None:
-            source = self.bound.get("rollout_path")
-            read = outcome.read_rollout_total(Path(source)) if source else None
-            self.inherited = read or Tokens()
+            source = Path(str(self.bound.get("rollout_path")))
+            self.inherited = outcome.read_rollout_total(source) or Tokens()
         return total - self.inherited
 
     def refusal(self) -> Held | None:
@@ -138,7 +135,7 @@ class FixCall(RoundCall):
         the handle's thread ran (DISP-21, DISP-23); judged before the first step."""
         if self.pair is None or any(r.get("row") == "step_published" for r in self.rows):
             return None
-        why = conversation.pair_refusal(self.pair, self.bound)
+        why = conversation.pair_refusal(self.pair, self.bound or None)
         return (
             None
             if why is None
