@@ -77,9 +77,16 @@ class CallContext:
 class AppServerCall:
     """One call on its own thread: its packet, its tools, its turns."""
 
-    def __init__(self, ctx: CallContext, node: Node, call: str, results: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        ctx: CallContext,
+        node: Node,
+        call: str,
+        results: Mapping[str, Any],
+        workspace: Path | None = None,
+    ) -> None:
         self.ctx, self.node, self.call = ctx, node, call
-        self.workspace = ctx.run_dir / "calls" / call
+        self.workspace = workspace or ctx.run_dir / "calls" / call
         self.task = render_task(node.task, results)
         self.pair = ctx.pairs.get(node.role)
         go_root = ctx.workflow.verifier.go_root if ctx.workflow.verifier else None
@@ -110,6 +117,10 @@ class AppServerCall:
 
     async def commit(self, rows: list[RowModel]) -> None:
         await self.ctx.journal.commit(rows)
+
+    def opening(self) -> list[RowModel]:
+        """The rows that open the call, before its first step: its prepared row."""
+        return [self.prepared()]
 
     def prepared(self) -> Prepared:
         return Prepared(
@@ -152,14 +163,8 @@ class AppServerCall:
         await trio.to_thread.run_sync(lambda: self.workspace.mkdir(parents=True, exist_ok=True))
 
     async def start_thread(self) -> str:
-        """thread/start in P with the leaf config keys (STEP-58); its thread_started."""
-        model = self.model
-        thread = await self.ctx.reader.start_thread(
-            cwd=str(self.workspace),
-            config=self.config,
-            approvalPolicy="never",
-            **({"model": model} if model else {}),
-        )
+        """The call's thread (`open_thread`); its thread_started."""
+        thread = await self.open_thread()
         await self.commit(
             [
                 ThreadStarted(
@@ -177,6 +182,17 @@ class AppServerCall:
             ]
         )
         return thread.id
+
+    async def open_thread(self) -> Thread:
+        """thread/start in P with the leaf config keys (STEP-58)."""
+        return await self.ctx.reader.start_thread(
+            cwd=str(self.workspace), config=self.config, **self.overrides()
+        )
+
+    def overrides(self) -> dict[str, Any]:
+        """The thread's own settings, with its config: never asks, the role's model."""
+        model = self.model
+        return {"approvalPolicy": "never"} | ({"model": model} if model else {})
 
     async def start_turn(self, thread_id: str, step: StepPublished, text: str) -> str:
         """turn/start with `text`; then its turn_started. The step's row came first."""
@@ -289,19 +305,25 @@ async def run_app_server_call(
 ) -> CallEnd:
     """Run one call to its end; `results` are the results of the node's needs, and
     `rows` the call's rows an earlier process wrote (a call it left open goes on)."""
-    actor = AppServerCall(ctx, node, call, results)
+    return await run_actor(AppServerCall(ctx, node, call, results), rows)
+
+
+async def run_actor(actor: AppServerCall, rows: Sequence[Mapping[str, Any]] = ()) -> CallEnd:
+    """Run `actor`'s call to its end, going on from `rows` when an earlier process
+    left it open."""
+    ctx, call = actor.ctx, actor.call
     try:
-        with ctx.control.enter(node.timeout) as actor.stop:
+        with ctx.control.enter(actor.node.timeout) as actor.stop:
             open_call = app_resume.generation(rows)
             if open_call is None:
                 step, text = actor.first_step()
-                await actor.commit([actor.prepared(), step])
+                await actor.commit([*actor.opening(), step])
                 await actor.make_workspace()
                 return await actor.turns(await actor.start_thread(), step, None, text)
             return await _go_on(actor, open_call, rows)
     except HostUnavailable as err:
         row = Held(call=call, reason="host_failure", error=str(err))
-        await ctx.journal.commit([row])
+        await actor.commit([row])
         return CallEnd(row)
 
 

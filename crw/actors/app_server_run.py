@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from crw.actors.app_server_call import CallContext, run_app_server_call
+from crw.actors.app_server_rounds import run_app_rounds
 from crw.actors.gate import run_gate, taken
 from crw.engine import interrupt
 from crw.engine.gate import RunSpent
@@ -32,19 +33,22 @@ async def run_app_server_calls(
     """Run the workflow's calls to the end the rows allow; returns the run's state
     as the process leaves it (ended, paused, waiting_decision). `rows` are the
     journal's, `replayed` their replay."""
-    results, finished = taken(replayed)
+    results, finished = taken(replayed, ctx.workflow)
     ctx.control.held_before = tuple(interrupt.goes_on(replayed))
     for node in ctx.control.held_before:  # held by a pause: they go on in place
-        del finished[node]
+        finished.pop(node, None)  # a reviewed node's round is not over: it has none
     by_call: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for row in rows:
         if row.get("call"):
             by_call[row["call"]].append(row)
+    spent = RunSpent.of(replayed)
+    journal = list(rows)
 
     async def run_call(node: Node, call: str, needs: Mapping[str, Any]) -> CallEnd:
+        if node.review is not None:  # the node's call, then its review rounds
+            return await run_app_rounds(ctx, node, needs, by_call, journal, spent)
         return await run_app_server_call(ctx, node, call, needs, by_call.get(call, ()))
 
-    spent = RunSpent.of(replayed)
     return await run_gate(
         ctx.journal, ctx.workflow, pool, results, finished, run_call, spent, ctx.control
     )

@@ -232,6 +232,12 @@ class HostReader:
             f"thread/resume {thread_id}", lambda: self._client.thread_resume(thread_id, **params)
         )
 
+    async def fork_thread(self, thread_id: str, **params: Any) -> Thread:
+        """thread/fork: a new thread with `thread_id`'s history."""
+        return await self._call(  # type: ignore[no-any-return]
+            f"thread/fork {thread_id}", lambda: self._client.thread_fork(thread_id, **params)
+        )
+
     async def start_turn(self, thread_id: str, text: str, **params: Any) -> Turn:
         return await self._call(  # type: ignore[no-any-return]
             f"turn/start {thread_id}", lambda: self._client.turn_start(thread_id, text, **params)

@@ -21,7 +21,7 @@ import trio
 
 from crw.actors.session_call import SessionCall, SessionContext
 from crw.bus import steps as bus
-from crw.engine import conversation, interrupt, review
+from crw.engine import conversation, interrupt, review, rounds
 from crw.engine.gate import RunSpent, call_id
 from crw.engine.harvest import CallEnd
 from crw.engine.rundir import PRIVATE_DIR
@@ -158,13 +158,10 @@ def _review(
     first: int,
 ) -> ReviewCall:
     """The review call: the review role judges the subject's answer."""
-    assert node.review is not None and action.subject is not None
+    assert node.review is not None
     call = call_id(node.id, first - 1 + action.ordinal)
-    subject = call_id(node.id, first - 1 + action.subject)
-    answer = review.ends_of(node.id, by_call, first)[action.subject - 1].get("result")
-    text = review.reviewer_task(node.id, subject, task, answer, str(workspace))
-    update = {"role": node.review.role, "task": _escaped(text)}
-    judge = node.model_copy(update=update | {"output_schema": review.VERDICT_SCHEMA})
+    ends = review.ends_of(node.id, by_call, first)
+    judge = rounds.review_node(node, task, action, ends, str(workspace), first)
     rows = by_call[call]
     return ReviewCall(ctx, judge, call, {}, rows, spent, review=node.review, ordinal=action.ordinal)
 
@@ -184,18 +181,13 @@ async def _continuation(
     rules refused it (its held row is committed)."""
     call = call_id(node.id, first - 1 + action.ordinal)
     handle = call_id(node.id, first - 1 + (action.handle or 1))
-    turns = conversation.record(handle, journal)
-    packet = conversation.continued_packet(handle, journal)
-    section = conversation.section(handle, turns, packet, str(answer_path(ctx, call, handle)))
-    reviewer = call_id(node.id, first - 2 + action.ordinal)
-    text = review.fix_task(task, reviewer, action.findings, section)
-    fix = node.model_copy(update={"task": _escaped(text), "review": None})
-    answer = review.ends_of(node.id, by_call, first)[(action.handle or 1) - 1].get("result")
+    ends, answer_file = review.ends_of(node.id, by_call, first), str(answer_path(ctx, call, handle))
+    fix = rounds.fix_node(node, task, action, ends, journal, answer_file, first)
     rows = by_call[call]
     actor = ContinuationCall(
-        ctx, fix, call, {}, rows, spent, handle=handle, workspace=workspace, answer=answer
+        ctx, fix.node, call, {}, rows, spent, handle=handle, workspace=workspace, answer=fix.answer
     )
-    actor.digest = conversation.input_digest(actor.task, node.output_schema, handle, turns)
+    actor.digest = conversation.input_digest(actor.task, node.output_schema, handle, fix.turns)
     if not any(row.get("row") == "step_published" for row in rows):
         refusal = conversation.pair_refusal(actor.pair, conversation.bound_pair(handle, journal))
         if refusal is not None:
@@ -210,8 +202,3 @@ async def _continuation(
     if conversation.in_resume_suffix(handle, journal):
         actor.checkpoint = conversation.CHECKPOINT
     return actor
-
-
-def _escaped(text: str) -> str:
-    """`text` as a task template that renders to itself."""
-    return text.replace("{", "{{").replace("}", "}}")

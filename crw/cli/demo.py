@@ -10,8 +10,8 @@ review round runs: a fix continues build.1, a second review accepts), runs
   session run bound to it; a scripted owner (`crw.cli.owner`) takes the steps as
   a Codex owner would, with `crw flow next` and `crw flow dispatched`, and the
   demo prints each step and the run's reply.
-- app-server: the detached run process opens a thread per call; the demo prints
-  the run's rows as they are committed.
+- app-server: the detached run process opens a thread per call (the fix a fork
+  of build.1's thread); the demo prints the run's rows as they are committed.
 """
 
 from __future__ import annotations
@@ -74,8 +74,7 @@ def demo_command(
     say(f"crw flow demo: state {state_dir} ({backend} backend)")
     sim = launch_sim(socket, state_dir / "codex-home", state_dir / "host.log")
     say(f"  simulated host pid {sim.pid} on unix:{socket}; {REPAIRED_CALL} will need a repair")
-    if backend == "session":
-        say(f"  {REVIEW_CALL} (the review of build) will reject it once: one fix round")
+    say(f"  {REVIEW_CALL} (the review of build) will reject it once: one fix round")
     extra: dict[str, Any] = {}
     try:
         if backend == "session":
@@ -143,15 +142,19 @@ def _session_demo(state_dir: Path, socket: Path, say: Say) -> tuple[StartOutcome
 def _codex_demo(state_dir: Path, json: bool) -> int:
     """The app-server demo on the real codex app-server (a private child of the run
     process), offline: its model is crw's mock of the Responses API on 127.0.0.1."""
-    from crw.host.mock_model import MockModel, invalid, write_codex_home
+    import json as json_text
+
+    from crw.host.mock_model import MockModel, invalid, text, write_codex_home
 
     say: Say = (lambda line: None) if json else print
     with MockModel() as model:
         model.script(f"crw-flow-op: {REPAIRED_CALL}/t1-a1", invalid())
+        model.script(f"crw-flow-op: {REVIEW_CALL}/t1-a1", text(json_text.dumps(REJECTION)))
         home = write_codex_home(state_dir / "codex-home", model.url)
         environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
         say(f"crw flow demo: state {state_dir} (app-server backend, real codex)")
         say(f"  mock model on {model.url}; CODEX_HOME {home}; {REPAIRED_CALL} will need a repair")
+        say(f"  {REVIEW_CALL} (the review of build) will reject it once: one fix round")
         outcome = start_run(
             demo_workflow(),
             backend="app-server",
@@ -170,6 +173,7 @@ def _codex_demo(state_dir: Path, json: bool) -> int:
         "run_dir": str(outcome.run.root),
         "pid": outcome.pid,
         "requests": len(model.requests),
+        "reviews": reviews(rows),
     }
     emit(json, payload, _summary(rows))
     return 0 if run.ended_status == "completed" else 1

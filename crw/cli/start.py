@@ -30,7 +30,7 @@ from crw.engine.roles import RoleTable, load_roles
 from crw.engine.rundir import RunDir, new_run_id, resolve_state
 from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings, write_run_spec
 from crw.engine.tmploc import dir_from
-from crw.engine.workflow import Workflow, load_workflow
+from crw.engine.workflow import load_workflow
 from crw.errors import InputError, RefusedError
 from crw.host.uri import parse_host_uri, session_host
 from crw.journal.log import read_journal
@@ -142,7 +142,7 @@ def start_run(
         settings=recorded_settings(workflow.settings),
     )
     settings = settings if settings is not None else workflow.settings
-    outcome = StartOutcome(run=run, spec=spec, warnings=_reviews_not_run(workflow, backend))
+    outcome = StartOutcome(run=run, spec=spec)
     with start_lock(run) as lock:
         write_run_spec(run.run_json, spec)
         if owner is not None:
@@ -164,21 +164,6 @@ def start_run(
             f"follow it with crw flow next {run_id}"
         )
     return outcome
-
-
-def _reviews_not_run(workflow: Workflow, backend: str) -> list[str]:
-    """The app-server backend runs a reviewed node's call alone: said at the start,
-    never silently."""
-    reviewed = [node.id for node in workflow.nodes if node.review]
-    if backend == "session" or not reviewed:
-        return []
-    named = ", ".join(reviewed[:5]) + (
-        f" and {len(reviewed) - 5} more" if len(reviewed) > 5 else ""
-    )
-    return [
-        f"the app-server backend runs no review rounds: {named} run without their review; "
-        "start the workflow with --backend session to have them reviewed"
-    ]
 
 
 def _bind_owner(state_dir: Path, owner: str, run_id: str, roles: RoleTable) -> list[str]:

@@ -17,7 +17,10 @@ resume table of the App Server path, by the rows the dead process left:
                                       running one)
 
 The marker is looked up before a turn is started again, so a turn whose turn/start
-reached the host just before its process died is never sent twice.
+reached the host just before its process died is never sent twice. A review
+round's fix call opens its thread its own way (`crw.actors.app_server_rounds`):
+"starts the step's thread" is then a fork of the handle's thread, or, in the
+resume's suffix this table is read in, the checkpoint branch (ATT-39).
 
 A call whose newest terminal row is a hold answered retry (a decision row), or a
 pause's hold on a resumed run, is open too: `held` names that hold until the call

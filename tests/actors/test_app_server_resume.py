@@ -11,7 +11,7 @@ MockClock drives the host's turns and the run alike.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +27,7 @@ from crw.actors.host_reader import open_host_reader
 from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
 from crw.engine import packet
-from crw.engine.roles import RoleTable
+from crw.engine.roles import RolePair, RoleTable
 from crw.engine.workflow import Workflow, load_workflow
 from crw.host.client import open_client
 from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
@@ -66,6 +66,8 @@ class Host:
     sim: SimHost
     workflow: Workflow
     run_dir: Path
+    pairs: Mapping[str, RolePair] | None = None
+    """The role pairs its processes run on (undecided when None)."""
 
     @property
     def journal(self) -> Path:
@@ -92,7 +94,7 @@ class Host:
                 workflow=self.workflow,
                 run_dir=self.run_dir,
                 tmpdir=TMPDIR,
-                pairs=RoleTable.undecided().roles,
+                pairs=self.pairs or RoleTable.undecided().roles,
             )
             state: str | None = None
             try:

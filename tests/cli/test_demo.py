@@ -115,15 +115,33 @@ def test_session_demo_prints_each_step_its_reply_and_a_summary(crw: Crw) -> None
     assert not (crw.state / "host.sock").exists()
 
 
-def test_app_server_demo_still_runs_a_whole_workflow(crw: Crw) -> None:
-    """spec: GEN-9, HARV-9"""
+ROUND = [
+    ("build.2", "review", "reject", None),
+    ("build.3", "fix", None, "build.1"),
+    ("build.4", "review", "accept", None),
+]
+
+
+def test_app_server_demo_runs_a_whole_workflow_with_its_review_round(crw: Crw) -> None:
+    """spec: GEN-9, HARV-9, ATT-37, STEP-25"""
     result = _demo(crw, "--backend", "app-server", "--json")
     assert result.code == 0, result.stderr
     out = result.json()
     assert out["state"] == "ended" and out["ended_status"] == "completed"
     assert out["backend"] == "app-server"
-    assert [call["state"] for call in out["calls"]] == ["completed"] * 4
-    assert _turns(out)["build.1"] == 2  # the scripted repair
+    assert [call["state"] for call in out["calls"]] == ["completed"] * 7
+    assert _turns(out) == {
+        "explore.1": 1,
+        "plan.1": 1,
+        "build.1": 2,  # the scripted repair
+        "build.2": 1,
+        "build.3": 1,
+        "build.4": 1,
+        "critique.1": 1,
+    }
+    assert [(r["call"], r["kind"], r.get("verdict"), r.get("resume")) for r in out["reviews"]] == (
+        ROUND
+    )
     assert out["tokens"]["total"] > 0
     _assert_stopped(crw, out)
 
@@ -132,6 +150,7 @@ def test_app_server_demo_prints_each_row_and_a_summary(crw: Crw) -> None:
     result = _demo(crw, "--backend", "app-server")
     assert result.code == 0, result.stderr
     assert "build.1      turn_started    k 2" in result.stdout
+    assert "fix build.3: continues build.1 on a new subagent" in result.stdout
     assert "run ended: completed" in result.stdout
 
 
@@ -151,9 +170,17 @@ def test_demo_runs_on_the_real_codex_app_server_offline(crw: Crw) -> None:
     assert result.code == 0, result.stderr
     out = result.json()
     assert out["ended_status"] == "completed" and out["backend"] == "app-server"
-    assert [call["state"] for call in out["calls"]] == ["completed"] * 4
+    assert [call["state"] for call in out["calls"]] == ["completed"] * 7
     assert {call["call"]: call["turns"] for call in out["calls"]}["build.1"] == 2
-    assert out["requests"] >= 5  # four turns and the repair reached the mock model
+    assert [(r["call"], r["kind"], r.get("verdict"), r.get("resume")) for r in out["reviews"]] == (
+        ROUND
+    )
+    assert out["requests"] >= 8  # seven turns and the repair reached the mock model
+    # The fix runs on a fork of build.1's thread, whose usage codex counts on from
+    # build.1's total: the fix's row counts its own turns alone.
+    tokens = {call["call"]: call["tokens"]["total"] for call in out["calls"]}
+    turns = {call["call"]: call["turns"] for call in out["calls"]}
+    assert tokens["build.3"] == tokens["explore.1"] * turns["build.3"]
 
 
 def test_demo_on_codex_needs_the_app_server_backend(crw: Crw) -> None:

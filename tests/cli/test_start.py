@@ -139,16 +139,14 @@ def test_app_server_run_records_its_backend_and_host(crw: Crw) -> None:
     assert rows[0]["backend"] == "app-server"
 
 
-def test_an_app_server_start_says_its_reviewed_nodes_run_without_review(crw: Crw) -> None:
-    """A node's review runs on the session backend only: the app-server start names
-    the reviewed nodes and the way to have them reviewed, never silently."""
-    out = crw.start(WORKFLOW, "--backend", "app-server").json()
-    assert out["warnings"] == [
-        "the app-server backend runs no review rounds: build run without their review; "
-        "start the workflow with --backend session to have them reviewed"
-    ]
-    session = crw.start(WORKFLOW, "--owner", "o").json()
-    assert not any("review" in warning for warning in session["warnings"])
+def test_an_app_server_start_runs_its_reviewed_nodes_with_their_review(crw: Crw) -> None:
+    """A node's review runs on both backends: neither start warns that a reviewed
+    node runs without it (the rounds: tests/actors/test_app_server_review.py)."""
+    for backend in ("app-server", "session"):
+        args = ("--backend", "app-server") if backend == "app-server" else ("--owner", "o")
+        out = crw.start(WORKFLOW, *args).json()
+        assert out["backend"] == backend
+        assert not any("review" in warning for warning in out["warnings"]), out["warnings"]
 
 
 def test_malformed_workflow_is_an_input_error_and_creates_no_run(crw: Crw, tmp_path: Path) -> None:

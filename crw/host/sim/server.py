@@ -394,12 +394,14 @@ class SimHost:
     def _thread_fork(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
         """A new thread with the source's ended turns and the config overrides the
         fork carries, and only those: the source's are not inherited (codex
-        0.163.0), so a fork carries the leaf keys itself (STEP-58)."""
+        0.163.0), so a fork carries the leaf keys itself (STEP-58). Its token
+        usage goes on from the source's total, as codex 0.163.0 counts a fork."""
         thread_id = str(params.get("threadId"))
         source = self.state.find(thread_id, f"no rollout found for thread id {thread_id}")
         fork = self._new_thread({"cwd": source.cwd, "model": source.model} | params)
         fork.forked_from_id = source.id
         fork.turns = fork_turns(source, params.get("lastTurnId"))
+        fork.tokens = source.tokens  # never changed in place: a turn replaces it
         return self._started(conn, fork)
 
     def _thread_unsubscribe(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
