@@ -42,9 +42,7 @@ def refusal(workflow: Path, store: Path) -> str:
     )
 
 
-def test_a_fix_effort_the_role_store_contradicts_stops_the_start(
-    crw: Crw, tmp_path: Path
-) -> None:
+def test_a_fix_effort_the_role_store_contradicts_stops_the_start(crw: Crw, tmp_path: Path) -> None:
     """Exit 2, one line naming the workflow's line, the key and the fix; no run."""
     workflow = tmp_path / "wf.toml"
     workflow.write_text(REVIEWED)
