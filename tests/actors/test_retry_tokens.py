@@ -129,3 +129,54 @@ async def test_a_call_paused_with_its_repair_unbound_counts_the_task_turn_once_o
     assert kinds(rows[len(held) :], CALL) == ["turn_started", "completed"]
     counted_once(rows, held)
     assert state == "paused"
+
+
+async def test_a_retried_repair_whose_subagent_the_hold_closed_goes_to_a_new_subagent(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-26, ATT-33, ATT-35, HARV-24: the hold closed build.1's subagent
+    (the owner took its close step) before the repair reached it. Answered retry,
+    the marker is looked up on that subagent first; not there, the repair cannot
+    be sent to it again: a new attempt spawns it on a new subagent, with the
+    answer it repairs, and the call completes counting each turn once."""
+    async with harness(tmp_path) as h:
+        wf = h.run.root.parent / "wf.toml"
+        text = wf.read_text().replace("pool = 2\n", f"pool = 2\ntoken_ceiling = {REAL}\n")
+        wf.write_text(text.replace('needs = ["explore"]\n', 'needs = ["explore"]\ntimeout = 600\n'))
+        owner = remembering(h)
+        owner.taken[(CALL, 2, 1)] = "never taken"
+        await h.script({"marker": "explore.1/*"}, tokens=SMALL)
+        await h.script({"marker": f"{CALL}/t1-a1"}, answer={"wrong": 1}, tokens=TURN)
+        await h.script({"marker": f"{CALL}/t3-a2"}, tokens=TURN)
+        state, held = await go(h)
+        first = last(held, "thread_started")["thread_id"]
+        assert state == "waiting_decision"
+        (close,) = bus.list_closes(h.run)  # the owner takes the hold's close step
+        await h.client.request("sim/closeAgent", {"target": close.agent_id})
+        bus.remove_close(h.run, close.call, close.attempt, close.agent_id)
+        assert close.agent_id == first and h.sim.state.threads[first].status == "notLoaded"
+        answer(h.run, "retry")
+        state, rows = await go(h)
+    assert kinds(rows[len(held) :], CALL) == [
+        "decision",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    unsent, step = last(held, "step_published"), last(rows, "step_published")
+    assert (step["action"], step["k"], step["attempt"], step["marker"]) == (
+        "spawn",
+        3,
+        2,
+        f"{CALL}/t3-a2",
+    )
+    assert (step["conversation_turn"], step["repair"]) == (2, True)
+    assert step.get("replaces_turn") is None  # the repair never ran: no turn to replace
+    assert step["previous_answer"] == unsent["previous_answer"] == '{"wrong": 1}'
+    assert step["repair_errors"] == unsent["repair_errors"]
+    assert "the call was held (deadline" in step["note"]
+    assert last(rows, "thread_started")["thread_id"] != first
+    assert last(rows, "completed")["tokens"]["total"] == 1100
+    assert replay(rows).spent["total"] == REAL
+    assert state == "paused" and kinds(rows, "review.1") == []
