@@ -5,7 +5,9 @@ a running turn is interrupted (its interrupt_requested row durable first) and th
 thread read again until it is not active. Then the call goes on as
 `crw.engine.decision.in_place` decides: the step published and never bound is
 looked up by its marker first (and published again only when nothing is found),
-else a new attempt takes the delivered turn again on a new subagent.
+else a new attempt takes the delivered turn again on a new subagent; so does a
+repair the hold kept from its subagent (closed with the hold), which goes to a
+new one (STEP-26).
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ if TYPE_CHECKING:
 
 async def go_on_in_place(call: SessionCall) -> StepPublished | CallEnd:
     """The step the retried call goes on with, published when it is a new one."""
-    for thread_id in _held_subagents(call):
-        await shown_not_running(call, thread_id)
+    threads = {
+        thread_id: await shown_not_running(call, thread_id) for thread_id in _held_subagents(call)
+    }
     state = call.state
     if state.step is None:  # held before its first step: it publishes it now
         return await call._current_step()
-    plan = decision.in_place(call.rows, call.node.role, str(call.workspace))
+    held_back = decision.undelivered(state.step, threads.get(str(state.step.get("agent_id"))))
+    plan = decision.in_place(call.rows, call.node.role, str(call.workspace), undelivered=held_back)
     if plan.look_up:
         call.resumed = True  # the binder answers reports, looks it up, then writes it again
         return StepPublished.model_validate(dict(state.step))
@@ -53,20 +57,21 @@ def _held_subagents(call: SessionCall) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-async def shown_not_running(call: SessionCall, thread_id: str) -> None:
+async def shown_not_running(call: SessionCall, thread_id: str) -> Thread | None:
     """Read `thread_id` until it is not active; a running turn is interrupted once,
     its interrupt_requested row durable before the interrupt is sent (ATT-31). A
-    thread the host does not know runs nothing."""
+    thread the host does not know runs nothing. Returns the thread as last read,
+    or None for one the host does not know."""
     interrupted: set[str] = set()
     while True:
         try:
             thread = await call.ctx.reader.read(thread_id)
         except HostRequestError as err:
             if unknown_thread(err):
-                return
+                return None
             raise
         if thread.status.type != "active":
-            return
+            return thread
         for turn_id in _running_turns(thread):
             if turn_id not in interrupted:
                 interrupted.add(turn_id)

@@ -7,7 +7,9 @@ review_rejected when it rejects after the last fix round; a fix call is a
 continuation of the node's conversation (`crw.engine.conversation`): a spawn step
 on a new subagent, its packet the journal's record of the handle's turns and a
 file with the handle's answer, refused pair_refused when the role's decided pair
-differs from the pair the handle's subagent ran.
+differs from the pair the handle's subagent ran, or when the review's fix_effort
+(the effort its steps ask for where the role's is undecided) differs from the
+effort that subagent ran.
 """
 
 from __future__ import annotations
@@ -27,7 +29,17 @@ from crw.engine.harvest import CallEnd
 from crw.engine.rundir import PRIVATE_DIR
 from crw.engine.template import render_task
 from crw.engine.workflow import Node, Review
-from crw.journal.rows import Allocation, CheckpointStarted, Held, Prepared, RowModel, parse_row
+from crw.host.protocol import Thread
+from crw.journal.rows import (
+    Allocation,
+    CheckpointStarted,
+    Held,
+    Prepared,
+    RowModel,
+    StepPublished,
+    Tokens,
+    parse_row,
+)
 
 Rows = list[dict[str, Any]]
 
@@ -45,13 +57,33 @@ class ReviewCall(SessionCall):
 
 
 class ContinuationCall(SessionCall):
-    """A fix call: continues `handle`'s conversation in the node's workspace."""
+    """A fix call: continues `handle`'s conversation in the node's workspace; its
+    steps ask for `effort` when it is given (the review's fix_effort)."""
 
     def __init__(self, *args: Any, handle: str, workspace: Path, answer: Any) -> None:
         super().__init__(*args)
         self.handle, self.workspace, self.answer = handle, workspace, answer
+        self.effort: str | None = None
         self.digest = ""
         self.checkpoint: str | None = None
+
+    def _spawn_step(
+        self, *, k: int, attempt: int, conversation_turn: int, note: str | None = None, **extra: Any
+    ) -> StepPublished:
+        step = super()._spawn_step(
+            k=k, attempt=attempt, conversation_turn=conversation_turn, note=note, **extra
+        )
+        return self._asking(step)
+
+    def repair_step(
+        self, step: StepPublished, thread: Thread, turn: Any, seen: Tokens, call_tokens: Tokens
+    ) -> StepPublished:
+        return self._asking(super().repair_step(step, thread, turn, seen, call_tokens))
+
+    def _asking(self, step: StepPublished) -> StepPublished:
+        """`step` with the explicit effort, which its step file hands the owner's
+        spawn as reasoning_effort."""
+        return step if self.effort is None else step.model_copy(update={"effort": self.effort})
 
     async def _prepare(self) -> None:
         taken: list[RowModel] = [
@@ -187,9 +219,12 @@ async def _continuation(
     actor = ContinuationCall(
         ctx, fix.node, call, {}, rows, spent, handle=handle, workspace=workspace, answer=fix.answer
     )
+    assert node.review is not None
+    actor.effort = review.fix_effort(node.review, actor.pair)
     actor.digest = conversation.input_digest(actor.task, node.output_schema, handle, fix.turns)
     if not any(row.get("row") == "step_published" for row in rows):
-        refusal = conversation.pair_refusal(actor.pair, conversation.bound_pair(handle, journal))
+        bound = conversation.bound_pair(handle, journal)
+        refusal = conversation.pair_refusal(actor.pair, bound, actor.effort)
         if refusal is not None:
             held = Held(call=call, reason=conversation.PAIR_REFUSED, error=refusal)
             refused: list[RowModel] = [held]

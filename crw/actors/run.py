@@ -40,6 +40,7 @@ from crw.actors.session_run import answer_unrouted, run_session_calls
 from crw.clock import WallClock, system_clock
 from crw.engine.locks import ProcessLock, hold_run
 from crw.engine.replies import CallRecords
+from crw.engine.review import check_fix_efforts
 from crw.engine.roles import RoleTable, load_roles
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
@@ -105,6 +106,7 @@ async def run_process(
             f"run {spec.id}: the workflow {spec.workflow.path} changed since the run "
             "started; restore the file the run started with"
         )
+    check_fix_efforts(workflow, roles, state_dir / "roles.toml")  # a role store changed since
     with hold_run(run_dir) as lock:
         history = read_journal(run_dir.journal)  # decoded and replayed once a process
         past = replay(history.rows)

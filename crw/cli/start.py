@@ -26,6 +26,7 @@ from crw.cli.output import emit
 from crw.engine import codex_config
 from crw.engine.launch import launch_run_process
 from crw.engine.locks import run_is_live, start_lock
+from crw.engine.review import check_fix_efforts
 from crw.engine.roles import RoleTable, load_roles
 from crw.engine.rundir import RunDir, new_run_id, resolve_state
 from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings, write_run_spec
@@ -106,6 +107,7 @@ def start_run(
     state_dir = resolve_state(state, environ, Path.cwd())
     workflow = load_workflow(workflow_path)
     roles = load_roles(state_dir / "roles.toml")
+    check_fix_efforts(workflow, roles, state_dir / "roles.toml")
     pool = workflow.pool
     if backend == "session":
         owner = owner or environ.get("CRW_OWNER_THREAD") or environ.get("CODEX_THREAD_ID")

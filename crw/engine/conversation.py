@@ -14,7 +14,9 @@ the turns of the calls the handle continues, then the handle's own (ATT-40,
 ATT-41), built from the conversation list alone (ATT-45). Its input digest keeps
 the handle's thread chain in order (ATT-49). Only the decided parts of the role's
 pair are compared with the pair the handle's subagent was bound with; a decided
-part that differs refuses the continuation, pair_refused (DISP-21..23). Inside a
+part that differs refuses the continuation, pair_refused (DISP-21..23), and so
+does an explicit effort (a review's fix_effort) of a role whose effort is
+undecided that differs from the effort the handle's subagent ran (DISP-24). Inside a
 resume's suffix (the handle's turns were recorded by an earlier process) it takes
 the checkpoint branch: checkpoint_started (ATT-39).
 """
@@ -140,20 +142,27 @@ def bound_pair(handle: str, rows: Sequence[Row]) -> Row | None:
     return started[-1] if started else None
 
 
-def pair_refusal(role: RolePair, bound: Row | None) -> str | None:
+def pair_refusal(role: RolePair, bound: Row | None, effort: str | None = None) -> str | None:
     """Why a continuation on `role`'s pair is refused, or None: each decided part of
     the role's pair against the pair the handle's subagent ran (DISP-21, DISP-23).
     An undecided part is not compared, so a handle bound pair_unchecked or
-    effort_unchecked goes on (DISP-22)."""
+    effort_unchecked goes on (DISP-22). `effort`, the explicit effort the
+    continuation asks for (given only where the role's is undecided), is compared
+    with the effort the handle's subagent ran (DISP-24). A part the handle's row
+    does not record is not compared."""
     if bound is None:
         return None
+    thread = bound.get("thread_id")
     for part, decided in (("model", role.model), ("effort", role.effort)):
         ran = bound.get(part)
         if decided is not None and ran is not None and ran != decided:
-            return (
-                f"the role's {part} is {decided}, the subagent {bound.get('thread_id')} "
-                f"it continues ran {ran}"
-            )
+            return f"the role's {part} is {decided}, the subagent {thread} it continues ran {ran}"
+    ran = bound.get("effort")
+    if effort is not None and ran is not None and ran != effort:
+        return (
+            f"the continuation asks effort {effort} (the role leaves it undecided), the "
+            f"subagent {thread} it continues ran effort {ran}"
+        )
     return None
 
 

@@ -8,7 +8,8 @@ A held call waits for a person's decision (`crw flow answer RUN CALL --retry |
   a new subagent, at the next k and at the conversation turn of the turn it
   replaces (ATT-32); a call held in its repair turn goes on with that repair and
   has no second repair (ATT-33, ATT-34); a step published and never bound is
-  looked up by its marker first (ATT-35);
+  looked up by its marker first (ATT-35), but for a repair the hold kept from
+  its subagent (`undelivered`), which goes to a new attempt (STEP-26);
 - skip: the node ends `skipped`, with no result; the nodes that need it never run
   (they end `unrun`), every other node runs;
 - abort: the run ends (`aborted`);
@@ -27,8 +28,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from crw.engine.bind import find_marker_turn
 from crw.engine.role_names import WRITING_ROLES
 from crw.engine.supersede import RESTART, successor
+from crw.host.protocol import Thread
 from crw.journal.replay import RunState
 from crw.journal.rows import Decision
 
@@ -187,8 +190,13 @@ class InPlace:
     note: str | None = None
 
 
-def in_place(rows: Sequence[Row], role: str, workspace: str) -> InPlace:
-    """How `rows`, one call's rows ending in a held row answered retry, go on."""
+def in_place(
+    rows: Sequence[Row], role: str, workspace: str, *, undelivered: bool = False
+) -> InPlace:
+    """How `rows`, one call's rows ending in a held row answered retry, go on.
+    `undelivered`: the newest step is a repair that never reached its subagent,
+    which the hold closed: a new attempt spawns it, the repair's first turn (no
+    turn to replace)."""
     steps = [row for row in rows if row.get("row") == "step_published"]
     step = steps[-1]
     k, attempt = int(step.get("k") or 1), int(step.get("attempt") or 1)
@@ -196,7 +204,7 @@ def in_place(rows: Sequence[Row], role: str, workspace: str) -> InPlace:
         row.get("row") == "turn_started" and (row.get("k"), row.get("attempt")) == (k, attempt)
         for row in rows
     )
-    if not bound:
+    if not bound and not undelivered:
         return InPlace(look_up=True)
     repair = bool(step.get("repair"))
     return InPlace(
@@ -204,12 +212,23 @@ def in_place(rows: Sequence[Row], role: str, workspace: str) -> InPlace:
         k=max(int(s.get("k") or 1) for s in steps) + 1,
         attempt=attempt + 1,
         conversation_turn=int(step.get("conversation_turn") or (2 if repair else 1)),
-        replaces_turn=str(step.get("marker")),
+        replaces_turn=str(step.get("marker")) if bound else None,
         repair=repair,
         previous_answer=step.get("previous_answer") if repair else None,
         repair_errors=step.get("repair_errors") if repair else None,
         note=held_note(rows, role, workspace, attempt + 1),
     )
+
+
+def undelivered(step: Row, thread: Thread | None) -> bool:
+    """Whether a held call's newest step, published and never bound, is a repair
+    (send_input) no turn of its subagent carries: the hold closed that subagent
+    (its close step), so the repair can be sent to it no more. `thread`: the
+    subagent as the host shows it once it runs nothing; None when the host does
+    not know it."""
+    if step.get("action") != "send_input":
+        return False
+    return thread is None or find_marker_turn(str(step.get("marker")), thread) is None
 
 
 def held_note(

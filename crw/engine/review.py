@@ -23,10 +23,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from crw.engine._tomlsource import TomlSource, one_line, read_toml
 from crw.engine.interrupt import held_by_pause
-from crw.engine.workflow import Review
+from crw.engine.roles import RolePair, RoleTable
+from crw.engine.workflow import Review, Workflow
 from crw.journal.replay import TERMINAL_ROWS
 from crw.journal.rows import Completed, Held, RowModel
 
@@ -187,3 +190,35 @@ def fix_task(task: str, reviewer: str, found: Sequence[str], record: str) -> str
 
 def _quoted(text: str) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
+
+
+def fix_effort(review: Review, pair: RolePair) -> str | None:
+    """The explicit effort a fix call's steps ask for: the review's fix_effort when
+    the role leaves its effort undecided (the spawn hook keeps a spawn's effort
+    then), else None: the role's (`check_fix_efforts` refused any other at load)."""
+    return review.fix_effort if pair.effort is None else None
+
+
+def check_fix_efforts(workflow: Workflow, roles: RoleTable, store: Path) -> None:
+    """Refuse a review's fix_effort that differs from the effort its node's role
+    decides: the spawn hook gives every spawn of the role that effort, so the fix
+    could never run the one it asks for.
+
+    Raises:
+        InputError: one line `<workflow>:<line>: <what>; <fix>`; nothing is written.
+    """
+    for index, node in enumerate(workflow.nodes):
+        asked = node.review.fix_effort if node.review else None
+        decided = roles.roles[node.role].effort
+        if asked is None or decided is None or asked == decided:
+            continue
+        _, text, _ = read_toml(workflow.path, "workflow")  # loaded a moment ago
+        raise one_line(
+            str(workflow.path),
+            TomlSource(text).line_of(("node", index, "review", "fix_effort")),
+            f"node '{node.id}' review: fix_effort = {json.dumps(asked)} differs from the "
+            f"effort {json.dumps(decided)} the role store {store} decides for {node.role}, "
+            "which every fix spawn runs",
+            f"write fix_effort = {json.dumps(decided)}, leave it out, or leave effort out "
+            f"of [{node.role}] in {store}",
+        )

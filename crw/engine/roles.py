@@ -53,25 +53,7 @@ class RolePair(BaseModel):
     @field_validator("agent_type", "model", "effort")
     @classmethod
     def _name(cls, value: str | None, info: ValidationInfo) -> str | None:
-        """A name the spawn hook and the host take as it is: not blank, on one line,
-        no `..`, and an agent type (which names a file on the host) no path."""
-        if value is None:
-            return value
-        if not value.strip():
-            raise crw_error("an empty name", "write a name or leave the key out (undecided)")
-        shown = f"{info.field_name} = {json.dumps(value)}"
-        if _CONTROL.search(value):
-            raise crw_error(
-                f"{shown} holds a control character (a newline, a NUL, ...)",
-                "write the name on one line",
-            )
-        if ".." in value:
-            raise crw_error(f"{shown} holds '..'", "write the name without '..'")
-        if info.field_name == "agent_type" and ("/" in value or "\\" in value):
-            raise crw_error(
-                f"{shown} holds a path separator", "write the agent type's name, not a path"
-            )
-        return value
+        return checked_name(str(info.field_name), value)
 
     @model_validator(mode="after")
     def _effort_needs_model(self) -> RolePair:
@@ -86,6 +68,33 @@ class RolePair(BaseModel):
         """The decided parts: agent_type always, model and effort when decided."""
         parts = {"agent_type": self.agent_type, "model": self.model, "effort": self.effort}
         return {key: value for key, value in parts.items() if value is not None}
+
+
+def checked_name(key: str, value: str | None) -> str | None:
+    """`value` of `key` when it is a name the spawn hook and the host take as it
+    is: not blank, on one line, no `..`, and an agent type (which names a file on
+    the host) no path. The role store's vocabulary for a model or an effort.
+
+    Raises:
+        PydanticCustomError: what is wrong and the fix, for a validator to report.
+    """
+    if value is None:
+        return value
+    if not value.strip():
+        raise crw_error("an empty name", "write a name or leave the key out (undecided)")
+    shown = f"{key} = {json.dumps(value)}"
+    if _CONTROL.search(value):
+        raise crw_error(
+            f"{shown} holds a control character (a newline, a NUL, ...)",
+            "write the name on one line",
+        )
+    if ".." in value:
+        raise crw_error(f"{shown} holds '..'", "write the name without '..'")
+    if key == "agent_type" and ("/" in value or "\\" in value):
+        raise crw_error(
+            f"{shown} holds a path separator", "write the agent type's name, not a path"
+        )
+    return value
 
 
 class RoleTable(BaseModel):

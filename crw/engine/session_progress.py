@@ -26,7 +26,10 @@ class CallProgress:
 
     prepared: Row | None = None
     step: Row | None = None
-    """The newest step_published row."""
+    """The newest step_published row; once a terminal row of the call follows it,
+    without its call_tokens: that row carries them, so a held call that goes on
+    with the step (answered retry, or paused and resumed) counts only what its
+    turns add (HARV-21, HARV-24)."""
     thread: Row | None = None
     """The thread_started row bound to the newest step's attempt, if any."""
     turn: Row | None = None
@@ -73,6 +76,8 @@ def progress(rows: Iterable[Row]) -> CallProgress:
             state.lost = row
         elif kind in TERMINAL_ROWS:
             state.ended = row
+            if state.step is not None and state.step.get("call_tokens") is not None:
+                state.step = {**state.step, "call_tokens": None}
         elif kind == "decision" and row.get("choice") == "retry" and state.ended is not None:
             state.retry, state.ended = state.ended, None
     return state

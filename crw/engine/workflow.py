@@ -16,7 +16,7 @@
     needs = ["explore"]
     task = "Fix the bug. Start from {explore.files}."
     schema = "schemas/build.json"
-    review = { role = "reviewer", rounds = 2 }
+    review = { role = "reviewer", rounds = 2, fix_effort = "high" }
     timeout = 3600                     # optional: the call's deadline, in seconds
 
 `load_workflow` is pure: it reads the file (and its schema files) and either
@@ -50,7 +50,7 @@ from pydantic import (
 )
 
 from crw.engine._tomlsource import Loc, TomlSource, crw_error, one_line, read_toml, validation_error
-from crw.engine.roles import Role
+from crw.engine.roles import Role, checked_name
 from crw.engine.schema_refs import bundle, read_schema_file
 from crw.engine.settings_table import KEYS as SETTINGS_KEYS
 from crw.engine.settings_table import SettingsTable
@@ -60,6 +60,7 @@ from crw.settings import Settings
 _SLUG_FIX = "use 1-64 lowercase letters, digits, '-' and '_', starting with a letter or digit"
 _TOP_KEYS = ("name", "pool", "token_ceiling", "verifier", "settings", "node")
 _NODE_KEYS = ("id", "role", "task", "schema", "needs", "review", "timeout")
+_REVIEW_KEYS = ("role", "rounds", "fix_effort")
 _MISSING = {"node": ("no [[node]] table", "add a [[node]] with id, role, task and schema")}
 
 
@@ -79,13 +80,21 @@ class Verifier(BaseModel):
 
 
 class Review(BaseModel):
-    """`review = { role, rounds }`: reviewer calls after the node, each fix round a
-    continuation of the node's call."""
+    """`review = { role, rounds, fix_effort }`: reviewer calls after the node, each
+    fix round a continuation of the node's call; `fix_effort`, the effort each fix
+    call's spawn asks for (None: the role's)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     role: Literal["reviewer", "critic"] = "reviewer"
     rounds: StrictInt = Field(default=1, ge=1)
+    fix_effort: StrictStr | None = None
+
+    @field_validator("fix_effort")
+    @classmethod
+    def _effort(cls, value: str | None) -> str | None:
+        """An effort as the role store takes one (`crw.engine.roles.checked_name`)."""
+        return checked_name("fix_effort", value)
 
 
 class Node(BaseModel):
@@ -352,7 +361,7 @@ def _context(table: dict[str, Any], loc: Loc) -> tuple[str, tuple[str, ...]]:
         return "", _TOP_KEYS
     label = _node_label(table, loc[1])
     if len(loc) >= 4 and loc[2] == "review":
-        return f"{label} review", ("role", "rounds")
+        return f"{label} review", _REVIEW_KEYS
     return label, _NODE_KEYS
 
 

@@ -1,6 +1,6 @@
 """Review rounds and continuations on the session backend, end to end on the
 simulated host with a scripted owner under one MockClock (spec: ATT-37..49,
-STEP-25, STEP-54, DISP-21..23, ROWS-4). Each test asserts the rows written."""
+STEP-25, STEP-54, DISP-21..24, ROWS-4). Each test asserts the rows written."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import tests.actors.test_session_run as session_run
 from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
 from crw.engine import answer
+from crw.engine.next_view import NextRead, held_calls
 from crw.engine.roles import RolePair
 from crw.journal.log import encode_batch, encode_body, read_journal
 from crw.journal.rows import Started, parse_row
@@ -362,3 +363,65 @@ async def test_a_turn_run_again_supersedes_the_turn_it_replaces(
     }
     expected = {"task": task, "schema": schema, "resume": "build.1", "threads": ["t-again"]}
     assert one(rows, "build.3", "prepared")["input_digest"] == answer.digest(expected)
+
+
+async def fix_effort_run(
+    tmp_path: Path, h: Harness, monkeypatch: pytest.MonkeyPatch, handle_ran: str
+) -> Rows:
+    """build's review asks its fix rounds for effort high; the executor names a
+    model and leaves its effort undecided. build.1's subagent is bound
+    effort_unchecked and ran `handle_ran`; the run goes on from build.2's answer."""
+    await reviewed(tmp_path, h)
+    wf = tmp_path / "wf.toml"
+    wf.write_text(wf.read_text().replace("rounds = 1 }", 'rounds = 1, fix_effort = "high" }'))
+    remembering(h)
+    rows = await run_until(h, monkeypatch, "completed", "build.2", pairs=executor("m-a"))
+    (handle,) = of(rows, "build.1", "thread_started")
+    assert handle["effort_unchecked"] is True
+    handle["effort"] = handle_ran
+    rewrite(h, rows)
+    return rows
+
+
+async def test_a_fix_effort_equal_to_the_effort_the_handle_ran_goes_on(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: DISP-24, DISP-22: the fix's spawn step asks for the explicit effort (its
+    step file's reasoning_effort), which equals the effort build.1's subagent ran:
+    the continuation goes on, on a new subagent whose bind records the pair it runs."""
+    async with harness(tmp_path) as h:
+        dead = await fix_effort_run(tmp_path, h, monkeypatch, handle_ran="high")
+        state, rows = await h.go(pairs=executor("m-a"))
+    assert state == "ended" and rows[-1]["state"]["build"] == "completed"
+    body = ["prepared", "step_published", "thread_started", "turn_started", "completed"]
+    assert kinds(rows[len(dead) :], "build.3") == body
+    step = one(rows, "build.3", "step_published")
+    assert (step["action"], step["model"], step["effort"]) == ("spawn", "m-a", "high")
+    assert one(rows, "build.1", "step_published").get("effort") is None  # the node's own
+    fix = one(rows, "build.3", "thread_started")
+    assert (fix["model"], fix["effort"], fix["effort_unchecked"]) == ("m-a", "high", True)
+    assert fix["thread_id"] != one(rows, "build.1", "thread_started")["thread_id"]
+
+
+async def test_a_fix_effort_that_differs_from_the_effort_the_handle_ran_is_refused(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: DISP-24, DISP-23: build.1's subagent ran effort low; the fix asks for
+    high: prepared, then held pair_refused naming both, before any step; nothing is
+    spawned, the nodes that need build never run, and next names the reason."""
+    async with harness(tmp_path) as h:
+        dead = await fix_effort_run(tmp_path, h, monkeypatch, handle_ran="low")
+        spawned = len(h.owner.spawned)
+        state, rows = await h.go(pairs=executor("m-a"))
+    assert state == "waiting_decision"
+    assert kinds(rows[len(dead) :], "build.3") == ["prepared", "held"]
+    held = one(rows, "build.3", "held")
+    assert held["reason"] == "pair_refused"
+    assert held["error"] == (
+        "the continuation asks effort high (the role leaves it undecided), the subagent "
+        f"{one(rows, 'build.1', 'thread_started')['thread_id']} it continues ran effort low"
+    )
+    assert one(rows, "build.3", "prepared")["resume"] == "build.1"
+    assert len(h.owner.spawned) == spawned and not of(rows, "ship.1", "prepared")
+    (waiting,) = held_calls(NextRead(run="run-1", rows=rows))
+    assert (waiting["call"], waiting["reason"]) == ("build.3", "pair_refused")

@@ -146,6 +146,14 @@ def test_review_defaults_to_one_reviewer_round(tmp_path: Path) -> None:
     review = workflow.nodes[0].review
     assert review is not None
     assert (review.role, review.rounds) == ("reviewer", 1)
+    assert review.fix_effort is None  # the fix rounds ask for the role's effort
+
+
+def test_a_review_names_the_effort_of_its_fix_rounds(tmp_path: Path) -> None:
+    """spec: DISP-24 (an explicit effort on a continuation)"""
+    text = 'name = "w"\n' + node("a", "executor", 'review = { rounds = 2, fix_effort = "high" }')
+    review = load_workflow(write(tmp_path, text)).nodes[0].review
+    assert review is not None and review.fix_effort == "high"
 
 
 def test_transitive_need_may_be_referenced(tmp_path: Path) -> None:
@@ -319,6 +327,28 @@ def test_not_utf8_is_refused_with_its_line(tmp_path: Path) -> None:
         (
             'name = "w"\n' + node("a", "executor", "[node.review]", "rounds = 0"),
             "8: node 'a' review: rounds = 0 is below 1; use 1 or more",
+        ),
+        (
+            'name = "w"\n' + node("a", "executor", "[node.review]", 'fix_effort = "a..b"'),
+            "8: node 'a' review: fix_effort = \"a..b\" holds '..'; write the name without '..'",
+        ),
+        (
+            'name = "w"\n' + node("a", "executor", 'review = { fix_effort = "" }'),
+            "7: node 'a' review: an empty name; write a name or leave the key out (undecided)",
+        ),
+        (
+            'name = "w"\n' + node("a", "executor", 'review = { fix_effort = "hi\\nhigh" }'),
+            "7: node 'a' review: fix_effort = \"hi\\nhigh\" holds a control character"
+            " (a newline, a NUL, ...); write the name on one line",
+        ),
+        (
+            'name = "w"\n' + node("a", "executor", "review = { fix_effort = 3 }"),
+            "7: node 'a' review: fix_effort = 3 is not a string; write fix_effort as a string",
+        ),
+        (
+            'name = "w"\n' + node("a", "executor", 'review = { effort = "high" }'),
+            "7: node 'a' review: unknown key 'effort'; remove it or use one of:"
+            " role, rounds, fix_effort",
         ),
     ],
 )
