@@ -67,9 +67,14 @@ class ReviewCall(RoundCall):
 class FixCall(RoundCall):
     """A fix call: continues `fix.handle`'s conversation in the node's workspace."""
 
-    def __init__(self, *args: Any, fix: rounds.Fix, journal: Rows, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, fix: rounds.Fix, journal: Rows, effort: str | None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.handle, self.answer = fix.handle, fix.answer
+        self.effort = effort
+        """The review's fix_effort where the role leaves its effort undecided: a fork
+        runs at its source thread's effort, so one that differs is refused."""
         self.digest = conversation.input_digest(
             self.task, self.node.output_schema, fix.handle, fix.turns
         )
@@ -131,11 +136,12 @@ class FixCall(RoundCall):
         return total - self.inherited
 
     def refusal(self) -> Held | None:
-        """pair_refused when a decided part of the role's pair differs from the pair
-        the handle's thread ran (DISP-21, DISP-23); judged before the first step."""
+        """pair_refused when a decided part of the role's pair, or the explicit
+        fix_effort, differs from the pair the handle's thread ran (DISP-21, DISP-23,
+        DISP-24); judged before the first step."""
         if self.pair is None or any(r.get("row") == "step_published" for r in self.rows):
             return None
-        why = conversation.pair_refusal(self.pair, self.bound or None)
+        why = conversation.pair_refusal(self.pair, self.bound or None, self.effort)
         return (
             None
             if why is None
@@ -214,6 +220,16 @@ def _actor(
         )
     handle = call_id(node.id, action.handle or 1)
     fix = rounds.fix_node(node, task, action, ends, journal, str(answer_file(ctx, call, handle)))
+    pair = ctx.pairs.get(node.role)
+    effort = review.fix_effort(node.review, pair) if node.review and pair else None
     return FixCall(
-        ctx, fix.node, call, {}, rows=rows, workspace=workspace, fix=fix, journal=journal
+        ctx,
+        fix.node,
+        call,
+        {},
+        rows=rows,
+        workspace=workspace,
+        fix=fix,
+        journal=journal,
+        effort=effort,
     )

@@ -29,6 +29,7 @@ from crw.engine.roles import RolePair, RoleTable
 from crw.engine.rundir import RunDir
 from crw.engine.workflow import load_workflow
 from crw.host.sim.server import SimHost, open_sim_host
+from crw.host.sim.state import SimState
 from crw.journal.log import read_journal
 from crw.journal.replay import RunState
 from crw.journal.rows import Started
@@ -432,3 +433,38 @@ async def test_a_second_fix_forks_the_first_fix_and_carries_the_whole_chain(
     assert fix["input_digest"] == answer.digest(expected)
     assert one(rows, "build.5", "completed")["tokens"] == {"input": 70, "output": 7, "total": 77}
     assert rows[-1]["state"]["build"] == "completed"
+
+
+async def test_a_fix_effort_other_than_the_effort_the_handles_thread_ran_is_refused(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: DISP-24: on the app-server backend too, the review's fix_effort (the
+    executor's effort undecided) is compared with the effort build.1's thread ran
+    (a host that reports medium): the fix is prepared, then held pair_refused
+    naming both efforts; nothing is forked."""
+    reported = SimState.new_thread
+
+    def medium(self: SimState, thread_id: str, params: dict[str, Any], **kw: Any) -> Any:
+        thread = reported(self, thread_id, params, **kw)
+        thread.reasoning_effort = thread.reasoning_effort or "medium"
+        return thread
+
+    monkeypatch.setattr(SimState, "new_thread", medium)
+    async with open_sim_host(tmp_path / "home") as sim:
+        made = await reviewed(sim, tmp_path)
+        wf = tmp_path / "wf.toml"
+        wf.write_text(wf.read_text().replace("rounds = 1 }", 'rounds = 1, fix_effort = "high" }'))
+        made.workflow = load_workflow(wf)
+        threads = len(sim.state.threads)
+        assert await made.process() == "waiting_decision"
+        rows = made.rows()
+    ran = one(rows, "build.1", "thread_started")
+    assert ran["effort"] == "medium"
+    assert kinds(rows, "build.3") == ["prepared", "held"]
+    held = one(rows, "build.3", "held")
+    assert held["reason"] == "pair_refused"
+    assert held["error"] == (
+        f"the continuation asks effort high (the role leaves it undecided), the subagent "
+        f"{ran['thread_id']} it continues ran effort medium"
+    )
+    assert len(sim.state.threads) == threads + 2  # build.1 and build.2, no fork
