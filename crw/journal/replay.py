@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crw.journal.framing import paused_gc
 
@@ -108,6 +108,27 @@ class RunState:
         """`write_failed: <file>: <error>`: why the run is paused, as its row says."""
         parts = (self.paused_reason, self.paused_file, self.paused_error)
         return ": ".join(part for part in parts if part)
+
+    def defer_calls(self, build: Callable[[], dict[str, CallState]]) -> None:
+        """Have `calls` made by `build` when it is first read, not now: the replay
+        snapshot's state of a run of 10,000 calls is read by `next`, whose answer
+        about an ended run names no call (`crw.journal.snapshot`)."""
+        self.__dict__.pop("calls", None)
+        self.__dict__[_DEFERRED] = build
+
+    if not TYPE_CHECKING:  # typed as the field it stands in for
+
+        def __getattr__(self, name: str) -> Any:
+            """`calls`, made once by the `defer_calls` function, on its first read."""
+            build = self.__dict__.get(_DEFERRED) if name == "calls" else None
+            if build is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            del self.__dict__[_DEFERRED]
+            self.calls = build()
+            return self.calls
+
+
+_DEFERRED = "_deferred_calls"
 
 
 def replay(rows: Iterable[Row], into: RunState | None = None) -> RunState:
