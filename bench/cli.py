@@ -19,12 +19,15 @@ bytecode, while this checkout's editable crw under PYTHONDONTWRITEBYTECODE=1
 compiles its modules in every process. The figures (`NAME_ms`) are taken the
 installed way: bytecode written and read under a private PYTHONPYCACHEPREFIX,
 after one untimed run of each command; `NAME_nocache_ms` the checkout's way.
-`NAME_cpu_ms` is the median user+sys CPU of the process: on a shared machine it
-moves less with the load than the wall time. With `--against TREE` the same
-commands are also timed with the crw/ of TREE (e.g. `git archive REV crw | tar
--x -C TREE`) as `against_NAME_ms`: the samples of all the commands are taken in
-turn, so a change of load hits each alike. `load` is the load average (1, 5, 15
-min) before and after.
+`NAME_cpu_ms` is the median user+sys CPU of the process, `NAME_cpu_min_ms` the
+least: on a shared machine they move less with the load than the wall time. With
+`--against TREE` the same commands are also timed with the crw/ of TREE (e.g.
+`git archive REV crw | tar -x -C TREE`) as `against_NAME_ms`: the samples of all
+the commands are taken in turn, so a change of load hits each alike. TREE's
+commands read a copy of the finished run's state directory: each crw keeps its
+own replay snapshot beside the journal, and one that finds the other's format
+would read the journal whole.
+`load` is the load average (1, 5, 15 min) before and after.
 
     .venv/bin/python bench/cli.py [--runs N] [--calls N] [--against TREE] [--json]
 """
@@ -35,6 +38,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -184,7 +188,8 @@ Command = tuple[list[str], dict[str, str]]
 
 def measure(commands: dict[str, Command], runs: int, cwd: Path) -> dict[str, float]:
     """Each command once untimed (it writes its bytecode caches), then `runs` times,
-    the commands in turn; the median wall (`NAME_ms`) and CPU (`NAME_cpu_ms`)."""
+    the commands in turn; the median wall (`NAME_ms`) and CPU (`NAME_cpu_ms`), and
+    the least CPU (`NAME_cpu_min_ms`)."""
     for argv, env in commands.values():
         timed(argv, env, cwd)
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
@@ -195,6 +200,7 @@ def measure(commands: dict[str, Command], runs: int, cwd: Path) -> dict[str, flo
     for name, taken in samples.items():
         figures[f"{name}_ms"] = round(statistics.median(wall for wall, _ in taken), 1)
         figures[f"{name}_cpu_ms"] = round(statistics.median(cpu for _, cpu in taken), 1)
+        figures[f"{name}_cpu_min_ms"] = round(min(cpu for _, cpu in taken), 1)
     return figures
 
 
@@ -202,21 +208,30 @@ def commands(
     big: tuple[Path, str], live: tuple[Path, str], pyc: Path, against: Path | None
 ) -> dict[str, Command]:
     """What is timed: the three commands with bytecode caches, without them, and
-    with --against the same with the crw of that tree (on PYTHONPATH)."""
+    with --against the same with the crw of that tree (on PYTHONPATH), on a copy of
+    the finished run."""
     (big_state, big_run), (live_state, live_run_id) = big, live
-    verbs = {
-        "next_finished": ["next", big_run, "--state", str(big_state), "--json"],
-        "status_finished": ["status", big_run, "--state", str(big_state), "--json"],
-        "next_live": ["next", live_run_id, "--state", str(live_state), "--json"],
-    }
+
+    def verbs_on(state: Path) -> dict[str, list[str]]:
+        return {
+            "next_finished": ["next", big_run, "--state", str(state), "--json"],
+            "status_finished": ["status", big_run, "--state", str(state), "--json"],
+            "next_live": ["next", live_run_id, "--state", str(live_state), "--json"],
+        }
+
+    verbs = verbs_on(big_state)
     base = {
         k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
     }
-    trees = {"": REPO} | ({"against_": against} if against else {})
+    trees = {"": (REPO, verbs)}
+    if against:
+        copy = big_state.parent.with_name(big_state.parent.name + "-against") / "state"
+        shutil.copytree(big_state, copy, symlinks=True, ignore=shutil.ignore_patterns("*.sock"))
+        trees["against_"] = (against, verbs_on(copy))
     timed_commands: dict[str, Command] = {"python_bare": ([sys.executable, "-c", "pass"], base)}
-    for prefix, tree in trees.items():
+    for prefix, (tree, tree_verbs) in trees.items():
         env = base | {"PYTHONPATH": str(tree), "PYTHONPYCACHEPREFIX": str(pyc)}
-        for name, args in verbs.items():
+        for name, args in tree_verbs.items():
             timed_commands[prefix + name] = ([sys.executable, "-m", "crw", "flow", *args], env)
     nocache = base | {"PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
     for name, args in verbs.items():

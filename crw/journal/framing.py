@@ -42,6 +42,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+import sys
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -86,23 +87,18 @@ def encode_batch(first_seq: int, at: str, bodies: list[bytes]) -> bytes:
 def whole_batches(data: bytes, after: int) -> tuple[list[dict[str, Any]], int] | None:
     """The rows of `data` and the seq of its last row, when `data` is whole batches
     as the writer leaves them: every line checksummed, the seqs following on from
-    `after`, the last batch closed. Its lines are parsed with one `json.loads` (half
-    the time of a `loads` a line). None when anything is not so: `decode` then reads
-    a line at a time, to tell where and how the bytes are damaged."""
+    `after`, the last batch closed. Its lines are parsed at once, as one JSON array
+    (`parse_array`: half the time of a parse a line). None when anything is not
+    so: `decode` then reads a line at a time, to tell where and how the bytes are
+    damaged."""
     if not data.endswith(b"\n"):
         return None
-    lines = data[:-1].split(b"\n")
-    for line in lines:
-        head = len(line) - _TRAILER
-        if line[head:] != _TRAILER_FORMAT % zlib.crc32(line[:head]) or not line.startswith(
-            _FRAME_HEAD
-        ):
-            return None
-    try:
-        objs = json.loads(b"[%s]" % b",".join(lines))
-    except (ValueError, RecursionError):
+    checked = _checksummed_array(data)
+    if checked is None:
         return None
-    if len(objs) != len(lines):
+    array, lines = checked
+    objs = parse_array(array)
+    if type(objs) is not list or len(objs) != lines + 1 or objs.pop() is not None:
         return None
     seq, pending = after, None
     for obj in objs:
@@ -117,6 +113,52 @@ def whole_batches(data: bytes, after: int) -> tuple[list[dict[str, Any]], int] |
         seq = row_seq
         pending = None if seq == framing else framing
     return (objs, seq) if pending is None else None
+
+
+def _checksummed_array(data: bytes) -> tuple[bytes, int] | None:
+    """The lines of `data` (it ends with a newline) as the text of one JSON array,
+    `[line,line,...,line,null]`, and how many they are, when every line starts with
+    `{"seq":` and ends with its checksum; else None.
+
+    Each newline becomes a comma, and the last is followed by a null rather than
+    cut off (a cut would copy the bytes once more). The loop runs once a line
+    (100,000 in a big run), so what it calls is bound once.
+    """
+    find, starts, crc32, trailer = data.find, data.startswith, zlib.crc32, _TRAILER_FORMAT
+    pos = lines = 0
+    size = len(data)
+    while pos < size:
+        newline = find(b"\n", pos)
+        head = newline - _TRAILER
+        if head <= pos or data[head:newline] != trailer % crc32(data[pos:head]):
+            return None
+        if not starts(_FRAME_HEAD, pos):
+            return None
+        pos = newline + 1
+        lines += 1
+    return b"[%snull]" % data.replace(b"\n", b","), lines
+
+
+def parse_array(text: bytes) -> Any:
+    """The JSON value of `text`, or None when it is not JSON.
+
+    With pydantic-core's parser when the process has loaded it (the run process
+    and every command that writes rows do: they encode with it), which takes about
+    40% less time than `json` and reads the same values; what it refuses (the
+    escape of a lone surrogate, nesting over 200 deep) `json` reads. A process that
+    has not loaded it (`next`, `status`) does not load it to read: its import costs
+    more than it saves on the rows a snapshot leaves them.
+    """
+    core = sys.modules.get("pydantic_core")
+    if core is not None:
+        try:
+            return core.from_json(text, cache_strings="keys")
+        except ValueError:
+            pass
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 @contextmanager

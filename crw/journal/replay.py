@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crw.journal.framing import paused_gc
 
@@ -32,7 +32,8 @@ Row = Mapping[str, Any]
 def token_parts(value: Any) -> dict[str, int]:
     """A row's `tokens` (or tokens_seen, call_tokens) in all five parts; a part
     the row leaves out is 0."""
-    source = value if isinstance(value, Mapping) else {}
+    # A row read from the journal is a dict: no Mapping check through abc for it.
+    source = value if type(value) is dict or isinstance(value, Mapping) else {}
     return {part: int(source.get(part) or 0) for part in TOKEN_PARTS}
 
 
@@ -61,7 +62,7 @@ class CallState:
     """The newest step's k."""
     turn_k: int = 0
     """The k of the newest turn bound (turn_started)."""
-    tokens: dict[str, int] = field(default_factory=lambda: token_parts(None))
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_PARTS, 0))
     """What the call's terminal rows counted, in all parts."""
     result: Any = None
     reason: str | None = None
@@ -96,7 +97,7 @@ class RunState:
     paused_file: str | None = None
     """The newest paused row's error and file (a write_failed pause names it)."""
     calls: dict[str, CallState] = field(default_factory=dict)
-    spent: dict[str, int] = field(default_factory=lambda: token_parts(None))
+    spent: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_PARTS, 0))
     """The run's tokens: every call's terminal rows, each counted once."""
     last_seq: int = 0
     ended_state: Any = None
@@ -112,6 +113,27 @@ class RunState:
         parts = (self.paused_reason, self.paused_file, self.paused_error)
         return ": ".join(part for part in parts if part)
 
+    def defer_calls(self, build: Callable[[], dict[str, CallState]]) -> None:
+        """Have `calls` made by `build` when it is first read, not now: the replay
+        snapshot's state of a run of 10,000 calls is read by `next`, whose answer
+        about an ended run names no call (`crw.journal.snapshot`)."""
+        self.__dict__.pop("calls", None)
+        self.__dict__[_DEFERRED] = build
+
+    if not TYPE_CHECKING:  # typed as the field it stands in for
+
+        def __getattr__(self, name: str) -> Any:
+            """`calls`, made once by the `defer_calls` function, on its first read."""
+            build = self.__dict__.get(_DEFERRED) if name == "calls" else None
+            if build is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            del self.__dict__[_DEFERRED]
+            self.calls = build()
+            return self.calls
+
+
+_DEFERRED = "_deferred_calls"
+
 
 def replay(rows: Iterable[Row], into: RunState | None = None) -> RunState:
     """Fold a run's rows, in journal order, into its state. Never raises for a
@@ -121,27 +143,29 @@ def replay(rows: Iterable[Row], into: RunState | None = None) -> RunState:
     that reads a growing journal folds each row once).
     """
     run = into if into is not None else RunState()
+    # One loop, its lookups bound once: it runs once a row (100,000 in a big run).
+    run_handlers, call_handlers = _RUN_HANDLERS, _CALL_HANDLERS
     with paused_gc():  # a fold of many rows builds many objects, none in a cycle
         for row in rows:
-            _fold(run, row)
+            seq = row.get("seq")
+            if seq:
+                run.last_seq = int(seq)
+            kind = row.get("row", "")
+            call_handler = call_handlers.get(kind)
+            if call_handler is None:
+                handler = run_handlers.get(kind)
+                if handler is not None:
+                    handler(run, row)
+                continue
+            call_id = row.get("call")
+            if isinstance(call_id, str):
+                call = run.calls.get(call_id)
+                if call is None:
+                    call = run.calls[call_id] = CallState(call=call_id)
+                call.last_row = kind
+                call_handler(run, call, row)
     run.state = _run_state(run)
     return run
-
-
-def _fold(run: RunState, row: Row) -> None:
-    run.last_seq = int(row.get("seq") or run.last_seq)
-    handler = _RUN_HANDLERS.get(row.get("row", ""))
-    if handler is not None:
-        handler(run, row)
-        return
-    call_id = row.get("call")
-    call_handler = _CALL_HANDLERS.get(row.get("row", ""))
-    if call_handler is not None and isinstance(call_id, str):
-        call = run.calls.get(call_id)
-        if call is None:
-            call = run.calls[call_id] = CallState(call=call_id)
-        call.last_row = row["row"]
-        call_handler(run, call, row)
 
 
 def _run_state(run: RunState) -> str:
@@ -199,7 +223,7 @@ def _prepared(run: RunState, call: CallState, row: Row) -> None:
     call.role = row.get("role", call.role)
     call.backend = row.get("backend", call.backend)
     allocation = row.get("allocation")
-    if isinstance(allocation, Mapping):
+    if type(allocation) is dict or isinstance(allocation, Mapping):
         call.workspace = allocation.get("workspace")
     call.state = "prepared"
     call.reason = None

@@ -7,6 +7,9 @@ left in `<run>/replay.snapshot` (private, replaced atomically; `marshal`, which
 reads back several times faster than JSON, of the plain values replay holds,
 behind a CRC-32 of those bytes, so a damaged snapshot is never unmarshalled) and,
 while the snapshot is good, decodes and folds only the rows appended after it.
+The calls are marshalled apart, inside it, and unmarshalled and built only when
+the state's `calls` is first read (`RunState.defer_calls`): `next` of an ended run
+reads none of them, `status` all (they are most of a big run's snapshot).
 
 The journal stays the one truth: the snapshot is thrown away and the journal read
 whole when it does not match, byte for byte, the journal's first `end` bytes (its
@@ -37,7 +40,7 @@ from crw.journal.replay import CallState, RunState, replay
 log = logging.getLogger("crw.journal")
 
 SNAPSHOT = "replay.snapshot"
-FORMAT = f"crw-replay-snapshot/1 {sys.implementation.cache_tag}"
+FORMAT = f"crw-replay-snapshot/2 {sys.implementation.cache_tag}"
 REFRESH_BYTES = 1 << 20
 """The most journal bytes beyond the snapshot a reader decodes before it writes one."""
 REFRESH_MIN = 64 << 10
@@ -104,16 +107,22 @@ def _load(path: Path, data: bytes) -> Snapshot | None:
         if raw[:_SEAL] != b"%08x\n" % zlib.crc32(raw[_SEAL:]):
             return None  # damaged or cut short: marshal must never read such bytes
         head, end, crc, call_fields, run, calls = marshal.loads(raw[_SEAL:])
-        if head != FORMAT or call_fields != _CALL_FIELDS:
+        if head != FORMAT or call_fields != _CALL_FIELDS or type(calls) is not bytes:
             return None
         if end > len(data) or zlib.crc32(memoryview(data)[:end]) != crc:
             return None
         state = RunState(**run)
-        with paused_gc():
-            state.calls = {values[0]: _call(values) for values in calls}
     except (OSError, ValueError, TypeError, EOFError, KeyError, IndexError, AttributeError):
         return None
+    state.defer_calls(lambda: _calls(calls))
     return Snapshot(end, crc, state)
+
+
+def _calls(packed: bytes) -> dict[str, CallState]:
+    """The calls of a snapshot's packed calls: bytes this crw marshalled (their
+    seal, format and fields were checked when it was loaded)."""
+    with paused_gc():
+        return {values[0]: _call(values) for values in marshal.loads(packed)}
 
 
 def _call(values: list[Any]) -> CallState:
@@ -134,7 +143,9 @@ def _save(path: Path, state: RunState, end: int, crc: int) -> None:
         crc,
         _CALL_FIELDS,
         {name: getattr(state, name) for name in _RUN_FIELDS},
-        [[getattr(call, name) for name in _CALL_FIELDS] for call in state.calls.values()],
+        marshal.dumps(
+            [[getattr(call, name) for name in _CALL_FIELDS] for call in state.calls.values()]
+        ),
     )
     temp = path.with_name(f".{path.name}.{os.getpid()}")
     try:

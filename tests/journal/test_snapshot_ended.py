@@ -3,13 +3,15 @@ read after the end keeps all of it, and every later read decodes no row."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from crw.journal import snapshot
-from crw.journal.log import encode_batch, encode_body
+from crw.journal.log import encode_batch, encode_body, read_journal
+from crw.journal.replay import CallState, replay
 from crw.journal.rows import Completed, Ended, Prepared, Started
 from tests.journal.decoding import count_decoded_lines
 
@@ -56,3 +58,30 @@ def test_a_run_that_goes_on_is_read_whole_below_the_refresh_size(
     decoded.clear()
     snapshot.replay_journal(journal)
     assert len(decoded) == 41 and not (tmp_path / snapshot.SNAPSHOT).exists()
+
+
+def calls_alive() -> int:
+    """How many call states exist in the process."""
+    return sum(type(obj) is CallState for obj in gc.get_objects())
+
+
+def test_an_ended_run_read_from_its_snapshot_builds_no_call_until_one_is_read(
+    tmp_path: Path,
+) -> None:
+    """spec: CMD-NEXT-1. `next` of a finished run answers from the run's state, its
+    ended_state and its open subagents, none of which is a call: a read of an ended
+    run from its snapshot builds its calls (10,000 of them in a run of 10,000 calls)
+    only when one is read, as `status` reads them, and then as a replay leaves them."""
+    journal = tmp_path / "journal.jsonl"
+    _journal(journal, 20, ended=True)
+    snapshot.replay_journal(journal)
+    assert (tmp_path / snapshot.SNAPSHOT).exists()
+    before = calls_alive()
+    state, read = snapshot.replay_journal(journal)
+    assert read.rows == [] and state.state == "ended" and state.ended_state == "done"
+    assert calls_alive() == before
+    assert len(state.calls) == 20 and calls_alive() == before + 20
+    whole = replay(read_journal(journal).rows)
+    for call in whole.calls.values():
+        call.result = None
+    assert state == whole
