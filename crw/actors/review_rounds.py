@@ -53,7 +53,7 @@ class ContinuationCall(SessionCall):
         self.digest = ""
         self.checkpoint: str | None = None
 
-    async def _prepare(self) -> None:
+    def prepared_rows(self) -> list[RowModel]:
         taken: list[RowModel] = [
             _prepared(self.call, self.node, self.handle, self.workspace, self.digest)
         ]
@@ -61,8 +61,7 @@ class ContinuationCall(SessionCall):
             taken.append(
                 CheckpointStarted(call=self.call, handle=self.handle, branch=self.checkpoint)
             )
-        await self.commit(taken)
-        await self._make_workspace()
+        return taken
 
     async def _make_workspace(self) -> None:
         """The node's workspace (made if missing); the answer file the packet names is written

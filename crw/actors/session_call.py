@@ -175,25 +175,30 @@ class SessionCall(CallSteps):
             step = await self._repair(step, thread, turn, total or seen, call_tokens)
 
     async def _prepare(self) -> StepPublished:
-        """The prepared row and the first step's row, one batch (one fsync): both
+        """The prepared rows and the first step's row, one batch (one fsync): both
         intents are durable before either effect, the directory P and then the
         step's files (STEP-21). A process that dies after the batch leaves a last
         row step_published; one of an older crw may leave prepared alone."""
-        allocation = Allocation(workspace=str(self.workspace), kind="directory")
-        digest = answer.digest({"task": self.task, "schema": self.node.output_schema})
-        row = Prepared(
-            call=self.call,
-            node=self.node.id,
-            role=self.node.role,
-            backend="session",
-            allocation=allocation,
-            input_digest=digest,
-        )
         step = self._spawn_step(k=1, attempt=1, conversation_turn=1)
-        await self.commit([row, step])
+        await self.commit([*self.prepared_rows(), step])
         await self._make_workspace()
         await self.steps.write(step)
         return step
+
+    def prepared_rows(self) -> list[RowModel]:
+        """The rows that open the call: its prepared row."""
+        allocation = Allocation(workspace=str(self.workspace), kind="directory")
+        digest = answer.digest({"task": self.task, "schema": self.node.output_schema})
+        return [
+            Prepared(
+                call=self.call,
+                node=self.node.id,
+                role=self.node.role,
+                backend="session",
+                allocation=allocation,
+                input_digest=digest,
+            )
+        ]
 
     async def _make_workspace(self) -> None:
         await trio.to_thread.run_sync(
@@ -233,7 +238,13 @@ class SessionCall(CallSteps):
         if found is not None and interrupt.applies(found, step, turn_id):  # HARV-37
             return thread_id, await interrupt_call(self, found.reason, requested=True)
         with self.stop.waiting():
-            ended = await follow(self.ctx.reader, self.ctx.settings, thread_id, turn_id=turn_id)
+            ended = await follow(
+                self.ctx.reader,
+                self.ctx.settings,
+                thread_id,
+                turn_id=turn_id,
+                bound=self.binder.take_read(thread_id),
+            )
         assert not isinstance(ended, lost.Found)
         return thread_id, ended
 
