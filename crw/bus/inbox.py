@@ -113,12 +113,19 @@ def _encode(value: dict[str, Any]) -> bytes:
 def write_report(run: RunDir, report: Report) -> Path:
     """Write `report` as `inbox/<id>.json`: `.<id>.tmp` first, then a rename.
 
+    Without an fsync: the report is read by the live run, and a power loss that
+    takes it ends the `crw flow dispatched` waiting on it too; the resumed run
+    finds the subagent it named on the host by the step's marker (ATT-19), as it
+    finds one never reported.
+
     Raises:
         OSError: the write failed; no partial report is left.
     """
     path = report_path(run, report.id)
     run.inbox.mkdir(exist_ok=True)
-    write_atomic(path, _encode(report.to_json()), temp=run.inbox / f".{report.id}.tmp")
+    write_atomic(
+        path, _encode(report.to_json()), temp=run.inbox / f".{report.id}.tmp", durable=False
+    )
     return path
 
 
