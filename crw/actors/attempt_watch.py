@@ -13,6 +13,7 @@ import trio
 from crw.actors.host_reader import HostReader
 from crw.engine import lost
 from crw.host.client import HostRequestError, unknown_thread
+from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.settings import Settings
 
@@ -36,10 +37,26 @@ async def follow(
     *,
     turn_id: str | None,
     marker: str | None = None,
+    bound: Thread | None = None,
 ) -> lost.Ended | lost.Found | lost.Lost:
     """Read the attempt's thread until the lost rule decides: its marker turn
     `turn_id` ended (or, looked for by `marker` while `turn_id` is None, shows),
-    or the attempt is lost."""
+    or the attempt is lost.
+
+    `bound` is the thread as the bind read it: a marker turn that read itself shows
+    completed (and no `turn/completed` says otherwise) is final, items and all, so
+    it is harvested from that read without another; any other look is judged from
+    a read taken now (a read taken before the turn ended holds only the items it
+    had then, whatever a later notification says of its status)."""
+    if bound is not None and turn_id is not None:
+        announced = reader.announced(thread_id, turn_id)
+        decision = lost.judge(bound, lost.Seen(), trio.current_time(), settings, turn_id=turn_id)
+        if (
+            isinstance(decision, lost.Ended)
+            and decision.turn.status == "completed"
+            and (announced is None or announced.status == "completed")
+        ):
+            return decision
     seen = lost.Seen()
     while True:
         changed = reader.changed(thread_id)

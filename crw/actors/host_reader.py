@@ -176,15 +176,16 @@ class HostReader:
         watch = self._watches.get(thread_id)
         return watch.ended.get(turn_id) if watch else None
 
-    async def spawned(self, owner: str, marker: str) -> list[Thread]:
+    async def spawned(self, owner: str, marker: str, bound: Thread | None = None) -> list[Thread]:
         """The owner's subagents whose first message carries `marker`, each read now
-        with its turns (the marker lookup, `crw.actors.spawn_index`)."""
+        with its turns (the marker lookup, `crw.actors.spawn_index`); but `bound`,
+        the one a call bound as its bind read it."""
         spawns = self._spawns.get(owner)
         if spawns is None:
             spawns = self._spawns[owner] = OwnerSpawns(
                 owner, self._list_subagents, self.read, self._settings.poll_interval
             )
-        return await spawns.carrying(marker)
+        return await spawns.carrying(marker, bound)
 
     async def loaded_subagents(self, owner: str) -> set[str]:
         """The ids of the owner's subagents the host lists loaded (not notLoaded):

@@ -108,10 +108,8 @@ class Inbox:
 
     async def poll(self) -> None:
         """Read the inbox once and hand out every report not handed out yet."""
-        reports = files.read_reports(self._run)  # a listing and a few small reads
+        reports = files.read_reports(self._run, skip=self._handed)  # a listing, new reports
         for report in reports:
-            if report.id in self._handed:
-                continue
             route = self._routes.get(report.call) if report.run == self._run_id else None
             if route is None:
                 answer = (

@@ -85,7 +85,7 @@ class ContinuationCall(SessionCall):
         spawn as reasoning_effort."""
         return step if self.effort is None else step.model_copy(update={"effort": self.effort})
 
-    async def _prepare(self) -> None:
+    def prepared_rows(self) -> list[RowModel]:
         taken: list[RowModel] = [
             _prepared(self.call, self.node, self.handle, self.workspace, self.digest)
         ]
@@ -93,8 +93,7 @@ class ContinuationCall(SessionCall):
             taken.append(
                 CheckpointStarted(call=self.call, handle=self.handle, branch=self.checkpoint)
             )
-        await self.commit(taken)
-        await self._make_workspace()
+        return taken
 
     async def _make_workspace(self) -> None:
         """The node's workspace (made if missing); the answer file the packet names is written

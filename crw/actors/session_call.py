@@ -4,10 +4,10 @@ One Trio task per admitted call, entered with the call's rows, going on from its
 last row (`crw.engine.session_progress`). Its life, each row committed before
 its effect:
 
-    prepared          the allocation every attempt shares (a directory P)
-    step_published    the step's intent; then its packet and step file are
-                      written (a write that fails: step_unwritten, retried at
-                      each poll)
+    prepared +        the allocation every attempt shares (a directory P) and
+    step_published    the first step's intent, one batch; then P is made, and
+                      the step's packet and step file are written (a write that
+                      fails: step_unwritten, retried at each poll)
     thread_started +  the bind, one batch: a dispatch report the owner wrote,
     turn_started      or the subagent found on the host by its marker
                       (`crw.actors.step_binder`)
@@ -129,17 +129,17 @@ class SessionCall(CallSteps):
                 return await interrupt_call(self, str(stopped))
 
     async def _run(self) -> CallEnd:
+        step: StepPublished | CallEnd
         if self.state.prepared is None:
-            await self._prepare()
+            step = await self._prepare()
         else:  # the directory an earlier process made, or meant to make
             await self._make_workspace()
-        if interrupt.held_by_pause(self.state.ended):  # the run resumed after a pause
-            self.state.retry, self.state.ended = self.state.ended, None
-        step: StepPublished | CallEnd
-        if self.state.retry is not None:  # a held call answered retry, or paused
-            step = await go_on_in_place(self)
-        else:
-            step = await self._current_step()
+            if interrupt.held_by_pause(self.state.ended):  # the run resumed after a pause
+                self.state.retry, self.state.ended = self.state.ended, None
+            if self.state.retry is not None:  # a held call answered retry, or paused
+                step = await go_on_in_place(self)
+            else:
+                step = await self._current_step()
         while True:
             if isinstance(step, CallEnd):
                 return step
@@ -174,19 +174,31 @@ class SessionCall(CallSteps):
                 await self.commit(unmeasured)
             step = await self._repair(step, thread, turn, total or seen, call_tokens)
 
-    async def _prepare(self) -> None:
+    async def _prepare(self) -> StepPublished:
+        """The prepared rows and the first step's row, one batch (one fsync): both
+        intents are durable before either effect, the directory P and then the
+        step's files (STEP-21). A process that dies after the batch leaves a last
+        row step_published; one of an older crw may leave prepared alone."""
+        step = self._spawn_step(k=1, attempt=1, conversation_turn=1)
+        await self.commit([*self.prepared_rows(), step])
+        await self._make_workspace()
+        await self.steps.write(step)
+        return step
+
+    def prepared_rows(self) -> list[RowModel]:
+        """The rows that open the call: its prepared row."""
         allocation = Allocation(workspace=str(self.workspace), kind="directory")
         digest = answer.digest({"task": self.task, "schema": self.node.output_schema})
-        row = Prepared(
-            call=self.call,
-            node=self.node.id,
-            role=self.node.role,
-            backend="session",
-            allocation=allocation,
-            input_digest=digest,
-        )
-        await self.commit([row])
-        await self._make_workspace()
+        return [
+            Prepared(
+                call=self.call,
+                node=self.node.id,
+                role=self.node.role,
+                backend="session",
+                allocation=allocation,
+                input_digest=digest,
+            )
+        ]
 
     async def _make_workspace(self) -> None:
         await trio.to_thread.run_sync(
@@ -226,7 +238,13 @@ class SessionCall(CallSteps):
         if found is not None and interrupt.applies(found, step, turn_id):  # HARV-37
             return thread_id, await interrupt_call(self, found.reason, requested=True)
         with self.stop.waiting():
-            ended = await follow(self.ctx.reader, self.ctx.settings, thread_id, turn_id=turn_id)
+            ended = await follow(
+                self.ctx.reader,
+                self.ctx.settings,
+                thread_id,
+                turn_id=turn_id,
+                bound=self.binder.take_read(thread_id),
+            )
         assert not isinstance(ended, lost.Found)
         return thread_id, ended
 

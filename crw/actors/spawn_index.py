@@ -57,14 +57,24 @@ class OwnerSpawns:
     """The owner's open subagents whose first message is not read yet, oldest first."""
     by_marker: dict[str, list[str]] = field(default_factory=dict)
     """The owner's subagents by the marker of their first message, oldest first."""
+    indexed: set[str] = field(default_factory=set)
+    """The subagents whose first message the index read (marker or none)."""
     looked_at: float | None = None
     looking: trio.Event | None = None
 
-    async def carrying(self, marker: str) -> list[Thread]:
-        """The owner's subagents whose first message carries `marker`, read now."""
+    async def carrying(self, marker: str, bound: Thread | None = None) -> list[Thread]:
+        """The owner's subagents whose first message carries `marker`, read now.
+
+        `bound` is the subagent a call bound, as its bind read it: it is indexed
+        from that read (no look reads it), and it is left out of the answer
+        unread (the caller asks for the others: strays)."""
+        if bound is not None:
+            self.learn(bound)
         await self._look()
         found = []
         for thread_id in list(self.by_marker.get(marker, ())):
+            if bound is not None and thread_id == bound.id:
+                continue
             try:
                 found.append(await self.read(thread_id))
             except HostRequestError as err:
@@ -116,7 +126,7 @@ class OwnerSpawns:
 
     async def _read_unread(self) -> None:
         """Read each new subagent until its first message shows; then index it."""
-        pending, self.unread = self.unread, []
+        pending, self.unread = [i for i in self.unread if i not in self.indexed], []
         done = 0
         try:
             for thread_id in pending:
@@ -131,9 +141,19 @@ class OwnerSpawns:
         finally:
             self.unread += pending[done:]
 
+    def learn(self, thread: Thread) -> None:
+        """Index one of the owner's subagents from a read made elsewhere (the
+        bind's) once it shows its first message: no look reads it then."""
+        if thread.parentThreadId == self.owner and spawn_marker(thread)[0]:
+            self._index(thread)
+
     def _index(self, thread: Thread) -> None:
+        if thread.id in self.indexed:
+            return
         shown, marker = spawn_marker(thread)
         if not shown and thread.status.type != "notLoaded":
             self.unread.append(thread.id)  # its first message is not written yet
-        elif marker is not None:
+            return
+        self.indexed.add(thread.id)
+        if marker is not None:
             self.by_marker.setdefault(marker, []).append(thread.id)

@@ -39,6 +39,14 @@ class StepBinder:
         self.ctx = ctx
         self.retries: dict[tuple[int, int, str | None], int] = {}
         """How many times each report (k, attempt, subagent) was answered retry."""
+        self.bound_read: Thread | None = None
+        """The bound subagent's thread as the bind read it (`take_read`)."""
+
+    def take_read(self, thread_id: str) -> Thread | None:
+        """The read of `thread_id` the last bind made, once: what the call follows
+        its turn from first (`crw.actors.attempt_watch.follow`)."""
+        read, self.bound_read = self.bound_read, None
+        return read if read is not None and read.id == thread_id else None
 
     async def await_bind(self, step: StepPublished) -> tuple[str, str]:
         """Wait for the owner's report, or find the subagent on the host."""
@@ -104,7 +112,7 @@ class StepBinder:
         )
         if decision.kind == "retry":
             self.retries[key] = self.retries.get(key, 0) + 1
-        return await self._act(step, decision, report)
+        return await self._act(step, decision, report, thread)
 
     async def _read_agent(self, agent: str | None) -> tuple[Thread | None, str | None, bool]:
         """The subagent's snapshot, or why the host cannot answer now, or that it
@@ -123,10 +131,16 @@ class StepBinder:
             return None, str(err), False
 
     async def _act(
-        self, step: StepPublished, decision: bind.Decision, report: Report | None
+        self,
+        step: StepPublished,
+        decision: bind.Decision,
+        report: Report | None,
+        thread: Thread | None,
     ) -> tuple[str, str] | None:
-        """Commit a bind's rows (one batch, BIND-6) before its reply; reply otherwise."""
+        """Commit a bind's rows (one batch, BIND-6) before its reply; reply otherwise.
+        `thread` is the subagent as the decision read it."""
         if isinstance(decision, bind.Bound):
+            self.bound_read = thread
             rows: list[RowModel] = [
                 r for r in (decision.thread_started, decision.turn_started) if r is not None
             ]
@@ -156,7 +170,7 @@ class StepBinder:
         gets a close step; the first time, session_host_warning several_spawns."""
         marker = step.marker or ""
         try:
-            carrying = await self.ctx.reader.spawned(self.ctx.owner, marker)
+            carrying = await self.ctx.reader.spawned(self.ctx.owner, marker, self.bound_read)
         except (HostUnavailable, HostRequestError):
             return  # the bind stands; a stray's report is answered close
         strays = bind.strays(marker, self.ctx.owner, bound_id, carrying)
@@ -221,4 +235,4 @@ class StepBinder:
             None,
             thread,
         )
-        return await self._act(step, decision, None)
+        return await self._act(step, decision, None, thread)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import threading
+from collections.abc import Container
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -111,25 +113,36 @@ def _encode(value: dict[str, Any]) -> bytes:
 def write_report(run: RunDir, report: Report) -> Path:
     """Write `report` as `inbox/<id>.json`: `.<id>.tmp` first, then a rename.
 
+    Without an fsync: the report is read by the live run, and a power loss that
+    takes it ends the `crw flow dispatched` waiting on it too; the resumed run
+    finds the subagent it named on the host by the step's marker (ATT-19), as it
+    finds one never reported.
+
     Raises:
         OSError: the write failed; no partial report is left.
     """
     path = report_path(run, report.id)
     run.inbox.mkdir(exist_ok=True)
-    write_atomic(path, _encode(report.to_json()), temp=run.inbox / f".{report.id}.tmp")
+    write_atomic(
+        path, _encode(report.to_json()), temp=run.inbox / f".{report.id}.tmp", durable=False
+    )
     return path
 
 
-def read_reports(run: RunDir) -> list[Report]:
-    """The reports in the inbox, oldest first (by reported_at, then id).
+def read_reports(run: RunDir, skip: Container[str] = ()) -> list[Report]:
+    """The reports in the inbox, oldest first (by reported_at, then id), but those
+    whose id is in `skip` (the run's inbox skips those it handed out: they are
+    not read again while their call holds them).
 
     A file that is no report (bad JSON, other members, an id that is not its
     name) is skipped and logged once as a warning; it never stops the run.
     """
     try:
-        paths = [p for p in run.inbox.iterdir() if p.suffix == ".json" and _ID.fullmatch(p.stem)]
+        names = os.listdir(run.inbox)
     except FileNotFoundError:
         return []
+    ids = (name[: -len(".json")] for name in names if name.endswith(".json"))
+    paths = [run.inbox / f"{i}.json" for i in ids if i not in skip and _ID.fullmatch(i)]
     reports = [report for report in map(_read_report, paths) if report is not None]
     return sorted(reports, key=lambda r: (r.reported_at, r.id))
 

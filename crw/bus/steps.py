@@ -207,6 +207,12 @@ def write_step(run: RunDir, step: StepFile, packet_text: str | None) -> None:
     `step.packet` is meant to be the packet path `step_paths` names; a step
     without a packet (a send_input: its message is all it says) passes None.
 
+    The packet is durable before the step file is there (a later packet, a
+    continuation's, may name it); the step file is not synced: a process that
+    dies, or a power loss, before its step is bound leaves a step its resumed
+    process publishes again, files and all (ATT-21), and a bound step's file is
+    retracted.
+
     Raises:
         OSError: a write failed. The step file is then absent (STEP-30); the
             packet may be there, which is harmless: nobody reads it without the file.
@@ -220,7 +226,7 @@ def write_step(run: RunDir, step: StepFile, packet_text: str | None) -> None:
         _ensure_dir(packet_path.parent)
         if packet_text is not None:
             write_atomic(packet_path, packet_text.encode())
-        write_atomic(step_path, _encode(step.to_json()))
+        write_atomic(step_path, _encode(step.to_json()), durable=False)
 
 
 def retract_step(run: RunDir, call: str, k: int, attempt: int) -> None:

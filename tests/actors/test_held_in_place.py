@@ -27,6 +27,7 @@ from crw.journal.replay import replay
 from crw.journal.rows import Held, Started
 from tests.actors.test_session_resume import (
     KillPoint,
+    drop_row,
     last,
     marker_turns,
     remembering,
@@ -244,10 +245,13 @@ async def test_a_held_calls_unbound_step_binds_the_report_that_waits_for_it(
 async def test_a_call_held_before_its_first_step_publishes_it_when_retried(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A call held right after its prepared row (a pause before its first step)
-    publishes its first step in its directory when it is answered retry."""
+    """A call held right after its prepared row (a pause before its first step, in
+    a journal of an earlier crw, which committed prepared alone) publishes its first
+    step in its directory when it is answered retry."""
     async with harness(tmp_path) as h:
-        dead = await run_until_killed(h, monkeypatch, "prepared")
+        await run_until_killed(h, monkeypatch, "prepared")
+        drop_row(h.run.journal, "step_published", CALL)
+        dead = read_journal(h.run.journal).rows
         append_row(h.run, Held(call=CALL, reason="paused"))
         answer(h.run, "retry")
         state, rows = await h.go()

@@ -137,10 +137,14 @@ def marker_turns(h: Harness, marker: str) -> int:
 async def test_last_row_prepared_publishes_the_first_step_in_the_same_directory(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """spec: ATT-16, ATT-17"""
+    """spec: ATT-16, ATT-17: a journal whose last row of the call is prepared (a
+    process of an earlier crw committed it alone; this one commits the first
+    step's row with it)."""
     async with harness(tmp_path) as h:
         remembering(h)
-        dead = await run_until_killed(h, monkeypatch, "prepared")
+        await run_until_killed(h, monkeypatch, "prepared")
+        drop_row(h.run.journal, "step_published", CALL)
+        dead = read_journal(h.run.journal).rows
         workspace = trio.Path(last(dead, "prepared")["allocation"]["workspace"])
         await workspace.mkdir(parents=True, exist_ok=True)  # the earlier process made P
         await (workspace / "left-by-the-dead-process").write_text("kept")

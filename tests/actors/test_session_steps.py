@@ -12,9 +12,11 @@ import pytest
 import trio
 from trio.testing import MockClock
 
+from crw.actors.journal_writer import JournalWriter
 from crw.bus import steps as bus
 from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
+from crw.journal.rows import RowModel
 from tests.actors.test_session_run import close_after_first_turn, harness, kinds
 
 
@@ -207,4 +209,32 @@ async def test_each_spawn_step_builds_its_packet_once(
         files = [await trio.Path(r["packet"]).read_text() for r in spawns]
     assert len(built) == len(spawns) >= 2
     assert files == built
+    assert state == "ended"
+
+
+async def test_a_plain_call_commits_three_batches(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-21, BIND-6: a call answered at its first turn commits prepared with
+    its first step's step_published (both durable before P and the step's files),
+    its bind, and its terminal row: three commits, three fsyncs at most (four
+    before, prepared alone)."""
+    batches: list[list[str]] = []
+    commit = JournalWriter.commit
+
+    async def counted(self: JournalWriter, rows: list[RowModel]) -> list[RowModel]:
+        mine = [str(getattr(r, "row", "")) for r in rows if getattr(r, "call", None) == "explore.1"]
+        if mine:
+            batches.append(mine)
+        return await commit(self, rows)
+
+    monkeypatch.setattr(JournalWriter, "commit", counted)
+    async with harness(tmp_path) as h:
+        state, rows = await h.go()
+    assert batches == [
+        ["prepared", "step_published"],
+        ["thread_started", "turn_started"],
+        ["completed"],
+    ]
+    assert kinds(rows, "explore.1") == [kind for batch in batches for kind in batch]
     assert state == "ended"

@@ -74,6 +74,20 @@ def test_report_goes_through_its_temporary_name(
     assert renames == [(f".{sent.id}.tmp", f"{sent.id}.json")]
 
 
+def test_a_report_is_written_without_an_fsync(run: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
+    """spec: CMD-DISP-2, DISP-25, ATT-19: a report goes through its temporary name
+    and is never synced (two fsyncs before, on the owner's every step): a live run
+    reads it, and a power loss that took it took the `dispatched` waiting on it too;
+    the resumed run finds the subagent it named on the host by the step's marker."""
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    sent = report()
+    write_report(run, sent)
+    assert synced == []
+    assert read_reports(run) == [sent]
+    assert os.listdir(run.inbox) == [f"{sent.id}.json"]
+
+
 def test_failed_report_write_leaves_nothing_in_the_inbox(
     run: RunDir, monkeypatch: pytest.MonkeyPatch
 ) -> None:

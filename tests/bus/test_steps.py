@@ -254,3 +254,47 @@ def test_step_file_with_a_bad_member_is_not_read(member: str, value: Any) -> Non
     data = spawn_step(RunDir(Path("/r"))).to_json() | {member: value}
     with pytest.raises(ValueError):
         StepFile.from_json(data)
+
+
+def _synced_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The path behind every fd the bus fsyncs, in order."""
+    synced: list[str] = []
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+
+    monkeypatch.setattr("crw.bus.steps.os.fsync", fsync)
+    return synced
+
+
+def test_a_spawn_step_syncs_its_packet_and_directories_not_its_step_file(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-21, ATT-21: the packet a later packet may name (a continuation's)
+    is durable: its data, its name in the call's directory and that directory in
+    steps/; the step file is not synced on its own (a resumed process publishes an
+    unbound step again, its files written anew): 3 fsyncs a first spawn, where there
+    were 5."""
+    synced = _synced_paths(monkeypatch)
+    write_step(run, spawn_step(run), PACKET)
+    call_dir = run.steps / "build.1"
+    tmp_packet = str(call_dir / ".packet-t1-a1.md.tmp")
+    assert synced == [str(run.steps), tmp_packet, str(call_dir)]
+    assert _files(run) == ["steps/build.1/packet-t1-a1.md", "steps/build.1/t1-a1.json"]
+
+
+def test_a_send_input_step_makes_no_fsync(run: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
+    """spec: STEP-27, ATT-21: a send_input step has no packet, and its step file is
+    written again by a resumed process: no fsync (2 before)."""
+    write_step(run, spawn_step(run), PACKET)
+    base = spawn_step(run, k=2)
+    message = send_input_message(base.marker, "repair")
+    step = StepFile(
+        **(base.to_json() | {"action": "send_input", "agent_id": "t-7", "message": message})
+    )
+    synced = _synced_paths(monkeypatch)
+    write_step(run, step, None)
+    assert synced == []
+    assert (
+        StepFile.from_json(json.loads((run.steps / "build.1" / "t2-a1.json").read_text())) == step
+    )

@@ -268,8 +268,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return results(rows)
 
 
-KILL_POINTS = [
-    pytest.param(f"prepared@{CALL}", id="prepared"),
+KILL_POINTS = [  # prepared is committed with the first step_published: one point
     pytest.param(f"step_published@{CALL}", id="step_published"),
     pytest.param(f"turn_started@{CALL}", id="turn_started"),
     pytest.param(f"step_published@{CALL}#2", id="step_published#2"),

@@ -75,8 +75,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     [
         "completed@build.1",
         "completed@build.2",
-        "prepared@build.3",
-        "step_published@build.3",
+        "step_published@build.3",  # its batch holds prepared (and checkpoint_started)
         "turn_started@build.4",
     ],
 )
