@@ -13,8 +13,11 @@ file poll); the decisions are `crw.engine.wake`'s. Its life, for each wake:
     message_delivery   the delivery, once the turn started (or why it failed)
 
 and `escalation` (session_unresponsive) once, when steps waited UnresponsiveAfter
-without a bind. Deliveries run in a task of their own, so a busy owner delays its
-wakes, never the schedule. A run that is stopping stages and delivers nothing.
+without a bind. A resumed process first settles the wakes an earlier one staged
+and did not record delivered: one the owner's turns carry gets its
+message_delivery (via found); none is delivered again. Deliveries run in a task
+of their own, so a busy owner delays its wakes, never the schedule. A run that
+is stopping stages and delivers nothing.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ class WakeScheduler:
         self._plan = plan.WakePlan(run_id, plan.process_number(rows), plan.Timers.of(settings))
         self.waiting = AsyncValue(plan.fold(plan.Waiting(), rows))
         """The run's waiting steps; a resumed process starts from its journal's."""
+        self._unsettled = plan.unsettled(rows)
 
     def saw(self, rows: list[dict[str, Any]]) -> None:
         """The rows a call just committed (called by the call, synchronously)."""
@@ -80,6 +84,7 @@ class WakeScheduler:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._deliveries, receive)
             task_status.started()
+            await self._settle()
             async with send:
                 await self._schedule(send)
 
@@ -100,6 +105,24 @@ class WakeScheduler:
 
     def _unseen(self, waiting: plan.Waiting) -> bool:
         return waiting is not self._plan.seen
+
+    async def _settle(self) -> None:
+        """Record the delivery of an earlier process's wakes the owner's turns
+        carry (it died before their message_delivery rows); one the owner never
+        got stays undelivered: this process wakes under its own ids."""
+        if not self._unsettled:
+            return
+        try:
+            owner = await self._reader.read(self._owner)
+        except (HostUnavailable, HostRequestError):
+            return
+        found = plan.delivered(self._unsettled, owner)
+        rows = [
+            MessageDelivery(wake_id=wid, status="delivered", via="found", turn_id=turn_id)
+            for wid, turn_id in found.items()
+        ]
+        if rows:
+            await self._journal.commit(rows)
 
     async def _owner_status(self) -> str:
         """The owner's status as the host reads it now (`unknown` when it cannot)."""

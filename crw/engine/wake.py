@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from crw.host.protocol import Thread, UserMessage
 from crw.settings import Settings
 
 WAKE_STATUSES = frozenset({"idle", "notLoaded"})
@@ -105,6 +106,32 @@ def wake_text(wid: str, run_id: str, ops: list[str]) -> str:
         f"{', '.join(ops)}.\n"
         f"Take them with: crw flow next {run_id} --json\n"
     )
+
+
+def unsettled(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The wakes an earlier process staged whose delivery no row records (it died
+    between its session_wake row and its message_delivery row)."""
+    rows = list(rows)
+    done = {row.get("wake_id") for row in rows if row.get("row") == "message_delivery"}
+    return [
+        str(row["wake_id"])
+        for row in rows
+        if row.get("row") == "session_wake" and row.get("staged") and row["wake_id"] not in done
+    ]
+
+
+def delivered(wake_ids: Iterable[str], owner: Thread) -> dict[str, str]:
+    """Of `wake_ids`, those a turn of the owner thread carries: the turn's id, by
+    wake (the first line of the turn's first user message names it)."""
+    wanted = set(wake_ids)
+    found: dict[str, str] = {}
+    for turn in owner.turns:
+        first = next((i for i in turn.items if isinstance(i, UserMessage)), None)
+        line = (first.first_text() or "").split("\n", 1)[0] if first is not None else ""
+        head, _, wid = line.partition(" ")
+        if head == WAKE_LINE and wid in wanted:
+            found.setdefault(wid, turn.id)
+    return found
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import trio
 from trio.testing import MockClock
 
 from crw.actors import run as run_module
+from crw.actors.host_reader import HostReader
 from crw.actors.run import run_process
 from crw.clock import fixed_clock
 from crw.engine import wake as plan
@@ -338,3 +339,49 @@ async def test_a_wake_that_cannot_be_staged_records_the_error(
     assert wake["error"] == f"{run.dir.outbox / (BATCH + '.json')}: No space left on device"
     assert "reason" not in wake
     assert "message_delivery" not in {r["row"] for r in rows}
+
+
+async def test_a_wake_delivered_by_a_process_that_died_is_recorded_once_and_not_sent_again(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first process dies right after the owner's wake turn started, before
+    its message_delivery row: the next process finds the turn on the owner thread
+    and records its delivery (via found), then wakes under its own id; the owner
+    got each message once. spec: WAKE-6, WAKE-8"""
+    real = HostReader.start_turn
+
+    async def sent_then_dies(self: HostReader, thread_id: str, text: str, **params: Any) -> Any:
+        await real(self, thread_id, text, **params)
+        await trio.sleep_forever()
+
+    monkeypatch.setattr(HostReader, "start_turn", sent_then_dies)
+    async with wake_run(tmp_path, monkeypatch) as run:
+        async with trio.open_nursery() as nursery:
+
+            async def die_once_sent() -> None:
+                while not any(t.startswith("crw-flow-wake:") for t in run.owner_texts()):  # noqa: ASYNC110
+                    await trio.sleep(1.0)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(die_once_sent)
+            await run.process()
+        assert "message_delivery" not in {r["row"] for r in run.rows()}
+        monkeypatch.setattr(HostReader, "start_turn", real)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run.play_after, f"{WAKE}/e2")
+            assert await run.process() == "ended"
+            nursery.cancel_scope.cancel()
+        owner = run.sim.state.threads[run.owner.thread_id]
+        first = next(
+            t.id for t in owner.turns if turn_text(t).startswith(f"crw-flow-wake: {WAKE}\n")
+        )
+        texts = run.owner_texts()
+    rows = run.rows()
+    deliveries = [
+        (r["wake_id"], r["via"], r["turn_id"]) for r in rows if r["row"] == "message_delivery"
+    ]
+    assert deliveries[0] == (WAKE, "found", first)
+    assert [(w, via) for w, via, _ in deliveries] == [(WAKE, "found"), (f"{WAKE}/e2", "turn")]
+    heads = [t.splitlines()[0] for t in texts if t.startswith("crw-flow-wake:")]
+    assert heads == [f"crw-flow-wake: {WAKE}", f"crw-flow-wake: {WAKE}/e2"]
+    assert at(rows, "message_delivery")[0] < at(rows, "session_wake")[-1]
