@@ -74,6 +74,9 @@ class WakeScheduler:
         self.waiting = AsyncValue(plan.fold(plan.Waiting(), rows))
         """The run's waiting steps; a resumed process starts from its journal's."""
         self._unsettled = plan.unsettled(rows)
+        self._known: tuple[str, trio.Event, float] | None = None
+        """The owner's status last read, the event its change sets, and until when
+        it stands."""
 
     def saw(self, rows: list[dict[str, Any]]) -> None:
         """The rows a call just committed (called by the call, synchronously)."""
@@ -125,11 +128,20 @@ class WakeScheduler:
             await self._journal.commit(rows)
 
     async def _owner_status(self) -> str:
-        """The owner's status as the host reads it now (`unknown` when it cannot)."""
+        """The owner's status as the host shows it (`unknown` when it cannot say).
+        A read stands until the host announces a change of the owner, or for a
+        poll interval at most: a run publishing many steps reads it once."""
+        known = self._known
+        if known is not None and not known[1].is_set() and trio.current_time() < known[2]:
+            return known[0]
+        changed = self._reader.changed(self._owner)
         try:
-            return (await self._reader.status(self._owner)).status.type
+            status = (await self._reader.status(self._owner)).status.type
         except (HostUnavailable, HostRequestError):
+            self._known = None
             return "unknown"
+        self._known = (status, changed, trio.current_time() + self._poll)
+        return status
 
     async def _stage(
         self, wake: plan.Wake, status: str, send: trio.MemorySendChannel[_Staged]
@@ -149,9 +161,7 @@ class WakeScheduler:
         )
         body = {"message": plan.MESSAGE, "owner": self._owner, "ops": wake.ops, "text": text}
         try:
-            # In the run's own thread: one small file, and a worker thread would
-            # let a mock clock leap past the schedule's deadlines.
-            staged = outbox.stage(self._run, wake.wake_id, body)
+            staged = await trio.to_thread.run_sync(outbox.stage, self._run, wake.wake_id, body)
         except OSError as err:
             row.staged, row.error = False, f"{err.filename}: {err.strerror or err}"
         else:
@@ -200,6 +210,7 @@ class WakeScheduler:
                 if await self._owner_status() == "active":
                     continue  # a turn began meanwhile: after it
                 return MessageDelivery(wake_id=staged.wake_id, status="failed", error=str(err))
+            self._known = None  # the owner is busy with it now
             via = "resume_turn" if status == "notLoaded" else "after_turn" if waited else "turn"
             return MessageDelivery(
                 wake_id=staged.wake_id, status="delivered", via=via, turn_id=turn.id
