@@ -119,6 +119,7 @@ class WakeScheduler:
             owner = await self._reader.read(self._owner)
         except (HostUnavailable, HostRequestError):
             return
+        self._reader.forget(self._owner)  # its turns are not kept for the run's life
         found = plan.delivered(self._unsettled, owner)
         rows = [
             MessageDelivery(wake_id=wid, status="delivered", via="found", turn_id=turn_id)
