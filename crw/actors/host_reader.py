@@ -135,6 +135,13 @@ class HostReader:
         assert watch.last is not None
         return watch.last
 
+    async def status(self, thread_id: str) -> Thread:
+        """The thread read now without its turns (its status), uncoalesced."""
+        return await self._call(  # type: ignore[no-any-return]
+            f"thread/read {thread_id}",
+            lambda: self._client.thread_read(thread_id, include_turns=False),
+        )
+
     async def wait_turn(self, thread_id: str, turn_id: str) -> Turn:
         """Wait until the turn has ended; returns it with its items.
 

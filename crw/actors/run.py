@@ -37,6 +37,7 @@ from crw.actors.inbox import Inbox
 from crw.actors.journal_writer import JournalWriter, open_journal_writer
 from crw.actors.session_call import SessionContext
 from crw.actors.session_run import answer_unrouted, run_session_calls
+from crw.actors.wake import WakeScheduler
 from crw.clock import WallClock, system_clock
 from crw.engine.locks import ProcessLock, hold_run
 from crw.engine.replies import CallRecords
@@ -249,6 +250,7 @@ class Backend:
             token=self.token,
         )
         control = RunControl(run=self.run_dir)
+        wakes = self._wakes(control, rows)
         ctx = SessionContext(
             journal=self.journal,
             reader=self.reader,
@@ -263,10 +265,28 @@ class Backend:
             clock=self.clock,
             records=records,
             control=control,
+            on_commit=wakes.saw if wakes is not None else None,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call
             await nursery.start(inbox.run)
+            if wakes is not None:
+                await nursery.start(wakes.run)
             state = await run_session_calls(ctx, self.spec.pool, replayed, rows)
             nursery.cancel_scope.cancel()
         return state
+
+    def _wakes(self, control: RunControl, rows: list[dict[str, Any]]) -> WakeScheduler | None:
+        """The run's wake scheduler, when it has an owner to wake."""
+        if not self.spec.owner:
+            return None
+        return WakeScheduler(
+            journal=self.journal,
+            reader=self.reader,
+            run=self.run_dir,
+            run_id=self.spec.id,
+            owner=self.spec.owner,
+            settings=self.settings,
+            control=control,
+            rows=rows,
+        )

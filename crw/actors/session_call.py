@@ -22,7 +22,7 @@ module moves data between them, the journal, the bus, the inbox and the reader.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +80,8 @@ class SessionContext:
     """Every call's record, from the rows read at start and each commit since."""
     control: RunControl = field(default_factory=RunControl)
     """The run's stop: a pause or cancellation interrupts every call in flight."""
+    on_commit: Callable[[list[dict[str, Any]]], None] | None = None
+    """Told every row a call commits (the wake scheduler's waiting steps)."""
 
 
 class SessionCall(CallSteps):
@@ -115,6 +117,8 @@ class SessionCall(CallSteps):
         committed = [row.model_dump() for row in rows]
         self.rows += committed
         self.ctx.records.add(committed)
+        if self.ctx.on_commit is not None:
+            self.ctx.on_commit(committed)
 
     async def run(self) -> CallEnd:
         """Take the call to its terminal row. A host that cannot be reached raises

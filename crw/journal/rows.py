@@ -379,6 +379,10 @@ class MessageDelivery(RowModel):
     wake_id: str | None = None
     status: str | None = None
     error: str | None = None
+    via: str | None = None
+    """How it reached the owner: turn, resume_turn or after_turn."""
+    turn_id: str | None = None
+    """The owner's turn that carries it."""
 
 
 class SessionHostWarning(RowModel):

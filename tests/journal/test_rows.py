@@ -173,7 +173,13 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "error": "outbox full",
         "reason": "already_held",
     },
-    "message_delivery": {"wake_id": "run:r1/b-5e1f", "status": "delivered", "error": "none"},
+    "message_delivery": {
+        "wake_id": "run:r1/b-5e1f",
+        "status": "delivered",
+        "error": "none",
+        "via": "resume_turn",
+        "turn_id": "turn-9",
+    },
     "session_host_warning": {
         "op": "build.1/t1",
         "warnings": ["no_ledger_line", "ledger_op_differs", "several_spawns", "window_ended"],
