@@ -16,6 +16,7 @@ from typing import Any
 
 from crw.cli.output import emit, format_tokens
 from crw.engine.locks import holder_pid, is_held
+from crw.engine.next_state import answer_choices
 from crw.engine.rundir import find_run, resolve_state
 from crw.journal.log import JournalCorruptError
 from crw.journal.replay import RunState, replay
@@ -83,7 +84,11 @@ def status_payload(run_id: str, run: RunState, state_ref: str = "") -> dict[str,
                 "turns": call.turns,
                 "tokens": call.tokens,
             }
-            | (_held(run_id, call.call, call.reason, state_ref) if call.state == "held" else {})
+            | (
+                _held(run_id, call.call, call.reason, state_ref, run.backend)
+                if call.state == "held"
+                else {}
+            )
             | ({"by": call.by} if call.by else {})
             for call in run.calls.values()
         ],
@@ -91,12 +96,14 @@ def status_payload(run_id: str, run: RunState, state_ref: str = "") -> dict[str,
     }
 
 
-def _held(run_id: str, call: str, reason: str | None, state_ref: str) -> dict[str, Any]:
+def _held(
+    run_id: str, call: str, reason: str | None, state_ref: str, backend: str | None
+) -> dict[str, Any]:
     """A held call's reason and the exact command of each answer (docs/decisions.md)."""
     state = f" --state {state_ref}" if state_ref else ""
     answer = {
         choice: f"crw flow answer {run_id} {call} --{choice}{state}"
-        for choice in ("retry", "skip", "abort")
+        for choice in answer_choices(backend)
     }
     return {"reason": reason or "held", "answer": answer}
 
@@ -141,7 +148,8 @@ def _call_lines(call: dict[str, Any]) -> list[str]:
         return [_call_line(call), f"    restarted: node {node} runs again as {call['by']}"]
     if "answer" not in call:
         return [_call_line(call)]
-    answer = f"{call['answer']['retry']} (or --skip, --abort)"
+    others = ", ".join(f"--{choice}" for choice in call["answer"] if choice != "retry")
+    answer = f"{call['answer']['retry']} (or {others})"
     return [_call_line(call), f"    held ({call['reason']}): answer with {answer}"]
 
 

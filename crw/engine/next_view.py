@@ -49,6 +49,7 @@ from crw.engine.next_state import (
     RESUMABLE_STATES,
     STARTING_WINDOW_S,
     StepKey,
+    answer_choices,
     can_do_nothing,
     is_starting,
     needs_ready_nodes,
@@ -386,7 +387,7 @@ def _decision_sentence(read: NextRead) -> str:
     """The held calls, each with its reason and the exact command that answers it."""
     answers = "; ".join(
         f"{held['call']} ({held['reason']}): {held['answer']['retry']} "
-        "(or --skip, --abort; see docs/decisions.md)"
+        f"(or {_others(held)}; see docs/decisions.md)"
         for held in held_calls(read)
     )
     if not can_do_nothing(read):
@@ -400,15 +401,21 @@ def _decision_sentence(read: NextRead) -> str:
     )
 
 
+def _others(held: Mapping[str, Any]) -> str:
+    """The answers but retry, as flags: `--skip, --abort[, --restart]`."""
+    return ", ".join(f"--{choice}" for choice in held["answer"] if choice != "retry")
+
+
 def held_calls(read: NextRead) -> list[dict[str, Any]]:
-    """Each held call: its reason and the command of each answer (retry, skip, abort)."""
+    """Each held call: its reason and the command of each answer (retry, skip,
+    abort, and restart on the session backend)."""
+    choices = answer_choices(read.run_state.backend)
     return [
         {
             "call": call.call,
             "reason": call.reason or "held",
             "answer": {
-                choice: read.command("answer", f"{call.call} --{choice}")
-                for choice in ("retry", "skip", "abort")
+                choice: read.command("answer", f"{call.call} --{choice}") for choice in choices
             },
         }
         for call in read.run_state.calls.values()

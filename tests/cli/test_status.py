@@ -155,7 +155,7 @@ def test_status_of_a_run_of_many_calls_summarises_unless_asked_for_all(crw: Crw)
     assert "  not completed (2):" in human
     assert sum(line.startswith(("  n7.1 ", "  n150.1 ")) for line in human) == 2
     answer = f"crw flow answer {out['run']} n7.1 --retry --state {crw.state}"
-    assert f"    held (no answer): answer with {answer} (or --skip, --abort)" in human
+    assert f"    held (no answer): answer with {answer} (or --skip, --abort, --restart)" in human
     assert sum(" n199.1 " in line for line in human) == 1 and " n100.1 " not in "".join(human)
     assert len(human) < 30
     every = crw(*args, "--all").stdout

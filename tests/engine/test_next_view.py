@@ -119,9 +119,20 @@ def test_each_held_call_is_shown_with_its_reason_and_the_exact_answer_commands()
                 "retry": "crw flow answer r1 build.1 --retry --state /s",
                 "skip": "crw flow answer r1 build.1 --skip --state /s",
                 "abort": "crw flow answer r1 build.1 --abort --state /s",
+                "restart": "crw flow answer r1 build.1 --restart --state /s",
             },
         }
     ]
+    assert "(or --skip, --abort, --restart; see docs/decisions.md)" in view.hint
+
+
+def test_a_held_call_of_an_app_server_run_is_not_offered_a_restart() -> None:
+    """An app-server run refuses `answer --restart`, so its held calls' hints and
+    --json name only retry, skip and abort."""
+    rows = [started(backend="app-server"), row("held", "build.1", reason="host_failure")]
+    view = next_view(read(rows, state_ref="/s"))
+    assert list(view.to_json()["held"][0]["answer"]) == ["retry", "skip", "abort"]
+    assert "(or --skip, --abort; see docs/decisions.md)" in view.hint
 
 
 def test_run_without_a_started_row_is_starting() -> None:
