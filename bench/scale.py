@@ -146,6 +146,7 @@ async def drive(trial: Trial, limit: float) -> float:
         owner = None
         if trial.backend == "session":
             owner = str((await client.request("sim/startOwner", {}))["threadId"])
+            await busy(client, owner)
         before = (await client.request("sim/stats", {}))["requests"]
         t0 = time.time()
         with trio.fail_after(limit):
@@ -161,6 +162,20 @@ async def drive(trial: Trial, limit: float) -> float:
         after = (await client.request("sim/stats", {}))["requests"]
     trial.served = Counter(after) - Counter(before)
     return ended_at(RunDir(trial.state / "flow" / trial.run_id)) - t0
+
+
+OWNER_TURN = "crw-flow-op: owner/t1-a1\nTake the run's steps with crw flow next."
+"""The owner's own turn: a real owner takes the steps from inside a turn of its
+own (its shell runs `crw flow next --wait`), so the run sees it busy and stages
+no wake at each publication."""
+
+
+async def busy(client: HostClient, owner: str) -> None:
+    """Start the owner's turn, which lasts for the whole trial."""
+    hold = {"match": {"marker": "owner/*"}, "behaviour": {"seconds": 10**9}}
+    await client.request("sim/script", hold)
+    text = {"type": "text", "text": OWNER_TURN, "text_elements": []}
+    await client.request("turn/start", {"threadId": owner, "input": [text]})
 
 
 @asynccontextmanager
