@@ -55,6 +55,13 @@ class _Watch:
     final ones; their items are a summary)."""
 
 
+_FOLLOWED = frozenset(
+    {"thread/tokenUsage/updated", "turn/started", "turn/completed", "thread/status/changed"}
+)
+"""The notifications the reader reads. A turn brings ten or more; the others (each
+item with its text, every thread's start) are not parsed: nothing here waits on them."""
+
+
 class HostReader:
     """Reads the host for the run's calls. Create it with `open_host_reader`."""
 
@@ -250,6 +257,8 @@ class HostReader:
             watch.changed = trio.Event()
 
     def _on_notification(self, note: Notification) -> None:
+        if note.method not in _FOLLOWED:
+            return
         params = note.parse()
         if isinstance(params, TokenUsageUpdated):
             total = params.tokenUsage.total
