@@ -58,8 +58,8 @@ class _Watch:
 _FOLLOWED = frozenset(
     {"thread/tokenUsage/updated", "turn/started", "turn/completed", "thread/status/changed"}
 )
-"""The notifications the reader reads. A turn brings ten or more; the others (each
-item with its text, every thread's start) are not parsed: nothing here waits on them."""
+"""The notifications the reader follows. A turn brings ten or more; the others (each
+item with its text, every thread's start) never reach it: nothing here waits on them."""
 
 
 class HostReader:
@@ -257,8 +257,6 @@ class HostReader:
             watch.changed = trio.Event()
 
     def _on_notification(self, note: Notification) -> None:
-        if note.method not in _FOLLOWED:
-            return
         params = note.parse()
         if isinstance(params, TokenUsageUpdated):
             total = params.tokenUsage.total
@@ -275,7 +273,7 @@ class HostReader:
             self._signal(params.threadId)
 
     async def _follow(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        with self._client.notifications() as notes:
+        with self._client.notifications(methods=_FOLLOWED) as notes:
             task_status.started()
             async for note in notes:
                 self._on_notification(note)

@@ -13,6 +13,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
+from crw.actors.host_reader import HostReader
 from crw.engine import packet, schema_check
 from crw.host.protocol import Notification
 from tests.actors.test_app_server_run import harness
@@ -60,19 +61,26 @@ async def test_a_call_composes_its_packet_once_and_reads_no_overlay_or_validator
     assert len(validators) <= 1
 
 
-async def test_a_call_hops_to_no_worker_thread_and_parses_only_the_notifications_waited_on(
+async def test_a_call_hops_to_no_worker_thread_and_takes_only_the_notifications_waited_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
 ) -> None:
     """spec: STEP-7 (P made after the rows, in the run's own thread), HARV-2 (the
     turn's end and its tokens are what the reader follows)"""
     parsed: Counter[str] = Counter()
     parse = Notification.parse
+    followed: Counter[str] = Counter()
+    follow = HostReader._on_notification
 
     def counted(note: Notification) -> Any:
         parsed[note.method] += 1
         return parse(note)
 
+    def taken(reader: HostReader, note: Notification) -> None:
+        followed[note.method] += 1
+        follow(reader, note)
+
     monkeypatch.setattr(Notification, "parse", counted)
+    monkeypatch.setattr(HostReader, "_on_notification", taken)
     async with harness(tmp_path, _wide(CALLS)) as h:
         hops: list[Any] = []
         _counting(monkeypatch, trio.to_thread, "run_sync", hops)
@@ -86,3 +94,4 @@ async def test_a_call_hops_to_no_worker_thread_and_parses_only_the_notifications
         "thread/status/changed",
     }
     assert parsed["turn/completed"] == CALLS
+    assert followed == parsed  # the others never reach the reader's task
