@@ -15,7 +15,10 @@ from trio.testing import MockClock
 
 from crw.actors.host_reader import HostReader
 from crw.engine import packet, schema_check
+from crw.engine.gate import RunSpent
 from crw.host.protocol import Notification
+from crw.journal.replay import RunState, replay
+from crw.journal.rows import Tokens
 from tests.actors.test_app_server_run import harness
 
 CALLS = 6
@@ -95,3 +98,26 @@ async def test_a_call_hops_to_no_worker_thread_and_takes_only_the_notifications_
     }
     assert parsed["turn/completed"] == CALLS
     assert followed == parsed  # the others never reach the reader's task
+
+
+async def test_a_finished_call_leaves_no_token_figure_of_its_own_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-24 (each token counted once: a finished call's figure joins the
+    run's), with nothing kept per finished call"""
+    made: list[RunSpent] = []
+    of = RunSpent.of
+
+    def kept(replayed: RunState) -> RunSpent:
+        made.append(of(replayed))
+        return made[-1]
+
+    monkeypatch.setattr(RunSpent, "of", staticmethod(kept))
+    async with harness(tmp_path, _wide(CALLS)) as h:
+        await h.script({}, tokens={"input": 10, "output": 2})
+        state, rows = await h.run()
+    assert state == "ended"
+    (spent,) = made
+    assert spent.calls == {}
+    assert spent.spent() == Tokens(input=10 * CALLS, output=2 * CALLS, total=12 * CALLS)
+    assert spent.spent().total == replay(rows).spent["total"]
