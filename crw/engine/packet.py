@@ -159,7 +159,14 @@ def tools_section(
 def output_contract(output_schema: Mapping[str, Any]) -> str:
     """The `## Output contract` section: one sentence and the schema, pretty-printed
     with sorted keys, in a fenced ```json block."""
-    schema = json.dumps(output_schema, indent=2, sort_keys=True, ensure_ascii=False)
+    return _contract(json.dumps(output_schema, sort_keys=True, ensure_ascii=False))
+
+
+@functools.lru_cache(maxsize=64)
+def _contract(compact: str) -> str:
+    """The section of the schema whose compact JSON is `compact`, made once for the
+    calls of every node that has it: json pretty-prints in Python, not in C."""
+    schema = json.dumps(json.loads(compact), indent=2, sort_keys=True, ensure_ascii=False)
     return "\n".join(
         (
             OUTPUT_CONTRACT,

@@ -5,6 +5,7 @@ per-call step ten thousand times)."""
 from __future__ import annotations
 
 import importlib.resources
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -56,12 +57,22 @@ async def test_a_call_composes_its_packet_once_and_reads_no_overlay_or_validator
     _counting(monkeypatch, packet, "_compose", composed)
     _counting(monkeypatch, importlib.resources, "files", overlays)
     _counting(monkeypatch, schema_check, "_Validator", validators)
+    pretty: list[Any] = []
+    dumps = json.dumps
+
+    def dumped(value: Any, **kwargs: Any) -> str:
+        if kwargs.get("indent") is not None:
+            pretty.append(value)
+        return dumps(value, **kwargs)
+
+    monkeypatch.setattr(json, "dumps", dumped)
     async with harness(tmp_path, _wide(CALLS)) as h:
         state, rows = await h.run()
     assert state == "ended" and sum(r["row"] == "completed" for r in rows) == CALLS
     assert len(composed) == CALLS
     assert len(overlays) <= 1  # the explorer's overlay, if no earlier test read it
     assert len(validators) <= 1
+    assert len(pretty) <= 1  # the output contract's schema
 
 
 async def test_a_call_hops_to_no_worker_thread_and_takes_only_the_notifications_waited_on(
