@@ -97,7 +97,7 @@ async def run_gate(
         end = await run_call(node, call, needs)
         tokens = getattr(end.row, "tokens", None)
         if tokens is not None and node.review is None:
-            spent.count(call, tokens)  # the terminal row carries every token of the call
+            spent.settle(call, tokens)  # the terminal row carries every token of the call
         await send.send((node.id, end))
 
     admission = gate.Admission(workflow, results.keys(), finished.keys())

@@ -55,6 +55,13 @@ class _Watch:
     final ones; their items are a summary)."""
 
 
+_FOLLOWED = frozenset(
+    {"thread/tokenUsage/updated", "turn/started", "turn/completed", "thread/status/changed"}
+)
+"""The notifications the reader follows. A turn brings ten or more; the others (each
+item with its text, every thread's start) never reach it: nothing here waits on them."""
+
+
 class HostReader:
     """Reads the host for the run's calls. Create it with `open_host_reader`."""
 
@@ -280,7 +287,7 @@ class HostReader:
             self._signal(params.threadId)
 
     async def _follow(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        with self._client.notifications() as notes:
+        with self._client.notifications(methods=_FOLLOWED) as notes:
             task_status.started()
             async for note in notes:
                 self._on_notification(note)

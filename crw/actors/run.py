@@ -53,7 +53,8 @@ from crw.host.uri import parse_host_uri
 from crw.journal.log import JournalRead, decode, read_journal
 from crw.journal.replay import RunState, replay
 from crw.journal.rows import Paused, Started
-from crw.journal.snapshot import replay_journal
+from crw.journal.snapshot import save_snapshot
+from crw.journal.streamed import replay_pieces
 from crw.settings import Settings
 
 log = logging.getLogger("crw.run")
@@ -142,9 +143,12 @@ def _appended(journal: Path, history: JournalRead) -> list[dict[str, Any]]:
 
 def _keep_snapshot(run_dir: RunDir) -> None:
     """Leave the replay snapshot of the journal as this process leaves it, so the
-    owner's next `status` or `next` reads only what later processes append."""
+    owner's next `status` or `next` reads only what later processes append. The
+    journal is replayed a piece at a time: decoded whole, a big run's rows would be
+    the process's peak memory."""
     with contextlib.suppress(CrwError, OSError):  # else the commands read it whole
-        replay_journal(run_dir.journal)
+        replayed = replay_pieces(run_dir.journal)
+        save_snapshot(run_dir.journal, replayed.state, replayed.end, replayed.crc)
 
 
 async def _journaled(

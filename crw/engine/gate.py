@@ -33,9 +33,10 @@ class RunSpent:
     """The run's tokens as this process counts them (spec's RunSpent)."""
 
     before: Tokens = field(default_factory=Tokens)
-    """What the terminal rows counted when the process started."""
+    """What the terminal rows counted when the process started, and those of the
+    calls it settled since."""
     calls: dict[str, Tokens] = field(default_factory=dict)
-    """Each call this process runs: what it has counted so far."""
+    """Each call this process runs and has not settled: what it has counted so far."""
     total: Tokens = field(init=False)
     """`before` plus every call's figure, kept as the calls count."""
 
@@ -54,6 +55,13 @@ class RunSpent:
         previous = self.calls.get(call, Tokens())
         self.calls[call] = call_tokens
         self.total = self.total - previous + call_tokens
+
+    def settle(self, call: str, call_tokens: Tokens) -> None:
+        """`call` ended, its terminal row carrying `call_tokens`, all it counted:
+        they join `before`, and the call is forgotten (a 10,000-call run keeps no
+        figure for each call it finished)."""
+        self.count(call, call_tokens)
+        self.before = self.before + self.calls.pop(call)
 
     def spent(self) -> Tokens:
         """The run's figure now: every token counted once (kept, not summed again)."""

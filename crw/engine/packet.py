@@ -20,12 +20,13 @@ packet names.
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Literal
+from typing import Any
 
 from crw.engine.markers import marker as marker
 from crw.engine.markers import op as op
@@ -158,7 +159,14 @@ def tools_section(
 def output_contract(output_schema: Mapping[str, Any]) -> str:
     """The `## Output contract` section: one sentence and the schema, pretty-printed
     with sorted keys, in a fenced ```json block."""
-    schema = json.dumps(output_schema, indent=2, sort_keys=True, ensure_ascii=False)
+    return _contract(json.dumps(output_schema, sort_keys=True, ensure_ascii=False))
+
+
+@functools.lru_cache(maxsize=64)
+def _contract(compact: str) -> str:
+    """The section of the schema whose compact JSON is `compact`, made once for the
+    calls of every node that has it: json pretty-prints in Python, not in C."""
+    schema = json.dumps(json.loads(compact), indent=2, sort_keys=True, ensure_ascii=False)
     return "\n".join(
         (
             OUTPUT_CONTRACT,
@@ -173,13 +181,12 @@ def output_contract(output_schema: Mapping[str, Any]) -> str:
     )
 
 
+@functools.cache
 def overlay(role: str) -> str:
     """The role's overlay (`crw/engine/overlays/<role>.md`): short guidance, with no
-    section on spawning agents (STEP-52)."""
+    section on spawning agents (STEP-52). Read once a process: every call's packet
+    names it."""
     return (resources.files("crw.engine") / "overlays" / f"{role}.md").read_text("utf-8").strip()
-
-
-_Placement = Literal["first", "last", "omitted"]
 
 
 @dataclass(frozen=True)
@@ -270,24 +277,23 @@ def _earlier_section(packet: Packet) -> str | None:
     return "\n".join(lines).rstrip()
 
 
-def _compose(packet: Packet, tools: _Placement) -> str:
-    """The packet's sections in the spec's order; the tools section goes first
-    (the session packet), last (the App Server turn text) or nowhere (its
-    journaled input)."""
+def _compose(packet: Packet, tools: bool) -> str:
+    """The packet's sections in the spec's order; the tools section goes first (the
+    session packet) or nowhere (an App Server step's journaled input: its turn text
+    takes the section after it, `app_resume.turn_text`)."""
     tools_text = (
         tools_section(packet.tmpdir, packet.go_root, packet.run_json, packet.workflow_file)
-        if tools != "omitted"
+        if tools
         else None
     )
     sections = [
         f"# Task packet: {packet.call}, role {packet.role}",
         _workspace_section(packet),
-        tools_text if tools == "first" else None,
+        tools_text,
         f"## Your role\n\n{overlay(packet.role)}",
         _earlier_section(packet),
         f"## Task\n\n{packet.task.strip()}",
         output_contract(packet.output_schema),
-        tools_text if tools == "last" else None,
     ]
     return "\n\n".join(section for section in sections if section is not None) + "\n"
 
@@ -300,19 +306,15 @@ def build_packet(packet: Packet) -> str:
     on a new subagent `previous_answer` with its `repair_errors`), the task, and
     last the output contract.
     """
-    return _compose(packet, "first")
-
-
-def app_server_turn_text(packet: Packet, k: int, attempt: int) -> str:
-    """An App Server call's turn text: the marker and role lines, then the packet,
-    which ends with the Repository tools section, after the task (STEP-56, STEP-61)."""
-    return _header(packet, k, attempt) + _compose(packet, "last")
+    return _compose(packet, tools=True)
 
 
 def journaled_input(packet: Packet, k: int, attempt: int) -> str:
-    """The input an App Server step journals: its turn text without the Repository
-    tools section, so it does not change with the run's environment (STEP-57)."""
-    return _header(packet, k, attempt) + _compose(packet, "omitted")
+    """The input an App Server step journals: the marker and role lines, then the
+    packet without the Repository tools section, so it does not change with the
+    run's environment (STEP-57). The turn text is this with the section after it
+    (STEP-56, STEP-61: `app_resume.turn_text`)."""
+    return _header(packet, k, attempt) + _compose(packet, tools=False)
 
 
 def _header(packet: Packet, k: int, attempt: int) -> str:

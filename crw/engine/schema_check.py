@@ -12,6 +12,8 @@ registry refuses to retrieve anything.
 
 from __future__ import annotations
 
+import functools
+import json
 import time
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
@@ -83,6 +85,13 @@ _Validator = validators.extend(
 )
 
 
+@functools.lru_cache(maxsize=64)
+def _validator(schema: str) -> Any:
+    """The validator of the schema whose JSON text is `schema`, made once for the
+    calls of every node that has it (its making costs more than most checks)."""
+    return _Validator(json.loads(schema), registry=refusing_registry())
+
+
 def check(result: Any, schema: Mapping[str, Any]) -> list[str]:
     """Every way `result` fails the JSON Schema `schema` (Draft 2020-12), one line
     each, `<JSON path>: <message>`, sorted. Empty when it passes.
@@ -92,7 +101,7 @@ def check(result: Any, schema: Mapping[str, Any]) -> list[str]:
     """
     token = _DEADLINE.set(time.monotonic() + CHECK_SECONDS)
     try:
-        validator = _Validator(schema, registry=refusing_registry())
+        validator = _validator(json.dumps(schema))
         return sorted(
             f"{error.json_path}: {' '.join(str(error.message).splitlines())}"
             for error in validator.iter_errors(result)

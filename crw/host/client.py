@@ -83,11 +83,13 @@ class Subscription(trio.abc.ReceiveChannel[Notification]):
     some, reads the host's state (`thread/read`) and may subscribe again.
     """
 
-    def __init__(self, buffer: int) -> None:
+    def __init__(self, buffer: int, methods: frozenset[str] | None = None) -> None:
         if buffer < 1:
             raise ValueError("a subscription needs a buffer of at least 1")
         self._send, self._receive = trio.open_memory_channel[Notification](buffer)
         self.overflowed = False
+        self.methods = methods
+        """The methods it receives; None: every one."""
 
     async def receive(self) -> Notification:
         return await self._receive.receive()
@@ -172,14 +174,17 @@ class HostClient:
         await self._transport.send(message)
 
     @contextmanager
-    def notifications(self, buffer: int = 256) -> Iterator[Subscription]:
-        """Subscribe to every notification from now on (see `Subscription`).
+    def notifications(
+        self, buffer: int = 256, methods: frozenset[str] | None = None
+    ) -> Iterator[Subscription]:
+        """Subscribe to every notification from now on (see `Subscription`), or to
+        those of `methods` only (the others are never made or queued for it).
 
         Raises:
             HostUnavailable: the connection is already gone.
         """
         self._check()
-        subscription = Subscription(buffer)
+        subscription = Subscription(buffer, methods)
         self._subscriptions.add(subscription)
         try:
             yield subscription
@@ -205,18 +210,28 @@ class HostClient:
         if isinstance(method, str) and message_id is not None:
             replies.start_soon(self._refuse, message_id, method)
         elif isinstance(method, str):
-            params, stamp = message.get("params"), message.get("emittedAtMs")
-            note = Notification(
-                method=method,
-                params=params if isinstance(params, dict) else {},
-                emittedAtMs=stamp if isinstance(stamp, int) else None,
-            )
-            self._subscriptions = {s for s in self._subscriptions if s._offer(note)}
+            self._notify(method, message)
         elif isinstance(message_id, int) and message_id in self._pending:
             # Never blocks: the channel holds the one reply a request gets; a
             # duplicate reply, or one for a request given up, is dropped.
             with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
                 self._pending[message_id].send_nowait(message)
+
+    def _notify(self, method: str, message: dict[str, Any]) -> None:
+        """Offer a notification to the subscriptions that take its method; made
+        only for them, without validation (its members' types are checked here)."""
+        wanting = [s for s in self._subscriptions if s.methods is None or method in s.methods]
+        if not wanting:
+            return
+        params, stamp = message.get("params"), message.get("emittedAtMs")
+        note = Notification.model_construct(
+            method=method,
+            params=params if isinstance(params, dict) else {},
+            emittedAtMs=stamp if isinstance(stamp, int) else None,
+        )
+        for subscription in wanting:
+            if not subscription._offer(note):
+                self._subscriptions.discard(subscription)
 
     async def _refuse(self, message_id: Any, method: str) -> None:
         """Answer a request of the host (an approval, say) so it never hangs on us."""

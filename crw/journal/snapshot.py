@@ -136,6 +136,12 @@ def _call(values: list[Any]) -> CallState:
     return call
 
 
+def save_snapshot(journal: Path, state: RunState, end: int, crc: int) -> None:
+    """Keep `state`, the replay of the journal's first `end` bytes (their CRC-32 is
+    `crc`), as its snapshot: for a writer that replayed them itself."""
+    _save(journal.parent / SNAPSHOT, state, end, crc)
+
+
 def _save(path: Path, state: RunState, end: int, crc: int) -> None:
     body = (
         FORMAT,

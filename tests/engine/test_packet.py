@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from crw.engine.app_resume import turn_text
 from crw.engine.packet import (
     Packet,
     ToolEntry,
-    app_server_turn_text,
     build_packet,
     command_prefix,
     earlier_note,
@@ -55,7 +55,11 @@ def packet(**overrides: Any) -> str:
 
 
 def app_turn(k: int, attempt: int, **args: Any) -> str:
-    return app_server_turn_text(Packet(**args), k, attempt)
+    """The App Server turn text as the call makes it: its journaled input, then the
+    Repository tools section."""
+    made = Packet(**args)
+    tools = tools_section(made.tmpdir, made.go_root, made.run_json, made.workflow_file)
+    return turn_text(journaled_input(made, k, attempt), tools)
 
 
 def app_journal(k: int, attempt: int, **args: Any) -> str:

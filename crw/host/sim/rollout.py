@@ -28,17 +28,32 @@ def rollout_path(codex_home: Path, thread_id: str, wall: float) -> Path:
     return codex_home / "sessions" / f"{at:%Y}" / f"{at:%m}" / f"{at:%d}" / name
 
 
+_COUNTED: dict[Path, tuple[int, int]] = {}
+"""Each rollout this host appended to: its size then, and its records."""
+
+
 def append(path: Path, kind: str, payload: dict[str, Any], wall: float) -> None:
-    """Add one record; its ordinal is the number of records before it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ordinal = 0
-    if path.exists():
+    """Add one record; its ordinal is the number of records before it (counted
+    again only when the file's size is not the one this host left)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        size = -1
+    known = _COUNTED.get(path)
+    if known is not None and known[0] == size:
+        ordinal = known[1]
+    elif size < 0:
+        ordinal = 0
+    else:
         with path.open() as lines:
             ordinal = sum(1 for _ in lines)
     stamp = _utc(wall).strftime("%Y-%m-%dT%H:%M:%S.") + f"{_utc(wall).microsecond // 1000:03d}Z"
     line = {"timestamp": stamp, "ordinal": ordinal, "type": kind, "payload": payload}
-    with path.open("a") as out:
-        out.write(json.dumps(line, separators=(",", ":")) + "\n")
+    data = (json.dumps(line, separators=(",", ":")) + "\n").encode()
+    with path.open("ab") as out:
+        out.write(data)
+    _COUNTED[path] = (max(size, 0) + len(data), ordinal + 1)
 
 
 def session_meta(thread: Thread) -> dict[str, Any]:

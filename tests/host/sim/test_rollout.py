@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
+from crw.host.sim import rollout
 from crw.host.sim.rollout import rollout_path
 from tests.host.sim.support import RawClient, connected, text_input
 
@@ -119,3 +121,30 @@ async def test_a_failed_turn_counts_no_tokens(
         await client.turn_completed((await client.request("turn/start", params))["turn"]["id"])
     assert _token_counts(thread["path"]) == []
     assert "thread/tokenUsage/updated" not in client.methods()
+
+
+def test_a_record_is_appended_without_reading_the_rollout_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ordinal is the records before it: counted from what this host appended
+    while the file is as it left it (a 10,000-call bench had the host read every
+    rollout back for each of its records), and again from the file when another
+    writer changed it."""
+    path = tmp_path / "sessions" / "r.jsonl"
+    reads: list[str] = []
+    opened = Path.open
+
+    def spying(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if "r" in mode:
+            reads.append(mode)
+        return opened(self, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", spying)
+    for n in range(4):
+        rollout.append(path, "event_msg", rollout.event("n", n=n), 0.0)
+    assert reads == []
+    with opened(path, "a") as other:
+        other.write('{"ordinal": 4}\n')
+    rollout.append(path, "event_msg", rollout.event("n", n=5), 0.0)
+    assert len(reads) == 1
+    assert [line["ordinal"] for line in _lines(str(path))] == [0, 1, 2, 3, 4, 5]

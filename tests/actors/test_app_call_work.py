@@ -1,0 +1,134 @@
+"""What an App Server call costs the run process, counted: work done once a call,
+or once a run, is not done again for every call (a 10,000-call run pays each
+per-call step ten thousand times)."""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+from crw.actors.host_reader import HostReader
+from crw.engine import packet, schema_check
+from crw.engine.gate import RunSpent
+from crw.host.protocol import Notification
+from crw.journal.replay import RunState, replay
+from crw.journal.rows import Tokens
+from tests.actors.test_app_server_run import harness
+
+CALLS = 6
+
+
+def _wide(calls: int) -> str:
+    """`calls` independent explorer nodes sharing one schema, pool 3."""
+    nodes = "".join(
+        f'\n[[node]]\nid = "n{i}"\nrole = "explorer"\ntask = "Answer ok."\n'
+        'schema = { type = "object", properties = { ok = { type = "boolean" } } }\n'
+        for i in range(calls)
+    )
+    return 'name = "wide"\npool = 3\n' + nodes
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, seen: list[Any]) -> None:
+    original = getattr(owner, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        seen.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+
+
+async def test_a_call_composes_its_packet_once_and_reads_no_overlay_or_validator_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-56, STEP-57 (the turn text is the journaled input with the
+    Repository tools section after it: one packet a call), HARV-6 (each answer
+    checked against its schema, by a validator made once for the schema)"""
+    composed: list[Any] = []
+    overlays: list[Any] = []
+    validators: list[Any] = []
+    _counting(monkeypatch, packet, "_compose", composed)
+    _counting(monkeypatch, importlib.resources, "files", overlays)
+    _counting(monkeypatch, schema_check, "_Validator", validators)
+    pretty: list[Any] = []
+    dumps = json.dumps
+
+    def dumped(value: Any, **kwargs: Any) -> str:
+        if kwargs.get("indent") is not None:
+            pretty.append(value)
+        return dumps(value, **kwargs)
+
+    monkeypatch.setattr(json, "dumps", dumped)
+    async with harness(tmp_path, _wide(CALLS)) as h:
+        state, rows = await h.run()
+    assert state == "ended" and sum(r["row"] == "completed" for r in rows) == CALLS
+    assert len(composed) == CALLS
+    assert len(overlays) <= 1  # the explorer's overlay, if no earlier test read it
+    assert len(validators) <= 1
+    assert len(pretty) <= 1  # the output contract's schema
+
+
+async def test_a_call_hops_to_no_worker_thread_and_takes_only_the_notifications_waited_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-7 (P made after the rows, in the run's own thread), HARV-2 (the
+    turn's end and its tokens are what the reader follows)"""
+    parsed: Counter[str] = Counter()
+    parse = Notification.parse
+    followed: Counter[str] = Counter()
+    follow = HostReader._on_notification
+
+    def counted(note: Notification) -> Any:
+        parsed[note.method] += 1
+        return parse(note)
+
+    def taken(reader: HostReader, note: Notification) -> None:
+        followed[note.method] += 1
+        follow(reader, note)
+
+    monkeypatch.setattr(Notification, "parse", counted)
+    monkeypatch.setattr(HostReader, "_on_notification", taken)
+    async with harness(tmp_path, _wide(CALLS)) as h:
+        hops: list[Any] = []
+        _counting(monkeypatch, trio.to_thread, "run_sync", hops)
+        state, _ = await h.run()
+    assert state == "ended"
+    assert len(hops) <= 1  # the journal's open, once a run
+    assert set(parsed) <= {
+        "thread/tokenUsage/updated",
+        "turn/started",
+        "turn/completed",
+        "thread/status/changed",
+    }
+    assert parsed["turn/completed"] == CALLS
+    assert followed == parsed  # the others never reach the reader's task
+
+
+async def test_a_finished_call_leaves_no_token_figure_of_its_own_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-24 (each token counted once: a finished call's figure joins the
+    run's), with nothing kept per finished call"""
+    made: list[RunSpent] = []
+    of = RunSpent.of
+
+    def kept(replayed: RunState) -> RunSpent:
+        made.append(of(replayed))
+        return made[-1]
+
+    monkeypatch.setattr(RunSpent, "of", staticmethod(kept))
+    async with harness(tmp_path, _wide(CALLS)) as h:
+        await h.script({}, tokens={"input": 10, "output": 2})
+        state, rows = await h.run()
+    assert state == "ended"
+    (spent,) = made
+    assert spent.calls == {}
+    assert spent.spent() == Tokens(input=10 * CALLS, output=2 * CALLS, total=12 * CALLS)
+    assert spent.spent().total == replay(rows).spent["total"]
