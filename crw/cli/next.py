@@ -178,7 +178,7 @@ class _Reader:
         if stamp == self._stamp:
             return self._run
         if self._stamp is None or stamp[0] != self._stamp[0] or stat.st_size < self._end:
-            self._run, read = replay_journal(path)
+            self._run, read = replay_journal(path, live=is_held(self.run_dir.run_lock))
             self._end = read.end
         else:
             with path.open("rb") as journal:

@@ -32,7 +32,7 @@ def status_command(run: str, *, state: str | None, json: bool, all_calls: bool =
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
     corrupt: dict[str, Any] | None = None
     try:
-        run_state, _ = replay_journal(run_dir.journal)
+        run_state, _ = replay_journal(run_dir.journal, live=is_held(run_dir.run_lock))
     except JournalCorruptError as err:
         run_state = replay(err.intact.rows)
         corrupt = {

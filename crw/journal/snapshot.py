@@ -67,10 +67,12 @@ class Snapshot:
     state: RunState
 
 
-def replay_journal(journal: Path) -> tuple[RunState, JournalRead]:
+def replay_journal(journal: Path, *, live: bool = False) -> tuple[RunState, JournalRead]:
     """The run's state and the read of the journal's rows after the snapshot (all
     of them without one): `end` and `last_seq` are the whole journal's. A call the
-    snapshot holds has no `result` (see `_CALL_FIELDS`).
+    snapshot holds has no `result` (see `_CALL_FIELDS`). A torn tail is warned
+    about unless the run is `live` (a process holds it): then it is the batch
+    that process is writing this moment, no fault of the journal's.
 
     Raises what `crw.journal.log.read_journal` raises (damage after the snapshot
     is reported with the whole journal's offsets).
@@ -88,7 +90,7 @@ def replay_journal(journal: Path) -> tuple[RunState, JournalRead]:
             snapshot = None  # the damage is reported with the whole journal's offsets
     if tail is None or snapshot is None:
         tail = decode(data, journal)
-    if tail.torn is not None:
+    if tail.torn is not None and not live:
         log.warning("%s", tail.torn.message)
     start = snapshot.end if snapshot is not None else 0
     state = replay(tail.rows, into=snapshot.state if snapshot is not None else None)

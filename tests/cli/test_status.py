@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jsonschema  # type: ignore[import-untyped]
 
+from crw.engine.locks import run_lock
 from crw.engine.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import UnknownRow
@@ -73,6 +74,22 @@ def test_status_of_a_torn_journal_drops_the_torn_batch_and_warns_once(crw: Crw) 
     assert result.json()["calls"] == []
     assert result.stderr.count("crw: warning:") == 1
     assert "torn" in result.stderr and str(run.journal) in result.stderr
+
+
+def test_a_torn_tail_of_a_run_a_process_holds_is_no_warning(crw: Crw) -> None:
+    """The batch a live run's process is writing this moment reads as a torn
+    tail: status and next of a run whose lock is held show the rows before it and
+    warn of nothing (a run no process holds is warned about, as above)."""
+    out = crw.start(WORKFLOW, "--owner", "o").json()
+    run = RunDir(Path(out["run_dir"]))
+    wait_for_exit(run.root)
+    with open(run.journal, "a") as journal:
+        journal.write(_journal_line(3, "prepared", call="a.1")[:-9])
+    with run_lock(run):
+        for command in ("status", "next"):
+            result = crw("flow", command, out["run"], "--state", str(crw.state), "--json")
+            assert result.code == 0, result.stderr
+            assert "torn" not in result.stderr and "warning" not in result.stderr
 
 
 def test_status_of_a_journal_damaged_in_the_middle_shows_the_run_corrupt(crw: Crw) -> None:
