@@ -132,7 +132,7 @@ async def test_a_call_paused_with_its_repair_unbound_counts_the_task_turn_once_o
 
 
 async def test_a_retried_repair_whose_subagent_the_hold_closed_goes_to_a_new_subagent(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec: STEP-26, ATT-33, ATT-35, HARV-24: the hold closed build.1's subagent
     (the owner took its close step) before the repair reached it. Answered retry,
@@ -148,10 +148,12 @@ async def test_a_retried_repair_whose_subagent_the_hold_closed_goes_to_a_new_sub
         await h.script({"marker": "explore.1/*"}, tokens=SMALL)
         await h.script({"marker": f"{CALL}/t1-a1"}, answer={"wrong": 1}, tokens=TURN)
         await h.script({"marker": f"{CALL}/t3-a2"}, tokens=TURN)
-        state, held = await go(h)
+        with monkeypatch.context() as patch:  # the test, not the owner, takes the close
+            patch.setattr(bus, "list_closes", lambda run: [])
+            state, held = await go(h)
         first = last(held, "thread_started")["thread_id"]
         assert state == "waiting_decision"
-        (close,) = bus.list_closes(h.run)  # the owner takes the hold's close step
+        (close,) = [c for c in bus.list_closes(h.run) if c.call == CALL]  # the hold's
         await h.client.request("sim/closeAgent", {"target": close.agent_id})
         bus.remove_close(h.run, close.call, close.attempt, close.agent_id)
         assert close.agent_id == first and h.sim.state.threads[first].status == "notLoaded"
