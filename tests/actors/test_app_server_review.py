@@ -35,28 +35,12 @@ from crw.journal.replay import RunState
 from crw.journal.rows import Started
 from tests.actors.test_app_server_resume import KEY, TMPDIR, Host, kill_after
 from tests.actors.test_app_server_run import Harness, harness, kinds, replayed
+from tests.drills import scenes
+from tests.drills.scenes import FIXED, REJECT
 
-REVIEWED = """
-name = "reviewed"
-pool = 1
-
-[[node]]
-id = "build"
-role = "executor"
-task = "Fix the parser."
-schema = { type = "object", required = ["summary"], properties = { summary = { type = "string" } } }
-review = { role = "reviewer", rounds = 1 }
-
-[[node]]
-id = "ship"
-role = "explorer"
-needs = ["build"]
-task = "Ship {build.summary}."
-schema = { type = "object", required = ["done"], properties = { done = { type = "boolean" } } }
-"""
-REJECT = {"verdict": "reject", "findings": ["the summary names no file"]}
+REVIEWED = scenes.REVIEWED.replace("pool = 2", "pool = 1")
+"""The session drills' reviewed workflow, one call at a time."""
 ACCEPT = {"verdict": "accept", "findings": []}
-FIXED = {"summary": "fixed parser.py"}
 BODY = ["prepared", "step_published", "thread_started", "turn_started", "completed"]
 Rows = list[dict[str, Any]]
 
