@@ -27,7 +27,7 @@ from typing import Any
 
 import trio
 
-from crw.actors import faults
+from crw.actors import faults, owner_line
 from crw.actors.app_server_call import CallContext
 from crw.actors.app_server_run import run_app_server_calls
 from crw.actors.control import RunControl
@@ -118,13 +118,15 @@ async def run_process(
             )
         try:
             outcome = await _journaled(
-                run_dir, spec, roles, workflow, settings, clock, lock, (history, past)
+                run_dir, spec, roles, workflow, settings, clock, lock, (history, past), state_dir
             )
         except BaseException as exc:
             fault = faults.classify(exc, spec.id, run_dir.journal)
             if fault is None:
                 faults.raise_root(exc)
             outcome = fault
+        if outcome == "ended":  # CloseOrchestrator, while the process holds the run
+            await owner_line.close_ended(state_dir, spec.owner, spec.id)
         _keep_snapshot(run_dir)
     if isinstance(outcome, str):
         return outcome
@@ -160,6 +162,7 @@ async def _journaled(
     clock: WallClock,
     process_lock: ProcessLock | None,
     past: tuple[JournalRead, RunState],
+    state_dir: Path,
 ) -> str | faults.Fault:
     """Record the started row and run; a fault the journal can still record is
     recorded (paused) and returned. Raises what it cannot record. `past` is the
@@ -184,6 +187,7 @@ async def _journaled(
         started = _appended(run_dir.journal, history)
         rows = history.rows + started
         replay(started, into=replayed)
+        await owner_line.bind_started(state_dir, spec.owner, spec.id, started[0])
         try:
             async with (
                 connect_host(

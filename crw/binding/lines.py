@@ -4,7 +4,9 @@ lock (filelock) the binding takes in `owner.py`.
 
 `<state>/flow-bound/<owner>.jsonl` holds the owner's orchestrator lines; a file or
 directory that cannot be trusted (a link, another user's, writable by group or
-others) is read as no binding.
+others) is read as no binding, and so is a last orchestrator line that Line.Validate
+refuses (`validate_line`): every reader of the line reads it through
+`read_last_line`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from typing import Any
 FLOW_BOUND = "flow-bound"
 ORCHESTRATOR = "orchestrator"
 CLOSED = "closed"
+REQUIRED_ROLES = ("architect", "executor", "executor-t1", "reviewer", "explorer")
+"""The roles every orchestrator line pairs. The critic is optional: the open line an
+earlier crw bound has none, and its critic spawns are undecided (BIND-LINE-4)."""
 
 
 @dataclass(frozen=True)
@@ -81,9 +86,32 @@ def read_last_line(path: Path) -> LastLine:
         return LastLine(None, f"the last line of {path} is unreadable ({err})")
     if not isinstance(parsed, dict):
         return LastLine(None, f"the last line of {path} is not a JSON object")
-    if parsed.get("kind") == ORCHESTRATOR and not isinstance(parsed.get("run_id"), str):
-        return LastLine(None, f"the last line of {path} is an orchestrator line without run_id")
+    invalid = validate_line(parsed)
+    if invalid is not None:
+        return LastLine(None, f"the last line of {path} is {invalid}")
     return LastLine(parsed)
+
+
+def validate_line(line: dict[str, Any]) -> str | None:
+    """Line.Validate: why `line`, an orchestrator line, binds nothing, else None.
+
+    It needs a run_id and helperPairs with the pair (an object, maybe empty: the
+    role undecided) of each of `REQUIRED_ROLES` (BIND-LINE-3). Any other key of
+    helperPairs (critic's, or the retired role key of the crw.reviewerFinal op an
+    earlier crw wrote) is read and left alone: the hook only ever looks up the
+    pair of one of the six roles (BIND-LINE-5). A line of another kind is valid.
+    """
+    if line.get("kind") != ORCHESTRATOR:
+        return None
+    if not isinstance(line.get("run_id"), str):
+        return "an orchestrator line without run_id"
+    pairs = line.get("helperPairs")
+    if not isinstance(pairs, dict):
+        return "an orchestrator line without helperPairs"
+    missing = [role for role in REQUIRED_ROLES if not isinstance(pairs.get(role), dict)]
+    if missing:
+        return f"an orchestrator line without the pairs of {', '.join(missing)}"
+    return None
 
 
 def untrusted(path: Path, stat: os.stat_result) -> str | None:

@@ -12,14 +12,15 @@ flow-bound directory (`flow-bound.lock`), so two near-simultaneous starts of one
 thread, or their run processes, cannot both bind (BIND-LINE-23). A binding that
 cannot be written is a warning and the run starts all the same (BIND-LINE-24).
 
-The decision itself is `plan_bind`, a pure function of the last line.
+The decision itself is `plan_bind`, a pure function of the last line; the line
+itself is `orchestrator_line` (BindOrchestrator), from the pairs a started row pins.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +33,11 @@ from crw.binding.lines import CLOSED as CLOSED
 from crw.binding.lines import FLOW_BOUND as FLOW_BOUND
 from crw.binding.lines import ORCHESTRATOR as ORCHESTRATOR
 from crw.binding.lines import LastLine as LastLine
-from crw.binding.lines import append_lines, is_segment, untrusted
+from crw.binding.lines import append_lines, is_segment, untrusted, validate_line
 from crw.binding.lines import flow_bound_dir as flow_bound_dir
 from crw.binding.lines import owner_file as owner_file
 from crw.binding.lines import read_last_line as read_last_line
+from crw.engine.role_names import ROLES, default_agent_type
 
 LOCK_NAME = "flow-bound.lock"
 LOCK_TIMEOUT = 10.0
@@ -58,6 +60,37 @@ class BindPlan:
 
     append: list[dict[str, Any]]
     refused: str | None = None
+
+
+def orchestrator_line(
+    run_id: str, role_pairs: Mapping[str, Mapping[str, str]], policy_digest: str
+) -> dict[str, Any]:
+    """BindOrchestrator: the line that binds the owner to `run_id` with the pairs of
+    the six roles (BIND-LINE-1, -2), from the table a run pins (`role_pairs`, its
+    `policy_digest`)."""
+    pairs = {role: helper_pair(role, role_pairs.get(role, {})) for role in ROLES}
+    return {
+        "kind": ORCHESTRATOR,
+        "run_id": run_id,
+        "policyDigest": policy_digest,
+        "helperPairs": pairs,
+    }
+
+
+def helper_pair(role: str, pinned: Mapping[str, str]) -> dict[str, str]:
+    """The decided parts of `role`'s pinned pair (BIND-LINE-6..8): its model, and its
+    effort when the model is decided too (an effort without a model is no role's
+    pair); its agent_type only when it is another than the one the spawn hook pairs
+    the role with (the store's default). An undecided role has the empty pair."""
+    pair: dict[str, str] = {}
+    if "model" in pinned:
+        pair["model"] = pinned["model"]
+        if "effort" in pinned:
+            pair["effort"] = pinned["effort"]
+    agent_type = pinned.get("agent_type", default_agent_type(role))
+    if agent_type != default_agent_type(role):
+        pair["agent_type"] = agent_type
+    return pair
 
 
 def plan_bind(
@@ -97,11 +130,12 @@ def bind_owner(
     written is a warning, and the caller starts the run all the same.
 
     Raises:
-        ValueError: `line` is not an orchestrator line with a run_id.
+        ValueError: `line` is no orchestrator line Line.Validate takes.
     """
-    run_id = line.get("run_id")
-    if line.get("kind") != ORCHESTRATOR or not isinstance(run_id, str):
-        raise ValueError("bind_owner takes an orchestrator line with a run_id")
+    invalid = validate_line(line) if line.get("kind") == ORCHESTRATOR else "another kind"
+    if invalid is not None:
+        raise ValueError(f"bind_owner takes a valid orchestrator line, not {invalid}")
+    run_id = line["run_id"]
     cannot = f"cannot bind owner thread {owner} to run {run_id}"
     if not is_segment(owner):
         return BindResult(False, f"{cannot}: the thread id is not a file name; check the owner id")

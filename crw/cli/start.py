@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crw.binding.owner import bind_owner
+from crw.binding.owner import bind_owner, orchestrator_line
 from crw.cli.app import one_line
 from crw.cli.output import emit
 from crw.engine import codex_config
@@ -169,13 +169,10 @@ def start_run(
 
 
 def _bind_owner(state_dir: Path, owner: str, run_id: str, roles: RoleTable) -> list[str]:
-    """The orchestrator line (BindOrchestrator): kind, run_id, policyDigest, helperPairs."""
-    line = {
-        "kind": "orchestrator",
-        "run_id": run_id,
-        "policyDigest": roles.policy_digest(),
-        "helperPairs": roles.role_pairs(),
-    }
+    """Bind the owner before any process of the run exists (BIND-LINE-9), by the
+    orchestrator line of the role table the start read: its process writes it again
+    with the table its started row pins, when that is another."""
+    line = orchestrator_line(run_id, roles.role_pairs(), roles.policy_digest())
     result = bind_owner(
         state_dir, owner, line, lambda other: run_is_live(RunDir(state_dir / "flow" / other))
     )

@@ -23,12 +23,16 @@ from crw.binding.owner import (
     plan_bind,
     read_last_line,
 )
+from crw.engine.role_names import ROLES
 
 OWNER = "019a-thread"
 
 
+PAIRS: dict[str, dict[str, str]] = {role: {} for role in ROLES}
+
+
 def _line(run_id: str, digest: str = "d1") -> dict[str, Any]:
-    return {"kind": "orchestrator", "run_id": run_id, "policyDigest": digest, "helperPairs": {}}
+    return {"kind": "orchestrator", "run_id": run_id, "policyDigest": digest, "helperPairs": PAIRS}
 
 
 def _lines(state: Path) -> list[dict[str, Any]]:
@@ -185,12 +189,14 @@ _STARTER = """
 import json, os, sys, time
 from pathlib import Path
 from crw.binding.owner import bind_owner
+from crw.engine.role_names import ROLES
 
 state, owner, run_id, go = Path(sys.argv[1]), sys.argv[2], sys.argv[3], Path(sys.argv[4])
 print("ready", flush=True)
 while not go.exists():
     time.sleep(0.001)
-line = {"kind": "orchestrator", "run_id": run_id, "policyDigest": "d1", "helperPairs": {}}
+pairs = {role: {} for role in ROLES}
+line = {"kind": "orchestrator", "run_id": run_id, "policyDigest": "d1", "helperPairs": pairs}
 result = bind_owner(state, owner, line, lambda _: True)
 print(json.dumps({"bound": result.bound, "warning": result.warning}), flush=True)
 """

@@ -19,12 +19,14 @@ from crw.binding.owner import (
     owner_file,
     read_last_line,
 )
+from crw.engine.role_names import ROLES
 
 OWNER = "019a-thread"
+PAIRS: dict[str, dict[str, str]] = {role: {} for role in ROLES}
 
 
 def _line(run_id: str) -> dict[str, Any]:
-    return {"kind": "orchestrator", "run_id": run_id, "policyDigest": "d", "helperPairs": {}}
+    return {"kind": "orchestrator", "run_id": run_id, "policyDigest": "d", "helperPairs": PAIRS}
 
 
 def _nobody_live(run_id: str) -> bool:
