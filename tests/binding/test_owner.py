@@ -51,6 +51,7 @@ def test_first_bind_writes_the_line(tmp_path: Path) -> None:
 
 
 def test_a_live_run_keeps_the_thread(tmp_path: Path) -> None:
+    """spec: BIND-LINE-22"""
     bind_owner(tmp_path, OWNER, _line("a"), _live())
     result = bind_owner(tmp_path, OWNER, _line("b"), _live("a"))
     assert not result.bound
@@ -60,6 +61,7 @@ def test_a_live_run_keeps_the_thread(tmp_path: Path) -> None:
 
 
 def test_open_line_of_a_run_not_live_is_closed_before_the_new_line(tmp_path: Path) -> None:
+    """spec: BIND-LINE-21"""
     bind_owner(tmp_path, OWNER, _line("a"), _live())
     result = bind_owner(tmp_path, OWNER, _line("b"), _live())
     assert result == BindResult(bound=True)
@@ -104,6 +106,7 @@ def test_unreadable_last_line_is_warned_and_read_as_no_binding(tmp_path: Path) -
 
 
 def test_binding_that_cannot_be_written_is_a_warning(tmp_path: Path) -> None:
+    """spec: BIND-LINE-24"""
     # A state directory under a regular file cannot be made, even by root.
     (tmp_path / "file").write_text("")
     result = bind_owner(tmp_path / "file" / "state", OWNER, _line("a"), _live())
@@ -114,6 +117,7 @@ def test_binding_that_cannot_be_written_is_a_warning(tmp_path: Path) -> None:
 
 
 def test_owner_file_that_cannot_be_opened_is_a_warning(tmp_path: Path) -> None:
+    """spec: BIND-LINE-24"""
     owner_file(tmp_path, OWNER).mkdir(parents=True)
     result = bind_owner(tmp_path, OWNER, _line("a"), _live())
     assert not result.bound
@@ -161,6 +165,7 @@ def test_plan_bind_is_decided_by_the_last_line() -> None:
 
 
 def test_racing_threads_bind_one_run(tmp_path: Path) -> None:
+    """spec: BIND-LINE-23"""
     runs = [f"r{n}" for n in range(8)]
     barrier = threading.Barrier(len(runs))
     results: dict[str, BindResult] = {}
@@ -217,6 +222,7 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
 def test_racing_processes_bind_one_run(
     tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:
+    """spec: BIND-LINE-23"""
     state, go = tmp_path / "state", tmp_path / "go"
     runs = [f"r{n}" for n in range(4)]
     for run_id in runs:
