@@ -108,8 +108,11 @@ def test_while_a_process_holds_the_run_no_command_writes_the_owners_line(crw: Cr
         resume = crw("flow", "resume", RUN, *state)
         second = crw.start(str(WORKFLOW), "--owner", OWNER)
         assert second.code == 0, second.stderr
-        wait_for_exit(Path(second.json()["run_dir"]))  # its process ran its course
+        second_run = RunDir(Path(second.json()["run_dir"]))
+        wait_for_exit(second_run.root)  # its process ran its course
         assert path.read_bytes() == before
+    process_log = second_run.log.read_text()
+    assert f"owner thread {OWNER} is bound to live run {RUN}; run {second_run.id}" in process_log
     assert (step.code, status.code, resume.code) == (0, 0, 1)
     (warning,) = second.json()["warnings"]
     assert warning.startswith(f"owner thread {OWNER} is bound to live run {RUN}; ")
