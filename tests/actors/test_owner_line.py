@@ -26,6 +26,7 @@ from crw.engine.rundir import RunDir
 from crw.host.connect import connect_host
 from crw.journal.log import read_journal
 from tests.actors.test_run import _run
+from tests.actors.test_run_faults import Links
 from tests.actors.test_wake import wake_run
 
 OWNER = "owner-1"  # the owner of `_run`'s spec
@@ -95,7 +96,6 @@ async def test_a_missing_line_stays_missing_until_a_resume_binds_it_then_closes_
     async with wake_run(tmp_path, monkeypatch, plays_now=True) as run:
         owner = run.owner.thread_id
         assert bind_owner(run.state, owner, undecided_line("other"), lambda _run: False).bound
-        links = run_module.connect_host
         monkeypatch.setattr(run_module, "connect_host", connect_host)  # no host at spec.host
         other = RunDir.of(run.state, "other")
         other.create()
@@ -104,7 +104,7 @@ async def test_a_missing_line_stays_missing_until_a_resume_binds_it_then_closes_
         assert lines(run.state, owner) == [undecided_line("other")]
         assert f"owner thread {owner} is bound to live run other" in caplog.text
 
-        monkeypatch.setattr(run_module, "connect_host", links)
+        monkeypatch.setattr(run_module, "connect_host", Links(run.sim).connect)
         bound_at_take: Lines = []
         take = run.owner._take
 
