@@ -93,7 +93,7 @@ def session_preview(start: SessionStart) -> Preview:
     judged = [
         facts.owner_bound(_owner_read(start)),
         facts.role_models(facts.RoleRead(pairs, probe.models, agent_types, reviews)),
-        facts.owner_state_writable(_unwritable(start)),
+        facts.owner_state_writable(_unwritable(start), _distrusted(start.state)),
         facts.subagent_slots(max_threads),
         facts.multi_agent_v1(codex_config.multi_agent_v2(config)),
         _verifier(start.workflow),
@@ -130,12 +130,12 @@ def _unwritable(start: SessionStart) -> dict[str, str]:
     socket = Path(start.host.target)
     if start.host.kind == "unix" and socket.exists() and not os.access(socket, os.W_OK):
         found["host socket"] = f"{socket}: permission denied"
-    bound = flow_bound_dir(start.state)
-    if bound.exists() and "flow-bound directory" not in found:
-        distrust = untrusted(bound, os.lstat(bound))
-        if distrust is not None:
-            found["flow-bound directory"] = distrust
     return found
+
+
+def _distrusted(state: Path) -> str | None:
+    bound = flow_bound_dir(state)
+    return untrusted(bound, os.lstat(bound)) if bound.is_dir() else None
 
 
 def _cannot_write(path: Path) -> str | None:

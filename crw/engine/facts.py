@@ -196,13 +196,20 @@ def _same_pair(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
     return bool(a.get("model")) and dict(a) == dict(b)
 
 
-def owner_state_writable(unwritable: Mapping[str, str]) -> Fact:
+def owner_state_writable(unwritable: Mapping[str, str], distrusted: str | None = None) -> Fact:
     """FACTS-7: `unwritable` names each of the run directory, the flow-bound
-    directory, the host's socket and the repository that is not writable, with why."""
+    directory, the host's socket and the repository that is not writable, with why;
+    `distrusted`, why the flow-bound directory cannot be trusted (the hook and the
+    bind read it as no binding)."""
     problems = [
         f"the {what} is not writable ({why}): the run cannot keep its state there"
         for what, why in unwritable.items()
     ]
+    if distrusted is not None:
+        problems.append(
+            f"the flow-bound directory cannot be trusted ({distrusted}): the owner is not "
+            "bound and the hook reads no binding; make it the user's own, mode 700"
+        )
     return _fact("owner_state_writable", problems)
 
 
