@@ -119,7 +119,7 @@ class HostModel:
 @dataclass(frozen=True)
 class RoleRead:
     """What role_models judges: the role store's decided parts of each role, the
-    host's models (None: not known) and agent types, and the workflow's reviews as
+    host's models (None or none: not known) and agent types, and the workflow's reviews as
     (node id, the node's role, the review's role)."""
 
     pairs: Mapping[str, Mapping[str, str]]
@@ -146,7 +146,7 @@ def role_models(read: RoleRead) -> Fact:
         problems.append(
             f"no effort for {', '.join(no_effort)}: set effort under [<role>] in roles.toml"
         )
-    if read.models is not None:
+    if read.models:  # a host that lists none (or was not asked) leaves models unchecked
         problems += _served(pairs, {model.model: model for model in read.models})
     problems += _agent_types(pairs, read.agent_types)
     for node, role, reviewer in read.reviews:
@@ -155,7 +155,7 @@ def role_models(read: RoleRead) -> Fact:
                 f"node {node} is reviewed by {reviewer} on the pair that wrote it ({role}'s): "
                 f"a same-thread review; give [{reviewer}] another model or effort"
             )
-    return _fact("role_models", problems, pairs=pairs, models_checked=read.models is not None)
+    return _fact("role_models", problems, pairs=pairs, models_checked=bool(read.models))
 
 
 def _served(pairs: Mapping[str, Mapping[str, str]], served: Mapping[str, HostModel]) -> list[str]:

@@ -160,6 +160,7 @@ def test_an_unreachable_host_and_an_owner_it_lacks_are_warnings_not_refusals(
     crw: Crw, tmp_path: Path
 ) -> None:
     """spec: FACTS-1: host_reachable warns; the start exits 0 and the run starts."""
+    _roles(crw)
     result = crw.start(WORKFLOW, "--host", "unix:/missing.sock", "--owner", "made-up")
     assert result.code == 0, result.stderr
     out = result.json()
@@ -170,6 +171,9 @@ def test_an_unreachable_host_and_an_owner_it_lacks_are_warnings_not_refusals(
         there = crw.start(WORKFLOW, "--host", host, "--owner", owner).json()
     assert "owner thread made-up is not on the host" in _warned(lacking)["host_reachable"]
     assert _facts(there)["host_reachable"]["ok"] is True
+    unchecked = _facts(there)["role_models"]  # this host lists no models
+    assert unchecked["models_checked"] is False
+    assert not any("is not served" in p for p in unchecked["problems"])
 
 
 def test_a_host_that_never_answers_costs_the_start_the_probes_timeout(
