@@ -330,6 +330,9 @@ def test_slots_and_multi_agent_v2_are_warned_about_from_config_toml(crw: Crw) ->
 
 
 def test_spawn_hook_warns_until_the_hook_is_installed_and_trusted(crw: Crw) -> None:
+    """The spawn_hook fact: the hook in $CODEX_HOME/config.toml, then its trust as
+    config.toml records it when the host does not tell (the host's own word:
+    tests/host/test_start_facts_codex.py)."""
     config = _config(crw, "")
     missing = _warned(crw.start(WORKFLOW, "--owner", "o").json())["spawn_hook"]
     assert missing.startswith(f"crw flow hook spawn is not in {config}")
