@@ -348,7 +348,7 @@ def rows(*, json: Json = False) -> int:
 
 
 @sim.command
-def serve(*, socket: str, codex_home: str | None = None) -> int:
+def serve(*, socket: str, codex_home: str | None = None, models: str | None = None) -> int:
     """Serve the simulated host over WebSocket on a unix socket, until interrupted.
 
     Parameters
@@ -357,12 +357,17 @@ def serve(*, socket: str, codex_home: str | None = None) -> int:
         The unix socket path to listen on; crw reaches it as --host unix:PATH.
     codex_home
         Where its rollout files go (default: a new temporary directory).
+    models
+        Its model catalog, comma-separated (gpt-5,gpt-5-mini): model/list lists
+        them and a spawn of another model, or of an agent_type that is neither
+        built in (default, explorer, worker) nor an [agents.<name>] table of its
+        config.toml, is refused with codex's words. Without it: any model.
     """
     from pathlib import Path
 
     from crw.host.sim.serve import serve_command
 
-    return serve_command(Path(socket), Path(codex_home) if codex_home else None)
+    return serve_command(Path(socket), Path(codex_home) if codex_home else None, models)
 
 
 def run(argv: list[str] | None = None) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 from crw.binding.owner import bind_owner, orchestrator_line
 from crw.cli.app import one_line
 from crw.cli.output import emit
+from crw.cli.preview import Preview, SessionStart, app_server_preview, session_preview
 from crw.engine import codex_config
 from crw.engine.launch import launch_run_process
 from crw.engine.locks import run_is_live, start_lock
@@ -45,6 +46,7 @@ class StartOutcome:
     pid: int | None = None
     started: bool = False
     warnings: list[str] = field(default_factory=list)
+    preview: Preview = field(default_factory=Preview)
 
 
 def start_command(
@@ -66,6 +68,10 @@ def start_command(
         state=state,
         environ=os.environ,
     )
+    state = f"--state {outcome.run.root.parents[1]}"
+    steps = None
+    if outcome.spec.backend == "session":
+        steps = f"crw flow next {outcome.spec.id} --wait 30 {state}"
     payload: dict[str, Any] = {
         "run": outcome.spec.id,
         "run_dir": str(outcome.run.root),
@@ -76,17 +82,19 @@ def start_command(
         "pid": outcome.pid,
         "started": outcome.started,
         "warnings": outcome.warnings,
+        **outcome.preview.to_json(),
+        "next": steps,
     }
     verb = "started" if outcome.started else "is starting"
     lines = [
         f"run {outcome.spec.id} {verb} ({outcome.spec.backend} backend, pool {outcome.spec.pool})"
     ]
     lines.append(f"  run directory: {outcome.run.root}")
+    lines += outcome.preview.lines()
     lines += [f"  warning: {warning}" for warning in outcome.warnings]
     lines.append(f"  its process (pid {outcome.pid}) runs the calls on host {outcome.spec.host}")
-    state = f"--state {outcome.run.root.parents[1]}"
-    if outcome.spec.backend == "session":
-        lines.append(f"  take its steps with: crw flow next {outcome.spec.id} --wait 30 {state}")
+    if steps is not None:
+        lines.append(f"  take its steps with: {steps}")
     lines.append(f"  see it with: crw flow status {outcome.spec.id} {state}")
     emit(json, payload, "\n".join(lines))
     return 0
@@ -110,13 +118,9 @@ def start_run(
     check_fix_efforts(workflow, roles, state_dir / "roles.toml")
     pool = workflow.pool
     if backend == "session":
-        owner = owner or environ.get("CRW_OWNER_THREAD") or environ.get("CODEX_THREAD_ID")
-        if not owner:
-            raise RefusedError(
-                "a session run needs its owner thread; pass --owner THREAD, set "
-                "CRW_OWNER_THREAD, or start it from the owner's shell (CODEX_THREAD_ID)"
-            )
-        if one_line(owner) != owner:
+        # No owner is the owner_bound fact's warning, never a refusal (FACTS-1, -2).
+        owner = owner or environ.get("CRW_OWNER_THREAD") or environ.get("CODEX_THREAD_ID") or None
+        if owner is not None and one_line(owner) != owner:
             raise InputError(
                 f"the owner thread {one_line(owner)} (from --owner, $CRW_OWNER_THREAD or "
                 "$CODEX_THREAD_ID) holds a control character; pass the thread id as codex shows it"
@@ -145,6 +149,21 @@ def start_run(
     )
     settings = settings if settings is not None else workflow.settings
     outcome = StartOutcome(run=run, spec=spec)
+    if backend == "session":
+        start = SessionStart(
+            state_dir,
+            run,
+            owner,
+            parse_host_uri(host_uri),
+            roles,
+            workflow,
+            pool,
+            spec.repository,
+            environ,
+        )
+        outcome.preview = session_preview(start)
+    else:
+        outcome.preview = app_server_preview(workflow)
     with start_lock(run) as lock:
         write_run_spec(run.run_json, spec)
         if owner is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 DEFAULT_MAX_THREADS = 6
 
@@ -13,17 +14,36 @@ def codex_home(environ: Mapping[str, str]) -> Path:
     return Path(environ.get("CODEX_HOME") or Path.home() / ".codex")
 
 
+def read_config(home: Path) -> dict[str, Any]:
+    """`<home>/config.toml` as read; a file that is missing or unreadable reads empty."""
+    try:
+        with open(home / "config.toml", "rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
 def max_threads(environ: Mapping[str, str]) -> int:
     """agents.max_threads of `<CODEX_HOME>/config.toml`, default 6 (CMD-START-16).
     A file that is missing, unreadable or holds no usable value gives the default."""
-    try:
-        with open(codex_home(environ) / "config.toml", "rb") as handle:
-            config = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError):
-        return DEFAULT_MAX_THREADS
-    agents = config.get("agents")
+    agents = read_config(codex_home(environ)).get("agents")
     value = agents.get("max_threads") if isinstance(agents, dict) else None
     return value if isinstance(value, int) and value >= 1 else DEFAULT_MAX_THREADS
+
+
+def multi_agent_v2(config: Mapping[str, Any]) -> bool:
+    """features.multi_agent_v2 of a read config.toml (off unless set true)."""
+    features = config.get("features")
+    return isinstance(features, dict) and features.get("multi_agent_v2") is True
+
+
+def agent_tables(config: Mapping[str, Any]) -> frozenset[str]:
+    """The names of the `[agents.<name>]` tables of a read config.toml: the agent
+    types codex knows besides its built-in ones."""
+    agents = config.get("agents")
+    if not isinstance(agents, dict):
+        return frozenset()
+    return frozenset(name for name, value in agents.items() if isinstance(value, dict))
 
 
 def session_pool(pool: int, environ: Mapping[str, str]) -> int:

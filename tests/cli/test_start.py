@@ -105,12 +105,6 @@ def test_unusable_tmpdir_stops_the_start_before_anything_is_written(
     assert not (crw.state / "flow-bound").exists()
 
 
-def test_session_run_without_an_owner_is_refused(crw: Crw) -> None:
-    result = crw.start(WORKFLOW)
-    assert result.code == 1 and "--owner" in result.stderr
-    assert _runs(crw) == []
-
-
 def test_owner_defaults_to_the_codex_thread_of_the_shell(crw: Crw) -> None:
     out = crw.start(WORKFLOW, env=crw.env | {"CODEX_THREAD_ID": "thread-from-shell"}).json()
     assert out["owner"] == "thread-from-shell"

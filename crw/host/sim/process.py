@@ -15,8 +15,11 @@ from crw.errors import RefusedError
 START_TIMEOUT = 15.0
 
 
-def launch_sim(socket: Path, codex_home: Path, log: Path | None = None) -> subprocess.Popen[bytes]:
-    """Start `crw host sim serve` on `socket` and wait until it listens.
+def launch_sim(
+    socket: Path, codex_home: Path, log: Path | None = None, models: tuple[str, ...] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start `crw host sim serve` on `socket` and wait until it listens; `models`,
+    its catalog (`--models`: it refuses spawns as codex does), else none.
 
     Its output goes to `log` (else nowhere), never to the caller's stdout; it is a
     session leader, so a terminal's signals do not reach it. Stop it with `stop_sim`.
@@ -26,6 +29,7 @@ def launch_sim(socket: Path, codex_home: Path, log: Path | None = None) -> subpr
     """
     argv = [sys.executable, "-m", "crw", "host", "sim", "serve"]
     argv += ["--socket", str(socket), "--codex-home", str(codex_home)]
+    argv += ["--models", ",".join(models)] if models is not None else []
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
     try:
         host = subprocess.Popen(

@@ -18,13 +18,16 @@ from pathlib import Path
 import trio
 
 from crw.errors import RefusedError
+from crw.host.sim.catalog import Catalog
 from crw.host.sim.server import open_sim_host, serve_unix
 
 
-def serve_command(socket: Path, codex_home: Path | None) -> int:
+def serve_command(socket: Path, codex_home: Path | None, models: str | None = None) -> int:
     """Serve a fresh simulated host on `socket`; its rollout files go under
-    `codex_home` (default: a new temporary directory). Prints `listening on
-    unix:<path>` once it listens. Returns 0 when stopped by a signal.
+    `codex_home` (default: a new temporary directory); `models`, a comma-separated
+    catalog, makes it list those models and refuse spawns as codex does
+    (`crw.host.sim.catalog`). Prints `listening on unix:<path>` once it listens.
+    Returns 0 when stopped by a signal.
 
     Raises:
         RefusedError: a live server already listens on `socket`, or it cannot be bound.
@@ -33,7 +36,9 @@ def serve_command(socket: Path, codex_home: Path | None) -> int:
     _clear_stale(path)
     home = codex_home or Path(tempfile.mkdtemp(prefix="crw-sim-home-"))
     home.mkdir(parents=True, exist_ok=True)
-    error = trio.run(_serve, path, home)
+    names = tuple(name.strip() for name in (models or "").split(",") if name.strip())
+    catalog = Catalog.of(names, home) if models is not None else None
+    error = trio.run(_serve, path, home, catalog)
     if error is not None:
         raise RefusedError(f"cannot listen on unix:{path}: {error.strerror or error}")
     return 0
@@ -61,10 +66,10 @@ def _clear_stale(path: Path) -> None:
     )
 
 
-async def _serve(path: Path, home: Path) -> OSError | None:
+async def _serve(path: Path, home: Path, catalog: Catalog | None) -> OSError | None:
     """Serve until a signal; the error binding the socket, if it could not."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_sim_host(home) as host, trio.open_nursery() as nursery:
+        async with open_sim_host(home, catalog=catalog) as host, trio.open_nursery() as nursery:
             try:
                 await nursery.start(serve_unix, host, path)
             except OSError as err:

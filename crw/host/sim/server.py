@@ -40,6 +40,7 @@ from crw.host.sim.behaviour import (
     role_of,
     turn_error,
 )
+from crw.host.sim.catalog import Catalog, model_list
 from crw.host.sim.state import (
     MODEL_CONTEXT_WINDOW,
     RpcError,
@@ -93,9 +94,16 @@ class SimHost:
     connections. Made by `open_sim_host`, which owns the nursery its turns run in."""
 
     def __init__(
-        self, codex_home: Path, nursery: trio.Nursery, *, wall: Callable[[], float] = time.time
+        self,
+        codex_home: Path,
+        nursery: trio.Nursery,
+        *,
+        wall: Callable[[], float] = time.time,
+        catalog: Catalog | None = None,
     ) -> None:
         self.codex_home = codex_home
+        self.catalog = catalog
+        """The models served and agent types known (None: any, none listed)."""
         self.state = SimState()
         self.scripts: list[Script] = []
         self._nursery = nursery
@@ -119,6 +127,7 @@ class SimHost:
             "thread/unsubscribe": self._thread_unsubscribe,
             "turn/start": self._turn_start,
             "turn/interrupt": self._turn_interrupt,
+            "model/list": lambda conn, params: model_list(self.catalog, params),
             "sim/startOwner": self._start_owner,
             "sim/spawnAgent": self._spawn_agent,
             "sim/sendInput": self._send_input,
@@ -443,6 +452,8 @@ class SimHost:
         """The owner's spawn_agent: a subagent whose first turn starts at once, and
         the owner's collabAgentToolCall item that names it."""
         owner = self.state.loaded(str(params.get("parentThreadId")))
+        if self.catalog is not None:
+            self.catalog.check_spawn(params.get("model"), params.get("agentType"))
         message = str(params.get("message", ""))
         settings = {"model": params.get("model"), "effort": params.get("reasoningEffort")}
         child = self._new_thread(settings, parent=owner, role=params.get("agentType"))
@@ -539,17 +550,18 @@ async def serve_connection(host: SimHost, transport: Transport) -> None:
 
 @asynccontextmanager
 async def open_sim_host(
-    codex_home: Path, *, wall: Callable[[], float] = time.time
+    codex_home: Path, *, wall: Callable[[], float] = time.time, catalog: Catalog | None = None
 ) -> AsyncIterator[SimHost]:
     """A simulated host whose turns run until the block ends; `wall` is its clock
-    of creation times (a test passes one the Trio clock drives).
+    of creation times (a test passes one the Trio clock drives); `catalog`, the
+    models it serves and the agent types it knows (None: any, `crw.host.sim.catalog`).
 
     An error of the block is raised as itself, not inside an ExceptionGroup of the
     host's nursery, so a caller catches what it raised.
     """
     try:
         async with trio.open_nursery() as nursery:
-            host = SimHost(codex_home, nursery, wall=wall)
+            host = SimHost(codex_home, nursery, wall=wall, catalog=catalog)
             try:
                 yield host
             finally:

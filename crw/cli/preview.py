@@ -1,0 +1,194 @@
+"""The start preview: the six roles' spawn formats, the session pool and the facts.
+
+This module reads what the facts need (the owner's binding, config.toml, the file
+system, the host through `crw.host.probe`) and hands it to the pure judgements of
+`crw.engine.facts`. A session run is judged on all eight facts; an app-server run
+on verifier_prerequisites alone (it has no owner, hook or session host), so its
+start asks no host and stays as fast as before.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crw.binding.install import read_config, spawn_hooks
+from crw.binding.lines import flow_bound_dir, is_segment, owner_file, read_last_line, untrusted
+from crw.engine import codex_config, facts
+from crw.engine.facts import Fact
+from crw.engine.locks import run_is_live
+from crw.engine.next_view import spawn_formats
+from crw.engine.roles import RoleTable
+from crw.engine.rundir import RunDir
+from crw.engine.workflow import Workflow
+from crw.errors import InputError
+from crw.host.probe import HostProbe, probe_host
+from crw.host.uri import HostUri
+
+
+@dataclass
+class Preview:
+    """What the start shows before it names the next command."""
+
+    spawn_formats: list[dict[str, Any]] = field(default_factory=list)
+    pool: dict[str, int] = field(default_factory=dict)
+    facts: list[Fact] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "spawn_formats": self.spawn_formats,
+            "session_pool": self.pool or None,
+            "facts": [fact.to_json() for fact in self.facts],
+        }
+
+    def lines(self) -> list[str]:
+        out = []
+        if self.spawn_formats:
+            out.append("  spawn formats (the owner's spawn_agent of each role):")
+            out += [f"    {f['role']:<12} {f['format']}" for f in self.spawn_formats]
+        if self.pool:
+            out.append(
+                f"  session pool: {self.pool['pool']} = min(pool {self.pool['workflow_pool']}, "
+                f"agents.max_threads {self.pool['max_threads']} - 1)"
+            )
+        out.append("  facts:")
+        for fact in self.facts:
+            out.append(f"    {fact.name}: {'ok' if fact.ok else 'warning'}")
+            out += [f"      - {problem}" for problem in fact.problems]
+        return out
+
+
+def app_server_preview(workflow: Workflow) -> Preview:
+    """An app-server run's preview: verifier_prerequisites, judged for every run."""
+    return Preview(facts=[_verifier(workflow)])
+
+
+@dataclass(frozen=True)
+class SessionStart:
+    """What a session start knows when it judges the facts."""
+
+    state: Path
+    run: RunDir
+    owner: str | None
+    host: HostUri
+    roles: RoleTable
+    workflow: Workflow
+    pool: int
+    repository: str | None
+    environ: Mapping[str, str]
+
+
+def session_preview(start: SessionStart) -> Preview:
+    """A session run's preview: spawn formats, pool, and the eight facts."""
+    home = codex_config.codex_home(start.environ)
+    config = codex_config.read_config(home)
+    max_threads = codex_config.max_threads(start.environ)
+    probe = probe_host(start.host, start.owner, Path.cwd())
+    pairs = start.roles.role_pairs()
+    agent_types = frozenset(facts.BUILT_IN_AGENT_TYPES) | codex_config.agent_tables(config)
+    reviews = [(n.id, n.role, n.review.role) for n in start.workflow.nodes if n.review]
+    judged = [
+        facts.owner_bound(_owner_read(start)),
+        facts.role_models(facts.RoleRead(pairs, probe.models, agent_types, reviews)),
+        facts.owner_state_writable(_unwritable(start), _distrusted(start.state)),
+        facts.subagent_slots(max_threads),
+        facts.multi_agent_v1(codex_config.multi_agent_v2(config)),
+        _verifier(start.workflow),
+        _spawn_hook(home / "config.toml", probe),
+        facts.host_reachable(str(start.host), probe.error, start.owner, probe.owner_error),
+    ]
+    pool = {"pool": start.pool, "workflow_pool": start.workflow.pool, "max_threads": max_threads}
+    return Preview(spawn_formats(pairs), pool, judged)
+
+
+def _owner_read(start: SessionStart) -> facts.OwnerRead:
+    run_id = start.run.root.name
+    if not start.owner:
+        return facts.OwnerRead(None, run_id)
+    if not is_segment(start.owner):
+        return facts.OwnerRead(start.owner, run_id, unreadable="the thread id is not a file name")
+    try:
+        last = read_last_line(owner_file(start.state, start.owner))
+    except OSError as err:
+        return facts.OwnerRead(start.owner, run_id, unreadable=err.strerror or str(err))
+    other = last.open_run
+    live = other not in (None, run_id) and run_is_live(RunDir(start.state / "flow" / str(other)))
+    return facts.OwnerRead(start.owner, run_id, other, live, last.untrusted or last.unreadable)
+
+
+def _unwritable(start: SessionStart) -> dict[str, str]:
+    """Which of the run directory, the flow-bound directory, the host's socket and
+    the repository cannot be written, and why. A missing directory is judged by
+    the one it would be made in; a missing socket is host_reachable's."""
+    places = {"run directory": start.run.root, "flow-bound directory": flow_bound_dir(start.state)}
+    if start.repository is not None:
+        places["repository"] = Path(start.repository)
+    found = {what: why for what, path in places.items() if (why := _cannot_write(path))}
+    socket = Path(start.host.target)
+    if start.host.kind == "unix" and socket.exists() and not os.access(socket, os.W_OK):
+        found["host socket"] = f"{socket}: permission denied"
+    return found
+
+
+def _distrusted(state: Path) -> str | None:
+    bound = flow_bound_dir(state)
+    return untrusted(bound, os.lstat(bound)) if bound.is_dir() else None
+
+
+def _cannot_write(path: Path) -> str | None:
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing}: permission denied"
+    return None
+
+
+def _verifier(workflow: Workflow) -> Fact:
+    go_root = workflow.verifier.go_root if workflow.verifier else None
+    missing = None
+    if go_root is not None:
+        go = Path(go_root) / "bin" / "go"
+        if not go.is_file():
+            missing = f"{go} is not there"
+        elif not os.access(go, os.X_OK):
+            missing = f"{go} is not executable"
+    return facts.verifier_prerequisites(go_root, missing)
+
+
+def _spawn_hook(path: Path, probe: HostProbe) -> Fact:
+    """Installed when config.toml has the hook; trusted as the host's hooks/list
+    says, else as config.toml records a trusted_hash for a hook of that file."""
+    try:
+        config = read_config(path)
+    except InputError as err:
+        return facts.spawn_hook(str(path), False, None, str(err))
+    commands = spawn_hooks(config.data)
+    trust = None
+    listed = [
+        hook
+        for hook in probe.hooks or []
+        if Path(str(hook.get("sourcePath"))) == path and hook.get("command") in commands
+    ]
+    if listed:
+        trust = str(listed[0].get("trustStatus"))
+    elif commands and _recorded_trust(config.data, path):
+        trust = "recorded"
+    return facts.spawn_hook(str(path), bool(commands), trust, None)
+
+
+def _recorded_trust(data: dict[str, Any], path: Path) -> bool:
+    hooks = data.get("hooks")
+    state = hooks.get("state") if isinstance(hooks, dict) else None
+    if not isinstance(state, dict):
+        return False
+    return any(
+        key.startswith(f"{path}:pre_tool_use:") and bool(value.get("trusted_hash"))
+        for key, value in state.items()
+        if isinstance(value, dict)
+    )

@@ -1,0 +1,95 @@
+"""What the start preview asks a session run's host, bounded in time.
+
+One connection: initialize, `thread/read` of the owner thread, `model/list` (every
+page) and `hooks/list`. The whole probe gets PROBE_TIMEOUT seconds: a host that
+never answers costs the start that much and a warning, never a hang. A request the
+host refuses leaves its part unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from crw.engine.facts import HostModel
+from crw.host.client import HostRequestError
+from crw.host.transport import HostError
+from crw.host.uri import HostUri
+
+PROBE_TIMEOUT = 3.0
+"""Seconds the whole probe of the host may take."""
+MAX_PAGES = 20
+"""Pages of `model/list` read at most."""
+
+
+@dataclass
+class HostProbe:
+    """What the host answered: `error` when it did not (then nothing else is known)."""
+
+    error: str | None = None
+    owner_error: str | None = None
+    models: list[HostModel] | None = None
+    hooks: list[dict[str, Any]] | None = field(default=None)
+
+
+def probe_host(uri: HostUri, owner: str | None, cwd: Path) -> HostProbe:
+    """Ask the host `uri` what the facts need; see the module docstring."""
+    return trio.run(_probe, uri, owner, cwd)
+
+
+async def _probe(uri: HostUri, owner: str | None, cwd: Path) -> HostProbe:
+    from crw.host.connect import connect_host
+
+    probe = HostProbe(error=f"the host {uri} did not answer within {PROBE_TIMEOUT:g} s")
+    with trio.move_on_after(PROBE_TIMEOUT):
+        try:
+            async with connect_host(uri) as client:
+                probe.error = None
+                if owner:
+                    probe.owner_error = await _owner_error(client, owner)
+                probe.models = await _models(client)
+                probe.hooks = await _hooks(client, cwd)
+        except HostError as err:
+            probe.error = str(err)
+    return probe
+
+
+async def _owner_error(client: Any, owner: str) -> str | None:
+    try:
+        await client.request("thread/read", {"threadId": owner, "includeTurns": False})
+    except HostRequestError as err:
+        return " ".join(err.message.split()) or f"code {err.code}"
+    return None
+
+
+async def _models(client: Any) -> list[HostModel] | None:
+    models: list[HostModel] = []
+    cursor = None
+    for _ in range(MAX_PAGES):
+        try:
+            page = await client.request("model/list", {"cursor": cursor})
+        except HostRequestError:
+            return None
+        models += [_model(entry) for entry in page.get("data") or [] if isinstance(entry, dict)]
+        cursor = page.get("nextCursor")
+        if not cursor:
+            break
+    return models
+
+
+def _model(entry: dict[str, Any]) -> HostModel:
+    efforts = entry.get("supportedReasoningEfforts") or []
+    names = [e.get("reasoningEffort") for e in efforts if isinstance(e, dict)]
+    return HostModel(str(entry.get("model")), tuple(name for name in names if name))
+
+
+async def _hooks(client: Any, cwd: Path) -> list[dict[str, Any]] | None:
+    try:
+        answer = await client.request("hooks/list", {"cwds": [str(cwd)]})
+    except HostRequestError:
+        return None
+    entries = answer.get("data") or []
+    return [hook for entry in entries for hook in entry.get("hooks") or []]

@@ -1,0 +1,76 @@
+"""The start preview's facts against the real shared `codex app-server` 0.163.0
+(offline, mock model): its `model/list`, its agent types, its `hooks/list` trust
+and its threads are what role_models, spawn_hook and host_reachable read."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from crw.host.uri import HostUri
+from tests.host.codex_env import CODEX_MODEL, SharedServer, codex_env
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _crw(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in codex_env(home).items() if not k.startswith("CRW_")}
+    return subprocess.run(
+        [sys.executable, "-m", "crw", *args],
+        env=env | {"TMPDIR": str(cwd)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+
+
+async def _owner_thread(socket: Path, cwd: Path) -> str:
+    from crw.host.connect import connect_host
+
+    async with connect_host(HostUri("unix", str(socket))) as client:
+        started = await client.request("thread/start", {"cwd": str(cwd)})
+        return str(started["thread"]["id"])
+
+
+@pytest.mark.codex
+def test_the_facts_read_the_real_hosts_models_agent_types_hooks_and_threads(
+    tmp_path: Path, codex_home_dir: Path, shared_codex_server: SharedServer
+) -> None:
+    """spec: FACTS-5 (a model codex does not serve and an agent type it does not
+    know, as the real host would refuse their spawns)"""
+    socket, home = shared_codex_server.socket_path, codex_home_dir
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "roles.toml").write_text(
+        f'[architect]\nagent_type = "architect"\nmodel = "gpt-5.4-mini"\neffort = "high"\n'
+        f'[explorer]\nagent_type = "explorer"\nmodel = "{CODEX_MODEL}"\neffort = "low"\n'
+    )
+    installed = _crw("flow", "hook", "install", "--host", f"unix:{socket}", home=home, cwd=tmp_path)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    owner = trio.run(_owner_thread, socket, tmp_path)
+    workflow = str(REPO / "examples" / "fix-issue.toml")
+    args = ("flow", "start", workflow, "--host", f"unix:{socket}", "--owner", owner)
+    result = _crw(*args, "--state", str(state), "--json", home=home, cwd=tmp_path)
+    out: dict[str, Any] = json.loads(result.stdout) if result.returncode == 0 else {}
+    with contextlib.suppress(ProcessLookupError, TypeError):
+        os.kill(out.get("pid"), signal.SIGKILL)  # type: ignore[arg-type]
+    assert result.returncode == 0, result.stderr
+    facts = {fact["name"]: fact for fact in out["facts"]}
+    assert facts["host_reachable"]["ok"] is True, facts["host_reachable"]
+    assert (facts["spawn_hook"]["ok"], facts["spawn_hook"]["trust"]) == (True, "trusted")
+    problems = facts["role_models"]["problems"]
+    served = [p for p in problems if p.startswith("architect's model gpt-5.4-mini is not served")]
+    assert len(served) == 1 and CODEX_MODEL in served[0], problems
+    assert not any(p.startswith("explorer's") for p in problems), problems
+    assert any(p.startswith("agent_type architect (architect) is unknown") for p in problems)
