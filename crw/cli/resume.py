@@ -28,17 +28,23 @@ from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
 from crw.errors import InputError, RefusedError
 from crw.journal.log import read_journal
-from crw.journal.replay import replay
+from crw.journal.replay import RunState, replay
 
 
-def check_resumable(run_dir: RunDir, spec: RunSpec) -> None:
-    """Refuse a resume that must not happen, before anything of the run changes."""
-    run = replay(read_journal(run_dir.journal).rows)
+def check_backend(run: RunState, spec: RunSpec) -> None:
+    """Refuse a mixed resume: a resume goes on with the backend the run's started
+    row records; a run whose first process stored no started row, with its spec's."""
     if run.processes and run.backend != spec.backend:
         raise InputError(
             f"run {spec.id} started on the {run.backend} backend and its run.json names "
             f"{spec.backend}: a mixed resume; restore run.json's backend to {run.backend}"
         )
+
+
+def check_resumable(run_dir: RunDir, spec: RunSpec) -> None:
+    """Refuse a resume that must not happen, before anything of the run changes."""
+    run = replay(read_journal(run_dir.journal).rows)
+    check_backend(run, spec)
     if run_is_live(run_dir):
         pid = holder_pid(run_dir.run_lock)
         raise RunHeldError(

@@ -12,12 +12,14 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator, MutableMapping
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from crw.engine.tmploc import recorded_problem
 from crw.errors import InputError, RefusedError
 from crw.settings import Settings
 
@@ -88,6 +90,36 @@ class RunSpec(BaseModel):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
+
+
+@contextlib.contextmanager
+def recorded_env(spec: RunSpec, environ: MutableMapping[str, str]) -> Iterator[None]:
+    """The env `spec` records put into `environ` (the process's own) for the run, and
+    what was there put back after, so everything the run reads from its environment,
+    its temp files too, lies below the recorded TMPDIR. A process that reads its spec
+    enters it before it takes a lock.
+
+    Raises:
+        InputError: the recorded TMPDIR is missing, not a directory or not writable
+            (the reason names it); nothing was changed.
+    """
+    overrides = spec.env_overrides()
+    problem = recorded_problem(overrides)
+    if problem is not None:
+        raise InputError(f"run {spec.id}: {problem}; make that directory again, then resume")
+    before = {key: environ.get(key) for key in overrides}
+    cached = tempfile.tempdir  # what gettempdir() answers is computed once, then kept
+    environ.update(overrides)
+    tempfile.tempdir = None
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                environ.pop(key, None)
+            else:
+                environ[key] = value
+        tempfile.tempdir = cached
 
 
 def recorded_settings(settings: Settings) -> dict[str, float | int]:
