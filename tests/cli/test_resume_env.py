@@ -181,9 +181,7 @@ def test_a_resume_of_a_session_run_holds_max_threads_minus_one_calls(
     assert prepared == ["n0.1", "n1.1"]
 
 
-def test_a_run_with_no_started_row_goes_on_with_its_specs_backend(
-    crw: Crw, tmp_path: Path
-) -> None:
+def test_a_run_with_no_started_row_goes_on_with_its_specs_backend(crw: Crw, tmp_path: Path) -> None:
     """spec: CMD-RESUME-5: a run whose first process stored no started row (its
     journal is empty) is no mixed resume whatever its run.json names: the
     foreground resume goes on with the spec's backend, here app-server."""
