@@ -125,8 +125,8 @@ def _check_env(spec: RunSpec) -> None:
     problem = recorded_problem(spec.env_overrides())
     if problem is not None:
         raise RefusedError(
-            f"run_env_unusable: run {spec.id}: {problem}; make that directory again and "
-            "answer again, or answer with --no-resume"
+            f"run_env_unusable: run {spec.id}: {problem}, then answer again; "
+            "or answer with --no-resume"
         )
 
 

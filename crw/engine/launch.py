@@ -83,8 +83,7 @@ def launch_once(
     problem = recorded_problem(overrides)
     if problem is not None:
         raise RefusedError(
-            f"run {run.id}'s process cannot be launched: {problem}; "
-            "make that directory again, then resume the run"
+            f"run {run.id}'s process cannot be launched: {problem}, then resume the run"
         )
     with launch_lock(run) as lock:
         check()

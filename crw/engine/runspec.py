@@ -106,7 +106,7 @@ def recorded_env(spec: RunSpec, environ: MutableMapping[str, str]) -> Iterator[N
     overrides = spec.env_overrides()
     problem = recorded_problem(overrides)
     if problem is not None:
-        raise InputError(f"run {spec.id}: {problem}; make that directory again, then resume")
+        raise InputError(f"run {spec.id}: {problem}, then resume the run")
     before = {key: environ.get(key) for key in overrides}
     cached = tempfile.tempdir  # what gettempdir() answers is computed once, then kept
     environ.update(overrides)

@@ -61,14 +61,19 @@ def unusable_reason(directory: str) -> str | None:
 
 
 def recorded_problem(overrides: Mapping[str, str]) -> str | None:
-    """Why the env a run spec records cannot be put in place, or None when it can
-    (or records nothing). The caller names the fix, making the directory again: the
-    spec is never rewritten for it, and the caller's TMPDIR does not matter."""
+    """Why the env a run spec records cannot be put in place and the fix, or None
+    when it can (or records nothing). The fix is the directory made again: the spec
+    is never rewritten for it, and the caller's TMPDIR does not matter. The caller
+    says what to do then."""
     directory = overrides.get("TMPDIR")
     problem = _problem(directory) if directory is not None else None
     if directory is None or problem is None:
         return None
-    return f"the recorded TMPDIR {_quote(directory)} of its run.json {problem[0]}"
+    again = "writable again" if os.path.isdir(directory) else "again"
+    return (
+        f"the recorded TMPDIR {_quote(directory)} of its run.json {problem[0]}; "
+        f"make that directory {again}"
+    )
 
 
 def _problem(directory: str) -> tuple[str, str] | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,12 +25,13 @@ from typing import Any
 
 import pytest
 
-from crw.engine.locks import is_held
+from crw.engine.locks import hold_run, is_held
 from crw.engine.rundir import RunDir
 from crw.host.sim.process import launch_sim, stop_sim
 from crw.journal.log import read_journal
-from tests.cli.conftest import EXAMPLES, Crw, Result
-from tests.cli.test_answer import _answer, _held_run
+from tests.cli.conftest import EXAMPLES, Crw, Result, wait_for_exit
+from tests.cli.test_answer import _answer, _held_run, _refused
+from tests.cli.test_next import RUN, _append_rows, _make_run
 
 WORKFLOW = str(EXAMPLES / "fix-issue.toml")
 STEP = Path("explore.1") / "t1-a1.json"
@@ -240,3 +242,135 @@ def test_an_answer_that_would_resume_a_mixed_run_is_refused_before_its_row(crw: 
     assert run.journal.read_bytes() == before
     assert _answer(crw, "--retry", "--no-resume").code == 0
     assert _rows(run)[-1]["row"] == "decision"
+
+
+def _files(run: RunDir) -> dict[str, bytes]:
+    """Every file of the run directory and its bytes."""
+    return {
+        str(path.relative_to(run.root)): path.read_bytes()
+        for path in sorted(run.root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def _unusable(crw: Crw, run: RunDir, how: str) -> str:
+    """Make the run's recorded TMPDIR unusable `how`; the words naming it."""
+    recorded = Path(crw.env["TMPDIR"])
+    if how == "not writable":  # root writes anywhere but /proc
+        spec = json.loads(run.run_json.read_text())
+        run.run_json.write_text(json.dumps(spec | {"env": {"TMPDIR": "/proc/self"}}))
+        return 'the recorded TMPDIR "/proc/self" of its run.json is not writable ('
+    recorded.rmdir()
+    if how == "missing":
+        return f'the recorded TMPDIR "{recorded}" of its run.json does not exist'
+    recorded.write_text("a file")
+    return f'the recorded TMPDIR "{recorded}" of its run.json is not a directory'
+
+
+@pytest.mark.parametrize("how", ["missing", "not a directory", "not writable"])
+def test_an_unusable_recorded_tmpdir_refuses_every_relaunch_before_anything_changes(
+    crw: Crw, how: str
+) -> None:
+    """spec: ENV-5, ENV-6, ENV-7, ENV-9, ENV-10, ENV-11, ENV-12, ENV-13: the answer
+    that would resume is refused with run_env_unusable (exit 1) at once while a
+    process holds the run (nothing drained, appended or started); --no-resume is
+    not asked and records the answer; the later relaunches refuse: `resume
+    --detach` exits 1 naming the directory and `next` resumes nothing and warns
+    "its resume did not start" with the reason. No file of the run changes but the
+    answer's row, run.json least of all."""
+    run = _held_run(crw)
+    words = _unusable(crw, run, how)
+    spec = run.run_json.read_bytes()
+    with hold_run(run):
+        before = _files(run)
+        begun = time.monotonic()
+        refused = _answer(crw, "--retry", "--wait", "30")
+        assert time.monotonic() - begun < 15  # refused at once, not after the drain
+        assert _files(run) == before
+    _refused(refused, 1, f"run_env_unusable: run {RUN}: {words}")
+    recorded = _answer(crw, "--retry", "--no-resume")
+    assert recorded.code == 0 and recorded.json()["recorded"] is True, recorded.stderr
+    assert recorded.json()["resumed_pid"] is None and recorded.stderr == ""
+    assert [r["row"] for r in _rows(run)][-2:] == ["held", "decision"]
+    before = _files(run)
+    resumed = crw("flow", "resume", RUN, "--detach", "--state", str(crw.state), "--json")
+    _refused(resumed, 1, f"run {RUN}'s process cannot be launched: {words}")
+    nexted = crw("flow", "next", RUN, "--state", str(crw.state), "--json")
+    assert nexted.code == 0 and nexted.json().get("resumed_pid") is None
+    assert f"run {RUN}: its resume did not start: " in nexted.stderr and words in nexted.stderr
+    assert _files(run) == before
+    assert run.run_json.read_bytes() == spec
+
+
+def test_the_refused_answer_applies_once_the_directory_is_made_again(crw: Crw) -> None:
+    """spec: ENV-8: once the directory is made again, the same answer appends its
+    decision once and resumes the run once; given again it appends and starts
+    nothing."""
+    run = _held_run(crw)
+    recorded = Path(crw.env["TMPDIR"])
+    recorded.rmdir()
+    _refused(_answer(crw, "--retry"), 1, "run_env_unusable")
+    recorded.mkdir()
+    first = _answer(crw, "--retry")
+    pid = _pid(crw, first, "resumed_pid")
+    assert first.json()["recorded"] is True
+    wait_for_exit(run.root)  # the resumed process finds no host and pauses
+    again = _answer(crw, "--retry")
+    assert again.code == 0 and again.json()["recorded"] is False, again.stderr
+    kinds = [r["row"] for r in _rows(run)]
+    assert kinds.count("decision") == 1
+    started = [r["pid"] for r in _rows(run) if r["row"] == "started"]
+    assert started[1:] == [pid]
+
+
+@pytest.mark.parametrize("argv", [["_run"], ["resume"]], ids=["run-process", "foreground"])
+def test_a_process_that_reads_its_spec_refuses_an_unusable_tmpdir_before_any_lock(
+    crw: Crw, argv: list[str]
+) -> None:
+    """spec: ENV-17: the run process (`crw flow _run`) and the foreground `crw flow
+    resume RUN` refuse an unusable recorded TMPDIR with exit 2 and the reason
+    naming the directory, before any lock or row: no file of the run changes."""
+    run = _held_run(crw)
+    _append_rows(run, {"row": "decision", "call": "build.1", "choice": "retry"})
+    words = _unusable(crw, run, "missing")
+    before = _files(run)
+    result = crw("flow", *argv, RUN, "--state", str(crw.state))
+    _refused(result, 2, f"run {RUN}: {words}")
+    assert _files(run) == before
+
+
+@pytest.mark.parametrize("shell", ["other", None], ids=["another-tmpdir", "no-tmpdir"])
+def test_the_foreground_resume_runs_below_the_recorded_env_and_puts_back_the_shells(
+    crw: Crw, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shell: str | None
+) -> None:
+    """spec: ENV-14, ENV-15, ENV-16: the foreground `crw flow resume RUN` runs the
+    run in its own process: it puts the recorded TMPDIR into its environment before
+    it takes a lock, so the temp files it makes lie below it whatever the shell's
+    TMPDIR was (and whatever gettempdir() had answered before), and puts back the
+    shell's when the run is done (a run whose host is gone pauses at once)."""
+    from crw.actors import run as run_module
+    from crw.cli.resume import resume_command
+
+    run = _make_run(crw)
+    recorded = crw.env["TMPDIR"]
+    monkeypatch.setenv("CODEX_HOME", crw.env["CODEX_HOME"])
+    if shell is None:
+        monkeypatch.delenv("TMPDIR", raising=False)
+    else:
+        (tmp_path / shell).mkdir()
+        monkeypatch.setenv("TMPDIR", str(tmp_path / shell))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    shells = tempfile.gettempdir()  # computed once, then kept by tempfile
+    at_lock: list[tuple[str | None, str]] = []
+    hold_run_of = run_module.hold_run
+
+    def hold(run_dir: RunDir) -> Any:
+        at_lock.append((os.environ.get("TMPDIR"), tempfile.gettempdir()))
+        return hold_run_of(run_dir)
+
+    monkeypatch.setattr(run_module, "hold_run", hold)
+    assert resume_command(RUN, detach=False, state=str(crw.state), json=True) == 0
+    assert at_lock == [(recorded, recorded)]
+    assert [r["row"] for r in _rows(run)][-2:] == ["started", "paused"]
+    assert os.environ.get("TMPDIR") == (None if shell is None else str(tmp_path / shell))
+    assert tempfile.gettempdir() == shells
