@@ -348,7 +348,6 @@ def test_the_foreground_resume_runs_below_the_recorded_env_and_puts_back_the_she
     it takes a lock, so the temp files it makes lie below it whatever the shell's
     TMPDIR was (and whatever gettempdir() had answered before), and puts back the
     shell's when the run is done (a run whose host is gone pauses at once)."""
-    from crw.actors import run as run_module
     from crw.cli.resume import resume_command
 
     run = _make_run(crw)
@@ -362,13 +361,12 @@ def test_the_foreground_resume_runs_below_the_recorded_env_and_puts_back_the_she
     monkeypatch.setattr(tempfile, "tempdir", None)
     shells = tempfile.gettempdir()  # computed once, then kept by tempfile
     at_lock: list[tuple[str | None, str]] = []
-    hold_run_of = run_module.hold_run
 
     def hold(run_dir: RunDir) -> Any:
         at_lock.append((os.environ.get("TMPDIR"), tempfile.gettempdir()))
-        return hold_run_of(run_dir)
+        return hold_run(run_dir)
 
-    monkeypatch.setattr(run_module, "hold_run", hold)
+    monkeypatch.setattr("crw.actors.run.hold_run", hold)
     assert resume_command(RUN, detach=False, state=str(crw.state), json=True) == 0
     assert at_lock == [(recorded, recorded)]
     assert [r["row"] for r in _rows(run)][-2:] == ["started", "paused"]
