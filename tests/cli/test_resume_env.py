@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from crw.engine.locks import hold_run, is_held
 from crw.engine.rundir import RunDir
@@ -32,6 +33,7 @@ from crw.journal.log import read_journal
 from tests.cli.conftest import EXAMPLES, Crw, Result, wait_for_exit
 from tests.cli.test_answer import _answer, _held_run, _refused
 from tests.cli.test_next import RUN, _append_rows, _make_run
+from tests.drill.test_crash_drill import _host
 
 WORKFLOW = str(EXAMPLES / "fix-issue.toml")
 STEP = Path("explore.1") / "t1-a1.json"
@@ -67,10 +69,12 @@ def _rows(run: RunDir) -> list[dict[str, Any]]:
 
 
 def _start(crw: Crw, sim: Path, env: dict[str, str], *args: str) -> tuple[RunDir, int]:
-    out = crw.start(WORKFLOW, "--owner", "owner-1", "--host", f"unix:{sim}", *args, env=env)
+    owner = str(trio.run(_host, sim, "sim/startOwner", {})["threadId"])
+    out = crw.start(WORKFLOW, "--owner", owner, "--host", f"unix:{sim}", *args, env=env)
     assert out.code == 0, out.stderr
     run = RunDir(Path(out.json()["run_dir"]))
     _wait("the first step", (run.steps / STEP).exists)
+    _wait("the owner woken", lambda: any(row["row"] == "session_wake" for row in _rows(run)))
     return run, out.json()["pid"]
 
 
@@ -108,9 +112,11 @@ def test_every_detached_launch_gets_the_callers_env_with_the_recorded_tmpdir(
     the resume `next` starts from a shell with none each give the process the
     caller's environment (its own marker) with the recorded TMPDIR in place, once;
     the process, inside, publishes its packet with the recorded TMPDIR, never the
-    shell's, on the run's step bus, and records the session backend again."""
+    shell's, on the run's step bus, records the session backend again and wakes
+    the owner its spec records (a session_wake row naming it)."""
     recorded = crw.env["TMPDIR"]
     run, pid = _start(crw, sim, crw.env | {"CALLER": "start"})
+    owner = json.loads(run.run_json.read_text())["owner"]
     assert json.loads(run.run_json.read_text())["env"] == {"TMPDIR": recorded}
     assert _values(pid, "CALLER") == ["start"] and _values(pid, "TMPDIR") == [recorded]
     other = tmp_path / "other-tmp"
@@ -134,6 +140,8 @@ def test_every_detached_launch_gets_the_callers_env_with_the_recorded_tmpdir(
     assert [(row["backend"], row["pid"]) for row in started][1:] == [
         ("session", pid) for pid in pids
     ]
+    wakes = [row["owner"] for row in _rows(run) if row["row"] == "session_wake"]
+    assert wakes and set(wakes) == {owner}
 
 
 def _paused(crw: Crw, tmp_path: Path, workflow: str = WORKFLOW) -> RunDir:
