@@ -144,6 +144,29 @@ def test_every_detached_launch_gets_the_callers_env_with_the_recorded_tmpdir(
     assert wakes and set(wakes) == {owner}
 
 
+def test_a_spec_written_before_the_record_leaves_the_callers_env(
+    crw: Crw, sim: Path, tmp_path: Path
+) -> None:
+    """spec: ENV-4: run.json without env (written before the record): the resume
+    gets the caller's TMPDIR, or none when the caller has none, and its packet
+    names no TMPDIR."""
+    run, pid = _start(crw, sim, crw.env)
+    spec = json.loads(run.run_json.read_text())
+    del spec["env"]
+    run.run_json.write_text(json.dumps(spec))
+    other = tmp_path / "other-tmp"
+    other.mkdir()
+    no_tmpdir = {key: value for key, value in crw.env.items() if key != "TMPDIR"}
+    for env, expected in [(crw.env | {"TMPDIR": str(other)}, [str(other)]), (no_tmpdir, [])]:
+        _kill(run, pid)
+        result = crw(
+            "flow", "resume", run.id, "--detach", "--state", str(crw.state), "--json", env=env
+        )
+        pid = _pid(crw, result, "pid")
+        assert "TMPDIR" not in _published(run)
+        assert _values(pid, "TMPDIR") == expected
+
+
 def _paused(crw: Crw, tmp_path: Path, workflow: str = WORKFLOW) -> RunDir:
     """A session run whose first process found no host at `tmp_path/h.sock` and
     paused before it admitted a call."""
