@@ -46,7 +46,7 @@ from crw.engine.replies import CallRecords
 from crw.engine.review import check_fix_efforts
 from crw.engine.roles import RoleTable, load_roles
 from crw.engine.rundir import RunDir, find_run, resolve_state
-from crw.engine.runspec import RunSpec, read_run_spec, recorded_env
+from crw.engine.runspec import RunSpec, check_backend, read_run_spec, recorded_env
 from crw.engine.workflow import Workflow, load_workflow
 from crw.errors import CrwError, InputError, RefusedError
 from crw.host.connect import connect_host
@@ -100,6 +100,7 @@ async def run_process(
     with hold_run(run_dir) as lock:
         history = read_journal(run_dir.journal)  # decoded and replayed once a process
         past = replay(history.rows)
+        check_backend(past, spec)  # a mixed resume launched by hand writes no row
         if past.ended_status is not None:  # a late launch: a run that ended gets no row
             raise RefusedError(
                 f"run {spec.id} has ended ({past.ended_status}); its process writes nothing"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit
-from crw.cli.resume import check_backend, check_resumable
+from crw.cli.resume import check_resumable
 from crw.clock import system_clock
 from crw.engine.decision import (
     CHOICES,
@@ -33,7 +33,7 @@ from crw.engine.decision import (
 from crw.engine.locks import RunHeldError, RunLock, holder_pid, run_is_live, run_lock
 from crw.engine.next_state import open_calls
 from crw.engine.rundir import RunDir, find_run, resolve_state
-from crw.engine.runspec import RunSpec, read_run_spec
+from crw.engine.runspec import RunSpec, check_backend, read_run_spec
 from crw.engine.supersede import node_of
 from crw.engine.tmploc import recorded_problem
 from crw.errors import InputError, RefusedError

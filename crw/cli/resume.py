@@ -25,20 +25,10 @@ from crw.engine.locks import (
     run_is_live,
 )
 from crw.engine.rundir import RunDir, find_run, resolve_state
-from crw.engine.runspec import RunSpec, read_run_spec
-from crw.errors import InputError, RefusedError
+from crw.engine.runspec import RunSpec, check_backend, read_run_spec
+from crw.errors import RefusedError
 from crw.journal.log import read_journal
-from crw.journal.replay import RunState, replay
-
-
-def check_backend(run: RunState, spec: RunSpec) -> None:
-    """Refuse a mixed resume: a resume goes on with the backend the run's started
-    row records; a run whose first process stored no started row, with its spec's."""
-    if run.processes and run.backend != spec.backend:
-        raise InputError(
-            f"run {spec.id} started on the {run.backend} backend and its run.json names "
-            f"{spec.backend}: a mixed resume; restore run.json's backend to {run.backend}"
-        )
+from crw.journal.replay import replay
 
 
 def check_resumable(run_dir: RunDir, spec: RunSpec) -> None:

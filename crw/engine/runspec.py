@@ -15,13 +15,16 @@ import tempfile
 from collections.abc import Iterator, MutableMapping
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from crw.engine.tmploc import recorded_problem
 from crw.errors import InputError, RefusedError
 from crw.settings import Settings
+
+if TYPE_CHECKING:
+    from crw.journal.replay import RunState
 
 FORMAT: Final = "crw-flow-run/1"
 
@@ -120,6 +123,21 @@ def recorded_env(spec: RunSpec, environ: MutableMapping[str, str]) -> Iterator[N
             else:
                 environ[key] = value
         tempfile.tempdir = cached
+
+
+def check_backend(run: RunState, spec: RunSpec) -> None:
+    """Refuse a mixed resume (the spec's engine.StartedBackend): a resume goes on with
+    the backend the run's started row records, and a run whose first process stored
+    no started row with its spec's; a spec that names another is an input error.
+
+    Raises:
+        InputError: run.json names another backend than the started row.
+    """
+    if run.processes and run.backend != spec.backend:
+        raise InputError(
+            f"run {spec.id} started on the {run.backend} backend and its run.json names "
+            f"{spec.backend}: a mixed resume; restore run.json's backend to {run.backend}"
+        )
 
 
 def recorded_settings(settings: Settings) -> dict[str, float | int]:
