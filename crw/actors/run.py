@@ -1,9 +1,10 @@
 """The run process (`crw flow _run RUN`): holds the run and owns its nursery.
 
-It puts the env its spec records into its own environment before it takes a lock,
-takes its process lock before the run lock (BIND-LINE-15), opens the journal
-writer and commits its started row (backend, process, pid, role_pairs,
-policy_digest). It then connects to the run's host and runs the workflow's calls
+It puts the env its spec records into its own environment before it takes a lock
+and puts back what was there when the run is done (the foreground resume runs it
+in its own process), takes its process lock before the run lock (BIND-LINE-15),
+opens the journal writer and commits its started row (backend, process, pid,
+role_pairs, policy_digest). It then connects to the run's host and runs the workflow's calls
 on the backend run.json names: the app-server backend opens a thread per call
 (`app_server_run`); the session backend publishes steps for the owner and binds
 the subagents it reports (`session_run`, with the Inbox actor).
@@ -39,13 +40,13 @@ from crw.actors.session_call import SessionContext
 from crw.actors.session_run import answer_unrouted, run_session_calls
 from crw.actors.wake import WakeScheduler
 from crw.clock import WallClock, system_clock
+from crw.engine.codex_config import session_pool
 from crw.engine.locks import ProcessLock, hold_run
 from crw.engine.replies import CallRecords
 from crw.engine.review import check_fix_efforts
 from crw.engine.roles import RoleTable, load_roles
 from crw.engine.rundir import RunDir, find_run, resolve_state
-from crw.engine.runspec import RunSpec, read_run_spec
-from crw.engine.tmploc import TmpLocError, dir_from
+from crw.engine.runspec import RunSpec, check_backend, read_run_spec, recorded_env
 from crw.engine.workflow import Workflow, load_workflow
 from crw.errors import CrwError, InputError, RefusedError
 from crw.host.connect import connect_host
@@ -65,22 +66,9 @@ def run_command(run: str, *, state: str | None) -> int:
     state_dir = resolve_state(state, os.environ, Path.cwd())
     run_dir = find_run(state_dir, run)
     spec = read_run_spec(run_dir.run_json)
-    _apply_recorded_env(spec)
-    trio.run(run_process, run_dir, spec, state_dir)
+    with recorded_env(spec, os.environ):  # before any lock; put back when the run is done
+        trio.run(run_process, run_dir, spec, state_dir)
     return 0
-
-
-def _apply_recorded_env(spec: RunSpec) -> None:
-    """Put the recorded env in place; a recorded TMPDIR that is no longer usable
-    refuses the process (exit 2, naming the directory) before any lock or row."""
-    overrides = spec.env_overrides()
-    if not overrides:
-        return
-    try:
-        dir_from(overrides)
-    except TmpLocError as err:
-        raise InputError(f"run {spec.id}: the recorded {err}") from err
-    os.environ.update(overrides)
 
 
 async def run_process(
@@ -112,6 +100,7 @@ async def run_process(
     with hold_run(run_dir) as lock:
         history = read_journal(run_dir.journal)  # decoded and replayed once a process
         past = replay(history.rows)
+        check_backend(past, spec)  # a mixed resume launched by hand writes no row
         if past.ended_status is not None:  # a late launch: a run that ended gets no row
             raise RefusedError(
                 f"run {spec.id} has ended ({past.ended_status}); its process writes nothing"
@@ -280,7 +269,8 @@ class Backend:
             await nursery.start(inbox.run)
             if wakes is not None:
                 await nursery.start(wakes.run)
-            state = await run_session_calls(ctx, self.spec.pool, replayed, rows)
+            pool = session_pool(self.spec.pool, os.environ)  # agents.max_threads of today
+            state = await run_session_calls(ctx, pool, replayed, rows)
             nursery.cancel_scope.cancel()
         return state
 

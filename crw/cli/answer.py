@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit
+from crw.cli.resume import check_resumable
 from crw.clock import system_clock
 from crw.engine.decision import (
     CHOICES,
@@ -32,9 +33,9 @@ from crw.engine.decision import (
 from crw.engine.locks import RunHeldError, RunLock, holder_pid, run_is_live, run_lock
 from crw.engine.next_state import open_calls
 from crw.engine.rundir import RunDir, find_run, resolve_state
-from crw.engine.runspec import RunSpec, read_run_spec
+from crw.engine.runspec import RunSpec, check_backend, read_run_spec
 from crw.engine.supersede import node_of
-from crw.engine.tmploc import TmpLocError, dir_from
+from crw.engine.tmploc import recorded_problem
 from crw.errors import InputError, RefusedError
 from crw.journal.log import JournalFile, encode_batch, encode_body, read_journal
 from crw.journal.replay import replay
@@ -74,7 +75,8 @@ def answer_command(
     seq: int | None = None
     # Refuse at once what no drain changes; the same answer again drains nothing.
     if isinstance(_judge(run_dir, spec.id, call, choice, live=run_is_live(run_dir)), Record):
-        if resumes:
+        if resumes:  # the resume it would start is refused before anything changes
+            check_backend(replay(read_journal(run_dir.journal).rows), spec)
             _check_env(spec)
         with _drained(run_dir, spec.id, wait):
             verdict = _judge(run_dir, spec.id, call, choice)
@@ -120,16 +122,12 @@ def _judge(
 def _check_env(spec: RunSpec) -> None:
     """run_env_unusable: the resume would start below a recorded TMPDIR that is
     gone; refused before anything is appended or drained."""
-    overrides = spec.env_overrides()
-    if not overrides:
-        return
-    try:
-        dir_from(overrides)
-    except TmpLocError as err:
+    problem = recorded_problem(spec.env_overrides())
+    if problem is not None:
         raise RefusedError(
-            f"run_env_unusable: run {spec.id}: the recorded {err}; make the directory "
-            "again and answer again, or answer with --no-resume"
-        ) from err
+            f"run_env_unusable: run {spec.id}: {problem}, then answer again; "
+            "or answer with --no-resume"
+        )
 
 
 def _drained(run_dir: RunDir, run_id: str, wait: float) -> RunLock:
@@ -167,7 +165,6 @@ def append_row(run_dir: RunDir, row: Any) -> int:
 def _resume(run_dir: RunDir, state_dir: Path, spec: RunSpec) -> tuple[int | None, str]:
     """Launch the run's process as `crw flow resume RUN --detach` does; a run
     another command resumed meanwhile (`next`) is left to that process."""
-    from crw.cli.resume import check_resumable
     from crw.engine.launch import launch_once
 
     try:

@@ -25,8 +25,8 @@ from crw.engine.locks import (
     run_is_live,
 )
 from crw.engine.rundir import RunDir, find_run, resolve_state
-from crw.engine.runspec import RunSpec, read_run_spec
-from crw.errors import InputError, RefusedError
+from crw.engine.runspec import RunSpec, check_backend, read_run_spec
+from crw.errors import RefusedError
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 
@@ -34,11 +34,7 @@ from crw.journal.replay import replay
 def check_resumable(run_dir: RunDir, spec: RunSpec) -> None:
     """Refuse a resume that must not happen, before anything of the run changes."""
     run = replay(read_journal(run_dir.journal).rows)
-    if run.processes and run.backend != spec.backend:
-        raise InputError(
-            f"run {spec.id} started on the {run.backend} backend and its run.json names "
-            f"{spec.backend}: a mixed resume; restore run.json's backend to {run.backend}"
-        )
+    check_backend(run, spec)
     if run_is_live(run_dir):
         pid = holder_pid(run_dir.run_lock)
         raise RunHeldError(

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from crw.engine.locks import HandedLock, handed_env, launch_lock
 from crw.engine.rundir import RunDir
+from crw.engine.tmploc import recorded_problem
+from crw.errors import RefusedError
 
 
 def launch_env(environ: Mapping[str, str], overrides: Mapping[str, str]) -> dict[str, str]:
@@ -70,10 +72,19 @@ def launch_once(
     that ended); it runs under the lock, so it sees what a launch that raced this one
     left: its process holds the run lock before it lets the launch lock go.
 
+    A recorded env that cannot be put in place (its TMPDIR missing, not a directory
+    or not writable) refuses the launch before the lock or anything else of the run.
+
     Raises:
+        RefusedError: the recorded TMPDIR is unusable (the reason names it).
         RunHeldError: another command is launching the run's process.
         CrwError: what `check` raises.
     """
+    problem = recorded_problem(overrides)
+    if problem is not None:
+        raise RefusedError(
+            f"run {run.id}'s process cannot be launched: {problem}, then resume the run"
+        )
     with launch_lock(run) as lock:
         check()
         return launch_run_process(run, state, overrides, environ, lock)

@@ -12,14 +12,19 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator, MutableMapping
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from crw.engine.tmploc import recorded_problem
 from crw.errors import InputError, RefusedError
 from crw.settings import Settings
+
+if TYPE_CHECKING:
+    from crw.journal.replay import RunState
 
 FORMAT: Final = "crw-flow-run/1"
 
@@ -88,6 +93,51 @@ class RunSpec(BaseModel):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
+
+
+@contextlib.contextmanager
+def recorded_env(spec: RunSpec, environ: MutableMapping[str, str]) -> Iterator[None]:
+    """The env `spec` records put into `environ` (the process's own) for the run, and
+    what was there put back after, so everything the run reads from its environment,
+    its temp files too, lies below the recorded TMPDIR. A process that reads its spec
+    enters it before it takes a lock.
+
+    Raises:
+        InputError: the recorded TMPDIR is missing, not a directory or not writable
+            (the reason names it); nothing was changed.
+    """
+    overrides = spec.env_overrides()
+    problem = recorded_problem(overrides)
+    if problem is not None:
+        raise InputError(f"run {spec.id}: {problem}, then resume the run")
+    before = {key: environ.get(key) for key in overrides}
+    cached = tempfile.tempdir  # what gettempdir() answers is computed once, then kept
+    environ.update(overrides)
+    tempfile.tempdir = None
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                environ.pop(key, None)
+            else:
+                environ[key] = value
+        tempfile.tempdir = cached
+
+
+def check_backend(run: RunState, spec: RunSpec) -> None:
+    """Refuse a mixed resume (the spec's engine.StartedBackend): a resume goes on with
+    the backend the run's started row records, and a run whose first process stored
+    no started row with its spec's; a spec that names another is an input error.
+
+    Raises:
+        InputError: run.json names another backend than the started row.
+    """
+    if run.processes and run.backend != spec.backend:
+        raise InputError(
+            f"run {spec.id} started on the {run.backend} backend and its run.json names "
+            f"{spec.backend}: a mixed resume; restore run.json's backend to {run.backend}"
+        )
 
 
 def recorded_settings(settings: Settings) -> dict[str, float | int]:

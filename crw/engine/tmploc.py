@@ -53,28 +53,47 @@ def check_dir(directory: str) -> None:
 
 def unusable_reason(directory: str) -> str | None:
     """tmploc's reason why `directory` cannot be the temp location, or None when it can."""
-    shown = f"TMPDIR {_quote(directory)}"
+    problem = _problem(directory)
+    if problem is None:
+        return None
+    what, fix = problem
+    return f"TMPDIR {_quote(directory)} {what}; {fix}"
+
+
+def recorded_problem(overrides: Mapping[str, str]) -> str | None:
+    """Why the env a run spec records cannot be put in place and the fix, or None
+    when it can (or records nothing). The fix is the directory made again: the spec
+    is never rewritten for it, and the caller's TMPDIR does not matter. The caller
+    says what to do then."""
+    directory = overrides.get("TMPDIR")
+    problem = _problem(directory) if directory is not None else None
+    if directory is None or problem is None:
+        return None
+    again = "writable again" if os.path.isdir(directory) else "again"
+    return (
+        f"the recorded TMPDIR {_quote(directory)} of its run.json {problem[0]}; "
+        f"make that directory {again}"
+    )
+
+
+def _problem(directory: str) -> tuple[str, str] | None:
+    """What is wrong with `directory` as the temp location and the fix, or None."""
     if not os.path.isabs(directory):
-        return f"{shown} is not absolute; set TMPDIR to an absolute directory"
+        return "is not absolute", "set TMPDIR to an absolute directory"
     if not os.path.exists(directory):
-        return f"{shown} does not exist; create it or set TMPDIR to an existing directory"
+        return "does not exist", "create it or set TMPDIR to an existing directory"
     if not os.path.isdir(directory):
-        return f"{shown} is not a directory; set TMPDIR to a directory"
+        return "is not a directory", "set TMPDIR to a directory"
+    fix = "make it writable or set TMPDIR to a writable directory"
     try:
         fd, probe = tempfile.mkstemp(prefix=".crw-tmploc-", dir=directory)
     except OSError as err:
-        return (
-            f"{shown} is not writable ({err.strerror or err}); "
-            "make it writable or set TMPDIR to a writable directory"
-        )
+        return f"is not writable ({err.strerror or err})", fix
     os.close(fd)
     try:
         os.unlink(probe)
     except OSError as err:
-        return (
-            f"{shown} does not let crw remove its files ({err.strerror or err}); "
-            "make it writable or set TMPDIR to a writable directory"
-        )
+        return f"does not let crw remove its files ({err.strerror or err})", fix
     return None
 
 
