@@ -3,7 +3,8 @@
 It puts the env its spec records into its own environment before it takes a lock,
 takes its process lock before the run lock (BIND-LINE-15), opens the journal
 writer and commits its started row (backend, process, pid, role_pairs,
-policy_digest). It then connects to the run's host and runs the workflow's calls
+policy_digest), and a policy_repinned row after it when the role store reads other
+pairs than the run's newest pins. It then connects to the run's host and runs the workflow's calls
 on the backend run.json names: the app-server backend opens a thread per call
 (`app_server_run`); the session backend publishes steps for the owner and binds
 the subagents it reports (`session_run`, with the Inbox actor).
@@ -42,7 +43,7 @@ from crw.clock import WallClock, system_clock
 from crw.engine.locks import ProcessLock, hold_run
 from crw.engine.replies import CallRecords
 from crw.engine.review import check_fix_efforts
-from crw.engine.roles import RoleTable, load_roles
+from crw.engine.roles import RoleTable, load_roles, pin_rows
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
 from crw.engine.tmploc import TmpLocError, dir_from
@@ -52,7 +53,7 @@ from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
 from crw.journal.log import JournalRead, decode, read_journal
 from crw.journal.replay import RunState, replay
-from crw.journal.rows import Paused, Started
+from crw.journal.rows import Paused
 from crw.journal.snapshot import save_snapshot
 from crw.journal.streamed import replay_pieces
 from crw.settings import Settings
@@ -169,18 +170,17 @@ async def _journaled(
     async with open_journal_writer(
         run_dir.journal, clock=clock, after_commit=hook, known=past[0]
     ) as journal:
-        await journal.commit(
-            [
-                Started(
-                    backend=spec.backend,
-                    process=process_lock.token if process_lock else None,
-                    pid=os.getpid(),
-                    role_pairs=roles.role_pairs(),
-                    policy_digest=roles.policy_digest(),
-                )
-            ]
-        )
         history, replayed = past
+        await journal.commit(
+            pin_rows(  # the pins, and their change since the earlier process's
+                roles,
+                replayed.role_pairs,
+                replayed.policy_digest,
+                backend=spec.backend,
+                process=process_lock.token if process_lock else None,
+                pid=os.getpid(),
+            )
+        )
         started = _appended(run_dir.journal, history)
         rows = history.rows + started
         replay(started, into=replayed)
