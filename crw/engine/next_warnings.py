@@ -9,8 +9,9 @@
 - the process next resumed repinned the run (its policy_repinned row): it runs
   on the store as it reads now, not on the earlier process's pins (CMD-NEXT-39).
 
-Only a holder's run is warned about: a starting run's holder has pinned nothing
-yet, and a run no process holds runs on nothing.
+A starting run is warned about nothing (its holder has pinned nothing yet), and
+a run no process holds only about the process next resumed (which may have let
+the run go already, paused).
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ from crw.engine.role_names import ROLES
 
 def next_warnings(read: NextRead) -> list[str]:
     """The answer's warnings, one line each (empty for a run with no holder)."""
-    if not read.held or read.run_state.state == "ended" or is_starting(read):
+    if read.run_state.state == "ended" or is_starting(read):
         return []
     warnings = []
-    if binds_owner(read) and not line_is_holders(read):
+    if read.held and binds_owner(read) and not line_is_holders(read):
         warnings.append(_line_warning(read))
-    changed = _changed_roles(read.run_state.role_pairs, read.store_pairs)
+    changed = _changed_roles(read.run_state.role_pairs, read.store_pairs) if read.held else []
     if changed:
         warnings.append(
             f"the role store reads other pairs than run {read.run} pinned ({', '.join(changed)}): "
