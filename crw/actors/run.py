@@ -4,7 +4,8 @@ It puts the env its spec records into its own environment before it takes a lock
 and puts back what was there when the run is done (the foreground resume runs it
 in its own process), takes its process lock before the run lock (BIND-LINE-15),
 opens the journal writer and commits its started row (backend, process, pid,
-role_pairs, policy_digest). It then connects to the run's host and runs the workflow's calls
+role_pairs, policy_digest), and a policy_repinned row after it when the role store
+reads other pairs than the run's newest pins. It then connects to the run's host and runs the workflow's calls
 on the backend run.json names: the app-server backend opens a thread per call
 (`app_server_run`); the session backend publishes steps for the owner and binds
 the subagents it reports (`session_run`, with the Inbox actor).
@@ -44,7 +45,7 @@ from crw.engine.codex_config import session_pool
 from crw.engine.locks import ProcessLock, hold_run
 from crw.engine.replies import CallRecords
 from crw.engine.review import check_fix_efforts
-from crw.engine.roles import RoleTable, load_roles
+from crw.engine.roles import RoleTable, load_roles, pin_rows
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, check_backend, read_run_spec, recorded_env
 from crw.engine.workflow import Workflow, load_workflow
@@ -53,7 +54,7 @@ from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
 from crw.journal.log import JournalRead, decode, read_journal
 from crw.journal.replay import RunState, replay
-from crw.journal.rows import Paused, Started
+from crw.journal.rows import Paused
 from crw.journal.snapshot import save_snapshot
 from crw.journal.streamed import replay_pieces
 from crw.settings import Settings
@@ -161,18 +162,17 @@ async def _journaled(
     async with open_journal_writer(
         run_dir.journal, clock=clock, after_commit=hook, known=past[0]
     ) as journal:
-        await journal.commit(
-            [
-                Started(
-                    backend=spec.backend,
-                    process=process_lock.token if process_lock else None,
-                    pid=os.getpid(),
-                    role_pairs=roles.role_pairs(),
-                    policy_digest=roles.policy_digest(),
-                )
-            ]
-        )
         history, replayed = past
+        await journal.commit(
+            pin_rows(  # the pins, and their change since the earlier process's
+                roles,
+                replayed.role_pairs,
+                replayed.policy_digest,
+                backend=spec.backend,
+                process=process_lock.token if process_lock else None,
+                pid=os.getpid(),
+            )
+        )
         started = _appended(run_dir.journal, history)
         rows = history.rows + started
         replay(started, into=replayed)

@@ -19,9 +19,12 @@ import logging
 import os
 import shlex
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crw.binding.lines import is_segment, owner_file, read_last_line
 from crw.bus.inbox import read_reports
 from crw.bus.steps import StepFile, list_bus, remove_close, step_paths
 from crw.cli.output import emit
@@ -58,19 +61,35 @@ POLL = 0.05
 """Seconds between two reads while --wait waits."""
 
 
-def next_command(run: str, *, wait: float, state: str | None, json: bool) -> int:
+@dataclass(frozen=True)
+class Clock:
+    """The clocks next reads and waits by: `monotonic` and `sleep` for its own
+    waits, `time_ns` (wall) to tell how long ago a holder took its process lock
+    (the lock file's mtime). Tests pass one whose sleep only moves the time on."""
+
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    time_ns: Callable[[], int] = time.time_ns
+
+
+SYSTEM_CLOCK = Clock()
+
+
+def next_command(
+    run: str, *, wait: float, state: str | None, json: bool, clock: Clock = SYSTEM_CLOCK
+) -> int:
     if wait < 0:
         raise InputError(f"--wait {wait:g} is negative; pass a number of seconds >= 0")
     state_dir = resolve_state(state, os.environ, Path.cwd())
     run_dir = find_run(state_dir, run)
     refs = _refs(run_dir, state_dir, explicit=state is not None)
-    reader = _Reader(run_dir, state_dir, refs)
+    reader = _Reader(run_dir, state_dir, refs, clock, wait)
     read = reader.read()
     resumed = _resume(run_dir, state_dir) if should_resume(read) else None
     if resumed is not None:
         read = reader.read()
-    read = _through_start(reader, read)
-    read = dataclasses.replace(_wait(reader, read, wait), resumed_pid=resumed)
+    read = _through_start(reader, read, clock, wait)
+    read = dataclasses.replace(_wait(reader, read, wait, clock), resumed_pid=resumed)
     view = next_view(read)
     emit(json, view.to_json(), human(view))
     handed = read.closes if view.state != "starting" else ()  # a starting run shows none
@@ -79,12 +98,13 @@ def next_command(run: str, *, wait: float, state: str | None, json: bool) -> int
     return 0
 
 
-def _through_start(reader: _Reader, read: NextRead) -> NextRead:
-    """Read a starting run again, up to STARTING_WINDOW_S whatever --wait says, until
-    its process has published its first state (CMD-NEXT-28)."""
-    deadline = time.monotonic() + STARTING_WINDOW_S
-    while is_starting(read) and (left := deadline - time.monotonic()) > 0:
-        time.sleep(min(POLL, left))
+def _through_start(reader: _Reader, read: NextRead, clock: Clock, wait: float) -> NextRead:
+    """Read a starting run again, up to STARTING_WINDOW_S whatever --wait says (a
+    longer --wait: up to it), until its process has published its first state and
+    bound the owner's line (CMD-NEXT-28, CMD-NEXT-33)."""
+    deadline = clock.monotonic() + max(STARTING_WINDOW_S, wait)
+    while is_starting(read) and (left := deadline - clock.monotonic()) > 0:
+        clock.sleep(min(POLL, left))
         read = reader.read()
     return read
 
@@ -104,11 +124,21 @@ class _Reader:
     the same state (a read's state is the reader's, folded on by the next read);
     a torn tail is warned about on the first read only."""
 
-    def __init__(self, run_dir: RunDir, state_dir: Path, refs: tuple[str, str]) -> None:
+    def __init__(
+        self,
+        run_dir: RunDir,
+        state_dir: Path,
+        refs: tuple[str, str],
+        clock: Clock = SYSTEM_CLOCK,
+        wait: float = 0.0,
+    ) -> None:
         self.run_dir = run_dir
         self.run_ref, self.state_ref = refs
         self.max_threads = max_threads(os.environ)
         self.state_dir = state_dir
+        self.clock = clock
+        self.wait = wait
+        self.owner = _owner(run_dir)
         self._store_pairs: dict[str, dict[str, str]] | None = None
         self._stamp: tuple[int, int, int] | None = None
         self._run = replay(())
@@ -118,9 +148,10 @@ class _Reader:
     def read(self) -> NextRead:
         run = self._journal()
         held = run_is_live(self.run_dir)
-        tokens = held_process_tokens(self.run_dir) if held else []
+        tokens = held_process_tokens(self.run_dir)  # a holder takes its own before the run's
         steps, closes = list_bus(self.run_dir)
-        pinned = held and run.role_pairs is not None
+        owner = self.owner if run.backend == "session" else None
+        line, problem = self._owner_line(owner)
         return NextRead(
             run=self.run_dir.id,
             rows=(),
@@ -128,7 +159,7 @@ class _Reader:
             closes=closes,
             max_threads=self.max_threads,
             held=held,
-            store_pairs={} if pinned else self.store_pairs(),
+            store_pairs=self.store_pairs(run.role_pairs if held else None),
             run_ref=self.run_ref,
             state_ref=self.state_ref,
             launching=is_held(self.run_dir.start_lock) or is_launching(self.run_dir),
@@ -136,11 +167,29 @@ class _Reader:
             holder_since=_mtime(self.run_dir.process_lock(run.process))
             if run.process in tokens
             else None,
+            now=self.clock.time_ns(),
             step_times=_step_times(self.run_dir, steps),
             reported=frozenset((r.call, r.k, r.attempt) for r in read_reports(self.run_dir)),
             ready_nodes=self.ready_nodes(run) if needs_ready_nodes(run) else (),
+            owner=owner,
+            owner_line=line,
+            owner_line_problem=problem,
+            wait=self.wait,
             replayed=run,
         )
+
+    def _owner_line(self, owner: str | None) -> tuple[dict[str, Any] | None, str | None]:
+        """The owner's last line, or why it cannot be read (next only reads it)."""
+        if not owner:
+            return None, None
+        if not is_segment(owner):
+            return None, f"the owner id {owner!r} is not a file name"
+        path = owner_file(self.state_dir, owner)
+        try:
+            last = read_last_line(path)
+        except OSError as err:
+            return None, f"{path}: {err.strerror or err}"
+        return last.line, last.untrusted or last.unreadable
 
     def ready_nodes(self, run: RunState) -> tuple[str, ...] | None:
         """The nodes the gate would admit now (None: the workflow cannot be read)."""
@@ -159,11 +208,11 @@ class _Reader:
         stopped = set(ended) - done
         return tuple(node.id for node in ready(workflow, done, set(), max(spec.pool, 1), stopped))
 
-    def store_pairs(self) -> dict[str, dict[str, str]]:
-        """The role store's pairs, read once and only when the answer needs them: a
-        holder's started row pins the pairs of a live run."""
+    def store_pairs(self, pinned: Mapping[str, Any] | None) -> dict[str, dict[str, str]]:
+        """The role store's pairs, read once: the spawn formats of a run no process
+        holds, and what a holder's pins are compared with (CMD-NEXT-37)."""
         if self._store_pairs is None:
-            self._store_pairs = _store_pairs(self.state_dir)
+            self._store_pairs = _store_pairs(self.state_dir, pinned)
         return self._store_pairs
 
     def _journal(self) -> RunState:
@@ -190,21 +239,58 @@ class _Reader:
         return self._run
 
 
-def _store_pairs(state_dir: Path) -> dict[str, dict[str, str]]:
+def _store_pairs(
+    state_dir: Path, pinned: Mapping[str, Any] | None = None
+) -> dict[str, dict[str, str]]:
     """The role store's pairs; a store that cannot be read is warned about and
     answers every role undecided (a resume then refuses it itself), as does a state
-    directory with no store."""
-    if not (state_dir / "roles.toml").exists():
+    directory with no store. A store that reads as plain TOML the `pinned` pairs is
+    those pairs (the pins were checked when pinned), without the role store's
+    checks (pydantic: next's cold start must not pay for it unless it must)."""
+    path = state_dir / "roles.toml"
+    if not path.exists():
         return {role: {"agent_type": default_agent_type(role)} for role in ROLES}
-    # Imported here: the role store is pydantic, and next's cold start must not pay
-    # for it unless it reads the store.
+    plain = _plain_pairs(path) if pinned is not None else None
+    if plain is not None and plain == pinned:
+        return plain
     from crw.engine.roles import RoleTable, load_roles
 
     try:
-        return load_roles(state_dir / "roles.toml").role_pairs()
+        return load_roles(path).role_pairs()
     except CrwError as err:
         log.warning("%s", err)
         return RoleTable.undecided().role_pairs()
+
+
+def _plain_pairs(path: Path) -> dict[str, dict[str, str]] | None:
+    """The store's pairs when it is plain TOML of the six roles' string parts, else
+    None (then only the role store's own reading tells)."""
+    import tomllib
+
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    pairs = {role: {"agent_type": default_agent_type(role)} for role in ROLES}
+    for role, parts in table.items():
+        if role not in pairs or not isinstance(parts, dict):
+            return None
+        if not set(parts) <= {"agent_type", "model", "effort"}:
+            return None
+        if not all(isinstance(value, str) for value in parts.values()):
+            return None
+        pairs[role] |= parts
+    return pairs
+
+
+def _owner(run_dir: RunDir) -> str | None:
+    """The run's owner thread as run.json names it (read as plain JSON: the spec's
+    model is pydantic), or None."""
+    try:
+        owner = json_module.loads(run_dir.run_json.read_text(encoding="utf-8")).get("owner")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return owner if isinstance(owner, str) and owner else None
 
 
 def _mtime(path: Path) -> int | None:
@@ -252,7 +338,7 @@ def _resume(run_dir: RunDir, state_dir: Path) -> int | None:
     return child.pid
 
 
-def _wait(reader: _Reader, first: NextRead, wait: float) -> NextRead:
+def _wait(reader: _Reader, first: NextRead, wait: float, clock: Clock) -> NextRead:
     """Read again every POLL seconds, up to `wait`, while the run goes on without a
     step; return the first read with a step or another state. A starting run, or
     one that can do nothing, is answered at once."""
@@ -261,10 +347,10 @@ def _wait(reader: _Reader, first: NextRead, wait: float) -> NextRead:
         return first
     if can_do_nothing(first):
         return first
-    deadline = time.monotonic() + wait
+    deadline = clock.monotonic() + wait
     read = first
-    while (left := deadline - time.monotonic()) > 0:
-        time.sleep(min(POLL, left))
+    while (left := deadline - clock.monotonic()) > 0:
+        clock.sleep(min(POLL, left))
         read = reader.read()
         if read.steps or read.closes or _state(read) != state:
             break
@@ -293,6 +379,7 @@ def human(view: NextView) -> str:
         lines.append("  spawn formats:")
         lines += [f"    {f['role']:<12} {f['format']}" for f in view.spawn_formats]
     lines.append(f"hint: {view.hint}")
+    lines += [f"warning: {warning}" for warning in view.warnings]
     return "\n".join(lines)
 
 

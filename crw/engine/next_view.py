@@ -16,8 +16,11 @@ Readings fixed here:
   call ends (a terminal row), loses the attempt (session_attempt_lost) or publishes
   a spawn step (the next subagent replaces it; the old one is a close step while it
   is open);
-- the spawn formats are the newest started row's pairs while a process holds the
-  run, else the role store's (a resume reads the store).
+- the spawn formats are the newest started row's pairs while its process holds
+  the run (the process lock it names is held, or it names none and no process
+  lock is: a process of a crw before the process lock), else the role store's
+  (a resume reads the store), as they are for a run that pinned none
+  (CMD-NEXT-22, -23, -35, -40).
 
 - a run is starting (CMD-NEXT-24..26) while a launch of its process is under way
   (its start or launch lock is held), while its holder has not recorded its
@@ -32,9 +35,15 @@ Readings fixed here:
 - a run that can do nothing is one waiting on a decision with no open call and no
   node the gate would admit: it is not resumed (no process would do anything).
 
-Later work (marked E in requirements.md) enters here as further inputs of
-`NextRead`: the owner-line window (CMD-NEXT-33, -34) and the warnings about the
-owner's line and repinned pairs (CMD-NEXT-36..39).
+- a run is also starting while a holder that took its process lock less than
+  15 s ago has not bound the owner's line under its started row's digest
+  (CMD-NEXT-33; `next_state.binding_pending`); after that its line is reported
+  as it is, in a warning (CMD-NEXT-34, CMD-NEXT-36);
+- the warnings (`next_warnings`) say what the owner's spawns will get that the
+  answer does not show: a line not the holder's, a store that reads other pairs
+  than pinned, a resumed process that repinned (CMD-NEXT-36, -37, -39);
+- the hint fits the backend: an app-server run's process makes its calls on the
+  host itself, so there is no subagent to wait on (no wait_agent).
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from crw.bus.steps import CloseStep, StepFile
 from crw.engine.next_state import (
     RESUMABLE_STATES,
     STARTING_WINDOW_S,
+    NextRead,
     StepKey,
     answer_choices,
     can_do_nothing,
@@ -57,8 +67,9 @@ from crw.engine.next_state import (
     should_resume,
     stale_steps,
 )
+from crw.engine.next_warnings import next_warnings
 from crw.engine.role_names import ROLES, default_agent_type
-from crw.journal.replay import Row, RunState, replay
+from crw.journal.replay import RunState
 
 __all__ = [
     "RESUMABLE_STATES",
@@ -98,50 +109,6 @@ _STEP_MEMBERS = (
 
 
 @dataclass(frozen=True)
-class NextRead:
-    """What `crw flow next` read of the run.
-
-    `run_ref` is how the commands the answer names spell the run (default: its
-    id), and `state_ref` the state directory they pass as `--state` (shell-quoted;
-    empty: none, when the owner passed none).
-    """
-
-    run: str
-    rows: Sequence[Row]
-    steps: Sequence[StepFile] = ()
-    closes: Sequence[CloseStep] = ()
-    max_threads: int = 6
-    held: bool = False
-    store_pairs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    resumed_pid: int | None = None
-    run_ref: str = ""
-    state_ref: str = ""
-    launching: bool = False
-    process_tokens: Sequence[str] = ()
-    holder_since: int | None = None
-    step_times: Mapping[StepKey, int] = field(default_factory=dict)
-    reported: frozenset[StepKey] = frozenset()
-    ready_nodes: Sequence[str] | None = ()
-    replayed: RunState | None = None
-    """The run's state when the reader replayed the journal itself (`rows` is then
-    empty); else `rows` are replayed once, on demand."""
-
-    @property
-    def run_state(self) -> RunState:
-        """The rows' state: replayed once per read, whoever asks."""
-        if self.replayed is None:
-            object.__setattr__(self, "replayed", replay(self.rows))
-        assert self.replayed is not None
-        return self.replayed
-
-    def command(self, verb: str, rest: str = "") -> str:
-        """`crw flow VERB RUN REST [--state S]`: a command about this run."""
-        state = f"--state {self.state_ref}" if self.state_ref else ""
-        words = ("crw flow", verb, self.run_ref or self.run, rest, state)
-        return " ".join(word for word in words if word)
-
-
-@dataclass(frozen=True)
 class Slots:
     """The owner's agent threads: `limit` is agents.max_threads, `agents` the open
     subagents' ids (CMD-NEXT-8, CMD-NEXT-9)."""
@@ -177,11 +144,12 @@ class NextView:
     resumed_pid: int | None = None
     held: list[dict[str, Any]] = field(default_factory=list)
     """Each held call, its reason and the commands that answer it (`held_calls`)."""
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The --json object: run, state, ended_status, ended_state, steps, slots,
-        spawn_formats, hint, resumed_pid when next resumed the run, and held when
-        the run waits on a decision."""
+        spawn_formats, hint, warnings, resumed_pid when next resumed the run, and
+        held when the run waits on a decision."""
         payload: dict[str, Any] = {
             "run": self.run,
             "state": self.state,
@@ -191,6 +159,7 @@ class NextView:
             "slots": self.slots.to_json(),
             "spawn_formats": self.spawn_formats,
             "hint": self.hint,
+            "warnings": self.warnings,
         }
         if self.held:
             payload["held"] = self.held
@@ -229,6 +198,7 @@ def next_view(read: NextRead) -> NextView:
         hint=hint(read, run.state, run.paused_why, slots),
         resumed_pid=read.resumed_pid,
         held=held_calls(read) if run.state == "waiting_decision" else [],
+        warnings=next_warnings(read),
     )
 
 
@@ -374,13 +344,19 @@ def _state_sentences(state: str, paused_reason: str | None, read: NextRead) -> l
         resume = read.command("resume", "--detach")
         return [f"The run is paused ({paused_reason}); go on with: {resume}."]
     if state == "starting":
-        return [
-            "The run is starting: its process is coming up and has not published its "
-            f"steps yet; ask again with {read.command('next')}."
-        ]
+        return [f"The run is starting: its process is coming up; {_ask_again(read)}."]
     if state == "waiting_decision":
         return [_decision_sentence(read)]
     return []
+
+
+def _ask_again(read: NextRead) -> str:
+    """Ask again at once without --wait; with it, the same --wait, which answers
+    when the state changes or it runs out (CMD-NEXT-32)."""
+    if read.wait <= 0:
+        return f"ask again at once with {read.command('next')}"
+    again = read.command("next", f"--wait {read.wait:g}")
+    return f"ask again with {again}: it answers when the state changes or --wait runs out"
 
 
 def _decision_sentence(read: NextRead) -> str:
@@ -426,6 +402,11 @@ def held_calls(read: NextRead) -> list[dict[str, Any]]:
 def _wait_sentence(agents: Sequence[str], read: NextRead) -> str:
     """Alternate wait_agent on the open subagents (but those closed now) with next."""
     next_wait = read.command("next", f"--wait {NEXT_WAIT_S}")
+    if read.run_state.backend != "session":
+        return (
+            "The run's process makes its calls on the host itself (app-server): there is "
+            f"no subagent to wait on; follow it with {next_wait}."
+        )
     if not agents:
         return f"Then ask for the next step with {next_wait}."
     targets = json.dumps(list(agents))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +34,7 @@ from pydantic import (
 from crw.engine._tomlsource import Loc, TomlSource, crw_error, one_line, read_toml, validation_error
 from crw.engine.role_names import ROLES as ROLES
 from crw.engine.role_names import default_agent_type as default_agent_type
+from crw.journal.rows import PolicyRepinned, Started
 
 Role = Literal["architect", "executor", "executor-t1", "reviewer", "explorer", "critic"]
 
@@ -132,6 +134,28 @@ class RoleTable(BaseModel):
             self.role_pairs(), sort_keys=True, separators=(",", ":"), ensure_ascii=False
         )
         return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def pin_rows(
+    table: RoleTable, earlier: Mapping[str, Any] | None, earlier_digest: str | None, **started: Any
+) -> list[Started | PolicyRepinned]:
+    """The rows a process records the pairs it runs on with (CMD-NEXT-21, -38).
+
+    Its started row pins `table` (`role_pairs`, `policy_digest`, and `started`'s
+    fields: backend, process, pid). When the run's newest pins (`earlier`, the
+    pairs an earlier process pinned or repinned, and `earlier_digest`) are other
+    pairs than `table`'s, a policy_repinned row follows it: the process runs on
+    the store as it reads now. A run that pinned nothing has nothing to repin.
+    """
+    pairs, digest = table.role_pairs(), table.policy_digest()
+    rows: list[Started | PolicyRepinned] = [
+        Started(role_pairs=pairs, policy_digest=digest, **started)
+    ]
+    if earlier is not None and dict(earlier) != pairs:
+        rows.append(
+            PolicyRepinned(pinned_digest=earlier_digest, store_digest=digest, role_pairs=pairs)
+        )
+    return rows
 
 
 def load_roles(path: Path) -> RoleTable:

@@ -91,6 +91,9 @@ class RunState:
     pid: int | None = None
     role_pairs: dict[str, Any] | None = None
     policy_digest: str | None = None
+    repinned: bool = False
+    """Whether the newest process repinned the run (a policy_repinned row after
+    its started row): it runs on the role store as it read, not the earlier pins."""
     ended_status: str | None = None
     paused_reason: str | None = None
     paused_error: str | None = None
@@ -190,6 +193,7 @@ def _started(run: RunState, row: Row) -> None:
     run.pid = row.get("pid")
     run.role_pairs = row.get("role_pairs")
     run.policy_digest = row.get("policy_digest")
+    run.repinned = False
     run.paused_reason = run.paused_error = run.paused_file = None
 
 
@@ -207,6 +211,7 @@ def _policy_repinned(run: RunState, row: Row) -> None:
     if row.get("role_pairs") is not None:
         run.role_pairs = row.get("role_pairs")
     run.policy_digest = row.get("store_digest") or run.policy_digest
+    run.repinned = True
 
 
 _RUN_HANDLERS: dict[str, Callable[[RunState, Row], None]] = {

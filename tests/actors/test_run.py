@@ -15,6 +15,7 @@ from crw.actors.journal_writer import AfterCommit, JournalWriter, open_journal_w
 from crw.actors.run import run_process
 from crw.clock import WallClock, fixed_clock, system_clock
 from crw.engine.locks import is_held, run_lock
+from crw.engine.roles import load_roles
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings
 from crw.engine.workflow import load_workflow
@@ -89,8 +90,9 @@ async def test_process_lock_is_held_while_the_started_row_is_committed(
 async def test_started_row_names_the_token_of_the_process_lock_it_holds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """spec: BIND-LINE-16: `process` is the token of the lock file
-    `process.<token>.lock` the process holds while it commits the row."""
+    """spec: BIND-LINE-16, CMD-NEXT-21: the started row records the pairs the process
+    runs on (role_pairs, policy_digest) and names as `process` the token of the
+    lock file `process.<token>.lock` it holds while it commits the row."""
     run, spec = _run(tmp_path)
     held: list[str] = []
 
@@ -105,8 +107,13 @@ async def test_started_row_names_the_token_of_the_process_lock_it_holds(
         return open_journal_writer(path, clock=clock, after_commit=after_commit, known=known)
 
     monkeypatch.setattr(run_module, "open_journal_writer", spying_writer)
-    await run_process(run, spec, run.root.parents[1])
+    state = run.root.parents[1]
+    (state / "roles.toml").write_text('[executor]\nmodel = "m2"\n')
+    await run_process(run, spec, state)
     started = read_journal(run.journal).rows[0]
+    table = load_roles(state / "roles.toml")
+    assert started["role_pairs"] == table.role_pairs()  # the pairs it runs on
+    assert started["policy_digest"] == table.policy_digest()
     (lock_name,) = held
     assert started["row"] == "started"
     assert lock_name == run.process_lock(started["process"]).name
@@ -126,6 +133,38 @@ async def test_process_lock_that_cannot_be_taken_gives_a_started_row_naming_no_p
     started = read_journal(run.journal).rows[0]
     assert started["row"] == "started" and "process" not in started
     assert any("process lock" in record.getMessage() for record in caplog.records)
+
+
+async def test_a_resume_under_a_changed_role_store_repins_and_records_the_change(
+    tmp_path: Path,
+) -> None:
+    """spec: CMD-NEXT-38: a resume takes the store's new pairs, records them in its
+    started row and the change in a policy_repinned row right after it; a resume
+    under an unchanged store records no change."""
+    run, spec = _run(tmp_path)
+    state = run.root.parents[1]
+    store = state / "roles.toml"
+    store.write_text('[executor]\nmodel = "m1"\n')
+    await run_process(run, spec, state)
+    first = load_roles(store)
+    store.write_text('[executor]\nmodel = "m2"\neffort = "high"\n')
+    await run_process(run, spec, state)
+    await run_process(run, spec, state)
+    now = load_roles(store)
+    rows = read_journal(run.journal).rows
+    kinds = [row["row"] for row in rows]
+    repin = ["started", "policy_repinned", "paused"]
+    assert kinds == ["started", "paused", *repin, "started", "paused"]
+    started, repinned = rows[2], rows[3]
+    assert started["role_pairs"] == now.role_pairs()
+    assert started["policy_digest"] == now.policy_digest()
+    assert repinned["pinned_digest"] == first.policy_digest()
+    assert repinned["store_digest"] == now.policy_digest()
+    assert repinned["role_pairs"]["executor"] == {
+        "agent_type": "executor",
+        "model": "m2",
+        "effort": "high",
+    }
 
 
 async def test_run_held_by_another_process_is_refused_before_any_row(tmp_path: Path) -> None:

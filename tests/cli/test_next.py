@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from crw.binding.lines import append_lines
 from crw.engine.locks import hold_run
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, write_run_spec
@@ -123,7 +124,15 @@ def held(crw: Crw) -> Iterator[RunDir]:
     with hold_run(run) as process:
         assert process is not None
         _append_rows(run, {"row": "started", "backend": "session", "process": process.token})
+        bind_line(crw, {"kind": "orchestrator", "run_id": RUN})  # as the process binds it
         yield run
+
+
+def bind_line(crw: Crw, line: dict[str, Any]) -> None:
+    """Append `line` to the owner thread's flow-bound file."""
+    directory = crw.state / "flow-bound"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    append_lines(directory / "owner-thread.jsonl", [line])
 
 
 def test_json_answers_the_state_steps_slots_spawn_formats_and_hint(crw: Crw, held: RunDir) -> None:
@@ -148,7 +157,9 @@ def test_json_answers_the_state_steps_slots_spawn_formats_and_hint(crw: Crw, hel
         "slots",
         "spawn_formats",
         "hint",
+        "warnings",
     }
+    assert out["warnings"] == []
     assert (out["run"], out["state"]) == (RUN, "waiting_session")
     assert [s["action"] for s in out["steps"]] == ["close", "spawn"]
     spawn = out["steps"][1]

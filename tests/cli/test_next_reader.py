@@ -3,6 +3,7 @@ many times --wait reads the run again."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -143,3 +144,27 @@ def test_next_of_an_ended_run_answers_from_its_snapshot_without_building_a_call(
     view = next_view(read)
     assert view.state == "ended" and view.ended_state == {"n0": "completed"}
     assert calls_alive() == before
+
+
+def test_a_store_that_reads_the_holders_pins_is_compared_without_pydantic(
+    tmp_path: Path,
+) -> None:
+    """spec: CMD-NEXT-37. A holder's pins are compared with the store on every read;
+    a plain store that reads the pins is read without the role store's models, and
+    one that reads other pairs by the role store itself."""
+    from crw.engine.roles import load_roles
+
+    (tmp_path / "roles.toml").write_text('[executor]\nmodel = "m1"\neffort = "high"\n')
+    pins = load_roles(tmp_path / "roles.toml").role_pairs()
+    assert next_module._store_pairs(tmp_path, pins) == pins
+    other = {**pins, "executor": {"agent_type": "executor"}}
+    assert next_module._store_pairs(tmp_path, other) == pins
+    probe = (
+        "import sys, json; from pathlib import Path; from crw.cli.next import _store_pairs; "
+        f"_store_pairs(Path({str(tmp_path)!r}), json.loads({json.dumps(json.dumps(pins))})); "
+        "print('pydantic' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "False"

@@ -359,6 +359,7 @@ def test_json_has_exactly_the_specs_names() -> None:
         "slots",
         "spawn_formats",
         "hint",
+        "warnings",
     }
 
 
@@ -398,8 +399,13 @@ def test_a_launch_under_way_makes_the_run_starting_and_nothing_is_resumed() -> N
     assert not should_resume(dead)
     view = next_view(dead)
     assert (view.state, view.steps, view.spawn_formats) == ("starting", [], [])
-    assert "ask again with crw flow next r1" in view.hint
+    assert "ask again at once with crw flow next r1." in view.hint
     assert "Make each step" not in view.hint
+    waited = next_view(dataclasses.replace(dead, wait=40)).hint
+    assert (
+        "ask again with crw flow next r1 --wait 40: it answers when the state changes or "
+        "--wait runs out" in waited
+    )
 
 
 def test_a_holder_that_has_not_recorded_its_started_row_is_starting() -> None:
