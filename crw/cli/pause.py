@@ -7,7 +7,8 @@ seconds (120), as `crw flow dispatched` waits for its reply. A run no process
 holds is stopped under its run lock: with calls an earlier process left open,
 this command runs the run's process in the foreground, which reads the request
 before any call goes on and stops them the same way (the host is needed to
-interrupt their turns); with none, it writes the run's row itself.
+interrupt their turns); with none, it writes the run's row itself, and a cancel
+that so ends the run closes the owner's orchestrator line.
 
 Idempotent: a pause of a paused run says so (exit 0); a pause or cancel of an
 ended run refuses with one line (exit 1). Nothing is written before the checks.
@@ -15,6 +16,7 @@ ended run refuses with one line (exit 1). Nothing is written before the checks.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -112,6 +114,8 @@ def _stop_here(op: control.Op, target: Target) -> RunState:
     try:
         with run_lock(target.run_dir):
             _write_rows(op, target, _read(target.run_dir))
+            if op == "cancel":  # it ended the run: no process is there to close the line
+                _close_line(target)
     except RunHeldError as err:
         raise RefusedError(f"{err}; run the {op} again") from err
     return _read(target.run_dir)
@@ -137,6 +141,18 @@ def _write_rows(op: control.Op, target: Target, run: RunState) -> None:
 
     trio.run(commit)
     control.remove_answered(target.run_dir, reason)
+
+
+def _close_line(target: Target) -> None:
+    """CloseOrchestrator for the run this command ended, under its run lock; a close
+    that cannot be written is a warning (the next start on the thread closes it)."""
+    if not target.spec.owner:
+        return
+    from crw.binding.owner import close_owner
+
+    warning = close_owner(target.state_dir, target.spec.owner, target.spec.id)
+    if warning is not None:
+        logging.getLogger("crw.cancel").warning("%s", warning)
 
 
 def _read(run_dir: RunDir) -> RunState:

@@ -168,3 +168,19 @@ def test_a_start_whose_binding_cannot_be_written_warns_and_starts(crw: Crw) -> N
     assert warning.startswith(f"cannot bind owner thread {OWNER} to run {out['run']}: ")
     wait_for_exit(Path(out["run_dir"]))
     assert started_rows(RunDir(Path(out["run_dir"])))
+
+
+def test_a_cancel_that_ends_a_paused_run_itself_closes_the_owners_line(crw: Crw) -> None:
+    """spec: BIND-LINE-13: a paused run no process holds is cancelled by the command
+    itself, under the run lock (no process runs): the run ends, and so does its line."""
+    out = crw.start(str(WORKFLOW), "--owner", OWNER).json()
+    run = RunDir(Path(out["run_dir"]))
+    wait_for_exit(run.root)  # its host is not there: it paused
+    assert lines(crw.state) == [line_of(out["run"], RoleTable.undecided())]
+    cancelled = crw("flow", "cancel", out["run"], "--state", str(crw.state), "--json")
+    assert cancelled.code == 0, cancelled.stderr
+    assert [row["row"] for row in read_journal(run.journal).rows][-2:] == ["cancelled", "ended"]
+    assert lines(crw.state) == [
+        line_of(out["run"], RoleTable.undecided()),
+        {"kind": "closed", "run_id": out["run"]},
+    ]
