@@ -350,7 +350,8 @@ def test_the_refused_answer_applies_once_the_directory_is_made_again(crw: Crw) -
     first = _answer(crw, "--retry")
     pid = _pid(crw, first, "resumed_pid")
     assert first.json()["recorded"] is True
-    wait_for_exit(run.root)  # the resumed process finds no host and pauses
+    _wait("its pause", lambda: [r.get("pid") for r in _rows(run)][-2:] == [pid, None])
+    wait_for_exit(run.root)  # the resumed process found no host and paused
     again = _answer(crw, "--retry")
     assert again.code == 0 and again.json()["recorded"] is False, again.stderr
     kinds = [r["row"] for r in _rows(run)]
