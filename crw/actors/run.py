@@ -3,13 +3,15 @@
 It puts the env its spec records into its own environment before it takes a lock
 and puts back what was there when the run is done (the foreground resume runs it
 in its own process), takes its process lock before the run lock (BIND-LINE-15),
-opens the journal writer and commits its started row (backend, process, pid,
-role_pairs, policy_digest), and a policy_repinned row after it when the role
-store reads other pairs than the run's newest pins. It then connects to the run's
-host and runs the workflow's calls on the backend run.json names: the app-server
-backend opens a thread per call (`app_server_run`); the session backend publishes
-steps for the owner and binds the subagents it reports (`session_run`, with the
-Inbox actor).
+refuses a mixed resume (the started row's backend is not run.json's), opens the
+journal writer and commits its started row (backend, process, pid, role_pairs,
+policy_digest), and a policy_repinned row after it when the role store reads other
+pairs than the run's newest pins. It then connects to the run's host and runs the
+workflow's calls on the backend run.json names: the app-server backend opens a
+thread per call (`app_server_run`); the session backend publishes steps for the
+owner and binds the subagents it reports (`session_run`, with the Inbox actor),
+with at most min(pool, agents.max_threads - 1) calls in flight, agents.max_threads
+read again by every process of the run.
 
 A fault stops the process with one line (`crw.actors.faults`): a host it cannot
 reach, or one that goes away mid-run, pauses the run (host_unavailable; the calls

@@ -7,7 +7,9 @@ ended, is refused (exit 1), and so is one another command is launching a process
 for (its launch lock is held). In the foreground the command is the run process
 itself; with --detach it launches `crw flow _run` as `start` does, with the env
 the spec records in place, under the run's launch lock, which the process holds
-until it holds the run lock: one launch at a time.
+until it holds the run lock: one launch at a time. A recorded TMPDIR that is
+missing, not a directory or not writable refuses either before anything changes:
+--detach exits 1 naming it, the foreground (the run process) exits 2.
 """
 
 from __future__ import annotations

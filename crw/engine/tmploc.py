@@ -1,9 +1,10 @@
 """The one temp-location function (the spec's internal/tmploc, DirFrom).
 
 `crw flow start` asks it once, for the starting environment, and records the answer
-as `env.TMPDIR` of run.json, as written and also when it is the default. A run that
-reads its spec checks the recorded directory again with `check_dir` before it
-relaunches or runs, since the directory may have gone since the start.
+as `env.TMPDIR` of run.json, as written and also when it is the default. Every
+relaunch, and every process that reads its spec, checks the recorded directory
+again (`recorded_problem`) before anything of the run changes, since it may have
+gone since the start; the fix is the directory made again, never a new spec.
 """
 
 from __future__ import annotations

@@ -88,9 +88,13 @@ def _kill(run: RunDir, pid: int) -> None:
 
 
 def _published(run: RunDir) -> str:
-    """The packet the run's new process published with its step."""
-    _wait("the step published again", (run.steps / STEP).exists)
-    step = json.loads((run.steps / STEP).read_text())
+    """The packet the run's new process published with its step (any attempt)."""
+
+    def steps() -> list[Path]:
+        return list((run.steps / "explore.1").glob("t*.json"))
+
+    _wait("the step published again", steps)
+    step = json.loads(steps()[0].read_text())
     return Path(step["packet"]).read_text()
 
 
@@ -108,12 +112,13 @@ def test_every_detached_launch_gets_the_callers_env_with_the_recorded_tmpdir(
     crw: Crw, sim: Path, tmp_path: Path
 ) -> None:
     """spec: ENV-1, ENV-2, ENV-3, STEP-48, GEN-11, CMD-RESUME-1, CMD-RESUME-2,
-    CMD-RESUME-3: the start, `resume --detach` from a shell with another TMPDIR and
-    the resume `next` starts from a shell with none each give the process the
-    caller's environment (its own marker) with the recorded TMPDIR in place, once;
-    the process, inside, publishes its packet with the recorded TMPDIR, never the
-    shell's, on the run's step bus, records the session backend again and wakes
-    the owner its spec records (a session_wake row naming it)."""
+    CMD-RESUME-3: the start, `resume --detach` from a shell with another TMPDIR,
+    the resume `next` starts and the one `answer` starts from shells with none each
+    give the process the caller's environment (its own marker) with the recorded
+    TMPDIR in place, once; the process, inside, publishes its packet with the
+    recorded TMPDIR, never the shell's, on the run's step bus (crw's FileStepBus),
+    records the session backend again, and every wake is of the owner its spec
+    records."""
     recorded = crw.env["TMPDIR"]
     run, pid = _start(crw, sim, crw.env | {"CALLER": "start"})
     owner = json.loads(run.run_json.read_text())["owner"]
@@ -125,10 +130,13 @@ def test_every_detached_launch_gets_the_callers_env_with_the_recorded_tmpdir(
     relaunches = [
         (["flow", "resume", run.id, "--detach"], crw.env | {"TMPDIR": str(other)}, "pid"),
         (["flow", "next", run.id], no_tmpdir, "resumed_pid"),
+        (["flow", "answer", run.id, "explore.1", "--retry"], no_tmpdir, "resumed_pid"),
     ]
     pids = []
     for argv, env, key in relaunches:
         _kill(run, pid)
+        if argv[1] == "answer":  # the call held, as a process that died holding it left it
+            _append_rows(run, {"row": "held", "call": "explore.1", "reason": "host_failure"})
         caller = {"CALLER": argv[1]}
         pid = _pid(crw, crw(*argv, "--state", str(crw.state), "--json", env=env | caller), key)
         pids.append(pid)
@@ -350,7 +358,8 @@ def test_the_refused_answer_applies_once_the_directory_is_made_again(crw: Crw) -
     first = _answer(crw, "--retry")
     pid = _pid(crw, first, "resumed_pid")
     assert first.json()["recorded"] is True
-    wait_for_exit(run.root)  # the resumed process finds no host and pauses
+    _wait("its pause", lambda: [r.get("pid") for r in _rows(run)][-2:] == [pid, None])
+    wait_for_exit(run.root)  # the resumed process found no host and paused
     again = _answer(crw, "--retry")
     assert again.code == 0 and again.json()["recorded"] is False, again.stderr
     kinds = [r["row"] for r in _rows(run)]
