@@ -207,6 +207,9 @@ def test_a_store_read_other_than_the_pins_is_warned_about(
     ]
     assert answer["spawn_formats"][1]["reasoning_effort"] == "high"
     assert run.journal.read_bytes() == before
+    next_module.next_command(RUN, wait=0, state=str(crw.state), json=False)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == f"warning: {answer['warnings'][0]}"
 
 
 def test_the_process_next_resumed_under_a_changed_store_repinned_and_next_says_so(
