@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from crw.cli import next as next_module
-from crw.engine.locks import hold_run, run_lock, take_process_lock
+from crw.engine.locks import hold_run, run_lock, start_lock, take_process_lock
 from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, wait_for_exit
@@ -230,3 +230,20 @@ def test_the_process_next_resumed_under_a_changed_store_repinned_and_next_says_s
         f"the process next resumed repinned run {RUN} (policy_repinned): it runs on the "
         "role store as it reads now, not on the pairs the earlier process pinned"
     ]
+
+
+def test_a_run_whose_start_holds_its_start_lock_is_starting_and_nothing_is_resumed(
+    crw: Crw, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """spec: CMD-NEXT-26, CMD-NEXT-30, CMD-NEXT-31: no process holds the run, but
+    its start holds the start lock until its process holds the run."""
+    run = _make_run(crw)
+    before = run.journal.read_bytes()
+    clock = FakeClock()
+    with start_lock(run):
+        answer = _next(crw, clock, capsys)
+    assert (answer["state"], answer["steps"], answer["spawn_formats"]) == ("starting", [], [])
+    assert "resumed_pid" not in answer
+    assert clock.elapsed >= 15.0
+    assert run.journal.read_bytes() == before
+    assert run.log.read_bytes() == b""  # no process was launched
