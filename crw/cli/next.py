@@ -2,10 +2,15 @@
 formats and hint (spec, "The owner's commands"; the answer is `engine.next_view`).
 
 It reads the run directory: the journal, the step files and close steps, the lock
-files, the role store and agents.max_threads. It writes no row and never the
-owner's line (CMD-NEXT-16); it removes a close step's file once it has printed it
-(CMD-NEXT-15), and it resumes a run no process holds that goes on, as
-`crw flow resume RUN --detach` does (CMD-NEXT-18).
+files, the role store, the owner's last line in `<state>/flow-bound/<owner>.jsonl`
+and agents.max_threads. It writes no row and never the owner's line (CMD-NEXT-16);
+it removes a close step's file once it has printed it (CMD-NEXT-15), and it
+resumes a run no process holds that goes on, as `crw flow resume RUN --detach`
+does (CMD-NEXT-18).
+
+A starting run, and a new holder that has not bound the owner's line yet, are
+read again up to 15 s whatever --wait says (CMD-NEXT-28, CMD-NEXT-33); the waits
+go by a `Clock`, which tests replace.
 
 `--wait S` polls every 50 ms, up to S seconds, while the run has no step and
 goes on, and answers as soon as a step comes or the state changes (CMD-NEXT-11).
@@ -28,6 +33,7 @@ from crw.binding.lines import is_segment, owner_file, read_last_line
 from crw.bus.inbox import read_reports
 from crw.bus.steps import StepFile, list_bus, remove_close, step_paths
 from crw.cli.output import emit
+from crw.cli.store_pairs import store_pairs
 from crw.engine.codex_config import max_threads
 from crw.engine.locks import (
     RunHeldError,
@@ -48,7 +54,6 @@ from crw.engine.next_view import (
     next_view,
     should_resume,
 )
-from crw.engine.role_names import ROLES, default_agent_type
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.errors import CrwError, InputError
 from crw.journal.log import decode, read_journal
@@ -212,7 +217,7 @@ class _Reader:
         """The role store's pairs, read once: the spawn formats of a run no process
         holds, and what a holder's pins are compared with (CMD-NEXT-37)."""
         if self._store_pairs is None:
-            self._store_pairs = _store_pairs(self.state_dir, pinned)
+            self._store_pairs = store_pairs(self.state_dir, pinned)
         return self._store_pairs
 
     def _journal(self) -> RunState:
@@ -237,50 +242,6 @@ class _Reader:
             self._end += read.end
         self._stamp = stamp
         return self._run
-
-
-def _store_pairs(
-    state_dir: Path, pinned: Mapping[str, Any] | None = None
-) -> dict[str, dict[str, str]]:
-    """The role store's pairs; a store that cannot be read is warned about and
-    answers every role undecided (a resume then refuses it itself), as does a state
-    directory with no store. A store that reads as plain TOML the `pinned` pairs is
-    those pairs (the pins were checked when pinned), without the role store's
-    checks (pydantic: next's cold start must not pay for it unless it must)."""
-    path = state_dir / "roles.toml"
-    if not path.exists():
-        return {role: {"agent_type": default_agent_type(role)} for role in ROLES}
-    plain = _plain_pairs(path) if pinned is not None else None
-    if plain is not None and plain == pinned:
-        return plain
-    from crw.engine.roles import RoleTable, load_roles
-
-    try:
-        return load_roles(path).role_pairs()
-    except CrwError as err:
-        log.warning("%s", err)
-        return RoleTable.undecided().role_pairs()
-
-
-def _plain_pairs(path: Path) -> dict[str, dict[str, str]] | None:
-    """The store's pairs when it is plain TOML of the six roles' string parts, else
-    None (then only the role store's own reading tells)."""
-    import tomllib
-
-    try:
-        table = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None
-    pairs = {role: {"agent_type": default_agent_type(role)} for role in ROLES}
-    for role, parts in table.items():
-        if role not in pairs or not isinstance(parts, dict):
-            return None
-        if not set(parts) <= {"agent_type", "model", "effort"}:
-            return None
-        if not all(isinstance(value, str) for value in parts.values()):
-            return None
-        pairs[role] |= parts
-    return pairs
 
 
 def _owner(run_dir: RunDir) -> str | None:

@@ -134,8 +134,14 @@ def binding_pending(read: NextRead) -> bool:
     """A holder that took its process lock less than STARTING_WINDOW_S ago and has
     not bound the owner's line under its started row's digest yet (CMD-NEXT-33):
     it binds right after that row, so next reads again; after the window the line
-    is reported as it is (CMD-NEXT-34)."""
+    is reported as it is (CMD-NEXT-34).
+
+    Read here: an owner with no line at all (no flow-bound file: no start or
+    process ever bound it, as when the run's start could not) is reported at once.
+    """
     if read.holder_since is None or not binds_owner(read) or line_is_holders(read):
+        return False
+    if read.owner_line is None and read.owner_line_problem is None:
         return False
     return read.now - read.holder_since < STARTING_WINDOW_S * 1e9
 

@@ -17,6 +17,7 @@ import pytest
 
 from crw.binding.lines import append_lines
 from crw.engine.locks import hold_run
+from crw.engine.role_names import ROLES, default_agent_type
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, write_run_spec
 from crw.engine.workflow import load_workflow
@@ -124,7 +125,9 @@ def held(crw: Crw) -> Iterator[RunDir]:
     with hold_run(run) as process:
         assert process is not None
         _append_rows(run, {"row": "started", "backend": "session", "process": process.token})
-        bind_line(crw, {"kind": "orchestrator", "run_id": RUN})  # as the process binds it
+        pairs = {role: {"agent_type": default_agent_type(role)} for role in ROLES}
+        line = {"kind": "orchestrator", "run_id": RUN, "helperPairs": pairs}
+        bind_line(crw, line)  # as the process binds it
         yield run
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from crw.cli import next as next_module
+from crw.cli.store_pairs import store_pairs
 from crw.engine.rundir import RunDir
 from crw.journal import snapshot
 from crw.journal.log import encode_batch, encode_body
@@ -66,10 +67,10 @@ def test_a_state_without_a_role_store_answers_undecided_pairs_without_pydantic(
     are every role undecided, read without importing the role store's models."""
     from crw.engine.roles import RoleTable
 
-    assert next_module._store_pairs(tmp_path) == RoleTable.undecided().role_pairs()
+    assert store_pairs(tmp_path) == RoleTable.undecided().role_pairs()
     probe = (
-        "import sys; from pathlib import Path; from crw.cli.next import _store_pairs; "
-        f"_store_pairs(Path({str(tmp_path)!r})); print('pydantic' in sys.modules)"
+        "import sys; from pathlib import Path; from crw.cli.store_pairs import store_pairs; "
+        f"store_pairs(Path({str(tmp_path)!r})); print('pydantic' in sys.modules)"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
@@ -156,12 +157,12 @@ def test_a_store_that_reads_the_holders_pins_is_compared_without_pydantic(
 
     (tmp_path / "roles.toml").write_text('[executor]\nmodel = "m1"\neffort = "high"\n')
     pins = load_roles(tmp_path / "roles.toml").role_pairs()
-    assert next_module._store_pairs(tmp_path, pins) == pins
+    assert store_pairs(tmp_path, pins) == pins
     other = {**pins, "executor": {"agent_type": "executor"}}
-    assert next_module._store_pairs(tmp_path, other) == pins
+    assert store_pairs(tmp_path, other) == pins
     probe = (
-        "import sys, json; from pathlib import Path; from crw.cli.next import _store_pairs; "
-        f"_store_pairs(Path({str(tmp_path)!r}), json.loads({json.dumps(json.dumps(pins))})); "
+        "import sys, json; from pathlib import Path; from crw.cli.store_pairs import store_pairs; "
+        f"store_pairs(Path({str(tmp_path)!r}), json.loads({json.dumps(json.dumps(pins))})); "
         "print('pydantic' in sys.modules)"
     )
     out = subprocess.run(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from crw.cli import next as next_module
-from crw.engine.locks import hold_run, run_lock, take_process_lock
+from crw.engine.locks import hold_run, run_lock, start_lock, take_process_lock
 from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, wait_for_exit
@@ -98,6 +98,7 @@ def test_a_new_holder_is_read_again_until_it_binds_the_owners_line(
 ) -> None:
     """spec: CMD-NEXT-33: answered once the line is the holder's, with no warning."""
     run, _ = holder
+    bind_line(crw, {"kind": "closed", "run_id": RUN})  # the line an earlier process closed
     clock = FakeClock()
     clock.at(2.0, lambda: bind_line(crw, LINE))
     before = run.journal.read_bytes()
@@ -113,6 +114,8 @@ def test_a_holder_that_never_binds_is_reported_as_it_is_after_the_window(
 ) -> None:
     """spec: CMD-NEXT-34, CMD-NEXT-36: the warning, and next records nothing."""
     run, token = holder
+    bind_line(crw, LINE | {"run_id": "other-run"})
+    lines = _owner_file(crw).read_bytes()
     taken = run.process_lock(token).stat().st_mtime_ns
     clock = FakeClock()
     before = run.journal.read_bytes()
@@ -122,11 +125,23 @@ def test_a_holder_that_never_binds_is_reported_as_it_is_after_the_window(
     assert answer["state"] == "running"
     assert answer["spawn_formats"][0]["model"] == "m-arch"
     assert answer["warnings"] == [
-        f"owner thread owner-thread's last line is not run {RUN}'s (it has none): the spawn "
-        "hook gives the owner's spawns no pair of the run until the run's process, or its "
-        "next process when the run is resumed, binds it"
+        f"owner thread owner-thread's last line is not run {RUN}'s (it binds run other-run): "
+        "the spawn hook gives the owner's spawns no pair of the run until the run's process, "
+        "or its next process when the run is resumed, binds it"
     ]
     assert run.journal.read_bytes() == before
+    assert _owner_file(crw).read_bytes() == lines
+
+
+def test_an_owner_no_start_or_process_ever_bound_is_reported_at_once(
+    crw: Crw, holder: tuple[RunDir, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """spec: CMD-NEXT-36 (and the reading of CMD-NEXT-33 in next_state): no
+    flow-bound file at all, so no window; the warning, nothing recorded."""
+    clock = FakeClock()
+    (warning,) = _next(crw, clock, capsys)["warnings"]
+    assert clock.elapsed == 0
+    assert f"last line is not run {RUN}'s (it has none)" in warning
     assert not _owner_file(crw).exists()
 
 
@@ -177,7 +192,7 @@ def test_a_holder_coming_up_before_it_holds_the_run_lock_is_not_resumed(
         holding.append(run_lock(run))
         holding[0].__enter__()
         _append_rows(run, {"row": "started", "backend": "session", "process": process.token})
-        bind_line(crw, {"kind": "orchestrator", "run_id": RUN})
+        bind_line(crw, LINE)
 
     clock.at(1.0, come_up)
     try:
@@ -207,6 +222,9 @@ def test_a_store_read_other_than_the_pins_is_warned_about(
     ]
     assert answer["spawn_formats"][1]["reasoning_effort"] == "high"
     assert run.journal.read_bytes() == before
+    next_module.next_command(RUN, wait=0, state=str(crw.state), json=False)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == f"warning: {answer['warnings'][0]}"
 
 
 def test_the_process_next_resumed_under_a_changed_store_repinned_and_next_says_so(
@@ -227,3 +245,20 @@ def test_the_process_next_resumed_under_a_changed_store_repinned_and_next_says_s
         f"the process next resumed repinned run {RUN} (policy_repinned): it runs on the "
         "role store as it reads now, not on the pairs the earlier process pinned"
     ]
+
+
+def test_a_run_whose_start_holds_its_start_lock_is_starting_and_nothing_is_resumed(
+    crw: Crw, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """spec: CMD-NEXT-26, CMD-NEXT-30, CMD-NEXT-31: no process holds the run, but
+    its start holds the start lock until its process holds the run."""
+    run = _make_run(crw)
+    before = run.journal.read_bytes()
+    clock = FakeClock()
+    with start_lock(run):
+        answer = _next(crw, clock, capsys)
+    assert (answer["state"], answer["steps"], answer["spawn_formats"]) == ("starting", [], [])
+    assert "resumed_pid" not in answer
+    assert clock.elapsed >= 15.0
+    assert run.journal.read_bytes() == before
+    assert run.log.read_bytes() == b""  # no process was launched

@@ -69,10 +69,17 @@ def test_a_new_holder_that_has_not_bound_the_owners_line_is_read_again() -> None
     """spec: CMD-NEXT-33: its lock taken < 15 s ago, its started row recorded, the
     owner's line not yet under that row's digest."""
     fresh = holder(holder_since=NOW - 14 * SECOND)
-    for line in (None, {**LINE, "policyDigest": "sha256:old"}, {**LINE, "run_id": "r0"}):
+    closed = {"kind": "closed", "run_id": "r1"}
+    for line in ({**LINE, "policyDigest": "sha256:old"}, {**LINE, "run_id": "r0"}, closed):
         view = next_view(dataclasses.replace(fresh, owner_line=line))
         assert (view.state, view.spawn_formats, view.warnings) == ("starting", [], [])
+    unreadable = dataclasses.replace(fresh, owner_line=None, owner_line_problem="unreadable")
+    assert next_view(unreadable).state == "starting"
     assert next_view(fresh).state == "running"  # bound: answered at once
+    # An owner with no line at all (no start or process ever bound it) is reported
+    # at once.
+    (warning,) = next_view(dataclasses.replace(fresh, owner_line=None)).warnings
+    assert "(it has none)" in warning
     # An app-server run has no owner to bind; a run without an owner neither.
     app = [started(process="new", backend="app-server"), row("prepared", "b.1")]
     assert next_view(holder(app, holder_since=NOW - SECOND, owner_line=None)).state == "running"
@@ -82,11 +89,11 @@ def test_a_new_holder_that_has_not_bound_the_owners_line_is_read_again() -> None
 
 def test_after_the_window_the_holders_line_is_reported_as_it_is() -> None:
     """spec: CMD-NEXT-34, CMD-NEXT-36"""
-    view = next_view(holder(holder_since=NOW - 15 * SECOND, owner_line=None))
+    view = next_view(holder(holder_since=NOW - 15 * SECOND, owner_line={**LINE, "run_id": "r0"}))
     assert view.state == "running" and view.spawn_formats[0]["model"] == "gpt-5"
     assert view.warnings == [
-        "owner thread o1's last line is not run r1's (it has none): the spawn hook gives "
-        "the owner's spawns no pair of the run until the run's process, or its next "
+        "owner thread o1's last line is not run r1's (it binds run r0): the spawn hook "
+        "gives the owner's spawns no pair of the run until the run's process, or its next "
         "process when the run is resumed, binds it"
     ]
 
