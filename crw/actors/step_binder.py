@@ -21,6 +21,7 @@ import trio
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
 from crw.engine import bind
+from crw.engine.harvest import CallEnd
 from crw.engine.replies import call_record
 from crw.host.client import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
@@ -48,8 +49,9 @@ class StepBinder:
         read, self.bound_read = self.bound_read, None
         return read if read is not None and read.id == thread_id else None
 
-    async def await_bind(self, step: StepPublished) -> tuple[str, str]:
-        """Wait for the owner's report, or find the subagent on the host."""
+    async def await_bind(self, step: StepPublished) -> tuple[str, str] | CallEnd:
+        """Wait for the owner's report, or find the subagent on the host; a report
+        that the host refused the spawn ends the call held (spawn_failed)."""
         with self.ctx.inbox.subscribe(self.actor.call) as reports:
             if self.actor.resumed:  # the resume table's order for a last row step_published
                 self.actor.resumed = False
@@ -72,7 +74,7 @@ class StepBinder:
 
     async def _resume_step(
         self, step: StepPublished, reports: trio.MemoryReceiveChannel[Report]
-    ) -> tuple[str, str] | None:
+    ) -> tuple[str, str] | CallEnd | None:
         """Answer first the reports that wait in the inbox (ATT-18), then look the
         step up on the host (ATT-19; a repair is never sent twice, ATT-20), else
         publish the same step again: write its files (ATT-21)."""
@@ -90,7 +92,9 @@ class StepBinder:
             await self.actor.steps.write(step)
         return bound
 
-    async def _decide(self, step: StepPublished, report: Report) -> tuple[str, str] | None:
+    async def _decide(
+        self, step: StepPublished, report: Report
+    ) -> tuple[str, str] | CallEnd | None:
         """Answer the owner's report on `step`, or on another step of the call
         (the reply table)."""
         waiting = (report.k, report.attempt) == (step.k, step.attempt)
@@ -136,9 +140,11 @@ class StepBinder:
         decision: bind.Decision,
         report: Report | None,
         thread: Thread | None,
-    ) -> tuple[str, str] | None:
+    ) -> tuple[str, str] | CallEnd | None:
         """Commit a bind's rows (one batch, BIND-6) before its reply; reply otherwise.
         `thread` is the subagent as the decision read it."""
+        if isinstance(decision, bind.SpawnFailed):
+            return await self._hold_failed(step, decision, report)
         if isinstance(decision, bind.Bound):
             self.bound_read = thread
             rows: list[RowModel] = [
@@ -164,6 +170,22 @@ class StepBinder:
                 reply["pair"] = bind.reply_pair(decision.pair)
             await self.ctx.inbox.reply(report, reply)
         return None
+
+    async def _hold_failed(
+        self, step: StepPublished, failed: bind.SpawnFailed, report: Report | None
+    ) -> CallEnd:
+        """The host refused the step's spawn: the held row first (it carries the
+        call's tokens, as every terminal row), then the step file is retracted (no
+        spawn is asked for any more: its subagent slot is free) and the report is
+        answered held."""
+        held = failed.held.model_copy(update={"tokens": step.call_tokens})
+        await self.actor.commit([held])
+        await trio.to_thread.run_sync(
+            bus.retract_step, self.ctx.run, self.actor.call, step.k or 1, step.attempt or 1
+        )
+        if report is not None:
+            await self.ctx.inbox.reply(report, {"reply": failed.kind, "reason": failed.reason})
+        return CallEnd(held)
 
     async def _close_strays(self, step: StepPublished, bound_id: str) -> None:
         """Every other open subagent of the owner carrying the bound attempt's marker
@@ -209,7 +231,7 @@ class StepBinder:
         bound = step.agent_id if step.action == "send_input" else self.actor.state.bound_thread_id
         return bind.AttemptState(thread_id=bound, prior_pairs=tuple(self.actor.state.pairs))
 
-    async def _look_up(self, step: StepPublished) -> tuple[str, str] | None:
+    async def _look_up(self, step: StepPublished) -> tuple[str, str] | CallEnd | None:
         """The marker on the host: a spawn, or a repair, never reported (DISP-25/26)."""
         try:
             if step.action == "send_input" and step.agent_id:
