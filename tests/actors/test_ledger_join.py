@@ -68,7 +68,7 @@ async def resumed(
 ) -> tuple[Rows, Rows, str]:
     """Kill the run once the owner spawned build.1's step (unreported), write the
     ledger `lines` (given the owner's turn, item and subagent), resume: the rows
-    before, the rows after (the resumed run given a mock hour), the subagent."""
+    before, the rows after (the resumed run given ten mock minutes), the subagent."""
     owner = remembering(h, report=False)
     dead = await run_until_owner_took(h, owner, 1)
     owner.spawned.clear()
@@ -82,7 +82,7 @@ async def resumed(
             for k, v in line.items()
         }
         assert append_decision(state, h.owner.thread_id, filled) is None
-    with trio.move_on_after(3600):
+    with trio.move_on_after(600):
         await h.go()
     return dead, read_journal(h.run.journal).rows[len(dead) :], agent
 
@@ -128,7 +128,6 @@ async def test_what_the_join_cannot_tie_is_a_session_host_warning_row(
     async with harness(tmp_path) as h:
         _, after, agent = await resumed(h, lines, monkeypatch)
     mine = [r for r in after if r.get("call") == CALL]
-    assert mine, (kinds(dead, CALL), [(r["row"], r.get("call")) for r in after])
     assert [r["row"] for r in mine][:3] == [
         "session_host_warning",
         "thread_started",
