@@ -10,8 +10,9 @@ published before the restart (HOOK-17); the bind then checks it as any other
 a session_host_warning (WAKE-15):
 
 - no_ledger_line: an owner spawn item whose prompt carries the step's marker has
-  no ledger line (no hook was installed, or its ledger could not be written); its
-  subagent is taken all the same;
+  no ledger line while the ledger holds lines of the run (its ledger could not be
+  written for it); its subagent is taken all the same. A run whose spawns the
+  ledger never recorded (no hook installed) is joined by the items alone;
 - ledger_op_differs: the ledger line of an owner spawn item names another op
   than the item's prompt carries; the subagent goes by its prompt's marker;
 - window_ended: a ledger line of the step's op names an owner turn the host no
@@ -70,7 +71,7 @@ def join(
             warnings.append("ledger_op_differs")
         if carried != marker:
             continue
-        if line is None:
+        if line is None and lines:  # the hook records the run's spawns, not this one
             warnings.append("no_ledger_line")
         subagents += [agent for agent in item.receiverThreadIds if agent not in subagents]
     if any(line.get("op") == op and line.get("turn_id") not in shown for line in lines):

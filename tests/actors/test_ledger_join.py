@@ -107,7 +107,7 @@ async def test_resumed_run_binds_the_subagent_the_ledger_and_the_owners_turn_nam
 @pytest.mark.parametrize(
     ("lines", "warnings"),
     [
-        ([], ["no_ledger_line"]),
+        ([hook_line("{turn}", "explore-item", op="explore.1/t1")], ["no_ledger_line"]),
         (
             [hook_line("{turn}", "{item}"), hook_line("turn-gone", "call-gone")],
             ["window_ended"],
