@@ -237,6 +237,8 @@ class SessionCall(CallSteps):
         bound = await self._bound_turn(step)
         if isinstance(bound, lost.Lost):
             return str(self.state.bound_thread_id), bound
+        if isinstance(bound, CallEnd):  # the host refused the spawn: held spawn_failed
+            return "", bound
         thread_id, turn_id = bound
         found = interrupt.intent(self.rows)
         if found is not None and interrupt.applies(found, step, turn_id):  # HARV-37
@@ -276,9 +278,10 @@ class SessionCall(CallSteps):
         self.state.go_on_with(spawn.model_dump())
         return await self._publish(spawn)
 
-    async def _bound_turn(self, step: StepPublished) -> tuple[str, str] | lost.Lost:
+    async def _bound_turn(self, step: StepPublished) -> tuple[str, str] | lost.Lost | CallEnd:
         """The subagent and turn of `step`: bound already (retract the step file a
-        dead process left), adopted (last row thread_started), or bound now."""
+        dead process left), adopted (last row thread_started), or bound now; or the
+        call's end when the owner reports the host refused its spawn."""
         same_step = self.state.step is not None and self.state.step.get("k") == step.k
         thread_id = self.state.bound_thread_id
         if same_step and self.state.turn is not None and thread_id is not None:

@@ -39,7 +39,7 @@ def answer_unrouted(records: CallRecords, report: Report) -> dict[str, Any] | No
     record = records.record(report.call)
     if record.waits_on(report.attempt, report.k):
         return None
-    reply = decide_late(report.k, report.attempt, report.agent_id, record)
+    reply = decide_late(report.k, report.attempt, report.agent_id, record, report.failed)
     return {"reply": reply.kind, "reason": reply.reason}
 
 

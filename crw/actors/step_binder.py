@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from crw.binding import ledger
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
-from crw.engine import bind
+from crw.engine import bind, ledger_join
+from crw.engine.harvest import CallEnd
 from crw.engine.replies import call_record
 from crw.host.client import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
@@ -48,8 +50,9 @@ class StepBinder:
         read, self.bound_read = self.bound_read, None
         return read if read is not None and read.id == thread_id else None
 
-    async def await_bind(self, step: StepPublished) -> tuple[str, str]:
-        """Wait for the owner's report, or find the subagent on the host."""
+    async def await_bind(self, step: StepPublished) -> tuple[str, str] | CallEnd:
+        """Wait for the owner's report, or find the subagent on the host; a report
+        that the host refused the spawn ends the call held (spawn_failed)."""
         with self.ctx.inbox.subscribe(self.actor.call) as reports:
             if self.actor.resumed:  # the resume table's order for a last row step_published
                 self.actor.resumed = False
@@ -72,10 +75,11 @@ class StepBinder:
 
     async def _resume_step(
         self, step: StepPublished, reports: trio.MemoryReceiveChannel[Report]
-    ) -> tuple[str, str] | None:
+    ) -> tuple[str, str] | CallEnd | None:
         """Answer first the reports that wait in the inbox (ATT-18), then look the
-        step up on the host (ATT-19; a repair is never sent twice, ATT-20), else
-        publish the same step again: write its files (ATT-21)."""
+        step up on the host (ATT-19; a repair is never sent twice, ATT-20): a spawn
+        by the spawn hook's ledger joined with the owner's turns (HOOK-17), then by
+        its marker; else publish the same step again: write its files (ATT-21)."""
         await self.ctx.inbox.poll()
         while True:
             try:
@@ -85,12 +89,16 @@ class StepBinder:
             bound = await self._decide(step, report)
             if bound is not None:
                 return bound
-        bound = await self._look_up(step)
+        bound = await self._join_ledger(step) if step.action == "spawn" else None
+        if bound is None:
+            bound = await self._look_up(step)
         if bound is None and self.actor.stop.reason is None:  # a stopped run writes none
             await self.actor.steps.write(step)
         return bound
 
-    async def _decide(self, step: StepPublished, report: Report) -> tuple[str, str] | None:
+    async def _decide(
+        self, step: StepPublished, report: Report
+    ) -> tuple[str, str] | CallEnd | None:
         """Answer the owner's report on `step`, or on another step of the call
         (the reply table)."""
         waiting = (report.k, report.attempt) == (step.k, step.attempt)
@@ -136,9 +144,11 @@ class StepBinder:
         decision: bind.Decision,
         report: Report | None,
         thread: Thread | None,
-    ) -> tuple[str, str] | None:
+    ) -> tuple[str, str] | CallEnd | None:
         """Commit a bind's rows (one batch, BIND-6) before its reply; reply otherwise.
         `thread` is the subagent as the decision read it."""
+        if isinstance(decision, bind.SpawnFailed):
+            return await self._hold_failed(step, decision, report)
         if isinstance(decision, bind.Bound):
             self.bound_read = thread
             rows: list[RowModel] = [
@@ -165,6 +175,65 @@ class StepBinder:
             await self.ctx.inbox.reply(report, reply)
         return None
 
+    async def _hold_failed(
+        self, step: StepPublished, failed: bind.SpawnFailed, report: Report | None
+    ) -> CallEnd:
+        """The host refused the step's spawn: the held row first (it carries the
+        call's tokens, as every terminal row), then the step file is retracted (no
+        spawn is asked for any more: its subagent slot is free) and the report is
+        answered held."""
+        held = failed.held.model_copy(update={"tokens": step.call_tokens})
+        await self.actor.commit([held])
+        await trio.to_thread.run_sync(
+            bus.retract_step, self.ctx.run, self.actor.call, step.k or 1, step.attempt or 1
+        )
+        if report is not None:
+            await self.ctx.inbox.reply(report, {"reply": failed.kind, "reason": failed.reason})
+        return CallEnd(held)
+
+    async def _join_ledger(self, step: StepPublished) -> tuple[str, str] | CallEnd | None:
+        """The subagent of a spawn step published before the restart, by the ledger's
+        op joined with the owner turns' spawn items (HOOK-17); what the join could
+        not tie is a session_host_warning row (WAKE-15), once per op."""
+        state = self.ctx.run.root.parent.parent  # <state>/flow/<run>
+        lines = await trio.to_thread.run_sync(ledger.read_decisions, state, self.ctx.owner)
+        try:
+            owner = await self.ctx.reader.read(self.ctx.owner)
+        except HostUnavailable:
+            if not self.ctx.reader.connected:
+                raise  # the host went away: the run pauses
+            return None
+        except HostRequestError:
+            return None
+        self.ctx.reader.forget(self.ctx.owner)  # its turns are not kept for the run's life
+        op, marker = step.op or "", step.marker or ""
+        joined = ledger_join.join(self.ctx.run_id, op, marker, lines, owner.turns)
+        if joined.warnings and not self._warned(op):
+            warning = SessionHostWarning(call=self.actor.call, op=op, warnings=joined.warnings)
+            await self.actor.commit([warning])
+        for agent in joined.subagents:
+            thread, host_error, unknown = await self._read_agent(agent)
+            decision = bind.decide_bind(
+                self.ctx.owner,
+                self._published(step),
+                self._attempt_state(step),
+                self.actor.pair,
+                agent,
+                thread,
+                host_error,
+                unknown=unknown,
+            )
+            if isinstance(decision, bind.Bound):
+                return await self._act(step, decision, None, thread)
+        return None
+
+    def _warned(self, op: str | None) -> bool:
+        """A session_host_warning row of the call names `op` already."""
+        return any(
+            row.get("row") == "session_host_warning" and row.get("op") == op
+            for row in self.actor.rows
+        )
+
     async def _close_strays(self, step: StepPublished, bound_id: str) -> None:
         """Every other open subagent of the owner carrying the bound attempt's marker
         gets a close step; the first time, session_host_warning several_spawns."""
@@ -176,11 +245,7 @@ class StepBinder:
         strays = bind.strays(marker, self.ctx.owner, bound_id, carrying)
         if not strays:
             return
-        warned = any(
-            row.get("row") == "session_host_warning" and row.get("op") == step.op
-            for row in self.actor.rows
-        )
-        if not warned:
+        if not self._warned(step.op):
             warning = SessionHostWarning(
                 call=self.actor.call, op=step.op, warnings=["several_spawns"]
             )
@@ -209,7 +274,7 @@ class StepBinder:
         bound = step.agent_id if step.action == "send_input" else self.actor.state.bound_thread_id
         return bind.AttemptState(thread_id=bound, prior_pairs=tuple(self.actor.state.pairs))
 
-    async def _look_up(self, step: StepPublished) -> tuple[str, str] | None:
+    async def _look_up(self, step: StepPublished) -> tuple[str, str] | CallEnd | None:
         """The marker on the host: a spawn, or a repair, never reported (DISP-25/26)."""
         try:
             if step.action == "send_input" and step.agent_id:

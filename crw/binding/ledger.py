@@ -10,6 +10,7 @@ Standard library only.
 from __future__ import annotations
 
 import errno
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,3 +93,29 @@ def append_decision(state: Path, owner: str, line: dict[str, Any]) -> str | None
             f"ahead as decided, unrecorded: make {path.parent} the user's own and writable"
         )
     return None
+
+
+def read_decisions(state: Path, owner: str) -> list[dict[str, Any]]:
+    """The owner's ledger lines, oldest first, for the run that looks a published
+    step up after a restart. A ledger that is missing, cannot be read or cannot
+    be trusted reads as no line; a line that is no JSON object is skipped."""
+    if not is_segment(owner):
+        return []
+    path = ledger_file(state, owner)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return []
+    with os.fdopen(fd, "rb") as file:
+        if untrusted(path, os.fstat(file.fileno())) is not None:
+            return []
+        data = file.read()
+    lines = []
+    for raw in data.splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(line, dict):
+            lines.append(line)
+    return lines

@@ -35,7 +35,8 @@ _warned_lock = threading.Lock()
 @dataclass(frozen=True)
 class Report:
     """A dispatch report: the owner dispatched `agent_id` (or nothing) for the step
-    `call`/t`k`-a`attempt` of run `run` at `reported_at` (RFC 3339)."""
+    `call`/t`k`-a`attempt` of run `run` at `reported_at` (RFC 3339). `failed`: the
+    host refused the spawn, with this tool output (then `agent_id` is None)."""
 
     id: str
     run: str
@@ -44,36 +45,50 @@ class Report:
     attempt: int
     agent_id: str | None
     reported_at: str
+    failed: str | None = None
 
     @classmethod
     def new(
-        cls, run: str, call: str, k: int, attempt: int, agent_id: str | None, reported_at: str
+        cls,
+        run: str,
+        call: str,
+        k: int,
+        attempt: int,
+        agent_id: str | None,
+        reported_at: str,
+        failed: str | None = None,
     ) -> Report:
         """A report under a fresh id (uuid4 hex)."""
         import uuid  # here: the commands that only read the inbox do not pay for it
 
-        return cls(uuid.uuid4().hex, run, call, k, attempt, agent_id, reported_at)
+        return cls(uuid.uuid4().hex, run, call, k, attempt, agent_id, reported_at, failed)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The report's members; `failed` only on a report of a failed spawn."""
+        members = asdict(self)
+        if self.failed is None:
+            del members["failed"]
+        return members
 
     @classmethod
     def from_json(cls, data: Any) -> Report:
-        """The report `data` holds; `agent_id` may be null or absent.
+        """The report `data` holds; `agent_id` and `failed` may be null or absent.
 
         Raises:
             ValueError: not an object with the members, well typed.
         """
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
-        values: dict[str, Any] = {"agent_id": None} | data
-        expected = {"id", "run", "call", "k", "attempt", "agent_id", "reported_at"}
+        values: dict[str, Any] = {"agent_id": None, "failed": None} | data
+        expected = {"id", "run", "call", "k", "attempt", "agent_id", "reported_at", "failed"}
         if set(values) != expected:
             raise ValueError(f"members {sorted(data)} are not {sorted(expected)}")
         for name, kind in _TYPES.items():
             value = values[name]
             if isinstance(value, bool) or not isinstance(value, kind):
                 raise ValueError(f"{name} is {value!r}")
+        if values["failed"] is not None and values["agent_id"] is not None:
+            raise ValueError("a report of a failed spawn names no subagent")
         if not _ID.fullmatch(values["id"]):
             raise ValueError(f"id {values['id']!r} is not a report id")
         return cls(**values)
@@ -87,6 +102,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "attempt": int,
     "agent_id": (str, type(None)),
     "reported_at": str,
+    "failed": (str, type(None)),
 }
 
 

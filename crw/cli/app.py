@@ -164,16 +164,19 @@ def dispatched(
     call: Id,
     /,
     *,
-    agent: Id,
     k: Whole,
     attempt: Whole,
+    agent: Id | None = None,
+    failed: str | None = None,
     wait: Seconds = 120.0,
     state: State = None,
     json: Json = False,
 ) -> int:
-    """Report the subagent dispatched for a step, and print the run's reply.
+    """Report the subagent dispatched for a step, or that the host refused its
+    spawn, and print the run's reply.
 
-    Exit 0 when the run bound it, 1 on any other reply (queued included).
+    Exit 0 when the run bound it, or held the call for a refused spawn; 1 on any
+    other reply (queued included).
 
     Parameters
     ----------
@@ -183,6 +186,9 @@ def dispatched(
         The step's call id (the step's `call`).
     agent
         The subagent's id (the agent_id spawn_agent answered).
+    failed
+        The tool's output of a spawn_agent the host refused (no subagent): the
+        call is held spawn_failed until the role's pair is fixed and it is answered.
     k
         The step's turn k.
     attempt
@@ -193,7 +199,15 @@ def dispatched(
     from crw.cli.dispatched import dispatched_command
 
     return dispatched_command(
-        run, call, agent=agent, k=k, attempt=attempt, wait=wait, state=state, json=json
+        run,
+        call,
+        agent=agent,
+        failed=failed,
+        k=k,
+        attempt=attempt,
+        wait=wait,
+        state=state,
+        json=json,
     )
 
 

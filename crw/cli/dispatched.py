@@ -1,4 +1,4 @@
-"""`crw flow dispatched RUN CALL --agent ID --k K --attempt N [--wait S] [--json]`.
+"""`crw flow dispatched RUN CALL (--agent ID | --failed TEXT) --k K --attempt N [--wait S]`.
 
 The owner reports what it dispatched for a step (CMD-DISP-1): the command writes a
 dispatch report into the run's inbox under a temporary name and renames it
@@ -12,6 +12,13 @@ Before anything is written: a call the run's workflow does not have is an input
 error (exit 2), and a run that has ended answers `refused` at once (exit 1); the
 inbox is left as it was.
 
+A report of a spawn the host refused (`--failed "<the tool's output>"`, no
+subagent) holds the call `spawn_failed` with that output: the run answers it
+`held` (exit 0) and `crw flow next` / `crw flow status` show the call with its
+fix. It is refused (exit 1) before anything is written unless it names the step
+its call waits on, and only once: a second one, or one while the first waits in
+the inbox, changes nothing.
+
 This is a short-lived CLI process: it polls the replies directory in real time.
 """
 
@@ -23,10 +30,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from crw.bus.inbox import Report, read_reply, write_report
+from crw.bus.inbox import Report, read_reply, read_reports, write_report
 from crw.cli.output import emit
 from crw.clock import system_clock
+from crw.engine.held_fix import SPAWN_FAILED, held_fix
 from crw.engine.locks import run_is_live
+from crw.engine.next_state import answer_choices
+from crw.engine.replies import call_record, late_failed
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
 from crw.engine.workflow import load_workflow
@@ -50,25 +60,29 @@ def dispatched_command(
     run: str,
     call: str,
     *,
-    agent: str,
+    agent: str | None,
     k: int,
     attempt: int,
     wait: float,
     state: str | None,
     json: bool,
+    failed: str | None = None,
 ) -> int:
-    _check_input(agent, k, attempt, wait)
+    _check_input(agent, failed, k, attempt, wait)
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
     spec = read_run_spec(run_dir.run_json)
     # Read quietly: a batch the live run is writing this moment reads as a torn
     # tail, which is no fault of the journal's (a corrupt one still refuses).
-    rows = replay(decode(_journal_bytes(run_dir), run_dir.journal).rows)
+    journal = decode(_journal_bytes(run_dir), run_dir.journal).rows
+    rows = replay(journal)
     _check_call(spec, rows, call)
-    report = Report.new(run_dir.id, call, k, attempt, agent, system_clock())
+    report = Report.new(run_dir.id, call, k, attempt, agent, system_clock(), failed)
     if rows.state == "ended":
-        reply = _answer(report, _ended(rows, agent))
+        reply = _answer(report, _ended(rows, agent or "the subagent"))
         emit(json, reply, reply_line(reply))
         return 1
+    if failed is not None:
+        _check_failed(run_dir, [r for r in journal if r.get("call") == call], report)
     try:
         write_report(run_dir, report)
     except (OSError, ValueError) as err:
@@ -78,12 +92,21 @@ def dispatched_command(
             "make the run directory writable"
         ) from err
     reply = await_reply(run_dir, report, wait)
+    if reply["reply"] == "held":
+        reply["fix"] = held_fix(SPAWN_FAILED, _answers(run_dir.id, call, state, rows.backend))
     emit(json, reply, reply_line(reply))
-    return 0 if reply["reply"] == "bound" else 1
+    return 0 if reply["reply"] in ("bound", "held") else 1
 
 
-def _check_input(agent: str, k: int, attempt: int, wait: float) -> None:
-    if not agent:
+def _check_input(agent: str | None, failed: str | None, k: int, attempt: int, wait: float) -> None:
+    if (agent is None) == (failed is None):
+        raise InputError(
+            "pass --agent with the agent_id spawn_agent answered, or --failed with the "
+            "tool's output when the host refused the spawn (one of the two)"
+        )
+    if failed is not None and not failed.strip():
+        raise InputError("--failed is empty; pass the output spawn_agent gave when it failed")
+    if agent is not None and not agent:
         raise InputError("--agent is empty; pass the agent_id spawn_agent answered")
     if k < 1 or attempt < 1:
         raise InputError(f"--k {k} and --attempt {attempt} must be at least 1; copy the step's")
@@ -111,6 +134,50 @@ def _check_call(spec: RunSpec, run: RunState, call: str) -> None:
             f'call "{call}" is not a call of run {spec.id} (its workflow {spec.workflow.path} '
             f"has the nodes {', '.join(nodes)}); copy CALL from the step crw flow next shows"
         )
+
+
+def _check_failed(run: RunDir, call_rows: list[dict[str, Any]], report: Report) -> None:
+    """Refuse a report of a failed spawn that would hold nothing: its step is not
+    the one its call waits on, is no spawn, or one was reported failed already.
+
+    Raises:
+        RefusedError: the one line that says why and what to do instead.
+    """
+    where = f"call {report.call} turn {report.k} attempt {report.attempt} of run {report.run}"
+    record = call_record(call_rows)
+    if not record.waits_on(report.attempt, report.k):
+        raise RefusedError(f"{where}: {late_failed(report.k, report.attempt, record)}")
+    step = [
+        r
+        for r in call_rows
+        if r.get("row") == "step_published"
+        and (r.get("k"), r.get("attempt")) == (report.k, report.attempt)
+    ][-1]
+    if step.get("action") == "send_input":
+        raise RefusedError(
+            f"{where} is a send_input to {step.get('agent_id')}, not a spawn: "
+            "report what it dispatched with --agent"
+        )
+    waiting = [
+        r
+        for r in read_reports(run)
+        if r.failed is not None
+        and (r.call, r.k, r.attempt) == (report.call, report.k, report.attempt)
+    ]
+    if waiting:
+        raise RefusedError(
+            f"{where}: its failed spawn is reported already (inbox/{waiting[0].id}.json "
+            "waits for the run): a failed spawn is reported once"
+        )
+
+
+def _answers(run_id: str, call: str, state: str | None, backend: str | None) -> dict[str, str]:
+    """The command of each answer the held call takes, by choice."""
+    tail = f" --state {state}" if state else ""
+    return {
+        choice: f"crw flow answer {run_id} {call} --{choice}{tail}"
+        for choice in answer_choices(backend)
+    }
 
 
 def _ended(run: RunState, agent: str) -> dict[str, Any]:
@@ -165,6 +232,8 @@ def _answer(report: Report, reply: dict[str, Any]) -> dict[str, Any]:
         "attempt": report.attempt,
         "agent_id": report.agent_id,
     }
+    if report.failed is not None:
+        head["failed"] = report.failed
     return head | reply
 
 
@@ -180,6 +249,8 @@ def reply_line(reply: dict[str, Any]) -> str:
         return f"pair_mismatch: close {agent} and spawn again with {_pair(reply.get('pair'))}"
     if kind == "close":
         return f"close: close {agent}" + (f" ({reason})" if reason else "")
+    if kind == "held":
+        return f"held: {call} is held ({reason}); fix: {reply.get('fix')}"
     return f"{kind}: {reason}" if reason else str(kind)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit, format_tokens
+from crw.engine.held_fix import with_fix
 from crw.engine.locks import holder_pid, is_held
 from crw.engine.next_state import answer_choices
 from crw.engine.rundir import find_run, resolve_state
@@ -85,7 +86,7 @@ def status_payload(run_id: str, run: RunState, state_ref: str = "") -> dict[str,
                 "tokens": call.tokens,
             }
             | (
-                _held(run_id, call.call, call.reason, state_ref, run.backend)
+                with_fix(_held(run_id, call.call, call.reason, state_ref, run.backend), call.error)
                 if call.state == "held"
                 else {}
             )
@@ -148,6 +149,12 @@ def _call_lines(call: dict[str, Any]) -> list[str]:
         return [_call_line(call), f"    restarted: node {node} runs again as {call['by']}"]
     if "answer" not in call:
         return [_call_line(call)]
+    if "fix" in call:
+        return [
+            _call_line(call),
+            f"    held ({call['reason']}): {call['error']}",
+            f"    fix: {call['fix']}",
+        ]
     others = ", ".join(f"--{choice}" for choice in call["answer"] if choice != "retry")
     answer = f"{call['answer']['retry']} (or {others})"
     return [_call_line(call), f"    held ({call['reason']}): answer with {answer}"]

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from crw.engine.held_fix import SPAWN_FAILED
 from crw.engine.packet import MARKER_PREFIX
 from crw.engine.replies import CallRecord as CallRecord
 from crw.engine.replies import Reply as Reply
@@ -26,7 +27,7 @@ from crw.engine.replies import ReplyKind as ReplyKind
 from crw.engine.replies import decide_late
 from crw.engine.roles import RolePair
 from crw.host.protocol import Thread, Turn, UserMessage
-from crw.journal.rows import StepAction, ThreadStarted, TurnStarted
+from crw.journal.rows import Held, StepAction, ThreadStarted, TurnStarted
 
 MAX_RETRIES = 5
 """How many times one report (its call, k, attempt and subagent) is answered
@@ -51,6 +52,8 @@ class ReportLike(Protocol):
     def attempt(self) -> int: ...
     @property
     def agent_id(self) -> str | None: ...
+    @property
+    def failed(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class Report:
     k: int
     attempt: int
     agent_id: str | None = None
+    failed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,19 @@ class Bound:
     warnings: list[str] = field(default_factory=list)
 
 
-Decision = Bound | Reply
+@dataclass(frozen=True)
+class SpawnFailed:
+    """The host refused the spawn of the step the call waits on: the call ends
+    `held` (spawn_failed, the host's message as its error), its step is retracted
+    and the report is answered held with what to do."""
+
+    kind: ClassVar[ReplyKind] = "held"
+
+    held: Held
+    reason: str
+
+
+Decision = Bound | SpawnFailed | Reply
 
 
 def reply_pair(pair: RolePair) -> dict[str, str | None]:
@@ -156,11 +172,29 @@ def decide_report(
         return Reply("refused", "another run")  # DISP-10
     if (report.call, report.k, report.attempt) != (step.call, step.k, step.attempt):
         late = record if report.call == step.call else CallRecord()
-        return decide_late(report.k, report.attempt, report.agent_id, late)
+        return decide_late(report.k, report.attempt, report.agent_id, late, report.failed)
+    if report.failed is not None:
+        return decide_failed(step, attempt, report.failed)
     agent = report.agent_id if report.agent_id is not None else step.agent_id
     return decide_bind(
         owner, step, attempt, pair, agent, thread, host_error, unknown=unknown, retries=retries
     )
+
+
+def decide_failed(step: PublishedStep, attempt: AttemptState, failed: str) -> Decision:
+    """A report that the host refused the spawn of the waiting `step`, with its tool
+    output `failed`: the call is held spawn_failed. A send_input step, or a spawn
+    step a subagent is bound to already, is refused: its spawn did not fail."""
+    if step.action != "spawn":
+        return Reply(
+            "refused",
+            f"step {step.marker} is a send_input to {step.agent_id}, not a spawn: "
+            "report what it dispatched with --agent",
+        )
+    if attempt.thread_id is not None:
+        return Reply("refused", f"its turn is bound to {attempt.thread_id}: its spawn did not fail")
+    held = Held(call=step.call, reason=SPAWN_FAILED, error=failed)
+    return SpawnFailed(held, f"{SPAWN_FAILED}: {failed}")
 
 
 def decide_bind(

@@ -9,7 +9,8 @@ A held call waits for a person's decision (`crw flow answer RUN CALL --retry |
   replaces (ATT-32); a call held in its repair turn goes on with that repair and
   has no second repair (ATT-33, ATT-34); a step published and never bound is
   looked up by its marker first (ATT-35), but for a repair the hold kept from
-  its subagent (`undelivered`), which goes to a new attempt (STEP-26);
+  its subagent (`undelivered`) and a spawn the host refused (spawn_failed),
+  which go to a new attempt (STEP-26);
 - skip: the node ends `skipped`, with no result; the nodes that need it never run
   (they end `unrun`), every other node runs;
 - abort: the run ends (`aborted`);
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from crw.engine.bind import find_marker_turn
+from crw.engine.held_fix import SPAWN_FAILED
 from crw.engine.role_names import WRITING_ROLES
 from crw.engine.supersede import RESTART, successor
 from crw.host.protocol import Thread
@@ -196,7 +198,8 @@ def in_place(
     """How `rows`, one call's rows ending in a held row answered retry, go on.
     `undelivered`: the newest step is a repair that never reached its subagent,
     which the hold closed: a new attempt spawns it, the repair's first turn (no
-    turn to replace)."""
+    turn to replace). A step whose spawn the host refused (held spawn_failed) is
+    spawned by a new attempt too, with the pair the run pins now."""
     steps = [row for row in rows if row.get("row") == "step_published"]
     step = steps[-1]
     k, attempt = int(step.get("k") or 1), int(step.get("attempt") or 1)
@@ -204,7 +207,9 @@ def in_place(
         row.get("row") == "turn_started" and (row.get("k"), row.get("attempt")) == (k, attempt)
         for row in rows
     )
-    if not bound and not undelivered:
+    held, _ = answered(rows)
+    refused = held is not None and held.get("reason") == SPAWN_FAILED
+    if not bound and not undelivered and not refused:
         return InPlace(look_up=True)
     repair = bool(step.get("repair"))
     return InPlace(

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crw.bus.steps import CloseStep, StepFile
+from crw.engine.held_fix import with_fix
 from crw.engine.next_state import (
     RESUMABLE_STATES,
     STARTING_WINDOW_S,
@@ -362,8 +363,12 @@ def _ask_again(read: NextRead) -> str:
 def _decision_sentence(read: NextRead) -> str:
     """The held calls, each with its reason and the exact command that answers it."""
     answers = "; ".join(
-        f"{held['call']} ({held['reason']}): {held['answer']['retry']} "
-        f"(or {_others(held)}; see docs/decisions.md)"
+        f"{held['call']} ({held['reason']}): "
+        + (
+            f"{held['error']}; {held['fix']}"
+            if "fix" in held
+            else f"{held['answer']['retry']} (or {_others(held)}; see docs/decisions.md)"
+        )
         for held in held_calls(read)
     )
     if not can_do_nothing(read):
@@ -384,16 +389,20 @@ def _others(held: Mapping[str, Any]) -> str:
 
 def held_calls(read: NextRead) -> list[dict[str, Any]]:
     """Each held call: its reason and the command of each answer (retry, skip,
-    abort, and restart on the session backend)."""
+    abort, and restart on the session backend); a spawn the host refused adds the
+    host's message and the fix (`crw.engine.held_fix`)."""
     choices = answer_choices(read.run_state.backend)
     return [
-        {
-            "call": call.call,
-            "reason": call.reason or "held",
-            "answer": {
-                choice: read.command("answer", f"{call.call} --{choice}") for choice in choices
+        with_fix(
+            {
+                "call": call.call,
+                "reason": call.reason or "held",
+                "answer": {
+                    choice: read.command("answer", f"{call.call} --{choice}") for choice in choices
+                },
             },
-        }
+            call.error,
+        )
         for call in read.run_state.calls.values()
         if call.state == "held"
     ]

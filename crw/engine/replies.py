@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from crw.engine.roles import RolePair
 
-ReplyKind = Literal["bound", "pair_mismatch", "retry", "refused", "close"]
+ReplyKind = Literal["bound", "pair_mismatch", "retry", "refused", "close", "held"]
 
 ANSWERED = frozenset({"completed", "null_model"})
 """Terminal rows of a call whose attempt ended answered (DISP-13)."""
@@ -132,15 +132,21 @@ class CallRecords:
         return fold.record() if fold is not None else CallRecord()
 
 
-def decide_late(k: int, attempt: int, agent_id: str | None, record: CallRecord) -> Reply:
+def decide_late(
+    k: int, attempt: int, agent_id: str | None, record: CallRecord, failed: str | None = None
+) -> Reply:
     """The reply to a report of step (`k`, `attempt`) naming `agent_id` (None: no
-    subagent), when that step is not the one the call waits on.
+    subagent), when that step is not the one the call waits on. A report of a
+    failed spawn (`failed`, the host's message) is refused: it holds only the step
+    its call waits on (`late_failed`).
 
     A report for a turn already bound to the same subagent is answered bound again
     and writes nothing (DISP-6: the same report answered after a crash, or a late
     report for turn 1 while the repair waits); the subagent the repair needs is never
     told to close.
     """
+    if failed is not None:
+        return Reply("refused", late_failed(k, attempt, record))
     if record.ended is not None:
         why = "answered" if record.ended in ANSWERED else record.ended
         return Reply("close", f"an attempt that ended ({why})")  # DISP-13
@@ -154,3 +160,26 @@ def decide_late(k: int, attempt: int, agent_id: str | None, record: CallRecord) 
     if agent_id is None:
         return Reply("refused", "a report without a subagent for a step the run did not publish")
     return Reply("close", "a step the run did not publish (an early report)")  # DISP-15
+
+
+def late_failed(k: int, attempt: int, record: CallRecord) -> str:
+    """Why a report of a failed spawn of step (`k`, `attempt`) holds nothing: the
+    step is not the one its call waits on. The reason says what to do instead."""
+    if record.ended == "held":
+        return (
+            "the call is held already (a failed spawn is reported once): answer it as "
+            "crw flow next or crw flow status shows"
+        )
+    if record.ended is not None:
+        return f"the call has ended ({record.ended}): there is nothing to report"
+    if (attempt, k) in record.turns:
+        return f"its turn is bound to {record.turns[(attempt, k)]}: that spawn did not fail"
+    if attempt in record.lost or attempt < record.attempt or (attempt, k) in record.published:
+        return (
+            f"attempt {attempt} turn {k} is not the step the call waits on: "
+            "report the step crw flow next shows"
+        )
+    return (
+        "a report of a failed spawn for a step the run did not publish: "
+        "report the step crw flow next shows"
+    )

@@ -67,6 +67,8 @@ class CallState:
     result: Any = None
     reason: str | None = None
     """A held, null_model or lost call's reason."""
+    error: str | None = None
+    """A held call's error (spawn_failed: the host's message)."""
     thread_id: str | None = None
     pair: dict[str, str | None] | None = None
     prior_pairs: list[Any] = field(default_factory=list)
@@ -271,7 +273,7 @@ def _terminal(run: RunState, call: CallState, row: Row) -> None:
     call.tokens = add_tokens(call.tokens, tokens)
     run.spent = add_tokens(run.spent, tokens)
     call.state = row["row"]
-    call.reason = row.get("reason")
+    call.reason, call.error = row.get("reason"), row.get("error")
     run.bound.pop(call.call, None)
     if row["row"] == "completed":
         call.result = row.get("result")

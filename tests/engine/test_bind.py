@@ -11,6 +11,7 @@ from crw.engine.bind import (
     MAX_RETRIES,
     AttemptState,
     Bound,
+    Decision,
     PublishedStep,
     Reply,
     Report,
@@ -166,7 +167,7 @@ def decide(
     record: CallRecord | None = None,
     unknown: bool = False,
     retries: int = 0,
-) -> Bound | Reply:
+) -> Decision:
     return decide_report(
         RUN,
         OWNER,
@@ -182,17 +183,17 @@ def decide(
     )
 
 
-def reply(decision: Bound | Reply) -> Reply:
+def reply(decision: Decision) -> Reply:
     assert isinstance(decision, Reply), decision
     return decision
 
 
-def bound(decision: Bound | Reply) -> Bound:
+def bound(decision: Decision) -> Bound:
     assert isinstance(decision, Bound), decision
     return decision
 
 
-def started(decision: Bound | Reply) -> ThreadStarted:
+def started(decision: Decision) -> ThreadStarted:
     row = bound(decision).thread_started
     assert row is not None
     return row
@@ -506,7 +507,7 @@ def repair_turn(turn_id: str = "turn-2") -> dict[str, Any]:
     return host_turn(turn_id, user_message(send_input_message("build.1/t2-a1", "Repair it.")))
 
 
-def repair(**kwargs: Any) -> Bound | Reply:
+def repair(**kwargs: Any) -> Decision:
     kwargs.setdefault("rep", report(k=2))
     kwargs.setdefault("step", repair_step())
     kwargs.setdefault("attempt", AttemptState(thread_id=AGENT))

@@ -1,0 +1,143 @@
+"""After a restart the run finds the subagent of a published spawn step by the
+spawn hook's ledger joined with the owner's turns, and writes what the join
+could not tie as session_host_warning rows.
+
+The harness of `test_session_run` on the simulated host under one MockClock: the
+owner spawns build.1's step without reporting it and the run dies before it sees
+it; the host's subagent listing shows nothing (so the marker lookup finds
+nothing), and the resumed run has only the ledger and the owner's turns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+from crw.actors.host_reader import HostReader
+from crw.binding.ledger import append_decision
+from crw.host.protocol import Thread
+from crw.journal.log import read_journal
+from tests.actors.test_session_resume import CALL, remembering, run_until_owner_took
+from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
+
+OP = f"{CALL}/t1"
+Rows = list[dict[str, Any]]
+
+
+def no_listing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host lists none of the owner's subagents: the marker lookup finds nothing."""
+
+    async def nothing(self: HostReader, owner: str, marker: str, bound: Any = None) -> list[Thread]:
+        return []
+
+    monkeypatch.setattr(HostReader, "spawned", nothing)
+
+
+def spawn_item(h: Harness) -> tuple[str, str, str]:
+    """The owner's turn, its spawnAgent item of build.1's step and the subagent it names."""
+    owner = h.sim.state.threads[h.owner.thread_id]
+    for turn in owner.turns:
+        for item in turn.items:
+            prompt = item.get("prompt") or ""
+            if item["type"] == "collabAgentToolCall" and prompt.startswith(f"crw-flow-op: {OP}-a1"):
+                return turn.id, item["id"], item["receiverThreadIds"][0]
+    raise AssertionError("the owner spawned nothing")
+
+
+def hook_line(turn_id: str, tool_use_id: str, op: str = OP) -> dict[str, Any]:
+    """A ledger line as the spawn hook writes it for the owner's spawn."""
+    return {
+        "run_id": RUN_ID,
+        "turn_id": turn_id,
+        "tool_use_id": tool_use_id,
+        "agent_id": None,
+        "decision": "allow",
+        "refusal": None,
+        "role": "executor",
+        "op": op,
+        "warnings": [],
+    }
+
+
+async def resumed(
+    h: Harness, lines: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> tuple[Rows, Rows, str]:
+    """Kill the run once the owner spawned build.1's step (unreported), write the
+    ledger `lines` (given the owner's turn, item and subagent), resume: the rows
+    before, the rows after (the resumed run given ten mock minutes), the subagent."""
+    owner = remembering(h, report=False)
+    dead = await run_until_owner_took(h, owner, 1)
+    owner.spawned.clear()
+    no_listing(monkeypatch)
+    turn_id, item_id, agent = spawn_item(h)
+    state = h.run.root.parent.parent  # the harness's run is <state>/flow/<run>'s place
+    (state / "flow-bound").mkdir(mode=0o700, exist_ok=True)
+    for line in lines:
+        filled = {
+            k: v.format(turn=turn_id, item=item_id) if isinstance(v, str) else v
+            for k, v in line.items()
+        }
+        assert append_decision(state, h.owner.thread_id, filled) is None
+    with trio.move_on_after(600):
+        await h.go()
+    return dead, read_journal(h.run.journal).rows[len(dead) :], agent
+
+
+async def test_resumed_run_binds_the_subagent_the_ledger_and_the_owners_turn_name(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HOOK-17: the step is bound to the owner's spawn (no second spawn, no
+    step published again), with no warning."""
+    async with harness(tmp_path) as h:
+        dead, after, agent = await resumed(h, [hook_line("{turn}", "{item}")], monkeypatch)
+        spawned_again = list(h.owner.spawned)
+    assert kinds(dead, CALL) == ["prepared", "step_published"]
+    assert kinds(after, CALL)[:2] == ["thread_started", "turn_started"]
+    assert kinds(after, CALL)[-1] == "completed"
+    started = next(r for r in after if r["row"] == "thread_started")
+    assert (started["thread_id"], started["marker"]) == (agent, f"{OP}-a1")
+    assert spawned_again == [s for s in spawned_again if s != agent]
+    assert "session_host_warning" not in {r["row"] for r in after}
+
+
+@pytest.mark.parametrize(
+    ("lines", "warnings"),
+    [
+        ([hook_line("{turn}", "explore-item", op="explore.1/t1")], ["no_ledger_line"]),
+        (
+            [hook_line("{turn}", "{item}"), hook_line("turn-gone", "call-gone")],
+            ["window_ended"],
+        ),
+        ([hook_line("{turn}", "{item}", op=f"{CALL}/t9")], ["ledger_op_differs"]),
+    ],
+    ids=["no-ledger-line", "window-ended", "ledger-op-differs"],
+)
+async def test_what_the_join_cannot_tie_is_a_session_host_warning_row(
+    tmp_path: Path,
+    autojump_clock: MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    lines: list[dict[str, Any]],
+    warnings: list[str],
+) -> None:
+    """spec: WAKE-15, ROWS-14: the warning row (op, warnings) is written before the
+    bind, once; the subagent the owner's turn names is bound all the same."""
+    async with harness(tmp_path) as h:
+        _, after, agent = await resumed(h, lines, monkeypatch)
+    mine = [r for r in after if r.get("call") == CALL]
+    assert [r["row"] for r in mine][:3] == [
+        "session_host_warning",
+        "thread_started",
+        "turn_started",
+    ]
+    assert {k: mine[0][k] for k in ("row", "call", "op", "warnings")} == {
+        "row": "session_host_warning",
+        "call": CALL,
+        "op": OP,
+        "warnings": warnings,
+    }
+    assert [r["row"] for r in after].count("session_host_warning") == 1
+    assert mine[1]["thread_id"] == agent

@@ -1,0 +1,105 @@
+"""A spawn the host refuses: the owner's dispatch report of a failed spawn holds
+the call `spawn_failed` with the host's message, and a retry spawns it again.
+
+The harness of `test_session_run` runs the chain workflow (explore, build, review)
+on the simulated host under one MockClock. The scripted owner reports build.1's
+first spawn as failed, with the tool output codex gives for a model it does not
+serve, instead of spawning it; every other step it spawns and leaves to the
+marker lookup.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trio.testing import MockClock
+
+from crw.bus import inbox as reports
+from crw.bus import steps as bus
+from tests.actors.test_held_in_place import answer, packet_of
+from tests.actors.test_session_resume import last
+from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
+
+CALL = "build.1"
+REFUSED = "Unknown model `gpt-5.4-mini` for spawn_agent. Available models: gpt-5.5, gpt-5.4"
+
+
+def fail_first_spawn(h: Harness, sent: list[reports.Report]) -> None:
+    """The owner reports build.1's first step as a spawn the host refused (the
+    reports go in `sent`); it spawns every other step, unreported."""
+    take = h.owner._take
+
+    async def take_or_fail(step: bus.StepFile) -> str:
+        if (step.call, step.k, step.attempt) != (CALL, 1, 1):
+            return await take(step)
+        sent.append(reports.Report.new(RUN_ID, CALL, 1, 1, None, "t", failed=REFUSED))
+        reports.write_report(h.run, sent[-1])
+        return ""
+
+    h.owner._take = take_or_fail  # type: ignore[method-assign]
+    h.owner.report = False
+
+
+async def test_failed_spawn_report_holds_the_call_with_the_hosts_message(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """A dispatch report without a subagent for the step the call
+    waits on, with the host's refusal, ends the call held spawn_failed (the held
+    row's error is the tool output) before the reply; the step file is retracted,
+    so no spawn is asked for it any more, and the run waits on a decision."""
+    async with harness(tmp_path) as h:
+        sent: list[reports.Report] = []
+        fail_first_spawn(h, sent)
+        state, rows = await h.go()
+        steps = bus.list_steps(h.run)
+        replies = [reports.read_reply(h.run, report.id) or {} for report in sent]
+    assert state == "waiting_decision"
+    assert kinds(rows, CALL) == ["prepared", "step_published", "held"]
+    held = last(rows, "held")
+    assert {k: held.get(k) for k in ("call", "reason", "error", "tokens")} == {
+        "call": CALL,
+        "reason": "spawn_failed",
+        "error": REFUSED,
+        "tokens": None,
+    }
+    assert [(r["reply"], r["reason"], r["agent_id"]) for r in replies] == [
+        ("held", f"spawn_failed: {REFUSED}", None)
+    ]
+    assert [step.call for step in steps] == []
+    assert kinds(rows, "review.1") == []
+
+
+async def test_call_held_for_a_failed_spawn_answered_retry_spawns_a_new_attempt(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ATT-30: answered retry, the call spawns its turn again as
+    attempt 2 at the next k (the refused step reached nobody: no turn to replace),
+    its packet says why attempt 1 stopped, and the run ends completed."""
+    async with harness(tmp_path) as h:
+        fail_first_spawn(h, [])
+        _, held = await h.go()
+        answer(h.run, "retry")
+        state, rows = await h.go()
+    assert kinds(rows[len(held) :], CALL) == [
+        "decision",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    step = last(rows, "step_published")
+    assert (
+        step["call"],
+        step["k"],
+        step["attempt"],
+        step["action"],
+        step.get("replaces_turn"),
+    ) == (
+        CALL,
+        2,
+        2,
+        "spawn",
+        None,
+    )
+    assert f"held (spawn_failed: {REFUSED})" in packet_of(step)
+    assert state == "ended" and rows[-1]["status"] == "completed"
