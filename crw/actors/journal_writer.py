@@ -158,6 +158,7 @@ async def open_journal_writer(
     clock: WallClock = system_clock,
     after_commit: AfterCommit | None = None,
     known: JournalRead | None = None,
+    sync_in_thread: bool = False,
 ) -> AsyncIterator[JournalWriter]:
     """Open the journal at `path` (creating it) and run its writer until the block
     exits; commits pending at exit are written first. A torn tail is dropped
@@ -169,6 +170,17 @@ async def open_journal_writer(
 
     `after_commit` sees each commit's rows once they are durable, in the committing
     task, before `commit` returns (the crash drill's kill point, `crw.actors.crash`).
+
+    Each group's write and fsync run inline: the Trio loop waits for the disk
+    (bench/journal.py, 2026-11-29: one commit 0.22-0.27 ms inline, 0.38-0.41 ms
+    through a worker thread, whose hop alone is ~0.1 ms; 64 committers 46-48k rows/s
+    inline, 35k so). With `sync_in_thread` they run in a worker thread: the loop
+    goes on with the process's other tasks while the disk works, and the commits
+    those make meanwhile form the next group. A session run wants that: its loop
+    has the host's frames, the inbox and the step files to get on with, and hops
+    to worker threads anyway (bench/scale.py's session run, 1,000 calls,
+    2026-11-30: 2.36 -> 1.57 fdatasyncs a call; inline, each blocked its loop
+    0.3-0.9 ms quiet, 4-6 ms under load).
 
     Raises:
         JournalWriteError: the journal cannot be opened or read.
@@ -185,7 +197,7 @@ async def open_journal_writer(
     send, receive = trio.open_memory_channel[_Commit](QUEUE_BOUND)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_run_writer, journal, receive, clock)
+            nursery.start_soon(_run_writer, journal, receive, clock, sync_in_thread)
             with send:
                 yield JournalWriter(path, send, after_commit)
     finally:
@@ -193,7 +205,10 @@ async def open_journal_writer(
 
 
 async def _run_writer(
-    journal: JournalFile, receive: trio.MemoryReceiveChannel[_Commit], clock: WallClock
+    journal: JournalFile,
+    receive: trio.MemoryReceiveChannel[_Commit],
+    clock: WallClock,
+    in_thread: bool,
 ) -> None:
     """Write groups until the send side closes; on exit, answer every request
     still unanswered with "closed" (the writer was cancelled)."""
@@ -207,7 +222,7 @@ async def _run_writer(
                         group.append(receive.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                _write_group(journal, group, clock)
+                await _write_group(journal, group, clock, in_thread)
         finally:
             while True:
                 try:
@@ -220,7 +235,9 @@ async def _run_writer(
                     request.answer()
 
 
-def _write_group(journal: JournalFile, group: list[_Commit], clock: WallClock) -> None:
+async def _write_group(
+    journal: JournalFile, group: list[_Commit], clock: WallClock, in_thread: bool
+) -> None:
     """Write one group as one `write` and one fsync, then answer its requests."""
     at = clock()
     first = seq = journal.last_seq + 1
@@ -230,18 +247,11 @@ def _write_group(journal: JournalFile, group: list[_Commit], clock: WallClock) -
         lines.append(encode_batch(seq, at, request.bodies))
         seq += len(request.bodies)
     data = b"".join(lines)
-    # The fsync runs inline, in the writer task, and blocks the Trio loop while it
-    # runs. Measured with bench/journal.py (2 cores, ext4, 2026-11-29): one raw
-    # write+fdatasync takes 0.14 ms; through `trio.to_thread.run_sync` one commit
-    # took 0.38-0.41 ms (2.8x: the thread hop alone is ~0.1 ms) and 64 committers
-    # reached 35k rows/s; inline one commit takes 0.27 ms and 64 committers reach
-    # 46k rows/s. The worker thread misses the target of one commit within 2x one
-    # fsync, so inline. The price is that no other task of the run process runs
-    # during an fsync; that is one fsync per group, and nearly every step of the
-    # run waits for a commit anyway (intent before effect). On a disk whose fsync
-    # takes tens of milliseconds, measure again.
     try:
-        journal.append(data, seq - first)
+        if in_thread:
+            await trio.to_thread.run_sync(journal.append, data, seq - first)
+        else:
+            journal.append(data, seq - first)
     except OSError as err:
         for request in group:
             request.error = err

@@ -24,6 +24,7 @@ for `crw flow resume`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 from dataclasses import dataclass
@@ -70,8 +71,10 @@ def run_command(run: str, *, state: str | None) -> int:
     state_dir = resolve_state(state, os.environ, Path.cwd())
     run_dir = find_run(state_dir, run)
     spec = read_run_spec(run_dir.run_json)
+    # A session run's loop goes on while its journal syncs (`open_journal_writer`).
+    session = spec.backend == "session"
     with recorded_env(spec, os.environ):  # before any lock; put back when the run is done
-        trio.run(run_process, run_dir, spec, state_dir)
+        trio.run(functools.partial(run_process, sync_in_thread=session), run_dir, spec, state_dir)
     return 0
 
 
@@ -82,11 +85,14 @@ async def run_process(
     *,
     clock: WallClock = system_clock,
     settings: Settings | None = None,
+    sync_in_thread: bool = False,
 ) -> str:
     """Hold the run, record this process's started row, and run what can be run.
 
     Returns the run's state as the process leaves it (paused when its host went
     away). `settings` are the timers and limits run.json records, unless given.
+    `sync_in_thread` syncs the journal in a worker thread (`open_journal_writer`;
+    not under a MockClock, which a worker thread lets leap).
 
     Raises:
         RefusedError: a run file or the journal could not be written; its message
@@ -111,7 +117,16 @@ async def run_process(
             )
         try:
             outcome = await _journaled(
-                run_dir, spec, roles, workflow, settings, clock, lock, (history, past), state_dir
+                run_dir,
+                spec,
+                roles,
+                workflow,
+                settings,
+                clock,
+                lock,
+                (history, past),
+                state_dir,
+                sync_in_thread,
             )
         except BaseException as exc:
             fault = faults.classify(exc, spec.id, run_dir.journal)
@@ -156,6 +171,7 @@ async def _journaled(
     process_lock: ProcessLock | None,
     past: tuple[JournalRead, RunState],
     state_dir: Path,
+    sync_in_thread: bool,
 ) -> str | faults.Fault:
     """Record the started row and run; a fault the journal can still record is
     recorded (paused) and returned. Raises what it cannot record. `past` is the
@@ -163,7 +179,11 @@ async def _journaled(
     row: the journal is decoded once)."""
     hook = crash_hook(os.environ)
     async with open_journal_writer(
-        run_dir.journal, clock=clock, after_commit=hook, known=past[0]
+        run_dir.journal,
+        clock=clock,
+        after_commit=hook,
+        known=past[0],
+        sync_in_thread=sync_in_thread,
     ) as journal:
         history, replayed = past
         await journal.commit(

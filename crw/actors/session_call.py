@@ -22,6 +22,7 @@ module moves data between them, the journal, the bus, the inbox and the reader.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -172,7 +173,8 @@ class SessionCall(CallSteps):
             unmeasured: list[RowModel] = [] if total is not None else [self._unmeasured(step)]
             if end.row is not None:
                 await self.commit([*unmeasured, end.row])
-                await self.close_subagent(step.attempt or 1, thread_id)
+                # Not synced: a resumed process publishes it again (`close_left_open`).
+                await self.close_subagent(step.attempt or 1, thread_id, durable=False)
                 return end
             if unmeasured:
                 await self.commit(unmeasured)
@@ -317,9 +319,15 @@ class SessionCall(CallSteps):
         self.state.go_on_with(repair.model_dump())
         return await self._publish(repair)
 
-    async def close_subagent(self, attempt: int, agent_id: str) -> None:
+    async def close_subagent(self, attempt: int, agent_id: str, *, durable: bool = True) -> None:
         """The subagent's close step, once the call has its terminal row (HARV-56)."""
-        await trio.to_thread.run_sync(bus.write_close, self.ctx.run, self.call, attempt, agent_id)
+        await trio.to_thread.run_sync(
+            functools.partial(bus.write_close, durable=durable),
+            self.ctx.run,
+            self.call,
+            attempt,
+            agent_id,
+        )
 
 
 def _tokens(value: Tokens | None) -> Tokens:

@@ -236,8 +236,12 @@ def retract_step(run: RunDir, call: str, k: int, attempt: int) -> None:
     live.settle(run, call)
 
 
-def write_close(run: RunDir, call: str, attempt: int, agent_id: str) -> None:
-    """Write the close step of `agent_id` (STEP-28), atomically.
+def write_close(
+    run: RunDir, call: str, attempt: int, agent_id: str, *, durable: bool = True
+) -> None:
+    """Write the close step of `agent_id` (STEP-28), atomically; with `durable`
+    False without an fsync (a close a resumed process publishes again when a power
+    loss takes it: the one after a call's terminal row, `close_left_open`).
 
     Raises:
         OSError: the write failed; no partial file is left.
@@ -246,7 +250,7 @@ def write_close(run: RunDir, call: str, attempt: int, agent_id: str) -> None:
     path = close_path(run, call, attempt, agent_id)
     with live.writing(run, call):
         _ensure_dir(path.parent)
-        write_atomic(path, _encode(CloseStep(call, attempt, agent_id).to_json()))
+        write_atomic(path, _encode(CloseStep(call, attempt, agent_id).to_json()), durable=durable)
 
 
 def remove_close(run: RunDir, call: str, attempt: int, agent_id: str) -> None:

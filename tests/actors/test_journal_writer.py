@@ -350,3 +350,48 @@ async def test_framing_member_never_leaks_into_returned_rows(tmp_path: Path) -> 
     assert FRAMING not in (row.model_extra or {})
     (read,) = read_journal(tmp_path / "journal.jsonl").row_models()
     assert FRAMING not in (read.model_extra or {})
+
+
+@pytest.mark.parametrize("in_thread", [True, False])
+async def test_commits_made_while_a_group_syncs_in_a_worker_thread_form_the_next_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_thread: bool
+) -> None:
+    """spec: GEN-5 (each commit durable before it returns): with `sync_in_thread`
+    (a session run's writer) the loop runs the other tasks while a group's write
+    and fsync run, so the five commits they make meanwhile share the next fsync;
+    inline, none of them is made until the first fsync is over."""
+    import threading
+
+    from crw.journal.log import JournalFile
+
+    append = JournalFile.append
+    queued = threading.Event()
+    seen: list[tuple[int, bool]] = []
+
+    def slow(self: JournalFile, data: bytes, rows: int) -> None:
+        if not seen:  # the first group: the disk is slow while the others commit
+            queued.wait(timeout=0.5)
+        seen.append((rows, queued.is_set()))
+        append(self, data, rows)
+
+    monkeypatch.setattr(JournalFile, "append", slow)
+    made = 0
+
+    async def later(journal: JournalWriter, i: int) -> None:
+        nonlocal made
+        made += 1
+        if made == 5:
+            queued.set()
+        await journal.commit(_rows(i, 0, 1))
+
+    path = tmp_path / "journal.jsonl"
+    async with (
+        open_journal_writer(path, sync_in_thread=in_thread) as journal,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(journal.commit, _rows(0, 0, 1))
+        await trio.sleep(0.01)  # the first group is in its write
+        for i in range(1, 6):
+            nursery.start_soon(later, journal, i)
+    assert seen == ([(1, True), (5, True)] if in_thread else [(1, False), (5, True)])
+    assert len(read_journal(path).rows) == 6

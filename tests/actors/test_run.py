@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from crw.actors import run as run_module
 from crw.actors.journal_writer import AfterCommit, JournalWriter, open_journal_writer
@@ -75,16 +76,39 @@ async def test_process_lock_is_held_while_the_started_row_is_committed(
         clock: WallClock = system_clock,
         after_commit: AfterCommit | None = None,
         known: JournalRead | None = None,
+        sync_in_thread: bool = False,
     ) -> AbstractAsyncContextManager[JournalWriter]:
         locks = list(run.root.glob("process.*.lock"))
         seen.append((len(locks) == 1 and is_held(locks[0]), is_held(run.run_lock)))
-        return open_journal_writer(path, clock=clock, after_commit=after_commit, known=known)
+        return open_journal_writer(
+            path,
+            clock=clock,
+            after_commit=after_commit,
+            known=known,
+            sync_in_thread=sync_in_thread,
+        )
 
     monkeypatch.setattr(run_module, "open_journal_writer", spying_writer)
     await run_process(run, spec, run.root.parents[1])
     assert seen == [(True, True)]
     assert list(run.root.glob("process.*.lock")) == []
     assert not is_held(run.run_lock)
+
+
+@pytest.mark.parametrize("backend", ["session", "app-server"])
+def test_a_session_runs_process_syncs_its_journal_in_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """spec: GEN-5: `crw flow _run` of a session run syncs its journal in a worker
+    thread, so its loop goes on meanwhile and the commits made then share the next
+    fsync; an App Server run's syncs inline (its calls hop to no worker thread)."""
+    run, spec = _run(tmp_path, backend)
+    ran: list[Any] = []
+    monkeypatch.setattr(run_module, "find_run", lambda state, name: run)
+    monkeypatch.setattr(run_module, "read_run_spec", lambda path: spec)
+    monkeypatch.setattr(trio, "run", lambda entry, *args: ran.append(entry))
+    assert run_module.run_command("r1", state=str(tmp_path / "state")) == 0
+    assert [entry.keywords for entry in ran] == [{"sync_in_thread": backend == "session"}]
 
 
 async def test_started_row_names_the_token_of_the_process_lock_it_holds(
@@ -102,9 +126,16 @@ async def test_started_row_names_the_token_of_the_process_lock_it_holds(
         clock: WallClock = system_clock,
         after_commit: AfterCommit | None = None,
         known: JournalRead | None = None,
+        sync_in_thread: bool = False,
     ) -> AbstractAsyncContextManager[JournalWriter]:
         held.extend(lock.name for lock in run.root.glob("process.*.lock") if is_held(lock))
-        return open_journal_writer(path, clock=clock, after_commit=after_commit, known=known)
+        return open_journal_writer(
+            path,
+            clock=clock,
+            after_commit=after_commit,
+            known=known,
+            sync_in_thread=sync_in_thread,
+        )
 
     monkeypatch.setattr(run_module, "open_journal_writer", spying_writer)
     state = run.root.parents[1]

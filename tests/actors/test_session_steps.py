@@ -5,6 +5,7 @@ owner, one MockClock."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -238,3 +239,26 @@ async def test_a_plain_call_commits_three_batches(
     ]
     assert kinds(rows, "explore.1") == [kind for batch in batches for kind in batch]
     assert state == "ended"
+
+
+async def test_a_plain_call_syncs_its_packet_not_its_close_step(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HARV-56, STEP-21: a call answered at its first turn fsyncs its packet
+    and the directories that name it, and not the close step written after its
+    terminal row (a resumed process publishes that close again while the host lists
+    the subagent loaded): two fsyncs in the call's step directory, four before."""
+    synced: list[str] = []
+    fsync = os.fsync
+
+    def counted(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counted)
+    async with harness(tmp_path) as h:
+        state, _ = await h.go()
+    assert state == "ended"
+    call_dir = h.run.steps / "explore.1"
+    mine = [p for p in synced if p.startswith(str(call_dir))]
+    assert mine == [str(call_dir / ".packet-t1-a1.md.tmp"), str(call_dir)]

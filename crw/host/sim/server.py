@@ -15,7 +15,6 @@ a client that disconnects mid-turn does not stop them.
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 import os
 import time
@@ -338,8 +337,11 @@ class SimHost:
         self._notify("thread/tokenUsage/updated", params, thread)
 
     def _item(self, method: str, thread: Thread, turn: Turn, item: dict[str, Any]) -> None:
+        """Post an item as it is now. An item is never changed once in a turn's items
+        (a change puts a new dict in its place), so it goes out uncopied though the
+        connections encode it later."""
         stamp = "startedAtMs" if method == "item/started" else "completedAtMs"
-        params = {"item": copy.deepcopy(item), "threadId": thread.id, "turnId": turn.id}
+        params = {"item": item, "threadId": thread.id, "turnId": turn.id}
         self._notify(method, params | {stamp: int(self._wall() * 1000)}, thread)
 
     def _end_turn(
@@ -470,9 +472,10 @@ class SimHost:
         item = spawn_call(owner.id, message, child.model, child.reasoning_effort)
         turn.items.append(item)
         self._item("item/started", owner, turn, item)
-        item |= {"status": "completed", "receiverThreadIds": [child.id]}
-        item["agentsStates"] = {child.id: {"status": "pendingInit", "message": None}}
-        self._item("item/completed", owner, turn, item)
+        states = {child.id: {"status": "pendingInit", "message": None}}
+        item = item | {"status": "completed", "receiverThreadIds": [child.id]}
+        turn.items[-1] = item | {"agentsStates": states}
+        self._item("item/completed", owner, turn, turn.items[-1])
 
     def _send_input(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
         thread = self.state.loaded(str(params.get("target")))

@@ -159,7 +159,7 @@ class Turn:
         return {
             "id": self.id,
             "rootTurnId": self.id,
-            "items": copy.deepcopy(items),
+            "items": list(items),  # items are never changed in place (`SimHost._item`)
             "itemsView": items_view,
             "status": self.status,
             "error": copy.deepcopy(self.error),

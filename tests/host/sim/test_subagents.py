@@ -172,3 +172,36 @@ async def test_a_spawn_message_naming_a_packet_answers_the_packet_schema(
         _, agent = await _owner_and_agent(client, message)
         done = await client.turn_completed((await _first_turn(client, agent))["id"])
     assert answer_of(done) == {"verdict": "pass", "notes": ["x"]}
+
+
+async def test_a_spawned_turn_posts_and_reads_its_items_without_copying_them(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner's spawn item and the subagent's turn go out as they were when posted
+    (an item is replaced, never changed in place), without a deep copy of each item
+    at each notification and each read (the host's CPU a call)."""
+    import copy
+
+    deep = copy.deepcopy
+    copied: list[type] = []
+
+    def counted(value: Any, memo: Any = None) -> Any:
+        if value is not None:  # a turn's error, none here
+            copied.append(type(value))
+        return deep(value, memo)
+
+    async with connected(tmp_path) as (_, client):
+        owner = (await client.request("sim/startOwner", {}))["threadId"]
+        await client.request("thread/resume", {"threadId": owner, "excludeTurns": True})
+        monkeypatch.setattr(copy, "deepcopy", counted)
+        spawn = {"parentThreadId": owner, "agentType": "explorer", "message": "look"}
+        agent = (await client.request("sim/spawnAgent", spawn))["agentId"]
+        started = await client.wait_for("item/started", lambda p: p["threadId"] == owner)
+        await client.wait_for("turn/completed", lambda p: p["threadId"] == agent)
+        read = await client.request("thread/read", {"threadId": agent, "includeTurns": True})
+    assert (started["item"]["status"], started["item"]["agentsStates"]) == ("inProgress", {})
+    assert [i["type"] for i in read["thread"]["turns"][0]["items"]] == [
+        "userMessage",
+        "agentMessage",
+    ]
+    assert copied == []
