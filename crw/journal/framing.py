@@ -166,14 +166,28 @@ def paused_gc() -> Iterator[None]:
     """Hold the cyclic garbage collector off while a read builds its rows: a journal
     of 100,000 rows is millions of objects, none in a cycle, and the collections
     their allocation triggers cost a third of the read. It runs again after
-    (unless it was off before)."""
+    (unless it was off before), with what was built counted as old (`_promote`):
+    not collected at once, as every object made while it was off would be."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
+            _promote()
             gc.enable()
+
+
+def _promote() -> None:
+    """Move every object the collector tracks to its oldest generation, as if they
+    had survived the young collections, without passing over them: the first
+    object made after a long pause would otherwise start a collection of all the
+    young ones (60,000 of 100,000 rows: ~50 ms). A freeze and an unfreeze do that
+    (and reset the young count); not when the process froze objects of its own,
+    which the unfreeze would release."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 def whole_line(
