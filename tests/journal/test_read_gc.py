@@ -61,13 +61,23 @@ def test_the_rows_a_read_builds_are_old_and_not_collected_when_it_ends(
     read starts a collection of every object the read made (~50 ms for 100,000
     rows), which the next young collection repeats for what survives."""
     path = tmp_path / "journal.jsonl"
-    _journal(path, 1500)
+    _journal(path, 3000)
     read = read_journal(path)
     state = replay(read.rows)
     made_after = [[n] for n in range(500)]  # fewer than a young collection waits for
     assert collections == [] and gc.isenabled() and len(made_after) == 500
     assert _in_oldest_generation(read.rows) and _in_oldest_generation(state.calls["c1"])
-    assert len(state.calls) == 1500 and state.spent["total"] == sum(range(1500))
+    assert len(state.calls) == 3000 and state.spent["total"] == sum(range(3000))
+
+
+def test_a_read_of_a_few_rows_leaves_them_young(tmp_path: Path, collections: list[int]) -> None:
+    """A read that made few objects (a `next --wait` reading the rows appended since
+    its last look) leaves them young, as the collector finds them: a collection
+    over them is short and frees their garbage sooner."""
+    path = tmp_path / "journal.jsonl"
+    _journal(path, 20)
+    read = read_journal(path)
+    assert not _in_oldest_generation(read.rows)
 
 
 def test_objects_the_process_froze_stay_frozen_after_a_read(
