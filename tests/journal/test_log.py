@@ -375,6 +375,7 @@ def _reframe(lines: list[bytes], index: int, old: bytes, new: bytes) -> list[byt
             lines, 3, b'"%s":4' % FRAMING.encode(), b'"%s":2' % FRAMING.encode()
         ),
         lambda lines: _reframe(lines, 1, b'{"seq":2,', b'{"seq":2,"x":[1,'),
+        lambda lines: _reframe(lines, 1, b'{"seq":2,', b'{"seq":2,"x":[1,\n2],'),
         lambda lines: [
             *lines[:2],
             _checksummed(_head(lines[2]) + b"}," + _head(lines[3])),
@@ -388,6 +389,7 @@ def _reframe(lines: list[bytes], index: int, old: bytes, new: bytes) -> list[byt
         "mixed batches",
         "commit_seq before seq",
         "not JSON",
+        "a newline inside a checksum",
         "two rows a line",
         "last batch unclosed",
     ],
