@@ -136,8 +136,9 @@ def test_a_holder_that_never_binds_is_reported_as_it_is_after_the_window(
 def test_an_owner_no_start_or_process_ever_bound_is_reported_at_once(
     crw: Crw, holder: tuple[RunDir, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """spec: CMD-NEXT-36 (and the reading of CMD-NEXT-33 in next_state): no
-    flow-bound file at all, so no window; the warning, nothing recorded."""
+    """spec: CMD-NEXT-36, BIND-LINE-14 (and the reading of CMD-NEXT-33 in
+    next_state): no flow-bound file at all, so no window; next reports the missing
+    line and writes none (the resume's process binds it: tests/actors/test_owner_line.py)."""
     clock = FakeClock()
     (warning,) = _next(crw, clock, capsys)["warnings"]
     assert clock.elapsed == 0
