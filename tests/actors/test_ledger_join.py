@@ -26,6 +26,8 @@ from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
 
 OP = f"{CALL}/t1"
 Rows = list[dict[str, Any]]
+COMPLETED_WITHIN = 6 * 3600.0
+"""Mock seconds the resumed run has to complete CALL before the test fails."""
 
 
 def no_listing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,7 +70,7 @@ async def resumed(
 ) -> tuple[Rows, Rows, str]:
     """Kill the run once the owner spawned build.1's step (unreported), write the
     ledger `lines` (given the owner's turn, item and subagent), resume: the rows
-    before, the rows after (the resumed run given ten mock minutes), the subagent."""
+    before, the rows after (the resumed run until CALL completed), the subagent."""
     owner = remembering(h, report=False)
     dead = await run_until_owner_took(h, owner, 1)
     owner.spawned.clear()
@@ -82,9 +84,21 @@ async def resumed(
             for k, v in line.items()
         }
         assert append_decision(state, h.owner.thread_id, filled) is None
-    with trio.move_on_after(600):
-        await h.go()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(h.go)
+        await call_completed(h)
+        nursery.cancel_scope.cancel()
     return dead, read_journal(h.run.journal).rows[len(dead) :], agent
+
+
+async def call_completed(h: Harness) -> None:
+    """Return once the journal holds CALL's completed row (polling, as a reader
+    does). The run's file I/O runs in worker threads, during which the autojump
+    clock moves on: a budget of mock time is no measure of the run's progress, so
+    the test waits for the row, bounded so that a run that never gets there fails."""
+    with trio.fail_after(COMPLETED_WITHIN):
+        while "completed" not in kinds(read_journal(h.run.journal).rows, CALL):  # noqa: ASYNC110
+            await trio.sleep(1.0)
 
 
 async def test_resumed_run_binds_the_subagent_the_ledger_and_the_owners_turn_name(

@@ -9,7 +9,7 @@ seen in its rows, its outbox and the owner thread's turns.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +55,12 @@ OP = "explore.1/t1"
 BATCH = batch_of([OP])
 WAKE = f"run:{RUN_ID}/{BATCH}"
 FLOW = ("session_wake", "message_delivery", "escalation")
+WITHIN = 24 * 3600.0
+"""Mock seconds a wait for a row has before the test fails: each test's run ends
+in under 3 h of mock time. A wait polls, so the clock reaches this bound in steps
+of its poll; a bare fail_after around the run process would not do: while the
+process waits on a worker thread with no timer of its own, the autojump clock
+jumps straight to the bound."""
 
 
 @dataclass
@@ -128,12 +134,32 @@ async def wake_run(
             nursery.cancel_scope.cancel()
 
 
+async def until(what: str, done: Callable[[], bool], every: float = 10.0) -> None:
+    """Return once `done()` holds (polling, as a reader does); fail naming `what`
+    when it does not within WITHIN mock seconds."""
+    try:
+        with trio.fail_after(WITHIN):
+            while not done():  # noqa: ASYNC110
+                await trio.sleep(every)
+    except trio.TooSlowError:
+        raise AssertionError(f"{what}: not so after {WITHIN:.0f} mock seconds") from None
+
+
+def has(run: WakeRun, kind: str, wake_id: str) -> bool:
+    return any(r["row"] == kind and r.get("wake_id") == wake_id for r in run.rows())
+
+
 async def written(run: WakeRun, wake_id: str) -> None:
-    """Return once the delivery of `wake_id` is durable (polling, as a reader does)."""
-    while not any(  # noqa: ASYNC110
-        r["row"] == "message_delivery" and r["wake_id"] == wake_id for r in run.rows()
-    ):
-        await trio.sleep(10.0)
+    """Return once the delivery of `wake_id` is durable."""
+    await until(f"{wake_id} delivered", lambda: has(run, "message_delivery", wake_id))
+
+
+async def owner_idle(run: WakeRun) -> None:
+    """Return once the owner's turns all ended (the wake's turns run a mock second):
+    a process starting then finds it idle, so its publication wakes it."""
+    threads = run.sim.state.threads
+    idle = lambda: threads[run.owner.thread_id].active_turn() is None  # noqa: E731
+    await until("the owner idle", idle, every=1.0)
 
 
 def flow(rows: Rows) -> Rows:
@@ -253,16 +279,25 @@ async def test_a_not_loaded_owner_is_resumed_then_gets_its_turn(
 async def test_a_busy_owner_gets_its_wake_after_its_running_turn(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The owner's turn runs for 30 min: the publication stages no wake (only an
-    idle or notLoaded owner gets one), the renotification at 15 min is staged
-    whatever its status and delivered once its turn ends.
+    """The owner's turn runs until the renotification at 15 min was staged: the
+    publication stages no wake (only an idle or notLoaded owner gets one), the
+    renotification is staged whatever its status and delivered once its turn ends.
     spec: WAKE-1, WAKE-4, WAKE-11"""
     async with wake_run(tmp_path, monkeypatch, plays_after=f"{WAKE}/r1") as run:
-        await run.script({"marker": "owner/*"}, seconds=1800)
+        await run.script({"marker": "owner/*"}, seconds=WITHIN)
         owner = run.owner.thread_id
         busy = {"threadId": owner, "input": [{"type": "text", "text": "crw-flow-op: owner/t1-a1"}]}
-        await run.client.request("turn/start", busy)
-        assert await run.process() == "ended"
+        turn_id = (await run.client.request("turn/start", busy))["turn"]["id"]
+
+        async def end_turn_once_staged() -> None:
+            # Its end is the test's act, not a mock duration: the run's worker
+            # threads let the autojump clock run past any duration the test picks.
+            await until(f"{WAKE}/r1 staged", lambda: has(run, "session_wake", f"{WAKE}/r1"))
+            await run.client.request("turn/interrupt", {"threadId": owner, "turnId": turn_id})
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(end_turn_once_staged)
+            assert await run.process() == "ended"
         turns = run.sim.state.threads[owner].turns
     rows = run.rows()
     assert [(r["renotify"], r["owner_status"], r["staged"]) for r in wakes(rows)] == [
@@ -309,6 +344,7 @@ async def test_a_resumed_process_wakes_under_its_own_ids(
 
             nursery.start_soon(die_after_first_renotify)
             await run.process()
+        await owner_idle(run)
         first = len(run.rows())
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run.play_after, f"{WAKE}/e2")
@@ -359,13 +395,14 @@ async def test_a_wake_delivered_by_a_process_that_died_is_recorded_once_and_not_
         async with trio.open_nursery() as nursery:
 
             async def die_once_sent() -> None:
-                while not any(t.startswith("crw-flow-wake:") for t in run.owner_texts()):  # noqa: ASYNC110
-                    await trio.sleep(1.0)
+                sent = lambda: any(t.startswith("crw-flow-wake:") for t in run.owner_texts())  # noqa: E731
+                await until("a wake sent", sent, every=1.0)
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(die_once_sent)
             await run.process()
         assert "message_delivery" not in {r["row"] for r in run.rows()}
+        await owner_idle(run)
         monkeypatch.setattr(HostReader, "start_turn", real)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run.play_after, f"{WAKE}/e2")
