@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +106,8 @@ def test_a_session_runs_process_syncs_its_journal_in_a_worker_thread(
     ran: list[Any] = []
     monkeypatch.setattr(run_module, "find_run", lambda state, name: run)
     monkeypatch.setattr(run_module, "read_run_spec", lambda path: spec)
-    monkeypatch.setattr(run_module, "_apply_recorded_env", lambda spec: None)  # os.environ
+    # os.environ is left alone: the recorded env is not put in place
+    monkeypatch.setattr(run_module, "recorded_env", lambda spec, environ: nullcontext())
     monkeypatch.setattr(trio, "run", lambda entry, *args: ran.append(entry))
     assert run_module.run_command("r1", state=str(tmp_path / "state")) == 0
     assert [entry.keywords for entry in ran] == [{"sync_in_thread": backend == "session"}]
