@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,3 +92,42 @@ def wait_for_exit(run_dir: Path, timeout: float = 10) -> None:
     while list(run_dir.glob("process.*.lock")) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not list(run_dir.glob("process.*.lock")), f"run process of {run_dir} still running"
+
+
+def start_in_process(
+    crw: Crw,
+    monkeypatch: pytest.MonkeyPatch,
+    owner: str,
+    on_launch: Callable[[Any], None] = lambda run: None,
+) -> Any:
+    """`start_run` of WORKFLOW's session run in this process: `on_launch(run_dir)`
+    sees the run just before its process is launched; the process is waited for
+    and reaped by pid, whatever happened. Returns the start's outcome."""
+    from crw.cli import start as start_module
+    from crw.engine.launch import launch_run_process
+    from tests.cli.test_next import WORKFLOW
+
+    children: list[subprocess.Popen[bytes]] = []
+
+    def launch(run: Any, *args: Any) -> subprocess.Popen[bytes]:
+        on_launch(run)
+        children.append(launch_run_process(run, *args))
+        return children[-1]
+
+    monkeypatch.setattr(start_module, "launch_run_process", launch)
+    outcome = start_module.start_run(
+        WORKFLOW,
+        backend="session",
+        owner=owner,
+        host=None,
+        state=str(crw.state),
+        environ=dict(crw.env),
+    )
+    try:
+        wait_for_exit(outcome.run.root)
+    finally:
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+            child.wait(timeout=10)
+    return outcome

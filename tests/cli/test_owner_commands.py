@@ -4,9 +4,6 @@ what the start holds while it binds and launches."""
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,13 +12,12 @@ import pytest
 
 from crw.binding.owner import bind_owner
 from crw.cli import start as start_module
-from crw.engine.launch import launch_run_process
 from crw.engine.locks import hold_run, is_held, start_lock
 from crw.engine.rundir import RunDir
 from crw.engine.tmploc import dir_from
 from crw.journal.log import read_journal
-from tests.cli.conftest import Crw, wait_for_exit
-from tests.cli.test_next import RUN, WORKFLOW, _make_run
+from tests.cli.conftest import Crw, start_in_process
+from tests.cli.test_next import RUN, _make_run
 
 
 def test_owner_commands_read_the_run_directory_and_write_no_row(crw: Crw, tmp_path: Path) -> None:
@@ -76,31 +72,10 @@ def test_start_lock_is_held_from_before_the_bind_until_the_process_holds_the_run
         asked.append(dict(environ))
         return dir_from(environ)
 
-    children: list[subprocess.Popen[bytes]] = []
-
-    def kept_launch(*args: Any) -> subprocess.Popen[bytes]:
-        children.append(launch_run_process(*args))
-        return children[-1]
-
-    monkeypatch.setattr(start_module, "launch_run_process", kept_launch)
     monkeypatch.setattr(start_module, "start_lock", watched_start_lock)
     monkeypatch.setattr(start_module, "bind_owner", watched_bind)
     monkeypatch.setattr(start_module, "dir_from", counted_dir_from)
-    outcome = start_module.start_run(
-        WORKFLOW,
-        backend="session",
-        owner="owner-1",
-        host=None,
-        state=str(crw.state),
-        environ=dict(crw.env),
-    )
-    try:
-        wait_for_exit(outcome.run.root)
-    finally:
-        for child in children:  # reaped by pid, whatever happened
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child.pid, signal.SIGKILL)
-            child.wait(timeout=10)
+    outcome = start_in_process(crw, monkeypatch, "owner-1")
     assert outcome.started
     assert events == [("taken", True), ("bind", True), ("handed", True)]
     assert len(asked) == 1 and outcome.spec.env is not None

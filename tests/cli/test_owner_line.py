@@ -5,24 +5,19 @@ started row."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from crw.binding.owner import bind_owner, orchestrator_line, owner_file, read_last_line
-from crw.cli import start as start_module
-from crw.engine.launch import launch_run_process
 from crw.engine.locks import hold_run, is_held
 from crw.engine.roles import RoleTable, load_roles
 from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
-from tests.cli.conftest import Crw, wait_for_exit
+from tests.cli.conftest import Crw, start_in_process, wait_for_exit
 from tests.cli.test_next import RUN, WORKFLOW, _append_rows, new_run
 
 OWNER = "owner-thread"  # the owner of `new_run`'s spec
@@ -51,31 +46,13 @@ def test_the_start_binds_the_owner_before_any_process_of_the_run_exists(
     (crw.state).mkdir()
     (crw.state / "roles.toml").write_text('[architect]\nmodel = "m-arch"\n')
     at_launch: list[tuple[dict[str, Any] | None, list[Path], bool, Rows]] = []
-    children: list[subprocess.Popen[bytes]] = []
 
-    def watched_launch(run: RunDir, *args: Any) -> subprocess.Popen[bytes]:
+    def watched_launch(run: RunDir) -> None:
         last = read_last_line(owner_file(crw.state, OWNER)).line
         locks = list(run.root.glob("process.*.lock"))
         at_launch.append((last, locks, is_held(run.run_lock), read_journal(run.journal).rows))
-        children.append(launch_run_process(run, *args))
-        return children[-1]
 
-    monkeypatch.setattr(start_module, "launch_run_process", watched_launch)
-    outcome = start_module.start_run(
-        WORKFLOW,
-        backend="session",
-        owner=OWNER,
-        host=None,
-        state=str(crw.state),
-        environ=dict(crw.env),
-    )
-    try:
-        wait_for_exit(outcome.run.root)
-    finally:
-        for child in children:  # reaped by pid, whatever happened
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child.pid, signal.SIGKILL)
-            child.wait(timeout=10)
+    outcome = start_in_process(crw, monkeypatch, OWNER, watched_launch)
     table = load_roles(crw.state / "roles.toml")
     assert at_launch == [(line_of(outcome.spec.id, table), [], False, [])]
     assert outcome.warnings == []
