@@ -348,6 +348,28 @@ def demo(
     return demo_command(state=state, json=json, backend=backend, host=host)
 
 
+@flow.command(name="list")
+def list_(
+    *,
+    state: State = None,
+    json: Json = False,
+    all_runs: Annotated[bool, Parameter(name="--all", negative="")] = False,
+) -> int:
+    """List the runs under the state directory, newest first: each one's backend,
+    state with its reason, calls done/total, tokens, start, last row and whether a
+    process holds it.
+
+    Parameters
+    ----------
+    all_runs
+        List every run (by default an ended run whose last row is over 7 days old
+        is left out).
+    """
+    from crw.cli.list import list_command
+
+    return list_command(state=state, json=json, all_runs=all_runs)
+
+
 @flow.command(name="_run", show=False)
 def run_process(run: str, /, *, state: State = None) -> int:
     """The detached run process (started by `start` and `resume`)."""

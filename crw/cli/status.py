@@ -9,7 +9,6 @@ damage is and what to do, and the calls as the rows before the damage leave them
 
 from __future__ import annotations
 
-import json as json_module
 import logging
 import os
 import shlex
@@ -17,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from crw.cli.list import spec_json, workflow_file, workflow_nodes
 from crw.cli.output import emit
 from crw.cli.status_text import human, todo
 from crw.engine.held_fix import with_fix
@@ -57,12 +57,15 @@ def status_command(
     if corrupt is not None:
         run_state.state = "corrupt"
     state_ref = shlex.quote(state) if state is not None else ""
-    payload = status_payload(run_dir.root.name, run_state, state_ref, results=results)
+    workflow = workflow_file(spec_json(run_dir))
+    payload = status_payload(
+        run_dir.root.name, run_state, state_ref, results=results, nodes=workflow_nodes(workflow)
+    )
     payload["run_dir"] = str(run_dir.root)
     payload["live"] = live
     payload["holder_pid"] = holder_pid(run_dir.run_lock) if live else None
     payload["corrupt"] = corrupt
-    payload["todo"] = todo(payload, state_ref, _workflow(run_dir), _closes_left(run_dir))
+    payload["todo"] = todo(payload, state_ref, workflow, _closes_left(run_dir))
     emit(json, payload, lambda: human(payload, all_calls=all_calls))
     return 0
 
@@ -82,16 +85,6 @@ def _read(run_dir: RunDir, *, live: bool, results: bool) -> RunState:
     return replay(read.rows)
 
 
-def _workflow(run_dir: RunDir) -> str | None:
-    """The workflow file run.json names (plain JSON: no model for one field)."""
-    try:
-        spec = json_module.loads(run_dir.run_json.read_text(encoding="utf-8"))
-        path = spec["workflow"]["path"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return path if isinstance(path, str) else None
-
-
 def _closes_left(run_dir: RunDir) -> bool:
     """Whether close steps wait in steps/ for the owner."""
     try:
@@ -101,12 +94,13 @@ def _closes_left(run_dir: RunDir) -> bool:
 
 
 def status_payload(
-    run_id: str, run: RunState, state_ref: str = "", *, results: bool = False
+    run_id: str, run: RunState, state_ref: str = "", *, results: bool = False, nodes: int = 0
 ) -> dict[str, Any]:
     """The `--json` object: run, state, backend, processes, ended_status, paused
     ({reason, error, file} of a paused run, else null), outcome ({state, reason,
     unfinished, held}: `crw.engine.run_view.Outcome`), started_at, last_at,
-    progress ({done, total}), calls [{call, node, role, state, attempts, turns,
+    progress ({done, total}: `run_view.progress`, the workflow's `nodes` at least),
+    calls [{call, node, role, state, attempts, turns,
     tokens, started_at, ended_at, seconds, reason, and for a held call its answer:
     the command of each answer; with `results` its result}], tokens. `state_ref`
     is the --state those commands pass (empty: none). The command adds run_dir,
@@ -114,7 +108,7 @@ def status_payload(
     null), corrupt (null, or {journal, offset, valid_at, reason, damage, fix} when
     the state is `corrupt`) and todo ([{do, command}]: what to do next)."""
     view = outcome(run)
-    done, total = progress(run)
+    done, total = progress(run, nodes)
     now = datetime.now(UTC)
     return {
         "run": run_id,

@@ -119,13 +119,15 @@ def outcome(run: RunState) -> Outcome:
     return Outcome(run.state, reason, unfinished, held)
 
 
-def progress(run: RunState) -> tuple[int, int]:
+def progress(run: RunState, nodes: int = 0) -> tuple[int, int]:
     """Calls done (completed, null_model, skipped) and calls in all. An ended run
     counts its nodes, as its ended row gives each one's end (a node that never ran
     is not done); a run not ended its calls so far, a superseded call counting
-    through the call that runs its node again."""
+    through the call that runs its node again, and at least the workflow's `nodes`
+    (the calls not admitted yet)."""
     if isinstance(run.ended_state, dict):
         ends = [str(end) for end in run.ended_state.values()]
     else:
         ends = [call.state for call in run.calls.values() if call.state != "superseded"]
+        ends += ["unrun"] * (nodes - len(ends))
     return sum(end in DONE for end in ends), len(ends)

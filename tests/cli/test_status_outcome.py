@@ -99,7 +99,7 @@ def test_status_of_a_running_run_shows_its_holder_the_call_in_flight_and_the_own
     pid = next(r["pid"] for r in drill.rows() if r["row"] == "started")
     view = status(drill, "--json")
     assert (view["state"], view["live"], view["holder_pid"]) == ("running", True, pid)
-    assert view["progress"] == {"done": 1, "total": 2}
+    assert view["progress"] == {"done": 1, "total": 3}  # review not admitted yet
     build = next(call for call in view["calls"] if call["call"] == CALL)
     assert (build["state"], build["turns"], build["ended_at"]) == ("running", 1, None)
     assert build["seconds"] >= 0  # until now
