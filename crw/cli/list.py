@@ -13,6 +13,7 @@ snapshot, so the next list reads its tail). Nothing is locked and no row is writ
 from __future__ import annotations
 
 import functools
+import gc
 import json as json_module
 import os
 import shlex
@@ -65,18 +66,20 @@ def read_tail(run: RunDir) -> Tail:
         with run.journal.open("rb") as file:
             file.seek(start)
             data = file.read()
-        after = snapshot.state.last_seq if snapshot is not None and start else 0
+        into = snapshot.state if snapshot is not None and start else None
+        if not data:
+            return Tail(into if into is not None else replay(()), "tail")
         try:
-            read = decode(data, run.journal, after=after)
+            read = decode(data, run.journal, after=into.last_seq if into is not None else 0)
         except JournalCorruptError:
             read = None  # read whole below: the damage is reported with its offsets
-        if read is not None and (read.end > 0 or not data):
-            into = snapshot.state if snapshot is not None and start else None
+        if read is not None and read.end > 0:
             return Tail(replay(read.rows, into=into), "tail")
     return Tail(replay_journal(run.journal, live=run_is_live(run))[0], "whole")
 
 
 def list_command(*, state: str | None, json: bool, all_runs: bool = False) -> int:
+    gc.disable()  # a short process that keeps what it reads, as `crw.cli.hot` says
     state_dir = resolve_state(state, os.environ, Path.cwd())
     runs = [listed(RunDir.of(state_dir, run_id)) for run_id in list_runs(state_dir)]
     runs.sort(key=lambda entry: (entry["started_at"] or "", entry["run"]), reverse=True)

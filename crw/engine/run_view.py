@@ -51,7 +51,8 @@ class Outcome:
     """The run's state and why: `reason` is a paused run's (`write_failed: FILE:
     ERROR`), an ended run's status (completed, failed, aborted, cancelled);
     `unfinished` an ended run's nodes that did not complete, with their end
-    (null_model, held, unrun, skipped); `held` the held calls."""
+    (null_model, held, unrun, skipped); `held` the held calls of a run waiting on
+    a decision."""
 
     state: str
     reason: str | None
@@ -115,7 +116,9 @@ def outcome(run: RunState) -> Outcome:
         reason = run.ended_status
         ends = run.ended_state if isinstance(run.ended_state, dict) else {}
         unfinished = {node: str(end) for node, end in ends.items() if end != "completed"}
-    held = [call.call for call in run.calls.values() if call.state == "held"]
+    held = []
+    if run.state == "waiting_decision":  # a paused run's held calls go on when it resumes
+        held = [call.call for call in run.calls.values() if call.state == "held"]
     return Outcome(run.state, reason, unfinished, held)
 
 
