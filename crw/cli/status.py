@@ -58,9 +58,8 @@ def status_command(
         run_state.state = "corrupt"
     state_ref = shlex.quote(state) if state is not None else ""
     workflow = workflow_file(spec_json(run_dir))
-    payload = status_payload(
-        run_dir.root.name, run_state, state_ref, results=results, nodes=workflow_nodes(workflow)
-    )
+    nodes = 0 if run_state.state == "ended" else workflow_nodes(workflow)
+    payload = status_payload(run_dir.root.name, run_state, state_ref, results=results, nodes=nodes)
     payload["run_dir"] = str(run_dir.root)
     payload["live"] = live
     payload["holder_pid"] = holder_pid(run_dir.run_lock) if live else None

@@ -22,7 +22,7 @@ DONE = frozenset({"completed", "null_model", "skipped"})
 """The states of a call that ended for good: no decision sends it on."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CallView:
     """One call as the rows leave it, with its times."""
 

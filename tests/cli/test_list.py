@@ -3,43 +3,16 @@ on a `crw host sim serve` host, and of an ended run older than a week."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from crw.engine.locks import run_is_live
 from crw.engine.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import UnknownRow
 from tests.cli.conftest import Crw
-from tests.drill.test_crash_drill import CALL, Drill, alive, wait_until
-
-HANG = {"match": {"marker": f"{CALL}/*"}, "behaviour": {"hang": True}}
-
-
-@pytest.fixture
-def drill(tmp_path: Path) -> Iterator[Drill]:
-    (tmp_path / "tmp").mkdir()
-    made = Drill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
-    try:
-        made.serve()
-        yield made
-    finally:
-        made.reap()
-
-
-def crashed_run(drill: Drill) -> RunDir:
-    """A run whose process died (SIGKILL) right after its first step's row."""
-    env = drill.crw.env | {"CRW_CRASH_AFTER": "step_published@explore.1"}
-    out = drill.crw.start(str(drill.workflow), "--owner", drill.owner_thread,
-                          "--host", f"unix:{drill.socket}", env=env)  # fmt: skip
-    assert out.code == 0, out.stderr
-    run = RunDir(Path(out.json()["run_dir"]))
-    wait_until("the run process is gone", lambda: not alive(out.json()["pid"]))
-    wait_until("its locks are let go", lambda: not run_is_live(run))
-    return run
+from tests.cli.test_pause_cancel import HANG
+from tests.cli.test_status_outcome import crashed_run
+from tests.drill.test_crash_drill import CALL, Drill, wait_until
+from tests.drill.test_crash_drill import drill as drill  # the fixture: a served sim host
 
 
 def old_ended_run(crw: Crw) -> str:

@@ -8,29 +8,27 @@ do next; the human form fits 80 columns (a command is kept whole on its own line
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from crw.engine.locks import run_is_live
 from crw.engine.rundir import RunDir
-from tests.cli.conftest import Crw
+from tests.cli.test_pause_cancel import HANG
 from tests.drill.test_crash_drill import CALL, Drill, alive, results, wait_until
+from tests.drill.test_crash_drill import drill as drill  # the fixture: a served sim host
 
-HANG = {"match": {"marker": f"{CALL}/*"}, "behaviour": {"hang": True}}
 
-
-@pytest.fixture
-def drill(tmp_path: Path) -> Iterator[Drill]:
-    (tmp_path / "tmp").mkdir()
-    made = Drill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
-    try:
-        made.serve()
-        yield made
-    finally:
-        made.reap()
+def crashed_run(drill: Drill) -> RunDir:
+    """A run whose process died (SIGKILL) right after its first step's row, before
+    any owner took it: the rows say waiting_session, no process holds the run."""
+    env = drill.crw.env | {"CRW_CRASH_AFTER": "step_published@explore.1"}
+    out = drill.crw.start(str(drill.workflow), "--owner", drill.owner_thread,
+                          "--host", f"unix:{drill.socket}", env=env)  # fmt: skip
+    assert out.code == 0, out.stderr
+    run = RunDir(Path(out.json()["run_dir"]))
+    wait_until("the run process is gone", lambda: not alive(out.json()["pid"]))
+    wait_until("its locks are let go", lambda: not run_is_live(run))
+    return run
 
 
 def status(drill: Drill, *args: str) -> Any:
@@ -121,16 +119,7 @@ def test_status_of_a_running_run_shows_its_holder_the_call_in_flight_and_the_own
 
 
 def test_status_of_a_crashed_run_says_no_process_holds_it_and_how_to_go_on(drill: Drill) -> None:
-    """The run process dies (SIGKILL) right after its first step's row, before
-    any owner takes it: the rows say waiting_session, no process holds the run."""
-    env = drill.crw.env | {"CRW_CRASH_AFTER": "step_published@explore.1"}
-    out = drill.crw.start(str(drill.workflow), "--owner", drill.owner_thread,
-                          "--host", f"unix:{drill.socket}", env=env)  # fmt: skip
-    assert out.code == 0, out.stderr
-    drill.run = run_dir = RunDir(Path(out.json()["run_dir"]))
-    pid = out.json()["pid"]
-    wait_until("the run process is gone", lambda: not alive(pid))
-    wait_until("its locks are let go", lambda: not run_is_live(run_dir))
+    drill.run = crashed_run(drill)
     run, state = drill.run.id, str(drill.crw.state)
     view = status(drill, "--json")
     assert (view["state"], view["live"], view["holder_pid"]) == ("waiting_session", False, None)
