@@ -89,4 +89,11 @@ def test_a_paused_run_names_its_reason_and_a_held_call_is_not_done() -> None:
     run = replay([*ROWS[:6], held, paused])
     view = outcome(run)
     assert (view.state, view.reason) == ("paused", "write_failed: /x/steps/b.1: disk full")
-    assert view.held == ["b.1"] and progress(run) == (1, 2)
+    assert view.held == [] and progress(run) == (1, 2)  # the resume runs b.1 again
+    assert progress(run, nodes=4) == (1, 4)  # two nodes not admitted yet
+
+
+def test_a_run_waiting_on_a_decision_names_its_held_calls() -> None:
+    held = {"seq": 8, "at": _at(13), "row": "held", "call": "b.1", "reason": "host_failure"}
+    view = outcome(replay([*ROWS[:6], held]))
+    assert (view.state, view.reason, view.held) == ("waiting_decision", None, ["b.1"])
