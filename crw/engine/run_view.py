@@ -1,6 +1,7 @@
 """What a run and each of its calls come to: the records `status` and `list` show.
 
-Pure: a `RunState` (or the rows it replays from) in, records out. A call's record
+Pure: a `RunState` in (`crw.journal.replay.replay(rows)` of a run's rows, or
+`replay_journal`'s), records out. A call's record
 is its node, role, state, newest attempt, turns, tokens, when it started (its
 prepared row's `at`) and ended (its newest terminal row's `at`), how long it took
 (until `now` for a call not ended), and the held, null_model or lost reason. The
@@ -11,12 +12,11 @@ calls. Standard library only: `status --json` starts cold and fast.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from crw.journal.replay import Row, RunState, replay
+from crw.journal.replay import RunState
 
 DONE = frozenset({"completed", "null_model", "skipped"})
 """The states of a call that ended for good: no decision sends it on."""
@@ -99,11 +99,6 @@ def call_views(run: RunState, now: datetime | None = None) -> list[CallView]:
         )
         for call in run.calls.values()
     ]
-
-
-def rows_call_views(rows: Iterable[Row], now: datetime | None = None) -> list[CallView]:
-    """The calls of a run's rows (in journal order)."""
-    return call_views(replay(rows), now)
 
 
 def outcome(run: RunState) -> Outcome:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from crw.engine.run_view import outcome, progress, rows_call_views
+from crw.engine.run_view import call_views, outcome, progress
 from crw.journal.replay import replay
 
 
@@ -39,7 +39,7 @@ ROWS: list[dict[str, Any]] = [
 
 
 def test_each_call_has_its_times_duration_reason_and_answer() -> None:
-    views = rows_call_views(ROWS)
+    views = call_views(replay(ROWS))
     a, b = views
     assert (a.call, a.node, a.role, a.state, a.attempt, a.turns) == (
         "a.1",
@@ -56,7 +56,7 @@ def test_each_call_has_its_times_duration_reason_and_answer() -> None:
 
 def test_a_call_not_ended_lasts_until_now() -> None:
     now = datetime(2026, 11, 30, 10, 0, 30, tzinfo=UTC)
-    (a, _) = rows_call_views(ROWS[:5], now)
+    (a, _) = call_views(replay(ROWS[:5]), now)
     assert (a.state, a.ended_at, a.seconds) == ("running", None, 29.0)
 
 
