@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="crw-list-", dir=REPO) as tmp:
+    with tempfile.TemporaryDirectory(prefix="crw-list-") as tmp:
         state = Path(tmp) / "runs" / "state"
         run_id = finished_run(state, args.calls)
         copies(state, run_id, args.count)
