@@ -39,18 +39,25 @@ def show_command(
     printer = RowPrinter(json=json, call=call)
     try:
         rows = tail.read()
-        if call is not None and call not in tail.state.calls and not follow_run:
-            raise InputError(_no_such_call(run_dir, call, tail, state))
-        if not json:
-            print(_header(run_dir, rows), flush=True)
-        printer(rows)
-        if not follow_run:
-            return 0
-        if follow(run_dir, tail, printer):
+    except JournalCorruptError as err:
+        rows = err.intact.rows
+        damage: JournalCorruptError | None = err
+    else:
+        damage = None
+    if call is not None and call not in tail.state.calls and not follow_run and not damage:
+        raise InputError(_no_such_call(run_dir, call, tail, state))
+    if not json:
+        print(_header(run_dir, rows), flush=True)
+    printer(rows)
+    if damage is not None:
+        printer.corrupt(damage)
+        return 1 if follow_run else 0
+    try:
+        if not follow_run or follow(run_dir, tail, printer):
             return 0
     except JournalCorruptError as err:
         printer.corrupt(err)
-        return 1 if follow_run else 0
+        return 1
     print(stopped(run_dir, tail, state), file=sys.stderr)
     return 1
 
@@ -100,8 +107,8 @@ def stopped(run_dir: RunDir, tail: JournalTail, state: str | None) -> str:
     """Why following stopped before the run ended, and what to run next."""
     more = f" --state {shlex.quote(state)}" if state else ""
     return (
-        f"crw: run {run_dir.id} is {tail.state.state} and no process runs it, so its "
-        f"journal grows no more; see what to do with: crw flow status {run_dir.id}{more}"
+        f"crw: no process runs run {run_dir.id} (its rows leave it {tail.state.state}), so "
+        f"its journal grows no more; see what to do with: crw flow status {run_dir.id}{more}"
     )
 
 
