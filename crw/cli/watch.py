@@ -5,8 +5,8 @@ It reads the run directory only, like `show`, and wakes when the run commits row
 rich, a bar of the calls done of all, the calls in flight (state, attempt, turns,
 how long since each was prepared), the tokens the ended calls counted and the
 last rows. Piped, it prints each new row's line (as `show` does) and a progress
-line whenever the count of calls done changes. `--json` prints the view as one
-JSON object a line, each time it changes.
+line whenever the count of calls done changes, and once the run ended. `--json`
+prints the view as one JSON object a line, each time it changes.
 
 The calls of all: the calls prepared so far and one for each workflow node not
 prepared yet (a review round adds calls, so the total can grow). A call is done
@@ -143,13 +143,13 @@ def _watch_json(run_dir: RunDir, tail: JournalTail, view: WatchView) -> bool:
 
 def _watch_plain(run_dir: RunDir, tail: JournalTail, view: WatchView) -> bool:
     printer = RowPrinter(json=False, call=None)
-    counted: list[tuple[int, int]] = []
+    counted: list[tuple[int, int, bool]] = []
 
     def show(rows: Rows) -> None:
         view.add(rows)
         printer(rows)
         payload = view.payload(tail.state, datetime.now(UTC))
-        count = (payload["done"], payload["total"])
+        count = (payload["done"], payload["total"], payload["state"] == "ended")
         if [count] != counted:
             counted[:] = [count]
             print(_progress_line(payload), flush=True)
