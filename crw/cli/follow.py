@@ -15,6 +15,7 @@ kernel's queue overflowed) it also wakes every SAFETY_WAKE seconds.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,10 +101,13 @@ class RunWake:
         self._inotify.close()
 
     def wait(self, timeout: float) -> None:
-        """Sleep until an event of the journal or a lock, or `timeout` seconds."""
-        events = self._inotify.read(timeout=int(timeout * 1000))
-        while events and not any(event.name in self._names for event in events):
-            events = self._inotify.read(timeout=int(timeout * 1000))
+        """Sleep until an event of the journal or a lock (or a lost one: the queue
+        overflowed), or `timeout` seconds; events of other files sleep on."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            for event in self._inotify.read(timeout=max(1, int(left * 1000))):
+                if event.name in self._names or event.mask & inotify_flags.Q_OVERFLOW:
+                    return
 
 
 def follow(
