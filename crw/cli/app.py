@@ -127,18 +127,27 @@ def start(
 
 @flow.command
 def status(
-    run: str, /, *, state: State = None, json: Json = False, all_calls: AllCalls = False
+    run: str,
+    /,
+    *,
+    state: State = None,
+    json: Json = False,
+    all_calls: AllCalls = False,
+    results: Annotated[bool, Parameter(negative="")] = False,
 ) -> int:
-    """Show a run's state and each call's state, attempts, turns and tokens.
+    """Show a run's outcome, each call's state, attempt, turns, tokens and time,
+    why a call did not complete, and what to do next.
 
     Parameters
     ----------
     run
         The run id, or the path of its run directory.
+    results
+        Show each completed call's answer too (reads the whole journal).
     """
     from crw.cli.status import status_command
 
-    return status_command(run, state=state, json=json, all_calls=all_calls)
+    return status_command(run, state=state, json=json, all_calls=all_calls, results=results)
 
 
 @flow.command(name="next")
@@ -337,6 +346,28 @@ def demo(
     from crw.cli.demo import demo_command
 
     return demo_command(state=state, json=json, backend=backend, host=host)
+
+
+@flow.command(name="list")
+def list_(
+    *,
+    state: State = None,
+    json: Json = False,
+    all_runs: Annotated[bool, Parameter(name="--all", negative="")] = False,
+) -> int:
+    """List the runs under the state directory, newest first: each one's backend,
+    state with its reason, calls done/total, tokens, start, last row and whether a
+    process holds it.
+
+    Parameters
+    ----------
+    all_runs
+        List every run (by default an ended run whose last row is over 7 days old
+        is left out).
+    """
+    from crw.cli.list import list_command
+
+    return list_command(state=state, json=json, all_runs=all_runs)
 
 
 @flow.command(name="_run", show=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,7 +180,7 @@ def find_run(state: Path, run: str) -> RunDir:
     if not run or any(ord(char) < 32 or char == "\x7f" for char in run):
         raise InputError(
             f"run {shown} is no run id: it is empty or holds a control character; "
-            f"list the runs with: ls {flow}"
+            f"list the runs with: {list_command(state)}"
         )
     try:
         if run not in (".", "..") and os.sep not in run and len(run) <= MAX_RUN_ID:
@@ -191,7 +192,14 @@ def find_run(state: Path, run: str) -> RunDir:
             return as_path
     except (OSError, ValueError):
         pass
-    raise InputError(f"run {shown} not found under {flow}; list the runs with: ls {flow}")
+    raise InputError(
+        f"run {shown} not found under {flow}; list the runs with: {list_command(state)}"
+    )
+
+
+def list_command(state: Path) -> str:
+    """`crw flow list --state STATE`: the command that lists the runs under `state`."""
+    return f"crw flow list --state {shlex.quote(str(state))}"
 
 
 def list_runs(state: Path) -> list[str]:

@@ -171,7 +171,7 @@ def read_run_spec(path: Path) -> RunSpec:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(
-            f"{path} not found; name a run started with crw flow start (ls its flow directory)"
+            f"{path} not found; name a run started with crw flow start (crw flow list lists them)"
         ) from None
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"cannot read {path}: {err}; check the file's permissions") from err

@@ -104,14 +104,23 @@ def replay_journal(journal: Path, *, live: bool = False) -> tuple[RunState, Jour
 
 def _load(path: Path, data: bytes) -> Snapshot | None:
     """The snapshot, when it is this crw's and matches the journal's bytes."""
+    snapshot = peek_snapshot(path)
+    if snapshot is None or snapshot.end > len(data):
+        return None
+    if zlib.crc32(memoryview(data)[: snapshot.end]) != snapshot.crc:
+        return None
+    return snapshot
+
+
+def peek_snapshot(path: Path) -> Snapshot | None:
+    """The snapshot at `path` when it is this crw's and whole, unchecked against
+    the journal (a reader that checks less: `crw flow list`)."""
     try:
         raw = path.read_bytes()
         if raw[:_SEAL] != b"%08x\n" % zlib.crc32(raw[_SEAL:]):
             return None  # damaged or cut short: marshal must never read such bytes
         head, end, crc, call_fields, run, calls = marshal.loads(raw[_SEAL:])
         if head != FORMAT or call_fields != _CALL_FIELDS or type(calls) is not bytes:
-            return None
-        if end > len(data) or zlib.crc32(memoryview(data)[:end]) != crc:
             return None
         state = RunState(**run)
     except (OSError, ValueError, TypeError, EOFError, KeyError, IndexError, AttributeError):

@@ -56,6 +56,10 @@ def test_status_json_shows_the_run_and_each_call(crw: Crw) -> None:
                 "reasoning_output": 0,
                 "total": 12,
             },
+            "started_at": "2026-11-29T00:00:00.000000Z",
+            "ended_at": "2026-11-29T00:00:00.000000Z",
+            "seconds": 0.0,
+            "reason": None,
         }
     ]
     human = crw("flow", "status", out["run"], "--state", str(crw.state))
@@ -127,6 +131,7 @@ def test_status_of_an_unknown_run_is_an_input_error(crw: Crw) -> None:
     result = crw("flow", "status", "no-such-run", "--state", str(crw.state), "--json")
     assert result.code == 2
     assert "no-such-run" in result.stderr and result.stderr.count("\n") == 1
+    assert result.stderr.endswith(f"list the runs with: crw flow list --state {crw.state}\n")
 
 
 def test_schema_rows_prints_a_valid_json_schema_of_every_kind(crw: Crw) -> None:

@@ -109,7 +109,9 @@ def test_unknown_run_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError) as caught:
         find_run(tmp_path, "nope")
     flow = tmp_path / "flow"
-    assert str(caught.value) == f'run "nope" not found under {flow}; list the runs with: ls {flow}'
+    assert str(caught.value) == (
+        f'run "nope" not found under {flow}; list the runs with: crw flow list --state {tmp_path}'
+    )
 
 
 def test_a_directory_without_run_json_is_no_run_by_path(tmp_path: Path) -> None:
@@ -132,4 +134,4 @@ def test_run_that_no_path_can_hold_is_one_line_input_error(tmp_path: Path, run: 
         find_run(tmp_path, run)
     message = str(caught.value)
     assert "\n" not in message and "\x00" not in message and len(message) < 300
-    assert message.endswith(f"list the runs with: ls {tmp_path / 'flow'}")
+    assert message.endswith(f"list the runs with: crw flow list --state {tmp_path}")

@@ -1,0 +1,121 @@
+"""`crw flow list` of a finished, a running and a crashed run, real run processes
+on a `crw host sim serve` host, and of an ended run older than a week."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crw.engine.locks import run_is_live
+from crw.engine.rundir import RunDir
+from crw.journal.log import encode_batch, encode_body
+from crw.journal.rows import UnknownRow
+from tests.cli.conftest import Crw
+from tests.drill.test_crash_drill import CALL, Drill, alive, wait_until
+
+HANG = {"match": {"marker": f"{CALL}/*"}, "behaviour": {"hang": True}}
+
+
+@pytest.fixture
+def drill(tmp_path: Path) -> Iterator[Drill]:
+    (tmp_path / "tmp").mkdir()
+    made = Drill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
+    try:
+        made.serve()
+        yield made
+    finally:
+        made.reap()
+
+
+def crashed_run(drill: Drill) -> RunDir:
+    """A run whose process died (SIGKILL) right after its first step's row."""
+    env = drill.crw.env | {"CRW_CRASH_AFTER": "step_published@explore.1"}
+    out = drill.crw.start(str(drill.workflow), "--owner", drill.owner_thread,
+                          "--host", f"unix:{drill.socket}", env=env)  # fmt: skip
+    assert out.code == 0, out.stderr
+    run = RunDir(Path(out.json()["run_dir"]))
+    wait_until("the run process is gone", lambda: not alive(out.json()["pid"]))
+    wait_until("its locks are let go", lambda: not run_is_live(run))
+    return run
+
+
+def old_ended_run(crw: Crw) -> str:
+    """A run directory whose rows ended in January."""
+    run = RunDir.of(crw.state, "old-20260101-000000-abcd")
+    run.create()
+    rows = [{"row": "started", "backend": "app-server"}, {"row": "ended", "status": "failed"}]
+    with open(run.journal, "ab") as journal:
+        for seq, row in enumerate(rows, start=1):
+            body = encode_body(UnknownRow.model_validate(row))
+            journal.write(encode_batch(seq, f"2026-01-01T00:00:0{seq}.000000Z", [body]))
+    return run.id
+
+
+def listed(crw: Crw, *args: str) -> Any:
+    result = crw("flow", "list", "--state", str(crw.state), *args)
+    assert result.code == 0, result.stderr
+    return result.json() if "--json" in args else result.stdout.splitlines()
+
+
+def test_list_shows_each_run_newest_first_read_from_its_tail(drill: Drill) -> None:
+    drill.start(crash_after=None)
+    drill.finish()
+    assert drill.run is not None
+    finished = drill.run.id
+    crashed = crashed_run(drill).id
+    drill.host("sim/script", HANG)  # the next run's build works until interrupted
+    drill.start(crash_after=None)
+    running = drill.run.id
+    wait_until("build's turn runs", lambda: any(
+        r["row"] == "turn_started" and r.get("call") == CALL for r in drill.rows()
+    ))  # fmt: skip
+    pid = next(r["pid"] for r in drill.rows() if r["row"] == "started")
+    old = old_ended_run(drill.crw)
+
+    view = listed(drill.crw, "--json")
+    assert view["hidden"] == 1  # the run ended in January
+    runs = {entry["run"]: entry for entry in view["runs"]}
+    assert list(runs) == [running, crashed, finished]
+    assert [(e["state"], e["reason"], e["live"], e["calls"]) for e in runs.values()] == [
+        ("running", None, True, {"done": 1, "total": 3}),
+        ("waiting_session", None, False, {"done": 0, "total": 3}),
+        ("ended", "completed", False, {"done": 3, "total": 3}),
+    ]
+    assert runs[running]["pid"] == pid and runs[crashed]["pid"] is None
+    assert {(e["workflow"], e["backend"], e["read"]) for e in runs.values()} == {
+        ("drill", "session", "tail")
+    }
+    for run_id, entry in runs.items():
+        status = drill.crw("flow", "status", run_id, "--state", str(drill.crw.state), "--json")
+        full = status.json()
+        assert (entry["state"], entry["tokens"]) == (full["state"], full["tokens"])
+        assert (entry["started_at"], entry["last_at"]) == (full["started_at"], full["last_at"])
+        assert entry["calls"] == full["progress"]
+    assert runs[finished]["tokens"]["total"] > 0
+
+    human = listed(drill.crw)
+    assert human[0].split() == [
+        "RUN", "BACKEND", "STATE", "CALLS", "TOKENS", "STARTED", "LAST", "ROW", "LIVE",
+    ]  # fmt: skip
+    assert [line.split()[0] for line in human[1:4]] == [running, crashed, finished]
+    assert human[1].split()[1:4] == ["session", "running", "1/3"]
+    assert human[1].endswith(f"yes (pid {pid})")
+    assert human[2].split()[2:4] == ["waiting_session", "0/3"] and human[2].endswith("no")
+    assert human[3].split()[2:5] == ["ended", "(completed)", "3/3"]
+    assert human[4:] == [
+        "(1 ended runs older than 7 days not shown: --all lists them)",
+        f"see one with: crw flow status RUN --state {drill.crw.state}",
+    ]
+    every = listed(drill.crw, "--json", "--all")
+    assert [entry["run"] for entry in every["runs"]] == [running, crashed, finished, old]
+    assert every["hidden"] == 0 and every["runs"][-1]["reason"] == "failed"
+
+
+def test_list_of_an_empty_state_directory_says_how_to_start_one(crw: Crw) -> None:
+    assert listed(crw, "--json") == {"state_dir": str(crw.state), "runs": [], "hidden": 0}
+    assert listed(crw) == [
+        f"no runs under {crw.state / 'flow'}; start one with: crw flow start WORKFLOW"
+    ]
