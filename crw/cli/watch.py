@@ -8,9 +8,10 @@ last rows. Piped, it prints each new row's line (as `show` does) and a progress
 line whenever the count of calls done changes, and once the run ended. `--json`
 prints the view as one JSON object a line, each time it changes.
 
-The calls of all: the calls prepared so far and one for each workflow node not
-prepared yet (a review round adds calls, so the total can grow). A call is done
-once it completed, ended null_model, was superseded or skipped.
+Calls done of all as `status` and `list` count them (`crw.engine.run_view.progress`:
+the calls so far, a superseded one through the call that runs its node again,
+and at least one a workflow node; an ended run counts its nodes). A call is in
+flight until it completed, ended null_model, was skipped or superseded.
 
 Exit 0 once the run ends; 1 when no process runs it (paused, crashed, waiting for
 an answer: a line says so) or its journal is corrupt.
@@ -21,22 +22,23 @@ from __future__ import annotations
 import json as json_module
 import os
 import sys
-import tomllib
 from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crw.cli.follow import JournalTail, Rows, follow
+from crw.cli.list import spec_json, workflow_file, workflow_nodes
 from crw.cli.show import RowPrinter, stopped
+from crw.engine.run_view import DONE, call_views, progress
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.journal.log import JournalCorruptError
-from crw.journal.replay import RunState
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-DONE = frozenset({"completed", "null_model", "superseded", "skipped"})
+ENDED = DONE | {"superseded"}
+"""A call in none of these states is in flight (held ones too: they wait)."""
 LAST_ROWS = 8
 """How many of the last rows the live view shows."""
 TICK = 1.0
@@ -47,7 +49,7 @@ move on. Each is a read of the journal's tail, not of the whole journal."""
 def watch_command(run: str, *, state: str | None, json: bool) -> int:
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
     tail = JournalTail(run_dir.journal)
-    view = WatchView(run_dir, _workflow_nodes(run_dir))
+    view = WatchView(run_dir, tail, workflow_nodes(workflow_file(spec_json(run_dir))))
     try:
         if json:
             ended = _watch_json(run_dir, tail, view)
@@ -65,32 +67,28 @@ def watch_command(run: str, *, state: str | None, json: bool) -> int:
 
 
 class WatchView:
-    """What the view shows, folded from the rows as they come."""
+    """What the view shows: the run's rows so far, folded, and the last of them."""
 
-    def __init__(self, run_dir: RunDir, nodes: int | None) -> None:
+    def __init__(self, run_dir: RunDir, tail: JournalTail, nodes: int) -> None:
         self.run_dir = run_dir
+        self.tail = tail
         self.nodes = nodes
-        self.began: dict[str, str] = {}
-        """Each call's prepared row's time."""
         self.last: deque[dict[str, Any]] = deque(maxlen=LAST_ROWS)
 
     def add(self, rows: Rows) -> None:
-        for row in rows:
-            if row.get("row") == "prepared" and isinstance(row.get("call"), str):
-                self.began.setdefault(row["call"], str(row.get("at") or ""))
         self.last.extend(rows)
 
-    def payload(self, run: RunState, now: datetime) -> dict[str, Any]:
+    def payload(self, now: datetime) -> dict[str, Any]:
         """{run, state, done, total, in_flight: [{call, role, state, attempt, turns,
-        elapsed}], tokens}: `elapsed` in seconds since the call was prepared."""
-        calls = list(run.calls.values())
-        prepared = {call.node for call in calls}
-        unprepared = max(0, (self.nodes or 0) - len(prepared))
+        elapsed}], tokens}: `elapsed` in seconds since the call was prepared;
+        done and total as `crw.engine.run_view.progress` counts them."""
+        run = self.tail.state
+        done, total = progress(run, self.nodes)
         return {
             "run": self.run_dir.id,
             "state": run.state,
-            "done": sum(call.state in DONE for call in calls),
-            "total": len(calls) + unprepared,
+            "done": done,
+            "total": total,
             "in_flight": [
                 {
                     "call": call.call,
@@ -98,31 +96,13 @@ class WatchView:
                     "state": call.state,
                     "attempt": call.attempt,
                     "turns": call.turns,
-                    "elapsed": _elapsed(self.began.get(call.call), now),
+                    "elapsed": None if call.seconds is None else round(call.seconds, 1),
                 }
-                for call in calls
-                if call.state not in DONE
+                for call in call_views(run, now)
+                if call.state not in ENDED
             ],
             "tokens": run.spent,
         }
-
-
-def _elapsed(since: str | None, now: datetime) -> float | None:
-    try:
-        began = datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
-    except ValueError:
-        return None
-    return round((now - began).total_seconds(), 1) if began else None
-
-
-def _workflow_nodes(run_dir: RunDir) -> int | None:
-    """How many nodes the run's workflow file has (None: it cannot be read)."""
-    try:
-        spec = json_module.loads(run_dir.run_json.read_text(encoding="utf-8"))
-        with open(spec["workflow"]["path"], "rb") as file:
-            return len(tomllib.load(file)["node"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def _watch_json(run_dir: RunDir, tail: JournalTail, view: WatchView) -> bool:
@@ -130,7 +110,7 @@ def _watch_json(run_dir: RunDir, tail: JournalTail, view: WatchView) -> bool:
 
     def show(rows: Rows) -> None:
         view.add(rows)
-        payload = view.payload(tail.state, datetime.now(UTC))
+        payload = view.payload(datetime.now(UTC))
         # A change of the elapsed times alone is no change.
         flight = [{k: v for k, v in c.items() if k != "elapsed"} for c in payload["in_flight"]]
         key = [payload["state"], payload["done"], payload["total"], flight]
@@ -148,7 +128,7 @@ def _watch_plain(run_dir: RunDir, tail: JournalTail, view: WatchView) -> bool:
     def show(rows: Rows) -> None:
         view.add(rows)
         printer(rows)
-        payload = view.payload(tail.state, datetime.now(UTC))
+        payload = view.payload(datetime.now(UTC))
         count = (payload["done"], payload["total"], payload["state"] == "ended")
         if [count] != counted:
             counted[:] = [count]
@@ -173,13 +153,13 @@ def _watch_live(run_dir: RunDir, tail: JournalTail, view: WatchView) -> bool:
 
         def show(rows: Rows) -> None:
             view.add(rows)
-            live.update(live_view(view, tail.state, datetime.now(UTC)), refresh=True)
+            live.update(live_view(view, datetime.now(UTC)), refresh=True)
 
         return follow(run_dir, tail, show, every=TICK)
 
 
-def live_view(view: WatchView, run: RunState, now: datetime) -> RenderableType:
-    """The live view of `run` at `now`: a bar, the calls in flight, tokens, the last rows."""
+def live_view(view: WatchView, now: datetime) -> RenderableType:
+    """The live view at `now`: a bar, the calls in flight, tokens, the last rows."""
     from rich.console import Group
     from rich.progress_bar import ProgressBar
     from rich.table import Table
@@ -189,7 +169,7 @@ def live_view(view: WatchView, run: RunState, now: datetime) -> RenderableType:
     from crw.engine.row_lines import row_line
     from crw.text import replace_surrogates
 
-    payload = view.payload(run, now)
+    payload = view.payload(now)
     bar = Table.grid(padding=(0, 1))
     bar.add_row(
         Text(f"run {payload['run']}", style="bold"),

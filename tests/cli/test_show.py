@@ -102,6 +102,15 @@ def show(drill: Drill, *args: str) -> Result:
     return raw(drill.crw, "flow", "show", drill.run.id, *args, "--state", str(drill.crw.state))
 
 
+def watching(pid: int) -> bool:
+    """Whether process `pid` has an inotify watch (it sleeps on one, not a poll)."""
+    for info in Path(f"/proc/{pid}/fdinfo").iterdir():
+        with contextlib.suppress(OSError):
+            if "inotify wd:" in info.read_text():
+                return True
+    return False
+
+
 def hanging(drill: Drill) -> list[dict[str, Any]]:
     """A running run: build's subagent works until it is interrupted."""
     drill.host("sim/script", HANG)
@@ -182,8 +191,7 @@ def test_show_follow_of_a_running_run_prints_the_new_rows_until_the_run_ends(
     turn = line(rows[-1])
     wait_until("the follower printed the rows so far", lambda: turn in followers.output("follow"))
     wait_until("the call's follower did", lambda: turn in followers.output("build"))
-    fdinfo = Path(f"/proc/{child.pid}/fdinfo")
-    assert any("inotify wd:" in f.read_text() for f in fdinfo.iterdir()), "no inotify watch"
+    wait_until("the follower sleeps on an inotify watch", lambda: watching(child.pid))
     assert child.poll() is None  # the run goes on: so does the follower
 
     cancelled = drill.crw("flow", "cancel", drill.run.id, "--state", str(drill.crw.state))

@@ -26,6 +26,7 @@ from tests.cli.test_show import (
     hanging,
     line,
     raw,
+    watching,
 )
 from tests.drill.test_crash_drill import CALL, Drill, kill, wait_until
 
@@ -138,6 +139,7 @@ def test_watch_of_a_running_run_follows_it_to_its_end(
     terminals.append(terminal)
     turn = line(rows[-1])
     wait_until("the piped watch printed the rows so far", lambda: turn in followers.output("plain"))
+    wait_until("it sleeps on an inotify watch", lambda: watching(piped.pid))
 
     def flight() -> list[tuple[str, str]]:
         objects = [json.loads(text) for text in followers.output("json").splitlines()]
