@@ -6,7 +6,8 @@ journal, from its start. Each row is one line (`crw.engine.row_lines`): its time
 `--json` prints each row as the journal holds it, one JSON object a line (JSON
 Lines), framing left out. `--follow` goes on printing the rows the run commits
 (`crw.cli.follow`) until the run ends (exit 0), or until no process runs it
-(paused, crashed, waiting for an answer: exit 1, with a line saying so).
+(paused, crashed, waiting for an answer: exit 1, with a line saying so); Ctrl-C
+stops it quietly (exit 130, as every command).
 
 A corrupt journal (damage with whole rows after it) shows the rows before the
 damage, then where the damage is and what to do (with --json a last line

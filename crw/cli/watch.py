@@ -14,7 +14,8 @@ and at least one a workflow node; an ended run counts its nodes). A call is in
 flight until it completed, ended null_model, was skipped or superseded.
 
 Exit 0 once the run ends; 1 when no process runs it (paused, crashed, waiting for
-an answer: a line says so) or its journal is corrupt.
+an answer: a line says so) or its journal is corrupt; Ctrl-C stops it quietly
+(exit 130, as every command).
 """
 
 from __future__ import annotations

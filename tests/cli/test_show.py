@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -188,11 +189,16 @@ def test_show_follow_of_a_running_run_prints_the_new_rows_until_the_run_ends(
 
     child = followers.start("follow", "flow", "show", drill.run.id, "--follow")
     build = followers.start("build", "flow", "show", drill.run.id, "--follow", "--call", CALL)
+    stopped = followers.start("stopped", "flow", "show", drill.run.id, "--follow")
     turn = line(rows[-1])
     wait_until("the follower printed the rows so far", lambda: turn in followers.output("follow"))
     wait_until("the call's follower did", lambda: turn in followers.output("build"))
     wait_until("the follower sleeps on an inotify watch", lambda: watching(child.pid))
     assert child.poll() is None  # the run goes on: so does the follower
+    wait_until("the last follower sleeps too", lambda: watching(stopped.pid))
+    stopped.send_signal(signal.SIGINT)  # Ctrl-C: quietly, no traceback
+    interrupted = followers.ended("stopped", stopped)
+    assert (interrupted.code, interrupted.stderr) == (130, "")
 
     cancelled = drill.crw("flow", "cancel", drill.run.id, "--state", str(drill.crw.state))
     assert cancelled.code == 0, cancelled.stderr
