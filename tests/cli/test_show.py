@@ -27,6 +27,8 @@ from tests.cli.conftest import EXAMPLES, REPO, Crw, Result, wait_for_exit
 from tests.cli.test_status import _journal_line
 from tests.drill.test_crash_drill import CALL, Drill, kill, wait_until
 
+pytest_plugins = ["tests.drill.test_crash_drill"]  # its `drill`: a run on its own sim host
+
 HANG = {"match": {"marker": f"{CALL}/*"}, "behaviour": {"hang": True}}
 FOLLOW_END = 15.0
 """Seconds a follower may take to exit once its run ended."""
@@ -67,17 +69,6 @@ class Followers:
             kill(child.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=5)
-
-
-@pytest.fixture
-def drill(tmp_path: Path) -> Iterator[Drill]:
-    (tmp_path / "tmp").mkdir()
-    made = Drill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
-    try:
-        made.serve()
-        yield made
-    finally:
-        made.reap()
 
 
 @pytest.fixture
