@@ -27,7 +27,7 @@ from inotify_simple import flags as inotify_flags
 
 from crw.engine.locks import run_is_live
 from crw.engine.rundir import RunDir
-from crw.journal.log import JournalCorruptError, decode
+from crw.journal.log import JournalCorruptError, TornTail, decode
 from crw.journal.replay import RunState, replay
 
 SAFETY_WAKE = 5.0
@@ -46,6 +46,9 @@ class JournalTail:
     state: RunState = field(default_factory=RunState)
     ended: bool = False
     """An ended row was read: the run is over and its journal grows no more."""
+    torn: TornTail | None = None
+    """What the last read left for later: a batch not whole yet (a live run is
+    writing it), or a torn tail (a run no process holds)."""
 
     def read(self) -> Rows:
         """The whole batches appended since the last read.
@@ -71,6 +74,7 @@ class JournalTail:
             raise
         self.offset += read.end
         self.last_seq = read.last_seq
+        self.torn = read.torn
         replay(read.rows, into=self.state)
         self.ended = self.ended or any(row.get("row") == "ended" for row in read.rows)
         return read.rows

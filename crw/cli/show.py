@@ -9,14 +9,17 @@ Lines), framing left out. `--follow` goes on printing the rows the run commits
 (paused, crashed, waiting for an answer: exit 1, with a line saying so); Ctrl-C
 stops it quietly (exit 130, as every command).
 
-A corrupt journal (damage with whole rows after it) shows the rows before the
-damage, then where the damage is and what to do (with --json a last line
-`{"corrupt": {...}}`, the object `crw flow status --json` names so).
+A torn tail of a run no process holds (a batch cut short) is dropped and warned
+about once, as `status` does. A corrupt journal (damage with whole rows after
+it) shows the rows before the damage, then where the damage is and what to do
+(with --json a last line `{"corrupt": {...}}`, the object `crw flow status
+--json` names so).
 """
 
 from __future__ import annotations
 
 import json as json_module
+import logging
 import os
 import shlex
 import sys
@@ -25,11 +28,14 @@ from typing import Any
 
 from crw.cli.entry import one_line
 from crw.cli.follow import JournalTail, Rows, follow
+from crw.engine.locks import run_is_live
 from crw.engine.row_lines import row_line
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.errors import InputError
 from crw.journal.log import JournalCorruptError
 from crw.text import escape_surrogates, replace_surrogates
+
+log = logging.getLogger("crw.journal")
 
 
 def show_command(
@@ -45,6 +51,8 @@ def show_command(
         damage: JournalCorruptError | None = err
     else:
         damage = None
+        if tail.torn is not None and not run_is_live(run_dir):
+            log.warning("%s", tail.torn.message)
     if call is not None and call not in tail.state.calls and not follow_run and not damage:
         raise InputError(_no_such_call(run_dir, call, tail, state))
     if not json:

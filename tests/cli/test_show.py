@@ -254,3 +254,17 @@ def test_show_of_a_corrupt_journal_prints_the_rows_before_the_damage_and_where_i
     followed = crw(*args, "--follow")
     assert followed.code == 1 and followed.stdout == result.stdout
     assert run.journal.read_bytes() == before
+
+
+def test_show_of_a_torn_journal_drops_the_torn_batch_and_warns_once(crw: Crw) -> None:
+    out = crw.start(str(EXAMPLES / "fix-issue.toml"), "--owner", "o").json()
+    run = RunDir(Path(out["run_dir"]))
+    wait_for_exit(run.root)
+    whole = run.journal.read_text().splitlines()
+    with open(run.journal, "a") as journal:
+        journal.write(_journal_line(3, "prepared", call="a.1")[:-9])
+    result = crw("flow", "show", out["run"], "--state", str(crw.state))
+    assert result.code == 0
+    assert len(result.stdout.splitlines()) == 1 + len(whole)
+    assert result.stderr.count("crw: warning:") == 1
+    assert "torn" in result.stderr and str(run.journal) in result.stderr
