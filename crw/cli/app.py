@@ -378,6 +378,67 @@ def run_process(run: str, /, *, state: State = None) -> int:
     return run_command(run, state=state)
 
 
+# show and watch: the run's history, and its live view.
+
+
+@flow.command
+def show(
+    run: str,
+    /,
+    *,
+    call: Id | None = None,
+    follow: Annotated[bool, Parameter(negative="")] = False,
+    state: State = None,
+    json: Annotated[
+        bool,
+        Parameter(name="--json", negative="", help="Print each row as one JSON object a line."),
+    ] = False,
+) -> int:
+    """Show a run's history: one line per journal row (time, seq, call, kind, key fields).
+
+    Exit 0; with --follow, 0 once the run ends, 1 when no process runs it (paused,
+    crashed, waiting for an answer).
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    call
+        Show only this call's rows.
+    follow
+        Go on printing the rows the run commits until the run ends.
+    """
+    from crw.cli.show import show_command
+
+    return show_command(run, call=call, follow_run=follow, state=state, json=json)
+
+
+@flow.command
+def watch(
+    run: str,
+    /,
+    *,
+    state: State = None,
+    json: Annotated[
+        bool,
+        Parameter(name="--json", negative="", help="Print the view as one JSON object a line."),
+    ] = False,
+) -> int:
+    """Watch a run live: calls done of all, the calls in flight, tokens, the last rows.
+
+    A terminal gets a live view; a pipe gets the new rows as plain lines. It ends
+    with the run: exit 0 once the run ends, 1 when no process runs it.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    """
+    from crw.cli.watch import watch_command
+
+    return watch_command(run, state=state, json=json)
+
+
 @schema.command
 def rows(*, json: Json = False) -> int:
     """Print the JSON Schema of every row kind of the journal.

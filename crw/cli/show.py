@@ -1,0 +1,130 @@
+"""`crw flow show RUN`: the run's history, one line per journal row.
+
+It reads the run directory only, never a lock it would hold and never a row: the
+journal, from its start. Each row is one line (`crw.engine.row_lines`): its time
+(UTC), seq, call, kind and key fields. `--call` keeps the rows of one call;
+`--json` prints each row as the journal holds it, one JSON object a line (JSON
+Lines), framing left out. `--follow` goes on printing the rows the run commits
+(`crw.cli.follow`) until the run ends (exit 0), or until no process runs it
+(paused, crashed, waiting for an answer: exit 1, with a line saying so); Ctrl-C
+stops it quietly (exit 130, as every command).
+
+A torn tail of a run no process holds (a batch cut short) is dropped and warned
+about once, as `status` does. A corrupt journal (damage with whole rows after
+it) shows the rows before the damage, then where the damage is and what to do
+(with --json a last line `{"corrupt": {...}}`, the object `crw flow status
+--json` names so).
+"""
+
+from __future__ import annotations
+
+import json as json_module
+import logging
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from crw.cli.entry import one_line
+from crw.cli.follow import JournalTail, Rows, follow
+from crw.engine.locks import run_is_live
+from crw.engine.row_lines import row_line
+from crw.engine.rundir import RunDir, find_run, resolve_state
+from crw.errors import InputError
+from crw.journal.log import JournalCorruptError
+from crw.text import escape_surrogates, replace_surrogates
+
+log = logging.getLogger("crw.journal")
+
+
+def show_command(
+    run: str, *, call: str | None, follow_run: bool, state: str | None, json: bool
+) -> int:
+    run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    tail = JournalTail(run_dir.journal)
+    printer = RowPrinter(json=json, call=call)
+    try:
+        rows = tail.read()
+    except JournalCorruptError as err:
+        rows = err.intact.rows
+        damage: JournalCorruptError | None = err
+    else:
+        damage = None
+        if tail.torn is not None and not run_is_live(run_dir):
+            log.warning("%s", tail.torn.message)
+    if call is not None and call not in tail.state.calls and not follow_run and not damage:
+        raise InputError(_no_such_call(run_dir, call, tail, state))
+    if not json:
+        print(_header(run_dir, rows), flush=True)
+    printer(rows)
+    if damage is not None:
+        printer.corrupt(damage)
+        return 1 if follow_run else 0
+    try:
+        if not follow_run or follow(run_dir, tail, printer):
+            return 0
+    except JournalCorruptError as err:
+        printer.corrupt(err)
+        return 1
+    print(stopped(run_dir, tail, state), file=sys.stderr)
+    return 1
+
+
+class RowPrinter:
+    """Prints rows, each as its line or (`json`) its JSON object; `call`: only that
+    call's rows. Flushed at once, for a reader at the other end of a pipe."""
+
+    def __init__(self, *, json: bool, call: str | None) -> None:
+        self.json = json
+        self.call = call
+
+    def __call__(self, rows: Rows) -> None:
+        shown = [row for row in rows if self.call is None or row.get("call") == self.call]
+        if shown:
+            print("\n".join(map(self.line, shown)), flush=True)
+
+    def line(self, row: dict[str, Any]) -> str:
+        if self.json:
+            return escape_surrogates(json_module.dumps(row, ensure_ascii=False))
+        return one_line(replace_surrogates(row_line(row)))
+
+    def corrupt(self, err: JournalCorruptError) -> None:
+        """Where the damage is and what to do, after the rows before it."""
+        if self.json:
+            body = {
+                "journal": str(err.path),
+                "offset": err.offset,
+                "valid_at": err.valid_at,
+                "reason": err.reason,
+                "damage": err.damage,
+                "fix": err.FIX,
+            }
+            print(json_module.dumps({"corrupt": body}, ensure_ascii=False), flush=True)
+        else:
+            print(f"{err.damage}; the rows after it are not shown\n{err.FIX}", flush=True)
+
+
+def _header(run_dir: RunDir, rows: Rows) -> str:
+    at = next((row["at"] for row in rows if isinstance(row.get("at"), str)), None)
+    if at is None:
+        return f"run {run_dir.id}: no rows yet"
+    return f"run {run_dir.id}: its rows from {at[:10]} (times in UTC)"
+
+
+def stopped(run_dir: RunDir, tail: JournalTail, state: str | None) -> str:
+    """Why following stopped before the run ended, and what to run next."""
+    more = f" --state {shlex.quote(state)}" if state else ""
+    return (
+        f"crw: no process runs run {run_dir.id} (its rows leave it {tail.state.state}), so "
+        f"its journal grows no more; see what to do with: crw flow status {run_dir.id}{more}"
+    )
+
+
+def _no_such_call(run_dir: RunDir, call: str, tail: JournalTail, state: str | None) -> str:
+    calls = ", ".join(list(tail.state.calls)[:10]) or "none yet"
+    more = f" --state {shlex.quote(state)}" if state else ""
+    return (
+        f"run {run_dir.id} has no call {json_module.dumps(call)} (its calls: {calls}); "
+        f"name one as crw flow status {run_dir.id}{more} lists them"
+    )
