@@ -183,8 +183,8 @@ def _glyph(kind: str, x: float, y: float, size: float, title: str) -> str:
         points = f"{x:.1f},{y - r:.1f} {x + r:.1f},{y:.1f} {x:.1f},{y + r:.1f} {x - r:.1f},{y:.1f}"
         return f'<polygon points="{points}" fill="{fill}" stroke="#ffffff">{title}</polygon>'
     if kind == "lost":
-        left, right, top, bottom = x - r, x + r, y - r, y + r
-        path = f"M{left:.1f},{top:.1f}L{right:.1f},{bottom:.1f}M{left:.1f},{bottom:.1f}L{right:.1f},{top:.1f}"
+        a, b, c, d = (f"{v:.1f}" for v in (x - r, y - r, x + r, y + r))
+        path = f"M{a},{b}L{c},{d}M{a},{d}L{c},{b}"
         return f'<path d="{path}" stroke="{fill}" stroke-width="3">{title}</path>'
     if kind == "interrupt":
         points = f"{x - r:.1f},{y - r:.1f} {x + r:.1f},{y - r:.1f} {x:.1f},{y + r:.1f}"
