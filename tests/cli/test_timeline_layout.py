@@ -28,10 +28,14 @@ def row(t: float, kind: str, call: str | None = None, **fields: Any) -> dict[str
 
 
 def turn_rows(t: float, call: str, k: int, attempt: int, **step: Any) -> list[dict[str, Any]]:
+    """A step at `t` and its turn at t + 0.5 (a spawn binds a subagent first)."""
     marker = {"k": k, "op": f"{call}/t{k}", "attempt": attempt}
-    return [row(t, "step_published", call, **marker, **step)] + [
-        row(t + 0.5, "thread_started", call, attempt=attempt)
-    ] * (step.get("action") != "send_input") + [row(t + 0.5, "turn_started", call, **marker)]
+    bound = [] if step.get("action") == "send_input" else [row(t + 0.5, "thread_started", call)]
+    return [
+        row(t, "step_published", call, **marker, **step),
+        *[{**r, "attempt": attempt} for r in bound],
+        row(t + 0.5, "turn_started", call, **marker),
+    ]
 
 
 def journal() -> list[dict[str, Any]]:
