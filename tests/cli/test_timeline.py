@@ -29,8 +29,10 @@ from crw.engine.locks import run_is_live
 from crw.engine.timeline import (
     AXIS_H,
     HEADER_H,
+    LABEL_W,
     LANE_H,
     MARGIN,
+    PLOT_W,
     TURN_H,
     TURN_KINDS,
     TURN_Y,
@@ -141,9 +143,17 @@ def test_a_running_then_crashed_then_paused_run_has_its_timeline(
     drill.start(crash_after=None)
     assert drill.run is not None
     run, rows = drill.run.id, drill.rows
-    wait_until("build's turn runs", lambda: any(r["row"] == "turn_started" for r in rows()))
+    turn = {"row": "turn_started", "call": CALL}
+    wait_until("build's turn runs", lambda: any(r.items() >= turn.items() for r in rows()))
     running = timeline(drill.crw, run, tmp_path / "running.svg")
     assert running["live"] is True and running["lanes"] == ["explore.1", CALL]
+    (bar,) = [  # the open turn runs up to now, the plot's right end, past the last row
+        r
+        for r in ET.parse(tmp_path / "running.svg").iter(f"{SVG}rect")
+        if (r.findtext(f"{SVG}title") or "").startswith(f"{CALL} turn 1")
+    ]
+    left, width = float(bar.get("x", 0)), float(bar.get("width", 0))
+    assert width > 10 and left + width == pytest.approx(MARGIN + LABEL_W + PLOT_W, abs=0.2)
 
     drill.pause_owner()  # its next would resume the run
     (pid,) = [r["pid"] for r in rows() if r["row"] == "started"]
