@@ -200,28 +200,25 @@ def _glyph(kind: str, x: float, y: float, size: float, title: str) -> str:
     )
 
 
+def _line(x1: float, y1: float, x2: float, y2: float, style: str, title: str = "") -> str:
+    ends = f'x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}"'
+    return f"<line {ends} {style}>{title}</line>"
+
+
 def _tick(shape: Shape) -> str:
     if shape.kind == "axis":
-        x2 = shape.x + shape.w
-        return (
-            f'<line x1="{shape.x:.1f}" y1="{shape.y:.1f}" x2="{x2:.1f}" y2="{shape.y:.1f}" '
-            'stroke="#888888"/>'
-        )
-    bottom = shape.y + shape.h
+        return _line(shape.x, shape.y, shape.x + shape.w, shape.y, 'stroke="#888888"')
+    grid = _line(shape.x, shape.y, shape.x, shape.y + shape.h, 'stroke="#eeeeee"')
     return (
-        f'<line x1="{shape.x:.1f}" y1="{shape.y:.1f}" x2="{shape.x:.1f}" y2="{bottom:.1f}" '
-        f'stroke="#eeeeee"/><text x="{shape.x:.1f}" y="{shape.y - 5:.1f}" text-anchor="middle" '
+        f'{grid}<text x="{shape.x:.1f}" y="{shape.y - 5:.1f}" text-anchor="middle" '
         f'fill="#555555">{xml_text(shape.label)}</text>'
     )
 
 
 def _run_line(shape: Shape, title: str) -> str:
-    bottom = shape.y + shape.h
-    return (
-        f'<line x1="{shape.x:.1f}" y1="{shape.y:.1f}" x2="{shape.x:.1f}" y2="{bottom:.1f}" '
-        f'stroke="{COLOURS.get(shape.kind, "#222222")}" stroke-width="1.5" '
-        f'stroke-dasharray="4 3">{title}</line>'
-    )
+    colour = COLOURS.get(shape.kind, "#222222")
+    style = f'stroke="{colour}" stroke-width="1.5" stroke-dasharray="4 3"'
+    return _line(shape.x, shape.y, shape.x, shape.y + shape.h, style, title)
 
 
 def _load(shape: Shape, title: str) -> str:
