@@ -149,6 +149,11 @@ class _Reader:
         _CALL_ROWS[kind](track, row, t)
 
 
+def _whole(value: Any) -> int:
+    """A row's k or attempt; 0 when it is not a whole number."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _close(track: Track, end: float) -> None:
     for turn in track.turns:
         turn.end = end if turn.end is None else turn.end
@@ -173,25 +178,26 @@ def _prepared(track: Track, row: Row, t: float) -> None:
 
 def _step(track: Track, row: Row, t: float) -> None:
     _end_turn(track, t, "step")
-    k = int(row.get("k") or 0)
+    k = _whole(row.get("k"))
     track.steps[k] = row
     call_tokens = row.get("call_tokens")
     if call_tokens is not None and track.turns and track.turns[-1].tokens_after is None:
         track.turns[-1].tokens_after = add_tokens(track.tokens, token_parts(call_tokens))
-    _attempt(track, int(row.get("attempt") or 0), t)
+    _attempt(track, _whole(row.get("attempt")), t)
     if row.get("repair"):
-        errors = row.get("repair_errors") or []
-        more = f": {len(errors)} schema error{'s' if len(errors) != 1 else ''}" if errors else ""
+        errors = row.get("repair_errors")
+        count = len(errors) if isinstance(errors, list) else 0
+        more = f": {count} schema error{'s' if count != 1 else ''}" if count else ""
         track.marks.append(Mark("repair", t, f"repair turn {k} published{more}"))
 
 
 def _thread(track: Track, row: Row, t: float) -> None:
-    _attempt(track, int(row.get("attempt") or 0), t)
+    _attempt(track, _whole(row.get("attempt")), t)
 
 
 def _turn(track: Track, row: Row, t: float) -> None:
     _end_turn(track, t, "turn")
-    k, attempt = int(row.get("k") or 0), int(row.get("attempt") or 0)
+    k, attempt = _whole(row.get("k")), _whole(row.get("attempt"))
     step = track.steps.get(k, {})
     turn = Turn(k, attempt, t, repair=bool(step.get("repair") or row.get("conversation_turn") == 2))
     previous = track.turns[-1] if track.turns else None
@@ -205,7 +211,7 @@ def _turn(track: Track, row: Row, t: float) -> None:
 
 def _lost(track: Track, row: Row, t: float) -> None:
     _end_turn(track, t, "lost")
-    n = int(row.get("attempt") or 0)
+    n = _whole(row.get("attempt"))
     for attempt in track.attempts:
         if attempt.n == n and attempt.end is None:
             attempt.end, attempt.lost = t, True

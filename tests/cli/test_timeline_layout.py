@@ -11,6 +11,9 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from crw.cli.timeline import COLOURS, render_html, render_svg
 from crw.engine.timeline import LABEL_W, MARGIN, PLOT_W, Shape, Timeline, layout
 
@@ -171,3 +174,42 @@ def test_the_svg_holds_every_text_a_row_may_carry_escaped() -> None:
     page = render_html(timeline.title, svg)
     assert "<title>run r&lt;&amp;&gt; · " in page
     assert page.encode("utf-8")
+
+
+KINDS = ["started", "prepared", "step_published", "thread_started", "turn_started",
+         "session_attempt_lost", "interrupt_requested", "completed", "null_model", "held",
+         "superseded", "decision", "paused", "ended", "later_kind"]  # fmt: skip
+PARTS = st.sampled_from(["total", "input", "verdict", "findings"])
+JSON = (
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.text(max_size=4)
+    | st.lists(st.integers(0, 3) | st.text(max_size=2), max_size=2)
+    | st.dictionaries(PARTS, st.integers(-3, 9), max_size=2)
+)
+FIELD = st.sampled_from(
+    ["k", "attempt", "tokens", "call_tokens", "reason", "result", "repair", "choice", "by",
+     "error", "repair_errors", "pid", "status", "node", "role", "resume", "conversation_turn"]
+)  # fmt: skip
+
+
+@st.composite
+def rows_of_any_shape(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Rows as a journal of a later crw may hold: any kind, any value in any field."""
+    made = []
+    for _ in range(draw(st.integers(0, 8))):
+        kind = draw(st.sampled_from(KINDS))
+        made.append(
+            row(draw(st.integers(0, 20)), kind, draw(st.sampled_from(["a.1", "b.2", "c"])))
+            | draw(st.dictionaries(FIELD, JSON, max_size=3))
+        )
+    return made
+
+
+@given(rows_of_any_shape())
+def test_rows_of_any_shape_lay_out_and_draw_as_well_formed_svg(rows: list[dict[str, Any]]) -> None:
+    """Rows are read leniently: a kind this crw does not know, a field missing, or
+    of another type than the catalogue's, never stops the picture, and it parses
+    (token counts are counts: the run's replay reads them so too)."""
+    ET.fromstring(render_svg(layout(rows, run="r")).encode("utf-8"))
