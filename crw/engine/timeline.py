@@ -31,6 +31,9 @@ TURN_Y, TURN_H = 5, 12
 ATTEMPT_Y, ATTEMPT_H = 18, 4
 """An attempt's bar, under its turns."""
 MARK_SIZE = 10
+LABEL_CHARS = 30
+"""A lane's label longer than this is cut (with …) to fit its column; its tooltip
+holds it whole."""
 
 TURN_KINDS = ("turn", "repair_turn")
 MARK_KINDS = (
@@ -175,6 +178,7 @@ def _duration(seconds: float) -> str:
 
 def _lane(track: Track, y: float, scale: _Scale) -> list[Shape]:
     label = f"{track.call} {track.role}" + (f" ← {track.resume}" if track.resume else "")
+    label = label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
     about = f"{track.call}: {track.role}, node {track.node}, {track.state}"
     about += f" ({track.reason})" if track.reason else ""
     about += f"; continues {track.resume}" if track.resume else ""
@@ -209,7 +213,9 @@ def _mark(mark: Mark, y: float, scale: _Scale, call: str) -> Shape:
 
 def _load(calls: Sequence[Track], y: float, scale: _Scale) -> Shape:
     """Calls in flight over time, every call counted: a step polygon in one lane."""
-    events = sorted([(t.start, 1) for t in calls] + [(t.end or scale.end, -1) for t in calls])
+    events = sorted(
+        [(t.start, 1) for t in calls] + [(scale.end if t.end is None else t.end, -1) for t in calls]
+    )
     level, peak, steps = 0, 1, [(scale.x(0.0), 0)]
     for at, change in events:
         steps.append((scale.x(at), level))

@@ -213,3 +213,11 @@ def test_rows_of_any_shape_lay_out_and_draw_as_well_formed_svg(rows: list[dict[s
     of another type than the catalogue's, never stops the picture, and it parses
     (token counts are counts: the run's replay reads them so too)."""
     ET.fromstring(render_svg(layout(rows, run="r")).encode("utf-8"))
+
+
+def test_a_long_lane_label_is_cut_to_its_column_and_its_tooltip_holds_it_whole() -> None:
+    call = "implement_the_whole_feature_now.12"
+    rows = [row(0, "prepared", call, node="implement_the_whole_feature_now", role="executor")]
+    (label,) = of(layout(rows, run="r"), {"lane_label"})
+    assert label.label == "implement_the_whole_feature_n…"
+    assert label.title.startswith(f"{call}: executor, node implement_the_whole_feature_now")
