@@ -127,18 +127,27 @@ def start(
 
 @flow.command
 def status(
-    run: str, /, *, state: State = None, json: Json = False, all_calls: AllCalls = False
+    run: str,
+    /,
+    *,
+    state: State = None,
+    json: Json = False,
+    all_calls: AllCalls = False,
+    results: Annotated[bool, Parameter(negative="")] = False,
 ) -> int:
-    """Show a run's state and each call's state, attempts, turns and tokens.
+    """Show a run's outcome, each call's state, attempt, turns, tokens and time,
+    why a call did not complete, and what to do next.
 
     Parameters
     ----------
     run
         The run id, or the path of its run directory.
+    results
+        Show each completed call's answer too (reads the whole journal).
     """
     from crw.cli.status import status_command
 
-    return status_command(run, state=state, json=json, all_calls=all_calls)
+    return status_command(run, state=state, json=json, all_calls=all_calls, results=results)
 
 
 @flow.command(name="next")

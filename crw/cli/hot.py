@@ -5,7 +5,7 @@ import (cyclopts) is about a third of their cold start. `parse` takes only the
 plain forms of their command lines:
 
     flow next RUN [--wait SECONDS] [--state DIR] [--json]
-    flow status RUN [--state DIR] [--json] [--all]
+    flow status RUN [--state DIR] [--json] [--all] [--results]
 
 options in any order, each at most once, RUN and DIR not starting with `-` nor
 empty, SECONDS digits with an optional decimal part; it answers None for every
@@ -30,11 +30,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 _SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")
-_FLAGS = {"next": {"--json": "json"}, "status": {"--json": "json", "--all": "all_calls"}}
+_FLAGS = {
+    "next": {"--json": "json"},
+    "status": {"--json": "json", "--all": "all_calls", "--results": "results"},
+}
 _VALUES = {"next": {"--wait": "wait", "--state": "state"}, "status": {"--state": "state"}}
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "next": {"wait": 0, "state": None, "json": False},
-    "status": {"state": None, "json": False, "all_calls": False},
+    "status": {"state": None, "json": False, "all_calls": False, "results": False},
 }
 
 

@@ -91,6 +91,10 @@ class CallState:
     workspace: str | None = None
     by: str | None = None
     """The call that supersedes this one (a decision to restart names it)."""
+    started_at: str | None = None
+    """The `at` of the call's prepared row."""
+    ended_at: str | None = None
+    """The `at` of the call's newest terminal row, until a decision sends it on."""
 
 
 @dataclass
@@ -123,6 +127,10 @@ class RunState:
     last_seq: int = 0
     ended_state: Any = None
     """The newest ended (or cancelled) row's `state`: each node's end."""
+    started_at: str | None = None
+    """The `at` of the run's first started row."""
+    last_at: str | None = None
+    """The `at` of the newest row."""
     bound: dict[str, str] = field(default_factory=dict)
     """Each call's open subagent, in the order they were bound: the one its newest
     thread_started row bound, until the call ends (a terminal row), loses the
@@ -168,6 +176,7 @@ def replay(rows: Iterable[Row], into: RunState | None = None) -> RunState:
     run_handlers, call_handlers = _RUN_HANDLERS, _CALL_HANDLERS
     calls: dict[str, CallState] | None = None  # read at the first call row: a snapshot's
     last_seq = None  # calls are built only then (`RunState.defer_calls`)
+    row: Row = {}
     with paused_gc():  # a fold of many rows builds many objects, none in a cycle
         for row in rows:
             get = row.get
@@ -192,6 +201,7 @@ def replay(rows: Iterable[Row], into: RunState | None = None) -> RunState:
                 call_handler(run, call, row)
     if last_seq:
         run.last_seq = int(last_seq)
+    run.last_at = row.get("at", run.last_at)
     run.state = _run_state(run)
     return run
 
@@ -213,6 +223,7 @@ def _run_state(run: RunState) -> str:
 
 def _started(run: RunState, row: Row) -> None:
     run.processes += 1
+    run.started_at = run.started_at or row.get("at")
     run.backend = row.get("backend") or "app-server"
     run.process = row.get("process")
     run.pid = row.get("pid")
@@ -257,6 +268,7 @@ def _prepared(run: RunState, call: CallState, row: Row) -> None:
         call.workspace = allocation.get("workspace")
     call.state = "prepared"
     call.reason = None
+    call.started_at = call.started_at or row.get("at")
 
 
 def _step_published(run: RunState, call: CallState, row: Row) -> None:
@@ -300,6 +312,7 @@ def _terminal(run: RunState, call: CallState, row: Row) -> None:
         run.spent = add_tokens(run.spent, tokens)
     call.state = row["row"]
     call.reason, call.error = row.get("reason"), row.get("error")
+    call.ended_at = row.get("at")
     run.bound.pop(call.call, None)
     if row["row"] == "completed":
         call.result = row.get("result")
@@ -310,7 +323,7 @@ def _decision(run: RunState, call: CallState, row: Row) -> None:
     if choice == "skip":
         call.state = "skipped"
     elif choice == "retry":
-        call.state = "prepared"
+        call.state, call.ended_at = "prepared", None
     elif choice == "abort":
         run.ended_status = "aborted"
     elif choice == "restart":  # superseded once its subagents run nothing

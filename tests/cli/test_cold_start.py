@@ -100,7 +100,11 @@ def test_the_hot_path_takes_the_plain_command_lines() -> None:
     )
     assert parse(["flow", "status", "--json", "r", "--state", "s", "--all"]) == (
         "status",
-        {"run": "r", "state": "s", "json": True, "all_calls": True},
+        {"run": "r", "state": "s", "json": True, "all_calls": True, "results": False},
+    )
+    assert parse(["flow", "status", "r", "--results"]) == (
+        "status",
+        {"run": "r", "state": None, "json": False, "all_calls": False, "results": True},
     )
 
 
@@ -128,7 +132,8 @@ def test_every_other_command_line_goes_to_the_command_tree() -> None:
 
 TOKENS = st.sampled_from(
     [
-        *("r", "r 2", "start", "schema", "--json", "--all", "--state", "s", "--wait"),
+        *("r", "r 2", "start", "schema", "--json", "--all", "--results", "--state", "s"),
+        "--wait",
         *("0", "007", "2.5", "1.", "-1", "1e3", "", "-h", "--help", "--version", "--"),
     ]
 )

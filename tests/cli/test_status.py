@@ -56,6 +56,10 @@ def test_status_json_shows_the_run_and_each_call(crw: Crw) -> None:
                 "reasoning_output": 0,
                 "total": 12,
             },
+            "started_at": "2026-11-29T00:00:00.000000Z",
+            "ended_at": "2026-11-29T00:00:00.000000Z",
+            "seconds": 0.0,
+            "reason": None,
         }
     ]
     human = crw("flow", "status", out["run"], "--state", str(crw.state))

@@ -1,0 +1,261 @@
+"""The human form of `crw flow status`, and what to do next.
+
+Readable at 80 columns: the run's outcome on its first lines, one table row a
+call (call, role, state, attempt, turns, tokens, time), the reason of a call that
+did not complete under it, and the exact commands of what to do next, each on its
+own line (a command is never cut, so it can be copied whole).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import textwrap
+from collections import Counter
+from typing import Any
+
+from crw.cli.output import format_tokens
+
+SUMMARY_OVER = 40
+"""A run of more calls is summarised in the human form (--all lists them all)."""
+SHOWN = 10
+"""How many calls of each kind a summary lists: the last ones, and those not completed."""
+WIDTH = 80
+
+
+def duration(seconds: float | None) -> str:
+    """`8.2s`, `42s`, `3m05s`, `2h07m`; `-` for none."""
+    if seconds is None:
+        return "-"
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def short_tokens(total: int) -> str:
+    """`950`, `12.3k`, `4.1M`."""
+    if total < 10_000:
+        return str(total)
+    if total < 1_000_000:
+        return f"{total / 1000:.1f}k"
+    return f"{total / 1_000_000:.1f}M"
+
+
+def when(at: str | None) -> str:
+    """A row's `at` to the second: `2026-11-30 17:41:24 UTC`; `-` for none."""
+    return f"{at[:10]} {at[11:19]} UTC" if at and len(at) >= 19 else "-"
+
+
+def command(verb: str, run: str, state_ref: str, *extra: str) -> str:
+    """`crw flow VERB RUN EXTRA --state S`: a command as the user types it."""
+    state = ("--state", state_ref) if state_ref else ()
+    return " ".join(("crw", "flow", verb, run, *extra, *state))
+
+
+def _item(do: str, cmd: str | None = None) -> dict[str, str | None]:
+    return {"do": do, "command": cmd}
+
+
+def todo(
+    payload: dict[str, Any], state_ref: str, workflow: str | None, closes_left: bool
+) -> list[dict[str, str | None]]:
+    """What the owner or the user does next: [{do, command}] (command None when
+    there is none to run)."""
+    run, state = payload["run"], payload["state"]
+    if state == "corrupt":
+        return [_item(payload["corrupt"]["fix"])]
+    if state == "ended":
+        return _ended(payload, state_ref, workflow, closes_left)
+    if state == "paused":
+        return [_paused(payload, state_ref)]
+    if state == "waiting_decision":
+        return [_answer(call) for call in payload["calls"] if "answer" in call]
+    if not payload["live"]:
+        why = (
+            "its process exited before it started (see run.log)"
+            if state == "starting"
+            else "its process is gone (crashed or killed)"
+        )
+        return [_item(f"{why}; go on with", command("resume", run, state_ref, "--detach"))]
+    if state == "starting":
+        return [_item("its process is coming up; ask again", command("status", run, state_ref))]
+    if payload["backend"] == "session":
+        first = _item("the owner takes its steps", command("next", run, state_ref, "--wait 30"))
+    else:
+        first = _item("its process runs the calls; see them", command("status", run, state_ref))
+    return [first, _item("to stop it", command("pause", run, state_ref))]
+
+
+def _ended(
+    payload: dict[str, Any], state_ref: str, workflow: str | None, closes_left: bool
+) -> list[dict[str, str | None]]:
+    items = []
+    if closes_left:
+        items.append(
+            _item("the owner closes its last subagents", command("next", payload["run"], state_ref))
+        )
+    status = payload["ended_status"]
+    if status == "completed":
+        return [*items, _item("nothing more to do: every node completed")]
+    again = None
+    if workflow is not None:
+        state = f" --state {state_ref}" if state_ref else ""
+        again = f"crw flow start {shlex.quote(workflow)} --backend {payload['backend']}{state}"
+    why = f"the run is over ({status}): each call above says why; to run it again, start a new run"
+    return [*items, _item(why, again)]
+
+
+def _paused(payload: dict[str, Any], state_ref: str) -> dict[str, str | None]:
+    run, reason = payload["run"], payload["paused"]["reason"]
+    resume = command("resume", run, state_ref, "--detach")
+    if reason == "token_ceiling":
+        return _item(
+            "it reached its workflow's token_ceiling (a resume pauses again at once): "
+            "read its answers, then start a new run with a higher ceiling for the rest",
+            command("status", run, state_ref, "--results"),
+        )
+    if reason == "host_unavailable":
+        return _item("its host could not be reached (above): start the host, then", resume)
+    if reason == "write_failed":
+        return _item("a file could not be written (above): free space or fix it, then", resume)
+    return _item("go on with", resume)
+
+
+def _answer(call: dict[str, Any]) -> dict[str, str | None]:
+    others = ", ".join(f"--{choice}" for choice in call["answer"] if choice != "retry")
+    fix = "fix what the error says (above), then " if "fix" in call else ""
+    return _item(
+        f"{fix}answer held call {call['call']} ({call['reason']}); or {others}",
+        call["answer"]["retry"],
+    )
+
+
+def human(payload: dict[str, Any], *, all_calls: bool) -> str:
+    """The human form of a status payload (see the module docstring)."""
+    lines = _head(payload)
+    calls = payload["calls"]
+    if not calls:
+        lines.append("  no calls yet")
+    elif all_calls or len(calls) <= SUMMARY_OVER:
+        lines += _table(calls)
+    else:
+        lines += _summary(calls, "run it again with --all")
+    lines.append("  next:")
+    for item in payload["todo"]:
+        lines += _wrap(item["do"] + (":" if item["command"] else ""), "    ")
+        if item["command"]:
+            lines.append(f"      {item['command']}")
+    return "\n".join(lines)
+
+
+def _head(payload: dict[str, Any]) -> list[str]:
+    outcome = payload["outcome"]
+    head = f"run {payload['run']}: {payload['state']}"
+    if payload["state"] == "ended":
+        head += f" ({outcome['reason']})"
+    lines = [head]
+    if payload["state"] == "paused":
+        lines.append(f"  paused: {outcome['reason']}")
+    if outcome["unfinished"]:
+        ends = ", ".join(f"{node} {end}" for node, end in outcome["unfinished"].items())
+        lines += _wrap(f"not completed: {ends}", "  ")
+    holder = payload["holder_pid"]
+    held = f"held by pid {holder}" if holder else "no process holds it"
+    if payload["backend"]:
+        lines.append(f"  {payload['backend']} backend, process {payload['processes']}; {held}")
+    else:
+        lines.append(f"  {held}")
+    lines.append(f"  started {when(payload['started_at'])}, last row {when(payload['last_at'])}")
+    progress = payload["progress"]
+    lines.append(f"  calls: {progress['done']} of {progress['total']} done")
+    lines.append(f"  tokens: {format_tokens(payload['tokens'])}")
+    corrupt = payload["corrupt"]
+    if corrupt:
+        lines += [f"  {corrupt['damage']}", f"  {corrupt['fix']}"]
+        lines.append("  the calls as the rows before the damage leave them:")
+    return lines
+
+
+def _wrap(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(
+        text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False
+    )
+
+
+def _widths(calls: list[dict[str, Any]]) -> tuple[int, int]:
+    return (
+        max(4, *(len(call["call"]) for call in calls)),
+        max(4, *(len(call["role"] or "-") for call in calls)),
+    )
+
+
+def _table(calls: list[dict[str, Any]]) -> list[str]:
+    widths = _widths(calls)
+    header = _row(widths, "call", "role", "state", "att", "turns", "tokens", "time")
+    return [header] + [line for call in calls for line in _call_lines(call, widths)]
+
+
+def _row(widths: tuple[int, int], *cells: str) -> str:
+    call, role, state, attempt, turns, tokens, time = cells
+    return (
+        f"  {call:<{widths[0]}} {role:<{widths[1]}} {state:<15} "
+        f"{attempt:>3} {turns:>5} {tokens:>7} {time:>7}"
+    )
+
+
+def _call_line(call: dict[str, Any], widths: tuple[int, int]) -> str:
+    return _row(
+        widths,
+        call["call"],
+        call["role"] or "-",
+        call["state"],
+        str(call["attempts"]),
+        str(call["turns"]),
+        short_tokens(call["tokens"]["total"]),
+        duration(call["seconds"]),
+    )
+
+
+def _call_lines(call: dict[str, Any], widths: tuple[int, int]) -> list[str]:
+    """The call's line; under it why it did not complete and how to answer it, or
+    the call that runs its node again; with --results its answer."""
+    lines = [_call_line(call, widths)]
+    if "by" in call:
+        node = call["node"] or call["call"].rpartition(".")[0]
+        lines.append(f"    restarted: node {node} runs again as {call['by']}")
+    elif "fix" in call:
+        lines += [f"    held ({call['reason']}): {call['error']}", f"    fix: {call['fix']}"]
+    elif "answer" in call:
+        others = ", ".join(f"--{choice}" for choice in call["answer"] if choice != "retry")
+        answer = f"{call['answer']['retry']} (or {others})"
+        lines.append(f"    held ({call['reason']}): answer with {answer}")
+    elif call["state"] in ("null_model", "lost") and call["reason"]:
+        lines.append(f"    {call['state']}: {call['reason']}")
+    if "result" in call and call["state"] == "completed":
+        text = json.dumps(call["result"], ensure_ascii=False)
+        lines += textwrap.wrap(f"answer: {text}", WIDTH, initial_indent="    ",
+                               subsequent_indent="      ")  # fmt: skip
+    return lines
+
+
+def _summary(calls: list[dict[str, Any]], every: str) -> list[str]:
+    """Counts by state, the calls not completed, and the last calls."""
+    counts = Counter(call["state"] for call in calls)
+    by_state = ", ".join(f"{state} {n:,}" for state, n in counts.most_common())
+    lines = [f"  {len(calls):,} calls: {by_state}"]
+    pending = [call for call in calls if call["state"] != "completed"]
+    widths = _widths(pending + calls[-SHOWN:])
+    if pending:
+        lines.append(f"  not completed ({len(pending):,}):")
+        lines += [line for call in pending[:SHOWN] for line in _call_lines(call, widths)]
+        if len(pending) > SHOWN:
+            lines.append(f"  ... and {len(pending) - SHOWN:,} more")
+    lines.append(f"  the last {SHOWN}:")
+    lines += [_call_line(call, widths) for call in calls[-SHOWN:]]
+    lines.append(f"  every call: {every} (or --json)")
+    return lines

@@ -1,0 +1,131 @@
+"""What a run and each of its calls come to: the records `status` and `list` show.
+
+Pure: a `RunState` (or the rows it replays from) in, records out. A call's record
+is its node, role, state, newest attempt, turns, tokens, when it started (its
+prepared row's `at`) and ended (its newest terminal row's `at`), how long it took
+(until `now` for a call not ended), and the held, null_model or lost reason. The
+run's outcome is its state with the reason: a paused run's reason, an ended run's
+status and the nodes that did not complete, a run waiting on a decision's held
+calls. Standard library only: `status --json` starts cold and fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from crw.journal.replay import Row, RunState, replay
+
+DONE = frozenset({"completed", "null_model", "skipped"})
+"""The states of a call that ended for good: no decision sends it on."""
+
+
+@dataclass(frozen=True)
+class CallView:
+    """One call as the rows leave it, with its times."""
+
+    call: str
+    node: str | None
+    role: str | None
+    state: str
+    attempt: int
+    turns: int
+    tokens: dict[str, int]
+    started_at: str | None
+    ended_at: str | None
+    seconds: float | None
+    """From started_at to ended_at, or to `now` for a call not ended; None when
+    a stamp is missing."""
+    reason: str | None
+    """A held, null_model or lost call's reason."""
+    error: str | None
+    by: str | None
+    """The call that runs its node again (a restart)."""
+    result: Any
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The run's state and why: `reason` is a paused run's (`write_failed: FILE:
+    ERROR`), an ended run's status (completed, failed, aborted, cancelled);
+    `unfinished` an ended run's nodes that did not complete, with their end
+    (null_model, held, unrun, skipped); `held` the held calls."""
+
+    state: str
+    reason: str | None
+    unfinished: dict[str, str]
+    held: list[str]
+
+
+def parse_at(stamp: str | None) -> datetime | None:
+    """A row's `at` (`2026-11-29T00:00:00.000000Z`) as an aware datetime."""
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+
+
+def seconds_between(start: str | None, end: str | None, now: datetime | None) -> float | None:
+    """Seconds from `start` to `end` (or to `now` when `end` is None)."""
+    began, ended = parse_at(start), parse_at(end) if end else now
+    if began is None or ended is None:
+        return None
+    return max(0.0, (ended - began).total_seconds())
+
+
+def call_views(run: RunState, now: datetime | None = None) -> list[CallView]:
+    """Every call of `run`, in the order the run admitted them."""
+    return [
+        CallView(
+            call=call.call,
+            node=call.node,
+            role=call.role,
+            state=call.state,
+            attempt=call.attempt,
+            turns=call.turns,
+            tokens=call.tokens,
+            started_at=call.started_at,
+            ended_at=call.ended_at,
+            seconds=seconds_between(call.started_at, call.ended_at, now),
+            reason=call.reason,
+            error=call.error,
+            by=call.by,
+            result=call.result,
+        )
+        for call in run.calls.values()
+    ]
+
+
+def rows_call_views(rows: Iterable[Row], now: datetime | None = None) -> list[CallView]:
+    """The calls of a run's rows (in journal order)."""
+    return call_views(replay(rows), now)
+
+
+def outcome(run: RunState) -> Outcome:
+    """The run's state with its reason (see `Outcome`)."""
+    reason: str | None = None
+    unfinished: dict[str, str] = {}
+    if run.state == "paused":
+        reason = run.paused_why
+    elif run.state == "ended":
+        reason = run.ended_status
+        ends = run.ended_state if isinstance(run.ended_state, dict) else {}
+        unfinished = {node: str(end) for node, end in ends.items() if end != "completed"}
+    held = [call.call for call in run.calls.values() if call.state == "held"]
+    return Outcome(run.state, reason, unfinished, held)
+
+
+def progress(run: RunState) -> tuple[int, int]:
+    """Calls done (completed, null_model, skipped) and calls in all. An ended run
+    counts its nodes, as its ended row gives each one's end (a node that never ran
+    is not done); a run not ended its calls so far, a superseded call counting
+    through the call that runs its node again."""
+    if isinstance(run.ended_state, dict):
+        ends = [str(end) for end in run.ended_state.values()]
+    else:
+        ends = [call.state for call in run.calls.values() if call.state != "superseded"]
+    return sum(end in DONE for end in ends), len(ends)
