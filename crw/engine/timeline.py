@@ -63,6 +63,7 @@ LEGEND = (
     ("span_completed", "call completed"),
     ("span_running", "call running"),
     ("span_held", "call held"),
+    ("span_waiting_session", "call waiting"),
     ("run_started", "process started"),
     ("run_paused", "run paused"),
     ("run_ended", "run ended"),

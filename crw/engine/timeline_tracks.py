@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from crw.journal.replay import add_tokens, token_parts
+from crw.engine.run_view import parse_at
+from crw.journal.replay import add_tokens, replay, token_parts
 
 Row = Mapping[str, Any]
 
@@ -69,7 +70,8 @@ class Track:
     role: str
     start: float
     end: float | None = None
-    state: str = "running"
+    state: str = "prepared"
+    """As the replay reads it (`CallState.state`)."""
     reason: str | None = None
     resume: str | None = None
     tokens: dict[str, int] = field(default_factory=lambda: token_parts(None))
@@ -96,20 +98,11 @@ class Tracks:
     """The run's own marks: each process started, paused, ended."""
 
 
-def parse_at(value: Any) -> datetime | None:
-    """A row's `at` (`2026-01-01T10:00:00.5Z`); None when it has none or it does
-    not read as a time."""
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def tracks(rows: Iterable[Row], now: datetime | None = None) -> Tracks:
     """Fold the rows into tracks; a turn, attempt or call still open ends at `now`
-    (a live run's present), else at the last row's time."""
+    (a live run's present), else at the last row's time. Each call's role, node,
+    state and reason are as the run's replay reads them (`crw flow status`)."""
+    rows = list(rows)
     reader = _Reader()
     for row in rows:
         reader.read(row)
@@ -117,8 +110,13 @@ def tracks(rows: Iterable[Row], now: datetime | None = None) -> Tracks:
     if now is not None and reader.start is not None:
         end = max(end, (now - reader.start).total_seconds())
     calls = list(reader.calls.values())
+    replayed = replay(rows).calls
     for track in calls:
         _close(track, end)
+        call = replayed.get(track.call)
+        if call is not None:
+            track.state, track.reason = call.state, call.reason
+            track.node, track.role = call.node or track.node, call.role or track.role
     return Tracks(reader.start, end, calls, reader.marks)
 
 
@@ -130,7 +128,8 @@ class _Reader:
         self.marks: list[Mark] = []
 
     def read(self, row: Row) -> None:
-        at = parse_at(row.get("at"))
+        stamp = row.get("at")
+        at = parse_at(stamp) if isinstance(stamp, str) else None
         if at is None:
             return
         if self.start is None:
@@ -147,11 +146,6 @@ class _Reader:
             node = row.get("node") or call.rpartition(".")[0]
             track = self.calls[call] = Track(call, str(node), str(row.get("role") or "-"), t)
         _CALL_ROWS[kind](track, row, t)
-
-
-def _whole(value: Any) -> int:
-    """A row's k or attempt; 0 when it is not a whole number."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _close(track: Track, end: float) -> None:
@@ -178,12 +172,12 @@ def _prepared(track: Track, row: Row, t: float) -> None:
 
 def _step(track: Track, row: Row, t: float) -> None:
     _end_turn(track, t, "step")
-    k = _whole(row.get("k"))
+    k = int(row.get("k") or 0)
     track.steps[k] = row
     call_tokens = row.get("call_tokens")
     if call_tokens is not None and track.turns and track.turns[-1].tokens_after is None:
         track.turns[-1].tokens_after = add_tokens(track.tokens, token_parts(call_tokens))
-    _attempt(track, _whole(row.get("attempt")), t)
+    _attempt(track, int(row.get("attempt") or 0), t)
     if row.get("repair"):
         errors = row.get("repair_errors")
         count = len(errors) if isinstance(errors, list) else 0
@@ -192,12 +186,12 @@ def _step(track: Track, row: Row, t: float) -> None:
 
 
 def _thread(track: Track, row: Row, t: float) -> None:
-    _attempt(track, _whole(row.get("attempt")), t)
+    _attempt(track, int(row.get("attempt") or 0), t)
 
 
 def _turn(track: Track, row: Row, t: float) -> None:
     _end_turn(track, t, "turn")
-    k, attempt = _whole(row.get("k")), _whole(row.get("attempt"))
+    k, attempt = int(row.get("k") or 0), int(row.get("attempt") or 0)
     step = track.steps.get(k, {})
     turn = Turn(k, attempt, t, repair=bool(step.get("repair") or row.get("conversation_turn") == 2))
     previous = track.turns[-1] if track.turns else None
@@ -211,7 +205,7 @@ def _turn(track: Track, row: Row, t: float) -> None:
 
 def _lost(track: Track, row: Row, t: float) -> None:
     _end_turn(track, t, "lost")
-    n = _whole(row.get("attempt"))
+    n = int(row.get("attempt") or 0)
     for attempt in track.attempts:
         if attempt.n == n and attempt.end is None:
             attempt.end, attempt.lost = t, True
@@ -231,7 +225,7 @@ def _terminal(track: Track, row: Row, t: float) -> None:
     track.tokens = add_tokens(track.tokens, counted)
     for attempt in track.attempts:
         attempt.end = t if attempt.end is None else attempt.end
-    track.end, track.state, track.reason = t, kind, row.get("reason")
+    track.end = t
     mark = _terminal_mark(kind, row)
     if mark is not None:
         track.marks.append(Mark(mark[0], t, mark[1]))
@@ -257,7 +251,7 @@ def _terminal_mark(kind: str, row: Row) -> tuple[str, str] | None:
 def _decision(track: Track, row: Row, t: float) -> None:
     choice = row.get("choice") or "-"
     if choice == "retry":  # the call goes on in place
-        track.end, track.state = None, "running"
+        track.end = None
     by = f" (runs again as {row.get('by')})" if row.get("by") else ""
     track.marks.append(Mark("decision", t, f"answered {choice}{by}"))
 

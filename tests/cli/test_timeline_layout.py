@@ -128,6 +128,12 @@ def test_a_live_run_draws_its_open_turn_up_to_now() -> None:
     assert (ended.x, ended.x + ended.w) == (LEFT + PLOT_W * 0.5 / 2, LEFT + PLOT_W)
 
 
+def test_a_lane_is_coloured_by_its_calls_state_as_status_reads_it() -> None:
+    spans = {k for k in COLOURS if k.startswith("span_")}
+    states = [[s.kind for s in of(layout(journal()[:n], run="r"), spans)] for n in (3, 5, 6)]
+    assert states == [["span_waiting_session"], ["span_running"], ["span_lost"]]
+
+
 def thousand_calls() -> list[dict[str, Any]]:
     rows = [row(0, "started", backend="session")]
     for n in range(1000):
@@ -189,7 +195,7 @@ JSON = (
     | st.dictionaries(PARTS, st.integers(-3, 9), max_size=2)
 )
 FIELD = st.sampled_from(
-    ["k", "attempt", "tokens", "call_tokens", "reason", "result", "repair", "choice", "by",
+    ["tokens", "call_tokens", "reason", "result", "repair", "choice", "by",
      "error", "repair_errors", "pid", "status", "node", "role", "resume", "conversation_turn"]
 )  # fmt: skip
 
@@ -203,6 +209,7 @@ def rows_of_any_shape(draw: st.DrawFn) -> list[dict[str, Any]]:
         made.append(
             row(draw(st.integers(0, 20)), kind, draw(st.sampled_from(["a.1", "b.2", "c"])))
             | draw(st.dictionaries(FIELD, JSON, max_size=3))
+            | draw(st.dictionaries(st.sampled_from(["k", "attempt"]), st.integers(0, 3)))
         )
     return made
 
@@ -211,7 +218,8 @@ def rows_of_any_shape(draw: st.DrawFn) -> list[dict[str, Any]]:
 def test_rows_of_any_shape_lay_out_and_draw_as_well_formed_svg(rows: list[dict[str, Any]]) -> None:
     """Rows are read leniently: a kind this crw does not know, a field missing, or
     of another type than the catalogue's, never stops the picture, and it parses
-    (token counts are counts: the run's replay reads them so too)."""
+    (a count, k, attempt or a token count, is a whole number: the run's replay
+    reads them so too)."""
     ET.fromstring(render_svg(layout(rows, run="r")).encode("utf-8"))
 
 
