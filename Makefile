@@ -3,13 +3,15 @@
 #   make test   lints, type-checks and runs the whole test suite (what CI runs)
 #   make drills the interrupt/pause drills alone (part of make test); drills-table
 #               runs them and writes their table into docs/drills.md
+#   make chromium installs Debian's chromium when /usr/bin/chromium is missing (CI
+#               does, so the timeline's browser test runs; without it it is skipped)
 # Each makes .venv and installs the pinned tree first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test drills drills-table lint typecheck bench clean
+.PHONY: demo test drills drills-table lint typecheck bench clean chromium
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +40,12 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/journal.py
 	$(BIN)/python bench/scale.py --sizes 100,1000 --limit 120
+
+chromium:
+	test -x /usr/bin/chromium || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
 clean:
 	rm -rf $(VENV)

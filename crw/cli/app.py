@@ -476,6 +476,38 @@ def serve(*, socket: str, codex_home: str | None = None, models: str | None = No
     return serve_command(Path(socket), Path(codex_home) if codex_home else None, models)
 
 
+@flow.command
+def timeline(
+    run: str,
+    /,
+    *,
+    out: str,
+    state: State = None,
+    json: Json = False,
+    all_calls: Annotated[
+        bool,
+        Parameter(
+            name="--all",
+            negative="",
+            help="A lane for every call (a run of more than 100 shows 100 and counts the rest).",
+        ),
+    ] = False,
+) -> int:
+    """Draw a run's timeline: a lane per call, its attempts and turns as bars on a
+    time axis, repairs, losses, interrupts, holds and reviews marked, tokens per turn.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    out
+        The file to write: FILE.svg, or FILE.html (a page that shows the SVG).
+    """
+    from crw.cli.timeline import timeline_command
+
+    return timeline_command(run, out=out, state=state, json=json, all_calls=all_calls)
+
+
 def run(argv: list[str] | None = None) -> None:
     """Parse `argv`, run the command, and exit with its code."""
     from cyclopts import CycloptsError
