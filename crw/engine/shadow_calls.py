@@ -151,10 +151,17 @@ def check_end(trace: CallTrace, row: Row, line: int, read_total: ReadTotal) -> l
         decided = review.settle_review(trace.review, trace.ordinal, decided)
     if decided is None:
         return [_point(row, line, "harvest", _end(row), "harvest sends the repair turn")]
-    points = _compare(row, line, decided.model_dump(), ("row", "result_digest", "attempt", "k"))
+    body = decided.model_dump()
+    keys = _END_KEYS.get(str(body.get("row")), ("row",))
     if tokens is not None:
-        points += _compare(row, line, {"tokens": decided.model_dump().get("tokens")}, ("tokens",))
-    return points
+        keys += ("tokens",)
+    return _compare(row, line, body, keys)
+
+
+_END_KEYS = {
+    "completed": ("row", "result_digest", "attempt", "k"),
+    "held": ("row", "result_digest"),  # a review rejected after its last round keeps its result
+}
 
 
 def check_tokens(trace: CallTrace, row: Row, line: int, read_total: ReadTotal) -> list[Point]:
