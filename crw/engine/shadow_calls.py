@@ -198,7 +198,7 @@ def check_after_lost(trace: CallTrace, row: Row, line: int) -> list[Point]:
     """The step or held row that follows a lost attempt, against `lost.after_lost`."""
     expected, trace.lost_next = trace.lost_next, None
     if isinstance(expected, Held):
-        return _compare(row, line, expected.model_dump(), ("row", "reason"))
+        return _compare(row, line, expected.model_dump(), ("row", "reason"), "lost")
     assert expected is not None
     want = {
         "row": "step_published",
@@ -207,10 +207,14 @@ def check_after_lost(trace: CallTrace, row: Row, line: int) -> list[Point]:
         "conversation_turn": expected.conversation_turn,
         "replaces_turn": expected.replaces_turn,
     }
-    return _compare(row, line, want, tuple(want))
+    return _compare(row, line, want, tuple(want), "lost")
 
 
-def _compare(row: Row, line: int, want: Mapping[str, Any], keys: Sequence[str]) -> list[Point]:
+def _compare(
+    row: Row, line: int, want: Mapping[str, Any], keys: Sequence[str], check: str = "harvest"
+) -> list[Point]:
+    """A point for each of `keys` whose recorded value is not the replayed one
+    (tokens are told by `check` tokens)."""
     points = []
     for key in keys:
         got, expected = row.get(key), want.get(key)
@@ -224,7 +228,7 @@ def _compare(row: Row, line: int, want: Mapping[str, Any], keys: Sequence[str]) 
                 _point(
                     row,
                     line,
-                    "harvest" if key != "tokens" else "tokens",
+                    check if key != "tokens" else "tokens",
                     f"{key} {json.dumps(got)}",
                     f"{key} {json.dumps(expected)}",
                 )
