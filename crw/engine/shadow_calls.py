@@ -43,6 +43,9 @@ GIVEN = (
     "the session pool's agents.max_threads cap (read from CODEX_HOME at run time): "
     "admission is checked against run.json's pool",
     "the order in which calls admitted together write their prepared rows",
+    "the tokens of a call whose rollout file cannot be read, or an App Server fix call's "
+    "(its forked thread's figure comes from the host's notifications): counted as "
+    "'tokens taken as given'",
 )
 """What a shadow replay takes from the rows as recorded, not decided again."""
 
