@@ -157,7 +157,7 @@ def _prepared(walk: _Walk, row: Row, line: int) -> list[Point]:
     walk.calls[call] = trace
     if ordinal == 1:
         walk.count("admission")
-        return _admitted(walk, row, line, node_id, first)
+        return _admitted(walk, row, line, node_id)
     walk.count("round")
     action = review.next_action(node.review, review.ends_of(node_id, walk.by_call, first))
     if not isinstance(action, review.RunCall) or action.ordinal != ordinal:
@@ -180,9 +180,14 @@ def _prepared(walk: _Walk, row: Row, line: int) -> list[Point]:
     ]
 
 
-def _admitted(walk: _Walk, row: Row, line: int, node_id: str, first: int) -> list[Point]:
+def _taken(walk: _Walk) -> tuple[dict[str, Any], dict[str, str]]:
+    """What the rows so far leave done, as the run's gate reads them."""
     firsts = {n: r.ordinal for n, r in supersede.restarts(walk.seen).items()}
-    results, finished = gate.taken(walk.state, walk.workflow, firsts)
+    return gate.taken(walk.state, walk.workflow, firsts)
+
+
+def _admitted(walk: _Walk, row: Row, line: int, node_id: str) -> list[Point]:
+    results, finished = _taken(walk)
     running = {
         str(t.node)
         for t in walk.calls.values()
@@ -190,27 +195,13 @@ def _admitted(walk: _Walk, row: Row, line: int, node_id: str, first: int) -> lis
     }
     stopped = set(finished) - set(results)
     if gate.ceiling_reached(Tokens(**walk.state.spent), walk.workflow.token_ceiling):
-        return [
-            _at(
-                row,
-                line,
-                "admission",
-                f"{node_id} admitted",
-                "the gate pauses the run: token ceiling",
-            )
-        ]
-    ready = [n.id for n in gate.ready(walk.workflow, results.keys(), running, walk.pool, stopped)]
-    if node_id in ready:
-        return []
-    return [
-        _at(
-            row,
-            line,
-            "admission",
-            f"{node_id} admitted",
-            _why_not(walk, node_id, results, finished, running, ready),
-        )
-    ]
+        why = "the gate pauses the run: token ceiling"
+    else:
+        ready = gate.ready(walk.workflow, results.keys(), running, walk.pool, stopped)
+        if node_id in {node.id for node in ready}:
+            return []
+        why = _why_not(walk, node_id, results, finished, running, [n.id for n in ready])
+    return [_at(row, line, "admission", f"{node_id} admitted", why)]
 
 
 def _why_not(
@@ -236,8 +227,7 @@ def _ended(walk: _Walk, row: Row, line: int) -> list[Point]:
     if walk.cancelled:
         return []
     walk.count("ended")
-    firsts = {n: r.ordinal for n, r in supersede.restarts(walk.seen).items()}
-    results, finished = gate.taken(walk.state, walk.workflow, firsts)
+    results, finished = _taken(walk)
     want = gate.ended_row(walk.workflow, results, finished)
     return [
         _at(row, line, "ended", f"{key} {_text(row.get(key))}", f"{key} {_text(value)}")

@@ -4,26 +4,12 @@ and the drill's owner), every one reaped at teardown by pid."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from crw.engine.locks import run_is_live
-from tests.cli.conftest import Crw
-from tests.drill.test_crash_drill import CALL, Drill, kill, killed_and_resumed, wait_until
+from tests.drill.test_crash_drill import CALL, Drill, drill, kill, killed_and_resumed, wait_until
 
-
-@pytest.fixture
-def drill(tmp_path: Path) -> Iterator[Drill]:
-    (tmp_path / "tmp").mkdir()
-    made = Drill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
-    try:
-        made.serve()
-        yield made
-    finally:
-        made.reap()
+__all__ = ["drill"]  # the drill's fixture: a sim host served, every process reaped
 
 
 def _shadow(drill: Drill) -> dict[str, Any]:
