@@ -123,9 +123,9 @@ def _call_row(walk: _Walk, trace: CallTrace, row: Row, line: int) -> list[Point]
         if row.get("repair") and row.get("previous_answer") is not None:
             walk.count("repair")
             points += shadow_calls.check_repair(trace, row, line)
-        trace.steps = [*(trace.steps or []), row]
+        trace.steps.append(row)
     elif kind == "thread_started":
-        trace.threads = [*(trace.threads or []), row]
+        trace.threads.append(row)
     elif kind == "tokens_unmeasured":
         trace.unmeasured = True
     elif kind == "turn_started":

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from crw.engine import harvest, lost, review
@@ -38,6 +38,9 @@ ReadTotal = Callable[[str], Tokens | None]
 
 GIVEN = (
     "when a lost attempt was lost (LostAfter, the host's thread status): host timing",
+    "the owner's wakes and their delivery (session_wake, message_delivery): timers "
+    "and the owner thread's state",
+    "which subagent took a step (thread_started): the owner's spawn, as the host showed it",
     "a null_model or held end's cause (the turn's messages and error are on the host)",
     "the messages of a turn beyond its answer (commentary, prose before a recorded result)",
     "the session pool's agents.max_threads cap (read from CODEX_HOME at run time): "
@@ -76,8 +79,8 @@ class CallTrace:
     review_call: bool = False
     fork: bool = False
     """Continues another call's conversation (an App Server fix call forks)."""
-    steps: list[Row] | None = None
-    threads: list[Row] | None = None
+    steps: list[Row] = field(default_factory=list)
+    threads: list[Row] = field(default_factory=list)
     lost_next: lost.NextAttempt | Held | None = None
     unmeasured: bool = False
 
@@ -104,7 +107,7 @@ def last_step(trace: CallTrace) -> StepPublished:
 def check_turn(trace: CallTrace, row: Row, line: int) -> list[Point]:
     """A turn_started row answers a step_published row of its k and attempt."""
     key = (row.get("k"), row.get("attempt"))
-    if any((s.get("k"), s.get("attempt")) == key for s in trace.steps or []):
+    if any((s.get("k"), s.get("attempt")) == key for s in trace.steps):
         return []
     return [
         _point(
@@ -178,7 +181,7 @@ def check_tokens(trace: CallTrace, row: Row, line: int, read_total: ReadTotal) -
 def expected_tokens(trace: CallTrace, step: StepPublished, read_total: ReadTotal) -> Tokens | None:
     """The call's tokens as the run's code counts them from the rollout, or None
     when the trace cannot tell (no rollout, a fork's thread, a turn unmeasured)."""
-    threads = trace.threads or []
+    threads = trace.threads
     path = threads[-1].get("rollout_path") if threads else None
     if trace.unmeasured or trace.fork or not isinstance(path, str):
         return None
