@@ -19,9 +19,9 @@ from typing import Any
 
 from crw.actors.app_server_call import CallContext, run_app_server_call
 from crw.actors.app_server_rounds import run_app_rounds
-from crw.actors.gate import run_gate, taken
+from crw.actors.gate import run_gate
 from crw.engine import interrupt
-from crw.engine.gate import RunSpent
+from crw.engine.gate import RunSpent, taken
 from crw.engine.harvest import CallEnd
 from crw.engine.workflow import Node
 from crw.journal.replay import RunState

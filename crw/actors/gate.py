@@ -22,52 +22,13 @@ import trio
 
 from crw.actors.control import RunControl
 from crw.actors.journal_writer import JournalWriter
-from crw.engine import gate, interrupt, review
+from crw.engine import gate, interrupt
 from crw.engine.harvest import CallEnd
 from crw.engine.workflow import Node, Workflow
-from crw.journal.replay import TERMINAL_ROWS, RunState
-from crw.journal.rows import Ended, Paused, Tokens
+from crw.journal.rows import Paused, Tokens
 
 RunCall = Callable[[Node, str, Mapping[str, Any]], Awaitable[CallEnd]]
 """Runs one call (node, call id, the results of its needs) to its end."""
-
-
-def taken(
-    replayed: RunState, workflow: Workflow | None = None, first: Mapping[str, int] | None = None
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """From the rows: the completed nodes' results, and how each ended node ended.
-    A node with a review (in `workflow`) ends as its round's rows decide, from its
-    call `first[node]` on (a restarted node's new call); a superseded call ends
-    no node: its node's new call does."""
-    first = first or {}
-    results: dict[str, Any] = {}
-    finished: dict[str, str] = {}
-    reviewed = {n.id: n.review for n in workflow.nodes if n.review} if workflow else {}
-    ends: dict[str, dict[str, Any]] = {}
-    for call in replayed.calls.values():
-        if call.node is None or call.state == "superseded":
-            continue
-        if call.state == "skipped":  # answered skip: the node ends with no result
-            finished[call.node] = call.state
-            continue
-        if call.state not in TERMINAL_ROWS:
-            continue
-        if call.node in reviewed:
-            ends[call.call] = {"row": call.state, "result": call.result}
-            continue
-        if call.state == "completed":
-            results[call.node] = call.result
-        finished[call.node] = call.state
-    by_call = {call: [row] for call, row in ends.items()}
-    for node_id, rounds in reviewed.items():
-        if node_id in finished:
-            continue
-        end = review.node_end(rounds, review.ends_of(node_id, by_call, first.get(node_id, 1)))
-        if end is not None:
-            finished[node_id] = str(end["row"])
-            if end["row"] == "completed":
-                results[node_id] = end.get("result")
-    return results, finished
 
 
 async def run_gate(
@@ -156,7 +117,5 @@ async def _leave(
         return "paused"
     if "held" in finished.values():
         return "waiting_decision"
-    status = "completed" if len(results) == len(workflow.nodes) else "failed"
-    state = {node.id: finished.get(node.id, "unrun") for node in workflow.nodes}
-    await journal.commit([Ended(status=status, state=state)])
+    await journal.commit([gate.ended_row(workflow, results, finished)])
     return "ended"

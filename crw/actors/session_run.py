@@ -15,14 +15,14 @@ from typing import Any
 
 import trio
 
-from crw.actors.gate import run_gate, taken
+from crw.actors.gate import run_gate
 from crw.actors.review_rounds import run_rounds
 from crw.actors.session_call import SessionCall, SessionContext
 from crw.actors.supersede import supersede_call
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
 from crw.engine import interrupt, supersede
-from crw.engine.gate import RunSpent
+from crw.engine.gate import RunSpent, taken
 from crw.engine.harvest import CallEnd
 from crw.engine.replies import CallRecords, decide_late
 from crw.engine.workflow import Node

@@ -439,6 +439,24 @@ def watch(
     return watch_command(run, state=state, json=json)
 
 
+@flow.command
+def shadow(run: str, /, *, state: State = None, json: Json = False) -> int:
+    """Replay a run from its journal and run directory (no host) through the run's
+    own decisions, name its recorded backend, and report each point where they
+    differ from the recorded rows.
+
+    Exit 0 equal, 1 differ, 2 input error.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    """
+    from crw.cli.shadow import shadow_command
+
+    return shadow_command(run, state=state, json=json)
+
+
 @schema.command
 def rows(*, json: Json = False) -> int:
     """Print the JSON Schema of every row kind of the journal.

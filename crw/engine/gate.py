@@ -15,12 +15,14 @@ a turn that was not measured adds nothing (HARV-27).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Set
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
+from typing import Any
 
+from crw.engine import review
 from crw.engine.workflow import Node, Workflow
-from crw.journal.replay import RunState
-from crw.journal.rows import Tokens
+from crw.journal.replay import TERMINAL_ROWS, RunState
+from crw.journal.rows import Ended, Tokens
 
 MAX_ATTEMPTS = 3
 ATTEMPTS_EXHAUSTED = "attempts_exhausted"
@@ -154,3 +156,49 @@ def next_attempt(attempts_so_far: int, max_attempts: int = MAX_ATTEMPTS) -> int 
     if attempts_so_far >= max_attempts:
         return None
     return attempts_so_far + 1
+
+
+def taken(
+    replayed: RunState, workflow: Workflow | None = None, first: Mapping[str, int] | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """From the rows: the completed nodes' results, and how each ended node ended.
+    A node with a review (in `workflow`) ends as its round's rows decide, from its
+    call `first[node]` on (a restarted node's new call); a superseded call ends
+    no node: its node's new call does."""
+    first = first or {}
+    results: dict[str, Any] = {}
+    finished: dict[str, str] = {}
+    reviewed = {n.id: n.review for n in workflow.nodes if n.review} if workflow else {}
+    ends: dict[str, dict[str, Any]] = {}
+    for call in replayed.calls.values():
+        if call.node is None or call.state == "superseded":
+            continue
+        if call.state == "skipped":  # answered skip: the node ends with no result
+            finished[call.node] = call.state
+            continue
+        if call.state not in TERMINAL_ROWS:
+            continue
+        if call.node in reviewed:
+            ends[call.call] = {"row": call.state, "result": call.result}
+            continue
+        if call.state == "completed":
+            results[call.node] = call.result
+        finished[call.node] = call.state
+    by_call = {call: [row] for call, row in ends.items()}
+    for node_id, rounds in reviewed.items():
+        if node_id in finished:
+            continue
+        end = review.node_end(rounds, review.ends_of(node_id, by_call, first.get(node_id, 1)))
+        if end is not None:
+            finished[node_id] = str(end["row"])
+            if end["row"] == "completed":
+                results[node_id] = end.get("result")
+    return results, finished
+
+
+def ended_row(workflow: Workflow, results: Mapping[str, Any], finished: Mapping[str, str]) -> Ended:
+    """The run's ended row once nothing more can run: completed when every node
+    completed, else failed; each node's end (`unrun` for a node that never ran)."""
+    status = "completed" if len(results) == len(workflow.nodes) else "failed"
+    state = {node.id: finished.get(node.id, "unrun") for node in workflow.nodes}
+    return Ended(status=status, state=state)
