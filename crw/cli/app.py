@@ -315,12 +315,23 @@ def answer(
     )
 
 
+DemoState = Annotated[
+    str | None,
+    Parameter(
+        name="--state",
+        help="The state directory to run in, kept (default: $CRW_STATE, else a new "
+        "temporary directory, removed when the demo ends unless --keep).",
+    ),
+]
+
+
 @flow.command
 def demo(
     *,
     backend: Literal["session", "app-server"] = "session",
     host: Literal["sim", "codex"] = "sim",
-    state: State = None,
+    state: DemoState = None,
+    keep: Annotated[bool, Parameter(negative="")] = False,
     json: Json = False,
 ) -> int:
     """Run the demo end to end: a workflow started, run and read back.
@@ -333,10 +344,12 @@ def demo(
     host
         sim (the simulated host) or codex (the real codex app-server as a private
         child, offline against crw's mock model; app-server backend only).
+    keep
+        Keep the temporary state directory the demo made (its path is printed).
     """
     from crw.cli.demo import demo_command
 
-    return demo_command(state=state, json=json, backend=backend, host=host)
+    return demo_command(state=state, json=json, backend=backend, host=host, keep=keep)
 
 
 @flow.command(name="_run", show=False)
