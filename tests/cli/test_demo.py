@@ -216,9 +216,11 @@ def test_demo_keeps_its_temporary_state_with_keep_and_runs_in_crw_state(crw: Crw
     crw.pids += [int(pid) for pid in re.findall(r"\bpid (\d+)", kept.stdout)]
     assert kept.code == 0, kept.stderr
     first = kept.stdout.splitlines()[0]
-    state = Path(re.fullmatch(r"crw flow demo: state (\S+) \(app-server backend\)", first)[1])
+    found = re.fullmatch(r"crw flow demo: state (\S+) \(app-server backend\)", first)
+    assert found is not None, first
+    state = Path(found[1])
     assert state.parent == Path(crw.env["TMPDIR"]) and state.name.startswith("crw-demo-")
-    assert [p.name for p in (state / "flow").iterdir()][0].startswith("demo-")
+    assert [p.name[:5] for p in (state / "flow").iterdir()] == ["demo-"]
     assert "removed the demo's state" not in kept.stdout
     mine = crw.state.parent / "mine"
     env = crw.env | {"CRW_STATE": str(mine)}
