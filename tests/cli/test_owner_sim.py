@@ -19,7 +19,7 @@ import trio
 
 from crw.host.sim.process import launch_sim, stop_sim
 from crw.journal.log import read_journal
-from tests.cli.conftest import Crw, Result
+from tests.cli.conftest import Crw, Result, wait_for_exit
 
 WORKFLOW = """\
 name = "hand"
@@ -47,13 +47,14 @@ def sim(tmp_path: Path) -> Iterator[Path]:
 
 
 def _script_repair(socket: Path) -> None:
-    """Turns of 0.2 s; explore.1's first answer breaks its schema (a send_input repair)."""
+    """Turns of 2 s (each report comes before its turn ends); explore.1's first
+    answer breaks its schema (a send_input repair)."""
     from crw.host.connect import connect_host
     from crw.host.uri import parse_host_uri
 
     async def script() -> None:
         async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
-            behaviour = {"seconds": 0.2, "invalidFirst": True}
+            behaviour = {"seconds": 2, "invalidFirst": True}
             await client.request("sim/script", {"match": {}, "behaviour": behaviour})
 
     trio.run(script)
@@ -122,6 +123,12 @@ def test_owner_played_by_hand_takes_every_step_until_the_run_ends(
     turns = [r["k"] for r in rows if r["row"] == "turn_started"]
     assert turns == [1, 2]  # the spawn's turn, then the repair sent to the same subagent
     assert [r["status"] for r in rows if r["row"] == "ended"] == ["completed"]
+    run_dir = crw.state / "flow" / run
+    wait_for_exit(run_dir)
+    # The end cleans the bus: no reply and no handled report stays; outbox and steps do.
+    assert sorted(p.name for p in (run_dir / "replies").iterdir()) == []
+    assert sorted(p.name for p in (run_dir / "inbox").iterdir()) == []
+    assert (run_dir / "steps" / "explore.1" / "packet-t1-a1.md").is_file()
 
 
 def test_owner_spawn_of_a_step_file_prints_the_dispatched_command_with_its_state(
