@@ -458,6 +458,42 @@ for _action in ("spawn", "send", "close"):
     sim_owner.command(_owner_step(_action), name=_action)
 
 
+@flow.command
+def rm(run: str, /, *, state: State = None, json: Json = False) -> int:
+    """Remove a run's directory; a live run (a process holds it) is refused.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    """
+    from crw.cli.housekeeping import rm_command
+
+    return rm_command(run, state=state, json=json)
+
+
+@flow.command
+def gc(
+    *,
+    ended_before: str,
+    dry_run: Annotated[bool, Parameter(name="--dry-run", negative="")] = False,
+    state: State = None,
+    json: Json = False,
+) -> int:
+    """Remove the runs that ended before a date; live runs are skipped.
+
+    Parameters
+    ----------
+    ended_before
+        YYYY-MM-DD or an ISO 8601 time (UTC unless it names a zone).
+    dry_run
+        List what would be removed; remove nothing.
+    """
+    from crw.cli.housekeeping import gc_command
+
+    return gc_command(ended_before=ended_before, dry_run=dry_run, state=state, json=json)
+
+
 def run(argv: list[str] | None = None) -> None:
     """Parse `argv`, run the command, and exit with its code."""
     from cyclopts import CycloptsError
