@@ -98,7 +98,7 @@ def _run(crw: Crw, run_id: str, *batches: tuple[str, list[RowModel]]) -> RunDir:
 def test_gc_removes_the_runs_ended_before_the_date_and_skips_live_ones(crw: Crw) -> None:
     """Ended before DATE (the ended row's time) and not live: removed; --dry-run
     removes nothing; a live one is skipped with why; a later or open run stays."""
-    started = ("2026-11-01T08:00:00Z", [Started(backend="session")])
+    started: tuple[str, list[RowModel]] = ("2026-11-01T08:00:00Z", [Started(backend="session")])
     _run(crw, "old", started, ("2026-11-02T09:00:00Z", [Ended(status="completed")]))
     held = _run(crw, "held", started, ("2026-11-03T09:00:00Z", [Ended(status="failed")]))
     _run(crw, "new", started, ("2026-11-20T09:00:00Z", [Ended(status="completed")]))
