@@ -407,7 +407,8 @@ OwnerThread = Annotated[
     Parameter(
         name="--owner",
         validator=_one_line,
-        help="The owner thread (the id owner start printed; default: $CRW_OWNER_THREAD).",
+        help="The owner thread (the id owner start printed; default: $CRW_OWNER_THREAD, "
+        "else the owner the step's run records).",
     ),
 ]
 PickCall = Annotated[

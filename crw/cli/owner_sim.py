@@ -3,7 +3,8 @@ the simulated host (`crw host sim serve --socket S`).
 
 `start` opens an owner thread (`sim/startOwner`) and prints its id, the id a
 session run is started with (`crw flow start WORKFLOW --owner ID --host unix:S`).
-`spawn`, `send` and `close` make one step's host call as that owner, the way the
+`spawn`, `send` and `close` make one step's host call as that owner (`--owner`,
+else $CRW_OWNER_THREAD, else the owner the step's run records), the way the
 demo's scripted owner does (`crw.cli.owner.take_on_host`), and print the subagent
 and the exact `crw flow dispatched` command that reports it. A step is read from
 STEP, a file or `-` (stdin): a step file of the run directory
@@ -59,10 +60,7 @@ def owner_step_command(
     taken, then = _read_step(step, action, call)
     thread = owner or os.environ.get(OWNER_ENV) or ""
     if action == "spawn" and not thread:
-        raise InputError(
-            "spawn needs the owner thread: pass --owner ID (the id `crw host sim owner "
-            f"start` printed) or set ${OWNER_ENV}"
-        )
+        thread = _run_owner(taken)
 
     async def take() -> str:
         async with _connected(socket) as client:
@@ -80,6 +78,28 @@ def owner_step_command(
     }
     emit(json, payload, _line(taken, agent, command))
     return 0
+
+
+def _run_owner(step: dict[str, Any]) -> str:
+    """The owner thread the step's run records (run.json of the run directory its
+    packet is in, `<state>/flow/<run>/steps/<call>/packet-…`).
+
+    Raises:
+        InputError: the step names no run directory whose run.json names an owner.
+    """
+    from crw.engine.runspec import read_run_spec
+
+    run_json = Path(str(step.get("packet"))).parents[2] / "run.json"
+    try:
+        owner = read_run_spec(run_json).owner if run_json.is_file() else None
+    except InputError:
+        owner = None
+    if not owner:
+        raise InputError(
+            f"spawn needs the owner thread and {run_json} names none: pass --owner ID "
+            f"(the id `crw host sim owner start` printed) or set ${OWNER_ENV}"
+        )
+    return owner
 
 
 def _line(step: dict[str, Any], agent: str, command: str | None) -> str:

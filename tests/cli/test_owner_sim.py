@@ -102,7 +102,7 @@ def test_owner_played_by_hand_takes_every_step_until_the_run_ends(
         for step in answer.json()["steps"]:
             verb = VERB[step["action"]]
             args = [verb, str(tmp_path / "next.json"), "--call", step["call"]]
-            done = _owner(crw, *args, "--socket", str(sim), "--owner", owner)
+            done = _owner(crw, *args, "--socket", str(sim))  # as the owner the run records
             assert done.code == 0, done.stderr
             if verb == "close":
                 assert done.stdout.strip() == (
@@ -182,9 +182,15 @@ def test_owner_commands_refuse_in_one_line_and_change_nothing(
         f"crw: error: no simulated host on unix:{tmp_path / 'none.sock'} (no such socket); "
         f"start one with: crw host sim serve --socket {tmp_path / 'none.sock'}\n"
     )
-    step = {"call": "a.1", "action": "spawn", "attempt": 1, "k": 1}
+    step = {"call": "a.1", "action": "spawn", "attempt": 1, "k": 1, "packet": "/p/s/a.1/p.md"}
     step["host_call"] = {"tool": "spawn_agent", "arguments": {"agent_type": "x", "message": "m"}}
     (tmp_path / "step.json").write_text(json.dumps(step))
+    no_owner = _owner(crw, "spawn", str(tmp_path / "step.json"), "--socket", str(sim))
+    assert (no_owner.code, no_owner.stderr) == (
+        2,
+        "crw: error: spawn needs the owner thread and /p/run.json names none: pass --owner ID "
+        "(the id `crw host sim owner start` printed) or set $CRW_OWNER_THREAD\n",
+    )
     unknown = _owner(
         crw, "spawn", str(tmp_path / "step.json"), "--socket", str(sim), "--owner", "o"
     )
