@@ -46,15 +46,13 @@ def sim(tmp_path: Path) -> Iterator[Path]:
     stop_sim(host)
 
 
-def _script_repair(socket: Path) -> None:
-    """Turns of 2 s (each report comes before its turn ends); explore.1's first
-    answer breaks its schema (a send_input repair)."""
+def _script(socket: Path, behaviour: dict[str, Any]) -> None:
+    """Every turn of the simulated host behaves so (`sim/script`)."""
     from crw.host.connect import connect_host
     from crw.host.uri import parse_host_uri
 
     async def script() -> None:
         async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
-            behaviour = {"seconds": 2, "invalidFirst": True}
             await client.request("sim/script", {"match": {}, "behaviour": behaviour})
 
     trio.run(script)
@@ -78,7 +76,9 @@ def test_owner_played_by_hand_takes_every_step_until_the_run_ends(
     """spec: GEN-1, STEP-27: the owner's commands alone (owner start, flow start, next,
     owner spawn/send/close and the dispatched each prints) run a session run to its
     end on the simulated host, the repair going to the open subagent as a send_input."""
-    _script_repair(sim)
+    # Turns of 5 s (each report comes before its turn ends); explore.1's first answer
+    # breaks its schema (a send_input repair).
+    _script(sim, {"seconds": 5, "invalidFirst": True})
     workflow = tmp_path / "hand.toml"
     workflow.write_text(WORKFLOW)
     started = _owner(crw, "start", "--socket", str(sim))
@@ -136,6 +136,7 @@ def test_owner_spawn_of_a_step_file_prints_the_dispatched_command_with_its_state
 ) -> None:
     """A step file of the run directory is taken as it lies: the printed command names
     the run, the step's call, k and attempt, and the run's state directory."""
+    _script(sim, {"seconds": 10})  # the report comes before the turn ends
     workflow = tmp_path / "hand.toml"
     workflow.write_text(WORKFLOW)
     owner = _owner(crw, "start", "--socket", str(sim), "--json").json()["thread_id"]
