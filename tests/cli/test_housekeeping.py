@@ -139,3 +139,39 @@ def test_rm_and_gc_input_errors_are_one_line(crw: Crw) -> None:
         "crw: error: run starting has no run.json: a start is writing it; try again after it\n"
     )
     assert (crw.state / "flow" / "starting").is_dir()
+
+
+def _bus_files(run: RunDir) -> None:
+    """A reply and the report it answered (handled), and a report nothing answered."""
+    (run.replies / "aa11.json").write_text('{"id": "aa11", "reply": "bound"}\n')
+    (run.inbox / "aa11.json").write_text("{}\n")
+    (run.inbox / "bb22.json").write_text("{}\n")
+
+
+def _assert_cleaned(run: RunDir) -> None:
+    assert sorted(p.name for p in run.replies.iterdir()) == []
+    assert sorted(p.name for p in run.inbox.iterdir()) == ["bb22.json"]
+
+
+def test_an_abort_that_ends_the_run_cleans_its_bus(crw: Crw) -> None:
+    """The answer --abort ends the run with no process to clean after it: it removes
+    the replies and the handled report itself, once its row is durable."""
+    from tests.cli.test_answer import _answer, _held_run
+
+    run = _held_run(crw)
+    _bus_files(run)
+    result = _answer(crw, "--abort")
+    assert result.code == 0 and result.json()["state"] == "ended", result.stderr
+    _assert_cleaned(run)
+
+
+def test_a_cancel_that_ends_a_paused_run_itself_cleans_its_bus(crw: Crw) -> None:
+    """A paused run no process holds is cancelled by the command itself: it cleans
+    the bus after the cancelled and ended rows."""
+    out = crw.start(str(WORKFLOW), "--owner", "thread-owner").json()
+    run = RunDir(Path(out["run_dir"]))
+    wait_for_exit(run.root)  # its host is not there: it paused
+    _bus_files(run)
+    cancelled = _flow(crw, "cancel", out["run"], "--json")
+    assert cancelled.code == 0, cancelled.stderr
+    _assert_cleaned(run)
