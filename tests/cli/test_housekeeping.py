@@ -17,7 +17,7 @@ from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import Ended, RowModel, Started
 from tests.cli.conftest import Crw, Result, wait_for_exit
 from tests.cli.test_dispatched import WORKFLOW
-from tests.cli.test_owner_sim import sim as sim
+from tests.cli.test_resume_env import sim as sim
 
 
 def _flow(crw: Crw, *args: str) -> Result:

@@ -10,16 +10,14 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 
-from crw.host.sim.process import launch_sim, stop_sim
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, Result, wait_for_exit
+from tests.cli.test_resume_env import sim as sim
 
 WORKFLOW = """\
 name = "hand"
@@ -36,14 +34,6 @@ required = ["modules"]
 properties = { modules = { type = "array", items = { type = "string" } } }
 """
 VERB = {"spawn": "spawn", "send_input": "send", "close": "close"}
-
-
-@pytest.fixture
-def sim(tmp_path: Path) -> Iterator[Path]:
-    socket = tmp_path / "h.sock"
-    host = launch_sim(socket, tmp_path / "sim-home")
-    yield socket
-    stop_sim(host)
 
 
 def _script(socket: Path, behaviour: dict[str, Any]) -> None:
