@@ -12,6 +12,9 @@ review round runs: a fix continues build.1, a second review accepts), runs
   demo prints each step and the run's reply.
 - app-server: the detached run process opens a thread per call (the fix a fork
   of build.1's thread); the demo prints the run's rows as they are committed.
+
+It runs in `--state` or $CRW_STATE (kept), else in a new temporary directory that
+it removes when it ends, whatever the end, unless `--keep`.
 """
 
 from __future__ import annotations

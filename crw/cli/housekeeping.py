@@ -28,7 +28,7 @@ from typing import Any
 from crw.cli.output import emit
 from crw.engine.locks import RunHeldError, holder_pid, launch_lock, run_lock, start_lock
 from crw.engine.rundir import FLOW, RunDir, find_run, resolve_state
-from crw.errors import InputError, RefusedError
+from crw.errors import CrwError, InputError, RefusedError
 from crw.journal.snapshot import replay_journal
 
 REMOVED_PREFIX = ".removed-"
@@ -157,19 +157,22 @@ def _entries(flow: Path) -> list[Path]:
 
 
 def _run_state(run: RunDir) -> dict[str, Any]:
-    state, _ = replay_journal(run.journal)
+    """The run's state as its journal reads; `unreadable` for a damaged journal
+    (a run that cannot be read is removed all the same)."""
+    try:
+        state, _ = replay_journal(run.journal)
+    except CrwError:
+        return {"state": "unreadable", "ended_status": None}
     return {"state": state.state, "ended_status": state.ended_status}
 
 
 def _ended_before(run: RunDir, before: _dt.datetime) -> dict[str, Any] | None:
     """The run's end ({ended_status, ended_at}) when it ended before `before`."""
-    if not run.run_json.is_file():
-        return None
-    state, _ = replay_journal(run.journal)
-    at = last_row_at(run.journal) if state.ended_status is not None else None
+    status = _run_state(run) if run.run_json.is_file() else {"ended_status": None}
+    at = last_row_at(run.journal) if status["ended_status"] is not None else None
     if at is None or parse_date(at) >= before:
         return None
-    return {"ended_status": state.ended_status, "ended_at": at}
+    return {"ended_status": status["ended_status"], "ended_at": at}
 
 
 def last_row_at(journal: Path) -> str | None:

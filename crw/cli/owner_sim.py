@@ -214,8 +214,9 @@ def _dispatched(step: Any, path: Path | None) -> str:
     for a step file at `path` (`<state>/flow/<run>/steps/<call>/t<k>-a<n>.json`)."""
     root = path.absolute().parents[2] if path is not None else None
     if root is None or not (root / "run.json").is_file():
+        where = path if path is not None else "a step file read from stdin"
         raise InputError(
-            f"{path} is not in a run directory (<state>/flow/<run>/steps/<call>/); pass the "
+            f"{where} is not in a run directory (<state>/flow/<run>/steps/<call>/); pass the "
             "step file where the run wrote it, or what crw flow next RUN --json printed"
         )
     agent = step.agent_id or "<agent_id>"

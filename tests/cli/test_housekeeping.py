@@ -9,12 +9,16 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from crw.engine.locks import run_is_live, run_lock
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
 from crw.engine.workflow import load_workflow
+from crw.errors import CrwError
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import Ended, RowModel, Started
+from crw.journal.snapshot import replay_journal
 from tests.cli.conftest import Crw, Result, wait_for_exit
 from tests.cli.test_dispatched import WORKFLOW
 from tests.cli.test_resume_env import sim as sim
@@ -175,3 +179,17 @@ def test_a_cancel_that_ends_a_paused_run_itself_cleans_its_bus(crw: Crw) -> None
     cancelled = _flow(crw, "cancel", out["run"], "--json")
     assert cancelled.code == 0, cancelled.stderr
     _assert_cleaned(run)
+
+
+def test_rm_removes_a_run_whose_journal_cannot_be_read(crw: Crw) -> None:
+    """A damaged journal (a line that is no row before a whole batch) is no reason to
+    keep a run that is not live: rm removes it, saying its state is unreadable."""
+    run = _run(crw, "broken")
+    batch = encode_batch(2, "2026-11-01T08:00:00Z", [encode_body(Started(backend="session"))])
+    run.journal.write_bytes(b"not a row\n" + batch)
+    with pytest.raises(CrwError):  # the journal is corrupt, not merely torn
+        replay_journal(run.journal)
+    removed = _flow(crw, "rm", "broken", "--json")
+    assert removed.code == 0, removed.stderr
+    assert (removed.json()["state"], removed.json()["ended_status"]) == ("unreadable", None)
+    assert not run.root.exists()
