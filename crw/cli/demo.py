@@ -78,7 +78,7 @@ def demo_command(
         )
     chosen = state or os.environ.get("CRW_STATE")
     state_dir = Path(chosen) if chosen else Path(tempfile.mkdtemp(prefix="crw-demo-"))
-    where = {"state": str(state_dir), "kept": bool(chosen) or keep}
+    where = {"state_dir": str(state_dir), "kept": bool(chosen) or keep}
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
         if host == "codex":

@@ -203,9 +203,9 @@ def test_demo_removes_the_temporary_state_it_made_even_when_refused(crw: Crw) ->
     crw.pids += [done.json()["host_pid"], done.json()["pid"]]
     assert done.code == 0, done.stderr
     out = done.json()
-    assert out["ended_status"] == "completed"
-    assert Path(out["state"]).name.startswith("crw-demo-") and out["kept"] is False
-    assert not Path(out["state"]).exists()
+    assert (out["state"], out["ended_status"]) == ("ended", "completed")
+    assert Path(out["state_dir"]).name.startswith("crw-demo-") and out["kept"] is False
+    assert not Path(out["state_dir"]).exists()
     assert not [name for name in _tmp_entries(crw) if name.startswith("crw-demo-")]
 
 
@@ -226,6 +226,6 @@ def test_demo_keeps_its_temporary_state_with_keep_and_runs_in_crw_state(crw: Crw
     env = crw.env | {"CRW_STATE": str(mine)}
     done = crw("flow", "demo", "--backend", "app-server", "--json", env=env)
     crw.pids += [done.json()["host_pid"], done.json()["pid"]]
-    assert (done.json()["state"], done.json()["kept"]) == (str(mine), True)
+    assert (done.json()["state_dir"], done.json()["kept"]) == (str(mine), True)
     assert Path(done.json()["run_dir"]).parent == mine / "flow"
     assert (Path(done.json()["run_dir"]) / "journal.jsonl").is_file()
