@@ -44,6 +44,7 @@ from crw.actors.journal_writer import JournalWriter, open_journal_writer
 from crw.actors.session_call import SessionContext
 from crw.actors.session_run import answer_unrouted, run_session_calls
 from crw.actors.wake import WakeScheduler
+from crw.bus.ended import clean_ended
 from crw.clock import WallClock, system_clock
 from crw.engine.codex_config import session_pool
 from crw.engine.locks import ProcessLock, hold_run
@@ -135,6 +136,7 @@ async def run_process(
             outcome = fault
         if outcome == "ended":  # CloseOrchestrator, while the process holds the run
             await owner_line.close_ended(state_dir, spec.owner, spec.id)
+            clean_ended(run_dir)  # the ended row is durable: the writer has closed
         _keep_snapshot(run_dir)
     if isinstance(outcome, str):
         return outcome

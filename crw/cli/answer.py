@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from crw.bus.ended import clean_ended
 from crw.cli.output import emit
 from crw.cli.resume import check_resumable
 from crw.clock import system_clock
@@ -81,6 +82,8 @@ def answer_command(
         with _drained(run_dir, spec.id, wait):
             verdict = _judge(run_dir, spec.id, call, choice)
             seq = append_row(run_dir, verdict.row) if isinstance(verdict, Record) else None
+            if seq is not None and choice == "abort":  # the run ended: nobody else cleans
+                clean_ended(run_dir)
     payload: dict[str, Any] = {
         "run": spec.id,
         "call": call,

@@ -324,12 +324,23 @@ def answer(
     )
 
 
+DemoState = Annotated[
+    str | None,
+    Parameter(
+        name="--state",
+        help="The state directory to run in, kept (default: $CRW_STATE, else a new "
+        "temporary directory, removed when the demo ends unless --keep).",
+    ),
+]
+
+
 @flow.command
 def demo(
     *,
     backend: Literal["session", "app-server"] = "session",
     host: Literal["sim", "codex"] = "sim",
-    state: State = None,
+    state: DemoState = None,
+    keep: Annotated[bool, Parameter(negative="")] = False,
     json: Json = False,
 ) -> int:
     """Run the demo end to end: a workflow started, run and read back.
@@ -342,10 +353,12 @@ def demo(
     host
         sim (the simulated host) or codex (the real codex app-server as a private
         child, offline against crw's mock model; app-server backend only).
+    keep
+        Keep the temporary state directory the demo made (its path is printed).
     """
     from crw.cli.demo import demo_command
 
-    return demo_command(state=state, json=json, backend=backend, host=host)
+    return demo_command(state=state, json=json, backend=backend, host=host, keep=keep)
 
 
 @flow.command(name="list")
@@ -524,6 +537,49 @@ def timeline(
     from crw.cli.timeline import timeline_command
 
     return timeline_command(run, out=out, state=state, json=json, all_calls=all_calls)
+
+
+# -- the simulated host's owner played by hand, and housekeeping of runs
+
+sim.command(
+    "crw.cli.owner_sim_app:owner", help="Play the owner thread by hand on the simulated host."
+)
+
+
+@flow.command
+def rm(run: str, /, *, state: State = None, json: Json = False) -> int:
+    """Remove a run's directory; a live run (a process holds it) is refused.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    """
+    from crw.cli.housekeeping import rm_command
+
+    return rm_command(run, state=state, json=json)
+
+
+@flow.command
+def gc(
+    *,
+    ended_before: str,
+    dry_run: Annotated[bool, Parameter(name="--dry-run", negative="")] = False,
+    state: State = None,
+    json: Json = False,
+) -> int:
+    """Remove the runs that ended before a date; live runs are skipped.
+
+    Parameters
+    ----------
+    ended_before
+        YYYY-MM-DD or an ISO 8601 time (UTC unless it names a zone).
+    dry_run
+        List what would be removed; remove nothing.
+    """
+    from crw.cli.housekeeping import gc_command
+
+    return gc_command(ended_before=ended_before, dry_run=dry_run, state=state, json=json)
 
 
 def run(argv: list[str] | None = None) -> None:

@@ -12,11 +12,15 @@ review round runs: a fix continues build.1, a second review accepts), runs
   demo prints each step and the run's reply.
 - app-server: the detached run process opens a thread per call (the fix a fork
   of build.1's thread); the demo prints the run's rows as they are committed.
+
+It runs in `--state` or $CRW_STATE (kept), else in a new temporary directory that
+it removes when it ends, whatever the end, unless `--keep`.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -58,17 +62,36 @@ def demo_workflow() -> Path:
 
 
 def demo_command(
-    *, state: str | None, json: bool, backend: str = "session", host: str = "sim"
+    *,
+    state: str | None,
+    json: bool,
+    backend: str = "session",
+    host: str = "sim",
+    keep: bool = False,
 ) -> int:
-    state_dir = Path(state) if state else Path(tempfile.mkdtemp(prefix="crw-demo-"))
-    state_dir.mkdir(parents=True, exist_ok=True)
-    if host == "codex":
-        if backend != "app-server":
-            raise InputError(
-                "--host codex runs a private codex child, which only the app-server "
-                "backend can use; add --backend app-server"
-            )
-        return _codex_demo(state_dir, json)
+    """Run the demo in `state` (else $CRW_STATE, else a new temporary directory,
+    removed when the demo ends, whatever its end, unless `keep`)."""
+    if host == "codex" and backend != "app-server":
+        raise InputError(
+            "--host codex runs a private codex child, which only the app-server "
+            "backend can use; add --backend app-server"
+        )
+    chosen = state or os.environ.get("CRW_STATE")
+    state_dir = Path(chosen) if chosen else Path(tempfile.mkdtemp(prefix="crw-demo-"))
+    where = {"state_dir": str(state_dir), "kept": bool(chosen) or keep}
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        if host == "codex":
+            return _codex_demo(state_dir, json, where)
+        return _sim_demo(state_dir, json, backend, where)
+    finally:
+        if not chosen and not keep:
+            shutil.rmtree(state_dir, ignore_errors=True)
+            if not json:
+                print(f"  removed the demo's state {state_dir} (keep it with --keep)")
+
+
+def _sim_demo(state_dir: Path, json: bool, backend: str, where: dict[str, Any]) -> int:
     socket = state_dir / "host.sock"
     say: Say = (lambda line: None) if json else print
     say(f"crw flow demo: state {state_dir} ({backend} backend)")
@@ -88,7 +111,7 @@ def demo_command(
     run = replay(rows)
     payload: dict[str, Any] = status_payload(outcome.spec.id, run)
     payload |= {"run_dir": str(outcome.run.root), "pid": outcome.pid, "host_pid": sim.pid}
-    emit(json, payload | extra | {"reviews": reviews(rows)}, _summary(rows))
+    emit(json, payload | extra | where | {"reviews": reviews(rows)}, _summary(rows))
     return 0 if run.ended_status == "completed" else 1
 
 
@@ -139,7 +162,7 @@ def _session_demo(state_dir: Path, socket: Path, say: Say) -> tuple[StartOutcome
     return outcome, {"owner": owner, "steps": steps}
 
 
-def _codex_demo(state_dir: Path, json: bool) -> int:
+def _codex_demo(state_dir: Path, json: bool, where: dict[str, Any]) -> int:
     """The app-server demo on the real codex app-server (a private child of the run
     process), offline: its model is crw's mock of the Responses API on 127.0.0.1."""
     import json as json_text
@@ -175,7 +198,7 @@ def _codex_demo(state_dir: Path, json: bool) -> int:
         "requests": len(model.requests),
         "reviews": reviews(rows),
     }
-    emit(json, payload, _summary(rows))
+    emit(json, payload | where, _summary(rows))
     return 0 if run.ended_status == "completed" else 1
 
 

@@ -206,11 +206,20 @@ def await_reply(run: RunDir, report: Report, wait: float) -> dict[str, Any]:
             if not run_is_live(run):
                 # The run may have answered and then let go: look once more.
                 reply = read_reply(run, report.id)
-                return _answer(report, reply or _queued(NOT_HELD))
+                return _answer(report, reply or _unanswered(run, report))
             live_at = now + LIVE_EVERY
         if now >= deadline:
             return _answer(report, _queued(_timeout_reason(wait)))
         time.sleep(min(POLL, max(deadline - now, 0.0)))
+
+
+def _unanswered(run: RunDir, report: Report) -> dict[str, Any]:
+    """The reply to a report no process holds the run for: queued, or refused when
+    the run ended meanwhile (its replies are removed at the end: `clean_ended`)."""
+    rows = replay(decode(_journal_bytes(run), run.journal).rows)
+    if rows.state == "ended":
+        return _ended(rows, report.agent_id or "the subagent")
+    return _queued(NOT_HELD)
 
 
 def _queued(reason: str) -> dict[str, Any]:

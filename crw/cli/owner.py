@@ -100,30 +100,10 @@ class ScriptedOwner:
 
     async def take(self, step: dict[str, Any]) -> Taken:
         """Make the step's host call; report a spawn or send_input with dispatched."""
-        arguments = step["host_call"]["arguments"]
+        agent = await take_on_host(self.client, self.thread_id, step)
         if step["action"] == "close":
-            await self.client.request("sim/closeAgent", {"target": arguments["target"]})
-            return Taken(step, arguments["target"])
-        if step["action"] == "send_input":
-            params = {"target": arguments["target"], "message": arguments["message"]}
-            await self.client.request("sim/sendInput", params)
-            agent = str(arguments["target"])
-        else:
-            agent = await self.spawn(arguments)
+            return Taken(step, agent)
         return Taken(step, agent, await self.dispatched(step, agent))
-
-    async def spawn(self, arguments: dict[str, Any]) -> str:
-        """spawn_agent with the step's arguments, as the owner thread's subagent."""
-        params: dict[str, Any] = {
-            "parentThreadId": self.thread_id,
-            "agentType": arguments["agent_type"],
-            "message": arguments["message"],
-        }
-        if arguments.get("model") is not None:
-            params["model"] = arguments["model"]
-        if arguments.get("reasoning_effort") is not None:
-            params["reasoningEffort"] = arguments["reasoning_effort"]
-        return str((await self.client.request("sim/spawnAgent", params))["agentId"])
 
     async def dispatched(self, step: dict[str, Any], agent: str) -> dict[str, Any]:
         """`crw flow dispatched RUN CALL --agent ID --k K --attempt N --json`: the reply."""
@@ -141,6 +121,30 @@ class ScriptedOwner:
             json=True,
         )
         return reply
+
+
+async def take_on_host(client: HostClient, owner: str, step: dict[str, Any]) -> str:
+    """Make the host call of `step` (an item of next's `steps`) on the simulated
+    host as the owner thread `owner`: close_agent, send_input, or spawn_agent with
+    the step's arguments. Returns the subagent it concerns (the new one of a spawn)."""
+    arguments = step["host_call"]["arguments"]
+    if step["action"] == "close":
+        await client.request("sim/closeAgent", {"target": arguments["target"]})
+        return str(arguments["target"])
+    if step["action"] == "send_input":
+        params = {"target": arguments["target"], "message": arguments["message"]}
+        await client.request("sim/sendInput", params)
+        return str(arguments["target"])
+    params = {
+        "parentThreadId": owner,
+        "agentType": arguments["agent_type"],
+        "message": arguments["message"],
+    }
+    if arguments.get("model") is not None:
+        params["model"] = arguments["model"]
+    if arguments.get("reasoning_effort") is not None:
+        params["reasoningEffort"] = arguments["reasoning_effort"]
+    return str((await client.request("sim/spawnAgent", params))["agentId"])
 
 
 async def _cli_json(

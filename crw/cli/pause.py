@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.bus import control
+from crw.bus.ended import clean_ended
 from crw.cli.output import emit
 from crw.clock import system_clock
 from crw.engine.locks import RunHeldError, run_is_live, run_lock
@@ -116,6 +117,7 @@ def _stop_here(op: control.Op, target: Target) -> RunState:
             _write_rows(op, target, _read(target.run_dir))
             if op == "cancel":  # it ended the run: no process is there to close the line
                 _close_line(target)
+                clean_ended(target.run_dir)  # nor to clean the bus; the rows are durable
     except RunHeldError as err:
         raise RefusedError(f"{err}; run the {op} again") from err
     return _read(target.run_dir)

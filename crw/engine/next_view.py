@@ -221,18 +221,23 @@ def dispatched_command(read: NextRead, step: StepFile) -> str:
 def host_call(step: StepFile, read: NextRead) -> dict[str, Any]:
     """The tool call a step takes, with the live argument names, and the command
     after it: spawn_agent for a spawn, send_input(target, message) for a send_input."""
+    return tool_call(step) | {"then": dispatched_command(read, step)}
+
+
+def tool_call(step: StepFile) -> dict[str, Any]:
+    """The step's `tool` and its `arguments`, as the owner's tool takes them."""
     if step.action == "send_input":
-        arguments: dict[str, Any] = {"target": step.agent_id, "message": step.message}
-        tool = "send_input"
-    else:
-        arguments = {"agent_type": step.agent_type, "message": step.message}
-        if step.model is not None:
-            arguments["model"] = step.model
-        if step.reasoning_effort is not None:
-            arguments["reasoning_effort"] = step.reasoning_effort
-        arguments["fork_context"] = False
-        tool = "spawn_agent"
-    return {"tool": tool, "arguments": arguments, "then": dispatched_command(read, step)}
+        return {
+            "tool": "send_input",
+            "arguments": {"target": step.agent_id, "message": step.message},
+        }
+    arguments: dict[str, Any] = {"agent_type": step.agent_type, "message": step.message}
+    if step.model is not None:
+        arguments["model"] = step.model
+    if step.reasoning_effort is not None:
+        arguments["reasoning_effort"] = step.reasoning_effort
+    arguments["fork_context"] = False
+    return {"tool": "spawn_agent", "arguments": arguments}
 
 
 def step_key(step: StepFile) -> StepKey:

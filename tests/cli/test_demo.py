@@ -186,3 +186,46 @@ def test_demo_runs_on_the_real_codex_app_server_offline(crw: Crw) -> None:
 def test_demo_on_codex_needs_the_app_server_backend(crw: Crw) -> None:
     result = crw("flow", "demo", "--host", "codex", "--state", str(crw.state))
     assert result.code == 2 and "--backend app-server" in result.stderr
+
+
+def _tmp_entries(crw: Crw) -> list[str]:
+    return sorted(path.name for path in Path(crw.env["TMPDIR"]).iterdir())
+
+
+def test_demo_removes_the_temporary_state_it_made_even_when_refused(crw: Crw) -> None:
+    """Without --state or $CRW_STATE the demo runs in a new temporary directory and
+    removes it when it ends: completed, and refused before it ran alike."""
+    before = _tmp_entries(crw)
+    refused = crw("flow", "demo", "--host", "codex")
+    assert refused.code == 2 and "--backend app-server" in refused.stderr
+    assert _tmp_entries(crw) == before
+    done = crw("flow", "demo", "--backend", "app-server", "--json")
+    crw.pids += [done.json()["host_pid"], done.json()["pid"]]
+    assert done.code == 0, done.stderr
+    out = done.json()
+    assert (out["state"], out["ended_status"]) == ("ended", "completed")
+    assert Path(out["state_dir"]).name.startswith("crw-demo-") and out["kept"] is False
+    assert not Path(out["state_dir"]).exists()
+    assert not [name for name in _tmp_entries(crw) if name.startswith("crw-demo-")]
+
+
+def test_demo_keeps_its_temporary_state_with_keep_and_runs_in_crw_state(crw: Crw) -> None:
+    """--keep leaves the temporary state (its path printed); $CRW_STATE is the
+    state the demo runs in, and is kept."""
+    kept = crw("flow", "demo", "--backend", "app-server", "--keep")
+    crw.pids += [int(pid) for pid in re.findall(r"\bpid (\d+)", kept.stdout)]
+    assert kept.code == 0, kept.stderr
+    first = kept.stdout.splitlines()[0]
+    found = re.fullmatch(r"crw flow demo: state (\S+) \(app-server backend\)", first)
+    assert found is not None, first
+    state = Path(found[1])
+    assert state.parent == Path(crw.env["TMPDIR"]) and state.name.startswith("crw-demo-")
+    assert [p.name[:5] for p in (state / "flow").iterdir()] == ["demo-"]
+    assert "removed the demo's state" not in kept.stdout
+    mine = crw.state.parent / "mine"
+    env = crw.env | {"CRW_STATE": str(mine)}
+    done = crw("flow", "demo", "--backend", "app-server", "--json", env=env)
+    crw.pids += [done.json()["host_pid"], done.json()["pid"]]
+    assert (done.json()["state_dir"], done.json()["kept"]) == (str(mine), True)
+    assert Path(done.json()["run_dir"]).parent == mine / "flow"
+    assert (Path(done.json()["run_dir"]) / "journal.jsonl").is_file()

@@ -196,6 +196,34 @@ def test_run_that_lets_go_while_waited_on_is_answered_queued(crw: Crw, run: RunD
     assert result.code == 1 and result.json()["reason"] == NOT_HELD
 
 
+def test_run_that_ends_while_waited_on_is_answered_refused(crw: Crw, run: RunDir) -> None:
+    """spec: CMD-DISP-6: the run ended and let go without a reply the report can read
+    (an ended run's replies are removed): nothing will answer it, so it is refused."""
+    append_rows(run, Started(backend="session"))
+    lock = run_lock(run)
+
+    def end() -> None:
+        append_rows(run, Ended(status="completed"))
+        lock.release()
+
+    def end_once_reported() -> None:  # the command read a live run and wrote its report
+        deadline = time.monotonic() + 30
+        while not list(run.inbox.glob("*.json")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        end()
+
+    ending = threading.Thread(target=end_once_reported)
+    ending.start()
+    result = dispatched(crw, "--json", wait="60")
+    ending.join()
+    assert [r["id"] for r in inbox_reports(run)] == [result.json()["id"]]
+    assert result.code == 1 and result.json()["reply"] == "refused"
+    assert result.json()["reason"] == (
+        "the run has ended (completed); close thread-7 if it is still open, "
+        "there is nothing more to report"
+    )
+
+
 def test_unknown_run_is_an_input_error(crw: Crw) -> None:
     result = dispatched(crw)
     assert result.code == 2

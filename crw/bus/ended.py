@@ -1,0 +1,58 @@
+"""What an ended run's bus no longer needs: the replies and the handled reports.
+
+Once the run's ended row is durable, nothing answers a dispatch report again and
+no `crw flow dispatched` waits on a reply it has not read (a report about an
+ended run is refused without a file), so `replies/` and the reports the run
+answered (those with a reply) are removed. What a later command reads stays: the
+journal, run.json, steps/ (next hands out the close steps of an ended run),
+outbox/ (a wake's message is kept) and the reports no process answered. Reports
+go before replies, so a crash mid-clean leaves nothing that reads otherwise than
+before: a handled report keeps its reply until it is gone itself.
+
+A blocking function: the run process calls it from its last moments, holding the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+
+from crw.bus.inbox import reply_path
+from crw.engine.rundir import RunDir
+
+log = logging.getLogger("crw.bus")
+
+
+def clean_ended(run: RunDir) -> None:
+    """Remove the handled reports and temporary files of `inbox/`, then every
+    file of `replies/`. A file that cannot be removed is warned about and stays."""
+    for name in _names(run.inbox):
+        stem = name.removesuffix(".json")
+        handled = name.endswith(".json") and _has_reply(run, stem)
+        if handled or name.endswith(".tmp"):
+            _remove(run.inbox / name)
+    for name in _names(run.replies):
+        _remove(run.replies / name)
+
+
+def _names(directory: os.PathLike[str]) -> list[str]:
+    try:
+        return sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return []
+
+
+def _has_reply(run: RunDir, report_id: str) -> bool:
+    with contextlib.suppress(ValueError):
+        return reply_path(run, report_id).exists()
+    return False
+
+
+def _remove(path: os.PathLike[str]) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        log.warning("cannot remove %s of the ended run: %s", path, err.strerror or err)
