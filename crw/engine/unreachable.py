@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from crw.engine.held_fix import UNREACHABLE
 from crw.host.protocol import TurnError
 
 
@@ -64,7 +65,7 @@ def describe(retrying: Retrying, now: float) -> str:
     kind = f" [{error.kind}]" if error.kind else ""
     tries = "retry" if retrying.count == 1 else "retries"
     return (
-        f"the model cannot be reached: the host said {said}{kind}, "
+        f"{UNREACHABLE}the host said {said}{kind}, "
         f"{retrying.count} {tries} over {now - retrying.first_at:.0f} s; "
         "check the model provider's base_url and the network, then answer retry"
     )
