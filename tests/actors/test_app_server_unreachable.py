@@ -11,13 +11,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 from trio.testing import MockClock
 
+from crw.actors.host_reader import ModelUnreachable, open_host_reader
 from crw.engine import unreachable
+from crw.host.client import open_client
 from crw.host.protocol import TurnError
-from crw.settings import DEFAULT_SETTINGS
+from crw.host.sim.server import connect_in_memory, open_sim_host
+from crw.settings import DEFAULT_SETTINGS, Settings
 from tests.actors.test_app_server_run import harness, kinds, terminal
+from tests.actors.test_host_reader import _start
 
 HELD = ["prepared", "step_published", "thread_started", "turn_started", "interrupt_requested"]
 
@@ -31,7 +36,8 @@ async def test_turn_the_host_keeps_retrying_is_held_host_failure_after_unreachab
     async with harness(tmp_path) as h:
         await h.script({"role": "explorer"}, unreachable=True)
         began = trio.current_time()
-        state, rows = await h.run()
+        with trio.fail_after(3600):  # else the retries would go on for good
+            state, rows = await h.run()
     assert trio.current_time() - began == 1 + DEFAULT_SETTINGS.unreachable_after
     assert kinds(rows, "explore.1") == [*HELD, "held"]
     asked = next(r for r in rows if r["row"] == "interrupt_requested")
@@ -63,3 +69,32 @@ def test_retries_are_given_up_only_after_the_bound() -> None:
     assert verdict.startswith(
         "the model cannot be reached: the host said Reconnecting... [other], 2 retries over 60 s"
     )
+
+
+async def test_a_model_response_between_retries_starts_the_bound_again(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """A turn whose model answered once (a token count: a tool call's response, say)
+    after retrying is not given up for the retries before that answer: the host
+    retries at 1, 6, 16, 36, 76 s; a response at 30 s puts the bound's start at
+    the retry of 36 s, so the turn is given up at 96 s, not 61 s."""
+    usage = {"totalTokens": 10, "inputTokens": 8, "outputTokens": 2}
+    async with (
+        open_sim_host(tmp_path / "home") as sim,
+        open_client(await connect_in_memory(sim)) as client,
+        open_host_reader(client, Settings(host_poll_interval=600)) as reader,
+    ):
+        thread_id, turn_id = await _start(reader, client, unreachable=True)
+        began = trio.current_time()
+
+        async def respond_at_30() -> None:
+            await trio.sleep(30)
+            tokens = {"total": usage, "last": usage, "modelContextWindow": 1000}
+            params = {"threadId": thread_id, "turnId": turn_id, "tokenUsage": tokens}
+            sim._notify("thread/tokenUsage/updated", params, sim.state.threads[thread_id])
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(respond_at_30)
+            with pytest.raises(ModelUnreachable, match="2 retries over 60 s"):
+                await reader.wait_turn(thread_id, turn_id, give_up=True)
+        assert trio.current_time() - began == 96
