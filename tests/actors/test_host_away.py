@@ -9,9 +9,6 @@ of the run process's connection (messages to it are dropped, none come back).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +22,13 @@ from crw.clock import fixed_clock
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunSpec, WorkflowRef
 from crw.engine.workflow import load_workflow
-from crw.host.client import HostClient, open_client
-from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host, serve_connection
-from crw.host.transport import JsonLinesTransport
+from crw.host.client import open_client
+from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.settings import Settings
 from tests.actors.test_app_server_run import CHAIN
+from tests.actors.test_run_faults import Links
 from tests.actors.test_session_run import RUN_ID, kinds
 
 SETTINGS = Settings(host_poll_interval=5.0, host_timeout=60.0)
@@ -40,44 +37,18 @@ BOUND = SETTINGS.host_poll_interval + SETTINGS.host_timeout
 thread/read then goes unanswered for host_timeout."""
 
 
-@dataclass
-class FrozenEnd:
-    """The host's end of a connection, which the test can make silent."""
+def freeze(links: Links) -> None:
+    """The host goes silent: what it sends is dropped, and it reads no more."""
 
-    end: JsonLinesTransport
-    frozen: trio.Event = field(default_factory=trio.Event)
+    async def drop(message: dict[str, Any]) -> None:
+        await trio.lowlevel.checkpoint()
 
-    async def send(self, message: dict[str, Any]) -> None:
-        if not self.frozen.is_set():
-            await self.end.send(message)
+    async def never() -> dict[str, Any]:
+        await trio.sleep_forever()
 
-    async def receive(self) -> dict[str, Any]:
-        message = await self.end.receive()
-        if self.frozen.is_set():
-            await trio.sleep_forever()
-        return message
-
-    async def aclose(self) -> None:
-        await self.end.aclose()
-
-
-@dataclass
-class Links:
-    sim: SimHost
-    ends: list[FrozenEnd] = field(default_factory=list)
-
-    @asynccontextmanager
-    async def connect(self, uri: Any, **_: Any) -> AsyncIterator[HostClient]:
-        client, server = trio.testing.memory_stream_pair()
-        end = FrozenEnd(JsonLinesTransport(server, name="a client"))
-        self.ends.append(end)
-        self.sim._nursery.start_soon(serve_connection, self.sim, end)
-        async with open_client(JsonLinesTransport(client, name="the simulated host")) as host:
-            yield host
-
-    def freeze(self) -> None:
-        for end in self.ends:
-            end.frozen.set()
+    for end in links.ends:
+        end.send = drop  # type: ignore[method-assign]
+        end.receive = never  # type: ignore[method-assign]
 
 
 async def test_app_server_run_whose_host_goes_silent_mid_turn_says_so_within_the_bound(
@@ -108,7 +79,7 @@ async def test_app_server_run_whose_host_goes_silent_mid_turn_says_so_within_the
                 while "turn_started" not in kinds(read_journal(run_dir.journal).rows, "explore.1"):  # noqa: ASYNC110
                     await trio.sleep(1)
                 await trio.sleep(10)
-                links.freeze()
+                freeze(links)
                 frozen_at.append(trio.current_time())
                 while "held" not in kinds(read_journal(run_dir.journal).rows, "explore.1"):  # noqa: ASYNC110
                     await trio.sleep(1)
