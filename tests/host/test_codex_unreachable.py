@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -23,8 +24,10 @@ from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
 from crw.engine.roles import RoleTable
 from crw.engine.workflow import load_workflow
+from crw.host.client import HostClient, open_client
 from crw.host.connect import connect_host
 from crw.host.mock_model import write_codex_home
+from crw.host.sim.server import connect_in_memory, open_sim_host
 from crw.host.uri import parse_host_uri
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
@@ -114,3 +117,37 @@ async def test_model_that_refuses_connections_holds_the_call_with_the_hosts_erro
     assert state == "waiting_decision"
     assert GIVE_UP <= took < GIVE_UP + 10
     assert replay(rows).calls["explore.1"].state == "held"
+
+
+async def first_retry(client: HostClient, cwd: Path) -> tuple[dict[str, Any], str]:
+    """The first `error` notification of a turn, less its ids, and the turn's
+    status read right after it."""
+    with client.notifications(methods=frozenset({"error"})) as errors:
+        thread = await client.thread_start(cwd=str(cwd), approvalPolicy="never")
+        turn = await client.turn_start(thread.id, "crw-flow-op: x.1/t1-a1\nCRW-ROLE: explorer\n")
+        note = await errors.receive()
+    params = dict(note.params)
+    assert (params.pop("threadId"), params.pop("turnId")) == (thread.id, turn.id)
+    read = await client.thread_read(thread.id, include_turns=False)
+    return params, read.status.type
+
+
+async def test_simulated_unreachable_model_retries_as_codex_does(tmp_path: Path) -> None:
+    """The simulated host's `unreachable` behaviour sends what codex 0.163.0 sends
+    when its model's endpoint refuses connections, and keeps the thread active."""
+    home = write_codex_home(tmp_path / "home", f"http://127.0.0.1:{closed_port()}/v1")
+    with trio.fail_after(RUN_LIMIT):
+        async with connect_host(
+            parse_host_uri("codex"), env=codex_env(home), stderr=tmp_path / "codex.log"
+        ) as client:
+            real = await first_retry(client, tmp_path)
+        async with (
+            open_sim_host(tmp_path / "sim-home") as sim,
+            open_client(await connect_in_memory(sim)) as client,
+        ):
+            behaviour = {"unreachable": True, "seconds": 0}
+            await client.request("sim/script", {"match": {}, "behaviour": behaviour})
+            simulated = await first_retry(client, tmp_path)
+    real[0]["error"].pop("misalignment")  # a field crw does not read, null here
+    assert simulated == real
+    assert real[0]["willRetry"] is True and real[1] == "active"
