@@ -36,8 +36,9 @@ async def test_turn_the_host_keeps_retrying_is_held_host_failure_after_unreachab
     async with harness(tmp_path) as h:
         await h.script({"role": "explorer"}, unreachable=True)
         began = trio.current_time()
-        with trio.fail_after(3600):  # else the retries would go on for good
-            state, rows = await h.run()
+        # No fail_after here: under the autojump clock it fires while the journal
+        # opens in a worker thread; pytest's timeout bounds a run that never ends.
+        state, rows = await h.run()
     assert trio.current_time() - began == 1 + DEFAULT_SETTINGS.unreachable_after
     assert kinds(rows, "explore.1") == [*HELD, "held"]
     asked = next(r for r in rows if r["row"] == "interrupt_requested")
