@@ -30,6 +30,9 @@ class Settings:
     """The HostReader's fallback poll of a waited thread; notifications wake it sooner."""
     host_timeout: float = 60.0
     """A host request unanswered this long makes the host HostUnavailable."""
+    unreachable_after: float = 60.0
+    """A turn the host keeps retrying (`error {willRetry: true}`) this long with no
+    model response is a host failure: the call is held (`crw.engine.unreachable`)."""
     inbox_poll: float = 0.01
     """How often the run reads its inbox for dispatch reports (a directory listing)."""
     start_wait: float = 15.0

@@ -37,7 +37,7 @@ import trio
 from crw.actors import app_server_held
 from crw.actors.app_server_interrupt import stop_turn
 from crw.actors.control import CallStop, Interrupted, RunControl
-from crw.actors.host_reader import HostReader
+from crw.actors.host_reader import HostReader, ModelUnreachable
 from crw.actors.journal_writer import JournalWriter
 from crw.engine import answer, app_resume, harvest, outcome, packet
 from crw.engine.harvest import CallEnd
@@ -235,9 +235,12 @@ class AppServerCall:
                     turn_id = await self.start_turn(thread_id, step, text)
                 try:
                     with self.stop.waiting():
-                        ended = await self.ctx.reader.wait_turn(thread_id, turn_id)
+                        ended = await self.ctx.reader.wait_turn(thread_id, turn_id, give_up=True)
                 except Interrupted as stopped:
                     return await self.stop_turn(thread_id, step, turn_id, str(stopped))
+                except ModelUnreachable as unreached:
+                    reason, error = outcome.HOST_FAILURE, str(unreached)
+                    return await self.stop_turn(thread_id, step, turn_id, reason, error)
                 end = harvest.decide(
                     self.call,
                     self.node.output_schema,
@@ -257,13 +260,19 @@ class AppServerCall:
             self.ctx.reader.forget(thread_id)
 
     async def stop_turn(
-        self, thread_id: str, step: StepPublished, turn_id: str, reason: str
+        self,
+        thread_id: str,
+        step: StepPublished,
+        turn_id: str,
+        reason: str,
+        error: str | None = None,
     ) -> CallEnd:
-        """A pause, a cancellation or the deadline reached the step's turn: it is
-        interrupted, read until it ended, and the call held for the reason."""
-        ctx = self.ctx
-        tokens = self.tokens(thread_id)
-        return await stop_turn(ctx.journal, ctx.reader, step, thread_id, turn_id, reason, tokens)
+        """A pause, a cancellation, the deadline or a model the host cannot reach
+        stopped the step's turn: it is interrupted, read until it ended, and the
+        call held for the reason (with `error`, else the reason's own words)."""
+        ctx, tokens = self.ctx, self.tokens(thread_id)
+        stopping = (step, thread_id, turn_id)
+        return await stop_turn(ctx.journal, ctx.reader, *stopping, reason, tokens, error)
 
     def repair_step(self, step: StepPublished, ended: Turn) -> tuple[StepPublished, str]:
         """The repair's step (on the same thread) and its text, which names the

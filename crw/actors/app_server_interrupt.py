@@ -1,4 +1,5 @@
-"""An App Server call's interrupt: a pause, a cancellation or its node's deadline.
+"""An App Server call's interrupt: a pause, a cancellation, its node's deadline,
+or a model the host cannot reach (`crw.engine.unreachable`).
 
 The run opened the call's thread, so it interrupts the turn itself: the
 `interrupt_requested` row (reason, op, attempt, turn_id) is durable before
@@ -26,6 +27,7 @@ async def stop_turn(
     turn_id: str,
     reason: str,
     tokens: Tokens,
+    error: str | None = None,
 ) -> CallEnd:
     """Interrupt the call's turn `turn_id` of `step` and hold the call once it ended."""
     call = str(step.call)
@@ -33,6 +35,6 @@ async def stop_turn(
     with contextlib.suppress(HostRequestError):  # the turn ended already: read it as it is
         await reader.interrupt(thread_id, turn_id)
     await reader.wait_turn(thread_id, turn_id)
-    held = interrupt.held(call, reason, tokens)
+    held = interrupt.held(call, reason, tokens, error)
     await journal.commit([held])
     return CallEnd(held)

@@ -24,8 +24,10 @@ from typing import Any
 import trio
 
 from crw.actors.spawn_index import OwnerSpawns
+from crw.engine import unreachable
 from crw.host.client import HostClient, HostRequestError
 from crw.host.protocol import (
+    ErrorNotification,
     Notification,
     Thread,
     ThreadStatusChanged,
@@ -53,10 +55,24 @@ class _Watch:
     ended: dict[str, Turn] = field(default_factory=dict)
     """The turns `turn/completed` announced, by id (their status and error are the
     final ones; their items are a summary)."""
+    retrying: dict[str, unreachable.Retrying] = field(default_factory=dict)
+    """The turns the host is retrying (`error {willRetry: true}`) since their last
+    model response, by id."""
+
+
+class ModelUnreachable(Exception):
+    """The host kept retrying a turn past `Settings.unreachable_after`; the
+    message is the held row's error (`crw.engine.unreachable`)."""
 
 
 _FOLLOWED = frozenset(
-    {"thread/tokenUsage/updated", "turn/started", "turn/completed", "thread/status/changed"}
+    {
+        "thread/tokenUsage/updated",
+        "turn/started",
+        "turn/completed",
+        "thread/status/changed",
+        "error",
+    }
 )
 """The notifications the reader follows. A turn brings ten or more; the others (each
 item with its text, every thread's start) never reach it: nothing here waits on them."""
@@ -149,13 +165,17 @@ class HostReader:
             lambda: self._client.thread_read(thread_id, include_turns=False),
         )
 
-    async def wait_turn(self, thread_id: str, turn_id: str) -> Turn:
+    async def wait_turn(self, thread_id: str, turn_id: str, *, give_up: bool = False) -> Turn:
         """Wait until the turn has ended; returns it with its items.
 
         The end is `turn/completed`'s status and error. A read alone is believed
         for completed and failed; an interrupted turn with no error only once it has
         stayed so for a whole poll interval, since codex shows a turn that is about
         to fail, and a turn just started, as interrupted with no error for a moment.
+
+        Raises:
+            ModelUnreachable: with `give_up`, the host has retried the turn for
+                `Settings.unreachable_after` with no model response.
         """
         interrupted_since: float | None = None
         while True:
@@ -177,8 +197,21 @@ class HostReader:
                     return turn
             else:
                 interrupted_since = None
-            with trio.move_on_after(self._settings.host_poll_interval):
+            wait = self._settings.host_poll_interval
+            if give_up:
+                wait = self._until_given_up(watch, turn_id, now, wait)
+            with trio.move_on_after(wait):
                 await changed.wait()
+
+    def _until_given_up(self, watch: _Watch, turn_id: str, now: float, wait: float) -> float:
+        """How long to wait before the turn's retries are judged again (at most
+        `wait`); raises ModelUnreachable once they are past the bound."""
+        retrying, after = watch.retrying.get(turn_id), self._settings.unreachable_after
+        why = unreachable.verdict(retrying, now, after)
+        if why is not None:
+            raise ModelUnreachable(why)
+        deadline = unreachable.gives_up_at(retrying, after)
+        return wait if deadline is None else min(wait, deadline - now)
 
     def changed(self, thread_id: str) -> trio.Event:
         """The event the thread's next change sets: take it before a read, then wait
@@ -278,6 +311,15 @@ class HostReader:
             # whole window and every part 0: no tokens were counted for it.
             if total.inputTokens or total.outputTokens or not total.totalTokens:
                 self._watch(params.threadId).usage = params.tokenUsage
+            if params.turnId is not None:  # a model response: the model is reached
+                self._watch(params.threadId).retrying.pop(params.turnId, None)
+            self._signal(params.threadId)
+        elif isinstance(params, ErrorNotification):
+            if params.willRetry and params.turnId is not None:
+                watch = self._watch(params.threadId)
+                before = watch.retrying.get(params.turnId)
+                now = trio.current_time()
+                watch.retrying[params.turnId] = unreachable.retried(before, params.error, now)
             self._signal(params.threadId)
         elif isinstance(params, TurnNotification):
             if note.method == "turn/completed":

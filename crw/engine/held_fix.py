@@ -1,9 +1,12 @@
-"""What a person does about a call held because the host refused its spawn.
+"""What a person does about a call held because the host refused its spawn, or
+could not reach its model.
 
 A dispatch report of a failed spawn (`crw flow dispatched ... --failed`) holds
-the call `spawn_failed` with the host's tool output as the held row's error.
-`crw flow next` and `crw flow status` show such a call with `fix`: what to
-change so the spawn goes through, then the answers the held call takes.
+the call `spawn_failed` with the host's tool output as the held row's error; a
+turn the host kept retrying because its model cannot be reached holds it
+`host_failure` with an error that begins UNREACHABLE (`crw.engine.unreachable`).
+`crw flow next` and `crw flow status` show such a call with `error` and `fix`:
+what to change, then the answers the held call takes.
 Standard library only: `next` and `status` import it.
 """
 
@@ -13,14 +16,24 @@ from collections.abc import Mapping
 from typing import Any
 
 SPAWN_FAILED = "spawn_failed"
+HOST_FAILURE = "host_failure"
+UNREACHABLE = "the model cannot be reached: "
+"""How the held row's error of a model the host cannot reach begins."""
 
 
-def held_fix(reason: str | None, answer: Mapping[str, str]) -> str | None:
-    """The fix of a call held for `reason`, naming the commands of `answer` (by
-    choice, retry first); None for a reason that has no fix of its own."""
+def held_fix(reason: str | None, answer: Mapping[str, str], error: str | None = None) -> str | None:
+    """The fix of a call held for `reason` (with the held row's `error`), naming
+    the commands of `answer` (by choice, retry first); None for a hold that has no
+    fix of its own."""
+    others = ", ".join(command for choice, command in answer.items() if choice != "retry")
+    if reason == HOST_FAILURE and (error or "").startswith(UNREACHABLE):
+        return (
+            "the host could not reach the call's model (the error says what it said): "
+            "check the model provider's base_url in $CODEX_HOME/config.toml (or the "
+            f"network), then {answer['retry']} to run the turn again (or {others})"
+        )
     if reason != SPAWN_FAILED:
         return None
-    others = ", ".join(command for choice, command in answer.items() if choice != "retry")
     return (
         "the host refused the spawn (the error says why): give the role in roles.toml a "
         "model the host serves (its model/list), or an agent_type it knows (a built-in "
@@ -32,5 +45,5 @@ def held_fix(reason: str | None, answer: Mapping[str, str]) -> str | None:
 def with_fix(held: dict[str, Any], error: str | None) -> dict[str, Any]:
     """A held call's entry of `next` and `status` ({call?, reason, answer}), with
     the held row's `error` and the `fix` when its reason has a fix of its own."""
-    fix = held_fix(held.get("reason"), held["answer"])
+    fix = held_fix(held.get("reason"), held["answer"], error)
     return held if fix is None else held | {"error": error, "fix": fix}

@@ -114,8 +114,9 @@ def settled(thread: Thread, turn_id: str) -> bool:
     return thread.status.type != "active" and (turn is None or turn.status != "inProgress")
 
 
-def held(call: str, reason: str, tokens: Tokens | None = None) -> Held:
-    return Held(call=call, reason=reason, error=_WHY[reason], tokens=tokens)
+def held(call: str, reason: str, tokens: Tokens | None = None, error: str | None = None) -> Held:
+    """The held row of an interrupted call: `error`, else the reason's own words."""
+    return Held(call=call, reason=reason, error=error or _WHY[reason], tokens=tokens)
 
 
 _WHY = {

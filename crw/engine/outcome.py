@@ -22,6 +22,8 @@ _PAUSES = {
     "rateLimitExceeded": "rate_limit_exceeded",
 }
 CONTEXT_WINDOW_EXCEEDED = "contextWindowExceeded"
+HOST_FAILURE = "host_failure"
+"""The held reason of a turn the host failed (HARV-14)."""
 
 _USAGE_KEYS = {
     "input": "inputTokens",
@@ -74,7 +76,7 @@ def failure_outcome(kind: str | None) -> FailureOutcome:
         return FailureOutcome("pause", _PAUSES[kind])
     if kind == CONTEXT_WINDOW_EXCEEDED:
         return FailureOutcome("null_model", "context_window_exceeded")
-    return FailureOutcome("hold", "host_failure")
+    return FailureOutcome("hold", HOST_FAILURE)
 
 
 def _tokens(usage: Mapping[str, Any], keys: Mapping[str, str]) -> Tokens:

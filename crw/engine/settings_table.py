@@ -37,6 +37,7 @@ class SettingsTable(BaseModel):
     poll_interval: float | None = None
     host_poll_interval: float | None = None
     host_timeout: float | None = None
+    unreachable_after: float | None = None
     inbox_poll: float | None = None
     start_wait: float | None = None
     max_attempts: int | None = None

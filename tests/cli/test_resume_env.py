@@ -143,7 +143,7 @@ def test_every_detached_launch_gets_the_callers_env_with_the_recorded_tmpdir(
         packet = _published(run)
         assert _values(pid, "CALLER") == [argv[1]]
         assert _values(pid, "TMPDIR") == [recorded]
-        assert f"TMPDIR={recorded} " in packet and str(other) not in packet
+        assert f"`TMPDIR={recorded}`" in packet and str(other) not in packet
     started = [row for row in _rows(run) if row["row"] == "started"]
     assert [(row["backend"], row["pid"]) for row in started][1:] == [
         ("session", pid) for pid in pids

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from unittest.mock import patch
@@ -74,14 +75,27 @@ def test_architecture_example_loads_with_its_schema_file_resolved() -> None:
     workflow = load_workflow(EXAMPLES / "fix-issue.toml")
     assert workflow.name == "fix-issue"
     assert workflow.pool == 4
-    assert workflow.verifier is not None
-    assert workflow.verifier.go_root == "/usr/local/go"
     build = workflow.node("build")
     assert build.needs == ("explore",)
     assert build.review is not None
     assert (build.review.role, build.review.rounds) == ("reviewer", 2)
     assert build.output_schema["required"] == ["summary", "files_changed"]
     assert workflow.node("explore").output_schema["required"] == ["files"]
+
+
+@pytest.mark.parametrize("name", ["fix-issue.toml", "demo.toml"])
+def test_example_names_only_files_that_exist_and_a_go_root_that_is_there(name: str) -> None:
+    """An example a user copies cites no missing file, and sets no verifier whose
+    go is not there (its start would warn verifier_prerequisites on this machine)."""
+    text = (EXAMPLES / name).read_text()
+    cited = re.findall(r"[\w./-]+\.(?:md|json|toml)\b", text)
+    missing = [
+        c for c in cited if not (EXAMPLES.parent / c).exists() and not (EXAMPLES / c).exists()
+    ]
+    assert missing == []
+    workflow = load_workflow(EXAMPLES / name)
+    if workflow.verifier is not None and workflow.verifier.go_root is not None:
+        assert (Path(workflow.verifier.go_root) / "bin" / "go").is_file()
 
 
 def test_demo_workflow_loads_with_a_chain_three_roles_and_a_review() -> None:

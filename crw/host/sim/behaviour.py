@@ -30,7 +30,7 @@ PHASES = ("final_answer", "commentary", "partial_answer", None)
 VANISH = ("notLoaded", "systemError")
 _KEYS = frozenset(
     {"answer", "text", "phase", "prose", "invalidFirst", "hang", "fail", "vanish"}
-    | {"seconds", "tokens"}
+    | {"seconds", "tokens", "unreachable"}
 )
 _FAILURE_MESSAGES = {
     "usageLimitExceeded": "Quota exceeded. Check your plan and billing details.",
@@ -117,6 +117,7 @@ class Behaviour:
     vanish: str | None = None
     seconds: float = 1.0
     tokens: Usage | None = None
+    unreachable: bool = False
 
     @classmethod
     def from_wire(cls, value: Any) -> Behaviour:
@@ -142,6 +143,7 @@ class Behaviour:
             vanish=value.get("vanish"),
             seconds=float(seconds),
             tokens=_tokens(value["tokens"]) if "tokens" in value else None,
+            unreachable=bool(value.get("unreachable", False)),
         )
 
 
@@ -187,7 +189,9 @@ def choose(scripts: list[Script], marker: str | None, roles: set[str]) -> Behavi
 @dataclass(frozen=True)
 class TurnPlan:
     """What one turn does: stream `messages` (text, phase) after `seconds`, then
-    complete, or hang, fail with `fail` (a codexErrorInfo) or vanish. `tokens` is
+    complete, or hang, fail with `fail` (a codexErrorInfo) or vanish; an
+    `unreachable` one retries its model without end, as codex does when the
+    model's endpoint refuses connections (`UNREACHABLE`). `tokens` is
     what its model response counts: None when there was none (a failed or vanished
     turn, a silent hang) and its script counts nothing."""
 
@@ -197,6 +201,18 @@ class TurnPlan:
     fail: Any = None
     vanish: str | None = None
     tokens: Usage | None = None
+    unreachable: bool = False
+
+
+UNREACHABLE = {
+    "message": "Reconnecting... waiting for network",
+    "codexErrorInfo": {"responseStreamDisconnected": {"httpStatusCode": None}},
+    "additionalDetails": "Connection failed: error sending request",
+}
+"""The error of each `error {willRetry: true}` codex 0.163.0 sends while its
+model's endpoint refuses connections (tests/host/test_codex_unreachable.py)."""
+RETRY_GAPS = (5.0, 10.0, 20.0, 40.0, 80.0)
+"""Seconds between those retries, seen on codex 0.163.0; the last one repeats."""
 
 
 def plan_turn(
@@ -208,7 +224,8 @@ def plan_turn(
     `text`), so an interrupt can find a final answer in it, as on the real host.
     """
     streams = not behaviour.hang or behaviour.has_answer or behaviour.text is not None
-    silent = behaviour.fail is not None or behaviour.vanish is not None or not streams
+    failing = behaviour.fail is not None or behaviour.vanish is not None
+    silent = failing or behaviour.unreachable or not streams
     messages = [] if silent else [(_answer_text(behaviour, schema, first_of_call), behaviour.phase)]
     tokens = behaviour.tokens
     if tokens is None and messages:
@@ -223,6 +240,7 @@ def plan_turn(
         fail=behaviour.fail,
         vanish=behaviour.vanish,
         tokens=tokens,
+        unreachable=behaviour.unreachable,
     )
 
 

@@ -15,6 +15,7 @@ a client that disconnects mid-turn does not stop them.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import time
@@ -29,6 +30,8 @@ import trio_websocket
 
 from crw.host.sim import rollout
 from crw.host.sim.behaviour import (
+    RETRY_GAPS,
+    UNREACHABLE,
     Script,
     TurnPlan,
     call_of,
@@ -287,6 +290,8 @@ class SimHost:
             if plan.vanish is not None:
                 self._end_turn(thread, turn, "interrupted", thread_status=plan.vanish)
                 return
+            if plan.unreachable:
+                await self._retry_forever(thread, turn)
             self._respond(thread, turn, plan)
             if plan.fail is not None:
                 if plan.fail == "contextWindowExceeded":
@@ -297,6 +302,14 @@ class SimHost:
             if plan.hang:
                 await trio.sleep_forever()
             self._end_turn(thread, turn, "completed")
+
+    async def _retry_forever(self, thread: Thread, turn: Turn) -> None:
+        """The turn's model cannot be reached: `error {willRetry: true}` at codex's
+        growing intervals, until the turn is interrupted."""
+        for gap in itertools.chain(RETRY_GAPS, itertools.repeat(RETRY_GAPS[-1])):
+            params = {"error": UNREACHABLE, "willRetry": True}
+            self._notify("error", params | {"threadId": thread.id, "turnId": turn.id}, thread)
+            await trio.sleep(gap)
 
     def _respond(self, thread: Thread, turn: Turn, plan: TurnPlan) -> None:
         """One model response: its messages, then its token count."""
