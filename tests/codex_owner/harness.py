@@ -97,6 +97,11 @@ def roles_toml(pairs: dict[str, tuple[str, str, str]]) -> str:
     )
 
 
+def started_pids(answer: dict[str, Any]) -> list[int]:
+    """The run processes a command's JSON answer reports starting."""
+    return [answer[k] for k in ("pid", "resumed_pid") if isinstance(answer.get(k), int)]
+
+
 @dataclass
 class OwnedRun:
     """The test's view of the setup: the state, the shared server, the owner."""
@@ -115,8 +120,9 @@ class OwnedRun:
         return f"unix:{self.server.socket_path}"
 
     def crw(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """`crw ARGS` from the test (the app-server's environment, the work dir)."""
-        return subprocess.run(
+        """`crw ARGS` from the test (the app-server's environment, the work dir); a
+        run process it reports starting (`pid`, `resumed_pid`) is reaped at the end."""
+        done = subprocess.run(
             [sys.executable, "-m", "crw", *args],
             env=os.environ | {"CODEX_HOME": str(self.home)},
             stdin=subprocess.DEVNULL,
@@ -125,6 +131,8 @@ class OwnedRun:
             timeout=60,
             cwd=self.tmp / "work",
         )
+        self.pids += started_pids(shell_json(done.stdout))
+        return done
 
     async def begin(self, workflow: str = WORKFLOW) -> None:
         """Start the owner thread and its first turn: start the run from its shell."""
@@ -175,10 +183,7 @@ class OwnedRun:
         for request in self.model.requests:
             for item in request.body.get("input") or []:
                 if item.get("type") == "function_call_output":
-                    answer = shell_json(str(item.get("output")))
-                    found |= {
-                        answer[k] for k in ("pid", "resumed_pid") if isinstance(answer.get(k), int)
-                    }
+                    found |= set(started_pids(shell_json(str(item.get("output")))))
         return sorted(found)
 
     def reap_runs(self) -> None:

@@ -10,9 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from crw.host.mock_model import Usage
-from tests.codex_owner.harness import PAIRS, TERMINAL, owned_run
-from tests.codex_owner.policy import MARKER_LINE, OwnerPolicy, Policies, SubagentPolicy
+from crw.host.mock_model import CODEX_MODEL, Usage
+from tests.codex_owner.harness import PAIRS, TERMINAL, owned_run, roles_toml
+from tests.codex_owner.policy import (
+    MARKER_LINE,
+    OwnerPolicy,
+    Policies,
+    SubagentPolicy,
+    shell_json,
+)
 from tests.hook.spawn_helpers import ledger_lines
 
 pytestmark = pytest.mark.codex
@@ -82,3 +88,35 @@ async def test_a_real_owner_thread_runs_a_workflow_to_the_end(tmp_path: Path) ->
     asked = markers_asked(requests)
     assert set(asked) == {f"crw-flow-op: {c}/t1-a1" for c in CALLS} | {"crw-flow-op: build.1/t2-a1"}
     assert set(asked.values()) == {1}, asked
+
+
+async def test_a_spawn_the_host_refuses_is_reported_and_holds_its_call(tmp_path: Path) -> None:
+    """spec: HOOK-1 (the reviewer's model is one codex does not serve: its spawn fails,
+    the owner reports it --failed, the call is held spawn_failed; answered --retry
+    once the role store names a served model, the run goes on and completes)"""
+    pairs = PAIRS | {"reviewer": ("reviewer", "gpt-5.4-mini", "low")}
+    policies = Policies(OwnerPolicy(), SubagentPolicy())
+    with owned_run(tmp_path, policies, pairs) as setup:
+        await setup.begin()
+        held = await setup.until_row("held")
+        owner = await setup.owner_idle()
+        run = setup.run_id()
+        reports = [
+            shell_json(str(item.get("output")))
+            for request in setup.model.requests
+            for item in request.body.get("input") or []
+            if item.get("type") == "function_call_output"
+        ]
+        (setup.state / "roles.toml").write_text(roles_toml(PAIRS))
+        answered = setup.crw("flow", "answer", run, "review.1", "--retry", "--json")
+        ended = await setup.until_row("ended")
+        rows = setup.rows()
+
+    assert (held["call"], held["reason"]) == ("review.1", "spawn_failed"), held
+    assert "Unknown model `gpt-5.4-mini` for spawn_agent" in held["error"], held
+    assert next(r for r in reports if r.get("reply") == "held")["call"] == "review.1"
+    assert owner["status"]["type"] == "idle"
+    assert answered.returncode == 0, answered.stderr
+    assert ended["status"] == "completed", rows
+    review = [r for r in rows if r.get("call") == "review.1" and r["row"] == "thread_started"]
+    assert [(r["model"], r["effort"]) for r in review] == [(CODEX_MODEL, "low")]
