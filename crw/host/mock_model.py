@@ -370,11 +370,14 @@ def _handler_for(model: MockModel) -> type[BaseHTTPRequestHandler]:
             payload = "".join(
                 f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in events
             ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # codex dropped it: an interrupted turn
 
         def do_GET(self) -> None:
             self.not_found()

@@ -122,6 +122,7 @@ async def test_a_run_killed_mid_turn_is_resumed_by_next_and_finishes(tmp_path: P
     with owned_run(tmp_path, policies) as setup:
         await setup.begin()
         await arrived(policies, "build.1/t1-a1")
+        await setup.until_row("turn_started", lambda r: r["call"] == "build.1")
         run_dir = find_run(setup.state, setup.run_id())
         pid = holder_pid(run_dir.run_lock)
         assert pid is not None
@@ -135,6 +136,11 @@ async def test_a_run_killed_mid_turn_is_resumed_by_next_and_finishes(tmp_path: P
     assert ended["status"] == "completed", rows
     assert ended_calls(rows) == dict.fromkeys(CALLS, "completed")
     assert [r["pid"] for r in rows if r["row"] == "started"] == [pid, *resumed], rows
+    kinds = [(r["row"], r.get("call")) for r in rows]
+    restart = [i for i, kind in enumerate(kinds) if kind == ("started", None)][1]
+    assert (
+        kinds.index(("turn_started", "build.1")) < restart < kinds.index(("completed", "build.1"))
+    )
     turns = [(r["call"], r["k"], r["attempt"]) for r in rows if r["row"] == "turn_started"]
     assert sorted(turns) == sorted((call, 1, 1) for call in CALLS), turns
     assert set(asked.values()) == {1}, asked
