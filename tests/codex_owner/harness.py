@@ -36,21 +36,11 @@ from crw.host.connect import connect_host
 from crw.host.mock_model import CODEX_MODEL, MockModel, write_codex_home
 from crw.host.uri import HostUri
 from crw.journal.log import read_journal
+from tests.actors.test_app_server_run import CHAIN
 from tests.codex_owner.policy import START_KEY, Policies, shell_json
 from tests.host.codex_env import SharedServer, shared_app_server
 
-WORKFLOW = """
-name = "owned"
-pool = 2
-
-[[node]]
-id = "explore"
-role = "explorer"
-task = "Find the files."
-schema.type = "object"
-schema.required = ["files"]
-schema.properties.files = { type = "array", items = { type = "string" } }
-
+PLAN = """
 [[node]]
 id = "plan"
 role = "explorer"
@@ -58,23 +48,9 @@ task = "Plan the change."
 schema.type = "object"
 schema.required = ["steps"]
 schema.properties.steps = { type = "array", items = { type = "string" } }
-
-[[node]]
-id = "build"
-role = "executor"
-needs = ["explore", "plan"]
-task = "Fix it, starting from {explore.files}."
-schema = { type = "object", required = ["summary"], properties = { summary = { type = "string" } } }
-
-[[node]]
-id = "review"
-role = "reviewer"
-needs = ["build"]
-task = "Review: {build.summary}"
-schema.type = "object"
-schema.required = ["verdict"]
-schema.properties.verdict = { enum = ["pass", "fail"] }
 """
+WORKFLOW = CHAIN.replace('needs = ["explore"]', 'needs = ["explore", "plan"]') + PLAN
+"""explore and plan (explorer), then build (executor), then review (reviewer)."""
 
 PAIRS = {
     "explorer": ("explorer", CODEX_MODEL, "low"),

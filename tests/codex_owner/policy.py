@@ -82,6 +82,8 @@ def exec_call(cmd: str) -> Reply:
 
 
 OWNER_USAGE = Usage(300, 0, 20, 0)
+Said = tuple[str, dict[str, Any], str | None]
+"""One thing of the owner's conversation: (kind, arguments, output)."""
 
 
 @dataclass
@@ -90,7 +92,7 @@ class Conversation:
 
     body: dict[str, Any]
 
-    def steps(self) -> list[tuple[str, dict[str, Any], str | None]]:
+    def steps(self) -> list[Said]:
         """(kind, arguments, output) per tool call, oldest first, and ("user", {},
         text) for each user message that begins a turn (no subagent notification)."""
         outputs = {
@@ -98,7 +100,7 @@ class Conversation:
             for item in self.body.get("input") or []
             if item.get("type") == "function_call_output"
         }
-        found: list[tuple[str, dict[str, Any], str | None]] = []
+        found: list[Said] = []
         for item in self.body.get("input") or []:
             if item.get("type") == "function_call":
                 arguments = json.loads(item.get("arguments") or "{}")
@@ -151,7 +153,7 @@ class OwnerPolicy:
             answer = shell_json(output or "")
             if answer.get("state") in ENDED_STATES and not answer.get("steps"):
                 return text(f"run {run}: {answer.get('state')}", usage=OWNER_USAGE)
-        if kind == "dispatched" and self.resting(steps, output or ""):
+        if kind == "dispatched" and self.resting(output or ""):
             return text(f"run {run}: waiting for its wake", usage=OWNER_USAGE)
         todo = self.pending(steps)
         return self.step_call(todo[0]) if todo else self.next_call(run)
@@ -159,7 +161,7 @@ class OwnerPolicy:
     def next_call(self, run: str) -> Reply:
         return exec_call(f"{self.crw} flow next {run} --json --wait {self.wait}")
 
-    def pending(self, steps: list[tuple[str, dict[str, Any], str | None]]) -> list[Any]:
+    def pending(self, steps: list[Said]) -> list[dict[str, Any]]:
         """The steps of next's last answer not yet taken: the step a spawn or
         send_input output belongs to is the first of them while its dispatch waits."""
         last = max(i for i, (kind, _, _) in enumerate(steps) if kind in {"next", "user"})
@@ -169,7 +171,8 @@ class OwnerPolicy:
         open_dispatch = steps[-1][0] in {"spawn_agent", "send_input"}
         return todo[len(taken) - 1 :] if open_dispatch else todo[len(taken) :]
 
-    def resting(self, steps: list[tuple[str, dict[str, Any], str | None]], output: str) -> bool:
+    def resting(self, output: str) -> bool:
+        """The dispatch bound an op after which the owner ends its turn."""
         reply = shell_json(output)
         op = f"{reply.get('call')}/t{reply.get('k')}"
         return reply.get("reply") == "bound" and op in self.rest_after
@@ -200,7 +203,7 @@ def _agent_id(output: str) -> str | None:
     return value.get("agent_id") if isinstance(value, dict) else None
 
 
-def _run_id(steps: list[tuple[str, dict[str, Any], str | None]]) -> str:
+def _run_id(steps: list[Said]) -> str:
     for kind, _, output in reversed(steps):
         if kind == "start":
             return str(shell_json(output or "").get("run"))

@@ -24,12 +24,29 @@ from tests.codex_owner.test_owned_run import CALLS, markers_asked
 pytestmark = pytest.mark.codex
 
 WAKE_LINE = "crw-flow-wake: run:"
+BUILD = "build.1/t1-a1"
 
 
 async def arrived(policies: Policies, marker: str) -> None:
     """Once the subagent's turn on `marker` asked the model (its turn runs)."""
     event = policies.subagent.arrived[marker]
     assert await trio.to_thread.run_sync(event.wait, HOLD_LIMIT), f"{marker} never asked"
+
+
+def holding(marker: str) -> tuple[SubagentPolicy, Policies]:
+    """Policies whose subagent holds its answer on `marker` until released."""
+    subagent = SubagentPolicy()
+    subagent.hold(marker)
+    return subagent, Policies(OwnerPolicy(), subagent)
+
+
+async def mid_turn(setup: OwnedRun, policies: Policies, marker: str) -> dict[str, Any]:
+    """Once the held turn on `marker` runs and the run bound it: its thread_started row."""
+    call = marker.split("/")[0]
+    await arrived(policies, marker)
+    bound = await setup.until_row("thread_started", lambda r: r["call"] == call)
+    await setup.until_row("turn_started", lambda r: r["call"] == call)
+    return bound
 
 
 async def thread_turns(setup: OwnedRun, thread_id: str) -> list[dict[str, Any]]:
@@ -81,14 +98,10 @@ async def test_a_pause_interrupts_the_real_turn_and_a_resume_finishes(tmp_path: 
     """spec: HARV-28, HARV-31 (paused while build.1's subagent turn runs: interrupt_requested, the
     host's turn interrupted, build.1 held paused; resumed, build.1 goes on on a new
     attempt the owner spawns from a wake, and the run completes)"""
-    subagent = SubagentPolicy()
-    subagent.hold("build.1/t1-a1")
-    policies = Policies(OwnerPolicy(), subagent)
+    subagent, policies = holding(BUILD)
     with owned_run(tmp_path, policies) as setup:
         await setup.begin()
-        await arrived(policies, "build.1/t1-a1")
-        bound = await setup.until_row("thread_started", lambda r: r["call"] == "build.1")
-        await setup.until_row("turn_started", lambda r: r["call"] == "build.1")
+        bound = await mid_turn(setup, policies, BUILD)
         run = setup.run_id()
         paused = setup.crw("flow", "pause", run, "--json")
         interrupted = await thread_turns(setup, bound["thread_id"])
@@ -106,7 +119,7 @@ async def test_a_pause_interrupts_the_real_turn_and_a_resume_finishes(tmp_path: 
     assert build[stop + 1] == ("held", "paused"), build
     assert interrupted[-1]["status"] == "interrupted", interrupted[-1]
     assert ended["status"] == "completed", rows
-    assert ended_calls(rows) == dict.fromkeys(CALLS, "completed") | {"build.1": "completed"}
+    assert ended_calls(rows) == dict.fromkeys(CALLS, "completed")
     again = [r for r in rows if r["row"] == "turn_started" and r["call"] == "build.1"]
     assert [(r["k"], r["attempt"]) for r in again] == [(1, 1), (2, 2)], again
     assert set(asked.values()) == {1}, asked
@@ -116,13 +129,10 @@ async def test_a_run_killed_mid_turn_is_resumed_by_next_and_finishes(tmp_path: P
     """spec: ATT-27 (kill -9 of the run's process while build.1's subagent turn runs;
     the owner's next resumes the run, which adopts the bound subagent and reads its
     answer: no turn started twice, every call completed)"""
-    subagent = SubagentPolicy()
-    subagent.hold("build.1/t1-a1")
-    policies = Policies(OwnerPolicy(), subagent)
+    subagent, policies = holding(BUILD)
     with owned_run(tmp_path, policies) as setup:
         await setup.begin()
-        await arrived(policies, "build.1/t1-a1")
-        await setup.until_row("turn_started", lambda r: r["call"] == "build.1")
+        await mid_turn(setup, policies, BUILD)
         run_dir = find_run(setup.state, setup.run_id())
         pid = holder_pid(run_dir.run_lock)
         assert pid is not None
