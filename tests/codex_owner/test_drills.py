@@ -81,7 +81,9 @@ async def test_a_wake_starts_the_owners_next_turn_and_the_owner_goes_on(tmp_path
 
     assert ended["status"] == "completed", rows
     assert ended_calls(rows) == dict.fromkeys(CALLS, "completed")
-    assert "waiting for its wake" in first["preview"] or first["status"]["type"] == "idle"
+    assert first["status"]["type"] == "idle"
+    rested = [item.get("text", "") for item in turns[0]["items"] if item["type"] == "agentMessage"]
+    assert rested[-1].endswith("waiting for its wake"), rested
     wakes = [r for r in rows if r["row"] in {"session_wake", "message_delivery"}]
     assert [r["row"] for r in wakes[:2]] == ["session_wake", "message_delivery"], wakes
     assert (wakes[1]["via"], wakes[1].get("status")) == ("turn", "delivered"), wakes[1]
