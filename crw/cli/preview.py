@@ -128,7 +128,7 @@ def _unwritable(start: SessionStart) -> dict[str, str]:
         places["repository"] = Path(start.repository)
     found = {what: why for what, path in places.items() if (why := _cannot_write(path))}
     socket = Path(start.host.target)
-    if start.host.kind == "unix" and socket.exists() and not os.access(socket, os.W_OK):
+    if start.host.kind == "unix" and os.path.exists(socket) and not os.access(socket, os.W_OK):
         found["host socket"] = f"{socket}: permission denied"
     return found
 

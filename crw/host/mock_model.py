@@ -36,7 +36,9 @@ What codex 0.163.0 accepts (tried here; see docs/host-testing.md):
 By default each request is answered with a valid instance
 (`crw.host.sim.instance.example_instance`) of the schema the newest user
 message's output contract names (the last ```json block after its last `##
-Output contract` line), else of the turn's `outputSchema` (codex sends it as
+Output contract` line), else of the contract of the task packet a session
+spawn message names (`Read the task packet PATH in full`: a subagent's first
+message), else of the turn's `outputSchema` (codex sends it as
 `text.format.schema`), else `{}`. `MockModel.script(key, *replies)` overrides that for
 requests whose newest user message contains `key`: each such request takes the
 next reply, and the last one repeats.
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -58,6 +61,7 @@ import jsonschema  # type: ignore[import-untyped]
 from crw.host.sim.instance import example_instance
 
 CONTRACT_HEADING = "## Output contract"
+PACKET_LINE = re.compile(r"Read the task packet (\S+) in full")
 
 
 @dataclass(frozen=True)
@@ -192,10 +196,26 @@ def failing_instance(schema: Any) -> Any:
     return "crw-mock-invalid"
 
 
+def packet_schema(body: dict[str, Any]) -> Any:
+    """The contract's schema of the task packet a session spawn message names
+    (`Read the task packet PATH in full`, in any user message of the conversation:
+    a subagent's first one), or None. The packet is a file on this machine."""
+    for item in body.get("input") or []:
+        if not (isinstance(item, dict) and item.get("role") == "user"):
+            continue
+        found = PACKET_LINE.search(newest_user_text({"input": [item]}))
+        if found is not None and Path(found.group(1)).is_file():
+            return contract_schema(Path(found.group(1)).read_text())
+    return None
+
+
 def request_schema(body: dict[str, Any], user_text: str) -> Any:
-    """The schema an answer must meet: the contract's, else the turn's outputSchema
-    (codex sends it as `text.format.schema`), else any JSON object."""
+    """The schema an answer must meet: the contract's, else the contract of the
+    packet a spawn message names, else the turn's outputSchema (codex sends it as
+    `text.format.schema`), else any JSON object."""
     schema = contract_schema(user_text)
+    if schema is None:
+        schema = packet_schema(body)
     if schema is None:
         text_format = (body.get("text") or {}).get("format") or {}
         schema = text_format.get("schema")
@@ -350,11 +370,14 @@ def _handler_for(model: MockModel) -> type[BaseHTTPRequestHandler]:
             payload = "".join(
                 f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in events
             ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # codex dropped it: an interrupted turn
 
         def do_GET(self) -> None:
             self.not_found()

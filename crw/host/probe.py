@@ -36,8 +36,13 @@ class HostProbe:
 
 
 def probe_host(uri: HostUri, owner: str | None, cwd: Path) -> HostProbe:
-    """Ask the host `uri` what the facts need; see the module docstring."""
-    return trio.run(_probe, uri, owner, cwd)
+    """Ask the host `uri` what the facts need; see the module docstring. A shell
+    that may open no socket (codex's workspace-write sandbox without network
+    access: trio cannot even make its wakeup socket) knows nothing of the host."""
+    try:
+        return trio.run(_probe, uri, owner, cwd)
+    except OSError as err:
+        return HostProbe(error=f"cannot open a socket here to reach the host {uri}: {err}")
 
 
 async def _probe(uri: HostUri, owner: str | None, cwd: Path) -> HostProbe:

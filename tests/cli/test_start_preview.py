@@ -343,3 +343,15 @@ def test_spawn_hook_warns_until_the_hook_is_installed_and_trusted(crw: Crw) -> N
     config.write_text(config.read_text() + f'\n[hooks.state.{key}]\ntrusted_hash = "sha256:x"\n')
     trusted = _facts(crw.start(WORKFLOW, "--owner", "o3").json())["spawn_hook"]
     assert (trusted["ok"], trusted["trust"]) == (True, "recorded")
+
+
+def test_a_host_socket_the_start_cannot_look_at_is_a_warning_not_a_crash(crw: Crw) -> None:
+    """spec: FACTS-1 (a socket path that cannot be stat'ed, as a sandboxed owner's
+    shell sees the app-server's: host_reachable warns, the start exits 0)"""
+    _roles(crw)
+    unseen = "/" + "s" * 300  # stat fails (name too long), as EACCES does in a sandbox
+    result = crw.start(WORKFLOW, "--host", f"unix:{unseen}", "--owner", "made-up")
+    assert result.code == 0, result.stderr
+    out = result.json()
+    assert "cannot reach the host" in _warned(out)["host_reachable"]
+    assert _facts(out)["owner_state_writable"]["ok"] is True

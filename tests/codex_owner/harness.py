@@ -1,0 +1,210 @@
+"""A real Codex owner thread on a shared `codex app-server --listen unix://PATH`,
+offline, its model and its subagents' the mock Responses API under `Policies`.
+
+What a user's setup has, made fresh per test: a CODEX_HOME whose config names the
+mock provider and an `[agents.<type>]` table for each agent type of the role store
+codex does not build in; a state directory with `roles.toml`; the spawn hook
+installed and trusted (`crw flow hook install --host unix:PATH`); `crw` on the
+app-server's PATH and `CRW_STATE` in its environment (so the owner's shell and the
+hook find the state). The test starts the owner thread and its first turn; the
+owner's model starts the run from the thread's shell.
+
+Every process is reaped by pid at teardown: the app-server (SIGTERM, then
+SIGKILL), and each run process the owner's commands started (their `pid` and
+`resumed_pid`, read off the shell outputs the mock saw) or the test resumed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from crw.engine.rundir import find_run, list_runs
+from crw.host.connect import connect_host
+from crw.host.mock_model import CODEX_MODEL, MockModel, write_codex_home
+from crw.host.uri import HostUri
+from crw.journal.log import read_journal
+from tests.actors.test_app_server_run import CHAIN
+from tests.codex_owner.policy import START_KEY, Policies, shell_json
+from tests.host.codex_env import SharedServer, shared_app_server
+
+PLAN = """
+[[node]]
+id = "plan"
+role = "explorer"
+task = "Plan the change."
+schema.type = "object"
+schema.required = ["steps"]
+schema.properties.steps = { type = "array", items = { type = "string" } }
+"""
+WORKFLOW = CHAIN.replace('needs = ["explore"]', 'needs = ["explore", "plan"]') + PLAN
+"""explore and plan (explorer), then build (executor), then review (reviewer)."""
+
+PAIRS = {
+    "explorer": ("explorer", CODEX_MODEL, "low"),
+    "executor": ("executor", CODEX_MODEL, "high"),
+    "reviewer": ("reviewer", CODEX_MODEL, "low"),
+}
+"""role: (agent_type, model, effort) of the test's role store."""
+AGENT_TYPES = ("executor", "reviewer")
+"""Agent types codex 0.163 does not build in: config.toml gives each a table."""
+RUN_LIMIT = 150.0
+"""A whole owned run takes seconds here; a hang fails the test well before the
+test's own timeout."""
+TERMINAL = frozenset({"completed", "null_model", "held"})
+
+
+def roles_toml(pairs: dict[str, tuple[str, str, str]]) -> str:
+    return "".join(
+        f'[{role}]\nagent_type = "{kind}"\nmodel = "{model}"\neffort = "{effort}"\n'
+        for role, (kind, model, effort) in pairs.items()
+    )
+
+
+def started_pids(answer: dict[str, Any]) -> list[int]:
+    """The run processes a command's JSON answer reports starting."""
+    return [answer[k] for k in ("pid", "resumed_pid") if isinstance(answer.get(k), int)]
+
+
+@dataclass
+class OwnedRun:
+    """The test's view of the setup: the state, the shared server, the owner."""
+
+    tmp: Path
+    state: Path
+    home: Path
+    model: MockModel
+    policies: Policies
+    server: SharedServer
+    owner: str = ""
+    pids: list[int] = field(default_factory=list)
+
+    @property
+    def host(self) -> str:
+        return f"unix:{self.server.socket_path}"
+
+    def crw(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`crw ARGS` from the test (the app-server's environment, the work dir); a
+        run process it reports starting (`pid`, `resumed_pid`) is reaped at the end."""
+        done = subprocess.run(
+            [sys.executable, "-m", "crw", *args],
+            env=os.environ | {"CODEX_HOME": str(self.home)},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=self.tmp / "work",
+        )
+        self.pids += started_pids(shell_json(done.stdout))
+        return done
+
+    async def begin(self, workflow: str = WORKFLOW) -> None:
+        """Start the owner thread and its first turn: start the run from its shell."""
+        (self.tmp / "owned.toml").write_text(workflow)
+        start = f"crw flow start {self.tmp / 'owned.toml'} --host {self.host} --json"
+        async with connect_host(HostUri("unix", str(self.server.socket_path))) as client:
+            params = {"cwd": str(self.tmp / "work"), "sandbox": "danger-full-access"}
+            self.owner = (await client.request("thread/start", params))["thread"]["id"]
+            said = f"Own a crw flow run.\n{START_KEY}\n{start}\n"
+            turn = {"threadId": self.owner, "input": [{"type": "text", "text": said}]}
+            await client.request("turn/start", turn)
+
+    def run_id(self) -> str:
+        runs = list_runs(self.state)
+        return runs[0] if len(runs) == 1 else ""
+
+    def rows(self) -> list[dict[str, Any]]:
+        run = self.run_id()
+        if not run:
+            return []
+        return [dict(row) for row in read_journal(find_run(self.state, run).journal).rows]
+
+    async def until_row(
+        self, kind: str, where: Any = None, limit: float = RUN_LIMIT
+    ) -> dict[str, Any]:
+        """The first row of `kind` (that `where` takes), polling the journal."""
+        with trio.fail_after(limit):
+            while True:
+                for row in self.rows():
+                    if row["row"] == kind and (where is None or where(row)):
+                        return row
+                await trio.sleep(0.1)
+
+    async def owner_idle(self) -> dict[str, Any]:
+        """The owner thread once its last turn has ended (read over the socket)."""
+        with trio.fail_after(RUN_LIMIT):
+            async with connect_host(HostUri("unix", str(self.server.socket_path))) as client:
+                while True:
+                    read = await client.request("thread/read", {"threadId": self.owner})
+                    if read["thread"]["status"]["type"] == "idle":
+                        thread: dict[str, Any] = read["thread"]
+                        return thread
+                    await trio.sleep(0.1)
+
+    def run_pids(self) -> list[int]:
+        """Every run process the owner's shell commands reported starting."""
+        found = set(self.pids)
+        for request in self.model.requests:
+            for item in request.body.get("input") or []:
+                if item.get("type") == "function_call_output":
+                    found |= set(started_pids(shell_json(str(item.get("output")))))
+        return sorted(found)
+
+    def reap_runs(self) -> None:
+        """Each run process still alive gets SIGKILL (a finished one has exited)."""
+        for pid in self.run_pids():
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def owned_run(
+    tmp: Path,
+    policies: Policies,
+    pairs: dict[str, tuple[str, str, str]] = PAIRS,
+    settings: str = "",
+) -> Iterator[OwnedRun]:
+    """The whole setup for the block; every process reaped after it."""
+    state, work = tmp / "state", tmp / "work"
+    state.mkdir()
+    work.mkdir()
+    (state / "roles.toml").write_text(roles_toml(pairs))
+    saved = dict(os.environ)
+    os.environ["CRW_STATE"] = str(state)
+    os.environ["TMPDIR"] = str(tmp)
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    try:
+        with MockModel(policies) as model:
+            home = write_codex_home(tmp / "codex-home", model.url)
+            with (home / "config.toml").open("a") as config:
+                for kind in AGENT_TYPES:
+                    config.write(f'\n[agents.{kind}]\ndescription = "The crw flow {kind} role."\n')
+            with tempfile.TemporaryDirectory(prefix="crw-sock-", dir="/tmp") as short:
+                socket = Path(short) / "app-server.sock"
+                with shared_app_server(home, socket, tmp / "app-server.log") as server:
+                    setup = OwnedRun(tmp, state, home, model, policies, server)
+                    try:
+                        installed = setup.crw(
+                            "flow", "hook", "install", "--host", setup.host, "--json"
+                        )
+                        assert json.loads(installed.stdout)["trusted"] is True, installed.stderr
+                        yield setup
+                    finally:
+                        policies.subagent.release()
+                        setup.reap_runs()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)

@@ -1,0 +1,260 @@
+"""The mock model's two policies for a real Codex owner thread and its subagents.
+
+The mock sees the whole conversation in each request (docs/host-testing.md), so
+each policy decides the next model response from it alone, as a model would:
+
+- the **owner policy** reads its thread's last tool output (or the user message
+  that began the turn) and makes the next tool call: the start command its first
+  message names, `crw flow next RUN --json --wait N` in the shell, spawn_agent /
+  send_input / close_agent (the namespaced multi_agent_v1 tools) for each step of
+  next's last answer, `crw flow dispatched …` after each spawn and send_input
+  (`--failed OUTPUT` when the spawn failed), and a final message once the run has
+  ended, is paused or waits on a decision;
+- the **subagent policy** answers a subagent's turn (its first message carries
+  the step marker): a valid instance of the contract of the packet it names (the
+  mock's default), or an answer that breaks it, or a failed response, and may hold
+  its answer until the test lets it go, so the test can act while the turn runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from crw.engine.packet import MARKER_PREFIX
+from crw.host.mock_model import (
+    FunctionCall,
+    ModelRequest,
+    Reply,
+    Usage,
+    calls,
+    fail,
+    invalid,
+    text,
+    valid,
+)
+
+START_KEY = "crw-owner-start"
+"""The owner's first message names its start command on the line after this key."""
+NAMESPACE = "multi_agent_v1"
+TOOL_OF = {"spawn": "spawn_agent", "send_input": "send_input", "close": "close_agent"}
+STEP_TOOLS = set(TOOL_OF.values())
+PAIR_ARGUMENTS = ("model", "reasoning_effort")
+HOLD_LIMIT = 120.0
+"""A held answer is let go after this many seconds even when the test forgot."""
+ENDED_STATES = frozenset({"ended", "paused", "waiting_decision"})
+MARKER_LINE = re.compile(r"^crw-flow-op: (\S+)/t(\d+)-a(\d+)$", re.MULTILINE)
+
+
+def user_texts(body: dict[str, Any]) -> Iterator[str]:
+    for item in body.get("input") or []:
+        if item.get("type") == "message" and item.get("role") == "user":
+            yield "\n".join(part.get("text", "") for part in item.get("content") or [])
+
+
+def is_subagent(body: dict[str, Any]) -> bool:
+    """A subagent's conversation begins with its spawn message (the step marker)."""
+    return any(t.startswith(MARKER_PREFIX) for t in user_texts(body))
+
+
+def shell_json(output: str) -> dict[str, Any]:
+    """The JSON object a command printed, out of exec_command's output (`Chunk ID…
+    Output:\\n<stdout and stderr>`): the first line that opens one."""
+    body = output.split("\nOutput:\n", 1)[-1]
+    for match in re.finditer(r"^\{", body, re.MULTILINE):
+        try:
+            value, _ = json.JSONDecoder().raw_decode(body[match.start() :])
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def exec_call(cmd: str) -> Reply:
+    arguments = {"cmd": cmd, "login": False, "yield_time_ms": 60000, "max_output_tokens": 100000}
+    return calls(FunctionCall("exec_command", arguments), usage=OWNER_USAGE)
+
+
+OWNER_USAGE = Usage(300, 0, 20, 0)
+Said = tuple[str, dict[str, Any], str | None]
+"""One thing of the owner's conversation: (kind, arguments, output)."""
+
+
+@dataclass
+class Conversation:
+    """The owner's conversation as the tools saw it: each tool call with its output."""
+
+    body: dict[str, Any]
+
+    def steps(self) -> list[Said]:
+        """(kind, arguments, output) per tool call, oldest first, and ("user", {},
+        text) for each user message that begins a turn (no subagent notification)."""
+        outputs = {
+            item["call_id"]: str(item.get("output"))
+            for item in self.body.get("input") or []
+            if item.get("type") == "function_call_output"
+        }
+        found: list[Said] = []
+        for item in self.body.get("input") or []:
+            if item.get("type") == "function_call":
+                arguments = json.loads(item.get("arguments") or "{}")
+                found.append((_kind(item, arguments), arguments, outputs.get(item["call_id"])))
+            elif item.get("type") == "message" and item.get("role") == "user":
+                said = "\n".join(p.get("text", "") for p in item.get("content") or [])
+                if not said.startswith(("<environment_context>", "<subagent_notification>")):
+                    found.append(("user", {}, said))
+        return found
+
+
+def _kind(item: dict[str, Any], arguments: dict[str, Any]) -> str:
+    if item.get("name") in STEP_TOOLS:
+        return str(item["name"])
+    words = shlex.split(str(arguments.get("cmd", "")))
+    for verb in ("start", "next", "dispatched"):
+        if verb in words[:4]:
+            return verb
+    return "shell"
+
+
+@dataclass
+class OwnerPolicy:
+    """The owner thread's model. `crw` is the command prefix its shell runs,
+    `wait` the `--wait` of each next; after the dispatch of an op in `rest_after`
+    bound, the owner ends its turn instead of asking next again (a wake starts
+    its next turn). `drop_pair`: spawn without the step's model and effort, as a
+    careless model would (the spawn hook gives the spawn its role's pair)."""
+
+    crw: str = "crw"
+    wait: int = 5
+    rest_after: frozenset[str] = frozenset()
+    drop_pair: bool = False
+
+    def __call__(self, request: ModelRequest) -> Reply:
+        steps = Conversation(request.body).steps()
+        kind, arguments, output = steps[-1]
+        run = _run_id(steps)
+        if kind == "user":
+            if START_KEY in (output or ""):
+                return exec_call((output or "").split(START_KEY + "\n", 1)[1].splitlines()[0])
+            return self.next_call(run)
+        if kind in {"start", "next", "dispatched"} and not shell_json(output or ""):
+            return text(f"crw printed no JSON: {output}", usage=OWNER_USAGE)
+        if kind == "start":
+            return self.next_call(str(shell_json(output or "").get("run")))
+        if kind in {"spawn_agent", "send_input"}:
+            return self.dispatched(run, self.pending(steps)[0], kind, arguments, output or "")
+        if kind == "next":
+            answer = shell_json(output or "")
+            if answer.get("state") in ENDED_STATES and not answer.get("steps"):
+                return text(f"run {run}: {answer.get('state')}", usage=OWNER_USAGE)
+        if kind == "dispatched" and self.resting(output or ""):
+            return text(f"run {run}: waiting for its wake", usage=OWNER_USAGE)
+        todo = self.pending(steps)
+        return self.step_call(todo[0]) if todo else self.next_call(run)
+
+    def next_call(self, run: str) -> Reply:
+        return exec_call(f"{self.crw} flow next {run} --json --wait {self.wait}")
+
+    def pending(self, steps: list[Said]) -> list[dict[str, Any]]:
+        """The steps of next's last answer not yet taken: the step a spawn or
+        send_input output belongs to is the first of them while its dispatch waits."""
+        last = max(i for i, (kind, _, _) in enumerate(steps) if kind in {"next", "user"})
+        answer = shell_json(steps[last][2] or "") if steps[last][0] == "next" else {}
+        todo = [step for step in answer.get("steps") or [] if not step.get("reported")]
+        taken = [kind for kind, _, _ in steps[last + 1 :] if kind in STEP_TOOLS]
+        open_dispatch = steps[-1][0] in {"spawn_agent", "send_input"}
+        return todo[len(taken) - 1 :] if open_dispatch else todo[len(taken) :]
+
+    def resting(self, output: str) -> bool:
+        """The dispatch bound an op after which the owner ends its turn."""
+        reply = shell_json(output)
+        op = f"{reply.get('call')}/t{reply.get('k')}"
+        return reply.get("reply") == "bound" and op in self.rest_after
+
+    def step_call(self, step: dict[str, Any]) -> Reply:
+        arguments = dict(step["host_call"]["arguments"])
+        if step["action"] == "spawn" and self.drop_pair:
+            arguments = {k: v for k, v in arguments.items() if k not in PAIR_ARGUMENTS}
+        name = TOOL_OF[step["action"]]
+        return calls(FunctionCall(name, arguments, namespace=NAMESPACE), usage=OWNER_USAGE)
+
+    def dispatched(
+        self, run: str, step: dict[str, Any], kind: str, arguments: dict[str, Any], output: str
+    ) -> Reply:
+        agent = arguments.get("target") if kind == "send_input" else _agent_id(output)
+        report = f"--agent {agent}" if agent else f"--failed {shlex.quote(output)}"
+        return exec_call(
+            f"{self.crw} flow dispatched {run} {step['call']} {report} --k {step['k']} "
+            f"--attempt {step['attempt']} --json --wait 30"
+        )
+
+
+def _agent_id(output: str) -> str | None:
+    try:
+        value = json.loads(output)
+    except json.JSONDecodeError:
+        return None
+    return value.get("agent_id") if isinstance(value, dict) else None
+
+
+def _run_id(steps: list[Said]) -> str:
+    for kind, _, output in reversed(steps):
+        if kind == "start":
+            return str(shell_json(output or "").get("run"))
+    return ""
+
+
+@dataclass
+class SubagentPolicy:
+    """The subagents' model. By marker (`<call>/t<k>-a<n>`) or op (`<call>/t<k>`):
+    `broken` answer JSON the contract rejects, `failing` fail with that code,
+    `held` wait for their event before answering (`arrived` is set when the
+    request came). `usage` by call; every answer is valid otherwise."""
+
+    broken: frozenset[str] = frozenset()
+    failing: dict[str, str] = field(default_factory=dict)
+    held: dict[str, threading.Event] = field(default_factory=dict)
+    arrived: dict[str, threading.Event] = field(default_factory=dict)
+    usage: dict[str, Usage] = field(default_factory=dict)
+
+    def hold(self, marker: str) -> None:
+        self.held[marker] = threading.Event()
+        self.arrived[marker] = threading.Event()
+
+    def release(self) -> None:
+        for event in self.held.values():
+            event.set()
+
+    def __call__(self, request: ModelRequest) -> Reply:
+        found = MARKER_LINE.search(request.user_text)
+        if found is None:
+            return valid()
+        call, k, attempt = found.groups()
+        names = {f"{call}/t{k}-a{attempt}", f"{call}/t{k}"}
+        usage = self.usage.get(call, Usage())
+        for name in names & set(self.held):
+            self.arrived[name].set()
+            self.held[name].wait(HOLD_LIMIT)
+        if names & set(self.failing):
+            return fail(self.failing[min(names & set(self.failing))])
+        return invalid(usage=usage) if names & self.broken else valid(usage=usage)
+
+
+@dataclass
+class Policies:
+    """The mock model's policy: the owner's for the owner thread, the subagents'
+    for a conversation that begins with a step marker."""
+
+    owner: OwnerPolicy
+    subagent: SubagentPolicy
+
+    def __call__(self, request: ModelRequest) -> Reply:
+        if is_subagent(request.body):
+            return self.subagent(request)
+        return self.owner(request)
