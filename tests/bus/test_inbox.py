@@ -230,3 +230,34 @@ def test_remove_report_of_an_answered_report_does_nothing(run: RunDir) -> None:
 def test_report_id_that_is_no_file_name_is_refused(run: RunDir) -> None:
     with pytest.raises(ValueError):
         write_reply(run, {"id": "../run.json", "reply": "bound"})
+
+
+def test_the_inbox_and_replies_are_made_only_when_a_write_finds_them_missing(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: DISP-1, DISP-2: the run's directory has inbox/ and replies/ from its
+    start; a report or a reply makes no directory (a `mkdir` each before), and one
+    removed meanwhile is made again by the next write into it."""
+    made: list[str] = []
+    mkdir = os.mkdir
+
+    def counted(path: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(os.path.basename(path))
+        mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", counted)
+    for _ in range(3):
+        sent = report()
+        write_report(run, sent)
+        write_reply(run, {"id": sent.id, "reply": "bound"})
+        assert read_reply(run, sent.id) == {"id": sent.id, "reply": "bound"}
+    assert made == []
+    for directory in (run.inbox, run.replies):
+        for entry in directory.iterdir():
+            entry.unlink()
+        directory.rmdir()
+    sent = report()
+    write_report(run, sent)
+    write_reply(run, {"id": sent.id, "reply": "bound"})
+    assert made == ["inbox", "replies"]
+    assert read_reply(run, sent.id) == {"id": sent.id, "reply": "bound"}
