@@ -144,12 +144,11 @@ def write_report(run: RunDir, report: Report) -> Path:
 
 def _write_in(directory: Path, path: Path, data: bytes, temp: str) -> None:
     """`write_atomic` without an fsync into `directory`, which is made only when the
-    write finds it missing, not at every report or reply."""
+    write cannot open its file there, not at every report or reply. A `directory`
+    that is not one fails as it did with a `mkdir` first: its EEXIST, naming it."""
     try:
         write_atomic(path, data, temp=directory / temp, durable=False)
-    except FileNotFoundError:
-        if directory.is_dir():
-            raise
+    except (FileNotFoundError, NotADirectoryError):
         directory.mkdir(exist_ok=True)
         write_atomic(path, data, temp=directory / temp, durable=False)
 
