@@ -97,21 +97,20 @@ class FastOwner(ScriptedOwner):
                 await trio.sleep(IDLE_PAUSE)
 
     async def dispatched(self, step: dict[str, Any], agent: str) -> dict[str, Any]:
+        """The report written and its reply looked for in the owner's own loop, as
+        `crw flow dispatched` does in its process: a worker thread a report, each
+        waking every REPLY_LOOK, was the owner's, not the run's, CPU."""
         run = RunDir(Path(self.state or "") / "flow" / self.run)
         report = Report.new(
             self.run, step["call"], step["k"], step["attempt"], agent, system_clock()
         )
-
-        def report_and_wait() -> dict[str, Any]:
-            path = reply_path(run, report.id)
-            write_report(run, report)
-            while not path.exists():
-                time.sleep(REPLY_LOOK)
-            body = json.loads(path.read_bytes())
-            assert isinstance(body, dict)
-            return body
-
-        return await trio.to_thread.run_sync(report_and_wait, abandon_on_cancel=True)
+        path = reply_path(run, report.id)
+        write_report(run, report)
+        while not path.exists():  # noqa: ASYNC110 - a look every REPLY_LOOK, as dispatched's
+            await trio.sleep(REPLY_LOOK)
+        body = json.loads(path.read_bytes())
+        assert isinstance(body, dict)
+        return body
 
 
 @dataclass

@@ -76,8 +76,15 @@ class Inbox:
                 del self._routes[call]
             send.close()
 
-    async def reply(self, report: files.Report, reply: dict[str, Any]) -> None:
-        """Write the run's reply to `report`, then take the report out of the inbox."""
+    async def reply(
+        self,
+        report: files.Report,
+        reply: dict[str, Any],
+        first: Callable[[], None] | None = None,
+    ) -> None:
+        """Write the run's reply to `report`, then take the report out of the inbox;
+        `first`, when given, runs before the reply in the same worker thread (what the
+        owner must not see once it has the reply: the bound step's file)."""
         body = {
             "id": report.id,
             "call": report.call,
@@ -85,9 +92,15 @@ class Inbox:
             "attempt": report.attempt,
             "agent_id": report.agent_id,
         } | reply
+
+        def write() -> None:
+            if first is not None:
+                first()
+            files.write_reply(self._run, body)
+
         # In a worker thread: making a file costs ~0.8 ms on this machine's ext4,
         # which the run's loop thread would spend on every call's reply.
-        await trio.to_thread.run_sync(files.write_reply, self._run, body)
+        await trio.to_thread.run_sync(write)
         self._handed.discard(report.id)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -14,6 +14,7 @@ them, the inbox, the host reader and the call's journal.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -156,12 +157,14 @@ class StepBinder:
             ]
             closing = self.actor.steps.bound()  # a step bound before its files could be written
             await self.actor.commit(rows + ([closing] if closing is not None else []))
-            await trio.to_thread.run_sync(
+            retract = functools.partial(
                 bus.retract_step, self.ctx.run, self.actor.call, step.k or 1, step.attempt or 1
             )
-            if report is not None:
+            if report is not None:  # the file retracted before the reply, in one thread hop
                 body = {"reply": "bound", "reason": decision.reason, "warnings": decision.warnings}
-                await self.ctx.inbox.reply(report, body)
+                await self.ctx.inbox.reply(report, body, first=retract)
+            else:
+                await trio.to_thread.run_sync(retract)
             started = decision.thread_started
             thread_id = started.thread_id if started is not None else step.agent_id
             if started is not None:

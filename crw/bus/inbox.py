@@ -138,11 +138,19 @@ def write_report(run: RunDir, report: Report) -> Path:
         OSError: the write failed; no partial report is left.
     """
     path = report_path(run, report.id)
-    run.inbox.mkdir(exist_ok=True)
-    write_atomic(
-        path, _encode(report.to_json()), temp=run.inbox / f".{report.id}.tmp", durable=False
-    )
+    _write_in(run.inbox, path, _encode(report.to_json()), f".{report.id}.tmp")
     return path
+
+
+def _write_in(directory: Path, path: Path, data: bytes, temp: str) -> None:
+    """`write_atomic` without an fsync into `directory`, which is made only when the
+    write cannot open its file there, not at every report or reply. A `directory`
+    that is not one fails as it did with a `mkdir` first: its EEXIST, naming it."""
+    try:
+        write_atomic(path, data, temp=directory / temp, durable=False)
+    except (FileNotFoundError, NotADirectoryError):
+        directory.mkdir(exist_ok=True)
+        write_atomic(path, data, temp=directory / temp, durable=False)
 
 
 def read_reports(run: RunDir, skip: Container[str] = ()) -> list[Report]:
@@ -205,8 +213,7 @@ def write_reply(run: RunDir, reply: dict[str, Any]) -> None:
     if not isinstance(report_id, str):
         raise ValueError(f"reply id {report_id!r} is not a report id")
     path = reply_path(run, report_id)
-    run.replies.mkdir(exist_ok=True)
-    write_atomic(path, _encode(reply), temp=run.replies / f".{report_id}.tmp", durable=False)
+    _write_in(run.replies, path, _encode(reply), f".{report_id}.tmp")
     remove_report(run, report_id)
 
 

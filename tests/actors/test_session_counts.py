@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from trio.testing import MockClock
@@ -39,3 +40,54 @@ async def test_a_turn_the_bind_read_shows_ended_is_harvested_without_another_rea
     assert {thread: reads[thread] for thread in h.owner.spawned} == {
         thread: 1 for thread in h.owner.spawned
     }
+
+
+async def test_a_bound_steps_retraction_and_its_reply_are_one_worker_thread_hop(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: BIND-6, DISP-2, STEP-22: a bind's rows are committed, then the step file
+    is retracted and only then the report answered bound (an owner that has the
+    reply never sees the step again), both in one worker thread, one hop a call
+    (two before: a hop costs the run's loop its scheduling and the owner a wait)."""
+    import threading
+
+    import trio
+
+    from crw.bus import inbox as files
+    from crw.bus import steps as bus
+
+    events: list[tuple[str, str, int]] = []
+    hops = 0
+    hop = threading.local()
+    run_sync, retract, reply = trio.to_thread.run_sync, bus.retract_step, files.write_reply
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal hops
+        hops += 1
+        number = hops
+
+        def numbered() -> Any:
+            hop.number = number
+            return fn(*args)
+
+        return await run_sync(numbered, **kwargs)
+
+    def retracted(run: Any, call: str, k: int, attempt: int) -> None:
+        events.append(("retract", call, hop.number))
+        retract(run, call, k, attempt)
+
+    def replied(run: Any, body: dict[str, Any]) -> None:
+        events.append(("reply", body["call"], hop.number))
+        reply(run, body)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    monkeypatch.setattr(bus, "retract_step", retracted)
+    monkeypatch.setattr(files, "write_reply", replied)
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "*"}, seconds=0)
+        state, _rows = await h.go()
+    assert state == "ended"
+    for call in ("explore.1", "build.1", "review.1"):
+        mine = [(kind, number) for kind, c, number in events if c == call]
+        assert [kind for kind, _ in mine] == ["retract", "reply"]
+        assert mine[0][1] == mine[1][1]

@@ -59,3 +59,49 @@ def test_a_size_past_its_limit_is_skipped_and_its_processes_reaped(where: Path) 
     )
     assert skipped["400"] == {"skipped": "a smaller size did not end in time"}
     assert processes_under(where) == []
+
+
+async def test_the_session_owner_waits_for_its_reply_in_its_own_loop(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """spec: DISP-1, DISP-2: the bench's owner writes the report as `crw flow
+    dispatched` does and looks for the reply from its own loop, as that command's
+    process does: no worker thread a report (eight of them, each waking every
+    REPLY_LOOK, were the owner's CPU, not the run's)."""
+    import importlib.util
+
+    import trio
+
+    from crw.bus.inbox import read_reports, write_reply
+    from crw.engine.rundir import RunDir
+
+    spec = importlib.util.spec_from_file_location("scale_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    scale = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, scale)  # its dataclasses look it up
+    spec.loader.exec_module(scale)
+    hops: list[Any] = []
+    run_sync = trio.to_thread.run_sync
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(fn)
+        return await run_sync(fn, *args, **kwargs)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    run = RunDir.of(tmp_path / "state", "r1")
+    run.create()
+    owner = scale.FastOwner(None, "r1", "owner", state=str(tmp_path / "state"))
+    step = {"call": "n00001.1", "k": 1, "attempt": 1}
+    replies: list[dict[str, Any]] = []
+
+    async def owner_side() -> None:
+        replies.append(await owner.dispatched(step, "thread-1"))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(owner_side)
+        while not (reports := read_reports(run)):  # noqa: ASYNC110 - a file, no event
+            await trio.sleep(0.001)
+        write_reply(run, {"id": reports[0].id, "reply": "bound", "call": "n00001.1"})
+    assert [r["reply"] for r in replies] == ["bound"]
+    assert reports[0].agent_id == "thread-1" and reports[0].call == "n00001.1"
+    assert hops == []

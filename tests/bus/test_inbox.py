@@ -230,3 +230,48 @@ def test_remove_report_of_an_answered_report_does_nothing(run: RunDir) -> None:
 def test_report_id_that_is_no_file_name_is_refused(run: RunDir) -> None:
     with pytest.raises(ValueError):
         write_reply(run, {"id": "../run.json", "reply": "bound"})
+
+
+def test_the_inbox_and_replies_are_made_only_when_a_write_finds_them_missing(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: DISP-1, DISP-2: the run's directory has inbox/ and replies/ from its
+    start; a report or a reply makes no directory (a `mkdir` each before), and one
+    removed meanwhile is made again by the next write into it."""
+    made: list[str] = []
+    mkdir = os.mkdir
+
+    def counted(path: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(os.path.basename(path))
+        mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", counted)
+    for _ in range(3):
+        sent = report()
+        write_report(run, sent)
+        write_reply(run, {"id": sent.id, "reply": "bound"})
+        assert read_reply(run, sent.id) == {"id": sent.id, "reply": "bound"}
+    assert made == []
+    for directory in (run.inbox, run.replies):
+        for entry in directory.iterdir():
+            entry.unlink()
+        directory.rmdir()
+    sent = report()
+    write_report(run, sent)
+    write_reply(run, {"id": sent.id, "reply": "bound"})
+    assert made == ["inbox", "replies"]
+    assert read_reply(run, sent.id) == {"id": sent.id, "reply": "bound"}
+
+
+def test_a_reply_whose_directory_is_a_file_fails_as_its_mkdir_did(run: RunDir) -> None:
+    """spec: DISP-2, CMD-NEXT-20: replies/ that is a file fails the reply with the
+    error a `mkdir` of it gives (EEXIST, naming replies/), which the run's
+    write_failed pause records; the report stays."""
+    sent = report()
+    write_report(run, sent)
+    run.replies.rmdir()
+    run.replies.write_text("")
+    with pytest.raises(FileExistsError) as raised:
+        write_reply(run, {"id": sent.id, "reply": "bound"})
+    assert raised.value.errno == errno.EEXIST and raised.value.filename == str(run.replies)
+    assert [r.id for r in read_reports(run)] == [sent.id]
