@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crw.cli.timeline import COLOURS, render_html, render_svg
@@ -214,6 +214,7 @@ def rows_of_any_shape(draw: st.DrawFn) -> list[dict[str, Any]]:
     return made
 
 
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows_of_any_shape())
 def test_rows_of_any_shape_lay_out_and_draw_as_well_formed_svg(rows: list[dict[str, Any]]) -> None:
     """Rows are read leniently: a kind this crw does not know, a field missing, or
