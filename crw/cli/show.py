@@ -92,15 +92,7 @@ class RowPrinter:
     def corrupt(self, err: JournalCorruptError) -> None:
         """Where the damage is and what to do, after the rows before it."""
         if self.json:
-            body = {
-                "journal": str(err.path),
-                "offset": err.offset,
-                "valid_at": err.valid_at,
-                "reason": err.reason,
-                "damage": err.damage,
-                "fix": err.FIX,
-            }
-            print(json_module.dumps({"corrupt": body}, ensure_ascii=False), flush=True)
+            print(json_module.dumps({"corrupt": err.report()}, ensure_ascii=False), flush=True)
         else:
             print(f"{err.damage}; the rows after it are not shown\n{err.FIX}", flush=True)
 

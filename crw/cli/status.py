@@ -46,14 +46,7 @@ def status_command(
         run_state = _read(run_dir, live=live, results=results)
     except JournalCorruptError as err:
         run_state = replay(err.intact.rows)
-        corrupt = {
-            "journal": str(err.path),
-            "offset": err.offset,
-            "valid_at": err.valid_at,
-            "reason": err.reason,
-            "damage": err.damage,
-            "fix": err.FIX,
-        }
+        corrupt = err.report()
     if corrupt is not None:
         run_state.state = "corrupt"
     state_ref = shlex.quote(state) if state is not None else ""

@@ -112,6 +112,17 @@ class JournalCorruptError(RefusedError):
         self.intact = intact
         super().__init__(f"{self.damage}: the run is corrupt; {self.FIX}")
 
+    def report(self) -> dict[str, object]:
+        """The `corrupt` object a command's `--json` prints: where, why, what to do."""
+        return {
+            "journal": str(self.path),
+            "offset": self.offset,
+            "valid_at": self.valid_at,
+            "reason": self.reason,
+            "damage": self.damage,
+            "fix": self.FIX,
+        }
+
     @property
     def damage(self) -> str:
         """What is damaged and where, with where whole rows follow."""

@@ -109,6 +109,7 @@ def test_status_of_a_journal_damaged_in_the_middle_shows_the_run_corrupt(crw: Cr
         journal.write(
             _journal_line(4, "completed", call="explore.1").replace("completed", "c0mpleted")
         )
+        whole_at = journal.tell()
         journal.write(_journal_line(5, "prepared", call="build.1", node="build"))
     before = run.journal.read_bytes()
     result = crw("flow", "status", out["run"], "--state", str(crw.state), "--json")
@@ -117,6 +118,8 @@ def test_status_of_a_journal_damaged_in_the_middle_shows_the_run_corrupt(crw: Cr
     assert status["state"] == "corrupt"
     corrupt = status["corrupt"]
     assert (corrupt["journal"], corrupt["offset"]) == (str(run.journal), damaged_at)
+    assert corrupt["valid_at"] == whole_at
+    assert corrupt["damage"].startswith(f"journal {run.journal} is damaged at byte {damaged_at} (")
     assert "kept as it is" in corrupt["fix"]
     assert [(c["call"], c["state"]) for c in status["calls"]] == [("explore.1", "prepared")]
     human = crw("flow", "status", out["run"], "--state", str(crw.state))
