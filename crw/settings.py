@@ -39,6 +39,10 @@ class Settings:
     """How long `start` waits for the run process to hold the run lock."""
     max_attempts: int = 3
     """The gate's attempt budget; past it the call is held attempts_exhausted."""
+    trace: bool = False
+    """SessionConfig.Trace: digests of P, the owner's checkout and the run's shared
+    state at each bind and harvest, and a flow warning when they differ
+    (`crw.workspace.trace`, docs/workspaces.md)."""
 
 
 DEFAULT_SETTINGS = Settings()

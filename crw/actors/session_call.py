@@ -29,6 +29,7 @@ from typing import Any
 
 import trio
 
+from crw.actors import call_trace
 from crw.actors.attempt_watch import follow
 from crw.actors.call_steps import CallSteps
 from crw.actors.control import CallStop, Interrupted, RunControl
@@ -170,14 +171,15 @@ class SessionCall(CallSteps):
                 attempt=step.attempt or 1,
                 k=step.k,
             )
-            unmeasured: list[RowModel] = [] if total is not None else [self._unmeasured(step)]
+            noted: list[RowModel] = [] if total is not None else [self._unmeasured(step)]
+            noted += await call_trace.harvest_rows(self, step)  # recorded, never enforced
             if end.row is not None:
-                await self.commit([*unmeasured, end.row])
+                await self.commit([*noted, end.row])
                 # Not synced: a resumed process publishes it again (`close_left_open`).
                 await self.close_subagent(step.attempt or 1, thread_id, durable=False)
                 return end
-            if unmeasured:
-                await self.commit(unmeasured)
+            if noted:
+                await self.commit(noted)
             step = await self._repair(step, thread, turn, total or seen, call_tokens)
 
     async def _prepare(self) -> StepPublished:
@@ -305,7 +307,9 @@ class SessionCall(CallSteps):
         if isinstance(found, lost.Lost):
             return found
         assert isinstance(found, lost.Found)
-        await self.commit([self._turn_started(step, found.turn_id)])
+        await self.commit(
+            await call_trace.bind_rows(self, [self._turn_started(step, found.turn_id)])
+        )
         await trio.to_thread.run_sync(
             bus.retract_step, self.ctx.run, self.call, step.k or 1, step.attempt or 1
         )

@@ -90,6 +90,7 @@ def start(
     owner: Annotated[str | None, Parameter(validator=_one_line)] = None,
     host: str | None = None,
     codex_bin: str | None = None,
+    trace: Annotated[bool, Parameter(negative="")] = False,
     state: State = None,
     json: Json = False,
 ) -> int:
@@ -111,6 +112,10 @@ def start(
     codex_bin
         The codex binary of a private codex host (default: the one the
         openai-codex-cli-bin package installs, else codex on PATH).
+    trace
+        SessionConfig.Trace: digest P, the owner's checkout and the run's shared
+        state at each bind and harvest, and warn when a call wrote where its role
+        should not (as [settings] trace = true; docs/workspaces.md).
     """
     from crw.cli.start import start_command
 
@@ -122,6 +127,7 @@ def start(
         codex_bin=codex_bin,
         state=state,
         json=json,
+        trace=trace,
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ def start_command(
     codex_bin: str | None,
     state: str | None,
     json: bool,
+    trace: bool = False,
 ) -> int:
     outcome = start_run(
         Path(workflow),
@@ -67,6 +68,7 @@ def start_command(
         codex_bin=codex_bin,
         state=state,
         environ=os.environ,
+        trace=trace,
     )
     state = f"--state {outcome.run.root.parents[1]}"
     steps = None
@@ -110,10 +112,13 @@ def start_run(
     environ: os._Environ[str] | dict[str, str],
     codex_bin: str | None = None,
     settings: Settings | None = None,
+    trace: bool = False,
 ) -> StartOutcome:
-    """Refuse or record, bind and launch a run; see the module docstring."""
+    """Refuse or record, bind and launch a run; see the module docstring. `trace`
+    (`--trace`) records SessionConfig.Trace on, whatever `[settings]` says."""
     state_dir = resolve_state(state, environ, Path.cwd())
     workflow = load_workflow(workflow_path)
+    recorded = replace(workflow.settings, trace=True) if trace else workflow.settings
     roles = load_roles(state_dir / "roles.toml")
     check_fix_efforts(workflow, roles, state_dir / "roles.toml")
     pool = workflow.pool
@@ -145,7 +150,7 @@ def start_run(
         owner=owner,
         env=RunEnv(TMPDIR=tmpdir),
         codex_bin=codex_bin,
-        settings=recorded_settings(workflow.settings),
+        settings=recorded_settings(recorded),
     )
     settings = settings if settings is not None else workflow.settings
     outcome = StartOutcome(run=run, spec=spec)

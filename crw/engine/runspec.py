@@ -65,7 +65,7 @@ class RunSpec(BaseModel):
     codex_bin: str | None = None
     """The codex binary of a private `codex` host (`--codex-bin`); None: the one
     openai-codex-cli-bin installs, else `codex` on PATH."""
-    settings: dict[str, float | int] | None = None
+    settings: dict[str, bool | int | float] | None = None
     """The run's timers and limits, every one, as the start read them from the
     workflow's `[settings]`: every process of the run uses them. None: a spec
     written before the record, whose run uses the defaults."""
@@ -140,7 +140,7 @@ def check_backend(run: RunState, spec: RunSpec) -> None:
         )
 
 
-def recorded_settings(settings: Settings) -> dict[str, float | int]:
+def recorded_settings(settings: Settings) -> dict[str, bool | int | float]:
     """`settings` as run.json records them: every key."""
     return asdict(settings)
 

@@ -6,8 +6,8 @@
 
 Every key is a field of `crw.settings.Settings`; a key left out keeps its
 default. A duration is a positive number of seconds, `max_attempts` a positive
-whole number. A refusal is the workflow's one line (`<file>:<line>: [settings]:
-<what>; <fix>`).
+whole number, `trace` (SessionConfig.Trace) true or false. A refusal is the
+workflow's one line (`<file>:<line>: [settings]: <what>; <fix>`).
 """
 
 from __future__ import annotations
@@ -41,11 +41,17 @@ class SettingsTable(BaseModel):
     inbox_poll: float | None = None
     start_wait: float | None = None
     max_attempts: int | None = None
+    trace: bool | None = None
 
     @field_validator("*", mode="before")
     @classmethod
     def _positive(cls, value: Any, info: Any) -> Any:
         key = info.field_name
+        if key == "trace":
+            if not isinstance(value, bool):
+                shown = json.dumps(value, default=str)
+                raise crw_error(f"trace = {shown} is not true or false", "write it as trace = true")
+            return value
         whole = key == "max_attempts"
         kind = "a whole number" if whole else "a number of seconds"
         example = f"{key} = 3" if whole else f"{key} = 30"

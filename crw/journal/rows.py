@@ -92,6 +92,17 @@ class ExecutorHeadMoved(_Part):
     ref: str | None = None
 
 
+class TraceDigests(_Part):
+    """SessionConfig.Trace's digests at a bind (`crw.workspace.trace`): P's, the
+    owner's checkout's (`outside`, of the directory `checkout`, taken only when it
+    is a git checkout other than P) and the run's shared state's."""
+
+    workspace: str | None = None
+    outside: str | None = None
+    checkout: str | None = None
+    shared: str | None = None
+
+
 class RowModel(BaseModel):
     """Fields every row has. `seq` and `at` are the journal writer's."""
 
@@ -301,6 +312,9 @@ class TurnStarted(RowModel):
     marker: str | None = None
     conversation_turn: int | None = None
     replaces_turn: int | str | None = None
+    trace: TraceDigests | None = None
+    """With SessionConfig.Trace: the digests taken at the bind, which the harvest
+    compares with its own."""
 
 
 class InterruptRequested(RowModel):

@@ -232,3 +232,18 @@ def test_start_records_the_workflow_settings_in_run_json(crw: Crw, tmp_path: Pat
     recorded = json.loads(run.run_json.read_text())["settings"]
     assert recorded == asdict(Settings(lost_after=30.0))
     wait_for_exit(run.root)
+
+
+def test_start_trace_records_the_trace_option_in_run_json(crw: Crw) -> None:
+    """spec: HARV-44. `crw flow start --trace` is SessionConfig.Trace, recorded for
+    every process of the run; a start without it records trace off."""
+    result = crw.start(WORKFLOW, "--owner", "owner-1", "--trace")
+    assert result.code == 0, result.stderr
+    run = RunDir(Path(result.json()["run_dir"]))
+    assert json.loads(run.run_json.read_text())["settings"]["trace"] is True
+    wait_for_exit(run.root)
+    plain = crw.start(WORKFLOW, "--owner", "owner-2")
+    assert plain.code == 0, plain.stderr
+    untraced = RunDir(Path(plain.json()["run_dir"]))
+    assert json.loads(untraced.run_json.read_text())["settings"]["trace"] is False
+    wait_for_exit(untraced.root)

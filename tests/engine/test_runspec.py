@@ -135,6 +135,17 @@ def test_spec_records_every_setting_and_reads_them_back(tmp_path: Path) -> None:
     assert read_run_spec(path).run_settings() == settings
 
 
+def test_spec_records_the_trace_option_so_a_resume_keeps_it(tmp_path: Path) -> None:
+    """spec: HARV-44. SessionConfig.Trace is recorded with the settings, as a bool."""
+    settings = Settings(lost_after=30.0, trace=True)
+    path = tmp_path / "run.json"
+    write_run_spec(path, _spec(settings=recorded_settings(settings)))
+    on_disk = json.loads(path.read_text())
+    assert on_disk["settings"]["trace"] is True and on_disk["settings"]["max_attempts"] == 3
+    assert read_run_spec(path).run_settings() == settings
+    assert read_run_spec(path).run_settings().trace is True
+
+
 def test_spec_without_settings_reads_as_the_defaults(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     write_run_spec(path, _spec())

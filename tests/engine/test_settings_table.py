@@ -24,9 +24,10 @@ def workflow(tmp_path: Path, settings: str) -> Path:
 def test_every_duration_and_limit_of_the_settings_can_be_set(tmp_path: Path) -> None:
     """A user can make LostAfter 30 s; a key left out keeps its default."""
     assert tuple(asdict(Settings())) == KEYS
-    lines = "\n".join(f"{key} = {n + 1}" for n, key in enumerate(KEYS))
+    numbers = [key for key in KEYS if key != "trace"]
+    lines = "\n".join(f"{key} = {n + 1}" for n, key in enumerate(numbers))
     loaded = load_workflow(workflow(tmp_path, lines)).settings
-    assert asdict(loaded) == {key: n + 1 for n, key in enumerate(KEYS)}
+    assert asdict(loaded) == {key: n + 1 for n, key in enumerate(numbers)} | {"trace": False}
     short = load_workflow(workflow(tmp_path, "lost_after = 30\npoll_interval = 0.5")).settings
     assert short == Settings(lost_after=30.0, poll_interval=0.5)
 
@@ -37,9 +38,24 @@ def test_a_workflow_without_settings_runs_on_the_defaults(tmp_path: Path) -> Non
     assert load_workflow(path).settings == Settings()
 
 
+def test_trace_is_a_run_option_of_the_settings(tmp_path: Path) -> None:
+    """spec: HARV-44. SessionConfig.Trace is `[settings] trace = true`; off by default."""
+    assert Settings().trace is False
+    assert load_workflow(workflow(tmp_path, "trace = true")).settings == Settings(trace=True)
+    assert load_workflow(workflow(tmp_path, "trace = false")).settings == Settings()
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
+        (
+            'trace = "yes"',
+            '[settings]: trace = "yes" is not true or false; write it as trace = true',
+        ),
+        (
+            "trace = 1",
+            "[settings]: trace = 1 is not true or false; write it as trace = true",
+        ),
         (
             "lost_afer = 30",
             "[settings]: unknown key 'lost_afer'; remove it or use one of: " + ", ".join(KEYS),

@@ -1,0 +1,1 @@
+"""Workspaces on git: each call's directory P and what the run records about it."""
