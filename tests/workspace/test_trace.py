@@ -242,8 +242,9 @@ def test_a_changed_shared_digest_is_shared_state_changed(tmp_path: Path, role: s
     """spec: HARV-47"""
     here = site(tmp_path)
     (found,) = trace.warnings("c.1", role, digests(), digests(shared="s2"), here)
-    assert (found.row, found.before, found.after) == ("shared_state_changed", "s", "s2")
-    assert "refs/crw/" in str(found.where) and "flow-bound" in str(found.where)
+    body = found.model_dump()
+    assert (body["row"], body["before"], body["after"]) == ("shared_state_changed", "s", "s2")
+    assert "refs/crw/" in body["where"] and "flow-bound" in body["where"]
 
 
 def test_the_bind_digests_are_the_turns_own(tmp_path: Path) -> None:
