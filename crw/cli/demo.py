@@ -14,7 +14,9 @@ review round runs: a fix continues build.1, a second review accepts), runs
   of build.1's thread); the demo prints the run's rows as they are committed.
 
 It runs in `--state` or $CRW_STATE (kept), else in a new temporary directory that
-it removes when it ends, whatever the end, unless `--keep`.
+it removes when it ends, whatever the end, unless `--keep`. `--git` runs the git
+variant instead (`crw.cli.demo_git`): an executor under review editing a sample
+repository, and the node's branch that holds the result.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +57,49 @@ EXIT_WAIT = 5.0
 Say = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class Variant:
+    """What the demo runs: its workflow, the scripts of its turns, the directory
+    it starts the run from (its repository; None: where the demo runs) and the
+    lines that say what will happen."""
+
+    workflow: Path
+    script: Callable[[Any], Awaitable[None]]
+    cwd: Path | None
+    intro: tuple[str, ...]
+
+
+def _plain() -> Variant:
+    return Variant(
+        demo_workflow(),
+        _script,
+        None,
+        (
+            f"{REPAIRED_CALL} will need a repair",
+            f"{REVIEW_CALL} (the review of build) will reject it once: one fix round",
+        ),
+    )
+
+
+def _git(state_dir: Path, say: Say) -> tuple[Variant, Any]:
+    from crw.cli import demo_git
+
+    workflow = demo_git.git_workflow()
+    sample = demo_git.make_sample(state_dir / "sample")
+    say(f"  sample repository {sample.path} (main at {sample.start[:12]})")
+    variant = Variant(
+        workflow,
+        lambda client: demo_git.script(client, SIM_SECONDS),
+        sample.path,
+        (
+            f"{demo_git.BUILD_CALL} (executor) writes {', '.join(demo_git.BUILD_WRITES)}",
+            f"{demo_git.REVIEW_CALL} (reviewer) rejects it once; the fix "
+            f"{demo_git.FIX_CALL} writes {', '.join(demo_git.FIX_WRITES)}",
+        ),
+    )
+    return variant, sample
+
+
 def demo_workflow() -> Path:
     """examples/demo.toml of the source tree crw runs from."""
     path = Path(__file__).resolve().parents[2] / "examples" / "demo.toml"
@@ -68,9 +115,16 @@ def demo_command(
     backend: str = "session",
     host: str = "sim",
     keep: bool = False,
+    git: bool = False,
 ) -> int:
     """Run the demo in `state` (else $CRW_STATE, else a new temporary directory,
-    removed when the demo ends, whatever its end, unless `keep`)."""
+    removed when the demo ends, whatever its end, unless `keep`); `git`: its git
+    variant."""
+    if git and host == "codex":
+        raise InputError(
+            "--git runs on the simulated host only (its scripted subagents write the "
+            "files); drop --host codex"
+        )
     if host == "codex" and backend != "app-server":
         raise InputError(
             "--host codex runs a private codex child, which only the app-server "
@@ -83,7 +137,7 @@ def demo_command(
         state_dir.mkdir(parents=True, exist_ok=True)
         if host == "codex":
             return _codex_demo(state_dir, json, where)
-        return _sim_demo(state_dir, json, backend, where)
+        return _sim_demo(state_dir, json, backend, where, git)
     finally:
         if not chosen and not keep:
             shutil.rmtree(state_dir, ignore_errors=True)
@@ -91,19 +145,22 @@ def demo_command(
                 print(f"  removed the demo's state {state_dir} (keep it with --keep)")
 
 
-def _sim_demo(state_dir: Path, json: bool, backend: str, where: dict[str, Any]) -> int:
+def _sim_demo(
+    state_dir: Path, json: bool, backend: str, where: dict[str, Any], git: bool = False
+) -> int:
     socket = state_dir / "host.sock"
     say: Say = (lambda line: None) if json else print
-    say(f"crw flow demo: state {state_dir} ({backend} backend)")
+    say(f"crw flow demo{' --git' if git else ''}: state {state_dir} ({backend} backend)")
+    variant, sample = _git(state_dir, say) if git else (_plain(), None)
     sim = launch_sim(socket, state_dir / "codex-home", state_dir / "host.log")
-    say(f"  simulated host pid {sim.pid} on unix:{socket}; {REPAIRED_CALL} will need a repair")
-    say(f"  {REVIEW_CALL} (the review of build) will reject it once: one fix round")
+    say(f"  simulated host pid {sim.pid} on unix:{socket}; {variant.intro[0]}")
+    say(f"  {variant.intro[1]}")
     extra: dict[str, Any] = {}
     try:
         if backend == "session":
-            outcome, extra = _session_demo(state_dir, socket, say)
+            outcome, extra = _session_demo(state_dir, socket, say, variant)
         else:
-            outcome = _app_server_demo(state_dir, socket, say)
+            outcome = _app_server_demo(state_dir, socket, say, variant)
         _await_exit(outcome.pid)
     finally:
         stop_sim(sim)
@@ -111,11 +168,19 @@ def _sim_demo(state_dir: Path, json: bool, backend: str, where: dict[str, Any]) 
     run = replay(rows)
     payload: dict[str, Any] = status_payload(outcome.spec.id, run)
     payload |= {"run_dir": str(outcome.run.root), "pid": outcome.pid, "host_pid": sim.pid}
-    emit(json, payload | extra | where | {"reviews": reviews(rows)}, _summary(rows))
+    summary = _summary(rows)
+    if sample is not None:
+        from crw.cli import demo_git
+
+        extra["git"] = demo_git.report(sample, outcome.spec.id, rows)
+        summary = "\n".join([summary, *demo_git.report_lines(extra["git"])])
+    emit(json, payload | extra | where | {"reviews": reviews(rows)}, summary)
     return 0 if run.ended_status == "completed" else 1
 
 
-def _session_demo(state_dir: Path, socket: Path, say: Say) -> tuple[StartOutcome, dict[str, Any]]:
+def _session_demo(
+    state_dir: Path, socket: Path, say: Say, variant: Variant
+) -> tuple[StartOutcome, dict[str, Any]]:
     """Start a session run bound to a fresh owner thread and play its owner."""
     import trio
 
@@ -131,9 +196,11 @@ def _session_demo(state_dir: Path, socket: Path, say: Say) -> tuple[StartOutcome
 
     async def play() -> tuple[StartOutcome, str]:
         async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
-            await _script(client)
+            await variant.script(client)
             owner = str((await client.request("sim/startOwner", {}))["threadId"])
-            outcome = await trio.to_thread.run_sync(lambda: _start(state_dir, socket, owner))
+            outcome = await trio.to_thread.run_sync(
+                lambda: _start(state_dir, socket, owner, variant)
+            )
             say(f"  owner thread {owner}")
             say(f"  run {outcome.spec.id} (pid {outcome.pid}): {outcome.run.root}")
             player = ScriptedOwner(
@@ -202,7 +269,7 @@ def _codex_demo(state_dir: Path, json: bool, where: dict[str, Any]) -> int:
     return 0 if run.ended_status == "completed" else 1
 
 
-def _app_server_demo(state_dir: Path, socket: Path, say: Say) -> StartOutcome:
+def _app_server_demo(state_dir: Path, socket: Path, say: Say, variant: Variant) -> StartOutcome:
     """Start an app-server run and print its rows as the run commits them."""
     import trio
 
@@ -211,24 +278,40 @@ def _app_server_demo(state_dir: Path, socket: Path, say: Say) -> StartOutcome:
 
     async def script() -> None:
         async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
-            await _script(client)
+            await variant.script(client)
 
     trio.run(script)
-    outcome = _start(state_dir, socket, None)
+    outcome = _start(state_dir, socket, None, variant)
     say(f"  run {outcome.spec.id} (pid {outcome.pid}): {outcome.run.root}")
     _follow(outcome.run.journal, say)
     return outcome
 
 
-def _start(state_dir: Path, socket: Path, owner: str | None) -> StartOutcome:
-    return start_run(
-        demo_workflow(),
-        backend="session" if owner else "app-server",
-        owner=owner,
-        host=f"unix:{socket}",
-        state=str(state_dir),
-        environ=os.environ,
-    )
+def _start(state_dir: Path, socket: Path, owner: str | None, variant: Variant) -> StartOutcome:
+    """Start the run from `variant.cwd`, if any: the run's repository is the git
+    checkout it is started from."""
+    with _working_in(variant.cwd):
+        return start_run(
+            variant.workflow,
+            backend="session" if owner else "app-server",
+            owner=owner,
+            host=f"unix:{socket}",
+            state=str(state_dir),
+            environ=os.environ,
+        )
+
+
+@contextmanager
+def _working_in(cwd: Path | None) -> Iterator[None]:
+    if cwd is None:
+        yield
+        return
+    before = Path.cwd()
+    os.chdir(cwd)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 async def _script(client: Any) -> None:
