@@ -12,9 +12,8 @@ spec's session-calls.md, "Write isolation is recorded, never enforced"):
 - outside (TRACE-2): the owner's working directory's, the same digest, taken only
   when it lies in a git checkout other than P. The owner's working directory is the
   cwd the host gives the owner's subagents (the bound subagent's `host_cwd`: the
-  directory a subagent that ignores P writes in), else the run's repository. The
-  state directory and P are left out of it: the run writes the one, the call the
-  other.
+  directory a subagent that ignores P writes in), else the run's repository. What
+  crw writes there is left out: the state directory, P, and the checkout's `.crw/`.
 - shared (TRACE-3..5): the refs under `refs/crw/` of the run's repository but the
   run's own `refs/crw/flow/<run>/` (the run moves those itself), and the binding
   files of the flow-bound directory, `<state>/flow-bound/<owner>.jsonl`: the
@@ -38,6 +37,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import FileStatus
 
+from crw.engine.rundir import STATE_DIR_NAME
 from crw.journal.rows import (
     ExecutorWroteOutside,
     ReadRoleWrote,
@@ -148,13 +148,13 @@ def owner_checkout(site: Site) -> Path | None:
 
 
 def outside_digest(checkout: Path, site: Site) -> str:
-    """TRACE-2: the checkout's porcelain status and HEAD, leaving out the state
-    directory and P (when they lie in it)."""
+    """TRACE-2: the checkout's porcelain status and HEAD, leaving out what crw
+    writes there itself: the state directory, P, and the checkout's `.crw/` (the
+    default state directory; the flow evidence records)."""
     repo = pygit2.Repository(str(checkout))
+    crw_own = (site.state, site.workspace, checkout / STATE_DIR_NAME)
     leave_out = tuple(
-        rel
-        for inner in (site.state, site.workspace)
-        if (rel := _relative(inner.resolve(), checkout)) is not None
+        rel for inner in crw_own if (rel := _relative(inner.resolve(), checkout)) is not None
     )
     return digest([head_line(repo), *_status(repo, checkout, leave_out)])
 

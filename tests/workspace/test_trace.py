@@ -144,6 +144,13 @@ def test_outside_digest_leaves_out_the_state_directory_and_p(tmp_path: Path) -> 
     (owner / ".crw" / "flow" / RUN / "journal.jsonl").write_text("{}\n")  # the run writes
     (p / "made.txt").write_text("in P\n")  # the call writes its own P
     assert trace.outside_digest(checkout, here) == before
+    # A state directory elsewhere (--state): the checkout's .crw/ holds crw's own
+    # files all the same (the flow evidence records).
+    elsewhere = site(tmp_path, workspace=p, host_cwd=owner, state=tmp_path / "state")
+    before = trace.outside_digest(checkout, elsewhere)
+    (owner / ".crw" / "evidence" / RUN).mkdir(parents=True)
+    (owner / ".crw" / "evidence" / RUN / "build.1.json").write_text("{}\n")
+    assert trace.outside_digest(checkout, elsewhere) == before
     (owner / "a.txt").write_text("written outside P\n")
     assert trace.outside_digest(checkout, here) != before
 
