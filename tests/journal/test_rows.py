@@ -137,7 +137,13 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "effort_unchecked": True,
         "session_agent_role_mismatch": False,
     },
-    "turn_started": {**TURN, "turn_id": "turn-3", "conversation_turn": 1, "replaces_turn": 1},
+    "turn_started": {
+        **TURN,
+        "turn_id": "turn-3",
+        "conversation_turn": 1,
+        "replaces_turn": 1,
+        "trace": {"workspace": DIGEST, "outside": DIGEST, "checkout": "/src", "shared": DIGEST},
+    },
     "interrupt_requested": {
         "reason": "paused",
         "op": "build.1/t1",
