@@ -13,7 +13,7 @@ spec's session-calls.md, "Write isolation is recorded, never enforced"):
   when it lies in a git checkout other than P. The owner's working directory is the
   cwd the host gives the owner's subagents (the bound subagent's `host_cwd`: the
   directory a subagent that ignores P writes in), else the run's repository. What
-  crw writes there is left out: the state directory, P, and the checkout's `.crw/`.
+  crw writes there is left out: the state directory, P, and any `.crw/` directory.
 - shared (TRACE-3..5): the refs under `refs/crw/` of the run's repository but the
   run's own `refs/crw/flow/<run>/` (the run moves those itself), and the binding
   files of the flow-bound directory, `<state>/flow-bound/<owner>.jsonl`: the
@@ -149,14 +149,16 @@ def owner_checkout(site: Site) -> Path | None:
 
 def outside_digest(checkout: Path, site: Site) -> str:
     """TRACE-2: the checkout's porcelain status and HEAD, leaving out what crw
-    writes there itself: the state directory, P, and the checkout's `.crw/` (the
-    default state directory; the flow evidence records)."""
+    writes there itself: the state directory, P, and every `.crw/` directory in it
+    (the default state directory; the flow evidence records, under the evidence
+    cwd's `.crw/`)."""
     repo = pygit2.Repository(str(checkout))
-    crw_own = (site.state, site.workspace, checkout / STATE_DIR_NAME)
     leave_out = tuple(
-        rel for inner in crw_own if (rel := _relative(inner.resolve(), checkout)) is not None
+        rel
+        for inner in (site.state, site.workspace)
+        if (rel := _relative(inner.resolve(), checkout)) is not None
     )
-    return digest([head_line(repo), *_status(repo, checkout, leave_out)])
+    return digest([head_line(repo), *_status(repo, checkout, leave_out, crw_dirs=True)])
 
 
 def shared_lines(refs: Mapping[str, str], bindings: Mapping[str, str], run_id: str) -> list[str]:
@@ -271,12 +273,16 @@ def _relative(inner: Path, outer: Path) -> str | None:
         return None
 
 
-def _status(repo: pygit2.Repository, workdir: Path, leave_out: tuple[str, ...]) -> list[str]:
-    """The porcelain lines of `repo`, paths under any of `leave_out` left out."""
+def _status(
+    repo: pygit2.Repository, workdir: Path, leave_out: tuple[str, ...], *, crw_dirs: bool = False
+) -> list[str]:
+    """The porcelain lines of `repo`, paths under any of `leave_out` left out, and
+    with `crw_dirs` those in a `.crw/` directory too."""
     status = {
         path: int(flags)
         for path, flags in repo.status().items()
         if not any(path == rel or path.startswith(rel.rstrip("/") + "/") for rel in leave_out)
+        and not (crw_dirs and STATE_DIR_NAME in path.split("/")[:-1])
     }
     content = {path: _blob_id(workdir / path) for path in status}
     return status_lines(status, {path: oid for path, oid in content.items() if oid is not None})

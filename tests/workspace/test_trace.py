@@ -148,9 +148,12 @@ def test_outside_digest_leaves_out_the_state_directory_and_p(tmp_path: Path) -> 
     # files all the same (the flow evidence records).
     elsewhere = site(tmp_path, workspace=p, host_cwd=owner, state=tmp_path / "state")
     before = trace.outside_digest(checkout, elsewhere)
-    (owner / ".crw" / "evidence" / RUN).mkdir(parents=True)
-    (owner / ".crw" / "evidence" / RUN / "build.1.json").write_text("{}\n")
+    for cwd in (owner, owner / "sub"):  # an evidence cwd below the checkout's root
+        (cwd / ".crw" / "evidence" / RUN).mkdir(parents=True)
+        (cwd / ".crw" / "evidence" / RUN / "build.1.json").write_text("{}\n")
     assert trace.outside_digest(checkout, elsewhere) == before
+    (owner / "sub" / "crw.txt").write_text("a file of the checkout\n")
+    assert trace.outside_digest(checkout, elsewhere) != before
     (owner / "a.txt").write_text("written outside P\n")
     assert trace.outside_digest(checkout, here) != before
 
