@@ -24,9 +24,11 @@ if TYPE_CHECKING:
     from crw.actors.session_call import SessionCall
 
 
-async def bind_rows(actor: SessionCall, rows: list[RowModel]) -> list[RowModel]:
-    """`rows` of a bind, its turn_started carrying the digests taken now (HARV-44)."""
-    if not actor.ctx.settings.trace:
+async def traced_bind(actor: SessionCall, rows: list[RowModel]) -> list[RowModel]:
+    """`rows` as the call commits them: a bind's turn_started (a spawn's, a repair's,
+    an adopted turn's) carries the digests taken now (HARV-44); rows of a run
+    without the trace, or with no turn_started, are as they were."""
+    if not actor.ctx.settings.trace or not any(isinstance(r, TurnStarted) for r in rows):
         return rows
     started = next((row for row in rows if isinstance(row, ThreadStarted)), None)
     host_cwd = (
@@ -40,7 +42,7 @@ async def bind_rows(actor: SessionCall, rows: list[RowModel]) -> list[RowModel]:
     ]
 
 
-async def harvest_rows(actor: SessionCall, step: StepPublished) -> list[RowModel]:
+async def trace_warnings(actor: SessionCall, step: StepPublished) -> list[RowModel]:
     """The flow warnings of the harvest of `step`'s turn: its digests now against
     those its bind recorded (HARV-45..47); none when the bind recorded none."""
     if not actor.ctx.settings.trace:

@@ -30,9 +30,9 @@ from typing import Any
 
 import trio
 
-from crw.actors import call_trace
 from crw.actors.attempt_watch import follow
 from crw.actors.call_steps import CallSteps
+from crw.actors.call_trace import trace_warnings, traced_bind
 from crw.actors.control import CallStop, Interrupted, RunControl
 from crw.actors.held_call import go_on_in_place
 from crw.actors.host_reader import HostReader
@@ -123,6 +123,7 @@ class SessionCall(CallSteps):
         """The call's interrupt; its waits are cut by it (`waiting()`)."""
 
     async def commit(self, rows: list[RowModel]) -> None:
+        rows = await traced_bind(self, rows)  # a bind's turn_started: the trace's digests
         await self.ctx.journal.commit(rows)
         committed = [row.model_dump() for row in rows]
         self.rows += committed
@@ -179,15 +180,15 @@ class SessionCall(CallSteps):
                 attempt=step.attempt or 1,
                 k=step.k,
             )
-            noted: list[RowModel] = [] if total is not None else [self._unmeasured(step)]
-            noted += await call_trace.harvest_rows(self, step)  # recorded, never enforced
+            unmeasured: list[RowModel] = [] if total is not None else [self._unmeasured(step)]
+            unmeasured += await trace_warnings(self, step)  # recorded, never enforced
             if end.row is not None:
-                await self.commit([*noted, end.row])
+                await self.commit([*unmeasured, end.row])
                 # Not synced: a resumed process publishes it again (`close_left_open`).
                 await self.close_subagent(step.attempt or 1, thread_id, durable=False)
                 return end
-            if noted:
-                await self.commit(noted)
+            if unmeasured:
+                await self.commit(unmeasured)
             step = await self._repair(step, thread, turn, total or seen, call_tokens)
 
     async def _prepare(self) -> StepPublished:
@@ -333,9 +334,7 @@ class SessionCall(CallSteps):
         if isinstance(found, lost.Lost):
             return found
         assert isinstance(found, lost.Found)
-        await self.commit(
-            await call_trace.bind_rows(self, [self._turn_started(step, found.turn_id)])
-        )
+        await self.commit([self._turn_started(step, found.turn_id)])
         await trio.to_thread.run_sync(
             bus.retract_step, self.ctx.run, self.call, step.k or 1, step.attempt or 1
         )

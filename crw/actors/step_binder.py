@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from crw.actors import call_trace
 from crw.binding import ledger
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
@@ -156,7 +155,6 @@ class StepBinder:
             rows: list[RowModel] = [
                 r for r in (decision.thread_started, decision.turn_started) if r is not None
             ]
-            rows = await call_trace.bind_rows(self.actor, rows)  # SessionConfig.Trace
             closing = self.actor.steps.bound()  # a step bound before its files could be written
             await self.actor.commit(rows + ([closing] if closing is not None else []))
             retract = functools.partial(
