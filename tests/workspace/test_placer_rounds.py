@@ -21,8 +21,9 @@ from crw.journal.rows import RowModel
 from crw.workspace.placer import Placer
 from tests.actors.test_review_rounds import a_resumed_process, reviewed, run_until
 from tests.actors.test_session_lost import lost_owner
-from tests.actors.test_session_resume import remembering
+from tests.actors.test_session_resume import remembering, run_until_killed
 from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
+from tests.actors.test_supersede import restart
 from tests.workspace.placer_repo import new_repo
 
 Rows = list[dict[str, Any]]
@@ -148,3 +149,26 @@ async def test_a_resumed_process_restores_a_p_that_is_missing(
     assert worktree_head(str(path)) == (build["branch"], build["start_commit"])
     assert (path / "parser.py").read_text() == "def parse(): ...\n"
     assert sum(name.endswith("-build.1") for name in repo.list_worktrees()) == 1
+
+
+async def test_a_superseded_call_releases_its_worktree_and_the_new_call_gets_its_own(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: ATT-15, STEP-3"""
+    async with harness(tmp_path) as h:
+        repo = placed(h, tmp_path, monkeypatch)
+        remembering(h)
+        await h.script({"marker": "build.1/t1-a1"}, hang=True)
+        dead = await run_until_killed(h, monkeypatch, "turn_started")
+        old = one(dead, "build.1", "prepared")["allocation"]
+        assert await trio.Path(old["workspace"]).is_dir()
+        restart(h.run)
+        state, rows = await h.go()
+    assert state == "ended"
+    assert "superseded" in kinds(rows, "build.1")
+    new = one(rows, "build.2", "prepared")["allocation"]
+    assert new["workspace"] == str(h.run.calls / "build.2") != old["workspace"]
+    assert not await trio.Path(old["workspace"]).exists()
+    assert not any(name.endswith("-build.1") for name in repo.list_worktrees())
+    assert repo.references.get(old["branch"]) is None  # it held no commit of its own
+    assert worktree_head(new["workspace"]) == (new["branch"], new["start_commit"])
