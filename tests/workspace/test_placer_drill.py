@@ -22,6 +22,7 @@ def drill(tmp_path: Path) -> Iterator[tuple[Drill, pygit2.Repository]]:
     repo = new_repo(tmp_path / "project", {"main.py": "print('hi')\n"})
     (tmp_path / "tmp").mkdir()
     made = Drill(tmp_path, Crw(tmp_path / "project" / ".crw", tmp_path / "tmp"))
+    made.run_deadline = 60.0  # a loaded machine: the run itself takes ~5 s
     try:
         made.serve()
         yield made, repo
