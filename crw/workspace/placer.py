@@ -168,4 +168,3 @@ def release_all(placer: Placer, rows: Iterable[Mapping[str, Any]]) -> None:
             placer.release(allocation, node)
         except Exception as err:  # pygit2.GitError, OSError: the run has ended anyway
             log.warning("cannot release the worktree %s: %s", workspace, err)
-
