@@ -64,6 +64,7 @@ from crw.journal.snapshot import save_snapshot
 from crw.journal.streamed import replay_pieces
 from crw.settings import Settings
 from crw.workspace.placer import Placer
+from crw.workspace.release import placer_of, release_run
 
 log = logging.getLogger("crw.run")
 
@@ -138,6 +139,7 @@ async def run_process(
         if outcome == "ended":  # CloseOrchestrator, while the process holds the run
             await owner_line.close_ended(state_dir, spec.owner, spec.id)
             clean_ended(run_dir)  # the ended row is durable: the writer has closed
+            release_run(run_dir, spec)  # its worktrees (branches holding commits stay)
         _keep_snapshot(run_dir)
     if isinstance(outcome, str):
         return outcome
@@ -250,9 +252,7 @@ class Backend:
     def placer(self) -> Placer | None:
         """The run's placer, from run.json's repository and head (a run started
         without them, or outside any checkout, works in plain directories)."""
-        if self.spec.repository is None or self.spec.head is None:
-            return None
-        return Placer(self.spec.id, self.spec.repository, self.spec.head, self.run_dir.calls)
+        return placer_of(self.spec, self.run_dir)
 
     async def app_server(self, rows: list[dict[str, Any]], replayed: RunState) -> str:
         control = RunControl(run=self.run_dir)
@@ -264,6 +264,7 @@ class Backend:
             tmpdir=self.tmpdir,
             pairs=self.roles.roles,
             control=control,
+            placer=self.placer,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call

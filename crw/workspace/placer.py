@@ -6,8 +6,8 @@ Its kind follows the call's role and the run's repository:
     worktree    an executor's attempt worktree: a git worktree on the run's branch
                 `refs/heads/crw/<run>/<call>`, at the node's last crw.commit (the
                 node ref `refs/crw/flow/<run>/nodes/<node>`) when there is one,
-                else at the head option (STEP-3). A role whose name starts with
-                "executor" (executor, executor-t1: the executor's tiers) is one.
+                else at the head option (STEP-3). The executor roles are the
+                writing roles: executor and its tier executor-t1.
     checkout    every other role's call-private checkout: a git worktree with a
                 detached HEAD at the head option (STEP-4).
     scratch     a QA capture call (a node with `qa = "capture"`): a worktree on
@@ -23,20 +23,26 @@ retired between attempts); an executor node's fix rounds share the build call's.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crw.engine.role_names import WRITING_ROLES
 from crw.journal.rows import Allocation
+
+log = logging.getLogger("crw.workspace")
 
 WORKTREE, CHECKOUT, SCRATCH, DIRECTORY = "worktree", "checkout", "scratch", "directory"
 QA_CAPTURE = "capture"
 
 
 def is_executor(role: str) -> bool:
-    """An executor role: executor and its tiers (executor-t1)."""
-    return role.startswith("executor")
+    """An executor role: executor and its tier executor-t1, the roles whose calls
+    change their workspace (`crw.engine.role_names.WRITING_ROLES`; the spec pairs
+    executor-t1 with the executor's agent type)."""
+    return role in WRITING_ROLES
 
 
 def kind_of(role: str, qa: str | None, repository: str | None) -> str:
@@ -138,6 +144,27 @@ class Placer:
         worktrees.release(self, allocation, node)
 
 
-def plain(calls: Path, run_id: str = "") -> Placer:
-    """A placer without a repository: every P is a plain directory."""
-    return Placer(run_id=run_id, repository=None, head=None, calls=calls)
+def allocations(rows: Iterable[Mapping[str, Any]]) -> dict[str, tuple[Allocation, str]]:
+    """Every P the rows name, once (a fix round shares its build call's), with the
+    node of the call that first named it; by P."""
+    found: dict[str, tuple[Allocation, str]] = {}
+    for row in rows:
+        allocation = row.get("allocation")
+        if row.get("row") != "prepared" or not isinstance(allocation, Mapping):
+            continue
+        parsed = Allocation.model_validate(dict(allocation))
+        if parsed.workspace and parsed.workspace not in found:
+            found[parsed.workspace] = (parsed, str(row.get("node")))
+    return found
+
+
+def release_all(placer: Placer, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Release every worktree the run's rows name (the run has ended). One that
+    cannot be released is warned about and stays (blocking: run it in a thread)."""
+    for workspace, (allocation, node) in allocations(rows).items():
+        if allocation.kind in (None, DIRECTORY):
+            continue
+        try:
+            placer.release(allocation, node)
+        except Exception as err:  # pygit2.GitError, OSError: the run has ended anyway
+            log.warning("cannot release the worktree %s: %s", workspace, err)

@@ -9,8 +9,12 @@ from typing import Any
 import pygit2
 import pytest
 
+from crw.cli.answer import append_row
+from crw.cli.housekeeping import rm_command
+from crw.engine.rundir import RunDir
+from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
 from crw.errors import RefusedError
-from crw.journal.rows import Allocation
+from crw.journal.rows import Allocation, Prepared
 from crw.workspace import worktrees
 from crw.workspace.placer import Placer, allocation_of, kind_of, node_ref, worktree_name
 from tests.workspace.placer_repo import commit, new_repo
@@ -265,3 +269,31 @@ def test_allocation_of_reads_the_newest_prepared_row() -> None:
     ]
     assert allocation_of(rows) == Allocation(workspace="/p", kind="worktree")
     assert allocation_of(rows[1:]) is None
+
+
+def test_removing_a_run_releases_its_worktrees_first(
+    repo: pygit2.Repository, tmp_path: Path
+) -> None:
+    """spec: ATT-15"""
+    state = tmp_path / "state"
+    run = RunDir(state / "flow" / RUN)
+    run.create()
+    root = str(Path(str(repo.workdir)).resolve())
+    spec = RunSpec(
+        id=RUN,
+        workflow=WorkflowRef(path=str(tmp_path / "wf.toml"), digest="sha256:0"),
+        backend="session",
+        pool=1,
+        repository=root,
+        head=str(repo.head.target),
+    )
+    write_run_spec(run.run_json, spec)
+    placer = Placer(RUN, root, spec.head, run.calls)
+    allocation = placer.allocate("build.1", "build", "executor", None)
+    append_row(run, Prepared(call="build.1", node="build", role="executor", allocation=allocation))
+    placer.make(allocation, "build")
+    assert repo.list_worktrees() == [worktree_name(RUN, run.calls / "build.1")]
+    assert rm_command(RUN, state=str(state), json=True) == 0
+    assert not run.root.exists()
+    assert repo.list_worktrees() == []
+    assert [n for n in repo.references if n.startswith("refs/heads/crw/")] == []
