@@ -1,0 +1,1 @@
+"""Git workspaces of a run (pygit2): import from the submodules."""
