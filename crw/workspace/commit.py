@@ -158,6 +158,41 @@ def harvest(
     return Harvest(tree, moved, row)
 
 
+def record_missing(
+    repo: pygit2.Repository, rows: Iterable[Row], call: str, *, run: str, when: int
+) -> CrwCommit:
+    """The crw_commit row of a call whose completed row is durable and whose
+    crw_commit row is not (a process that died inside the batch): the same
+    crw.commit, from the completed row (its commit object written; no ref moved)."""
+    seq = list(rows)
+    completed = [r for r in seq if r.get("call") == call and r.get("row") == "completed"][-1]
+    prepared, _ = _allocation(seq, call)
+    assert prepared is not None
+    moved = completed.get("executor_head_moved") or {}
+    start = moved.get("start") or to_be_at(seq, call)
+    workspace = (prepared.get("allocation") or {}).get("workspace")
+    head_ref = observed_head(workspace)[0] if workspace and Path(workspace).is_dir() else None
+    node = str(prepared.get("node"))
+    row = CrwCommit(
+        call=call,
+        node=node,
+        tree=completed.get("pending_tree"),
+        start=start,
+        head=moved.get("head") or start,
+        head_ref=head_ref,
+        when=when,
+        node_ref=refs.node_ref(run, node),
+        node_old=node_tip(seq, node),
+    )
+    return row.model_copy(update={"commit": commit_object(repo, row, call)})
+
+
+def workspace_of(rows: Iterable[Row], call: str) -> str | None:
+    """P of `call`, from its prepared row."""
+    prepared, _ = _allocation(rows, call)
+    return (prepared.get("allocation") or {}).get("workspace") if prepared else None
+
+
 class EffectRefused(Exception):
     """A ref holds neither the old value crw.commit recorded nor the new one."""
 

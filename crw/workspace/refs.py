@@ -17,6 +17,7 @@ The loser of a race gets `SwapFailed` with the value it found, and re-reads.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pygit2
 
@@ -54,6 +55,20 @@ class NotFastForward(Exception):
         self.name, self.held, self.head = name, held, head
 
 
+def common(repo: pygit2.Repository, name: str) -> pygit2.Repository:
+    """The repository a ref named `name` is moved in: a worktree's own `HEAD` in
+    the worktree, every other ref in the common repository. libgit2 (1.9, pygit2
+    1.21) opened on a worktree looks for an existing ref in the worktree's git
+    directory but writes it to the common one, so a create against no ref made
+    there overwrites a ref that exists; made in the common repository it fails."""
+    if name == "HEAD":
+        return repo
+    pointer = Path(repo.path) / "commondir"
+    if not pointer.is_file():
+        return repo
+    return pygit2.Repository(str((Path(repo.path) / pointer.read_text().strip()).resolve()))
+
+
 def read(repo: pygit2.Repository, name: str) -> str | None:
     """The commit `name` points at (hex), or None when there is no such ref."""
     ref = repo.references.get(name)
@@ -71,6 +86,7 @@ def swap(
         SwapFailed: the ref held another value, or another mover held its lock;
             nothing was changed.
     """
+    repo = common(repo, name)
     if old is None:
         try:
             repo.references.create(name, pygit2.Oid(hex=new), force=False)

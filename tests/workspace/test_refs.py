@@ -135,3 +135,15 @@ def test_worktree_shares_the_run_refs(tmp_path: Path) -> None:
     name = refs.stray_ref("r1", "build", 1, "build.1")
     refs.keep_stray(tree, name, head)
     assert refs.read(repo, name) == head
+
+
+def test_a_create_from_a_worktree_fails_on_a_ref_that_exists(tmp_path: Path) -> None:
+    """spec: HARV-51"""
+    repo, start = _repo(tmp_path)
+    other = commit_files(repo, tmp_path / "repo", {"b.txt": "b\n"}, "other")
+    wt = attempt_worktree(repo, tmp_path / "wt", "crw-r1-build", start)
+    name = refs.stray_ref("r1", "build", 1, "build.1")
+    refs.swap(repo, name, None, other)
+    with pytest.raises(refs.SwapFailed) as failed:
+        refs.swap(pygit2.Repository(str(wt)), name, None, start)
+    assert failed.value.found == other and refs.read(repo, name) == other
