@@ -63,6 +63,7 @@ from crw.journal.rows import Paused
 from crw.journal.snapshot import save_snapshot
 from crw.journal.streamed import replay_pieces
 from crw.settings import Settings
+from crw.workspace.placer import Placer
 
 log = logging.getLogger("crw.run")
 
@@ -245,6 +246,14 @@ class Backend:
     def tmpdir(self) -> str | None:
         return self.spec.env.TMPDIR if self.spec.env else None
 
+    @property
+    def placer(self) -> Placer | None:
+        """The run's placer, from run.json's repository and head (a run started
+        without them, or outside any checkout, works in plain directories)."""
+        if self.spec.repository is None or self.spec.head is None:
+            return None
+        return Placer(self.spec.id, self.spec.repository, self.spec.head, self.run_dir.calls)
+
     async def app_server(self, rows: list[dict[str, Any]], replayed: RunState) -> str:
         control = RunControl(run=self.run_dir)
         ctx = CallContext(
@@ -288,6 +297,7 @@ class Backend:
             records=records,
             control=control,
             on_commit=wakes.saw if wakes is not None else None,
+            placer=self.placer,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call
