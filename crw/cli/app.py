@@ -341,6 +341,7 @@ def demo(
     host: Literal["sim", "codex"] = "sim",
     state: DemoState = None,
     keep: Annotated[bool, Parameter(negative="")] = False,
+    git: Annotated[bool, Parameter(negative="")] = False,
     json: Json = False,
 ) -> int:
     """Run the demo end to end: a workflow started, run and read back.
@@ -355,10 +356,13 @@ def demo(
         child, offline against crw's mock model; app-server backend only).
     keep
         Keep the temporary state directory the demo made (its path is printed).
+    git
+        The git variant: an executor under review edits a sample git repository
+        the demo makes; the node's branch holds the result (simulated host only).
     """
     from crw.cli.demo import demo_command
 
-    return demo_command(state=state, json=json, backend=backend, host=host, keep=keep)
+    return demo_command(state=state, json=json, backend=backend, host=host, keep=keep, git=git)
 
 
 @flow.command(name="list")

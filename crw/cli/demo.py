@@ -14,7 +14,9 @@ review round runs: a fix continues build.1, a second review accepts), runs
   of build.1's thread); the demo prints the run's rows as they are committed.
 
 It runs in `--state` or $CRW_STATE (kept), else in a new temporary directory that
-it removes when it ends, whatever the end, unless `--keep`.
+it removes when it ends, whatever the end, unless `--keep`. `--git` runs the git
+variant instead (`crw.cli.demo_git`): an executor under review editing a sample
+repository, and the node's branch that holds the result.
 """
 
 from __future__ import annotations
@@ -23,10 +25,13 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crw.cli.demo_summary import detail, reviews, summary
 from crw.cli.output import emit
 from crw.cli.start import StartOutcome, start_run
 from crw.cli.status import status_payload
@@ -53,6 +58,49 @@ EXIT_WAIT = 5.0
 Say = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class Variant:
+    """What the demo runs: its workflow, the scripts of its turns, the directory
+    it starts the run from (its repository; None: where the demo runs) and the
+    lines that say what will happen."""
+
+    workflow: Path
+    script: Callable[[Any], Awaitable[None]]
+    cwd: Path | None
+    intro: tuple[str, ...]
+
+
+def _plain() -> Variant:
+    return Variant(
+        demo_workflow(),
+        _script,
+        None,
+        (
+            f"{REPAIRED_CALL} will need a repair",
+            f"{REVIEW_CALL} (the review of build) will reject it once: one fix round",
+        ),
+    )
+
+
+def _git(state_dir: Path, say: Say) -> tuple[Variant, Any]:
+    from crw.cli import demo_git
+
+    workflow = demo_git.git_workflow()
+    sample = demo_git.make_sample(state_dir / "sample")
+    say(f"  sample repository {sample.path} (main at {sample.start[:12]})")
+    variant = Variant(
+        workflow,
+        lambda client: demo_git.script(client, SIM_SECONDS),
+        sample.path,
+        (
+            f"{demo_git.BUILD_CALL} (executor) writes {', '.join(demo_git.BUILD_WRITES)}",
+            f"{demo_git.REVIEW_CALL} (reviewer) rejects it once; the fix "
+            f"{demo_git.FIX_CALL} writes {', '.join(demo_git.FIX_WRITES)}",
+        ),
+    )
+    return variant, sample
+
+
 def demo_workflow() -> Path:
     """examples/demo.toml of the source tree crw runs from."""
     path = Path(__file__).resolve().parents[2] / "examples" / "demo.toml"
@@ -68,9 +116,16 @@ def demo_command(
     backend: str = "session",
     host: str = "sim",
     keep: bool = False,
+    git: bool = False,
 ) -> int:
     """Run the demo in `state` (else $CRW_STATE, else a new temporary directory,
-    removed when the demo ends, whatever its end, unless `keep`)."""
+    removed when the demo ends, whatever its end, unless `keep`); `git`: its git
+    variant."""
+    if git and host == "codex":
+        raise InputError(
+            "--git runs on the simulated host only (its scripted subagents write the "
+            "files); drop --host codex"
+        )
     if host == "codex" and backend != "app-server":
         raise InputError(
             "--host codex runs a private codex child, which only the app-server "
@@ -83,7 +138,7 @@ def demo_command(
         state_dir.mkdir(parents=True, exist_ok=True)
         if host == "codex":
             return _codex_demo(state_dir, json, where)
-        return _sim_demo(state_dir, json, backend, where)
+        return _sim_demo(state_dir, json, backend, where, git)
     finally:
         if not chosen and not keep:
             shutil.rmtree(state_dir, ignore_errors=True)
@@ -91,19 +146,22 @@ def demo_command(
                 print(f"  removed the demo's state {state_dir} (keep it with --keep)")
 
 
-def _sim_demo(state_dir: Path, json: bool, backend: str, where: dict[str, Any]) -> int:
+def _sim_demo(
+    state_dir: Path, json: bool, backend: str, where: dict[str, Any], git: bool = False
+) -> int:
     socket = state_dir / "host.sock"
     say: Say = (lambda line: None) if json else print
-    say(f"crw flow demo: state {state_dir} ({backend} backend)")
+    say(f"crw flow demo{' --git' if git else ''}: state {state_dir} ({backend} backend)")
+    variant, sample = _git(state_dir, say) if git else (_plain(), None)
     sim = launch_sim(socket, state_dir / "codex-home", state_dir / "host.log")
-    say(f"  simulated host pid {sim.pid} on unix:{socket}; {REPAIRED_CALL} will need a repair")
-    say(f"  {REVIEW_CALL} (the review of build) will reject it once: one fix round")
+    say(f"  simulated host pid {sim.pid} on unix:{socket}; {variant.intro[0]}")
+    say(f"  {variant.intro[1]}")
     extra: dict[str, Any] = {}
     try:
         if backend == "session":
-            outcome, extra = _session_demo(state_dir, socket, say)
+            outcome, extra = _session_demo(state_dir, socket, say, variant)
         else:
-            outcome = _app_server_demo(state_dir, socket, say)
+            outcome = _app_server_demo(state_dir, socket, say, variant)
         _await_exit(outcome.pid)
     finally:
         stop_sim(sim)
@@ -111,11 +169,19 @@ def _sim_demo(state_dir: Path, json: bool, backend: str, where: dict[str, Any]) 
     run = replay(rows)
     payload: dict[str, Any] = status_payload(outcome.spec.id, run)
     payload |= {"run_dir": str(outcome.run.root), "pid": outcome.pid, "host_pid": sim.pid}
-    emit(json, payload | extra | where | {"reviews": reviews(rows)}, _summary(rows))
+    text = summary(rows)
+    if sample is not None:
+        from crw.cli import demo_git
+
+        extra["git"] = demo_git.report(sample, outcome.spec.id, rows)
+        text = "\n".join([text, *demo_git.report_lines(extra["git"])])
+    emit(json, payload | extra | where | {"reviews": reviews(rows)}, text)
     return 0 if run.ended_status == "completed" else 1
 
 
-def _session_demo(state_dir: Path, socket: Path, say: Say) -> tuple[StartOutcome, dict[str, Any]]:
+def _session_demo(
+    state_dir: Path, socket: Path, say: Say, variant: Variant
+) -> tuple[StartOutcome, dict[str, Any]]:
     """Start a session run bound to a fresh owner thread and play its owner."""
     import trio
 
@@ -131,9 +197,11 @@ def _session_demo(state_dir: Path, socket: Path, say: Say) -> tuple[StartOutcome
 
     async def play() -> tuple[StartOutcome, str]:
         async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
-            await _script(client)
+            await variant.script(client)
             owner = str((await client.request("sim/startOwner", {}))["threadId"])
-            outcome = await trio.to_thread.run_sync(lambda: _start(state_dir, socket, owner))
+            outcome = await trio.to_thread.run_sync(
+                lambda: _start(state_dir, socket, owner, variant)
+            )
             say(f"  owner thread {owner}")
             say(f"  run {outcome.spec.id} (pid {outcome.pid}): {outcome.run.root}")
             player = ScriptedOwner(
@@ -198,11 +266,11 @@ def _codex_demo(state_dir: Path, json: bool, where: dict[str, Any]) -> int:
         "requests": len(model.requests),
         "reviews": reviews(rows),
     }
-    emit(json, payload | where, _summary(rows))
+    emit(json, payload | where, summary(rows))
     return 0 if run.ended_status == "completed" else 1
 
 
-def _app_server_demo(state_dir: Path, socket: Path, say: Say) -> StartOutcome:
+def _app_server_demo(state_dir: Path, socket: Path, say: Say, variant: Variant) -> StartOutcome:
     """Start an app-server run and print its rows as the run commits them."""
     import trio
 
@@ -211,24 +279,40 @@ def _app_server_demo(state_dir: Path, socket: Path, say: Say) -> StartOutcome:
 
     async def script() -> None:
         async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
-            await _script(client)
+            await variant.script(client)
 
     trio.run(script)
-    outcome = _start(state_dir, socket, None)
+    outcome = _start(state_dir, socket, None, variant)
     say(f"  run {outcome.spec.id} (pid {outcome.pid}): {outcome.run.root}")
     _follow(outcome.run.journal, say)
     return outcome
 
 
-def _start(state_dir: Path, socket: Path, owner: str | None) -> StartOutcome:
-    return start_run(
-        demo_workflow(),
-        backend="session" if owner else "app-server",
-        owner=owner,
-        host=f"unix:{socket}",
-        state=str(state_dir),
-        environ=os.environ,
-    )
+def _start(state_dir: Path, socket: Path, owner: str | None, variant: Variant) -> StartOutcome:
+    """Start the run from `variant.cwd`, if any: the run's repository is the git
+    checkout it is started from."""
+    with _working_in(variant.cwd):
+        return start_run(
+            variant.workflow,
+            backend="session" if owner else "app-server",
+            owner=owner,
+            host=f"unix:{socket}",
+            state=str(state_dir),
+            environ=os.environ,
+        )
+
+
+@contextmanager
+def _working_in(cwd: Path | None) -> Iterator[None]:
+    if cwd is None:
+        yield
+        return
+    before = Path.cwd()
+    os.chdir(cwd)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 async def _script(client: Any) -> None:
@@ -266,88 +350,10 @@ def _follow(journal: Path, say: Say) -> list[dict[str, Any]]:
     while True:
         rows = read_journal(journal).rows
         for row in rows[shown:]:
-            say(f"  {row['seq']:>3} {row.get('call') or '':<12} {row['row']:<15} {_detail(row)}")
+            say(f"  {row['seq']:>3} {row.get('call') or '':<12} {row['row']:<15} {detail(row)}")
         shown = len(rows)
         if replay(rows).state in ("ended", "paused", "waiting_decision"):
             return rows
         if time.monotonic() > deadline:
             raise RefusedError(f"the demo run did not end within {RUN_TIMEOUT:g} s; see {journal}")
         time.sleep(0.05)
-
-
-def _detail(row: dict[str, Any]) -> str:
-    kind = row["row"]
-    if kind == "turn_started":
-        return f"k {row.get('k')} turn {row.get('turn_id')}"
-    if kind == "thread_started":
-        return f"thread {row.get('thread_id')}"
-    if kind in ("completed", "null_model", "held"):
-        tokens = (row.get("tokens") or {}).get("total", 0)
-        return f"{row.get('reason') or ''} tokens {tokens}".strip()
-    if kind == "ended":
-        return str(row.get("status"))
-    return ""
-
-
-def _summary(rows: list[dict[str, Any]]) -> str:
-    run = replay(rows)
-    begun = {r["call"]: r["at"] for r in rows if r["row"] == "prepared"}
-    ended = {
-        r["call"]: r["at"]
-        for r in rows
-        if r.get("call") and r["row"] in ("completed", "null_model", "held")
-    }
-    head = ("call", "role", "state", "attempts", "turns", "tokens", "time")
-    lines = ["", "{:<12} {:<10} {:<10} {:>8} {:>5} {:>7} {:>7}".format(*head)]
-    for call in run.calls.values():
-        seconds = _seconds(begun.get(call.call), ended.get(call.call))
-        lines.append(
-            f"{call.call:<12} {call.role or '-':<10} {call.state:<10} {call.attempt or 1:>8} "
-            f"{call.turns:>5} {call.tokens['total']:>7} {seconds:>6.2f}s"
-        )
-    for review in reviews(rows):
-        lines.append(_review_line(review))
-    lines.append(f"run {run.state}: {run.ended_status}; tokens {run.spent['total']}")
-    return "\n".join(lines)
-
-
-def reviews(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each review call's verdict, and each fix call and the call it continued, in
-    the order they were prepared: [{node, call, kind, verdict, findings, resume}]."""
-    ends = {r["call"]: r for r in rows if r.get("call") and r["row"] in ("completed", "held")}
-    shown: list[dict[str, Any]] = []
-    for row in rows:
-        if row["row"] != "prepared":
-            continue
-        result = (ends.get(row["call"]) or {}).get("result")
-        if row.get("resume"):
-            shown.append(
-                {"node": row["node"], "call": row["call"], "kind": "fix", "resume": row["resume"]}
-            )
-        elif isinstance(result, dict) and "verdict" in result and row["call"] != f"{row['node']}.1":
-            verdict = {
-                "kind": "review",
-                "verdict": result["verdict"],
-                "findings": result.get("findings"),
-            }
-            shown.append({"node": row["node"], "call": row["call"]} | verdict)
-    return shown
-
-
-def _review_line(review: dict[str, Any]) -> str:
-    """`review build.2: reject (1 finding)` or `fix build.3: continues build.1`."""
-    if review["kind"] == "fix":
-        return f"fix {review['call']}: continues {review['resume']} on a new subagent"
-    count = len(review["findings"] or [])
-    return (
-        f"review {review['call']}: {review['verdict']} ({count} finding{'s' if count != 1 else ''})"
-    )
-
-
-def _seconds(start: str | None, end: str | None) -> float:
-    from datetime import datetime
-
-    if not start or not end:
-        return 0.0
-    parse = datetime.fromisoformat
-    return (parse(end.replace("Z", "+00:00")) - parse(start.replace("Z", "+00:00"))).total_seconds()

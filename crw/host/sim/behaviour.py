@@ -17,6 +17,7 @@ from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
 
+from crw.host.sim.files import NO_FILES, FileEffects, effects_from_wire
 from crw.host.sim.instance import example_instance
 from crw.host.sim.state import Usage, invalid_request
 
@@ -30,7 +31,7 @@ PHASES = ("final_answer", "commentary", "partial_answer", None)
 VANISH = ("notLoaded", "systemError")
 _KEYS = frozenset(
     {"answer", "text", "phase", "prose", "invalidFirst", "hang", "fail", "vanish"}
-    | {"seconds", "tokens", "unreachable"}
+    | {"seconds", "tokens", "unreachable", "writes", "commit"}
 )
 _FAILURE_MESSAGES = {
     "usageLimitExceeded": "Quota exceeded. Check your plan and billing details.",
@@ -118,6 +119,7 @@ class Behaviour:
     seconds: float = 1.0
     tokens: Usage | None = None
     unreachable: bool = False
+    files: FileEffects = NO_FILES
 
     @classmethod
     def from_wire(cls, value: Any) -> Behaviour:
@@ -144,6 +146,7 @@ class Behaviour:
             seconds=float(seconds),
             tokens=_tokens(value["tokens"]) if "tokens" in value else None,
             unreachable=bool(value.get("unreachable", False)),
+            files=effects_from_wire(value),
         )
 
 
@@ -193,7 +196,9 @@ class TurnPlan:
     `unreachable` one retries its model without end, as codex does when the
     model's endpoint refuses connections (`UNREACHABLE`). `tokens` is
     what its model response counts: None when there was none (a failed or vanished
-    turn, a silent hang) and its script counts nothing."""
+    turn, a silent hang) and its script counts nothing. `files` is what it does to
+    its workspace when its seconds have passed, before its answer (none on an
+    unreachable turn: its model never answers)."""
 
     messages: list[tuple[str, str | None]] = field(default_factory=list)
     seconds: float = 1.0
@@ -202,6 +207,7 @@ class TurnPlan:
     vanish: str | None = None
     tokens: Usage | None = None
     unreachable: bool = False
+    files: FileEffects = NO_FILES
 
 
 UNREACHABLE = {
@@ -241,6 +247,7 @@ def plan_turn(
         vanish=behaviour.vanish,
         tokens=tokens,
         unreachable=behaviour.unreachable,
+        files=NO_FILES if behaviour.unreachable else behaviour.files,
     )
 
 

@@ -28,7 +28,7 @@ import trio
 import trio.testing
 import trio_websocket
 
-from crw.host.sim import rollout
+from crw.host.sim import files, rollout
 from crw.host.sim.behaviour import (
     RETRY_GAPS,
     UNREACHABLE,
@@ -265,7 +265,8 @@ class SimHost:
         plan = self._plan(thread, text, schema)
         scope = trio.CancelScope()
         self._runners[turn.id] = scope
-        self._nursery.start_soon(self._run_turn, thread, turn, plan, scope)
+        workspace = files.workspace_of(_user_texts(thread), thread.cwd) if plan.files else None
+        self._nursery.start_soon(self._run_turn, thread, turn, plan, scope, workspace)
         return turn
 
     def _plan(self, thread: Thread, text: str, schema: Any) -> TurnPlan:
@@ -283,10 +284,22 @@ class SimHost:
         return plan
 
     async def _run_turn(
-        self, thread: Thread, turn: Turn, plan: TurnPlan, scope: trio.CancelScope
+        self,
+        thread: Thread,
+        turn: Turn,
+        plan: TurnPlan,
+        scope: trio.CancelScope,
+        workspace: Path | None = None,
     ) -> None:
         with scope:
             await trio.sleep(plan.seconds)
+            if workspace is not None:
+                try:
+                    files.apply(workspace, plan.files, self._wall())
+                except files.FileEffectError as err:
+                    error = {"message": str(err), "codexErrorInfo": None, "additionalDetails": None}
+                    self._end_turn(thread, turn, "failed", error=error, thread_status="systemError")
+                    return
             if plan.vanish is not None:
                 self._end_turn(thread, turn, "interrupted", thread_status=plan.vanish)
                 return
@@ -532,6 +545,17 @@ class SimHost:
         """The requests served so far, by method, this one included: what a bench
         divides by its calls."""
         return {"requests": dict(self.served)}
+
+
+def _user_texts(thread: Thread) -> list[str]:
+    """The text of every user message of `thread`, oldest first."""
+    return [
+        part.get("text", "")
+        for turn in thread.turns
+        for item in turn.items
+        if item.get("type") == "userMessage"
+        for part in item.get("content", ())
+    ]
 
 
 async def serve_connection(host: SimHost, transport: Transport) -> None:
