@@ -63,7 +63,7 @@ from crw.journal.rows import Paused
 from crw.journal.snapshot import save_snapshot
 from crw.journal.streamed import replay_pieces
 from crw.settings import Settings
-from crw.workspace.placer import Placer
+from crw.workspace.placer import Placer, release_all
 
 log = logging.getLogger("crw.run")
 
@@ -138,6 +138,7 @@ async def run_process(
         if outcome == "ended":  # CloseOrchestrator, while the process holds the run
             await owner_line.close_ended(state_dir, spec.owner, spec.id)
             clean_ended(run_dir)  # the ended row is durable: the writer has closed
+            _release_worktrees(run_dir, spec)
         _keep_snapshot(run_dir)
     if isinstance(outcome, str):
         return outcome
@@ -145,6 +146,22 @@ async def run_process(
         log.warning("%s", outcome.line)
         return "paused"
     raise RefusedError(outcome.line)
+
+
+def placer_of(spec: RunSpec, run_dir: RunDir) -> Placer | None:
+    """The run's placer, from run.json's repository and head (a run started without
+    them, or outside any checkout, works in plain directories)."""
+    if spec.repository is None or spec.head is None:
+        return None
+    return Placer(spec.id, spec.repository, spec.head, run_dir.calls)
+
+
+def _release_worktrees(run_dir: RunDir, spec: RunSpec) -> None:
+    """The ended run's worktrees released, as its rows name them (branches and refs
+    that hold commits stay)."""
+    placer = placer_of(spec, run_dir)
+    if placer is not None:
+        release_all(placer, read_journal(run_dir.journal).rows)
 
 
 def _appended(journal: Path, history: JournalRead) -> list[dict[str, Any]]:
@@ -255,9 +272,7 @@ class Backend:
     def placer(self) -> Placer | None:
         """The run's placer, from run.json's repository and head (a run started
         without them, or outside any checkout, works in plain directories)."""
-        if self.spec.repository is None or self.spec.head is None:
-            return None
-        return Placer(self.spec.id, self.spec.repository, self.spec.head, self.run_dir.calls)
+        return placer_of(self.spec, self.run_dir)
 
     async def app_server(self, rows: list[dict[str, Any]], replayed: RunState) -> str:
         control = RunControl(run=self.run_dir)
@@ -269,6 +284,7 @@ class Backend:
             tmpdir=self.tmpdir,
             pairs=self.roles.roles,
             control=control,
+            placer=self.placer,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call

@@ -163,10 +163,11 @@ def start_run(
             pool,
             spec.repository,
             environ,
+            spec.head,
         )
         outcome.preview = session_preview(start)
     else:
-        outcome.preview = app_server_preview(workflow)
+        outcome.preview = app_server_preview(workflow, spec.repository, spec.head)
     with start_lock(run) as lock:
         write_run_spec(run.run_json, spec)
         if owner is not None:

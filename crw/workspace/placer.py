@@ -23,12 +23,15 @@ retired between attempts); an executor node's fix rounds share the build call's.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from crw.journal.rows import Allocation
+
+log = logging.getLogger("crw.workspace")
 
 WORKTREE, CHECKOUT, SCRATCH, DIRECTORY = "worktree", "checkout", "scratch", "directory"
 QA_CAPTURE = "capture"
@@ -136,6 +139,32 @@ class Placer:
         from crw.workspace import worktrees
 
         worktrees.release(self, allocation, node)
+
+
+def allocations(rows: Iterable[Mapping[str, Any]]) -> dict[str, tuple[Allocation, str]]:
+    """Every P the rows name, once (a fix round shares its build call's), with the
+    node of the call that first named it; by P."""
+    found: dict[str, tuple[Allocation, str]] = {}
+    for row in rows:
+        allocation = row.get("allocation")
+        if row.get("row") != "prepared" or not isinstance(allocation, Mapping):
+            continue
+        parsed = Allocation.model_validate(dict(allocation))
+        if parsed.workspace and parsed.workspace not in found:
+            found[parsed.workspace] = (parsed, str(row.get("node")))
+    return found
+
+
+def release_all(placer: Placer, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Release every worktree the run's rows name (the run has ended). One that
+    cannot be released is warned about and stays (blocking: run it in a thread)."""
+    for workspace, (allocation, node) in allocations(rows).items():
+        if allocation.kind in (None, DIRECTORY):
+            continue
+        try:
+            placer.release(allocation, node)
+        except Exception as err:  # pygit2.GitError, OSError: the run has ended anyway
+            log.warning("cannot release the worktree %s: %s", workspace, err)
 
 
 def plain(calls: Path, run_id: str = "") -> Placer:

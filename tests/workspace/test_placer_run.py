@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +21,29 @@ from crw.engine.roles import RoleTable
 from crw.engine.workflow import load_workflow
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
+from crw.journal.rows import Prepared, RowModel
 from crw.workspace.placer import Placer
 from tests.actors.test_session_run import RUN_ID, Harness, harness
 from tests.workspace.placer_repo import new_repo
 
 
-async def go(h: Harness, placer: Placer | None) -> tuple[str, list[dict[str, Any]]]:
-    """`Harness.go` with the run's placer."""
+async def go(
+    h: Harness, placer: Placer | None, seen: dict[str, bool] | None = None
+) -> tuple[str, list[dict[str, Any]]]:
+    """`Harness.go` with the run's placer; `seen` gets, for each call, whether its P
+    existed the moment its prepared row was durable."""
+
+    def after(rows: Sequence[RowModel]) -> None:
+        for row in rows:
+            if isinstance(row, Prepared) and seen is not None and row.allocation is not None:
+                seen[str(row.call)] = Path(str(row.allocation.workspace)).exists()
+
     workflow = load_workflow(h.run.root.parent / "wf.toml")
     rows = read_journal(h.run.journal).rows
     records = CallRecords(rows)
     async with (
         open_host_reader(h.client, h.settings) as reader,
-        open_journal_writer(h.run.journal, clock=fixed_clock()) as journal,
+        open_journal_writer(h.run.journal, clock=fixed_clock(), after_commit=after) as journal,
         trio.open_nursery() as nursery,
     ):
         inbox = Inbox(h.run, RUN_ID, h.settings, lambda r: answer_unrouted(records, r))
@@ -71,8 +82,10 @@ async def test_session_run_places_each_call_in_its_worktree_or_checkout(
     root = str(repo.workdir).rstrip("/")
     async with harness(tmp_path) as h:
         placer = Placer(RUN_ID, root, head, h.run.calls)
-        state, rows = await go(h, placer)
+        seen: dict[str, bool] = {}
+        state, rows = await go(h, placer, seen)
     assert state == "ended"
+    assert seen == {"explore.1": False, "build.1": False, "review.1": False}  # STEP-2
     calls = h.run.calls
     expected = {
         "explore.1": {"workspace": str(calls / "explore.1"), "kind": "checkout"},
