@@ -285,6 +285,7 @@ class Backend:
             pairs=self.roles.roles,
             control=control,
             placer=self.placer,
+            git_rows=executor_git.keep(rows),
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call
