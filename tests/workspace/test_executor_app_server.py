@@ -11,7 +11,8 @@ from trio.testing import MockClock
 
 from crw.host.sim.server import open_sim_host
 from crw.workspace import proof, refs
-from tests.actors.test_app_server_review import FIXED, one, reviewed
+from tests.actors.test_app_server_review import one, reviewed
+from tests.drills.scenes import FIXED
 from tests.workspace.test_placer_app_server import placed
 
 
