@@ -168,8 +168,3 @@ def release_all(placer: Placer, rows: Iterable[Mapping[str, Any]]) -> None:
             placer.release(allocation, node)
         except Exception as err:  # pygit2.GitError, OSError: the run has ended anyway
             log.warning("cannot release the worktree %s: %s", workspace, err)
-
-
-def plain(calls: Path, run_id: str = "") -> Placer:
-    """A placer without a repository: every P is a plain directory."""
-    return Placer(run_id=run_id, repository=None, head=None, calls=calls)
