@@ -41,6 +41,8 @@ class Effects:
     harvest: commit.Harvest | None
     repository: str | None
     workspace: str | None
+    unreadable: str | None = None
+    """Why P could not be read (its worktree deleted or broken), if it could not."""
 
     def rows(self, end: RowModel) -> list[RowModel]:
         """`end`, with the pending tree and moved HEAD when it is a completed row of
@@ -57,6 +59,9 @@ class Effects:
 
 
 NONE = Effects(None, None, None)
+
+UNREADABLE = "worktree_unreadable"
+"""The held reason of an executor whose P could not be read at its harvest."""
 
 
 async def prepare(
@@ -80,13 +85,23 @@ async def prepare(
     read = functools.partial(
         commit.harvest, run=run, node=node, call=call, attempt=attempt, when=epoch(now)
     )
-    found = await trio.to_thread.run_sync(read, allocation.workspace, rows)
+    try:
+        found = await trio.to_thread.run_sync(read, allocation.workspace, rows)
+    except (pygit2.GitError, OSError, KeyError, ValueError) as err:
+        why = (
+            f"cannot read the executor's worktree {allocation.workspace}: {err}; "
+            "restore it (or answer skip), then answer retry"
+        )
+        return Effects(None, repository, allocation.workspace, unreadable=why)
     return Effects(found, repository, allocation.workspace)
 
 
 async def apply(effects: Effects, call: str) -> Held | None:
     """Move the refs the committed rows announce; the held row of the call when a
-    ref was moved by someone else (effect_proof_mismatch)."""
+    ref was moved by someone else (effect_proof_mismatch), or P could not be read
+    (worktree_unreadable)."""
+    if effects.unreadable is not None:
+        return Held(call=call, reason=UNREADABLE, error=effects.unreadable)
     if effects.harvest is None or effects.repository is None:
         return None
     found = effects.harvest
