@@ -34,11 +34,12 @@ from typing import Any
 
 import trio
 
-from crw.actors import app_server_held
+from crw.actors import app_server_held, executor_git
 from crw.actors.app_server_interrupt import stop_turn
 from crw.actors.control import CallStop, Interrupted, RunControl
 from crw.actors.host_reader import HostReader, ModelUnreachable
 from crw.actors.journal_writer import JournalWriter
+from crw.clock import system_clock
 from crw.engine import answer, app_resume, harvest, outcome, packet
 from crw.engine.harvest import CallEnd
 from crw.engine.role_names import WRITING_ROLES
@@ -75,6 +76,9 @@ class CallContext:
     """The run's stop: a pause or cancellation interrupts every call in flight."""
     placer: Placer | None = None
     """Makes each call's P (None: a plain directory under the run, as without git)."""
+    git_rows: list[dict[str, Any]] = field(default_factory=list)
+    """The run's prepared and crw_commit rows, which an executor's harvest reads
+    (`crw.actors.executor_git`), kept as calls commit."""
 
 
 class AppServerCall:
@@ -124,6 +128,7 @@ class AppServerCall:
 
     async def commit(self, rows: list[RowModel]) -> None:
         await self.ctx.journal.commit(rows)
+        self.ctx.git_rows.extend(executor_git.keep(row.model_dump() for row in rows))
 
     def opening(self) -> list[RowModel]:
         """The rows that open the call, before its first step: its prepared row."""
@@ -278,13 +283,33 @@ class AppServerCall:
                     k=step.k,
                 )
                 if end.row is not None:
-                    await self.commit([end.row])
+                    git = await self.executor_git(end.row, step.attempt or 1)
+                    await self.commit(git.rows(end.row))
+                    held = await executor_git.apply(git, self.call)  # the refs, after the rows
+                    if held is not None:
+                        await self.commit([held])
+                        return CallEnd(held)
                     return end
                 step, text = self.repair_step(step, ended)
                 await self.commit([step])
                 turn_id = None
         finally:
             self.ctx.reader.forget(thread_id)
+
+    async def executor_git(self, end: RowModel, attempt: int) -> executor_git.Effects:
+        """An executor's pending tree, HEAD and crw.commit, read before its rows."""
+        placer = self.ctx.placer
+        return await executor_git.prepare(
+            end,
+            self.allocation,
+            placer.repository if placer is not None else None,
+            self.ctx.git_rows,
+            run=placer.run_id if placer is not None else "",
+            node=self.node.id,
+            call=self.call,
+            attempt=attempt,
+            now=system_clock(),
+        )
 
     async def stop_turn(
         self,

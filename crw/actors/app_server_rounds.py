@@ -187,7 +187,8 @@ async def run_app_rounds(
             journal.extend(rows[known:])
             continue  # its held row ends the node
         end = await run_actor(actor, rows[:known])
-        if end.row is not None and (len(rows) == known or rows[-1]["row"] not in TERMINAL_ROWS):
+        ended = [r["row"] for r in rows[known:] if r["row"] != "crw_commit"]  # after completed
+        if end.row is not None and (not ended or ended[-1] not in TERMINAL_ROWS):
             rows.append(end.row.model_dump(exclude_none=True))  # held by an interrupt
         journal.extend(rows[known:])
         tokens = getattr(end.row, "tokens", None)

@@ -33,7 +33,7 @@ from typing import Any
 
 import trio
 
-from crw.actors import faults, owner_line
+from crw.actors import effect_proofs, executor_git, faults, owner_line
 from crw.actors.app_server_call import CallContext
 from crw.actors.app_server_run import run_app_server_calls
 from crw.actors.control import RunControl
@@ -204,6 +204,11 @@ async def _journaled(
         started = _appended(run_dir.journal, history)
         rows = history.rows + started
         replay(started, into=replayed)
+        settled = await effect_proofs.settle(  # before any call goes on
+            journal, rows, run=spec.id, repository=spec.repository, now=clock()
+        )
+        rows += settled
+        replay(settled, into=replayed)
         await owner_line.bind_started(state_dir, spec.owner, spec.id, started[0])
         try:
             async with (
@@ -265,6 +270,7 @@ class Backend:
             pairs=self.roles.roles,
             control=control,
             placer=self.placer,
+            git_rows=executor_git.keep(rows),
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call
@@ -299,6 +305,7 @@ class Backend:
             control=control,
             on_commit=wakes.saw if wakes is not None else None,
             placer=self.placer,
+            git_rows=executor_git.keep(rows),
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call

@@ -30,6 +30,7 @@ from typing import Any
 
 import trio
 
+from crw.actors import executor_git
 from crw.actors.attempt_watch import follow
 from crw.actors.call_steps import CallSteps
 from crw.actors.call_trace import trace_warnings, traced_bind
@@ -88,6 +89,9 @@ class SessionContext:
     """Told every row a call commits (the wake scheduler's waiting steps)."""
     placer: Placer | None = None
     """Makes each call's P (None: a plain directory under the run, as without git)."""
+    git_rows: list[dict[str, Any]] = field(default_factory=list)
+    """The run's prepared and crw_commit rows, which an executor's harvest reads
+    (`crw.actors.executor_git`), kept as calls commit."""
 
 
 class SessionCall(CallSteps):
@@ -128,6 +132,7 @@ class SessionCall(CallSteps):
         committed = [row.model_dump() for row in rows]
         self.rows += committed
         self.ctx.records.add(committed)
+        self.ctx.git_rows.extend(executor_git.keep(committed))
         if self.ctx.on_commit is not None:
             self.ctx.on_commit(committed)
 
@@ -183,13 +188,33 @@ class SessionCall(CallSteps):
             unmeasured: list[RowModel] = [] if total is not None else [self._unmeasured(step)]
             unmeasured += await trace_warnings(self, step)  # recorded, never enforced
             if end.row is not None:
-                await self.commit([*unmeasured, end.row])
+                git = await self._executor_git(end.row, step.attempt or 1)
+                await self.commit([*unmeasured, *git.rows(end.row)])
+                held = await executor_git.apply(git, self.call)  # the refs, after the rows
+                if held is not None:
+                    await self.commit([held])
+                    end = CallEnd(held)
                 # Not synced: a resumed process publishes it again (`close_left_open`).
                 await self.close_subagent(step.attempt or 1, thread_id, durable=False)
                 return end
             if unmeasured:
                 await self.commit(unmeasured)
             step = await self._repair(step, thread, turn, total or seen, call_tokens)
+
+    async def _executor_git(self, end: RowModel, attempt: int) -> executor_git.Effects:
+        """An executor's pending tree, HEAD and crw.commit, read before its rows."""
+        placer = self.ctx.placer
+        return await executor_git.prepare(
+            end,
+            self.allocation,
+            placer.repository if placer is not None else None,
+            self.ctx.git_rows,
+            run=self.ctx.run_id,
+            node=self.node.id,
+            call=self.call,
+            attempt=attempt,
+            now=self.ctx.clock(),
+        )
 
     async def _prepare(self) -> StepPublished:
         """The prepared rows and the first step's row, one batch (one fsync): both

@@ -25,8 +25,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,13 +59,11 @@ Say = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Variant:
-    """What the demo runs: its workflow, the scripts of its turns, the directory
-    it starts the run from (its repository; None: where the demo runs) and the
-    lines that say what will happen."""
+    """What the demo runs: its workflow, the scripts of its turns and the lines
+    that say what will happen."""
 
     workflow: Path
     script: Callable[[Any], Awaitable[None]]
-    cwd: Path | None
     intro: tuple[str, ...]
 
 
@@ -74,7 +71,6 @@ def _plain() -> Variant:
     return Variant(
         demo_workflow(),
         _script,
-        None,
         (
             f"{REPAIRED_CALL} will need a repair",
             f"{REVIEW_CALL} (the review of build) will reject it once: one fix round",
@@ -85,13 +81,12 @@ def _plain() -> Variant:
 def _git(state_dir: Path, say: Say) -> tuple[Variant, Any]:
     from crw.cli import demo_git
 
-    workflow = demo_git.git_workflow()
-    sample = demo_git.make_sample(state_dir / "sample")
+    sample = demo_git.make_sample(state_dir / demo_git.SAMPLE_DIR)
+    workflow = demo_git.git_workflow(state_dir)
     say(f"  sample repository {sample.path} (main at {sample.start[:12]})")
     variant = Variant(
         workflow,
         lambda client: demo_git.script(client, SIM_SECONDS),
-        sample.path,
         (
             f"{demo_git.BUILD_CALL} (executor) writes {', '.join(demo_git.BUILD_WRITES)}",
             f"{demo_git.REVIEW_CALL} (reviewer) rejects it once; the fix "
@@ -289,30 +284,14 @@ def _app_server_demo(state_dir: Path, socket: Path, say: Say, variant: Variant) 
 
 
 def _start(state_dir: Path, socket: Path, owner: str | None, variant: Variant) -> StartOutcome:
-    """Start the run from `variant.cwd`, if any: the run's repository is the git
-    checkout it is started from."""
-    with _working_in(variant.cwd):
-        return start_run(
-            variant.workflow,
-            backend="session" if owner else "app-server",
-            owner=owner,
-            host=f"unix:{socket}",
-            state=str(state_dir),
-            environ=os.environ,
-        )
-
-
-@contextmanager
-def _working_in(cwd: Path | None) -> Iterator[None]:
-    if cwd is None:
-        yield
-        return
-    before = Path.cwd()
-    os.chdir(cwd)
-    try:
-        yield
-    finally:
-        os.chdir(before)
+    return start_run(
+        variant.workflow,
+        backend="session" if owner else "app-server",
+        owner=owner,
+        host=f"unix:{socket}",
+        state=str(state_dir),
+        environ=os.environ,
+    )
 
 
 async def _script(client: Any) -> None:

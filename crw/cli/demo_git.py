@@ -1,15 +1,16 @@
 """`crw flow demo --git`: the demo on a git repository.
 
 It makes a small sample repository with pygit2 in the demo's state directory
-(one commit on `main`), starts `examples/git-demo.toml` from it (so the sample is
-the run's repository) and scripts the simulated subagents to edit files in
+(one commit on `main`), starts a copy of `examples/git-demo.toml` that names it
+(`repo = "sample"`: the run's repository) and scripts the simulated subagents to edit files in
 their workspace (`writes`, docs/host.md): build.1, the executor, changes
 `src/greet.py`; build.2, the reviewer, rejects once for a missing test; build.3,
 the fix, adds `tests/test_greet.py`; build.4 accepts. At the end it reads the
 sample repository back: the node's branch `refs/crw/flow/<run>/nodes/build`, the
 commit it holds and the files that commit changed since the run's start, and
-`main`, which the run leaves where it was. Where the node branch is missing it
-says so, and shows the files the executor left in its workspace instead.
+`main`, which the run leaves where it was, and where each call worked (its
+allocation). Where the node branch is missing it says so, and shows the files the
+executor left in its workspace instead.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from crw.errors import InputError
 NODE = "build"
 BUILD_CALL, REVIEW_CALL, FIX_CALL = "build.1", "build.2", "build.3"
 SAMPLE_BRANCH = "main"
+SAMPLE_DIR = "sample"
+"""The sample repository's directory in the demo's state directory."""
 AUTHOR = pygit2.Signature("crw demo", "demo@crw.invalid", 1_767_225_600, 0)
 """The sample's first commit's author (a fixed time: the same commit every time)."""
 
@@ -60,12 +63,17 @@ class Sample:
     start: str
 
 
-def git_workflow() -> Path:
-    """examples/git-demo.toml of the source tree crw runs from."""
+def git_workflow(state_dir: Path) -> Path:
+    """examples/git-demo.toml of the source tree crw runs from, copied to
+    `state_dir` with `repo = "sample"` put first: the sample is the run's
+    repository, whatever checkout the demo runs from."""
     path = Path(__file__).resolve().parents[2] / "examples" / "git-demo.toml"
     if not path.is_file():
         raise InputError(f"the demo workflow {path} is missing; run the demo from a crw checkout")
-    return path
+    copy = state_dir / path.name
+    text = path.read_text(encoding="utf-8")
+    copy.write_text(f'repo = "{SAMPLE_DIR}"  # added by crw flow demo --git\n{text}', "utf-8")
+    return copy
 
 
 def make_sample(path: Path) -> Sample:
@@ -106,9 +114,10 @@ def _answer(writes: Mapping[str, str]) -> dict[str, Any]:
 
 
 def report(sample: Sample, run_id: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What the run left in the sample repository: the node branch (its commit and
-    the files it changed since the sample's start), `main`, and each executor
-    call's workspace as its prepared row allocated it."""
+    """What the run left in the sample repository: the node branch (its commit,
+    the commits from the sample's start to it, and the files it changed since
+    that start), `main`, the run's refs, and each call's workspace as its
+    prepared row allocated it."""
     repo = pygit2.Repository(str(sample.path))
     ref = f"refs/crw/flow/{run_id}/nodes/{NODE}"
     found = repo.references.get(ref)
@@ -118,7 +127,8 @@ def report(sample: Sample, run_id: str, rows: Sequence[Mapping[str, Any]]) -> di
         branch = {
             "ref": ref,
             "commit": str(commit.id),
-            "message": commit.message.strip(),
+            "message": _title(commit),
+            "history": _history(commit, sample.start),
             "files": _changes(repo, sample.start, commit),
         }
     return {
@@ -130,6 +140,22 @@ def report(sample: Sample, run_id: str, rows: Sequence[Mapping[str, Any]]) -> di
         "refs": sorted(r for r in repo.references if r.startswith(f"refs/crw/flow/{run_id}/")),
         "workspaces": _workspaces(rows),
     }
+
+
+def _title(commit: pygit2.Commit) -> str:
+    lines = commit.message.strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _history(tip: pygit2.Commit, start: str) -> list[dict[str, str]]:
+    """The first-parent commits from `tip` back to `start` (not included), oldest
+    first."""
+    shown: list[dict[str, str]] = []
+    commit: pygit2.Commit | None = tip
+    while commit is not None and str(commit.id) != start:
+        shown.append({"commit": str(commit.id), "message": _title(commit)})
+        commit = commit.parents[0] if commit.parents else None
+    return shown[::-1]
 
 
 def _changes(repo: pygit2.Repository, start: str, commit: pygit2.Commit) -> list[dict[str, str]]:
@@ -152,7 +178,8 @@ def _workspaces(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         where = allocation.get("workspace")
         item = {"call": row["call"], "role": row.get("role"), "workspace": where}
         item |= {"kind": allocation.get("kind"), "start_commit": allocation.get("start_commit")}
-        if where and Path(where).is_dir():
+        item["exists"] = isinstance(where, str) and Path(where).is_dir()
+        if isinstance(where, str) and item["exists"]:
             item["files"] = _files_in(Path(where), allocation.get("kind"))
         shown.append(item)
     return shown
@@ -176,15 +203,18 @@ def report_lines(git: Mapping[str, Any]) -> list[str]:
     lines = ["", f"sample repository {git['repository']} (main at {git['start'][:12]})"]
     branch = git["branch"]
     if branch is not None:
-        lines.append(f"node branch {branch['ref']}")
-        lines.append(f"  commit {branch['commit']}  {branch['message']}")
-        lines += [f"  {f['status']} {f['path']}" for f in branch["files"]]
+        lines.append(f"node branch {branch['ref']} at {branch['commit']}")
+        lines += [f"  {c['commit'][:12]} {c['message']}" for c in branch["history"]]
+        lines.append(f"  files it changed since {git['start'][:12]}:")
+        lines += [f"    {f['status']} {f['path']}" for f in branch["files"]]
+        lines.append("where the calls worked:")
     else:
         lines.append(f"node branch {git['node_ref']}: none. {_why_no_branch(git)}")
     for item in git["workspaces"]:
-        files = ", ".join(item.get("files") or []) or "-"
-        lines.append(f"  {item['call']} {item['role']}: {item['kind']} {item['workspace']}")
-        if branch is None:
+        gone = "" if item["exists"] else " (released)"
+        lines.append(f"  {item['call']} {item['role']}: {item['kind']} {item['workspace']}{gone}")
+        if branch is None and item["exists"]:
+            files = ", ".join(item.get("files") or []) or "-"
             lines.append(f"    {'files' if item['kind'] == 'directory' else 'changed'}: {files}")
     moved = "unchanged" if git["main"] == git["start"] else f"moved to {git['main'][:12]}"
     lines.append(f"main {moved}")
@@ -196,10 +226,7 @@ def _why_no_branch(git: Mapping[str, Any]) -> str:
     if kinds <= {"directory", None}:
         return (
             "The calls ran in plain directories (allocation kind directory), not in "
-            "worktrees of the sample: this build of crw places no git workspaces, so "
-            "nothing was committed. The executor's files are in its directory:"
+            "worktrees of the sample, so nothing was committed. The executor's files "
+            "are in its directory:"
         )
-    return (
-        "No crw.commit advanced it: this build of crw does not commit an executor's "
-        "pending tree. The executor's changes are left in its worktree:"
-    )
+    return "No crw.commit advanced it. The executor's changes are left in its worktree:"

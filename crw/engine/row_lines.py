@@ -113,6 +113,14 @@ def _completed(row: Row) -> str:
     )
 
 
+def _crw_commit(row: Row) -> str:
+    return _parts(
+        _when(row.get("commit"), f"commit {_short(row.get('commit'))}"),
+        _when(row.get("start"), f"on {_short(row.get('start'))}"),
+        _when(row.get("node_ref"), f"advances {row.get('node_ref')}"),
+    )
+
+
 def _null_model(row: Row) -> str:
     errors = row.get("errors")
     first = errors[0] if isinstance(errors, list) and errors else None
@@ -287,6 +295,7 @@ DETAILS: dict[str, Callable[[Row], str]] = {
     "started": _started,
     "prepared": _prepared,
     "completed": _completed,
+    "crw_commit": _crw_commit,
     "null_model": _null_model,
     "held": _held,
     "superseded": _superseded,

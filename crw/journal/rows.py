@@ -174,6 +174,24 @@ class Completed(RowModel):
     k: int | None = None
 
 
+class CrwCommit(RowModel):
+    """crw.commit of an executor call (engine row): the pending tree committed on
+    the commit its worktree was to be at, the worktree's HEAD moved to it from the
+    observed HEAD, and the node branch advanced to it, each by compare-and-swap.
+    Committed with the call's completed row, before any ref moves."""
+
+    row: Literal["crw_commit"] = "crw_commit"
+    node: str | None = None
+    tree: str | None = None
+    start: str | None = None
+    head: str | None = None
+    head_ref: str | None = None
+    commit: str | None = None
+    when: int | None = None
+    node_ref: str | None = None
+    node_old: str | None = None
+
+
 class NullModel(RowModel):
     """A call ended with no answer that passed (terminal row)."""
 
@@ -494,6 +512,7 @@ Row = Annotated[
     Annotated[Started, Tag("started")]
     | Annotated[Prepared, Tag("prepared")]
     | Annotated[Completed, Tag("completed")]
+    | Annotated[CrwCommit, Tag("crw_commit")]
     | Annotated[NullModel, Tag("null_model")]
     | Annotated[Held, Tag("held")]
     | Annotated[Superseded, Tag("superseded")]

@@ -29,6 +29,10 @@ EXAMPLES: dict[str, tuple[dict[str, Any], str]] = {
         f"turn 3, attempt 2, tokens 120, result {'a' * 12}, taken out of prose, "
         f"executor committed {'d' * 12}",
     ),
+    "crw_commit": (
+        {"commit": "e" * 40, "start": "c" * 40, "node_ref": "refs/crw/flow/r1/nodes/build"},
+        f"commit {'e' * 12}, on {'c' * 12}, advances refs/crw/flow/r1/nodes/build",
+    ),
     "null_model": (
         {"reason": "schema_invalid_after_repair", "tokens": TOKENS,
          "errors": ["'x' is a required property", "other"]},

@@ -72,6 +72,17 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "attempt": 1,
         "k": 2,
     },
+    "crw_commit": {
+        "node": "build",
+        "tree": "7ree",
+        "start": "c0ffee",
+        "head": "beef",
+        "head_ref": "refs/heads/crw/r1/build",
+        "commit": "c0de",
+        "when": 1700000000,
+        "node_ref": "refs/crw/flow/r1/nodes/build",
+        "node_old": "c0ffee",
+    },
     "null_model": {
         "reason": "schema_invalid_after_repair",
         "tokens": TOKENS,

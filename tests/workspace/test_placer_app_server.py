@@ -14,6 +14,7 @@ from trio.testing import MockClock
 import tests.actors.test_app_server_resume as app_resume
 from crw.actors.app_server_call import CallContext
 from crw.host.sim.server import open_sim_host
+from crw.workspace.commit import node_tip
 from crw.workspace.placer import Placer
 from tests.actors.test_app_server_resume import kill_after
 from tests.actors.test_app_server_review import one, reviewed
@@ -59,7 +60,7 @@ async def test_app_server_calls_work_in_their_worktree_and_checkouts(
     for call in ("build.1", "build.3"):
         assert one(rows, call, "thread_started")["cwd"] == build["workspace"]
     tree = pygit2.Repository(build["workspace"])
-    assert (tree.head.name, str(tree.head.target)) == (build["branch"], head)
+    assert (tree.head.name, str(tree.head.target)) == (build["branch"], node_tip(rows, "build"))
 
 
 async def test_a_killed_app_server_process_restores_the_worktree_it_left_unmade(
@@ -76,4 +77,4 @@ async def test_a_killed_app_server_process_restores_the_worktree_it_left_unmade(
         rows = made.rows()
     assert [r["row"] for r in rows if r.get("call") == "build.1"].count("prepared") == 1
     tree = pygit2.Repository(build["workspace"])
-    assert (tree.head.name, str(tree.head.target)) == (build["branch"], build["start_commit"])
+    assert (tree.head.name, str(tree.head.target)) == (build["branch"], node_tip(rows, "build"))

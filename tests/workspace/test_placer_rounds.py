@@ -18,6 +18,7 @@ import tests.actors.test_session_run as session_run
 from crw.actors.journal_writer import open_journal_writer
 from crw.actors.session_call import SessionContext
 from crw.journal.rows import RowModel
+from crw.workspace import commit
 from crw.workspace.placer import Placer
 from tests.actors.test_review_rounds import a_resumed_process, reviewed, run_until
 from tests.actors.test_session_lost import lost_owner
@@ -44,6 +45,12 @@ def one(rows: Rows, call: str, kind: str) -> dict[str, Any]:
     found = [r for r in rows if r.get("call") == call and r["row"] == kind]
     assert len(found) == 1, (call, kind, found)
     return found[0]
+
+
+def crw_head(rows: Rows, allocation: dict[str, Any]) -> tuple[str, str]:
+    """Where an executor's worktree ends: on its branch, at the node's last
+    crw.commit (the start when the node has none)."""
+    return allocation["branch"], commit.node_tip(rows, "build") or allocation["start_commit"]
 
 
 def worktree_head(path: str) -> tuple[str | None, str]:
@@ -82,10 +89,7 @@ async def test_a_lost_attempts_next_spawn_works_in_the_same_worktree(
     started = [r for r in rows if r["row"] == "thread_started" and r["call"] == "build.1"]
     assert [s["cwd"] for s in started] == [allocation["workspace"]] * 2
     assert (Path(allocation["workspace"]) / "parser.py").read_text() == "edited\n"
-    assert worktree_head(allocation["workspace"]) == (
-        allocation["branch"],
-        allocation["start_commit"],
-    )
+    assert worktree_head(allocation["workspace"]) == crw_head(rows, allocation)
     assert sum(name.endswith("-build.1") for name in repo.list_worktrees()) == 1
 
 
@@ -146,7 +150,7 @@ async def test_a_resumed_process_restores_a_p_that_is_missing(
         assert kinds(rows, node_call).count("prepared") == 1, node_call
     assert len(owner.spawned) == 5
     assert one(rows, "build.3", "prepared")["allocation"] == build
-    assert worktree_head(str(path)) == (build["branch"], build["start_commit"])
+    assert worktree_head(str(path)) == crw_head(rows, build)
     assert (path / "parser.py").read_text() == "def parse(): ...\n"
     assert sum(name.endswith("-build.1") for name in repo.list_worktrees()) == 1
 
@@ -171,4 +175,4 @@ async def test_a_superseded_call_releases_its_worktree_and_the_new_call_gets_its
     assert not await trio.Path(old["workspace"]).exists()
     assert not any(name.endswith("-build.1") for name in repo.list_worktrees())
     assert repo.references.get(old["branch"]) is None  # it held no commit of its own
-    assert worktree_head(new["workspace"]) == (new["branch"], new["start_commit"])
+    assert worktree_head(new["workspace"]) == crw_head(rows, new)

@@ -108,7 +108,8 @@ async def test_session_run_places_each_call_in_its_worktree_or_checkout(
         assert started["host_cwd"] != allocation["workspace"]
     build = pygit2.Repository(str(calls / "build.1"))
     assert build.head.name == f"refs/heads/crw/{RUN_ID}/build.1"
-    assert str(build.head.target) == head
+    # crw.commit moved the worktree's HEAD to the pending tree committed on start
+    assert [str(p) for p in build.head.peel(pygit2.Commit).parent_ids] == [head]
     assert (calls / "build.1" / "main.go").read_text() == "package main\n"
     assert pygit2.Repository(str(calls / "review.1")).head_is_detached
     assert sorted(repo.list_worktrees()) == sorted(f"crw-{RUN_ID}-{c}" for c in expected)

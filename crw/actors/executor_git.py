@@ -1,0 +1,115 @@
+"""An executor call's harvest on git, between the harvest decision and its rows.
+
+When the harvest decides a completed row for a call whose P is an attempt
+worktree, `prepare` reads P (pending tree, HEAD; `crw.workspace.commit.harvest`)
+and writes crw.commit's commit object; the completed row then carries
+pending_tree and, when the subagent committed, executor_head_moved, and the
+crw_commit row follows it in the same batch. Only once that batch is durable does
+`apply` move the refs (stray ref, P's HEAD, node branch), each by
+compare-and-swap. A ref someone else moved in between holds the call
+effect_proof_mismatch instead (the row `apply` returns).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pygit2
+import trio
+
+from crw.actors.effect_proofs import epoch
+from crw.journal.rows import Allocation, Completed, Held, RowModel
+from crw.workspace import commit, proof
+from crw.workspace.placer import WORKTREE
+
+GIT_ROWS = frozenset({"prepared", "crw_commit"})
+"""The rows `to_be_at` reads of other calls: the run keeps these (`keep`)."""
+
+
+def keep(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of `rows` an executor's harvest reads (prepared, crw_commit)."""
+    return [dict(row) for row in rows if row.get("row") in GIT_ROWS]
+
+
+@dataclass(frozen=True)
+class Effects:
+    """What an executor's harvest found, for its rows and then its refs."""
+
+    harvest: commit.Harvest | None
+    repository: str | None
+    workspace: str | None
+    unreadable: str | None = None
+    """Why P could not be read (its worktree deleted or broken), if it could not."""
+
+    def rows(self, end: RowModel) -> list[RowModel]:
+        """`end`, with the pending tree and moved HEAD when it is a completed row of
+        an executor on git, followed by its crw_commit row."""
+        if self.harvest is None or not isinstance(end, Completed):
+            return [end]
+        done = end.model_copy(
+            update={
+                "pending_tree": self.harvest.pending_tree,
+                "executor_head_moved": self.harvest.moved,
+            }
+        )
+        return [done, self.harvest.commit]
+
+
+NONE = Effects(None, None, None)
+
+UNREADABLE = "worktree_unreadable"
+"""The held reason of an executor whose P could not be read at its harvest."""
+
+
+async def prepare(
+    end: RowModel | None,
+    allocation: Allocation | None,
+    repository: str | None,
+    rows: list[dict[str, Any]],
+    *,
+    run: str,
+    node: str,
+    call: str,
+    attempt: int,
+    now: str,
+) -> Effects:
+    """Read P of an executor whose turn completed (HARV-48); NONE for any other end
+    or call, or a run without git."""
+    if not isinstance(end, Completed) or allocation is None or repository is None:
+        return NONE
+    if allocation.kind != WORKTREE or not allocation.workspace:
+        return NONE
+    read = functools.partial(
+        commit.harvest, run=run, node=node, call=call, attempt=attempt, when=epoch(now)
+    )
+    try:
+        found = await trio.to_thread.run_sync(read, allocation.workspace, rows)
+    except (pygit2.GitError, OSError, KeyError, ValueError) as err:
+        why = (
+            f"cannot read the executor's worktree {allocation.workspace}: {err}; "
+            "restore it (or answer skip), then answer retry"
+        )
+        return Effects(None, repository, allocation.workspace, unreadable=why)
+    return Effects(found, repository, allocation.workspace)
+
+
+async def apply(effects: Effects, call: str) -> Held | None:
+    """Move the refs the committed rows announce; the held row of the call when a
+    ref was moved by someone else (effect_proof_mismatch), or P could not be read
+    (worktree_unreadable)."""
+    if effects.unreadable is not None:
+        return Held(call=call, reason=UNREADABLE, error=effects.unreadable)
+    if effects.harvest is None or effects.repository is None:
+        return None
+    found = effects.harvest
+    repo = pygit2.Repository(effects.repository)
+    try:
+        await trio.to_thread.run_sync(
+            commit.apply, repo, found.commit, found.moved, effects.workspace
+        )
+    except commit.EffectRefused as refused:
+        return Held(call=call, reason=proof.MISMATCH, error=str(refused))
+    return None

@@ -1,0 +1,244 @@
+"""An executor's harvest on git: its pending tree, its HEAD, and crw.commit.
+
+At the harvest of an executor call whose P is an attempt worktree:
+
+- the pending tree is the tree of P with everything added (untracked files too,
+  `.gitignore` honoured), built in an index held in memory: the worktree's index
+  file is not written;
+- the HEAD is compared with the commit the worktree is to be at (HARV-48,
+  `to_be_at`); a HEAD the subagent moved by committing is kept on the call's stray
+  ref (`crw.workspace.refs`) and recorded as executor_head_moved (HARV-49, HARV-53);
+- crw.commit commits the pending tree on that commit, and records it in a
+  `crw_commit` row (HARV-54). The commit object is written before the row (an
+  object no ref names changes nothing); the row is committed with the completed
+  row; only then do the refs move, each by compare-and-swap (`apply`): the stray
+  ref, the worktree's HEAD from the observed HEAD, the node branch from the node's
+  last crw.commit. Each move finds its ref at the old value or already at the new
+  one, so `apply` run again after a crash at any point ends the same.
+
+`to_be_at` and `node_tip` are pure (rows in); the rest reads or writes git.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from crw.journal.rows import CrwCommit, ExecutorHeadMoved
+from crw.workspace import refs
+
+Row = Mapping[str, Any]
+
+AUTHOR_NAME = "crw flow"
+AUTHOR_EMAIL = "crw-flow@localhost"
+
+
+def _allocation(rows: Iterable[Row], call: str) -> tuple[Row | None, int]:
+    """The call's newest prepared row and where in `rows` its allocation was made:
+    the first prepared row of the node with the same workspace (a build and its fix
+    rounds share one allocation)."""
+    seq = list(rows)
+    mine = None
+    for row in seq:
+        if row.get("row") == "prepared" and row.get("call") == call:
+            mine = row
+    if mine is None:
+        return None, 0
+    workspace = (mine.get("allocation") or {}).get("workspace")
+    for i, row in enumerate(seq):
+        same = (row.get("allocation") or {}).get("workspace") == workspace
+        if row.get("row") == "prepared" and row.get("node") == mine.get("node") and same:
+            return mine, i
+    return mine, 0  # pragma: no cover - `mine` itself matches
+
+
+def to_be_at(rows: Iterable[Row], call: str) -> str | None:
+    """The commit `call`'s worktree is to be at (HARV-48): the node's last crw.commit
+    after the allocation the worktree was made for, else that allocation's start
+    commit. None: the call has no prepared row with a start commit."""
+    seq = list(rows)
+    prepared, made_at = _allocation(seq, call)
+    if prepared is None:
+        return None
+    node = prepared.get("node")
+    last = (prepared.get("allocation") or {}).get("start_commit")
+    for row in seq[made_at:]:
+        if row.get("row") == "crw_commit" and row.get("node") == node and row.get("commit"):
+            last = row["commit"]
+    return last
+
+
+def node_tip(rows: Iterable[Row], node: str) -> str | None:
+    """The node's last crw.commit in the rows: what its node branch holds."""
+    tip = None
+    for row in rows:
+        if row.get("row") == "crw_commit" and row.get("node") == node and row.get("commit"):
+            tip = row["commit"]
+    return tip
+
+
+def pending_tree(workspace: str | Path) -> str:
+    """The tree of P with everything added, untracked files included and ignored
+    ones left out. The index is read into memory and never written back."""
+    repo = pygit2.Repository(str(workspace))  # its own index object, dropped after
+    index = repo.index
+    index.add_all()  # adds new and changed files, drops deleted ones
+    return str(index.write_tree())
+
+
+def observed_head(workspace: str | Path) -> tuple[str, str]:
+    """P's HEAD: the ref to compare-and-swap (the branch HEAD names, or `HEAD` when
+    detached) and the commit it is at."""
+    repo = pygit2.Repository(str(workspace))
+    head = repo.references["HEAD"]
+    name = head.target if head.type == pygit2.enums.ReferenceType.SYMBOLIC else "HEAD"
+    return str(name), str(repo.head.target)
+
+
+def commit_object(repo: pygit2.Repository, row: CrwCommit, call: str) -> str:
+    """Write crw.commit's commit object (the pending tree on start, at `when`);
+    the same row always gives the same commit."""
+    assert row.tree and row.start and row.when is not None
+    sig = pygit2.Signature(AUTHOR_NAME, AUTHOR_EMAIL, row.when, 0)
+    message = f"crw.commit {call}\n\nnode {row.node}\n"
+    tree, parent = pygit2.Oid(hex=row.tree), pygit2.Oid(hex=row.start)
+    return str(repo.create_commit(None, sig, sig, message, tree, [parent]))
+
+
+@dataclass(frozen=True)
+class Harvest:
+    """What an executor's harvest records: the completed row's pending_tree and
+    executor_head_moved, and the crw_commit row."""
+
+    pending_tree: str
+    moved: ExecutorHeadMoved | None
+    commit: CrwCommit
+
+
+def harvest(
+    workspace: str | Path,
+    rows: Iterable[Row],
+    *,
+    run: str,
+    node: str,
+    call: str,
+    attempt: int,
+    when: int,
+) -> Harvest | None:
+    """Read P and prepare crw.commit (its commit object written; no ref moved).
+    None: the call has no commit to be at (P is not an attempt worktree)."""
+    seq = list(rows)
+    start = to_be_at(seq, call)
+    if start is None:
+        return None
+    tree = pending_tree(workspace)
+    head_ref, head = observed_head(workspace)
+    moved = None
+    if head != start:  # the subagent committed (HARV-49)
+        moved = ExecutorHeadMoved(
+            start=start, head=head, ref=refs.stray_ref(run, node, attempt, call)
+        )
+    row = CrwCommit(
+        call=call,
+        node=node,
+        tree=tree,
+        start=start,
+        head=head,
+        head_ref=head_ref,
+        when=when,
+        node_ref=refs.node_ref(run, node),
+        node_old=node_tip(seq, node),
+    )
+    repo = pygit2.Repository(str(workspace))
+    row = row.model_copy(update={"commit": commit_object(repo, row, call)})
+    return Harvest(tree, moved, row)
+
+
+def record_missing(
+    repo: pygit2.Repository, rows: Iterable[Row], call: str, *, run: str, when: int
+) -> CrwCommit:
+    """The crw_commit row of a call whose completed row is durable and whose
+    crw_commit row is not (a process that died inside the batch): the same
+    crw.commit, from the completed row (its commit object written; no ref moved)."""
+    seq = list(rows)
+    completed = [r for r in seq if r.get("call") == call and r.get("row") == "completed"][-1]
+    prepared, _ = _allocation(seq, call)
+    assert prepared is not None
+    moved = completed.get("executor_head_moved") or {}
+    start = moved.get("start") or to_be_at(seq, call)
+    workspace = (prepared.get("allocation") or {}).get("workspace")
+    head_ref = observed_head(workspace)[0] if workspace and Path(workspace).is_dir() else None
+    node = str(prepared.get("node"))
+    row = CrwCommit(
+        call=call,
+        node=node,
+        tree=completed.get("pending_tree"),
+        start=start,
+        head=moved.get("head") or start,
+        head_ref=head_ref,
+        when=when,
+        node_ref=refs.node_ref(run, node),
+        node_old=node_tip(seq, node),
+    )
+    return row.model_copy(update={"commit": commit_object(repo, row, call)})
+
+
+def workspace_of(rows: Iterable[Row], call: str) -> str | None:
+    """P of `call`, from its prepared row."""
+    prepared, _ = _allocation(rows, call)
+    return (prepared.get("allocation") or {}).get("workspace") if prepared else None
+
+
+class EffectRefused(Exception):
+    """A ref holds neither the old value crw.commit recorded nor the new one."""
+
+    def __init__(self, ref: str, detail: str) -> None:
+        super().__init__(f"{ref}: {detail}")
+        self.ref, self.detail = ref, detail
+
+
+def apply(
+    repo: pygit2.Repository,
+    row: CrwCommit,
+    moved: ExecutorHeadMoved | None,
+    workspace: str | Path | None,
+) -> None:
+    """Move the refs the rows announce, each by compare-and-swap, in order: the
+    stray ref (HARV-49, HARV-51, HARV-52), P's HEAD from the observed HEAD to the
+    commit (HARV-54; skipped when P is gone), the node branch from the node's last
+    crw.commit. A ref already at its new value is left; run again after a crash,
+    it ends the same.
+
+    Raises:
+        EffectRefused: a ref holds neither value (it was moved by someone else).
+    """
+    assert row.commit and row.node_ref
+    if moved is not None and moved.ref and moved.head:
+        try:
+            refs.keep_stray(repo, moved.ref, moved.head)
+        except refs.NotFastForward as refused:
+            raise EffectRefused(moved.ref, str(refused)) from None
+    if workspace is not None and Path(workspace).is_dir() and row.head_ref:
+        tree = pygit2.Repository(str(workspace))
+        if _move(tree, row.head_ref, row.head, row.commit):
+            index = tree.index  # P's files are the pending tree: the index matches it
+            index.read_tree(tree[row.commit].peel(pygit2.Tree))
+            index.write()
+    _move(repo, row.node_ref, row.node_old, row.commit)
+
+
+def _move(repo: pygit2.Repository, name: str, old: str | None, new: str) -> bool:
+    """Compare-and-swap `name` from `old` to `new`; False when it is at `new` already."""
+    try:
+        refs.swap(repo, name, old, new, message="crw.commit")
+    except refs.SwapFailed as failed:
+        if failed.found == new:
+            return False
+        raise EffectRefused(
+            name, f"holds {failed.found or 'no ref'}, not {old or 'no ref'}"
+        ) from None
+    return True

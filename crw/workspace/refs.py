@@ -1,0 +1,136 @@
+"""The run's refs, moved only by compare-and-swap: stray refs and node branches.
+
+A run's refs live under `refs/crw/flow/<run>/`: the node branch
+`refs/crw/flow/<run>/nodes/<node>` (its last crw.commit) and one stray ref per
+executor call, `refs/crw/flow/<run>/stray/<node>/a<attempt>-<call>`, which keeps a
+HEAD the call's subagent moved by committing (HARV-49). The call is in the name, so
+each executor call of one allocation (a build and its fix rounds) keeps its own
+(HARV-50).
+
+Two processes may race on one ref; neither overwrites the other. A ref is created
+against no ref (`references.create(..., force=False)`: it fails when the ref
+exists) and moved in a `repo.transaction()`: the ref is locked, its value read again
+under the lock and compared with the old value the mover holds, and only then set.
+The loser of a race gets `SwapFailed` with the value it found, and re-reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+ROOT = "refs/crw/flow"
+
+
+def run_prefix(run: str) -> str:
+    """`refs/crw/flow/<run>/`: every ref the run moves itself."""
+    return f"{ROOT}/{run}/"
+
+
+def node_ref(run: str, node: str) -> str:
+    """The node branch, advanced by crw.commit."""
+    return f"{ROOT}/{run}/nodes/{node}"
+
+
+def stray_ref(run: str, node: str, attempt: int, call: str) -> str:
+    """The stray ref of one executor call's attempt (HARV-49, HARV-50)."""
+    return f"{ROOT}/{run}/stray/{node}/a{attempt}-{call}"
+
+
+class SwapFailed(Exception):
+    """A compare-and-swap found another value than the old one it was given."""
+
+    def __init__(self, name: str, expected: str | None, found: str | None) -> None:
+        super().__init__(f"{name}: expected {expected or 'no ref'}, found {found or 'no ref'}")
+        self.name, self.expected, self.found = name, expected, found
+
+
+class NotFastForward(Exception):
+    """A stray ref holds a commit the new HEAD does not descend from (HARV-52)."""
+
+    def __init__(self, name: str, held: str, head: str) -> None:
+        super().__init__(f"{name} holds {held}; {head} does not descend from it")
+        self.name, self.held, self.head = name, held, head
+
+
+def common(repo: pygit2.Repository, name: str) -> pygit2.Repository:
+    """The repository a ref named `name` is moved in: a worktree's own `HEAD` in
+    the worktree, every other ref in the common repository. libgit2 (1.9, pygit2
+    1.21) opened on a worktree looks for an existing ref in the worktree's git
+    directory but writes it to the common one, so a create against no ref made
+    there overwrites a ref that exists; made in the common repository it fails."""
+    if name == "HEAD":
+        return repo
+    pointer = Path(repo.path) / "commondir"
+    if not pointer.is_file():
+        return repo
+    return pygit2.Repository(str((Path(repo.path) / pointer.read_text().strip()).resolve()))
+
+
+def read(repo: pygit2.Repository, name: str) -> str | None:
+    """The commit `name` points at (hex), or None when there is no such ref."""
+    ref = repo.references.get(name)
+    if ref is None:
+        return None
+    return str(ref.resolve().target)
+
+
+def swap(
+    repo: pygit2.Repository, name: str, old: str | None, new: str, *, message: str = "crw flow"
+) -> None:
+    """Set `name` to `new` if it holds `old` (None: if there is no such ref).
+
+    Raises:
+        SwapFailed: the ref held another value, or another mover held its lock;
+            nothing was changed.
+    """
+    repo = common(repo, name)
+    if old is None:
+        try:
+            repo.references.create(name, pygit2.Oid(hex=new), force=False)
+        except pygit2.AlreadyExistsError:
+            raise SwapFailed(name, None, read(repo, name)) from None
+        return
+    with repo.transaction() as tx:
+        try:
+            tx.lock_ref(name)
+        except pygit2.GitError:  # another mover holds the lock: its swap goes first
+            raise SwapFailed(name, old, read(repo, name)) from None
+        found = read(repo, name)  # under the lock: no other mover can change it now
+        if found != old:
+            raise SwapFailed(name, old, found)  # leaving the block unlocks, unchanged
+        tx.set_target(name, new, message=message)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What keeping a HEAD on a stray ref did: `created`, `moved` (a fast-forward
+    from `old`), or nothing (`already`: the ref held the HEAD)."""
+
+    ref: str
+    head: str
+    action: str
+    old: str | None = None
+
+
+def keep_stray(repo: pygit2.Repository, name: str, head: str) -> Kept:
+    """Keep `head` on the stray ref `name`: created against no ref (HARV-51), or moved
+    by a fast-forward with the commit it holds as the old value (HARV-52). A swap
+    lost to another process is read again and decided again.
+
+    Raises:
+        NotFastForward: the ref holds a commit `head` does not descend from.
+    """
+    while True:
+        held = read(repo, name)
+        if held == head:
+            return Kept(name, head, "already", held)
+        if held is not None and not repo.descendant_of(pygit2.Oid(hex=head), pygit2.Oid(hex=held)):
+            raise NotFastForward(name, held, head)
+        try:
+            swap(repo, name, held, head, message="crw flow: stray HEAD")
+        except SwapFailed:
+            continue
+        return Kept(name, head, "created" if held is None else "moved", held)

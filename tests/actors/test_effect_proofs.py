@@ -1,0 +1,97 @@
+"""A resumed run finishes and proves its executors' git effects (real tmp repos)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import pytest
+
+from crw.actors import effect_proofs
+from crw.actors.journal_writer import open_journal_writer
+from crw.clock import fixed_clock
+from crw.journal.rows import Completed
+from crw.workspace import commit, refs
+from tests.workspace.strayrepo import attempt_worktree, commit_files, repo_with
+
+NOW = "2026-01-01T00:00:00.000000Z"
+
+
+def _setup(tmp_path: Path) -> tuple[pygit2.Repository, Path, list[dict[str, Any]], commit.Harvest]:
+    repo = repo_with(tmp_path / "repo", {"a.txt": "a\n"})
+    start = str(repo.head.target)
+    wt = attempt_worktree(repo, tmp_path / "wt", "crw-r1-build", start)
+    commit_files(pygit2.Repository(str(wt)), wt, {"b.txt": "b\n"}, "subagent")
+    (wt / "c.txt").write_text("uncommitted\n")
+    allocation = {"workspace": str(wt), "kind": "worktree", "start_commit": start}
+    rows: list[dict[str, Any]] = [
+        {"row": "prepared", "call": "build.1", "node": "build", "allocation": allocation}
+    ]
+    got = commit.harvest(wt, rows, run="r1", node="build", call="build.1", attempt=1, when=1)
+    assert got is not None
+    done = Completed(call="build.1", pending_tree=got.pending_tree, executor_head_moved=got.moved)
+    rows.append(done.model_dump())
+    return repo, wt, rows, got
+
+
+async def _settle(tmp_path: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async with open_journal_writer(tmp_path / "journal.jsonl", clock=fixed_clock()) as journal:
+        return await effect_proofs.settle(journal, rows, run="r1", repository=None, now=NOW)
+
+
+def _outcome(repo: pygit2.Repository, wt: Path, got: commit.Harvest) -> tuple[Any, ...]:
+    node = refs.read(repo, "refs/crw/flow/r1/nodes/build") or ""
+    made = repo[node].peel(pygit2.Commit)
+    stray = refs.read(repo, got.moved.ref or "") if got.moved else None
+    head = str(pygit2.Repository(str(wt)).head.target)
+    return (str(made.tree_id), [str(p) for p in made.parent_ids], stray, head == node)
+
+
+@pytest.mark.parametrize("kill", ["torn_batch", "after_rows", "after_stray", "after_head"])
+async def test_every_kill_point_resumes_to_the_same_outcome(tmp_path: Path, kill: str) -> None:
+    """spec: GEN-7, HARV-49, HARV-51, HARV-54"""
+    repo, wt, rows, got = _setup(tmp_path)
+    expected = (got.pending_tree, [got.commit.start], got.moved.head if got.moved else None, True)
+    if kill != "torn_batch":
+        rows.append(got.commit.model_dump())
+    if kill in ("after_stray", "after_head") and got.moved:
+        refs.keep_stray(repo, got.moved.ref or "", got.moved.head or "")
+    if kill == "after_head":
+        refs.swap(repo, got.commit.head_ref or "", got.commit.head, got.commit.commit or "")
+    taken = await _settle(tmp_path, rows)
+    assert [r["row"] for r in taken] == (["crw_commit"] if kill == "torn_batch" else [])
+    assert _outcome(repo, wt, got) == expected
+    if kill != "torn_batch":
+        assert refs.read(repo, "refs/crw/flow/r1/nodes/build") == got.commit.commit
+    assert await _settle(tmp_path, [*rows, *taken]) == []  # proved: nothing more to write
+
+
+async def test_a_resumed_run_holds_a_call_whose_tree_no_longer_matches(tmp_path: Path) -> None:
+    """spec: GEN-7, HARV-55"""
+    repo, wt, rows, got = _setup(tmp_path)
+    rows.append(got.commit.model_dump())
+    commit.apply(repo, got.commit, got.moved, wt)
+    other = commit_files(repo, tmp_path / "repo", {"z.txt": "z\n"}, "someone else")
+    repo.references.create(
+        got.commit.node_ref or "", pygit2.Oid(hex=other), force=True
+    )  # moved behind the run
+    taken = await _settle(tmp_path, rows)
+    assert [(r["row"], r["call"], r["reason"]) for r in taken] == [
+        ("held", "build.1", "effect_proof_mismatch")
+    ]
+    assert "refs/crw/flow/r1/nodes/build holds" in taken[0]["error"]
+    assert refs.read(repo, got.commit.node_ref or "") == other  # nothing moved back
+
+
+async def test_a_run_without_git_settles_nothing(tmp_path: Path) -> None:
+    """spec: GEN-7"""
+    rows: list[dict[str, Any]] = [
+        {
+            "row": "prepared",
+            "call": "a.1",
+            "node": "a",
+            "allocation": {"workspace": str(tmp_path), "kind": "directory"},
+        }
+    ]
+    assert await _settle(tmp_path, rows) == []

@@ -1,0 +1,149 @@
+"""Stray refs and node branches, moved only by compare-and-swap, on real repos."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from crw.workspace import refs
+from tests.workspace.strayrepo import attempt_worktree, commit_files, repo_with
+
+
+def _repo(tmp_path: Path) -> tuple[pygit2.Repository, str]:
+    repo = repo_with(tmp_path / "repo", {"a.txt": "a\n"})
+    return repo, str(repo.head.target)
+
+
+def test_stray_ref_names_run_node_attempt_and_call() -> None:
+    """spec: HARV-49, HARV-50"""
+    assert refs.stray_ref("r1", "build", 2, "build.3") == "refs/crw/flow/r1/stray/build/a2-build.3"
+    assert refs.stray_ref("r1", "build", 1, "build.1") != refs.stray_ref(
+        "r1", "build", 1, "build.3"
+    )
+    assert refs.node_ref("r1", "build") == "refs/crw/flow/r1/nodes/build"
+
+
+def test_stray_ref_is_created_against_no_ref(tmp_path: Path) -> None:
+    """spec: HARV-51"""
+    repo, start = _repo(tmp_path)
+    head = commit_files(repo, tmp_path / "repo", {"b.txt": "b\n"}, "subagent")
+    name = refs.stray_ref("r1", "build", 1, "build.1")
+    kept = refs.keep_stray(repo, name, head)
+    assert (kept.action, kept.old, refs.read(repo, name)) == ("created", None, head)
+    with pytest.raises(refs.SwapFailed) as failed:
+        refs.swap(repo, name, None, start)
+    assert (failed.value.expected, failed.value.found) == (None, head)
+    assert refs.read(repo, name) == head
+
+
+def test_stray_ref_moves_only_by_fast_forward_from_the_held_commit(tmp_path: Path) -> None:
+    """spec: HARV-52"""
+    repo, start = _repo(tmp_path)
+    first = commit_files(repo, tmp_path / "repo", {"b.txt": "b\n"}, "one")
+    later = commit_files(repo, tmp_path / "repo", {"c.txt": "c\n"}, "two")
+    name = refs.stray_ref("r1", "build", 1, "build.1")
+    refs.keep_stray(repo, name, first)
+    kept = refs.keep_stray(repo, name, later)
+    assert (kept.action, kept.old, refs.read(repo, name)) == ("moved", first, later)
+    assert refs.keep_stray(repo, name, later).action == "already"
+    base = repo[start].peel(pygit2.Commit)
+    other = repo.create_commit(None, base.author, base.author, "side", base.tree_id, [base.id])
+    with pytest.raises(refs.NotFastForward):
+        refs.keep_stray(repo, name, str(other))
+    assert refs.read(repo, name) == later
+    with pytest.raises(refs.SwapFailed):  # a move with a stale old value changes nothing
+        refs.swap(repo, name, first, start)
+    assert refs.read(repo, name) == later
+
+
+def _race(tmp_path: Path, name: str, old: str | None, targets: list[str]) -> list[object]:
+    """Each target swapped in from its own thread and Repository (as two processes
+    would), all released at once; each thread's outcome."""
+    gate = threading.Barrier(len(targets))
+    outcomes: list[object] = [None] * len(targets)
+
+    def racer(i: int) -> None:
+        mine = pygit2.Repository(str(tmp_path / "repo"))
+        gate.wait()
+        try:
+            refs.swap(mine, name, old, targets[i])
+            outcomes[i] = "won"
+        except refs.SwapFailed as failed:
+            outcomes[i] = failed
+
+    threads = [threading.Thread(target=racer, args=(i,)) for i in range(len(targets))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+@pytest.mark.parametrize("rounds", [20])
+def test_two_racers_on_one_ref_one_wins_the_other_rereads(tmp_path: Path, rounds: int) -> None:
+    """spec: HARV-51, HARV-52"""
+    repo, start = _repo(tmp_path)
+    a = commit_files(repo, tmp_path / "repo", {"b.txt": "b\n"}, "a")
+    b = commit_files(repo, tmp_path / "repo", {"c.txt": "c\n"}, "b")
+    for n in range(rounds):
+        name = refs.stray_ref("r1", "build", 1, f"build.{n}")
+        created = _race(tmp_path, name, None, [a, b])
+        assert sorted(map(str, created)).count("won") == 1
+        winner = [a, b][created.index("won")]
+        loser = created[1 - created.index("won")]
+        assert isinstance(loser, refs.SwapFailed) and loser.found == winner
+        assert refs.read(repo, name) == winner
+        moved = _race(tmp_path, name, winner, [start, start if winner == a else a])
+        assert moved.count("won") == 1
+        assert all(o == "won" or isinstance(o, refs.SwapFailed) for o in moved)
+
+
+def test_keep_stray_rereads_after_a_lost_swap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HARV-51, HARV-52"""
+    repo, _start = _repo(tmp_path)
+    a = commit_files(repo, tmp_path / "repo", {"b.txt": "b\n"}, "a")
+    b = commit_files(repo, tmp_path / "repo", {"c.txt": "c\n"}, "b")
+    name = refs.stray_ref("r1", "build", 1, "build.1")
+    real = refs.swap
+    calls: list[str | None] = []
+
+    def swap_after_other(
+        repo_: pygit2.Repository, name_: str, old: str | None, new: str, **kw: str
+    ) -> None:
+        calls.append(old)
+        if len(calls) == 1:  # another process creates the ref first
+            real(pygit2.Repository(str(tmp_path / "repo")), name_, None, a)
+        real(repo_, name_, old, new, **kw)
+
+    monkeypatch.setattr(refs, "swap", swap_after_other)
+    kept = refs.keep_stray(repo, name, b)
+    assert calls == [None, a]
+    assert (kept.action, kept.old, refs.read(repo, name)) == ("moved", a, b)
+
+
+def test_worktree_shares_the_run_refs(tmp_path: Path) -> None:
+    """spec: HARV-49"""
+    repo, start = _repo(tmp_path)
+    wt = attempt_worktree(repo, tmp_path / "wt", "crw-r1-build", start)
+    tree = pygit2.Repository(str(wt))
+    head = commit_files(tree, wt, {"new.txt": "n\n"}, "subagent commit")
+    name = refs.stray_ref("r1", "build", 1, "build.1")
+    refs.keep_stray(tree, name, head)
+    assert refs.read(repo, name) == head
+
+
+def test_a_create_from_a_worktree_fails_on_a_ref_that_exists(tmp_path: Path) -> None:
+    """spec: HARV-51"""
+    repo, start = _repo(tmp_path)
+    other = commit_files(repo, tmp_path / "repo", {"b.txt": "b\n"}, "other")
+    wt = attempt_worktree(repo, tmp_path / "wt", "crw-r1-build", start)
+    name = refs.stray_ref("r1", "build", 1, "build.1")
+    refs.swap(repo, name, None, other)
+    with pytest.raises(refs.SwapFailed) as failed:
+        refs.swap(pygit2.Repository(str(wt)), name, None, start)
+    assert failed.value.found == other and refs.read(repo, name) == other
