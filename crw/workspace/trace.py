@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,13 +179,23 @@ def shared_digest(site: Site) -> str:
 
 
 def take(site: Site, checkout: Path | None) -> TraceDigests:
-    """The three digests of `site` now; the outside one of `checkout` when given."""
+    """The three digests of `site` now; the outside one of `checkout` when given.
+    A digest that cannot be read (a repository gone or damaged, a file that
+    cannot be opened) is left out, and so never compared: the trace never stops
+    a call."""
     return TraceDigests(
-        workspace=workspace_digest(site.workspace),
-        outside=outside_digest(checkout, site) if checkout is not None else None,
+        workspace=_readable(workspace_digest, site.workspace),
+        outside=_readable(outside_digest, checkout, site) if checkout is not None else None,
         checkout=str(checkout) if checkout is not None else None,
-        shared=shared_digest(site),
+        shared=_readable(shared_digest, site),
     )
+
+
+def _readable(read: Callable[..., str], *args: object) -> str | None:
+    try:
+        return read(*args)
+    except (OSError, pygit2.GitError):
+        return None
 
 
 def at_bind(site: Site) -> TraceDigests:

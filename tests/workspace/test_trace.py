@@ -287,3 +287,18 @@ def test_the_harvest_digests_the_checkout_the_bind_digested(tmp_path: Path) -> N
     after = trace.at_harvest(here, before)
     assert after.outside != before.outside and after.workspace != before.workspace
     assert after.shared == before.shared
+
+
+def test_a_digest_that_cannot_be_read_is_left_out_and_not_compared(tmp_path: Path) -> None:
+    """spec: HARV-43. The owner's checkout broke between the bind and the harvest:
+    no outside digest, no warning, and nothing raised into the call."""
+    owner = tmp_path / "owner"
+    repo_at(owner, {"a.txt": "a\n"})
+    (tmp_path / "p").mkdir()
+    here = site(tmp_path, host_cwd=owner)
+    before = trace.at_bind(here)
+    assert before.outside is not None
+    (owner / ".git" / "HEAD").write_text("not a ref\n")
+    after = trace.at_harvest(here, before)
+    assert after.outside is None and after.workspace == before.workspace
+    assert trace.warnings("build.1", "executor", before, after, here) == []
