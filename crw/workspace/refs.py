@@ -7,19 +7,28 @@ HEAD the call's subagent moved by committing (HARV-49). The call is in the name,
 each executor call of one allocation (a build and its fix rounds) keeps its own
 (HARV-50).
 
-Two processes may race on one ref; neither overwrites the other. A ref is created
-against no ref (`references.create(..., force=False)`: it fails when the ref
-exists) and moved in a `repo.transaction()`: the ref is locked, its value read again
-under the lock and compared with the old value the mover holds, and only then set.
+Two processes may race on one ref; neither overwrites the other. Every swap, a
+create against no ref as well as a move, is a `repo.transaction()`: the ref is
+locked (its lock file made exclusively), its value read again under the lock and
+compared with the old value the mover holds (None: no ref), and only then set.
 The loser of a race gets `SwapFailed` with the value it found, and re-reads.
+
+A create is not `references.create(..., force=False)`: libgit2 (1.9, pygit2 1.21)
+checks that the ref is absent before it takes the lock, so two processes that
+create one ref at once both succeed, the second overwriting the first (a test
+with two processes shows it); under the transaction's lock the check holds.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
+import pygit2.transaction
+
+from crw.errors import RefusedError
 
 ROOT = "refs/crw/flow"
 
@@ -57,10 +66,10 @@ class NotFastForward(Exception):
 
 def common(repo: pygit2.Repository, name: str) -> pygit2.Repository:
     """The repository a ref named `name` is moved in: a worktree's own `HEAD` in
-    the worktree, every other ref in the common repository. libgit2 (1.9, pygit2
-    1.21) opened on a worktree looks for an existing ref in the worktree's git
-    directory but writes it to the common one, so a create against no ref made
-    there overwrites a ref that exists; made in the common repository it fails."""
+    the worktree, every other ref in the common repository, so that every mover
+    locks and reads the same files. (libgit2 1.9, pygit2 1.21, opened on a worktree
+    looks for an existing shared ref in the worktree's git directory: a create
+    against no ref made there overwrote a ref that existed.)"""
     if name == "HEAD":
         return repo
     pointer = Path(repo.path) / "commondir"
@@ -83,25 +92,47 @@ def swap(
     """Set `name` to `new` if it holds `old` (None: if there is no such ref).
 
     Raises:
-        SwapFailed: the ref held another value, or another mover held its lock;
-            nothing was changed.
+        SwapFailed: the ref held another value; nothing was changed.
+        RefLocked: its lock stayed taken.
     """
     repo = common(repo, name)
-    if old is None:
-        try:
-            repo.references.create(name, pygit2.Oid(hex=new), force=False)
-        except pygit2.AlreadyExistsError:
-            raise SwapFailed(name, None, read(repo, name)) from None
-        return
     with repo.transaction() as tx:
-        try:
-            tx.lock_ref(name)
-        except pygit2.GitError:  # another mover holds the lock: its swap goes first
-            raise SwapFailed(name, old, read(repo, name)) from None
+        _lock(repo, tx, name)
         found = read(repo, name)  # under the lock: no other mover can change it now
         if found != old:
             raise SwapFailed(name, old, found)  # leaving the block unlocks, unchanged
         tx.set_target(name, new, message=message)
+
+
+def _lock(repo: pygit2.Repository, tx: pygit2.transaction.ReferenceTransaction, name: str) -> None:
+    """Lock `name` in `tx`, waiting while another mover holds it (a swap holds its
+    lock for a moment), so the value read next is the winner's.
+
+    Raises:
+        RefLocked: the lock stayed taken (a process that died holding it).
+    """
+    for _ in range(LOCK_TRIES):
+        try:
+            tx.lock_ref(name)
+            return
+        except pygit2.GitError:
+            time.sleep(LOCK_WAIT)
+    raise RefLocked(repo, name)
+
+
+LOCK_TRIES, LOCK_WAIT = 200, 0.01
+"""How long a swap waits for another mover's lock: 200 tries 10 ms apart."""
+
+
+class RefLocked(RefusedError):
+    """A ref's lock file stayed: one line naming it and the fix."""
+
+    def __init__(self, repo: pygit2.Repository, name: str) -> None:
+        lock = Path(repo.path) / f"{name}.lock"
+        super().__init__(
+            f"the ref {name} stays locked ({lock}); if no git command is running on "
+            "the repository, remove that file, then resume the run"
+        )
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
@@ -147,3 +151,64 @@ def test_a_create_from_a_worktree_fails_on_a_ref_that_exists(tmp_path: Path) -> 
     with pytest.raises(refs.SwapFailed) as failed:
         refs.swap(pygit2.Repository(str(wt)), name, None, start)
     assert failed.value.found == other and refs.read(repo, name) == other
+
+
+def _process_racer(path: str, names: list[str], target: str, gate: Any, out: Any) -> None:
+    """One racing process: swap `target` into each ref against no ref, after the gate."""
+    repo = pygit2.Repository(path)
+    for name in names:
+        gate.wait()
+        try:
+            refs.swap(repo, name, None, target)
+            out.put((name, target, "won", None))
+        except refs.SwapFailed as failed:
+            out.put((name, target, "lost", failed.found))
+
+
+def test_two_processes_racing_on_one_ref_one_wins_the_other_rereads(tmp_path: Path) -> None:
+    """spec: HARV-51"""
+    repo, _start = _repo(tmp_path)
+    a = commit_files(repo, tmp_path / "repo", {"b.txt": "b\n"}, "a")
+    b = commit_files(repo, tmp_path / "repo", {"c.txt": "c\n"}, "b")
+    names = [refs.stray_ref("r1", "build", 1, f"build.{n}") for n in range(10)]
+    spawn = multiprocessing.get_context("spawn")
+    gate, out = spawn.Barrier(2), spawn.Queue()
+    racers = [
+        spawn.Process(target=_process_racer, args=(str(tmp_path / "repo"), names, t, gate, out))
+        for t in (a, b)
+    ]
+    try:
+        for racer in racers:
+            racer.start()
+        results = [out.get(timeout=60) for _ in range(2 * len(names))]
+    finally:
+        for racer in racers:  # reaped by pid, whatever happened
+            racer.join(timeout=10)
+            if racer.is_alive() and racer.pid is not None:
+                os.kill(racer.pid, signal.SIGKILL)
+                racer.join()
+    for name in names:
+        mine = [r for r in results if r[0] == name]
+        (won,) = [r for r in mine if r[2] == "won"]
+        (lost,) = [r for r in mine if r[2] == "lost"]
+        assert lost[3] == won[1] == refs.read(repo, name)  # the loser read the winner's value
+
+
+def test_a_lock_left_by_a_dead_process_is_named_and_nothing_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HARV-51, HARV-52"""
+    repo, start = _repo(tmp_path)
+    name = refs.stray_ref("r1", "build", 1, "build.1")
+    lock = Path(repo.path) / f"{name}.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")
+    monkeypatch.setattr(refs, "LOCK_TRIES", 3)
+    with pytest.raises(refs.RefLocked) as locked:
+        refs.swap(repo, name, None, start)
+    assert str(lock) in str(locked.value) and "remove that file" in str(locked.value)
+    assert "\n" not in str(locked.value)
+    assert refs.read(repo, name) is None
+    lock.unlink()
+    refs.swap(repo, name, None, start)
+    assert refs.read(repo, name) == start
