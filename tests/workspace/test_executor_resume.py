@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pygit2
 import pytest
 from trio.testing import MockClock
 
@@ -54,3 +55,30 @@ async def test_a_killed_run_resumes_to_the_same_refs(
     assert not [r for r in rows if r["row"] == "held"]
     proved = proof.derive(rows, proof.snapshot(repo, rows))
     assert [(p.call, p.state) for p in proved] == [("build.1", done["executor_head_moved"]["head"])]
+
+
+async def test_a_resumed_run_holds_an_executor_whose_node_branch_was_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
+) -> None:
+    """spec: GEN-7, HARV-55"""
+    repo = new_repo(tmp_path / "repo", {"main.go": "package main\n"})
+    head = str(repo.head.target)
+    async with session_run(tmp_path, monkeypatch, SCRIPTS) as (run, _links, _sim):
+        run.spec = run.spec.model_copy(update={"repository": str(repo.workdir), "head": head})
+        point = KillPoint("turn_started", "review.1")
+        monkeypatch.setattr(run_module, "crash_hook", lambda _env: point.after_commit)
+        with point.scope:
+            await run.process()
+        node = f"refs/crw/flow/{RUN_ID}/nodes/build"
+        (made,) = [r for r in run.rows() if r["row"] == "crw_commit"]
+        assert refs.read(repo, node) == made["commit"]
+        repo.references.create(node, pygit2.Oid(hex=head), force=True)  # behind the run's back
+        monkeypatch.setattr(run_module, "crash_hook", lambda _env: None)
+        state = await run.process()
+        rows = run.rows()
+    (held,) = [r for r in rows if r["row"] == "held" and r["call"] == "build.1"]
+    assert held["reason"] == "effect_proof_mismatch" and node in held["error"]
+    assert rows.index(held) > rows.index(made)
+    assert refs.read(repo, node) == head  # the run moved nothing back
+    # the run waits for a decision on the held call, and runs nothing that needs it
+    assert state == "waiting_decision" and rows[-1] == held
