@@ -58,7 +58,7 @@ from crw.engine.template import SLUG, Placeholder, TemplateError, parse_template
 from crw.settings import Settings
 
 _SLUG_FIX = "use 1-64 lowercase letters, digits, '-' and '_', starting with a letter or digit"
-_TOP_KEYS = ("name", "pool", "token_ceiling", "verifier", "settings", "node")
+_TOP_KEYS = ("name", "pool", "token_ceiling", "verifier", "settings", "evidence_cwd", "node")
 _NODE_KEYS = ("id", "role", "task", "schema", "needs", "review", "timeout")
 _REVIEW_KEYS = ("role", "rounds", "fix_effort")
 _MISSING = {"node": ("no [[node]] table", "add a [[node]] with id, role, task and schema")}
@@ -213,6 +213,7 @@ class _WorkflowFile(BaseModel):
     token_ceiling: StrictInt | None = Field(default=None, ge=1)
     verifier: Verifier | None = None
     settings: SettingsTable | None = None
+    evidence_cwd: StrictStr | None = None
     nodes: tuple[Node, ...] = Field(alias="node")
 
     @field_validator("name")
@@ -290,6 +291,9 @@ class Workflow(BaseModel):
     token_ceiling: int | None = None
     settings: Settings = Settings()
     """The run's timers and limits: the defaults, with what `[settings]` sets."""
+    evidence_cwd: str | None = None
+    """The run's evidence cwd (`evidence_cwd = "PATH"`, absolute): a gated executor
+    role's steps have a flow evidence record (`crw.workspace.evidence`); None: none."""
 
     _graph: Graph | None = PrivateAttr(default=None)
 
@@ -342,6 +346,7 @@ def load_workflow(path: Path) -> Workflow:
         verifier=parsed.verifier,
         settings=parsed.settings.settings() if parsed.settings else Settings(),
         nodes=parsed.nodes,
+        evidence_cwd=str(absolute.parent / parsed.evidence_cwd) if parsed.evidence_cwd else None,
         path=absolute,
         digest="sha256:" + hashlib.sha256(data).hexdigest(),
     )
