@@ -155,10 +155,7 @@ class StepBinder:
         if isinstance(decision, bind.Bound) and decision.thread_started is not None:
             placed = await evidence_records.place(self.actor, step, decision.thread_started)
             if isinstance(placed, bind.SpawnFailed):  # the subagent stays unbound
-                end = await self._hold_failed(step, placed, report)
-                agent = str(decision.thread_started.thread_id)
-                await self.actor.close_subagent(step.attempt or 1, agent)
-                return end
+                return await self._hold_failed(step, placed, report)
             decision = dataclasses.replace(decision, thread_started=placed)
         if isinstance(decision, bind.Bound):
             self.bound_read = thread

@@ -1,0 +1,250 @@
+"""Flow evidence records on the session backend, end to end on the simulated host
+with a scripted owner under one MockClock (docs/workspaces.md, Evidence records).
+
+The reviewed workflow's executor node is a gated executor role and the run has an
+evidence cwd; the simulated owner's subagents run in the owner's cwd (the sim
+host's home), which is the run's evidence cwd here too. Each test asserts the
+rows written, their order against the record's write, and the copies on disk.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from trio.testing import MockClock
+
+import tests.actors.test_session_run as session_run
+from crw.actors.journal_writer import open_journal_writer
+from crw.bus import steps as bus
+from crw.engine.next_view import NextRead, held_calls
+from crw.journal.log import read_journal
+from crw.workspace import evidence
+from tests.actors.test_held_in_place import answer
+from tests.actors.test_review_rounds import REVIEWED, one
+from tests.actors.test_session_resume import KillPoint, remembering, run_until_killed
+from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
+from tests.actors.test_supersede import restart
+
+Rows = list[dict[str, Any]]
+CALL = "build.1"
+BODY = ["prepared", "step_published", "thread_started", "turn_started", "completed"]
+PLACED = [
+    "prepared",
+    "step_published",
+    "evidence_placed",
+    "thread_started",
+    "turn_started",
+    "completed",
+]
+
+
+def gated(tmp_path: Path) -> Path:
+    """The reviewed workflow with `evidence_cwd = "home"`; the owner's cwd, where
+    the subagents' stop hook runs (the sim host's home)."""
+    text = REVIEWED.replace("ROUNDS", "1").replace(
+        "pool = 2\n", 'pool = 2\nevidence_cwd = "home"\n'
+    )
+    (tmp_path / "wf.toml").write_text(text)
+    return tmp_path / "home"
+
+
+def copy_of(home: Path, call: str = CALL) -> Path:
+    return evidence.record_path(str(home), RUN_ID, call)
+
+
+def expected_record(rows: Rows, call: str = CALL, attempt: int = 1) -> dict[str, Any]:
+    step = [r for r in rows if r.get("call") == call and r["row"] == "step_published"][-1]
+    return {
+        "run": RUN_ID,
+        "call": call,
+        "node": "build",
+        "role": "executor",
+        "op": f"{call}/t1",
+        "marker": f"{call}/t1-a{attempt}",
+        "attempt": attempt,
+        "k": 1,
+        "workspace": step["workspace"],
+        "gate": {"role": "reviewer", "rounds": 1, "fix_effort": None},
+    }
+
+
+def journal_kinds(h: Harness, call: str = CALL) -> list[str]:
+    return kinds(read_journal(h.run.journal).rows, call)
+
+
+async def test_a_gated_executors_bind_places_its_record_before_thread_started(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-19, STEP-20, ROWS-8, BIND-10, BIND-11, BIND-4: the spawn step
+    records its record, the directories it was written under before the row
+    (none: a first step) and evidence_ignored; the bind under the owner's cwd,
+    which no row names, commits evidence_placed, writes the record there (the
+    journal then ends with evidence_placed), then thread_started names the cwd.
+    A review and an explorer call have no record."""
+    seen: list[tuple[list[str], bool]] = []
+    write = evidence.write_record
+
+    def watched(path: Path, record: Mapping[str, Any]) -> None:
+        seen.append((journal_kinds(h), path.exists()))
+        write(path, record)
+
+    monkeypatch.setattr(evidence, "write_record", watched)
+    async with harness(tmp_path) as h:
+        home = gated(tmp_path)
+        state, rows = await h.go()
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    assert kinds(rows, CALL) == PLACED
+    record = expected_record(rows)
+    step = one(rows, CALL, "step_published")
+    assert step["evidence_assignment"] == record
+    assert (step["evidence_cwds"], step["evidence_ignored"]) == ([], [])
+    placed = one(rows, CALL, "evidence_placed")
+    assert (placed["evidence_cwd"], placed["attempt"], placed["marker"]) == (
+        str(home),
+        1,
+        f"{CALL}/t1-a1",
+    )
+    assert placed["evidence_assignment"] == record
+    started = one(rows, CALL, "thread_started")
+    assert started["evidence_cwd"] == started["host_cwd"] == str(home)
+    # The one write: after evidence_placed was durable, before thread_started.
+    assert seen == [(PLACED[:3], False)]
+    assert json.loads(copy_of(home).read_text()) == record
+    for call in ("build.2", "ship.1"):
+        assert kinds(rows, call) == BODY
+        assert one(rows, call, "step_published").get("evidence_assignment") is None
+        assert one(rows, call, "thread_started").get("evidence_cwd") is None
+
+
+async def test_a_record_that_cannot_be_placed_holds_the_call_unbound(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: BIND-12, BIND-13: a file in the way of .crw/evidence under the
+    subagent's cwd: evidence_placed, then no thread_started: the subagent is left
+    unbound and the call held evidence_assignment_failed (the error names the
+    file); next shows the fix. Moved out of the way and answered retry, the
+    step's subagent is found by its marker and bound, its record written under
+    the cwd the rows name with no second evidence_placed."""
+    async with harness(tmp_path) as h:
+        home = gated(tmp_path)
+        home.mkdir(parents=True, exist_ok=True)
+        (home / ".crw").write_text("in the way")
+        state, held_rows = await h.go()
+        spawned = list(h.owner.spawned)
+        assert state == "waiting_decision"
+        (home / ".crw").unlink()
+        answer(h.run, "retry")
+        state, rows = await h.go()
+    assert kinds(held_rows, CALL) == ["prepared", "step_published", "evidence_placed", "held"]
+    held = one(held_rows, CALL, "held")
+    assert held["reason"] == "evidence_assignment_failed"
+    assert str(home / ".crw") in held["error"]
+    assert len(spawned) == 1
+    (shown,) = held_calls(NextRead(run=RUN_ID, rows=held_rows))
+    assert shown["reason"] == "evidence_assignment_failed" and "writable" in shown["fix"]
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    after = kinds(rows[len(held_rows) :], CALL)
+    assert after == ["decision", "thread_started", "turn_started", "completed"]
+    started = one(rows, CALL, "thread_started")
+    assert started["thread_id"] == spawned[0] and started["evidence_cwd"] == str(home)
+    assert json.loads(copy_of(home).read_text()) == expected_record(rows)
+
+
+async def test_a_run_killed_after_evidence_placed_writes_the_record_on_resume(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: ROWS-10, BIND-10, BIND-11: killed between evidence_placed and the
+    record: the resumed call restores the copy its rows name and binds with no
+    second evidence_placed, as the run that was not killed."""
+    async with harness(tmp_path) as h:
+        home = gated(tmp_path)
+        remembering(h)
+        dead = await run_until_killed(h, monkeypatch, "evidence_placed")
+        missing = not copy_of(home).exists()
+        state, rows = await h.go()
+    assert kinds(dead, CALL)[-1] == "evidence_placed" and missing
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    assert kinds(rows, CALL) == PLACED
+    assert json.loads(copy_of(home).read_text()) == expected_record(rows)
+    assert one(rows, CALL, "thread_started")["evidence_cwd"] == str(home)
+
+
+async def test_a_run_killed_after_the_record_before_thread_started_binds_on_resume(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: ROWS-10, BIND-11: killed between the record and thread_started: the
+    resumed call binds the subagent with no second evidence_placed."""
+    kill = trio.CancelScope()
+    write = evidence.write_record
+
+    def then_die(path: Path, record: Mapping[str, Any]) -> None:
+        write(path, record)
+        trio.from_thread.run_sync(kill.cancel)
+
+    async with harness(tmp_path) as h:
+        home = gated(tmp_path)
+        remembering(h)
+        with monkeypatch.context() as patch:
+            patch.setattr(evidence, "write_record", then_die)
+            with kill:
+                await h.go()
+        dead = read_journal(h.run.journal).rows
+        written = copy_of(home).exists()
+        state, rows = await h.go()
+    assert kill.cancelled_caught and written
+    assert kinds(dead, CALL) == PLACED[:3]
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    assert kinds(rows, CALL) == PLACED
+    assert json.loads(copy_of(home).read_text()) == expected_record(rows)
+
+
+async def test_a_resumed_call_restores_a_copy_its_rows_name(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: ROWS-10: a copy removed while the run was down (its call bound, its
+    turn running) is written again from the rows when the call resumes."""
+    async with harness(tmp_path) as h:
+        home = gated(tmp_path)
+        remembering(h)
+        await h.script({"marker": f"{CALL}/t1-a1"}, seconds=60)
+        await run_until_killed(h, monkeypatch, "turn_started")
+        copy_of(home).unlink()
+        restored: list[bool] = []
+
+        def after_commit(committed: Any) -> None:
+            if any(getattr(r, "row", None) == "completed" and r.call == CALL for r in committed):
+                restored.append(copy_of(home).exists())
+
+        writer = functools.partial(open_journal_writer, after_commit=after_commit)
+        monkeypatch.setattr(session_run, "open_journal_writer", writer)
+        state, rows = await h.go()
+    assert state == "ended" and kinds(rows, CALL) == PLACED
+    assert restored == [True]
+    assert json.loads(copy_of(home).read_text()) == expected_record(rows)
+
+
+async def test_a_superseded_calls_copies_are_released(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ROWS-9: build.1 bound (its record placed) and held; answered restart,
+    it is superseded and every copy its rows name is removed; the new call
+    build.2 places its own."""
+    async with harness(tmp_path) as h:
+        home = gated(tmp_path)
+        await h.script({"marker": f"{CALL}/t1-a1"}, fail="internalServerError")
+        state, held_rows = await h.go()
+        assert state == "waiting_decision" and copy_of(home).exists()
+        restart(h.run)
+        state, rows = await h.go()
+        steps_left = [s for s in bus.list_steps(h.run) if s.call == CALL]
+    assert kinds(held_rows, CALL)[:3] == PLACED[:3]
+    assert kinds(rows, CALL)[-1] == "superseded"
+    assert not copy_of(home).exists() and steps_left == []
+    assert kinds(rows, "build.2") == PLACED
+    assert json.loads(copy_of(home, "build.2").read_text()) == expected_record(rows, "build.2")
