@@ -27,7 +27,7 @@ from crw.journal.log import read_journal
 from crw.workspace import evidence
 from tests.actors.test_held_in_place import answer
 from tests.actors.test_review_rounds import REVIEWED, one
-from tests.actors.test_session_resume import KillPoint, remembering, run_until_killed
+from tests.actors.test_session_resume import remembering, run_until_killed
 from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
 from tests.actors.test_supersede import restart
 
