@@ -159,9 +159,9 @@ async def test_a_record_that_cannot_be_placed_holds_the_call_unbound(
 async def test_a_run_killed_after_evidence_placed_writes_the_record_on_resume(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """spec: ROWS-10, BIND-10, BIND-11: killed between evidence_placed and the
-    record: the resumed call restores the copy its rows name and binds with no
-    second evidence_placed, as the run that was not killed."""
+    """spec: BIND-10, BIND-11: killed between evidence_placed and the record (none
+    written): the resumed call writes the copy its rows name and binds with no
+    second evidence_placed, to the outcome of the run that was not killed."""
     async with harness(tmp_path) as h:
         home = gated(tmp_path)
         remembering(h)
@@ -178,8 +178,9 @@ async def test_a_run_killed_after_evidence_placed_writes_the_record_on_resume(
 async def test_a_run_killed_after_the_record_before_thread_started_binds_on_resume(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """spec: ROWS-10, BIND-11: killed between the record and thread_started: the
-    resumed call binds the subagent with no second evidence_placed."""
+    """spec: BIND-10, BIND-11: killed between the record and thread_started: the
+    resumed call binds the subagent with no second evidence_placed, to the same
+    outcome."""
     kill = trio.CancelScope()
     write = evidence.write_record
 
