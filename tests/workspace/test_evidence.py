@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from crw.engine.replies import call_record
 from crw.engine.session_progress import progress
+from crw.engine.workflow import load_workflow
 from crw.journal.replay import replay
 from crw.workspace import evidence
 
@@ -223,3 +224,14 @@ def test_evidence_placed_changes_no_reading_of_the_calls_state(rows: Rows, data:
     assert replay(with_placed).calls == replay(rows).calls
     assert call_record(with_placed) == call_record(rows)
     assert progress(with_placed) == progress(rows)
+
+
+def test_the_runs_evidence_cwd_is_the_workflows_option_relative_to_its_file(
+    tmp_path: Path,
+) -> None:
+    """spec: STEP-19: a run with an evidence cwd (docs/workspaces.md)."""
+    body = '[[node]]\nid = "a"\nrole = "executor"\ntask = "t"\nschema = { type = "object" }\n'
+    (tmp_path / "with.toml").write_text(f'name = "w"\nevidence_cwd = "owner"\n{body}')
+    (tmp_path / "without.toml").write_text(f'name = "w"\n{body}')
+    assert load_workflow(tmp_path / "with.toml").evidence_cwd == str(tmp_path / "owner")
+    assert load_workflow(tmp_path / "without.toml").evidence_cwd is None
