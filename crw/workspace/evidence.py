@@ -162,6 +162,21 @@ def copies(rows: Sequence[Row], run: str, call: str) -> list[Path]:
     return [record_path(cwd, run, call) for cwd in named_cwds(rows)]
 
 
+def run_copies(rows: Iterable[Row], run: str) -> list[Path]:
+    """Every copy the rows of a run name, of every call: what the end of the run
+    releases."""
+    by_call: dict[str, list[Row]] = {}
+    for row in rows:
+        call = row.get("call")
+        if isinstance(call, str) and row.get("row") in _NAMING:
+            by_call.setdefault(call, []).append(row)
+    return [path for call, named in by_call.items() for path in copies(named, run, call)]
+
+
+_NAMING = frozenset({"step_published", "evidence_placed", "thread_started"})
+"""The rows that name a copy's directory."""
+
+
 @dataclass(frozen=True)
 class Restore:
     """A resumed call's copies: `write` each path with `record` (the newest

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from crw.actors.journal_writer import open_journal_writer
 from crw.bus import steps as bus
 from crw.engine.next_view import NextRead, held_calls
 from crw.journal.log import read_journal
+from crw.journal.rows import RowModel
 from crw.workspace import evidence
 from tests.actors.test_held_in_place import answer
 from tests.actors.test_review_rounds import REVIEWED, one
@@ -74,6 +76,31 @@ def expected_record(rows: Rows, call: str = CALL, attempt: int = 1) -> dict[str,
     }
 
 
+@dataclass
+class Copies:
+    """Each call's copy under `home` as it was when the call's completed row was
+    durable (None: there was none); the run's end removes them."""
+
+    home: Path
+    at_completed: dict[str, Any] = field(default_factory=dict)
+    present: dict[str, list[str]] = field(default_factory=dict)
+    """The copies of the run under `home` when each completed row was durable."""
+
+    def after_commit(self, rows: Sequence[RowModel]) -> None:
+        for row in rows:
+            if getattr(row, "row", None) == "completed" and row.call is not None:
+                path = copy_of(self.home, row.call)
+                self.present[row.call] = sorted(p.name for p in path.parent.glob("*.json"))
+                self.at_completed[row.call] = (
+                    json.loads(path.read_text()) if path.exists() else None
+                )
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> Copies:
+        writer = functools.partial(open_journal_writer, after_commit=self.after_commit)
+        monkeypatch.setattr(session_run, "open_journal_writer", writer)
+        return self
+
+
 def journal_kinds(h: Harness, call: str = CALL) -> list[str]:
     return kinds(read_journal(h.run.journal).rows, call)
 
@@ -86,7 +113,8 @@ async def test_a_gated_executors_bind_places_its_record_before_thread_started(
     (none: a first step) and evidence_ignored; the bind under the owner's cwd,
     which no row names, commits evidence_placed, writes the record there (the
     journal then ends with evidence_placed), then thread_started names the cwd.
-    A review and an explorer call have no record."""
+    A review and an explorer call have no record. The run's end removes the copy
+    (and the directories it made)."""
     seen: list[tuple[list[str], bool]] = []
     write = evidence.write_record
 
@@ -97,6 +125,7 @@ async def test_a_gated_executors_bind_places_its_record_before_thread_started(
     monkeypatch.setattr(evidence, "write_record", watched)
     async with harness(tmp_path) as h:
         home = gated(tmp_path)
+        copies = Copies(home).install(monkeypatch)
         state, rows = await h.go()
     assert state == "ended" and rows[-1]["status"] == "completed"
     assert kinds(rows, CALL) == PLACED
@@ -115,7 +144,8 @@ async def test_a_gated_executors_bind_places_its_record_before_thread_started(
     assert started["evidence_cwd"] == started["host_cwd"] == str(home)
     # The one write: after evidence_placed was durable, before thread_started.
     assert seen == [(PLACED[:3], False)]
-    assert json.loads(copy_of(home).read_text()) == record
+    assert copies.at_completed[CALL] == record
+    assert not (home / ".crw").exists()
     for call in ("build.2", "ship.1"):
         assert kinds(rows, call) == BODY
         assert one(rows, call, "step_published").get("evidence_assignment") is None
@@ -123,7 +153,7 @@ async def test_a_gated_executors_bind_places_its_record_before_thread_started(
 
 
 async def test_a_record_that_cannot_be_placed_holds_the_call_unbound(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec: BIND-12, BIND-13: a file in the way of .crw/evidence under the
     subagent's cwd: evidence_placed, then no thread_started: the subagent is left
@@ -135,6 +165,7 @@ async def test_a_record_that_cannot_be_placed_holds_the_call_unbound(
         home = gated(tmp_path)
         home.mkdir(parents=True, exist_ok=True)
         (home / ".crw").write_text("in the way")
+        copies = Copies(home).install(monkeypatch)
         state, held_rows = await h.go()
         spawned = list(h.owner.spawned)
         assert state == "waiting_decision"
@@ -153,7 +184,7 @@ async def test_a_record_that_cannot_be_placed_holds_the_call_unbound(
     assert after == ["decision", "thread_started", "turn_started", "completed"]
     started = one(rows, CALL, "thread_started")
     assert started["thread_id"] == spawned[0] and started["evidence_cwd"] == str(home)
-    assert json.loads(copy_of(home).read_text()) == expected_record(rows)
+    assert copies.at_completed[CALL] == expected_record(rows)
 
 
 async def test_a_run_killed_after_evidence_placed_writes_the_record_on_resume(
@@ -167,11 +198,12 @@ async def test_a_run_killed_after_evidence_placed_writes_the_record_on_resume(
         remembering(h)
         dead = await run_until_killed(h, monkeypatch, "evidence_placed")
         missing = not copy_of(home).exists()
+        copies = Copies(home).install(monkeypatch)
         state, rows = await h.go()
     assert kinds(dead, CALL)[-1] == "evidence_placed" and missing
     assert state == "ended" and rows[-1]["status"] == "completed"
     assert kinds(rows, CALL) == PLACED
-    assert json.loads(copy_of(home).read_text()) == expected_record(rows)
+    assert copies.at_completed[CALL] == expected_record(rows)
     assert one(rows, CALL, "thread_started")["evidence_cwd"] == str(home)
 
 
@@ -197,12 +229,13 @@ async def test_a_run_killed_after_the_record_before_thread_started_binds_on_resu
                 await h.go()
         dead = read_journal(h.run.journal).rows
         written = copy_of(home).exists()
+        copies = Copies(home).install(monkeypatch)
         state, rows = await h.go()
     assert kill.cancelled_caught and written
     assert kinds(dead, CALL) == PLACED[:3]
     assert state == "ended" and rows[-1]["status"] == "completed"
     assert kinds(rows, CALL) == PLACED
-    assert json.loads(copy_of(home).read_text()) == expected_record(rows)
+    assert copies.at_completed[CALL] == expected_record(rows)
 
 
 async def test_a_resumed_call_restores_a_copy_its_rows_name(
@@ -216,22 +249,14 @@ async def test_a_resumed_call_restores_a_copy_its_rows_name(
         await h.script({"marker": f"{CALL}/t1-a1"}, seconds=60)
         await run_until_killed(h, monkeypatch, "turn_started")
         copy_of(home).unlink()
-        restored: list[bool] = []
-
-        def after_commit(committed: Any) -> None:
-            if any(getattr(r, "row", None) == "completed" and r.call == CALL for r in committed):
-                restored.append(copy_of(home).exists())
-
-        writer = functools.partial(open_journal_writer, after_commit=after_commit)
-        monkeypatch.setattr(session_run, "open_journal_writer", writer)
+        copies = Copies(home).install(monkeypatch)
         state, rows = await h.go()
     assert state == "ended" and kinds(rows, CALL) == PLACED
-    assert restored == [True]
-    assert json.loads(copy_of(home).read_text()) == expected_record(rows)
+    assert copies.at_completed[CALL] == expected_record(rows)
 
 
 async def test_a_superseded_calls_copies_are_released(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec: ROWS-9: build.1 bound (its record placed) and held; answered restart,
     it is superseded and every copy its rows name is removed; the new call
@@ -242,10 +267,13 @@ async def test_a_superseded_calls_copies_are_released(
         state, held_rows = await h.go()
         assert state == "waiting_decision" and copy_of(home).exists()
         restart(h.run)
+        copies = Copies(home).install(monkeypatch)
         state, rows = await h.go()
         steps_left = [s for s in bus.list_steps(h.run) if s.call == CALL]
     assert kinds(held_rows, CALL)[:3] == PLACED[:3]
     assert kinds(rows, CALL)[-1] == "superseded"
-    assert not copy_of(home).exists() and steps_left == []
-    assert kinds(rows, "build.2") == PLACED
-    assert json.loads(copy_of(home, "build.2").read_text()) == expected_record(rows, "build.2")
+    assert steps_left == [] and kinds(rows, "build.2") == PLACED
+    # build.1's copy was gone by the time build.2 completed; build.2's was there.
+    assert copies.present["build.2"] == ["build.2.json"]
+    assert copies.at_completed["build.2"] == expected_record(rows, "build.2")
+    assert not (home / ".crw").exists()  # the run's end released build.2's

@@ -171,6 +171,16 @@ def test_a_release_finds_every_copy_every_generation_named() -> None:
     ]
 
 
+def test_the_end_of_a_run_finds_every_copy_of_every_call() -> None:
+    """What the run's end releases: every call's copies, from the rows alone."""
+    other = [{**row, "call": "build.3"} for row in (step(), placed("/c"))]
+    rows = [PREPARED, step(), placed("/a"), {"row": "ended", "status": "completed"}, *other]
+    assert evidence.run_copies(rows, RUN) == [
+        Path(f"/a/.crw/evidence/{RUN}/{CALL}.json"),
+        Path(f"/c/.crw/evidence/{RUN}/build.3.json"),
+    ]
+
+
 def test_a_restore_rewrites_the_newest_generations_copies_and_releases_older_ones() -> None:
     """spec: ROWS-10: the restore of a resumed call finds every copy from the rows:
     an evidence_placed whose record was never written is written now."""
