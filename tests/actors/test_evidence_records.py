@@ -30,7 +30,7 @@ from crw.workspace import evidence
 from tests.actors.test_held_in_place import answer
 from tests.actors.test_review_rounds import REVIEWED, one
 from tests.actors.test_session_resume import remembering, run_until_killed
-from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
+from tests.actors.test_session_run import RUN_ID, Harness, Owner, harness, kinds
 from tests.actors.test_supersede import restart
 
 Rows = list[dict[str, Any]]
@@ -277,3 +277,83 @@ async def test_a_superseded_calls_copies_are_released(
     assert copies.present["build.2"] == ["build.2.json"]
     assert copies.at_completed["build.2"] == expected_record(rows, "build.2")
     assert not (home / ".crw").exists()  # the run's end released build.2's
+
+
+@dataclass
+class ElsewhereOwner(Owner):
+    """The owner, whose spawn of attempt n starts its subagent in `cwds[n]`."""
+
+    cwds: dict[int, str] = field(default_factory=dict)
+
+    async def _take(self, step: bus.StepFile) -> str:
+        if step.action != "spawn" or step.attempt not in self.cwds:
+            return await super()._take(step)
+        params = {
+            "parentThreadId": self.thread_id,
+            "agentType": step.agent_type,
+            "message": step.message,
+            "cwd": self.cwds[step.attempt],
+        }
+        agent = str((await self.client.request("sim/spawnAgent", params))["agentId"])
+        self.spawned.append(agent)
+        return agent
+
+
+async def test_a_later_attempts_step_names_and_rewrites_the_copies_its_generation_placed(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-20, ROWS-8, BIND-10: attempt 1 bound under A (placed there) is
+    lost; attempt 2's step names A in evidence_cwds and the step writer rewrites
+    A's copy with attempt 2's record after the row; its subagent runs under B,
+    which no row names: evidence_placed for B, then thread_started under B. At
+    completion both copies hold attempt 2's record."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    async with harness(tmp_path) as h:
+        gated(tmp_path)
+        h.owner = ElsewhereOwner(h.client, h.run, h.owner.thread_id, cwds={1: str(a), 2: str(b)})
+        await h.script({"marker": f"{CALL}/t1-a1"}, vanish="notLoaded")
+        seen: list[int | None] = []
+        write = evidence.write_record
+
+        def watched(path: Path, record: Mapping[str, Any]) -> None:
+            if path == copy_of(a) and record["attempt"] == 2:  # A's copy rewritten
+                seen.append(journal_kinds(h).count("evidence_placed"))
+            write(path, record)
+
+        monkeypatch.setattr(evidence, "write_record", watched)
+        copies_a, copies_b = Copies(a), Copies(b)
+
+        def after_commit(rows: Sequence[RowModel]) -> None:
+            copies_a.after_commit(rows)
+            copies_b.after_commit(rows)
+
+        writer = functools.partial(open_journal_writer, after_commit=after_commit)
+        monkeypatch.setattr(session_run, "open_journal_writer", writer)
+        state, rows = await h.go()
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    assert kinds(rows, CALL) == [
+        "prepared",
+        "step_published",
+        "evidence_placed",
+        "thread_started",
+        "turn_started",
+        "session_attempt_lost",
+        "step_published",
+        "evidence_placed",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    first, second = [r for r in rows if r.get("call") == CALL and r["row"] == "step_published"]
+    assert first["evidence_cwds"] == [] and second["evidence_cwds"] == [str(a)]
+    assert second["evidence_assignment"]["attempt"] == 2
+    placed = [
+        r["evidence_cwd"] for r in rows if r.get("call") == CALL and r["row"] == "evidence_placed"
+    ]
+    assert placed == [str(a), str(b)]
+    started = [r for r in rows if r.get("call") == CALL and r["row"] == "thread_started"]
+    assert [r["evidence_cwd"] for r in started] == [str(a), str(b)]
+    assert seen == [1]  # rewritten after attempt 2's row, before B was placed
+    record = expected_record(rows, attempt=2)
+    assert copies_a.at_completed[CALL] == copies_b.at_completed[CALL] == record
+    assert not (a / ".crw").exists() and not (b / ".crw").exists()
