@@ -207,25 +207,38 @@ def record_text(record: Mapping[str, Any]) -> bytes:
     return (json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
+IGNORE_ALL = b"*\n"
+"""`.crw/evidence/.gitignore`: git ignores every record, and the file itself, so a
+copy in a checkout (the owner's, or P) is in no status, no trace digest and no
+pending tree."""
+
+
 def write_record(path: Path, record: Mapping[str, Any]) -> None:
-    """Write the record at `path`, its directories made as needed.
+    """Write the record at `path` (`record_path`), its directories and the
+    evidence directory's `.gitignore` made as needed.
 
     Raises:
         OSError: it cannot be placed there (the cwd not writable, a file in the way).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    ignore = path.parent.parent / ".gitignore"
+    if not ignore.exists():
+        write_atomic(ignore, IGNORE_ALL)
     write_atomic(path, record_text(record))
 
 
 def remove_record(path: Path) -> None:
-    """Remove the copy at `path` if it is there, then its run's directory and
-    `.crw/evidence` if they are left empty; a copy that cannot be removed stays."""
+    """Remove the copy at `path` (`record_path`) if it is there, then what it
+    leaves empty: its run's directory, then `.crw/evidence` (with its
+    `.gitignore`) and `.crw`. A file that cannot be removed stays."""
+    evidence_dir = path.parent.parent
     try:
         path.unlink(missing_ok=True)
+        os.rmdir(path.parent)
+        if [entry.name for entry in os.scandir(evidence_dir)] != [".gitignore"]:
+            return
+        (evidence_dir / ".gitignore").unlink()
+        os.rmdir(evidence_dir)
+        os.rmdir(evidence_dir.parent)
     except OSError:
         return
-    for directory in (path.parent, path.parent.parent, path.parent.parent.parent):
-        try:
-            os.rmdir(directory)
-        except OSError:
-            return

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pygit2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -193,12 +194,19 @@ def test_a_restore_rewrites_the_newest_generations_copies_and_releases_older_one
 
 
 def test_a_record_is_written_and_removed_with_the_directories_it_made(tmp_path: Path) -> None:
-    """spec: BIND-11, ROWS-9: the file effects; a file in the way is an OSError."""
+    """spec: BIND-11, ROWS-9: the file effects; a record in a git checkout is in
+    no status; a file in the way is an OSError."""
+    repo = pygit2.init_repository(str(tmp_path))
     path = evidence.record_path(str(tmp_path), RUN, CALL)
+    other = evidence.record_path(str(tmp_path), "run-2", CALL)
     evidence.write_record(path, RECORD)
+    evidence.write_record(other, RECORD)
     assert path.read_bytes() == evidence.record_text(RECORD)
+    assert repo.status() == {}
     evidence.remove_record(path)
-    assert list(tmp_path.iterdir()) == []
+    assert not path.parent.exists() and other.exists()
+    evidence.remove_record(other)
+    assert [p.name for p in tmp_path.iterdir()] == [".git"]
     evidence.remove_record(path)  # gone already: nothing to do
     (tmp_path / ".crw").write_text("in the way")
     with pytest.raises(OSError):
