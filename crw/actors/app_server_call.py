@@ -3,8 +3,8 @@
 One Trio task per admitted call. Its life, each step a row committed through the
 journal writer before the run goes on:
 
-    prepared            the allocation: a directory P under the run (git
-    step_published      workspaces come later), made after the rows; the first
+    prepared            the allocation: P, as the run's placer decides it
+    step_published      (`crw.workspace.placer`), made after the rows; the first
                         step's intent: its journaled input, the turn text
                         without the Repository tools section (STEP-57)
     thread_started      thread/start with P as cwd and the tool entries as leaf
@@ -58,6 +58,7 @@ from crw.journal.rows import (
     Tokens,
     TurnStarted,
 )
+from crw.workspace.placer import DIRECTORY, Placer, allocation_of
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class CallContext:
     pairs: Mapping[str, RolePair]
     control: RunControl = field(default_factory=RunControl)
     """The run's stop: a pause or cancellation interrupts every call in flight."""
+    placer: Placer | None = None
+    """Makes each call's P (None: a plain directory under the run, as without git)."""
 
 
 class AppServerCall:
@@ -84,9 +87,13 @@ class AppServerCall:
         call: str,
         results: Mapping[str, Any],
         workspace: Path | None = None,
+        allocation: Allocation | None = None,
     ) -> None:
         self.ctx, self.node, self.call = ctx, node, call
         self.workspace = workspace or ctx.run_dir / "calls" / call
+        self.allocation = allocation
+        """The call's allocation (a fix round's: its build call's); None until the
+        placer decides it, or the call's prepared row is read."""
         self.task = render_task(node.task, results)
         self.pair = ctx.pairs.get(node.role)
         go_root = ctx.workflow.verifier.go_root if ctx.workflow.verifier else None
@@ -128,7 +135,8 @@ class AppServerCall:
             node=self.node.id,
             role=self.node.role,
             backend="app-server",
-            allocation=Allocation(workspace=str(self.workspace), kind="directory"),
+            allocation=self.allocation
+            or Allocation(workspace=str(self.workspace), kind="directory"),
             input_digest=answer.digest({"task": self.task, "schema": self.node.output_schema}),
         )
 
@@ -159,7 +167,26 @@ class AppServerCall:
             **fields,
         )
 
+    async def allocate(self, rows: Sequence[Mapping[str, Any]] = ()) -> None:
+        """The call's allocation: its prepared row's, else the one it shares, else
+        the placer's decision for a new call."""
+        recorded = allocation_of(rows)
+        if recorded is not None:
+            self.allocation = recorded
+        elif self.allocation is None and self.ctx.placer is not None:
+            placer, node = self.ctx.placer, self.node
+            self.allocation = await trio.to_thread.run_sync(
+                placer.allocate, self.call, node.id, node.role, node.qa
+            )
+        if self.allocation is not None and self.allocation.workspace:
+            self.workspace = Path(self.allocation.workspace)
+
     async def make_workspace(self) -> None:
+        """Make P, or restore it as its allocation says (a P that exists is kept)."""
+        placer, allocation = self.ctx.placer, self.allocation
+        if placer is not None and allocation is not None and allocation.kind != DIRECTORY:
+            await trio.to_thread.run_sync(placer.make, allocation, self.node.id)
+            return
         # In the run's thread, as the journal's fsync: a mkdir takes microseconds,
         # a hop to a worker thread and back a tenth of a millisecond.
         self.workspace.mkdir(parents=True, exist_ok=True)
@@ -327,6 +354,7 @@ async def run_actor(actor: AppServerCall, rows: Sequence[Mapping[str, Any]] = ()
     try:
         with ctx.control.enter(actor.node.timeout) as actor.stop:
             open_call = app_resume.generation(rows)
+            await actor.allocate(rows)
             if open_call is None:
                 step, text = actor.first_step()
                 await actor.commit([*actor.opening(), step])

@@ -37,6 +37,7 @@ from crw.engine.workflow import Node, Review
 from crw.host.protocol import Thread
 from crw.journal.replay import TERMINAL_ROWS
 from crw.journal.rows import CheckpointStarted, Held, Prepared, RowModel, Tokens, parse_row
+from crw.workspace.placer import allocation_of
 
 Rows = list[Mapping[str, Any]]
 
@@ -211,7 +212,9 @@ def _actor(
     call = call_id(node.id, action.ordinal)
     if action.kind == "node":
         return RoundCall(ctx, node, call, needs, rows=rows)
-    workspace = ctx.run_dir / "calls" / call_id(node.id, 1)
+    build = call_id(node.id, 1)
+    shared = allocation_of(row for row in journal if row.get("call") == build)
+    workspace = Path(str(shared.workspace)) if shared else ctx.run_dir / "calls" / build
     if action.kind == "review":
         assert node.review is not None
         judge = rounds.review_node(node, task, action, ends, str(workspace))
@@ -229,6 +232,7 @@ def _actor(
         {},
         rows=rows,
         workspace=workspace,
+        allocation=shared,
         fix=fix,
         journal=journal,
         effort=effort,

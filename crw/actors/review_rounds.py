@@ -40,6 +40,7 @@ from crw.journal.rows import (
     Tokens,
     parse_row,
 )
+from crw.workspace.placer import allocation_of
 
 Rows = list[dict[str, Any]]
 
@@ -60,9 +61,12 @@ class ContinuationCall(SessionCall):
     """A fix call: continues `handle`'s conversation in the node's workspace; its
     steps ask for `effort` when it is given (the review's fix_effort)."""
 
-    def __init__(self, *args: Any, handle: str, workspace: Path, answer: Any) -> None:
+    def __init__(self, *args: Any, handle: str, workspace: Allocation, answer: Any) -> None:
         super().__init__(*args)
-        self.handle, self.workspace, self.answer = handle, workspace, answer
+        self.handle, self.answer = handle, answer
+        if self.allocation is None:  # the build call's, which every fix round shares
+            self.allocation = workspace
+        self.workspace = Path(str(self.allocation.workspace))
         self.effort: str | None = None
         self.digest = ""
         self.checkpoint: str | None = None
@@ -86,8 +90,9 @@ class ContinuationCall(SessionCall):
         return step if self.effort is None else step.model_copy(update={"effort": self.effort})
 
     def prepared_rows(self) -> list[RowModel]:
+        assert self.allocation is not None
         taken: list[RowModel] = [
-            _prepared(self.call, self.node, self.handle, self.workspace, self.digest)
+            _prepared(self.call, self.node, self.handle, self.allocation, self.digest)
         ]
         if self.checkpoint is not None:
             taken.append(
@@ -114,13 +119,13 @@ def _write(path: Path, text: str) -> None:
     bus.write_atomic(path, text.encode("utf-8"))
 
 
-def _prepared(call: str, node: Node, handle: str, workspace: Path, digest: str) -> Prepared:
+def _prepared(call: str, node: Node, handle: str, allocation: Allocation, digest: str) -> Prepared:
     return Prepared(
         call=call,
         node=node.id,
         role=node.role,
         backend="session",
-        allocation=Allocation(workspace=str(workspace), kind="directory"),
+        allocation=allocation,
         input_digest=digest,
         resume=handle,
     )
@@ -172,7 +177,10 @@ async def _actor(
     rows = by_call[call]
     if action.kind == "node":
         return SessionCall(ctx, node, call, needs, rows, spent)
-    workspace = ctx.run.calls / call_id(node.id, first)
+    build = call_id(node.id, first)
+    workspace = allocation_of(by_call.get(build, ())) or Allocation(
+        workspace=str(ctx.run.calls / build), kind="directory"
+    )
     if action.kind == "review":
         return _review(ctx, node, task, action, by_call, spent, workspace, first)
     return await _continuation(ctx, node, task, action, by_call, journal, spent, workspace, first)
@@ -185,14 +193,15 @@ def _review(
     action: review.RunCall,
     by_call: MutableMapping[str, Rows],
     spent: RunSpent,
-    workspace: Path,
+    workspace: Allocation,
     first: int,
 ) -> ReviewCall:
-    """The review call: the review role judges the subject's answer."""
+    """The review call: the review role judges the subject's answer, read in the
+    build call's P; the review call works in its own checkout."""
     assert node.review is not None
     call = call_id(node.id, first - 1 + action.ordinal)
     ends = review.ends_of(node.id, by_call, first)
-    judge = rounds.review_node(node, task, action, ends, str(workspace), first)
+    judge = rounds.review_node(node, task, action, ends, str(workspace.workspace), first)
     rows = by_call[call]
     return ReviewCall(ctx, judge, call, {}, rows, spent, review=node.review, ordinal=action.ordinal)
 
@@ -205,7 +214,7 @@ async def _continuation(
     by_call: MutableMapping[str, Rows],
     journal: Rows,
     spent: RunSpent,
-    workspace: Path,
+    workspace: Allocation,
     first: int,
 ) -> ContinuationCall | None:
     """The fix call, continuing the handle's conversation; None when the pair

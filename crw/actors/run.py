@@ -63,6 +63,8 @@ from crw.journal.rows import Paused
 from crw.journal.snapshot import save_snapshot
 from crw.journal.streamed import replay_pieces
 from crw.settings import Settings
+from crw.workspace.placer import Placer
+from crw.workspace.release import placer_of, release_run
 
 log = logging.getLogger("crw.run")
 
@@ -137,6 +139,7 @@ async def run_process(
         if outcome == "ended":  # CloseOrchestrator, while the process holds the run
             await owner_line.close_ended(state_dir, spec.owner, spec.id)
             clean_ended(run_dir)  # the ended row is durable: the writer has closed
+            release_run(run_dir, spec)  # its worktrees (branches holding commits stay)
         _keep_snapshot(run_dir)
     if isinstance(outcome, str):
         return outcome
@@ -245,6 +248,12 @@ class Backend:
     def tmpdir(self) -> str | None:
         return self.spec.env.TMPDIR if self.spec.env else None
 
+    @property
+    def placer(self) -> Placer | None:
+        """The run's placer, from run.json's repository and head (a run started
+        without them, or outside any checkout, works in plain directories)."""
+        return placer_of(self.spec, self.run_dir)
+
     async def app_server(self, rows: list[dict[str, Any]], replayed: RunState) -> str:
         control = RunControl(run=self.run_dir)
         ctx = CallContext(
@@ -255,6 +264,7 @@ class Backend:
             tmpdir=self.tmpdir,
             pairs=self.roles.roles,
             control=control,
+            placer=self.placer,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call
@@ -288,6 +298,7 @@ class Backend:
             records=records,
             control=control,
             on_commit=wakes.saw if wakes is not None else None,
+            placer=self.placer,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call

@@ -4,8 +4,8 @@ One Trio task per admitted call, entered with the call's rows, going on from its
 last row (`crw.engine.session_progress`). Its life, each row committed before
 its effect:
 
-    prepared +        the allocation every attempt shares (a directory P) and
-    step_published    the first step's intent, one batch; then P is made, and
+    prepared +        the allocation every attempt shares (P: `crw.workspace.placer`)
+    step_published    and the first step's intent, one batch; then P is made, and
                       the step's packet and step file are written (a write that
                       fails: step_unwritten, retried at each poll)
     thread_started +  the bind, one batch: a dispatch report the owner wrote,
@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -61,6 +62,7 @@ from crw.journal.rows import (
     Tokens,
 )
 from crw.settings import Settings
+from crw.workspace.placer import Placer, allocation_of
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ class SessionContext:
     """The run's stop: a pause or cancellation interrupts every call in flight."""
     on_commit: Callable[[list[dict[str, Any]]], None] | None = None
     """Told every row a call commits (the wake scheduler's waiting steps)."""
+    placer: Placer | None = None
+    """Makes each call's P (None: a plain directory under the run, as without git)."""
 
 
 class SessionCall(CallSteps):
@@ -102,7 +106,11 @@ class SessionCall(CallSteps):
         self.spent = spent
         """The run's running token figure, which this call's tokens count against."""
         self.task = render_task(node.task, results)
+        self.allocation = allocation_of(rows)
+        """The call's allocation: its prepared row's, once decided (STEP-1)."""
         self.workspace = ctx.run.calls / call
+        if self.allocation is not None and self.allocation.workspace:
+            self.workspace = Path(self.allocation.workspace)
         self.pair = ctx.pairs.get(node.role) or RolePair(agent_type=default_agent_type(node.role))
         self.state: CallProgress = progress(rows)
         self.rows = list(rows)
@@ -188,14 +196,16 @@ class SessionCall(CallSteps):
         step's files (STEP-21). A process that dies after the batch leaves a last
         row step_published; one of an older crw may leave prepared alone."""
         step = self._spawn_step(k=1, attempt=1, conversation_turn=1)
+        if self.allocation is None:
+            self.allocation = await self._allocate()
         await self.commit([*self.prepared_rows(), step])
-        await self._make_workspace()
+        await self._make_workspace()  # after the prepared row is durable (STEP-2)
         await self.steps.write(step)
         return step
 
     def prepared_rows(self) -> list[RowModel]:
         """The rows that open the call: its prepared row."""
-        allocation = Allocation(workspace=str(self.workspace), kind="directory")
+        allocation = self.allocation or Allocation(workspace=str(self.workspace), kind="directory")
         digest = answer.digest({"task": self.task, "schema": self.node.output_schema})
         return [
             Prepared(
@@ -208,10 +218,26 @@ class SessionCall(CallSteps):
             )
         ]
 
-    async def _make_workspace(self) -> None:
-        await trio.to_thread.run_sync(
-            lambda: self.workspace.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    async def _allocate(self) -> Allocation:
+        """The new call's allocation, decided by the run's placer."""
+        placer = self.ctx.placer
+        if placer is None:
+            return Allocation(workspace=str(self.workspace), kind="directory")
+        allocation = await trio.to_thread.run_sync(
+            placer.allocate, self.call, self.node.id, self.node.role, self.node.qa
         )
+        self.workspace = Path(str(allocation.workspace))
+        return allocation
+
+    async def _make_workspace(self) -> None:
+        """Make P, or restore it as its allocation says (a P that exists is kept)."""
+        placer, allocation = self.ctx.placer, self.allocation
+        if placer is None or allocation is None:
+            await trio.to_thread.run_sync(
+                lambda: self.workspace.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+            )
+            return
+        await trio.to_thread.run_sync(placer.make, allocation, self.node.id)
 
     async def _current_step(self) -> StepPublished | CallEnd:
         """The step the call goes on with: the newest published one, the next
@@ -337,6 +363,4 @@ def _tokens(value: Tokens | None) -> Tokens:
 
 
 def _path(path: str | None) -> Any:
-    from pathlib import Path
-
     return Path(path) if path else Path("/nonexistent-rollout")

@@ -8,7 +8,8 @@ effect:
     (look up)            the subagents that carry a waiting spawn step's marker
     interrupt_requested  (reason restart, op, attempt, turn_id), then turn/interrupt,
                          and the thread read until it is no longer active
-    superseded {by}      then each old subagent's close step
+    superseded {by}      then each old subagent's close step, and its worktree
+                         released (`crw.workspace.placer`)
 
 Only then does the node's new call write its prepared row.
 """
@@ -27,6 +28,7 @@ from crw.host.client import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import RowModel, Superseded
+from crw.workspace.placer import release_all
 
 if TYPE_CHECKING:
     from crw.actors.session_call import SessionContext
@@ -58,6 +60,8 @@ async def supersede_call(ctx: SessionContext, restart: supersede.Restart, rows: 
                 await trio.to_thread.run_sync(
                     bus.write_close, ctx.run, restart.call, attempt, agent
                 )
+            if ctx.placer is not None:
+                await trio.to_thread.run_sync(release_all, ctx.placer, list(rows))
             return verdict.row
         if isinstance(verdict, supersede.Interrupt):
             await _commit(ctx, rows, [verdict.row])  # the intent is durable first

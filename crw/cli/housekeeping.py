@@ -30,6 +30,7 @@ from crw.engine.locks import RunHeldError, holder_pid, launch_lock, run_lock, st
 from crw.engine.rundir import FLOW, RunDir, find_run, resolve_state
 from crw.errors import CrwError, InputError, RefusedError
 from crw.journal.snapshot import replay_journal
+from crw.workspace.release import release_run
 
 REMOVED_PREFIX = ".removed-"
 TAIL_BYTES = 65536
@@ -138,6 +139,7 @@ def _remove(run: RunDir) -> None:
     Raises:
         RefusedError: it cannot be renamed or deleted.
     """
+    release_run(run)  # the repository forgets its worktrees before they go
     aside = run.root.with_name(f"{REMOVED_PREFIX}{run.id}-{os.urandom(4).hex()}")
     try:
         run.root.rename(aside)

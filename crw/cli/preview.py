@@ -36,12 +36,15 @@ class Preview:
     spawn_formats: list[dict[str, Any]] = field(default_factory=list)
     pool: dict[str, int] = field(default_factory=dict)
     facts: list[Fact] = field(default_factory=list)
+    workspaces: dict[str, Any] = field(default_factory=dict)
+    """Where the calls work: the run's repository and head, or plain directories."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "spawn_formats": self.spawn_formats,
             "session_pool": self.pool or None,
             "facts": [fact.to_json() for fact in self.facts],
+            "workspaces": self.workspaces or None,
         }
 
     def lines(self) -> list[str]:
@@ -58,12 +61,38 @@ class Preview:
         for fact in self.facts:
             out.append(f"    {fact.name}: {'ok' if fact.ok else 'warning'}")
             out += [f"      - {problem}" for problem in fact.problems]
+        if self.workspaces.get("warning"):
+            out += ["  workspaces: warning", f"      - {self.workspaces['warning']}"]
+        elif self.workspaces:
+            out.append(
+                f"  workspaces: git worktrees of {self.workspaces['repository']} "
+                f"at {str(self.workspaces['head'])[:12]}"
+            )
         return out
 
 
-def app_server_preview(workflow: Workflow) -> Preview:
+def workspaces(repository: str | None, head: str | None) -> dict[str, Any]:
+    """The preview's account of where the calls work: git worktrees of the run's
+    repository at its head, or plain directories under the run, with the fix."""
+    if repository is not None:
+        return {"kind": "git", "repository": repository, "head": head}
+    return {
+        "kind": "directory",
+        "repository": None,
+        "head": None,
+        "warning": (
+            "no git checkout holds the run: every call works in a plain directory under "
+            "the run (no worktrees, no node branches); start it from a checkout, or set "
+            'repo = "PATH" in the workflow'
+        ),
+    }
+
+
+def app_server_preview(
+    workflow: Workflow, repository: str | None = None, head: str | None = None
+) -> Preview:
     """An app-server run's preview: verifier_prerequisites, judged for every run."""
-    return Preview(facts=[_verifier(workflow)])
+    return Preview(facts=[_verifier(workflow)], workspaces=workspaces(repository, head))
 
 
 @dataclass(frozen=True)
@@ -79,6 +108,7 @@ class SessionStart:
     pool: int
     repository: str | None
     environ: Mapping[str, str]
+    head: str | None = None
 
 
 def session_preview(start: SessionStart) -> Preview:
@@ -101,7 +131,7 @@ def session_preview(start: SessionStart) -> Preview:
         facts.host_reachable(str(start.host), probe.error, start.owner, probe.owner_error),
     ]
     pool = {"pool": start.pool, "workflow_pool": start.workflow.pool, "max_threads": max_threads}
-    return Preview(spawn_formats(pairs), pool, judged)
+    return Preview(spawn_formats(pairs), pool, judged, workspaces(start.repository, start.head))
 
 
 def _owner_read(start: SessionStart) -> facts.OwnerRead:

@@ -37,6 +37,7 @@ from crw.errors import InputError, RefusedError
 from crw.host.uri import parse_host_uri, session_host
 from crw.journal.log import read_journal
 from crw.settings import Settings
+from crw.workspace.repo import run_repository
 
 
 @dataclass
@@ -131,6 +132,7 @@ def start_run(
         host_uri = str(parse_host_uri(host or "codex"))
         owner = None
     tmpdir = dir_from(environ)  # asked once, here; refuses before anything is written
+    repository = run_repository(workflow.repo, workflow.head, state_dir, workflow.path)
 
     run_id = new_run_id(workflow.name, _dt.datetime.now(_dt.UTC))
     run = RunDir(state_dir / "flow" / run_id)
@@ -140,7 +142,8 @@ def start_run(
         workflow=WorkflowRef(path=str(workflow.path), digest=workflow.digest),
         backend=backend,
         pool=pool,
-        repository=_repository(Path.cwd()),
+        repository=repository.path,
+        head=repository.head,
         host=host_uri,
         owner=owner,
         env=RunEnv(TMPDIR=tmpdir),
@@ -160,10 +163,11 @@ def start_run(
             pool,
             spec.repository,
             environ,
+            spec.head,
         )
         outcome.preview = session_preview(start)
     else:
-        outcome.preview = app_server_preview(workflow)
+        outcome.preview = app_server_preview(workflow, spec.repository, spec.head)
     with start_lock(run) as lock:
         write_run_spec(run.run_json, spec)
         if owner is not None:
@@ -216,13 +220,3 @@ def _await_started(run: RunDir, pid: int, timeout: float) -> str:
 
 def _has_started(run: RunDir) -> bool:
     return any(row.get("row") == "started" for row in read_journal(run.journal).rows)
-
-
-def _repository(cwd: Path) -> str | None:
-    import pygit2
-
-    found = pygit2.discover_repository(str(cwd))
-    if found is None:
-        return None
-    repo = pygit2.Repository(found)
-    return str(Path(repo.workdir).resolve()) if repo.workdir else None

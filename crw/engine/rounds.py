@@ -37,7 +37,7 @@ def review_node(
     subject = call_id(node.id, first - 1 + action.subject)
     answer = ends[action.subject - 1].get("result")
     text = review.reviewer_task(node.id, subject, task, answer, workspace)
-    update = {"role": node.review.role, "task": escaped(text)}
+    update = {"role": node.review.role, "task": escaped(text), "qa": None}  # a checkout's P
     return node.model_copy(update=update | {"output_schema": review.VERDICT_SCHEMA})
 
 

@@ -59,6 +59,9 @@ class RunSpec(BaseModel):
     backend: Backend
     pool: int
     repository: str | None = None
+    """The root of the git checkout the run's calls work in (None: plain directories)."""
+    head: str | None = None
+    """The commit (hex) the run's calls start from: the workflow's head, resolved at start."""
     host: str | None = None
     owner: str | None = None
     env: RunEnv | None = None

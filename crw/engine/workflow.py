@@ -3,6 +3,8 @@
     name = "fix-issue"
     pool = 4
     token_ceiling = 2000000
+    repo = "."                         # optional: the git checkout the calls work in
+    head = "main"                      # optional: the commit the calls start from
 
     [verifier]
     go_root = "/usr/local/go"
@@ -18,6 +20,7 @@
     schema = "schemas/build.json"
     review = { role = "reviewer", rounds = 2, fix_effort = "high" }
     timeout = 3600                     # optional: the call's deadline, in seconds
+    qa = "capture"                     # optional: a QA capture call (scratch worktree)
 
 `load_workflow` is pure: it reads the file (and its schema files) and either
 returns a `Workflow` or raises one `InputError` line `<file>:<line>: <what>;
@@ -56,10 +59,21 @@ from crw.engine.settings_table import KEYS as SETTINGS_KEYS
 from crw.engine.settings_table import SettingsTable
 from crw.engine.template import SLUG, Placeholder, TemplateError, parse_template
 from crw.settings import Settings
+from crw.workspace.repo import named_checkout
 
 _SLUG_FIX = "use 1-64 lowercase letters, digits, '-' and '_', starting with a letter or digit"
-_TOP_KEYS = ("name", "pool", "token_ceiling", "verifier", "settings", "evidence_cwd", "node")
-_NODE_KEYS = ("id", "role", "task", "schema", "needs", "review", "timeout")
+_TOP_KEYS = (
+    "name",
+    "pool",
+    "token_ceiling",
+    "repo",
+    "head",
+    "verifier",
+    "settings",
+    "evidence_cwd",
+    "node",
+)
+_NODE_KEYS = ("id", "role", "task", "schema", "needs", "review", "timeout", "qa")
 _REVIEW_KEYS = ("role", "rounds", "fix_effort")
 _MISSING = {"node": ("no [[node]] table", "add a [[node]] with id, role, task and schema")}
 
@@ -111,6 +125,8 @@ class Node(BaseModel):
     timeout: float | None = None
     """The call's deadline in seconds: when it runs out the call is interrupted
     and held (reason deadline)."""
+    qa: Literal["capture"] | None = None
+    """"capture": a QA capture call, whose directory P is a scratch worktree."""
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -211,10 +227,28 @@ class _WorkflowFile(BaseModel):
     name: StrictStr
     pool: StrictInt = Field(default=4, ge=1)
     token_ceiling: StrictInt | None = Field(default=None, ge=1)
+    repo: StrictStr | None = None
+    head: StrictStr | None = None
     verifier: Verifier | None = None
     settings: SettingsTable | None = None
     evidence_cwd: StrictStr | None = None
     nodes: tuple[Node, ...] = Field(alias="node")
+
+    @field_validator("repo")
+    @classmethod
+    def _checkout(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """The root of the git checkout `repo` names, relative to the workflow file."""
+        if value is None:
+            return None
+        file = info.context["file"] if info.context else Path.cwd() / "workflow.toml"
+        root = named_checkout(value, file)
+        if root is None:
+            raise crw_error(
+                f"repo = {json.dumps(value)} is not a git checkout",
+                "give the path of one, relative to the workflow file, or leave repo out "
+                "for the checkout the run is started from",
+            )
+        return str(root)
 
     @field_validator("name")
     @classmethod
@@ -291,6 +325,10 @@ class Workflow(BaseModel):
     token_ceiling: int | None = None
     settings: Settings = Settings()
     """The run's timers and limits: the defaults, with what `[settings]` sets."""
+    repo: Path | None = None
+    """The root of the git checkout `repo` names (None: the one the run starts from)."""
+    head: str | None = None
+    """`head`: the ref the calls start from (None: the repository's HEAD)."""
     evidence_cwd: str | None = None
     """The run's evidence cwd (`evidence_cwd = "PATH"`, absolute): a gated executor
     role's steps have a flow evidence record (`crw.workspace.evidence`); None: none."""
@@ -343,6 +381,8 @@ def load_workflow(path: Path) -> Workflow:
         name=parsed.name,
         pool=parsed.pool,
         token_ceiling=parsed.token_ceiling,
+        repo=Path(parsed.repo) if parsed.repo is not None else None,
+        head=parsed.head,
         verifier=parsed.verifier,
         settings=parsed.settings.settings() if parsed.settings else Settings(),
         nodes=parsed.nodes,

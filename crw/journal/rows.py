@@ -81,6 +81,8 @@ class Allocation(_Part):
     workspace: str | None = None
     kind: str | None = None
     start_commit: str | None = None
+    branch: str | None = None
+    """The run's branch a worktree (kind worktree or scratch) is on."""
 
 
 class ExecutorHeadMoved(_Part):

@@ -235,7 +235,7 @@ def test_not_utf8_is_refused_with_its_line(tmp_path: Path) -> None:
         (
             'name = "w"\ncolour = "red"\n' + NODE_A,
             "2: unknown key 'colour'; remove it or use one of: name, pool, token_ceiling,"
-            " verifier, settings, evidence_cwd, node",
+            " repo, head, verifier, settings, evidence_cwd, node",
         ),
         (
             'name = "w"\n',
@@ -260,7 +260,7 @@ def test_not_utf8_is_refused_with_its_line(tmp_path: Path) -> None:
         (
             'name = "w"\n' + NODE_A + "colour = 1\n",
             "7: node 'a': unknown key 'colour'; remove it or use one of:"
-            " id, role, task, schema, needs, review, timeout",
+            " id, role, task, schema, needs, review, timeout, qa",
         ),
         (
             'name = "w"\n' + NODE_A + node("b", "boss"),

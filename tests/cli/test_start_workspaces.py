@@ -1,0 +1,44 @@
+"""`crw flow start` of a workflow with and without a git repository: the preview's
+workspaces and run.json's record of the repository and its head."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.cli.conftest import Crw
+from tests.workspace.placer_repo import new_repo
+from tests.workspace.test_repo import workflow_file
+
+
+def test_start_records_the_repository_and_head_in_run_json(crw: Crw, tmp_path: Path) -> None:
+    """spec: STEP-1, STEP-4"""
+    repo = new_repo(tmp_path / "project")
+    wf = workflow_file(tmp_path / "flows", f'repo = "{tmp_path / "project"}"\n')
+    out = crw.start(str(wf), "--backend", "app-server").json()
+    root = str((tmp_path / "project").resolve())
+    head = str(repo.head.target)
+    assert out["workspaces"] == {"kind": "git", "repository": root, "head": head}
+    spec = json.loads((crw.state / "flow" / out["run"] / "run.json").read_text())
+    assert (spec["repository"], spec["head"]) == (root, head)
+
+
+def test_start_outside_every_checkout_warns_and_records_no_repository(
+    crw: Crw, tmp_path: Path
+) -> None:
+    """spec: STEP-1"""
+    out = crw.start(str(workflow_file(tmp_path / "flows")), "--backend", "app-server").json()
+    assert out["workspaces"]["kind"] == "directory"
+    assert "no git checkout holds the run" in out["workspaces"]["warning"]
+    spec = json.loads((crw.state / "flow" / out["run"] / "run.json").read_text())
+    assert spec.get("repository") is None and spec.get("head") is None
+
+
+def test_a_bad_repo_refuses_the_start_and_writes_nothing(crw: Crw, tmp_path: Path) -> None:
+    """spec: STEP-1"""
+    wf = workflow_file(tmp_path / "flows", 'repo = "../missing"\n')
+    result = crw.start(str(wf), "--backend", "app-server")
+    assert result.code != 0
+    assert f'{wf}:2: repo = "../missing" is not a git checkout' in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (crw.state / "flow").exists() or not list((crw.state / "flow").iterdir())

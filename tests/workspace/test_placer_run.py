@@ -1,0 +1,127 @@
+"""The placer in a session run on the simulated host, with a scripted owner."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import trio
+from trio.testing import MockClock
+
+from crw.actors.host_reader import open_host_reader
+from crw.actors.inbox import Inbox
+from crw.actors.journal_writer import open_journal_writer
+from crw.actors.session_call import SessionContext
+from crw.actors.session_run import answer_unrouted, run_session_calls
+from crw.clock import fixed_clock
+from crw.engine.replies import CallRecords
+from crw.engine.roles import RoleTable
+from crw.engine.workflow import load_workflow
+from crw.journal.log import read_journal
+from crw.journal.replay import replay
+from crw.journal.rows import Prepared, RowModel
+from crw.workspace.placer import Placer
+from tests.actors.test_session_run import RUN_ID, Harness, harness
+from tests.workspace.placer_repo import new_repo
+
+
+async def go(
+    h: Harness, placer: Placer | None, seen: dict[str, bool] | None = None
+) -> tuple[str, list[dict[str, Any]]]:
+    """`Harness.go` with the run's placer; `seen` gets, for each call, whether its P
+    existed the moment its prepared row was durable."""
+
+    def after(rows: Sequence[RowModel]) -> None:
+        for row in rows:
+            if isinstance(row, Prepared) and seen is not None and row.allocation is not None:
+                seen[str(row.call)] = Path(str(row.allocation.workspace)).exists()
+
+    workflow = load_workflow(h.run.root.parent / "wf.toml")
+    rows = read_journal(h.run.journal).rows
+    records = CallRecords(rows)
+    async with (
+        open_host_reader(h.client, h.settings) as reader,
+        open_journal_writer(h.run.journal, clock=fixed_clock(), after_commit=after) as journal,
+        trio.open_nursery() as nursery,
+    ):
+        inbox = Inbox(h.run, RUN_ID, h.settings, lambda r: answer_unrouted(records, r))
+        ctx = SessionContext(
+            journal=journal,
+            reader=reader,
+            inbox=inbox,
+            workflow=workflow,
+            run=h.run,
+            run_id=RUN_ID,
+            owner=h.owner.thread_id,
+            tmpdir="/run/tmp",
+            pairs=RoleTable.undecided().roles,
+            settings=h.settings,
+            clock=fixed_clock(),
+            records=records,
+            placer=placer,
+        )
+        await nursery.start(inbox.run)
+        nursery.start_soon(h.owner.play)
+        state = await run_session_calls(ctx, workflow.pool, replay(rows), rows)
+        nursery.cancel_scope.cancel()
+    return state, read_journal(h.run.journal).rows
+
+
+def first(rows: list[dict[str, Any]], kind: str, call: str) -> dict[str, Any]:
+    return next(row for row in rows if row["row"] == kind and row.get("call") == call)
+
+
+async def test_session_run_places_each_call_in_its_worktree_or_checkout(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-1, STEP-2, STEP-3, STEP-4, STEP-6, GEN-7"""
+    repo = new_repo(tmp_path / "repo", {"main.go": "package main\n"})
+    head = str(repo.head.target)
+    root = str(repo.workdir).rstrip("/")
+    async with harness(tmp_path) as h:
+        placer = Placer(RUN_ID, root, head, h.run.calls)
+        seen: dict[str, bool] = {}
+        state, rows = await go(h, placer, seen)
+    assert state == "ended"
+    assert seen == {"explore.1": False, "build.1": False, "review.1": False}  # STEP-2
+    calls = h.run.calls
+    expected = {
+        "explore.1": {"workspace": str(calls / "explore.1"), "kind": "checkout"},
+        "build.1": {
+            "workspace": str(calls / "build.1"),
+            "kind": "worktree",
+            "branch": f"refs/heads/crw/{RUN_ID}/build.1",
+        },
+        "review.1": {"workspace": str(calls / "review.1"), "kind": "checkout"},
+    }
+    for call, allocation in expected.items():
+        prepared = first(rows, "prepared", call)
+        assert prepared["allocation"] == allocation | {"start_commit": head}
+        # the prepared row comes first: P is made only after it (STEP-2)
+        assert rows.index(prepared) < rows.index(first(rows, "step_published", call))
+        # P is the call's cwd for every purpose: the step, the bind (STEP-6)
+        assert first(rows, "step_published", call)["workspace"] == allocation["workspace"]
+        started = first(rows, "thread_started", call)
+        assert started["cwd"] == allocation["workspace"]
+        assert started["host_cwd"] != allocation["workspace"]
+    build = pygit2.Repository(str(calls / "build.1"))
+    assert build.head.name == f"refs/heads/crw/{RUN_ID}/build.1"
+    assert str(build.head.target) == head
+    assert (calls / "build.1" / "main.go").read_text() == "package main\n"
+    assert pygit2.Repository(str(calls / "review.1")).head_is_detached
+    assert sorted(repo.list_worktrees()) == sorted(f"crw-{RUN_ID}-{c}" for c in expected)
+
+
+async def test_session_run_without_a_repository_keeps_plain_directories(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-1"""
+    async with harness(tmp_path) as h:
+        state, rows = await go(h, Placer(RUN_ID, None, None, h.run.calls))
+    assert state == "ended"
+    for call in ("explore.1", "build.1", "review.1"):
+        allocation = first(rows, "prepared", call)["allocation"]
+        assert allocation == {"workspace": str(h.run.calls / call), "kind": "directory"}
+        assert (h.run.calls / call).is_dir() and not (h.run.calls / call / ".git").exists()

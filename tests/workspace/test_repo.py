@@ -1,0 +1,93 @@
+"""The run's repository: the workflow's repo and head options, the default checkout,
+the start preview's line and run.json's record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from crw.cli.preview import Preview, workspaces
+from crw.engine.workflow import load_workflow
+from crw.errors import InputError
+from crw.workspace.repo import RunRepository, checkout_root, run_repository
+from tests.workspace.placer_repo import commit, new_repo
+
+NODE = '[[node]]\nid = "build"\nrole = "executor"\ntask = "t"\nschema = { type = "object" }\n'
+
+
+def workflow_file(directory: Path, top: str = "") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "wf.toml"
+    path.write_text(f'name = "wf"\n{top}{NODE}')
+    return path
+
+
+def test_repo_is_taken_relative_to_the_workflow_file(tmp_path: Path) -> None:
+    """spec: STEP-4"""
+    new_repo(tmp_path / "project")
+    path = workflow_file(tmp_path / "project" / "flows", 'repo = ".."\n')
+    assert load_workflow(path).repo == (tmp_path / "project").resolve()
+    # a directory inside the checkout names the checkout
+    (tmp_path / "project" / "src").mkdir()
+    path.write_text(f'name = "wf"\nrepo = "../src"\n{NODE}')
+    assert load_workflow(path).repo == (tmp_path / "project").resolve()
+
+
+@pytest.mark.parametrize("value", ["../nowhere", "."])
+def test_a_repo_that_is_no_git_checkout_is_one_line_naming_file_option_and_fix(
+    tmp_path: Path, value: str
+) -> None:
+    """spec: STEP-1"""
+    path = workflow_file(tmp_path / "plain", f'repo = "{value}"\n')
+    with pytest.raises(InputError) as refused:
+        load_workflow(path)
+    assert str(refused.value) == (
+        f'{path}:2: repo = "{value}" is not a git checkout; give the path of one, relative '
+        "to the workflow file, or leave repo out for the checkout the run is started from"
+    )
+
+
+def test_the_default_repository_is_the_checkout_holding_the_state_directory(
+    tmp_path: Path,
+) -> None:
+    """spec: STEP-4"""
+    repo = new_repo(tmp_path / "project")
+    wf = workflow_file(tmp_path / "elsewhere")
+    found = run_repository(None, None, tmp_path / "project" / ".crw", wf)
+    assert found == RunRepository(str((tmp_path / "project").resolve()), str(repo.head.target))
+    # a state directory outside every checkout: no repository, plain directories
+    assert run_repository(None, None, tmp_path / "state", wf) == RunRepository()
+    assert checkout_root(tmp_path / "state") is None
+
+
+def test_the_head_option_is_resolved_to_a_commit_at_start(tmp_path: Path) -> None:
+    """spec: STEP-4"""
+    repo = new_repo(tmp_path / "project")
+    first = str(repo.head.target)
+    repo.references.create("refs/tags/v1", pygit2.Oid(hex=first))
+    commit(repo, {"b.txt": "b\n"}, "second")
+    wf = workflow_file(tmp_path)
+    root = (tmp_path / "project").resolve()
+    assert run_repository(root, "v1", tmp_path / "s", wf).head == first
+    assert run_repository(root, None, tmp_path / "s", wf).head == str(repo.head.target)
+    with pytest.raises(InputError) as refused:
+        run_repository(root, "no-such-ref", tmp_path / "s", wf)
+    assert str(refused.value) == (
+        f'{wf}: head = "no-such-ref" names no commit of the repository {root}; give a '
+        "branch, tag or commit of it, or leave head out for its HEAD"
+    )
+
+
+def test_the_preview_says_when_the_calls_work_in_plain_directories() -> None:
+    """spec: STEP-1"""
+    plain = Preview(workspaces=workspaces(None, None))
+    assert plain.lines()[-2:] == [
+        "  workspaces: warning",
+        "      - no git checkout holds the run: every call works in a plain directory under "
+        "the run (no worktrees, no node branches); start it from a checkout, or set "
+        'repo = "PATH" in the workflow',
+    ]
+    git = Preview(workspaces=workspaces("/src/project", "0123456789abcdef"))
+    assert git.lines()[-1] == "  workspaces: git worktrees of /src/project at 0123456789ab"
