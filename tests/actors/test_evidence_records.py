@@ -27,11 +27,14 @@ from crw.engine.next_view import NextRead, held_calls
 from crw.journal.log import read_journal
 from crw.journal.rows import RowModel
 from crw.workspace import evidence
+from crw.workspace.placer import Placer
 from tests.actors.test_held_in_place import answer
 from tests.actors.test_review_rounds import REVIEWED, one
 from tests.actors.test_session_resume import remembering, run_until_killed
 from tests.actors.test_session_run import RUN_ID, Harness, Owner, harness, kinds
 from tests.actors.test_supersede import restart
+from tests.workspace.placer_repo import new_repo
+from tests.workspace.test_placer_run import go as placed_go
 
 Rows = list[dict[str, Any]]
 CALL = "build.1"
@@ -46,14 +49,13 @@ PLACED = [
 ]
 
 
-def gated(tmp_path: Path) -> Path:
-    """The reviewed workflow with `evidence_cwd = "home"`; the owner's cwd, where
-    the subagents' stop hook runs (the sim host's home)."""
-    text = REVIEWED.replace("ROUNDS", "1").replace(
-        "pool = 2\n", 'pool = 2\nevidence_cwd = "home"\n'
-    )
+def gated(tmp_path: Path, where: str = "home") -> Path:
+    """The reviewed workflow with `evidence_cwd = "<where>"` (default the owner's
+    cwd, where the subagents' stop hook runs: the sim host's home)."""
+    option = f'pool = 2\nevidence_cwd = "{where}"\n'
+    text = REVIEWED.replace("ROUNDS", "1").replace("pool = 2\n", option)
     (tmp_path / "wf.toml").write_text(text)
-    return tmp_path / "home"
+    return tmp_path / where
 
 
 def copy_of(home: Path, call: str = CALL) -> Path:
@@ -357,3 +359,39 @@ async def test_a_later_attempts_step_names_and_rewrites_the_copies_its_generatio
     record = expected_record(rows, attempt=2)
     assert copies_a.at_completed[CALL] == copies_b.at_completed[CALL] == record
     assert not (a / ".crw").exists() and not (b / ".crw").exists()
+
+
+async def test_a_record_in_the_owners_git_checkout_is_in_no_status_and_names_the_worktree(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: BIND-4, BIND-11: the run's calls in a git repository (the placer):
+    the owner runs in the repository's checkout, the gated executor in its attempt
+    worktree P. The record is placed in the owner's checkout, names P, and is in
+    no `git status` of the checkout; the run's end leaves the checkout as it was."""
+    repo = new_repo(tmp_path / "repo", {"main.go": "package main\n"})
+    root = str(repo.workdir).rstrip("/")
+    seen: list[tuple[dict[str, Any], dict[str, int]]] = []
+    write = evidence.write_record
+
+    def watched(path: Path, record: Mapping[str, Any]) -> None:
+        write(path, record)
+        seen.append((json.loads(path.read_text()), repo.status()))
+
+    monkeypatch.setattr(evidence, "write_record", watched)
+    async with harness(tmp_path) as h:
+        text = REVIEWED.replace("ROUNDS", "1").replace(
+            "pool = 2\n", 'pool = 2\nevidence_cwd = "repo"\n'
+        )
+        (tmp_path / "wf.toml").write_text(text)
+        owner = str((await h.client.request("sim/startOwner", {"cwd": root}))["threadId"])
+        h.owner = Owner(h.client, h.run, owner)
+        placer = Placer(RUN_ID, root, str(repo.head.target), h.run.calls)
+        state, rows = await placed_go(h, placer)
+    assert state == "ended" and kinds(rows, CALL) == PLACED
+    workspace = one(rows, CALL, "prepared")["allocation"]["workspace"]
+    assert one(rows, CALL, "prepared")["allocation"]["kind"] == "worktree"
+    started = one(rows, CALL, "thread_started")
+    assert started["evidence_cwd"] == started["host_cwd"] == root and started["cwd"] == workspace
+    assert seen == [(expected_record(rows), {})]
+    assert expected_record(rows)["workspace"] == workspace
+    assert repo.status() == {} and not (Path(root) / ".crw").exists()
