@@ -68,6 +68,8 @@ async def place(
     generation names the subagent's cwd (BIND-10), then the record there; the
     thread_started to commit, with evidence_cwd (BIND-4, BIND-11), or the hold of
     a record that cannot be placed (BIND-12, BIND-13)."""
+    if not step.evidence_assignment:
+        return started  # most binds: nothing to read
     found = evidence.placement(
         actor.rows, step.model_dump(), started.host_cwd, actor.ctx.workflow.evidence_cwd
     )
