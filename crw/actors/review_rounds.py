@@ -58,14 +58,15 @@ class ReviewCall(SessionCall):
 
 
 class ContinuationCall(SessionCall):
-    """A fix call: continues `handle`'s conversation in the node's workspace; its
+    """A fix call: continues `handle`'s conversation in the node's workspace (the
+    build call's allocation, `shared`, which every fix round shares); its
     steps ask for `effort` when it is given (the review's fix_effort)."""
 
-    def __init__(self, *args: Any, handle: str, workspace: Allocation, answer: Any) -> None:
+    def __init__(self, *args: Any, handle: str, shared: Allocation, answer: Any) -> None:
         super().__init__(*args)
         self.handle, self.answer = handle, answer
         if self.allocation is None:  # the build call's, which every fix round shares
-            self.allocation = workspace
+            self.allocation = shared
         self.workspace = Path(str(self.allocation.workspace))
         self.effort: str | None = None
         self.digest = ""
@@ -178,12 +179,12 @@ async def _actor(
     if action.kind == "node":
         return SessionCall(ctx, node, call, needs, rows, spent)
     build = call_id(node.id, first)
-    workspace = allocation_of(by_call.get(build, ())) or Allocation(
+    shared = allocation_of(by_call.get(build, ())) or Allocation(
         workspace=str(ctx.run.calls / build), kind="directory"
     )
     if action.kind == "review":
-        return _review(ctx, node, task, action, by_call, spent, workspace, first)
-    return await _continuation(ctx, node, task, action, by_call, journal, spent, workspace, first)
+        return _review(ctx, node, task, action, by_call, spent, shared, first)
+    return await _continuation(ctx, node, task, action, by_call, journal, spent, shared, first)
 
 
 def _review(
@@ -193,7 +194,7 @@ def _review(
     action: review.RunCall,
     by_call: MutableMapping[str, Rows],
     spent: RunSpent,
-    workspace: Allocation,
+    shared: Allocation,
     first: int,
 ) -> ReviewCall:
     """The review call: the review role judges the subject's answer, read in the
@@ -201,7 +202,7 @@ def _review(
     assert node.review is not None
     call = call_id(node.id, first - 1 + action.ordinal)
     ends = review.ends_of(node.id, by_call, first)
-    judge = rounds.review_node(node, task, action, ends, str(workspace.workspace), first)
+    judge = rounds.review_node(node, task, action, ends, str(shared.workspace), first)
     rows = by_call[call]
     return ReviewCall(ctx, judge, call, {}, rows, spent, review=node.review, ordinal=action.ordinal)
 
@@ -214,7 +215,7 @@ async def _continuation(
     by_call: MutableMapping[str, Rows],
     journal: Rows,
     spent: RunSpent,
-    workspace: Allocation,
+    shared: Allocation,
     first: int,
 ) -> ContinuationCall | None:
     """The fix call, continuing the handle's conversation; None when the pair
@@ -225,7 +226,7 @@ async def _continuation(
     fix = rounds.fix_node(node, task, action, ends, journal, answer_file, first)
     rows = by_call[call]
     actor = ContinuationCall(
-        ctx, fix.node, call, {}, rows, spent, handle=handle, workspace=workspace, answer=fix.answer
+        ctx, fix.node, call, {}, rows, spent, handle=handle, shared=shared, answer=fix.answer
     )
     assert node.review is not None
     actor.effort = review.fix_effort(node.review, actor.pair)
@@ -237,7 +238,7 @@ async def _continuation(
             held = Held(call=call, reason=conversation.PAIR_REFUSED, error=refusal)
             refused: list[RowModel] = [held]
             if not rows:
-                refused.insert(0, _prepared(call, node, handle, workspace, actor.digest))
+                refused.insert(0, _prepared(call, node, handle, shared, actor.digest))
             await actor.commit(refused)
             by_call[call] = actor.rows
             journal.extend(actor.rows[len(rows) :])

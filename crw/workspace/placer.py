@@ -6,8 +6,8 @@ Its kind follows the call's role and the run's repository:
     worktree    an executor's attempt worktree: a git worktree on the run's branch
                 `refs/heads/crw/<run>/<call>`, at the node's last crw.commit (the
                 node ref `refs/crw/flow/<run>/nodes/<node>`) when there is one,
-                else at the head option (STEP-3). A role whose name starts with
-                "executor" (executor, executor-t1: the executor's tiers) is one.
+                else at the head option (STEP-3). The executor roles are the
+                writing roles: executor and its tier executor-t1.
     checkout    every other role's call-private checkout: a git worktree with a
                 detached HEAD at the head option (STEP-4).
     scratch     a QA capture call (a node with `qa = "capture"`): a worktree on
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crw.engine.role_names import WRITING_ROLES
 from crw.journal.rows import Allocation
 
 log = logging.getLogger("crw.workspace")
@@ -38,8 +39,10 @@ QA_CAPTURE = "capture"
 
 
 def is_executor(role: str) -> bool:
-    """An executor role: executor and its tiers (executor-t1)."""
-    return role.startswith("executor")
+    """An executor role: executor and its tier executor-t1, the roles whose calls
+    change their workspace (`crw.engine.role_names.WRITING_ROLES`; the spec pairs
+    executor-t1 with the executor's agent type)."""
+    return role in WRITING_ROLES
 
 
 def kind_of(role: str, qa: str | None, repository: str | None) -> str:
@@ -165,8 +168,3 @@ def release_all(placer: Placer, rows: Iterable[Mapping[str, Any]]) -> None:
             placer.release(allocation, node)
         except Exception as err:  # pygit2.GitError, OSError: the run has ended anyway
             log.warning("cannot release the worktree %s: %s", workspace, err)
-
-
-def plain(calls: Path, run_id: str = "") -> Placer:
-    """A placer without a repository: every P is a plain directory."""
-    return Placer(run_id=run_id, repository=None, head=None, calls=calls)

@@ -163,9 +163,10 @@ def _branch_at(repo: pygit2.Repository, branch: str, target: str) -> pygit2.Refe
 
 
 def _detach(repo: pygit2.Repository, path: Path, start: str, branch: str) -> None:
-    """A checkout's HEAD detached at `start`, and the branch it was added on deleted."""
+    """A checkout's HEAD, still on the branch it was added on, detached at `start`,
+    and that branch deleted (a HEAD anywhere else is left where it is)."""
     checkout = pygit2.Repository(str(path))
-    if not checkout.head_is_detached:
+    if not checkout.head_is_detached and checkout.head.name == branch:
         checkout.set_head(pygit2.Oid(hex=start))
     ref = repo.references.get(branch)
     if ref is not None:
