@@ -1,5 +1,5 @@
 """What a person does about a call held because the host refused its spawn, or
-could not reach its model.
+could not reach its model, or its flow evidence record could not be placed.
 
 A dispatch report of a failed spawn (`crw flow dispatched ... --failed`) holds
 the call `spawn_failed` with the host's tool output as the held row's error; a
