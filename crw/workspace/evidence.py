@@ -19,8 +19,9 @@ Each copy is named by a row before it is written (intent before effect):
   evidence_placed for it, then writes the record there, then thread_started
   with evidence_cwd.
 
-So the release of a superseded call and the restore of a resumed one find every
-copy from the rows alone (`copies`, `restore`). The decisions here are pure;
+So the release of a superseded call, the restore of a resumed one and the
+release at the run's end find every copy from the rows alone (`copies`,
+`restore`, `run_copies`). The decisions here are pure;
 `write_record` and `remove_record` are the only file effects.
 """
 
