@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crw.actors.evidence_records import with_evidence
 from crw.bus import steps as bus
 from crw.engine import answer, harvest, packet
 from crw.engine.decision import InPlace
@@ -34,6 +35,7 @@ class CallSteps:
     workspace: Path
     pair: RolePair
     steps: StepWriter
+    rows: list[dict[str, Any]]
 
     def packet_text(self, **extra: Any) -> str:
         """The call's packet; `extra` are build_packet's repair members."""
@@ -90,7 +92,7 @@ class CallSteps:
         message = packet.spawn_message(
             self.call, k, attempt, self.node.role, str(self.workspace), str(packet_path)
         )
-        return StepPublished(
+        step = StepPublished(
             call=self.call,
             k=k,
             op=packet.op(self.call, k),
@@ -113,6 +115,7 @@ class CallSteps:
             repair_errors=extra.get("repair_errors"),
             replaces_turn=extra.get("replaces_turn"),
         )
+        return with_evidence(self, self.rows, step)
 
     def _turn_started(self, step: StepPublished, turn_id: str) -> TurnStarted:
         return TurnStarted(

@@ -30,7 +30,7 @@ from typing import Any
 
 import trio
 
-from crw.actors import executor_git
+from crw.actors import evidence_records, executor_git
 from crw.actors.attempt_watch import follow
 from crw.actors.call_steps import CallSteps
 from crw.actors.call_trace import trace_warnings, traced_bind
@@ -154,6 +154,7 @@ class SessionCall(CallSteps):
             step = await self._prepare()
         else:  # the directory an earlier process made, or meant to make
             await self._make_workspace()
+            await evidence_records.restore(self)  # the record's copies its rows name
             if interrupt.held_by_pause(self.state.ended):  # the run resumed after a pause
                 self.state.retry, self.state.ended = self.state.ended, None
             if self.state.retry is not None:  # a held call answered retry, or paused

@@ -14,11 +14,13 @@ them, the inbox, the host reader and the call's journal.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from crw.actors import evidence_records
 from crw.binding import ledger
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
@@ -150,6 +152,11 @@ class StepBinder:
         `thread` is the subagent as the decision read it."""
         if isinstance(decision, bind.SpawnFailed):
             return await self._hold_failed(step, decision, report)
+        if isinstance(decision, bind.Bound) and decision.thread_started is not None:
+            placed = await evidence_records.place(self.actor, step, decision.thread_started)
+            if isinstance(placed, bind.SpawnFailed):  # the subagent stays unbound
+                return await self._hold_failed(step, placed, report)
+            decision = dataclasses.replace(decision, thread_started=placed)
         if isinstance(decision, bind.Bound):
             self.bound_read = thread
             rows: list[RowModel] = [

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from crw.actors import evidence_records
 from crw.bus import steps as bus
 from crw.bus.unwritten import UnwrittenTracker
 from crw.journal.rows import StepPublished, StepUnwritten
@@ -36,7 +37,9 @@ class StepWriter:
         its file is that text, so it is not built again."""
 
     async def write(self, step: StepPublished) -> None:
-        """Write `step`'s files now (a failure is recorded and retried later)."""
+        """Write `step`'s files now (a failure is recorded and retried later), and
+        rewrite the flow evidence record's copies its row names."""
+        await evidence_records.refresh(self.ctx, step)
         self.unwritten = UnwrittenTracker(
             call=self.call.call,
             k=step.k or 1,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from crw.actors import evidence_records
 from crw.bus import steps as bus
 from crw.engine import supersede
 from crw.host.client import HostRequestError, unknown_thread
@@ -54,6 +55,7 @@ async def supersede_call(ctx: SessionContext, restart: supersede.Restart, rows: 
         verdict = supersede.judge(restart, rows, threads, interrupted)
         if isinstance(verdict, supersede.Supersede):
             await _commit(ctx, rows, [verdict.row])
+            await evidence_records.release(ctx, restart.call, rows)
             for attempt, agent in verdict.closes:
                 await trio.to_thread.run_sync(
                     bus.write_close, ctx.run, restart.call, attempt, agent

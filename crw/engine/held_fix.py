@@ -1,10 +1,12 @@
 """What a person does about a call held because the host refused its spawn, or
-could not reach its model.
+could not reach its model, or its flow evidence record could not be placed.
 
 A dispatch report of a failed spawn (`crw flow dispatched ... --failed`) holds
 the call `spawn_failed` with the host's tool output as the held row's error; a
 turn the host kept retrying because its model cannot be reached holds it
-`host_failure` with an error that begins UNREACHABLE (`crw.engine.unreachable`).
+`host_failure` with an error that begins UNREACHABLE (`crw.engine.unreachable`);
+a bind that cannot write its step's flow evidence record holds it
+`evidence_assignment_failed` with the file and the OS error.
 `crw flow next` and `crw flow status` show such a call with `error` and `fix`:
 what to change, then the answers the held call takes.
 Standard library only: `next` and `status` import it.
@@ -17,6 +19,8 @@ from typing import Any
 
 SPAWN_FAILED = "spawn_failed"
 HOST_FAILURE = "host_failure"
+EVIDENCE_ASSIGNMENT_FAILED = "evidence_assignment_failed"
+"""A bind could not write the step's flow evidence record under the subagent's cwd."""
 UNREACHABLE = "the model cannot be reached: "
 """How the held row's error of a model the host cannot reach begins."""
 
@@ -31,6 +35,13 @@ def held_fix(reason: str | None, answer: Mapping[str, str], error: str | None = 
             "the host could not reach the call's model (the error says what it said): "
             "check the model provider's base_url in $CODEX_HOME/config.toml (or the "
             f"network), then {answer['retry']} to run the turn again (or {others})"
+        )
+    if reason == EVIDENCE_ASSIGNMENT_FAILED:
+        return (
+            "the step's flow evidence record could not be written under the subagent's cwd "
+            "(the error names the file and why): make that directory writable, or move what "
+            f"is in the way of .crw/evidence there, then {answer['retry']} to spawn it again "
+            f"(or {others})"
         )
     if reason != SPAWN_FAILED:
         return None

@@ -63,6 +63,8 @@ def progress(rows: Iterable[Row]) -> CallProgress:
     state = CallProgress()
     for row in rows:
         kind = row.get("row")
+        if kind == "evidence_placed":
+            continue  # it changes no reading of the call's state (ROWS-11)
         state.last = kind
         if kind == "prepared":
             state = CallProgress(prepared=row, last=kind)

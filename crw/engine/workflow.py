@@ -62,7 +62,17 @@ from crw.settings import Settings
 from crw.workspace.repo import named_checkout
 
 _SLUG_FIX = "use 1-64 lowercase letters, digits, '-' and '_', starting with a letter or digit"
-_TOP_KEYS = ("name", "pool", "token_ceiling", "repo", "head", "verifier", "settings", "node")
+_TOP_KEYS = (
+    "name",
+    "pool",
+    "token_ceiling",
+    "repo",
+    "head",
+    "verifier",
+    "settings",
+    "evidence_cwd",
+    "node",
+)
 _NODE_KEYS = ("id", "role", "task", "schema", "needs", "review", "timeout", "qa")
 _REVIEW_KEYS = ("role", "rounds", "fix_effort")
 _MISSING = {"node": ("no [[node]] table", "add a [[node]] with id, role, task and schema")}
@@ -221,6 +231,7 @@ class _WorkflowFile(BaseModel):
     head: StrictStr | None = None
     verifier: Verifier | None = None
     settings: SettingsTable | None = None
+    evidence_cwd: StrictStr | None = None
     nodes: tuple[Node, ...] = Field(alias="node")
 
     @field_validator("repo")
@@ -318,6 +329,9 @@ class Workflow(BaseModel):
     """The root of the git checkout `repo` names (None: the one the run starts from)."""
     head: str | None = None
     """`head`: the ref the calls start from (None: the repository's HEAD)."""
+    evidence_cwd: str | None = None
+    """The run's evidence cwd (`evidence_cwd = "PATH"`, absolute): a gated executor
+    role's steps have a flow evidence record (`crw.workspace.evidence`); None: none."""
 
     _graph: Graph | None = PrivateAttr(default=None)
 
@@ -372,6 +386,7 @@ def load_workflow(path: Path) -> Workflow:
         verifier=parsed.verifier,
         settings=parsed.settings.settings() if parsed.settings else Settings(),
         nodes=parsed.nodes,
+        evidence_cwd=str(absolute.parent / parsed.evidence_cwd) if parsed.evidence_cwd else None,
         path=absolute,
         digest="sha256:" + hashlib.sha256(data).hexdigest(),
     )

@@ -484,6 +484,7 @@ class SimHost:
             self.catalog.check_spawn(params.get("model"), params.get("agentType"))
         message = str(params.get("message", ""))
         settings = {"model": params.get("model"), "effort": params.get("reasoningEffort")}
+        settings["cwd"] = params.get("cwd")  # a test's subagent elsewhere; default the owner's
         child = self._new_thread(settings, parent=owner, role=params.get("agentType"))
         self._record_spawn(owner, child, message)
         self._start_turn(child, message)
