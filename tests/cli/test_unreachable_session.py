@@ -104,3 +104,6 @@ def test_a_subagent_whose_model_cannot_be_reached_is_held_with_the_hosts_words(
         (2, 2, "spawn"),
         (3, 2, "send_input"),
     ]
+    assert drill.run is not None  # the held attempt's rows replay to the same decisions
+    shadow = drill.crw("flow", "shadow", drill.run.id, "--state", str(drill.crw.state))
+    assert shadow.code == 0, shadow.stdout
