@@ -3,7 +3,9 @@
 The call actor's read loop around the lost rule (`crw.engine.lost.judge`): read
 the thread through the HostReader, judge the read, and wait as the decision says
 (for the thread's next change, or the decision's deadline). A host that went away
-(the connection is down) raises HostUnavailable out of it: the run pauses.
+(the connection is down) raises HostUnavailable out of it: the run pauses. A
+marker turn the host only retries (`error {willRetry: true}`, no model response)
+for `Settings.unreachable_after` raises ModelUnreachable (`crw.engine.unreachable`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,12 @@ async def follow(
     completed (and no `turn/completed` says otherwise) is final, items and all, so
     it is harvested from that read without another; any other look is judged from
     a read taken now (a read taken before the turn ended holds only the items it
-    had then, whatever a later notification says of its status)."""
+    had then, whatever a later notification says of its status).
+
+    Raises:
+        ModelUnreachable: the host has retried the marker turn `turn_id` for
+            `Settings.unreachable_after` with no model response (HARV-14).
+    """
     if bound is not None and turn_id is not None:
         announced = reader.announced(thread_id, turn_id)
         decision = lost.judge(bound, lost.Seen(), trio.current_time(), settings, turn_id=turn_id)
@@ -73,6 +80,9 @@ async def follow(
         )
         if not isinstance(decision, lost.Wait):
             return decision
-        seen = decision.seen
-        with trio.move_on_at(decision.until):
+        seen, until = decision.seen, decision.until
+        if turn_id is not None:  # a marker turn the host only retries is given up
+            now = trio.current_time()
+            until = now + reader.until_given_up(thread_id, turn_id, now, until - now)
+        with trio.move_on_at(until):
             await changed.wait()

@@ -203,6 +203,16 @@ class HostReader:
             with trio.move_on_after(wait):
                 await changed.wait()
 
+    def until_given_up(self, thread_id: str, turn_id: str, now: float, wait: float) -> float:
+        """How long a follower of the turn waits before judging its retries again
+        (at most `wait`).
+
+        Raises:
+            ModelUnreachable: the host has retried the turn for
+                `Settings.unreachable_after` with no model response.
+        """
+        return self._until_given_up(self._watch(thread_id), turn_id, now, wait)
+
     def _until_given_up(self, watch: _Watch, turn_id: str, now: float, wait: float) -> float:
         """How long to wait before the turn's retries are judged again (at most
         `wait`); raises ModelUnreachable once they are past the bound."""

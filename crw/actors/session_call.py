@@ -36,7 +36,7 @@ from crw.actors.call_steps import CallSteps
 from crw.actors.call_trace import trace_warnings, traced_bind
 from crw.actors.control import CallStop, Interrupted, RunControl
 from crw.actors.held_call import go_on_in_place
-from crw.actors.host_reader import HostReader
+from crw.actors.host_reader import HostReader, ModelUnreachable
 from crw.actors.inbox import Inbox
 from crw.actors.journal_writer import JournalWriter
 from crw.actors.session_interrupt import interrupt_call
@@ -299,15 +299,18 @@ class SessionCall(CallSteps):
         thread_id, turn_id = bound
         found = interrupt.intent(self.rows)
         if found is not None and interrupt.applies(found, step, turn_id):  # HARV-37
-            return thread_id, await interrupt_call(self, found.reason, requested=True)
-        with self.stop.waiting():
-            ended = await follow(
-                self.ctx.reader,
-                self.ctx.settings,
-                thread_id,
-                turn_id=turn_id,
-                bound=self.binder.take_read(thread_id),
-            )
+            return thread_id, await interrupt_call(self, found.reason, found.error, requested=True)
+        try:
+            with self.stop.waiting():
+                ended = await follow(
+                    self.ctx.reader,
+                    self.ctx.settings,
+                    thread_id,
+                    turn_id=turn_id,
+                    bound=self.binder.take_read(thread_id),
+                )
+        except ModelUnreachable as unreached:  # HARV-14: the host only retries the turn
+            return thread_id, await interrupt_call(self, outcome.HOST_FAILURE, str(unreached))
         assert not isinstance(ended, lost.Found)
         return thread_id, ended
 

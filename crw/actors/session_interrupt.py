@@ -1,4 +1,5 @@
-"""A session call's interrupt path: a pause, a cancellation or a deadline reached it.
+"""A session call's interrupt path: a pause, a cancellation, a deadline, or a
+model the host cannot reach (`crw.engine.unreachable`) reached it.
 
 The decision is `crw.engine.interrupt.plan` over the call's rows; this module
 acts on it, each row durable before its effect:
@@ -31,9 +32,14 @@ if TYPE_CHECKING:
     from crw.actors.session_call import SessionCall
 
 
-async def interrupt_call(call: SessionCall, reason: str, *, requested: bool = False) -> CallEnd:
+async def interrupt_call(
+    call: SessionCall, reason: str, error: str | None = None, *, requested: bool = False
+) -> CallEnd:
     """End `call` held for `reason` once the turn the interrupt reaches is over.
 
+    `error`: what the held row says (a model the host cannot reach: what the host
+    said), else the reason's own words; the interrupt_requested row carries it, so
+    a resumed process that applies the intent holds the call with it too.
     `requested`: the rows hold the interrupt_requested row for the call's turn
     already (a resumed process applies an earlier process's intent, HARV-38).
     """
@@ -54,10 +60,10 @@ async def interrupt_call(call: SessionCall, reason: str, *, requested: bool = Fa
     tokens = _tokens(step.call_tokens if step is not None else None)
     if step is not None and plan.thread_id and turn_id:
         if not requested:
-            rows.append(interrupt.requested(reason, step, turn_id))
+            rows.append(interrupt.requested(reason, step, turn_id, error))
         await call.commit(rows)  # HARV-35: durable before the interrupt is sent
         tokens = await _stop_turn(call, step, plan.thread_id, turn_id)
-    held = interrupt.held(call.call, reason, tokens)
+    held = interrupt.held(call.call, reason, tokens, error)
     await call.commit([held])
     if plan.thread_id:
         await call.close_subagent((step.attempt if step else None) or 1, plan.thread_id)

@@ -178,25 +178,32 @@ def close_owner(state: Path, owner: str, run_id: str) -> str | None:
 
     Returns a warning when the close cannot be written, else None.
     """
+    return close_open_line(state, owner, run_id)[1]
+
+
+def close_open_line(state: Path, owner: str, run_id: str) -> tuple[bool, str | None]:
+    """`close_owner`, and whether it appended the closed line (False: the owner's
+    last line was not the open line of `run_id`, or the close failed)."""
     if not is_segment(owner):
-        return None
+        return False, None
     path = owner_file(state, owner)
     try:
         with _flow_bound_lock(state):
-            if read_last_line(path).open_run == run_id:
-                append_lines(path, [{"kind": CLOSED, "run_id": run_id}])
+            if read_last_line(path).open_run != run_id:
+                return False, None
+            append_lines(path, [{"kind": CLOSED, "run_id": run_id}])
+            return True, None
     except Timeout:
-        return (
+        return False, (
             f"cannot close the line of owner thread {owner} for run {run_id}: "
             f"{flow_bound_dir(state) / LOCK_NAME} stayed held for {LOCK_TIMEOUT:g} s; "
             "the next start closes it"
         )
     except OSError as err:
-        return (
+        return False, (
             f"cannot close the line of owner thread {owner} for run {run_id}: "
             f"{err.filename or path}: {err.strerror or err}; the next start closes it"
         )
-    return None
 
 
 class UntrustedError(OSError):

@@ -19,12 +19,14 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json as json_module
+import logging
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from crw.binding.owner import close_open_line
 from crw.cli.output import emit
 from crw.engine.locks import RunHeldError, holder_pid, launch_lock, run_lock, start_lock
 from crw.engine.rundir import FLOW, RunDir, find_run, resolve_state
@@ -44,11 +46,14 @@ def rm_command(run: str, *, state: str | None, json: bool) -> int:
         if refusal is not None:
             raise RefusedError(refusal)
         status = _run_state(run_dir)
+        closed = close_line(run_dir)
         _remove(run_dir)
     emit(
         json,
-        {"run": run_dir.id, "run_dir": str(run_dir.root), "removed": True} | status,
-        f"removed run {run_dir.id} ({_said(status)}): {run_dir.root}",
+        {"run": run_dir.id, "run_dir": str(run_dir.root), "removed": True}
+        | status
+        | {"closed_line": closed},
+        f"removed run {run_dir.id} ({_said(status)}): {run_dir.root}{_closed(closed)}",
     )
     return 0
 
@@ -72,9 +77,10 @@ def gc_command(*, ended_before: str, dry_run: bool, state: str | None, json: boo
             if refusal is not None:
                 skipped.append({"run": root.name, "reason": refusal})
             elif again is not None:
+                closed = None if dry_run else close_line(RunDir(root))
                 if not dry_run:
                     _remove(RunDir(root))
-                removed.append({"run": root.name} | again)
+                removed.append({"run": root.name} | again | {"closed_line": closed})
     payload = {
         "ended_before": before.isoformat().replace("+00:00", "Z"),
         "dry_run": dry_run,
@@ -131,6 +137,30 @@ def _live(run: RunDir, lock: Path) -> str:
         f"run {run.id} is live: a process holds its {lock.name}{by}; it is not removed: "
         f"cancel it (crw flow cancel {run.id}) or let it end, then remove it"
     )
+
+
+def close_line(run: RunDir) -> str | None:
+    """CloseOrchestrator for a run about to be removed, under its locks (it is not
+    live): when its owner's last line is the run's open line (a process that died
+    left it open), the closed line is appended, before the directory whose run.json
+    names the owner goes (a crash between the two leaves a run whose rm closes
+    nothing and removes it). Returns the owner thread whose line it closed, else
+    None; a close that cannot be written is a warning (the next start on the
+    thread closes it) and the run is removed all the same."""
+    try:
+        owner = json_module.loads(run.run_json.read_text(encoding="utf-8")).get("owner")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(owner, str) or not owner:
+        return None
+    closed, warning = close_open_line(run.root.parent.parent, owner, run.id)
+    if warning is not None:
+        logging.getLogger("crw.rm").warning("%s", warning)
+    return owner if closed else None
+
+
+def _closed(owner: str | None) -> str:
+    return "" if owner is None else f"; closed owner thread {owner}'s line, which it left open"
 
 
 def _remove(run: RunDir) -> None:
@@ -203,6 +233,7 @@ def _gc_lines(payload: dict[str, Any]) -> str:
     verb = "would remove" if payload["dry_run"] else "removed"
     lines = [
         f"{verb} run {r['run']} (ended {r['ended_status']} at {r['ended_at']})"
+        + _closed(r["closed_line"])
         for r in payload["removed"]
     ]
     lines += [f"skipped: {s['reason']}" for s in payload["skipped"]]

@@ -18,13 +18,15 @@ import json as json_module
 import os
 import re
 import shlex
+import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from crw.cli.list_table import age, backend, fit
 from crw.cli.output import emit
-from crw.cli.status_text import short_tokens, when
+from crw.cli.status_text import short_tokens
 from crw.engine.locks import holder_pid, run_is_live
 from crw.engine.run_view import outcome, parse_at, progress
 from crw.engine.rundir import RunDir, list_runs, resolve_state
@@ -188,32 +190,17 @@ def _old_ended(entry: dict[str, Any], now: datetime) -> bool:
 
 
 def _age(at: str | None, now: datetime) -> str:
-    """`12s ago`, `5m ago`, `3h ago`, `4d ago`; `-` for none."""
+    """The age of `at`: `12s`, `5m`, `3h`, `4d`; `-` for none."""
     then = parse_at(at)
-    if then is None:
-        return "-"
-    seconds = max(0, int((now - then).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit} ago"
-    return f"{seconds}s ago"
+    return age(None if then is None else max(0, int((now - then).total_seconds())))
 
 
 def _human(payload: dict[str, Any], state_dir: Path, now: datetime) -> str:
     runs = payload["runs"]
     if not runs and not payload["hidden"]:
         return f"no runs under {state_dir / 'flow'}; start one with: crw flow start WORKFLOW"
-    header = ("RUN", "BACKEND", "STATE", "CALLS", "TOKENS", "STARTED", "LAST ROW", "LIVE")
-    rows = [header] + [_cells(entry, now) for entry in runs]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    right = {3, 4}
-    lines = [
-        "  ".join(
-            cell.rjust(width) if i in right else cell.ljust(width)
-            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
-        for row in rows
-    ]
+    width = shutil.get_terminal_size((80, 24)).columns
+    lines = fit([_cells(entry, now) for entry in runs], width)
     if payload["hidden"]:
         days = ENDED_SHOWN.days
         lines.append(
@@ -227,16 +214,13 @@ def _cells(entry: dict[str, Any], now: datetime) -> tuple[str, ...]:
     state = entry["state"]
     if entry["reason"] and state not in ("corrupt", "unreadable"):
         state += f" ({entry['reason'].partition(':')[0]})"
-    calls, tokens, live = entry["calls"], entry["tokens"], "no"
-    if entry["live"]:
-        live = f"yes (pid {entry['pid']})" if entry["pid"] else "yes"
+    calls, tokens = entry["calls"], entry["tokens"]
     return (
         entry["run"],
-        entry["backend"] or "-",
+        backend(entry["backend"]),
         state,
         f"{calls['done']}/{calls['total']}" if calls else "-",
         short_tokens(tokens["total"]) if tokens else "-",
-        when(entry["started_at"])[5:16] if entry["started_at"] else "-",
         _age(entry["last_at"], now),
-        live,
+        "yes" if entry["live"] else "no",
     )

@@ -100,10 +100,18 @@ def turn_of_known(step: StepPublished, thread: Thread) -> TurnStarted | None:
     )
 
 
-def requested(reason: str, step: StepPublished, turn_id: str) -> InterruptRequested:
-    """The intent, committed before the interrupt is sent (ROWS-6, HARV-35)."""
+def requested(
+    reason: str, step: StepPublished, turn_id: str, error: str | None = None
+) -> InterruptRequested:
+    """The intent, committed before the interrupt is sent (ROWS-6, HARV-35);
+    `error`, the held row's words when they are not the reason's own."""
     return InterruptRequested(
-        call=step.call, reason=reason, op=step.op, attempt=step.attempt, turn_id=turn_id
+        call=step.call,
+        reason=reason,
+        op=step.op,
+        attempt=step.attempt,
+        turn_id=turn_id,
+        error=error,
     )
 
 
@@ -116,7 +124,7 @@ def settled(thread: Thread, turn_id: str) -> bool:
 
 def held(call: str, reason: str, tokens: Tokens | None = None, error: str | None = None) -> Held:
     """The held row of an interrupted call: `error`, else the reason's own words."""
-    return Held(call=call, reason=reason, error=error or _WHY[reason], tokens=tokens)
+    return Held(call=call, reason=reason, error=error or _WHY.get(reason, reason), tokens=tokens)
 
 
 _WHY = {
@@ -134,6 +142,7 @@ class Intent:
     op: str | None
     attempt: int | None
     turn_id: str | None
+    error: str | None = None
 
 
 def intent(rows: Iterable[Row]) -> Intent | None:
@@ -151,6 +160,7 @@ def intent(rows: Iterable[Row]) -> Intent | None:
                 op=row.get("op"),
                 attempt=row.get("attempt"),
                 turn_id=row.get("turn_id"),
+                error=row.get("error"),
             )
     return found
 

@@ -46,9 +46,11 @@ next reply, and the last one repeats.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -136,6 +138,18 @@ def text(body: str, *, phase: str | None = "final_answer", usage: Usage | None =
 def fail(code: str) -> Reply:
     """`context_length_exceeded`, `insufficient_quota`, `rate_limit_exceeded`, …"""
     return Reply("fail", code=code)
+
+
+def unreachable() -> Reply:
+    """The model's endpoint goes away: this request's connection is dropped and
+    every connection after it refused, so codex (with stream retries) only retries
+    the turn, `Reconnecting... waiting for network`, as when a private model's
+    endpoint refuses connections. Every later request of every thread meets it."""
+    return Reply("unreachable")
+
+
+class _GoneAway(Exception):
+    """The request's reply is `unreachable`: its handler drops the connection."""
 
 
 def calls(*items: FunctionCall, usage: Usage | None = None) -> Reply:
@@ -289,6 +303,7 @@ class MockModel:
         self._ids = itertools.count(1)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._refusing: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -323,6 +338,8 @@ class MockModel:
         user_text = newest_user_text(body)
         reply = self.decide(ModelRequest(path, body, user_text, None))
         self.record(ModelRequest(path, body, user_text, reply))
+        if reply.kind == "unreachable":
+            raise _GoneAway
         schema = request_schema(body, user_text)
         return list(sse_events(reply, schema, f"resp_{next(self._ids)}"))
 
@@ -339,10 +356,25 @@ class MockModel:
         self._thread.start()
         return self
 
+    def refuse(self) -> None:
+        """Stop accepting connections from now on (in a thread of its own: the
+        handler that asks cannot wait for the server to stop)."""
+        server = self._server
+        if server is not None and self._refusing is None:
+
+            def close() -> None:
+                server.shutdown()
+                server.server_close()
+
+            self._refusing = threading.Thread(target=close, name="mock-refuse")
+            self._refusing.start()
+
     def stop(self) -> None:
         """Stop serving and join every thread (handler threads included)."""
         if self._server is None:
             return
+        if self._refusing is not None:
+            self._refusing.join()
         self._server.shutdown()
         self._server.server_close()
         if self._thread is not None:
@@ -366,7 +398,14 @@ def _handler_for(model: MockModel) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/") != "/v1/responses":
                 self.not_found()
                 return
-            events = model.handle(self.path, json.loads(raw or b"{}"))
+            try:
+                events = model.handle(self.path, json.loads(raw or b"{}"))
+            except _GoneAway:
+                model.refuse()
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                return
             payload = "".join(
                 f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in events
             ).encode()

@@ -345,6 +345,8 @@ class InterruptRequested(RowModel):
     op: str | None = None
     attempt: int | None = None
     turn_id: str | None = None
+    error: str | None = None
+    """The held row's words when they are not the reason's (what the host said)."""
 
 
 class SessionAttemptLost(RowModel):

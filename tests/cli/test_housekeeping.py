@@ -4,6 +4,7 @@ Live runs are real run processes on the simulated host."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from crw.binding.owner import bind_owner, orchestrator_line, owner_file
+from crw.cli.housekeeping import close_line
 from crw.engine.locks import run_is_live, run_lock
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
@@ -28,10 +31,13 @@ def _flow(crw: Crw, *args: str) -> Result:
     return crw("flow", *args, "--state", str(crw.state))
 
 
-def _live_run(crw: Crw, sim: Path) -> tuple[str, int]:
+def _live_run(crw: Crw, sim: Path, owner: str | None = None) -> tuple[str, int]:
     """A session run on the simulated host whose process waits for its first step."""
-    owner = crw("host", "sim", "owner", "start", "--socket", str(sim), "--json").json()
-    start = crw.start(str(WORKFLOW), "--owner", owner["thread_id"], "--host", f"unix:{sim}")
+    if owner is None:
+        owner = crw("host", "sim", "owner", "start", "--socket", str(sim), "--json").json()[
+            "thread_id"
+        ]
+    start = crw.start(str(WORKFLOW), "--owner", owner, "--host", f"unix:{sim}")
     assert start.code == 0, start.stderr
     run = start.json()["run"]
     step = crw.state / "flow" / run / "steps" / "explore.1" / "t1-a1.json"
@@ -65,32 +71,93 @@ def test_rm_refuses_a_live_run_then_removes_it_once_cancelled(crw: Crw, sim: Pat
         "removed": True,
         "state": "ended",
         "ended_status": "cancelled",
+        "closed_line": None,  # the cancel closed it
     }
     assert sorted(p.name for p in (crw.state / "flow").iterdir()) == []
     gone = _flow(crw, "status", run)
     assert gone.code == 2 and "not found" in gone.stderr
 
 
-def test_rm_removes_a_crashed_run(crw: Crw, sim: Path) -> None:
-    """A run whose process died (its locks free) is not live: rm removes it."""
-    run, pid = _live_run(crw, sim)
+def _lines(crw: Crw, owner: str) -> list[tuple[str, str]]:
+    """The owner's flow-bound lines: (kind, run_id) each."""
+    text = owner_file(crw.state, owner).read_text()
+    return [(line["kind"], line["run_id"]) for line in map(json.loads, text.splitlines())]
+
+
+def test_rm_removes_a_crashed_run_and_closes_the_line_it_left_open(crw: Crw, sim: Path) -> None:
+    """A run whose process died (its locks free) is not live: rm removes it, and
+    the owner's last line, the run's open orchestrator line the dead process never
+    closed, is closed (CloseOrchestrator) before the directory goes."""
+    owner = crw("host", "sim", "owner", "start", "--socket", str(sim), "--json").json()
+    run, pid = _live_run(crw, sim, owner["thread_id"])
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while run_is_live(RunDir.of(crw.state, run)):  # the kernel lets a dead process's locks go
         assert time.monotonic() < deadline, "the killed run process still holds the run"
         time.sleep(0.02)
+    assert _lines(crw, owner["thread_id"])[-1] == ("orchestrator", run)
     removed = _flow(crw, "rm", run)
     assert removed.code == 0, removed.stderr
-    assert removed.stdout == f"removed run {run} (waiting_session): {crw.state / 'flow' / run}\n"
+    assert removed.stdout == (
+        f"removed run {run} (waiting_session): {crw.state / 'flow' / run}; "
+        f"closed owner thread {owner['thread_id']}'s line, which it left open\n"
+    )
     assert not (crw.state / "flow" / run).exists()
+    assert _lines(crw, owner["thread_id"])[-2:] == [("orchestrator", run), ("closed", run)]
 
 
-def _run(crw: Crw, run_id: str, *batches: tuple[str, list[RowModel]]) -> RunDir:
+def test_rm_closes_only_the_runs_own_open_line_and_only_once(crw: Crw) -> None:
+    """The close is the run's own: an owner whose last line is another run's is left
+    as it is; a run whose line a first rm closed before it died mid-way (the run
+    still there) closes nothing the second time, and is removed."""
+    ended: tuple[str, list[RowModel]] = ("2026-11-02T09:00:00Z", [Ended(status="failed")])
+    mine = _run(crw, "mine", ended, owner="owner-1")
+    other = _run(crw, "other", ended, owner="owner-2")
+    _bind(crw, "owner-1", "mine")
+    _bind(crw, "owner-2", "third")
+    assert close_line(mine) == "owner-1"  # a first rm that died before the removal
+    assert _lines(crw, "owner-1") == [("orchestrator", "mine"), ("closed", "mine")]
+    again = _flow(crw, "rm", "mine", "--json")
+    assert again.code == 0, again.stderr
+    assert again.json()["closed_line"] is None
+    assert _lines(crw, "owner-1") == [("orchestrator", "mine"), ("closed", "mine")]
+    assert _flow(crw, "rm", other.id, "--json").json()["closed_line"] is None
+    assert _lines(crw, "owner-2") == [("orchestrator", "third")]
+
+
+def test_gc_closes_the_open_line_of_a_run_it_removes_but_not_on_a_dry_run(crw: Crw) -> None:
+    """An ended run whose owner's last line is still its open one (its process died
+    after the ended row, before the close)."""
+    ended: tuple[str, list[RowModel]] = ("2026-11-02T09:00:00Z", [Ended(status="completed")])
+    _run(crw, "old", ended, owner="owner-1")
+    _bind(crw, "owner-1", "old")
+    dry = _flow(crw, "gc", "--ended-before", "2026-11-10", "--dry-run", "--json")
+    assert dry.json()["removed"][0]["closed_line"] is None
+    assert _lines(crw, "owner-1") == [("orchestrator", "old")]
+    done = _flow(crw, "gc", "--ended-before", "2026-11-10")
+    assert done.code == 0, done.stderr
+    assert done.stdout.splitlines()[0] == (
+        "removed run old (ended completed at 2026-11-02T09:00:00Z); "
+        "closed owner thread owner-1's line, which it left open"
+    )
+    assert _lines(crw, "owner-1") == [("orchestrator", "old"), ("closed", "old")]
+
+
+def _bind(crw: Crw, owner: str, run_id: str) -> None:
+    """The owner's open orchestrator line of `run_id`, as a start writes it."""
+    line = orchestrator_line(run_id, {}, "sha256:0")
+    assert bind_owner(crw.state, owner, line, lambda _run: False).bound
+
+
+def _run(
+    crw: Crw, run_id: str, *batches: tuple[str, list[RowModel]], owner: str | None = None
+) -> RunDir:
     """Run `run_id` of WORKFLOW with each batch of rows committed at its time."""
     run = RunDir.of(crw.state, run_id)
     run.create()
     ref = WorkflowRef(path=str(WORKFLOW), digest=load_workflow(WORKFLOW).digest)
-    write_run_spec(run.run_json, RunSpec(id=run_id, workflow=ref, backend="session", pool=2))
+    spec = RunSpec(id=run_id, workflow=ref, backend="session", pool=2, owner=owner)
+    write_run_spec(run.run_json, spec)
     seq = 1
     with open(run.journal, "ab") as journal:
         for at, rows in batches:
@@ -112,8 +179,10 @@ def test_gc_removes_the_runs_ended_before_the_date_and_skips_live_ones(crw: Crw)
     dry = _flow(crw, "gc", "--ended-before", "2026-11-10", "--dry-run", "--json")
     assert dry.code == 0, dry.stderr
     assert dry.json()["removed"] == [
-        {"run": "held", "ended_status": "failed", "ended_at": "2026-11-03T09:00:00Z"},
-        {"run": "old", "ended_status": "completed", "ended_at": "2026-11-02T09:00:00Z"},
+        {"run": "held", "ended_status": "failed", "ended_at": "2026-11-03T09:00:00Z"}
+        | {"closed_line": None},
+        {"run": "old", "ended_status": "completed", "ended_at": "2026-11-02T09:00:00Z"}
+        | {"closed_line": None},
     ]
     assert len(list((crw.state / "flow").iterdir())) == 5
     with run_lock(held):

@@ -27,8 +27,8 @@ def old_ended_run(crw: Crw) -> str:
     return run.id
 
 
-def listed(crw: Crw, *args: str) -> Any:
-    result = crw("flow", "list", "--state", str(crw.state), *args)
+def listed(crw: Crw, *args: str, env: dict[str, str] | None = None) -> Any:
+    result = crw("flow", "list", "--state", str(crw.state), *args, env=crw.env | (env or {}))
     assert result.code == 0, result.stderr
     return result.json() if "--json" in args else result.stdout.splitlines()
 
@@ -70,15 +70,18 @@ def test_list_shows_each_run_newest_first_read_from_its_tail(drill: Drill) -> No
         assert entry["calls"] == full["progress"]
     assert runs[finished]["tokens"]["total"] > 0
 
-    human = listed(drill.crw)
-    assert human[0].split() == [
-        "RUN", "BACKEND", "STATE", "CALLS", "TOKENS", "STARTED", "LAST", "ROW", "LIVE",
-    ]  # fmt: skip
+    human = listed(drill.crw, env={"COLUMNS": "80"})
+    assert max(len(line) for line in human[:4]) <= 80
+    assert human[0].split() == ["RUN", "VIA", "STATE", "CALLS", "TOKENS", "LAST", "LIVE"]
     assert [line.split()[0] for line in human[1:4]] == [running, crashed, finished]
-    assert human[1].split()[1:4] == ["session", "running", "1/3"]
-    assert human[1].endswith(f"yes (pid {pid})")
+    assert human[1].split()[1:4] == ["sess", "running", "1/3"]
+    assert human[1].endswith("yes")
     assert human[2].split()[2:4] == ["waiting_session", "0/3"] and human[2].endswith("no")
     assert human[3].split()[2:5] == ["ended", "(completed)", "3/3"]
+    assert [line.split()[1:] for line in listed(drill.crw, env={"COLUMNS": "40"})[:2]] == [
+        ["STATE"],
+        ["running"],
+    ]  # a narrow terminal: the run id and its state
     assert human[4:] == [
         "(1 ended runs older than 7 days not shown: --all lists them)",
         f"see one with: crw flow status RUN --state {drill.crw.state}",

@@ -176,8 +176,10 @@ def owned_run(
     policies: Policies,
     pairs: dict[str, tuple[str, str, str]] = PAIRS,
     settings: str = "",
+    retries: int = 0,
 ) -> Iterator[OwnedRun]:
-    """The whole setup for the block; every process reaped after it."""
+    """The whole setup for the block; every process reaped after it. `retries`: the
+    mock provider's request_max_retries and stream_max_retries."""
     state, work = tmp / "state", tmp / "work"
     state.mkdir()
     work.mkdir()
@@ -189,6 +191,10 @@ def owned_run(
     try:
         with MockModel(policies) as model:
             home = write_codex_home(tmp / "codex-home", model.url)
+            toml = (home / "config.toml").read_text()
+            for key in ("request_max_retries", "stream_max_retries"):
+                toml = toml.replace(f"{key} = 0\n", f"{key} = {retries}\n")
+            (home / "config.toml").write_text(toml)
             with (home / "config.toml").open("a") as config:
                 for kind in AGENT_TYPES:
                     config.write(f'\n[agents.{kind}]\ndescription = "The crw flow {kind} role."\n')

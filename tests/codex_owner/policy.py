@@ -36,6 +36,7 @@ from crw.host.mock_model import (
     fail,
     invalid,
     text,
+    unreachable,
     valid,
 )
 
@@ -222,6 +223,8 @@ class SubagentPolicy:
     held: dict[str, threading.Event] = field(default_factory=dict)
     arrived: dict[str, threading.Event] = field(default_factory=dict)
     usage: dict[str, Usage] = field(default_factory=dict)
+    unreachable: frozenset[str] = frozenset()
+    """Their request finds the model's endpoint gone (`mock_model.unreachable`)."""
 
     def hold(self, marker: str) -> None:
         self.held[marker] = threading.Event()
@@ -241,6 +244,8 @@ class SubagentPolicy:
         for name in names & set(self.held):
             self.arrived[name].set()
             self.held[name].wait(HOLD_LIMIT)
+        if names & self.unreachable:
+            return unreachable()
         if names & set(self.failing):
             return fail(self.failing[min(names & set(self.failing))])
         return invalid(usage=usage) if names & self.broken else valid(usage=usage)

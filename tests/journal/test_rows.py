@@ -160,6 +160,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "op": "build.1/t1",
         "attempt": 1,
         "turn_id": "turn-3",
+        "error": "the model cannot be reached: the host said Reconnecting...",
     },
     "session_attempt_lost": {
         "attempt": 1,
