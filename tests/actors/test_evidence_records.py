@@ -387,7 +387,8 @@ async def test_a_record_in_the_owners_git_checkout_is_in_no_status_and_names_the
         h.owner = Owner(h.client, h.run, owner)
         placer = Placer(RUN_ID, root, str(repo.head.target), h.run.calls)
         state, rows = await placed_go(h, placer)
-    assert state == "ended" and kinds(rows, CALL) == PLACED
+    # The executor's completed row is followed by its crw.commit in a git repository.
+    assert state == "ended" and kinds(rows, CALL) == [*PLACED, "crw_commit"]
     workspace = one(rows, CALL, "prepared")["allocation"]["workspace"]
     assert one(rows, CALL, "prepared")["allocation"]["kind"] == "worktree"
     started = one(rows, CALL, "thread_started")
