@@ -24,6 +24,7 @@ import pygit2
 import trio
 
 from crw.actors.journal_writer import JournalWriter
+from crw.journal.replay import TERMINAL_ROWS
 from crw.journal.rows import CrwCommit, ExecutorHeadMoved, RowModel
 from crw.workspace import commit, proof
 
@@ -35,21 +36,19 @@ def epoch(stamp: str) -> int:
     return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
 
 
-def open_repository(repository: str | None, rows: Iterable[Row]) -> pygit2.Repository | None:
-    """The run's repository: the one run.json records, else the one an executor's
-    worktree that still exists belongs to; None when the run has neither."""
-    places: list[Any] = [repository] if repository else []
-    for row in rows:
-        allocation = row.get("allocation") if row.get("row") == "prepared" else None
-        if isinstance(allocation, Mapping) and allocation.get("kind") == "worktree":
-            places.append(allocation.get("workspace"))
-    for place in places:
-        if place and Path(place).is_dir():
-            try:
-                return pygit2.Repository(str(place))
-            except pygit2.GitError:
-                continue
-    return None
+def open_repository(repository: str | None) -> pygit2.Repository | None:
+    """The run's repository (run.json's); None for a run without one (its calls
+    work in plain directories: it has no effects on git) or one that is gone."""
+    if not repository or not Path(repository).is_dir():
+        return None
+    try:
+        return pygit2.Repository(repository)
+    except pygit2.GitError:
+        return None
+
+
+PROOF_ROWS = frozenset({"prepared", "completed", "crw_commit", *TERMINAL_ROWS})
+"""The rows the proofs read; the others are left out in one pass."""
 
 
 def newest_commits(rows: Iterable[Row]) -> list[tuple[CrwCommit, ExecutorHeadMoved | None]]:
@@ -85,9 +84,10 @@ async def settle(
     now: str,
 ) -> list[dict[str, Any]]:
     """Finish and prove the run's effects; the rows it committed."""
-    repo = await trio.to_thread.run_sync(open_repository, repository, rows)
+    repo = await trio.to_thread.run_sync(open_repository, repository)
     if repo is None:
         return []
+    rows = [row for row in rows if row.get("row") in PROOF_ROWS]
     taken: list[dict[str, Any]] = []
 
     async def write(made: list[RowModel]) -> None:

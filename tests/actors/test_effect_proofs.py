@@ -35,9 +35,12 @@ def _setup(tmp_path: Path) -> tuple[pygit2.Repository, Path, list[dict[str, Any]
     return repo, wt, rows, got
 
 
-async def _settle(tmp_path: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def _settle(
+    tmp_path: Path, rows: list[dict[str, Any]], repository: str | None = "repo"
+) -> list[dict[str, Any]]:
+    where = str(tmp_path / repository) if repository else None
     async with open_journal_writer(tmp_path / "journal.jsonl", clock=fixed_clock()) as journal:
-        return await effect_proofs.settle(journal, rows, run="r1", repository=None, now=NOW)
+        return await effect_proofs.settle(journal, rows, run="r1", repository=where, now=NOW)
 
 
 def _outcome(repo: pygit2.Repository, wt: Path, got: commit.Harvest) -> tuple[Any, ...]:
@@ -94,4 +97,4 @@ async def test_a_run_without_git_settles_nothing(tmp_path: Path) -> None:
             "allocation": {"workspace": str(tmp_path), "kind": "directory"},
         }
     ]
-    assert await _settle(tmp_path, rows) == []
+    assert await _settle(tmp_path, rows, repository=None) == []

@@ -101,7 +101,7 @@ async def test_an_executor_that_commits_keeps_its_head_on_a_stray_ref(
 async def test_a_fix_round_keeps_its_own_stray_ref_and_starts_at_the_builds_commit(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: HARV-48, HARV-50, HARV-52, HARV-53, HARV-54, GEN-7"""
+    """spec: HARV-48, HARV-50, HARV-53, HARV-54, GEN-7"""
     repo = new_repo(tmp_path / "repo", {"main.go": "package main\n"})
     head = str(repo.head.target)
     async with harness(tmp_path) as h:

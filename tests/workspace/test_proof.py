@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from crw.workspace import proof
 from crw.workspace.proof import Proof, Snapshot
 
@@ -94,3 +97,68 @@ def test_a_call_held_already_is_not_proved_again_and_a_missing_row_is_named() ->
     assert proof.unrecorded(rows()) == []
     names, commits = proof.wanted(rows(moved=True))
     assert names == {NODE_REF, STRAY} and commits == {"c1", "h1"}
+
+
+Refs = dict[str, str | None]
+
+
+def _chain(moved: list[bool]) -> tuple[list[dict[str, Any]], Refs, Refs]:
+    """Rows of one node's executor calls build.1, build.3, ... (the ones in
+    `moved` committed on their own), and the honest refs and trees."""
+    taken: list[dict[str, Any]] = []
+    names: Refs = {}
+    trees: Refs = {}
+    old = None
+    for i, committed in enumerate(moved):
+        call = f"build.{2 * i + 1}"
+        stray = f"refs/crw/flow/r1/stray/build/a1-{call}"
+        head = {"start": old or "s0", "head": f"h{i}", "ref": stray} if committed else None
+        taken += [
+            {"row": "prepared", "call": call, "node": "build"},
+            {
+                "row": "completed",
+                "call": call,
+                "pending_tree": f"t{i}",
+                "executor_head_moved": head,
+            },
+            {
+                "row": "crw_commit",
+                "call": call,
+                "node": "build",
+                "commit": f"c{i}",
+                "node_ref": NODE_REF,
+                "node_old": old,
+            },
+        ]
+        trees[f"c{i}"] = f"t{i}"
+        if committed:
+            names[stray], trees[f"h{i}"] = f"h{i}", f"t{i}"
+        old = f"c{i}"
+    names[NODE_REF] = old
+    return taken, names, trees
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(moved=st.lists(st.booleans(), min_size=1, max_size=4), data=st.data())
+def test_exactly_the_tampered_calls_proof_fails(moved: list[bool], data: st.DataObject) -> None:
+    """spec: GEN-7, HARV-55"""
+    taken, names, trees = _chain(moved)
+    honest = proof.derive(taken, Snapshot(refs=names, trees=trees))
+    assert [p.state for p in honest] == [f"h{i}" if m else f"c{i}" for i, m in enumerate(moved)]
+    assert proof.held_rows(honest) == []
+    i = data.draw(st.integers(0, len(moved) - 1))
+    what = data.draw(st.sampled_from(["tree", "node", "stray", "missing"]))
+    call = f"build.{2 * i + 1}"
+    if what == "tree":
+        trees = {**trees, f"c{i}": "other"}
+    elif what == "missing":
+        trees = {**trees, f"c{i}": None}
+    elif what == "node":
+        names = {**names, NODE_REF: f"c{i}" if i < len(moved) - 1 else "other"}
+        call = f"build.{2 * len(moved) - 1}"  # only the tip's proof names the branch
+    elif moved[i]:
+        names = {**names, f"refs/crw/flow/r1/stray/build/a1-{call}": None}
+    else:
+        return  # no stray ref to tamper with
+    failed = [p.call for p in proof.derive(taken, Snapshot(refs=names, trees=trees)) if not p.holds]
+    assert failed == [call]
