@@ -57,6 +57,9 @@ class Inbox:
         self._answer_unrouted = answer_unrouted
         self._routes: dict[str, trio.MemorySendChannel[files.Report]] = {}
         self._handed: set[str] = set()
+        self._left = False
+        """Whether a report waits in the inbox to be read again (its call is not
+        subscribed yet, its channel was full, or its call let it go)."""
 
     @contextmanager
     def subscribe(self, call: str) -> Iterator[trio.MemoryReceiveChannel[files.Report]]:
@@ -104,8 +107,10 @@ class Inbox:
         self._handed.discard(report.id)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Read the inbox every `inbox_poll`, and at once when a report arrives
-        (`crw.bus.dirwatch`: a report waits for no poll); with a token, keep the
+        """Read the inbox at once when a report arrives (`crw.bus.dirwatch`: a
+        report waits for no poll), and every `inbox_poll` while a report waits
+        there to be read again (every SWEEP_POLLS polls' time while none does;
+        every `inbox_poll` without a watch); with a token, keep the
         index of the call directories that may hold a step (built before any step
         is written) and sweep it every SWEEP_POLLS polls' time."""
         if self._token is not None:
@@ -123,8 +128,8 @@ class Inbox:
                     swept = trio.current_time()
                 if watch is None:
                     await trio.sleep(self._settings.inbox_poll)
-                else:
-                    await watch.wait(self._settings.inbox_poll)
+                else:  # a report's arrival wakes it: no listing every poll for none
+                    await watch.wait(self._settings.inbox_poll * (1 if self._left else SWEEP_POLLS))
         finally:
             if watch is not None:
                 watch.close()
@@ -133,6 +138,7 @@ class Inbox:
     async def poll(self) -> None:
         """Read the inbox once and hand out every report not handed out yet."""
         reports = files.read_reports(self._run, skip=self._handed)  # a listing, new reports
+        self._left = False
         for report in reports:
             route = self._routes.get(report.call) if report.run == self._run_id else None
             if route is None:
@@ -147,13 +153,17 @@ class Inbox:
                 if answer is not None:
                     self._handed.add(report.id)
                     await self.reply(report, answer)
+                else:
+                    self._left = True
                 continue
             try:
                 route.send_nowait(report)
             except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                self._left = True
                 continue
             self._handed.add(report.id)
 
     def release(self, report: files.Report) -> None:
         """A report its call took and did not answer (it ended first): read it again."""
         self._handed.discard(report.id)
+        self._left = True
