@@ -16,7 +16,6 @@ same way.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -25,13 +24,14 @@ import trio
 
 from crw.bus import inbox as files
 from crw.bus import live
+from crw.bus.dirwatch import DirWatch
 from crw.engine.rundir import RunDir
 from crw.settings import Settings
 
 SWEEP_POLLS = 10
-"""Inbox reads between two sweeps of the step index: a call whose close step the
-owner took stays marked (a reader lists its directory) until the next sweep, and a
-sweep lists each marked call's directory once."""
+"""Polls' time (`inbox_poll` each) between two sweeps of the step index: a call
+whose close step the owner took stays marked (a reader lists its directory) until
+the next sweep, and a sweep lists each marked call's directory once."""
 REPORTS_PER_CALL = 16
 """A call's subscription buffer: an owner reports a step once or a few times; a
 report that does not fit waits in the inbox for the next read."""
@@ -57,6 +57,9 @@ class Inbox:
         self._answer_unrouted = answer_unrouted
         self._routes: dict[str, trio.MemorySendChannel[files.Report]] = {}
         self._handed: set[str] = set()
+        self._left = False
+        """Whether a report waits in the inbox to be read again (its call is not
+        subscribed yet, its channel was full, or its call let it go)."""
 
     @contextmanager
     def subscribe(self, call: str) -> Iterator[trio.MemoryReceiveChannel[files.Report]]:
@@ -104,24 +107,38 @@ class Inbox:
         self._handed.discard(report.id)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Read the inbox every `inbox_poll`; with a token, keep the index of the
-        call directories that may hold a step (built before any step is written)
-        and sweep it every SWEEP_POLLS reads."""
+        """Read the inbox at once when a report arrives (`crw.bus.dirwatch`: a
+        report waits for no poll), and every `inbox_poll` while a report waits
+        there to be read again (every SWEEP_POLLS polls' time while none does;
+        every `inbox_poll` without a watch); with a token, keep the
+        index of the call directories that may hold a step (built before any step
+        is written) and sweep it every SWEEP_POLLS polls' time."""
         if self._token is not None:
             live.open_index(self._run, self._token)
+        watch = DirWatch.open(self._run.inbox)
         task_status.started()
         try:
-            for polls in itertools.count(1):
+            swept = trio.current_time()
+            while True:
                 await self.poll()
-                if self._token is not None and polls % SWEEP_POLLS == 0:
+                if self._token is not None and (
+                    trio.current_time() - swept >= SWEEP_POLLS * self._settings.inbox_poll
+                ):
                     live.sweep(self._run)
-                await trio.sleep(self._settings.inbox_poll)
+                    swept = trio.current_time()
+                if watch is None:
+                    await trio.sleep(self._settings.inbox_poll)
+                else:  # a report's arrival wakes it: no listing every poll for none
+                    await watch.wait(self._settings.inbox_poll * (1 if self._left else SWEEP_POLLS))
         finally:
+            if watch is not None:
+                watch.close()
             live.close_index(self._run)
 
     async def poll(self) -> None:
         """Read the inbox once and hand out every report not handed out yet."""
         reports = files.read_reports(self._run, skip=self._handed)  # a listing, new reports
+        self._left = False
         for report in reports:
             route = self._routes.get(report.call) if report.run == self._run_id else None
             if route is None:
@@ -136,13 +153,17 @@ class Inbox:
                 if answer is not None:
                     self._handed.add(report.id)
                     await self.reply(report, answer)
+                else:
+                    self._left = True
                 continue
             try:
                 route.send_nowait(report)
             except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                self._left = True
                 continue
             self._handed.add(report.id)
 
     def release(self, report: files.Report) -> None:
         """A report its call took and did not answer (it ended first): read it again."""
         self._handed.discard(report.id)
+        self._left = True

@@ -12,13 +12,15 @@ A starting run, and a new holder that has not bound the owner's line yet, are
 read again up to 15 s whatever --wait says (CMD-NEXT-28, CMD-NEXT-33); the waits
 go by a `Clock`, which tests replace.
 
-`--wait S` polls every 50 ms, up to S seconds, while the run has no step and
-goes on, and answers as soon as a step comes or the state changes (CMD-NEXT-11).
+`--wait S` polls every 10 ms for its first 100 ms, then every 50 ms, up to S
+seconds, while the run has no step and goes on, and answers as soon as a step
+comes or the state changes (CMD-NEXT-11).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json as json_module
 import logging
 import os
@@ -64,6 +66,11 @@ log = logging.getLogger("crw.next")
 
 POLL = 0.05
 """Seconds between two reads while --wait waits."""
+FIRST_POLL = 0.01
+FIRST_POLLS = 10
+"""The first reads of a wait come every FIRST_POLL: an owner that took its steps
+asks again as the run publishes the next ones (a reply's bind, then the call's
+end, then the gate), most often within a few ms; a longer wait reads every POLL."""
 
 
 @dataclass(frozen=True)
@@ -300,8 +307,9 @@ def _resume(run_dir: RunDir, state_dir: Path) -> int | None:
 
 
 def _wait(reader: _Reader, first: NextRead, wait: float, clock: Clock) -> NextRead:
-    """Read again every POLL seconds, up to `wait`, while the run goes on without a
-    step; return the first read with a step or another state. A starting run, or
+    """Read again, every FIRST_POLL seconds FIRST_POLLS times, then every POLL, up
+    to `wait`, while the run goes on without a step; return the first read with a
+    step or another state. A starting run, or
     one that can do nothing, is answered at once."""
     state = _state(first)
     if wait <= 0 or first.steps or first.closes or state not in RESUMABLE_STATES:
@@ -310,8 +318,10 @@ def _wait(reader: _Reader, first: NextRead, wait: float, clock: Clock) -> NextRe
         return first
     deadline = clock.monotonic() + wait
     read = first
-    while (left := deadline - clock.monotonic()) > 0:
-        clock.sleep(min(POLL, left))
+    for reads in itertools.count():
+        if (left := deadline - clock.monotonic()) <= 0:
+            break
+        clock.sleep(min(FIRST_POLL if reads < FIRST_POLLS else POLL, left))
         read = reader.read()
         if read.steps or read.closes or _state(read) != state:
             break

@@ -27,6 +27,10 @@ _NO_TOKENS = dict.fromkeys(TOKEN_PARTS, 0)
 
 TERMINAL_ROWS = frozenset({"completed", "null_model", "held", "superseded"})
 """The terminal rows of a call (ARCHITECTURE.md, Rows)."""
+SETTLED_STATES = frozenset({"completed", "null_model", "superseded", "skipped"})
+"""A call's states that leave the run's state as it is (neither held nor waiting
+for a session) and that rows rarely move on: the replay snapshot keeps such calls
+packed, built only when read (`DeferredCalls`); most calls of a big run are."""
 
 Row = Mapping[str, Any]
 
@@ -142,23 +146,45 @@ class RunState:
         parts = (self.paused_reason, self.paused_file, self.paused_error)
         return ": ".join(part for part in parts if part)
 
-    def defer_calls(self, build: Callable[[], dict[str, CallState]]) -> None:
-        """Have `calls` made by `build` when it is first read, not now: the replay
+    def defer_calls(self, deferred: DeferredCalls) -> None:
+        """Have `calls` made by `deferred` when it is first read, not now: the replay
         snapshot's state of a run of 10,000 calls is read by `next`, whose answer
-        about an ended run names no call (`crw.journal.snapshot`)."""
+        names no settled call (`crw.journal.snapshot`). Until then a replay folds
+        rows into `deferred.open`, and builds all the calls only for a row that
+        names a settled one."""
         self.__dict__.pop("calls", None)
-        self.__dict__[_DEFERRED] = build
+        self.__dict__[_DEFERRED] = deferred
+
+    def deferred_calls(self) -> DeferredCalls | None:
+        """The calls not built yet (None: `calls` is built)."""
+        deferred: DeferredCalls | None = self.__dict__.get(_DEFERRED)
+        return deferred
 
     if not TYPE_CHECKING:  # typed as the field it stands in for
 
         def __getattr__(self, name: str) -> Any:
-            """`calls`, made once by the `defer_calls` function, on its first read."""
-            build = self.__dict__.get(_DEFERRED) if name == "calls" else None
-            if build is None:
+            """`calls`, made once by the `defer_calls` object, on its first read."""
+            deferred = self.__dict__.get(_DEFERRED) if name == "calls" else None
+            if deferred is None:
                 raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
             del self.__dict__[_DEFERRED]
-            self.calls = build()
+            self.calls = deferred.build(deferred.open)
             return self.calls
+
+
+@dataclass
+class DeferredCalls:
+    """A run's calls, most of them not built yet (a replay snapshot's)."""
+
+    open: dict[str, CallState]
+    """The calls built: those not settled, and those a replay added since."""
+    settled: frozenset[str]
+    """The calls not built: each in one of SETTLED_STATES."""
+    build: Callable[[dict[str, CallState]], dict[str, CallState]]
+    """All the calls, in the order their rows first named them, given `open` as
+    the replay left it."""
+    source: object = None
+    """What `build` builds from, for its maker (the snapshot writes it again)."""
 
 
 _DEFERRED = "_deferred_calls"
@@ -175,7 +201,8 @@ def replay(rows: Iterable[Row], into: RunState | None = None) -> RunState:
     # One loop, its lookups bound once: it runs once a row (100,000 in a big run).
     run_handlers, call_handlers = _RUN_HANDLERS, _CALL_HANDLERS
     calls: dict[str, CallState] | None = None  # read at the first call row: a snapshot's
-    last_seq = None  # calls are built only then (`RunState.defer_calls`)
+    settled: frozenset[str] = frozenset()  # calls are built only then, or only the open
+    last_seq = None  # ones (`RunState.defer_calls`)
     row: Row = {}
     with paused_gc():  # a fold of many rows builds many objects, none in a cycle
         for row in rows:
@@ -193,7 +220,11 @@ def replay(rows: Iterable[Row], into: RunState | None = None) -> RunState:
             call_id = get("call")
             if type(call_id) is str or isinstance(call_id, str):
                 if calls is None:
-                    calls = run.calls
+                    deferred = run.deferred_calls()
+                    calls = run.calls if deferred is None else deferred.open
+                    settled = frozenset() if deferred is None else deferred.settled
+                if call_id in settled:  # a row moves a settled call on: build them all
+                    calls, settled = run.calls, frozenset()
                 call = calls.get(call_id)
                 if call is None:
                     call = calls[call_id] = CallState(call=call_id)
@@ -213,7 +244,9 @@ def _run_state(run: RunState) -> str:
         return "ended"
     if run.paused_reason is not None:
         return "paused"
-    states = {call.state for call in run.calls.values()}
+    deferred = run.deferred_calls()  # the calls not built are settled: neither held
+    calls = run.calls if deferred is None else deferred.open  # nor waiting a session
+    states = {call.state for call in calls.values()}
     if "held" in states:
         return "waiting_decision"
     if "waiting_session" in states:

@@ -7,9 +7,12 @@ left in `<run>/replay.snapshot` (private, replaced atomically; `marshal`, which
 reads back several times faster than JSON, of the plain values replay holds,
 behind a CRC-32 of those bytes, so a damaged snapshot is never unmarshalled) and,
 while the snapshot is good, decodes and folds only the rows appended after it.
-The calls are marshalled apart, inside it, and unmarshalled and built only when
-the state's `calls` is first read (`RunState.defer_calls`): `next` of an ended run
-reads none of them, `status` all (they are most of a big run's snapshot).
+The calls are marshalled apart, inside it, in two packs: the settled ones
+(`SETTLED_STATES`: completed, skipped, ...; most calls of a big run) are
+unmarshalled and built only when the state's `calls` is first read, or a row after
+the snapshot names one (`RunState.defer_calls`); the others are built at once, a
+replay folds on into them. `next` of a live run builds only the calls not settled
+(a pool's worth), `next` of an ended one none, `status` all.
 
 The journal stays the one truth: the snapshot is thrown away and the journal read
 whole when it does not match, byte for byte, the journal's first `end` bytes (its
@@ -35,12 +38,12 @@ from typing import Any
 
 from crw.journal.framing import paused_gc
 from crw.journal.log import JournalCorruptError, JournalRead, decode
-from crw.journal.replay import CallState, RunState, replay
+from crw.journal.replay import SETTLED_STATES, CallState, DeferredCalls, RunState, replay
 
 log = logging.getLogger("crw.journal")
 
 SNAPSHOT = "replay.snapshot"
-FORMAT = f"crw-replay-snapshot/2 {sys.implementation.cache_tag}"
+FORMAT = f"crw-replay-snapshot/3 {sys.implementation.cache_tag}"
 REFRESH_BYTES = 1 << 20
 """The most journal bytes beyond the snapshot a reader decodes before it writes one."""
 REFRESH_MIN = 64 << 10
@@ -119,21 +122,58 @@ def peek_snapshot(path: Path) -> Snapshot | None:
         raw = path.read_bytes()
         if raw[:_SEAL] != b"%08x\n" % zlib.crc32(raw[_SEAL:]):
             return None  # damaged or cut short: marshal must never read such bytes
-        head, end, crc, call_fields, run, calls = marshal.loads(raw[_SEAL:])
-        if head != FORMAT or call_fields != _CALL_FIELDS or type(calls) is not bytes:
+        head, end, crc, call_fields, run, packs = marshal.loads(raw[_SEAL:])
+        if head != FORMAT or call_fields != _CALL_FIELDS:
             return None
         state = RunState(**run)
+        packed = _Packed(*packs)
+        with paused_gc():
+            opened = {values[0]: _call(values) for _, values in marshal.loads(packed.open)}
     except (OSError, ValueError, TypeError, EOFError, KeyError, IndexError, AttributeError):
         return None
-    state.defer_calls(lambda: _calls(calls))
+    state.defer_calls(DeferredCalls(opened, packed.settled_ids, packed.build, packed))
     return Snapshot(end, crc, state)
 
 
-def _calls(packed: bytes) -> dict[str, CallState]:
-    """The calls of a snapshot's packed calls: bytes this crw marshalled (their
-    seal, format and fields were checked when it was loaded)."""
-    with paused_gc():
-        return {values[0]: _call(values) for values in marshal.loads(packed)}
+@dataclass(frozen=True)
+class _Packed:
+    """A snapshot's calls: `settled` and `open` are each a marshalled list of
+    `[index, values]` (`index`: the call's place among the calls, `values`: its
+    `_CALL_FIELDS`), `settled_ids` the settled calls, `after` an index past all."""
+
+    settled_ids: frozenset[str]
+    settled: bytes
+    open: bytes
+    after: int
+
+    def __post_init__(self) -> None:
+        if type(self.settled_ids) is not frozenset or type(self.settled) is not bytes:
+            raise TypeError("a snapshot's calls are not packed as this crw packs them")
+        if type(self.open) is not bytes or type(self.after) is not int:
+            raise TypeError("a snapshot's calls are not packed as this crw packs them")
+
+    def places(self) -> dict[str, int]:
+        """Each open call's index."""
+        return {values[0]: index for index, values in marshal.loads(self.open)}
+
+    def build(self, opened: dict[str, CallState]) -> dict[str, CallState]:
+        """All the calls in their order: the settled ones built from their values
+        (bytes this crw marshalled: their seal, format and fields were checked when
+        they were loaded), the open ones as a replay left them, the calls it added
+        last."""
+        places = self.places()
+        with paused_gc():
+            entries = [(index, _call(values)) for index, values in marshal.loads(self.settled)]
+            entries += [
+                (places.get(call_id, self.after + n), call)
+                for n, (call_id, call) in enumerate(opened.items())
+            ]
+            entries.sort(key=_first)
+            return {call.call: call for _, call in entries}
+
+
+def _first(entry: tuple[int, CallState]) -> int:
+    return entry[0]
 
 
 def _call(values: list[Any]) -> CallState:
@@ -160,9 +200,7 @@ def _save(path: Path, state: RunState, end: int, crc: int) -> None:
         crc,
         _CALL_FIELDS,
         {name: getattr(state, name) for name in _RUN_FIELDS},
-        marshal.dumps(
-            [[getattr(call, name) for name in _CALL_FIELDS] for call in state.calls.values()]
-        ),
+        _pack(state),
     )
     temp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
@@ -173,3 +211,33 @@ def _save(path: Path, state: RunState, end: int, crc: int) -> None:
         os.replace(temp, path)
     except (OSError, ValueError):
         temp.unlink(missing_ok=True)
+
+
+def _pack(state: RunState) -> tuple[frozenset[str], bytes, bytes, int]:
+    """The state's calls as `_Packed` holds them. A state read from a snapshot
+    whose settled calls were not built keeps their values as it read them."""
+    deferred = state.deferred_calls()
+    packed = deferred.source if deferred is not None else None
+    if deferred is not None and isinstance(packed, _Packed):
+        settled, ids, places = (
+            marshal.loads(packed.settled),
+            set(packed.settled_ids),
+            packed.places(),
+        )
+        entries = [
+            (places.get(c, packed.after + n), call)
+            for n, (c, call) in enumerate(deferred.open.items())
+        ]
+        after = packed.after + len(deferred.open)
+    else:
+        settled, ids, entries = [], set(), list(enumerate(state.calls.values()))
+        after = len(entries)
+    opened = []
+    for index, call in entries:
+        values = [getattr(call, name) for name in _CALL_FIELDS]
+        if call.state in SETTLED_STATES:
+            settled.append([index, values])
+            ids.add(call.call)
+        else:
+            opened.append([index, values])
+    return frozenset(ids), marshal.dumps(settled), marshal.dumps(opened), after

@@ -1,0 +1,62 @@
+"""`crw flow next --wait`'s pace: an owner asks again as soon as it took its
+steps, and the run publishes the next ones a few ms later (a reply's bind, the
+call's end, the gate), so a wait reads often at first and less after."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from crw.cli import next as next_module
+from crw.engine.rundir import RunDir
+from tests.cli.conftest import Crw
+from tests.cli.test_next import RUN, _step, held
+from tests.cli.test_next_window import FakeClock
+
+__all__ = ["held"]
+
+
+class Sleeps(FakeClock):
+    def __init__(self) -> None:
+        super().__init__()
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(round(seconds, 6))
+        super().sleep(seconds)
+
+
+def _wait(crw: Crw, clock: FakeClock, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    code = next_module.next_command(
+        RUN, wait=5.0, state=str(crw.state), json=True, clock=clock.clock()
+    )
+    assert code == 0
+    answer: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return answer
+
+
+def test_a_step_published_early_in_a_wait_is_answered_within_10_ms(
+    crw: Crw, held: RunDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """spec: CMD-NEXT-11. A step that comes 25 ms into the wait is answered at the
+    read 30 ms in, not at the 50 ms poll."""
+    clock = Sleeps()
+    clock.at(0.025, lambda: _step(held, "build.1"))
+    answer = _wait(crw, clock, capsys)
+    assert [step["call"] for step in answer["steps"]] == ["build.1"]
+    assert clock.slept == [0.01, 0.01, 0.01]
+
+
+def test_a_long_wait_reads_every_50_ms_after_its_first_ten_reads(
+    crw: Crw, held: RunDir, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """spec: CMD-NEXT-11. Past its first ten reads a wait reads every 50 ms, as
+    before: a waiting owner costs a read a poll."""
+    clock = Sleeps()
+    clock.at(1.0, lambda: _step(held, "build.1"))
+    answer = _wait(crw, clock, capsys)
+    assert [step["call"] for step in answer["steps"]] == ["build.1"]
+    assert clock.slept[:10] == [0.01] * 10 and set(clock.slept[10:]) == {0.05}
+    assert 1.0 <= clock.elapsed < 1.05
