@@ -247,7 +247,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="crw-cli-", dir=REPO) as tmp:
+    with tempfile.TemporaryDirectory(prefix="crw-cli-") as tmp:
         big, live = Path(tmp) / "big" / "state", Path(tmp) / "live" / "state"
         big_run = finished_run(big, args.calls)
         live_id, _pid, stop = live_run(live)

@@ -202,7 +202,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def measure(calls: int) -> tuple[dict[str, float], dict[str, Any]]:
-    with tempfile.TemporaryDirectory(prefix="crw-latency-", dir=REPO) as tmp:
+    with tempfile.TemporaryDirectory(prefix="crw-latency-") as tmp:
         state = Path(tmp) / "state"
         state.mkdir()
         socket = state / "host.sock"

@@ -334,7 +334,11 @@ def main() -> None:
     parser.add_argument("--backend", choices=["app-server", "session", "both"], default="both")
     parser.add_argument("--limit", type=float, default=LIMIT, help="seconds per size")
     parser.add_argument(
-        "--tmp", type=Path, default=REPO, help="where the state directories go (the repository)"
+        "--tmp",
+        type=Path,
+        default=Path(tempfile.gettempdir()),
+        help="where the state directories go (the system temp directory: outside every git "
+        "checkout, so the runs' calls work in plain directories, not worktrees of this one)",
     )
     args = parser.parse_args()
     try:
