@@ -128,7 +128,8 @@ class AppServerCall:
 
     async def commit(self, rows: list[RowModel]) -> None:
         await self.ctx.journal.commit(rows)
-        self.ctx.git_rows.extend(executor_git.keep(row.model_dump() for row in rows))
+        if self.ctx.placer is not None:  # a run on git: what an executor's harvest reads
+            self.ctx.git_rows.extend(executor_git.keep(row.model_dump() for row in rows))
 
     def opening(self) -> list[RowModel]:
         """The rows that open the call, before its first step: its prepared row."""

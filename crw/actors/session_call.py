@@ -132,7 +132,8 @@ class SessionCall(CallSteps):
         committed = [row.model_dump() for row in rows]
         self.rows += committed
         self.ctx.records.add(committed)
-        self.ctx.git_rows.extend(executor_git.keep(committed))
+        if self.ctx.placer is not None:  # a run on git: what an executor's harvest reads
+            self.ctx.git_rows.extend(executor_git.keep(committed))
         if self.ctx.on_commit is not None:
             self.ctx.on_commit(committed)
 
