@@ -76,7 +76,7 @@ class CallContext:
     """The run's stop: a pause or cancellation interrupts every call in flight."""
     placer: Placer | None = None
     """Makes each call's P (None: a plain directory under the run, as without git)."""
-    git_rows: list[dict[str, Any]] = field(default_factory=list)
+    git_rows: executor_git.GitRows = field(default_factory=dict)
     """The run's prepared and crw_commit rows, which an executor's harvest reads
     (`crw.actors.executor_git`), kept as calls commit."""
 
@@ -129,7 +129,7 @@ class AppServerCall:
     async def commit(self, rows: list[RowModel]) -> None:
         await self.ctx.journal.commit(rows)
         if self.ctx.placer is not None:  # a run on git: what an executor's harvest reads
-            self.ctx.git_rows.extend(executor_git.keep(row.model_dump() for row in rows))
+            executor_git.keep((row.model_dump() for row in rows), self.ctx.git_rows)
 
     def opening(self) -> list[RowModel]:
         """The rows that open the call, before its first step: its prepared row."""
@@ -299,13 +299,11 @@ class AppServerCall:
 
     async def executor_git(self, end: RowModel, attempt: int) -> executor_git.Effects:
         """An executor's pending tree, HEAD and crw.commit, read before its rows."""
-        placer = self.ctx.placer
         return await executor_git.prepare(
             end,
             self.allocation,
-            placer.repository if placer is not None else None,
+            self.ctx.placer,
             self.ctx.git_rows,
-            run=placer.run_id if placer is not None else "",
             node=self.node.id,
             call=self.call,
             attempt=attempt,

@@ -23,15 +23,24 @@ import trio
 from crw.actors.effect_proofs import epoch
 from crw.journal.rows import Allocation, Completed, Held, RowModel
 from crw.workspace import commit, proof
-from crw.workspace.placer import WORKTREE
+from crw.workspace.placer import WORKTREE, Placer
 
 GIT_ROWS = frozenset({"prepared", "crw_commit"})
 """The rows `to_be_at` reads of other calls: the run keeps these (`keep`)."""
 
+GitRows = dict[str, list[dict[str, Any]]]
+"""The run's prepared and crw_commit rows by node: an executor's harvest reads its
+node's alone, so its cost does not grow with the run's other calls."""
 
-def keep(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The rows of `rows` an executor's harvest reads (prepared, crw_commit)."""
-    return [dict(row) for row in rows if row.get("row") in GIT_ROWS]
+
+def keep(rows: Iterable[Mapping[str, Any]], into: GitRows | None = None) -> GitRows:
+    """`into` (a new map when None) with the prepared and crw_commit rows of `rows`
+    added under their node."""
+    kept: GitRows = {} if into is None else into
+    for row in rows:
+        if row.get("row") in GIT_ROWS:
+            kept.setdefault(str(row.get("node")), []).append(dict(row))
+    return kept
 
 
 @dataclass(frozen=True)
@@ -67,10 +76,9 @@ UNREADABLE = "worktree_unreadable"
 async def prepare(
     end: RowModel | None,
     allocation: Allocation | None,
-    repository: str | None,
-    rows: list[dict[str, Any]],
+    placer: Placer | None,
+    rows: GitRows,
     *,
-    run: str,
     node: str,
     call: str,
     attempt: int,
@@ -78,15 +86,16 @@ async def prepare(
 ) -> Effects:
     """Read P of an executor whose turn completed (HARV-48); NONE for any other end
     or call, or a run without git."""
-    if not isinstance(end, Completed) or allocation is None or repository is None:
+    if not isinstance(end, Completed) or allocation is None or placer is None:
         return NONE
-    if allocation.kind != WORKTREE or not allocation.workspace:
+    repository = placer.repository
+    if repository is None or allocation.kind != WORKTREE or not allocation.workspace:
         return NONE
     read = functools.partial(
-        commit.harvest, run=run, node=node, call=call, attempt=attempt, when=epoch(now)
+        commit.harvest, run=placer.run_id, node=node, call=call, attempt=attempt, when=epoch(now)
     )
     try:
-        found = await trio.to_thread.run_sync(read, allocation.workspace, rows)
+        found = await trio.to_thread.run_sync(read, allocation.workspace, rows.get(node, []))
     except (pygit2.GitError, OSError, KeyError, ValueError) as err:
         why = (
             f"cannot read the executor's worktree {allocation.workspace}: {err}; "

@@ -270,7 +270,7 @@ class Backend:
             pairs=self.roles.roles,
             control=control,
             placer=self.placer,
-            git_rows=executor_git.keep(rows) if self.placer is not None else [],
+            git_rows=executor_git.keep(rows) if self.placer is not None else {},
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call
@@ -305,7 +305,7 @@ class Backend:
             control=control,
             on_commit=wakes.saw if wakes is not None else None,
             placer=self.placer,
-            git_rows=executor_git.keep(rows) if self.placer is not None else [],
+            git_rows=executor_git.keep(rows) if self.placer is not None else {},
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call

@@ -89,7 +89,7 @@ class SessionContext:
     """Told every row a call commits (the wake scheduler's waiting steps)."""
     placer: Placer | None = None
     """Makes each call's P (None: a plain directory under the run, as without git)."""
-    git_rows: list[dict[str, Any]] = field(default_factory=list)
+    git_rows: executor_git.GitRows = field(default_factory=dict)
     """The run's prepared and crw_commit rows, which an executor's harvest reads
     (`crw.actors.executor_git`), kept as calls commit."""
 
@@ -133,7 +133,7 @@ class SessionCall(CallSteps):
         self.rows += committed
         self.ctx.records.add(committed)
         if self.ctx.placer is not None:  # a run on git: what an executor's harvest reads
-            self.ctx.git_rows.extend(executor_git.keep(committed))
+            executor_git.keep(committed, self.ctx.git_rows)
         if self.ctx.on_commit is not None:
             self.ctx.on_commit(committed)
 
@@ -205,13 +205,11 @@ class SessionCall(CallSteps):
 
     async def _executor_git(self, end: RowModel, attempt: int) -> executor_git.Effects:
         """An executor's pending tree, HEAD and crw.commit, read before its rows."""
-        placer = self.ctx.placer
         return await executor_git.prepare(
             end,
             self.allocation,
-            placer.repository if placer is not None else None,
+            self.ctx.placer,
             self.ctx.git_rows,
-            run=self.ctx.run_id,
             node=self.node.id,
             call=self.call,
             attempt=attempt,

@@ -9,6 +9,7 @@ import pygit2
 from crw.actors import executor_git
 from crw.journal.rows import Allocation, Completed, NullModel, RowModel
 from crw.workspace import refs
+from crw.workspace.placer import Placer
 from tests.workspace.strayrepo import attempt_worktree, repo_with
 
 NOW = "2026-01-01T00:00:00.000000Z"
@@ -33,9 +34,8 @@ async def _prepare(
     return await executor_git.prepare(
         end,
         allocation,
-        repository,
-        [prepared],
-        run="r1",
+        Placer("r1", repository, allocation.start_commit, Path("calls")),
+        executor_git.keep([prepared]),
         node="build",
         call="build.1",
         attempt=1,
