@@ -115,8 +115,7 @@ def make(placer: Placer, allocation: Allocation, node: str) -> None:
 def release(placer: Placer, allocation: Allocation, node: str) -> None:
     """Release a worktree P: remove its directory, prune the repository's record of
     it, and delete its branch when that holds no commit of its own (its tip is the
-    start commit or the node ref's commit). A plain directory is left as it is."""
-    del node
+    start commit, or the node ref holds it). A plain directory is left as it is."""
     if allocation.kind in (None, DIRECTORY) or placer.repository is None:
         return
     path = Path(str(allocation.workspace))
@@ -132,17 +131,18 @@ def release(placer: Placer, allocation: Allocation, node: str) -> None:
         if ref is None:
             continue
         tip = str(ref.peel(pygit2.Commit).id)
-        if tip == allocation.start_commit or _held_elsewhere(repo, placer.run_id, tip):
+        if tip == allocation.start_commit or _held_by_node(repo, placer.run_id, node, tip):
             repo.references.delete(branch)
 
 
-def _held_elsewhere(repo: pygit2.Repository, run_id: str, tip: str) -> bool:
-    """A node ref of the run points at `tip`: the branch holds nothing of its own."""
-    prefix = f"refs/crw/flow/{run_id}/nodes/"
-    for name in repo.references:
-        if name.startswith(prefix) and str(repo.references[name].peel(pygit2.Commit).id) == tip:
-            return True
-    return False
+def _held_by_node(repo: pygit2.Repository, run_id: str, node: str, tip: str) -> bool:
+    """The node ref of the call's node is at `tip` or a descendant of it: the branch
+    holds nothing of its own. One ref read, whatever the number of the run's refs."""
+    ref = repo.references.get(node_ref(run_id, node))
+    if ref is None:
+        return False
+    held = ref.peel(pygit2.Commit).id
+    return str(held) == tip or repo.descendant_of(held, pygit2.Oid(hex=tip))
 
 
 def _temporary(run_id: str, name: str) -> str:
