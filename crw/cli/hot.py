@@ -1,11 +1,13 @@
-"""`crw flow next` and `crw flow status` without the command tree.
+"""`crw flow next`, `crw flow status` and the run process without the command tree.
 
-The owner runs them again and again, each a fresh process, and the command tree's
-import (cyclopts) is about a third of their cold start. `parse` takes only the
-plain forms of their command lines:
+The owner runs `next` and `status` again and again, each a fresh process, and the
+command tree's import (cyclopts) is about a third of their cold start; every start
+and resume waits for the run process's first row. `parse` takes only the plain
+forms of their command lines:
 
     flow next RUN [--wait SECONDS] [--state DIR] [--json]
     flow status RUN [--state DIR] [--json] [--all] [--results]
+    flow _run RUN [--state DIR]
 
 options in any order, each at most once, RUN and DIR not starting with `-` nor
 empty, SECONDS digits with an optional decimal part; it answers None for every
@@ -15,7 +17,7 @@ binds it (the same command, the same arguments, defaults included:
 tests/cli/test_cold_start.py compares the two), so the command prints and exits
 the same either way. Standard library only.
 
-The command runs with the cyclic garbage collector off: it is a short process
+`next` and `status` run with the cyclic garbage collector off: each is a short process
 that keeps what it reads (a run of 10,000 calls is some 100,000 objects), which
 the collector would walk again and again as they are made, to free nothing; it
 costs about a tenth of `next` on such a run. What `next --wait` reads again is
@@ -30,19 +32,26 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 _SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")
-_FLAGS = {
+_FLAGS: dict[str, dict[str, str]] = {
     "next": {"--json": "json"},
     "status": {"--json": "json", "--all": "all_calls", "--results": "results"},
+    "_run": {},
 }
-_VALUES = {"next": {"--wait": "wait", "--state": "state"}, "status": {"--state": "state"}}
+_VALUES = {
+    "next": {"--wait": "wait", "--state": "state"},
+    "status": {"--state": "state"},
+    "_run": {"--state": "state"},
+}
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "next": {"wait": 0, "state": None, "json": False},
     "status": {"state": None, "json": False, "all_calls": False, "results": False},
+    "_run": {"state": None},
 }
 
 
 def parse(argv: Sequence[str]) -> tuple[str, dict[str, Any]] | None:
-    """The command (`next` or `status`) and its arguments, for a plain form; else None."""
+    """The command (`next`, `status` or `_run`) and its arguments, for a plain form;
+    else None."""
     if len(argv) < 3 or argv[0] != "flow" or argv[1] not in _DEFAULTS:
         return None
     verb = argv[1]
@@ -75,6 +84,10 @@ def hot_command(argv: Sequence[str]) -> Callable[[], int] | None:
     if parsed is None:
         return None
     verb, arguments = parsed
+    if verb == "_run":  # a long process: the collector stays on
+        from crw.actors.run import run_command
+
+        return lambda: run_command(**arguments)
     gc.disable()
     if verb == "next":
         from crw.cli.next import next_command

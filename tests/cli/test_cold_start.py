@@ -106,6 +106,8 @@ def test_the_hot_path_takes_the_plain_command_lines() -> None:
         "status",
         {"run": "r", "state": None, "json": False, "all_calls": False, "results": True},
     )
+    assert parse(["flow", "_run", "r", "--state", "s"]) == ("_run", {"run": "r", "state": "s"})
+    assert parse(["flow", "_run", "r"]) == ("_run", {"run": "r", "state": None})
 
 
 def test_every_other_command_line_goes_to_the_command_tree() -> None:
@@ -124,6 +126,8 @@ def test_every_other_command_line_goes_to_the_command_tree() -> None:
         ["flow", "status", "r", "--state"],
         ["flow", "status", "r", "--state=s"],
         ["flow", "status", "--", "r"],
+        ["flow", "_run", "r", "--json"],
+        ["flow", "_run", "--state", "s"],
         ["flow", "start", "w.toml"],
         ["--version"],
     ):
@@ -140,7 +144,7 @@ TOKENS = st.sampled_from(
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from(["next", "status"]), st.lists(TOKENS, max_size=6))
+@given(st.sampled_from(["next", "status", "_run"]), st.lists(TOKENS, max_size=6))
 def test_a_command_line_the_hot_path_takes_means_the_same_to_the_command_tree(
     verb: str, tokens: list[str]
 ) -> None:
@@ -152,4 +156,5 @@ def test_a_command_line_the_hot_path_takes_means_the_same_to_the_command_tree(
         return
     command, bound, _ = app.parse_args(argv, exit_on_error=False, print_error=False)
     bound.apply_defaults()
-    assert (command.__name__.rstrip("_"), dict(bound.arguments)) == taken
+    name = {"run_process": "_run"}.get(command.__name__, command.__name__.rstrip("_"))
+    assert (name, dict(bound.arguments)) == taken
