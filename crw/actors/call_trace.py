@@ -18,10 +18,10 @@ import trio
 from crw.engine.runspec import read_run_spec
 from crw.errors import CrwError
 from crw.journal.rows import RowModel, StepPublished, ThreadStarted, TurnStarted
-from crw.workspace import trace
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the trace (git) is imported by a run that takes it alone
     from crw.actors.session_call import SessionCall
+    from crw.workspace import trace
 
 
 async def traced_bind(actor: SessionCall, rows: list[RowModel]) -> list[RowModel]:
@@ -34,6 +34,8 @@ async def traced_bind(actor: SessionCall, rows: list[RowModel]) -> list[RowModel
     host_cwd = (
         started.host_cwd if started is not None else (actor.state.thread or {}).get("host_cwd")
     )
+    from crw.workspace import trace
+
     site = await _site(actor, host_cwd if isinstance(host_cwd, str) else None)
     digests = await trio.to_thread.run_sync(trace.at_bind, site)
     return [
@@ -47,6 +49,8 @@ async def trace_warnings(actor: SessionCall, step: StepPublished) -> list[RowMod
     those its bind recorded (HARV-45..47); none when the bind recorded none."""
     if not actor.ctx.settings.trace:
         return []
+    from crw.workspace import trace
+
     before = trace.bind_digests(actor.rows, step.k or 1, step.attempt or 1)
     if before is None:
         return []
@@ -56,6 +60,8 @@ async def trace_warnings(actor: SessionCall, step: StepPublished) -> list[RowMod
 
 
 async def _site(actor: SessionCall, host_cwd: str | None) -> trace.Site:
+    from crw.workspace import trace
+
     run = actor.ctx.run
     return trace.Site(
         workspace=Path(actor.workspace),

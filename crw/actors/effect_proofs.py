@@ -18,15 +18,16 @@ import functools
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pygit2
 import trio
 
 from crw.actors.journal_writer import JournalWriter
 from crw.journal.replay import TERMINAL_ROWS
 from crw.journal.rows import CrwCommit, ExecutorHeadMoved, RowModel
-from crw.workspace import commit, proof
+
+if TYPE_CHECKING:  # git is imported when the run has a repository
+    import pygit2
 
 Row = Mapping[str, Any]
 
@@ -41,6 +42,8 @@ def open_repository(repository: str | None) -> pygit2.Repository | None:
     work in plain directories: it has no effects on git) or one that is gone."""
     if not repository or not Path(repository).is_dir():
         return None
+    import pygit2
+
     try:
         return pygit2.Repository(repository)
     except pygit2.GitError:
@@ -68,6 +71,8 @@ def newest_commits(rows: Iterable[Row]) -> list[tuple[CrwCommit, ExecutorHeadMov
 
 
 def _apply_newest(repo: pygit2.Repository, rows: list[Row]) -> None:
+    from crw.workspace import commit
+
     for made, moved in newest_commits(rows):
         try:
             commit.apply(repo, made, moved, commit.workspace_of(rows, made.call or ""))
@@ -87,6 +92,8 @@ async def settle(
     repo = await trio.to_thread.run_sync(open_repository, repository)
     if repo is None:
         return []
+    from crw.workspace import commit, proof
+
     rows = [row for row in rows if row.get("row") in PROOF_ROWS]
     taken: list[dict[str, Any]] = []
 

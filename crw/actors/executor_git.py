@@ -15,15 +15,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pygit2
 import trio
 
 from crw.actors.effect_proofs import epoch
 from crw.journal.rows import Allocation, Completed, Held, RowModel
-from crw.workspace import commit, proof
 from crw.workspace.placer import WORKTREE, Placer
+
+if TYPE_CHECKING:  # git is imported by an executor's harvest on git alone
+    from crw.workspace import commit
 
 GIT_ROWS = frozenset({"prepared", "crw_commit"})
 """The rows `to_be_at` reads of other calls: the run keeps these (`keep`)."""
@@ -91,6 +92,10 @@ async def prepare(
     repository = placer.repository
     if repository is None or allocation.kind != WORKTREE or not allocation.workspace:
         return NONE
+    import pygit2
+
+    from crw.workspace import commit
+
     read = functools.partial(
         commit.harvest, run=placer.run_id, node=node, call=call, attempt=attempt, when=epoch(now)
     )
@@ -113,6 +118,10 @@ async def apply(effects: Effects, call: str) -> Held | None:
         return Held(call=call, reason=UNREADABLE, error=effects.unreadable)
     if effects.harvest is None or effects.repository is None:
         return None
+    import pygit2
+
+    from crw.workspace import commit, proof
+
     found = effects.harvest
     repo = pygit2.Repository(effects.repository)
     try:

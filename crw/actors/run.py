@@ -34,8 +34,6 @@ from typing import Any
 import trio
 
 from crw.actors import effect_proofs, executor_git, faults, owner_line
-from crw.actors.app_server_call import CallContext
-from crw.actors.app_server_run import run_app_server_calls
 from crw.actors.control import RunControl
 from crw.actors.crash import crash_hook
 from crw.actors.host_reader import HostReader, open_host_reader
@@ -260,6 +258,10 @@ class Backend:
         return placer_of(self.spec, self.run_dir)
 
     async def app_server(self, rows: list[dict[str, Any]], replayed: RunState) -> str:
+        # The App Server backend's modules are imported by its runs alone.
+        from crw.actors.app_server_call import CallContext
+        from crw.actors.app_server_run import run_app_server_calls
+
         control = RunControl(run=self.run_dir)
         ctx = CallContext(
             journal=self.journal,
