@@ -35,7 +35,9 @@ def parse_model(model: type[M], data: Any, what: str) -> M:
 
 
 class _Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # Built at first use: a process reads a few of these (a session run, its
+    # thread pages; a command, none), and building them all is most of this import.
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 class ThreadStatus(_Wire):

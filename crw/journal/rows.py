@@ -36,7 +36,7 @@ class Tokens(BaseModel):
     """Token counts in all their parts. A part that is 0 is left out of the row,
     and a row written before the parts existed reads each missing one as 0."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     input: int = 0
     cached_input: int = 0
@@ -61,7 +61,7 @@ class _Part(BaseModel):
     """A nested object of a row: a part that is None is left out, and a field the
     catalogue does not know is written back as it was read, nulls included."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     @model_serializer(mode="plain")
     def _omit_none(self) -> dict[str, Any]:
@@ -108,7 +108,9 @@ class TraceDigests(_Part):
 class RowModel(BaseModel):
     """Fields every row has. `seq` and `at` are the journal writer's."""
 
-    model_config = ConfigDict(extra="allow")
+    # Each kind is built at its first use: a run writes a few of the kinds, and
+    # building them all is most of this module's import.
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     seq: int | None = None
     at: str | None = None
@@ -562,7 +564,7 @@ ROW_KINDS: dict[str, type[RowModel]] = _members()
 
 _KNOWN_KINDS = frozenset(ROW_KINDS)
 
-ROW_ADAPTER: TypeAdapter[Row] = TypeAdapter(Row)
+ROW_ADAPTER: TypeAdapter[Row] = TypeAdapter(Row, config=ConfigDict(defer_build=True))
 
 
 def parse_row(data: dict[str, Any]) -> RowModel:
