@@ -20,7 +20,6 @@ from contextvars import ContextVar
 from typing import Any
 
 import jsonschema._utils  # type: ignore[import-untyped]
-import regex  # type: ignore[import-untyped]
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
 
@@ -38,7 +37,10 @@ class SchemaCheckTimedOut(Exception):
 
 def search(pattern: str, text: str) -> Any:
     """`re.search(pattern, text)` with the `regex` package, bounded by the deadline
-    of the check under way (none outside a check)."""
+    of the check under way (none outside a check). `regex` is imported by the first
+    pattern matched: a schema without one never needs it."""
+    import regex  # type: ignore[import-untyped]
+
     deadline = _DEADLINE.get()
     if deadline is None:
         return regex.search(pattern, text)
