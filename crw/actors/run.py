@@ -29,7 +29,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -37,11 +37,7 @@ from crw.actors import effect_proofs, executor_git, faults, owner_line
 from crw.actors.control import RunControl
 from crw.actors.crash import crash_hook
 from crw.actors.host_reader import HostReader, open_host_reader
-from crw.actors.inbox import Inbox
 from crw.actors.journal_writer import JournalWriter, open_journal_writer
-from crw.actors.session_call import SessionContext
-from crw.actors.session_run import answer_unrouted, run_session_calls
-from crw.actors.wake import WakeScheduler
 from crw.bus.ended import clean_ended
 from crw.clock import WallClock, system_clock
 from crw.engine.codex_config import session_pool
@@ -63,6 +59,9 @@ from crw.journal.streamed import replay_pieces
 from crw.settings import Settings
 from crw.workspace.placer import Placer
 from crw.workspace.release import placer_of, release_run
+
+if TYPE_CHECKING:
+    from crw.actors.wake import WakeScheduler
 
 log = logging.getLogger("crw.run")
 
@@ -281,6 +280,11 @@ class Backend:
         return state
 
     async def session(self, rows: list[dict[str, Any]], replayed: RunState) -> str:
+        # The session backend's modules are imported by its runs alone.
+        from crw.actors.inbox import Inbox
+        from crw.actors.session_call import SessionContext
+        from crw.actors.session_run import answer_unrouted, run_session_calls
+
         records = CallRecords(rows)  # kept up to date by each call's commits
         inbox = Inbox(
             self.run_dir,
@@ -323,6 +327,8 @@ class Backend:
         """The run's wake scheduler, when it has an owner to wake."""
         if not self.spec.owner:
             return None
+        from crw.actors.wake import WakeScheduler
+
         return WakeScheduler(
             journal=self.journal,
             reader=self.reader,

@@ -1,9 +1,10 @@
 """The run process (`crw flow _run`) starts cold on every start and resume, and
 nothing runs before its first row: a session run in plain directories imports
 neither the command tree, nor git, nor the App Server backend's modules, nor the
-`regex` of a schema's patterns. Each is imported where it is used: git by a run
-with a repository, the App Server modules by an App Server run, `regex` by the
-first pattern an answer is matched against."""
+`regex` of a schema's patterns, and an App Server run none of the session
+backend's. Each is imported where it is used: git by a run with a repository,
+each backend's modules by its runs, `regex` by the first pattern an answer is
+matched against."""
 
 from __future__ import annotations
 
@@ -32,6 +33,15 @@ NOT_NEEDED = (
 """What a session run in plain directories needs none of, up to its host: the
 command tree, git, the App Server backend, the pattern matcher."""
 
+NOT_NEEDED_APP_SERVER = (
+    "cyclopts",
+    "crw.actors.session_",
+    "crw.actors.inbox",
+    "crw.actors.wake",
+    "crw.actors.review_rounds",
+)
+"""What an App Server run needs none of: the session backend's actors."""
+
 PROBE = """
 import json, sys
 from crw.cli import main
@@ -46,12 +56,11 @@ json.dump({"code": code, "modules": sorted(sys.modules)}, sys.stderr)
 every module the command imported."""
 
 
-def test_a_session_run_in_plain_directories_imports_neither_git_nor_the_app_server(
-    crw: Crw,
-) -> None:
-    """The run process of a session run without a repository, from its start to its
-    host (none here: it pauses host_unavailable), imports none of NOT_NEEDED."""
-    out = crw.start(str(EXAMPLES / "fix-issue.toml"), "--owner", "o").json()
+def run_again(crw: Crw, *args: str) -> list[str]:
+    """Start a run of fix-issue.toml with `args` (it pauses host_unavailable: no
+    host), then run its process again in a fresh interpreter, which pauses again;
+    every module that process imported."""
+    out = crw.start(str(EXAMPLES / "fix-issue.toml"), *args).json()
     run = RunDir(Path(out["run_dir"]))
     wait_for_exit(run.root)
     done = subprocess.run(
@@ -67,4 +76,21 @@ def test_a_session_run_in_plain_directories_imports_neither_git_nor_the_app_serv
     rows = [row["row"] for row in read_journal(run.journal).rows]
     assert report["code"] == 0, done.stderr
     assert rows[-2:] == ["started", "paused"] and rows.count("started") == 2
-    assert [m for m in report["modules"] if m.startswith(NOT_NEEDED)] == []
+    modules: list[str] = report["modules"]
+    return modules
+
+
+def test_a_session_run_in_plain_directories_imports_neither_git_nor_the_app_server(
+    crw: Crw,
+) -> None:
+    """The run process of a session run without a repository, from its start to its
+    host (none here), imports none of NOT_NEEDED."""
+    modules = run_again(crw, "--owner", "o")
+    assert [m for m in modules if m.startswith(NOT_NEEDED)] == []
+
+
+def test_an_app_server_run_imports_none_of_the_session_backend(crw: Crw) -> None:
+    """The run process of an App Server run, up to its host (none here), imports
+    none of NOT_NEEDED_APP_SERVER."""
+    modules = run_again(crw, "--backend", "app-server", "--host", "unix:nowhere.sock")
+    assert [m for m in modules if m.startswith(NOT_NEEDED_APP_SERVER)] == []
