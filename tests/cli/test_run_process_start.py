@@ -8,11 +8,13 @@ matched against."""
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+from crw.cli.hot import hot_command
 from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
@@ -94,3 +96,11 @@ def test_an_app_server_run_imports_none_of_the_session_backend(crw: Crw) -> None
     none of NOT_NEEDED_APP_SERVER."""
     modules = run_again(crw, "--backend", "app-server", "--host", "unix:nowhere.sock")
     assert [m for m in modules if m.startswith(NOT_NEEDED_APP_SERVER)] == []
+
+
+def test_the_run_process_keeps_the_cyclic_collector_on() -> None:
+    """The hot path turns the collector off for a short command alone: the run
+    process lives as long as its run."""
+    gc.enable()  # as a fresh process has it
+    assert hot_command(["flow", "_run", "r", "--state", "s"]) is not None
+    assert gc.isenabled()
