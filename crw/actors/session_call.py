@@ -225,8 +225,9 @@ class SessionCall(CallSteps):
         if self.allocation is None:
             self.allocation = await self._allocate()
         await self.commit([*self.prepared_rows(), step])
-        await self._make_workspace()  # after the prepared row is durable (STEP-2)
-        await self.steps.write(step)
+        # P after the prepared row is durable (STEP-2), then the step's files, in one
+        # worker-thread hop: a hop costs the run's loop its scheduling and hand-off.
+        await self.steps.write(step, before=self._make_p)
         return step
 
     def prepared_rows(self) -> list[RowModel]:
@@ -257,13 +258,15 @@ class SessionCall(CallSteps):
 
     async def _make_workspace(self) -> None:
         """Make P, or restore it as its allocation says (a P that exists is kept)."""
+        await trio.to_thread.run_sync(self._make_p)
+
+    def _make_p(self) -> None:
+        """`_make_workspace`'s work, blocking: for a worker thread."""
         placer, allocation = self.ctx.placer, self.allocation
         if placer is None or allocation is None:
-            await trio.to_thread.run_sync(
-                lambda: self.workspace.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-            )
-            return
-        await trio.to_thread.run_sync(placer.make, allocation, self.node.id)
+            self.workspace.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        else:
+            placer.make(allocation, self.node.id)
 
     async def _current_step(self) -> StepPublished | CallEnd:
         """The step the call goes on with: the newest published one, the next

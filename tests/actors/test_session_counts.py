@@ -91,3 +91,53 @@ async def test_a_bound_steps_retraction_and_its_reply_are_one_worker_thread_hop(
         mine = [(kind, number) for kind, c, number in events if c == call]
         assert [kind for kind, _ in mine] == ["retract", "reply"]
         assert mine[0][1] == mine[1][1]
+
+
+async def test_a_new_calls_directory_and_its_first_steps_files_are_one_worker_thread_hop(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-2, STEP-21: a new call's prepared and step_published rows are
+    durable first; then its directory P is made and only then the step's packet and
+    step file written, both in one worker thread, one hop a call (two before)."""
+    import threading
+
+    import trio
+
+    from crw.actors.session_call import SessionCall
+    from crw.bus import steps as bus
+
+    events: list[tuple[str, str, int]] = []
+    hops = 0
+    hop = threading.local()
+    run_sync, make_p, write_step = trio.to_thread.run_sync, SessionCall._make_p, bus.write_step
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal hops
+        hops += 1
+        number = hops
+
+        def numbered() -> Any:
+            hop.number = number
+            return fn(*args)
+
+        return await run_sync(numbered, **kwargs)
+
+    def made(self: SessionCall) -> None:
+        events.append(("P", self.call, hop.number))
+        make_p(self)
+
+    def written(run: Any, step: Any, text: str | None) -> None:
+        events.append(("step", step.call, hop.number))
+        write_step(run, step, text)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    monkeypatch.setattr(SessionCall, "_make_p", made)
+    monkeypatch.setattr(bus, "write_step", written)
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "*"}, seconds=0)
+        state, _rows = await h.go()
+    assert state == "ended"
+    for call in ("explore.1", "build.1", "review.1"):
+        mine = [(kind, number) for kind, c, number in events if c == call]
+        assert [kind for kind, _ in mine] == ["P", "step"]
+        assert mine[0][1] == mine[1][1]
