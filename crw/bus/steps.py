@@ -248,7 +248,7 @@ def write_close(
         ValueError: the call or agent id is not one path segment.
     """
     path = close_path(run, call, attempt, agent_id)
-    with live.writing(run, call):
+    with live.writing(run, call, close=True):
         _ensure_dir(path.parent)
         write_atomic(path, _encode(CloseStep(call, attempt, agent_id).to_json()), durable=durable)
 
