@@ -128,7 +128,7 @@ class SessionCall(CallSteps):
 
     async def commit(self, rows: list[RowModel]) -> None:
         rows = await traced_bind(self, rows)  # a bind's turn_started: the trace's digests
-        await self.ctx.journal.commit(rows)
+        await self.ctx.journal.commit(rows, stamped=False)  # the rows are kept as dicts
         committed = [row.model_dump() for row in rows]
         self.rows += committed
         self.ctx.records.add(committed)

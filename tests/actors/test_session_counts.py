@@ -141,3 +141,26 @@ async def test_a_new_calls_directory_and_its_first_steps_files_are_one_worker_th
         mine = [(kind, number) for kind, c, number in events if c == call]
         assert [kind for kind, _ in mine] == ["P", "step"]
         assert mine[0][1] == mine[1][1]
+
+
+async def test_a_session_calls_commits_ask_for_no_stamped_copies(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session call keeps the rows it commits as it built them (the journal's seq
+    and `at` are not among them): its commits ask the journal writer for no copy of
+    each row (~5 a call, each a pydantic copy)."""
+    from crw.actors.journal_writer import JournalWriter
+
+    stamped: list[bool] = []
+    commit = JournalWriter.commit
+
+    async def counted(self: JournalWriter, rows: Any, **kwargs: Any) -> Any:
+        if any(getattr(row, "call", None) == "explore.1" for row in rows):
+            stamped.append(kwargs.get("stamped", True))
+        return await commit(self, rows, **kwargs)
+
+    monkeypatch.setattr(JournalWriter, "commit", counted)
+    async with harness(tmp_path) as h:
+        state, _rows = await h.go()
+    assert state == "ended"
+    assert stamped == [False, False, False]
