@@ -23,6 +23,7 @@ module moves data between them, the journal, the bus, the inbox and the reader.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,7 +175,7 @@ class SessionCall(CallSteps):
                 continue
             turn, thread = followed.turn, followed.thread
             seen = _tokens(step.tokens_seen)
-            total = await trio.to_thread.run_sync(outcome.read_rollout_total, _path(thread.path))
+            total = await rollout_total(_path(thread.path))
             spent = outcome.turn_tokens(total, seen) if total is not None else Tokens()
             call_tokens = _tokens(step.call_tokens) + spent
             self.spent.count(self.call, call_tokens)
@@ -388,6 +389,24 @@ class SessionCall(CallSteps):
             attempt,
             agent_id,
         )
+
+
+INLINE_ROLLOUT = 64 * 1024
+"""A rollout up to this size (bytes) is read in the loop's thread: a stat, an open
+and a read of a file the host has just written, where a worker-thread hop costs
+the loop its scheduling and hand-off; a larger one (a long turn's) is read in a
+worker thread, as every one was."""
+
+
+async def rollout_total(path: Path) -> Tokens | None:
+    """`outcome.read_rollout_total(path)`, in the loop's thread when it is small."""
+    try:
+        small = os.stat(path).st_size <= INLINE_ROLLOUT
+    except OSError:  # none to read: read_rollout_total answers None at once
+        small = True
+    if small:
+        return outcome.read_rollout_total(path)
+    return await trio.to_thread.run_sync(outcome.read_rollout_total, path)
 
 
 def _tokens(value: Tokens | None) -> Tokens:

@@ -164,3 +164,44 @@ async def test_a_session_calls_commits_ask_for_no_stamped_copies(
         state, _rows = await h.go()
     assert state == "ended"
     assert stamped == [False, False, False]
+
+
+@pytest.mark.parametrize("limit", [None, 0])
+async def test_a_short_turns_rollout_is_read_without_a_worker_thread_hop(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch, limit: int | None
+) -> None:
+    """spec: HARV-16: a call's tokens are its rollout's last token_count. A rollout
+    up to INLINE_ROLLOUT bytes (a short turn's) is read in the loop's thread, no
+    worker-thread hop; a larger one in a worker thread, one hop a call. The tokens
+    are the same either way."""
+    import trio
+
+    from crw.actors import session_call
+    from crw.engine import outcome
+
+    if limit is not None:
+        monkeypatch.setattr(session_call, "INLINE_ROLLOUT", limit)
+    hops: Counter[str] = Counter()
+    run_sync = trio.to_thread.run_sync
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        hops[getattr(fn, "__name__", "")] += 1
+        return await run_sync(fn, *args, **kwargs)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    read: list[str] = []
+    read_total = outcome.read_rollout_total
+
+    def counted_read(path: Path) -> Any:
+        read.append(path.name)
+        return read_total(path)
+
+    monkeypatch.setattr(outcome, "read_rollout_total", counted_read)
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "*"}, seconds=0)
+        state, rows = await h.go()
+    assert state == "ended"
+    assert len(read) == 3
+    assert hops["counted_read"] == (0 if limit is None else 3)
+    ends = [r for r in rows if r.get("row") == "completed"]
+    assert len(ends) == 3 and all(r.get("tokens") for r in ends)
