@@ -127,7 +127,7 @@ class AppServerCall:
         the host's token notifications for it (a resumed call)."""
 
     async def commit(self, rows: list[RowModel]) -> None:
-        await self.ctx.journal.commit(rows)
+        await self.ctx.journal.commit(rows, stamped=False)  # no copy of each row
         if self.ctx.placer is not None:  # a run on git: what an executor's harvest reads
             executor_git.keep((row.model_dump() for row in rows), self.ctx.git_rows)
 

@@ -121,8 +121,10 @@ class Inbox:
             swept = trio.current_time()
             while True:
                 await self.poll()
+                # `now >= swept + t`, not `now - swept >= t`: the poll's deadline is
+                # that sum, and the difference may round below t (a sweep skipped).
                 if self._token is not None and (
-                    trio.current_time() - swept >= SWEEP_POLLS * self._settings.inbox_poll
+                    trio.current_time() >= swept + SWEEP_POLLS * self._settings.inbox_poll
                 ):
                     live.sweep(self._run)
                     swept = trio.current_time()

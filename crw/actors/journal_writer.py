@@ -98,12 +98,14 @@ class JournalWriter:
         self._send = send
         self._after_commit = after_commit
 
-    async def commit(self, rows: Sequence[RowModel]) -> list[RowModel]:
+    async def commit(self, rows: Sequence[RowModel], *, stamped: bool = True) -> list[RowModel]:
         """Append `rows` as one batch and return once they are durable.
 
         Returns:
             Copies of `rows` with `seq` and `at` set, in order; the seqs are
-            contiguous. `commit([])` returns `[]` at once.
+            contiguous. `commit([])` returns `[]` at once. With `stamped` False,
+            `[]`: a caller that keeps the rows it built does not pay for a copy
+            of each (a session call commits ~5 rows a call).
 
         Raises:
             JournalWriteError: the write or fsync failed; none of the rows is
@@ -138,11 +140,13 @@ class JournalWriter:
         if request.closed:
             raise self._closed_error()
         first, at = request.first_seq, request.at
-        committed = [
-            row.model_copy(update={"seq": first + i, "at": at}) for i, row in enumerate(rows)
-        ]
+        committed = (
+            [row.model_copy(update={"seq": first + i, "at": at}) for i, row in enumerate(rows)]
+            if stamped
+            else []
+        )
         if self._after_commit is not None:
-            self._after_commit(committed)
+            self._after_commit(committed if stamped else rows)
         return committed
 
     def _closed_error(self) -> JournalClosedError:

@@ -19,8 +19,6 @@ from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
-import trio
-
 from crw.actors.session_call import SessionCall, SessionContext
 from crw.bus import steps as bus
 from crw.engine import conversation, interrupt, review, rounds
@@ -101,13 +99,14 @@ class ContinuationCall(SessionCall):
             )
         return taken
 
-    async def _make_workspace(self) -> None:
+    def _make_p(self) -> None:
         """The node's workspace (made if missing); the answer file the packet names is written
-        after the prepared row, from the handle's completed row (STEP-54)."""
-        await super()._make_workspace()
+        after the prepared row, from the handle's completed row (STEP-54). Blocking: in the
+        worker thread that makes P (and writes a new call's first step)."""
+        super()._make_p()
         path = answer_path(self.ctx, self.call, self.handle)
         text = json.dumps(self.answer, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        await trio.to_thread.run_sync(_write, path, text)
+        _write(path, text)
 
 
 def answer_path(ctx: SessionContext, call: str, handle: str) -> Path:

@@ -23,6 +23,7 @@ module moves data between them, the journal, the bus, the inbox and the reader.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,7 +129,7 @@ class SessionCall(CallSteps):
 
     async def commit(self, rows: list[RowModel]) -> None:
         rows = await traced_bind(self, rows)  # a bind's turn_started: the trace's digests
-        await self.ctx.journal.commit(rows)
+        await self.ctx.journal.commit(rows, stamped=False)  # the rows are kept as dicts
         committed = [row.model_dump() for row in rows]
         self.rows += committed
         self.ctx.records.add(committed)
@@ -174,7 +175,7 @@ class SessionCall(CallSteps):
                 continue
             turn, thread = followed.turn, followed.thread
             seen = _tokens(step.tokens_seen)
-            total = await trio.to_thread.run_sync(outcome.read_rollout_total, _path(thread.path))
+            total = await rollout_total(_path(thread.path))
             spent = outcome.turn_tokens(total, seen) if total is not None else Tokens()
             call_tokens = _tokens(step.call_tokens) + spent
             self.spent.count(self.call, call_tokens)
@@ -225,8 +226,9 @@ class SessionCall(CallSteps):
         if self.allocation is None:
             self.allocation = await self._allocate()
         await self.commit([*self.prepared_rows(), step])
-        await self._make_workspace()  # after the prepared row is durable (STEP-2)
-        await self.steps.write(step)
+        # P after the prepared row is durable (STEP-2), then the step's files, in one
+        # worker-thread hop: a hop costs the run's loop its scheduling and hand-off.
+        await self.steps.write(step, before=self._make_p)
         return step
 
     def prepared_rows(self) -> list[RowModel]:
@@ -257,13 +259,15 @@ class SessionCall(CallSteps):
 
     async def _make_workspace(self) -> None:
         """Make P, or restore it as its allocation says (a P that exists is kept)."""
+        await trio.to_thread.run_sync(self._make_p)
+
+    def _make_p(self) -> None:
+        """`_make_workspace`'s work, blocking: for a worker thread."""
         placer, allocation = self.ctx.placer, self.allocation
         if placer is None or allocation is None:
-            await trio.to_thread.run_sync(
-                lambda: self.workspace.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-            )
-            return
-        await trio.to_thread.run_sync(placer.make, allocation, self.node.id)
+            self.workspace.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        else:
+            placer.make(allocation, self.node.id)
 
     async def _current_step(self) -> StepPublished | CallEnd:
         """The step the call goes on with: the newest published one, the next
@@ -385,6 +389,24 @@ class SessionCall(CallSteps):
             attempt,
             agent_id,
         )
+
+
+INLINE_ROLLOUT = 64 * 1024
+"""A rollout up to this size (bytes) is read in the loop's thread: a stat, an open
+and a read of a file the host has just written, where a worker-thread hop costs
+the loop its scheduling and hand-off; a larger one (a long turn's) is read in a
+worker thread, as every one was."""
+
+
+async def rollout_total(path: Path) -> Tokens | None:
+    """`outcome.read_rollout_total(path)`, in the loop's thread when it is small."""
+    try:
+        small = os.stat(path).st_size <= INLINE_ROLLOUT
+    except OSError:  # none to read: read_rollout_total answers None at once
+        small = True
+    if small:
+        return outcome.read_rollout_total(path)
+    return await trio.to_thread.run_sync(outcome.read_rollout_total, path)
 
 
 def _tokens(value: Tokens | None) -> Tokens:

@@ -11,6 +11,7 @@ files the dead one meant to.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -36,9 +37,14 @@ class StepWriter:
         """The packet path and text the call built for its newest step's digest:
         its file is that text, so it is not built again."""
 
-    async def write(self, step: StepPublished) -> None:
+    async def write(self, step: StepPublished, before: Callable[[], None] | None = None) -> None:
         """Write `step`'s files now (a failure is recorded and retried later), and
-        rewrite the flow evidence record's copies its row names."""
+        rewrite the flow evidence record's copies its row names. `before` (the
+        call's P) runs first, in the same worker thread as the files' write; its
+        error is raised, not recorded as an unwritten step."""
+        if before is not None and step.evidence_assignment:
+            await trio.to_thread.run_sync(before)  # the evidence copies may lie in P
+            before = None
         await evidence_records.refresh(self.ctx, step)
         self.unwritten = UnwrittenTracker(
             call=self.call.call,
@@ -47,18 +53,29 @@ class StepWriter:
             action=step.action or "spawn",
         )
         self.pending = step
-        await self.retry()
+        await self.retry(before)
 
-    async def retry(self) -> None:
-        """Write the pending step's files again, if they are still unwritten."""
+    async def retry(self, before: Callable[[], None] | None = None) -> None:
+        """Write the pending step's files again, if they are still unwritten;
+        `before` as `write` says."""
         step, tracker = self.pending, self.unwritten
         if step is None or tracker is None:
             return
         step_file, text = self.files(step)
-        try:
-            await trio.to_thread.run_sync(bus.write_step, self.ctx.run, step_file, text)
-        except OSError as err:
-            row = tracker.failed(self.ctx.clock(), f"{err.strerror or err}")
+        run = self.ctx.run
+
+        def work() -> OSError | None:
+            if before is not None:
+                before()
+            try:
+                bus.write_step(run, step_file, text)
+            except OSError as err:
+                return err
+            return None
+
+        failed = await trio.to_thread.run_sync(work)
+        if failed is not None:
+            row = tracker.failed(self.ctx.clock(), f"{failed.strerror or failed}")
         else:
             self.pending = None
             row = tracker.written()

@@ -15,7 +15,9 @@ The index may say more than it must, never less: the holder marks a call before 
 writes a step or close file there, and unmarks it only when the directory holds
 none, under a lock the call's writes hold too (the process's worker threads
 write steps; other calls' writes go on meanwhile). A reader never unmarks; the
-holder sweeps the calls whose close steps the owner's `next` took.
+holder sweeps the calls whose close steps the owner's `next` took: only those it
+wrote a close step in, or found marked when it opened the index (a step file
+is retracted by the holder, which unmarks its call then).
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ _lock = threading.Lock()
 """Held while an index is opened or closed."""
 _indexes: dict[Path, Path] = {}
 """The index this process keeps, by the run's steps directory."""
+_swept: dict[Path, set[str]] = {}
+"""The calls each index's sweep looks at, by the run's steps directory: those a
+close step was written in, or marked when the index was opened, and not unmarked
+since (the owner removes close steps; the holder retracts step files itself)."""
 _STRIPES = 64
 _call_locks = [threading.Lock() for _ in range(_STRIPES)]
 """A call's writes and its unmarking hold one of these (by the call's hash):
@@ -77,13 +83,16 @@ def open_index(run: RunDir, token: str) -> None:
     with _lock:
         shutil.rmtree(index, ignore_errors=True)
         index.mkdir(mode=PRIVATE_DIR)
+        marked: set[str] = set()
         for directory in call_dirs(steps):
             if holds_files(directory):
                 _mark(index / os.path.basename(directory))
+                marked.add(os.path.basename(directory))
         temp.unlink(missing_ok=True)
         os.symlink(index.name, temp)
         os.replace(temp, steps / LINK)
         _indexes[steps] = index
+        _swept[steps] = marked
     for old in steps.glob(f"{PREFIX}*"):
         if old != index:
             shutil.rmtree(old, ignore_errors=True)
@@ -93,16 +102,21 @@ def close_index(run: RunDir) -> None:
     """Stop keeping the index (the process lets the run go; readers list it all)."""
     with _lock:
         _indexes.pop(run.steps, None)
+        _swept.pop(run.steps, None)
 
 
 @contextlib.contextmanager
-def writing(run: RunDir, call: str) -> Iterator[None]:
+def writing(run: RunDir, call: str, *, close: bool = False) -> Iterator[None]:
     """Held while a step or close file of `call` is written: the call is marked
-    first, and no sweep unmarks it meanwhile."""
+    first, and no sweep unmarks it meanwhile; a `close` file's call is swept from
+    now on (the owner removes it, not this process)."""
     with _call_lock(call):
         index = _indexes.get(run.steps)
         if index is not None:
             _mark(index / call)
+            swept = _swept.get(run.steps)
+            if close and swept is not None:
+                swept.add(call)
         yield
 
 
@@ -112,15 +126,18 @@ def settle(run: RunDir, call: str) -> None:
         index = _indexes.get(run.steps)
         if index is not None and not holds_files(run.steps / call):
             (index / call).unlink(missing_ok=True)
+            _swept.get(run.steps, set()).discard(call)
 
 
 def sweep(run: RunDir) -> None:
-    """Unmark every marked call whose directory holds no step or close file (the
-    owner's `next` removed its close steps)."""
-    index = _indexes.get(run.steps)
-    if index is not None:
-        for call in os.listdir(index):
-            settle(run, call)
+    """Unmark every swept call whose directory holds no step or close file (the
+    owner's `next` removed its close steps): one listing of each call a close step
+    was written in and not unmarked since, none of the calls whose step files
+    alone mark them (their retraction unmarks them)."""
+    with _lock:
+        calls = list(_swept.get(run.steps, ()))
+    for call in calls:
+        settle(run, call)
 
 
 def live_calls(run: RunDir) -> list[str] | None:

@@ -13,6 +13,7 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,7 +58,8 @@ def _repository_root(cwd: Path) -> Path | None:
 
 @dataclass(frozen=True)
 class RunDir:
-    """A run's directory and the paths in it."""
+    """A run's directory and the paths in it (each made once: a session run's
+    actors ask for them at every step, reply and sweep)."""
 
     root: Path
 
@@ -70,31 +72,31 @@ class RunDir:
     def id(self) -> str:
         return self.root.name
 
-    @property
+    @cached_property
     def run_json(self) -> Path:
         return self.root / "run.json"
 
-    @property
+    @cached_property
     def journal(self) -> Path:
         return self.root / "journal.jsonl"
 
-    @property
+    @cached_property
     def steps(self) -> Path:
         return self.root / "steps"
 
-    @property
+    @cached_property
     def inbox(self) -> Path:
         return self.root / "inbox"
 
-    @property
+    @cached_property
     def replies(self) -> Path:
         return self.root / "replies"
 
-    @property
+    @cached_property
     def outbox(self) -> Path:
         return self.root / "outbox"
 
-    @property
+    @cached_property
     def calls(self) -> Path:
         """The calls' own directories (P), `calls/<call>`."""
         return self.root / "calls"

@@ -90,6 +90,31 @@ async def test_commit_returns_copies_with_seq_and_at_once_durable(tmp_path: Path
         assert [row["seq"] for row in read_journal(path).rows] == [1, 2, 3]
 
 
+async def test_an_unstamped_commit_copies_no_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A committer that keeps the rows it built (a session or App Server call) asks
+    for no stamped copies: none is made, and the rows are durable all the same."""
+    from pydantic import BaseModel
+
+    copies = 0
+    model_copy = BaseModel.model_copy
+
+    def counted(self: BaseModel, *args: Any, **kwargs: Any) -> Any:
+        nonlocal copies
+        copies += 1
+        return model_copy(self, *args, **kwargs)
+
+    monkeypatch.setattr(BaseModel, "model_copy", counted)
+    path = tmp_path / "journal.jsonl"
+    async with open_journal_writer(path, clock=fixed_clock(STAMP)) as journal:
+        assert await journal.commit(_rows(0, 0, 3), stamped=False) == []
+        assert copies == 0
+        assert len(await journal.commit(_rows(1, 0, 2))) == 2
+        assert copies == 2
+    assert [row["seq"] for row in read_journal(path).rows] == [1, 2, 3, 4, 5]
+
+
 async def test_empty_commit_returns_empty_without_writing(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     async with open_journal_writer(path) as journal:

@@ -91,3 +91,117 @@ async def test_a_bound_steps_retraction_and_its_reply_are_one_worker_thread_hop(
         mine = [(kind, number) for kind, c, number in events if c == call]
         assert [kind for kind, _ in mine] == ["retract", "reply"]
         assert mine[0][1] == mine[1][1]
+
+
+async def test_a_new_calls_directory_and_its_first_steps_files_are_one_worker_thread_hop(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-2, STEP-21: a new call's prepared and step_published rows are
+    durable first; then its directory P is made and only then the step's packet and
+    step file written, both in one worker thread, one hop a call (two before)."""
+    import threading
+
+    import trio
+
+    from crw.actors.session_call import SessionCall
+    from crw.bus import steps as bus
+
+    events: list[tuple[str, str, int]] = []
+    hops = 0
+    hop = threading.local()
+    run_sync, make_p, write_step = trio.to_thread.run_sync, SessionCall._make_p, bus.write_step
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal hops
+        hops += 1
+        number = hops
+
+        def numbered() -> Any:
+            hop.number = number
+            return fn(*args)
+
+        return await run_sync(numbered, **kwargs)
+
+    def made(self: SessionCall) -> None:
+        events.append(("P", self.call, hop.number))
+        make_p(self)
+
+    def written(run: Any, step: Any, text: str | None) -> None:
+        events.append(("step", step.call, hop.number))
+        write_step(run, step, text)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    monkeypatch.setattr(SessionCall, "_make_p", made)
+    monkeypatch.setattr(bus, "write_step", written)
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "*"}, seconds=0)
+        state, _rows = await h.go()
+    assert state == "ended"
+    for call in ("explore.1", "build.1", "review.1"):
+        mine = [(kind, number) for kind, c, number in events if c == call]
+        assert [kind for kind, _ in mine] == ["P", "step"]
+        assert mine[0][1] == mine[1][1]
+
+
+async def test_a_session_calls_commits_ask_for_no_stamped_copies(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session call keeps the rows it commits as it built them (the journal's seq
+    and `at` are not among them): its commits ask the journal writer for no copy of
+    each row (~5 a call, each a pydantic copy)."""
+    from crw.actors.journal_writer import JournalWriter
+
+    stamped: list[bool] = []
+    commit = JournalWriter.commit
+
+    async def counted(self: JournalWriter, rows: Any, **kwargs: Any) -> Any:
+        if any(getattr(row, "call", None) == "explore.1" for row in rows):
+            stamped.append(kwargs.get("stamped", True))
+        return await commit(self, rows, **kwargs)
+
+    monkeypatch.setattr(JournalWriter, "commit", counted)
+    async with harness(tmp_path) as h:
+        state, _rows = await h.go()
+    assert state == "ended"
+    assert stamped == [False, False, False]
+
+
+@pytest.mark.parametrize("limit", [None, 0])
+async def test_a_short_turns_rollout_is_read_without_a_worker_thread_hop(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch, limit: int | None
+) -> None:
+    """spec: HARV-16: a call's tokens are its rollout's last token_count. A rollout
+    up to INLINE_ROLLOUT bytes (a short turn's) is read in the loop's thread, no
+    worker-thread hop; a larger one in a worker thread, one hop a call. The tokens
+    are the same either way."""
+    import trio
+
+    from crw.actors import session_call
+    from crw.engine import outcome
+
+    if limit is not None:
+        monkeypatch.setattr(session_call, "INLINE_ROLLOUT", limit)
+    hops: Counter[str] = Counter()
+    run_sync = trio.to_thread.run_sync
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        hops[getattr(fn, "__name__", "")] += 1
+        return await run_sync(fn, *args, **kwargs)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    read: list[str] = []
+    read_total = outcome.read_rollout_total
+
+    def counted_read(path: Path) -> Any:
+        read.append(path.name)
+        return read_total(path)
+
+    monkeypatch.setattr(outcome, "read_rollout_total", counted_read)
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "*"}, seconds=0)
+        state, rows = await h.go()
+    assert state == "ended"
+    assert len(read) == 3
+    assert hops["counted_read"] == (0 if limit is None else 3)
+    ends = [r for r in rows if r.get("row") == "completed"]
+    assert len(ends) == 3 and all(r.get("tokens") for r in ends)

@@ -223,11 +223,11 @@ async def test_a_plain_call_commits_three_batches(
     batches: list[list[str]] = []
     commit = JournalWriter.commit
 
-    async def counted(self: JournalWriter, rows: list[RowModel]) -> list[RowModel]:
+    async def counted(self: JournalWriter, rows: list[RowModel], **kwargs: Any) -> list[RowModel]:
         mine = [str(getattr(r, "row", "")) for r in rows if getattr(r, "call", None) == "explore.1"]
         if mine:
             batches.append(mine)
-        return await commit(self, rows)
+        return await commit(self, rows, **kwargs)
 
     monkeypatch.setattr(JournalWriter, "commit", counted)
     async with harness(tmp_path) as h:

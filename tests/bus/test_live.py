@@ -106,6 +106,34 @@ def test_a_call_is_unmarked_only_once_its_directory_holds_no_step_or_close(
     assert step_paths(run, "a.1", 1, 1)[0].exists()  # the packet stays
 
 
+def test_a_sweep_lists_only_the_calls_a_close_step_was_written_in(
+    run: RunDir, holder: ProcessLock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-28: the holder retracts its step files itself (and unmarks their
+    calls then); only a close step is removed by another process, the owner's
+    `next`. A sweep lists the directories of the calls a close step was written in
+    and not unmarked since, once each, not the index nor the calls whose step files
+    alone mark them (it listed every marked call every 100 ms)."""
+    for i in range(5):  # calls in flight: their steps wait to be bound
+        write_step(run, spawn_step(run, f"w{i}.1"), PACKET)
+    ran_calls(run, 3)  # closes written, taken by the owner
+    write_close(run, "c.1", 1, "thread-c")  # a close the owner has not taken yet
+    listed = listings(monkeypatch, run)
+    live.sweep(run)
+    assert sorted(Path(p).name for p in listed) == ["c.1", "n0.1", "n1.1", "n2.1"]
+    assert sorted(Path(p).name for p in live.live_calls(run) or []) == sorted(
+        ["c.1", *(f"w{i}.1" for i in range(5))]
+    )
+    listed.clear()
+    live.sweep(run)  # the unmarked calls are swept no more
+    assert [Path(p).name for p in listed] == ["c.1"]
+    remove_close(run, "c.1", 1, "thread-c")
+    live.sweep(run)
+    listed.clear()
+    live.sweep(run)
+    assert listed == []
+
+
 def test_an_index_no_process_holds_is_never_trusted(
     run: RunDir, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -136,6 +164,9 @@ def test_an_index_opened_on_a_run_with_steps_marks_them(run: RunDir) -> None:
         assert sorted(Path(p).name for p in live.live_calls(run) or []) == ["a.1", "b.1"]
         steps, closes = list_bus(run)
         assert [s.call for s in steps] == ["a.1"] and [c.call for c in closes] == ["b.1"]
+        remove_close(run, "b.1", 1, "thread-b")  # the owner took the earlier close
+        live.sweep(run)
+        assert [Path(p).name for p in live.live_calls(run) or []] == ["a.1"]
     finally:
         live.close_index(run)
         lock.release()

@@ -298,3 +298,13 @@ def test_a_send_input_step_makes_no_fsync(run: RunDir, monkeypatch: pytest.Monke
     assert (
         StepFile.from_json(json.loads((run.steps / "build.1" / "t2-a1.json").read_text())) == step
     )
+
+
+def test_a_step_files_members_are_its_fields_in_their_order(tmp_path: Path) -> None:
+    """spec: session-formats "Step files": the file holds exactly the step's members,
+    in the dataclass's order (what asdict gave; to_json builds the flat dict itself)."""
+    import dataclasses
+
+    step = spawn_step(RunDir(tmp_path))
+    assert list(step.to_json().items()) == list(dataclasses.asdict(step).items())
+    assert StepFile.from_json(step.to_json()) == step

@@ -135,3 +135,13 @@ def test_run_that_no_path_can_hold_is_one_line_input_error(tmp_path: Path, run: 
     message = str(caught.value)
     assert "\n" not in message and "\x00" not in message and len(message) < 300
     assert message.endswith(f"list the runs with: crw flow list --state {tmp_path}")
+
+
+def test_a_run_directorys_paths_are_made_once(tmp_path: Path) -> None:
+    """A session run's actors ask for steps/, inbox/ and replies/ at every step,
+    reply and sweep: each path is joined once per RunDir, not at every ask."""
+    run = RunDir.of(tmp_path, "r1")
+    for name in ("run_json", "journal", "steps", "inbox", "replies", "outbox", "calls"):
+        assert getattr(run, name) is getattr(run, name), name
+    assert run.steps == tmp_path / "flow" / "r1" / "steps"
+    assert run == RunDir.of(tmp_path, "r1") and hash(run) == hash(RunDir.of(tmp_path, "r1"))
