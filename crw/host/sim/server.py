@@ -526,6 +526,7 @@ class SimHost:
         if turn is not None:
             self._end_turn(thread, turn, "interrupted")
         self._set_status(thread, "notLoaded")
+        rollout.close(Path(thread.path))
         return {}
 
     def _script(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -550,6 +551,7 @@ class SimHost:
             thread.status = "notLoaded"
             thread.config = {}
         self._subscribers.clear()
+        rollout.close()
         return {}
 
     def _stats(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -638,6 +640,8 @@ async def open_sim_host(
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
+    finally:
+        rollout.close()  # its turns are over: nothing appends after this
 
 
 async def connect_in_memory(host: SimHost) -> Transport:
