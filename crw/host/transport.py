@@ -165,14 +165,16 @@ class WebSocketTransport:
 
     async def send_encoded(self, texts: Sequence[str]) -> None:
         """Send messages `encode` made, a text frame each, in one write."""
-        try:
-            data = b"".join([self._ws.send(TextMessage(data=text)) for text in texts])
-        except LocalProtocolError as err:
-            raise HostUnavailable(f"the connection to {self._name} is closed") from err
-        await self._send_data(data)
+        await self._send([TextMessage(data=text) for text in texts])
 
-    async def _send_data(self, data: bytes) -> None:
+    async def _send(self, events: Sequence[wsproto.events.Event]) -> None:
+        """Frame `events` and write them, under the lock: frames go out in the order
+        wsproto made them, so none follows the close frame."""
         async with self._send_lock:
+            try:
+                data = b"".join([self._ws.send(event) for event in events])
+            except LocalProtocolError as err:
+                raise HostUnavailable(f"the connection to {self._name} is closed") from err
             try:
                 await self._stream.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as err:
@@ -224,18 +226,17 @@ class WebSocketTransport:
         return b"".join(p for p in parts if not isinstance(p, str))
 
     async def _reply(self, event: wsproto.events.Event) -> None:
-        with contextlib.suppress(HostUnavailable, LocalProtocolError):
+        """Answer a ping or a close, unless the connection is gone already."""
+        with contextlib.suppress(HostUnavailable):
             if self._ws.state in (ConnectionState.OPEN, ConnectionState.REMOTE_CLOSING):
-                await self._send_data(self._ws.send(event))
+                await self._send([event])
 
     async def aclose(self) -> None:
         """Close the connection: a close frame, then the stream."""
         try:
             if self._ws.state is ConnectionState.OPEN:
-                with contextlib.suppress(HostUnavailable, LocalProtocolError):
-                    await self._send_data(
-                        self._ws.send(CloseConnection(code=CloseReason.NORMAL_CLOSURE))
-                    )
+                with contextlib.suppress(HostUnavailable):
+                    await self._send([CloseConnection(code=CloseReason.NORMAL_CLOSURE)])
         finally:
             await self._stream.aclose()
 
