@@ -14,15 +14,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import trio
-from trio_websocket import HandshakeError, WebSocketConnection, wrap_client_stream
 
-from crw.host.client import CLOSE_TIMEOUT, HostClient, open_client, single_error_nursery
+from crw.host.client import CLOSE_TIMEOUT, HostClient, open_client
 from crw.host.transport import (
-    MAX_LINE,
     HostUnavailable,
     JsonLinesTransport,
     Transport,
-    WebSocketTransport,
+    websocket_client,
 )
 from crw.host.uri import HostUri
 
@@ -68,15 +66,14 @@ async def connect_host(
 
 async def _enter_websocket(stack: AsyncExitStack, uri: HostUri) -> Transport:
     try:
-        ws = await stack.enter_async_context(_websocket(uri))
-    except (OSError, HandshakeError, trio.TooSlowError) as err:
+        return await stack.enter_async_context(_websocket(uri))
+    except (OSError, HostUnavailable, trio.TooSlowError) as err:
         reason = str(err) or type(err).__name__
         listen = f"unix://{uri.target}" if uri.kind == "unix" else uri.target
         raise HostUnavailable(
             f"cannot reach the host {uri}: {reason}; is an app-server listening there "
             f"(codex app-server --listen {listen})?"
         ) from err
-    return WebSocketTransport(ws, name=str(uri))
 
 
 async def _open_stream(uri: HostUri) -> tuple[trio.SocketStream, str]:
@@ -89,27 +86,21 @@ async def _open_stream(uri: HostUri) -> tuple[trio.SocketStream, str]:
 
 
 @asynccontextmanager
-async def _websocket(uri: HostUri) -> AsyncIterator[WebSocketConnection]:
-    """A WebSocket client connection on a unix socket or loopback TCP.
-
-    trio-websocket's `open_websocket_url` speaks TCP only, and neither it nor
-    `WebSocketConnection.aclose` closes the socket of a connection the peer
-    dropped; so the socket is opened and closed here, for both.
-    """
+async def _websocket(uri: HostUri) -> AsyncIterator[Transport]:
+    """A WebSocket client connection on a unix socket or loopback TCP; its socket
+    is closed when the block exits, whoever ended the connection."""
     with trio.fail_after(CONNECT_TIMEOUT):
         stream, host = await _open_stream(uri)
     try:
-        async with single_error_nursery() as nursery:
-            with trio.fail_after(CONNECT_TIMEOUT):
-                # A peer that closes before the upgrade never ends this wait; the
-                # deadline does. A peer that rejects it fails the reader task.
-                ws = await wrap_client_stream(nursery, stream, host, "/", max_message_size=MAX_LINE)
-            try:
-                yield ws
-            finally:
-                with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
-                    await ws.aclose()
-                nursery.cancel_scope.cancel()
+        with trio.fail_after(CONNECT_TIMEOUT):
+            # A peer that closes before the upgrade, or rejects it, fails it; one
+            # that never answers, the deadline does.
+            transport = await websocket_client(stream, host, "/", name=str(uri))
+        try:
+            yield transport
+        finally:
+            with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                await transport.aclose()
     finally:
         with trio.CancelScope(shield=True):
             await stream.aclose()

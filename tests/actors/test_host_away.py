@@ -9,6 +9,7 @@ of the run process's connection (messages to it are dropped, none come back).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +44,15 @@ def freeze(links: Links) -> None:
     async def drop(message: dict[str, Any]) -> None:
         await trio.lowlevel.checkpoint()
 
+    async def drop_encoded(texts: Sequence[str]) -> None:
+        await trio.lowlevel.checkpoint()
+
     async def never() -> dict[str, Any]:
         await trio.sleep_forever()
 
     for end in links.ends:
         end.send = drop  # type: ignore[method-assign]
+        end.send_encoded = drop_encoded  # type: ignore[method-assign]
         end.receive = never  # type: ignore[method-assign]
 
 

@@ -25,9 +25,9 @@ from crw.host.transport import (
     HostUnavailable,
     JsonLinesTransport,
     Transport,
-    WebSocketTransport,
 )
 from crw.host.uri import parse_host_uri
+from tests.host.ws_peer import TrioWebSocketPeer
 
 
 class FakeHost:
@@ -344,7 +344,7 @@ async def serve_websocket_connection(stream: trio.SocketStream) -> None:
     async with trio.open_nursery() as nursery:
         request = await wrap_server_stream(nursery, stream, max_message_size=64 * 1024 * 1024)
         ws = await request.accept()
-        await websocket_host(WebSocketTransport(ws, name="the client"))
+        await websocket_host(TrioWebSocketPeer(ws))
         nursery.cancel_scope.cancel()
 
 
@@ -529,3 +529,26 @@ async def test_websocket_host_going_away_fails_the_request_outside_the_block() -
                 async with connect_host(parse_host_uri(f"unix:{path}")) as client:
                     server.cancel()
                     await client.thread_read("t1")
+
+
+async def test_a_notification_no_subscription_takes_is_never_made(
+    autojump_clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run follows five methods of the twenty a turn brings: the others are routed
+    away without a Notification built for them."""
+    made: list[str] = []
+    construct = Notification.model_construct
+
+    def counting(*args: Any, **fields: Any) -> Notification:
+        made.append(fields["method"])
+        return construct(*args, **fields)
+
+    monkeypatch.setattr(Notification, "model_construct", counting)
+    async with connected() as (client, host):
+        await host.notify("item/completed", threadId="t1")
+        with client.notifications(methods=frozenset({"turn/completed"})) as sub:
+            await host.notify("item/completed", threadId="t1")
+            await host.notify("turn/completed", threadId="t1", turn=TURN)
+            note = await sub.receive()
+    assert note.method == "turn/completed"
+    assert made == ["turn/completed"]

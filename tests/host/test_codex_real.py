@@ -17,7 +17,6 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 import pytest
 import trio
-from trio_websocket import wrap_client_stream
 
 from crw.host.mock_model import (
     FunctionCall,
@@ -33,7 +32,7 @@ from crw.host.mock_model import (
     valid,
 )
 from crw.host.sim.instance import example_instance
-from crw.host.transport import WebSocketTransport
+from crw.host.transport import websocket_client
 from tests.host.codex_env import Rpc, SharedServer, initialized, private_app_server
 
 pytestmark = pytest.mark.codex
@@ -76,8 +75,7 @@ async def host(
             yield await initialized(Rpc(transport))
         return
     stream = await trio.open_unix_socket(str(framing.socket_path))
-    ws = await wrap_client_stream(nursery, stream, "localhost", "/")
-    socket_transport = WebSocketTransport(ws, name="codex app-server")
+    socket_transport = await websocket_client(stream, "localhost", "/", name="codex app-server")
     try:
         yield await initialized(Rpc(socket_transport))
     finally:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from trio.testing import MockClock, memory_stream_pair
 
+import crw.text
 from crw.engine.template import render_task
 from crw.host.transport import JsonLinesTransport
 from crw.journal.log import CHECKSUM, FRAMING, decode, encode_batch, encode_body
@@ -193,3 +194,23 @@ async def test_text_for_the_host_goes_out_as_unicode() -> None:
     ours, theirs = memory_stream_pair()
     await JsonLinesTransport(ours).send({"text": "a\ud800b"})
     assert await JsonLinesTransport(theirs).receive() == {"text": "a\ufffdb"}
+
+
+def test_only_text_that_holds_a_surrogate_is_searched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every row and host message passes here: the pattern's walk runs only on text
+    that holds a surrogate."""
+    searched: list[str] = []
+    pattern = crw.text._SURROGATE
+
+    class Spy:
+        def sub(self, repl: Any, text: str) -> str:
+            searched.append(text)
+            return pattern.sub(repl, text)
+
+    monkeypatch.setattr(crw.text, "_SURROGATE", Spy())
+    assert crw.text.replace_surrogates('{"a":"plain"}') == '{"a":"plain"}'
+    assert crw.text.escape_surrogates('{"a":"é😀"}') == '{"a":"é😀"}'
+    assert searched == []
+    assert crw.text.replace_surrogates("a\ud800b") == "a\ufffdb"
+    assert crw.text.escape_surrogates('"\udc00"') == '"\\udc00"'
+    assert searched == ["a\ud800b", '"\udc00"']

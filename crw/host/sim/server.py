@@ -26,7 +26,6 @@ from typing import Any
 
 import trio
 import trio.testing
-import trio_websocket
 
 from crw.host.sim import files, rollout
 from crw.host.sim.behaviour import (
@@ -60,28 +59,35 @@ from crw.host.sim.state import (
     spawn_call,
     user_message,
 )
-from crw.host.transport import HostUnavailable, JsonLinesTransport, Transport, WebSocketTransport
+from crw.host.transport import (
+    HostUnavailable,
+    JsonLinesTransport,
+    Transport,
+    encode,
+    websocket_server,
+)
 
 OUTBOX = 4096
 """Messages a connection may fall behind by before the host drops it (a client
 that stopped reading must not stall the turns of the others)."""
 
-MAX_MESSAGE = 64 * 1024 * 1024
-"""The largest WebSocket message either way (a thread/read of a long thread)."""
-
 _TO_ALL = frozenset({"thread/started", "thread/status/changed"})
 
 
 class _Connection:
-    """One client: its outbox, drained to its transport by its own task."""
+    """One client: its outbox of encoded messages, drained to its transport by its
+    own task."""
 
     def __init__(self) -> None:
-        self.outbox, self.outgoing = trio.open_memory_channel[dict[str, Any]](OUTBOX)
+        self.outbox, self.outgoing = trio.open_memory_channel[str](OUTBOX)
         self.initialized = False
 
     def post(self, message: dict[str, Any]) -> None:
+        self.post_encoded(encode(message))
+
+    def post_encoded(self, text: str) -> None:
         try:
-            self.outbox.send_nowait(message)
+            self.outbox.send_nowait(text)
         except trio.WouldBlock:
             self.outbox.close()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -203,8 +209,12 @@ class SimHost:
             self._deliver(targets, message)
 
     def _deliver(self, targets: set[_Connection], message: dict[str, Any]) -> None:
+        """Post `message` to each of `targets` still connected, encoded once for all."""
+        text: str | None = None
         for conn in targets & self._connections:
-            conn.post(message)
+            if text is None:
+                text = encode(message)
+            conn.post_encoded(text)
 
     def _subscribe(self, conn: _Connection, thread: Thread) -> None:
         self._subscribers.setdefault(thread.id, set()).add(conn)
@@ -516,6 +526,7 @@ class SimHost:
         if turn is not None:
             self._end_turn(thread, turn, "interrupted")
         self._set_status(thread, "notLoaded")
+        rollout.close(Path(thread.path))
         return {}
 
     def _script(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -540,6 +551,7 @@ class SimHost:
             thread.status = "notLoaded"
             thread.config = {}
         self._subscribers.clear()
+        rollout.close()
         return {}
 
     def _stats(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -559,6 +571,23 @@ def _user_texts(thread: Thread) -> list[str]:
     ]
 
 
+BATCH = 64
+"""The most messages a connection's drain writes at once."""
+
+
+def _queued(first: str, outgoing: trio.MemoryReceiveChannel[str]) -> list[str]:
+    """`first` and the messages queued behind it (up to BATCH), in order: what one
+    host step posted (a turn's start brings five or more) goes out in one write,
+    and the client reads it in one go."""
+    texts = [first]
+    while len(texts) < BATCH:
+        try:
+            texts.append(outgoing.receive_nowait())
+        except (trio.WouldBlock, trio.EndOfChannel):
+            break
+    return texts
+
+
 async def serve_connection(host: SimHost, transport: Transport) -> None:
     """Serve one client until it goes away; then close its transport. The turns it
     started go on in the host's nursery."""
@@ -566,9 +595,9 @@ async def serve_connection(host: SimHost, transport: Transport) -> None:
 
     async def drain(cancel: trio.CancelScope) -> None:
         async with conn.outgoing:
-            async for message in conn.outgoing:
+            async for text in conn.outgoing:
                 try:
-                    await transport.send(message)
+                    await transport.send_encoded(_queued(text, conn.outgoing))
                 except HostUnavailable:
                     break
         cancel.cancel()
@@ -611,6 +640,8 @@ async def open_sim_host(
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
+    finally:
+        rollout.close()  # its turns are over: nothing appends after this
 
 
 async def connect_in_memory(host: SimHost) -> Transport:
@@ -626,8 +657,8 @@ async def serve_unix(
     host: SimHost, path: Path, *, task_status: trio.TaskStatus[Path] = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Serve `host` as WebSocket over a unix socket at `path`, like a shared
-    app-server (`trio.serve_listeners`: trio-websocket's own server cannot listen
-    on a unix socket). Reports `path` once listening; removes the socket file when
+    app-server (`trio.serve_listeners`, each connection upgraded by
+    `websocket_server`). Reports `path` once listening; removes the socket file when
     it stops."""
     sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
     try:
@@ -638,12 +669,12 @@ async def serve_unix(
         raise
 
     async def handle(stream: trio.SocketStream) -> None:
-        async with trio.open_nursery() as nursery:
-            request = await trio_websocket.wrap_server_stream(
-                nursery, stream, max_message_size=MAX_MESSAGE
-            )
-            ws = await request.accept()
-            await serve_connection(host, WebSocketTransport(ws, name="a client"))
+        try:
+            transport = await websocket_server(stream, name="a client")
+        except HostUnavailable:
+            await stream.aclose()
+            return
+        await serve_connection(host, transport)
 
     try:
         async with trio.open_nursery() as nursery:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +149,73 @@ def test_a_record_is_appended_without_reading_the_rollout_back(
     rollout.append(path, "event_msg", rollout.event("n", n=5), 0.0)
     assert len(reads) == 1
     assert [line["ordinal"] for line in _lines(str(path))] == [0, 1, 2, 3, 4, 5]
+
+
+def _opens_of(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every os.open of `path` from now on."""
+    opens: list[str] = []
+    real = os.open
+
+    def counting(file: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if Path(file) == path:
+            opens.append(str(file))
+        return real(file, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", counting)
+    return opens
+
+
+def test_a_rollout_is_opened_once_for_its_appends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn appends five records or more: the host keeps the file open between them."""
+    path = tmp_path / "sessions" / "r.jsonl"
+    opens = _opens_of(path, monkeypatch)
+    try:
+        for n in range(4):
+            rollout.append(path, "event_msg", rollout.event("n", n=n), 0.0)
+    finally:
+        rollout.close()
+    assert len(opens) == 1
+    assert [line["ordinal"] for line in _lines(str(path))] == [0, 1, 2, 3]
+
+
+def test_a_rollout_replaced_under_the_host_is_opened_again(tmp_path: Path) -> None:
+    path = tmp_path / "sessions" / "r.jsonl"
+    try:
+        rollout.append(path, "event_msg", rollout.event("n", n=0), 0.0)
+        path.rename(tmp_path / "old.jsonl")
+        path.write_text('{"ordinal": 0}\n')
+        rollout.append(path, "event_msg", rollout.event("n", n=1), 0.0)
+    finally:
+        rollout.close()
+    assert [line["ordinal"] for line in _lines(str(path))] == [0, 1]
+    assert len(_lines(str(tmp_path / "old.jsonl"))) == 1
+
+
+def test_the_rollouts_kept_open_are_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rollout, "MAX_OPEN", 2)
+    paths = [tmp_path / f"r{n}.jsonl" for n in range(3)]
+    try:
+        for path in paths:
+            rollout.append(path, "event_msg", rollout.event("n"), 0.0)
+        assert list(rollout._OPEN) == paths[1:]
+    finally:
+        rollout.close()
+
+
+async def test_closing_an_agent_and_the_host_closes_their_rollouts(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (_, client):
+        owner = (await client.request("sim/startOwner", {}))["threadId"]
+        spawn = {"parentThreadId": owner, "agentType": "reviewer", "message": "m"}
+        agent = (await client.request("sim/spawnAgent", spawn))["agentId"]
+        agent_path = (await client.request("thread/read", {"threadId": agent}))["thread"]["path"]
+        assert Path(agent_path) in rollout._OPEN
+        await client.request("sim/closeAgent", {"target": agent})
+        assert Path(agent_path) not in rollout._OPEN
+        assert rollout._OPEN
+    assert not rollout._OPEN

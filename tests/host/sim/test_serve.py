@@ -19,9 +19,9 @@ import trio_websocket
 
 from crw.errors import RefusedError
 from crw.host.sim.serve import serve_command
-from crw.host.sim.server import MAX_MESSAGE, open_sim_host, serve_unix
-from crw.host.transport import WebSocketTransport
+from crw.host.sim.server import open_sim_host, serve_unix
 from tests.host.sim.support import RawClient, text_input
+from tests.host.ws_peer import TrioWebSocketPeer
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -32,9 +32,9 @@ async def test_serve_unix_serves_a_websocket_client(tmp_path: Path) -> None:
         listening = await nursery.start(serve_unix, host, path)
         stream = await trio.open_unix_socket(str(path))
         ws = await trio_websocket.wrap_client_stream(
-            nursery, stream, "localhost", "/", max_message_size=MAX_MESSAGE
+            nursery, stream, "localhost", "/", max_message_size=64 * 1024 * 1024
         )
-        client = RawClient(WebSocketTransport(ws))
+        client = RawClient(TrioWebSocketPeer(ws))
         await client.initialize()
         await client.request("sim/script", {"match": {}, "behaviour": {"seconds": 0}})
         thread_id = (await client.request("thread/start", {}))["thread"]["id"]

@@ -1,0 +1,173 @@
+"""crw's own WebSocket transport (wsproto driven in the caller's task): the
+handshake and framing against trio-websocket, an independent implementation, and
+against itself; pings, closes and oversized messages; one write for many messages."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+import trio_websocket
+
+import crw.host.transport as transport_module
+from crw.host.transport import (
+    HostUnavailable,
+    WebSocketTransport,
+    encode,
+    websocket_client,
+    websocket_server,
+)
+
+
+class CountingStream(trio.abc.Stream):
+    """A stream that counts its writes."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.writes = 0
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes += 1
+        await self.stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        return await self.stream.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+def socket_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
+    one, two = trio.socket.socketpair()
+    return trio.SocketStream(one), trio.SocketStream(two)
+
+
+@asynccontextmanager
+async def own_pair() -> AsyncIterator[
+    tuple[WebSocketTransport, WebSocketTransport, CountingStream]
+]:
+    """crw's client and server over a socket pair (the server's stream counted)."""
+    client_stream, server_stream = socket_pair()
+    counted = CountingStream(server_stream)
+    async with trio.open_nursery() as nursery:
+        accepted: list[WebSocketTransport] = []
+
+        async def accept() -> None:
+            accepted.append(await websocket_server(counted, name="the client"))
+
+        nursery.start_soon(accept)
+        client = await websocket_client(client_stream, "localhost", name="the sim")
+    try:
+        yield client, accepted[0], counted
+    finally:
+        await client.aclose()
+        await accepted[0].aclose()
+
+
+@asynccontextmanager
+async def server_for_peer() -> AsyncIterator[tuple[WebSocketTransport, Any]]:
+    """crw's server, and a trio-websocket client connected to it."""
+    client_stream, server_stream = socket_pair()
+    async with trio.open_nursery() as nursery:
+        accepted: list[WebSocketTransport] = []
+
+        async def accept() -> None:
+            accepted.append(await websocket_server(server_stream, name="the peer"))
+
+        nursery.start_soon(accept)
+        peer = await trio_websocket.wrap_client_stream(nursery, client_stream, "localhost", "/")
+        await trio.testing.wait_all_tasks_blocked()
+        try:
+            yield accepted[0], peer
+        finally:
+            await accepted[0].aclose()
+            await client_stream.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def test_messages_sent_together_go_in_one_write_and_arrive_in_order() -> None:
+    async with own_pair() as (client, server, counted):
+        before = counted.writes
+        texts = [encode({"method": "n", "params": {"i": i, "text": "é" * i}}) for i in range(5)]
+        await server.send_encoded(texts)
+        assert counted.writes == before + 1
+        received = [await client.receive() for _ in range(5)]
+    assert received == [{"method": "n", "params": {"i": i, "text": "é" * i}} for i in range(5)]
+
+
+async def test_both_ways_between_crw_and_trio_websocket() -> None:
+    async with server_for_peer() as (server, peer):
+        await peer.send_message('{"id":1,"method":"initialize"}')
+        assert await server.receive() == {"id": 1, "method": "initialize"}
+        await server.send({"id": 1, "result": {"big": "x" * 200_000}})
+        assert len(await peer.get_message()) > 200_000
+
+
+async def test_a_ping_is_answered() -> None:
+    async with server_for_peer() as (server, peer), trio.open_nursery() as nursery:
+
+        async def read() -> None:
+            with pytest.raises(HostUnavailable):
+                await server.receive()
+
+        nursery.start_soon(read)
+        with trio.fail_after(5):
+            await peer.ping(b"are you there")  # returns on the pong
+        await peer.aclose()
+
+
+async def test_a_peer_that_closes_ends_receive_naming_it() -> None:
+    async with server_for_peer() as (server, peer), trio.open_nursery() as nursery:
+
+        async def read() -> None:
+            with pytest.raises(HostUnavailable, match="the peer closed the connection"):
+                await server.receive()
+
+        nursery.start_soon(read)
+        await peer.aclose()  # returns when the close is answered
+    assert peer.closed.code == 1000
+
+
+async def test_a_lost_socket_ends_send_and_receive_naming_the_host() -> None:
+    async with own_pair() as (client, server, counted):
+        await counted.stream.aclose()
+        with pytest.raises(HostUnavailable, match="the sim closed the connection"):
+            await client.receive()
+        with pytest.raises(HostUnavailable, match="the connection to the client is closed"):
+            await server.send({"method": "n"})
+
+
+async def test_a_message_over_the_limit_closes_the_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(transport_module, "MAX_LINE", 1000)
+    async with server_for_peer() as (server, peer):
+        await peer.send_message("[" + "1," * 2000 + "1]")
+        with pytest.raises(HostUnavailable, match="over 1000 bytes"):
+            await server.receive()
+        with pytest.raises(trio_websocket.ConnectionClosed), trio.fail_after(5):
+            await peer.get_message()
+        assert peer.closed.code == 1009
+
+
+async def test_a_refused_upgrade_is_host_unavailable() -> None:
+    client_stream, server_stream = socket_pair()
+    async with trio.open_nursery() as nursery:
+
+        async def refuse() -> None:
+            request = await trio_websocket.wrap_server_stream(nursery, server_stream)
+            await request.reject(404)
+
+        nursery.start_soon(refuse)
+        with pytest.raises(
+            HostUnavailable, match=r"the sim refused the WebSocket upgrade \(HTTP 404\)"
+        ):
+            await websocket_client(client_stream, "localhost", name="the sim")
+        await client_stream.aclose()
+        await server_stream.aclose()
