@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from crw.bus import dirwatch
+from crw.bus import inbox as inbox_module
 from crw.bus.dirwatch import DirWatch
 from crw.bus.inbox import Report, write_reply, write_report
 from crw.cli import dispatched as dispatched_module
@@ -50,7 +51,7 @@ def _still() -> Clock:
 def _counted_reads(monkeypatch: pytest.MonkeyPatch, first: Any = None) -> list[str]:
     """Count read_reply's calls; `first` runs right after the first one looked."""
     reads: list[str] = []
-    read_reply = dispatched_module.read_reply
+    read_reply = inbox_module.read_reply
 
     def counted(run: RunDir, report_id: str) -> dict[str, Any] | None:
         reply = read_reply(run, report_id)
