@@ -46,7 +46,8 @@ from crw.engine.runspec import RunSpec, read_run_spec
 from crw.engine.workflow import load_workflow
 from crw.errors import InputError, RefusedError
 from crw.journal.log import decode
-from crw.journal.replay import RunState, replay
+from crw.journal.replay import RunState
+from crw.journal.snapshot import replay_journal
 
 DEFAULT_WAIT = 120.0
 POLL = 0.02
@@ -76,17 +77,15 @@ def dispatched_command(
     _check_input(agent, failed, k, attempt, wait)
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
     spec = read_run_spec(run_dir.run_json)
-    # Read quietly: a batch the live run is writing this moment reads as a torn
-    # tail, which is no fault of the journal's (a corrupt one still refuses).
-    journal = decode(_journal_bytes(run_dir), run_dir.journal).rows
-    rows = replay(journal)
+    rows = _run_state(run_dir)
     _check_call(spec, rows, call)
     report = Report.new(run_dir.id, call, k, attempt, agent, system_clock(), failed)
     if rows.state == "ended":
         reply = _answer(report, _ended(rows, agent or "the subagent"))
         emit(json, reply, reply_line(reply))
         return 1
-    if failed is not None:
+    if failed is not None:  # the call's own rows: the whole journal, once in a run's life
+        journal = decode(_journal_bytes(run_dir), run_dir.journal).rows
         _check_failed(run_dir, [r for r in journal if r.get("call") == call], report)
     try:
         write_report(run_dir, report)
@@ -261,7 +260,7 @@ def _await(
 def _unanswered(run: RunDir, report: Report) -> dict[str, Any]:
     """The reply to a report no process holds the run for: queued, or refused when
     the run ended meanwhile (its replies are removed at the end: `clean_ended`)."""
-    rows = replay(decode(_journal_bytes(run), run.journal).rows)
+    rows = _run_state(run)
     if rows.state == "ended":
         return _ended(rows, report.agent_id or "the subagent")
     return _queued(NOT_HELD)
@@ -317,6 +316,15 @@ def _pair(pair: Any) -> str:
         if pair.get(name) is not None
     ]
     return " ".join(parts) or "the role's pair"
+
+
+def _run_state(run: RunDir) -> RunState:
+    """The run's state from its replay snapshot and the rows after it (a report
+    needs the calls' states, not their rows: a run of thousands of calls is not
+    decoded whole at each report). Read quietly (as a live run's): a batch the
+    run is writing this moment reads as a torn tail, which is no fault of the
+    journal's (a corrupt one still refuses)."""
+    return replay_journal(run.journal, live=True)[0]
 
 
 def _journal_bytes(run: RunDir) -> bytes:
