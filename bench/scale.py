@@ -8,7 +8,8 @@ process, both reaped by pid when the size is done, whatever happens. With the
 session backend the owner is played in-process (`crw flow next`'s function, the
 subagents spawned on the host, each dispatch reported with the function `crw flow
 dispatched` writes it with, the steps of one answer taken concurrently), so
-neither the CLI's start-up nor an owner's pace is what is measured.
+neither the CLI's start-up nor an owner's pace is what is measured: what those
+functions import is imported before the timer starts.
 
 Per size: wall_s, calls_per_s, per_call_ms, rows, run_rss_mb (the run process's
 peak RSS, from wait4), host_requests_per_call (app-server methods the host
@@ -40,12 +41,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import inotify_simple  # noqa: F401 - what await_reply's watch imports, before the timer
+import pygit2  # noqa: F401 - what start_run finds the workflow's repository with
 import trio
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from crw.bus.inbox import Report, reply_path, write_report  # noqa: E402
+from crw.bus.inbox import Report, write_report  # noqa: E402
+from crw.cli.dispatched import await_reply  # noqa: E402
+from crw.cli.next import next_command  # noqa: E402, F401 - imported before the timer
 from crw.cli.owner import DONE_STATES, IDLE_PAUSE, ScriptedOwner  # noqa: E402
 from crw.cli.start import start_run  # noqa: E402
 from crw.clock import system_clock  # noqa: E402
@@ -61,8 +66,6 @@ SIZES = (100, 1000, 10000)
 LIMIT = 300.0
 """Seconds a size may take, start to ended, before it is skipped."""
 REAP_POLL = 0.02
-REPLY_LOOK = 0.002
-"""Seconds between two looks for a reply file."""
 KEYS = {"app-server": "app_server", "session": "session"}
 
 
@@ -82,8 +85,9 @@ def workflow(calls: int) -> str:
 
 class FastOwner(ScriptedOwner):
     """The scripted owner, taking the steps of one answer concurrently, each
-    report's reply looked for every REPLY_LOOK (`crw flow dispatched` looks every
-    20 ms: an owner's pace, not the run's)."""
+    report's reply waited for as `crw flow dispatched` waits for it (its
+    `await_reply`, in a worker thread: a thread asleep on the watch of replies/
+    costs the owner no CPU until the reply comes)."""
 
     async def play_all(self) -> None:
         while True:
@@ -97,20 +101,15 @@ class FastOwner(ScriptedOwner):
                 await trio.sleep(IDLE_PAUSE)
 
     async def dispatched(self, step: dict[str, Any], agent: str) -> dict[str, Any]:
-        """The report written and its reply looked for in the owner's own loop, as
-        `crw flow dispatched` does in its process: a worker thread a report, each
-        waking every REPLY_LOOK, was the owner's, not the run's, CPU."""
+        """The report written and its reply awaited as `crw flow dispatched` does,
+        without the command's checks of the run (a read of its whole journal each,
+        what a fresh `dispatched` process pays but not what is measured here)."""
         run = RunDir(Path(self.state or "") / "flow" / self.run)
         report = Report.new(
             self.run, step["call"], step["k"], step["attempt"], agent, system_clock()
         )
-        path = reply_path(run, report.id)
         write_report(run, report)
-        while not path.exists():  # noqa: ASYNC110 - a look every REPLY_LOOK, as dispatched's
-            await trio.sleep(REPLY_LOOK)
-        body = json.loads(path.read_bytes())
-        assert isinstance(body, dict)
-        return body
+        return await trio.to_thread.run_sync(await_reply, run, report, self.dispatch_wait)
 
 
 @dataclass
@@ -199,14 +198,28 @@ def start(trial: Trial, wf: Path, owner: str | None) -> None:
 
 
 async def wait_exit(trial: Trial) -> None:
-    """Until the run process exits: reap it, keep its peak RSS (ru_maxrss, KiB)."""
+    """Until the run process exits: reap it, keep its peak RSS (ru_maxrss, KiB).
+    It sleeps on the process's pidfd (Linux), else looks every REAP_POLL."""
     assert trial.pid is not None
-    while True:
-        pid, _status, usage = os.wait4(trial.pid, os.WNOHANG)  # noqa: ASYNC222 - never blocks
-        if pid:
-            trial.rss_kb, trial.pid = usage.ru_maxrss, None
-            return
-        await trio.sleep(REAP_POLL)
+    try:
+        pidfd: int | None = os.pidfd_open(trial.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        while True:
+            pid, _status, usage = os.wait4(trial.pid, os.WNOHANG)  # noqa: ASYNC222 - never blocks
+            if pid:
+                trial.rss_kb, trial.pid = usage.ru_maxrss, None
+                return
+            if pidfd is None:
+                await trio.sleep(REAP_POLL)
+            else:
+                await trio.lowlevel.wait_readable(pidfd)
+    finally:
+        if pidfd is not None:
+            with contextlib.suppress(RuntimeError):
+                trio.lowlevel.notify_closing(pidfd)
+            os.close(pidfd)
 
 
 def reap(trial: Trial) -> None:
@@ -232,7 +245,8 @@ def journal_lines(run: RunDir) -> list[tuple[dict[str, Any], int]]:
 
 
 def ended_at(run: RunDir) -> float:
-    for row, _ in reversed(journal_lines(run)):
+    for line in reversed(run.journal.read_bytes().splitlines()):  # the ended row is last
+        row = json.loads(line)
         if row["row"] == "ended":
             if row.get("status") != "completed":
                 raise RuntimeError(f"the run ended {row.get('status')}, not completed")

@@ -19,7 +19,8 @@ fix. It is refused (exit 1) before anything is written unless it names the step
 its call waits on, and only once: a second one, or one while the first waits in
 the inbox, changes nothing.
 
-This is a short-lived CLI process: it polls the replies directory in real time.
+This is a short-lived CLI process: it waits for its reply on an inotify watch of
+the replies directory (a poll every POLL where there is none), in real time.
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crw.bus.dirwatch import DirWatch
 from crw.bus.inbox import Report, read_reply, read_reports, write_report
 from crw.cli.output import emit
 from crw.clock import system_clock
@@ -42,13 +46,15 @@ from crw.engine.runspec import RunSpec, read_run_spec
 from crw.engine.workflow import load_workflow
 from crw.errors import InputError, RefusedError
 from crw.journal.log import decode
-from crw.journal.replay import RunState, replay
+from crw.journal.replay import RunState
+from crw.journal.snapshot import replay_journal
 
 DEFAULT_WAIT = 120.0
 POLL = 0.02
-"""Seconds between two looks for the reply."""
+"""Seconds between two looks for the reply where replies/ cannot be watched."""
 LIVE_EVERY = 0.5
-"""Seconds between two looks at whether a process still holds the run."""
+"""Seconds between two looks at whether a process still holds the run (with a
+watch: the longest it sleeps without looking for the reply too)."""
 
 NOT_HELD = "no process holds the run; it answers when it reaches the step"
 
@@ -71,17 +77,15 @@ def dispatched_command(
     _check_input(agent, failed, k, attempt, wait)
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
     spec = read_run_spec(run_dir.run_json)
-    # Read quietly: a batch the live run is writing this moment reads as a torn
-    # tail, which is no fault of the journal's (a corrupt one still refuses).
-    journal = decode(_journal_bytes(run_dir), run_dir.journal).rows
-    rows = replay(journal)
+    rows = _run_state(run_dir)
     _check_call(spec, rows, call)
     report = Report.new(run_dir.id, call, k, attempt, agent, system_clock(), failed)
     if rows.state == "ended":
         reply = _answer(report, _ended(rows, agent or "the subagent"))
         emit(json, reply, reply_line(reply))
         return 1
-    if failed is not None:
+    if failed is not None:  # the call's own rows: the whole journal, once in a run's life
+        journal = decode(_journal_bytes(run_dir), run_dir.journal).rows
         _check_failed(run_dir, [r for r in journal if r.get("call") == call], report)
     try:
         write_report(run_dir, report)
@@ -191,17 +195,50 @@ def _ended(run: RunState, agent: str) -> dict[str, Any]:
     }
 
 
-def await_reply(run: RunDir, report: Report, wait: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Clock:
+    """The clocks the wait goes by: `monotonic` for its deadline and its looks at
+    whether the run is held, `sleep` between two looks without a watch. Tests pass
+    one that stands still or whose sleep only moves the time on."""
+
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+SYSTEM_CLOCK = Clock()
+
+
+def await_reply(
+    run: RunDir, report: Report, wait: float, clock: Clock = SYSTEM_CLOCK
+) -> dict[str, Any]:
     """The run's reply to `report`, or `queued` when no process holds the run or
     it did not answer within `wait` seconds. Members: the report's id, run, call,
-    k, attempt and agent_id, then the reply's own."""
-    deadline = time.monotonic() + wait
-    live_at = time.monotonic()
+    k, attempt and agent_id, then the reply's own.
+
+    It sleeps on a watch of replies/ (`crw.bus.dirwatch`), made before the first
+    look, and reads the reply when its file is renamed in: at once, not at a
+    poll. Without a watch (no inotify, no replies/) it looks every POLL."""
+    watch = DirWatch.open(run.replies)
+    try:
+        return _await(run, report, wait, clock, watch)
+    finally:
+        if watch is not None:
+            watch.close()
+
+
+def _await(
+    run: RunDir, report: Report, wait: float, clock: Clock, watch: DirWatch | None
+) -> dict[str, Any]:
+    name = f"{report.id}.json"
+    deadline = clock.monotonic() + wait
+    live_at = clock.monotonic()
+    look = True
     while True:
-        reply = read_reply(run, report.id)
-        if reply is not None:
-            return _answer(report, reply)
-        now = time.monotonic()
+        if look:
+            reply = read_reply(run, report.id)
+            if reply is not None:
+                return _answer(report, reply)
+        now = clock.monotonic()
         if now >= live_at:
             if not run_is_live(run):
                 # The run may have answered and then let go: look once more.
@@ -210,13 +247,20 @@ def await_reply(run: RunDir, report: Report, wait: float) -> dict[str, Any]:
             live_at = now + LIVE_EVERY
         if now >= deadline:
             return _answer(report, _queued(_timeout_reason(wait)))
-        time.sleep(min(POLL, max(deadline - now, 0.0)))
+        if watch is None:
+            clock.sleep(min(POLL, max(deadline - now, 0.0)))
+            continue
+        # Until the reply arrives, or the next look at the run, or the deadline;
+        # a wait that saw nothing (or lost events) looks too, in case the watch
+        # was lost with its directory.
+        arrived = watch.arrivals(max(min(live_at, deadline) - now, 0.0))
+        look = not arrived or name in arrived
 
 
 def _unanswered(run: RunDir, report: Report) -> dict[str, Any]:
     """The reply to a report no process holds the run for: queued, or refused when
     the run ended meanwhile (its replies are removed at the end: `clean_ended`)."""
-    rows = replay(decode(_journal_bytes(run), run.journal).rows)
+    rows = _run_state(run)
     if rows.state == "ended":
         return _ended(rows, report.agent_id or "the subagent")
     return _queued(NOT_HELD)
@@ -272,6 +316,15 @@ def _pair(pair: Any) -> str:
         if pair.get(name) is not None
     ]
     return " ".join(parts) or "the role's pair"
+
+
+def _run_state(run: RunDir) -> RunState:
+    """The run's state from its replay snapshot and the rows after it (a report
+    needs the calls' states, not their rows: a run of thousands of calls is not
+    decoded whole at each report). Read quietly (as a live run's): a batch the
+    run is writing this moment reads as a torn tail, which is no fault of the
+    journal's (a corrupt one still refuses)."""
+    return replay_journal(run.journal, live=True)[0]
 
 
 def _journal_bytes(run: RunDir) -> bytes:

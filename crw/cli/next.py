@@ -103,7 +103,7 @@ def next_command(
     read = _through_start(reader, read, clock, wait)
     read = dataclasses.replace(_wait(reader, read, wait, clock), resumed_pid=resumed)
     view = next_view(read)
-    emit(json, view.to_json(), human(view))
+    emit(json, view.to_json(), lambda: human(view))  # no human form made for --json
     handed = read.closes if view.state != "starting" else ()  # a starting run shows none
     for close in handed:  # handed out: the owner closes them now (CMD-NEXT-15)
         remove_close(run_dir, close.call, close.attempt, close.agent_id)

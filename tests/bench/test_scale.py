@@ -61,18 +61,23 @@ def test_a_size_past_its_limit_is_skipped_and_its_processes_reaped(where: Path) 
     assert processes_under(where) == []
 
 
-async def test_the_session_owner_waits_for_its_reply_in_its_own_loop(
+async def test_the_session_owner_waits_for_its_reply_as_dispatched_does(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    """spec: DISP-1, DISP-2: the bench's owner writes the report as `crw flow
-    dispatched` does and looks for the reply from its own loop, as that command's
-    process does: no worker thread a report (eight of them, each waking every
-    REPLY_LOOK, were the owner's CPU, not the run's)."""
+    """spec: DISP-1, DISP-2, CMD-DISP-3: the bench's owner writes the report as `crw
+    flow dispatched` does and waits for the reply with that command's own wait,
+    in a worker thread asleep on the watch of replies/: the reply written after
+    its first look is read when it arrives (two reads, no poll: POLL is made
+    longer than the test), not at a poll of the owner's loop."""
     import importlib.util
+    import threading
 
     import trio
 
+    from crw.bus import inbox as inbox_module
     from crw.bus.inbox import read_reports, write_reply
+    from crw.cli import dispatched as dispatched_module
+    from crw.engine.locks import run_lock
     from crw.engine.rundir import RunDir
 
     spec = importlib.util.spec_from_file_location("scale_bench", BENCH)
@@ -88,6 +93,18 @@ async def test_the_session_owner_waits_for_its_reply_in_its_own_loop(
         return await run_sync(fn, *args, **kwargs)
 
     monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    monkeypatch.setattr(dispatched_module, "POLL", 3600.0)
+    reads: list[str] = []
+    looked = threading.Event()
+    read_reply = inbox_module.read_reply
+
+    def counted_read(run: RunDir, report_id: str) -> dict[str, Any] | None:
+        reply = read_reply(run, report_id)
+        reads.append(report_id)
+        looked.set()
+        return reply
+
+    monkeypatch.setattr(dispatched_module, "read_reply", counted_read)
     run = RunDir.of(tmp_path / "state", "r1")
     run.create()
     owner = scale.FastOwner(None, "r1", "owner", state=str(tmp_path / "state"))
@@ -97,11 +114,14 @@ async def test_the_session_owner_waits_for_its_reply_in_its_own_loop(
     async def owner_side() -> None:
         replies.append(await owner.dispatched(step, "thread-1"))
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(owner_side)
-        while not (reports := read_reports(run)):  # noqa: ASYNC110 - a file, no event
-            await trio.sleep(0.001)
-        write_reply(run, {"id": reports[0].id, "reply": "bound", "call": "n00001.1"})
+    with run_lock(run), trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(owner_side)
+            while not looked.is_set():  # noqa: ASYNC110 - set by the waiting thread
+                await trio.sleep(0.001)
+            [report] = read_reports(run)
+            write_reply(run, {"id": report.id, "reply": "bound", "call": "n00001.1"})
     assert [r["reply"] for r in replies] == ["bound"]
-    assert reports[0].agent_id == "thread-1" and reports[0].call == "n00001.1"
-    assert hops == []
+    assert report.agent_id == "thread-1" and report.call == "n00001.1"
+    assert hops == [dispatched_module.await_reply]
+    assert reads == [report.id, report.id]

@@ -60,3 +60,19 @@ def test_a_long_wait_reads_every_50_ms_after_its_first_ten_reads(
     assert [step["call"] for step in answer["steps"]] == ["build.1"]
     assert clock.slept[:10] == [0.01] * 10 and set(clock.slept[10:]) == {0.05}
     assert 1.0 <= clock.elapsed < 1.05
+
+
+def test_the_json_answer_makes_no_human_form(
+    crw: Crw, held: RunDir, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-11. `--json` prints the object alone: the human lines (every
+    step's host call as JSON again) are not made for it."""
+
+    def no_human(view: Any) -> str:
+        raise AssertionError("the human form was made for --json")
+
+    monkeypatch.setattr(next_module, "human", no_human)
+    _step(held, "build.1")
+    code = next_module.next_command(RUN, wait=0.0, state=str(crw.state), json=True)
+    assert code == 0
+    assert [step["call"] for step in json.loads(capsys.readouterr().out)["steps"]] == ["build.1"]

@@ -1,0 +1,85 @@
+"""A watch waited on by a thread keeps its inotify descriptor when it is closed:
+closing a descriptor that held a watch waits for the kernel (~10 ms), so
+`crw flow dispatched`'s reply would come that much later at each report."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from crw.bus import dirwatch
+from crw.bus.dirwatch import DirWatch
+
+
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """The inotify descriptors made from now on (none kept from earlier tests);
+    those kept are closed after the test."""
+    idle: list[Any] = []
+    monkeypatch.setattr(dirwatch, "_idle", idle)
+    found = dirwatch._inotify()
+    assert found is not None, "inotify is needed here"
+    made: list[Any] = []
+
+    def counted(**kwargs: Any) -> Any:
+        made.append(found[0](**kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(dirwatch, "_inotify", lambda: (counted, *found[1:]))
+    yield made
+    for inotify in idle:
+        inotify.close()
+
+
+def _arrive(directory: Path, name: str) -> None:
+    (directory / f".{name}.tmp").write_text("{}")
+    (directory / f".{name}.tmp").rename(directory / name)
+
+
+def test_a_closed_watch_keeps_its_descriptor_for_the_next_one(
+    tmp_path: Path, made: list[Any]
+) -> None:
+    """One descriptor for watches one after another, never closed; a file that
+    arrived under the earlier watch is not the later one's."""
+    first = DirWatch.open(tmp_path)
+    assert first is not None
+    _arrive(tmp_path, "a.json")
+    first.close()
+    second = DirWatch.open(tmp_path)
+    assert second is not None
+    assert second.arrivals(0) == frozenset()
+    _arrive(tmp_path, "b.json")
+    assert second.arrivals(5.0) == frozenset({"b.json"})
+    second.close()
+    assert len(made) == 1 and not made[0].closed
+
+
+def test_watches_at_once_have_a_descriptor_each(tmp_path: Path, made: list[Any]) -> None:
+    """Waits at the same time (the owner's reports of one answer) each see every
+    arrival on their own descriptor."""
+    watches = [DirWatch.open(tmp_path) for _ in range(3)]
+    _arrive(tmp_path, "a.json")
+    assert [w.arrivals(5.0) for w in watches if w is not None] == [frozenset({"a.json"})] * 3
+    for watch in watches:
+        assert watch is not None
+        watch.close()
+    again = DirWatch.open(tmp_path)
+    assert again is not None
+    again.close()
+    assert len(made) == 3  # the next one takes a kept descriptor
+
+
+async def test_a_watch_a_trio_task_waited_on_is_closed(tmp_path: Path, made: list[Any]) -> None:
+    """The run's inbox waits in Trio, which registered the descriptor: it is
+    closed, not kept."""
+    watch = DirWatch.open(tmp_path)
+    assert watch is not None
+    _arrive(tmp_path, "a.json")
+    with trio.fail_after(5):
+        await watch.wait(5.0)
+    watch.close()
+    assert made[0].closed and dirwatch._idle == []
