@@ -3,13 +3,21 @@
 A run keeps `steps/<call>/` for every call it ever ran (the packets stay), so a
 listing of each is what a read of the bus cost: a thousand listings at every
 `crw flow next` of a run of a thousand calls. The process that holds the run keeps
-an index beside them, `steps/.live-<token>/` (the token of its process lock), of
-one empty file per call whose directory may hold a step or close file; the symlink
-`steps/.live` names it. A reader lists the index and those directories alone, and
-every directory when the index is not one a process that holds the run keeps (a
-run no process holds, or one an older crw runs): the index is never trusted after
-its process is gone, so a crash, or a power loss that took part of it, costs the
-reader a full listing, never a step.
+an index beside them, the file `steps/.live-<token>` (the token of its process
+lock), a log of lines `+<call>` (the call's directory may hold a step or close
+file) and `-<call>` (it holds none); the symlink `steps/.live` names it. A reader
+reads the index and lists those directories alone, and every directory when the
+index is not one a process that holds the run keeps (a run no process holds, or
+one an older crw runs) or a line of it is not one the holder writes: the index is
+never trusted after its process is gone, so a crash, or a power loss that took
+part of it, costs the reader a full listing, never a step.
+
+The index is a log, not a file per call: a file made and removed per call costs
+the holder two inodes made and two freed a call, and on ext4 without a journal
+(this project's machines) making an inode scans past every inode freed in the
+last 30 s, so each one made costs more the more calls went before. The log is
+appended through one descriptor (a mark is one write) and rewritten with the
+marked calls alone when it holds COMPACT_LINES lines more than twice them.
 
 The index may say more than it must, never less: the holder marks a call before it
 writes a step or close file there, and unmarks it only when the directory holds
@@ -17,43 +25,127 @@ none, under a lock the call's writes hold too (the process's worker threads
 write steps; other calls' writes go on meanwhile). A reader never unmarks; the
 holder sweeps the calls whose close steps the owner's `next` took: only those it
 wrote a close step in, or found marked when it opened the index (a step file
-is retracted by the holder, which unmarks its call then).
+is retracted by the holder, which unmarks its call then). A write to the index
+that fails stops the holder keeping it (the link is removed first): readers list
+every directory from then on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import threading
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from crw.engine.rundir import PRIVATE_DIR, PRIVATE_FILE, RunDir
+from crw.engine.rundir import PRIVATE_FILE, RunDir
 
 LINK = ".live"
 PREFIX = ".live-"
+COMPACT_LINES = 512
+"""The index is rewritten when it holds this many lines more than twice its marks."""
+_LINE = re.compile(rb"[+-][A-Za-z0-9][A-Za-z0-9._-]*")
+"""A line the holder writes: a mark or an unmark of a call (one path segment)."""
 _lock = threading.Lock()
-"""Held while an index is opened or closed."""
-_indexes: dict[Path, Path] = {}
-"""The index this process keeps, by the run's steps directory."""
-_swept: dict[Path, set[str]] = {}
-"""The calls each index's sweep looks at, by the run's steps directory: those a
-close step was written in, or marked when the index was opened, and not unmarked
-since (the owner removes close steps; the holder retracts step files itself)."""
+"""Held while an index is opened, written or closed."""
 _STRIPES = 64
 _call_locks = [threading.Lock() for _ in range(_STRIPES)]
 """A call's writes and its unmarking hold one of these (by the call's hash):
 writes of other calls go on meanwhile."""
 
 
+@dataclass
+class _Index:
+    """The index this process keeps for one run."""
+
+    steps: Path
+    path: Path
+    fd: int
+    """The index's file, open for appending."""
+    marked: set[str]
+    swept: set[str]
+    """The calls the sweep looks at: those a close step was written in, or marked
+    when the index was opened, and not unmarked since (the owner removes close
+    steps; the holder retracts step files itself)."""
+    lines: int = field(default=0)
+
+    def append(self, line: str) -> None:
+        """Append one line (the set of marks is the caller's to change after); a
+        write that fails stops the index being kept (`abandon`)."""
+        try:
+            _write_all(self.fd, line.encode())
+            self.lines += 1
+            if self.lines > COMPACT_LINES + 2 * len(self.marked):
+                self.compact()
+        except OSError:
+            self.abandon()
+
+    def compact(self) -> None:
+        """Rewrite the index with its marked calls alone (a reader sees the old
+        file or the new, each whole).
+
+        Raises:
+            OSError: the new file could not be written (none is left).
+        """
+        temp = self.steps / f".{self.path.name}.tmp"
+        try:
+            fd = _new_log(temp, self.marked)
+            os.replace(temp, self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+            raise
+        os.close(self.fd)
+        self.fd, self.lines = fd, len(self.marked)
+
+    def abandon(self) -> None:
+        """Stop keeping the index, its link removed so that no reader trusts it
+        (readers list every directory from then on).
+
+        Raises:
+            OSError: the link could not be removed: the index, perhaps lacking a
+                mark, could still be trusted (so the step is not written).
+        """
+        _indexes.pop(self.steps, None)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        try:
+            name = os.readlink(self.steps / LINK)
+        except FileNotFoundError:
+            return
+        if name == self.path.name:
+            os.unlink(self.steps / LINK)
+
+
+_indexes: dict[Path, _Index] = {}
+"""The index this process keeps, by the run's steps directory."""
+
+
 def _call_lock(call: str) -> threading.Lock:
     return _call_locks[zlib.crc32(call.encode()) % _STRIPES]
 
 
-def _mark(path: Path) -> None:
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE))
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _new_log(path: Path, calls: set[str]) -> int:
+    """A new index file at `path` marking `calls`, open for appending."""
+    fd = os.open(
+        path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, PRIVATE_FILE
+    )
+    try:
+        _write_all(fd, "".join(f"+{call}\n" for call in sorted(calls)).encode())
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def holds_files(directory: Path | str) -> bool:
@@ -79,54 +171,74 @@ def open_index(run: RunDir, token: str) -> None:
     process's index is removed). Call it before this process writes any step."""
     steps = run.steps
     steps.mkdir(parents=True, exist_ok=True)
-    index, temp = steps / f"{PREFIX}{token}", steps / f".{LINK}.{token}"
+    path, temp = steps / f"{PREFIX}{token}", steps / f".{LINK}.{token}"
     with _lock:
-        shutil.rmtree(index, ignore_errors=True)
-        index.mkdir(mode=PRIVATE_DIR)
-        marked: set[str] = set()
-        for directory in call_dirs(steps):
-            if holds_files(directory):
-                _mark(index / os.path.basename(directory))
-                marked.add(os.path.basename(directory))
+        marked = {
+            os.path.basename(directory) for directory in call_dirs(steps) if holds_files(directory)
+        }
+        if path.is_dir():  # an older crw's index under the same token
+            shutil.rmtree(path, ignore_errors=True)
+        fd = _new_log(path, marked)
         temp.unlink(missing_ok=True)
-        os.symlink(index.name, temp)
+        os.symlink(path.name, temp)
         os.replace(temp, steps / LINK)
-        _indexes[steps] = index
-        _swept[steps] = marked
+        _indexes[steps] = _Index(steps, path, fd, marked, set(marked), len(marked))
     for old in steps.glob(f"{PREFIX}*"):
-        if old != index:
-            shutil.rmtree(old, ignore_errors=True)
+        if old != path:
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink(missing_ok=True)
 
 
 def close_index(run: RunDir) -> None:
     """Stop keeping the index (the process lets the run go; readers list it all)."""
     with _lock:
-        _indexes.pop(run.steps, None)
-        _swept.pop(run.steps, None)
+        index = _indexes.pop(run.steps, None)
+        if index is not None:
+            os.close(index.fd)
 
 
 @contextlib.contextmanager
 def writing(run: RunDir, call: str, *, close: bool = False) -> Iterator[None]:
     """Held while a step or close file of `call` is written: the call is marked
     first, and no sweep unmarks it meanwhile; a `close` file's call is swept from
-    now on (the owner removes it, not this process)."""
+    now on (the owner removes it, not this process). A mark that cannot be
+    written stops the index being kept (readers list every directory).
+
+    Raises:
+        OSError: neither the mark nor the index's link could be written: the step
+            must not be written.
+    """
     with _call_lock(call):
-        index = _indexes.get(run.steps)
-        if index is not None:
-            _mark(index / call)
-            swept = _swept.get(run.steps)
-            if close and swept is not None:
-                swept.add(call)
+        with _lock:
+            index = _indexes.get(run.steps)
+            if index is not None:
+                if call not in index.marked:
+                    index.marked.add(call)  # before the write: a compaction keeps it
+                    index.append(f"+{call}\n")
+                if close:
+                    index.swept.add(call)
         yield
 
 
 def settle(run: RunDir, call: str) -> None:
     """Unmark `call` when its directory holds no step or close file."""
     with _call_lock(call):
-        index = _indexes.get(run.steps)
-        if index is not None and not holds_files(run.steps / call):
-            (index / call).unlink(missing_ok=True)
-            _swept.get(run.steps, set()).discard(call)
+        with _lock:
+            index = _indexes.get(run.steps)
+            if index is None or (call not in index.marked and call not in index.swept):
+                return
+        if holds_files(run.steps / call):
+            return
+        with _lock:
+            index = _indexes.get(run.steps)
+            if index is None:
+                return
+            index.swept.discard(call)
+            if call in index.marked:
+                index.marked.discard(call)
+                index.append(f"-{call}\n")
 
 
 def sweep(run: RunDir) -> None:
@@ -135,14 +247,16 @@ def sweep(run: RunDir) -> None:
     was written in and not unmarked since, none of the calls whose step files
     alone mark them (their retraction unmarks them)."""
     with _lock:
-        calls = list(_swept.get(run.steps, ()))
+        index = _indexes.get(run.steps)
+        calls = list(index.swept) if index is not None else []
     for call in calls:
         settle(run, call)
 
 
 def live_calls(run: RunDir) -> list[str] | None:
     """The call directories the index of the process holding the run marks; None
-    when there is no such index (then every call's directory is listed)."""
+    when there is no such index, or a line of it is not one its holder writes
+    (then every call's directory is listed)."""
     from crw.engine.locks import is_held  # the lock check only when an index is there
 
     try:
@@ -153,7 +267,18 @@ def live_calls(run: RunDir) -> list[str] | None:
     if not name.startswith(PREFIX) or not is_held(run.process_lock(token)):
         return None
     try:
-        steps = str(run.steps)
-        return [os.path.join(steps, call) for call in os.listdir(os.path.join(steps, name))]
+        data = (run.steps / name).read_bytes()
     except OSError:
         return None
+    marked: set[bytes] = set()
+    # The text after the last newline is a line being written: its call's files
+    # are written only after it is whole.
+    for line in data[: data.rfind(b"\n") + 1].splitlines():
+        if not _LINE.fullmatch(line):
+            return None
+        if line[0] == ord("+"):
+            marked.add(line[1:])
+        else:
+            marked.discard(line[1:])
+    steps = str(run.steps)
+    return [os.path.join(steps, call.decode()) for call in marked]
