@@ -174,9 +174,13 @@ def _detach(repo: pygit2.Repository, path: Path, start: str, branch: str) -> Non
 
 
 def _prune(repo: pygit2.Repository, name: str) -> None:
-    """Forget the worktree `name` when its directory is gone (or was never made)."""
-    if name not in repo.list_worktrees():
+    """Forget the worktree `name` when its directory is gone (or was never made).
+    One lookup of its record: a listing of the repository's worktrees (libgit2
+    reads each one's files) cost a make and a release O(live worktrees), and a run
+    on git holds one a call until it ends."""
+    try:
+        worktree = repo.lookup_worktree(name)
+    except pygit2.GitError:  # no record of it (or one git itself would not list)
         return
-    worktree = repo.lookup_worktree(name)
     if worktree.is_prunable or not Path(worktree.path).exists():
         worktree.prune(True)
