@@ -14,6 +14,7 @@ from trio.testing import MockClock
 
 from crw.actors.host_reader import HostReader
 from crw.host.protocol import Thread
+from tests.actors.spies import names_read
 from tests.actors.test_session_run import harness, kinds
 
 
@@ -179,19 +180,12 @@ async def test_a_short_turns_rollout_is_read_without_a_worker_thread_hop(
         return await run_sync(fn, *args, **kwargs)
 
     monkeypatch.setattr(trio.to_thread, "run_sync", counted)
-    read: list[str] = []
-    read_total = outcome.read_rollout_total
-
-    def counted_read(path: Path) -> Any:
-        read.append(path.name)
-        return read_total(path)
-
-    monkeypatch.setattr(outcome, "read_rollout_total", counted_read)
+    read = names_read(monkeypatch, outcome, "read_rollout_total")
     async with harness(tmp_path) as h:
         await h.script({"marker": "*"}, seconds=0)
         state, rows = await h.go()
     assert state == "ended"
     assert len(read) == 3
-    assert hops["counted_read"] == (0 if limit is None else 3)
+    assert hops["read_rollout_total"] == (0 if limit is None else 3)
     ends = [r for r in rows if r.get("row") == "completed"]
     assert len(ends) == 3 and all(r.get("tokens") for r in ends)
