@@ -13,16 +13,16 @@ from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
 from crw.journal.rows import Completed
 from crw.workspace import commit, refs
-from tests.workspace.strayrepo import attempt_worktree, commit_files, repo_with
+from tests.workspace.gitrepo import attempt_worktree, commit_files, make_repo
 
 NOW = "2026-01-01T00:00:00.000000Z"
 
 
 def _setup(tmp_path: Path) -> tuple[pygit2.Repository, Path, list[dict[str, Any]], commit.Harvest]:
-    repo = repo_with(tmp_path / "repo", {"a.txt": "a\n"})
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
     start = str(repo.head.target)
     wt = attempt_worktree(repo, tmp_path / "wt", "crw-r1-build", start)
-    commit_files(pygit2.Repository(str(wt)), wt, {"b.txt": "b\n"}, "subagent")
+    commit_files(wt, {"b.txt": "b\n"}, "subagent")
     (wt / "c.txt").write_text("uncommitted\n")
     allocation = {"workspace": str(wt), "kind": "worktree", "start_commit": start}
     rows: list[dict[str, Any]] = [
@@ -75,7 +75,7 @@ async def test_a_resumed_run_holds_a_call_whose_tree_no_longer_matches(tmp_path:
     repo, wt, rows, got = _setup(tmp_path)
     rows.append(got.commit.model_dump())
     commit.apply(repo, got.commit, got.moved, wt)
-    other = commit_files(repo, tmp_path / "repo", {"z.txt": "z\n"}, "someone else")
+    other = commit_files(tmp_path / "repo", {"z.txt": "z\n"}, "someone else")
     repo.references.create(
         got.commit.node_ref or "", pygit2.Oid(hex=other), force=True
     )  # moved behind the run

@@ -33,7 +33,7 @@ from tests.actors.test_review_rounds import REVIEWED, one
 from tests.actors.test_session_resume import remembering, run_until_killed
 from tests.actors.test_session_run import RUN_ID, Harness, Owner, harness, kinds
 from tests.actors.test_supersede import restart
-from tests.workspace.placer_repo import new_repo
+from tests.workspace.gitrepo import make_repo
 from tests.workspace.test_placer_run import go as placed_go
 
 Rows = list[dict[str, Any]]
@@ -368,7 +368,7 @@ async def test_a_record_in_the_owners_git_checkout_is_in_no_status_and_names_the
     the owner runs in the repository's checkout, the gated executor in its attempt
     worktree P. The record is placed in the owner's checkout, names P, and is in
     no `git status` of the checkout; the run's end leaves the checkout as it was."""
-    repo = new_repo(tmp_path / "repo", {"main.go": "package main\n"})
+    repo = make_repo(tmp_path / "repo", {"main.go": "package main\n"})
     root = str(repo.workdir).rstrip("/")
     seen: list[tuple[dict[str, Any], dict[str, int]]] = []
     write = evidence.write_record

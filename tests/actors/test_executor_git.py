@@ -10,13 +10,13 @@ from crw.actors import executor_git
 from crw.journal.rows import Allocation, Completed, NullModel, RowModel
 from crw.workspace import refs
 from crw.workspace.placer import Placer
-from tests.workspace.strayrepo import attempt_worktree, repo_with
+from tests.workspace.gitrepo import attempt_worktree, make_repo
 
 NOW = "2026-01-01T00:00:00.000000Z"
 
 
 def _worktree(tmp_path: Path) -> tuple[pygit2.Repository, Allocation]:
-    repo = repo_with(tmp_path / "repo", {"a.txt": "a\n"})
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
     start = str(repo.head.target)
     wt = attempt_worktree(repo, tmp_path / "wt", "crw-r1-build.1", start)
     return repo, Allocation(workspace=str(wt), kind="worktree", start_commit=start)

@@ -3,15 +3,18 @@ first turn makes, counted (never timed). The harness is `test_session_run`'s."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from trio.testing import MockClock
 
 from crw.actors.host_reader import HostReader
 from crw.host.protocol import Thread
+from tests.actors.spies import names_read
 from tests.actors.test_session_run import harness, kinds
 
 
@@ -42,6 +45,46 @@ async def test_a_turn_the_bind_read_shows_ended_is_harvested_without_another_rea
     }
 
 
+class _Hops:
+    """Numbers every worker-thread hop (`trio.to_thread.run_sync`) and records in
+    which hop each spied step of a call ran."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.events: list[tuple[str, str, int]] = []
+        self._hops = 0
+        self._hop = threading.local()
+        run_sync = trio.to_thread.run_sync
+
+        async def numbered_hop(fn: Any, *args: Any, **kwargs: Any) -> Any:
+            self._hops += 1
+            number = self._hops
+
+            def numbered() -> Any:
+                self._hop.number = number
+                return fn(*args)
+
+            return await run_sync(numbered, **kwargs)
+
+        monkeypatch.setattr(trio.to_thread, "run_sync", numbered_hop)
+
+    def saw(self, kind: str, call: str) -> None:
+        """Step `kind` of `call` runs now, in the current worker-thread hop."""
+        self.events.append((kind, call, self._hop.number))
+
+
+async def _run_each_call_in_one_hop(tmp_path: Path, hops: _Hops, kinds: list[str]) -> None:
+    """Run the three calls to their end: each call's spied steps are `kinds`, in
+    order, all in one worker-thread hop."""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "*"}, seconds=0)
+        state, _rows = await h.go()
+    assert state == "ended"
+    for call in ("explore.1", "build.1", "review.1"):
+        mine = [(kind, number) for kind, c, number in hops.events if c == call]
+        assert [kind for kind, _ in mine] == kinds
+        assert mine[0][1] == mine[1][1]
+
+
 async def test_a_bound_steps_retraction_and_its_reply_are_one_worker_thread_hop(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -49,48 +92,23 @@ async def test_a_bound_steps_retraction_and_its_reply_are_one_worker_thread_hop(
     is retracted and only then the report answered bound (an owner that has the
     reply never sees the step again), both in one worker thread, one hop a call
     (two before: a hop costs the run's loop its scheduling and the owner a wait)."""
-    import threading
-
-    import trio
-
     from crw.bus import inbox as files
     from crw.bus import steps as bus
 
-    events: list[tuple[str, str, int]] = []
-    hops = 0
-    hop = threading.local()
-    run_sync, retract, reply = trio.to_thread.run_sync, bus.retract_step, files.write_reply
-
-    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        nonlocal hops
-        hops += 1
-        number = hops
-
-        def numbered() -> Any:
-            hop.number = number
-            return fn(*args)
-
-        return await run_sync(numbered, **kwargs)
+    hops = _Hops(monkeypatch)
+    retract, reply = bus.retract_step, files.write_reply
 
     def retracted(run: Any, call: str, k: int, attempt: int) -> None:
-        events.append(("retract", call, hop.number))
+        hops.saw("retract", call)
         retract(run, call, k, attempt)
 
     def replied(run: Any, body: dict[str, Any]) -> None:
-        events.append(("reply", body["call"], hop.number))
+        hops.saw("reply", body["call"])
         reply(run, body)
 
-    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
     monkeypatch.setattr(bus, "retract_step", retracted)
     monkeypatch.setattr(files, "write_reply", replied)
-    async with harness(tmp_path) as h:
-        await h.script({"marker": "*"}, seconds=0)
-        state, _rows = await h.go()
-    assert state == "ended"
-    for call in ("explore.1", "build.1", "review.1"):
-        mine = [(kind, number) for kind, c, number in events if c == call]
-        assert [kind for kind, _ in mine] == ["retract", "reply"]
-        assert mine[0][1] == mine[1][1]
+    await _run_each_call_in_one_hop(tmp_path, hops, ["retract", "reply"])
 
 
 async def test_a_new_calls_directory_and_its_first_steps_files_are_one_worker_thread_hop(
@@ -99,48 +117,23 @@ async def test_a_new_calls_directory_and_its_first_steps_files_are_one_worker_th
     """spec: STEP-2, STEP-21: a new call's prepared and step_published rows are
     durable first; then its directory P is made and only then the step's packet and
     step file written, both in one worker thread, one hop a call (two before)."""
-    import threading
-
-    import trio
-
     from crw.actors.session_call import SessionCall
     from crw.bus import steps as bus
 
-    events: list[tuple[str, str, int]] = []
-    hops = 0
-    hop = threading.local()
-    run_sync, make_p, write_step = trio.to_thread.run_sync, SessionCall._make_p, bus.write_step
-
-    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        nonlocal hops
-        hops += 1
-        number = hops
-
-        def numbered() -> Any:
-            hop.number = number
-            return fn(*args)
-
-        return await run_sync(numbered, **kwargs)
+    hops = _Hops(monkeypatch)
+    make_p, write_step = SessionCall._make_p, bus.write_step
 
     def made(self: SessionCall) -> None:
-        events.append(("P", self.call, hop.number))
+        hops.saw("P", self.call)
         make_p(self)
 
     def written(run: Any, step: Any, text: str | None) -> None:
-        events.append(("step", step.call, hop.number))
+        hops.saw("step", step.call)
         write_step(run, step, text)
 
-    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
     monkeypatch.setattr(SessionCall, "_make_p", made)
     monkeypatch.setattr(bus, "write_step", written)
-    async with harness(tmp_path) as h:
-        await h.script({"marker": "*"}, seconds=0)
-        state, _rows = await h.go()
-    assert state == "ended"
-    for call in ("explore.1", "build.1", "review.1"):
-        mine = [(kind, number) for kind, c, number in events if c == call]
-        assert [kind for kind, _ in mine] == ["P", "step"]
-        assert mine[0][1] == mine[1][1]
+    await _run_each_call_in_one_hop(tmp_path, hops, ["P", "step"])
 
 
 async def test_a_session_calls_commits_ask_for_no_stamped_copies(
@@ -174,8 +167,6 @@ async def test_a_short_turns_rollout_is_read_without_a_worker_thread_hop(
     up to INLINE_ROLLOUT bytes (a short turn's) is read in the loop's thread, no
     worker-thread hop; a larger one in a worker thread, one hop a call. The tokens
     are the same either way."""
-    import trio
-
     from crw.actors import session_call
     from crw.engine import outcome
 
@@ -189,19 +180,12 @@ async def test_a_short_turns_rollout_is_read_without_a_worker_thread_hop(
         return await run_sync(fn, *args, **kwargs)
 
     monkeypatch.setattr(trio.to_thread, "run_sync", counted)
-    read: list[str] = []
-    read_total = outcome.read_rollout_total
-
-    def counted_read(path: Path) -> Any:
-        read.append(path.name)
-        return read_total(path)
-
-    monkeypatch.setattr(outcome, "read_rollout_total", counted_read)
+    read = names_read(monkeypatch, outcome, "read_rollout_total")
     async with harness(tmp_path) as h:
         await h.script({"marker": "*"}, seconds=0)
         state, rows = await h.go()
     assert state == "ended"
     assert len(read) == 3
-    assert hops["counted_read"] == (0 if limit is None else 3)
+    assert hops["read_rollout_total"] == (0 if limit is None else 3)
     ends = [r for r in rows if r.get("row") == "completed"]
     assert len(ends) == 3 and all(r.get("tokens") for r in ends)

@@ -26,7 +26,7 @@ from crw.journal.log import read_journal
 from crw.settings import Settings
 from tests.actors.test_session_resume import remembering, run_until_killed
 from tests.actors.test_session_run import RUN_ID, Harness, Owner, kinds
-from tests.workspace.test_trace import repo_at
+from tests.workspace.gitrepo import make_repo
 
 WORKFLOW = """
 name = "traced"
@@ -55,7 +55,7 @@ Write = Callable[[Path], object]
 @asynccontextmanager
 async def traced(tmp_path: Path, *, trace: bool = True) -> AsyncIterator[Harness]:
     owner = tmp_path / "owner"
-    repo_at(owner, {"README.md": "hello\n"})
+    make_repo(owner, {"README.md": "hello\n"})
     run = RunDir(owner / ".crw" / "flow" / RUN_ID)
     run.create()
     (run.root.parent / "wf.toml").write_text(WORKFLOW)

@@ -94,6 +94,37 @@ def wait_for_exit(run_dir: Path, timeout: float = 10) -> None:
     assert not list(run_dir.glob("process.*.lock")), f"run process of {run_dir} still running"
 
 
+PROBE = """
+import json, sys
+from crw.cli import main
+sys.argv = ["crw", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as done:
+    code = done.code
+sys.stdout.flush()
+json.dump({"code": code, "modules": sorted(sys.modules)}, sys.stderr)
+"""
+"""Runs `crw` in a fresh interpreter and reports, on stderr, the exit code and
+every module the command imported."""
+
+
+def imported(crw: Crw, *args: str, cwd: Path | None = None) -> tuple[Result, list[str]]:
+    """`crw *args` run cold in a fresh interpreter (in `cwd`, when given): its
+    result, with the exit code the command gave, and every module it imported."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        env=crw.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+    report = json.loads(done.stderr.splitlines()[-1])
+    return Result(report["code"], done.stdout, done.stderr), report["modules"]
+
+
 def start_in_process(
     crw: Crw,
     monkeypatch: pytest.MonkeyPatch,

@@ -5,8 +5,6 @@ without the command tree mean what they mean to it."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ from crw.cli.hot import parse
 from crw.engine.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import UnknownRow
-from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
+from tests.cli.conftest import EXAMPLES, Crw, imported, wait_for_exit
 
 NOT_NEEDED = (
     "cyclopts",
@@ -35,20 +33,6 @@ NOT_NEEDED = (
 models, the schema validator, the event loop, the host client, git, file locks,
 the makers of fresh ids (secrets loads OpenSSL for hmac)."""
 
-PROBE = """
-import json, sys
-from crw.cli import main
-sys.argv = ["crw", *sys.argv[1:]]
-try:
-    main()
-except SystemExit as done:
-    code = done.code
-sys.stdout.flush()
-json.dump({"code": code, "modules": sorted(sys.modules)}, sys.stderr)
-"""
-"""Runs `crw` in a fresh interpreter and reports, on stderr, the exit code and
-every module the command imported."""
-
 
 def ended_run(crw: Crw) -> RunDir:
     """A run of fix-issue.toml that paused (no host) and then ended: the journal
@@ -63,19 +47,6 @@ def ended_run(crw: Crw) -> RunDir:
     return run
 
 
-def imported(crw: Crw, *args: str) -> tuple[int, str, list[str]]:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, *args],
-        env=crw.env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    report = json.loads(done.stderr.splitlines()[-1])
-    return report["code"], done.stdout, report["modules"]
-
-
 @pytest.mark.parametrize("command", ["next", "status"])
 def test_reading_an_ended_run_imports_neither_the_command_tree_nor_models_nor_host(
     crw: Crw, command: str
@@ -83,11 +54,9 @@ def test_reading_an_ended_run_imports_neither_the_command_tree_nor_models_nor_ho
     """`next` and `status` of a finished run answer it (CMD-NEXT-1) without the
     command tree (cyclopts), pydantic, jsonschema, Trio or the host client."""
     run = ended_run(crw)
-    code, stdout, modules = imported(
-        crw, "flow", command, run.id, "--state", str(crw.state), "--json"
-    )
-    assert code == 0
-    answer = json.loads(stdout)
+    result, modules = imported(crw, "flow", command, run.id, "--state", str(crw.state), "--json")
+    assert result.code == 0
+    answer = json.loads(result.stdout)
     assert answer["state"] == "ended" and answer["run"] == run.id
     assert [m for m in modules if m.startswith(NOT_NEEDED)] == []
 

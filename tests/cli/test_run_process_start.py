@@ -9,15 +9,12 @@ matched against."""
 from __future__ import annotations
 
 import gc
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 from crw.cli.hot import hot_command
 from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
-from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
+from tests.cli.conftest import EXAMPLES, Crw, imported, wait_for_exit
 
 NOT_NEEDED = (
     "cyclopts",
@@ -44,19 +41,6 @@ NOT_NEEDED_APP_SERVER = (
 )
 """What an App Server run needs none of: the session backend's actors."""
 
-PROBE = """
-import json, sys
-from crw.cli import main
-sys.argv = ["crw", *sys.argv[1:]]
-try:
-    main()
-except SystemExit as done:
-    code = done.code
-json.dump({"code": code, "modules": sorted(sys.modules)}, sys.stderr)
-"""
-"""Runs `crw` in a fresh interpreter and reports, on stderr, the exit code and
-every module the command imported."""
-
 
 def run_again(crw: Crw, *args: str) -> list[str]:
     """Start a run of fix-issue.toml with `args` (it pauses host_unavailable: no
@@ -65,20 +49,11 @@ def run_again(crw: Crw, *args: str) -> list[str]:
     out = crw.start(str(EXAMPLES / "fix-issue.toml"), *args).json()
     run = RunDir(Path(out["run_dir"]))
     wait_for_exit(run.root)
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, "flow", "_run", run.id, "--state", str(crw.state)],
-        env=crw.env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=crw.state.parent,
-    )
-    report = json.loads(done.stderr.splitlines()[-1])
+    again = ("flow", "_run", run.id, "--state", str(crw.state))
+    result, modules = imported(crw, *again, cwd=crw.state.parent)
     rows = [row["row"] for row in read_journal(run.journal).rows]
-    assert report["code"] == 0, done.stderr
+    assert result.code == 0, result.stderr
     assert rows[-2:] == ["started", "paused"] and rows.count("started") == 2
-    modules: list[str] = report["modules"]
     return modules
 
 

@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 from tests.cli.conftest import Crw
-from tests.workspace.placer_repo import new_repo
+from tests.workspace.gitrepo import make_repo
 from tests.workspace.test_repo import workflow_file
 
 
 def test_start_records_the_repository_and_head_in_run_json(crw: Crw, tmp_path: Path) -> None:
     """spec: STEP-1, STEP-4"""
-    repo = new_repo(tmp_path / "project")
+    repo = make_repo(tmp_path / "project")
     wf = workflow_file(tmp_path / "flows", f'repo = "{tmp_path / "project"}"\n')
     out = crw.start(str(wf), "--backend", "app-server").json()
     root = str((tmp_path / "project").resolve())

@@ -1,5 +1,6 @@
-"""Test helpers: real git repositories in tmp dirs, made and read with pygit2 only
-(no `git` process, no network). No test here."""
+"""Test helpers: real git repositories in tmp dirs, and the attempt worktrees the
+placer adds to them, made and read with pygit2 only (no `git` process, no network).
+No test here."""
 
 from __future__ import annotations
 
@@ -42,6 +43,14 @@ def commit_files(path: Path, files: Mapping[str, str | None], message: str) -> s
     tree = repo.index.write_tree()
     parents = [] if repo.head_is_unborn else [repo.head.target]
     return str(repo.create_commit("HEAD", AUTHOR, AUTHOR, message, tree, parents))
+
+
+def attempt_worktree(repo: pygit2.Repository, path: Path, name: str, start: str) -> Path:
+    """A linked worktree at `path` on a new branch `name` at commit `start`, as the
+    placer makes an executor's attempt worktree; `path`."""
+    branch = repo.branches.local.create(name, repo[start])  # type: ignore[arg-type]
+    repo.add_worktree(name, str(path), branch)
+    return path
 
 
 def open_repo(path: Path) -> pygit2.Repository:

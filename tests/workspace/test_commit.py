@@ -10,7 +10,7 @@ import pytest
 
 from crw.journal.rows import ExecutorHeadMoved
 from crw.workspace import commit, refs
-from tests.workspace.strayrepo import attempt_worktree, commit_files, repo_with
+from tests.workspace.gitrepo import attempt_worktree, commit_files, make_repo
 
 WHEN = 1_800_000_000
 
@@ -32,7 +32,7 @@ def crw_commit(call: str, sha: str, node: str = "build") -> dict[str, Any]:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> tuple[pygit2.Repository, Path, str]:
-    repo = repo_with(tmp_path / "repo", {"a.txt": "a\n", "b.txt": "b\n", ".gitignore": "*.log\n"})
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n", "b.txt": "b\n", ".gitignore": "*.log\n"})
     start = str(repo.head.target)
     wt = attempt_worktree(repo, tmp_path / "wt", "crw-r1-build", start)
     return repo, wt, start
@@ -120,7 +120,7 @@ def test_crw_commit_uses_the_observed_head_as_the_old_value(
     rows = [prepared("build.1", wt, start)]
     got = commit.harvest(wt, rows, run="r1", node="build", call="build.1", attempt=1, when=WHEN)
     assert got is not None
-    late = commit_files(pygit2.Repository(str(wt)), wt, {"late.txt": "l\n"}, "after harvest")
+    late = commit_files(wt, {"late.txt": "l\n"}, "after harvest")
     with pytest.raises(commit.EffectRefused):
         commit.apply(repo, got.commit, got.moved, wt)
     assert str(pygit2.Repository(str(wt)).head.target) == late
@@ -132,7 +132,7 @@ def test_a_subagent_commit_is_kept_on_the_calls_stray_ref(
 ) -> None:
     """spec: HARV-49, HARV-53, HARV-54"""
     repo, wt, start = tree
-    head = commit_files(pygit2.Repository(str(wt)), wt, {"c.txt": "c\n"}, "subagent")
+    head = commit_files(wt, {"c.txt": "c\n"}, "subagent")
     (wt / "d.txt").write_text("uncommitted\n")
     rows = [prepared("build.1", wt, start)]
     got = commit.harvest(wt, rows, run="r1", node="build", call="build.1", attempt=2, when=WHEN)
@@ -162,7 +162,7 @@ def test_every_crash_point_of_apply_resumes_to_the_same_refs(
 ) -> None:
     """spec: HARV-51, HARV-52, HARV-54"""
     repo, wt, start = tree
-    commit_files(pygit2.Repository(str(wt)), wt, {"c.txt": "c\n"}, "subagent")
+    commit_files(wt, {"c.txt": "c\n"}, "subagent")
     rows = [prepared("build.1", wt, start)]
     got = commit.harvest(wt, rows, run="r1", node="build", call="build.1", attempt=1, when=WHEN)
     assert got is not None

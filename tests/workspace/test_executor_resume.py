@@ -15,7 +15,7 @@ from crw.workspace import proof, refs
 from tests.actors.test_run_faults import session_run
 from tests.actors.test_session_resume import KillPoint
 from tests.actors.test_session_run import RUN_ID
-from tests.workspace.placer_repo import new_repo
+from tests.workspace.gitrepo import make_repo
 
 SCRIPTS = [
     {"match": {"marker": "build.1/*"}, "behaviour": {"writes": {"fix.go": "f\n"}, "commit": "fix"}}
@@ -27,7 +27,7 @@ async def test_a_killed_run_resumes_to_the_same_refs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock, kill: str
 ) -> None:
     """spec: GEN-7, HARV-49, HARV-51, HARV-54, HARV-55"""
-    repo = new_repo(tmp_path / "repo", {"main.go": "package main\n"})
+    repo = make_repo(tmp_path / "repo", {"main.go": "package main\n"})
     head = str(repo.head.target)
     async with session_run(tmp_path, monkeypatch, SCRIPTS) as (run, _links, _sim):
         run.spec = run.spec.model_copy(update={"repository": str(repo.workdir), "head": head})
@@ -61,7 +61,7 @@ async def test_a_resumed_run_holds_an_executor_whose_node_branch_was_moved(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
 ) -> None:
     """spec: GEN-7, HARV-55"""
-    repo = new_repo(tmp_path / "repo", {"main.go": "package main\n"})
+    repo = make_repo(tmp_path / "repo", {"main.go": "package main\n"})
     head = str(repo.head.target)
     async with session_run(tmp_path, monkeypatch, SCRIPTS) as (run, _links, _sim):
         run.spec = run.spec.model_copy(update={"repository": str(repo.workdir), "head": head})

@@ -14,7 +14,7 @@ from crw.workspace import proof, refs
 from crw.workspace.placer import Placer
 from tests.actors.test_review_rounds import reviewed
 from tests.actors.test_session_run import RUN_ID, harness
-from tests.workspace.placer_repo import new_repo
+from tests.workspace.gitrepo import make_repo
 from tests.workspace.test_placer_run import go
 
 Rows = list[dict[str, Any]]
@@ -47,7 +47,7 @@ async def test_an_executor_that_writes_files_gets_its_pending_tree_committed(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
     """spec: GEN-7, HARV-48, HARV-54"""
-    repo = new_repo(tmp_path / "repo", {"main.go": "package main\n"})
+    repo = make_repo(tmp_path / "repo", {"main.go": "package main\n"})
     head = str(repo.head.target)
     async with harness(tmp_path) as h:
         await h.script({"marker": "build.1/*"}, writes={"fix.go": "package fix\n"})
@@ -77,7 +77,7 @@ async def test_an_executor_that_commits_keeps_its_head_on_a_stray_ref(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
     """spec: HARV-48, HARV-49, HARV-51, HARV-53, HARV-54, HARV-55"""
-    repo = new_repo(tmp_path / "repo", {"main.go": "package main\n"})
+    repo = make_repo(tmp_path / "repo", {"main.go": "package main\n"})
     head = str(repo.head.target)
     async with harness(tmp_path) as h:
         await h.script({"marker": "build.1/*"}, writes={"fix.go": "fixed\n"}, commit="fix it")
@@ -102,7 +102,7 @@ async def test_a_fix_round_keeps_its_own_stray_ref_and_starts_at_the_builds_comm
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
     """spec: HARV-48, HARV-50, HARV-53, HARV-54, GEN-7"""
-    repo = new_repo(tmp_path / "repo", {"main.go": "package main\n"})
+    repo = make_repo(tmp_path / "repo", {"main.go": "package main\n"})
     head = str(repo.head.target)
     async with harness(tmp_path) as h:
         await reviewed(tmp_path, h)

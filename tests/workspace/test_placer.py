@@ -17,14 +17,14 @@ from crw.errors import RefusedError
 from crw.journal.rows import Allocation, Prepared
 from crw.workspace import worktrees
 from crw.workspace.placer import Placer, allocation_of, kind_of, node_ref, worktree_name
-from tests.workspace.placer_repo import commit, new_repo
+from tests.workspace.gitrepo import commit_files, make_repo
 
 RUN = "wf-run-1"
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> pygit2.Repository:
-    return new_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    return make_repo(tmp_path / "repo", {"a.txt": "a\n"})
 
 
 def placer_of(repo: pygit2.Repository, tmp_path: Path, head: str | None = None) -> Placer:
@@ -71,7 +71,7 @@ def test_executor_starts_at_the_node_ref_when_the_node_has_one(
 ) -> None:
     """spec: STEP-3"""
     first = str(repo.head.target)
-    second = commit(repo, {"b.txt": "b\n"}, "second")
+    second = commit_files(tmp_path / "repo", {"b.txt": "b\n"}, "second")
     repo.references.create(node_ref(RUN, "build"), pygit2.Oid(hex=second))
     placer = placer_of(repo, tmp_path, head=first)
     allocation = placer.allocate("build.2", "build", "executor", None)
@@ -88,7 +88,8 @@ def test_every_other_role_gets_a_private_checkout_at_the_head_option(
 ) -> None:
     """spec: STEP-1, STEP-4"""
     first = str(repo.head.target)
-    commit(repo, {"a.txt": "changed\n"}, "second")  # HEAD moves; the head option does not
+    # HEAD moves; the head option does not
+    commit_files(tmp_path / "repo", {"a.txt": "changed\n"}, "second")
     placer = placer_of(repo, tmp_path, head=first)
     allocation = placer.allocate("look.1", "look", role, None)
     assert (allocation.kind, allocation.start_commit) == ("checkout", first)
@@ -168,7 +169,7 @@ def test_every_crash_point_before_p_is_made_resumes_to_the_same_p(
     """spec: STEP-2, ATT-15"""
     outcomes = []
     for name in ("clean", crash):
-        repo = new_repo(tmp_path / name / "repo", {"a.txt": "a\n"})
+        repo = make_repo(tmp_path / name / "repo", {"a.txt": "a\n"})
         placer = placer_of(repo, tmp_path / name)
         allocation = placer.allocate("n.1", "n", role, None)  # the prepared row's
         path = placer.calls / "n.1"
@@ -213,7 +214,7 @@ def test_release_removes_the_worktree_and_keeps_a_branch_holding_commits(
     fix = placer.allocate("fix.1", "fix", "executor", None)
     for allocation, node in ((build, "build"), (look, "look"), (fix, "fix")):
         placer.make(allocation, node)
-    moved = commit(pygit2.Repository(str(placer.calls / "fix.1")), {"f.txt": "f\n"}, "stray")
+    moved = commit_files(placer.calls / "fix.1", {"f.txt": "f\n"}, "stray")
     for allocation, node in ((build, "build"), (look, "look"), (fix, "fix")):
         placer.release(allocation, node)
         placer.release(allocation, node)  # again: nothing left to do
@@ -231,7 +232,7 @@ def test_a_deleted_worktree_is_restored_at_its_recorded_start(
     allocation = placer.allocate("build.1", "build", "executor", None)
     placer.make(allocation, "build")
     path = placer.calls / "build.1"
-    commit(repo, {"later.txt": "later\n"}, "the main branch moves on")
+    commit_files(tmp_path / "repo", {"later.txt": "later\n"}, "the main branch moves on")
     shutil.rmtree(path)
     placer.make(allocation, "build")
     assert worktree_head(path) == (allocation.branch, allocation.start_commit)

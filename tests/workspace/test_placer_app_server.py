@@ -18,11 +18,11 @@ from crw.workspace.commit import node_tip
 from crw.workspace.placer import Placer
 from tests.actors.test_app_server_resume import kill_after
 from tests.actors.test_app_server_review import one, reviewed
-from tests.workspace.placer_repo import new_repo
+from tests.workspace.gitrepo import make_repo
 
 
 def placed(tmp_path: Path, run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> pygit2.Repository:
-    repo = new_repo(tmp_path / "repo", {"parser.py": "def parse(): ...\n"})
+    repo = make_repo(tmp_path / "repo", {"parser.py": "def parse(): ...\n"})
     root = str(repo.workdir).rstrip("/")
     placer = Placer("run-1", root, str(repo.head.target), run_dir / "calls")
     monkeypatch.setattr(app_resume, "CallContext", functools.partial(CallContext, placer=placer))

@@ -25,14 +25,14 @@ from tests.actors.test_session_lost import lost_owner
 from tests.actors.test_session_resume import remembering, run_until_killed
 from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
 from tests.actors.test_supersede import restart
-from tests.workspace.placer_repo import new_repo
+from tests.workspace.gitrepo import make_repo
 
 Rows = list[dict[str, Any]]
 
 
 def placed(h: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> pygit2.Repository:
     """A repository for the harness's run, whose contexts get the run's placer."""
-    repo = new_repo(tmp_path / "repo", {"parser.py": "def parse(): ...\n"})
+    repo = make_repo(tmp_path / "repo", {"parser.py": "def parse(): ...\n"})
     root = str(repo.workdir).rstrip("/")
     placer = Placer(RUN_ID, root, str(repo.head.target), h.run.calls)
     monkeypatch.setattr(

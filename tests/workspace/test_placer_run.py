@@ -24,7 +24,7 @@ from crw.journal.replay import replay
 from crw.journal.rows import Prepared, RowModel
 from crw.workspace.placer import Placer
 from tests.actors.test_session_run import RUN_ID, Harness, harness
-from tests.workspace.placer_repo import new_repo
+from tests.workspace.gitrepo import make_repo
 
 
 async def go(
@@ -77,7 +77,7 @@ async def test_session_run_places_each_call_in_its_worktree_or_checkout(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
     """spec: STEP-1, STEP-2, STEP-3, STEP-4, STEP-6, GEN-7"""
-    repo = new_repo(tmp_path / "repo", {"main.go": "package main\n"})
+    repo = make_repo(tmp_path / "repo", {"main.go": "package main\n"})
     head = str(repo.head.target)
     root = str(repo.workdir).rstrip("/")
     async with harness(tmp_path) as h:

@@ -13,11 +13,11 @@ import pygit2
 import pytest
 
 from crw.workspace import refs
-from tests.workspace.strayrepo import attempt_worktree, commit_files, repo_with
+from tests.workspace.gitrepo import attempt_worktree, commit_files, make_repo
 
 
 def _repo(tmp_path: Path) -> tuple[pygit2.Repository, str]:
-    repo = repo_with(tmp_path / "repo", {"a.txt": "a\n"})
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
     return repo, str(repo.head.target)
 
 
@@ -33,7 +33,7 @@ def test_stray_ref_names_run_node_attempt_and_call() -> None:
 def test_stray_ref_is_created_against_no_ref(tmp_path: Path) -> None:
     """spec: HARV-51"""
     repo, start = _repo(tmp_path)
-    head = commit_files(repo, tmp_path / "repo", {"b.txt": "b\n"}, "subagent")
+    head = commit_files(tmp_path / "repo", {"b.txt": "b\n"}, "subagent")
     name = refs.stray_ref("r1", "build", 1, "build.1")
     kept = refs.keep_stray(repo, name, head)
     assert (kept.action, kept.old, refs.read(repo, name)) == ("created", None, head)
@@ -46,8 +46,8 @@ def test_stray_ref_is_created_against_no_ref(tmp_path: Path) -> None:
 def test_stray_ref_moves_only_by_fast_forward_from_the_held_commit(tmp_path: Path) -> None:
     """spec: HARV-52"""
     repo, start = _repo(tmp_path)
-    first = commit_files(repo, tmp_path / "repo", {"b.txt": "b\n"}, "one")
-    later = commit_files(repo, tmp_path / "repo", {"c.txt": "c\n"}, "two")
+    first = commit_files(tmp_path / "repo", {"b.txt": "b\n"}, "one")
+    later = commit_files(tmp_path / "repo", {"c.txt": "c\n"}, "two")
     name = refs.stray_ref("r1", "build", 1, "build.1")
     refs.keep_stray(repo, name, first)
     kept = refs.keep_stray(repo, name, later)
@@ -90,8 +90,8 @@ def _race(tmp_path: Path, name: str, old: str | None, targets: list[str]) -> lis
 def test_two_racers_on_one_ref_one_wins_the_other_rereads(tmp_path: Path, rounds: int) -> None:
     """spec: HARV-51, HARV-52"""
     repo, start = _repo(tmp_path)
-    a = commit_files(repo, tmp_path / "repo", {"b.txt": "b\n"}, "a")
-    b = commit_files(repo, tmp_path / "repo", {"c.txt": "c\n"}, "b")
+    a = commit_files(tmp_path / "repo", {"b.txt": "b\n"}, "a")
+    b = commit_files(tmp_path / "repo", {"c.txt": "c\n"}, "b")
     for n in range(rounds):
         name = refs.stray_ref("r1", "build", 1, f"build.{n}")
         created = _race(tmp_path, name, None, [a, b])
@@ -110,8 +110,8 @@ def test_keep_stray_rereads_after_a_lost_swap(
 ) -> None:
     """spec: HARV-51, HARV-52"""
     repo, _start = _repo(tmp_path)
-    a = commit_files(repo, tmp_path / "repo", {"b.txt": "b\n"}, "a")
-    b = commit_files(repo, tmp_path / "repo", {"c.txt": "c\n"}, "b")
+    a = commit_files(tmp_path / "repo", {"b.txt": "b\n"}, "a")
+    b = commit_files(tmp_path / "repo", {"c.txt": "c\n"}, "b")
     name = refs.stray_ref("r1", "build", 1, "build.1")
     real = refs.swap
     calls: list[str | None] = []
@@ -135,7 +135,7 @@ def test_worktree_shares_the_run_refs(tmp_path: Path) -> None:
     repo, start = _repo(tmp_path)
     wt = attempt_worktree(repo, tmp_path / "wt", "crw-r1-build", start)
     tree = pygit2.Repository(str(wt))
-    head = commit_files(tree, wt, {"new.txt": "n\n"}, "subagent commit")
+    head = commit_files(wt, {"new.txt": "n\n"}, "subagent commit")
     name = refs.stray_ref("r1", "build", 1, "build.1")
     refs.keep_stray(tree, name, head)
     assert refs.read(repo, name) == head
@@ -144,7 +144,7 @@ def test_worktree_shares_the_run_refs(tmp_path: Path) -> None:
 def test_a_create_from_a_worktree_fails_on_a_ref_that_exists(tmp_path: Path) -> None:
     """spec: HARV-51"""
     repo, start = _repo(tmp_path)
-    other = commit_files(repo, tmp_path / "repo", {"b.txt": "b\n"}, "other")
+    other = commit_files(tmp_path / "repo", {"b.txt": "b\n"}, "other")
     wt = attempt_worktree(repo, tmp_path / "wt", "crw-r1-build", start)
     name = refs.stray_ref("r1", "build", 1, "build.1")
     refs.swap(repo, name, None, other)
@@ -168,8 +168,8 @@ def _process_racer(path: str, names: list[str], target: str, gate: Any, out: Any
 def test_two_processes_racing_on_one_ref_one_wins_the_other_rereads(tmp_path: Path) -> None:
     """spec: HARV-51"""
     repo, _start = _repo(tmp_path)
-    a = commit_files(repo, tmp_path / "repo", {"b.txt": "b\n"}, "a")
-    b = commit_files(repo, tmp_path / "repo", {"c.txt": "c\n"}, "b")
+    a = commit_files(tmp_path / "repo", {"b.txt": "b\n"}, "a")
+    b = commit_files(tmp_path / "repo", {"c.txt": "c\n"}, "b")
     names = [refs.stray_ref("r1", "build", 1, f"build.{n}") for n in range(10)]
     spawn = multiprocessing.get_context("spawn")
     gate, out = spawn.Barrier(2), spawn.Queue()

@@ -12,7 +12,7 @@ from crw.cli.preview import Preview, workspaces
 from crw.engine.workflow import load_workflow
 from crw.errors import InputError
 from crw.workspace.repo import RunRepository, checkout_root, run_repository
-from tests.workspace.placer_repo import commit, new_repo
+from tests.workspace.gitrepo import commit_files, make_repo
 
 NODE = '[[node]]\nid = "build"\nrole = "executor"\ntask = "t"\nschema = { type = "object" }\n'
 
@@ -26,7 +26,7 @@ def workflow_file(directory: Path, top: str = "") -> Path:
 
 def test_repo_is_taken_relative_to_the_workflow_file(tmp_path: Path) -> None:
     """spec: STEP-4"""
-    new_repo(tmp_path / "project")
+    make_repo(tmp_path / "project")
     path = workflow_file(tmp_path / "project" / "flows", 'repo = ".."\n')
     assert load_workflow(path).repo == (tmp_path / "project").resolve()
     # a directory inside the checkout names the checkout
@@ -53,7 +53,7 @@ def test_the_default_repository_is_the_checkout_holding_the_state_directory(
     tmp_path: Path,
 ) -> None:
     """spec: STEP-4"""
-    repo = new_repo(tmp_path / "project")
+    repo = make_repo(tmp_path / "project")
     wf = workflow_file(tmp_path / "elsewhere")
     found = run_repository(None, None, tmp_path / "project" / ".crw", wf)
     assert found == RunRepository(str((tmp_path / "project").resolve()), str(repo.head.target))
@@ -64,10 +64,10 @@ def test_the_default_repository_is_the_checkout_holding_the_state_directory(
 
 def test_the_head_option_is_resolved_to_a_commit_at_start(tmp_path: Path) -> None:
     """spec: STEP-4"""
-    repo = new_repo(tmp_path / "project")
+    repo = make_repo(tmp_path / "project")
     first = str(repo.head.target)
     repo.references.create("refs/tags/v1", pygit2.Oid(hex=first))
-    commit(repo, {"b.txt": "b\n"}, "second")
+    commit_files(tmp_path / "project", {"b.txt": "b\n"}, "second")
     wf = workflow_file(tmp_path)
     root = (tmp_path / "project").resolve()
     assert run_repository(root, "v1", tmp_path / "s", wf).head == first

@@ -11,28 +11,9 @@ from pygit2.enums import FileStatus
 from crw.journal.rows import TraceDigests
 from crw.workspace import trace
 from crw.workspace.trace import Site
+from tests.workspace.gitrepo import commit_files, make_repo
 
 RUN = "run-1"
-SIGNATURE = pygit2.Signature("t", "t@example.com", 0, 0)
-
-
-def repo_at(path: Path, files: dict[str, str]) -> pygit2.Repository:
-    """A checkout at `path` whose one commit holds `files`."""
-    repo = pygit2.init_repository(str(path), initial_head="main")
-    commit(repo, files, "first")
-    return repo
-
-
-def commit(repo: pygit2.Repository, files: dict[str, str], message: str) -> pygit2.Oid:
-    workdir = Path(repo.workdir)
-    for name, text in files.items():
-        (workdir / name).parent.mkdir(parents=True, exist_ok=True)
-        (workdir / name).write_text(text)
-        repo.index.add(name)
-    repo.index.write()
-    tree = repo.index.write_tree()
-    parents = [] if repo.head_is_unborn else [repo.head.target]
-    return repo.create_commit("HEAD", SIGNATURE, SIGNATURE, message, tree, parents)
 
 
 def site(tmp_path: Path, **given: object) -> Site:
@@ -66,7 +47,7 @@ def test_status_codes_are_the_porcelains(flags: FileStatus, code: str) -> None:
 def test_workspace_digest_is_ps_status_and_head(tmp_path: Path) -> None:
     """spec: TRACE-1"""
     p = tmp_path / "p"
-    repo = repo_at(p, {"a.txt": "a\n", "src/b.py": "b = 1\n"})
+    repo = make_repo(p, {"a.txt": "a\n", "src/b.py": "b = 1\n"})
     clean = trace.workspace_digest(p)
     assert clean == trace.workspace_digest(p)  # nothing changed, the same digest
     assert clean == trace.digest([f"HEAD refs/heads/main {repo.head.target}"])
@@ -85,9 +66,9 @@ def test_workspace_digest_is_ps_status_and_head(tmp_path: Path) -> None:
 def test_a_commit_or_a_branch_switch_changes_the_workspace_digest(tmp_path: Path) -> None:
     """spec: TRACE-1"""
     p = tmp_path / "p"
-    repo = repo_at(p, {"a.txt": "a\n"})
+    repo = make_repo(p, {"a.txt": "a\n"})
     before = trace.workspace_digest(p)
-    commit(repo, {"a.txt": "b\n"}, "second")  # the subagent committed: a clean P, HEAD moved
+    commit_files(p, {"a.txt": "b\n"}, "second")  # the subagent committed: a clean P, HEAD moved
     moved = trace.workspace_digest(p)
     assert moved != before
     repo.branches.local.create("other", repo.head.peel(pygit2.Commit))
@@ -98,7 +79,7 @@ def test_a_commit_or_a_branch_switch_changes_the_workspace_digest(tmp_path: Path
 def test_a_plain_directory_p_reads_as_every_file_untracked(tmp_path: Path) -> None:
     """spec: TRACE-1. P of kind "directory" lies inside the owner's checkout (under
     its state directory) but is no checkout of its own: its files are its digest."""
-    repo_at(tmp_path / "owner", {"a.txt": "a\n"})
+    make_repo(tmp_path / "owner", {"a.txt": "a\n"})
     p = tmp_path / "owner" / ".crw" / "flow" / RUN / "calls" / "look.1"
     p.mkdir(parents=True)
     empty = trace.workspace_digest(p)
@@ -115,9 +96,9 @@ def test_a_plain_directory_p_reads_as_every_file_untracked(tmp_path: Path) -> No
 def test_outside_digest_is_the_owners_checkout_other_than_p(tmp_path: Path) -> None:
     """spec: TRACE-2"""
     owner = tmp_path / "owner"
-    repo_at(owner, {"a.txt": "a\n"})
+    make_repo(owner, {"a.txt": "a\n"})
     p = tmp_path / "p"
-    repo_at(p, {"x": "x\n"})
+    make_repo(p, {"x": "x\n"})
     (owner / "sub").mkdir()
     here = site(tmp_path, host_cwd=owner / "sub")
     assert trace.owner_checkout(here) == owner.resolve()
@@ -134,7 +115,7 @@ def test_outside_digest_is_the_owners_checkout_other_than_p(tmp_path: Path) -> N
 def test_outside_digest_leaves_out_the_state_directory_and_p(tmp_path: Path) -> None:
     """spec: TRACE-2"""
     owner = tmp_path / "owner"
-    repo_at(owner, {"a.txt": "a\n"})
+    make_repo(owner, {"a.txt": "a\n"})
     p = owner / ".crw" / "flow" / RUN / "calls" / "build.1"
     p.mkdir(parents=True)
     here = site(tmp_path, workspace=p, host_cwd=owner)
@@ -160,7 +141,7 @@ def test_outside_digest_leaves_out_the_state_directory_and_p(tmp_path: Path) -> 
 
 def test_shared_digest_takes_refs_under_refs_crw_but_the_runs_own(tmp_path: Path) -> None:
     """spec: TRACE-3"""
-    repo = repo_at(tmp_path / "owner", {"a.txt": "a\n"})
+    repo = make_repo(tmp_path / "owner", {"a.txt": "a\n"})
     head = repo.head.target
     here = site(tmp_path)
     before = trace.shared_digest(here)
@@ -275,7 +256,7 @@ def test_the_bind_digests_are_the_turns_own(tmp_path: Path) -> None:
 def test_the_harvest_digests_the_checkout_the_bind_digested(tmp_path: Path) -> None:
     """spec: HARV-44, TRACE-2"""
     owner = tmp_path / "owner"
-    repo_at(owner, {"a.txt": "a\n"})
+    make_repo(owner, {"a.txt": "a\n"})
     p = tmp_path / "p"
     p.mkdir()
     here = site(tmp_path, host_cwd=owner)
@@ -293,7 +274,7 @@ def test_a_digest_that_cannot_be_read_is_left_out_and_not_compared(tmp_path: Pat
     """spec: HARV-43. The owner's checkout broke between the bind and the harvest:
     no outside digest, no warning, and nothing raised into the call."""
     owner = tmp_path / "owner"
-    repo_at(owner, {"a.txt": "a\n"})
+    make_repo(owner, {"a.txt": "a\n"})
     (tmp_path / "p").mkdir()
     here = site(tmp_path, host_cwd=owner)
     before = trace.at_bind(here)

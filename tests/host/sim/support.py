@@ -93,6 +93,24 @@ async def connected(tmp_path: Path) -> AsyncIterator[tuple[SimHost, RawClient]]:
         await client.transport.aclose()
 
 
+async def owner_and_agent(
+    client: RawClient,
+    agent_type: str = "worker",
+    message: str = "m",
+    *,
+    owner_cwd: str | None = None,
+    **spawn: Any,
+) -> tuple[str, str]:
+    """Start an owner thread (`sim/startOwner`, in `owner_cwd` when given) that
+    spawns a subagent of `agent_type` with `message` and any further `spawn`
+    params (`sim/spawnAgent`); the owner's and the subagent's thread ids."""
+    params = {} if owner_cwd is None else {"cwd": owner_cwd}
+    owner = (await client.request("sim/startOwner", params))["threadId"]
+    spawned = {"parentThreadId": owner, "agentType": agent_type, "message": message, **spawn}
+    agent = (await client.request("sim/spawnAgent", spawned))["agentId"]
+    return str(owner), str(agent)
+
+
 def task_text(marker: str, role: str, schema: dict[str, Any] | None, body: str = "Do it.") -> str:
     """A turn's text by the shared conventions: marker, role, body, output contract."""
     lines = [f"crw-flow-op: {marker}", f"CRW-ROLE: {role}", "", body]

@@ -27,6 +27,7 @@ from tests.host.sim.support import (
     RawClient,
     answer_of,
     connected,
+    owner_and_agent,
     task_text,
     text_input,
 )
@@ -269,9 +270,7 @@ async def test_a_role_script_matches_the_thread_agent_role(
         await client.request(
             "sim/script", {"match": {"role": "critic"}, "behaviour": {"text": "ok"}}
         )
-        owner = (await client.request("sim/startOwner", {}))["threadId"]
-        spawn = {"parentThreadId": owner, "agentType": "critic", "message": "no header"}
-        agent = (await client.request("sim/spawnAgent", spawn))["agentId"]
+        _, agent = await owner_and_agent(client, "critic", "no header")
         read = await client.request("thread/read", {"threadId": agent, "includeTurns": True})
         turn = await client.turn_completed(read["thread"]["turns"][0]["id"])
     assert turn["items"][-1]["text"] == "ok"

@@ -14,7 +14,7 @@ import trio.testing
 
 from crw.host.sim import rollout
 from crw.host.sim.rollout import rollout_path
-from tests.host.sim.support import RawClient, connected, text_input
+from tests.host.sim.support import RawClient, connected, owner_and_agent, text_input
 
 
 def _lines(path: str) -> list[dict[str, Any]]:
@@ -57,9 +57,7 @@ async def test_a_subagent_rollout_names_its_parent_and_spawn_source(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with connected(tmp_path) as (_, client):
-        owner = (await client.request("sim/startOwner", {}))["threadId"]
-        spawn = {"parentThreadId": owner, "agentType": "reviewer", "message": "m"}
-        agent = (await client.request("sim/spawnAgent", spawn))["agentId"]
+        owner, agent = await owner_and_agent(client, "reviewer")
         thread = (await client.request("thread/read", {"threadId": agent}))["thread"]
     meta = _lines(thread["path"])[0]["payload"]
     assert meta["parent_thread_id"] == owner
@@ -210,9 +208,7 @@ async def test_closing_an_agent_and_the_host_closes_their_rollouts(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with connected(tmp_path) as (_, client):
-        owner = (await client.request("sim/startOwner", {}))["threadId"]
-        spawn = {"parentThreadId": owner, "agentType": "reviewer", "message": "m"}
-        agent = (await client.request("sim/spawnAgent", spawn))["agentId"]
+        _, agent = await owner_and_agent(client, "reviewer")
         agent_path = (await client.request("thread/read", {"threadId": agent}))["thread"]["path"]
         assert Path(agent_path) in rollout._OPEN
         await client.request("sim/closeAgent", {"target": agent})

@@ -16,6 +16,7 @@ from tests.host.sim.support import (
     RpcFailure,
     client_of,
     connected,
+    owner_and_agent,
     task_text,
     text_input,
 )
@@ -199,9 +200,7 @@ async def test_thread_list_lists_interactive_threads_unless_asked_for_subagents(
 ) -> None:
     async with connected(tmp_path) as (_, client):
         first = await _start(client)
-        owner = (await client.request("sim/startOwner", {"cwd": "/elsewhere"}))["threadId"]
-        spawn = {"parentThreadId": owner, "agentType": "worker", "message": "m"}
-        agent = (await client.request("sim/spawnAgent", spawn))["agentId"]
+        owner, agent = await owner_and_agent(client, owner_cwd="/elsewhere")
         plain = await client.request("thread/list", {})
         subagents = await client.request("thread/list", {"sourceKinds": ["subAgentThreadSpawn"]})
         by_cwd = await client.request("thread/list", {"cwd": "/work"})
@@ -218,9 +217,7 @@ async def test_loaded_list_names_threads_in_memory_only(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with connected(tmp_path) as (_, client):
-        owner = (await client.request("sim/startOwner", {}))["threadId"]
-        spawn = {"parentThreadId": owner, "agentType": "explorer", "message": "m"}
-        agent = (await client.request("sim/spawnAgent", spawn))["agentId"]
+        owner, agent = await owner_and_agent(client, "explorer")
         before = await client.request("thread/loaded/list", {})
         await client.request("sim/closeAgent", {"target": agent})
         after = await client.request("thread/loaded/list", {})

@@ -17,6 +17,7 @@ from tests.host.sim.support import (
     answer_of,
     client_of,
     connected,
+    owner_and_agent,
     task_text,
 )
 
@@ -24,10 +25,7 @@ from tests.host.sim.support import (
 async def _owner_and_agent(
     client: RawClient, message: str = "crw-flow-op: build.1/t1-a1\nCRW-ROLE: executor", **more: Any
 ) -> tuple[str, str]:
-    owner = (await client.request("sim/startOwner", {"cwd": "/repo"}))["threadId"]
-    spawn = {"parentThreadId": owner, "agentType": "worker", "message": message, **more}
-    agent = (await client.request("sim/spawnAgent", spawn))["agentId"]
-    return str(owner), str(agent)
+    return await owner_and_agent(client, "worker", message, owner_cwd="/repo", **more)
 
 
 async def _first_turn(client: RawClient, agent: str) -> dict[str, Any]:
