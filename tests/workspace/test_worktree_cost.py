@@ -9,7 +9,7 @@ import pygit2
 import pytest
 
 from crw.workspace.placer import Placer
-from tests.workspace.placer_repo import new_repo
+from tests.workspace.gitrepo import make_repo
 
 RUN = "wf-run-1"
 
@@ -22,7 +22,7 @@ def test_making_and_releasing_a_worktree_lists_no_other_worktree(
     one's files) cost O(live worktrees) each: O(calls^2) in all. Each looks up its
     own worktree's record alone; a stale record (its directory gone) is still
     pruned and the worktree made again."""
-    repo = new_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
     placer = Placer(
         RUN, str(Path(str(repo.workdir)).resolve()), str(repo.head.target), tmp_path / "calls"
     )
