@@ -231,9 +231,13 @@ def test_a_store_read_other_than_the_pins_is_warned_about(
 def test_the_process_next_resumed_under_a_changed_store_repinned_and_next_says_so(
     crw: Crw, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """spec: CMD-NEXT-38, CMD-NEXT-39"""
+    """spec: CMD-NEXT-38, CMD-NEXT-39: the line the earlier process bound (a start
+    binds one before any process exists) is the resumed process's to bind again
+    under its new digest; next reads again until it has (it read "none" when this
+    test's run had no line at all and next asked before the process bound it)."""
     run = _make_run(crw)
     _append_rows(run, {"row": "started", "backend": "session", "pid": 1, "role_pairs": PINS})
+    bind_line(crw, LINE)
     (crw.state / "roles.toml").write_text(PINS_TOML.replace("m-exec", "m-exec-2"))
     result = crw("flow", "next", RUN, "--state", str(crw.state), "--json")
     assert result.code == 0, result.stderr
