@@ -66,25 +66,30 @@ def parse_head(buffer: bytes | bytearray) -> Head | None:
     return Head(buffer[0], start, start + length, mask)
 
 
-def unmask(payload: bytes, mask: bytes) -> bytes:
-    """The payload of a masked frame, unmasked (one big-integer XOR, as wsproto does)."""
+def xor_mask(payload: bytes, key: bytes) -> bytes:
+    """`payload` masked with the 4-byte `key`, or unmasked: the same XOR (one
+    big-integer XOR, as wsproto does)."""
     size = len(payload)
     if not size:
         return payload
-    key = (mask * (size // 4 + 1))[:size]
-    return (int.from_bytes(payload, "big") ^ int.from_bytes(key, "big")).to_bytes(size, "big")
+    repeated = (key * (size // 4 + 1))[:size]
+    return (int.from_bytes(payload, "big") ^ int.from_bytes(repeated, "big")).to_bytes(size, "big")
 
 
-def frame(payload: bytes, opcode: int = TEXT) -> bytes:
-    """An unmasked, final frame carrying `payload`: what a server sends."""
+def frame(payload: bytes, opcode: int = TEXT, key: bytes | None = None) -> bytes:
+    """A final frame carrying `payload`: unmasked (what a server sends), or masked
+    with the 4-byte `key` (what a client sends, a fresh random key a frame)."""
     size = len(payload)
+    masked = MASKED if key is not None else 0
     if size < 126:
-        head = bytes((FIN | opcode, size))
+        head = bytes((FIN | opcode, masked | size))
     elif size < 1 << 16:
-        head = bytes((FIN | opcode, 126)) + size.to_bytes(2, "big")
+        head = bytes((FIN | opcode, masked | 126)) + size.to_bytes(2, "big")
     else:
-        head = bytes((FIN | opcode, 127)) + size.to_bytes(8, "big")
-    return head + payload
+        head = bytes((FIN | opcode, masked | 127)) + size.to_bytes(8, "big")
+    if key is None:
+        return head + payload
+    return head + key + xor_mask(payload, key)
 
 
 def notification_method(buffer: bytes | bytearray, start: int, end: int) -> bytes | None:

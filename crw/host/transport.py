@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -45,7 +46,7 @@ from crw.host.frames import (
     frame,
     notification_method,
     parse_head,
-    unmask,
+    xor_mask,
 )
 from crw.text import replace_surrogates
 
@@ -88,11 +89,14 @@ class Transport(Protocol):
     async def aclose(self) -> None: ...
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""One encoder for every message: `json.dumps` with options makes a new one a call."""
+
+
 def encode(message: dict[str, Any]) -> str:
     """The message as JSON text. A lone surrogate (an earlier answer's `\\ud800`
     filled into a turn's text) goes out as U+FFFD: the host takes only Unicode."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-    return replace_surrogates(text)
+    return replace_surrogates(_ENCODER.encode(message))
 
 
 def _decode(text: str | bytes | bytearray, where: str) -> dict[str, Any]:
@@ -196,9 +200,9 @@ class WebSocketTransport(_Reading):
     for every notification. A whole data frame is read here (`crw.host.frames`),
     and an ignored notification is dropped from the buffer unread; control frames
     and fragmented messages go to wsproto (RFC 6455 framing and handshake), a whole
-    frame at a time. A server's data frames are framed here too (unmasked, the
-    same for every client); a client's go through wsproto, which masks them. A
-    ping is answered, a close is answered and ends the connection, a message over
+    frame at a time. Data frames are made here too: a server's unmasked, a
+    client's masked with a fresh random key each (RFC 6455, section 5.3). A ping
+    is answered, a close is answered and ends the connection, a message over
     MAX_LINE bytes closes it (1009). The transport owns the stream: `aclose` closes
     it, after a close frame when the connection is still open.
     """
@@ -228,14 +232,13 @@ class WebSocketTransport(_Reading):
 
     async def send_encoded(self, texts: Sequence[str]) -> None:
         """Send messages `encode` made, a text frame each, in one write."""
-        if not self._server:
-            await self._send([TextMessage(data=text) for text in texts])
-            return
 
         def framed() -> bytes:
             if self._ws.state is not ConnectionState.OPEN:  # as wsproto refuses it
                 raise LocalProtocolError("the connection is closing")
-            return b"".join([frame(text.encode()) for text in texts])
+            if self._server:
+                return b"".join([frame(text.encode()) for text in texts])
+            return b"".join([frame(text.encode(), key=os.urandom(4)) for text in texts])
 
         await self._write(framed)
 
@@ -301,7 +304,7 @@ class WebSocketTransport(_Reading):
         payload = bytes(buffer[head.start : head.end])
         del buffer[: head.end]
         if head.mask is not None:
-            payload = unmask(payload, head.mask)
+            payload = xor_mask(payload, head.mask)
             if self._skips(payload, 0, len(payload)):
                 return None
         if head.first & 0xF == BINARY:

@@ -8,7 +8,7 @@ import wsproto
 from wsproto import ConnectionType
 from wsproto.events import AcceptConnection, Request, TextMessage
 
-from crw.host.frames import frame, notification_method, parse_head, unmask
+from crw.host.frames import frame, notification_method, parse_head, xor_mask
 
 
 def open_pair() -> tuple[wsproto.WSConnection, wsproto.WSConnection]:
@@ -29,17 +29,20 @@ def test_a_masked_client_frame_is_parsed_and_unmasked(size: int) -> None:
     head = parse_head(data)
     assert head is not None and head.whole_data and head.mask is not None
     assert head.end == len(data)
-    assert unmask(data[head.start : head.end], head.mask).decode() == text
+    assert xor_mask(data[head.start : head.end], head.mask).decode() == text
     assert parse_head(data[: head.start - 1]) is None
 
 
 @pytest.mark.parametrize("size", [0, 125, 126, 65536])
 def test_a_frame_made_here_is_what_wsproto_reads(size: int) -> None:
-    client, _ = open_pair()
+    """A server's frame unmasked, a client's masked: wsproto refuses either otherwise."""
+    client, server = open_pair()
     client.receive_data(frame(b"x" * size))
-    (event,) = client.events()
-    assert isinstance(event, TextMessage) and event.data == "x" * size
-    assert event.message_finished
+    server.receive_data(frame("é".encode() * size, key=b"\x01\x82\x03\xf4"))
+    for peer, text in ((client, "x" * size), (server, "é" * size)):
+        (event,) = peer.events()
+        assert isinstance(event, TextMessage) and event.data == text
+        assert event.message_finished
 
 
 @pytest.mark.parametrize(
