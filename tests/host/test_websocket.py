@@ -4,6 +4,7 @@ against itself; pings, closes and oversized messages; one write for many message
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -203,3 +204,19 @@ async def test_a_fragmented_message_and_a_ping_between_its_fragments_are_read() 
     assert [type(e) for e in raw.events()] == [Pong]
     await server.aclose()
     await client_stream.aclose()
+
+
+def test_encoding_a_message_builds_no_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`json.dumps` with options builds a JSONEncoder a call; every message shares one."""
+    built: list[object] = []
+    init = json.JSONEncoder.__init__
+
+    def counting(self: json.JSONEncoder, *args: Any, **kwargs: Any) -> None:
+        built.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(json.JSONEncoder, "__init__", counting)
+    assert [encode({"method": "n", "params": {"i": i}}) for i in range(3)][2] == (
+        '{"method":"n","params":{"i":2}}'
+    )
+    assert built == []
