@@ -19,6 +19,7 @@ import trio
 
 import crw
 from crw.host.protocol import (
+    NOTIFICATION_METHODS,
     HostProtocolError,
     Notification,
     Thread,
@@ -125,6 +126,7 @@ class HostClient:
         self._pending: dict[int, trio.MemorySendChannel[dict[str, Any]]] = {}
         self._subscriptions: set[Subscription] = set()
         self._lost: HostUnavailable | None = None
+        self._wanted()
 
     @property
     def connected(self) -> bool:
@@ -186,11 +188,25 @@ class HostClient:
         self._check()
         subscription = Subscription(buffer, methods)
         self._subscriptions.add(subscription)
+        self._wanted()
         try:
             yield subscription
         finally:
             self._subscriptions.discard(subscription)
+            self._wanted()
             subscription._end()
+
+    def _wanted(self) -> None:
+        """Tell the transport which notifications to drop unread: those of
+        NOTIFICATION_METHODS no subscription takes (all of them with none, as an
+        owner's client that only sends requests)."""
+        wanted: set[str] = set()
+        for subscription in self._subscriptions:
+            if subscription.methods is None:
+                self._transport.ignore = frozenset()
+                return
+            wanted |= subscription.methods
+        self._transport.ignore = NOTIFICATION_METHODS - wanted
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Read the connection until it ends; then fail every pending request and
@@ -232,6 +248,7 @@ class HostClient:
         for subscription in wanting:
             if not subscription._offer(note):
                 self._subscriptions.discard(subscription)
+                self._wanted()
 
     async def _refuse(self, message_id: Any, method: str) -> None:
         """Answer a request of the host (an approval, say) so it never hangs on us."""

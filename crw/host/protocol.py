@@ -289,3 +289,35 @@ class ThreadIdPage(_Wire):
 
     data: list[str] = Field(default_factory=list)
     nextCursor: str | None = None
+
+
+NOTIFICATION_METHODS = frozenset(
+    {
+        "thread/started",
+        "thread/status/changed",
+        "thread/closed",
+        "thread/name/updated",
+        "thread/tokenUsage/updated",
+        "turn/started",
+        "turn/completed",
+        "turn/diff/updated",
+        "turn/plan/updated",
+        "item/started",
+        "item/completed",
+        "item/agentMessage/delta",
+        "item/plan/delta",
+        "item/reasoning/summaryTextDelta",
+        "item/reasoning/summaryPartAdded",
+        "item/reasoning/textDelta",
+        "item/commandExecution/outputDelta",
+        "item/fileChange/outputDelta",
+        "hook/started",
+        "hook/completed",
+        "account/rateLimits/updated",
+        "error",
+    }
+)
+"""What a turn streams to every client: methods codex sends only as notifications
+(`ServerNotification` of `generate-json-schema`, 0.163; none is a method of the
+host's own requests, which must always be read and refused). A client drops those
+no subscription of its wants before decoding them."""

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import trio
@@ -36,6 +37,17 @@ from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from crw.errors import CrwError
+from crw.host.frames import (
+    BINARY,
+    CONTINUATION,
+    FIN,
+    TEXT,
+    Head,
+    frame,
+    notification_method,
+    parse_head,
+    xor_mask,
+)
 from crw.text import replace_surrogates
 
 MAX_LINE = 64 * 1024 * 1024
@@ -57,6 +69,11 @@ class HostUnavailable(HostError):
 class Transport(Protocol):
     """One connection that moves whole JSON objects."""
 
+    ignore: frozenset[str]
+    """Notification methods `receive` drops unread: a client sets the ones nobody
+    it serves wants, and they are never decoded (codex sends every client each
+    subagent's chatter, wanted or not; host-protocol.md, Notifications)."""
+
     async def send(self, message: dict[str, Any]) -> None: ...
 
     async def send_encoded(self, texts: Sequence[str]) -> None:
@@ -72,11 +89,14 @@ class Transport(Protocol):
     async def aclose(self) -> None: ...
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""One encoder for every message: `json.dumps` with options makes a new one a call."""
+
+
 def encode(message: dict[str, Any]) -> str:
     """The message as JSON text. A lone surrogate (an earlier answer's `\\ud800`
     filled into a turn's text) goes out as U+FFFD: the host takes only Unicode."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-    return replace_surrogates(text)
+    return replace_surrogates(_ENCODER.encode(message))
 
 
 def _decode(text: str | bytes | bytearray, where: str) -> dict[str, Any]:
@@ -89,12 +109,50 @@ def _decode(text: str | bytes | bytearray, where: str) -> dict[str, Any]:
     return value
 
 
-class JsonLinesTransport:
+class _Reading:
+    """What both framings share on the receiving side: the methods to drop unread,
+    and counts of what was decoded and what was dropped (tests pin the cost with
+    them)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._ignore: frozenset[str] = frozenset()
+        self._ignored: frozenset[bytes] = frozenset()
+        self.decoded = 0
+        """Messages decoded from JSON."""
+        self.skipped = 0
+        """Notifications dropped unread (their method was ignored)."""
+
+    @property
+    def ignore(self) -> frozenset[str]:
+        return self._ignore
+
+    @ignore.setter
+    def ignore(self, methods: frozenset[str]) -> None:
+        self._ignore = methods
+        self._ignored = frozenset(method.encode() for method in methods)
+
+    def _skips(self, buffer: bytes | bytearray, start: int, end: int) -> bool:
+        """Whether the message in `buffer[start:end]` is a notification to drop."""
+        if not self._ignored:
+            return False
+        method = notification_method(buffer, start, end)
+        if method is None or method not in self._ignored:
+            return False
+        self.skipped += 1
+        return True
+
+    def _decode(self, data: str | bytes | bytearray) -> dict[str, Any]:
+        self.decoded += 1
+        return _decode(data, self._name)
+
+
+class JsonLinesTransport(_Reading):
     """One JSON object a line over a Trio byte stream."""
 
     def __init__(self, stream: trio.abc.Stream, *, name: str = "the host") -> None:
+        super().__init__(name)
         self._stream = stream
-        self._name = name
         self._buffer = bytearray()
         self._send_lock = trio.Lock()
 
@@ -113,10 +171,11 @@ class JsonLinesTransport:
         while True:
             newline = self._buffer.find(b"\n")
             if newline >= 0:
-                line = bytes(self._buffer[:newline])
+                skip = self._skips(self._buffer, 0, newline)
+                line = b"" if skip else bytes(self._buffer[:newline])
                 del self._buffer[: newline + 1]
                 if line.strip():
-                    return _decode(line, self._name)
+                    return self._decode(line)
                 continue
             if len(self._buffer) > MAX_LINE:
                 raise HostUnavailable(f"{self._name} sent a line over {MAX_LINE} bytes")
@@ -132,16 +191,20 @@ class JsonLinesTransport:
         await self._stream.aclose()
 
 
-class WebSocketTransport:
+class WebSocketTransport(_Reading):
     """One JSON object a WebSocket text frame, over a Trio byte stream whose
     upgrade is done (`websocket_client`, `websocket_server`).
 
-    It drives wsproto (RFC 6455 framing and handshake) itself, in the task that
-    calls `receive`: no reader task, channel or per-frame log between the socket
-    and the message, which a busy connection pays for every notification. A ping
+    It reads in the task that calls `receive`: no reader task, channel or
+    per-frame log between the socket and the message, which a busy connection pays
+    for every notification. A whole data frame is read here (`crw.host.frames`),
+    and an ignored notification is dropped from the buffer unread; control frames
+    and fragmented messages go to wsproto (RFC 6455 framing and handshake), a whole
+    frame at a time. Data frames are made here too: a server's unmasked, a
+    client's masked with a fresh random key each (RFC 6455, section 5.3). A ping
     is answered, a close is answered and ends the connection, a message over
-    MAX_LINE bytes closes it (1009). The transport owns the stream: `aclose`
-    closes it, after a close frame when the connection is still open.
+    MAX_LINE bytes closes it (1009). The transport owns the stream: `aclose` closes
+    it, after a close frame when the connection is still open.
     """
 
     def __init__(
@@ -150,12 +213,16 @@ class WebSocketTransport:
         ws: wsproto.WSConnection,
         *,
         name: str = "the host",
-        events: Iterable[wsproto.events.Event] = (),
+        buffer: bytes = b"",
     ) -> None:
+        super().__init__(name)
         self._stream = stream
         self._ws = ws
-        self._name = name
-        self._events = deque(events)
+        self._server = not ws.client
+        self._buffer = bytearray(buffer)
+        self._events: deque[wsproto.events.Event] = deque()
+        self._fragmented = False
+        """A fragmented message is under way: every frame goes to wsproto until it ends."""
         self._parts: list[str | bytes | bytearray] = []
         self._size = 0
         self._send_lock = trio.Lock()
@@ -165,14 +232,26 @@ class WebSocketTransport:
 
     async def send_encoded(self, texts: Sequence[str]) -> None:
         """Send messages `encode` made, a text frame each, in one write."""
-        await self._send([TextMessage(data=text) for text in texts])
+
+        def framed() -> bytes:
+            if self._ws.state is not ConnectionState.OPEN:  # as wsproto refuses it
+                raise LocalProtocolError("the connection is closing")
+            if self._server:
+                return b"".join([frame(text.encode()) for text in texts])
+            return b"".join([frame(text.encode(), key=os.urandom(4)) for text in texts])
+
+        await self._write(framed)
 
     async def _send(self, events: Sequence[wsproto.events.Event]) -> None:
-        """Frame `events` and write them, under the lock: frames go out in the order
-        wsproto made them, so none follows the close frame."""
+        """Frame `events` with wsproto and write them."""
+        await self._write(lambda: b"".join([self._ws.send(event) for event in events]))
+
+    async def _write(self, framed: Callable[[], bytes]) -> None:
+        """Write what `framed` makes, under the lock: frames go out in the order they
+        were made, so none follows the close frame."""
         async with self._send_lock:
             try:
-                data = b"".join([self._ws.send(event) for event in events])
+                data = framed()
             except LocalProtocolError as err:
                 raise HostUnavailable(f"the connection to {self._name} is closed") from err
             try:
@@ -183,20 +262,18 @@ class WebSocketTransport:
     async def receive(self) -> dict[str, Any]:
         while True:
             while self._events:
-                event = self._events.popleft()
-                if isinstance(event, (TextMessage, BytesMessage)):
-                    message = self._take(event)
-                    if message is None:
-                        continue
-                    if len(message) > MAX_LINE:
-                        await self._reply(CloseConnection(code=CloseReason.MESSAGE_TOO_BIG))
-                        raise HostUnavailable(f"{self._name} sent a message over {MAX_LINE} bytes")
-                    return _decode(message, self._name)
-                elif isinstance(event, Ping):
-                    await self._reply(event.response())
-                elif isinstance(event, CloseConnection):
-                    await self._reply(event.response())
-                    raise HostUnavailable(f"{self._name} closed the connection")
+                message = await self._on_event(self._events.popleft())
+                if message is not None:
+                    return self._decode(message)
+            head = parse_head(self._buffer)
+            if head is not None and head.end - head.start > MAX_LINE:
+                await self._reply(CloseConnection(code=CloseReason.MESSAGE_TOO_BIG))
+                raise HostUnavailable(f"{self._name} sent a message over {MAX_LINE} bytes")
+            if head is not None and head.end <= len(self._buffer):
+                message = self._take_frame(head)
+                if message is not None:
+                    return self._decode(message)
+                continue
             if self._ws.state is ConnectionState.CLOSED:
                 raise HostUnavailable(f"the connection to {self._name} is closed")
             try:
@@ -205,11 +282,59 @@ class WebSocketTransport:
                 raise HostUnavailable(f"the connection to {self._name} is closed") from err
             if not data:
                 raise HostUnavailable(f"{self._name} closed the connection")
-            try:
-                self._ws.receive_data(bytes(data))
-            except RemoteProtocolError as err:
-                raise HostUnavailable(f"{self._name} broke the WebSocket protocol: {err}") from err
+            self._buffer += data
+
+    def _take_frame(self, head: Head) -> bytes | str | None:
+        """Take the whole frame `head` off the buffer: the message it carries when
+        it is one whole data frame masked as the peer's role must (a text frame
+        checked UTF-8), else None (an ignored notification dropped unread, or the
+        frame handed to wsproto, its events queued)."""
+        buffer = self._buffer
+        fast = head.whole_data and not self._fragmented and (head.mask is not None) == self._server
+        if not fast:
+            data = bytes(buffer[: head.end])
+            del buffer[: head.end]
+            if head.first & 0xF in (CONTINUATION, TEXT, BINARY):
+                self._fragmented = not head.first & FIN
+            self._to_wsproto(data)
+            return None
+        if head.mask is None and self._skips(buffer, head.start, head.end):
+            del buffer[: head.end]
+            return None
+        payload = bytes(buffer[head.start : head.end])
+        del buffer[: head.end]
+        if head.mask is not None:
+            payload = xor_mask(payload, head.mask)
+            if self._skips(payload, 0, len(payload)):
+                return None
+        if head.first & 0xF == BINARY:
+            return payload
+        try:
+            return payload.decode()
+        except UnicodeDecodeError as err:
+            raise HostUnavailable(f"{self._name} sent a text frame that is not UTF-8") from err
+
+    def _to_wsproto(self, data: bytes) -> None:
+        try:
+            self._ws.receive_data(data)
             self._events.extend(self._ws.events())
+        except RemoteProtocolError as err:
+            raise HostUnavailable(f"{self._name} broke the WebSocket protocol: {err}") from err
+
+    async def _on_event(self, event: wsproto.events.Event) -> str | bytes | bytearray | None:
+        """Act on one event of wsproto: the whole message once it is complete."""
+        if isinstance(event, (TextMessage, BytesMessage)):
+            message = self._take(event)
+            if message is not None and len(message) > MAX_LINE:
+                await self._reply(CloseConnection(code=CloseReason.MESSAGE_TOO_BIG))
+                raise HostUnavailable(f"{self._name} sent a message over {MAX_LINE} bytes")
+            return message
+        if isinstance(event, Ping):
+            await self._reply(event.response())
+        elif isinstance(event, CloseConnection):
+            await self._reply(event.response())
+            raise HostUnavailable(f"{self._name} closed the connection")
+        return None
 
     def _take(self, event: TextMessage | BytesMessage) -> str | bytes | bytearray | None:
         """The whole message once `event` finishes it (or once its parts are over
@@ -243,17 +368,24 @@ class WebSocketTransport:
 
 async def _handshake(
     stream: trio.abc.Stream, ws: wsproto.WSConnection, name: str
-) -> tuple[wsproto.events.Event, list[wsproto.events.Event]]:
-    """The first event of the opening handshake, and the events after it."""
+) -> tuple[wsproto.events.Event, bytes]:
+    """The first event of the opening handshake, and the bytes read after its
+    head (frames the transport reads itself, not wsproto)."""
+    data = b""
     while True:
         try:
-            data = await stream.receive_some(RECEIVE_SIZE)
+            chunk = await stream.receive_some(RECEIVE_SIZE)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as err:
             raise HostUnavailable(f"the connection to {name} is closed") from err
-        if not data:
+        if not chunk:
             raise HostUnavailable(f"{name} closed the connection during the WebSocket upgrade")
+        data += chunk
+        end = data.find(b"\r\n\r\n")
+        if end < 0 and len(data) < RECEIVE_SIZE:
+            continue  # a head that never ends is wsproto's to refuse
+        head, rest = (data, b"") if end < 0 else (data[: end + 4], data[end + 4 :])
         try:
-            ws.receive_data(bytes(data))
+            ws.receive_data(head)
         except RemoteProtocolError as err:
             if err.event_hint is not None:
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
@@ -261,7 +393,8 @@ async def _handshake(
             raise HostUnavailable(f"{name} broke the WebSocket upgrade: {err}") from err
         events = list(ws.events())
         if events:
-            return events[0], events[1:]
+            return events[0], rest
+        data = rest
 
 
 async def websocket_client(
@@ -283,7 +416,7 @@ async def websocket_client(
         raise HostUnavailable(f"{name} refused the WebSocket upgrade (HTTP {event.status_code})")
     if not isinstance(event, AcceptConnection):  # pragma: no cover - wsproto yields no other
         raise HostUnavailable(f"{name} answered the WebSocket upgrade with {event!r}")
-    return WebSocketTransport(stream, ws, name=name, events=after)
+    return WebSocketTransport(stream, ws, name=name, buffer=after)
 
 
 async def websocket_server(
@@ -302,4 +435,4 @@ async def websocket_server(
         await stream.send_all(ws.send(AcceptConnection()))
     except (trio.BrokenResourceError, trio.ClosedResourceError) as err:
         raise HostUnavailable(f"the connection to {name} is closed") from err
-    return WebSocketTransport(stream, ws, name=name, events=after)
+    return WebSocketTransport(stream, ws, name=name, buffer=after)

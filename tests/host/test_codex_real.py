@@ -32,7 +32,7 @@ from crw.host.mock_model import (
     valid,
 )
 from crw.host.sim.instance import example_instance
-from crw.host.transport import websocket_client
+from crw.host.transport import JsonLinesTransport, WebSocketTransport, websocket_client
 from tests.host.codex_env import Rpc, SharedServer, initialized, private_app_server
 
 pytestmark = pytest.mark.codex
@@ -407,3 +407,16 @@ async def test_fork_and_resume_carry_only_their_own_config_keys(
         f"crw-flow-op: {markers[3]}": "",  # rebuilt after a restart: none
         f"crw-flow-op: {markers[4]}": str(second),  # what its thread/resume carries
     }
+
+
+async def test_a_turns_items_are_dropped_unread_when_ignored(host: Rpc, tmp_path: Path) -> None:
+    """codex writes a notification `{"method":"…"` first, so a client that wants no
+    items drops them before decoding them, on both framings."""
+    transport = host.transport
+    assert isinstance(transport, JsonLinesTransport | WebSocketTransport)
+    transport.ignore = frozenset({"item/started", "item/completed"})
+    thread = await start_thread(host, tmp_path)
+    turn = await run_turn(host, thread["id"], turn_text("x.1/t1-a1"))
+    assert turn["status"] == "completed"
+    assert transport.skipped >= 4  # the user message's and the answer's start and end
+    assert not [n for n in host.notes if str(n.get("method")).startswith("item/")]

@@ -4,6 +4,7 @@ against itself; pings, closes and oversized messages; one write for many message
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 import pytest
 import trio
 import trio_websocket
+import wsproto
+from wsproto.events import AcceptConnection, Ping, Pong, Request, TextMessage
 
 import crw.host.transport as transport_module
 from crw.host.transport import (
@@ -171,3 +174,49 @@ async def test_a_refused_upgrade_is_host_unavailable() -> None:
             await websocket_client(client_stream, "localhost", name="the sim")
         await client_stream.aclose()
         await server_stream.aclose()
+
+
+async def test_a_fragmented_message_and_a_ping_between_its_fragments_are_read() -> None:
+    """Fragments go to wsproto, the whole frame after them is read here: both
+    messages arrive, in order, and the ping is answered."""
+    client_stream, server_stream = socket_pair()
+    raw = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    async with trio.open_nursery() as nursery:
+        accepted: list[WebSocketTransport] = []
+
+        async def accept() -> None:
+            accepted.append(await websocket_server(server_stream, name="the peer"))
+
+        nursery.start_soon(accept)
+        await client_stream.send_all(raw.send(Request(host="localhost", target="/")))
+        raw.receive_data(await client_stream.receive_some())
+        assert isinstance(next(raw.events()), AcceptConnection)
+    server = accepted[0]
+    data = raw.send(TextMessage(data='{"id":1,', message_finished=False))
+    data += raw.send(Ping(payload=b"p"))
+    data += raw.send(TextMessage(data='"method":"a"}', message_finished=True))
+    data += raw.send(TextMessage(data='{"id":2,"method":"b"}'))
+    await client_stream.send_all(data)
+    with trio.fail_after(5):
+        assert await server.receive() == {"id": 1, "method": "a"}
+        assert await server.receive() == {"id": 2, "method": "b"}
+        raw.receive_data(await client_stream.receive_some())
+    assert [type(e) for e in raw.events()] == [Pong]
+    await server.aclose()
+    await client_stream.aclose()
+
+
+def test_encoding_a_message_builds_no_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`json.dumps` with options builds a JSONEncoder a call; every message shares one."""
+    built: list[object] = []
+    init = json.JSONEncoder.__init__
+
+    def counting(self: json.JSONEncoder, *args: Any, **kwargs: Any) -> None:
+        built.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(json.JSONEncoder, "__init__", counting)
+    assert [encode({"method": "n", "params": {"i": i}}) for i in range(3)][2] == (
+        '{"method":"n","params":{"i":2}}'
+    )
+    assert built == []

@@ -14,7 +14,9 @@ from crw.host.transport import HostUnavailable, encode
 
 
 class TrioWebSocketPeer:
-    """A `Transport` over a trio-websocket connection."""
+    """A `Transport` over a trio-websocket connection (it decodes every message)."""
+
+    ignore: frozenset[str] = frozenset()
 
     def __init__(self, ws: WebSocketConnection) -> None:
         self.ws = ws

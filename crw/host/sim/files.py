@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import pygit2
-
 from crw.host.sim.state import invalid_request
 
 SIM_NAME = "crw sim"
@@ -149,6 +147,8 @@ def _write(root: Path, path: str, text: str | None) -> None:
 
 
 def _commit(root: Path, message: str, when: float) -> str:
+    import pygit2  # only a script that commits needs it: not every host's start
+
     found = pygit2.discover_repository(str(root))
     if found is None:
         raise FileEffectError(

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import trio
-import trio.testing
 
 from crw.host.sim import files, rollout
 from crw.host.sim.behaviour import (
@@ -647,6 +646,8 @@ async def open_sim_host(
 async def connect_in_memory(host: SimHost) -> Transport:
     """A client transport to `host` over an in-memory stream (JSON lines), served
     in the host's nursery: the same Trio clock drives both sides."""
+    import trio.testing  # tests only: it imports pytest, which a serving host never needs
+
     client, server = trio.testing.memory_stream_pair()
     host._nursery.start_soon(serve_connection, host, JsonLinesTransport(server, name="a client"))
     await trio.lowlevel.checkpoint()

@@ -8,7 +8,9 @@ modelled, with the names and nullability of the generated protocol schema.
 from __future__ import annotations
 
 import copy
+import itertools
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -326,30 +328,34 @@ class SimState:
             raise invalid_request(f"thread not found: {thread_id}")
         return thread
 
-    def listed(self, source_kinds: list[str] | None, cwd: str | None) -> list[Thread]:
-        """`thread/list`'s selection, newest first."""
+    def listed(self, source_kinds: list[str] | None, cwd: str | None) -> Iterator[Thread]:
+        """`thread/list`'s selection, newest first, made as it is read: a page of the
+        newest costs its own length, not the host's every thread (`threads` is in
+        creation order, `seq` order, as nothing is ever removed from it)."""
         kinds = set(source_kinds or ()) or INTERACTIVE_KINDS
         if "subAgent" in kinds:
             kinds |= SUBAGENT_KINDS
-        chosen = [
+        return (
             t
-            for t in self.threads.values()
+            for t in reversed(self.threads.values())
             if t.source_kind in kinds and (cwd is None or t.cwd == cwd)
-        ]
-        return sorted(chosen, key=lambda t: t.seq, reverse=True)
+        )
 
     def loaded_ids(self) -> list[str]:
         return [t.id for t in self.threads.values() if t.status != "notLoaded"]
 
 
-def page(values: list[Any], params: dict[str, Any]) -> tuple[list[Any], str | None]:
+def page(values: Iterable[Any], params: dict[str, Any]) -> tuple[list[Any], str | None]:
     """One page of `values` from the request's opaque `cursor` (an offset here) and
-    `limit`, and the cursor of the next page (None on the last)."""
+    `limit`, and the cursor of the next page (None on the last). Reads `values`
+    only through the page and one past it."""
     cursor = params.get("cursor")
     start = int(cursor) if isinstance(cursor, str) and cursor.isdigit() else 0
     limit = params.get("limit")
-    end = start + limit if isinstance(limit, int) and limit > 0 else len(values)
-    return values[start:end], (str(end) if end < len(values) else None)
+    if not (isinstance(limit, int) and limit > 0):
+        return list(itertools.islice(values, start, None)), None
+    taken = list(itertools.islice(values, start, start + limit + 1))
+    return taken[:limit], (str(start + limit) if len(taken) > limit else None)
 
 
 def fork_turns(source: Thread, last_turn_id: str | None) -> list[Turn]:

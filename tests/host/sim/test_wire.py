@@ -42,6 +42,8 @@ async def test_a_notification_to_every_connection_is_encoded_once(
 class Recording:
     """A connection's transport that keeps each write: the messages it carried."""
 
+    ignore: frozenset[str] = frozenset()
+
     def __init__(self) -> None:
         self.incoming, self._receive = trio.open_memory_channel[dict[str, Any]](16)
         self.writes: list[list[dict[str, Any]]] = []

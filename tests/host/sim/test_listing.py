@@ -1,0 +1,47 @@
+"""thread/list on a host with many threads: a page of the newest costs its own
+length, not the host's every thread (a run looks at the newest page each call)."""
+
+from __future__ import annotations
+
+import pytest
+
+from crw.host.sim.state import SimState, Thread, list_threads
+
+
+def host_with(threads: int) -> SimState:
+    state = SimState()
+    for i in range(threads):
+        state.new_thread(f"t{i:04d}", {"cwd": "/w"}, path=f"/r/{i}", wall=0.0)
+    return state
+
+
+def test_a_page_of_the_newest_reads_the_page_and_one_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state = host_with(500)
+    read: list[str] = []
+
+    def counting(thread: Thread) -> str:
+        read.append(thread.id)
+        return "subAgentThreadSpawn" if thread.is_subagent else "vscode"
+
+    monkeypatch.setattr(Thread, "source_kind", property(counting))
+    first = list_threads(state, {"limit": 10})
+    assert [t["id"] for t in first["data"]] == [f"t{i:04d}" for i in range(499, 489, -1)]
+    assert first["nextCursor"] == "10"
+    assert len(read) == 11
+
+
+def test_pages_cover_every_thread_newest_first_and_the_last_has_no_cursor() -> None:
+    state = host_with(25)
+    seen: list[str] = []
+    cursor = None
+    while True:
+        answer = list_threads(state, {"limit": 10} | ({"cursor": cursor} if cursor else {}))
+        seen += [t["id"] for t in answer["data"]]
+        cursor = answer["nextCursor"]
+        if cursor is None:
+            break
+    assert seen == [f"t{i:04d}" for i in range(24, -1, -1)]
+    assert list_threads(state, {"limit": 25})["nextCursor"] is None
+    assert len(list_threads(state, {"cursor": "20"})["data"]) == 5
