@@ -11,8 +11,11 @@ The calls are marshalled apart, inside it, in two packs: the settled ones
 (`SETTLED_STATES`: completed, skipped, ...; most calls of a big run) are
 unmarshalled and built only when the state's `calls` is first read, or a row after
 the snapshot names one (`RunState.defer_calls`); the others are built at once, a
-replay folds on into them. `next` of a live run builds only the calls not settled
-(a pool's worth), `next` of an ended one none, `status` all.
+replay folds on into them. The settled pack is a few pieces: a snapshot written
+from a snapshot's state keeps its pieces and adds the calls settled since as one
+more (`SETTLED_CHUNKS`), so a reader's write costs the open calls, not all.
+`next` of a live run builds only the calls not settled (a pool's worth), `next` of
+an ended one none, `status` all.
 
 The journal stays the one truth: the snapshot is thrown away and the journal read
 whole when it does not match, byte for byte, the journal's first `end` bytes (its
@@ -43,7 +46,7 @@ from crw.journal.replay import SETTLED_STATES, CallState, DeferredCalls, RunStat
 log = logging.getLogger("crw.journal")
 
 SNAPSHOT = "replay.snapshot"
-FORMAT = f"crw-replay-snapshot/3 {sys.implementation.cache_tag}"
+FORMAT = f"crw-replay-snapshot/4 {sys.implementation.cache_tag}"
 REFRESH_BYTES = 1 << 20
 """The most journal bytes beyond the snapshot a reader decodes before it writes one."""
 REFRESH_MIN = 64 << 10
@@ -56,6 +59,11 @@ once per a share of the journal, and every read decodes at most that share."""
 _CALL_FIELDS = [f.name for f in fields(CallState) if f.name != "result"]
 """A call's fields the snapshot keeps: all but its result, which can be large and
 which the commands do not show (a process that needs results replays the journal)."""
+SETTLED_CHUNKS = 16
+"""The most pieces the settled calls are kept in: a snapshot written from a
+snapshot's state adds the calls settled since as one more piece, without
+unmarshalling the others (a write then costs the open calls, not all); with more
+pieces than this they are packed again as one."""
 _RUN_FIELDS = [f.name for f in fields(RunState) if f.name != "calls"]
 _SEAL = 9
 """The file starts with the CRC-32 of the rest, as eight hex digits and a newline."""
@@ -137,17 +145,20 @@ def peek_snapshot(path: Path) -> Snapshot | None:
 
 @dataclass(frozen=True)
 class _Packed:
-    """A snapshot's calls: `settled` and `open` are each a marshalled list of
-    `[index, values]` (`index`: the call's place among the calls, `values`: its
-    `_CALL_FIELDS`), `settled_ids` the settled calls, `after` an index past all."""
+    """A snapshot's calls: each piece of `settled`, and `open`, is a marshalled
+    list of `[index, values]` (`index`: the call's place among the calls,
+    `values`: its `_CALL_FIELDS`), `settled_ids` the settled calls, `after` an
+    index past all."""
 
     settled_ids: frozenset[str]
-    settled: bytes
+    settled: tuple[bytes, ...]
     open: bytes
     after: int
 
     def __post_init__(self) -> None:
-        if type(self.settled_ids) is not frozenset or type(self.settled) is not bytes:
+        if type(self.settled_ids) is not frozenset or type(self.settled) is not tuple:
+            raise TypeError("a snapshot's calls are not packed as this crw packs them")
+        if any(type(piece) is not bytes for piece in self.settled):
             raise TypeError("a snapshot's calls are not packed as this crw packs them")
         if type(self.open) is not bytes or type(self.after) is not int:
             raise TypeError("a snapshot's calls are not packed as this crw packs them")
@@ -163,7 +174,11 @@ class _Packed:
         last."""
         places = self.places()
         with paused_gc():
-            entries = [(index, _call(values)) for index, values in marshal.loads(self.settled)]
+            entries = [
+                (index, _call(values))
+                for piece in self.settled
+                for index, values in marshal.loads(piece)
+            ]
             entries += [
                 (places.get(call_id, self.after + n), call)
                 for n, (call_id, call) in enumerate(opened.items())
@@ -213,26 +228,24 @@ def _save(path: Path, state: RunState, end: int, crc: int) -> None:
         temp.unlink(missing_ok=True)
 
 
-def _pack(state: RunState) -> tuple[frozenset[str], bytes, bytes, int]:
+def _pack(state: RunState) -> tuple[frozenset[str], tuple[bytes, ...], bytes, int]:
     """The state's calls as `_Packed` holds them. A state read from a snapshot
-    whose settled calls were not built keeps their values as it read them."""
+    whose settled calls were not built keeps their pieces as it read them, and
+    adds the calls settled since as one more (`SETTLED_CHUNKS`)."""
     deferred = state.deferred_calls()
     packed = deferred.source if deferred is not None else None
+    pieces: tuple[bytes, ...] = ()
     if deferred is not None and isinstance(packed, _Packed):
-        settled, ids, places = (
-            marshal.loads(packed.settled),
-            set(packed.settled_ids),
-            packed.places(),
-        )
+        pieces, ids, places = packed.settled, set(packed.settled_ids), packed.places()
         entries = [
             (places.get(c, packed.after + n), call)
             for n, (c, call) in enumerate(deferred.open.items())
         ]
         after = packed.after + len(deferred.open)
     else:
-        settled, ids, entries = [], set(), list(enumerate(state.calls.values()))
+        ids, entries = set(), list(enumerate(state.calls.values()))
         after = len(entries)
-    opened = []
+    settled, opened = [], []
     for index, call in entries:
         values = [getattr(call, name) for name in _CALL_FIELDS]
         if call.state in SETTLED_STATES:
@@ -240,4 +253,9 @@ def _pack(state: RunState) -> tuple[frozenset[str], bytes, bytes, int]:
             ids.add(call.call)
         else:
             opened.append([index, values])
-    return frozenset(ids), marshal.dumps(settled), marshal.dumps(opened), after
+    if len(pieces) >= SETTLED_CHUNKS:
+        settled = [entry for piece in pieces for entry in marshal.loads(piece)] + settled
+        pieces = ()
+    if settled or not pieces:
+        pieces += (marshal.dumps(settled),)
+    return frozenset(ids), pieces, marshal.dumps(opened), after
