@@ -46,6 +46,7 @@ import scale  # noqa: E402
 import crw.cli.next as next_module  # noqa: E402
 import crw.journal.snapshot as snapshot_module  # noqa: E402
 from crw.cli.next import next_command  # noqa: E402
+from crw.cli.owner import DONE_STATES, IDLE_PAUSE  # noqa: E402
 from crw.engine.rundir import RunDir  # noqa: E402
 from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402
 
@@ -166,10 +167,10 @@ class MeasuredOwner(scale.FastOwner):
             async with trio.open_nursery() as nursery:
                 for step in answer["steps"]:
                     nursery.start_soon(self.take, step)
-            if answer["state"] in scale.DONE_STATES:
+            if answer["state"] in DONE_STATES:
                 break
             if not answer["steps"]:
-                await trio.sleep(scale.IDLE_PAUSE)
+                await trio.sleep(IDLE_PAUSE)
         self.halted.set()
 
 

@@ -5,6 +5,7 @@ run ever ran; the state is the whole journal's all the same."""
 from __future__ import annotations
 
 import gc
+import marshal
 from pathlib import Path
 from typing import Any
 from zlib import crc32
@@ -121,7 +122,7 @@ def test_a_snapshot_written_from_a_snapshots_state_unmarshals_none_of_its_settle
     journal = tmp_path / "journal.jsonl"
     seq = _run(journal)
     monkeypatch.setattr(snapshot, "REFRESH_BYTES", 1)  # every read writes one
-    loads, pack = snapshot.marshal.loads, snapshot._pack
+    loads, pack = marshal.loads, snapshot._pack
     unmarshalled: list[int] = []  # the bytes each save's packing unmarshalled
 
     def counted_pack(state: RunState) -> Any:
@@ -130,11 +131,11 @@ def test_a_snapshot_written_from_a_snapshots_state_unmarshals_none_of_its_settle
             return loads(data)
 
         unmarshalled.append(0)
-        monkeypatch.setattr(snapshot.marshal, "loads", counted)
+        monkeypatch.setattr(marshal, "loads", counted)
         try:
             return pack(state)
         finally:
-            monkeypatch.setattr(snapshot.marshal, "loads", loads)
+            monkeypatch.setattr(marshal, "loads", loads)
 
     monkeypatch.setattr(snapshot, "_pack", counted_pack)
     settled = len(journal.with_name(snapshot.SNAPSHOT).read_bytes())
