@@ -30,6 +30,7 @@ fails for it: a run directory it cannot write is read whole next time.
 
 from __future__ import annotations
 
+import io
 import logging
 import marshal
 import os
@@ -89,18 +90,23 @@ def replay_journal(journal: Path, *, live: bool = False) -> tuple[RunState, Jour
     is reported with the whole journal's offsets).
     """
     try:
-        data = journal.read_bytes()
+        file = journal.open("rb")
     except FileNotFoundError:
         return replay(()), JournalRead([], 0, 0, None)
-    snapshot = _load(journal.parent / SNAPSHOT, data)
-    tail: JournalRead | None = None
-    if snapshot is not None:
-        try:
-            tail = decode(data[snapshot.end :], journal, after=snapshot.state.last_seq)
-        except JournalCorruptError:
-            snapshot = None  # the damage is reported with the whole journal's offsets
-    if tail is None or snapshot is None:
-        tail = decode(data, journal)
+    with file:
+        snapshot = _load(journal.parent / SNAPSHOT, file)
+        tail: JournalRead | None = None
+        if snapshot is not None:
+            file.seek(snapshot.end)
+            data = file.read()
+            try:
+                tail = decode(data, journal, after=snapshot.state.last_seq)
+            except JournalCorruptError:
+                snapshot = None  # the damage is reported with the whole journal's offsets
+        if tail is None or snapshot is None:
+            file.seek(0)
+            data = file.read()
+            tail = decode(data, journal)
     if tail.torn is not None and not live:
         log.warning("%s", tail.torn.message)
     start = snapshot.end if snapshot is not None else 0
@@ -109,18 +115,42 @@ def replay_journal(journal: Path, *, live: bool = False) -> tuple[RunState, Jour
     beyond = read.end - start
     refresh = min(REFRESH_BYTES, max(REFRESH_MIN, read.end // REFRESH_SHARE))
     if beyond >= refresh or (beyond and state.state == "ended"):
-        _save(journal.parent / SNAPSHOT, state, read.end, zlib.crc32(memoryview(data)[: read.end]))
+        # The CRC of the bytes read goes on from the snapshot's, which covers those before.
+        crc = zlib.crc32(memoryview(data)[: tail.end], snapshot.crc if snapshot else 0)
+        _save(journal.parent / SNAPSHOT, state, read.end, crc)
     return state, read
 
 
-def _load(path: Path, data: bytes) -> Snapshot | None:
+CRC_PIECE = 1 << 18
+"""The bytes `_crc_of` reads at a time, into one buffer."""
+
+
+def _load(path: Path, journal: io.BufferedReader) -> Snapshot | None:
     """The snapshot, when it is this crw's and matches the journal's bytes."""
     snapshot = peek_snapshot(path)
-    if snapshot is None or snapshot.end > len(data):
+    if snapshot is None or snapshot.end > os.fstat(journal.fileno()).st_size:
         return None
-    if zlib.crc32(memoryview(data)[: snapshot.end]) != snapshot.crc:
+    if _crc_of(journal, snapshot.end) != snapshot.crc:
         return None
     return snapshot
+
+
+def _crc_of(journal: io.BufferedReader, end: int) -> int | None:
+    """The CRC-32 of the journal's first `end` bytes (None: it has fewer), read a
+    piece at a time into one buffer: the journal under a snapshot is most of a
+    big run's, and is not kept (a new buffer of its size costs a page fault per
+    page, more than the copy)."""
+    buffer = bytearray(min(CRC_PIECE, end))
+    view = memoryview(buffer)
+    crc, done = 0, 0
+    journal.seek(0)
+    while done < end:
+        got = journal.readinto(view[: min(CRC_PIECE, end - done)])
+        if not got:
+            return None
+        crc = zlib.crc32(view[:got], crc)
+        done += got
+    return crc
 
 
 def peek_snapshot(path: Path) -> Snapshot | None:

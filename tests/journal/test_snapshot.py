@@ -4,6 +4,7 @@ journal, only the rows after it decoded, and thrown away when it does not match.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -146,3 +147,38 @@ def test_a_reader_decodes_at_most_a_share_of_a_journal_under_a_mebibyte(
     for call in state.calls.values():
         call.result = None
     assert state == without_results(journal)
+
+
+def test_a_read_that_writes_a_snapshot_checks_the_journal_under_the_old_one_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1. The journal under a snapshot is most of a big run's: a read
+    that writes a new snapshot checks those bytes once (their CRC against the old
+    snapshot's), and the new snapshot's CRC goes on from the old one's over the
+    bytes after it; the state read back is the whole journal's."""
+    journal = tmp_path / "journal.jsonl"
+    seq = _append(journal, 1, range(400))
+    snapshot.replay_journal(journal)
+    _append(journal, seq, range(400, 420))
+    monkeypatch.setattr(snapshot, "REFRESH_BYTES", 1)  # this read writes a snapshot
+    old = len((tmp_path / snapshot.SNAPSHOT).read_bytes())
+    crc32 = snapshot.zlib.crc32
+    checked: list[int] = []
+
+    def counted(data: Any, value: int = 0) -> int:
+        if len(data) > 4096:  # not a journal line's own checksum
+            checked.append(len(data))
+        return crc32(data, value)
+
+    monkeypatch.setattr(snapshot.zlib, "crc32", counted)
+    state, read = snapshot.replay_journal(journal)
+    monkeypatch.undo()
+    new = len((tmp_path / snapshot.SNAPSHOT).read_bytes())
+    assert len(read.rows) == 3 * 20
+    # the old snapshot's seal, the journal once, the new snapshot's seal
+    assert sum(checked) <= old + journal.stat().st_size + new
+    for call in state.calls.values():
+        call.result = None  # the rows after the snapshot carry theirs
+    assert state == without_results(journal)
+    again, read_again = snapshot.replay_journal(journal)
+    assert read_again.rows == [] and again == state
