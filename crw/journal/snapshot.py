@@ -22,8 +22,8 @@ whole when it does not match, byte for byte, the journal's first `end` bytes (it
 CRC-32 over them, so a journal damaged since is read whole and reported as ever),
 when it was written by another crw or Python (its format, the interpreter's tag,
 and the fields of a call, differ) or cannot be read. A reader writes it after it
-decoded a sixteenth of the journal beyond the one it found (at least 64 KiB, at
-most 1 MiB: a journal under 64 KiB is read whole, it is fast) or after it read a
+decoded a sixty-fourth of the journal beyond the one it found (at least 32 KiB, at
+most 256 KiB: a journal under 32 KiB is read whole, it is fast) or after it read a
 run that ended (its journal grows no more: the next reads decode no row), and never
 fails for it: a run directory it cannot write is read whole next time.
 """
@@ -48,14 +48,17 @@ log = logging.getLogger("crw.journal")
 
 SNAPSHOT = "replay.snapshot"
 FORMAT = f"crw-replay-snapshot/4 {sys.implementation.cache_tag}"
-REFRESH_BYTES = 1 << 20
+REFRESH_BYTES = 256 << 10
 """The most journal bytes beyond the snapshot a reader decodes before it writes one."""
-REFRESH_MIN = 64 << 10
+REFRESH_MIN = 32 << 10
 """The fewest: a journal under this size is read whole (it is fast)."""
-REFRESH_SHARE = 16
+REFRESH_SHARE = 64
 """Between the two, a reader writes one once the bytes beyond it are this share
-of the journal: a write costs in proportion to the run's calls, so it is made
-once per a share of the journal, and every read decodes at most that share."""
+of the journal. A write costs in proportion to the run's calls (the file is
+written whole; the settled calls are not marshalled again, `SETTLED_CHUNKS`), a
+read in proportion to the bytes beyond it: an owner reads a run of a thousand
+calls every 10 KB or so of journal, and writes one every few reads this way
+(about the least the two cost together: a sixteenth decoded ~100 rows a read)."""
 
 _CALL_FIELDS = [f.name for f in fields(CallState) if f.name != "result"]
 """A call's fields the snapshot keeps: all but its result, which can be large and
