@@ -3,6 +3,7 @@ journal, only the rows after it decoded, and thrown away when it does not match.
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +163,7 @@ def test_a_read_that_writes_a_snapshot_checks_the_journal_under_the_old_one_once
     _append(journal, seq, range(400, 420))
     monkeypatch.setattr(snapshot, "REFRESH_BYTES", 1)  # this read writes a snapshot
     old = len((tmp_path / snapshot.SNAPSHOT).read_bytes())
-    crc32 = snapshot.zlib.crc32
+    crc32 = zlib.crc32
     checked: list[int] = []
 
     def counted(data: Any, value: int = 0) -> int:
@@ -170,7 +171,7 @@ def test_a_read_that_writes_a_snapshot_checks_the_journal_under_the_old_one_once
             checked.append(len(data))
         return crc32(data, value)
 
-    monkeypatch.setattr(snapshot.zlib, "crc32", counted)
+    monkeypatch.setattr(zlib, "crc32", counted)
     state, read = snapshot.replay_journal(journal)
     monkeypatch.undo()
     new = len((tmp_path / snapshot.SNAPSHOT).read_bytes())
