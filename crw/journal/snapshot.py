@@ -22,8 +22,8 @@ whole when it does not match, byte for byte, the journal's first `end` bytes (it
 CRC-32 over them, so a journal damaged since is read whole and reported as ever),
 when it was written by another crw or Python (its format, the interpreter's tag,
 and the fields of a call, differ) or cannot be read. A reader writes it after it
-decoded a sixty-fourth of the journal beyond the one it found (at least 32 KiB, at
-most 256 KiB: a journal under 32 KiB is read whole, it is fast) or after it read a
+decoded a sixteenth of the journal beyond the one it found (at least 64 KiB, at
+most 256 KiB: a journal under 64 KiB is read whole, it is fast) or after it read a
 run that ended (its journal grows no more: the next reads decode no row), and never
 fails for it: a run directory it cannot write is read whole next time.
 """
@@ -50,15 +50,17 @@ SNAPSHOT = "replay.snapshot"
 FORMAT = f"crw-replay-snapshot/4 {sys.implementation.cache_tag}"
 REFRESH_BYTES = 256 << 10
 """The most journal bytes beyond the snapshot a reader decodes before it writes one."""
-REFRESH_MIN = 32 << 10
+REFRESH_MIN = 64 << 10
 """The fewest: a journal under this size is read whole (it is fast)."""
-REFRESH_SHARE = 64
+REFRESH_SHARE = 16
 """Between the two, a reader writes one once the bytes beyond it are this share
 of the journal. A write costs in proportion to the run's calls (the file is
 written whole; the settled calls are not marshalled again, `SETTLED_CHUNKS`), a
-read in proportion to the bytes beyond it: an owner reads a run of a thousand
-calls every 10 KB or so of journal, and writes one every few reads this way
-(about the least the two cost together: a sixteenth decoded ~100 rows a read)."""
+read in proportion to the bytes beyond it. Measured with the owner's reads
+(bench/next_read.py): at 1,000 calls a sixteenth (~100 rows a read, a write in
+nine reads) cost less than a sixty-fourth (~45 rows, a write in four); at
+10,000 calls the cap of 256 KiB (~160 rows, a write in eight) less than 1 MiB
+(~580 rows, a write in twenty-five)."""
 
 _CALL_FIELDS = [f.name for f in fields(CallState) if f.name != "result"]
 """A call's fields the snapshot keeps: all but its result, which can be large and

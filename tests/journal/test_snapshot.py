@@ -133,16 +133,16 @@ def test_a_reader_decodes_at_most_a_share_of_a_journal_under_a_mebibyte(
 ) -> None:
     """spec: CMD-NEXT-1. A run of a thousand calls has a journal of a few MB, read
     by every `next`: a reader writes the snapshot once the rows beyond it are a
-    share of the journal, so a journal under 1 MiB is not decoded whole at every
-    read, and a read after a few calls decodes only their rows."""
+    sixteenth of the journal, so a journal under 1 MiB is not decoded whole at
+    every read, and a read after a few calls decodes only their rows."""
     journal = tmp_path / "journal.jsonl"
-    seq = _append(journal, 1, range(400))
+    seq = _append(journal, 1, range(1500))
     size = journal.stat().st_size
-    assert snapshot.REFRESH_MIN * 4 < size < snapshot.REFRESH_BYTES
+    assert snapshot.REFRESH_MIN * 4 < size < 1 << 20
     snapshot.replay_journal(journal)
     assert (tmp_path / snapshot.SNAPSHOT).exists()
     lines = count_decoded_lines(monkeypatch)
-    seq = _append(journal, seq, range(400, 410))
+    seq = _append(journal, seq, range(1500, 1510))
     state, _ = snapshot.replay_journal(journal)
     assert len(lines) == 3 * 10  # the ten calls appended, three rows each
     for call in state.calls.values():
@@ -185,24 +185,24 @@ def test_a_read_that_writes_a_snapshot_checks_the_journal_under_the_old_one_once
     assert read_again.rows == [] and again == state
 
 
-def test_an_owner_reading_a_run_call_by_call_decodes_at_most_32_kib_a_read(
-    tmp_path: Path,
+def test_an_owner_reading_a_big_run_decodes_at_most_256_kib_a_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec: CMD-NEXT-1. The owner asks `next` after every few calls of a run that
-    goes on: under 2 MiB of journal, no read decodes more than 32 KiB beyond the
-    snapshot it found (the owner's `next` of a thousand calls decoded ~100 rows a
-    read when a sixteenth of the journal was let go by), and the state is the
-    whole journal's."""
+    goes on: however big the journal (here one whose sixteenth is past the cap),
+    no read decodes more than 256 KiB beyond the snapshot it found (at 10,000
+    calls, 1 MiB let ~580 rows be decoded a read), and the state is the whole
+    journal's."""
+    monkeypatch.setattr(snapshot, "REFRESH_SHARE", 1)  # the cap, not the share, binds
     journal = tmp_path / "journal.jsonl"
-    seq = _append(journal, 1, range(400))
+    seq = _append(journal, 1, range(600))
     beyond = []
-    for n in range(400, 600):
-        seq = _append(journal, seq, range(n, n + 1))
+    for n in range(600, 1260, 3):
+        seq = _append(journal, seq, range(n, n + 3))
         found = snapshot.peek_snapshot(tmp_path / snapshot.SNAPSHOT)
         state, read = snapshot.replay_journal(journal, live=True)
         beyond.append(read.end - (found.end if found is not None else 0))
-    assert journal.stat().st_size < 2 << 20
-    assert max(beyond[1:]) < (32 << 10) + 1024  # a call more; the first found none
+    assert max(beyond[1:]) < (256 << 10) + 2048  # three calls more; the first found none
     for call in state.calls.values():
         call.result = None
     assert state == without_results(journal)
