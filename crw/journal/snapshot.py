@@ -59,7 +59,7 @@ written whole; the settled calls are not marshalled again, `SETTLED_CHUNKS`), a
 read in proportion to the bytes beyond it. Measured with the owner's reads
 (bench/next_read.py): at 1,000 calls a sixteenth (~100 rows a read, a write in
 nine reads) cost less than a sixty-fourth (~45 rows, a write in four); at
-10,000 calls the cap of 256 KiB (~160 rows, a write in eight) less than 1 MiB
+10,000 calls the cap of 256 KiB (~215 rows, a write in twelve) less than 1 MiB
 (~580 rows, a write in twenty-five)."""
 
 _CALL_FIELDS = [f.name for f in fields(CallState) if f.name != "result"]
