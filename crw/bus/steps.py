@@ -275,60 +275,97 @@ def list_closes(run: RunDir) -> list[CloseStep]:
 
 def list_bus(run: RunDir) -> tuple[list[StepFile], list[CloseStep]]:
     """The step files, by call, k and attempt, and the close steps, by call,
-    attempt and agent, from one listing of each call directory that may hold one
-    (`_files`). A file that cannot be read, or whose members disagree with its
-    path, is skipped."""
-    found_steps: list[StepFile | None] = []
-    found_closes: list[CloseStep | None] = []
-    for path in _files(run):
-        if _STEP_NAME.fullmatch(path.name):
-            found_steps.append(
-                _read(
-                    path,
-                    StepFile.from_json,
-                    lambda s: step_paths(run, s.call, s.k, s.attempt)[1],
-                )
-            )
-        elif _CLOSE_NAME.fullmatch(path.name):
-            found_closes.append(
-                _read(
-                    path,
-                    CloseStep.from_json,
-                    lambda c: close_path(run, c.call, c.attempt, c.agent_id),
-                )
-            )
-    steps = sorted(
-        (s for s in found_steps if s is not None), key=lambda s: (s.call, s.k, s.attempt)
-    )
-    closes = sorted(
-        (c for c in found_closes if c is not None), key=lambda c: (c.call, c.attempt, c.agent_id)
-    )
-    return steps, closes
+    attempt and agent (`read_bus`'s, without the times)."""
+    bus = read_bus(run)
+    return bus.steps, bus.closes
 
 
-def _files(run: RunDir) -> list[Path]:
-    """The files of the call directories under steps/ that may hold a step or close
-    step: those the holding process's index marks (`crw.bus.live`), else every
-    one; each listed once."""
+@dataclass(frozen=True)
+class Bus:
+    """What one read of the bus found: the step files, by call, k and attempt;
+    the close steps, by call, attempt and agent; each step file's mtime (ns), by
+    (call, k, attempt), as the file it was read from has it."""
+
+    steps: list[StepFile]
+    closes: list[CloseStep]
+    times: dict[tuple[str, int, int], int]
+
+
+def read_bus(run: RunDir) -> Bus:
+    """The bus, from one listing of each call directory that may hold a step or
+    close step (`_files`), each file opened once (its mtime from the open file,
+    not a stat of its path). A file that cannot be read, or whose members
+    disagree with its path, is skipped."""
+    steps: list[StepFile] = []
+    closes: list[CloseStep] = []
+    times: dict[tuple[str, int, int], int] = {}
+    for directory, name in _files(run):
+        if _STEP_NAME.fullmatch(name):
+            step = _read(directory, name, StepFile.from_json, _is_step_file)
+            if step is not None:
+                steps.append(step[0])
+                times[(step[0].call, step[0].k, step[0].attempt)] = step[1]
+        elif _CLOSE_NAME.fullmatch(name):
+            close = _read(directory, name, CloseStep.from_json, _is_close_file)
+            if close is not None:
+                closes.append(close[0])
+    steps.sort(key=lambda s: (s.call, s.k, s.attempt))
+    closes.sort(key=lambda c: (c.call, c.attempt, c.agent_id))
+    return Bus(steps, closes, times)
+
+
+def _is_step_file(step: StepFile, call: str, name: str) -> bool:
+    """Whether `step` is the one `step_paths` puts at `<call>/<name>`."""
+    return (
+        step.call == call
+        and _SEGMENT.fullmatch(call) is not None
+        and name == f"t{step.k}-a{step.attempt}.json"
+    )
+
+
+def _is_close_file(close: CloseStep, call: str, name: str) -> bool:
+    """Whether `close` is the one `close_path` puts at `<call>/<name>`."""
+    return (
+        close.call == call
+        and _SEGMENT.fullmatch(call) is not None
+        and _SEGMENT.fullmatch(close.agent_id) is not None
+        and name == f"close-a{close.attempt}-{close.agent_id}.json"
+    )
+
+
+def _files(run: RunDir) -> list[tuple[str, str]]:
+    """The files (directory, name) of the call directories under steps/ that may
+    hold a step or close step: those the holding process's index marks
+    (`crw.bus.live`), else every one; each listed once."""
     calls = live.live_calls(run)
     if calls is None:
         calls = live.call_dirs(run.steps)
-    files: list[Path] = []
+    files: list[tuple[str, str]] = []
     for call in calls:
         try:
             names = os.listdir(call)
         except (FileNotFoundError, NotADirectoryError):  # a call's directory just went
             continue
-        files.extend(Path(call, name) for name in names if name.endswith(".json"))
+        files.extend((call, name) for name in names if name.endswith(".json"))
     return files
 
 
-def _read(path: Path, parse: Callable[[Any], T], where: Callable[[T], Path]) -> T | None:
+def _read(
+    directory: str,
+    name: str,
+    parse: Callable[[Any], T],
+    belongs: Callable[[T, str, str], bool],
+) -> tuple[T, int] | None:
+    """The file's value and its mtime (ns), or None when it cannot be read or its
+    members name another file (`belongs(value, call, name)` is False)."""
+    path = os.path.join(directory, name)
     try:
-        value = parse(json.loads(path.read_bytes()))
-        if where(value) != path:
+        with open(path, "rb") as file:
+            mtime = os.fstat(file.fileno()).st_mtime_ns
+            value = parse(json.loads(file.read()))
+        if not belongs(value, os.path.basename(directory), name):
             raise ValueError("its members name another file")
     except (OSError, ValueError) as err:
         log.debug("skipping step file %s: %s", path, err)
         return None
-    return value
+    return value, mtime

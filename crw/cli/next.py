@@ -33,7 +33,7 @@ from typing import Any
 
 from crw.binding.lines import is_segment, owner_file, read_last_line
 from crw.bus.inbox import read_reports
-from crw.bus.steps import StepFile, list_bus, remove_close, step_paths
+from crw.bus.steps import read_bus, remove_close
 from crw.cli.output import emit
 from crw.cli.store_pairs import store_pairs
 from crw.engine.codex_config import max_threads
@@ -49,7 +49,6 @@ from crw.engine.next_view import (
     STARTING_WINDOW_S,
     NextRead,
     NextView,
-    StepKey,
     can_do_nothing,
     is_starting,
     needs_ready_nodes,
@@ -161,14 +160,14 @@ class _Reader:
         run = self._journal()
         held = run_is_live(self.run_dir)
         tokens = held_process_tokens(self.run_dir)  # a holder takes its own before the run's
-        steps, closes = list_bus(self.run_dir)
+        bus = read_bus(self.run_dir)
         owner = self.owner if run.backend == "session" else None
         line, problem = self._owner_line(owner)
         return NextRead(
             run=self.run_dir.id,
             rows=(),
-            steps=steps,
-            closes=closes,
+            steps=bus.steps,
+            closes=bus.closes,
             max_threads=self.max_threads,
             held=held,
             store_pairs=self.store_pairs(run.role_pairs if held else None),
@@ -180,7 +179,7 @@ class _Reader:
             if run.process in tokens
             else None,
             now=self.clock.time_ns(),
-            step_times=_step_times(self.run_dir, steps),
+            step_times=bus.times,
             reported=frozenset((r.call, r.k, r.attempt) for r in read_reports(self.run_dir)),
             ready_nodes=self.ready_nodes(run) if needs_ready_nodes(run) else (),
             owner=owner,
@@ -266,16 +265,6 @@ def _mtime(path: Path) -> int | None:
         return path.stat().st_mtime_ns
     except OSError:
         return None
-
-
-def _step_times(run_dir: RunDir, steps: list[StepFile]) -> dict[StepKey, int]:
-    """Each step file's mtime; a file gone since the listing is left out."""
-    times = {}
-    for step in steps:
-        mtime = _mtime(step_paths(run_dir, step.call, step.k, step.attempt)[1])
-        if mtime is not None:
-            times[(step.call, step.k, step.attempt)] = mtime
-    return times
 
 
 class _Settled(Exception):

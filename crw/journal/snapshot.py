@@ -11,8 +11,11 @@ The calls are marshalled apart, inside it, in two packs: the settled ones
 (`SETTLED_STATES`: completed, skipped, ...; most calls of a big run) are
 unmarshalled and built only when the state's `calls` is first read, or a row after
 the snapshot names one (`RunState.defer_calls`); the others are built at once, a
-replay folds on into them. `next` of a live run builds only the calls not settled
-(a pool's worth), `next` of an ended one none, `status` all.
+replay folds on into them. The settled pack is a few pieces: a snapshot written
+from a snapshot's state keeps its pieces and adds the calls settled since as one
+more (`SETTLED_CHUNKS`), so a reader's write costs the open calls, not all.
+`next` of a live run builds only the calls not settled (a pool's worth), `next` of
+an ended one none, `status` all.
 
 The journal stays the one truth: the snapshot is thrown away and the journal read
 whole when it does not match, byte for byte, the journal's first `end` bytes (its
@@ -20,13 +23,14 @@ CRC-32 over them, so a journal damaged since is read whole and reported as ever)
 when it was written by another crw or Python (its format, the interpreter's tag,
 and the fields of a call, differ) or cannot be read. A reader writes it after it
 decoded a sixteenth of the journal beyond the one it found (at least 64 KiB, at
-most 1 MiB: a journal under 64 KiB is read whole, it is fast) or after it read a
+most 256 KiB: a journal under 64 KiB is read whole, it is fast) or after it read a
 run that ended (its journal grows no more: the next reads decode no row), and never
 fails for it: a run directory it cannot write is read whole next time.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import marshal
 import os
@@ -43,19 +47,29 @@ from crw.journal.replay import SETTLED_STATES, CallState, DeferredCalls, RunStat
 log = logging.getLogger("crw.journal")
 
 SNAPSHOT = "replay.snapshot"
-FORMAT = f"crw-replay-snapshot/3 {sys.implementation.cache_tag}"
-REFRESH_BYTES = 1 << 20
+FORMAT = f"crw-replay-snapshot/4 {sys.implementation.cache_tag}"
+REFRESH_BYTES = 256 << 10
 """The most journal bytes beyond the snapshot a reader decodes before it writes one."""
 REFRESH_MIN = 64 << 10
 """The fewest: a journal under this size is read whole (it is fast)."""
 REFRESH_SHARE = 16
 """Between the two, a reader writes one once the bytes beyond it are this share
-of the journal: a write costs in proportion to the run's calls, so it is made
-once per a share of the journal, and every read decodes at most that share."""
+of the journal. A write costs in proportion to the run's calls (the file is
+written whole; the settled calls are not marshalled again, `SETTLED_CHUNKS`), a
+read in proportion to the bytes beyond it. Measured with the owner's reads
+(bench/next_read.py): at 1,000 calls a sixteenth (~100 rows a read, a write in
+nine reads) cost less than a sixty-fourth (~45 rows, a write in four); at
+10,000 calls the cap of 256 KiB (~215 rows, a write in twelve) less than 1 MiB
+(~580 rows, a write in twenty-five)."""
 
 _CALL_FIELDS = [f.name for f in fields(CallState) if f.name != "result"]
 """A call's fields the snapshot keeps: all but its result, which can be large and
 which the commands do not show (a process that needs results replays the journal)."""
+SETTLED_CHUNKS = 16
+"""The most pieces the settled calls are kept in: a snapshot written from a
+snapshot's state adds the calls settled since as one more piece, without
+unmarshalling the others (a write then costs the open calls, not all); with more
+pieces than this they are packed again as one."""
 _RUN_FIELDS = [f.name for f in fields(RunState) if f.name != "calls"]
 _SEAL = 9
 """The file starts with the CRC-32 of the rest, as eight hex digits and a newline."""
@@ -81,18 +95,23 @@ def replay_journal(journal: Path, *, live: bool = False) -> tuple[RunState, Jour
     is reported with the whole journal's offsets).
     """
     try:
-        data = journal.read_bytes()
+        file = journal.open("rb")
     except FileNotFoundError:
         return replay(()), JournalRead([], 0, 0, None)
-    snapshot = _load(journal.parent / SNAPSHOT, data)
-    tail: JournalRead | None = None
-    if snapshot is not None:
-        try:
-            tail = decode(data[snapshot.end :], journal, after=snapshot.state.last_seq)
-        except JournalCorruptError:
-            snapshot = None  # the damage is reported with the whole journal's offsets
-    if tail is None or snapshot is None:
-        tail = decode(data, journal)
+    with file:
+        snapshot = _load(journal.parent / SNAPSHOT, file)
+        tail: JournalRead | None = None
+        if snapshot is not None:
+            file.seek(snapshot.end)
+            data = file.read()
+            try:
+                tail = decode(data, journal, after=snapshot.state.last_seq)
+            except JournalCorruptError:
+                snapshot = None  # the damage is reported with the whole journal's offsets
+        if tail is None or snapshot is None:
+            file.seek(0)
+            data = file.read()
+            tail = decode(data, journal)
     if tail.torn is not None and not live:
         log.warning("%s", tail.torn.message)
     start = snapshot.end if snapshot is not None else 0
@@ -101,18 +120,42 @@ def replay_journal(journal: Path, *, live: bool = False) -> tuple[RunState, Jour
     beyond = read.end - start
     refresh = min(REFRESH_BYTES, max(REFRESH_MIN, read.end // REFRESH_SHARE))
     if beyond >= refresh or (beyond and state.state == "ended"):
-        _save(journal.parent / SNAPSHOT, state, read.end, zlib.crc32(memoryview(data)[: read.end]))
+        # The CRC of the bytes read goes on from the snapshot's, which covers those before.
+        crc = zlib.crc32(memoryview(data)[: tail.end], snapshot.crc if snapshot else 0)
+        _save(journal.parent / SNAPSHOT, state, read.end, crc)
     return state, read
 
 
-def _load(path: Path, data: bytes) -> Snapshot | None:
+CRC_PIECE = 1 << 18
+"""The bytes `_crc_of` reads at a time, into one buffer."""
+
+
+def _load(path: Path, journal: io.BufferedReader) -> Snapshot | None:
     """The snapshot, when it is this crw's and matches the journal's bytes."""
     snapshot = peek_snapshot(path)
-    if snapshot is None or snapshot.end > len(data):
+    if snapshot is None or snapshot.end > os.fstat(journal.fileno()).st_size:
         return None
-    if zlib.crc32(memoryview(data)[: snapshot.end]) != snapshot.crc:
+    if _crc_of(journal, snapshot.end) != snapshot.crc:
         return None
     return snapshot
+
+
+def _crc_of(journal: io.BufferedReader, end: int) -> int | None:
+    """The CRC-32 of the journal's first `end` bytes (None: it has fewer), read a
+    piece at a time into one buffer: the journal under a snapshot is most of a
+    big run's, and is not kept (a new buffer of its size costs a page fault per
+    page, more than the copy)."""
+    buffer = bytearray(min(CRC_PIECE, end))
+    view = memoryview(buffer)
+    crc, done = 0, 0
+    journal.seek(0)
+    while done < end:
+        got = journal.readinto(view[: min(CRC_PIECE, end - done)])
+        if not got:
+            return None
+        crc = zlib.crc32(view[:got], crc)
+        done += got
+    return crc
 
 
 def peek_snapshot(path: Path) -> Snapshot | None:
@@ -137,17 +180,20 @@ def peek_snapshot(path: Path) -> Snapshot | None:
 
 @dataclass(frozen=True)
 class _Packed:
-    """A snapshot's calls: `settled` and `open` are each a marshalled list of
-    `[index, values]` (`index`: the call's place among the calls, `values`: its
-    `_CALL_FIELDS`), `settled_ids` the settled calls, `after` an index past all."""
+    """A snapshot's calls: each piece of `settled`, and `open`, is a marshalled
+    list of `[index, values]` (`index`: the call's place among the calls,
+    `values`: its `_CALL_FIELDS`), `settled_ids` the settled calls, `after` an
+    index past all."""
 
     settled_ids: frozenset[str]
-    settled: bytes
+    settled: tuple[bytes, ...]
     open: bytes
     after: int
 
     def __post_init__(self) -> None:
-        if type(self.settled_ids) is not frozenset or type(self.settled) is not bytes:
+        if type(self.settled_ids) is not frozenset or type(self.settled) is not tuple:
+            raise TypeError("a snapshot's calls are not packed as this crw packs them")
+        if any(type(piece) is not bytes for piece in self.settled):
             raise TypeError("a snapshot's calls are not packed as this crw packs them")
         if type(self.open) is not bytes or type(self.after) is not int:
             raise TypeError("a snapshot's calls are not packed as this crw packs them")
@@ -163,7 +209,11 @@ class _Packed:
         last."""
         places = self.places()
         with paused_gc():
-            entries = [(index, _call(values)) for index, values in marshal.loads(self.settled)]
+            entries = [
+                (index, _call(values))
+                for piece in self.settled
+                for index, values in marshal.loads(piece)
+            ]
             entries += [
                 (places.get(call_id, self.after + n), call)
                 for n, (call_id, call) in enumerate(opened.items())
@@ -213,26 +263,24 @@ def _save(path: Path, state: RunState, end: int, crc: int) -> None:
         temp.unlink(missing_ok=True)
 
 
-def _pack(state: RunState) -> tuple[frozenset[str], bytes, bytes, int]:
+def _pack(state: RunState) -> tuple[frozenset[str], tuple[bytes, ...], bytes, int]:
     """The state's calls as `_Packed` holds them. A state read from a snapshot
-    whose settled calls were not built keeps their values as it read them."""
+    whose settled calls were not built keeps their pieces as it read them, and
+    adds the calls settled since as one more (`SETTLED_CHUNKS`)."""
     deferred = state.deferred_calls()
     packed = deferred.source if deferred is not None else None
+    pieces: tuple[bytes, ...] = ()
     if deferred is not None and isinstance(packed, _Packed):
-        settled, ids, places = (
-            marshal.loads(packed.settled),
-            set(packed.settled_ids),
-            packed.places(),
-        )
+        pieces, ids, places = packed.settled, set(packed.settled_ids), packed.places()
         entries = [
             (places.get(c, packed.after + n), call)
             for n, (c, call) in enumerate(deferred.open.items())
         ]
         after = packed.after + len(deferred.open)
     else:
-        settled, ids, entries = [], set(), list(enumerate(state.calls.values()))
+        ids, entries = set(), list(enumerate(state.calls.values()))
         after = len(entries)
-    opened = []
+    settled, opened = [], []
     for index, call in entries:
         values = [getattr(call, name) for name in _CALL_FIELDS]
         if call.state in SETTLED_STATES:
@@ -240,4 +288,9 @@ def _pack(state: RunState) -> tuple[frozenset[str], bytes, bytes, int]:
             ids.add(call.call)
         else:
             opened.append([index, values])
-    return frozenset(ids), marshal.dumps(settled), marshal.dumps(opened), after
+    if len(pieces) >= SETTLED_CHUNKS:
+        settled = [entry for piece in pieces for entry in marshal.loads(piece)] + settled
+        pieces = ()
+    if settled or not pieces:
+        pieces += (marshal.dumps(settled),)
+    return frozenset(ids), pieces, marshal.dumps(opened), after

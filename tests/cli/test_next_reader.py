@@ -169,3 +169,39 @@ def test_a_store_that_reads_the_holders_pins_is_compared_without_pydantic(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "False"
+
+
+def test_a_read_takes_each_step_files_time_from_the_file_it_read_without_a_stat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1. The owner reads the bus at every poll of --wait: each step
+    file is opened once, and its mtime (the step's age, for steps a new holder
+    publishes again) is the open file's, not a stat of its path per step."""
+    import os
+
+    from crw.bus import steps as bus
+    from tests.bus.test_steps import spawn_step
+
+    run = RunDir(tmp_path / "run")
+    run.create()
+    _append(run, 1, [Started(backend="session", process="p", pid=1)])
+    written = [spawn_step(run, f"n{n}.1") for n in range(3)]
+    for step in written:
+        bus.write_step(run, step, "# Task\n")
+    stats: list[str] = []
+    stat = os.stat
+
+    def count_stat(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(run.steps) in str(path):
+            stats.append(str(path))
+        return stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", count_stat)
+    read = next_module._Reader(run, tmp_path, ("r", "")).read()
+    assert read.steps == written
+    assert stats == []
+    monkeypatch.setattr(os, "stat", stat)
+    assert read.step_times == {
+        (s.call, s.k, s.attempt): bus.step_paths(run, s.call, s.k, s.attempt)[1].stat().st_mtime_ns
+        for s in written
+    }

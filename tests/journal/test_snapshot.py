@@ -3,7 +3,9 @@ journal, only the rows after it decoded, and thrown away when it does not match.
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,13 +138,71 @@ def test_a_reader_decodes_at_most_a_share_of_a_journal_under_a_mebibyte(
     journal = tmp_path / "journal.jsonl"
     seq = _append(journal, 1, range(1500))
     size = journal.stat().st_size
-    assert snapshot.REFRESH_MIN * 4 < size < snapshot.REFRESH_BYTES
+    assert snapshot.REFRESH_MIN * 4 < size < 1 << 20
     snapshot.replay_journal(journal)
     assert (tmp_path / snapshot.SNAPSHOT).exists()
     lines = count_decoded_lines(monkeypatch)
     seq = _append(journal, seq, range(1500, 1510))
     state, _ = snapshot.replay_journal(journal)
     assert len(lines) == 3 * 10  # the ten calls appended, three rows each
+    for call in state.calls.values():
+        call.result = None
+    assert state == without_results(journal)
+
+
+def test_a_read_that_writes_a_snapshot_checks_the_journal_under_the_old_one_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1. The journal under a snapshot is most of a big run's: a read
+    that writes a new snapshot checks those bytes once (their CRC against the old
+    snapshot's), and the new snapshot's CRC goes on from the old one's over the
+    bytes after it; the state read back is the whole journal's."""
+    journal = tmp_path / "journal.jsonl"
+    seq = _append(journal, 1, range(400))
+    snapshot.replay_journal(journal)
+    _append(journal, seq, range(400, 420))
+    monkeypatch.setattr(snapshot, "REFRESH_BYTES", 1)  # this read writes a snapshot
+    old = len((tmp_path / snapshot.SNAPSHOT).read_bytes())
+    crc32 = zlib.crc32
+    checked: list[int] = []
+
+    def counted(data: Any, value: int = 0) -> int:
+        if len(data) > 4096:  # not a journal line's own checksum
+            checked.append(len(data))
+        return crc32(data, value)
+
+    monkeypatch.setattr(zlib, "crc32", counted)
+    state, read = snapshot.replay_journal(journal)
+    monkeypatch.undo()
+    new = len((tmp_path / snapshot.SNAPSHOT).read_bytes())
+    assert len(read.rows) == 3 * 20
+    # the old snapshot's seal, the journal once, the new snapshot's seal
+    assert sum(checked) <= old + journal.stat().st_size + new
+    for call in state.calls.values():
+        call.result = None  # the rows after the snapshot carry theirs
+    assert state == without_results(journal)
+    again, read_again = snapshot.replay_journal(journal)
+    assert read_again.rows == [] and again == state
+
+
+def test_an_owner_reading_a_big_run_decodes_at_most_256_kib_a_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1. The owner asks `next` after every few calls of a run that
+    goes on: however big the journal (here one whose sixteenth is past the cap),
+    no read decodes more than 256 KiB beyond the snapshot it found (at 10,000
+    calls, 1 MiB let ~580 rows be decoded a read), and the state is the whole
+    journal's."""
+    monkeypatch.setattr(snapshot, "REFRESH_SHARE", 1)  # the cap, not the share, binds
+    journal = tmp_path / "journal.jsonl"
+    seq = _append(journal, 1, range(600))
+    beyond = []
+    for n in range(600, 1260, 3):
+        seq = _append(journal, seq, range(n, n + 3))
+        found = snapshot.peek_snapshot(tmp_path / snapshot.SNAPSHOT)
+        state, read = snapshot.replay_journal(journal, live=True)
+        beyond.append(read.end - (found.end if found is not None else 0))
+    assert max(beyond[1:]) < (256 << 10) + 2048  # three calls more; the first found none
     for call in state.calls.values():
         call.result = None
     assert state == without_results(journal)

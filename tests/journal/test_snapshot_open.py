@@ -5,6 +5,7 @@ run ever ran; the state is the whole journal's all the same."""
 from __future__ import annotations
 
 import gc
+import marshal
 from pathlib import Path
 from typing import Any
 from zlib import crc32
@@ -106,5 +107,44 @@ def test_a_snapshot_written_from_a_snapshots_state_keeps_every_call_in_order(
     state, read = snapshot.replay_journal(journal, live=True)
     assert len(read.rows) == 4
     assert same(state, journal)
+    again, read = snapshot.replay_journal(journal, live=True)
+    assert read.rows == [] and same(again, journal)
+
+
+def test_a_snapshot_written_from_a_snapshots_state_unmarshals_none_of_its_settled_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1. The owner's `next` writes the snapshot of a run that goes
+    on once in a share of its journal: the calls settled before it are kept as the
+    snapshot held them, not unmarshalled and marshalled again (most calls of a big
+    run), and the calls settled since are added; read back, the state is the
+    journal's, however many snapshots were written one from another."""
+    journal = tmp_path / "journal.jsonl"
+    seq = _run(journal)
+    monkeypatch.setattr(snapshot, "REFRESH_BYTES", 1)  # every read writes one
+    loads, pack = marshal.loads, snapshot._pack
+    unmarshalled: list[int] = []  # the bytes each save's packing unmarshalled
+
+    def counted_pack(state: RunState) -> Any:
+        def counted(data: bytes) -> Any:
+            unmarshalled[-1] += len(data)
+            return loads(data)
+
+        unmarshalled.append(0)
+        monkeypatch.setattr(marshal, "loads", counted)
+        try:
+            return pack(state)
+        finally:
+            monkeypatch.setattr(marshal, "loads", loads)
+
+    monkeypatch.setattr(snapshot, "_pack", counted_pack)
+    settled = len(journal.with_name(snapshot.SNAPSHOT).read_bytes())
+    saves = 2 * snapshot.SETTLED_CHUNKS
+    for n in range(43, 43 + saves):
+        seq = _write(journal, seq, _call(n, done=True))
+        state, _ = snapshot.replay_journal(journal, live=True)
+        assert same(state, journal)
+    assert len(unmarshalled) == saves
+    assert len([n for n in unmarshalled if n > settled // 4]) == saves // snapshot.SETTLED_CHUNKS
     again, read = snapshot.replay_journal(journal, live=True)
     assert read.rows == [] and same(again, journal)
