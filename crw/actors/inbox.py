@@ -89,10 +89,11 @@ class Inbox:
         `first`, when given, runs before the reply (what the owner must not see once
         it has the reply: the bound step's file).
 
-        In the loop's thread: nothing here is synced (a dozen small syscalls, ~0.1 ms
-        on this project's ext4), and a worker-thread hop cost the run more CPU than
-        the writes (the worker's wake and the loop's, Trio naming the thread twice,
-        and a GIL hand-off with the busy loop at each of the worker's syscalls)."""
+        In the loop's thread: nothing here is synced (a dozen syscalls, two of them
+        making and removing a file), and a worker-thread hop cost the run more CPU
+        than the writes (the worker's wake and the loop's, Trio naming the thread
+        twice, and GIL hand-offs with the busy loop around each of the worker's
+        syscalls: docs/performance.md counts them)."""
         body = {
             "id": report.id,
             "call": report.call,
