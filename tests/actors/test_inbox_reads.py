@@ -8,6 +8,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
+from crw import rawfile
 from crw.actors.inbox import Inbox
 from crw.bus import inbox as files
 from crw.bus.inbox import Report, write_report
@@ -25,7 +26,7 @@ async def test_a_report_handed_out_is_not_read_again_while_its_call_holds_it(
     run = RunDir.of(tmp_path / "state", "r1")
     run.create()
     read: list[str] = []
-    read_bytes = files.read_bytes
+    read_bytes = rawfile.read_bytes
 
     def counted(path: Path) -> bytes:
         read.append(path.name)
