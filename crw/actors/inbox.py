@@ -86,8 +86,14 @@ class Inbox:
         first: Callable[[], None] | None = None,
     ) -> None:
         """Write the run's reply to `report`, then take the report out of the inbox;
-        `first`, when given, runs before the reply in the same worker thread (what the
-        owner must not see once it has the reply: the bound step's file)."""
+        `first`, when given, runs before the reply (what the owner must not see once
+        it has the reply: the bound step's file).
+
+        In the loop's thread: nothing here is synced (a dozen syscalls, two of them
+        making and removing a file), and a worker-thread hop cost the run more CPU
+        than the writes (the worker's wake and the loop's, Trio naming the thread
+        twice, and GIL hand-offs with the busy loop around each of the worker's
+        syscalls: docs/performance.md counts them)."""
         body = {
             "id": report.id,
             "call": report.call,
@@ -95,15 +101,10 @@ class Inbox:
             "attempt": report.attempt,
             "agent_id": report.agent_id,
         } | reply
-
-        def write() -> None:
-            if first is not None:
-                first()
-            files.write_reply(self._run, body)
-
-        # In a worker thread: making a file costs ~0.8 ms on this machine's ext4,
-        # which the run's loop thread would spend on every call's reply.
-        await trio.to_thread.run_sync(write)
+        await trio.lowlevel.checkpoint_if_cancelled()  # as the hop was: a cancelled run writes none
+        if first is not None:
+            first()
+        files.write_reply(self._run, body)
         self._handed.discard(report.id)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -22,7 +22,6 @@ module moves data between them, the journal, the bus, the inbox and the reader.
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -381,14 +380,15 @@ class SessionCall(CallSteps):
         return await self._publish(repair)
 
     async def close_subagent(self, attempt: int, agent_id: str, *, durable: bool = True) -> None:
-        """The subagent's close step, once the call has its terminal row (HARV-56)."""
-        await trio.to_thread.run_sync(
-            functools.partial(bus.write_close, durable=durable),
-            self.ctx.run,
-            self.call,
-            attempt,
-            agent_id,
-        )
+        """The subagent's close step, once the call has its terminal row (HARV-56).
+        One that is not `durable` (no fsync: a few small syscalls) is written in the
+        loop's thread, where a worker-thread hop would cost more than the write
+        (`Inbox.reply`); a durable one waits for its fsyncs in a worker thread."""
+        if not durable:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            bus.write_close(self.ctx.run, self.call, attempt, agent_id, durable=False)
+            return
+        await trio.to_thread.run_sync(bus.write_close, self.ctx.run, self.call, attempt, agent_id)
 
 
 INLINE_ROLLOUT = 64 * 1024

@@ -170,8 +170,9 @@ class StepBinder:
             if report is not None:  # the file retracted before the reply, in one thread hop
                 body = {"reply": "bound", "reason": decision.reason, "warnings": decision.warnings}
                 await self.ctx.inbox.reply(report, body, first=retract)
-            else:
-                await trio.to_thread.run_sync(retract)
+            else:  # in the loop's thread, as a reply's (`Inbox.reply`)
+                await trio.lowlevel.checkpoint_if_cancelled()
+                retract()
             started = decision.thread_started
             thread_id = started.thread_id if started is not None else step.agent_id
             if started is not None:

@@ -14,6 +14,7 @@ step_unwritten (crw/bus/unwritten.py).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -136,8 +137,9 @@ def write_atomic(
 ) -> None:
     """Write `data` to `path` atomically: the temporary name `temp` in the same
     directory (default `.<name>.tmp`), private to the user (0600 whatever the
-    umask), fsync, rename, fsync the directory. With `durable` False neither fsync
-    is made: a reader sees the whole file or none, and a power loss may take it.
+    umask: chmodded when the umask takes a bit of 0600), fsync, rename, fsync the
+    directory. With `durable` False neither fsync is made: a reader sees the whole
+    file or none, and a power loss may take it.
 
     Raises:
         OSError: the write failed, its `filename` the file it was writing (also
@@ -148,7 +150,8 @@ def write_atomic(
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE)
         try:
-            os.fchmod(fd, PRIVATE_FILE)
+            if umask_takes(PRIVATE_FILE):  # else the open made it 0600 already
+                os.fchmod(fd, PRIVATE_FILE)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -165,6 +168,28 @@ def write_atomic(
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+@functools.cache
+def umask_takes(mode: int) -> bool:
+    """Whether the process's umask takes any bit of `mode` from a file it makes.
+
+    Read once a process: an `os.open` with `PRIVATE_FILE` under a umask that
+    leaves the user's bits (022, 077, 0) makes the file 0600 already, and its
+    `fchmod` was one syscall of every file the run writes (four a session
+    call). The umask is read from /proc (setting it to read it back would race
+    with the process's other threads' files); where /proc does not say, every
+    file is chmodded, as before. A process that narrows its umask after its
+    first file would leave files that are not 0600: crw never sets one.
+    """
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Umask:"):
+                    return bool(int(line.split()[1], 8) & mode)
+    except (OSError, ValueError, IndexError):
+        pass
+    return True
 
 
 def fsync_dir(directory: Path) -> None:

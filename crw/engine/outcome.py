@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from crw.journal.rows import Tokens
+from crw.rawfile import read_bytes
 
 _PAUSES = {
     "usageLimitExceeded": "usage_limit_exceeded",
@@ -107,7 +108,9 @@ def read_rollout_total(path: Path) -> Tokens | None:
         JSON (one the host is still writing) is passed over.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        # The lines read_text gives (splitlines breaks at \r\n and \r as at \n),
+        # from four syscalls, not nine: a session run reads it in its loop's thread.
+        text = read_bytes(path).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
     total = Tokens()

@@ -9,6 +9,7 @@ import trio
 from trio.testing import MockClock
 
 from crw.actors.inbox import Inbox
+from crw.bus import inbox as files
 from crw.bus.inbox import Report, write_report
 from crw.engine.rundir import RunDir
 from crw.settings import DEFAULT_SETTINGS
@@ -24,7 +25,7 @@ async def test_a_report_handed_out_is_not_read_again_while_its_call_holds_it(
     read a report, not one a read."""
     run = RunDir.of(tmp_path / "state", "r1")
     run.create()
-    read = names_read(monkeypatch, Path, "read_bytes")
+    read = names_read(monkeypatch, files, "read_bytes")
     inbox = Inbox(run, "r1", DEFAULT_SETTINGS, lambda report: None)
     with inbox.subscribe("build.1") as reports:
         first = Report.new("r1", "build.1", 1, 1, "thread-1", "2026-01-01T00:00:00Z")

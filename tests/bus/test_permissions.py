@@ -4,6 +4,7 @@ files, the close steps, the dispatch reports and replies)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,11 +20,20 @@ UMASKS = [pytest.param(0o022, id="umask-022"), pytest.param(0o000, id="umask-000
 
 @pytest.fixture(params=UMASKS)
 def umask(request: pytest.FixtureRequest) -> Iterator[int]:
-    before = os.umask(request.param)
-    try:
+    with umask_set(request.param):
         yield request.param
+
+
+@contextlib.contextmanager
+def umask_set(value: int) -> Iterator[None]:
+    """The process's umask is `value` meanwhile (and read afresh by the bus)."""
+    before = os.umask(value)
+    bus.umask_takes.cache_clear()
+    try:
+        yield
     finally:
         os.umask(before)
+        bus.umask_takes.cache_clear()
 
 
 def mode(path: Path) -> int:
@@ -79,3 +89,33 @@ def test_a_write_that_fails_names_its_file(tmp_path: Path, monkeypatch: pytest.M
         bus.write_atomic(tmp_path / "a.json", b"{}")
     assert failed.value.filename == str(tmp_path / ".a.json.tmp")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "chmods"),
+    [
+        pytest.param(0o022, 0, id="umask-022"),
+        pytest.param(0o077, 0, id="umask-077"),
+        pytest.param(0o277, 1, id="umask-277"),
+        pytest.param(0o477, 1, id="umask-477"),
+    ],
+)
+def test_a_file_is_chmodded_only_when_the_umask_takes_a_bit_of_0600(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: int, chmods: int
+) -> None:
+    """Every file the bus writes is 0600; the open makes it so whenever the umask
+    leaves the user's read and write bits, and only a umask that takes one of them
+    costs the file an fchmod (one syscall of each of a session call's four files)."""
+    calls: list[int] = []
+    fchmod = os.fchmod
+
+    def counted(fd: int, mode: int) -> None:
+        calls.append(mode)
+        fchmod(fd, mode)
+
+    monkeypatch.setattr(os, "fchmod", counted)
+    with umask_set(value):
+        bus.write_atomic(tmp_path / "a.json", b"{}", durable=False)
+        bus.write_atomic(tmp_path / "b.json", b"{}")
+    assert mode(tmp_path / "a.json") == mode(tmp_path / "b.json") == 0o600
+    assert len(calls) == 2 * chmods
