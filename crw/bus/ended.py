@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 
+from crw.bus import live
 from crw.bus.inbox import reply_path
 from crw.engine.rundir import RunDir
 
@@ -25,8 +26,11 @@ log = logging.getLogger("crw.bus")
 
 
 def clean_ended(run: RunDir) -> None:
-    """Remove the handled reports and temporary files of `inbox/`, then every
-    file of `replies/`. A file that cannot be removed is warned about and stays."""
+    """Keep the step index of the ended run (`live.seal`: a later read lists only
+    the calls whose close steps may wait), then remove the handled reports and
+    temporary files of `inbox/`, then every file of `replies/`. A file that cannot
+    be removed is warned about and stays."""
+    live.seal(run)
     for name in _names(run.inbox):
         stem = name.removesuffix(".json")
         handled = name.endswith(".json") and _has_reply(run, stem)

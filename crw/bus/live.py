@@ -28,11 +28,19 @@ wrote a close step in, or found marked when it opened the index (a step file
 is retracted by the holder, which unmarks its call then). A write to the index
 that fails stops the holder keeping it (the link is removed first): readers list
 every directory from then on.
+
+An ended run's process is gone, so its index is not trusted; but no process
+writes a step to an ended run again, so once the ended row is durable the holder
+keeps what its index marks as `steps/.ended` (`seal`, written whole and synced):
+a read of the ended run lists the calls whose close steps may wait, not every
+call's. A process that takes the run removes it first (none does: an ended run's
+process writes nothing).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shutil
@@ -44,8 +52,12 @@ from pathlib import Path
 
 from crw.engine.rundir import PRIVATE_FILE, RunDir
 
+log = logging.getLogger("crw.bus")
+
 LINK = ".live"
 PREFIX = ".live-"
+ENDED = ".ended"
+"""The index an ended run keeps (`seal`)."""
 COMPACT_LINES = 512
 """The index is rewritten when it holds this many lines more than twice its marks."""
 _LINE = re.compile(rb"[+-][A-Za-z0-9][A-Za-z0-9._-]*")
@@ -183,6 +195,7 @@ def open_index(run: RunDir, token: str) -> None:
         os.symlink(path.name, temp)
         os.replace(temp, steps / LINK)
         _indexes[steps] = _Index(steps, path, fd, marked, set(marked), len(marked))
+    (steps / ENDED).unlink(missing_ok=True)  # an ended run gets no process: never stale
     for old in steps.glob(f"{PREFIX}*"):
         if old != path:
             if old.is_dir() and not old.is_symlink():
@@ -266,6 +279,46 @@ def live_calls(run: RunDir) -> list[str] | None:
     token = name[len(PREFIX) :]
     if not name.startswith(PREFIX) or not is_held(run.process_lock(token)):
         return None
+    return _read_index(run, name)
+
+
+def seal(run: RunDir) -> None:
+    """Once the run's ended row is durable, keep what the holding process's index
+    marks as `steps/.ended` (written whole, then synced and renamed into place): no
+    process writes a step to an ended run again (its process writes nothing), so a
+    read of the ended run lists those call directories alone (the close steps the
+    owner has not taken), not every call's, once its process is gone. Nothing is
+    written when this process keeps no index; a write that fails is warned about,
+    and readers then list every directory."""
+    calls = live_calls(run)
+    if calls is None:
+        return
+    path, temp = run.steps / ENDED, run.steps / f".{ENDED}.tmp"
+    try:
+        fd = _new_log(temp, {os.path.basename(call) for call in calls})
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+        directory = os.open(run.steps, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        log.warning("cannot keep the ended run's step index %s: %s", path, err.strerror or err)
+
+
+def ended_calls(run: RunDir) -> list[str] | None:
+    """The call directories an ended run's index (`seal`) marks; None when there is
+    none, or a line of it is not one `seal` writes."""
+    return _read_index(run, ENDED)
+
+
+def _read_index(run: RunDir, name: str) -> list[str] | None:
     try:
         data = (run.steps / name).read_bytes()
     except OSError:

@@ -361,8 +361,10 @@ def _is_close_file(close: CloseStep, call: str, name: str) -> bool:
 def _files(run: RunDir) -> list[tuple[str, str]]:
     """The files (directory, name) of the call directories under steps/ that may
     hold a step or close step: those the holding process's index marks
-    (`crw.bus.live`), else every one; each listed once."""
+    (`crw.bus.live`), or an ended run's index, else every one; each listed once."""
     calls = live.live_calls(run)
+    if calls is None:
+        calls = live.ended_calls(run)
     if calls is None:
         calls = live.call_dirs(run.steps)
     files: list[tuple[str, str]] = []

@@ -119,6 +119,8 @@ def test_owner_played_by_hand_takes_every_step_until_the_run_ends(
     assert sorted(p.name for p in (run_dir / "replies").iterdir()) == []
     assert sorted(p.name for p in (run_dir / "inbox").iterdir()) == []
     assert (run_dir / "steps" / "explore.1" / "packet-t1-a1.md").is_file()
+    # and keeps its step index: a later read lists the calls whose closes may wait
+    assert (run_dir / "steps" / ".ended").read_text() in ("", "+explore.1\n")
 
 
 def test_owner_spawn_of_a_step_file_prints_the_dispatched_command_with_its_state(
