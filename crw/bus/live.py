@@ -86,8 +86,9 @@ class _Index:
     lines: int = field(default=0)
 
     def append(self, line: str) -> None:
-        """Append one line (the set of marks is the caller's to change after); a
-        write that fails stops the index being kept (`abandon`)."""
+        """Append one line, the set of marks changed first by the caller (so a
+        compaction this append makes writes it); a write that fails stops the
+        index being kept (`abandon`)."""
         try:
             _write_all(self.fd, line.encode())
             self.lines += 1
