@@ -41,12 +41,16 @@ async def finished(rpc: Rpc, thread_id: str) -> dict[str, Any]:
 
 
 def tool_outputs(model: MockModel) -> list[str]:
-    return [
-        str(item.get("output"))
+    """Each tool call's output once, by its call_id: every request carries its
+    thread's history, so a later request of the owner's thread (codex asks again
+    when a subagent it spawned finishes first) repeats the outputs before it."""
+    outputs = {
+        item.get("call_id"): str(item.get("output"))
         for request in model.requests
         for item in request.body.get("input") or []
         if item.get("type") == "function_call_output"
-    ]
+    }
+    return list(outputs.values())
 
 
 async def test_owner_spawn_runs_with_its_roles_pair_leaf_and_fork_refused(

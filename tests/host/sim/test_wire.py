@@ -64,6 +64,20 @@ class Recording:
         pass
 
 
+async def _answered(conn: Recording, request_id: int) -> list[dict[str, Any]]:
+    """The answer to `request_id` and what follows it in its write, once it is
+    made (the host's handler may wait on a worker thread, the thread's rollout
+    file, while every task is blocked; a write may begin with the answers queued
+    before it)."""
+    with trio.fail_after(10):
+        while True:
+            for write in conn.writes:
+                ids = [message.get("id") for message in write]
+                if request_id in ids:
+                    return write[ids.index(request_id) :]
+            await trio.sleep(0.005)
+
+
 async def test_what_a_request_causes_goes_in_one_write(tmp_path: Path) -> None:
     """thread/start's answer and its thread/started; turn/start's answer, the status,
     the turn's start and its user message's two items: one write each."""
@@ -73,16 +87,16 @@ async def test_what_a_request_causes_goes_in_one_write(tmp_path: Path) -> None:
         await conn.incoming.send({"id": 1, "method": "initialize", "params": {}})
         await conn.incoming.send({"id": 2, "method": "sim/script", "params": {"match": {}}})
         await conn.incoming.send({"id": 3, "method": "thread/start", "params": {}})
-        await trio.testing.wait_all_tasks_blocked()
-        thread_id = conn.writes[-1][0]["result"]["thread"]["id"]
+        thread_id = (await _answered(conn, 3))[0]["result"]["thread"]["id"]
         text = [{"type": "text", "text": "go", "text_elements": []}]
         params = {"threadId": thread_id, "input": text}
         await conn.incoming.send({"id": 4, "method": "turn/start", "params": params})
+        await _answered(conn, 4)
         await trio.testing.wait_all_tasks_blocked()
         conn.incoming.close()
-    started = next(w for w in conn.writes if w[0].get("id") == 3)
+    started = await _answered(conn, 3)
     assert [m.get("method") for m in started] == [None, "thread/started"]
-    turn = next(w for w in conn.writes if w[0].get("id") == 4)
+    turn = await _answered(conn, 4)
     assert [m.get("method") for m in turn] == [
         None,
         "thread/status/changed",
