@@ -48,7 +48,6 @@ import crw.journal.snapshot as snapshot_module  # noqa: E402
 from crw.cli.next import next_command  # noqa: E402
 from crw.cli.owner import DONE_STATES, IDLE_PAUSE  # noqa: E402
 from crw.engine.rundir import RunDir  # noqa: E402
-from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402
 
 COUNTS: Counter[str] = Counter()
 
@@ -216,19 +215,8 @@ async def drive(trial: scale.Trial, reads: int) -> dict[str, Any]:
 
 
 def measure(calls: int, reads: int, where: Path) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="crw-next-read-", dir=where) as tmp:
-        trial = scale.Trial("session", calls, Path(tmp) / "state")
-        trial.state.mkdir()
-        (trial.state / "codex-home").mkdir()
-        (trial.state / "codex-home" / "config.toml").write_text(
-            f"[agents]\nmax_threads = {scale.POOL + 1}\n"
-        )
-        host = launch_sim(trial.socket, trial.state / "codex-home", trial.state / "host.log")
-        try:
-            return trio.run(drive, trial, reads)
-        finally:
-            stop_sim(host)
-            scale.reap(trial)
+    with scale.trial_with_host("session", calls, where, "crw-next-read-") as trial:
+        return trio.run(drive, trial, reads)
 
 
 def main() -> None:

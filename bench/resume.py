@@ -31,18 +31,16 @@ import datetime as dt
 import json
 import os
 import signal
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import trio
-from scale import POOL, REPO, SCHEMA, Trial, host_client, reap, start, workflow
+from scale import REPO, SCHEMA, Trial, host_client, start, trial_with_host, workflow
 
 from crw.engine.launch import launch_once
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import read_run_spec
-from crw.host.sim.process import launch_sim, stop_sim
 from crw.journal.log import read_journal
 
 CALLS = 10_000
@@ -142,19 +140,8 @@ def measure(trial: Trial, limit: float) -> dict[str, Any]:
 
 
 def bench(calls: int, limit: float, where: Path) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="crw-resume-", dir=where) as tmp:
-        trial = Trial("app-server", calls, Path(tmp) / "state")
-        trial.state.mkdir()
-        (trial.state / "codex-home").mkdir()
-        (trial.state / "codex-home" / "config.toml").write_text(
-            f"[agents]\nmax_threads = {POOL + 1}\n"
-        )
-        host = launch_sim(trial.socket, trial.state / "codex-home", trial.state / "host.log")
-        try:
-            return measure(trial, limit)
-        finally:
-            stop_sim(host)
-            reap(trial)
+    with trial_with_host("app-server", calls, where, "crw-resume-") as trial:
+        return measure(trial, limit)
 
 
 def main() -> None:

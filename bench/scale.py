@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -276,26 +276,37 @@ def figures(trial: Trial, wall: float) -> dict[str, Any]:
     }
 
 
-def measure(backend: str, calls: int, limit: float, where: Path) -> dict[str, Any]:
-    """One size on one backend, in a fresh state directory under `where` with a
-    fresh host."""
-    with tempfile.TemporaryDirectory(prefix="crw-scale-", dir=where) as tmp:
+@contextlib.contextmanager
+def trial_with_host(backend: str, calls: int, where: Path, prefix: str) -> Iterator[Trial]:
+    """A trial in a fresh state directory under `where` (named `prefix`...) with a
+    fresh simulated host (its agents' max_threads the pool's and one: a session
+    pool of 8 too); the host stopped and the trial's processes reaped at the end,
+    whatever happens."""
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=where) as tmp:
         trial = Trial(backend, calls, Path(tmp) / "state")
         trial.state.mkdir()
         (trial.state / "codex-home").mkdir()
         (trial.state / "codex-home" / "config.toml").write_text(
-            f"[agents]\nmax_threads = {POOL + 1}\n"  # a session pool of 8 too
+            f"[agents]\nmax_threads = {POOL + 1}\n"
         )
         host = launch_sim(trial.socket, trial.state / "codex-home", trial.state / "host.log")
+        try:
+            yield trial
+        finally:
+            stop_sim(host)
+            reap(trial)
+
+
+def measure(backend: str, calls: int, limit: float, where: Path) -> dict[str, Any]:
+    """One size on one backend, in a fresh state directory under `where` with a
+    fresh host."""
+    with trial_with_host(backend, calls, where, "crw-scale-") as trial:
         try:
             wall = trio.run(drive, trial, limit)
         except trio.TooSlowError:
             return {"skipped": f"did not end within {limit:g} s{progress(trial)}"}
         except (RuntimeError, CrwError) as err:
             return {"skipped": str(err)}
-        finally:
-            stop_sim(host)
-            reap(trial)
         return figures(trial, wall)
 
 
