@@ -20,17 +20,17 @@ import os
 
 from crw.bus import live
 from crw.bus.inbox import reply_path
+from crw.bus.steps import write_atomic
 from crw.engine.rundir import RunDir
 
 log = logging.getLogger("crw.bus")
 
 
 def clean_ended(run: RunDir) -> None:
-    """Keep the step index of the ended run (`live.seal`: a later read lists only
-    the calls whose close steps may wait), then remove the handled reports and
-    temporary files of `inbox/`, then every file of `replies/`. A file that cannot
-    be removed is warned about and stays."""
-    live.seal(run)
+    """Keep the step index of the ended run (`seal`), then remove the handled
+    reports and temporary files of `inbox/`, then every file of `replies/`. A
+    file that cannot be removed is warned about and stays."""
+    seal(run)
     for name in _names(run.inbox):
         stem = name.removesuffix(".json")
         handled = name.endswith(".json") and _has_reply(run, stem)
@@ -38,6 +38,21 @@ def clean_ended(run: RunDir) -> None:
             _remove(run.inbox / name)
     for name in _names(run.replies):
         _remove(run.replies / name)
+
+
+def seal(run: RunDir) -> None:
+    """Write what the holding process's step index marks as `steps/.ended`
+    (`live.ended_index`), atomically and synced: a later read of the ended run
+    lists only the calls whose close steps may wait. A write that fails is warned
+    about; readers then list every call's directory."""
+    data = live.ended_index(run)
+    if data is None:
+        return
+    path = run.steps / live.ENDED
+    try:
+        write_atomic(path, data)
+    except OSError as err:
+        log.warning("cannot keep the ended run's step index %s: %s", path, err.strerror or err)
 
 
 def _names(directory: os.PathLike[str]) -> list[str]:

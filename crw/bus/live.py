@@ -31,7 +31,8 @@ every directory from then on.
 
 An ended run's process is gone, so its index is not trusted; but no process
 writes a step to an ended run again, so once the ended row is durable the holder
-keeps what its index marks as `steps/.ended` (`seal`, written whole and synced):
+keeps what its index marks as `steps/.ended` (`ended_index`, written atomically
+and synced by `crw.bus.ended`):
 a read of the ended run lists the calls whose close steps may wait, not every
 call's. A process that takes the run removes it first (none does: an ended run's
 process writes nothing).
@@ -40,7 +41,6 @@ process writes nothing).
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import re
 import shutil
@@ -52,12 +52,10 @@ from pathlib import Path
 
 from crw.engine.rundir import PRIVATE_FILE, RunDir
 
-log = logging.getLogger("crw.bus")
-
 LINK = ".live"
 PREFIX = ".live-"
 ENDED = ".ended"
-"""The index an ended run keeps (`seal`)."""
+"""The index an ended run keeps (`ended_index`)."""
 COMPACT_LINES = 512
 """The index is rewritten when it holds this many lines more than twice its marks."""
 _LINE = re.compile(rb"[+-][A-Za-z0-9][A-Za-z0-9._-]*")
@@ -283,39 +281,22 @@ def live_calls(run: RunDir) -> list[str] | None:
     return _read_index(run, name)
 
 
-def seal(run: RunDir) -> None:
-    """Once the run's ended row is durable, keep what the holding process's index
-    marks as `steps/.ended` (written whole, then synced and renamed into place): no
-    process writes a step to an ended run again (its process writes nothing), so a
-    read of the ended run lists those call directories alone (the close steps the
-    owner has not taken), not every call's, once its process is gone. Nothing is
-    written when this process keeps no index; a write that fails is warned about,
-    and readers then list every directory."""
+def ended_index(run: RunDir) -> bytes | None:
+    """What an ended run keeps as `steps/.ended` (`crw.bus.ended`): the calls the
+    holding process's index marks, a `+call` line each; None when this process
+    keeps no index. Only once the run's ended row is durable: no process writes a
+    step to an ended run again (its process writes nothing), so a read of the
+    ended run, its process gone, lists those call directories alone (the close
+    steps the owner has not taken), not every call's."""
     calls = live_calls(run)
     if calls is None:
-        return
-    path, temp = run.steps / ENDED, run.steps / f".{ENDED}.tmp"
-    try:
-        fd = _new_log(temp, {os.path.basename(call) for call in calls})
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, path)
-        directory = os.open(run.steps, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
-    except OSError as err:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        log.warning("cannot keep the ended run's step index %s: %s", path, err.strerror or err)
+        return None
+    return "".join(f"+{os.path.basename(call)}\n" for call in sorted(calls)).encode()
 
 
 def ended_calls(run: RunDir) -> list[str] | None:
-    """The call directories an ended run's index (`seal`) marks; None when there is
-    none, or a line of it is not one `seal` writes."""
+    """The call directories an ended run's index (`ended_index`) marks; None when
+    there is none, or a line of it is not one `ended_index` writes."""
     return _read_index(run, ENDED)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from crw.bus import live
+from crw.bus.ended import seal
 from crw.bus.steps import (
     list_bus,
     remove_close,
@@ -316,7 +317,7 @@ def test_an_ended_runs_read_lists_only_the_calls_its_sealed_index_marks(
     ran_calls(run, 30)
     live.sweep(run)
     write_close(run, "c.1", 1, "thread-c")
-    live.seal(run)
+    seal(run)
     live.close_index(run)
     lock.release()
     assert live.live_calls(run) is None
@@ -333,7 +334,7 @@ def test_a_damaged_ended_index_is_not_trusted_and_a_new_holder_drops_it(
     index before it writes a step (none does for an ended run: never stale)."""
     write_close(run, "c.1", 1, "thread-c")
     write_step(run, spawn_step(run, "w.1"), PACKET)
-    live.seal(run)
+    seal(run)
     ended = run.steps / live.ENDED
     assert ended.read_bytes() == b"+c.1\n+w.1\n"
     live.close_index(run)
@@ -342,3 +343,29 @@ def test_a_damaged_ended_index_is_not_trusted_and_a_new_holder_drops_it(
     assert [c.call for c in list_bus(run)[1]] == ["c.1"]
     live.open_index(run, holder.token)
     assert not ended.exists()
+
+
+def test_an_ended_index_that_cannot_be_written_is_warned_about_and_every_directory_listed(
+    run: RunDir, holder: ProcessLock, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """spec: CMD-NEXT-1: a full disk at the end leaves no `.ended` (nor its
+    temporary file) and a warning; a read of the ended run lists every call."""
+    import errno
+
+    write_close(run, "c.1", 1, "thread-c")
+
+    def full(fd: int, data: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    seal(run)
+    monkeypatch.undo()
+    assert "cannot keep the ended run's step index" in caplog.text
+    assert sorted(p.name for p in run.steps.iterdir() if p.name.startswith(".")) == [
+        ".live",
+        f"{live.PREFIX}{holder.token}",
+    ]
+    live.close_index(run)
+    holder.release()
+    assert live.ended_calls(run) is None
+    assert [c.call for c in list_bus(run)[1]] == ["c.1"]
