@@ -15,6 +15,7 @@ is reaped by pid at teardown (the crash drill's `reap`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,20 +156,29 @@ def stop(drill: KillDrill, case: Case) -> dict[str, Any] | None:
     """Stop the run as a person does; the command's answer, if a command stopped it."""
     assert drill.run is not None
     run = drill.run.id
-    if case.stop == "timeout":  # the deadline: the process dies after the intent
+    if case.stop == "timeout" or case.point == "answered":
+        # The run process dies by itself (after the deadline's intent, or once the
+        # answered turn is bound), and the owner's next resumes a run no process
+        # holds: the drill holds the run lock from the moment the killed process
+        # lets it go until the owner is paused.
+        lock = drill.take_run_lock_once_released()
+        try:
+            if case.stop != "timeout":
+                at_point(drill, case)
+            drill.pause_owner()
+        finally:
+            os.close(lock)
         dead(drill)
-        drill.pause_owner()  # its next would resume the run: the drill does
+    if case.stop == "timeout":
         drill.command("resume", run)
         wait_until("the resumed process leaves", lambda: not run_is_live(drill.run))
         return None
-    at_point(drill, case)
-    if case.point == "answered":  # the process died once the turn was bound
-        dead(drill)
-        drill.pause_owner()
+    if case.point == "answered":
         wait_until(
             "the host answers the turn", lambda: "active" not in drill.subagent_turns()[1].values()
         )
     else:
+        at_point(drill, case)
         drill.pause_owner()  # the stop needs no owner; its next would resume the run
     return drill.command(case.stop, run, "--wait", "60")
 
