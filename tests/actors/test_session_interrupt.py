@@ -116,10 +116,12 @@ def has(kind: str, call: str = CALL, **fields: Any) -> Callable[[Rows], bool]:
 @dataclass
 class TurnAtCommit:
     """The host's status of the subagent's newest turn when interrupt_requested
-    became durable: the interrupt had not been sent yet if it is inProgress."""
+    became durable: the interrupt had not been sent yet if it is inProgress; and
+    the (mock) clock's time then."""
 
     h: Harness
     seen: list[str] = field(default_factory=list)
+    at: list[float] = field(default_factory=list)
 
     def after_commit(self, rows: Sequence[RowModel]) -> None:
         for row in rows:
@@ -131,6 +133,7 @@ class TurnAtCommit:
                     if t.id == getattr(row, "turn_id", None)
                 )
                 self.seen.append(turn.status)
+                self.at.append(trio.current_time())
 
 
 def host_turn(h: Harness, turn_id: str) -> Any:
