@@ -205,3 +205,37 @@ def test_a_read_takes_each_step_files_time_from_the_file_it_read_without_a_stat(
         (s.call, s.k, s.attempt): bus.step_paths(run, s.call, s.k, s.attempt)[1].stat().st_mtime_ns
         for s in written
     }
+
+
+def test_next_again_in_one_process_decodes_only_the_rows_appended_since_the_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1. An owner that calls `next` again and again in one process
+    folds on the journal its last `next` read: no snapshot loaded, no row decoded
+    twice; a journal replaced since (another inode) is read cold."""
+    run = RunDir(tmp_path / "run")
+    run.create()
+    monkeypatch.setattr(next_module, "_folds", {})
+    seq = _append(run, 1, [Started(backend="session", process="p", pid=1)])
+    cold: list[int] = []
+    read_fold = snapshot.read_fold
+
+    def count_cold(*args: Any, **kwargs: Any) -> Any:
+        cold.append(1)
+        return read_fold(*args, **kwargs)
+
+    monkeypatch.setattr(next_module, "read_fold", count_cold)
+    decoded = count_decoded_lines(monkeypatch)
+    for n in range(5):
+        call = f"n{n}.1"
+        seq = _append(run, seq, [Prepared(call=call, node=f"n{n}", role="executor")])
+        reader = next_module._Reader(run, tmp_path, ("r", ""))
+        assert reader.read().run_state.calls[call].state == "prepared"
+        reader.keep_fold()
+    assert (len(cold), len(decoded)) == (1, 6)
+    copy = run.journal.with_name("copy")
+    copy.write_bytes(run.journal.read_bytes())
+    copy.replace(run.journal)  # the same rows under another inode
+    reader = next_module._Reader(run, tmp_path, ("r", ""))
+    assert list(reader.read().run_state.calls) == [f"n{n}.1" for n in range(5)]
+    assert len(cold) == 2
