@@ -321,12 +321,19 @@ def test_a_read_of_the_bus_opens_each_file_once_and_reads_it_in_one_read(
     write_step(run, spawn_step(run, "b.1"), "# Task\n")
     write_close(run, "c.1", 1, "thread-c")
     calls: list[str] = []
+    files: set[int] = set()  # the descriptors of step and close files
     for name in ("open", "fstat", "read", "close"):
         original = getattr(os, name)
 
         def counted(*args: Any, _name: str = name, _original: Any = original) -> Any:
-            calls.append(_name)
-            return _original(*args)
+            result = _original(*args)
+            if _name == "open" and str(args[0]).endswith(".json"):
+                files.add(result)
+            if (result if _name == "open" else args[0]) in files:
+                calls.append(_name)
+                if _name == "close":
+                    files.discard(args[0])
+            return result
 
         monkeypatch.setattr(os, name, counted)
     bus = read_bus(run)
