@@ -227,7 +227,7 @@ def read_reply(run: RunDir, report_id: str) -> dict[str, Any] | None:
     """The reply to report `report_id`, or None while there is none (or it cannot
     be read as a JSON object)."""
     try:
-        value = json.loads(reply_path(run, report_id).read_bytes())
+        value = json.loads(read_bytes(reply_path(run, report_id)))  # raw: four syscalls
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None

@@ -275,3 +275,23 @@ def test_a_reply_whose_directory_is_a_file_fails_as_its_mkdir_did(run: RunDir) -
         write_reply(run, {"id": sent.id, "reply": "bound"})
     assert raised.value.errno == errno.EEXIST and raised.value.filename == str(run.replies)
     assert [r.id for r in read_reports(run)] == [sent.id]
+
+
+def test_a_reply_is_read_from_one_descriptor_without_a_buffered_reader(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: DISP-2. The reply `crw flow dispatched` waits for is read with an
+    open, the reads and a close (no buffered reader's fstats, ioctl and lseeks)."""
+    sent = report()
+    write_reply(run, {"id": sent.id, "reply": "bound"})
+    calls: list[str] = []
+    for name in ("open", "read", "close"):
+        original = getattr(os, name)
+
+        def counted(*args: Any, _name: str = name, _original: Any = original) -> Any:
+            calls.append(_name)
+            return _original(*args)
+
+        monkeypatch.setattr(os, name, counted)
+    assert read_reply(run, sent.id) == {"id": sent.id, "reply": "bound"}
+    assert calls == ["open", "read", "read", "close"]
