@@ -157,18 +157,21 @@ def fold_on(journal: Path, fold: Fold, data: bytes) -> JournalRead:
     replay(read.rows, into=fold.state)
     fold.crc = zlib.crc32(memoryview(data)[: read.end], fold.crc)
     fold.end += read.end
-    _refresh(journal, fold)
+    _refresh(journal, fold, rebase=True)
     return read
 
 
-def _refresh(journal: Path, fold: Fold) -> None:
+def _refresh(journal: Path, fold: Fold, *, rebase: bool = False) -> None:
     """Write the snapshot of `fold` once the bytes beyond the last one are a
-    refresh share of the journal (REFRESH_SHARE), or the run ended beyond it."""
+    refresh share of the journal (REFRESH_SHARE), or the run ended beyond it;
+    with `rebase`, the fold's settled calls are then kept packed (`_rebase`)."""
     beyond = fold.end - fold.saved
     refresh = min(REFRESH_BYTES, max(REFRESH_MIN, fold.end // REFRESH_SHARE))
     if beyond >= refresh or (beyond and fold.state.state == "ended"):
-        _save(journal.parent / SNAPSHOT, fold.state, fold.end, fold.crc)
+        pack = _save(journal.parent / SNAPSHOT, fold.state, fold.end, fold.crc)
         fold.saved = fold.end
+        if rebase:
+            _rebase(fold.state, pack)
 
 
 CRC_PIECE = 1 << 18
@@ -288,14 +291,16 @@ def save_snapshot(journal: Path, state: RunState, end: int, crc: int) -> None:
     _save(journal.parent / SNAPSHOT, state, end, crc)
 
 
-def _save(path: Path, state: RunState, end: int, crc: int) -> None:
+def _save(path: Path, state: RunState, end: int, crc: int) -> _Pack:
+    """Write the snapshot; its calls as packed (`_Packed`'s fields)."""
+    pack = _pack(state)
     body = (
         FORMAT,
         end,
         crc,
         _CALL_FIELDS,
         {name: getattr(state, name) for name in _RUN_FIELDS},
-        _pack(state),
+        pack,
     )
     temp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
@@ -306,9 +311,24 @@ def _save(path: Path, state: RunState, end: int, crc: int) -> None:
         os.replace(temp, path)
     except (OSError, ValueError):
         temp.unlink(missing_ok=True)
+    return pack
 
 
-def _pack(state: RunState) -> tuple[frozenset[str], tuple[bytes, ...], bytes, int]:
+_Pack = tuple[frozenset[str], tuple[bytes, ...], bytes, int]
+
+
+def _rebase(state: RunState, pack: _Pack) -> None:
+    """Keep `state`'s settled calls as `pack` holds them, as a read of the snapshot
+    just written would: the calls built are the open ones again, so what a replay
+    or a read goes through stays a pool's worth however long the fold lives."""
+    packed = _Packed(*pack)
+    deferred = state.deferred_calls()
+    calls = deferred.open if deferred is not None else state.calls
+    opened = {call_id: calls[call_id] for call_id in packed.places()}
+    state.defer_calls(DeferredCalls(opened, packed.settled_ids, packed.build, packed))
+
+
+def _pack(state: RunState) -> _Pack:
     """The state's calls as `_Packed` holds them. A state read from a snapshot
     whose settled calls were not built keeps their pieces as it read them, and
     adds the calls settled since as one more (`SETTLED_CHUNKS`)."""
