@@ -17,7 +17,7 @@ import os
 import re
 import threading
 from collections.abc import Container
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,8 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """The report's members; `failed` only on a report of a failed spawn."""
-        members = asdict(self)
+        # Its members are strings, ints and None: a flat dict, not asdict's deep copy.
+        members = {name: getattr(self, name) for name in _MEMBERS}
         if self.failed is None:
             del members["failed"]
         return members
@@ -94,6 +95,8 @@ class Report:
             raise ValueError(f"id {values['id']!r} is not a report id")
         return cls(**values)
 
+
+_MEMBERS = tuple(f.name for f in fields(Report))
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "id": str,

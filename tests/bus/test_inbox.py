@@ -295,3 +295,24 @@ def test_a_reply_is_read_from_one_descriptor_without_a_buffered_reader(
         monkeypatch.setattr(os, name, counted)
     assert read_reply(run, sent.id) == {"id": sent.id, "reply": "bound"}
     assert calls == ["open", "read", "read", "close"]
+
+
+def test_a_reports_members_are_made_without_a_deep_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """spec: DISP-1. A report's members are its fields, `failed` only on a failed
+    spawn's, made as a flat dict (the owner writes one a call), not by asdict."""
+    import dataclasses
+
+    copies: list[int] = []
+    inner = dataclasses._asdict_inner  # type: ignore[attr-defined]
+
+    def counted(*args: Any) -> Any:
+        copies.append(1)
+        return inner(*args)
+
+    monkeypatch.setattr(dataclasses, "_asdict_inner", counted)
+    sent = report()
+    assert list(sent.to_json()) == ["id", "run", "call", "k", "attempt", "agent_id", "reported_at"]
+    failed = Report.new("r1", "build.1", 1, 1, None, "2026-01-01T00:00:00Z", "refused")
+    assert failed.to_json()["failed"] == "refused" and copies == []
