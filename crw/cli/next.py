@@ -61,6 +61,7 @@ from crw.errors import CrwError, InputError
 from crw.journal.log import JournalCorruptError, TornTail, read_journal
 from crw.journal.replay import RunState, replay
 from crw.journal.snapshot import Fold, fold_on, read_fold
+from crw.rawfile import read_bytes
 
 log = logging.getLogger("crw.next")
 
@@ -297,7 +298,8 @@ def _owner(run_dir: RunDir) -> str | None:
     """The run's owner thread as run.json names it (read as plain JSON: the spec's
     model is pydantic), or None."""
     try:
-        owner = json_module.loads(run_dir.run_json.read_text(encoding="utf-8")).get("owner")
+        text = read_bytes(run_dir.run_json).decode("utf-8")  # raw: four syscalls, not nine
+        owner = json_module.loads(text).get("owner")
     except (OSError, ValueError, AttributeError):
         return None
     return owner if isinstance(owner, str) and owner else None

@@ -239,3 +239,26 @@ def test_next_again_in_one_process_decodes_only_the_rows_appended_since_the_last
     reader = next_module._Reader(run, tmp_path, ("r", ""))
     assert list(reader.read().run_state.calls) == [f"n{n}.1" for n in range(5)]
     assert len(cold) == 2
+
+
+def test_the_runs_owner_is_read_from_run_json_with_one_open_and_its_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1. run.json's owner is read raw (an open, the reads, a close)
+    at each `next`, not through a buffered reader."""
+    import os
+
+    run = RunDir(tmp_path / "run")
+    run.create()
+    run.run_json.write_text(json.dumps({"owner": "thread-o"}), encoding="utf-8")
+    calls: list[str] = []
+    for name in ("open", "read", "close"):
+        original = getattr(os, name)
+
+        def counted(*args: Any, _name: str = name, _original: Any = original) -> Any:
+            calls.append(_name)
+            return _original(*args)
+
+        monkeypatch.setattr(os, name, counted)
+    assert next_module._owner(run) == "thread-o"
+    assert calls == ["open", "read", "read", "close"]
