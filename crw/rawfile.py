@@ -53,3 +53,21 @@ def read_stat(path: Path | str) -> tuple[bytes, os.stat_result]:
     finally:
         os.close(fd)
     return b"".join(chunks), stat
+
+
+def read_from(path: Path | str, offset: int) -> bytes:
+    """The file's bytes from `offset` to its end, from one open: an open, the
+    reads (the last finds the end) and a close.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks: list[bytes] = []
+        while chunk := os.pread(fd, CHUNK, offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)

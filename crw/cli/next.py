@@ -61,7 +61,7 @@ from crw.errors import CrwError, InputError
 from crw.journal.log import JournalCorruptError, TornTail, read_journal
 from crw.journal.replay import RunState, replay
 from crw.journal.snapshot import Fold, fold_on, read_fold
-from crw.rawfile import read_bytes
+from crw.rawfile import read_bytes, read_from
 
 log = logging.getLogger("crw.next")
 
@@ -248,10 +248,8 @@ class _Reader:
             fold = self._cold()
         else:
             try:
-                with path.open("rb") as journal:
-                    journal.seek(fold.end)
-                    start = fold.end
-                    torn = fold_on(path, fold, journal.read()).torn
+                start = fold.end
+                torn = fold_on(path, fold, read_from(path, start)).torn  # raw: no buffered reader
             except JournalCorruptError:
                 if not first:
                     raise

@@ -262,3 +262,39 @@ def test_the_runs_owner_is_read_from_run_json_with_one_open_and_its_reads(
         monkeypatch.setattr(os, name, counted)
     assert next_module._owner(run) == "thread-o"
     assert calls == ["open", "read", "read", "close"]
+
+
+def test_next_again_reads_the_journals_new_bytes_raw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1. A `next` that folds on the journal its last `next` read
+    reads the bytes appended with one open, a pread and the pread that finds the
+    end (no buffered reader's fstats, ioctl and lseeks)."""
+    import os
+
+    run = RunDir(tmp_path / "run")
+    run.create()
+    monkeypatch.setattr(next_module, "_folds", {})
+    seq = _append(run, 1, [Started(backend="session", process="p", pid=1)])
+    reader = next_module._Reader(run, tmp_path, ("r", ""))
+    reader.read()
+    reader.keep_fold()
+    _append(run, seq, [Prepared(call="n0.1", node="n0", role="executor")])
+    opened: list[str] = []
+    preads: list[int] = []
+    real_open, real_pread = os.open, os.pread
+
+    def counted_open(path: Any, *args: Any) -> Any:
+        if str(path) == str(run.journal):
+            opened.append(str(path))
+        return real_open(path, *args)
+
+    def counted_pread(fd: int, n: int, offset: int) -> bytes:
+        preads.append(offset)
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(os, "open", counted_open)
+    monkeypatch.setattr(os, "pread", counted_pread)
+    read = next_module._Reader(run, tmp_path, ("r", "")).read()
+    assert list(read.run_state.calls) == ["n0.1"]
+    assert len(opened) == 1 and len(preads) == 2
