@@ -43,7 +43,6 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import scale  # noqa: E402
 
-import crw.cli.next as next_module  # noqa: E402
 import crw.journal.snapshot as snapshot_module  # noqa: E402
 from crw.cli.next import next_command  # noqa: E402
 from crw.cli.owner import DONE_STATES, IDLE_PAUSE  # noqa: E402
@@ -73,7 +72,6 @@ def _save(result: Any, *args: Any, **kwargs: Any) -> None:
 
 
 _counted(snapshot_module, "decode", _rows)
-_counted(next_module, "decode", _rows)
 _counted(snapshot_module, "_save", _save)
 
 

@@ -31,3 +31,43 @@ def read_bytes(path: Path | str) -> bytes:
     finally:
         os.close(fd)
     return b"".join(chunks)
+
+
+def read_stat(path: Path | str) -> tuple[bytes, os.stat_result]:
+    """The file's bytes and its stat, from one open: an open, an fstat, a read
+    and a close for a file that does not grow meanwhile (a regular file's
+    short read is its end: a read of one byte more than its size says so).
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        stat = os.fstat(fd)
+        chunk = os.read(fd, stat.st_size + 1)
+        if len(chunk) <= stat.st_size:
+            return chunk, stat
+        chunks = [chunk]
+        while chunk := os.read(fd, CHUNK):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks), stat
+
+
+def read_from(path: Path | str, offset: int) -> bytes:
+    """The file's bytes from `offset` to its end, from one open: an open, the
+    reads (the last finds the end) and a close.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks: list[bytes] = []
+        while chunk := os.pread(fd, CHUNK, offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)

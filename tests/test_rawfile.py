@@ -63,3 +63,20 @@ def test_a_report_and_a_rollout_are_read_with_one_open_two_reads_and_one_close(
     assert read_rollout_total(rollout) == tokens_from_rollout(usage(1))
     assert calls == {"open": 2, "read": 4, "close": 2}
     assert json.loads(rawfile.read_bytes(inbox.report_path(run, report.id)))["id"] == report.id
+
+
+@pytest.mark.parametrize("size", [0, 1, rawfile.CHUNK, 3 * rawfile.CHUNK + 5])
+def test_read_stat_reads_the_bytes_and_the_stat_of_the_file(tmp_path: Path, size: int) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(size))
+    data, stat = rawfile.read_stat(path)
+    assert data == path.read_bytes()
+    assert (stat.st_ino, stat.st_mtime_ns) == (path.stat().st_ino, path.stat().st_mtime_ns)
+
+
+@pytest.mark.parametrize("offset", [0, 1, rawfile.CHUNK, 3 * rawfile.CHUNK + 5, 4 * rawfile.CHUNK])
+def test_read_from_reads_the_bytes_from_the_offset_to_the_end(tmp_path: Path, offset: int) -> None:
+    path = tmp_path / "f"
+    data = os.urandom(3 * rawfile.CHUNK + 5)
+    path.write_bytes(data)
+    assert rawfile.read_from(path, offset) == data[offset:]

@@ -17,7 +17,7 @@ import os
 import re
 import threading
 from collections.abc import Container
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,8 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """The report's members; `failed` only on a report of a failed spawn."""
-        members = asdict(self)
+        # Its members are strings, ints and None: a flat dict, not asdict's deep copy.
+        members = {name: getattr(self, name) for name in _MEMBERS}
         if self.failed is None:
             del members["failed"]
         return members
@@ -94,6 +95,8 @@ class Report:
             raise ValueError(f"id {values['id']!r} is not a report id")
         return cls(**values)
 
+
+_MEMBERS = tuple(f.name for f in fields(Report))
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "id": str,
@@ -227,7 +230,7 @@ def read_reply(run: RunDir, report_id: str) -> dict[str, Any] | None:
     """The reply to report `report_id`, or None while there is none (or it cannot
     be read as a JSON object)."""
     try:
-        value = json.loads(reply_path(run, report_id).read_bytes())
+        value = json.loads(read_bytes(reply_path(run, report_id)))  # raw: four syscalls
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crw.engine.rundir import PRIVATE_FILE, RunDir
+from crw.rawfile import read_bytes
 
 LINK = ".live"
 PREFIX = ".live-"
@@ -301,19 +302,49 @@ def ended_calls(run: RunDir) -> list[str] | None:
 
 
 def _read_index(run: RunDir, name: str) -> list[str] | None:
+    path = str(run.steps / name)
     try:
-        data = (run.steps / name).read_bytes()
+        data = read_bytes(path)
     except OSError:
         return None
-    marked: set[bytes] = set()
+    with _read_lock:
+        kept = _reads.pop(path, None)
+    if kept is None or len(data) < kept.end or zlib.crc32(data[: kept.end]) != kept.crc:
+        kept = _Read()
     # The text after the last newline is a line being written: its call's files
     # are written only after it is whole.
-    for line in data[: data.rfind(b"\n") + 1].splitlines():
+    end = data.rfind(b"\n") + 1
+    for line in data[kept.end : end].splitlines():
         if not _LINE.fullmatch(line):
             return None
         if line[0] == ord("+"):
-            marked.add(line[1:])
+            kept.marked.add(line[1:])
         else:
-            marked.discard(line[1:])
+            kept.marked.discard(line[1:])
+    kept.crc = zlib.crc32(memoryview(data)[kept.end : end], kept.crc)
+    kept.end = end
+    with _read_lock:
+        _reads[path] = kept
+        while len(_reads) > KEPT_READS:
+            del _reads[next(iter(_reads))]
     steps = str(run.steps)
-    return [os.path.join(steps, call.decode()) for call in marked]
+    return [os.path.join(steps, call.decode()) for call in kept.marked]
+
+
+@dataclass
+class _Read:
+    """What a reader of this process made of an index file: the calls its first
+    `end` bytes (their CRC-32: `crc`) mark. The holder appends to its index (a
+    compaction, or a new index, is a new file), so the next read of the file
+    parses only the lines appended since, once the bytes it parsed are found
+    unchanged (else it parses the file whole)."""
+
+    end: int = 0
+    crc: int = 0
+    marked: set[bytes] = field(default_factory=set)
+
+
+KEPT_READS = 8
+"""The most index files whose reads a process keeps."""
+_reads: dict[str, _Read] = {}
+_read_lock = threading.Lock()

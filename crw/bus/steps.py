@@ -27,6 +27,7 @@ from typing import Any, Literal, TypeVar
 from crw.bus import live
 from crw.engine.markers import marker, op
 from crw.engine.rundir import PRIVATE_DIR, PRIVATE_FILE, RunDir
+from crw.rawfile import read_stat
 
 log = logging.getLogger("crw.bus")
 
@@ -387,12 +388,11 @@ def _read(
     members name another file (`belongs(value, call, name)` is False)."""
     path = os.path.join(directory, name)
     try:
-        with open(path, "rb") as file:
-            mtime = os.fstat(file.fileno()).st_mtime_ns
-            value = parse(json.loads(file.read()))
+        data, stat = read_stat(path)  # four syscalls, not a buffered open's eleven
+        value = parse(json.loads(data))
         if not belongs(value, os.path.basename(directory), name):
             raise ValueError("its members name another file")
     except (OSError, ValueError) as err:
         log.debug("skipping step file %s: %s", path, err)
         return None
-    return value, mtime
+    return value, stat.st_mtime_ns

@@ -94,10 +94,30 @@ def replay_journal(journal: Path, *, live: bool = False) -> tuple[RunState, Jour
     Raises what `crw.journal.log.read_journal` raises (damage after the snapshot
     is reported with the whole journal's offsets).
     """
+    fold, read = read_fold(journal, live=live)
+    return fold.state, read
+
+
+@dataclass
+class Fold:
+    """A journal's replay a reader keeps to fold on what the journal appends:
+    `state` is the replay of the journal's first `end` bytes, `crc` their CRC-32,
+    `saved` the end of the snapshot it was read from or last wrote (a reader
+    writes one when the bytes beyond it reach the refresh share, as
+    `replay_journal` does)."""
+
+    state: RunState
+    end: int
+    crc: int
+    saved: int
+
+
+def read_fold(journal: Path, *, live: bool = False) -> tuple[Fold, JournalRead]:
+    """`replay_journal`'s read, as a `Fold` to fold on with `fold_on`."""
     try:
         file = journal.open("rb")
     except FileNotFoundError:
-        return replay(()), JournalRead([], 0, 0, None)
+        return Fold(replay(()), 0, 0, 0), JournalRead([], 0, 0, None)
     with file:
         snapshot = _load(journal.parent / SNAPSHOT, file)
         tail: JournalRead | None = None
@@ -117,13 +137,41 @@ def replay_journal(journal: Path, *, live: bool = False) -> tuple[RunState, Jour
     start = snapshot.end if snapshot is not None else 0
     state = replay(tail.rows, into=snapshot.state if snapshot is not None else None)
     read = JournalRead(tail.rows, start + tail.end, tail.last_seq, tail.torn)
-    beyond = read.end - start
-    refresh = min(REFRESH_BYTES, max(REFRESH_MIN, read.end // REFRESH_SHARE))
-    if beyond >= refresh or (beyond and state.state == "ended"):
-        # The CRC of the bytes read goes on from the snapshot's, which covers those before.
-        crc = zlib.crc32(memoryview(data)[: tail.end], snapshot.crc if snapshot else 0)
-        _save(journal.parent / SNAPSHOT, state, read.end, crc)
-    return state, read
+    # The CRC of the bytes read goes on from the snapshot's, which covers those before.
+    crc = zlib.crc32(memoryview(data)[: tail.end], snapshot.crc if snapshot else 0)
+    fold = Fold(state, read.end, crc, start)
+    _refresh(journal, fold)
+    return fold, read
+
+
+def fold_on(journal: Path, fold: Fold, data: bytes) -> JournalRead:
+    """Fold the journal's bytes after `fold.end`, `data`, into `fold` (its whole
+    batches: a torn tail is left for the next read); the read's offsets are
+    `data`'s. Writes the snapshot when the bytes beyond it reach the refresh
+    share, as `replay_journal` does.
+
+    Raises:
+        JournalCorruptError: `data` is damaged (`fold` is left as it was).
+    """
+    read = decode(data, journal, after=fold.state.last_seq)
+    replay(read.rows, into=fold.state)
+    fold.crc = zlib.crc32(memoryview(data)[: read.end], fold.crc)
+    fold.end += read.end
+    _refresh(journal, fold, rebase=True)
+    return read
+
+
+def _refresh(journal: Path, fold: Fold, *, rebase: bool = False) -> None:
+    """Write the snapshot of `fold` once the bytes beyond the last one are a
+    refresh share of the journal (REFRESH_SHARE), or the run ended beyond it;
+    with `rebase`, the fold's settled calls are then kept packed (`_rebase`)."""
+    beyond = fold.end - fold.saved
+    refresh = min(REFRESH_BYTES, max(REFRESH_MIN, fold.end // REFRESH_SHARE))
+    if beyond >= refresh or (beyond and fold.state.state == "ended"):
+        pack = _save(journal.parent / SNAPSHOT, fold.state, fold.end, fold.crc)
+        fold.saved = fold.end
+        if rebase:
+            _rebase(fold.state, pack)
 
 
 CRC_PIECE = 1 << 18
@@ -243,14 +291,16 @@ def save_snapshot(journal: Path, state: RunState, end: int, crc: int) -> None:
     _save(journal.parent / SNAPSHOT, state, end, crc)
 
 
-def _save(path: Path, state: RunState, end: int, crc: int) -> None:
+def _save(path: Path, state: RunState, end: int, crc: int) -> _Pack:
+    """Write the snapshot; its calls as packed (`_Packed`'s fields)."""
+    pack = _pack(state)
     body = (
         FORMAT,
         end,
         crc,
         _CALL_FIELDS,
         {name: getattr(state, name) for name in _RUN_FIELDS},
-        _pack(state),
+        pack,
     )
     temp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
@@ -261,9 +311,24 @@ def _save(path: Path, state: RunState, end: int, crc: int) -> None:
         os.replace(temp, path)
     except (OSError, ValueError):
         temp.unlink(missing_ok=True)
+    return pack
 
 
-def _pack(state: RunState) -> tuple[frozenset[str], tuple[bytes, ...], bytes, int]:
+_Pack = tuple[frozenset[str], tuple[bytes, ...], bytes, int]
+
+
+def _rebase(state: RunState, pack: _Pack) -> None:
+    """Keep `state`'s settled calls as `pack` holds them, as a read of the snapshot
+    just written would: the calls built are the open ones again, so what a replay
+    or a read goes through stays a pool's worth however long the fold lives."""
+    packed = _Packed(*pack)
+    deferred = state.deferred_calls()
+    calls = deferred.open if deferred is not None else state.calls
+    opened = {call_id: calls[call_id] for call_id in packed.places()}
+    state.defer_calls(DeferredCalls(opened, packed.settled_ids, packed.build, packed))
+
+
+def _pack(state: RunState) -> _Pack:
     """The state's calls as `_Packed` holds them. A state read from a snapshot
     whose settled calls were not built keeps their pieces as it read them, and
     adds the calls settled since as one more (`SETTLED_CHUNKS`)."""

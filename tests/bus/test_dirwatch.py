@@ -21,6 +21,7 @@ def made(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     those kept are closed after the test."""
     idle: list[Any] = []
     monkeypatch.setattr(dirwatch, "_idle", idle)
+    monkeypatch.setattr(dirwatch, "_kept", {}, raising=False)
     found = dirwatch._inotify()
     assert found is not None, "inotify is needed here"
     made: list[Any] = []
@@ -83,3 +84,71 @@ async def test_a_watch_a_trio_task_waited_on_is_closed(tmp_path: Path, made: lis
         await watch.wait(5.0)
     watch.close()
     assert made[0].closed and dirwatch._idle == []
+
+
+def test_watches_one_after_another_of_one_directory_set_one_watch(
+    tmp_path: Path, made: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An owner reports one step after another: the watch of replies/ is set once
+    and kept with its descriptor, not set and removed at each report; a wake
+    costs a poll and a read. A directory that went and came again is watched
+    anew."""
+    import os
+    import select
+
+    counted: list[str] = []
+    real_read, real_poll = os.read, select.poll
+
+    def read(fd: int, n: int) -> bytes:
+        counted.append("read")
+        return real_read(fd, n)
+
+    class Poll:
+        def __init__(self) -> None:
+            self._poll = real_poll()
+
+        def register(self, *args: Any) -> None:
+            self._poll.register(*args)
+
+        def poll(self, timeout: int) -> Any:
+            counted.append("poll")
+            return self._poll.poll(timeout)
+
+    monkeypatch.setattr(os, "read", read)
+    monkeypatch.setattr(select, "poll", Poll)
+    for n in range(3):
+        watch = DirWatch.open(tmp_path)
+        assert watch is not None
+        _arrive(tmp_path, f"{n}.json")
+        assert watch.arrivals(5.0) == frozenset({f"{n}.json"})
+        watch.close()
+    inotify = made[0]
+    watches: list[int] = []
+    add_watch, rm_watch = inotify.add_watch, inotify.rm_watch
+
+    def add(*args: Any) -> Any:
+        watches.append(1)
+        return add_watch(*args)
+
+    def rm(*args: Any) -> Any:
+        watches.append(-1)
+        return rm_watch(*args)
+
+    inotify.add_watch, inotify.rm_watch = add, rm
+    counted.clear()
+    watch = DirWatch.open(tmp_path)
+    assert watch is not None
+    _arrive(tmp_path, "a.json")
+    assert watch.arrivals(5.0) == frozenset({"a.json"})
+    watch.close()
+    assert (watches, counted, len(made)) == ([], ["read", "poll", "read"], 1)
+    for name in os.listdir(tmp_path):
+        (tmp_path / name).unlink()
+    tmp_path.rmdir()
+    tmp_path.mkdir()
+    watch = DirWatch.open(tmp_path)
+    assert watch is not None
+    _arrive(tmp_path, "b.json")
+    assert watch.arrivals(5.0) == frozenset({"b.json"})
+    watch.close()
+    assert watches == [-1, 1]

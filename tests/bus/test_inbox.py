@@ -275,3 +275,44 @@ def test_a_reply_whose_directory_is_a_file_fails_as_its_mkdir_did(run: RunDir) -
         write_reply(run, {"id": sent.id, "reply": "bound"})
     assert raised.value.errno == errno.EEXIST and raised.value.filename == str(run.replies)
     assert [r.id for r in read_reports(run)] == [sent.id]
+
+
+def test_a_reply_is_read_from_one_descriptor_without_a_buffered_reader(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: DISP-2. The reply `crw flow dispatched` waits for is read with an
+    open, the reads and a close (no buffered reader's fstats, ioctl and lseeks)."""
+    sent = report()
+    write_reply(run, {"id": sent.id, "reply": "bound"})
+    calls: list[str] = []
+    for name in ("open", "read", "close"):
+        original = getattr(os, name)
+
+        def counted(*args: Any, _name: str = name, _original: Any = original) -> Any:
+            calls.append(_name)
+            return _original(*args)
+
+        monkeypatch.setattr(os, name, counted)
+    assert read_reply(run, sent.id) == {"id": sent.id, "reply": "bound"}
+    assert calls == ["open", "read", "read", "close"]
+
+
+def test_a_reports_members_are_made_without_a_deep_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """spec: DISP-1. A report's members are its fields, `failed` only on a failed
+    spawn's, made as a flat dict (the owner writes one a call), not by asdict."""
+    import dataclasses
+
+    copies: list[int] = []
+    inner = dataclasses._asdict_inner  # type: ignore[attr-defined]
+
+    def counted(*args: Any) -> Any:
+        copies.append(1)
+        return inner(*args)
+
+    monkeypatch.setattr(dataclasses, "_asdict_inner", counted)
+    sent = report()
+    assert list(sent.to_json()) == ["id", "run", "call", "k", "attempt", "agent_id", "reported_at"]
+    failed = Report.new("r1", "build.1", 1, 1, None, "2026-01-01T00:00:00Z", "refused")
+    assert failed.to_json()["failed"] == "refused" and copies == []

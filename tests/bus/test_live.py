@@ -369,3 +369,33 @@ def test_an_ended_index_that_cannot_be_written_is_warned_about_and_every_directo
     holder.release()
     assert live.ended_calls(run) is None
     assert [c.call for c in list_bus(run)[1]] == ["c.1"]
+
+
+def test_a_reader_parses_only_the_index_lines_appended_since_its_last_read(
+    run: RunDir, holder: ProcessLock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1: an owner reads the bus at every `next`; the index it read
+    before is not parsed again, only the lines the holder appended since; an index
+    rewritten meanwhile (its bytes read before changed) is parsed whole."""
+    monkeypatch.setattr(live, "_reads", {})
+    parsed: list[bytes] = []
+    line = live._LINE
+
+    class Counted:
+        def fullmatch(self, text: bytes) -> Any:
+            parsed.append(text)
+            return line.fullmatch(text)
+
+    monkeypatch.setattr(live, "_LINE", Counted())
+    ran_calls(run, 10)
+    live.sweep(run)
+    index = run.steps / f"{live.PREFIX}{holder.token}"
+    lines = index.read_bytes().count(b"\n")
+    assert marked(run) == [] and len(parsed) == lines == 40
+    write_step(run, spawn_step(run, "w.1"), PACKET)
+    assert marked(run) == ["w.1"] and len(parsed) == 41
+    assert marked(run) == ["w.1"] and len(parsed) == 41
+    data = index.read_bytes()
+    last = data.rfind(b"-n0.1\n")  # n0.1's sweep: now a mark
+    index.write_bytes(data[:last] + b"+" + data[last + 1 :])
+    assert marked(run) == ["n0.1", "w.1"] and len(parsed) == 82

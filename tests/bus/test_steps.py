@@ -15,6 +15,7 @@ from crw.bus.steps import (
     StepFile,
     list_closes,
     list_steps,
+    read_bus,
     remove_close,
     retract_step,
     step_paths,
@@ -308,3 +309,34 @@ def test_a_step_files_members_are_its_fields_in_their_order(tmp_path: Path) -> N
     step = spawn_step(RunDir(tmp_path))
     assert list(step.to_json().items()) == list(dataclasses.asdict(step).items())
     assert StepFile.from_json(step.to_json()) == step
+
+
+def test_a_read_of_the_bus_opens_each_file_once_and_reads_it_in_one_read(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-22. Each step or close file is read from one descriptor: its open,
+    its fstat (the step's time), one read and its close; no buffered reader (whose
+    open adds two fstats, an ioctl, two lseeks and a read that finds the end)."""
+    write_step(run, spawn_step(run, "a.1"), "# Task\n")
+    write_step(run, spawn_step(run, "b.1"), "# Task\n")
+    write_close(run, "c.1", 1, "thread-c")
+    calls: list[str] = []
+    files: set[int] = set()  # the descriptors of step and close files
+    for name in ("open", "fstat", "read", "close"):
+        original = getattr(os, name)
+
+        def counted(*args: Any, _name: str = name, _original: Any = original) -> Any:
+            result = _original(*args)
+            if _name == "open" and str(args[0]).endswith(".json"):
+                files.add(result)
+            if (result if _name == "open" else args[0]) in files:
+                calls.append(_name)
+                if _name == "close":
+                    files.discard(args[0])
+            return result
+
+        monkeypatch.setattr(os, name, counted)
+    bus = read_bus(run)
+    assert [s.call for s in bus.steps] == ["a.1", "b.1"]
+    assert [c.agent_id for c in bus.closes] == ["thread-c"]
+    assert calls == ["open", "fstat", "read", "close"] * 3

@@ -205,3 +205,96 @@ def test_a_read_takes_each_step_files_time_from_the_file_it_read_without_a_stat(
         (s.call, s.k, s.attempt): bus.step_paths(run, s.call, s.k, s.attempt)[1].stat().st_mtime_ns
         for s in written
     }
+
+
+def test_next_again_in_one_process_decodes_only_the_rows_appended_since_the_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1. An owner that calls `next` again and again in one process
+    folds on the journal its last `next` read: no snapshot loaded, no row decoded
+    twice; a journal replaced since (another inode) is read cold."""
+    run = RunDir(tmp_path / "run")
+    run.create()
+    monkeypatch.setattr(next_module, "_folds", {})
+    seq = _append(run, 1, [Started(backend="session", process="p", pid=1)])
+    cold: list[int] = []
+    read_fold = snapshot.read_fold
+
+    def count_cold(*args: Any, **kwargs: Any) -> Any:
+        cold.append(1)
+        return read_fold(*args, **kwargs)
+
+    monkeypatch.setattr(next_module, "read_fold", count_cold)
+    decoded = count_decoded_lines(monkeypatch)
+    for n in range(5):
+        call = f"n{n}.1"
+        seq = _append(run, seq, [Prepared(call=call, node=f"n{n}", role="executor")])
+        reader = next_module._Reader(run, tmp_path, ("r", ""))
+        assert reader.read().run_state.calls[call].state == "prepared"
+        reader.keep_fold()
+    assert (len(cold), len(decoded)) == (1, 6)
+    copy = run.journal.with_name("copy")
+    copy.write_bytes(run.journal.read_bytes())
+    copy.replace(run.journal)  # the same rows under another inode
+    reader = next_module._Reader(run, tmp_path, ("r", ""))
+    assert list(reader.read().run_state.calls) == [f"n{n}.1" for n in range(5)]
+    assert len(cold) == 2
+
+
+def test_the_runs_owner_is_read_from_run_json_with_one_open_and_its_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1. run.json's owner is read raw (an open, the reads, a close)
+    at each `next`, not through a buffered reader."""
+    import os
+
+    run = RunDir(tmp_path / "run")
+    run.create()
+    run.run_json.write_text(json.dumps({"owner": "thread-o"}), encoding="utf-8")
+    calls: list[str] = []
+    for name in ("open", "read", "close"):
+        original = getattr(os, name)
+
+        def counted(*args: Any, _name: str = name, _original: Any = original) -> Any:
+            calls.append(_name)
+            return _original(*args)
+
+        monkeypatch.setattr(os, name, counted)
+    assert next_module._owner(run) == "thread-o"
+    assert calls == ["open", "read", "read", "close"]
+
+
+def test_next_again_reads_the_journals_new_bytes_raw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-1. A `next` that folds on the journal its last `next` read
+    reads the bytes appended with one open, a pread and the pread that finds the
+    end (no buffered reader's fstats, ioctl and lseeks)."""
+    import os
+
+    run = RunDir(tmp_path / "run")
+    run.create()
+    monkeypatch.setattr(next_module, "_folds", {})
+    seq = _append(run, 1, [Started(backend="session", process="p", pid=1)])
+    reader = next_module._Reader(run, tmp_path, ("r", ""))
+    reader.read()
+    reader.keep_fold()
+    _append(run, seq, [Prepared(call="n0.1", node="n0", role="executor")])
+    opened: list[str] = []
+    preads: list[int] = []
+    real_open, real_pread = os.open, os.pread
+
+    def counted_open(path: Any, *args: Any) -> Any:
+        if str(path) == str(run.journal):
+            opened.append(str(path))
+        return real_open(path, *args)
+
+    def counted_pread(fd: int, n: int, offset: int) -> bytes:
+        preads.append(offset)
+        return real_pread(fd, n, offset)
+
+    monkeypatch.setattr(os, "open", counted_open)
+    monkeypatch.setattr(os, "pread", counted_pread)
+    read = next_module._Reader(run, tmp_path, ("r", "")).read()
+    assert list(read.run_state.calls) == ["n0.1"]
+    assert len(opened) == 1 and len(preads) == 2

@@ -85,3 +85,31 @@ def test_an_ended_run_read_from_its_snapshot_builds_no_call_until_one_is_read(
     for call in whole.calls.values():
         call.result = None
     assert state == whole
+
+
+def test_a_fold_kept_on_writes_the_snapshot_and_keeps_only_the_open_calls_built(
+    tmp_path: Path,
+) -> None:
+    """A reader that folds the journal on (`fold_on`: the owner's `next`, hundreds a
+    run) writes the snapshot as a cold read would, and keeps the calls settled by
+    then packed as the snapshot holds them: the calls it goes through at each read
+    stay the open ones, not every call since its first read; all are still read."""
+    journal = tmp_path / "journal.jsonl"
+    _journal(journal, 10, ended=False)
+    fold, _ = snapshot.read_fold(journal)
+    seq = 22
+    with journal.open("ab") as file:
+        for n in range(10, 600):
+            for row in (Prepared(call=f"n{n}.1", node=f"n{n}", role="executor"),) + (
+                (Completed(call=f"n{n}.1", result={}),) if n < 599 else ()
+            ):
+                file.write(encode_batch(seq, STAMP, [encode_body(row)]))
+                seq += 1
+    with journal.open("rb") as file:
+        file.seek(fold.end)
+        snapshot.fold_on(journal, fold, file.read())
+    assert (tmp_path / snapshot.SNAPSHOT).exists() and fold.saved == fold.end
+    deferred = fold.state.deferred_calls()
+    assert deferred is not None and list(deferred.open) == ["n599.1"]
+    cold, _ = snapshot.replay_journal(journal)
+    assert list(fold.state.calls) == list(cold.calls) == [f"n{n}.1" for n in range(600)]
