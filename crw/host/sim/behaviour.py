@@ -8,6 +8,7 @@ or in the packet file it names) and the scripts; the server acts the plan out.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,7 +62,21 @@ def call_of(marker: str) -> str:
     return marker.split("/", 1)[0]
 
 
-def output_schema(text: str, read: Callable[[Path], str] = Path.read_text) -> dict[str, Any] | None:
+def read_text(path: Path) -> str:
+    """The UTF-8 text of the file at `path`, read with plain descriptor calls: a
+    spawned agent's packet is read once a turn, and `Path.read_text`'s text layer
+    asks the file whether it is a terminal and where it stands first."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        parts = []
+        while chunk := os.read(fd, 1 << 16):
+            parts.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(parts).decode()
+
+
+def output_schema(text: str, read: Callable[[Path], str] = read_text) -> dict[str, Any] | None:
     """The JSON Schema the turn must answer: the last ```json block after the last
     `## Output contract` line of `text`, else of the packet file `text` names.
     None when there is none, or it cannot be read or parsed."""

@@ -3,6 +3,7 @@ and each behaviour as a client sees it on the wire."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,23 @@ def test_output_schema_is_read_from_the_packet_the_message_names(tmp_path: Path)
     message = (
         f"crw-flow-op: a.1/t1-a1\nRead the task packet {packet} in full and follow it exactly."
     )
+    assert output_schema(message) == SCHEMA
+
+
+def test_the_packet_is_read_without_the_text_file_layer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spawned agent's packet is read a turn: with descriptor calls, not through
+    `open()`'s text layer (an isatty ioctl and an lseek a read)."""
+    packet = tmp_path / "p.md"
+    packet.write_text(task_text("a.1/t1-a1", "critic", SCHEMA))
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the packet went through open()")
+
+    monkeypatch.setattr(io, "open", refused)
+    monkeypatch.setattr(Path, "read_text", refused)
+    message = f"Read the task packet {packet} in full and follow it exactly."
     assert output_schema(message) == SCHEMA
 
 
