@@ -52,8 +52,8 @@ _OPEN: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
 """The rollouts open for appending, least recently appended first: each one's
 descriptor, and the device and inode it was opened on."""
 
-_STAMP: list[tuple[float, str]] = [(-1.0, "")]
-"""The last wall time stamped and its stamp (a step's records share one)."""
+_STAMP: list[tuple[int, str]] = [(-1, "")]
+"""The last second stamped (seconds since the epoch) and its formatted part."""
 
 
 def append(path: str | os.PathLike[str], kind: str, payload: dict[str, Any], wall: float) -> None:
@@ -90,13 +90,15 @@ def append_all(path: str | os.PathLike[str], records: list[Record]) -> None:
 
 
 def _stamp(wall: float) -> str:
-    last = _STAMP[0]
-    if last[0] == wall:
-        return last[1]
+    """`YYYY-MM-DDTHH:MM:SS.mmmZ` of `wall`; the part up to the second is formatted
+    once a second (strftime was a third of a record's cost)."""
     at = _utc(wall)
-    stamp = at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
-    _STAMP[0] = (wall, stamp)
-    return stamp
+    second = int(wall)
+    if at.microsecond == 0 and wall - second >= 0.5:
+        second += 1  # rounded up to the next second's microsecond 0
+    if _STAMP[0][0] != second:
+        _STAMP[0] = (second, at.strftime("%Y-%m-%dT%H:%M:%S."))
+    return f"{_STAMP[0][1]}{at.microsecond // 1000:03d}Z"
 
 
 def _descriptor(key: str) -> tuple[int, int]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 from pathlib import Path
@@ -285,3 +286,27 @@ async def test_a_spawned_agent_s_records_are_written_once_a_step(
         ["agent_message", "token_count", "task_complete"],
     ]
     assert [line["ordinal"] for line in _lines(path)] == list(range(6))
+
+
+def test_a_record_s_timestamp_formats_its_second_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step's records fall in one second: strftime runs once a second, the
+    milliseconds are added to it; a wall that rounds up to the next second is
+    stamped with that second, as `datetime.fromtimestamp` rounds it."""
+    formatted: list[str] = []
+
+    class Counting(_dt.datetime):
+        def strftime(self, fmt: str) -> str:
+            formatted.append(fmt)
+            return super().strftime(fmt)
+
+    monkeypatch.setattr(rollout, "_utc", lambda wall: Counting.fromtimestamp(wall, _dt.UTC))
+    monkeypatch.setattr(rollout, "_STAMP", [(-1, "")])
+    walls = [1795982682.1, 1795982682.25, 1795982682.9999, 1795982682.9999996, 1795982683.5]
+    assert [rollout._stamp(wall) for wall in walls] == [
+        "2026-11-29T20:04:42.100Z",
+        "2026-11-29T20:04:42.250Z",
+        "2026-11-29T20:04:42.999Z",
+        "2026-11-29T20:04:43.000Z",
+        "2026-11-29T20:04:43.500Z",
+    ]
+    assert len(formatted) == 2
