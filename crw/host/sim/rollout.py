@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 from collections import OrderedDict
 from pathlib import Path
@@ -32,7 +33,11 @@ def rollout_file(codex_home: str, thread_id: str, wall: float) -> str:
     """`rollout_path` as a string, made without pathlib (a host names a file a thread)."""
     at = _utc(wall)
     home = codex_home.rstrip("/")
-    return f"{home}/sessions/{at:%Y/%m/%d}/rollout-{at:%Y-%m-%dT%H-%M-%S}-{thread_id}.jsonl"
+    day = f"{at.year:04d}/{at.month:02d}/{at.day:02d}"
+    time = (
+        f"{at.year:04d}-{at.month:02d}-{at.day:02d}T{at.hour:02d}-{at.minute:02d}-{at.second:02d}"
+    )
+    return f"{home}/sessions/{day}/rollout-{time}-{thread_id}.jsonl"
 
 
 Record = tuple[str, dict[str, Any], float]
@@ -90,15 +95,16 @@ def append_all(path: str | os.PathLike[str], records: list[Record]) -> None:
 
 
 def _stamp(wall: float) -> str:
-    """`YYYY-MM-DDTHH:MM:SS.mmmZ` of `wall`; the part up to the second is formatted
-    once a second (strftime was a third of a record's cost)."""
-    at = _utc(wall)
-    second = int(wall)
-    if at.microsecond == 0 and wall - second >= 0.5:
-        second += 1  # rounded up to the next second's microsecond 0
+    """`YYYY-MM-DDTHH:MM:SS.mmmZ` of `wall` (>= 0), as `datetime.fromtimestamp`
+    rounds it (to the microsecond, half to even); the part up to the second is
+    formatted once a second (strftime and the datetime were half a record's cost)."""
+    fraction, whole = math.modf(wall)
+    micro, second = round(fraction * 1e6), int(whole)
+    if micro >= 1_000_000:
+        micro, second = micro - 1_000_000, second + 1
     if _STAMP[0][0] != second:
-        _STAMP[0] = (second, at.strftime("%Y-%m-%dT%H:%M:%S."))
-    return f"{_STAMP[0][1]}{at.microsecond // 1000:03d}Z"
+        _STAMP[0] = (second, _utc(second).strftime("%Y-%m-%dT%H:%M:%S."))
+    return f"{_STAMP[0][1]}{micro // 1000:03d}Z"
 
 
 def _descriptor(key: str) -> tuple[int, int]:

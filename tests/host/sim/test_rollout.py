@@ -289,8 +289,8 @@ async def test_a_spawned_agent_s_records_are_written_once_a_step(
 
 
 def test_a_record_s_timestamp_formats_its_second_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A step's records fall in one second: strftime runs once a second, the
-    milliseconds are added to it; a wall that rounds up to the next second is
+    """A step's records fall in one second: a datetime is made and formatted once a
+    second, the milliseconds are added to it; a wall that rounds up to the next second is
     stamped with that second, as `datetime.fromtimestamp` rounds it."""
     formatted: list[str] = []
 
@@ -299,7 +299,12 @@ def test_a_record_s_timestamp_formats_its_second_once(monkeypatch: pytest.Monkey
             formatted.append(fmt)
             return super().strftime(fmt)
 
-    monkeypatch.setattr(rollout, "_utc", lambda wall: Counting.fromtimestamp(wall, _dt.UTC))
+    def utc(wall: float) -> _dt.datetime:
+        made.append(wall)
+        return Counting.fromtimestamp(wall, _dt.UTC)
+
+    made: list[float] = []
+    monkeypatch.setattr(rollout, "_utc", utc)
     monkeypatch.setattr(rollout, "_STAMP", [(-1, "")])
     walls = [1795982682.1, 1795982682.25, 1795982682.9999, 1795982682.9999996, 1795982683.5]
     assert [rollout._stamp(wall) for wall in walls] == [
@@ -309,4 +314,4 @@ def test_a_record_s_timestamp_formats_its_second_once(monkeypatch: pytest.Monkey
         "2026-11-29T20:04:43.000Z",
         "2026-11-29T20:04:43.500Z",
     ]
-    assert len(formatted) == 2
+    assert (len(made), len(formatted)) == (2, 2)
