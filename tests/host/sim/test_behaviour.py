@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import pathlib
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +72,9 @@ def test_output_schema_is_read_from_the_packet_the_message_names(tmp_path: Path)
 def test_the_packet_is_read_without_the_text_file_layer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A spawned agent's packet is read a turn: with descriptor calls, not through
-    `open()`'s text layer (an isatty ioctl and an lseek a read)."""
+    """A spawned agent's packet is read a turn: by its name, with descriptor calls,
+    not through a `Path` and `open()`'s text layer (an isatty ioctl and an lseek a
+    read)."""
     packet = tmp_path / "p.md"
     packet.write_text(task_text("a.1/t1-a1", "critic", SCHEMA))
 
@@ -81,6 +83,7 @@ def test_the_packet_is_read_without_the_text_file_layer(
 
     monkeypatch.setattr(io, "open", refused)
     monkeypatch.setattr(Path, "read_text", refused)
+    monkeypatch.setattr(pathlib.Path, "__new__", refused)
     message = f"Read the task packet {packet} in full and follow it exactly."
     assert output_schema(message) == SCHEMA
 
