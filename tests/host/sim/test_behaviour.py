@@ -77,15 +77,23 @@ def test_the_packet_is_read_without_the_text_file_layer(
     read)."""
     packet = tmp_path / "p.md"
     packet.write_text(task_text("a.1/t1-a1", "critic", SCHEMA))
-
-    def refused(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the packet went through open()")
-
-    monkeypatch.setattr(io, "open", refused)
-    monkeypatch.setattr(Path, "read_text", refused)
-    monkeypatch.setattr(pathlib.Path, "__new__", refused)
     message = f"Read the task packet {packet} in full and follow it exactly."
-    assert output_schema(message) == SCHEMA
+    made: list[str] = []
+    real_open, real_new = io.open, pathlib.Path.__new__
+
+    def opening(*args: Any, **kwargs: Any) -> Any:
+        made.append("open")
+        return real_open(*args, **kwargs)
+
+    def new_path(cls: type[Path], *args: Any, **kwargs: Any) -> Path:
+        made.append("Path")
+        return real_new(cls, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(io, "open", opening)
+        patched.setattr(pathlib.Path, "__new__", new_path)
+        schema = output_schema(message)
+    assert (schema, made) == (SCHEMA, [])
 
 
 @pytest.mark.parametrize(
