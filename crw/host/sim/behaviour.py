@@ -8,11 +8,11 @@ or in the packet file it names) and the scripts; the server acts the plan out.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from pathlib import Path
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
@@ -61,7 +61,21 @@ def call_of(marker: str) -> str:
     return marker.split("/", 1)[0]
 
 
-def output_schema(text: str, read: Callable[[Path], str] = Path.read_text) -> dict[str, Any] | None:
+def read_text(path: str) -> str:
+    """The UTF-8 text of the file at `path`, read with plain descriptor calls: a
+    spawned agent's packet is read once a turn, and `Path.read_text`'s text layer
+    asks the file whether it is a terminal and where it stands first."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        parts = []
+        while chunk := os.read(fd, 1 << 16):
+            parts.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(parts).decode()
+
+
+def output_schema(text: str, read: Callable[[str], str] = read_text) -> dict[str, Any] | None:
     """The JSON Schema the turn must answer: the last ```json block after the last
     `## Output contract` line of `text`, else of the packet file `text` names.
     None when there is none, or it cannot be read or parsed."""
@@ -71,7 +85,9 @@ def output_schema(text: str, read: Callable[[Path], str] = Path.read_text) -> di
     if packet is None:
         return None
     try:
-        return _contract_schema(read(Path(packet.group(1).strip())))
+        # The name as `Path` would read it (no trailing slash), without making one.
+        name = packet.group(1).strip()
+        return _contract_schema(read(name.rstrip("/") or name))
     except OSError:
         return None
 

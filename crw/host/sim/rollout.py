@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 from collections import OrderedDict
 from pathlib import Path
@@ -25,75 +26,120 @@ def _utc(wall: float) -> _dt.datetime:
 
 def rollout_path(codex_home: Path, thread_id: str, wall: float) -> Path:
     """Where the thread created at wall time `wall` keeps its rollout."""
+    return Path(rollout_file(str(codex_home), thread_id, wall))
+
+
+def rollout_file(codex_home: str, thread_id: str, wall: float) -> str:
+    """`rollout_path` as a string, made without pathlib (a host names a file a thread)."""
     at = _utc(wall)
-    name = f"rollout-{at:%Y-%m-%dT%H-%M-%S}-{thread_id}.jsonl"
-    return codex_home / "sessions" / f"{at:%Y}" / f"{at:%m}" / f"{at:%d}" / name
+    home = codex_home.rstrip("/")
+    day = f"{at.year:04d}/{at.month:02d}/{at.day:02d}"
+    time = (
+        f"{at.year:04d}-{at.month:02d}-{at.day:02d}T{at.hour:02d}-{at.minute:02d}-{at.second:02d}"
+    )
+    return f"{home}/sessions/{day}/rollout-{time}-{thread_id}.jsonl"
 
 
-_COUNTED: dict[Path, tuple[int, int]] = {}
+Record = tuple[str, dict[str, Any], float]
+"""One rollout record: its type, its payload, and the wall time it is stamped with."""
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+"""`json.dumps(..., separators=(",", ":"))` without a new encoder a call."""
+
+_COUNTED: dict[str, tuple[int, int]] = {}
 """Each rollout this host appended to: its size then, and its records."""
 
 MAX_OPEN = 64
 """The most rollouts kept open for appending at once (a host runs many threads;
 a thread's turn appends five records or more)."""
 
-_OPEN: OrderedDict[Path, tuple[int, int, int]] = OrderedDict()
+_OPEN: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
 """The rollouts open for appending, least recently appended first: each one's
 descriptor, and the device and inode it was opened on."""
 
+_STAMP: list[tuple[int, str]] = [(-1, "")]
+"""The last second stamped (seconds since the epoch) and its formatted part."""
 
-def append(path: Path, kind: str, payload: dict[str, Any], wall: float) -> None:
+
+def append(path: str | os.PathLike[str], kind: str, payload: dict[str, Any], wall: float) -> None:
     """Add one record; its ordinal is the number of records before it (counted
     again only when the file's size is not the one this host left)."""
-    try:
-        found: os.stat_result | None = os.stat(path)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        found = None
-    size = found.st_size if found is not None else -1
-    known = _COUNTED.get(path)
+    append_all(path, [(kind, payload, wall)])
+
+
+def append_all(path: str | os.PathLike[str], records: list[Record]) -> None:
+    """Add `records` in order, in one write: one look at the file (a stat of a
+    rollout kept open, an fstat of one just opened) however many they are; its
+    directories are made only when opening the file finds them missing."""
+    key = os.fspath(path)
+    fd, size = _descriptor(key)
+    known = _COUNTED.get(key)
     if known is not None and known[0] == size:
         ordinal = known[1]
-    elif size < 0:
+    elif size == 0:
         ordinal = 0
     else:
-        with path.open() as lines:
+        with Path(key).open() as lines:
             ordinal = sum(1 for _ in lines)
-    at = _utc(wall)
-    stamp = at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
-    line = {"timestamp": stamp, "ordinal": ordinal, "type": kind, "payload": payload}
-    data = (json.dumps(line, separators=(",", ":")) + "\n").encode()
-    fd = _descriptor(path, found)
+    lines_out = []
+    for at, (kind, payload, wall) in enumerate(records, ordinal):
+        lines_out.append(
+            f'{{"timestamp":"{_stamp(wall)}","ordinal":{at},'
+            f'"type":{_ENCODER.encode(kind)},"payload":{_ENCODER.encode(payload)}}}\n'
+        )
+    data = "".join(lines_out).encode()
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-    _COUNTED[path] = (max(size, 0) + len(data), ordinal + 1)
+    _COUNTED[key] = (size + len(data), ordinal + len(records))
 
 
-def _descriptor(path: Path, found: os.stat_result | None) -> int:
-    """The descriptor `path` is open on for appending: the one kept, while the file
-    at `path` is still the one it opened; else a new one, kept (closing the least
-    recently used beyond MAX_OPEN)."""
-    kept = _OPEN.pop(path, None)
+def _stamp(wall: float) -> str:
+    """`YYYY-MM-DDTHH:MM:SS.mmmZ` of `wall` (>= 0), as `datetime.fromtimestamp`
+    rounds it (to the microsecond, half to even); the part up to the second is
+    formatted once a second (strftime and the datetime were half a record's cost)."""
+    fraction, whole = math.modf(wall)
+    micro, second = round(fraction * 1e6), int(whole)
+    if micro >= 1_000_000:
+        micro, second = micro - 1_000_000, second + 1
+    if _STAMP[0][0] != second:
+        _STAMP[0] = (second, _utc(second).strftime("%Y-%m-%dT%H:%M:%S."))
+    return f"{_STAMP[0][1]}{micro // 1000:03d}Z"
+
+
+def _descriptor(key: str) -> tuple[int, int]:
+    """The descriptor the file at `key` is open on for appending, and its size:
+    the one kept, while the file at `key` is still the one it opened; else a new
+    one, kept (closing the least recently used beyond MAX_OPEN)."""
+    kept = _OPEN.pop(key, None)
     if kept is not None:
+        try:
+            found: os.stat_result | None = os.stat(key)
+        except FileNotFoundError:
+            found = None
         if found is not None and (found.st_dev, found.st_ino) == kept[1:]:
-            _OPEN[path] = kept
-            return kept[0]
+            _OPEN[key] = kept
+            return kept[0], found.st_size
         os.close(kept[0])
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    try:
+        fd = os.open(key, flags, 0o666)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(key), exist_ok=True)
+        fd = os.open(key, flags, 0o666)
     opened = os.fstat(fd)
-    _OPEN[path] = (fd, opened.st_dev, opened.st_ino)
+    _OPEN[key] = (fd, opened.st_dev, opened.st_ino)
     while len(_OPEN) > MAX_OPEN:
         os.close(_OPEN.popitem(last=False)[1][0])
-    return fd
+    return fd, opened.st_size
 
 
-def close(path: Path | None = None) -> None:
+def close(path: str | os.PathLike[str] | None = None) -> None:
     """Close the descriptor kept for `path` (None: every one); the next append
     opens it again."""
-    paths = [path] if path is not None else list(_OPEN)
-    for each in paths:
-        kept = _OPEN.pop(each, None)
+    keys = [os.fspath(path)] if path is not None else list(_OPEN)
+    for key in keys:
+        kept = _OPEN.pop(key, None)
         if kept is not None:
             os.close(kept[0])
 

@@ -120,6 +120,8 @@ class SimHost:
         self._answered_calls: set[str] = set()
         self._runners: dict[str, trio.CancelScope] = {}
         self._held: list[tuple[set[_Connection], dict[str, Any]]] | None = None
+        self._records: dict[str, list[rollout.Record]] = {}
+        """Rollout records of this step not written yet, by file (`_write_records`)."""
         self.served: dict[str, int] = {}
         """Requests served, by method (answered with a result or an error)."""
         self._methods: dict[str, _Method] = {
@@ -179,6 +181,7 @@ class SimHost:
             conn.post({"id": message["id"], "error": error})
         finally:
             held, self._held = self._held, None
+            self._write_records()
         for targets, notification in held:
             self._deliver(targets, notification)
 
@@ -215,6 +218,18 @@ class SimHost:
                 text = encode(message)
             conn.post_encoded(text)
 
+    def _record(self, thread: Thread, kind: str, payload: dict[str, Any], wall: float) -> None:
+        """Add a record to the thread's rollout at the end of this step (`_write_records`)."""
+        self._records.setdefault(thread.path, []).append((kind, payload, wall))
+
+    def _write_records(self) -> None:
+        """Write the records of this step, one write a rollout. Called before the
+        step's end (no checkpoint in between): a client that reads a rollout after
+        the response or notification of a step finds its records there."""
+        records, self._records = self._records, {}
+        for path, lines in records.items():
+            rollout.append_all(path, lines)
+
     def _subscribe(self, conn: _Connection, thread: Thread) -> None:
         self._subscribers.setdefault(thread.id, set()).add(conn)
 
@@ -233,13 +248,13 @@ class SimHost:
         self, params: dict[str, Any], *, parent: Thread | None = None, role: str | None = None
     ) -> Thread:
         wall, thread_id = self._wall(), new_id()
-        path = rollout.rollout_path(self.codex_home, thread_id, wall)
+        path = rollout.rollout_file(str(self.codex_home), thread_id, wall)
         defaults = {} if parent else {"cwd": str(self.codex_home)}
         params = defaults | {k: v for k, v in params.items() if v}
         thread = self.state.new_thread(
-            thread_id, params, path=str(path), wall=wall, parent=parent, role=role
+            thread_id, params, path=path, wall=wall, parent=parent, role=role
         )
-        rollout.append(path, "session_meta", rollout.session_meta(thread), wall)
+        self._record(thread, "session_meta", rollout.session_meta(thread), wall)
         return thread
 
     def _started(self, conn: _Connection | None, thread: Thread) -> dict[str, Any]:
@@ -267,10 +282,9 @@ class SimHost:
         )
         self._item("item/started", thread, turn, item)
         self._item("item/completed", thread, turn, item)
-        path = Path(thread.path)
-        rollout.append(path, "event_msg", rollout.event("task_started", turn_id=turn.id), wall)
+        self._record(thread, "event_msg", rollout.event("task_started", turn_id=turn.id), wall)
         user = rollout.event("user_message", message=text, turn_id=turn.id)
-        rollout.append(path, "event_msg", user, wall)
+        self._record(thread, "event_msg", user, wall)
         plan = self._plan(thread, text, schema)
         scope = trio.CancelScope()
         self._runners[turn.id] = scope
@@ -301,29 +315,40 @@ class SimHost:
         workspace: Path | None = None,
     ) -> None:
         with scope:
-            await trio.sleep(plan.seconds)
-            if workspace is not None:
-                try:
-                    files.apply(workspace, plan.files, self._wall())
-                except files.FileEffectError as err:
-                    error = {"message": str(err), "codexErrorInfo": None, "additionalDetails": None}
-                    self._end_turn(thread, turn, "failed", error=error, thread_status="systemError")
-                    return
-            if plan.vanish is not None:
-                self._end_turn(thread, turn, "interrupted", thread_status=plan.vanish)
-                return
-            if plan.unreachable:
-                await self._retry_forever(thread, turn)
-            self._respond(thread, turn, plan)
-            if plan.fail is not None:
-                if plan.fail == "contextWindowExceeded":
-                    self._window_exceeded(thread, turn)
-                error = turn_error(plan.fail)
+            try:
+                await self._act_turn(thread, turn, plan, workspace)
+            finally:
+                self._write_records()
+
+    async def _act_turn(
+        self, thread: Thread, turn: Turn, plan: TurnPlan, workspace: Path | None
+    ) -> None:
+        """Act out `plan` (in `_run_turn`, which writes the rollout records of its
+        last step); the records of a step that awaits after it are written first."""
+        await trio.sleep(plan.seconds)
+        if workspace is not None:
+            try:
+                files.apply(workspace, plan.files, self._wall())
+            except files.FileEffectError as err:
+                error = {"message": str(err), "codexErrorInfo": None, "additionalDetails": None}
                 self._end_turn(thread, turn, "failed", error=error, thread_status="systemError")
                 return
-            if plan.hang:
-                await trio.sleep_forever()
-            self._end_turn(thread, turn, "completed")
+        if plan.vanish is not None:
+            self._end_turn(thread, turn, "interrupted", thread_status=plan.vanish)
+            return
+        if plan.unreachable:
+            await self._retry_forever(thread, turn)
+        self._respond(thread, turn, plan)
+        if plan.fail is not None:
+            if plan.fail == "contextWindowExceeded":
+                self._window_exceeded(thread, turn)
+            error = turn_error(plan.fail)
+            self._end_turn(thread, turn, "failed", error=error, thread_status="systemError")
+            return
+        if plan.hang:
+            self._write_records()
+            await trio.sleep_forever()
+        self._end_turn(thread, turn, "completed")
 
     async def _retry_forever(self, thread: Thread, turn: Turn) -> None:
         """The turn's model cannot be reached: `error {willRetry: true}` at codex's
@@ -336,14 +361,13 @@ class SimHost:
     def _respond(self, thread: Thread, turn: Turn, plan: TurnPlan) -> None:
         """One model response: its messages, then its token count."""
         wall = self._wall()
-        path = Path(thread.path)
         for text, phase in plan.messages:
             item = agent_message(text, phase)
             turn.items.append(item)
             self._item("item/started", thread, turn, item)
             self._item("item/completed", thread, turn, item)
             event = rollout.event("agent_message", message=text, phase=phase, turn_id=turn.id)
-            rollout.append(path, "event_msg", event, wall)
+            self._record(thread, "event_msg", event, wall)
         if plan.tokens is None:
             return
         thread.tokens = thread.tokens + plan.tokens
@@ -355,7 +379,7 @@ class SimHost:
         params = {"threadId": thread.id, "turnId": turn.id, "tokenUsage": usage}
         self._notify("thread/tokenUsage/updated", params, thread)
         count = rollout.token_count(thread.tokens, plan.tokens)
-        rollout.append(path, "event_msg", count, wall)
+        self._record(thread, "event_msg", count, wall)
 
     def _window_exceeded(self, thread: Thread, turn: Turn) -> None:
         """codex 0.163 reports an exceeded context window as a token usage whose total
@@ -405,7 +429,7 @@ class SimHost:
             "turn/completed", {"threadId": thread.id, "turn": turn.wire("summary")}, thread
         )
         done = rollout.event("task_complete", turn_id=turn.id, status=status)
-        rollout.append(Path(thread.path), "event_msg", done, wall)
+        self._record(thread, "event_msg", done, wall)
         runner = self._runners.pop(turn.id, None)
         if runner is not None:
             runner.cancel()
@@ -525,7 +549,8 @@ class SimHost:
         if turn is not None:
             self._end_turn(thread, turn, "interrupted")
         self._set_status(thread, "notLoaded")
-        rollout.close(Path(thread.path))
+        self._write_records()
+        rollout.close(thread.path)
         return {}
 
     def _script(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -550,6 +575,7 @@ class SimHost:
             thread.status = "notLoaded"
             thread.config = {}
         self._subscribers.clear()
+        self._write_records()
         rollout.close()
         return {}
 

@@ -3,7 +3,9 @@ and each behaviour as a client sees it on the wire."""
 
 from __future__ import annotations
 
+import io
 import json
+import pathlib
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,33 @@ def test_output_schema_is_read_from_the_packet_the_message_names(tmp_path: Path)
         f"crw-flow-op: a.1/t1-a1\nRead the task packet {packet} in full and follow it exactly."
     )
     assert output_schema(message) == SCHEMA
+
+
+def test_the_packet_is_read_without_the_text_file_layer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spawned agent's packet is read a turn: by its name, with descriptor calls,
+    not through a `Path` and `open()`'s text layer (an isatty ioctl and an lseek a
+    read)."""
+    packet = tmp_path / "p.md"
+    packet.write_text(task_text("a.1/t1-a1", "critic", SCHEMA))
+    message = f"Read the task packet {packet} in full and follow it exactly."
+    made: list[str] = []
+    real_open, real_new = io.open, pathlib.Path.__new__
+
+    def opening(*args: Any, **kwargs: Any) -> Any:
+        made.append("open")
+        return real_open(*args, **kwargs)
+
+    def new_path(cls: type[Path], *args: Any, **kwargs: Any) -> Path:
+        made.append("Path")
+        return real_new(cls, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(io, "open", opening)
+        patched.setattr(pathlib.Path, "__new__", new_path)
+        schema = output_schema(message)
+    assert (schema, made) == (SCHEMA, [])
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 from pathlib import Path
@@ -168,6 +169,7 @@ def test_a_rollout_is_opened_once_for_its_appends(
 ) -> None:
     """A turn appends five records or more: the host keeps the file open between them."""
     path = tmp_path / "sessions" / "r.jsonl"
+    path.parent.mkdir()
     opens = _opens_of(path, monkeypatch)
     try:
         for n in range(4):
@@ -199,7 +201,7 @@ def test_the_rollouts_kept_open_are_bounded(
     try:
         for path in paths:
             rollout.append(path, "event_msg", rollout.event("n"), 0.0)
-        assert list(rollout._OPEN) == paths[1:]
+        assert list(rollout._OPEN) == [str(path) for path in paths[1:]]
     finally:
         rollout.close()
 
@@ -210,8 +212,106 @@ async def test_closing_an_agent_and_the_host_closes_their_rollouts(
     async with connected(tmp_path) as (_, client):
         _, agent = await owner_and_agent(client, "reviewer")
         agent_path = (await client.request("thread/read", {"threadId": agent}))["thread"]["path"]
-        assert Path(agent_path) in rollout._OPEN
+        assert agent_path in rollout._OPEN
         await client.request("sim/closeAgent", {"target": agent})
-        assert Path(agent_path) not in rollout._OPEN
+        assert agent_path not in rollout._OPEN
         assert rollout._OPEN
     assert not rollout._OPEN
+
+
+def _calls_of(monkeypatch: pytest.MonkeyPatch, *names: str) -> list[str]:
+    """Every call of the `os` functions `names` from now on, by name."""
+    calls: list[str] = []
+    for name in names:
+        real = getattr(os, name)
+
+        def spying(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(os, name, spying)
+    return calls
+
+
+def test_a_new_rollout_in_an_existing_directory_is_opened_without_a_stat_or_mkdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host makes a rollout a thread, all in one day's directory: the first
+    record opens the file (its fstat gives the size), the directory is made only
+    when the open finds it missing, and records written together are one write."""
+    (tmp_path / "sessions").mkdir()
+    calls = _calls_of(monkeypatch, "stat", "mkdir", "makedirs", "open", "fstat", "write")
+    try:
+        records: list[rollout.Record] = [
+            ("event_msg", rollout.event("n", n=n), 0.0) for n in range(3)
+        ]
+        rollout.append_all(tmp_path / "sessions" / "r.jsonl", records)
+        assert calls == ["open", "fstat", "write"]
+        calls.clear()
+        rollout.append(tmp_path / "sessions" / "r.jsonl", "event_msg", rollout.event("n"), 0.0)
+        assert calls == ["stat", "write"]
+        calls.clear()
+        rollout.append(tmp_path / "new" / "day" / "r.jsonl", "event_msg", rollout.event("n"), 0.0)
+        assert calls[:2] == ["open", "makedirs"]
+    finally:
+        rollout.close()
+    assert [line["ordinal"] for line in _lines(str(tmp_path / "sessions" / "r.jsonl"))] == [
+        0,
+        1,
+        2,
+        3,
+    ]
+
+
+async def test_a_spawned_agent_s_records_are_written_once_a_step(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spawn's step (session_meta, task_started, user_message) and the turn's
+    end (agent_message, token_count, task_complete) are one write each."""
+    writes: list[tuple[str, list[str]]] = []
+    real = rollout.append_all
+
+    def spying(path: Any, records: list[rollout.Record]) -> None:
+        writes.append((str(path), [payload.get("type", kind) for kind, payload, _ in records]))
+        real(path, records)
+
+    monkeypatch.setattr(rollout, "append_all", spying)
+    async with connected(tmp_path) as (_, client):
+        await client.request("sim/script", {"match": {}, "behaviour": {"seconds": 0}})
+        _, agent = await owner_and_agent(client)
+        await client.wait_for("turn/completed", lambda p: p["threadId"] == agent)
+        path = (await client.request("thread/read", {"threadId": agent}))["thread"]["path"]
+    assert [kinds for written, kinds in writes if written == path] == [
+        ["session_meta", "task_started", "user_message"],
+        ["agent_message", "token_count", "task_complete"],
+    ]
+    assert [line["ordinal"] for line in _lines(path)] == list(range(6))
+
+
+def test_a_record_s_timestamp_formats_its_second_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step's records fall in one second: a datetime is made and formatted once a
+    second, the milliseconds are added to it; a wall that rounds up to the next second is
+    stamped with that second, as `datetime.fromtimestamp` rounds it."""
+    formatted: list[str] = []
+
+    class Counting(_dt.datetime):
+        def strftime(self, fmt: str) -> str:
+            formatted.append(fmt)
+            return super().strftime(fmt)
+
+    def utc(wall: float) -> _dt.datetime:
+        made.append(wall)
+        return Counting.fromtimestamp(wall, _dt.UTC)
+
+    made: list[float] = []
+    monkeypatch.setattr(rollout, "_utc", utc)
+    monkeypatch.setattr(rollout, "_STAMP", [(-1, "")])
+    walls = [1795982682.1, 1795982682.25, 1795982682.9999, 1795982682.9999996, 1795982683.5]
+    assert [rollout._stamp(wall) for wall in walls] == [
+        "2026-11-29T20:04:42.100Z",
+        "2026-11-29T20:04:42.250Z",
+        "2026-11-29T20:04:42.999Z",
+        "2026-11-29T20:04:43.000Z",
+        "2026-11-29T20:04:43.500Z",
+    ]
+    assert (len(made), len(formatted)) == (2, 2)

@@ -3,12 +3,15 @@ notifications and who receives them, as `codex app-server` 0.163.0 (host-protoco
 
 from __future__ import annotations
 
+import os
+import uuid
 from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
 
+from crw.host.sim import state
 from crw.host.sim.server import connect_in_memory
 from tests.host.sim.support import (
     SCHEMA,
@@ -384,3 +387,23 @@ def test_the_launcher_waits_for_a_listening_socket_not_its_file(tmp_path: Path) 
         assert _listens(path)
     finally:
         server.close()
+
+
+def test_ids_are_uuid4_made_from_one_random_read_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spawned agent takes five ids: they come from one `os.urandom` a batch of
+    ID_BATCH, not a getrandom each, and read as `str(uuid.uuid4())` does."""
+    reads: list[int] = []
+    real = os.urandom
+
+    def counting(size: int) -> bytes:
+        reads.append(size)
+        return real(size)
+
+    monkeypatch.setattr(os, "urandom", counting)
+    monkeypatch.setattr(state, "_IDS", state._ids())
+    ids = [state.new_id() for _ in range(2 * state.ID_BATCH)]
+    assert reads == [16 * state.ID_BATCH] * 2
+    assert len(set(ids)) == len(ids)
+    for made in ids:
+        parsed = uuid.UUID(made)
+        assert (str(parsed), parsed.version, parsed.variant) == (made, 4, uuid.RFC_4122)
