@@ -28,9 +28,12 @@ NOT_NEEDED = (
     "crw.engine.app_held",
     "crw.engine.app_resume",
     "regex",
+    "urllib.request",
+    "http.client",
 )
 """What a session run in plain directories needs none of, up to its host: the
-command tree, git, the App Server backend, the pattern matcher."""
+command tree, git, the App Server backend, the pattern matcher, the URL opener
+(a schema that names no file has no path to take from a file URL)."""
 
 NOT_NEEDED_APP_SERVER = (
     "cyclopts",
