@@ -9,6 +9,9 @@ matched against."""
 from __future__ import annotations
 
 import gc
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from crw.cli.hot import hot_command
@@ -43,6 +46,19 @@ NOT_NEEDED_APP_SERVER = (
     "crw.actors.review_rounds",
 )
 """What an App Server run needs none of: the session backend's actors."""
+
+
+BEFORE_STARTED = ("wsproto", "h11", "crw.host.transport")
+"""What the run process's module (all it imports before its started row) leaves to
+its first connection to the host: the WebSocket framing."""
+
+
+def imported_by(module: str) -> list[str]:
+    """The modules a fresh interpreter holds once it imported `module`."""
+    code = f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    modules: list[str] = json.loads(out.stdout)
+    return modules
 
 
 def run_again(crw: Crw, *args: str) -> list[str]:
@@ -82,3 +98,11 @@ def test_the_run_process_keeps_the_cyclic_collector_on() -> None:
     gc.enable()  # as a fresh process has it
     assert hot_command(["flow", "_run", "r", "--state", "s"]) is not None
     assert gc.isenabled()
+
+
+def test_the_run_process_imports_the_websocket_framing_when_it_connects() -> None:
+    """`crw.actors.run` (the run process's whole import, before its started row)
+    imports none of BEFORE_STARTED: the host's errors come from `crw.host.errors`,
+    and `crw.host.connect` imports the transport when it opens a connection, after
+    the started row. `crw flow start` waits for that row."""
+    assert [m for m in imported_by("crw.actors.run") if m.startswith(BEFORE_STARTED)] == []
