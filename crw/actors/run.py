@@ -36,7 +36,6 @@ import trio
 from crw.actors import effect_proofs, executor_git, faults, owner_line
 from crw.actors.control import RunControl
 from crw.actors.crash import crash_hook
-from crw.actors.host_reader import HostReader, open_host_reader
 from crw.actors.journal_writer import JournalWriter, open_journal_writer
 from crw.bus.ended import clean_ended
 from crw.clock import WallClock, system_clock
@@ -61,6 +60,7 @@ from crw.workspace.placer import Placer
 from crw.workspace.release import placer_of, release_run
 
 if TYPE_CHECKING:
+    from crw.actors.host_reader import HostReader
     from crw.actors.wake import WakeScheduler
 
 log = logging.getLogger("crw.run")
@@ -207,6 +207,10 @@ async def _journaled(
         rows += settled
         replay(settled, into=replayed)
         await owner_line.bind_started(state_dir, spec.owner, spec.id, started[0])
+        # The host's reader (its client, protocol and the bind's markers) after the
+        # started row, which `crw flow start` waits for.
+        from crw.actors.host_reader import open_host_reader
+
         try:
             async with (
                 connect_host(

@@ -16,11 +16,11 @@ from urllib.parse import urlsplit
 
 import trio
 
-from crw.host.client import CLOSE_TIMEOUT, HostClient, open_client
 from crw.host.errors import HostUnavailable
 from crw.host.uri import HostUri
 
 if TYPE_CHECKING:
+    from crw.host.client import HostClient
     from crw.host.transport import Transport
 
 CONNECT_TIMEOUT = 10.0
@@ -50,6 +50,10 @@ async def connect_host(
         HostUnavailable: the host cannot be reached or started; one line naming
             `uri` and what to check.
     """
+    # The client and its protocol, as the framing, at the first connection: a
+    # run process writes its started row before it connects.
+    from crw.host.client import open_client
+
     async with AsyncExitStack() as stack:
         if uri.kind == "codex":
             transport = await stack.enter_async_context(_codex_child(codex_bin, env, stderr))
@@ -90,6 +94,7 @@ async def _websocket(uri: HostUri) -> AsyncIterator[Transport]:
     is closed when the block exits, whoever ended the connection."""
     # The framing (wsproto, h11) is imported by the first connection: a run
     # process writes its started row before it connects.
+    from crw.host.client import CLOSE_TIMEOUT
     from crw.host.transport import websocket_client
 
     with trio.fail_after(CONNECT_TIMEOUT):

@@ -48,9 +48,19 @@ NOT_NEEDED_APP_SERVER = (
 """What an App Server run needs none of: the session backend's actors."""
 
 
-BEFORE_STARTED = ("wsproto", "h11", "crw.host.transport")
+BEFORE_STARTED = (
+    "wsproto",
+    "h11",
+    "crw.host.transport",
+    "crw.host.client",
+    "crw.host.protocol",
+    "crw.actors.host_reader",
+    "crw.engine.bind",
+    "crw.engine.interrupt",
+)
 """What the run process's module (all it imports before its started row) leaves to
-its first connection to the host: the WebSocket framing."""
+its first connection to the host: the WebSocket framing, the client and its
+protocol, the host reader, the bind's and the interrupt's rules."""
 
 
 def imported_by(module: str) -> list[str]:
@@ -100,9 +110,11 @@ def test_the_run_process_keeps_the_cyclic_collector_on() -> None:
     assert gc.isenabled()
 
 
-def test_the_run_process_imports_the_websocket_framing_when_it_connects() -> None:
+def test_the_run_process_imports_the_host_client_when_it_connects() -> None:
     """`crw.actors.run` (the run process's whole import, before its started row)
     imports none of BEFORE_STARTED: the host's errors come from `crw.host.errors`,
-    and `crw.host.connect` imports the transport when it opens a connection, after
-    the started row. `crw flow start` waits for that row."""
+    `crw.host.connect` imports the client and the transport when it opens a
+    connection, the run its host reader then, after the started row, which `crw
+    flow start` waits for; the review rules and the run control import the
+    interrupt's when they first use them."""
     assert [m for m in imported_by("crw.actors.run") if m.startswith(BEFORE_STARTED)] == []
