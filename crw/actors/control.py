@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import trio
 
 from crw.bus import control as requests
+from crw.engine.held_reasons import DEADLINE
 from crw.engine.rundir import RunDir
 
 CONTROL_POLL = 0.25
@@ -55,8 +56,6 @@ class CallStop:
         """A wait the interrupt may cut; raises Interrupted when it did, or when the
         call was interrupted before it began waiting."""
         if self.reason is None and trio.current_time() >= self.deadline:
-            from crw.engine.interrupt import DEADLINE  # not before the started row
-
             self.reason = DEADLINE
         if self.reason is not None:
             raise Interrupted(self.reason)

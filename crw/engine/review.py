@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.engine._tomlsource import TomlSource, one_line, read_toml
+from crw.engine.held_reasons import held_by_pause
 from crw.engine.roles import RolePair, RoleTable
 from crw.engine.workflow import Review, Workflow
 from crw.journal.replay import TERMINAL_ROWS
@@ -95,11 +96,6 @@ def ends_of(
     that has none (a call a decision sent back to run is not ended, nor one a
     pause held: the resumed run goes on with it in place). `first`: where a
     restarted node's calls start again."""
-    # The interrupt rules (with the bind's, and the host's protocol) are imported by
-    # the first question, after the run process's started row: its check of the
-    # fix efforts needs none of them.
-    from crw.engine.interrupt import held_by_pause
-
     ends: list[Row] = []
     while True:
         rows = by_call.get(f"{node_id}.{first + len(ends)}", ())
