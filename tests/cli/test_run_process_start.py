@@ -57,10 +57,13 @@ BEFORE_STARTED = (
     "crw.actors.host_reader",
     "crw.engine.bind",
     "crw.engine.interrupt",
+    "crw.actors.control",
+    "crw.engine.replies",
 )
 """What the run process's module (all it imports before its started row) leaves to
 its first connection to the host: the WebSocket framing, the client and its
-protocol, the host reader, the bind's and the interrupt's rules."""
+protocol, the host reader, the bind's and the interrupt's rules, the run control
+and the call records of a backend."""
 
 
 def imported_by(module: str) -> list[str]:
@@ -114,7 +117,7 @@ def test_the_run_process_imports_the_host_client_when_it_connects() -> None:
     """`crw.actors.run` (the run process's whole import, before its started row)
     imports none of BEFORE_STARTED: the host's errors come from `crw.host.errors`,
     `crw.host.connect` imports the client and the transport when it opens a
-    connection, the run its host reader then, after the started row, which `crw
-    flow start` waits for; the review rules and the run control import the
-    interrupt's when they first use them."""
+    connection, the run its host reader then and its backend the run control and
+    the call records, after the started row, which `crw flow start` waits for;
+    the review rules and the run control name the held reasons alone."""
     assert [m for m in imported_by("crw.actors.run") if m.startswith(BEFORE_STARTED)] == []
