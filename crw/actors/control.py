@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import trio
 
 from crw.bus import control as requests
-from crw.engine.interrupt import DEADLINE
+from crw.engine.held_reasons import DEADLINE
 from crw.engine.rundir import RunDir
 
 CONTROL_POLL = 0.25

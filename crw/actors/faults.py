@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal, NoReturn
 
 from crw.actors.journal_writer import JournalWriteError
-from crw.host.transport import HostUnavailable
+from crw.host.errors import HostUnavailable
 
 FaultReason = Literal["journal_unwritable", "write_failed", "host_unavailable"]
 

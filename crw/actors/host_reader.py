@@ -26,6 +26,7 @@ import trio
 from crw.actors.spawn_index import OwnerSpawns
 from crw.engine import unreachable
 from crw.host.client import HostClient, HostRequestError
+from crw.host.errors import HostUnavailable
 from crw.host.protocol import (
     ErrorNotification,
     Notification,
@@ -36,7 +37,6 @@ from crw.host.protocol import (
     Turn,
     TurnNotification,
 )
-from crw.host.transport import HostUnavailable
 from crw.settings import DEFAULT_SETTINGS, Settings
 
 

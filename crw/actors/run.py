@@ -34,15 +34,12 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from crw.actors import effect_proofs, executor_git, faults, owner_line
-from crw.actors.control import RunControl
 from crw.actors.crash import crash_hook
-from crw.actors.host_reader import HostReader, open_host_reader
 from crw.actors.journal_writer import JournalWriter, open_journal_writer
 from crw.bus.ended import clean_ended
 from crw.clock import WallClock, system_clock
 from crw.engine.codex_config import session_pool
 from crw.engine.locks import ProcessLock, hold_run
-from crw.engine.replies import CallRecords
 from crw.engine.review import check_fix_efforts
 from crw.engine.roles import RoleTable, load_roles, pin_rows
 from crw.engine.rundir import RunDir, find_run, resolve_state
@@ -61,6 +58,8 @@ from crw.workspace.placer import Placer
 from crw.workspace.release import placer_of, release_run
 
 if TYPE_CHECKING:
+    from crw.actors.control import RunControl
+    from crw.actors.host_reader import HostReader
     from crw.actors.wake import WakeScheduler
 
 log = logging.getLogger("crw.run")
@@ -207,6 +206,10 @@ async def _journaled(
         rows += settled
         replay(settled, into=replayed)
         await owner_line.bind_started(state_dir, spec.owner, spec.id, started[0])
+        # The host's reader (its client, protocol and the bind's markers) after the
+        # started row, which `crw flow start` waits for.
+        from crw.actors.host_reader import open_host_reader
+
         try:
             async with (
                 connect_host(
@@ -257,9 +260,11 @@ class Backend:
         return placer_of(self.spec, self.run_dir)
 
     async def app_server(self, rows: list[dict[str, Any]], replayed: RunState) -> str:
-        # The App Server backend's modules are imported by its runs alone.
+        # The App Server backend's modules are imported by its runs alone; the run
+        # control (and the bus's step files) after the started row.
         from crw.actors.app_server_call import CallContext
         from crw.actors.app_server_run import run_app_server_calls
+        from crw.actors.control import RunControl
 
         control = RunControl(run=self.run_dir)
         ctx = CallContext(
@@ -280,10 +285,13 @@ class Backend:
         return state
 
     async def session(self, rows: list[dict[str, Any]], replayed: RunState) -> str:
-        # The session backend's modules are imported by its runs alone.
+        # The session backend's modules are imported by its runs alone; the run
+        # control and the call records after the started row.
+        from crw.actors.control import RunControl
         from crw.actors.inbox import Inbox
         from crw.actors.session_call import SessionContext
         from crw.actors.session_run import answer_unrouted, run_session_calls
+        from crw.engine.replies import CallRecords
 
         records = CallRecords(rows)  # kept up to date by each call's commits
         inbox = Inbox(

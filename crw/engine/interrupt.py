@@ -24,6 +24,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from crw.engine.bind import find_marker_turn
+from crw.engine.held_reasons import CANCELLED as CANCELLED
+from crw.engine.held_reasons import DEADLINE as DEADLINE
+from crw.engine.held_reasons import PAUSED as PAUSED
+from crw.engine.held_reasons import held_by_pause as held_by_pause
 from crw.engine.session_progress import CallProgress
 from crw.host.protocol import Thread
 from crw.journal.replay import TERMINAL_ROWS, RunState
@@ -38,12 +42,6 @@ from crw.journal.rows import (
     Tokens,
     TurnStarted,
 )
-
-PAUSED = "paused"
-CANCELLED = "cancelled"
-DEADLINE = "deadline"
-"""The held reasons of an interrupted call: `crw flow pause`, `crw flow cancel`,
-and the node's `timeout` run out."""
 
 Row = Mapping[str, Any]
 
@@ -188,12 +186,6 @@ def run_rows(
         Cancelled(reason=CANCELLED, request=request, state=state),
         Ended(status=CANCELLED, state=state),
     ]
-
-
-def held_by_pause(ended: Mapping[str, Any] | None) -> bool:
-    """A call's terminal row is a pause's hold: the resumed run goes on with the
-    call in place, as with a decision to retry (ATT-30)."""
-    return ended is not None and ended.get("row") == "held" and ended.get("reason") == PAUSED
 
 
 def goes_on(run: RunState) -> list[str]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.engine._tomlsource import TomlSource, one_line, read_toml
-from crw.engine.interrupt import held_by_pause
+from crw.engine.held_reasons import held_by_pause
 from crw.engine.roles import RolePair, RoleTable
 from crw.engine.workflow import Review, Workflow
 from crw.journal.replay import TERMINAL_ROWS

@@ -21,7 +21,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urldefrag, urljoin, urlsplit
-from urllib.request import url2pathname
 
 from pydantic_core import PydanticCustomError
 from referencing import Registry
@@ -112,6 +111,10 @@ class _Bundle:
                 "which crw never fetches",
                 _FIX,
             )
+        # urllib.request (with http.client and email) only for a schema that names a
+        # file: most runs' schemas name none, and their process starts without it.
+        from urllib.request import url2pathname
+
         path = Path(url2pathname(urlsplit(target).path))
         if not path.resolve().is_relative_to(self.root):
             raise crw_error(f"schema {where} is outside the workflow's directory", _FIX)

@@ -18,6 +18,7 @@ from crw.text import replace_surrogates
 SLUG = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _FIELD = r"[A-Za-z0-9_-]+"
 _PLACEHOLDER = re.compile(rf"({SLUG.pattern})\.({_FIELD}(?:\.{_FIELD})*)")
+_BRACE = re.compile(r"[{}]")
 
 
 class TemplateError(ValueError):
@@ -73,9 +74,11 @@ def parse_template(text: str) -> list[str | Placeholder]:
                 literal = []
             parts.append(Placeholder(found.group(1), tuple(found.group(2).split("."))))
             i = end + 1
-        else:
-            literal.append(char)
-            i += 1
+        else:  # the text up to the next brace, at once: a task is mostly text
+            brace = _BRACE.search(text, i)
+            end = brace.start() if brace is not None else len(text)
+            literal.append(text[i:end])
+            i = end
     if literal:
         parts.append("".join(literal))
     return parts

@@ -13,11 +13,12 @@ import contextlib
 import itertools
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
 
 import crw
+from crw.host.errors import HostError, HostUnavailable
 from crw.host.protocol import (
     NOTIFICATION_METHODS,
     HostProtocolError,
@@ -28,7 +29,9 @@ from crw.host.protocol import (
     Turn,
     parse_model,
 )
-from crw.host.transport import HostError, HostUnavailable, Transport
+
+if TYPE_CHECKING:
+    from crw.host.transport import Transport
 
 HANDSHAKE_TIMEOUT = 30.0
 """How long the host may take to answer `initialize` (a codex child starts in

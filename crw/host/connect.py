@@ -11,18 +11,17 @@ import subprocess
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import trio
 
-from crw.host.client import CLOSE_TIMEOUT, HostClient, open_client
-from crw.host.transport import (
-    HostUnavailable,
-    JsonLinesTransport,
-    Transport,
-    websocket_client,
-)
+from crw.host.errors import HostUnavailable
 from crw.host.uri import HostUri
+
+if TYPE_CHECKING:
+    from crw.host.client import HostClient
+    from crw.host.transport import Transport
 
 CONNECT_TIMEOUT = 10.0
 """How long opening a socket and its WebSocket upgrade may take."""
@@ -51,6 +50,10 @@ async def connect_host(
         HostUnavailable: the host cannot be reached or started; one line naming
             `uri` and what to check.
     """
+    # The client and its protocol, as the framing, at the first connection: a
+    # run process writes its started row before it connects.
+    from crw.host.client import open_client
+
     async with AsyncExitStack() as stack:
         if uri.kind == "codex":
             transport = await stack.enter_async_context(_codex_child(codex_bin, env, stderr))
@@ -89,6 +92,11 @@ async def _open_stream(uri: HostUri) -> tuple[trio.SocketStream, str]:
 async def _websocket(uri: HostUri) -> AsyncIterator[Transport]:
     """A WebSocket client connection on a unix socket or loopback TCP; its socket
     is closed when the block exits, whoever ended the connection."""
+    # The framing (wsproto, h11) is imported by the first connection: a run
+    # process writes its started row before it connects.
+    from crw.host.client import CLOSE_TIMEOUT
+    from crw.host.transport import websocket_client
+
     with trio.fail_after(CONNECT_TIMEOUT):
         stream, host = await _open_stream(uri)
     try:
@@ -111,6 +119,8 @@ async def _codex_child(
     codex_bin: str | None, env: Mapping[str, str] | None, stderr: Path | None
 ) -> AsyncIterator[Transport]:
     """A private `codex app-server` child over its stdio; never outlives the block."""
+    from crw.host.transport import JsonLinesTransport  # with the framing, as _websocket
+
     binary = codex_binary(codex_bin)
     try:
         log = os.open(stderr, os.O_WRONLY | os.O_APPEND | os.O_CREAT) if stderr else None

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
-from crw.host.transport import HostError
+from crw.host.errors import HostError
 
 M = TypeVar("M", bound=BaseModel)
 

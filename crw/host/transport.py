@@ -36,7 +36,8 @@ from wsproto.events import (
 from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from crw.errors import CrwError
+from crw.host.errors import HostError as HostError
+from crw.host.errors import HostUnavailable as HostUnavailable
 from crw.host.frames import (
     BINARY,
     CONTINUATION,
@@ -56,14 +57,6 @@ thread is large, but not this large)."""
 
 RECEIVE_SIZE = 65536
 """The most bytes read from a socket at once."""
-
-
-class HostError(CrwError):
-    """Something went wrong talking to the host."""
-
-
-class HostUnavailable(HostError):
-    """The host cannot be reached, or the connection to it is gone."""
 
 
 class Transport(Protocol):

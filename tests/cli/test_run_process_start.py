@@ -9,6 +9,9 @@ matched against."""
 from __future__ import annotations
 
 import gc
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from crw.cli.hot import hot_command
@@ -28,9 +31,12 @@ NOT_NEEDED = (
     "crw.engine.app_held",
     "crw.engine.app_resume",
     "regex",
+    "urllib.request",
+    "http.client",
 )
 """What a session run in plain directories needs none of, up to its host: the
-command tree, git, the App Server backend, the pattern matcher."""
+command tree, git, the App Server backend, the pattern matcher, the URL opener
+(a schema that names no file has no path to take from a file URL)."""
 
 NOT_NEEDED_APP_SERVER = (
     "cyclopts",
@@ -40,6 +46,32 @@ NOT_NEEDED_APP_SERVER = (
     "crw.actors.review_rounds",
 )
 """What an App Server run needs none of: the session backend's actors."""
+
+
+BEFORE_STARTED = (
+    "wsproto",
+    "h11",
+    "crw.host.transport",
+    "crw.host.client",
+    "crw.host.protocol",
+    "crw.actors.host_reader",
+    "crw.engine.bind",
+    "crw.engine.interrupt",
+    "crw.actors.control",
+    "crw.engine.replies",
+)
+"""What the run process's module (all it imports before its started row) leaves to
+its first connection to the host: the WebSocket framing, the client and its
+protocol, the host reader, the bind's and the interrupt's rules, the run control
+and the call records of a backend."""
+
+
+def imported_by(module: str) -> list[str]:
+    """The modules a fresh interpreter holds once it imported `module`."""
+    code = f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    modules: list[str] = json.loads(out.stdout)
+    return modules
 
 
 def run_again(crw: Crw, *args: str) -> list[str]:
@@ -79,3 +111,13 @@ def test_the_run_process_keeps_the_cyclic_collector_on() -> None:
     gc.enable()  # as a fresh process has it
     assert hot_command(["flow", "_run", "r", "--state", "s"]) is not None
     assert gc.isenabled()
+
+
+def test_the_run_process_imports_the_host_client_when_it_connects() -> None:
+    """`crw.actors.run` (the run process's whole import, before its started row)
+    imports none of BEFORE_STARTED: the host's errors come from `crw.host.errors`,
+    `crw.host.connect` imports the client and the transport when it opens a
+    connection, the run its host reader then and its backend the run control and
+    the call records, after the started row, which `crw flow start` waits for;
+    the review rules and the run control name the held reasons alone."""
+    assert [m for m in imported_by("crw.actors.run") if m.startswith(BEFORE_STARTED)] == []

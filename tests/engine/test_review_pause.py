@@ -3,7 +3,10 @@ call (the resumed run takes it in place), every other terminal row does."""
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
+
+import pytest
 
 from crw.engine import review
 from crw.engine.workflow import Review
@@ -28,3 +31,20 @@ def test_a_fix_call_held_for_another_reason_ends_the_node() -> None:
     by_call = {"b.1": [DONE], "b.2": [REJECTED], "b.3": [held]}
     ends = review.ends_of("b", by_call)
     assert review.next_action(Review(role="reviewer", rounds=1), ends) == review.Finish(held)
+
+
+def test_the_ends_of_a_node_import_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate asks `ends_of` once a node a round: it runs no import statement
+    (what it needs is imported with the module, without the interrupt rules)."""
+    imports: list[str] = []
+    real = builtins.__import__
+
+    def counting(name: str, *args: Any, **kwargs: Any) -> Any:
+        imports.append(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", counting)
+    paused: dict[str, Any] = {"row": "held", "reason": "paused"}
+    for node in range(100):
+        review.ends_of(f"n{node}", {f"n{node}.1": [DONE], f"n{node}.2": [paused]})
+    assert imports == []
