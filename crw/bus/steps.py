@@ -252,7 +252,7 @@ def write_step(run: RunDir, step: StepFile, packet_text: str | None) -> None:
     if step.op != op(step.call, step.k) or step.marker != marker(step.call, step.k, step.attempt):
         raise ValueError(f"op {step.op!r} or marker {step.marker!r} is not the step's")
     packet_path, step_path = step_paths(run, step.call, step.k, step.attempt)
-    with live.writing(run, step.call):
+    with live.writing(run, step.call, step_path.name):
         _ensure_dir(packet_path.parent)
         if packet_text is not None:
             write_atomic(packet_path, packet_text.encode())
@@ -263,7 +263,7 @@ def retract_step(run: RunDir, call: str, k: int, attempt: int) -> None:
     """Remove the step file, if present; the packet stays."""
     _, step_path = step_paths(run, call, k, attempt)
     step_path.unlink(missing_ok=True)
-    live.settle(run, call)
+    live.settle(run, call, step_path.name)
 
 
 def write_close(
@@ -278,7 +278,7 @@ def write_close(
         ValueError: the call or agent id is not one path segment.
     """
     path = close_path(run, call, attempt, agent_id)
-    with live.writing(run, call, close=True):
+    with live.writing(run, call, path.name, close=True):
         _ensure_dir(path.parent)
         write_atomic(path, _encode(CloseStep(call, attempt, agent_id).to_json()), durable=durable)
 
