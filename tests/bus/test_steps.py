@@ -308,3 +308,42 @@ def test_a_step_files_members_are_its_fields_in_their_order(tmp_path: Path) -> N
     step = spawn_step(RunDir(tmp_path))
     assert list(step.to_json().items()) == list(dataclasses.asdict(step).items())
     assert StepFile.from_json(step.to_json()) == step
+
+
+def test_a_calls_bus_writes_build_no_path_object(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session call's step, its retraction, its reply and its close step are
+    written through string paths: no path object is built (each was a dozen of
+    pathlib's parses and joins, the run's largest pure-Python cost after Trio's)."""
+    import pathlib
+
+    from crw.bus import live
+    from crw.bus.inbox import write_reply
+
+    run = RunDir.of(tmp_path / "state", "r1")
+    run.create()
+    live.open_index(run, "t0")
+    built: list[str] = []
+    for name in ("_from_parts", "_from_parsed_parts"):
+        made = getattr(pathlib.PurePath, name).__func__
+
+        def counted(cls: Any, *args: Any, _made: Any = made, _name: str = name) -> Any:
+            built.append(_name)
+            return _made(cls, *args)
+
+        monkeypatch.setattr(pathlib.PurePath, name, classmethod(counted))
+    try:
+        step = spawn_step(run, "build.1")
+        built.clear()
+        write_step(run, step, PACKET)
+        retract_step(run, "build.1", 1, 1)
+        write_reply(run, {"id": "aa11", "call": "build.1", "reply": "bound"})
+        write_close(run, "build.1", 1, "thread-1", durable=False)
+        assert built == []
+    finally:
+        live.close_index(run)
+    assert sorted(os.listdir(run.steps / "build.1")) == [
+        "close-a1-thread-1.json",
+        "packet-t1-a1.md",
+    ]
