@@ -241,9 +241,14 @@ def _close_path(run: RunDir, call: str, attempt: int, agent_id: str) -> str:
 
 
 def _ensure_dir(directory: str) -> None:
-    if os.path.isdir(directory):
+    """Make a call's directory, its entry durable, unless it is there: one
+    `mkdir` a write (no stat first, nor of its parent, which the run made)."""
+    try:
+        os.mkdir(directory, PRIVATE_DIR)
+    except FileExistsError:
         return
-    os.makedirs(directory, mode=PRIVATE_DIR, exist_ok=True)
+    except FileNotFoundError:  # steps/ itself is gone: made again, as a run makes it
+        os.makedirs(directory, mode=PRIVATE_DIR, exist_ok=True)
     fsync_dir(os.path.dirname(directory))
 
 

@@ -347,3 +347,32 @@ def test_a_calls_bus_writes_build_no_path_object(
         "close-a1-thread-1.json",
         "packet-t1-a1.md",
     ]
+
+
+def test_a_new_calls_step_makes_its_directory_with_one_mkdir_and_no_stat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-21: the call's directory is made (its entry synced) by one
+    `mkdir`, with no stat of it or of steps/ before; a later write finds it there."""
+    run = RunDir.of(tmp_path / "state", "r1")
+    run.create()
+    made: list[str] = []
+    statted: list[str] = []
+    mkdir, stat = os.mkdir, os.stat
+
+    def count_mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(os.path.basename(path))
+        mkdir(path, *args, **kwargs)
+
+    def count_stat(path: Any, *args: Any, **kwargs: Any) -> Any:
+        statted.append(os.path.basename(path))
+        return stat(path, *args, **kwargs)
+
+    step = spawn_step(run, "build.1")
+    monkeypatch.setattr(os, "mkdir", count_mkdir)
+    monkeypatch.setattr(os, "stat", count_stat)
+    write_step(run, step, PACKET)
+    assert made == ["build.1"] and statted == []
+    write_close(run, "build.1", 1, "thread-1")
+    assert made == ["build.1", "build.1"] and statted == []  # there: EEXIST, no sync
+    assert stat(run.steps / "build.1").st_mode & 0o777 == 0o700
