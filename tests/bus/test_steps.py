@@ -376,3 +376,48 @@ def test_a_new_calls_step_makes_its_directory_with_one_mkdir_and_no_stat(
     write_close(run, "build.1", 1, "thread-1")
     assert made == ["build.1", "build.1"] and statted == []  # there: EEXIST, no sync
     assert stat(run.steps / "build.1").st_mode & 0o777 == 0o700
+
+
+def test_step_and_close_files_are_the_bytes_indented_json_wrote_without_its_python_encoder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """spec: STEP-21, STEP-28: a step file and a close file are
+    `json.dumps(..., ensure_ascii=False, indent=2)` and a newline, byte for byte
+    (text that is not ASCII, quotes, backslashes, control characters, nulls,
+    numbers), written without json's pure-Python indenting encoder."""
+    from crw.bus import steps
+
+    step = StepFile(
+        call="build.1",
+        k=2,
+        attempt=3,
+        op=op("build.1", 2),
+        marker=marker("build.1", 2, 3),
+        role="executor",
+        action="send_input",
+        agent_type="executor",
+        model=None,
+        reasoning_effort="high",
+        message='fix "this" \\ then\n\ttab \u00e9\u4e2d \U0001f600 \x01',
+        packet="",
+        workspace="/tmp/w",
+        agent_id="thread-1",
+    )
+    values: list[dict[str, Any]] = [
+        step.to_json(),
+        CloseStep("build.1", 1, "thread-1").to_json(),
+        {"n": 1.5, "b": True},
+        {"nested": {"a": [1, None]}},
+        {},
+    ]
+    expected = [(json.dumps(v, ensure_ascii=False, indent=2) + "\n").encode() for v in values]
+    indenting: list[int] = []
+    make = json.encoder._make_iterencode  # type: ignore[attr-defined]
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        indenting.append(1)
+        return make(*args, **kwargs)
+
+    monkeypatch.setattr(json.encoder, "_make_iterencode", counted)
+    assert [steps._encode(v) for v in values] == expected
+    assert len(indenting) == 2  # the float and bool members, and the nested value, alone
