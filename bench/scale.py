@@ -12,8 +12,10 @@ neither the CLI's start-up nor an owner's pace is what is measured: what those
 functions import is imported before the timer starts.
 
 Per size: wall_s, calls_per_s, per_call_ms, rows, run_rss_mb (the run process's
-peak RSS, from wait4), host_requests_per_call (app-server methods the host
-served, `sim/stats`, less the sim/* control methods the owner uses),
+peak RSS, from wait4), run_cpu_s (the run process's user+sys CPU seconds, from
+the same wait4's rusage; its children, if any, are not counted),
+host_requests_per_call (app-server methods the host served, `sim/stats`, less
+the sim/* control methods the owner uses),
 journal_bytes_per_call (the journal lines that name the call, mean over calls),
 flat_ratio (per_call_ms over the smallest size's). A size that does not end
 within --limit seconds is reported as {"skipped": why}; the larger ones are then
@@ -121,6 +123,7 @@ class Trial:
     state: Path
     pid: int | None = None
     rss_kb: int | None = None
+    cpu_s: float | None = None
     run_id: str = ""
     served: Counter[str] = field(default_factory=Counter)
 
@@ -198,7 +201,8 @@ def start(trial: Trial, wf: Path, owner: str | None) -> None:
 
 
 async def wait_exit(trial: Trial) -> None:
-    """Until the run process exits: reap it, keep its peak RSS (ru_maxrss, KiB).
+    """Until the run process exits: reap it, keep its peak RSS (ru_maxrss, KiB)
+    and its CPU seconds (ru_utime + ru_stime).
     It sleeps on the process's pidfd (Linux), else looks every REAP_POLL."""
     assert trial.pid is not None
     try:
@@ -210,6 +214,7 @@ async def wait_exit(trial: Trial) -> None:
             pid, _status, usage = os.wait4(trial.pid, os.WNOHANG)  # noqa: ASYNC222 - never blocks
             if pid:
                 trial.rss_kb, trial.pid = usage.ru_maxrss, None
+                trial.cpu_s = usage.ru_utime + usage.ru_stime
                 return
             if pidfd is None:
                 await trio.sleep(REAP_POLL)
@@ -271,6 +276,7 @@ def figures(trial: Trial, wall: float) -> dict[str, Any]:
         "per_call_ms": round(wall * 1000 / n, 3),
         "rows": len(lines),
         "run_rss_mb": round((trial.rss_kb or 0) / 1024, 1),
+        "run_cpu_s": round(trial.cpu_s or 0.0, 2),
         "host_requests_per_call": round(requests / n, 2),
         "journal_bytes_per_call": round(sum(per_call[c] for c in completed) / len(completed)),
     }
@@ -337,7 +343,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     from rich.console import Console
     from rich.table import Table
 
-    names = ["wall_s", "calls_per_s", "per_call_ms", "rows", "run_rss_mb"]
+    names = ["wall_s", "calls_per_s", "per_call_ms", "rows", "run_rss_mb", "run_cpu_s"]
     names += ["host_requests_per_call", "journal_bytes_per_call", "flat_ratio"]
     grid = Table("backend", "calls", *names, title="scale (simulated host, instant turns)")
     for backend, sizes in results.items():

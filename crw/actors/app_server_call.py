@@ -307,7 +307,7 @@ class AppServerCall:
             node=self.node.id,
             call=self.call,
             attempt=attempt,
-            now=system_clock(),
+            clock=system_clock,
         )
 
     async def stop_turn(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from crw.actors.effect_proofs import epoch
+from crw.clock import WallClock
 from crw.journal.rows import Allocation, Completed, Held, RowModel
 from crw.workspace.placer import WORKTREE, Placer
 
@@ -83,10 +84,11 @@ async def prepare(
     node: str,
     call: str,
     attempt: int,
-    now: str,
+    clock: WallClock,
 ) -> Effects:
     """Read P of an executor whose turn completed (HARV-48); NONE for any other end
-    or call, or a run without git."""
+    or call, or a run without git. `clock` stamps the harvest's commit: it is read
+    only then, not at every call's end."""
     if not isinstance(end, Completed) or allocation is None or placer is None:
         return NONE
     repository = placer.repository
@@ -96,8 +98,9 @@ async def prepare(
 
     from crw.workspace import commit
 
+    when = epoch(clock())
     read = functools.partial(
-        commit.harvest, run=placer.run_id, node=node, call=call, attempt=attempt, when=epoch(now)
+        commit.harvest, run=placer.run_id, node=node, call=call, attempt=attempt, when=when
     )
     try:
         found = await trio.to_thread.run_sync(read, allocation.workspace, rows.get(node, []))

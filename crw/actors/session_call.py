@@ -213,7 +213,7 @@ class SessionCall(CallSteps):
             node=self.node.id,
             call=self.call,
             attempt=attempt,
-            now=self.ctx.clock(),
+            clock=self.ctx.clock,
         )
 
     async def _prepare(self) -> StepPublished:

@@ -14,12 +14,10 @@ A blocking function: the run process calls it from its last moments, holding the
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 
 from crw.bus import live
-from crw.bus.inbox import reply_path
 from crw.bus.steps import write_atomic
 from crw.engine.rundir import RunDir
 
@@ -31,13 +29,13 @@ def clean_ended(run: RunDir) -> None:
     reports and temporary files of `inbox/`, then every file of `replies/`. A
     file that cannot be removed is warned about and stays."""
     seal(run)
+    replies = set(_names(run.replies))  # one listing, not a stat a report
     for name in _names(run.inbox):
-        stem = name.removesuffix(".json")
-        handled = name.endswith(".json") and _has_reply(run, stem)
+        handled = name.endswith(".json") and name in replies
         if handled or name.endswith(".tmp"):
-            _remove(run.inbox / name)
-    for name in _names(run.replies):
-        _remove(run.replies / name)
+            _remove(os.path.join(run.inbox, name))
+    for name in sorted(replies):
+        _remove(os.path.join(run.replies, name))
 
 
 def seal(run: RunDir) -> None:
@@ -62,13 +60,7 @@ def _names(directory: os.PathLike[str]) -> list[str]:
         return []
 
 
-def _has_reply(run: RunDir, report_id: str) -> bool:
-    with contextlib.suppress(ValueError):
-        return reply_path(run, report_id).exists()
-    return False
-
-
-def _remove(path: os.PathLike[str]) -> None:
+def _remove(path: str) -> None:
     try:
         os.unlink(path)
     except FileNotFoundError:

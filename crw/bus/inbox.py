@@ -11,6 +11,7 @@ Blocking functions: the run's actors call them from a worker thread.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -146,15 +147,16 @@ def write_report(run: RunDir, report: Report) -> Path:
     return path
 
 
-def _write_in(directory: Path, path: Path, data: bytes, temp: str) -> None:
+def _write_in(directory: Path, path: str | Path, data: bytes, temp: str) -> None:
     """`write_atomic` without an fsync into `directory`, which is made only when the
     write cannot open its file there, not at every report or reply. A `directory`
     that is not one fails as it did with a `mkdir` first: its EEXIST, naming it."""
+    temp_path = os.path.join(directory, temp)
     try:
-        write_atomic(path, data, temp=directory / temp, durable=False)
+        write_atomic(path, data, temp=temp_path, durable=False)
     except (FileNotFoundError, NotADirectoryError):
         directory.mkdir(exist_ok=True)
-        write_atomic(path, data, temp=directory / temp, durable=False)
+        write_atomic(path, data, temp=temp_path, durable=False)
 
 
 def read_reports(run: RunDir, skip: Container[str] = ()) -> list[Report]:
@@ -216,14 +218,15 @@ def write_reply(run: RunDir, reply: dict[str, Any]) -> None:
     report_id = reply["id"]
     if not isinstance(report_id, str):
         raise ValueError(f"reply id {report_id!r} is not a report id")
-    path = reply_path(run, report_id)
+    path = os.path.join(run.replies, f"{_checked(report_id)}.json")  # no path object
     _write_in(run.replies, path, _encode(reply), f".{report_id}.tmp")
     remove_report(run, report_id)
 
 
 def remove_report(run: RunDir, report_id: str) -> None:
     """Remove `inbox/<id>.json`, if present."""
-    report_path(run, report_id).unlink(missing_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(run.inbox, f"{_checked(report_id)}.json"))
 
 
 def read_reply(run: RunDir, report_id: str) -> dict[str, Any] | None:

@@ -29,6 +29,13 @@ is retracted by the holder, which unmarks its call then). A write to the index
 that fails stops the holder keeping it (the link is removed first): readers list
 every directory from then on.
 
+Only the holder writes step and close files, so it knows by name those it wrote
+in a call's directory: whether the directory still holds one is a stat of each
+(none when the holder removed them all itself: a bound step's retraction), not
+a listing of the directory, which holds the call's packets too. A directory it
+found marked when it opened the index holds files it did not write: that one is
+listed, until it is unmarked.
+
 An ended run's process is gone, so its index is not trusted; but no process
 writes a step to an ended run again, so once the ended row is durable the holder
 keeps what its index marks as `steps/.ended` (`ended_index`, written atomically
@@ -83,6 +90,12 @@ class _Index:
     when the index was opened, and not unmarked since (the owner removes close
     steps; the holder retracts step files itself)."""
     lines: int = field(default=0)
+    found: set[str] = field(default_factory=set)
+    """The calls marked when the index was opened and not unmarked since: their
+    directories hold files an earlier process wrote, which only a listing finds."""
+    written: dict[str, set[str]] = field(default_factory=dict)
+    """By call, the step and close files this process wrote in its directory and
+    has not seen gone (a name whose write failed is kept: a stat finds it absent)."""
 
     def append(self, line: str) -> None:
         """Append one line, the set of marks changed first by the caller (so a
@@ -194,7 +207,7 @@ def open_index(run: RunDir, token: str) -> None:
         temp.unlink(missing_ok=True)
         os.symlink(path.name, temp)
         os.replace(temp, steps / LINK)
-        _indexes[steps] = _Index(steps, path, fd, marked, set(marked), len(marked))
+        _indexes[steps] = _Index(steps, path, fd, marked, set(marked), len(marked), set(marked))
     (steps / ENDED).unlink(missing_ok=True)  # an ended run gets no process: never stale
     for old in steps.glob(f"{PREFIX}*"):
         if old != path:
@@ -213,10 +226,10 @@ def close_index(run: RunDir) -> None:
 
 
 @contextlib.contextmanager
-def writing(run: RunDir, call: str, *, close: bool = False) -> Iterator[None]:
-    """Held while a step or close file of `call` is written: the call is marked
-    first, and no sweep unmarks it meanwhile; a `close` file's call is swept from
-    now on (the owner removes it, not this process). A mark that cannot be
+def writing(run: RunDir, call: str, name: str, *, close: bool = False) -> Iterator[None]:
+    """Held while the step or close file `name` of `call` is written: the call is
+    marked first, and no sweep unmarks it meanwhile; a `close` file's call is swept
+    from now on (the owner removes it, not this process). A mark that cannot be
     written stops the index being kept (readers list every directory).
 
     Raises:
@@ -230,25 +243,38 @@ def writing(run: RunDir, call: str, *, close: bool = False) -> Iterator[None]:
                 if call not in index.marked:
                     index.marked.add(call)  # before the write: a compaction keeps it
                     index.append(f"+{call}\n")
+                index.written.setdefault(call, set()).add(name)
                 if close:
                     index.swept.add(call)
         yield
 
 
-def settle(run: RunDir, call: str) -> None:
-    """Unmark `call` when its directory holds no step or close file."""
+def settle(run: RunDir, call: str, removed: str | None = None) -> None:
+    """Unmark `call` when its directory holds no step or close file; `removed`
+    is the file of it this process has just removed (a retracted step)."""
     with _call_lock(call):
         with _lock:
             index = _indexes.get(run.steps)
-            if index is None or (call not in index.marked and call not in index.swept):
+            if index is None:
                 return
-        if holds_files(run.steps / call):
+            written = index.written.get(call, set())
+            if removed is not None:
+                written.discard(removed)
+            if call not in index.marked and call not in index.swept:
+                return
+            names, listed = list(written), call in index.found
+        directory = os.path.join(index.steps, call)
+        if listed and holds_files(directory):
+            return
+        if any(os.path.exists(os.path.join(directory, name)) for name in names):
             return
         with _lock:
             index = _indexes.get(run.steps)
             if index is None:
                 return
             index.swept.discard(call)
+            index.found.discard(call)
+            index.written.pop(call, None)
             if call in index.marked:
                 index.marked.discard(call)
                 index.append(f"-{call}\n")
@@ -256,9 +282,10 @@ def settle(run: RunDir, call: str) -> None:
 
 def sweep(run: RunDir) -> None:
     """Unmark every swept call whose directory holds no step or close file (the
-    owner's `next` removed its close steps): one listing of each call a close step
-    was written in and not unmarked since, none of the calls whose step files
-    alone mark them (their retraction unmarks them)."""
+    owner's `next` removed its close steps): a stat of each close step written and
+    not seen gone since (a listing of a directory found marked at the index's
+    opening), none of the calls whose step files alone mark them (their
+    retraction unmarks them)."""
     with _lock:
         index = _indexes.get(run.steps)
         calls = list(index.swept) if index is not None else []

@@ -134,20 +134,27 @@ def _check(data: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> No
 
 
 def write_atomic(
-    path: Path, data: bytes, temp: Path | None = None, *, durable: bool = True
+    path: str | os.PathLike[str],
+    data: bytes,
+    temp: str | os.PathLike[str] | None = None,
+    *,
+    durable: bool = True,
 ) -> None:
     """Write `data` to `path` atomically: the temporary name `temp` in the same
     directory (default `.<name>.tmp`), private to the user (0600 whatever the
     umask: chmodded when the umask takes a bit of 0600), fsync, rename, fsync the
     directory. With `durable` False neither fsync is made: a reader sees the whole
-    file or none, and a power loss may take it.
+    file or none, and a power loss may take it. The paths are joined as strings
+    (a session call writes four files: no path object is built for them).
 
     Raises:
         OSError: the write failed, its `filename` the file it was writing (also
             for a write or fsync, which name none); neither `temp` nor a partial
             `path` is left.
     """
-    temp = temp if temp is not None else path.with_name(f".{path.name}.tmp")
+    path = os.fspath(path)
+    directory, name = os.path.split(path)
+    temp = os.fspath(temp) if temp is not None else os.path.join(directory, f".{name}.tmp")
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE)
         try:
@@ -163,12 +170,12 @@ def write_atomic(
         os.replace(temp, path)
     except BaseException as err:
         with contextlib.suppress(OSError):
-            temp.unlink()
+            os.unlink(temp)
         if isinstance(err, OSError) and err.filename is None:
-            err.filename = str(temp)
+            err.filename = temp
         raise
     if durable:
-        fsync_dir(path.parent)
+        fsync_dir(directory)
 
 
 @functools.cache
@@ -193,7 +200,7 @@ def umask_takes(mode: int) -> bool:
     return True
 
 
-def fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
     """Make a rename or a new entry in `directory` durable."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -202,34 +209,74 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _call_dir(run: RunDir, call: str) -> Path:
+def _call_dir(run: RunDir, call: str) -> str:
     if not _SEGMENT.fullmatch(call):
         raise ValueError(f"call {call!r} is not one path segment")
-    return run.steps / call
+    return os.path.join(run.steps, call)
 
 
 def step_paths(run: RunDir, call: str, k: int, attempt: int) -> tuple[Path, Path]:
     """The packet's path and the step file's path of `marker(call, k, attempt)`."""
+    packet, step = _step_paths(run, call, k, attempt)
+    return Path(packet), Path(step)
+
+
+def _step_paths(run: RunDir, call: str, k: int, attempt: int) -> tuple[str, str]:
+    """`step_paths` as strings: what the writes open."""
     directory = _call_dir(run, call)
-    return directory / f"packet-t{k}-a{attempt}.md", directory / f"t{k}-a{attempt}.json"
+    return (
+        os.path.join(directory, f"packet-t{k}-a{attempt}.md"),
+        os.path.join(directory, f"t{k}-a{attempt}.json"),
+    )
 
 
 def close_path(run: RunDir, call: str, attempt: int, agent_id: str) -> Path:
     """The file of the close step of `agent_id` in `call`'s attempt `attempt`."""
+    return Path(_close_path(run, call, attempt, agent_id))
+
+
+def _close_path(run: RunDir, call: str, attempt: int, agent_id: str) -> str:
     if not _SEGMENT.fullmatch(agent_id):
         raise ValueError(f"agent id {agent_id!r} is not one path segment")
-    return _call_dir(run, call) / f"close-a{attempt}-{agent_id}.json"
+    return os.path.join(_call_dir(run, call), f"close-a{attempt}-{agent_id}.json")
 
 
-def _ensure_dir(directory: Path) -> None:
-    if directory.is_dir():
+def _ensure_dir(directory: str) -> None:
+    """Make a call's directory, its entry durable, unless it is there: one
+    `mkdir` a write (no stat first, nor of its parent, which the run made)."""
+    try:
+        os.mkdir(directory, PRIVATE_DIR)
+    except FileExistsError:
         return
-    directory.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-    fsync_dir(directory.parent)
+    except FileNotFoundError:  # steps/ itself is gone: made again, as a run makes it
+        os.makedirs(directory, mode=PRIVATE_DIR, exist_ok=True)
+    fsync_dir(os.path.dirname(directory))
 
 
 def _encode(value: dict[str, Any]) -> bytes:
-    return (json.dumps(value, ensure_ascii=False, indent=2) + "\n").encode()
+    """`value` as `json.dumps(value, ensure_ascii=False, indent=2)` writes it, and a
+    newline. A step or close file's members are strings, integers and nulls: each
+    is written here (a string by json's C escaper) and the lines joined, the same
+    bytes, where `indent` makes json encode the object in Python (which was a step
+    file's largest cost); anything else is left to json."""
+    lines = []
+    for key, member in value.items():
+        if isinstance(member, str):
+            text = _quote(member)
+        elif member is None:
+            text = "null"
+        elif type(member) is int:
+            text = int.__repr__(member)
+        else:
+            return (json.dumps(value, ensure_ascii=False, indent=2) + "\n").encode()
+        lines.append(f"  {_quote(key)}: {text}")
+    if not lines:
+        return b"{}\n"
+    return ("{\n" + ",\n".join(lines) + "\n}\n").encode()
+
+
+_quote: Callable[[str], str] = json.encoder.encode_basestring
+"""A JSON string as json writes it with ensure_ascii=False (its C escaper)."""
 
 
 def write_step(run: RunDir, step: StepFile, packet_text: str | None) -> None:
@@ -252,9 +299,9 @@ def write_step(run: RunDir, step: StepFile, packet_text: str | None) -> None:
     """
     if step.op != op(step.call, step.k) or step.marker != marker(step.call, step.k, step.attempt):
         raise ValueError(f"op {step.op!r} or marker {step.marker!r} is not the step's")
-    packet_path, step_path = step_paths(run, step.call, step.k, step.attempt)
-    with live.writing(run, step.call):
-        _ensure_dir(packet_path.parent)
+    packet_path, step_path = _step_paths(run, step.call, step.k, step.attempt)
+    with live.writing(run, step.call, os.path.basename(step_path)):
+        _ensure_dir(os.path.dirname(packet_path))
         if packet_text is not None:
             write_atomic(packet_path, packet_text.encode())
         write_atomic(step_path, _encode(step.to_json()), durable=False)
@@ -262,9 +309,10 @@ def write_step(run: RunDir, step: StepFile, packet_text: str | None) -> None:
 
 def retract_step(run: RunDir, call: str, k: int, attempt: int) -> None:
     """Remove the step file, if present; the packet stays."""
-    _, step_path = step_paths(run, call, k, attempt)
-    step_path.unlink(missing_ok=True)
-    live.settle(run, call)
+    _, step_path = _step_paths(run, call, k, attempt)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(step_path)
+    live.settle(run, call, os.path.basename(step_path))
 
 
 def write_close(
@@ -278,9 +326,9 @@ def write_close(
         OSError: the write failed; no partial file is left.
         ValueError: the call or agent id is not one path segment.
     """
-    path = close_path(run, call, attempt, agent_id)
-    with live.writing(run, call, close=True):
-        _ensure_dir(path.parent)
+    path = _close_path(run, call, attempt, agent_id)
+    with live.writing(run, call, os.path.basename(path), close=True):
+        _ensure_dir(os.path.dirname(path))
         write_atomic(path, _encode(CloseStep(call, attempt, agent_id).to_json()), durable=durable)
 
 

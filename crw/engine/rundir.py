@@ -123,11 +123,15 @@ class RunDir:
     def create(self) -> None:
         """Make the run's directory, its subdirectories (0700) and its journal and
         log (0600, empty): private to the user whatever the umask, so every file
-        the run writes there later is the user's alone.
+        the run writes there later is the user's alone. The run's directory,
+        steps/ and calls/ spread their subdirectories over the file system's
+        block groups where it can (`crw.engine.topdir`).
 
         Raises:
             RefusedError: the directory exists already, or cannot be made.
         """
+        from crw.engine.topdir import spread_subdirectories  # only a run's start makes one
+
         try:
             self.root.parent.mkdir(parents=True, exist_ok=True)
             for directory in (
@@ -140,6 +144,8 @@ class RunDir:
             ):
                 directory.mkdir(mode=PRIVATE_DIR)
                 os.chmod(directory, PRIVATE_DIR)
+                if directory in (self.root, self.steps, self.calls):  # a dir a call each
+                    spread_subdirectories(directory)
             for file in (self.journal, self.log):
                 os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
                 os.chmod(file, PRIVATE_FILE)

@@ -23,8 +23,13 @@ def _worktree(tmp_path: Path) -> tuple[pygit2.Repository, Allocation]:
 
 
 async def _prepare(
-    end: RowModel, allocation: Allocation, repository: str | None
+    end: RowModel, allocation: Allocation, repository: str | None, read: list[str] | None = None
 ) -> executor_git.Effects:
+    def clock() -> str:
+        if read is not None:
+            read.append(NOW)
+        return NOW
+
     prepared = {
         "row": "prepared",
         "call": "build.1",
@@ -39,25 +44,28 @@ async def _prepare(
         node="build",
         call="build.1",
         attempt=1,
-        now=NOW,
+        clock=clock,
     )
 
 
 async def test_only_a_completed_executor_on_git_is_read(tmp_path: Path) -> None:
-    """spec: GEN-7"""
+    """spec: GEN-7: the wall clock that stamps the harvest's commit is read for
+    that harvest alone, not at the end of every call."""
     repo, allocation = _worktree(tmp_path)
     done = Completed(call="build.1")
     checkout = allocation.model_copy(update={"kind": "checkout"})
+    read: list[str] = []
     for end, alloc, where in (
         (NullModel(call="build.1"), allocation, repo.path),
         (done, checkout, repo.path),
         (done, allocation, None),
     ):
-        effects = await _prepare(end, alloc, where)
-        assert effects == executor_git.NONE
+        effects = await _prepare(end, alloc, where, read)
+        assert effects == executor_git.NONE and read == []
         assert effects.rows(end) == [end]
         assert await executor_git.apply(effects, "build.1") is None
-    effects = await _prepare(done, allocation, repo.path)
+    effects = await _prepare(done, allocation, repo.path, read)
+    assert read == [NOW]
     completed, made = effects.rows(done)
     assert completed.pending_tree == made.tree  # type: ignore[attr-defined]
     assert await executor_git.apply(effects, "build.1") is None

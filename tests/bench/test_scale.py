@@ -18,6 +18,7 @@ FIGURES = {
     "per_call_ms",
     "rows",
     "run_rss_mb",
+    "run_cpu_s",
     "host_requests_per_call",
     "journal_bytes_per_call",
     "flat_ratio",
@@ -46,6 +47,7 @@ def test_prints_every_figure_per_backend_and_size_and_reaps_its_processes(where:
         for size, figures in sizes.items():
             assert set(figures) == FIGURES
             assert figures["rows"] >= 2 * int(size) and figures["run_rss_mb"] > 0
+            assert figures["run_cpu_s"] > 0
             assert figures["host_requests_per_call"] > 0
         assert sizes["2"]["flat_ratio"] == 1.0
     assert processes_under(where) == []

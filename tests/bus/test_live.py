@@ -71,6 +71,19 @@ def listings(monkeypatch: pytest.MonkeyPatch, run: RunDir) -> list[str]:
     return listed
 
 
+def looks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files the holder stats (`os.path.exists`) from now on, by name."""
+    looked: list[str] = []
+    exists = os.path.exists
+
+    def count_exists(path: Any) -> bool:
+        looked.append(os.path.basename(path))
+        return exists(path)
+
+    monkeypatch.setattr(os.path, "exists", count_exists)
+    return looked
+
+
 def marked(run: RunDir) -> list[str]:
     """The calls the index marks, as a reader reads them."""
     calls = live.live_calls(run)
@@ -111,32 +124,77 @@ def test_a_call_is_unmarked_only_once_its_directory_holds_no_step_or_close(
     assert step_paths(run, "a.1", 1, 1)[0].exists()  # the packet stays
 
 
-def test_a_sweep_lists_only_the_calls_a_close_step_was_written_in(
+def test_a_sweep_stats_only_the_close_steps_it_wrote_and_lists_no_directory(
     run: RunDir, holder: ProcessLock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec: STEP-28: the holder retracts its step files itself (and unmarks their
     calls then); only a close step is removed by another process, the owner's
-    `next`. A sweep lists the directories of the calls a close step was written in
-    and not unmarked since, once each, not the index nor the calls whose step files
-    alone mark them (it listed every marked call every 100 ms)."""
+    `next`. A sweep stats the close steps it wrote and has not seen gone, once
+    each, and lists no directory (it listed each such call's, packets and all),
+    nor looks at the calls whose step files alone mark them."""
     for i in range(5):  # calls in flight: their steps wait to be bound
         write_step(run, spawn_step(run, f"w{i}.1"), PACKET)
     ran_calls(run, 3)  # closes written, taken by the owner
     write_close(run, "c.1", 1, "thread-c")  # a close the owner has not taken yet
-    listed = listings(monkeypatch, run)
+    listed, looked = listings(monkeypatch, run), looks(monkeypatch)
     live.sweep(run)
-    assert sorted(Path(p).name for p in listed) == ["c.1", "n0.1", "n1.1", "n2.1"]
+    assert listed == []
+    assert sorted(looked) == [f"close-a1-thread-{t}.json" for t in ("0", "1", "2", "c")]
     assert sorted(Path(p).name for p in live.live_calls(run) or []) == sorted(
         ["c.1", *(f"w{i}.1" for i in range(5))]
     )
-    listed.clear()
+    looked.clear()
     live.sweep(run)  # the unmarked calls are swept no more
-    assert [Path(p).name for p in listed] == ["c.1"]
+    assert looked == ["close-a1-thread-c.json"]
     remove_close(run, "c.1", 1, "thread-c")
     live.sweep(run)
-    listed.clear()
+    looked.clear()
     live.sweep(run)
-    assert listed == []
+    assert looked == [] and listed == []
+
+
+def test_a_retracted_step_unmarks_its_call_without_a_look_at_its_directory(
+    run: RunDir, holder: ProcessLock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-21: the bound step's file was the one file of its call's
+    directory the holder wrote and had not removed: its retraction unmarks the
+    call with neither a listing (the directory holds its packet) nor a stat; a
+    call whose close step the holder wrote stays marked, its close statted."""
+    write_step(run, spawn_step(run, "a.1"), PACKET)
+    write_step(run, spawn_step(run, "b.1"), PACKET)
+    write_close(run, "b.1", 1, "thread-old")  # the attempt before, not yet taken
+    listed, looked = listings(monkeypatch, run), looks(monkeypatch)
+    retract_step(run, "a.1", 1, 1)
+    assert listed == [] and looked == []
+    retract_step(run, "b.1", 1, 1)
+    assert listed == [] and looked == ["close-a1-thread-old.json"]
+    assert marked(run) == ["b.1"]
+
+
+def test_a_directory_an_earlier_process_left_is_listed_until_unmarked(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-21, STEP-28: the files of a call found marked when the index
+    was opened are not all the holder's: its directory is listed, not statted,
+    until the holder unmarks it; the call's later files are then its own."""
+    write_close(run, "b.1", 1, "thread-b")  # an earlier process's
+    lock = take_process_lock(run)
+    assert lock is not None
+    try:
+        live.open_index(run, lock.token)
+        listed = listings(monkeypatch, run)
+        live.sweep(run)
+        assert [Path(p).name for p in listed] == ["b.1"] and marked(run) == ["b.1"]
+        remove_close(run, "b.1", 1, "thread-b")
+        live.sweep(run)
+        assert marked(run) == []
+        write_step(run, spawn_step(run, "b.1", k=2), PACKET)
+        listed.clear()
+        retract_step(run, "b.1", 2, 1)
+        assert listed == [] and marked(run) == []
+    finally:
+        live.close_index(run)
+        lock.release()
 
 
 def test_an_index_no_process_holds_is_never_trusted(
@@ -190,7 +248,7 @@ def test_a_call_being_written_holds_back_no_other_call(run: RunDir, holder: Proc
         write_step(run, spawn_step(run, other), PACKET)
         written.set()
 
-    with live.writing(run, "a.1"):
+    with live.writing(run, "a.1", "t1-a1.json"):
         threading.Thread(target=write_other).start()
         assert written.wait(10)
     assert [s.call for s in list_bus(run)[0]] == [other]

@@ -340,3 +340,116 @@ def test_a_read_of_the_bus_opens_each_file_once_and_reads_it_in_one_read(
     assert [s.call for s in bus.steps] == ["a.1", "b.1"]
     assert [c.agent_id for c in bus.closes] == ["thread-c"]
     assert calls == ["open", "fstat", "read", "close"] * 3
+
+
+def test_a_calls_bus_writes_build_no_path_object(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session call's step, its retraction, its reply and its close step are
+    written through string paths: no path object is built (each was a dozen of
+    pathlib's parses and joins, the run's largest pure-Python cost after Trio's)."""
+    import pathlib
+
+    from crw.bus import live
+    from crw.bus.inbox import write_reply
+
+    run = RunDir.of(tmp_path / "state", "r1")
+    run.create()
+    live.open_index(run, "t0")
+    built: list[str] = []
+    for name in ("_from_parts", "_from_parsed_parts"):
+        made = getattr(pathlib.PurePath, name).__func__
+
+        def counted(cls: Any, *args: Any, _made: Any = made, _name: str = name) -> Any:
+            built.append(_name)
+            return _made(cls, *args)
+
+        monkeypatch.setattr(pathlib.PurePath, name, classmethod(counted))
+    try:
+        step = spawn_step(run, "build.1")
+        built.clear()
+        write_step(run, step, PACKET)
+        retract_step(run, "build.1", 1, 1)
+        write_reply(run, {"id": "aa11", "call": "build.1", "reply": "bound"})
+        write_close(run, "build.1", 1, "thread-1", durable=False)
+        assert built == []
+    finally:
+        live.close_index(run)
+    assert sorted(os.listdir(run.steps / "build.1")) == [
+        "close-a1-thread-1.json",
+        "packet-t1-a1.md",
+    ]
+
+
+def test_a_new_calls_step_makes_its_directory_with_one_mkdir_and_no_stat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-21: the call's directory is made (its entry synced) by one
+    `mkdir`, with no stat of it or of steps/ before; a later write finds it there."""
+    run = RunDir.of(tmp_path / "state", "r1")
+    run.create()
+    made: list[str] = []
+    statted: list[str] = []
+    mkdir, stat = os.mkdir, os.stat
+
+    def count_mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(os.path.basename(path))
+        mkdir(path, *args, **kwargs)
+
+    def count_stat(path: Any, *args: Any, **kwargs: Any) -> Any:
+        statted.append(os.path.basename(path))
+        return stat(path, *args, **kwargs)
+
+    step = spawn_step(run, "build.1")
+    monkeypatch.setattr(os, "mkdir", count_mkdir)
+    monkeypatch.setattr(os, "stat", count_stat)
+    write_step(run, step, PACKET)
+    assert made == ["build.1"] and statted == []
+    write_close(run, "build.1", 1, "thread-1")
+    assert made == ["build.1", "build.1"] and statted == []  # there: EEXIST, no sync
+    assert stat(run.steps / "build.1").st_mode & 0o777 == 0o700
+
+
+def test_step_and_close_files_are_the_bytes_indented_json_wrote_without_its_python_encoder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """spec: STEP-21, STEP-28: a step file and a close file are
+    `json.dumps(..., ensure_ascii=False, indent=2)` and a newline, byte for byte
+    (text that is not ASCII, quotes, backslashes, control characters, nulls,
+    numbers), written without json's pure-Python indenting encoder."""
+    from crw.bus import steps
+
+    step = StepFile(
+        call="build.1",
+        k=2,
+        attempt=3,
+        op=op("build.1", 2),
+        marker=marker("build.1", 2, 3),
+        role="executor",
+        action="send_input",
+        agent_type="executor",
+        model=None,
+        reasoning_effort="high",
+        message='fix "this" \\ then\n\ttab \u00e9\u4e2d \U0001f600 \x01',
+        packet="",
+        workspace="/tmp/w",
+        agent_id="thread-1",
+    )
+    values: list[dict[str, Any]] = [
+        step.to_json(),
+        CloseStep("build.1", 1, "thread-1").to_json(),
+        {"n": 1.5, "b": True},
+        {"nested": {"a": [1, None]}},
+        {},
+    ]
+    expected = [(json.dumps(v, ensure_ascii=False, indent=2) + "\n").encode() for v in values]
+    indenting: list[int] = []
+    make = json.encoder._make_iterencode  # type: ignore[attr-defined]
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        indenting.append(1)
+        return make(*args, **kwargs)
+
+    monkeypatch.setattr(json.encoder, "_make_iterencode", counted)
+    assert [steps._encode(v) for v in values] == expected
+    assert len(indenting) == 2  # the float and bool members, and the nested value, alone
