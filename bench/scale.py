@@ -9,7 +9,10 @@ session backend the owner is played in-process (`crw flow next`'s function, the
 subagents spawned on the host, each dispatch reported with the function `crw flow
 dispatched` writes it with, the steps of one answer taken concurrently), so
 neither the CLI's start-up nor an owner's pace is what is measured: what those
-functions import is imported before the timer starts.
+functions import is imported before the timer starts. crw's modules are compiled
+first (`compileall`, what pip does at install and `make bench` does), so that
+where PYTHONDONTWRITEBYTECODE is set a run process does not compile them again
+at each start.
 
 Per size: wall_s, calls_per_s, per_call_ms, rows, run_rss_mb (the run process's
 peak RSS, from wait4), run_cpu_s (the run process's user+sys CPU seconds, from
@@ -28,6 +31,7 @@ skipped too.
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import datetime as dt
 import json
@@ -379,6 +383,7 @@ def main() -> None:
     if not sizes or sizes[0] < 1:
         parser.error(f"--sizes {args.sizes}: every size must be at least 1")
     backends = ["app-server", "session"] if args.backend == "both" else [args.backend]
+    compileall.compile_dir(REPO / "crw", quiet=1)  # changed files only; see the docstring
     results = {KEYS[b]: run_backend(b, sizes, args.limit, args.tmp) for b in backends}
     print(json.dumps(results) if args.json else table(results), end="\n")
 
