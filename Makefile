@@ -5,7 +5,7 @@
 #               runs them and writes their table into docs/drills.md
 #   make chromium installs Debian's chromium when /usr/bin/chromium is missing (CI
 #               does, so the timeline's browser test runs; without it it is skipped)
-#   make bytecode compiles crw's modules (the others above do it first)
+#   make bytecode compiles crw's modules (demo, test, drills and bench do it first)
 # Each makes .venv and installs the pinned tree first.
 PYTHON ?= python3
 VENV := .venv
