@@ -35,26 +35,17 @@ def spread_subdirectories(directory: str | os.PathLike[str]) -> bool:
     """Set `FS_TOPDIR_FL` on `directory` (its later subdirectories are spread over
     the block groups); whether it is set. A file system that has no such flag, or
     a directory the process may not flag, is left as it is."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        flags = array.array("i", [0])
-        fcntl.ioctl(fd, FS_IOC_GETFLAGS, flags, True)
-        if flags[0] & FS_TOPDIR_FL:
-            return True
-        flags[0] |= FS_TOPDIR_FL
-        fcntl.ioctl(fd, FS_IOC_SETFLAGS, flags, True)
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    return _topdir(directory, set_it=True)
 
 
 def spreads_subdirectories(directory: str | os.PathLike[str]) -> bool:
     """Whether `directory` has `FS_TOPDIR_FL` (False where it cannot be read)."""
+    return _topdir(directory, set_it=False)
+
+
+def _topdir(directory: str | os.PathLike[str], *, set_it: bool) -> bool:
+    """Whether `directory` has `FS_TOPDIR_FL`, once set when `set_it`; False where
+    its flags cannot be read or set."""
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
@@ -62,6 +53,9 @@ def spreads_subdirectories(directory: str | os.PathLike[str]) -> bool:
     try:
         flags = array.array("i", [0])
         fcntl.ioctl(fd, FS_IOC_GETFLAGS, flags, True)
+        if set_it and not flags[0] & FS_TOPDIR_FL:
+            flags[0] |= FS_TOPDIR_FL
+            fcntl.ioctl(fd, FS_IOC_SETFLAGS, flags, True)
         return bool(flags[0] & FS_TOPDIR_FL)
     except OSError:
         return False
