@@ -31,13 +31,12 @@ import datetime as dt
 import json
 import os
 import signal
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import trio
-from scale import SCHEMA, Trial, host_client, start, trial_with_host, workflow
+from scale import SCHEMA, Trial, add_tmp_argument, host_client, start, trial_with_host, workflow
 
 from crw.engine.launch import launch_once
 from crw.engine.rundir import RunDir
@@ -150,13 +149,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=CALLS)
     parser.add_argument("--limit", type=float, default=LIMIT, help="seconds per wait")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument(
-        "--tmp",
-        type=Path,
-        default=Path(tempfile.gettempdir()),
-        help="where the state directory goes (the system temp directory: outside every git "
-        "checkout, so the run's calls work in plain directories, not worktrees of this one)",
-    )
+    add_tmp_argument(parser)
     args = parser.parse_args()
     if args.calls < 2:
         parser.error(f"--calls {args.calls}: pass at least 2 calls")

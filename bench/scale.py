@@ -362,12 +362,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     return captured.get()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
-    parser.add_argument("--backend", choices=["app-server", "session", "both"], default="both")
-    parser.add_argument("--limit", type=float, default=LIMIT, help="seconds per size")
+def add_tmp_argument(parser: argparse.ArgumentParser) -> None:
+    """`--tmp DIR`: where a bench's state directories go."""
     parser.add_argument(
         "--tmp",
         type=Path,
@@ -375,6 +371,15 @@ def main() -> None:
         help="where the state directories go (the system temp directory: outside every git "
         "checkout, so the runs' calls work in plain directories, not worktrees of this one)",
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--backend", choices=["app-server", "session", "both"], default="both")
+    parser.add_argument("--limit", type=float, default=LIMIT, help="seconds per size")
+    add_tmp_argument(parser)
     args = parser.parse_args()
     try:
         sizes = sorted({int(s) for s in args.sizes.split(",")})

@@ -20,6 +20,7 @@ from crw.bus.inbox import (
     write_report,
 )
 from crw.engine.rundir import RunDir
+from tests.oscalls import os_calls
 
 
 @pytest.fixture
@@ -284,15 +285,7 @@ def test_a_reply_is_read_from_one_descriptor_without_a_buffered_reader(
     open, the reads and a close (no buffered reader's fstats, ioctl and lseeks)."""
     sent = report()
     write_reply(run, {"id": sent.id, "reply": "bound"})
-    calls: list[str] = []
-    for name in ("open", "read", "close"):
-        original = getattr(os, name)
-
-        def counted(*args: Any, _name: str = name, _original: Any = original) -> Any:
-            calls.append(_name)
-            return _original(*args)
-
-        monkeypatch.setattr(os, name, counted)
+    calls = os_calls(monkeypatch, "open", "read", "close")
     assert read_reply(run, sent.id) == {"id": sent.id, "reply": "bound"}
     assert calls == ["open", "read", "read", "close"]
 

@@ -20,6 +20,7 @@ from crw.journal.replay import replay
 from crw.journal.rows import Completed, Ended, Prepared, Started, StepPublished
 from tests.journal.decoding import count_decoded_lines
 from tests.journal.test_snapshot_ended import calls_alive
+from tests.oscalls import os_calls
 
 
 def _append(run: RunDir, seq: int, rows: list[Any]) -> int:
@@ -246,20 +247,10 @@ def test_the_runs_owner_is_read_from_run_json_with_one_open_and_its_reads(
 ) -> None:
     """spec: CMD-NEXT-1. run.json's owner is read raw (an open, the reads, a close)
     at each `next`, not through a buffered reader."""
-    import os
-
     run = RunDir(tmp_path / "run")
     run.create()
     run.run_json.write_text(json.dumps({"owner": "thread-o"}), encoding="utf-8")
-    calls: list[str] = []
-    for name in ("open", "read", "close"):
-        original = getattr(os, name)
-
-        def counted(*args: Any, _name: str = name, _original: Any = original) -> Any:
-            calls.append(_name)
-            return _original(*args)
-
-        monkeypatch.setattr(os, name, counted)
+    calls = os_calls(monkeypatch, "open", "read", "close")
     assert next_module._owner(run) == "thread-o"
     assert calls == ["open", "read", "read", "close"]
 
