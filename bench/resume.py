@@ -2,7 +2,7 @@
 
 A workflow of N independent one-turn nodes (bench/scale.py's), pool 8, on the
 simulated host with instant turns, the App Server backend, in a fresh state
-directory under the repository with a fresh `crw host sim serve`:
+directory under `--tmp` (the system temp directory) with a fresh `crw host sim serve`:
 
 1. `start_run` (what `crw flow start` does, in-process), timed to the `at` of the
    run's first `prepared` row: the workflow's load, the run directory, the launch,
