@@ -40,7 +40,7 @@ class StepWriter:
     async def write(self, step: StepPublished, before: Callable[[], None] | None = None) -> None:
         """Write `step`'s files now (a failure is recorded and retried later), and
         rewrite the flow evidence record's copies its row names. `before` (the
-        call's P) runs first, in the same worker thread as the files' write; its
+        call's P) runs first, in the same worker thread as the packet's write; its
         error is raised, not recorded as an unwritten step."""
         if before is not None and step.evidence_assignment:
             await trio.to_thread.run_sync(before)  # the evidence copies may lie in P
@@ -68,12 +68,21 @@ class StepWriter:
             if before is not None:
                 before()
             try:
-                bus.write_step(run, step_file, text)
+                bus.write_packet(run, step_file, text)
             except OSError as err:
                 return err
             return None
 
         failed = await trio.to_thread.run_sync(work)
+        if failed is None:
+            # Unsynced, so written in the loop's thread, as a bind's reply and the
+            # close step are: in the worker its syscalls were GIL hand-offs with
+            # the loop. No checkpoint since the hop, so a call cancelled while its
+            # packet was written still gets its step file, as in one hop.
+            try:
+                bus.write_step_file(run, step_file)
+            except OSError as err:
+                failed = err
         if failed is not None:
             row = tracker.failed(self.ctx.clock(), f"{failed.strerror or failed}")
         else:

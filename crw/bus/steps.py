@@ -280,7 +280,8 @@ _quote: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def write_step(run: RunDir, step: StepFile, packet_text: str | None) -> None:
-    """Write the step's packet, then its step file, each atomically (STEP-21).
+    """Write the step's packet, then its step file, each atomically (STEP-21):
+    `write_packet`, then `write_step_file`.
 
     `step.packet` is meant to be the packet path `step_paths` names; a step
     without a packet (a send_input: its message is all it says) passes None.
@@ -297,6 +298,19 @@ def write_step(run: RunDir, step: StepFile, packet_text: str | None) -> None:
         ValueError: the call id is not one path segment, or op or marker disagree
             with call, k and attempt.
     """
+    write_packet(run, step, packet_text)
+    write_step_file(run, step)
+
+
+def write_packet(run: RunDir, step: StepFile, packet_text: str | None) -> None:
+    """The first half of `write_step`: the call's directory and the step's packet
+    (None: no packet), durable. Its syncs keep it off an event loop's thread;
+    `write_step_file`, unsynced, may follow there.
+
+    Raises:
+        OSError: a write failed; the step file must not be written.
+        ValueError: as `write_step` says.
+    """
     if step.op != op(step.call, step.k) or step.marker != marker(step.call, step.k, step.attempt):
         raise ValueError(f"op {step.op!r} or marker {step.marker!r} is not the step's")
     packet_path, step_path = _step_paths(run, step.call, step.k, step.attempt)
@@ -304,6 +318,19 @@ def write_step(run: RunDir, step: StepFile, packet_text: str | None) -> None:
         _ensure_dir(os.path.dirname(packet_path))
         if packet_text is not None:
             write_atomic(packet_path, packet_text.encode())
+
+
+def write_step_file(run: RunDir, step: StepFile) -> None:
+    """The second half of `write_step`, after `write_packet`: the step file,
+    atomically and not synced (no fsync: cheap enough for an event loop's thread).
+    The call is marked in the live index again (a sweep between the halves may
+    have unmarked it).
+
+    Raises:
+        OSError: the write failed; no step file is left.
+    """
+    _, step_path = _step_paths(run, step.call, step.k, step.attempt)
+    with live.writing(run, step.call, os.path.basename(step_path)):
         write_atomic(step_path, _encode(step.to_json()), durable=False)
 
 

@@ -92,6 +92,18 @@ def encode(message: dict[str, Any]) -> str:
     return replace_surrogates(_ENCODER.encode(message))
 
 
+async def _take(lock: trio.Lock) -> None:
+    """Take a send lock: at once when nobody holds it, with no schedule point of
+    its own (the write that follows makes one: a send yielded twice, and a yield
+    resumes the sender's whole await chain); else in turn. A cancelled task takes
+    it in neither case."""
+    if lock.locked():
+        await lock.acquire()
+    else:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        lock.acquire_nowait()
+
+
 def _decode(text: str | bytes | bytearray, where: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
@@ -154,11 +166,13 @@ class JsonLinesTransport(_Reading):
 
     async def send_encoded(self, texts: Sequence[str]) -> None:
         data = "".join(text + "\n" for text in texts).encode()
-        async with self._send_lock:
-            try:
-                await self._stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as err:
-                raise HostUnavailable(f"the connection to {self._name} is closed") from err
+        await _take(self._send_lock)
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as err:
+            raise HostUnavailable(f"the connection to {self._name} is closed") from err
+        finally:
+            self._send_lock.release()
 
     async def receive(self) -> dict[str, Any]:
         while True:
@@ -242,7 +256,8 @@ class WebSocketTransport(_Reading):
     async def _write(self, framed: Callable[[], bytes]) -> None:
         """Write what `framed` makes, under the lock: frames go out in the order they
         were made, so none follows the close frame."""
-        async with self._send_lock:
+        await _take(self._send_lock)
+        try:
             try:
                 data = framed()
             except LocalProtocolError as err:
@@ -251,6 +266,8 @@ class WebSocketTransport(_Reading):
                 await self._stream.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as err:
                 raise HostUnavailable(f"the connection to {self._name} is closed") from err
+        finally:
+            self._send_lock.release()
 
     async def receive(self) -> dict[str, Any]:
         while True:

@@ -88,25 +88,32 @@ async def _run_each_call_in_one_hop(tmp_path: Path, hops: _Hops, kinds: list[str
 async def test_a_bound_steps_retraction_its_reply_and_the_close_step_take_no_worker_thread_hop(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """spec: BIND-6, DISP-2, STEP-22, HARV-56: a bind's rows are committed, then the
-    step file is retracted and only then the report answered bound (an owner that
-    has the reply never sees the step again); the close step follows the call's
-    terminal row. None of them is synced, and all three are written in the loop's
-    thread: a call's only worker-thread hops are its step's files (and the
-    journal's, inline here). Two hops a call fewer than before: a hop cost the run
-    process more CPU than these writes (wakes, thread naming, GIL hand-offs)."""
+    """spec: STEP-21, BIND-6, DISP-2, STEP-22, HARV-56: a step file follows its
+    packet; a bind's rows are committed, then the step file is retracted and only
+    then the report answered bound (an owner that has the reply never sees the
+    step again); the close step follows the call's terminal row. None of them is
+    synced, and all four are written in the loop's thread: a call's only
+    worker-thread hop is its step's packet (and the journal's, inline here). A hop's
+    syscalls cost the run process more CPU than in the loop (wakes, thread naming,
+    GIL hand-offs)."""
     from crw.bus import inbox as files
     from crw.bus import steps as bus
 
     events: list[tuple[str, str, bool]] = []
     hops: Counter[str] = Counter()
     run_sync = trio.to_thread.run_sync
-    retract, reply, close = bus.retract_step, files.write_reply, bus.write_close
+    step_file, retract = bus.write_step_file, bus.retract_step
+    reply, close = files.write_reply, bus.write_close
     loop = threading.get_ident()
 
     async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
         hops[getattr(fn, "__name__", "")] += 1
         return await run_sync(fn, *args, **kwargs)
+
+    def stepped(run: Any, step: bus.StepFile) -> None:
+        packet, _ = bus.step_paths(run, step.call, step.k, step.attempt)
+        events.append(("step", step.call, packet.exists() and threading.get_ident() == loop))
+        step_file(run, step)
 
     def retracted(run: Any, call: str, k: int, attempt: int) -> None:
         events.append(("retract", call, threading.get_ident() == loop))
@@ -121,6 +128,7 @@ async def test_a_bound_steps_retraction_its_reply_and_the_close_step_take_no_wor
         close(run, call, attempt, agent_id, **kwargs)
 
     monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    monkeypatch.setattr(bus, "write_step_file", stepped)
     monkeypatch.setattr(bus, "retract_step", retracted)
     monkeypatch.setattr(files, "write_reply", replied)
     monkeypatch.setattr(bus, "write_close", closed)
@@ -130,7 +138,7 @@ async def test_a_bound_steps_retraction_its_reply_and_the_close_step_take_no_wor
     assert state == "ended"
     for call in ("explore.1", "build.1", "review.1"):
         mine = [(kind, in_loop) for kind, c, in_loop in events if c == call]
-        assert mine == [("retract", True), ("reply", True), ("close", True)]
+        assert mine == [("step", True), ("retract", True), ("reply", True), ("close", True)]
         assert kinds(rows, call)[-1] == "completed"
     # The harness's owner lists the bus from a worker thread; the journal's open is one.
     del hops["list_steps"], hops["open"]
@@ -141,25 +149,25 @@ async def test_a_new_calls_directory_and_its_first_steps_files_are_one_worker_th
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec: STEP-2, STEP-21: a new call's prepared and step_published rows are
-    durable first; then its directory P is made and only then the step's packet and
-    step file written, both in one worker thread, one hop a call (two before)."""
+    durable first; then its directory P is made and only then the step's packet
+    written, both in one worker thread, one hop a call (two before)."""
     from crw.actors.session_call import SessionCall
     from crw.bus import steps as bus
 
     hops = _Hops(monkeypatch)
-    make_p, write_step = SessionCall._make_p, bus.write_step
+    make_p, write_packet = SessionCall._make_p, bus.write_packet
 
     def made(self: SessionCall) -> None:
         hops.saw("P", self.call)
         make_p(self)
 
     def written(run: Any, step: Any, text: str | None) -> None:
-        hops.saw("step", step.call)
-        write_step(run, step, text)
+        hops.saw("packet", step.call)
+        write_packet(run, step, text)
 
     monkeypatch.setattr(SessionCall, "_make_p", made)
-    monkeypatch.setattr(bus, "write_step", written)
-    await _run_each_call_in_one_hop(tmp_path, hops, ["P", "step"])
+    monkeypatch.setattr(bus, "write_packet", written)
+    await _run_each_call_in_one_hop(tmp_path, hops, ["P", "packet"])
 
 
 async def test_a_session_calls_commits_ask_for_no_stamped_copies(

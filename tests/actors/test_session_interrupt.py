@@ -367,13 +367,13 @@ async def test_a_run_stopped_as_it_resumes_holds_the_open_call_without_writing_i
             await go(h, after_commit=kill.after_commit)
         dead = read_journal(h.run.journal).rows
         written: list[str] = []
-        original = bus.write_step
+        original = bus.write_packet
 
-        def write_step(run: Any, step: bus.StepFile, text: str | None) -> None:
+        def write_packet(run: Any, step: bus.StepFile, text: str | None) -> None:
             written.append(step.call)
             original(run, step, text)
 
-        monkeypatch.setattr(bus, "write_step", write_step)
+        monkeypatch.setattr(bus, "write_packet", write_packet)
         requests.write_request(h.run, requests.Request.new(h.run.id, "pause", "t"))
         state, rows = await go(h)
         steps = [s for s in bus.list_steps(h.run) if s.call == CALL]

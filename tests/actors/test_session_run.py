@@ -373,15 +373,15 @@ async def test_step_that_cannot_be_written_warns_at_1_and_10_then_closes(
 ) -> None:
     """spec: STEP-30, STEP-31, STEP-32, STEP-33, STEP-34, STEP-35, ROWS-18"""
     failures = {"left": 12}
-    write_step = bus.write_step
+    write_packet = bus.write_packet
 
     def full_disk(run: RunDir, step: bus.StepFile, text: str) -> None:
         if step.call == "explore.1" and failures["left"]:
             failures["left"] -= 1
             raise OSError(errno.ENOSPC, "No space left on device")
-        write_step(run, step, text)
+        write_packet(run, step, text)
 
-    monkeypatch.setattr(bus, "write_step", full_disk)
+    monkeypatch.setattr(bus, "write_packet", full_disk)
     async with harness(tmp_path) as h:
         state, rows = await h.go()
     unwritten = [r for r in rows if r["row"] == "step_unwritten"]

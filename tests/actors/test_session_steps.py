@@ -31,7 +31,7 @@ async def test_step_published_is_durable_before_its_packet_and_step_file(
     """spec: STEP-21, ROWS-2: when the bus writes a step's files, its
     step_published row (the step's intent, with its conversation_turn) is already
     in the journal, and neither file was there before the row."""
-    write_step = bus.write_step
+    write_packet = bus.write_packet
     seen: list[tuple[str, bool, bool]] = []
 
     def write_after_row(run: RunDir, step: bus.StepFile, text: str | None) -> None:
@@ -41,9 +41,9 @@ async def test_step_published_is_durable_before_its_packet_and_step_file(
             r["row"] == "step_published" and r.get("marker") == step.marker for r in journal
         )
         seen.append((step.marker, durable, packet.exists() or step_file.exists()))
-        write_step(run, step, text)
+        write_packet(run, step, text)
 
-    monkeypatch.setattr(bus, "write_step", write_after_row)
+    monkeypatch.setattr(bus, "write_packet", write_after_row)
     async with harness(tmp_path) as h:
         await h.script({"marker": "build.1/*"}, invalidFirst=True)
         state, rows = await h.go()

@@ -18,7 +18,9 @@ from crw.bus.steps import (
     retract_step,
     step_paths,
     write_close,
+    write_packet,
     write_step,
+    write_step_file,
 )
 from crw.engine.locks import ProcessLock, take_process_lock
 from crw.engine.rundir import RunDir
@@ -122,6 +124,24 @@ def test_a_call_is_unmarked_only_once_its_directory_holds_no_step_or_close(
     live.sweep(run)
     assert marked(run) == []
     assert step_paths(run, "a.1", 1, 1)[0].exists()  # the packet stays
+
+
+def test_a_step_file_written_after_a_sweep_unmarked_its_call_marks_it_again(
+    run: RunDir, holder: ProcessLock
+) -> None:
+    """spec: STEP-21: a step's packet and its step file are written apart (the
+    packet in a worker thread, the file in the loop's); a sweep between them may
+    unmark the call, whose directory holds no step yet. The step file marks it
+    again before it is written: a reader never misses it."""
+    write_close(run, "a.1", 1, "thread-old")  # the attempt before
+    step = spawn_step(run, "a.1", attempt=2)
+    write_packet(run, step, PACKET)
+    remove_close(run, "a.1", 1, "thread-old")  # the owner's next
+    live.sweep(run)
+    assert marked(run) == []
+    write_step_file(run, step)
+    assert marked(run) == ["a.1"]
+    assert [s.marker for s in list_bus(run)[0]] == [step.marker]
 
 
 def test_a_sweep_stats_only_the_close_steps_it_wrote_and_lists_no_directory(

@@ -181,6 +181,42 @@ async def test_host_error_raises_host_request_error_naming_the_method(
     assert str(err) == "the host refused thread/read: thread not found: t9 (code -32600)"
 
 
+async def test_a_request_takes_its_first_reply_in_a_slot_not_a_memory_channel(
+    autojump_clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request waits on a one-shot slot for its reply, not on a memory channel
+    of its own (three times the CPU, once a request); the first reply is taken
+    and a duplicate dropped, and the next request is answered as before."""
+    channels: list[float] = []
+
+    class Counted:
+        """`trio.open_memory_channel`, counting the channels opened."""
+
+        def __getitem__(self, _: Any) -> Counted:
+            return self
+
+        def __call__(self, size: float) -> Any:
+            channels.append(size)
+            return open_channel(size)
+
+    open_channel = trio.open_memory_channel
+    async with connected() as (client, host):
+        monkeypatch.setattr(trio, "open_memory_channel", Counted())
+        results: list[dict[str, Any]] = []
+
+        async def ask(name: str) -> None:
+            results.append(await client.request(name))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask, "first")
+            first = await host.expect("first")
+            await host.answer(first, {"of": "first"})
+            await host.answer(first, {"of": "a duplicate"})
+        _, second = await call(host, "second", {"of": "second"}, lambda: client.request("second"))
+    assert results == [{"of": "first"}] and second == {"of": "second"}
+    assert channels == []
+
+
 async def test_peer_closing_mid_request_fails_pending_and_later_calls(
     autojump_clock: Any,
 ) -> None:

@@ -220,3 +220,76 @@ def test_encoding_a_message_builds_no_encoder(monkeypatch: pytest.MonkeyPatch) -
         '{"method":"n","params":{"i":2}}'
     )
     assert built == []
+
+
+class _Steps(trio.abc.Instrument):
+    """Counts the times `task` is resumed: its schedule points."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task = task
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.steps += 1
+
+
+class _GatedStream(CountingStream):
+    """A stream whose first write waits for `gate`; it records what it wrote."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        super().__init__(stream)
+        self.gate = trio.Event()
+        self.written: list[bytes] = []
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if not self.written:
+            self.written.append(bytes(data))
+            await self.gate.wait()
+        else:
+            self.written.append(bytes(data))
+        await super().send_all(data)
+
+
+async def test_an_uncontended_send_makes_one_schedule_point_on_either_framing() -> None:
+    """A send nobody else is making takes the send lock at once: its write is its
+    one schedule point (the lock's own made two: a yield resumes the sender's whole
+    await chain, a host request's and a reply's cost on every call)."""
+    one, two = socket_pair()
+    lines = transport_module.JsonLinesTransport(one)
+    steps = _Steps(trio.lowlevel.current_task())
+    async with own_pair() as (client, server, _):
+        for sender in (lines, server, client):
+            trio.lowlevel.add_instrument(steps)
+            try:
+                await sender.send({"method": "n"})
+            finally:
+                trio.lowlevel.remove_instrument(steps)
+            assert steps.steps == 1, sender
+            steps.steps = 0
+        assert await client.receive() == {"method": "n"}
+        assert await server.receive() == {"method": "n"}
+    await lines.aclose()
+    await two.aclose()
+
+
+async def test_a_send_waits_for_the_send_under_way_and_a_cancelled_one_sends_nothing() -> None:
+    """Frames go out in the order their sends took the lock, one write after the
+    other; a send cancelled before it starts takes no lock and writes nothing."""
+    one, two = socket_pair()
+    gated = _GatedStream(one)
+    lines = transport_module.JsonLinesTransport(gated)
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await lines.send({"method": "never"})
+    assert gated.written == []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lines.send, {"method": "first"})
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(lines.send, {"method": "second"})
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(gated.written) == 1
+        gated.gate.set()
+    assert [json.loads(w) for w in gated.written] == [{"method": "first"}, {"method": "second"}]
+    await lines.aclose()
+    await two.aclose()
