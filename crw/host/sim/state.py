@@ -252,10 +252,13 @@ class Thread:
         `thread/read` and each thread of a `thread/list` page shows it)."""
         return next(filter(None, map(turn_text, self.turns)), "")
 
-    def result(self, *, include_turns: bool = False) -> dict[str, Any]:
-        """The result of thread/start, thread/resume and thread/fork."""
+    def result(
+        self, *, include_turns: bool = False, wire: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The result of thread/start, thread/resume and thread/fork; `wire`, the
+        thread's `wire()` when the caller made it already (never changed after)."""
         return {
-            "thread": self.wire(include_turns=include_turns),
+            "thread": self.wire(include_turns=include_turns) if wire is None else wire,
             "model": self.model,
             "modelProvider": MODEL_PROVIDER,
             "reasoningEffort": self.reasoning_effort,
