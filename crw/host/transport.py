@@ -36,6 +36,7 @@ from wsproto.events import (
 from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
+from crw.host.compact import compact_encoder
 from crw.host.errors import HostError as HostError
 from crw.host.errors import HostUnavailable as HostUnavailable
 from crw.host.frames import (
@@ -82,14 +83,15 @@ class Transport(Protocol):
     async def aclose(self) -> None: ...
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-"""One encoder for every message: `json.dumps` with options makes a new one a call."""
+_ENCODE = compact_encoder(ensure_ascii=False)
+"""One encoder for every message: `json.dumps` with options makes a new one a call,
+and `JSONEncoder.encode` a new C encoder a call (`crw.host.compact`)."""
 
 
 def encode(message: dict[str, Any]) -> str:
     """The message as JSON text. A lone surrogate (an earlier answer's `\\ud800`
     filled into a turn's text) goes out as U+FFFD: the host takes only Unicode."""
-    return replace_surrogates(_ENCODER.encode(message))
+    return replace_surrogates(_ENCODE(message))
 
 
 async def _take(lock: trio.Lock) -> None:

@@ -5,6 +5,8 @@ without the command tree mean what they mean to it."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crw.cli.app import app
-from crw.cli.hot import parse
+from crw.cli.hot import parse, parse_serve
 from crw.engine.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import UnknownRow
@@ -127,3 +129,65 @@ def test_a_command_line_the_hot_path_takes_means_the_same_to_the_command_tree(
     bound.apply_defaults()
     name = {"run_process": "_run"}.get(command.__name__, command.__name__.rstrip("_"))
     assert (name, dict(bound.arguments)) == taken
+
+
+SERVE_TOKENS = st.sampled_from(
+    [
+        *("--socket", "--codex-home", "--models", "s.sock", "home", "a,b", ""),
+        *("-h", "--help", "--", "--socket=s", "--json", "x y"),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(SERVE_TOKENS, max_size=7))
+def test_a_serve_command_line_the_hot_path_takes_means_the_same_to_the_command_tree(
+    tokens: list[str],
+) -> None:
+    """`host sim serve` as the hot path takes it binds as cyclopts binds it."""
+    argv = ["host", "sim", "serve", *tokens]
+    taken = parse_serve(argv)
+    if taken is None:
+        return
+    command, bound, _ = app.parse_args(argv, exit_on_error=False, print_error=False)
+    bound.apply_defaults()
+    assert (command.__name__, dict(bound.arguments)) == ("serve", taken)
+
+
+def test_the_hot_path_takes_the_plain_serve_command_lines() -> None:
+    """The launcher's form is taken; help, errors and other spellings are not."""
+    assert parse_serve(["host", "sim", "serve", "--socket", "s", "--codex-home", "h"]) == {
+        "socket": "s",
+        "codex_home": "h",
+        "models": None,
+    }
+    assert parse_serve(["host", "sim", "serve", "--models", "a,b", "--socket", "s"]) == {
+        "socket": "s",
+        "codex_home": None,
+        "models": "a,b",
+    }
+    for argv in (
+        ["host", "sim", "serve"],
+        ["host", "sim", "serve", "--help"],
+        ["host", "sim", "serve", "--codex-home", "h"],
+        ["host", "sim", "serve", "--socket"],
+        ["host", "sim", "serve", "--socket", "s", "--socket", "t"],
+        ["host", "sim", "serve", "--socket=s"],
+        ["host", "sim", "serve", "--socket", "s", "--models", ""],
+        ["host", "sim", "owner"],
+        ["flow", "sim", "serve", "--socket", "s"],
+    ):
+        assert parse_serve(argv) is None, argv
+
+
+def test_serving_the_simulated_host_imports_no_command_tree() -> None:
+    """A simulated host's start (`crw host sim serve`, what `launch_sim` runs) takes
+    the hot path: cyclopts is about a third of its start's CPU."""
+    code = (
+        "import sys; from crw.cli.hot import hot_command; "
+        "command = hot_command(['host', 'sim', 'serve', '--socket', 's']); "
+        "import crw.host.sim.serve; "
+        "print(command is not None, sorted(m for m in sys.modules if m.startswith('cyclopts')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True []"

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
-
 from crw.host.sim.files import NO_FILES, FileEffects, effects_from_wire
 from crw.host.sim.instance import example_instance
 from crw.host.sim.state import Usage, invalid_request
@@ -111,7 +109,11 @@ def _contract_schema(text: str) -> dict[str, Any] | None:
 
 
 def invalid_instance(schema: dict[str, Any] | None) -> Any:
-    """A value that breaks `schema` (a missing required field, else a wrong type)."""
+    """A value that breaks `schema` (a missing required field, else a wrong type).
+    jsonschema is imported here, by the scripts that ask for an invalid answer: a
+    tenth of a second of every host's start otherwise."""
+    import jsonschema  # type: ignore[import-untyped]
+
     candidates: list[Any] = [{"__invalid__": True}, "__invalid__", [], None, 0]
     for value in candidates:
         if schema is None or not jsonschema.Draft202012Validator(schema).is_valid(value):

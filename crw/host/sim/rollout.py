@@ -10,13 +10,13 @@ response with the thread's running total and the response's own counts.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import os
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from crw.host.compact import compact_encoder
 from crw.host.sim.state import CLI_VERSION, MODEL_CONTEXT_WINDOW, MODEL_PROVIDER, Thread, Usage
 
 
@@ -43,8 +43,9 @@ def rollout_file(codex_home: str, thread_id: str, wall: float) -> str:
 Record = tuple[str, dict[str, Any], float]
 """One rollout record: its type, its payload, and the wall time it is stamped with."""
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
-"""`json.dumps(..., separators=(",", ":"))` without a new encoder a call."""
+_ENCODE = compact_encoder(ensure_ascii=True)
+"""`json.dumps(..., separators=(",", ":"))` without a new encoder a call: a record
+is one call (its line's four keys in their order)."""
 
 _COUNTED: dict[str, tuple[int, int]] = {}
 """Each rollout this host appended to: its size then, and its records."""
@@ -81,13 +82,12 @@ def append_all(path: str | os.PathLike[str], records: list[Record]) -> None:
     else:
         with Path(key).open() as lines:
             ordinal = sum(1 for _ in lines)
-    lines_out = []
-    for at, (kind, payload, wall) in enumerate(records, ordinal):
-        lines_out.append(
-            f'{{"timestamp":"{_stamp(wall)}","ordinal":{at},'
-            f'"type":{_ENCODER.encode(kind)},"payload":{_ENCODER.encode(payload)}}}\n'
-        )
-    data = "".join(lines_out).encode()
+    lines_out = [
+        _ENCODE({"timestamp": _stamp(wall), "ordinal": at, "type": kind, "payload": payload})
+        for at, (kind, payload, wall) in enumerate(records, ordinal)
+    ]
+    lines_out.append("")
+    data = "\n".join(lines_out).encode()
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]

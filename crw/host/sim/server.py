@@ -258,11 +258,13 @@ class SimHost:
         return thread
 
     def _started(self, conn: _Connection | None, thread: Thread) -> dict[str, Any]:
-        """Announce a new interactive thread; subscribe the caller, if any."""
+        """Announce a new interactive thread; subscribe the caller, if any. The
+        notification and the answer show the same `Thread` object, made once."""
         if conn is not None:
             self._subscribe(conn, thread)
-        self._notify("thread/started", {"thread": thread.wire()}, thread)
-        return thread.result()
+        wire = thread.wire()
+        self._notify("thread/started", {"thread": wire}, thread)
+        return thread.result(wire=wire)
 
     # -- turns
 

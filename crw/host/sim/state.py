@@ -248,12 +248,17 @@ class Thread:
         return next((t for t in self.turns if t.id == turn_id), None)
 
     def preview(self) -> str:
-        return next((turn_text(t) for t in self.turns if turn_text(t)), "")
+        """The text of the first turn that has one; each turn's read once (every
+        `thread/read` and each thread of a `thread/list` page shows it)."""
+        return next(filter(None, map(turn_text, self.turns)), "")
 
-    def result(self, *, include_turns: bool = False) -> dict[str, Any]:
-        """The result of thread/start, thread/resume and thread/fork."""
+    def result(
+        self, *, include_turns: bool = False, wire: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The result of thread/start, thread/resume and thread/fork; `wire`, the
+        thread's `wire()` when the caller made it already (never changed after)."""
         return {
-            "thread": self.wire(include_turns=include_turns),
+            "thread": self.wire(include_turns=include_turns) if wire is None else wire,
             "model": self.model,
             "modelProvider": MODEL_PROVIDER,
             "reasoningEffort": self.reasoning_effort,

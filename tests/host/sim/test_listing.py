@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from crw.host.sim.state import SimState, Thread, list_threads
+from crw.host.sim import state as state_module
+from crw.host.sim.state import SimState, Thread, Turn, list_threads, user_message
 
 
 def host_with(threads: int) -> SimState:
@@ -45,3 +46,24 @@ def test_pages_cover_every_thread_newest_first_and_the_last_has_no_cursor() -> N
     assert seen == [f"t{i:04d}" for i in range(24, -1, -1)]
     assert list_threads(state, {"limit": 25})["nextCursor"] is None
     assert len(list_threads(state, {"cursor": "20"})["data"]) == 5
+
+
+def test_a_thread_s_preview_reads_each_turn_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The preview is the text of the first turn that has one: a turn without text
+    and the turn with it are each read once (each thread of a page shows it)."""
+    state = host_with(1)
+    thread = state.threads["t0000"]
+    silent, spoken, later = (Turn(id=name, started_at=0) for name in ("a", "b", "c"))
+    spoken.items.append(user_message("first words"))
+    later.items.append(user_message("later words"))
+    thread.turns = [silent, spoken, later]
+    read: list[str] = []
+
+    def counting(turn: Turn) -> str:
+        read.append(turn.id)
+        return real(turn)
+
+    real = state_module.turn_text
+    monkeypatch.setattr(state_module, "turn_text", counting)
+    assert thread.preview() == "first words"
+    assert read == ["a", "b"]

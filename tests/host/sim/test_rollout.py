@@ -263,6 +263,37 @@ def test_a_new_rollout_in_an_existing_directory_is_opened_without_a_stat_or_mkdi
     ]
 
 
+def test_a_record_is_encoded_without_a_new_c_encoder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record's line is the compact JSON of its timestamp, ordinal, type and
+    payload (ASCII, escapes for the rest), made by the one C encoder the module
+    keeps: `JSONEncoder.encode` would build one a record (6 a spawned agent)."""
+    made: list[object] = []
+    make = vars(json.encoder)["c_make_encoder"]
+    assert make is not None
+
+    def counting(*args: Any) -> Any:
+        made.append(args)
+        return make(*args)
+
+    monkeypatch.setattr(json.encoder, "c_make_encoder", counting)
+    payloads = [rollout.event("user_message", message="é ✓\n", turn_id="t"), {"a": [1, None]}]
+    records: list[rollout.Record] = [("event_msg", payloads[0], 0.0), ("x", payloads[1], 1.5)]
+    try:
+        rollout.append_all(tmp_path / "r.jsonl", records)
+    finally:
+        rollout.close()
+    assert made == []
+    stamps = ["1970-01-01T00:00:00.000Z", "1970-01-01T00:00:01.500Z"]
+    expected = [
+        {"timestamp": stamp, "ordinal": n, "type": kind, "payload": payload}
+        for n, (stamp, (kind, payload, _)) in enumerate(zip(stamps, records, strict=True))
+    ]
+    text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in expected)
+    assert (tmp_path / "r.jsonl").read_text() == text
+
+
 async def test_a_spawned_agent_s_records_are_written_once_a_step(
     tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

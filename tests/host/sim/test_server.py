@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -83,6 +84,29 @@ async def test_thread_start_answers_an_idle_thread_and_keeps_config_leaf_keys(
     assert thread["path"].startswith(str(tmp_path / "codex-home" / "sessions"))
     assert started["thread"]["id"] == thread["id"]
     assert host.state.threads[thread["id"]].config == {TMPDIR_KEY: "/x"}
+
+
+async def test_thread_start_and_fork_make_the_thread_s_wire_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """thread/started and the answer of thread/start (thread/fork) show the same
+    Thread object: it is made once for both, and both carry it whole."""
+    made: list[str] = []
+    wire = state.Thread.wire
+
+    def counting(thread: state.Thread, **kwargs: Any) -> dict[str, Any]:
+        made.append(thread.id)
+        return wire(thread, **kwargs)
+
+    monkeypatch.setattr(state.Thread, "wire", counting)
+    async with connected(tmp_path) as (_, client):
+        result = await client.request("thread/start", {"cwd": "/work"})
+        started = await client.wait_for("thread/started")
+        fork = await client.request("thread/fork", {"threadId": result["thread"]["id"]})
+        forked = await client.wait_for("thread/started", lambda p: p["thread"] != started["thread"])
+    assert made == [result["thread"]["id"], fork["thread"]["id"]]
+    assert started["thread"] == result["thread"]
+    assert forked["thread"] == fork["thread"]
 
 
 async def test_unknown_thread_errors_are_worded_per_method_as_the_host(tmp_path: Path) -> None:
