@@ -165,7 +165,12 @@ def test_remove_close_unlinks_the_file_by_its_joined_name_without_a_path_object(
 
     write_close(run, "build.1", 1, "thread-a")
     made: list[Any] = []
-    monkeypatch.setattr(steps_module, "Path", lambda *parts: made.append(parts) or Path(*parts))
+
+    def counted(*parts: Any) -> Path:
+        made.append(parts)
+        return Path(*parts)
+
+    monkeypatch.setattr(steps_module, "Path", counted)
     unlinked = os_calls(monkeypatch, "unlink")
     remove_close(run, "build.1", 1, "thread-a")
     remove_close(run, "build.1", 1, "thread-a")
