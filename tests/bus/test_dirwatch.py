@@ -152,3 +152,34 @@ def test_watches_one_after_another_of_one_directory_set_one_watch(
     assert watch.arrivals(5.0) == frozenset({"b.json"})
     watch.close()
     assert watches == [-1, 1]
+
+
+def test_a_kept_watch_takes_the_files_that_arrived_while_idle_without_decoding_their_names(
+    tmp_path: Path, made: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept descriptor queues every file that arrives while it is idle (every
+    other report's reply): the next `open` takes them without decoding an event
+    (only a removal of the watch matters then), and the reused watch reports only
+    what arrives after it."""
+    import inotify_simple
+
+    first = DirWatch.open(tmp_path)
+    assert first is not None
+    first.close()
+    for n in range(5):
+        _arrive(tmp_path, f"{n}.json")
+    decoded: list[bytes] = []
+    parse = inotify_simple.parse_events
+
+    def counted(data: bytes) -> Any:
+        decoded.append(data)
+        return parse(data)
+
+    monkeypatch.setattr(inotify_simple, "parse_events", counted)
+    again = DirWatch.open(tmp_path)
+    assert again is not None
+    assert decoded == []
+    _arrive(tmp_path, "mine.json")
+    assert again.arrivals(5.0) == frozenset({"mine.json"})
+    again.close()
+    assert len(made) == 1
