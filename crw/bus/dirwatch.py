@@ -191,6 +191,7 @@ def _rewatch(inotify: Any, kept: _Kept | None, directory: str, moved_to: int) ->
                     return kept
         with contextlib.suppress(OSError):  # the kernel removed it: its directory went
             inotify.rm_watch(kept.wd)
+        _drain(inotify)  # the removal's IN_IGNORED, queued by it: no wake of the new watch
     wd = int(inotify.add_watch(directory, moved_to))
     stat = os.stat(directory)
     return _Kept(directory, (stat.st_dev, stat.st_ino), wd)

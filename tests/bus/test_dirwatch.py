@@ -183,3 +183,24 @@ def test_a_kept_watch_takes_the_files_that_arrived_while_idle_without_decoding_t
     assert again.arrivals(5.0) == frozenset({"mine.json"})
     again.close()
     assert len(made) == 1
+
+
+def test_a_kept_watch_moved_to_another_directory_leaves_no_event_of_the_old_one(
+    tmp_path: Path, made: list[Any]
+) -> None:
+    """A kept descriptor that now watches another directory (the reply of another
+    run) holds no event of its old watch: its removal's IN_IGNORED would wake the
+    new watch's first wait for nothing, and dispatched would look once more."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    watch = DirWatch.open(first)
+    assert watch is not None
+    watch.close()
+    moved = DirWatch.open(second)
+    assert moved is not None
+    assert len(made) == 1
+    assert dirwatch._drain(made[0]) == []
+    _arrive(second, "reply.json")
+    assert moved.arrivals(5.0) == frozenset({"reply.json"})
+    moved.close()
