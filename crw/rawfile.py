@@ -44,15 +44,26 @@ def read_stat(path: Path | str) -> tuple[bytes, os.stat_result]:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         stat = os.fstat(fd)
-        chunk = os.read(fd, stat.st_size + 1)
-        if len(chunk) <= stat.st_size:
-            return chunk, stat
-        chunks = [chunk]
-        while chunk := os.read(fd, CHUNK):
-            chunks.append(chunk)
+        return read_open(fd, stat.st_size), stat
     finally:
         os.close(fd)
-    return b"".join(chunks), stat
+
+
+def read_open(fd: int, size: int) -> bytes:
+    """The bytes of the file open as `fd` from its offset, `size` the fstat's: one
+    read for a file that does not grow meanwhile (a regular file's short read is
+    its end: a read of one byte more than its size says so), more for one that did.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    chunk = os.read(fd, size + 1)
+    if len(chunk) <= size:
+        return chunk
+    chunks = [chunk]
+    while chunk := os.read(fd, CHUNK):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def read_from(path: Path | str, offset: int) -> bytes:

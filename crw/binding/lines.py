@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crw.rawfile import read_open
+
 FLOW_BOUND = "flow-bound"
 ORCHESTRATOR = "orchestrator"
 CLOSED = "closed"
@@ -70,11 +72,13 @@ def read_last_line(path: Path) -> LastLine:
             raise
         return LastLine(None, untrusted=f"{path} is a symbolic link")
     try:
-        distrust = untrusted(path, os.fstat(fd))
+        stat = os.fstat(fd)
+        distrust = untrusted(path, stat)
         if distrust is not None:
             return LastLine(None, untrusted=distrust)
-        with os.fdopen(fd, "rb", closefd=False) as file:
-            data = file.read()
+        # Raw: `next` reads the line at each read, the spawn hook at each tool
+        # call; a buffered reader adds two fstats, an ioctl and two lseeks.
+        data = read_open(fd, stat.st_size)
     finally:
         os.close(fd)
     lines = [raw for raw in data.splitlines() if raw.strip()]

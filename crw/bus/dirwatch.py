@@ -33,6 +33,7 @@ import logging
 import math
 import os
 import select
+import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,10 +180,10 @@ def _rewatch(inotify: Any, kept: _Kept | None, directory: str, moved_to: int) ->
     Raises:
         OSError: the watch cannot be set (no such directory, no watch left).
     """
-    events = _read_events(inotify)
+    events = _drain(inotify)
     if kept is not None:
         if kept.directory == directory and not any(
-            e.wd == kept.wd and e.mask & _IGNORED for e in events
+            wd == kept.wd and mask & _IGNORED for wd, mask in events
         ):
             with contextlib.suppress(OSError):
                 stat = os.stat(directory)
@@ -190,6 +191,7 @@ def _rewatch(inotify: Any, kept: _Kept | None, directory: str, moved_to: int) ->
                     return kept
         with contextlib.suppress(OSError):  # the kernel removed it: its directory went
             inotify.rm_watch(kept.wd)
+        _drain(inotify)  # the removal's IN_IGNORED, queued by it: no wake of the new watch
     wd = int(inotify.add_watch(directory, moved_to))
     stat = os.stat(directory)
     return _Kept(directory, (stat.st_dev, stat.st_ino), wd)
@@ -197,6 +199,30 @@ def _rewatch(inotify: Any, kept: _Kept | None, directory: str, moved_to: int) ->
 
 _IGNORED = 0x8000
 """IN_IGNORED: the kernel removed the watch (its directory went, or rm_watch)."""
+
+
+_HEAD = struct.Struct("iIII")
+"""An inotify event's header: wd, mask, cookie and the length of the name after it."""
+
+
+def _drain(inotify: Any) -> list[tuple[int, int]]:
+    """The (wd, mask) of the events queued on the non-blocking `inotify`, their
+    names skipped, not decoded: a kept descriptor's queue holds every file that
+    arrived while it was idle (every other report's reply), and only whether the
+    kernel removed the watch matters then."""
+    events: list[tuple[int, int]] = []
+    while True:
+        try:
+            data = os.read(inotify.fileno(), EVENTS_BUFFER)
+        except BlockingIOError:
+            return events
+        offset = 0
+        while offset < len(data):
+            wd, mask, _, size = _HEAD.unpack_from(data, offset)
+            events.append((wd, mask))
+            offset += _HEAD.size + size
+        if len(data) < EVENTS_BUFFER // 2:  # the queue is empty: a read takes all it can
+            return events
 
 
 def _read_events(inotify: Any) -> list[Any]:

@@ -360,8 +360,10 @@ def write_close(
 
 
 def remove_close(run: RunDir, call: str, attempt: int, agent_id: str) -> None:
-    """Remove the close step of `agent_id`, if present."""
-    close_path(run, call, attempt, agent_id).unlink(missing_ok=True)
+    """Remove the close step of `agent_id`, if present (its path joined as a string:
+    `next` removes every close step it hands out, one a call)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_close_path(run, call, attempt, agent_id))
 
 
 def list_steps(run: RunDir) -> list[StepFile]:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from crw.rawfile import read_bytes
 
 DEFAULT_MAX_THREADS = 6
 
@@ -15,10 +18,11 @@ def codex_home(environ: Mapping[str, str]) -> Path:
 
 
 def read_config(home: Path) -> dict[str, Any]:
-    """`<home>/config.toml` as read; a file that is missing or unreadable reads empty."""
+    """`<home>/config.toml` as read; a file that is missing or unreadable reads empty.
+    Read raw, as `tomllib.load` reads a file (its bytes decoded as UTF-8): every
+    `next` reads it, and a buffered reader adds two fstats, an ioctl and two lseeks."""
     try:
-        with open(home / "config.toml", "rb") as handle:
-            return tomllib.load(handle)
+        return tomllib.loads(read_bytes(os.path.join(home, "config.toml")).decode())
     except (OSError, tomllib.TOMLDecodeError):
         return {}
 

@@ -20,6 +20,7 @@ from crw.binding.owner import (
     read_last_line,
 )
 from crw.engine.role_names import ROLES
+from tests.oscalls import os_calls
 
 OWNER = "019a-thread"
 PAIRS: dict[str, dict[str, str]] = {role: {} for role in ROLES}
@@ -103,3 +104,16 @@ def test_directory_that_is_a_link_is_not_used(tmp_path: Path) -> None:
     result = bind_owner(tmp_path, OWNER, _line("b"), _nobody_live)
     assert not result.bound and result.warning is not None
     assert list(real.iterdir()) == []
+
+
+def test_the_owners_line_is_read_from_its_descriptor_without_a_buffered_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner's last line (read at every `next` read and every spawn-hook call)
+    is read raw from the descriptor its trust was checked on: an open, the fstat,
+    one read of a file that did not grow, the close; no buffered reader."""
+    path = _bound_file(tmp_path)
+    path.write_text(json.dumps(_line("a")) + "\n" + json.dumps(_line("b")) + "\n")
+    calls = os_calls(monkeypatch, "open", "fstat", "fdopen", "read", "close")
+    assert read_last_line(path) == LastLine(_line("b"))
+    assert calls == ["open", "fstat", "read", "close"]

@@ -152,3 +152,55 @@ def test_watches_one_after_another_of_one_directory_set_one_watch(
     assert watch.arrivals(5.0) == frozenset({"b.json"})
     watch.close()
     assert watches == [-1, 1]
+
+
+def test_a_kept_watch_takes_the_files_that_arrived_while_idle_without_decoding_their_names(
+    tmp_path: Path, made: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept descriptor queues every file that arrives while it is idle (every
+    other report's reply): the next `open` takes them without decoding an event
+    (only a removal of the watch matters then), and the reused watch reports only
+    what arrives after it."""
+    import inotify_simple
+
+    first = DirWatch.open(tmp_path)
+    assert first is not None
+    first.close()
+    for n in range(5):
+        _arrive(tmp_path, f"{n}.json")
+    decoded: list[bytes] = []
+    parse = inotify_simple.parse_events
+
+    def counted(data: bytes) -> Any:
+        decoded.append(data)
+        return parse(data)
+
+    monkeypatch.setattr(inotify_simple, "parse_events", counted)
+    again = DirWatch.open(tmp_path)
+    assert again is not None
+    assert decoded == []
+    _arrive(tmp_path, "mine.json")
+    assert again.arrivals(5.0) == frozenset({"mine.json"})
+    again.close()
+    assert len(made) == 1
+
+
+def test_a_kept_watch_moved_to_another_directory_leaves_no_event_of_the_old_one(
+    tmp_path: Path, made: list[Any]
+) -> None:
+    """A kept descriptor that now watches another directory (the reply of another
+    run) holds no event of its old watch: its removal's IN_IGNORED would wake the
+    new watch's first wait for nothing, and dispatched would look once more."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    watch = DirWatch.open(first)
+    assert watch is not None
+    watch.close()
+    moved = DirWatch.open(second)
+    assert moved is not None
+    assert len(made) == 1
+    assert dirwatch._drain(made[0]) == []
+    _arrive(second, "reply.json")
+    assert moved.arrivals(5.0) == frozenset({"reply.json"})
+    moved.close()

@@ -290,6 +290,30 @@ def test_a_reply_is_read_from_one_descriptor_without_a_buffered_reader(
     assert calls == ["open", "read", "read", "close"]
 
 
+def test_a_reply_is_looked_for_by_its_joined_name_without_a_path_object(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: DISP-2. dispatched looks for its reply twice a report (before the
+    watch's wake and at it): its path is joined as a string, no Path made; an id
+    that is no report id is no reply."""
+    from pathlib import PurePath
+
+    sent = report()
+    write_reply(run, {"id": sent.id, "reply": "bound"})
+    run.replies  # noqa: B018 - the run's own directory paths are made once, before
+    made: list[object] = []
+    join = PurePath.__truediv__
+
+    def counted(self: PurePath, key: str) -> PurePath:
+        made.append(key)
+        return join(self, key)
+
+    monkeypatch.setattr(PurePath, "__truediv__", counted)
+    assert read_reply(run, sent.id) == {"id": sent.id, "reply": "bound"}
+    assert read_reply(run, "../escape") is None
+    assert made == []
+
+
 def test_a_reports_members_are_made_without_a_deep_copy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -24,6 +24,7 @@ from crw.bus.steps import (
 )
 from crw.engine.packet import marker, op, send_input_message, spawn_message
 from crw.engine.rundir import RunDir
+from tests.oscalls import os_calls
 
 STEP_MEMBERS = {
     "call",
@@ -153,6 +154,30 @@ def test_remove_close_removes_only_that_close(run: RunDir) -> None:
     remove_close(run, "build.1", 1, "thread-a")
     remove_close(run, "build.1", 1, "thread-a")
     assert list_closes(run) == [CloseStep("build.1", 1, "thread-b")]
+
+
+def test_remove_close_unlinks_the_file_by_its_joined_name_without_a_path_object(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`next` removes every close step it hands out (one a call): the path is
+    joined as a string and unlinked, no Path made for it; an absent one is no error."""
+    import crw.bus.steps as steps_module
+
+    write_close(run, "build.1", 1, "thread-a")
+    made: list[Any] = []
+
+    def counted(*parts: Any) -> Path:
+        made.append(parts)
+        return Path(*parts)
+
+    monkeypatch.setattr(steps_module, "Path", counted)
+    unlinked = os_calls(monkeypatch, "unlink")
+    remove_close(run, "build.1", 1, "thread-a")
+    remove_close(run, "build.1", 1, "thread-a")
+    assert made == [] and unlinked == ["unlink", "unlink"]
+    assert list_closes(run) == []
+    with pytest.raises(ValueError, match="path segment"):
+        remove_close(run, "build.1", 1, "../escape")
 
 
 def test_close_of_an_agent_id_that_is_no_path_segment_is_refused(run: RunDir) -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from crw.engine.codex_config import max_threads, session_pool
+from crw.engine.codex_config import max_threads, read_config, session_pool
+from tests.oscalls import os_calls
 
 
 def _home(tmp_path: Path, text: str | None) -> dict[str, str]:
@@ -39,3 +40,26 @@ def test_session_pool_is_min_of_pool_and_max_threads_less_one(
     """spec: CMD-START-15"""
     environ = _home(tmp_path, f"[agents]\nmax_threads = {threads}\n")
     assert session_pool(pool, environ) == expected
+
+
+def test_the_config_is_read_raw_not_through_a_buffered_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-START-16. Every `next` reads agents.max_threads: config.toml is read
+    with an open, its reads and a close, no buffered reader (two fstats, an ioctl,
+    two lseeks more); the same table as tomllib.load reads."""
+    import builtins
+
+    environ = _home(tmp_path, "[agents]\nmax_threads = 3\nname = 'é'\n")
+    buffered: list[object] = []
+    real_open = builtins.open
+
+    def counted_open(*args: object, **kwargs: object) -> object:
+        buffered.append(args[0])
+        return real_open(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(builtins, "open", counted_open)
+    calls = os_calls(monkeypatch, "open", "read", "close")
+    assert read_config(tmp_path) == {"agents": {"max_threads": 3, "name": "é"}}
+    assert max_threads(environ) == 3
+    assert buffered == [] and calls == ["open", "read", "read", "close"] * 2
