@@ -137,10 +137,13 @@ async def run_process(
             clean_ended(run_dir)  # the ended row is durable: the writer has closed
             release_run(run_dir, spec)  # its worktrees (branches holding commits stay)
         _keep_snapshot(run_dir)
+        if not isinstance(outcome, str) and outcome.reason == "host_unavailable":
+            # Said while the run is held: whoever waits for the process lock file to
+            # go (the owner, a test) then finds the process's log complete.
+            log.warning("%s", outcome.line)
     if isinstance(outcome, str):
         return outcome
     if outcome.reason == "host_unavailable":
-        log.warning("%s", outcome.line)
         return "paused"
     raise RefusedError(outcome.line)
 

@@ -220,6 +220,29 @@ async def test_app_server_run_whose_host_cannot_be_reached_pauses(tmp_path: Path
     assert rows[1]["reason"] == "host_unavailable" and "nobody.sock" in rows[1]["error"]
 
 
+async def test_a_paused_process_warns_of_its_host_before_it_lets_its_process_lock_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The host_unavailable warning is the process's last word on run.log: it is
+    logged before the process lock file is removed, which is what a waiter for the
+    process's end looks at."""
+    from crw.engine.locks import ProcessLock
+
+    run, spec = _run(tmp_path, backend="app-server")
+    warned_at_release: list[bool] = []
+    release = ProcessLock.release
+
+    def releasing(self: ProcessLock) -> None:
+        warned_at_release.append(any("nobody.sock" in r.getMessage() for r in caplog.records))
+        release(self)
+
+    monkeypatch.setattr(ProcessLock, "release", releasing)
+    with caplog.at_level(logging.WARNING):
+        assert await run_process(run, spec, run.root.parents[1]) == "paused"
+    assert warned_at_release == [True]
+    assert sum("nobody.sock" in r.getMessage() for r in caplog.records) == 1
+
+
 async def test_app_server_run_refuses_a_workflow_changed_since_the_start(tmp_path: Path) -> None:
     from crw.errors import InputError
 
