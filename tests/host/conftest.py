@@ -6,9 +6,11 @@ them, `-m "not codex"` skips them); they run by default.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +22,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "codex: runs the real codex app-server offline against the mock model"
     )
+
+
+@pytest.fixture
+def c_encoders_built(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The C JSON encoders built from here on (`json.encoder.c_make_encoder`'s
+    calls, each its arguments): `JSONEncoder.encode` builds one a dict it encodes."""
+    built: list[object] = []
+    make = vars(json.encoder)["c_make_encoder"]
+    assert make is not None
+
+    def counting(*args: Any) -> Any:
+        built.append(args)
+        return make(*args)
+
+    monkeypatch.setattr(json.encoder, "c_make_encoder", counting)
+    return built
 
 
 @pytest.fixture

@@ -45,18 +45,10 @@ def test_what_json_cannot_encode_is_its_type_error() -> None:
     assert str(ours.value) == str(theirs.value) == "Object of type set is not JSON serializable"
 
 
-def test_encoding_builds_no_c_encoder_a_call(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_encoding_builds_no_c_encoder_a_call(c_encoders_built: list[object]) -> None:
     """`JSONEncoder.encode` builds a C encoder for every dict it encodes (3 us of a
     message's 8-11); the compact encoder is built once, when it is made."""
-    built: list[object] = []
-    make = vars(json.encoder)["c_make_encoder"]
-    assert make is not None
-
-    def counting(*args: Any) -> Any:
-        built.append(args)
-        return make(*args)
-
-    monkeypatch.setattr(json.encoder, "c_make_encoder", counting)
+    built = c_encoders_built
     encode = compact_encoder(ensure_ascii=False)
     assert len(built) == 1
     texts = [encode({"method": "n", "params": {"i": i}}) for i in range(3)]

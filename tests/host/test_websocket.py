@@ -295,18 +295,10 @@ async def test_a_send_waits_for_the_send_under_way_and_a_cancelled_one_sends_not
     await two.aclose()
 
 
-def test_encoding_a_message_builds_no_c_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_encoding_a_message_builds_no_c_encoder(c_encoders_built: list[object]) -> None:
     """`JSONEncoder.encode` builds a C encoder for each message (3 us of a host
     message's 8-11); every message goes through the one `crw.host.compact` built."""
-    made: list[object] = []
-    make = vars(json.encoder)["c_make_encoder"]
-    assert make is not None
-
-    def counting(*args: Any) -> Any:
-        made.append(args)
-        return make(*args)
-
-    monkeypatch.setattr(json.encoder, "c_make_encoder", counting)
+    made = c_encoders_built
     texts = [encode({"method": "n", "params": {"i": i, "s": "é"}}) for i in range(3)]
     assert texts[2] == '{"method":"n","params":{"i":2,"s":"é"}}'
     assert made == []

@@ -264,20 +264,12 @@ def test_a_new_rollout_in_an_existing_directory_is_opened_without_a_stat_or_mkdi
 
 
 def test_a_record_is_encoded_without_a_new_c_encoder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, c_encoders_built: list[object]
 ) -> None:
     """A record's line is the compact JSON of its timestamp, ordinal, type and
     payload (ASCII, escapes for the rest), made by the one C encoder the module
     keeps: `JSONEncoder.encode` would build one a record (6 a spawned agent)."""
-    made: list[object] = []
-    make = vars(json.encoder)["c_make_encoder"]
-    assert make is not None
-
-    def counting(*args: Any) -> Any:
-        made.append(args)
-        return make(*args)
-
-    monkeypatch.setattr(json.encoder, "c_make_encoder", counting)
+    made = c_encoders_built
     payloads = [rollout.event("user_message", message="é ✓\n", turn_id="t"), {"a": [1, None]}]
     records: list[rollout.Record] = [("event_msg", payloads[0], 0.0), ("x", payloads[1], 1.5)]
     try:
