@@ -106,6 +106,26 @@ async def _take(lock: trio.Lock) -> None:
         lock.acquire_nowait()
 
 
+async def _send_under(
+    lock: trio.Lock, stream: trio.abc.Stream, name: str, framed: Callable[[], bytes]
+) -> None:
+    """Write what `framed` makes to `stream`, under the send `lock`: frames go out in
+    the order they were made, so none follows a close frame. A connection that is
+    closed, or a frame it can no longer take, is HostUnavailable."""
+    await _take(lock)
+    try:
+        try:
+            data = framed()
+        except LocalProtocolError as err:
+            raise HostUnavailable(f"the connection to {name} is closed") from err
+        try:
+            await stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as err:
+            raise HostUnavailable(f"the connection to {name} is closed") from err
+    finally:
+        lock.release()
+
+
 def _decode(text: str | bytes | bytearray, where: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
@@ -168,13 +188,7 @@ class JsonLinesTransport(_Reading):
 
     async def send_encoded(self, texts: Sequence[str]) -> None:
         data = "".join(text + "\n" for text in texts).encode()
-        await _take(self._send_lock)
-        try:
-            await self._stream.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as err:
-            raise HostUnavailable(f"the connection to {self._name} is closed") from err
-        finally:
-            self._send_lock.release()
+        await _send_under(self._send_lock, self._stream, self._name, lambda: data)
 
     async def receive(self) -> dict[str, Any]:
         while True:
@@ -258,18 +272,7 @@ class WebSocketTransport(_Reading):
     async def _write(self, framed: Callable[[], bytes]) -> None:
         """Write what `framed` makes, under the lock: frames go out in the order they
         were made, so none follows the close frame."""
-        await _take(self._send_lock)
-        try:
-            try:
-                data = framed()
-            except LocalProtocolError as err:
-                raise HostUnavailable(f"the connection to {self._name} is closed") from err
-            try:
-                await self._stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as err:
-                raise HostUnavailable(f"the connection to {self._name} is closed") from err
-        finally:
-            self._send_lock.release()
+        await _send_under(self._send_lock, self._stream, self._name, framed)
 
     async def receive(self) -> dict[str, Any]:
         while True:
