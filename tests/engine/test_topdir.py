@@ -9,20 +9,12 @@ import pytest
 
 from crw.engine.rundir import RunDir
 from crw.engine.topdir import spread_subdirectories, spreads_subdirectories
+from tests.ext4 import skip_unless_ext4
 
 
 @pytest.fixture
 def flags(tmp_path: Path) -> None:
-    """Skip unless the test directory is on ext2/3/4, which has `FS_TOPDIR_FL`
-    (told from the mount table, not by the function under test)."""
-    mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
-    where = str(tmp_path.resolve())
-    found = [
-        (point, kind) for _, point, kind, *_ in mounts if where.startswith(point.rstrip("/") + "/")
-    ]
-    kind = max(found, key=lambda m: len(m[0]))[1] if found else ""
-    if kind not in ("ext2", "ext3", "ext4"):
-        pytest.skip(f"the test directory is on {kind or 'an unknown file system'}, not ext4")
+    skip_unless_ext4(tmp_path)
 
 
 def test_a_new_run_spreads_its_call_directories(tmp_path: Path, flags: None) -> None:

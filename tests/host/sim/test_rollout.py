@@ -13,8 +13,10 @@ import pytest
 import trio
 import trio.testing
 
+from crw.engine.topdir import spreads_subdirectories
 from crw.host.sim import rollout
 from crw.host.sim.rollout import rollout_path
+from tests.ext4 import skip_unless_ext4
 from tests.host.sim.support import RawClient, connected, owner_and_agent, text_input
 
 
@@ -252,7 +254,8 @@ def test_a_new_rollout_in_an_existing_directory_is_opened_without_a_stat_or_mkdi
         assert calls == ["stat", "write"]
         calls.clear()
         rollout.append(tmp_path / "new" / "day" / "r.jsonl", "event_msg", rollout.event("n"), 0.0)
-        assert calls[:2] == ["open", "makedirs"]
+        assert calls[0] == "open"
+        assert calls.count("mkdir") == 2
     finally:
         rollout.close()
     assert [line["ordinal"] for line in _lines(str(tmp_path / "sessions" / "r.jsonl"))] == [
@@ -261,6 +264,47 @@ def test_a_new_rollout_in_an_existing_directory_is_opened_without_a_stat_or_mkdi
         2,
         3,
     ]
+
+
+def test_a_day_s_directory_is_made_where_its_parents_spread_their_subdirectories(
+    tmp_path: Path,
+) -> None:
+    """The sessions tree a host makes for its first rollout of a day: sessions/,
+    the year and the month carry ext4's FS_TOPDIR_FL (so each new year, month
+    and day goes to a block group of its own, not beside a tree just removed);
+    the day itself, which holds files, does not; nor does CODEX_HOME."""
+    skip_unless_ext4(tmp_path)
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    path = rollout_path(home, "t1", 0.0)
+    try:
+        rollout.append(path, "event_msg", rollout.event("n"), 0.0)
+    finally:
+        rollout.close()
+    day = path.parent
+    spread = [d for d in (home, *reversed(day.parents[:3]), day) if spreads_subdirectories(d)]
+    assert spread == [home / "sessions", day.parent.parent, day.parent]
+    assert _lines(str(path))[0]["ordinal"] == 0
+
+
+def test_a_day_s_directory_made_meanwhile_by_another_host_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two hosts on one CODEX_HOME may both find the day missing: the one that
+    makes it second appends to the same directory."""
+    path = rollout_path(tmp_path, "t1", 0.0)
+    real_mkdir = os.mkdir
+
+    def raced(directory: str, *args: Any, **kwargs: Any) -> None:
+        real_mkdir(directory, *args, **kwargs)
+        raise FileExistsError(directory)
+
+    monkeypatch.setattr(os, "mkdir", raced)
+    try:
+        rollout.append(path, "event_msg", rollout.event("n"), 0.0)
+    finally:
+        rollout.close()
+    assert _lines(str(path))[0]["ordinal"] == 0
 
 
 def test_a_record_is_encoded_without_a_new_c_encoder(
