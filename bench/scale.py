@@ -287,12 +287,20 @@ def figures(trial: Trial, wall: float) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def trial_with_host(backend: str, calls: int, where: Path, prefix: str) -> Iterator[Trial]:
+def trial_with_host(
+    backend: str, calls: int, where: Path, prefix: str, kept: contextlib.ExitStack | None = None
+) -> Iterator[Trial]:
     """A trial in a fresh state directory under `where` (named `prefix`...) with a
     fresh simulated host (its agents' max_threads the pool's and one: a session
     pool of 8 too); the host stopped and the trial's processes reaped at the end,
-    whatever happens."""
-    with tempfile.TemporaryDirectory(prefix=prefix, dir=where) as tmp:
+    whatever happens. The state directory is removed then too, or, with `kept`,
+    when `kept` closes: on ext4 without a journal (this project's machines) a
+    create scans past every inode its block group freed in the last 60 s (360 s
+    while the inode table is not yet written back), so removing one size's
+    thousands of files slows the next size's creates; the bench removes them all
+    at its end instead."""
+    with contextlib.ExitStack() as own:
+        tmp = (kept or own).enter_context(tempfile.TemporaryDirectory(prefix=prefix, dir=where))
         trial = Trial(backend, calls, Path(tmp) / "state")
         trial.state.mkdir()
         (trial.state / "codex-home").mkdir()
@@ -307,10 +315,12 @@ def trial_with_host(backend: str, calls: int, where: Path, prefix: str) -> Itera
             reap(trial)
 
 
-def measure(backend: str, calls: int, limit: float, where: Path) -> dict[str, Any]:
-    """One size on one backend, in a fresh state directory under `where` with a
-    fresh host."""
-    with trial_with_host(backend, calls, where, "crw-scale-") as trial:
+def measure(
+    backend: str, calls: int, limit: float, where: Path, kept: contextlib.ExitStack
+) -> dict[str, Any]:
+    """One size on one backend, in a fresh state directory under `where` (removed
+    when `kept` closes) with a fresh host."""
+    with trial_with_host(backend, calls, where, "crw-scale-", kept) as trial:
         try:
             wall = trio.run(drive, trial, limit)
         except trio.TooSlowError:
@@ -329,13 +339,15 @@ def progress(trial: Trial) -> str:
     return f" ({done} of {trial.calls} calls completed)"
 
 
-def run_backend(backend: str, sizes: list[int], limit: float, where: Path) -> dict[str, Any]:
+def run_backend(
+    backend: str, sizes: list[int], limit: float, where: Path, kept: contextlib.ExitStack
+) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for calls in sizes:
         if any("skipped" in r for r in results.values()):
             results[str(calls)] = {"skipped": "a smaller size did not end in time"}
             continue
-        results[str(calls)] = measure(backend, calls, limit, where)
+        results[str(calls)] = measure(backend, calls, limit, where, kept)
     base = results[str(sizes[0])]
     for result in results.values():
         if "per_call_ms" in result and "per_call_ms" in base:
@@ -389,7 +401,8 @@ def main() -> None:
         parser.error(f"--sizes {args.sizes}: every size must be at least 1")
     backends = ["app-server", "session"] if args.backend == "both" else [args.backend]
     compileall.compile_dir(REPO / "crw", quiet=1)  # changed files only; see the docstring
-    results = {KEYS[b]: run_backend(b, sizes, args.limit, args.tmp) for b in backends}
+    with contextlib.ExitStack() as kept:  # every size's state, removed at the end
+        results = {KEYS[b]: run_backend(b, sizes, args.limit, args.tmp, kept) for b in backends}
     print(json.dumps(results) if args.json else table(results), end="\n")
 
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.bench.conftest import processes_under
 
@@ -51,6 +55,34 @@ def test_prints_every_figure_per_backend_and_size_and_reaps_its_processes(where:
             assert figures["host_requests_per_call"] > 0
         assert sizes["2"]["flat_ratio"] == 1.0
     assert processes_under(where) == []
+    assert list(where.iterdir()) == []  # every size's state removed at the end
+
+
+def load_scale(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """bench/scale.py as a module (the bench is a script, not a package)."""
+    spec = importlib.util.spec_from_file_location("scale_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    scale = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, scale)  # its dataclasses look it up
+    spec.loader.exec_module(scale)
+    return scale
+
+
+def test_a_size_s_state_is_removed_when_the_bench_ends_not_before_the_next_size(
+    where: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host is stopped and the run reaped when a size ends, but its state (a
+    file or more a call) stays until every size has run: removing thousands of
+    files makes the next size's creates slower on ext4 without a journal."""
+    scale = load_scale(monkeypatch)
+    with contextlib.ExitStack() as kept:
+        with scale.trial_with_host("app-server", 1, where, "crw-scale-", kept) as first:
+            pass
+        assert processes_under(where) == []
+        with scale.trial_with_host("app-server", 1, where, "crw-scale-", kept) as second:
+            assert first.state.is_dir()
+        assert first.state.is_dir() and second.state.is_dir()
+    assert list(where.iterdir()) == []
 
 
 def test_a_size_past_its_limit_is_skipped_and_its_processes_reaped(where: Path) -> None:
@@ -71,7 +103,6 @@ async def test_the_session_owner_waits_for_its_reply_as_dispatched_does(
     in a worker thread asleep on the watch of replies/: the reply written after
     its first look is read when it arrives (two reads, no poll: POLL is made
     longer than the test), not at a poll of the owner's loop."""
-    import importlib.util
     import threading
 
     import trio
@@ -82,11 +113,7 @@ async def test_the_session_owner_waits_for_its_reply_as_dispatched_does(
     from crw.engine.locks import run_lock
     from crw.engine.rundir import RunDir
 
-    spec = importlib.util.spec_from_file_location("scale_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    scale = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, scale)  # its dataclasses look it up
-    spec.loader.exec_module(scale)
+    scale = load_scale(monkeypatch)
     hops: list[Any] = []
     run_sync = trio.to_thread.run_sync
 
