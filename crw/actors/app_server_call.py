@@ -194,9 +194,9 @@ class AppServerCall:
             await trio.to_thread.run_sync(placer.make, allocation, self.node.id)
             return
         # In the run's thread, as the journal's fsync: a mkdir takes microseconds,
-        # a hop to a worker thread and back a tenth of a millisecond.
+        # a hop to a worker thread and back a tenth of a millisecond. No schedule
+        # point of its own: thread/start's send, next, is one.
         self.workspace.mkdir(parents=True, exist_ok=True)
-        await trio.lowlevel.checkpoint()
 
     async def start_thread(self) -> str:
         """The call's thread (`open_thread`); its thread_started."""

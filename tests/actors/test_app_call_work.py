@@ -132,3 +132,45 @@ async def test_a_finished_call_leaves_no_token_figure_of_its_own_behind(
     assert spent.calls == {}
     assert spent.spent() == Tokens(input=10 * CALLS, output=2 * CALLS, total=12 * CALLS)
     assert spent.spent().total == replay(rows).spent["total"]
+
+
+class _Yields(trio.abc.Instrument):
+    """Where each call task stopped after each of its steps: the innermost crw
+    function its await chain was in (`module:function`)."""
+
+    def __init__(self) -> None:
+        self.at: Counter[str] = Counter()
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if not task.name.endswith("call_task"):
+            return
+        where, coro = "", task.coro
+        while coro is not None:
+            frame = getattr(coro, "cr_frame", None)
+            if frame is not None and "/crw/" in frame.f_code.co_filename:
+                module = frame.f_globals["__name__"]
+                where = f"{module}:{frame.f_code.co_name}"
+            coro = getattr(coro, "cr_await", None)
+        self.at[where] += 1
+
+
+async def test_a_call_yields_only_to_wait_for_the_journal_or_the_host(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """A call task's schedule points are its commits' waits and its host requests'
+    sends and replies: each other yield resumes the call's whole await chain once
+    more a call (the gate's report of the call's end, a checkpoint after P's
+    mkdir)."""
+    yields = _Yields()
+    async with harness(tmp_path, _wide(CALLS)) as h:
+        trio.lowlevel.add_instrument(yields)
+        try:
+            state, _ = await h.run()
+        finally:
+            trio.lowlevel.remove_instrument(yields)
+    assert state == "ended"
+    assert yields.at.pop("crw.actors.journal_writer:wait") == 4 * CALLS
+    assert yields.at.pop("", 0) <= CALLS  # a task's end: its coroutine is gone
+    host = {"transport:_take", "transport:_send_under", "client:wait"}
+    waits = {f"crw.host.{where}" for where in host} | {"crw.actors.host_reader:wait_turn"}
+    assert set(yields.at) <= waits, yields.at
