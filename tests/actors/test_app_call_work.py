@@ -144,13 +144,14 @@ class _Yields(trio.abc.Instrument):
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
         if not task.name.endswith("call_task"):
             return
-        where, coro = "", task.coro
-        while coro is not None:
-            frame = getattr(coro, "cr_frame", None)
+        where = ""
+        awaited: Any = task.coro
+        while awaited is not None:
+            frame = getattr(awaited, "cr_frame", None)
             if frame is not None and "/crw/" in frame.f_code.co_filename:
                 module = frame.f_globals["__name__"]
                 where = f"{module}:{frame.f_code.co_name}"
-            coro = getattr(coro, "cr_await", None)
+            awaited = getattr(awaited, "cr_await", None)
         self.at[where] += 1
 
 
@@ -174,3 +175,23 @@ async def test_a_call_yields_only_to_wait_for_the_journal_or_the_host(
     host = {"transport:_take", "transport:_send_under", "client:wait"}
     waits = {f"crw.host.{where}" for where in host} | {"crw.actors.host_reader:wait_turn"}
     assert set(yields.at) <= waits, yields.at
+
+
+async def test_a_runs_tool_entries_and_paths_are_made_once_a_run_not_once_a_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-58, STEP-60 (the entries are the run's: every call's thread and
+    turn text carry the same ones, so they are made once)"""
+    made: dict[str, list[Any]] = {}
+    for name in ("shell_environment_config", "tools_section"):
+        _counting(monkeypatch, packet, name, made.setdefault(name, []))
+    async with harness(tmp_path, _wide(CALLS)) as h:
+        state, rows = await h.run()
+    assert state == "ended" and sum(r["row"] == "completed" for r in rows) == CALLS
+    assert {name: len(calls) for name, calls in made.items()} == {
+        "shell_environment_config": 1,
+        "tools_section": 1,
+    }
+    assert {r["cwd"] for r in rows if r["row"] == "thread_started"} == {
+        str(tmp_path / "run" / "calls" / f"n{i}.1") for i in range(CALLS)
+    }
