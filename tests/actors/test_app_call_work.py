@@ -124,6 +124,8 @@ async def test_a_finished_call_leaves_no_token_figure_of_its_own_behind(
         return made[-1]
 
     monkeypatch.setattr(RunSpent, "of", staticmethod(kept))
+    taken_back: list[Any] = []
+    _counting(monkeypatch, Tokens, "__sub__", taken_back)
     async with harness(tmp_path, _wide(CALLS)) as h:
         await h.script({}, tokens={"input": 10, "output": 2})
         state, rows = await h.run()
@@ -132,6 +134,7 @@ async def test_a_finished_call_leaves_no_token_figure_of_its_own_behind(
     assert spent.calls == {}
     assert spent.spent() == Tokens(input=10 * CALLS, output=2 * CALLS, total=12 * CALLS)
     assert spent.spent().total == replay(rows).spent["total"]
+    assert taken_back == []  # a call counted only at its end has nothing to take back
 
 
 class _Yields(trio.abc.Instrument):
