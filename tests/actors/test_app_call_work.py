@@ -14,10 +14,11 @@ import pytest
 import trio
 from trio.testing import MockClock
 
+from crw.actors import host_reader
 from crw.actors.host_reader import HostReader
 from crw.engine import packet, schema_check
 from crw.engine.gate import RunSpent
-from crw.host.protocol import Notification
+from crw.host.protocol import Notification, Turn
 from crw.journal.replay import RunState, replay
 from crw.journal.rows import Tokens
 from tests.actors.test_app_server_run import harness
@@ -198,3 +199,19 @@ async def test_a_runs_tool_entries_and_paths_are_made_once_a_run_not_once_a_call
     assert {r["cwd"] for r in rows if r["row"] == "thread_started"} == {
         str(tmp_path / "run" / "calls" / f"n{i}.1") for i in range(CALLS)
     }
+
+
+async def test_a_plain_calls_thread_is_watched_once_and_its_ended_turn_taken_as_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-2 (the turn's end is what turn/completed announced; a read made
+    after it shows that end already, and is taken as it is, not copied)"""
+    watches: list[Any] = []
+    _counting(monkeypatch, host_reader, "_Watch", watches)
+    copies: list[Any] = []
+    _counting(monkeypatch, Turn, "model_copy", copies)
+    async with harness(tmp_path, _wide(CALLS)) as h:
+        state, rows = await h.run()
+    assert state == "ended" and sum(r["row"] == "completed" for r in rows) == CALLS
+    assert len(watches) == CALLS
+    assert copies == []
