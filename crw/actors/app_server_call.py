@@ -26,6 +26,7 @@ data between them, the journal and the host reader.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -80,6 +81,45 @@ class CallContext:
     """The run's prepared and crw_commit rows, which an executor's harvest reads
     (`crw.actors.executor_git`), kept as calls commit."""
 
+    @functools.cached_property
+    def tools(self) -> RunTools:
+        """What every call of the run takes from it, made at its first call."""
+        return RunTools.of(self)
+
+
+@dataclass(frozen=True)
+class RunTools:
+    """The run's tool entries as every call's thread and turn text carry them, and
+    the paths its packets name: the same for each call of a run, so made once a
+    run, not once a call (a 10,000-call run would make them 10,000 times)."""
+
+    config: Mapping[str, str]
+    """thread/start's and thread/resume's leaf config keys (never changed: shared)."""
+    section: str | None
+    """The Repository tools section every turn text ends with."""
+    go_root: str | None
+    run_json: str
+    workflow_file: str
+    calls: Path
+    """`<run>/calls`, where a call's P is when no placer decides it."""
+
+    @classmethod
+    def of(cls, ctx: CallContext) -> RunTools:
+        go_root = ctx.workflow.verifier.go_root if ctx.workflow.verifier else None
+        run_json, workflow_file = str(ctx.run_dir / "run.json"), str(ctx.workflow.path)
+        # The tool entries are taken from the call's run and journaled nowhere
+        # (STEP-60): the config keys of every thread/start and thread/resume, and
+        # the Repository tools section every turn text ends with.
+        entries = packet.tool_entries(ctx.tmpdir, go_root)
+        return cls(
+            config=packet.shell_environment_config(entries, os.environ.get("PATH")),
+            section=packet.tools_section(ctx.tmpdir, go_root, run_json, workflow_file),
+            go_root=go_root,
+            run_json=run_json,
+            workflow_file=workflow_file,
+            calls=ctx.run_dir / "calls",
+        )
+
 
 class AppServerCall:
     """One call on its own thread: its packet, its tools, its turns."""
@@ -94,20 +134,15 @@ class AppServerCall:
         allocation: Allocation | None = None,
     ) -> None:
         self.ctx, self.node, self.call = ctx, node, call
-        self.workspace = workspace or ctx.run_dir / "calls" / call
+        run = ctx.tools
+        self.workspace = workspace or run.calls / call
         self.allocation = allocation
         """The call's allocation (a fix round's: its build call's); None until the
         placer decides it, or the call's prepared row is read."""
         self.task = render_task(node.task, results)
         self.pair = ctx.pairs.get(node.role)
-        go_root = ctx.workflow.verifier.go_root if ctx.workflow.verifier else None
-        run_json, workflow_file = str(ctx.run_dir / "run.json"), str(ctx.workflow.path)
-        # The tool entries are taken from the call's run, each time, and journaled
-        # nowhere (STEP-60): the config keys of every thread/start and thread/resume,
-        # and the Repository tools section every turn text ends with.
-        entries = packet.tool_entries(ctx.tmpdir, go_root)
-        self.config = packet.shell_environment_config(entries, os.environ.get("PATH"))
-        self.tools = packet.tools_section(ctx.tmpdir, go_root, run_json, workflow_file)
+        self.config = run.config
+        self.tools = run.section
         self.packet = packet.Packet(
             call=call,
             role=node.role,
@@ -115,10 +150,10 @@ class AppServerCall:
             task=self.task,
             output_schema=node.output_schema,
             tmpdir=ctx.tmpdir,
-            go_root=go_root,
-            run_json=run_json,
+            go_root=run.go_root,
+            run_json=run.run_json,
             writes=node.role in WRITING_ROLES,
-            workflow_file=workflow_file,
+            workflow_file=run.workflow_file,
         )
         self.stop = CallStop()
         """The call's stop, from the run's control once the call runs."""
@@ -194,9 +229,9 @@ class AppServerCall:
             await trio.to_thread.run_sync(placer.make, allocation, self.node.id)
             return
         # In the run's thread, as the journal's fsync: a mkdir takes microseconds,
-        # a hop to a worker thread and back a tenth of a millisecond.
+        # a hop to a worker thread and back a tenth of a millisecond. No schedule
+        # point of its own: thread/start's send, next, is one.
         self.workspace.mkdir(parents=True, exist_ok=True)
-        await trio.lowlevel.checkpoint()
 
     async def start_thread(self) -> str:
         """The call's thread (`open_thread`); its thread_started."""

@@ -59,7 +59,10 @@ async def run_gate(
         tokens = getattr(end.row, "tokens", None)
         if tokens is not None and node.review is None:
             spent.settle(call, tokens)  # the terminal row carries every token of the call
-        await send.send((node.id, end))
+        # Never blocks: the buffer holds `pool` ends and at most `pool` calls run,
+        # each sending once. A blocking send would be a schedule point of its own,
+        # one more resume of the call's task for every call.
+        send.send_nowait((node.id, end))
 
     admission = gate.Admission(workflow, results.keys(), finished.keys())
     async with trio.open_nursery() as nursery:

@@ -98,7 +98,10 @@ class HostReader:
         return self._client.connected
 
     def _watch(self, thread_id: str) -> _Watch:
-        return self._watches.setdefault(thread_id, _Watch())
+        watch = self._watches.get(thread_id)
+        if watch is None:  # made once a thread, not once a look (several a notification)
+            watch = self._watches[thread_id] = _Watch()
+        return watch
 
     async def _call(self, what: str, request: Callable[[], Any]) -> Any:
         """One host request under the reader's answer deadline."""
@@ -185,6 +188,8 @@ class HostReader:
             turn = next((t for t in thread.turns if t.id == turn_id), None)
             announced = watch.ended.get(turn_id)
             if announced is not None and turn is not None:
+                if turn.status == announced.status and turn.error == announced.error:
+                    return turn  # read after its end: the copy would be the same turn
                 return turn.model_copy(
                     update={"status": announced.status, "error": announced.error}
                 )

@@ -62,8 +62,12 @@ class RunSpent:
         """`call` ended, its terminal row carrying `call_tokens`, all it counted:
         they join `before`, and the call is forgotten (a 10,000-call run keeps no
         figure for each call it finished)."""
-        self.count(call, call_tokens)
-        self.before = self.before + self.calls.pop(call)
+        previous = self.calls.pop(call, None)
+        if previous is None:  # never counted (an App Server call): nothing to take back
+            self.total = self.total + call_tokens
+        else:
+            self.total = self.total - previous + call_tokens
+        self.before = self.before + call_tokens
 
     def spent(self) -> Tokens:
         """The run's figure now: every token counted once (kept, not summed again)."""

@@ -14,10 +14,11 @@ import pytest
 import trio
 from trio.testing import MockClock
 
+from crw.actors import host_reader
 from crw.actors.host_reader import HostReader
 from crw.engine import packet, schema_check
 from crw.engine.gate import RunSpent
-from crw.host.protocol import Notification
+from crw.host.protocol import Notification, Turn
 from crw.journal.replay import RunState, replay
 from crw.journal.rows import Tokens
 from tests.actors.test_app_server_run import harness
@@ -124,6 +125,8 @@ async def test_a_finished_call_leaves_no_token_figure_of_its_own_behind(
         return made[-1]
 
     monkeypatch.setattr(RunSpent, "of", staticmethod(kept))
+    taken_back: list[Any] = []
+    _counting(monkeypatch, Tokens, "__sub__", taken_back)
     async with harness(tmp_path, _wide(CALLS)) as h:
         await h.script({}, tokens={"input": 10, "output": 2})
         state, rows = await h.run()
@@ -132,3 +135,83 @@ async def test_a_finished_call_leaves_no_token_figure_of_its_own_behind(
     assert spent.calls == {}
     assert spent.spent() == Tokens(input=10 * CALLS, output=2 * CALLS, total=12 * CALLS)
     assert spent.spent().total == replay(rows).spent["total"]
+    assert taken_back == []  # a call counted only at its end has nothing to take back
+
+
+class _Yields(trio.abc.Instrument):
+    """Where each call task stopped after each of its steps: the innermost crw
+    function its await chain was in (`module:function`)."""
+
+    def __init__(self) -> None:
+        self.at: Counter[str] = Counter()
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if not task.name.endswith("call_task"):
+            return
+        where = ""
+        awaited: Any = task.coro
+        while awaited is not None:
+            frame = getattr(awaited, "cr_frame", None)
+            if frame is not None and "/crw/" in frame.f_code.co_filename:
+                module = frame.f_globals["__name__"]
+                where = f"{module}:{frame.f_code.co_name}"
+            awaited = getattr(awaited, "cr_await", None)
+        self.at[where] += 1
+
+
+async def test_a_call_yields_only_to_wait_for_the_journal_or_the_host(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """A call task's schedule points are its commits' waits and its host requests'
+    sends and replies: each other yield resumes the call's whole await chain once
+    more a call (the gate's report of the call's end, a checkpoint after P's
+    mkdir)."""
+    yields = _Yields()
+    async with harness(tmp_path, _wide(CALLS)) as h:
+        trio.lowlevel.add_instrument(yields)
+        try:
+            state, _ = await h.run()
+        finally:
+            trio.lowlevel.remove_instrument(yields)
+    assert state == "ended"
+    assert yields.at.pop("crw.actors.journal_writer:wait") == 4 * CALLS
+    assert yields.at.pop("", 0) <= CALLS  # a task's end: its coroutine is gone
+    host = {"transport:_take", "transport:_send_under", "client:wait"}
+    waits = {f"crw.host.{where}" for where in host} | {"crw.actors.host_reader:wait_turn"}
+    assert set(yields.at) <= waits, yields.at
+
+
+async def test_a_runs_tool_entries_and_paths_are_made_once_a_run_not_once_a_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-58, STEP-60 (the entries are the run's: every call's thread and
+    turn text carry the same ones, so they are made once)"""
+    made: dict[str, list[Any]] = {}
+    for name in ("shell_environment_config", "tools_section"):
+        _counting(monkeypatch, packet, name, made.setdefault(name, []))
+    async with harness(tmp_path, _wide(CALLS)) as h:
+        state, rows = await h.run()
+    assert state == "ended" and sum(r["row"] == "completed" for r in rows) == CALLS
+    assert {name: len(calls) for name, calls in made.items()} == {
+        "shell_environment_config": 1,
+        "tools_section": 1,
+    }
+    assert {r["cwd"] for r in rows if r["row"] == "thread_started"} == {
+        str(tmp_path / "run" / "calls" / f"n{i}.1") for i in range(CALLS)
+    }
+
+
+async def test_a_plain_calls_thread_is_watched_once_and_its_ended_turn_taken_as_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-2 (the turn's end is what turn/completed announced; a read made
+    after it shows that end already, and is taken as it is, not copied)"""
+    watches: list[Any] = []
+    _counting(monkeypatch, host_reader, "_Watch", watches)
+    copies: list[Any] = []
+    _counting(monkeypatch, Turn, "model_copy", copies)
+    async with harness(tmp_path, _wide(CALLS)) as h:
+        state, rows = await h.run()
+    assert state == "ended" and sum(r["row"] == "completed" for r in rows) == CALLS
+    assert len(watches) == CALLS
+    assert copies == []

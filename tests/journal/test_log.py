@@ -104,6 +104,27 @@ def test_seq_and_at_of_the_row_are_the_writers_not_the_rows() -> None:
     }
 
 
+def test_a_rows_body_is_pydantic_cores_bytes_never_decoded_to_text_and_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rows = [
+        Started(call="c1", backend="codex", pid=7),
+        Started(process="prozeß ✓ 🎉", extra_field={"a": [1, None]}),
+        RowModel(),
+    ]
+    want = [row.model_dump_json(exclude={"seq", "at"}, exclude_none=True) for row in rows]
+    dumped: list[RowModel] = []
+    dump = RowModel.model_dump_json
+
+    def counted(self: RowModel, **kwargs: Any) -> str:
+        dumped.append(self)
+        return dump(self, **kwargs)
+
+    monkeypatch.setattr(RowModel, "model_dump_json", counted)
+    assert [encode_body(row) for row in rows] == [text[1:-1].encode() for text in want]
+    assert dumped == []
+
+
 def test_text_is_written_as_utf8_and_a_lone_surrogate_as_its_escape(tmp_path: Path) -> None:
     assert encode_body(Started(process="prozeß")) == '"row":"started","process":"prozeß"'.encode()
     body = encode_body(Started(process="bad \udcff name ß"))
