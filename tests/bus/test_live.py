@@ -12,6 +12,7 @@ import pytest
 
 from crw.bus import live
 from crw.bus.ended import seal
+from crw.bus.inbox import Report, write_report
 from crw.bus.steps import (
     list_bus,
     remove_close,
@@ -22,6 +23,7 @@ from crw.bus.steps import (
     write_step,
     write_step_file,
 )
+from crw.clock import system_clock
 from crw.engine.locks import ProcessLock, take_process_lock
 from crw.engine.rundir import RunDir
 from tests.bus.test_steps import PACKET, spawn_step
@@ -173,6 +175,42 @@ def test_a_sweep_stats_only_the_close_steps_it_wrote_and_lists_no_directory(
     assert looked == [] and listed == []
 
 
+def test_a_report_sweeps_the_close_steps_written_before_its_step_and_looks_at_each_once(
+    run: RunDir, holder: ProcessLock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-28: the `next` that handed out a reported step removed every close
+    step there was when it read. A report unmarks the calls of the close steps
+    written before its step at once (a stat of each, once), not at the next sweep;
+    a close written after that step is left to the sweep, and a close still there
+    stays marked."""
+    for t in ("0", "1"):
+        write_close(run, f"c{t}.1", 1, f"thread-{t}")
+    write_close(run, "kept.1", 1, "thread-kept")  # the owner has not taken it
+    write_step(run, spawn_step(run, "w.1"), PACKET)
+    write_close(run, "late.1", 1, "thread-late")  # after the step: that next did not see it
+    for t in ("0", "1", "late"):
+        remove_close(run, f"c{t}.1" if t != "late" else "late.1", 1, f"thread-{t}")
+    looked = looks(monkeypatch)
+    live.reported(run, ["w.1"])
+    assert sorted(looked) == [
+        "close-a1-thread-0.json",
+        "close-a1-thread-1.json",
+        "close-a1-thread-kept.json",
+    ]
+    assert marked(run) == ["kept.1", "late.1", "w.1"]
+    looked.clear()
+    live.reported(run, ["w.1"])  # reported again: nothing more to look at
+    write_step(run, spawn_step(run, "x.1"), PACKET)
+    live.reported(run, ["x.1"])  # kept.1 was looked at for a report once: the sweep's
+    assert sorted(looked) == ["close-a1-thread-late.json"]
+    live.sweep(run)
+    assert marked(run) == ["kept.1", "w.1", "x.1"]
+    write_close(run, "z.1", 1, "thread-z")
+    remove_close(run, "z.1", 1, "thread-z")
+    live.sweep(run)  # no report came: the sweep unmarked it, and a report looks no more
+    assert marked(run) == ["kept.1", "w.1", "x.1"] and not live._indexes[run.steps].closed
+
+
 def test_a_retracted_step_unmarks_its_call_without_a_look_at_its_directory(
     run: RunDir, holder: ProcessLock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -298,6 +336,13 @@ async def test_the_inbox_of_the_holding_process_keeps_and_sweeps_the_index(
             assert "c.1" in [Path(p).name for p in live.live_calls(run) or []]
             await trio.sleep(DEFAULT_SETTINGS.inbox_poll * (SWEEP_POLLS + 1))
             assert [Path(p).name for p in live.live_calls(run) or []] == ["left.1"]
+            # A report: the closes written before its step go at once, no sweep waited for.
+            await trio.to_thread.run_sync(write_close, run, "d.1", 1, "thread-d")
+            await trio.to_thread.run_sync(write_step, run, spawn_step(run, "s.1"), PACKET)
+            remove_close(run, "d.1", 1, "thread-d")  # the next that handed out s.1's step
+            write_report(run, Report.new("r1", "s.1", 1, 1, "agent-s", system_clock()))
+            await trio.sleep(DEFAULT_SETTINGS.inbox_poll)
+            assert sorted(Path(p).name for p in live.live_calls(run) or []) == ["left.1", "s.1"]
             nursery.cancel_scope.cancel()
         assert live.live_calls(run) is not None  # its process still holds the lock
         assert run.steps not in live._indexes  # but keeps it no more
