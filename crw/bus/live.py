@@ -53,8 +53,7 @@ import re
 import shutil
 import threading
 import zlib
-from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,14 +96,8 @@ class _Index:
     written: dict[str, set[str]] = field(default_factory=dict)
     """By call, the step and close files this process wrote in its directory and
     has not seen gone (a name whose write failed is kept: a stat finds it absent)."""
-    writes: int = 0
-    """Counts the step and close files this process began to write (their order)."""
-    stepped: dict[str, int] = field(default_factory=dict)
-    """By call, when (`writes`) its newest step file was written, until a report of
-    it comes (`reported`) or the call is unmarked."""
-    closed: deque[tuple[int, str]] = field(default_factory=deque)
-    """The close steps written (when, and their call), oldest first, not yet looked
-    at for a report (`reported`)."""
+    closed: list[str] = field(default_factory=list)
+    """The calls of the close steps written since the last report (`reported`)."""
 
     def append(self, line: str) -> None:
         """Append one line, the set of marks changed first by the caller (so a
@@ -253,12 +246,9 @@ def writing(run: RunDir, call: str, name: str, *, close: bool = False) -> Iterat
                     index.marked.add(call)  # before the write: a compaction keeps it
                     index.append(f"+{call}\n")
                 index.written.setdefault(call, set()).add(name)
-                index.writes += 1
                 if close:
                     index.swept.add(call)
-                    index.closed.append((index.writes, call))
-                else:
-                    index.stepped[call] = index.writes
+                    index.closed.append(call)
         yield
 
 
@@ -288,7 +278,6 @@ def settle(run: RunDir, call: str, removed: str | None = None) -> None:
             index.swept.discard(call)
             index.found.discard(call)
             index.written.pop(call, None)
-            index.stepped.pop(call, None)
             if call in index.marked:
                 index.marked.discard(call)
                 index.append(f"-{call}\n")
@@ -308,25 +297,21 @@ def sweep(run: RunDir) -> None:
     with _lock:
         index = _indexes.get(run.steps)
         if index is not None and index.closed:  # a report need not look at the unmarked
-            index.closed = deque(c for c in index.closed if c[1] in index.swept)
+            index.closed = [c for c in index.closed if c in index.swept]
 
 
-def reported(run: RunDir, calls: Iterable[str]) -> None:
-    """The owner reported a step of each of `calls`: the `next` that handed the
-    step out removed every close step there was when it read (it removes each it
-    hands out), so sweep those written before the newest of those steps now, not
-    at the next sweep; a reader then lists their directories no more. Each close
-    step is looked at this way once at most (one still there is the sweep's); a
-    call whose step was not written by this process, or reported before, sweeps
-    nothing."""
+def reported(run: RunDir) -> None:
+    """A report came: the owner's `next` that handed out its step removed every
+    close step there was when it read (it removes each it hands out). Unmark the
+    calls of the close steps written since the last report whose files are gone
+    (a stat of each), not at the next sweep, so a reader lists their directories
+    no more. Each close step is looked at this way once at most: one still there
+    (written after that `next` read) is left to the sweep."""
     with _lock:
         index = _indexes.get(run.steps)
-        if index is None:
+        if index is None or not index.closed:
             return
-        newest = max((index.stepped.pop(call, 0) for call in calls), default=0)
-        due: list[str] = []
-        while index.closed and index.closed[0][0] < newest:
-            due.append(index.closed.popleft()[1])
+        due, index.closed = index.closed, []
     for call in due:
         settle(run, call)
 

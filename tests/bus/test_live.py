@@ -175,40 +175,37 @@ def test_a_sweep_stats_only_the_close_steps_it_wrote_and_lists_no_directory(
     assert looked == [] and listed == []
 
 
-def test_a_report_sweeps_the_close_steps_written_before_its_step_and_looks_at_each_once(
+def test_a_report_unmarks_the_taken_close_steps_at_once_and_looks_at_each_once(
     run: RunDir, holder: ProcessLock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec: STEP-28: the `next` that handed out a reported step removed every close
     step there was when it read. A report unmarks the calls of the close steps
-    written before its step at once (a stat of each, once), not at the next sweep;
-    a close written after that step is left to the sweep, and a close still there
-    stays marked."""
+    written since the last report whose files are gone (a stat of each), not at
+    the next sweep; one still there stays marked and is the sweep's, not looked
+    at again for a report."""
     for t in ("0", "1"):
         write_close(run, f"c{t}.1", 1, f"thread-{t}")
-    write_close(run, "kept.1", 1, "thread-kept")  # the owner has not taken it
+        remove_close(run, f"c{t}.1", 1, f"thread-{t}")  # the owner's next took them
+    write_close(run, "kept.1", 1, "thread-kept")  # written after that next read
     write_step(run, spawn_step(run, "w.1"), PACKET)
-    write_close(run, "late.1", 1, "thread-late")  # after the step: that next did not see it
-    for t in ("0", "1", "late"):
-        remove_close(run, f"c{t}.1" if t != "late" else "late.1", 1, f"thread-{t}")
     looked = looks(monkeypatch)
-    live.reported(run, ["w.1"])
-    assert sorted(looked) == [
-        "close-a1-thread-0.json",
-        "close-a1-thread-1.json",
-        "close-a1-thread-kept.json",
-    ]
-    assert marked(run) == ["kept.1", "late.1", "w.1"]
+    live.reported(run)
+    assert sorted(looked) == [f"close-a1-thread-{t}.json" for t in ("0", "1", "kept")]
+    assert marked(run) == ["kept.1", "w.1"]
     looked.clear()
-    live.reported(run, ["w.1"])  # reported again: nothing more to look at
-    write_step(run, spawn_step(run, "x.1"), PACKET)
-    live.reported(run, ["x.1"])  # kept.1 was looked at for a report once: the sweep's
-    assert sorted(looked) == ["close-a1-thread-late.json"]
+    live.reported(run)  # another report: nothing written since to look at
+    write_close(run, "late.1", 1, "thread-late")
+    remove_close(run, "late.1", 1, "thread-late")
+    live.reported(run)
+    assert looked == ["close-a1-thread-late.json"]
+    assert marked(run) == ["kept.1", "w.1"]
+    remove_close(run, "kept.1", 1, "thread-kept")
     live.sweep(run)
-    assert marked(run) == ["kept.1", "w.1", "x.1"]
+    assert marked(run) == ["w.1"]
     write_close(run, "z.1", 1, "thread-z")
     remove_close(run, "z.1", 1, "thread-z")
     live.sweep(run)  # no report came: the sweep unmarked it, and a report looks no more
-    assert marked(run) == ["kept.1", "w.1", "x.1"] and not live._indexes[run.steps].closed
+    assert marked(run) == ["w.1"] and not live._indexes[run.steps].closed
 
 
 def test_a_retracted_step_unmarks_its_call_without_a_look_at_its_directory(
@@ -336,7 +333,7 @@ async def test_the_inbox_of_the_holding_process_keeps_and_sweeps_the_index(
             assert "c.1" in [Path(p).name for p in live.live_calls(run) or []]
             await trio.sleep(DEFAULT_SETTINGS.inbox_poll * (SWEEP_POLLS + 1))
             assert [Path(p).name for p in live.live_calls(run) or []] == ["left.1"]
-            # A report: the closes written before its step go at once, no sweep waited for.
+            # A report: the closes its next took are unmarked at once, no sweep waited for.
             await trio.to_thread.run_sync(write_close, run, "d.1", 1, "thread-d")
             await trio.to_thread.run_sync(write_step, run, spawn_step(run, "s.1"), PACKET)
             remove_close(run, "d.1", 1, "thread-d")  # the next that handed out s.1's step
