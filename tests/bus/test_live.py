@@ -146,6 +146,23 @@ def test_a_step_file_written_after_a_sweep_unmarked_its_call_marks_it_again(
     assert [s.marker for s in list_bus(run)[0]] == [step.marker]
 
 
+def test_a_calls_packet_alone_does_not_mark_it_and_no_read_lists_its_directory(
+    run: RunDir, holder: ProcessLock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-21: a new call's packet is written (and synced) before its step
+    file; a read meanwhile has no step there to find, so the index does not mark
+    the call until its step file is written, and the read lists no directory."""
+    step = spawn_step(run, "a.1")
+    write_packet(run, step, PACKET)
+    assert marked(run) == []
+    listed = listings(monkeypatch, run)
+    assert list_bus(run) == ([], [])
+    assert [p for p in listed if p.startswith(str(run.steps))] == []
+    write_step_file(run, step)
+    assert marked(run) == ["a.1"]
+    assert [s.marker for s in list_bus(run)[0]] == [step.marker]
+
+
 def test_a_sweep_stats_only_the_close_steps_it_wrote_and_lists_no_directory(
     run: RunDir, holder: ProcessLock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
