@@ -344,7 +344,9 @@ class HostReader:
             self._signal(params.threadId)
 
     async def _follow(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        with self._client.notifications(methods=_FOLLOWED) as notes:
+        with self._client.notifications(
+            methods=_FOLLOWED, handler=self._on_notification
+        ) as notes:  # handled in the client's reader task: none is buffered here
             task_status.started()
             async for note in notes:
                 self._on_notification(note)

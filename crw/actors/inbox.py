@@ -142,6 +142,8 @@ class Inbox:
         """Read the inbox once and hand out every report not handed out yet."""
         reports = files.read_reports(self._run, skip=self._handed)  # a listing, new reports
         self._left = False
+        if reports and self._token is not None:
+            live.reported(self._run)  # their next took the close steps there were
         for report in reports:
             route = self._routes.get(report.call) if report.run == self._run_id else None
             if route is None:

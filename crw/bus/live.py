@@ -96,6 +96,8 @@ class _Index:
     written: dict[str, set[str]] = field(default_factory=dict)
     """By call, the step and close files this process wrote in its directory and
     has not seen gone (a name whose write failed is kept: a stat finds it absent)."""
+    closed: list[str] = field(default_factory=list)
+    """The calls of the close steps written since the last report (`reported`)."""
 
     def append(self, line: str) -> None:
         """Append one line, the set of marks changed first by the caller (so a
@@ -246,6 +248,7 @@ def writing(run: RunDir, call: str, name: str, *, close: bool = False) -> Iterat
                 index.written.setdefault(call, set()).add(name)
                 if close:
                     index.swept.add(call)
+                    index.closed.append(call)
         yield
 
 
@@ -290,6 +293,26 @@ def sweep(run: RunDir) -> None:
         index = _indexes.get(run.steps)
         calls = list(index.swept) if index is not None else []
     for call in calls:
+        settle(run, call)
+    with _lock:
+        index = _indexes.get(run.steps)
+        if index is not None and index.closed:  # a report need not look at the unmarked
+            index.closed = [c for c in index.closed if c in index.swept]
+
+
+def reported(run: RunDir) -> None:
+    """A report came: the owner's `next` that handed out its step removed every
+    close step there was when it read (it removes each it hands out). Unmark the
+    calls of the close steps written since the last report whose files are gone
+    (a stat of each), not at the next sweep, so a reader lists their directories
+    no more. Each close step is looked at this way once at most: one still there
+    (written after that `next` read) is left to the sweep."""
+    with _lock:
+        index = _indexes.get(run.steps)
+        if index is None or not index.closed:
+            return
+        due, index.closed = index.closed, []
+    for call in due:
         settle(run, call)
 
 

@@ -313,18 +313,19 @@ def write_packet(run: RunDir, step: StepFile, packet_text: str | None) -> None:
     """
     if step.op != op(step.call, step.k) or step.marker != marker(step.call, step.k, step.attempt):
         raise ValueError(f"op {step.op!r} or marker {step.marker!r} is not the step's")
-    packet_path, step_path = _step_paths(run, step.call, step.k, step.attempt)
-    with live.writing(run, step.call, os.path.basename(step_path)):
-        _ensure_dir(os.path.dirname(packet_path))
-        if packet_text is not None:
-            write_atomic(packet_path, packet_text.encode())
+    packet_path, _ = _step_paths(run, step.call, step.k, step.attempt)
+    # Not marked in the live index: a packet is no step, and a reader would list the
+    # call's directory for nothing while the packet is synced (`write_step_file` marks).
+    _ensure_dir(os.path.dirname(packet_path))
+    if packet_text is not None:
+        write_atomic(packet_path, packet_text.encode())
 
 
 def write_step_file(run: RunDir, step: StepFile) -> None:
     """The second half of `write_step`, after `write_packet`: the step file,
     atomically and not synced (no fsync: cheap enough for an event loop's thread).
-    The call is marked in the live index again (a sweep between the halves may
-    have unmarked it).
+    The call is marked in the live index first (the packet's write leaves it as
+    it was: a directory that holds only packets is no reader's to list).
 
     Raises:
         OSError: the write failed; no step file is left.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -85,25 +85,63 @@ class Subscription(trio.abc.ReceiveChannel[Notification]):
     unbounded buffer gives up backpressure. Ending the subscription makes the loss
     visible: the subscriber still receives what was buffered, then knows it missed
     some, reads the host's state (`thread/read`) and may subscribe again.
+
+    With a `handler`, nothing is buffered: the client's reader task calls the
+    handler with each notification as it routes it, and the subscription only
+    tells its end (`receive` ends when the connection does, and raises what the
+    handler raised, the subscription ended then). The handler sees a notification
+    after every message before it on the connection was routed (a reply before it
+    is in its request's slot, that request's task not resumed yet) and before any
+    after it: a task whose reply came after a notification finds the handler's
+    work for it done. Such a subscription never overflows. A buffered
+    notification, by contrast, is taken in the subscriber's own task, in an order
+    against the woken requests that Trio's scheduler picks, and each costs that
+    task a step of its own.
     """
 
-    def __init__(self, buffer: int, methods: frozenset[str] | None = None) -> None:
-        if buffer < 1:
+    def __init__(
+        self,
+        buffer: int,
+        methods: frozenset[str] | None = None,
+        handler: Callable[[Notification], None] | None = None,
+    ) -> None:
+        if buffer < 1 and handler is None:
             raise ValueError("a subscription needs a buffer of at least 1")
-        self._send, self._receive = trio.open_memory_channel[Notification](buffer)
+        self._send, self._receive = trio.open_memory_channel[Notification](
+            0 if handler is not None else buffer
+        )
+        self._handler = handler
+        self._ended = False
+        self._error: Exception | None = None
         self.overflowed = False
         self.methods = methods
         """The methods it receives; None: every one."""
 
     async def receive(self) -> Notification:
-        return await self._receive.receive()
+        try:
+            return await self._receive.receive()
+        except trio.EndOfChannel:
+            if self._error is not None:
+                raise self._error from None
+            raise
 
     async def aclose(self) -> None:
-        self._send.close()
+        self._end()
         await self._receive.aclose()
 
     def _offer(self, note: Notification) -> bool:
-        """Buffer `note`; False when the subscription has ended (now or before)."""
+        """Hand `note` to the handler, or buffer it; False when the subscription
+        has ended (now or before)."""
+        if self._handler is not None:
+            if self._ended:
+                return False
+            try:
+                self._handler(note)
+            except Exception as err:  # the subscriber's task raises it, as its own
+                self._error = err
+                self._end()
+                return False
+            return True
         try:
             self._send.send_nowait(note)
         except trio.WouldBlock:
@@ -115,6 +153,7 @@ class Subscription(trio.abc.ReceiveChannel[Notification]):
         return True
 
     def _end(self) -> None:
+        self._ended = True
         self._send.close()
 
 
@@ -206,16 +245,21 @@ class HostClient:
 
     @contextmanager
     def notifications(
-        self, buffer: int = 256, methods: frozenset[str] | None = None
+        self,
+        buffer: int = 256,
+        methods: frozenset[str] | None = None,
+        *,
+        handler: Callable[[Notification], None] | None = None,
     ) -> Iterator[Subscription]:
         """Subscribe to every notification from now on (see `Subscription`), or to
-        those of `methods` only (the others are never made or queued for it).
+        those of `methods` only (the others are never made or queued for it); with
+        `handler`, each is handed to it in the client's reader task, unbuffered.
 
         Raises:
             HostUnavailable: the connection is already gone.
         """
         self._check()
-        subscription = Subscription(buffer, methods)
+        subscription = Subscription(buffer, methods, handler)
         self._subscriptions.add(subscription)
         self._wanted()
         try:

@@ -71,8 +71,9 @@ async def test_many_waiters_on_one_thread_share_its_reads(
 async def test_reader_polls_when_no_notification_comes(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The reader hands its handler to the client when it subscribes: patched before.
+    monkeypatch.setattr(HostReader, "_on_notification", lambda self, note: None)
     async with reader_on_sim(tmp_path, Settings(host_poll_interval=30)) as (client, reader):
-        monkeypatch.setattr(reader, "_on_notification", lambda note: None)
         thread_id, turn_id = await _start(reader, client, seconds=5)
         start = trio.current_time()
         turn = await reader.wait_turn(thread_id, turn_id)

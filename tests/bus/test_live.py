@@ -12,6 +12,7 @@ import pytest
 
 from crw.bus import live
 from crw.bus.ended import seal
+from crw.bus.inbox import Report, write_report
 from crw.bus.steps import (
     list_bus,
     remove_close,
@@ -22,6 +23,7 @@ from crw.bus.steps import (
     write_step,
     write_step_file,
 )
+from crw.clock import system_clock
 from crw.engine.locks import ProcessLock, take_process_lock
 from crw.engine.rundir import RunDir
 from tests.bus.test_steps import PACKET, spawn_step
@@ -144,6 +146,23 @@ def test_a_step_file_written_after_a_sweep_unmarked_its_call_marks_it_again(
     assert [s.marker for s in list_bus(run)[0]] == [step.marker]
 
 
+def test_a_calls_packet_alone_does_not_mark_it_and_no_read_lists_its_directory(
+    run: RunDir, holder: ProcessLock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-21: a new call's packet is written (and synced) before its step
+    file; a read meanwhile has no step there to find, so the index does not mark
+    the call until its step file is written, and the read lists no directory."""
+    step = spawn_step(run, "a.1")
+    write_packet(run, step, PACKET)
+    assert marked(run) == []
+    listed = listings(monkeypatch, run)
+    assert list_bus(run) == ([], [])
+    assert [p for p in listed if p.startswith(str(run.steps))] == []
+    write_step_file(run, step)
+    assert marked(run) == ["a.1"]
+    assert [s.marker for s in list_bus(run)[0]] == [step.marker]
+
+
 def test_a_sweep_stats_only_the_close_steps_it_wrote_and_lists_no_directory(
     run: RunDir, holder: ProcessLock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,6 +190,39 @@ def test_a_sweep_stats_only_the_close_steps_it_wrote_and_lists_no_directory(
     looked.clear()
     live.sweep(run)
     assert looked == [] and listed == []
+
+
+def test_a_report_unmarks_the_taken_close_steps_at_once_and_looks_at_each_once(
+    run: RunDir, holder: ProcessLock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-28: the `next` that handed out a reported step removed every close
+    step there was when it read. A report unmarks the calls of the close steps
+    written since the last report whose files are gone (a stat of each), not at
+    the next sweep; one still there stays marked and is the sweep's, not looked
+    at again for a report."""
+    for t in ("0", "1"):
+        write_close(run, f"c{t}.1", 1, f"thread-{t}")
+        remove_close(run, f"c{t}.1", 1, f"thread-{t}")  # the owner's next took them
+    write_close(run, "kept.1", 1, "thread-kept")  # written after that next read
+    write_step(run, spawn_step(run, "w.1"), PACKET)
+    looked = looks(monkeypatch)
+    live.reported(run)
+    assert sorted(looked) == [f"close-a1-thread-{t}.json" for t in ("0", "1", "kept")]
+    assert marked(run) == ["kept.1", "w.1"]
+    looked.clear()
+    live.reported(run)  # another report: nothing written since to look at
+    write_close(run, "late.1", 1, "thread-late")
+    remove_close(run, "late.1", 1, "thread-late")
+    live.reported(run)
+    assert looked == ["close-a1-thread-late.json"]
+    assert marked(run) == ["kept.1", "w.1"]
+    remove_close(run, "kept.1", 1, "thread-kept")
+    live.sweep(run)
+    assert marked(run) == ["w.1"]
+    write_close(run, "z.1", 1, "thread-z")
+    remove_close(run, "z.1", 1, "thread-z")
+    live.sweep(run)  # no report came: the sweep unmarked it, and a report looks no more
+    assert marked(run) == ["w.1"] and not live._indexes[run.steps].closed
 
 
 def test_a_retracted_step_unmarks_its_call_without_a_look_at_its_directory(
@@ -298,6 +350,13 @@ async def test_the_inbox_of_the_holding_process_keeps_and_sweeps_the_index(
             assert "c.1" in [Path(p).name for p in live.live_calls(run) or []]
             await trio.sleep(DEFAULT_SETTINGS.inbox_poll * (SWEEP_POLLS + 1))
             assert [Path(p).name for p in live.live_calls(run) or []] == ["left.1"]
+            # A report: the closes its next took are unmarked at once, no sweep waited for.
+            await trio.to_thread.run_sync(write_close, run, "d.1", 1, "thread-d")
+            await trio.to_thread.run_sync(write_step, run, spawn_step(run, "s.1"), PACKET)
+            remove_close(run, "d.1", 1, "thread-d")  # the next that handed out s.1's step
+            write_report(run, Report.new("r1", "s.1", 1, 1, "agent-s", system_clock()))
+            await trio.sleep(DEFAULT_SETTINGS.inbox_poll)
+            assert sorted(Path(p).name for p in live.live_calls(run) or []) == ["left.1", "s.1"]
             nursery.cancel_scope.cancel()
         assert live.live_calls(run) is not None  # its process still holds the lock
         assert run.steps not in live._indexes  # but keeps it no more

@@ -25,6 +25,7 @@ from crw.host.transport import (
     HostUnavailable,
     JsonLinesTransport,
     Transport,
+    encode,
 )
 from crw.host.uri import parse_host_uri
 from tests.host.ws_peer import TrioWebSocketPeer
@@ -154,6 +155,73 @@ async def test_full_subscriber_is_ended_overflowed_and_never_blocks_responses(
     assert answered == [{"data": []}]
     assert received_slow == ["t0", "t1"]
     assert received_fast == ["t0", "t1", "t2"]
+
+
+async def test_a_handler_takes_each_notification_in_the_readers_task_in_order_with_replies(
+    autojump_clock: Any,
+) -> None:
+    """A handler is called as the reader routes each notification: after the
+    reply before it is in its slot (its requester not resumed yet), before the
+    reply after it; the requester of that later reply finds both handled. Nothing
+    is buffered, so no number of them overflows it."""
+    first: dict[str, Any] = {}
+    handled: list[tuple[str, bool]] = []
+    answers: list[list[tuple[str, bool]]] = []
+    async with connected() as (client, host):
+
+        def handle(note: Notification) -> None:
+            slot = client._pending.get(first.get("id", -1))
+            handled.append((note.params["n"], slot is not None and slot.message is not None))
+
+        async def ask(name: str) -> None:
+            await client.request(name)
+            answers.append(list(handled))
+
+        with client.notifications(handler=handle) as sub:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask, "first")
+                first.update(await host.expect("first"))
+                nursery.start_soon(ask, "second")
+                second = await host.expect("second")
+                batch = [
+                    {"method": "thread/closed", "params": {"n": "before"}},
+                    {"id": first["id"], "result": {}},
+                    {"method": "thread/closed", "params": {"n": "between"}},
+                    {"id": second["id"], "result": {}},
+                ]
+                await host.transport.send_encoded([encode(m) for m in batch])  # one write
+            assert handled == [("before", False), ("between", True)]
+            assert answers == [handled] * 2
+            for n in range(300):  # more than the default buffer
+                await host.notify("thread/closed", n=f"t{n}")
+            await call(host, "thread/loaded/list", {"data": []}, client.thread_loaded_list)
+            assert len(handled) == 302 and not sub.overflowed
+
+
+async def test_a_handler_that_raises_ends_its_subscription_with_its_error(
+    autojump_clock: Any,
+) -> None:
+    """The handler's error ends its subscription: the subscriber's task raises it
+    (as when it handled the notification itself), no later notification reaches
+    the handler, and the client goes on answering requests."""
+    handled: list[str] = []
+
+    def handle(note: Notification) -> None:
+        handled.append(note.params["threadId"])
+        if note.params["threadId"] == "bad":
+            raise HostProtocolError("a notification that does not fit")
+
+    async with connected() as (client, host):
+        with client.notifications(handler=handle) as sub:
+            for thread in ("good", "bad", "later"):
+                await host.notify("thread/closed", threadId=thread)
+            with pytest.raises(HostProtocolError, match="does not fit"):
+                await sub.receive()
+            _, ids = await call(
+                host, "thread/loaded/list", {"data": ["t1"]}, client.thread_loaded_list
+            )
+    assert handled == ["good", "bad"]
+    assert ids == ["t1"]
 
 
 async def test_host_error_raises_host_request_error_naming_the_method(
