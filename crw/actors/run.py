@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,15 +68,41 @@ log = logging.getLogger("crw.run")
 
 
 def run_command(run: str, *, state: str | None) -> int:
-    """Entry point of `crw flow _run`: exit 0 when the process ran its course."""
-    state_dir = resolve_state(state, os.environ, Path.cwd())
-    run_dir = find_run(state_dir, run)
-    spec = read_run_spec(run_dir.run_json)
-    # A session run's loop goes on while its journal syncs (`open_journal_writer`).
-    session = spec.backend == "session"
-    with recorded_env(spec, os.environ):  # before any lock; put back when the run is done
-        trio.run(functools.partial(run_process, sync_in_thread=session), run_dir, spec, state_dir)
+    """Entry point of `crw flow _run`: exit 0 when the process ran its course.
+
+    The cyclic garbage collector is off while the process starts up (`crw.cli.hot`
+    turns it off before the imports): what the start-up makes (modules, classes, the
+    workflow, the journal's history) lives as long as the process, and the
+    collections its allocations start (some 100, one of them of every object) would
+    walk it to free next to nothing. `_collect_from_here` lets it run again once
+    the backend is about to run the calls."""
+    gc.disable()
+    try:
+        state_dir = resolve_state(state, os.environ, Path.cwd())
+        run_dir = find_run(state_dir, run)
+        spec = read_run_spec(run_dir.run_json)
+        # A session run's loop goes on while its journal syncs (`open_journal_writer`).
+        session = spec.backend == "session"
+        with recorded_env(spec, os.environ):  # before any lock; put back when the run is done
+            entry = functools.partial(
+                run_process, sync_in_thread=session, started_up=_collect_from_here
+            )
+            trio.run(entry, run_dir, spec, state_dir)
+    finally:
+        gc.enable()  # a start-up that stopped short (a foreground resume goes on)
     return 0
+
+
+def _collect_from_here() -> None:
+    """The start-up is done: freeze what it made out of every later collection (its
+    cyclic garbage, a few thousand objects, stays) and let the collector run on
+    what the run makes from here."""
+    gc.freeze()
+    gc.enable()
+
+
+def _nothing() -> None:
+    pass
 
 
 async def run_process(
@@ -85,13 +113,15 @@ async def run_process(
     clock: WallClock = system_clock,
     settings: Settings | None = None,
     sync_in_thread: bool = False,
+    started_up: Callable[[], None] = _nothing,
 ) -> str:
     """Hold the run, record this process's started row, and run what can be run.
 
     Returns the run's state as the process leaves it (paused when its host went
     away). `settings` are the timers and limits run.json records, unless given.
     `sync_in_thread` syncs the journal in a worker thread (`open_journal_writer`;
-    not under a MockClock, which a worker thread lets leap).
+    not under a MockClock, which a worker thread lets leap). `started_up` is
+    called once the backend is connected and about to run the calls.
 
     Raises:
         RefusedError: a run file or the journal could not be written; its message
@@ -126,6 +156,7 @@ async def run_process(
                 (history, past),
                 state_dir,
                 sync_in_thread,
+                started_up,
             )
         except BaseException as exc:
             fault = faults.classify(exc, spec.id, run_dir.journal)
@@ -176,6 +207,7 @@ async def _journaled(
     past: tuple[JournalRead, RunState],
     state_dir: Path,
     sync_in_thread: bool,
+    started_up: Callable[[], None] = _nothing,
 ) -> str | faults.Fault:
     """Record the started row and run; a fault the journal can still record is
     recorded (paused) and returned. Raises what it cannot record. `past` is the
@@ -224,7 +256,16 @@ async def _journaled(
             ):
                 token = process_lock.token if process_lock else None
                 run = Backend(
-                    journal, reader, workflow, run_dir, spec, roles, settings, clock, token
+                    journal,
+                    reader,
+                    workflow,
+                    run_dir,
+                    spec,
+                    roles,
+                    settings,
+                    clock,
+                    token,
+                    started_up,
                 )
                 if spec.backend == "session":
                     return await run.session(rows, replayed)
@@ -251,6 +292,8 @@ class Backend:
     clock: WallClock
     token: str | None
     """The process lock's token (the step index's name), if it holds one."""
+    started_up: Callable[[], None] = _nothing
+    """Called once, just before the calls run: the process's start-up is done."""
 
     @property
     def tmpdir(self) -> str | None:
@@ -283,6 +326,7 @@ class Backend:
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call
+            self.started_up()
             state = await run_app_server_calls(ctx, self.spec.pool, replayed, rows)
             nursery.cancel_scope.cancel()
         return state
@@ -330,6 +374,7 @@ class Backend:
             if wakes is not None:
                 await nursery.start(wakes.run)
             pool = session_pool(self.spec.pool, os.environ)  # agents.max_threads of today
+            self.started_up()
             state = await run_session_calls(ctx, pool, replayed, rows)
             nursery.cancel_scope.cancel()
         return state

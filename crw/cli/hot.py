@@ -24,7 +24,8 @@ the same either way. Standard library only.
 that keeps what it reads (a run of 10,000 calls is some 100,000 objects), which
 the collector would walk again and again as they are made, to free nothing; it
 costs about a tenth of `next` on such a run. What `next --wait` reads again is
-only what the journal appended.
+only what the journal appended. The run process (`_run`) starts up with it off
+too, and lets it run once its start-up is done (`crw.actors.run.run_command`).
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def hot_command(argv: Sequence[str]) -> Callable[[], int] | None:
     if parsed is None:
         return None
     verb, arguments = parsed
-    if verb == "_run":  # a long process: the collector stays on
+    if verb == "_run":  # a long process: the collector runs once it has started up
+        gc.disable()  # before its imports, which make long-lived objects only
         from crw.actors.run import run_command
 
         return lambda: run_command(**arguments)

@@ -10,7 +10,7 @@ start asks no host and stays as fast as before.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,27 +111,41 @@ class SessionStart:
     head: str | None = None
 
 
-def session_preview(start: SessionStart) -> Preview:
-    """A session run's preview: spawn formats, pool, and the eight facts."""
+def session_judged(start: SessionStart) -> Callable[[], Preview]:
+    """A session run's preview (spawn formats, pool, and the eight facts) in two
+    parts: what the start reads itself (the
+    owner's binding, config.toml, the file system) judged now, before it binds the
+    owner; the host's part (`probe_host`) asked when the answer is called, which
+    the start does once the run's process is launched: the process asks the host
+    nothing before its started row, and the probe runs while it imports."""
     home = codex_config.codex_home(start.environ)
     config = codex_config.read_config(home)
     max_threads = codex_config.max_threads(start.environ)
-    probe = probe_host(start.host, start.owner, Path.cwd())
     pairs = start.roles.role_pairs()
     agent_types = frozenset(facts.BUILT_IN_AGENT_TYPES) | codex_config.agent_tables(config)
     reviews = [(n.id, n.role, n.review.role) for n in start.workflow.nodes if n.review]
-    judged = [
-        facts.owner_bound(_owner_read(start)),
-        facts.role_models(facts.RoleRead(pairs, probe.models, agent_types, reviews)),
-        facts.owner_state_writable(_unwritable(start), _distrusted(start.state)),
-        facts.subagent_slots(max_threads),
-        facts.multi_agent_v1(codex_config.multi_agent_v2(config)),
-        _verifier(start.workflow),
-        _spawn_hook(home / "config.toml", probe),
-        facts.host_reachable(str(start.host), probe.error, start.owner, probe.owner_error),
-    ]
+    owner_bound = facts.owner_bound(_owner_read(start))
+    writable = facts.owner_state_writable(_unwritable(start), _distrusted(start.state))
+    slots = facts.subagent_slots(max_threads)
+    multi_agent = facts.multi_agent_v1(codex_config.multi_agent_v2(config))
+    verifier = _verifier(start.workflow)
     pool = {"pool": start.pool, "workflow_pool": start.workflow.pool, "max_threads": max_threads}
-    return Preview(spawn_formats(pairs), pool, judged, workspaces(start.repository, start.head))
+
+    def with_host() -> Preview:
+        probe = probe_host(start.host, start.owner, Path.cwd())
+        judged = [
+            owner_bound,
+            facts.role_models(facts.RoleRead(pairs, probe.models, agent_types, reviews)),
+            writable,
+            slots,
+            multi_agent,
+            verifier,
+            _spawn_hook(home / "config.toml", probe),
+            facts.host_reachable(str(start.host), probe.error, start.owner, probe.owner_error),
+        ]
+        return Preview(spawn_formats(pairs), pool, judged, workspaces(start.repository, start.head))
+
+    return with_host
 
 
 def _owner_read(start: SessionStart) -> facts.OwnerRead:

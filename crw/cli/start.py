@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from crw.binding.owner import bind_owner, orchestrator_line
 from crw.cli.app import one_line
 from crw.cli.output import emit
-from crw.cli.preview import Preview, SessionStart, app_server_preview, session_preview
+from crw.cli.preview import Preview, SessionStart, app_server_preview, session_judged
 from crw.engine import codex_config
 from crw.engine.launch import launch_run_process
 from crw.engine.locks import run_is_live, start_lock
@@ -157,6 +158,7 @@ def start_run(
     )
     settings = settings if settings is not None else workflow.settings
     outcome = StartOutcome(run=run, spec=spec)
+    with_host: Callable[[], Preview] | None = None
     if backend == "session":
         start = SessionStart(
             state_dir,
@@ -170,7 +172,7 @@ def start_run(
             environ,
             spec.head,
         )
-        outcome.preview = session_preview(start)
+        with_host = session_judged(start)  # the owner's binding as it is before the bind
     else:
         outcome.preview = app_server_preview(workflow, spec.repository, spec.head)
     with start_lock(run) as lock:
@@ -180,6 +182,8 @@ def start_run(
         child = launch_run_process(run, state_dir, spec.env_overrides(), environ, lock)
     # The child holds the start lock now, until it holds the run lock.
     outcome.pid = child.pid
+    if with_host is not None:  # asked while the process imports (it asks its host later)
+        outcome.preview = with_host()
     came = _await_started(run, child.pid, settings.start_wait)
     if came == "exited":
         raise RefusedError(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
-from contextlib import AbstractAsyncContextManager, nullcontext
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +112,64 @@ def test_a_session_runs_process_syncs_its_journal_in_a_worker_thread(
     monkeypatch.setattr(run_module, "recorded_env", lambda spec, environ: nullcontext())
     monkeypatch.setattr(trio, "run", lambda entry, *args: ran.append(entry))
     assert run_module.run_command("r1", state=str(tmp_path / "state")) == 0
-    assert [entry.keywords for entry in ran] == [{"sync_in_thread": backend == "session"}]
+    assert [entry.keywords["sync_in_thread"] for entry in ran] == [backend == "session"]
+
+
+def test_the_process_starts_up_with_the_collector_off_and_freezes_what_it_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`crw flow _run` runs its start-up with the cyclic collector off, and hands the
+    run the step that freezes what the start-up made and turns the collector on."""
+    run, spec = _run(tmp_path)
+    seen: list[tuple[bool, Any]] = []
+    monkeypatch.setattr(run_module, "find_run", lambda state, name: run)
+    monkeypatch.setattr(run_module, "read_run_spec", lambda path: spec)
+    monkeypatch.setattr(run_module, "recorded_env", lambda spec, environ: nullcontext())
+    monkeypatch.setattr(
+        trio, "run", lambda entry, *args: seen.append((gc.isenabled(), entry.keywords))
+    )
+    monkeypatch.setattr(gc, "freeze", lambda: seen.append((gc.isenabled(), "freeze")))
+    assert run_module.run_command("r1", state=str(tmp_path / "state")) == 0
+    assert gc.isenabled()  # a start-up that stopped short lets it run again
+    ((collecting, keywords),) = seen
+    assert not collecting
+    gc.disable()
+    try:
+        keywords["started_up"]()
+        assert gc.isenabled() and seen[-1] == (False, "freeze")
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("backend", ["session", "app-server"])
+async def test_the_start_up_is_done_before_the_backend_runs_its_first_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """Each backend calls `started_up` once it is connected, just before it runs
+    the calls."""
+    import crw.actors.app_server_run
+    import crw.actors.host_reader
+    import crw.actors.session_run
+
+    run, spec = _run(tmp_path, backend)
+    spec = spec.model_copy(update={"owner": None})
+    events: list[str] = []
+
+    @asynccontextmanager
+    async def connected(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        yield object()
+
+    async def calls(*args: Any) -> str:
+        events.append("calls")
+        return "paused"
+
+    monkeypatch.setattr(run_module, "connect_host", connected)
+    monkeypatch.setattr(crw.actors.host_reader, "open_host_reader", connected)
+    monkeypatch.setattr(crw.actors.session_run, "run_session_calls", calls)
+    monkeypatch.setattr(crw.actors.app_server_run, "run_app_server_calls", calls)
+    started_up = lambda: events.append("started up")  # noqa: E731
+    await run_process(run, spec, run.root.parents[1], started_up=started_up)
+    assert events == ["started up", "calls"]
 
 
 async def test_started_row_names_the_token_of_the_process_lock_it_holds(

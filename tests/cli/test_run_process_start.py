@@ -105,12 +105,54 @@ def test_an_app_server_run_imports_none_of_the_session_backend(crw: Crw) -> None
     assert [m for m in modules if m.startswith(NOT_NEEDED_APP_SERVER)] == []
 
 
-def test_the_run_process_keeps_the_cyclic_collector_on() -> None:
-    """The hot path turns the collector off for a short command alone: the run
-    process lives as long as its run."""
+COLLECTIONS = """
+import gc, json, sys
+from crw.cli import hook, hot, main
+before = [generation["collections"] for generation in gc.get_stats()]
+sys.argv = ["crw", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as done:
+    code = done.code
+after = [generation["collections"] for generation in gc.get_stats()]
+json.dump({"code": code, "collections": [b - a for a, b in zip(before, after)]}, sys.stderr)
+"""
+"""Runs `crw` in a fresh interpreter and reports, on stderr, the exit code and the
+collections of each generation its process made once it read its command line
+(the modules that read it, `crw.cli.hook` and `crw.cli.hot`, imported before)."""
+
+
+def test_the_run_process_starts_up_without_a_collection(crw: Crw) -> None:
+    """The run process of a session run, from its start to its host (none here: it
+    pauses), makes no collection: its imports, the workflow and the journal it
+    reads live as long as the process (the collector runs once the calls do)."""
+    out = crw.start(str(EXAMPLES / "fix-issue.toml"), "--owner", "o").json()
+    run = RunDir(Path(out["run_dir"]))
+    wait_for_exit(run.root)
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTIONS, "flow", "_run", run.id, "--state", str(crw.state)],
+        env=crw.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=crw.state.parent,
+    )
+    report = json.loads(done.stderr.splitlines()[-1])
+    assert report["code"] == 0, done.stderr
+    assert [row["row"] for row in read_journal(run.journal).rows][-2:] == ["started", "paused"]
+    assert report["collections"] == [0, 0, 0]
+
+
+def test_the_run_process_turns_the_collector_off_before_its_imports() -> None:
+    """The hot path turns the collector off for the run process too: its start-up
+    lets it run again once the calls run (`crw.actors.run.run_command`)."""
     gc.enable()  # as a fresh process has it
-    assert hot_command(["flow", "_run", "r", "--state", "s"]) is not None
-    assert gc.isenabled()
+    try:
+        assert hot_command(["flow", "_run", "r", "--state", "s"]) is not None
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_the_run_process_imports_the_host_client_when_it_connects() -> None:

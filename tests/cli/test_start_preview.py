@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from crw.binding.install import Config, with_hook
@@ -20,7 +21,7 @@ from crw.engine.locks import run_lock
 from crw.engine.rundir import RunDir
 from crw.host.probe import PROBE_TIMEOUT
 from crw.host.sim.process import launch_sim, stop_sim
-from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
+from tests.cli.conftest import EXAMPLES, Crw, start_in_process, wait_for_exit
 
 WORKFLOW = str(EXAMPLES / "fix-issue.toml")
 ROLES = """
@@ -355,3 +356,26 @@ def test_a_host_socket_the_start_cannot_look_at_is_a_warning_not_a_crash(crw: Cr
     out = result.json()
     assert "cannot reach the host" in _warned(out)["host_reachable"]
     assert _facts(out)["owner_state_writable"]["ok"] is True
+
+
+def test_the_start_asks_the_host_once_the_runs_process_is_launched(
+    crw: Crw, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host's part of the preview is asked after the launch, while the process
+    imports (it asks its host nothing before its started row); the owner's binding
+    is judged as it was before the start bound it (no line of another run)."""
+    from crw.cli import preview
+    from crw.host.probe import HostProbe
+
+    events: list[str] = []
+
+    def probe(*args: Any) -> HostProbe:
+        events.append("probe")
+        return HostProbe(error="not asked")
+
+    monkeypatch.setattr(preview, "probe_host", probe)
+    outcome = start_in_process(crw, monkeypatch, "owner-1", lambda run: events.append("launch"))
+    assert events == ["launch", "probe"]
+    facts = {fact.name: fact for fact in outcome.preview.facts}
+    assert [fact.name for fact in outcome.preview.facts] == list(SESSION_FACTS)
+    assert facts["owner_bound"].ok and not facts["host_reachable"].ok
