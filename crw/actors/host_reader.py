@@ -16,6 +16,7 @@ Calls never talk to the host themselves; they ask the reader. It
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -348,11 +349,11 @@ class HostReader:
             methods=_FOLLOWED, handler=self._on_notification
         ) as notes:  # handled in the client's reader task: none is buffered here
             task_status.started()
-            async for note in notes:
-                self._on_notification(note)
-        # The subscription ended (the connection closed, or it overflowed): the
-        # waiters fall back to polling. A lost connection wakes them at once, so
-        # each reads the host now and meets HostUnavailable.
+            with contextlib.suppress(trio.EndOfChannel):  # raises what the handler raised
+                await notes.receive()  # none comes this way: it ends with the connection
+        # The subscription ended (the connection closed): the waiters fall back to
+        # polling. A lost connection wakes them at once, so each reads the host now
+        # and meets HostUnavailable.
         if not self.connected:
             for thread_id in list(self._watches):
                 self._signal(thread_id)
