@@ -68,7 +68,7 @@ async def follow(
     while True:
         changed = reader.changed(thread_id)
         read = await host_read(reader, thread_id)
-        announced = reader.announced(thread_id, turn_id) if turn_id else None
+        announced = reader.announced_before_read(thread_id, turn_id) if turn_id else None
         decision = lost.judge(
             read,
             seen,

@@ -51,11 +51,16 @@ class _Watch:
     reading: tuple[int, trio.Event] | None = None
     """The read in flight: the generation it started at, and its end."""
     last: Thread | None = None
+    last_generation: int = 0
+    """The generation `last`'s read started at: it shows every change announced
+    up to it, and maybe none after."""
     error: BaseException | None = None
     usage: ThreadTokenUsage | None = None
     ended: dict[str, Turn] = field(default_factory=dict)
     """The turns `turn/completed` announced, by id (their status and error are the
     final ones; their items are a summary)."""
+    ended_generation: dict[str, int] = field(default_factory=dict)
+    """The generation each of `ended` was announced at."""
     retrying: dict[str, unreachable.Retrying] = field(default_factory=dict)
     """The turns the host is retrying (`error {willRetry: true}`) since their last
     model response, by id."""
@@ -126,11 +131,12 @@ class HostReader:
             await done.wait()
             if generation == watch.generation:
                 return self._answer(watch)
-        watch.reading = (watch.generation, done := trio.Event())
+        started = watch.generation
+        watch.reading = (started, done := trio.Event())
         try:
             self.reads += 1
             watch.last = await self._read_once(thread_id)
-            watch.error = None
+            watch.last_generation, watch.error = started, None
         except HostUnavailable as err:
             watch.error = err
         finally:
@@ -187,7 +193,7 @@ class HostReader:
             changed = watch.changed
             thread = await self.read(thread_id)
             turn = next((t for t in thread.turns if t.id == turn_id), None)
-            announced = watch.ended.get(turn_id)
+            announced = self.announced_before_read(thread_id, turn_id)
             if announced is not None and turn is not None:
                 if turn.status == announced.status and turn.error == announced.error:
                     return turn  # read after its end: the copy would be the same turn
@@ -238,6 +244,19 @@ class HostReader:
         """The turn as `turn/completed` announced it (its final status and error), if it did."""
         watch = self._watches.get(thread_id)
         return watch.ended.get(turn_id) if watch else None
+
+    def announced_before_read(self, thread_id: str, turn_id: str) -> Turn | None:
+        """`announced`, if the end was announced before the thread's last read
+        began: that read then shows the ended turn, items and all. An end announced
+        while the read was on its way is not given (None): that read may hold the
+        turn as it was before its end, without its answer, and the end's signal
+        wakes the caller to read again."""
+        watch = self._watches.get(thread_id)
+        if watch is None or turn_id not in watch.ended:
+            return None
+        if watch.ended_generation[turn_id] > watch.last_generation:
+            return None
+        return watch.ended[turn_id]
 
     async def spawned(self, owner: str, marker: str, bound: Thread | None = None) -> list[Thread]:
         """The owner's subagents whose first message carries `marker`, each read now
@@ -339,7 +358,9 @@ class HostReader:
             self._signal(params.threadId)
         elif isinstance(params, TurnNotification):
             if note.method == "turn/completed":
-                self._watch(params.threadId).ended[params.turn.id] = params.turn
+                watch = self._watch(params.threadId)
+                watch.ended[params.turn.id] = params.turn
+                watch.ended_generation[params.turn.id] = watch.generation + 1  # its signal's
             self._signal(params.threadId)
         elif isinstance(params, ThreadStatusChanged):
             self._signal(params.threadId)

@@ -11,7 +11,9 @@ import pytest
 import trio
 from trio.testing import MockClock
 
+from crw.actors import attempt_watch
 from crw.actors.host_reader import HostReader, open_host_reader
+from crw.engine import lost
 from crw.host.client import HostClient, open_client
 from crw.host.sim.server import connect_in_memory, open_sim_host
 from crw.host.transport import HostUnavailable
@@ -104,3 +106,59 @@ async def test_host_that_stops_answering_is_unavailable_to_its_callers(
         monkeypatch.setattr(client, "thread_read", never)
         with pytest.raises(HostUnavailable, match="did not answer thread/read"):
             await reader.read(thread_id)
+
+
+async def _stale_first_read(
+    client: HostClient, monkeypatch: pytest.MonkeyPatch, thread_id: str, turn_id: str
+) -> list[str]:
+    """Make the next thread/read answer as the host would just before the turn
+    ended, and come back only after `turn/completed` was handled: the answer and
+    the notification arrive in one batch, the answer first. The statuses each
+    read held of the turn are listed."""
+    read = client.thread_read
+    seen: list[str] = []
+
+    async def racing(thread: str, *, include_turns: bool = True) -> Any:
+        answer = await read(thread, include_turns=include_turns)
+        if not seen:
+            await trio.sleep(10)  # the 5 s turn ends and its turn/completed is handled
+        seen.extend(t.status for t in answer.turns if t.id == turn_id)
+        return answer
+
+    monkeypatch.setattr(client, "thread_read", racing)
+    return seen
+
+
+async def test_a_read_on_its_way_when_the_turn_ended_is_read_again_for_its_answer(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HARV-2: a read that began before `turn/completed` holds the turn
+    without its answer:
+    the end it did not see is not pasted onto it (that took an answer as empty and
+    ran a repair turn for it); the thread is read again."""
+    async with reader_on_sim(tmp_path, Settings(host_poll_interval=600)) as (client, reader):
+        thread_id, turn_id = await _start(reader, client, seconds=5)
+        seen = await _stale_first_read(client, monkeypatch, thread_id, turn_id)
+        start = trio.current_time()
+        turn = await reader.wait_turn(thread_id, turn_id)
+        assert seen == ["inProgress", "completed"]
+        assert turn.status == "completed"
+        assert [item.type for item in turn.items][-1] == "agentMessage"
+        assert trio.current_time() - start < 60  # woken by the end, not the 600 s poll
+
+
+async def test_a_lost_rule_look_at_a_read_on_its_way_when_the_turn_ended_reads_again(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HARV-1, HARV-2: the session call's follower (`attempt_watch.follow`)
+    alike: a read taken before the marker turn's end is not judged ended by the
+    notification."""
+    settings = Settings(host_poll_interval=600, poll_interval=600)
+    async with reader_on_sim(tmp_path, settings) as (client, reader):
+        thread_id, turn_id = await _start(reader, client, seconds=5)
+        seen = await _stale_first_read(client, monkeypatch, thread_id, turn_id)
+        decision = await attempt_watch.follow(reader, settings, thread_id, turn_id=turn_id)
+        assert seen == ["inProgress", "completed"]
+        assert isinstance(decision, lost.Ended)
+        assert decision.turn.status == "completed"
+        assert [item.type for item in decision.turn.items][-1] == "agentMessage"
