@@ -1,7 +1,7 @@
 """The simulated host's CPU per 1,000 calls under the session bench's load, without
 the run process: a real `crw host sim serve` (a child), driven by two WebSocket
-clients of this process, the owner's (it ignores every notification) and the run's
-(it ignores what its HostReader does not follow). Per call, as bench/scale.py's
+clients of this process, the owner's (it opts out of every notification) and the
+run's (it opts out of what its HostReader does not follow). Per call, as bench/scale.py's
 session backend asks the host: sim/spawnAgent, the turn's end awaited, thread/read
 with turns, a thread/list page of 100 subagents every 33rd call, sim/closeAgent;
 POOL calls in flight.
@@ -28,7 +28,7 @@ import trio
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from crw.actors.host_reader import _FOLLOWED  # noqa: E402
+from crw.actors.host_reader import FOLLOWED  # noqa: E402
 from crw.host.protocol import NOTIFICATION_METHODS  # noqa: E402
 from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402
 from crw.host.transport import WebSocketTransport, websocket_client  # noqa: E402
@@ -100,11 +100,14 @@ async def drive(where: Path, host: int, socket: Path, calls: int, pool: int) -> 
     packet.write_text(f"# Task\nDo it.\n\n## Output contract\n```json\n{contract}\n```\n")
     async with trio.open_nursery() as nursery:
         owner_client = await client_of(socket, NOTIFICATION_METHODS)
-        run_client = await client_of(socket, NOTIFICATION_METHODS - _FOLLOWED)
+        run_client = await client_of(socket, NOTIFICATION_METHODS - FOLLOWED)
         for client in (owner_client, run_client):
             nursery.start_soon(client.read)
             info = {"name": "host_load", "title": "host_load", "version": "0"}
-            await client.request("initialize", {"clientInfo": info, "capabilities": {}})
+            # As crw's clients do (`HostClient.initialize`): the host sends neither
+            # client what it would drop unread.
+            opt_out = {"optOutNotificationMethods": sorted(client.transport.ignore)}
+            await client.request("initialize", {"clientInfo": info, "capabilities": opt_out})
             await client.transport.send({"method": "initialized"})
         await owner_client.request("sim/script", {"match": {}, "behaviour": {"seconds": 0}})
         owner = (await owner_client.request("sim/startOwner", {}))["threadId"]

@@ -18,7 +18,9 @@ Per size: wall_s, calls_per_s, per_call_ms, rows, run_rss_mb (the run process's
 peak RSS, from wait4), run_cpu_s (the run process's user+sys CPU seconds, from
 the same wait4's rusage; its children, if any, are not counted),
 host_requests_per_call (app-server methods the host served, `sim/stats`, less
-the sim/* control methods the owner uses),
+the sim/* control methods the owner uses), host_notifications_per_call (the
+notifications the host posted to its connections, `sim/stats`: one a connection
+it went to),
 journal_bytes_per_call (the journal lines that name the call, mean over calls),
 flat_ratio (per_call_ms over the smallest size's). A size that does not end
 within --limit seconds is reported as {"skipped": why}; the larger ones are then
@@ -130,6 +132,8 @@ class Trial:
     cpu_s: float | None = None
     run_id: str = ""
     served: Counter[str] = field(default_factory=Counter)
+    notified: Counter[str] = field(default_factory=Counter)
+    """Notifications the host posted during the run, by method (one a connection)."""
 
     @property
     def socket(self) -> Path:
@@ -152,7 +156,7 @@ async def drive(trial: Trial, limit: float) -> float:
         if trial.backend == "session":
             owner = str((await client.request("sim/startOwner", {}))["threadId"])
             await busy(client, owner)
-        before = (await client.request("sim/stats", {}))["requests"]
+        before = await client.request("sim/stats", {})
         t0 = time.time()
         with trio.fail_after(limit):
             await trio.to_thread.run_sync(start, trial, wf, owner)
@@ -164,8 +168,9 @@ async def drive(trial: Trial, limit: float) -> float:
                     nursery.start_soon(player.play_all)
                 await wait_exit(trial)
                 nursery.cancel_scope.cancel()
-        after = (await client.request("sim/stats", {}))["requests"]
-    trial.served = Counter(after) - Counter(before)
+        after = await client.request("sim/stats", {})
+    trial.served = Counter(after["requests"]) - Counter(before["requests"])
+    trial.notified = Counter(after["notifications"]) - Counter(before["notifications"])
     return ended_at(RunDir(trial.state / "flow" / trial.run_id)) - t0
 
 
@@ -186,7 +191,7 @@ async def busy(client: HostClient, owner: str) -> None:
 @asynccontextmanager
 async def host_client(socket: Path) -> AsyncIterator[HostClient]:
     """A client of the host on `socket` (`launch_sim` returned once it listens)."""
-    async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
+    async with connect_host(parse_host_uri(f"unix:{socket}"), follows=frozenset()) as client:
         yield client
 
 
@@ -282,6 +287,7 @@ def figures(trial: Trial, wall: float) -> dict[str, Any]:
         "run_rss_mb": round((trial.rss_kb or 0) / 1024, 1),
         "run_cpu_s": round(trial.cpu_s or 0.0, 2),
         "host_requests_per_call": round(requests / n, 2),
+        "host_notifications_per_call": round(sum(trial.notified.values()) / n, 2),
         "journal_bytes_per_call": round(sum(per_call[c] for c in completed) / len(completed)),
     }
 
@@ -360,7 +366,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     from rich.table import Table
 
     names = ["wall_s", "calls_per_s", "per_call_ms", "rows", "run_rss_mb", "run_cpu_s"]
-    names += ["host_requests_per_call", "journal_bytes_per_call", "flat_ratio"]
+    names += ["host_requests_per_call", "host_notifications_per_call"]
+    names += ["journal_bytes_per_call", "flat_ratio"]
     grid = Table("backend", "calls", *names, title="scale (simulated host, instant turns)")
     for backend, sizes in results.items():
         for calls, result in sizes.items():

@@ -29,7 +29,7 @@ from wsproto.events import AcceptConnection, Request
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from crw.actors.host_reader import _FOLLOWED  # noqa: E402
+from crw.actors.host_reader import FOLLOWED  # noqa: E402
 from crw.host.protocol import NOTIFICATION_METHODS  # noqa: E402
 from crw.host.sim.server import open_sim_host  # noqa: E402
 from crw.host.transport import HostUnavailable, WebSocketTransport  # noqa: E402
@@ -113,7 +113,7 @@ async def measure(calls: int) -> dict[str, Any]:
         "bytes_per_call": len(sink.written) // calls,
         "host_framing_us_per_call": round(framing * 1e6 / calls, 1),
     }
-    for who, follows in (("owner", frozenset[str]()), ("run", _FOLLOWED)):
+    for who, follows in (("owner", frozenset[str]()), ("run", FOLLOWED)):
         stream = Memory(bytes(sink.written))
         client = WebSocketTransport(stream, opened(wsproto.ConnectionType.CLIENT))
         client.ignore = NOTIFICATION_METHODS - follows

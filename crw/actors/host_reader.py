@@ -71,7 +71,7 @@ class ModelUnreachable(Exception):
     message is the held row's error (`crw.engine.unreachable`)."""
 
 
-_FOLLOWED = frozenset(
+FOLLOWED = frozenset(
     {
         "thread/tokenUsage/updated",
         "turn/started",
@@ -367,7 +367,7 @@ class HostReader:
 
     async def _follow(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with self._client.notifications(
-            methods=_FOLLOWED, handler=self._on_notification
+            methods=FOLLOWED, handler=self._on_notification
         ) as notes:  # handled in the client's reader task: none is buffered here
             task_status.started()
             with contextlib.suppress(trio.EndOfChannel):  # raises what the handler raised

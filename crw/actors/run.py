@@ -243,7 +243,7 @@ async def _journaled(
         await owner_line.bind_started(state_dir, spec.owner, spec.id, started[0])
         # The host's reader (its client, protocol and the bind's markers) after the
         # started row, which `crw flow start` waits for.
-        from crw.actors.host_reader import open_host_reader
+        from crw.actors.host_reader import FOLLOWED, open_host_reader
 
         try:
             async with (
@@ -251,6 +251,7 @@ async def _journaled(
                     parse_host_uri(spec.host or "codex"),
                     codex_bin=spec.codex_bin,
                     stderr=run_dir.root / "host.log",
+                    follows=FOLLOWED,  # the host sends the run none of the others
                 ) as client,
                 open_host_reader(client, settings) as reader,
             ):

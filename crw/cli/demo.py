@@ -191,7 +191,7 @@ def _session_demo(
         say(f"  {step.line()}")
 
     async def play() -> tuple[StartOutcome, str]:
-        async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
+        async with connect_host(parse_host_uri(f"unix:{socket}"), follows=frozenset()) as client:
             await variant.script(client)
             owner = str((await client.request("sim/startOwner", {}))["threadId"])
             outcome = await trio.to_thread.run_sync(
@@ -273,7 +273,7 @@ def _app_server_demo(state_dir: Path, socket: Path, say: Say, variant: Variant) 
     from crw.host.uri import parse_host_uri
 
     async def script() -> None:
-        async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
+        async with connect_host(parse_host_uri(f"unix:{socket}"), follows=frozenset()) as client:
             await variant.script(client)
 
     trio.run(script)

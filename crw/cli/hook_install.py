@@ -88,7 +88,9 @@ async def _trust(installed: Installed, uri: HostUri, home: Path) -> None:
 
     env = {name: value for name, value in os.environ.items() if not name.startswith("CODEX_")}
     try:
-        async with connect_host(uri, env=env | {"CODEX_HOME": str(home)}) as client:
+        async with connect_host(
+            uri, env=env | {"CODEX_HOME": str(home)}, follows=frozenset()
+        ) as client:
             listed = await _listed(client, installed)
             if listed is None:
                 return

@@ -132,7 +132,8 @@ def _connected(socket: str) -> Any:
             f"no simulated host on unix:{socket} (no such socket); start one with: "
             f"crw host sim serve --socket {socket}"
         )
-    return connect_host(parse_host_uri(f"unix:{Path(socket).absolute()}"))
+    # Requests only: the host sends this client no notification.
+    return connect_host(parse_host_uri(f"unix:{Path(socket).absolute()}"), follows=frozenset())
 
 
 def _read_step(source: str, action: Action, call: str | None) -> tuple[dict[str, Any], str | None]:

@@ -190,9 +190,18 @@ class HostClient:
     """Requests and notifications over one connection. Use `open_client` or
     `connect_host`, which run the reader (`run`) and close the connection."""
 
-    def __init__(self, transport: Transport, *, name: str = "the host") -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        name: str = "the host",
+        follows: frozenset[str] | None = None,
+    ) -> None:
         self._transport = transport
         self._name = name
+        self._follows = follows
+        """The notifications this client may ever subscribe to (None: any); the
+        host is asked at `initialize` not to send the others."""
         self._ids = itertools.count(1)
         self._pending: dict[int, _Reply] = {}
         self._subscriptions: set[Subscription] = set()
@@ -257,8 +266,16 @@ class HostClient:
 
         Raises:
             HostUnavailable: the connection is already gone.
+            ValueError: the client was opened to follow fewer notifications than
+                `methods` (the host was told not to send the others).
         """
         self._check()
+        if self._follows is not None and (methods is None or methods - self._follows):
+            wanted = "every notification" if methods is None else sorted(methods - self._follows)
+            raise ValueError(
+                f"this client follows only {sorted(self._follows)}; the host sends it "
+                f"none of {wanted}: open it with those in `follows`"
+            )
         subscription = Subscription(buffer, methods, handler)
         self._subscriptions.add(subscription)
         self._wanted()
@@ -339,12 +356,19 @@ class HostClient:
     # Typed requests (host-protocol.md, Requests the orchestrator uses).
 
     async def initialize(self, client_name: str, version: str) -> dict[str, Any]:
-        """Open the session: `initialize`, then the `initialized` notification."""
+        """Open the session: `initialize`, then the `initialized` notification.
+
+        A client opened with `follows` opts out of the other notifications crw
+        knows (`capabilities.optOutNotificationMethods`, exact method names, kept
+        per connection by the host): the host neither encodes nor sends them to it."""
+        capabilities: dict[str, Any] = {"experimentalApi": False}
+        if self._follows is not None:
+            capabilities["optOutNotificationMethods"] = sorted(NOTIFICATION_METHODS - self._follows)
         result = await self.request(
             "initialize",
             {
                 "clientInfo": {"name": client_name, "title": client_name, "version": version},
-                "capabilities": {"experimentalApi": False},
+                "capabilities": capabilities,
             },
         )
         await self.notify("initialized")
@@ -465,16 +489,21 @@ async def single_error_nursery() -> AsyncIterator[trio.Nursery]:
 
 @asynccontextmanager
 async def open_client(
-    transport: Transport, *, client_name: str = "crw", name: str = "the host"
+    transport: Transport,
+    *,
+    client_name: str = "crw",
+    name: str = "the host",
+    follows: frozenset[str] | None = None,
 ) -> AsyncIterator[HostClient]:
     """A client over `transport`, initialized; its reader runs until the block
-    exits, and the transport is closed then.
+    exits, and the transport is closed then. With `follows`, the host sends it
+    only those of the notifications crw knows (`HostClient.initialize`).
 
     Raises:
         HostUnavailable: the host did not complete the handshake in HANDSHAKE_TIMEOUT.
         HostRequestError: the host refused `initialize`.
     """
-    client = HostClient(transport, name=name)
+    client = HostClient(transport, name=name, follows=follows)
     try:
         async with single_error_nursery() as nursery:
             await nursery.start(client.run)

@@ -37,6 +37,7 @@ async def connect_host(
     codex_bin: str | None = None,
     env: Mapping[str, str] | None = None,
     stderr: Path | None = None,
+    follows: frozenset[str] | None = None,
 ) -> AsyncIterator[HostClient]:
     """An initialized client of the host `uri`, closed (and a codex child stopped)
     when the block exits.
@@ -45,6 +46,8 @@ async def connect_host(
         codex_bin: the codex binary for `codex` (see `codex_binary`).
         env: the whole environment of a `codex` child (None: this process's).
         stderr: the file a `codex` child's stderr is appended to (None: discarded).
+        follows: the only notifications the client will subscribe to; the host is
+            asked not to send it the others (None: it sends them all; `open_client`).
 
     Raises:
         HostUnavailable: the host cannot be reached or started; one line naming
@@ -60,7 +63,9 @@ async def connect_host(
         else:
             transport = await _enter_websocket(stack, uri)
         try:
-            client = await stack.enter_async_context(open_client(transport, name=str(uri)))
+            client = await stack.enter_async_context(
+                open_client(transport, name=str(uri), follows=follows)
+            )
         except HostUnavailable as err:
             where = f"; its stderr is in {stderr}" if uri.kind == "codex" and stderr else ""
             raise HostUnavailable(f"the host {uri} failed the handshake: {err}{where}") from err

@@ -51,7 +51,7 @@ async def _probe(uri: HostUri, owner: str | None, cwd: Path) -> HostProbe:
     probe = HostProbe(error=f"the host {uri} did not answer within {PROBE_TIMEOUT:g} s")
     with trio.move_on_after(PROBE_TIMEOUT):
         try:
-            async with connect_host(uri) as client:
+            async with connect_host(uri, follows=frozenset()) as client:
                 probe.error = None
                 if owner:
                     probe.owner_error = await _owner_error(client, owner)

@@ -172,6 +172,38 @@ async def test_the_start_up_is_done_before_the_backend_runs_its_first_call(
     assert events == ["started up", "calls"]
 
 
+@pytest.mark.parametrize("backend", ["session", "app-server"])
+async def test_the_run_asks_its_host_for_only_the_notifications_its_reader_follows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """The run's connection opts out of every other notification (`follows`): the
+    host neither encodes nor sends it the items' texts and every thread's start
+    (a turn brings ten or more notifications; the reader follows five kinds)."""
+    import crw.actors.app_server_run
+    import crw.actors.host_reader
+    import crw.actors.session_run
+
+    run, spec = _run(tmp_path, backend)
+    spec = spec.model_copy(update={"owner": None})
+    asked: list[Any] = []
+
+    @asynccontextmanager
+    async def connected(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        asked.append(kwargs.get("follows"))
+        yield object()
+
+    async def calls(*args: Any) -> str:
+        return "paused"
+
+    monkeypatch.setattr(run_module, "connect_host", connected)
+    monkeypatch.setattr(crw.actors.host_reader, "open_host_reader", connected)
+    monkeypatch.setattr(crw.actors.session_run, "run_session_calls", calls)
+    monkeypatch.setattr(crw.actors.app_server_run, "run_app_server_calls", calls)
+    await run_process(run, spec, run.root.parents[1])
+    assert asked == [crw.actors.host_reader.FOLLOWED, None]  # the host, then the reader
+    assert "item/completed" not in crw.actors.host_reader.FOLLOWED
+
+
 async def test_started_row_names_the_token_of_the_process_lock_it_holds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,7 +20,12 @@ from trio_websocket import wrap_server_stream
 import crw.host.connect as connect_module
 from crw.host.client import HANDSHAKE_TIMEOUT, HostClient, HostRequestError, open_client
 from crw.host.connect import codex_binary, connect_host
-from crw.host.protocol import HostProtocolError, Notification, TurnNotification
+from crw.host.protocol import (
+    NOTIFICATION_METHODS,
+    HostProtocolError,
+    Notification,
+    TurnNotification,
+)
 from crw.host.transport import (
     HostUnavailable,
     JsonLinesTransport,
@@ -656,3 +661,44 @@ async def test_a_notification_no_subscription_takes_is_never_made(
             note = await sub.receive()
     assert note.method == "turn/completed"
     assert made == ["turn/completed"]
+
+
+async def test_a_client_opened_to_follow_some_notifications_opts_out_of_the_others() -> None:
+    """`follows` becomes `capabilities.optOutNotificationMethods` at `initialize`:
+    every notification method crw knows but those, so the host sends none of them
+    (its transport then drops nothing unread: nothing comes to drop)."""
+    follows = frozenset({"turn/completed", "error"})
+    client_end, host_end = trio.testing.memory_stream_pair()
+    host = FakeHost(JsonLinesTransport(host_end, name="the client"))
+    await host.transport.send({"id": 1, "result": {"userAgent": "fake"}})
+    async with open_client(JsonLinesTransport(client_end), follows=follows):
+        initialize = await host.expect("initialize")
+    opted = initialize["params"]["capabilities"]["optOutNotificationMethods"]
+    assert opted == sorted(NOTIFICATION_METHODS - follows)
+    assert {"thread/started", "item/completed", "item/agentMessage/delta"} <= set(opted)
+    assert initialize["params"]["capabilities"]["experimentalApi"] is False
+
+
+@pytest.mark.parametrize("methods", [None, frozenset({"turn/completed", "item/completed"})])
+async def test_a_subscription_to_what_the_client_opted_out_of_is_refused(
+    methods: frozenset[str] | None,
+) -> None:
+    """The host was told not to send those: a subscription to them would wait
+    forever, so it is refused at once, and nothing is subscribed."""
+    client_end, host_end = trio.testing.memory_stream_pair()
+    host = FakeHost(JsonLinesTransport(host_end, name="the client"))
+    await host.transport.send({"id": 1, "result": {"userAgent": "fake"}})
+    follows = frozenset({"turn/completed"})
+    async with open_client(JsonLinesTransport(client_end), follows=follows) as client:
+        with (
+            pytest.raises(ValueError, match="follows only") as refused,
+            client.notifications(methods=methods),
+        ):
+            pass
+        with client.notifications(methods=follows) as sub:
+            await host.expect("initialize")
+            await host.expect("initialized")
+            await host.notify("turn/completed", threadId="t1", turn=TURN)
+            note = await sub.receive()
+    assert note.method == "turn/completed"
+    assert "open it with those in `follows`" in str(refused.value)

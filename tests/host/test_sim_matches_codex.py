@@ -27,6 +27,7 @@ from crw.host.connect import connect_host
 from crw.host.mock_model import MockModel, fail
 from crw.host.protocol import Notification
 from crw.host.sim.server import connect_in_memory, open_sim_host
+from crw.host.transport import JsonLinesTransport, WebSocketTransport
 from crw.host.uri import parse_host_uri
 from tests.host.codex_env import WAIT, codex_env
 
@@ -90,9 +91,13 @@ class Seen:
 
 
 @asynccontextmanager
-async def real_host(tmp_path: Path, home: Path, model: MockModel) -> AsyncIterator[Host]:
+async def real_host(
+    tmp_path: Path, home: Path, model: MockModel, follows: frozenset[str] | None = None
+) -> AsyncIterator[Host]:
     uri = parse_host_uri("codex")
-    async with connect_host(uri, env=codex_env(home), stderr=tmp_path / "codex.log") as client:
+    async with connect_host(
+        uri, env=codex_env(home), stderr=tmp_path / "codex.log", follows=follows
+    ) as client:
 
         async def fail_turns() -> None:
             model.script("crw-flow-op: cmp.1/", fail("context_length_exceeded"))
@@ -101,10 +106,10 @@ async def real_host(tmp_path: Path, home: Path, model: MockModel) -> AsyncIterat
 
 
 @asynccontextmanager
-async def sim_host(tmp_path: Path) -> AsyncIterator[Host]:
+async def sim_host(tmp_path: Path, follows: frozenset[str] | None = None) -> AsyncIterator[Host]:
     async with (
         open_sim_host(tmp_path / "sim-home") as sim,
-        open_client(await connect_in_memory(sim)) as client,
+        open_client(await connect_in_memory(sim), follows=follows) as client,
     ):
         await client.request("sim/script", {"match": {}, "behaviour": {"seconds": 0}})
 
@@ -302,3 +307,32 @@ async def test_thread_read_before_the_first_turn_answers_alike(
         except HostRequestError as err:
             answers.append({"error": {"code": err.code, "message": err.message}})
     assert_same(answers[0], answers[1], "thread/read includeTurns before the first turn")
+
+
+@pytest.mark.parametrize("which", ["codex", "sim"])
+async def test_a_client_that_follows_only_turn_completed_is_sent_none_of_the_others(
+    tmp_path: Path, codex_home_dir: Path, mock_model: MockModel, which: str
+) -> None:
+    """codex 0.163.0 honours `capabilities.optOutNotificationMethods` (with
+    `experimentalApi` false, as crw's client sends it), and so does the simulated
+    host: a client opened with `follows` drops nothing unread, for none of the
+    notifications crw knows but those comes to it."""
+    follows = frozenset({"turn/completed"})
+    opened = (
+        real_host(tmp_path, codex_home_dir, mock_model, follows)
+        if which == "codex"
+        else sim_host(tmp_path / "sim", follows)
+    )
+    async with opened as host:
+        with host.client.notifications(methods=follows) as notes, trio.fail_after(WAIT):
+            started, _cwd = await start_thread(host, tmp_path)
+            text = [{"type": "text", "text": packet_text("cmp.1/t1-a1"), "text_elements": []}]
+            params = {"threadId": started["id"], "input": text}
+            turn = (await host.client.request("turn/start", params))["turn"]
+            async for note in notes:
+                if note.params["turn"]["id"] == turn["id"]:
+                    break
+        transport = host.client._transport
+        assert isinstance(transport, JsonLinesTransport | WebSocketTransport)
+        assert note.params["turn"]["status"] == "completed"
+        assert transport.skipped == 0

@@ -23,15 +23,21 @@ FOLLOWED = frozenset({"turn/completed"})
 
 
 @asynccontextmanager
-async def owner_and_run() -> AsyncIterator[tuple[HostClient, HostClient]]:
-    """Two clients of one simulated host on a unix socket, its turns instant."""
+async def owner_and_run(
+    owner_follows: frozenset[str] | None = None, run_follows: frozenset[str] | None = None
+) -> AsyncIterator[tuple[HostClient, HostClient]]:
+    """Two clients of one simulated host on a unix socket, its turns instant; each
+    opened with its `follows` (None: the host sends it every notification)."""
     with tempfile.TemporaryDirectory(prefix="crw-") as tmp:
         home = Path(tmp) / "home"
         home.mkdir()
         async with open_sim_host(home) as host:
             await host._nursery.start(serve_unix, host, Path(tmp) / "host.sock")
             uri = parse_host_uri(f"unix:{Path(tmp) / 'host.sock'}")
-            async with connect_host(uri) as owner, connect_host(uri) as run:
+            async with (
+                connect_host(uri, follows=owner_follows) as owner,
+                connect_host(uri, follows=run_follows) as run,
+            ):
                 await owner.request("sim/script", {"match": {}, "behaviour": {"seconds": 0}})
                 yield owner, run
 
@@ -75,6 +81,19 @@ async def test_a_subscription_to_some_methods_decodes_only_those() -> None:
         with trio.fail_after(10):
             await spawn_and_follow(owner, run, 3)
         assert wire(run).decoded - before == 3 * 2  # each turn/completed and thread/read
+
+
+async def test_clients_that_opted_out_are_sent_nothing_to_drop() -> None:
+    """Opened with `follows` (the owner's client nothing, the run's FOLLOWED), the
+    clients are sent no notification they would drop unread: the host spends
+    nothing on them either."""
+    async with owner_and_run(frozenset(), FOLLOWED) as (owner, run):
+        owner_before, run_before = wire(owner).decoded, wire(run).decoded
+        with trio.fail_after(10):
+            await spawn_and_follow(owner, run, 3)
+        assert wire(owner).decoded - owner_before == 4  # sim/startOwner and three spawns
+        assert wire(run).decoded - run_before == 3 * 2  # each turn/completed and thread/read
+        assert wire(owner).skipped == wire(run).skipped == 0
 
 
 async def test_a_subscription_to_every_method_decodes_everything() -> None:

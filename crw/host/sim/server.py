@@ -80,6 +80,9 @@ class _Connection:
     def __init__(self) -> None:
         self.outbox, self.outgoing = trio.open_memory_channel[str](OUTBOX)
         self.initialized = False
+        self.opted_out: frozenset[str] = frozenset()
+        """The notification methods this client asked at `initialize` not to be
+        sent (`capabilities.optOutNotificationMethods`, exact names)."""
 
     def post(self, message: dict[str, Any]) -> None:
         self.post_encoded(encode(message))
@@ -124,6 +127,8 @@ class SimHost:
         """Rollout records of this step not written yet, by file (`_write_records`)."""
         self.served: dict[str, int] = {}
         """Requests served, by method (answered with a result or an error)."""
+        self.posted: dict[str, int] = {}
+        """Notifications posted, by method: one a connection sent it."""
         self._methods: dict[str, _Method] = {
             "initialize": self._initialize,
             "thread/start": self._thread_start,
@@ -211,12 +216,17 @@ class SimHost:
             self._deliver(targets, message)
 
     def _deliver(self, targets: set[_Connection], message: dict[str, Any]) -> None:
-        """Post `message` to each of `targets` still connected, encoded once for all."""
+        """Post `message` to each of `targets` still connected that did not opt out
+        of its method, encoded once for all."""
         text: str | None = None
+        method = message["method"]
         for conn in targets & self._connections:
+            if method in conn.opted_out:
+                continue
             if text is None:
                 text = encode(message)
             conn.post_encoded(text)
+            self.posted[method] = self.posted.get(method, 0) + 1
 
     def _record(self, thread: Thread, kind: str, payload: dict[str, Any], wall: float) -> None:
         """Add a record to the thread's rollout at the end of this step (`_write_records`)."""
@@ -439,6 +449,19 @@ class SimHost:
     # -- the app-server methods
 
     def _initialize(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        capabilities = params.get("capabilities") or {}
+        opt_out = (
+            capabilities.get("optOutNotificationMethods")
+            if isinstance(capabilities, dict)
+            else None
+        )
+        if opt_out is not None and not (
+            isinstance(opt_out, list) and all(isinstance(m, str) for m in opt_out)
+        ):
+            raise invalid_request(
+                "Invalid request: capabilities.optOutNotificationMethods must be a list of strings"
+            )
+        conn.opted_out = frozenset(opt_out or ())
         conn.initialized = True
         return {
             "userAgent": "crw-sim/0.163.0",
@@ -582,9 +605,10 @@ class SimHost:
         return {}
 
     def _stats(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
-        """The requests served so far, by method, this one included: what a bench
-        divides by its calls."""
-        return {"requests": dict(self.served)}
+        """The requests served so far, by method, this one included, and the
+        notifications posted to connections, by method: what a bench divides by
+        its calls."""
+        return {"requests": dict(self.served), "notifications": dict(self.posted)}
 
 
 def _user_texts(thread: Thread) -> list[str]:

@@ -43,9 +43,9 @@ class RawClient:
                 return message["result"]
             self.notes.append(message)
 
-    async def initialize(self) -> None:
+    async def initialize(self, capabilities: dict[str, Any] | None = None) -> None:
         info = {"name": "sim-test", "title": "sim test", "version": "0"}
-        await self.request("initialize", {"clientInfo": info, "capabilities": {}})
+        await self.request("initialize", {"clientInfo": info, "capabilities": capabilities or {}})
         await self.transport.send({"method": "initialized"})
 
     async def wait_for(self, method: str, match: Callable[[Note], bool] = lambda p: True) -> Note:

@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from crw.host.sim import state
-from crw.host.sim.server import connect_in_memory
+from crw.host.sim.server import connect_in_memory, open_sim_host
 from tests.host.sim.support import (
     SCHEMA,
     RawClient,
@@ -381,6 +381,62 @@ async def test_malformed_params_are_an_invalid_request_and_the_host_serves_on(
         listed = await client.request("thread/list", {})
     assert failure.value.code == -32600
     assert [t["id"] for t in listed["data"]] == [thread_id]
+
+
+async def test_a_client_that_opts_out_of_notifications_is_sent_none_of_them(
+    tmp_path: Path,
+) -> None:
+    """`capabilities.optOutNotificationMethods` at `initialize` (codex app-server's
+    README, 0.163.0): the host sends that connection none of the methods named,
+    exact names, and every other client what it sends it anyway."""
+    async with connected(tmp_path) as (host, other):
+        quiet = RawClient(await connect_in_memory(host))
+        opted = ["thread/started", "item/started", "item/completed", "no/such/method"]
+        await quiet.initialize({"optOutNotificationMethods": opted})
+        thread_id = await _start(quiet)
+        await quiet.turn_completed(await _turn(quiet, thread_id))
+        await other.request("sim/stats")  # the other's notifications are all in
+    assert quiet.methods() == [
+        "thread/status/changed",
+        "turn/started",
+        "thread/tokenUsage/updated",
+        "thread/status/changed",
+        "turn/completed",
+    ]
+    assert other.methods() == [
+        "thread/started",
+        "thread/status/changed",
+        "thread/status/changed",
+    ]
+
+
+@pytest.mark.parametrize("opt_out", ["thread/started", [1], {"a": 1}])
+async def test_an_opt_out_that_is_not_a_list_of_method_names_is_refused(
+    tmp_path: Path, opt_out: object
+) -> None:
+    async with open_sim_host(tmp_path / "codex-home") as host:
+        client = RawClient(await connect_in_memory(host))
+        with pytest.raises(RpcFailure) as failure:
+            await client.initialize({"optOutNotificationMethods": opt_out})
+        with pytest.raises(RpcFailure) as later:
+            await client.request("thread/start", {})
+    assert failure.value.code == -32600
+    assert "optOutNotificationMethods must be a list of strings" in failure.value.message
+    assert later.value.message == "Not initialized"
+
+
+async def test_stats_count_the_notifications_posted_to_each_connection(tmp_path: Path) -> None:
+    async with connected(tmp_path) as (host, other):
+        quiet = RawClient(await connect_in_memory(host))
+        await quiet.initialize({"optOutNotificationMethods": ["thread/status/changed"]})
+        thread_id = await _start(quiet)
+        await quiet.turn_completed(await _turn(quiet, thread_id))
+        stats = await other.request("sim/stats")
+    # thread/started to both; a status change twice to the other only; the turn's
+    # own to its subscriber only.
+    assert stats["notifications"]["thread/started"] == 2
+    assert stats["notifications"]["thread/status/changed"] == 2
+    assert stats["notifications"]["turn/completed"] == 1
 
 
 async def test_stats_counts_every_request_served_by_method(tmp_path: Path) -> None:
