@@ -180,11 +180,13 @@ async def open_journal_writer(
     through a worker thread, whose hop alone is ~0.1 ms; 64 committers 46-48k rows/s
     inline, 35k so). With `sync_in_thread` they run in a worker thread: the loop
     goes on with the process's other tasks while the disk works, and the commits
-    those make meanwhile form the next group. A session run wants that: its loop
-    has the host's frames, the inbox and the step files to get on with, and hops
-    to worker threads anyway (bench/scale.py's session run, 1,000 calls,
-    2026-11-30: 2.36 -> 1.57 fdatasyncs a call; inline, each blocked its loop
-    0.3-0.9 ms quiet, 4-6 ms under load).
+    those make meanwhile form the next group. A run process wants that: a
+    session run's loop has the host's frames, the inbox and the step files to get
+    on with (bench/scale.py's session run, 1,000 calls, 2026-11-30: 2.36 -> 1.57
+    fdatasyncs a call; inline, each blocked its loop 0.3-0.9 ms quiet, 4-6 ms under
+    load), an App Server run's the host's frames of its other calls (3,000 calls,
+    2026-12-01, alternated with the inline tree: 193.7 and 196.6 calls/s against
+    165.2 and 147.6; 17% of its samples had the loop blocked in the sync).
 
     Raises:
         JournalWriteError: the journal cannot be opened or read.

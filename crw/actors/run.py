@@ -81,11 +81,10 @@ def run_command(run: str, *, state: str | None) -> int:
         state_dir = resolve_state(state, os.environ, Path.cwd())
         run_dir = find_run(state_dir, run)
         spec = read_run_spec(run_dir.run_json)
-        # A session run's loop goes on while its journal syncs (`open_journal_writer`).
-        session = spec.backend == "session"
         with recorded_env(spec, os.environ):  # before any lock; put back when the run is done
+            # The loop goes on while the journal syncs (`open_journal_writer`).
             entry = functools.partial(
-                run_process, sync_in_thread=session, started_up=_collect_from_here
+                run_process, sync_in_thread=True, started_up=_collect_from_here
             )
             trio.run(entry, run_dir, spec, state_dir)
     finally:

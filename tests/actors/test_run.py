@@ -98,12 +98,12 @@ async def test_process_lock_is_held_while_the_started_row_is_committed(
 
 
 @pytest.mark.parametrize("backend", ["session", "app-server"])
-def test_a_session_runs_process_syncs_its_journal_in_a_worker_thread(
+def test_a_runs_process_syncs_its_journal_in_a_worker_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
-    """spec: GEN-5: `crw flow _run` of a session run syncs its journal in a worker
-    thread, so its loop goes on meanwhile and the commits made then share the next
-    fsync; an App Server run's syncs inline (its calls hop to no worker thread)."""
+    """`crw flow _run` syncs its journal in a worker thread, on either
+    backend, so its loop goes on meanwhile and the commits made then share the
+    next fsync."""
     run, spec = _run(tmp_path, backend)
     ran: list[Any] = []
     monkeypatch.setattr(run_module, "find_run", lambda state, name: run)
@@ -112,7 +112,7 @@ def test_a_session_runs_process_syncs_its_journal_in_a_worker_thread(
     monkeypatch.setattr(run_module, "recorded_env", lambda spec, environ: nullcontext())
     monkeypatch.setattr(trio, "run", lambda entry, *args: ran.append(entry))
     assert run_module.run_command("r1", state=str(tmp_path / "state")) == 0
-    assert [entry.keywords["sync_in_thread"] for entry in ran] == [backend == "session"]
+    assert [entry.keywords["sync_in_thread"] for entry in ran] == [True]
 
 
 def test_the_process_starts_up_with_the_collector_off_and_freezes_what_it_made(
