@@ -185,8 +185,9 @@ async def open_journal_writer(
     on with (bench/scale.py's session run, 1,000 calls, 2026-11-30: 2.36 -> 1.57
     fdatasyncs a call; inline, each blocked its loop 0.3-0.9 ms quiet, 4-6 ms under
     load), an App Server run's the host's frames of its other calls (3,000 calls,
-    2026-12-01, alternated with the inline tree: 193.7 and 196.6 calls/s against
-    165.2 and 147.6; 17% of its samples had the loop blocked in the sync).
+    2026-12-01, alternated with the inline tree: 193.7, 196.6 and 173.2 calls/s
+    against 165.2, 147.6 and 184.0; inline, 17% of its py-spy samples had the loop
+    blocked in the sync).
 
     Raises:
         JournalWriteError: the journal cannot be opened or read.
