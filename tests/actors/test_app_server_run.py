@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
+import pytest
 import trio
 from trio.testing import MockClock
 
@@ -223,6 +224,39 @@ async def test_answer_that_breaks_the_schema_gets_one_repair_turn(
     ]
     assert terminal(rows, "build.1")["k"] == 2
     assert rows[-1]["status"] == "completed"
+
+
+async def test_a_read_answered_just_before_the_turn_ended_runs_no_repair_turn(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HARV-2, HARV-9: each thread's first read is answered while its turn
+    runs and delivered only once the turn's `turn/completed` was handled (one
+    batch, the answer first). The call reads again and takes the answer: no
+    repair turn, no step_published k 2 saying the answer held no JSON."""
+    async with harness(tmp_path) as h:
+        await h.script({}, seconds=5)
+        read = h.client.thread_read
+        delayed: set[str] = set()
+
+        async def racing(thread_id: str, include_turns: bool = True) -> Any:
+            answer = await read(thread_id, include_turns=include_turns)
+            if thread_id not in delayed:
+                delayed.add(thread_id)
+                await trio.sleep(10)  # the 5 s turn ends and its end is handled
+            return answer
+
+        monkeypatch.setattr(h.client, "thread_read", racing)
+        _, rows = await h.run()
+    assert len(delayed) == 3
+    for call in ("explore.1", "build.1", "review.1"):
+        assert kinds(rows, call) == [
+            "prepared",
+            "step_published",
+            "thread_started",
+            "turn_started",
+            "completed",
+        ]
+    assert terminal(rows, "build.1")["result"] == {"summary": "x"}
 
 
 async def test_answer_still_invalid_after_its_repair_is_null_model(
