@@ -71,25 +71,32 @@ class ModelUnreachable(Exception):
     message is the held row's error (`crw.engine.unreachable`)."""
 
 
-FOLLOWED = frozenset(
-    {
-        "thread/tokenUsage/updated",
-        "turn/started",
-        "turn/completed",
-        "thread/status/changed",
-        "error",
-    }
-)
-"""The notifications the reader follows. A turn brings ten or more; the others (each
-item with its text, every thread's start) never reach it: nothing here waits on them."""
+FOLLOWED_APP_SERVER = frozenset({"thread/tokenUsage/updated", "turn/completed", "error"})
+"""The notifications an App Server run's reader follows: a turn's end, its tokens and
+the host's retries. Its waits read the thread on these and poll between them."""
+
+FOLLOWED = FOLLOWED_APP_SERVER | {"turn/started", "thread/status/changed"}
+"""The notifications a session run's reader follows: an App Server run's, and the
+changes that wake its followers (a subagent's turn starting, a thread's status for
+the lost rule, the owner's for the wake). A turn brings ten or more; the others
+(each item with its text, every thread's start) never reach a reader: nothing in
+it waits on them."""
+
+
+def followed(backend: str) -> frozenset[str]:
+    """The notifications a run on `backend` follows, the rest opted out of at the host."""
+    return FOLLOWED_APP_SERVER if backend == "app-server" else FOLLOWED
 
 
 class HostReader:
     """Reads the host for the run's calls. Create it with `open_host_reader`."""
 
-    def __init__(self, client: HostClient, settings: Settings) -> None:
+    def __init__(
+        self, client: HostClient, settings: Settings, follows: frozenset[str] = FOLLOWED
+    ) -> None:
         self._client = client
         self._settings = settings
+        self._follows = follows
         self._watches: dict[str, _Watch] = {}
         self.reads = 0
         """thread/read requests sent (tests assert the coalescing with it)."""
@@ -367,7 +374,7 @@ class HostReader:
 
     async def _follow(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with self._client.notifications(
-            methods=FOLLOWED, handler=self._on_notification
+            methods=self._follows, handler=self._on_notification
         ) as notes:  # handled in the client's reader task: none is buffered here
             task_status.started()
             with contextlib.suppress(trio.EndOfChannel):  # raises what the handler raised
@@ -382,10 +389,11 @@ class HostReader:
 
 @asynccontextmanager
 async def open_host_reader(
-    client: HostClient, settings: Settings = DEFAULT_SETTINGS
+    client: HostClient, settings: Settings = DEFAULT_SETTINGS, follows: frozenset[str] = FOLLOWED
 ) -> AsyncIterator[HostReader]:
-    """Run a HostReader over `client` until the block exits."""
-    reader = HostReader(client, settings)
+    """Run a HostReader over `client`, following the notifications `follows`
+    names (a subset of what the client follows), until the block exits."""
+    reader = HostReader(client, settings, follows)
     async with trio.open_nursery() as nursery:
         await nursery.start(reader._follow)
         yield reader

@@ -242,7 +242,9 @@ async def _journaled(
         await owner_line.bind_started(state_dir, spec.owner, spec.id, started[0])
         # The host's reader (its client, protocol and the bind's markers) after the
         # started row, which `crw flow start` waits for.
-        from crw.actors.host_reader import FOLLOWED, open_host_reader
+        from crw.actors.host_reader import followed, open_host_reader
+
+        follows = followed(spec.backend)
 
         try:
             async with (
@@ -250,9 +252,9 @@ async def _journaled(
                     parse_host_uri(spec.host or "codex"),
                     codex_bin=spec.codex_bin,
                     stderr=run_dir.root / "host.log",
-                    follows=FOLLOWED,  # the host sends the run none of the others
+                    follows=follows,  # the host sends the run none of the others
                 ) as client,
-                open_host_reader(client, settings) as reader,
+                open_host_reader(client, settings, follows=follows) as reader,
             ):
                 token = process_lock.token if process_lock else None
                 run = Backend(

@@ -23,7 +23,7 @@ from trio.testing import MockClock
 
 from crw.actors.app_server_call import CallContext
 from crw.actors.app_server_run import run_app_server_calls
-from crw.actors.host_reader import open_host_reader
+from crw.actors.host_reader import FOLLOWED_APP_SERVER, open_host_reader
 from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
 from crw.engine import packet
@@ -84,8 +84,10 @@ class Host:
         """One run process over the journal; its state as it leaves, None if killed."""
         rows = self.rows()
         async with (
-            open_client(await connect_in_memory(self.sim)) as client,
-            open_host_reader(client, Settings(host_poll_interval=30.0)) as reader,
+            open_client(await connect_in_memory(self.sim), follows=FOLLOWED_APP_SERVER) as client,
+            open_host_reader(
+                client, Settings(host_poll_interval=30.0), follows=FOLLOWED_APP_SERVER
+            ) as reader,
             open_journal_writer(self.journal, clock=fixed_clock(), after_commit=kill) as journal,
         ):
             ctx = CallContext(

@@ -20,7 +20,7 @@ from trio.testing import MockClock
 
 from crw.actors.app_server_call import CallContext
 from crw.actors.app_server_run import run_app_server_calls
-from crw.actors.host_reader import HostReader, open_host_reader
+from crw.actors.host_reader import FOLLOWED_APP_SERVER, HostReader, open_host_reader
 from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
 from crw.engine.roles import RoleTable
@@ -98,8 +98,8 @@ async def harness(tmp_path: Path, text: str = CHAIN) -> AsyncIterator[Harness]:
     settings = Settings(host_poll_interval=30.0)
     async with (
         open_sim_host(tmp_path / "codex-home") as sim,
-        open_client(await connect_in_memory(sim)) as client,
-        open_host_reader(client, settings) as reader,
+        open_client(await connect_in_memory(sim), follows=FOLLOWED_APP_SERVER) as client,
+        open_host_reader(client, settings, follows=FOLLOWED_APP_SERVER) as reader,
     ):
         yield Harness(sim, client, reader, load_workflow(tmp_path / "wf.toml"), run_dir)
 

@@ -15,7 +15,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.actors.host_reader import ModelUnreachable, open_host_reader
+from crw.actors.host_reader import FOLLOWED_APP_SERVER, ModelUnreachable, open_host_reader
 from crw.engine import unreachable
 from crw.host.client import open_client
 from crw.host.protocol import TurnError
@@ -82,8 +82,10 @@ async def test_a_model_response_between_retries_starts_the_bound_again(
     usage = {"totalTokens": 10, "inputTokens": 8, "outputTokens": 2}
     async with (
         open_sim_host(tmp_path / "home") as sim,
-        open_client(await connect_in_memory(sim)) as client,
-        open_host_reader(client, Settings(host_poll_interval=600)) as reader,
+        open_client(await connect_in_memory(sim), follows=FOLLOWED_APP_SERVER) as client,
+        open_host_reader(
+            client, Settings(host_poll_interval=600), follows=FOLLOWED_APP_SERVER
+        ) as reader,
     ):
         thread_id, turn_id = await _start(reader, client, unreachable=True)
         began = trio.current_time()

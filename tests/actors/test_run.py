@@ -178,7 +178,9 @@ async def test_the_run_asks_its_host_for_only_the_notifications_its_reader_follo
 ) -> None:
     """The run's connection opts out of every other notification (`follows`): the
     host neither encodes nor sends it the items' texts and every thread's start
-    (a turn brings ten or more notifications; the reader follows five kinds)."""
+    (a turn brings ten or more notifications). A session run's reader follows five
+    kinds; an app-server run's three, none of the status changes its calls do not
+    wait on."""
     import crw.actors.app_server_run
     import crw.actors.host_reader
     import crw.actors.session_run
@@ -200,8 +202,17 @@ async def test_the_run_asks_its_host_for_only_the_notifications_its_reader_follo
     monkeypatch.setattr(crw.actors.session_run, "run_session_calls", calls)
     monkeypatch.setattr(crw.actors.app_server_run, "run_app_server_calls", calls)
     await run_process(run, spec, run.root.parents[1])
-    assert asked == [crw.actors.host_reader.FOLLOWED, None]  # the host, then the reader
-    assert "item/completed" not in crw.actors.host_reader.FOLLOWED
+    follows = {
+        "session": {
+            "thread/tokenUsage/updated",
+            "turn/completed",
+            "error",
+            "turn/started",
+            "thread/status/changed",
+        },
+        "app-server": {"thread/tokenUsage/updated", "turn/completed", "error"},
+    }[backend]
+    assert asked == [follows, follows]  # the host, then the reader
 
 
 async def test_started_row_names_the_token_of_the_process_lock_it_holds(

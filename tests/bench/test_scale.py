@@ -55,13 +55,13 @@ def test_prints_every_figure_per_backend_and_size_and_reaps_its_processes(where:
             assert figures["run_cpu_s"] > 0
             assert figures["host_requests_per_call"] > 0
         assert sizes["2"]["flat_ratio"] == 1.0
-    # The host posts a call's turn only what the run follows (status active,
-    # turn/started, the token count, status idle, turn/completed), and a session
-    # call's subagent's close (status notLoaded; the last calls' may come after
-    # the run's connection closed): the run and the bench's own client opt out of
-    # the rest (the items' texts, every thread's start).
+    # The host posts a call's turn only what the run follows: an app-server run
+    # the token count and turn/completed; a session run also status active,
+    # turn/started and status idle, and its subagent's close (status notLoaded;
+    # the last calls' may come after the run's connection closed). The run and the
+    # bench's own client opt out of the rest (the items' texts, every thread's start).
     for size in ("2", "3"):
-        assert result["app_server"][size]["host_notifications_per_call"] == 5.0
+        assert result["app_server"][size]["host_notifications_per_call"] == 2.0
         assert 5.0 <= result["session"][size]["host_notifications_per_call"] <= 6.0
     assert processes_under(where) == []
     assert list(where.iterdir()) == []  # every size's state removed at the end

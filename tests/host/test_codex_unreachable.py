@@ -19,7 +19,7 @@ import trio
 
 from crw.actors.app_server_call import CallContext
 from crw.actors.app_server_run import run_app_server_calls
-from crw.actors.host_reader import open_host_reader
+from crw.actors.host_reader import FOLLOWED_APP_SERVER, open_host_reader
 from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
 from crw.engine.roles import RoleTable
@@ -74,9 +74,12 @@ async def test_model_that_refuses_connections_holds_the_call_with_the_hosts_erro
     with trio.fail_after(RUN_LIMIT):
         async with (
             connect_host(
-                parse_host_uri("codex"), env=codex_env(home), stderr=tmp_path / "codex.log"
+                parse_host_uri("codex"),
+                env=codex_env(home),
+                stderr=tmp_path / "codex.log",
+                follows=FOLLOWED_APP_SERVER,
             ) as client,
-            open_host_reader(client, settings) as reader,
+            open_host_reader(client, settings, follows=FOLLOWED_APP_SERVER) as reader,
             open_journal_writer(run_dir / "journal.jsonl", clock=fixed_clock()) as journal,
         ):
             ctx = CallContext(

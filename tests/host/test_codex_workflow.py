@@ -19,7 +19,7 @@ import trio
 
 from crw.actors.app_server_call import CallContext
 from crw.actors.app_server_run import run_app_server_calls
-from crw.actors.host_reader import open_host_reader
+from crw.actors.host_reader import FOLLOWED_APP_SERVER, open_host_reader
 from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
 from crw.engine.roles import RoleTable
@@ -80,9 +80,14 @@ def run_chain(tmp_path: Path, host_uri: HostUri, codex_home_dir: Path) -> RunCha
         with trio.fail_after(RUN_LIMIT):
             async with (
                 connect_host(
-                    host_uri, env=codex_env(codex_home_dir), stderr=tmp_path / "codex.log"
+                    host_uri,
+                    env=codex_env(codex_home_dir),
+                    stderr=tmp_path / "codex.log",
+                    follows=FOLLOWED_APP_SERVER,
                 ) as client,
-                open_host_reader(client, Settings(host_poll_interval=POLL)) as reader,
+                open_host_reader(
+                    client, Settings(host_poll_interval=POLL), follows=FOLLOWED_APP_SERVER
+                ) as reader,
                 open_journal_writer(
                     journal_path, clock=fixed_clock(), after_commit=kill
                 ) as journal,
