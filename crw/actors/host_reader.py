@@ -4,11 +4,13 @@ Calls never talk to the host themselves; they ask the reader. It
 
 - coalesces reads: however many calls wait on one thread, one `thread/read` of it
   is in flight at a time and every waiter takes its answer;
-- follows the host's notifications (`turn/completed`, `thread/status/changed`,
-  `thread/tokenUsage/updated`) and wakes a thread's waiters at once, so a turn's
-  end is seen within a read, not a poll interval; it polls only as a fallback, every
-  `Settings.host_poll_interval`, in case a notification was lost or never sent;
-- keeps the newest token usage each thread reported;
+- follows the host's notifications (`turn/completed`, `thread/tokenUsage/updated`,
+  `error`, and in a session run `thread/status/changed` and `turn/started`) and
+  wakes a thread's waiters at once, so a turn's end is seen within a read, not a
+  poll interval; it polls only as a fallback, every `Settings.host_poll_interval`,
+  in case a notification was lost or never sent;
+- keeps the newest token usage each thread reported, until the call it is for
+  forgets the thread (for at most UNCLAIMED_KEPT threads no call asked about);
 - turns a host that stops answering into one typed error, `HostUnavailable`,
   raised to every caller, who decides what it means for its call; a connection
   that is lost wakes every waiter at once, to meet it.
@@ -83,6 +85,14 @@ the lost rule, the owner's for the wake). A turn brings ten or more; the others
 it waits on them."""
 
 
+UNCLAIMED_KEPT = 1024
+"""The most threads the reader keeps what notifications told of (token usage, an
+ended turn, retries) while no call has asked about them. The host sends a
+subagent's notifications to every client, so a run on a shared host hears other
+runs' subagents, and its own before they are bound; past this, the oldest of
+them is dropped, and a run's memory does not grow with the host's threads."""
+
+
 def followed(backend: str) -> frozenset[str]:
     """The notifications a run on `backend` follows, the rest opted out of at the host."""
     return FOLLOWED_APP_SERVER if backend == "app-server" else FOLLOWED
@@ -98,6 +108,8 @@ class HostReader:
         self._settings = settings
         self._follows = follows
         self._watches: dict[str, _Watch] = {}
+        self._unclaimed: dict[str, None] = {}
+        """The watched threads no caller has asked about yet, oldest first."""
         self.reads = 0
         """thread/read requests sent (tests assert the coalescing with it)."""
         self.lists = 0
@@ -111,9 +123,26 @@ class HostReader:
         return self._client.connected
 
     def _watch(self, thread_id: str) -> _Watch:
+        """The thread's watch, made if need be, claimed by a caller: kept until
+        `forget`."""
         watch = self._watches.get(thread_id)
         if watch is None:  # made once a thread, not once a look (several a notification)
             watch = self._watches[thread_id] = _Watch()
+        elif self._unclaimed:
+            self._unclaimed.pop(thread_id, None)
+        return watch
+
+    def _told(self, thread_id: str) -> _Watch:
+        """The thread's watch for what a notification told of it; one made here is
+        unclaimed until a caller asks about the thread, and the oldest unclaimed
+        one goes once there are more than UNCLAIMED_KEPT."""
+        watch = self._watches.get(thread_id)
+        if watch is None:
+            watch = self._watches[thread_id] = _Watch()
+            self._unclaimed[thread_id] = None
+            if len(self._unclaimed) > UNCLAIMED_KEPT:
+                oldest = next(iter(self._unclaimed))
+                del self._unclaimed[oldest], self._watches[oldest]
         return watch
 
     async def _call(self, what: str, request: Callable[[], Any]) -> Any:
@@ -307,6 +336,7 @@ class HostReader:
         last read, with every item of its turns): a run's memory then grows with
         the calls in flight, not with the calls it ran."""
         self._watches.pop(thread_id, None)
+        self._unclaimed.pop(thread_id, None)
 
     def usage(self, thread_id: str) -> ThreadTokenUsage | None:
         """The newest token usage the host reported for the thread, if any."""
@@ -352,20 +382,20 @@ class HostReader:
             # codex reports an exceeded context window as a usage whose total is the
             # whole window and every part 0: no tokens were counted for it.
             if total.inputTokens or total.outputTokens or not total.totalTokens:
-                self._watch(params.threadId).usage = params.tokenUsage
+                self._told(params.threadId).usage = params.tokenUsage
             if params.turnId is not None:  # a model response: the model is reached
-                self._watch(params.threadId).retrying.pop(params.turnId, None)
+                self._told(params.threadId).retrying.pop(params.turnId, None)
             self._signal(params.threadId)
         elif isinstance(params, ErrorNotification):
             if params.willRetry and params.turnId is not None:
-                watch = self._watch(params.threadId)
+                watch = self._told(params.threadId)
                 before = watch.retrying.get(params.turnId)
                 now = trio.current_time()
                 watch.retrying[params.turnId] = unreachable.retried(before, params.error, now)
             self._signal(params.threadId)
         elif isinstance(params, TurnNotification):
             if note.method == "turn/completed":
-                watch = self._watch(params.threadId)
+                watch = self._told(params.threadId)
                 watch.ended[params.turn.id] = params.turn
                 watch.ended_generation[params.turn.id] = watch.generation + 1  # its signal's
             self._signal(params.threadId)

@@ -383,7 +383,11 @@ class SessionCall(CallSteps):
         """The subagent's close step, once the call has its terminal row (HARV-56).
         One that is not `durable` (no fsync: a few small syscalls) is written in the
         loop's thread, where a worker-thread hop would cost more than the write
-        (`Inbox.reply`); a durable one waits for its fsyncs in a worker thread."""
+        (`Inbox.reply`); a durable one waits for its fsyncs in a worker thread.
+        The reader drops what it holds of the subagent (its last read, every item
+        of its turns): a run's memory grows with its calls in flight, not with the
+        calls it ran."""
+        self.ctx.reader.forget(agent_id)
         if not durable:
             await trio.lowlevel.checkpoint_if_cancelled()
             bus.write_close(self.ctx.run, self.call, attempt, agent_id, durable=False)

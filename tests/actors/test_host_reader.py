@@ -11,7 +11,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.actors import attempt_watch
+from crw.actors import attempt_watch, host_reader
 from crw.actors.host_reader import HostReader, open_host_reader
 from crw.engine import lost
 from crw.host.client import HostClient, open_client
@@ -162,3 +162,32 @@ async def test_a_lost_rule_look_at_a_read_on_its_way_when_the_turn_ended_reads_a
         assert isinstance(decision, lost.Ended)
         assert decision.turn.status == "completed"
         assert [item.type for item in decision.turn.items][-1] == "agentMessage"
+
+
+async def test_threads_no_caller_asked_about_are_kept_to_a_bound_oldest_dropped_first(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host sends every subagent's notifications to every client: a run on a
+    shared host hears other runs' threads end and count tokens. What it is told of
+    threads no call asked about is kept for the newest UNCLAIMED_KEPT of them; a
+    thread a call asked about is kept until the call forgets it."""
+    monkeypatch.setattr(host_reader, "UNCLAIMED_KEPT", 2)
+    async with reader_on_sim(tmp_path, Settings(host_poll_interval=600)) as (client, reader):
+        await client.request("sim/script", {"match": {"marker": "*"}, "behaviour": {"seconds": 1}})
+        threads: list[tuple[str, str]] = []
+        for n in range(5):
+            thread = await reader.start_thread(cwd="/w")
+            text = f"crw-flow-op: c{n}.1/t1-a1\nCRW-ROLE: explorer\n"
+            threads.append((thread.id, (await reader.start_turn(thread.id, text)).id))
+            await trio.sleep(0.1)  # the turns end in the order they started
+        claimed = threads[0]
+        await trio.sleep(0.55)  # the oldest has ended (its notifications came), no other
+        assert reader.announced(*claimed) is not None
+        assert all(reader.announced(*thread) is None for thread in threads[1:])
+        reader.changed(claimed[0])  # a call asks about the oldest
+        await trio.sleep(5)  # every turn ends: turn/completed and its token count
+        held = [reader.announced(*thread) is not None for thread in threads]
+        assert held == [True, False, False, True, True]
+        assert reader.watched == 3
+        reader.forget(claimed[0])
+        assert reader.watched == 2

@@ -98,6 +98,8 @@ class Harness:
     run: RunDir
     owner: Owner
     settings: Settings
+    watched: list[int] = field(default_factory=list)
+    """The threads the reader held when each `go` ended its calls."""
 
     async def script(self, match: dict[str, str], **behaviour: Any) -> None:
         await self.client.request("sim/script", {"match": match, "behaviour": behaviour})
@@ -137,6 +139,7 @@ class Harness:
             await nursery.start(inbox.run)
             nursery.start_soon(self.owner.play)
             state = await run_session_calls(ctx, workflow.pool, replay(rows), rows)
+            self.watched.append(reader.watched)
             nursery.cancel_scope.cancel()
         return state, read_journal(self.run.journal).rows
 
@@ -198,6 +201,9 @@ async def test_session_run_takes_every_call_to_completed(
     }
     assert closed | {c.agent_id for c in closes} == set(h.owner.spawned)
     assert len(h.owner.spawned) == 3
+    # What the reader read of each subagent (every item of its turns) went with
+    # its close: a run's memory grows with its calls in flight, not its calls run.
+    assert h.watched == [0]
 
 
 async def test_step_published_records_the_step_before_its_files(
