@@ -6,9 +6,10 @@ Calls never talk to the host themselves; they ask the reader. It
   is in flight at a time and every waiter takes its answer;
 - follows the host's notifications (`turn/completed`, `thread/tokenUsage/updated`,
   `error`, and in a session run `thread/status/changed` and `turn/started`) and
-  wakes a thread's waiters at once, so a turn's end is seen within a read, not a
-  poll interval; it polls only as a fallback, every `Settings.host_poll_interval`,
-  in case a notification was lost or never sent;
+  wakes a thread's waiters at once on all but the token count, so a turn's end is
+  seen within a read, not a poll interval, and a long turn's token counts cost no
+  read; it polls only as a fallback, every `Settings.host_poll_interval`, in case
+  a notification was lost or never sent;
 - keeps the newest token usage each thread reported, until the call it is for
   forgets the thread (for at most UNCLAIMED_KEPT threads no call asked about);
 - turns a host that stops answering into one typed error, `HostUnavailable`,
@@ -385,7 +386,8 @@ class HostReader:
                 self._told(params.threadId).usage = params.tokenUsage
             if params.turnId is not None:  # a model response: the model is reached
                 self._told(params.threadId).retrying.pop(params.turnId, None)
-            self._signal(params.threadId)
+            # No waiter is woken: a count ends nothing, and a read now would answer
+            # every item of the turn so far, at each of a long turn's responses.
         elif isinstance(params, ErrorNotification):
             if params.willRetry and params.turnId is not None:
                 watch = self._told(params.threadId)

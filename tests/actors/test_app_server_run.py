@@ -201,6 +201,32 @@ async def test_tokens_are_what_the_host_counted_for_the_turn(
     assert replayed(rows).spent["total"] > 1280
 
 
+async def test_a_long_turn_is_read_at_its_end_not_at_each_token_count(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-1, HARV-18 (the turn's end, its tokens the thread's total). A
+    tool-using turn sends a token count after every model response; a read of
+    the thread answers every item so far. Reading at each count would cost
+    the turn's length squared in bytes; the call reads at the end (and at the
+    poll), and counts every response's tokens."""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "explore.1/*"}, seconds=20, responses=40)
+        before = h.reader.reads
+        _, rows = await h.run()
+    # Each call read its thread twice, as its wait began and at its turn's end:
+    # none at explore.1's 39 working responses.
+    assert h.reader.reads - before == 6
+    assert kinds(rows, "explore.1") == [
+        "prepared",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    tokens = terminal(rows, "explore.1")["tokens"]
+    assert tokens["input"] > 39 * 100 and tokens["output"] > 39 * 10  # every response's
+
+
 async def test_answer_that_breaks_the_schema_gets_one_repair_turn(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:

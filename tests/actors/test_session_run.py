@@ -100,6 +100,8 @@ class Harness:
     settings: Settings
     watched: list[int] = field(default_factory=list)
     """The threads the reader held when each `go` ended its calls."""
+    reads: list[int] = field(default_factory=list)
+    """The thread/reads each `go`'s reader sent."""
 
     async def script(self, match: dict[str, str], **behaviour: Any) -> None:
         await self.client.request("sim/script", {"match": match, "behaviour": behaviour})
@@ -140,6 +142,7 @@ class Harness:
             nursery.start_soon(self.owner.play)
             state = await run_session_calls(ctx, workflow.pool, replay(rows), rows)
             self.watched.append(reader.watched)
+            self.reads.append(reader.reads)
             nursery.cancel_scope.cancel()
         return state, read_journal(self.run.journal).rows
 
@@ -204,6 +207,25 @@ async def test_session_run_takes_every_call_to_completed(
     # What the reader read of each subagent (every item of its turns) went with
     # its close: a run's memory grows with its calls in flight, not its calls run.
     assert h.watched == [0]
+
+
+async def test_a_long_turn_is_read_as_often_as_a_short_one(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ATT-1, ATT-2 (the marker turn followed to its end, an active thread
+    waited for). A tool-using subagent sends a token count after every model
+    response, and a read of its thread answers every item so far: the follower
+    reads on a change of the turn or the thread's status, not on a count."""
+    reads: dict[int, list[int]] = {}
+    for responses in (1, 40):
+        (tmp_path / str(responses)).mkdir()
+        async with harness(tmp_path / str(responses)) as h:
+            await h.script({"marker": "explore.1/*"}, seconds=20, responses=responses)
+            state, rows = await h.go()
+        assert state == "ended" and rows[-1]["status"] == "completed"
+        assert kinds(rows, "explore.1")[-1] == "completed"
+        reads[responses] = h.reads
+    assert reads[40] == reads[1]
 
 
 async def test_step_published_records_the_step_before_its_files(

@@ -29,7 +29,7 @@ PHASES = ("final_answer", "commentary", "partial_answer", None)
 VANISH = ("notLoaded", "systemError")
 _KEYS = frozenset(
     {"answer", "text", "phase", "prose", "invalidFirst", "hang", "fail", "vanish"}
-    | {"seconds", "tokens", "unreachable", "writes", "commit"}
+    | {"seconds", "responses", "tokens", "unreachable", "writes", "commit"}
 )
 _FAILURE_MESSAGES = {
     "usageLimitExceeded": "Quota exceeded. Check your plan and billing details.",
@@ -135,6 +135,7 @@ class Behaviour:
     fail: Any = None
     vanish: str | None = None
     seconds: float = 1.0
+    responses: int = 1
     tokens: Usage | None = None
     unreachable: bool = False
     files: FileEffects = NO_FILES
@@ -151,6 +152,9 @@ class Behaviour:
         seconds = value.get("seconds", 1.0)
         if not isinstance(seconds, int | float) or seconds < 0:
             raise invalid_request("sim/script: seconds must be a number >= 0")
+        responses = value.get("responses", 1)
+        if not isinstance(responses, int) or isinstance(responses, bool) or responses < 1:
+            raise invalid_request("sim/script: responses must be an integer >= 1")
         return cls(
             answer=value.get("answer"),
             has_answer="answer" in value,
@@ -162,6 +166,7 @@ class Behaviour:
             fail=value.get("fail"),
             vanish=value.get("vanish"),
             seconds=float(seconds),
+            responses=responses,
             tokens=_tokens(value["tokens"]) if "tokens" in value else None,
             unreachable=bool(value.get("unreachable", False)),
             files=effects_from_wire(value),
@@ -212,7 +217,10 @@ class TurnPlan:
     """What one turn does: stream `messages` (text, phase) after `seconds`, then
     complete, or hang, fail with `fail` (a codexErrorInfo) or vanish; an
     `unreachable` one retries its model without end, as codex does when the
-    model's endpoint refuses connections (`UNREACHABLE`). `tokens` is
+    model's endpoint refuses connections (`UNREACHABLE`). A turn of `responses`
+    more than one works first: every `seconds / responses`, one model response
+    that is a reasoning item and its token count (WORK_TOKENS), as a tool-using
+    turn streams them, the last response its answer (or its end). `tokens` is
     what its model response counts: None when there was none (a failed or vanished
     turn, a silent hang) and its script counts nothing. `files` is what it does to
     its workspace when its seconds have passed, before its answer (none on an
@@ -220,6 +228,7 @@ class TurnPlan:
 
     messages: list[tuple[str, str | None]] = field(default_factory=list)
     seconds: float = 1.0
+    responses: int = 1
     hang: bool = False
     fail: Any = None
     vanish: str | None = None
@@ -227,6 +236,9 @@ class TurnPlan:
     unreachable: bool = False
     files: FileEffects = NO_FILES
 
+
+WORK_TOKENS = Usage(input=100, output=10)
+"""What each working response before a turn's last counts (`responses`)."""
 
 UNREACHABLE = {
     "message": "Reconnecting... waiting for network",
@@ -260,6 +272,7 @@ def plan_turn(
     return TurnPlan(
         messages=messages,
         seconds=behaviour.seconds,
+        responses=1 if behaviour.unreachable else behaviour.responses,
         hang=behaviour.hang,
         fail=behaviour.fail,
         vanish=behaviour.vanish,

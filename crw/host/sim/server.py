@@ -30,6 +30,7 @@ from crw.host.sim import files, rollout
 from crw.host.sim.behaviour import (
     RETRY_GAPS,
     UNREACHABLE,
+    WORK_TOKENS,
     Script,
     TurnPlan,
     call_of,
@@ -47,6 +48,7 @@ from crw.host.sim.state import (
     SimState,
     Thread,
     Turn,
+    Usage,
     agent_message,
     fork_turns,
     invalid_request,
@@ -337,7 +339,12 @@ class SimHost:
     ) -> None:
         """Act out `plan` (in `_run_turn`, which writes the rollout records of its
         last step); the records of a step that awaits after it are written first."""
-        await trio.sleep(plan.seconds)
+        gap = plan.seconds / plan.responses
+        for _ in range(plan.responses - 1):
+            await trio.sleep(gap)
+            self._work(thread, turn)
+            self._write_records()
+        await trio.sleep(gap)
         if workspace is not None:
             try:
                 files.apply(workspace, plan.files, self._wall())
@@ -380,18 +387,29 @@ class SimHost:
             self._item("item/completed", thread, turn, item)
             event = rollout.event("agent_message", message=text, phase=phase, turn_id=turn.id)
             self._record(thread, "event_msg", event, wall)
-        if plan.tokens is None:
-            return
-        thread.tokens = thread.tokens + plan.tokens
+        if plan.tokens is not None:
+            self._count(thread, turn, plan.tokens, wall)
+
+    def _work(self, thread: Thread, turn: Turn) -> None:
+        """One working model response before the turn's last: a reasoning item,
+        then its token count."""
+        item = {"type": "reasoning", "id": new_id(), "summary": [], "content": []}
+        turn.items.append(item)
+        self._item("item/started", thread, turn, item)
+        self._item("item/completed", thread, turn, item)
+        self._count(thread, turn, WORK_TOKENS, self._wall())
+
+    def _count(self, thread: Thread, turn: Turn, tokens: Usage, wall: float) -> None:
+        """A model response's token count: the notification and the rollout's record."""
+        thread.tokens = thread.tokens + tokens
         usage = {
             "total": thread.tokens.wire(),
-            "last": plan.tokens.wire(),
+            "last": tokens.wire(),
             "modelContextWindow": MODEL_CONTEXT_WINDOW,
         }
         params = {"threadId": thread.id, "turnId": turn.id, "tokenUsage": usage}
         self._notify("thread/tokenUsage/updated", params, thread)
-        count = rollout.token_count(thread.tokens, plan.tokens)
-        self._record(thread, "event_msg", count, wall)
+        self._record(thread, "event_msg", rollout.token_count(thread.tokens, tokens), wall)
 
     def _window_exceeded(self, thread: Thread, turn: Turn) -> None:
         """codex 0.163 reports an exceeded context window as a token usage whose total

@@ -135,7 +135,16 @@ def test_the_newest_matching_script_wins() -> None:
 
 @pytest.mark.parametrize(
     "behaviour",
-    [{"bogus": 1}, {"phase": "loud"}, {"vanish": "gone"}, {"seconds": -1}, {"tokens": {"x": 1}}],
+    [
+        {"bogus": 1},
+        {"phase": "loud"},
+        {"vanish": "gone"},
+        {"seconds": -1},
+        {"tokens": {"x": 1}},
+        {"responses": 0},
+        {"responses": 1.5},
+        {"responses": True},
+    ],
 )
 def test_a_malformed_behaviour_is_refused(behaviour: dict[str, Any]) -> None:
     with pytest.raises(RpcError):
@@ -262,6 +271,33 @@ async def test_seconds_is_how_long_the_turn_takes(
         _, turn = await _run(client, {"seconds": 90}, TASK)
     assert turn["durationMs"] == 90_000
     assert trio.current_time() == pytest.approx(90.0)
+
+
+async def test_responses_work_before_the_answer_each_with_its_token_count(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A tool-using turn: every `seconds / responses`, a model response, each
+    counted; the last one the answer."""
+    async with connected(tmp_path) as (_, client):
+        thread_id, turn = await _run(client, {"seconds": 8, "responses": 4}, TASK)
+        read = await client.request("thread/read", {"threadId": thread_id, "includeTurns": True})
+        usages = [
+            n["params"]["tokenUsage"] for n in client.notes if n["method"].endswith("Usage/updated")
+        ]
+    assert turn["durationMs"] == 8_000
+    items = read["thread"]["turns"][0]["items"]
+    assert [item["type"] for item in items] == [
+        "userMessage",
+        *["reasoning"] * 3,
+        "agentMessage",
+    ]
+    assert [usage["last"]["inputTokens"] for usage in usages] == [
+        100,
+        100,
+        100,
+        len(TASK) // 4 + 100,
+    ]
+    assert usages[-1]["total"]["inputTokens"] == 300 + len(TASK) // 4 + 100
 
 
 async def test_scripted_tokens_are_what_the_turn_counts(
