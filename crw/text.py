@@ -9,9 +9,29 @@ in its place.
 
 from __future__ import annotations
 
+import json
 import re
+import sys
+from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_loads(text: str | bytes | bytearray) -> Any:
+    """`json.loads(text)`, with pydantic-core's parser when the process has loaded
+    it (the run process and every command that writes rows do: they encode with
+    it), which takes about half the time and reads the same values; what it
+    refuses (the escape of a lone surrogate, nesting over 200 deep, text that is
+    not JSON) `json` reads, or raises for, as it always did. A process that has
+    not loaded it does not load it to read: its import costs more than it saves
+    on a few rows or messages."""
+    core = sys.modules.get("pydantic_core")
+    if core is not None:
+        try:
+            return core.from_json(text, cache_strings="keys")
+        except ValueError:
+            pass
+    return json.loads(text)
 
 
 def escape_surrogates(json_text: str) -> str:

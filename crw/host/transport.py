@@ -13,7 +13,6 @@ once, to `HostUnavailable`.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -50,7 +49,7 @@ from crw.host.frames import (
     parse_head,
     xor_mask,
 )
-from crw.text import replace_surrogates
+from crw.text import json_loads, replace_surrogates
 
 MAX_LINE = 64 * 1024 * 1024
 """A line longer than this is a broken peer, not a message (thread/read of a long
@@ -128,7 +127,7 @@ async def _send_under(
 
 def _decode(text: str | bytes | bytearray, where: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        value = json_loads(text)
     except ValueError as err:
         raise HostUnavailable(f"{where} sent a message that is not JSON: {err}") from err
     if not isinstance(value, dict):

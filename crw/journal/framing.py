@@ -43,11 +43,12 @@ import gc
 import json
 import re
 import struct
-import sys
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeGuard
+
+from crw.text import json_loads
 
 FRAMING = "commit_seq"
 """The framing member every line carries: the seq of the last row of its batch."""
@@ -141,23 +142,10 @@ def _checksummed_heads(data: bytes) -> list[bytes] | None:
 
 
 def parse_array(text: bytes) -> Any:
-    """The JSON value of `text`, or None when it is not JSON.
-
-    With pydantic-core's parser when the process has loaded it (the run process
-    and every command that writes rows do: they encode with it), which takes about
-    40% less time than `json` and reads the same values; what it refuses (the
-    escape of a lone surrogate, nesting over 200 deep) `json` reads. A process that
-    has not loaded it (`next`, `status`) does not load it to read: its import costs
-    more than it saves on the rows a snapshot leaves them.
-    """
-    core = sys.modules.get("pydantic_core")
-    if core is not None:
-        try:
-            return core.from_json(text, cache_strings="keys")
-        except ValueError:
-            pass
+    """The JSON value of `text`, or None when it is not JSON (`json_loads`:
+    pydantic-core's parser where the process has loaded it)."""
     try:
-        return json.loads(text)
+        return json_loads(text)
     except (ValueError, RecursionError):
         return None
 

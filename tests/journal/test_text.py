@@ -214,3 +214,56 @@ def test_only_text_that_holds_a_surrogate_is_searched(monkeypatch: pytest.Monkey
     assert crw.text.replace_surrogates("a\ud800b") == "a\ufffdb"
     assert crw.text.escape_surrogates('"\udc00"') == '"\\udc00"'
     assert searched == ["a\ud800b", '"\udc00"']
+
+
+@given(JSON)
+@settings(max_examples=300)
+def test_json_loads_reads_what_json_reads(value: Any) -> None:
+    """pydantic-core's parser reads the journal's lines and the host's messages;
+    what it refuses (the escape of a lone surrogate) `json` reads: the values are
+    `json`'s either way."""
+    import json
+
+    import pydantic_core  # noqa: F401  (loaded, as in the run process)
+
+    text = json.dumps(value)
+    assert crw.text.json_loads(text) == json.loads(text)
+    assert crw.text.json_loads(text.encode("utf-8", "surrogatepass")) == json.loads(text)
+
+
+def test_json_loads_takes_pydantic_cores_parser_once_loaded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fast parser is the one taken when the process has it; `json` reads
+    what it refuses, and raises what `json` raises for text that is not JSON."""
+    import sys
+
+    parsed: list[object] = []
+
+    class Core:
+        @staticmethod
+        def from_json(text: object, cache_strings: str) -> object:
+            parsed.append(text)
+            if b"\\ud800" in bytes(text):  # type: ignore[call-overload]
+                raise ValueError("lone surrogate")
+            return {"fast": True}
+
+    monkeypatch.setitem(sys.modules, "pydantic_core", Core)
+    assert crw.text.json_loads(b'{"a":1}') == {"fast": True}
+    assert crw.text.json_loads(b'{"a":"\\ud800"}') == {"a": "\ud800"}
+    assert parsed == [b'{"a":1}', b'{"a":"\\ud800"}']
+    monkeypatch.delitem(sys.modules, "pydantic_core")
+    assert crw.text.json_loads(b'{"a":1}') == {"a": 1}
+    assert len(parsed) == 2
+    with pytest.raises(ValueError):
+        crw.text.json_loads(b"{not json")
+
+
+async def test_a_host_message_with_a_lone_surrogate_escape_reads_back_exactly() -> None:
+    """The host may send any text an answer holds: the escape of a lone surrogate
+    reads as that code unit, as `json` reads it."""
+    import pydantic_core  # noqa: F401  (loaded, as in the run process)
+
+    ours, theirs = memory_stream_pair()
+    await ours.send_all(b'{"text":"a\\ud800b","n":1}\n')
+    assert await JsonLinesTransport(theirs).receive() == {"text": "a\ud800b", "n": 1}
