@@ -45,6 +45,7 @@ from crw.engine import answer, app_resume, harvest, outcome, packet
 from crw.engine.harvest import CallEnd
 from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair
+from crw.engine.rundir import PRIVATE_DIR
 from crw.engine.template import render_task
 from crw.engine.workflow import Node, Workflow
 from crw.host.client import HostRequestError, unknown_thread
@@ -231,7 +232,7 @@ class AppServerCall:
         # In the run's thread, as the journal's fsync: a mkdir takes microseconds,
         # a hop to a worker thread and back a tenth of a millisecond. No schedule
         # point of its own: thread/start's send, next, is one.
-        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.workspace.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
 
     async def start_thread(self) -> str:
         """The call's thread (`open_thread`); its thread_started."""

@@ -7,6 +7,7 @@ the rows written: their kinds, fields and order.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -148,6 +149,22 @@ async def test_workflow_runs_every_call_in_needs_order_to_completed(
     assert done["result"] == {"summary": "x"} and done["extracted"] is False
     assert done["result_digest"].startswith("sha256:") and "raw_text" not in done
     assert replayed(rows).state == "ended"
+
+
+async def test_a_calls_directory_is_private_whatever_the_umask(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """What a run makes under its directory is the user's alone: a call's
+    directory is 0700 under umask 0, as a session call's is."""
+    before = os.umask(0)
+    try:
+        async with harness(tmp_path) as h:
+            _, rows = await h.run()
+    finally:
+        os.umask(before)
+    workspaces = [Path(r["allocation"]["workspace"]) for r in rows if r["row"] == "prepared"]
+    assert len(workspaces) == 3
+    assert {oct(path.stat().st_mode & 0o777) for path in workspaces} == {oct(0o700)}
 
 
 async def test_prepared_row_records_the_allocation_and_thread_started_the_thread(
