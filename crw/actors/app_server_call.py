@@ -217,9 +217,12 @@ class AppServerCall:
             self.allocation = recorded
         elif self.allocation is None and self.ctx.placer is not None:
             placer, node = self.ctx.placer, self.node
-            self.allocation = await trio.to_thread.run_sync(
-                placer.allocate, self.call, node.id, node.role, node.qa
-            )
+            if placer.reads_ref(node.role, node.qa):
+                self.allocation = await trio.to_thread.run_sync(
+                    placer.allocate, self.call, node.id, node.role, node.qa
+                )
+            else:  # a decision only: a worker thread's hop would cost more
+                self.allocation = placer.allocate(self.call, node.id, node.role, node.qa)
         if self.allocation is not None and self.allocation.workspace:
             self.workspace = Path(self.allocation.workspace)
 

@@ -250,9 +250,13 @@ class SessionCall(CallSteps):
         placer = self.ctx.placer
         if placer is None:
             return Allocation(workspace=str(self.workspace), kind="directory")
-        allocation = await trio.to_thread.run_sync(
-            placer.allocate, self.call, self.node.id, self.node.role, self.node.qa
-        )
+        node = self.node
+        if placer.reads_ref(node.role, node.qa):
+            allocation = await trio.to_thread.run_sync(
+                placer.allocate, self.call, node.id, node.role, node.qa
+            )
+        else:  # a decision only: a worker thread's hop would cost more
+            allocation = placer.allocate(self.call, node.id, node.role, node.qa)
         self.workspace = Path(str(allocation.workspace))
         return allocation
 

@@ -111,10 +111,16 @@ class Placer:
     head: str | None
     calls: Path
 
+    def reads_ref(self, role: str, qa: str | None) -> bool:
+        """Whether `allocate` reads the node ref for such a call (and blocks on the
+        repository); else it only decides, in microseconds."""
+        return self.repository is not None and is_executor(role) and qa != QA_CAPTURE
+
     def allocate(self, call: str, node: str, role: str, qa: str | None) -> Allocation:
-        """A new call's allocation; reads the node ref (blocking: run it in a thread)."""
+        """A new call's allocation; reads the node ref when `reads_ref` (blocking:
+        then run it in a thread)."""
         node_commit = None
-        if self.repository is not None and is_executor(role) and qa != QA_CAPTURE:
+        if self.repository is not None and self.reads_ref(role, qa):
             from crw.workspace import worktrees
 
             node_commit = worktrees.ref_commit(self.repository, node_ref(self.run_id, node))

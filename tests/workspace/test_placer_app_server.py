@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import functools
 import shutil
+import threading
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
@@ -78,3 +80,24 @@ async def test_a_killed_app_server_process_restores_the_worktree_it_left_unmade(
     assert [r["row"] for r in rows if r.get("call") == "build.1"].count("prepared") == 1
     tree = pygit2.Repository(build["workspace"])
     assert (tree.head.name, str(tree.head.target)) == (build["branch"], node_tip(rows, "build"))
+
+
+async def test_only_a_call_that_reads_its_node_ref_is_allocated_in_a_worker_thread(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The placer's decision takes microseconds, a hop to a worker thread and back
+    more: only an executor's allocation, which reads its node ref from the
+    repository, is made off the run's thread."""
+    in_loop: dict[str, bool] = {}
+    allocate = Placer.allocate
+
+    def spy(self: Placer, call: str, *args: Any) -> Any:
+        in_loop[call] = threading.current_thread() is threading.main_thread()
+        return allocate(self, call, *args)
+
+    monkeypatch.setattr(Placer, "allocate", spy)
+    async with open_sim_host(tmp_path / "home") as sim:
+        made = await reviewed(sim, tmp_path)
+        placed(tmp_path, made.run_dir, monkeypatch)
+        assert await made.process() == "ended"
+    assert in_loop == {"build.1": False, "build.2": True, "build.4": True, "ship.1": True}

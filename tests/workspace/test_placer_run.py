@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pygit2
+import pytest
 import trio
 from trio.testing import MockClock
 
@@ -126,3 +128,25 @@ async def test_session_run_without_a_repository_keeps_plain_directories(
         allocation = first(rows, "prepared", call)["allocation"]
         assert allocation == {"workspace": str(h.run.calls / call), "kind": "directory"}
         assert (h.run.calls / call).is_dir() and not (h.run.calls / call / ".git").exists()
+
+
+async def test_only_a_call_that_reads_its_node_ref_is_allocated_in_a_worker_thread(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The placer's decision takes microseconds, a hop to a worker thread and back
+    more: only an executor's allocation, which reads its node ref from the
+    repository, is made off the run's thread."""
+    in_loop: dict[str, bool] = {}
+    allocate = Placer.allocate
+
+    def spy(self: Placer, call: str, *args: Any) -> Any:
+        in_loop[call] = threading.current_thread() is threading.main_thread()
+        return allocate(self, call, *args)
+
+    monkeypatch.setattr(Placer, "allocate", spy)
+    repo = make_repo(tmp_path / "repo", {"main.go": "package main\n"})
+    async with harness(tmp_path) as h:
+        placer = Placer(RUN_ID, str(repo.workdir).rstrip("/"), str(repo.head.target), h.run.calls)
+        state, _ = await go(h, placer)
+    assert state == "ended"
+    assert in_loop == {"explore.1": True, "build.1": False, "review.1": True}
