@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from crw.bus.steps import write_atomic
-from crw.engine.rundir import RunDir
+from crw.engine.rundir import PRIVATE_DIR, RunDir
 
 Op = Literal["pause", "cancel"]
 REASONS: dict[str, str] = {"pause": "paused", "cancel": "cancelled"}
@@ -63,7 +63,7 @@ def write_request(run: RunDir, request: Request) -> Path:
         OSError: the write failed; no partial request is left.
     """
     path = request_path(run, request.id)
-    run.inbox.mkdir(exist_ok=True)
+    run.inbox.mkdir(mode=PRIVATE_DIR, exist_ok=True)
     body = (json.dumps(asdict(request)) + "\n").encode()
     write_atomic(path, body, temp=run.inbox / f".{request.id}.control.tmp")
     return path

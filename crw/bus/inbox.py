@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.bus.steps import write_atomic
-from crw.engine.rundir import RunDir
+from crw.engine.rundir import PRIVATE_DIR, RunDir
 from crw.rawfile import read_bytes
 
 log = logging.getLogger("crw.bus")
@@ -155,7 +155,7 @@ def _write_in(directory: Path, path: str | Path, data: bytes, temp: str) -> None
     try:
         write_atomic(path, data, temp=temp_path, durable=False)
     except (FileNotFoundError, NotADirectoryError):
-        directory.mkdir(exist_ok=True)
+        directory.mkdir(mode=PRIVATE_DIR, exist_ok=True)
         write_atomic(path, data, temp=temp_path, durable=False)
 
 

@@ -57,7 +57,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crw.engine.rundir import PRIVATE_FILE, RunDir
+from crw.engine.rundir import PRIVATE_DIR, PRIVATE_FILE, RunDir
 from crw.rawfile import read_bytes
 
 LINK = ".live"
@@ -197,7 +197,7 @@ def open_index(run: RunDir, token: str) -> None:
     process whose lock token is `token`, and keep the index from now on (an older
     process's index is removed). Call it before this process writes any step."""
     steps = run.steps
-    steps.mkdir(parents=True, exist_ok=True)
+    steps.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     path, temp = steps / f"{PREFIX}{token}", steps / f".{LINK}.{token}"
     with _lock:
         marked = {

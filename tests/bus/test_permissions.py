@@ -119,3 +119,24 @@ def test_a_file_is_chmodded_only_when_the_umask_takes_a_bit_of_0600(
         bus.write_atomic(tmp_path / "b.json", b"{}")
     assert mode(tmp_path / "a.json") == mode(tmp_path / "b.json") == 0o600
     assert len(calls) == 2 * chmods
+
+
+def test_a_run_directory_made_again_where_it_went_missing_is_private(
+    tmp_path: Path, umask: int
+) -> None:
+    """The bus makes the inbox, the replies and the steps directory again when one
+    is missing (a user's clean-up under a live run): 0700, as the run made them."""
+    from crw.bus import control, live
+
+    run = RunDir(tmp_path / "r1")
+    run.create()
+    for directory in (run.inbox, run.replies, run.steps):
+        directory.rmdir()
+    report = reports.Report.new("r1", "build.1", 1, 1, "agent-1", "t")
+    reports.write_report(run, report)
+    reports.write_reply(run, {"id": report.id, "reply": "bound"})
+    live.open_index(run, "token-1")
+    assert {mode(d) for d in (run.inbox, run.replies, run.steps)} == {0o700}
+    run.inbox.rmdir()
+    control.write_request(run, control.Request.new("r1", "pause", "2026-12-02T00:00:00Z"))
+    assert mode(run.inbox) == 0o700
