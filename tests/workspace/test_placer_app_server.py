@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import functools
 import shutil
-import threading
 from pathlib import Path
-from typing import Any
 
 import pygit2
 import pytest
@@ -21,6 +19,7 @@ from crw.workspace.placer import Placer
 from tests.actors.test_app_server_resume import kill_after
 from tests.actors.test_app_server_review import one, reviewed
 from tests.workspace.gitrepo import make_repo
+from tests.workspace.test_placer_run import allocations_in_loop
 
 
 def placed(tmp_path: Path, run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> pygit2.Repository:
@@ -88,14 +87,7 @@ async def test_only_a_call_that_reads_its_node_ref_is_allocated_in_a_worker_thre
     """The placer's decision takes microseconds, a hop to a worker thread and back
     more: only an executor's allocation, which reads its node ref from the
     repository, is made off the run's thread."""
-    in_loop: dict[str, bool] = {}
-    allocate = Placer.allocate
-
-    def spy(self: Placer, call: str, *args: Any) -> Any:
-        in_loop[call] = threading.current_thread() is threading.main_thread()
-        return allocate(self, call, *args)
-
-    monkeypatch.setattr(Placer, "allocate", spy)
+    in_loop = allocations_in_loop(monkeypatch)
     async with open_sim_host(tmp_path / "home") as sim:
         made = await reviewed(sim, tmp_path)
         placed(tmp_path, made.run_dir, monkeypatch)

@@ -130,12 +130,9 @@ async def test_session_run_without_a_repository_keeps_plain_directories(
         assert (h.run.calls / call).is_dir() and not (h.run.calls / call / ".git").exists()
 
 
-async def test_only_a_call_that_reads_its_node_ref_is_allocated_in_a_worker_thread(
-    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The placer's decision takes microseconds, a hop to a worker thread and back
-    more: only an executor's allocation, which reads its node ref from the
-    repository, is made off the run's thread."""
+def allocations_in_loop(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
+    """Filled, for each call the placer allocates from now on, with whether it was
+    allocated in the run's (the main) thread."""
     in_loop: dict[str, bool] = {}
     allocate = Placer.allocate
 
@@ -144,6 +141,16 @@ async def test_only_a_call_that_reads_its_node_ref_is_allocated_in_a_worker_thre
         return allocate(self, call, *args)
 
     monkeypatch.setattr(Placer, "allocate", spy)
+    return in_loop
+
+
+async def test_only_a_call_that_reads_its_node_ref_is_allocated_in_a_worker_thread(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The placer's decision takes microseconds, a hop to a worker thread and back
+    more: only an executor's allocation, which reads its node ref from the
+    repository, is made off the run's thread."""
+    in_loop = allocations_in_loop(monkeypatch)
     repo = make_repo(tmp_path / "repo", {"main.go": "package main\n"})
     async with harness(tmp_path) as h:
         placer = Placer(RUN_ID, str(repo.workdir).rstrip("/"), str(repo.head.target), h.run.calls)
