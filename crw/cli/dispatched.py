@@ -37,9 +37,8 @@ from crw.bus.dirwatch import DirWatch
 from crw.bus.inbox import Report, read_reply, read_reports, write_report
 from crw.cli.output import emit
 from crw.clock import system_clock
-from crw.engine.held_fix import SPAWN_FAILED, held_fix
+from crw.engine.held_fix import SPAWN_FAILED, answer_choices, held_fix
 from crw.engine.locks import run_is_live
-from crw.engine.next_state import answer_choices
 from crw.engine.replies import call_record, late_failed
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec

@@ -12,11 +12,8 @@ snapshot, so the next list reads its tail). Nothing is locked and no row is writ
 
 from __future__ import annotations
 
-import functools
 import gc
-import json as json_module
 import os
-import re
 import shlex
 import shutil
 from dataclasses import dataclass
@@ -26,6 +23,7 @@ from typing import Any
 
 from crw.cli.list_table import age, backend, fit
 from crw.cli.output import emit
+from crw.cli.run_spec import spec_json, workflow_file, workflow_nodes
 from crw.cli.status_text import short_tokens
 from crw.engine.locks import holder_pid, run_is_live
 from crw.engine.run_view import outcome, parse_at, progress
@@ -139,39 +137,6 @@ def _unread(state: str, reason: str) -> dict[str, Any]:
         "last_at": None,
         "read": "whole",
     }
-
-
-def spec_json(run: RunDir) -> dict[str, Any]:
-    """run.json as plain JSON, no model for a few fields ({} when it cannot be read)."""
-    try:
-        spec = json_module.loads(run.run_json.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return spec if isinstance(spec, dict) else {}
-
-
-def workflow_file(spec: dict[str, Any]) -> str | None:
-    """The workflow file run.json names."""
-    workflow = spec.get("workflow")
-    path = workflow.get("path") if isinstance(workflow, dict) else None
-    return path if isinstance(path, str) else None
-
-
-_NODE_TABLE = re.compile(rb"^[ \t]*\[\[[ \t]*node[ \t]*\]\]", re.MULTILINE)
-
-
-@functools.cache
-def workflow_nodes(path: str | None) -> int:
-    """How many nodes the workflow file has now, counted by its `[[node]]` lines
-    (a parse of a workflow of 10,000 nodes would cost status its cold start);
-    0 when it cannot be read."""
-    if path is None:
-        return 0
-    try:
-        with open(path, "rb") as file:
-            return len(_NODE_TABLE.findall(file.read()))
-    except OSError:
-        return 0
 
 
 def _name(spec: dict[str, Any], run_id: str) -> str | None:

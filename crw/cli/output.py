@@ -9,9 +9,11 @@ from typing import Any
 
 def emit(as_json: bool, payload: dict[str, Any], human: str | Callable[[], str]) -> None:
     """Print `payload` as one JSON object line, or `human` as it is (a function that
-    makes it is called only then: a run of many calls is not summarised for --json)."""
+    makes it is called only then: a run of many calls is not summarised for --json).
+    A payload is a tree the command just built, never a cycle: the encoder does not
+    look for one (a big run's `status --json` is 10,000 calls' objects)."""
     if as_json:
-        print(json_module.dumps(payload, ensure_ascii=False))
+        print(json_module.dumps(payload, ensure_ascii=False, check_circular=False))
     else:
         print(human if isinstance(human, str) else human())
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crw.cli.follow import JournalTail, Rows, follow
-from crw.cli.list import spec_json, workflow_file, workflow_nodes
+from crw.cli.run_spec import spec_json, workflow_file, workflow_nodes
 from crw.cli.show import RowPrinter, stopped
 from crw.engine.run_view import DONE, call_views, progress
 from crw.engine.rundir import RunDir, find_run, resolve_state

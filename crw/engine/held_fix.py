@@ -25,6 +25,13 @@ UNREACHABLE = "the model cannot be reached: "
 """How the held row's error of a model the host cannot reach begins."""
 
 
+def answer_choices(backend: str | None) -> tuple[str, ...]:
+    """The answers a held call of a run on `backend` takes (`crw flow answer`):
+    retry, skip, abort, and restart on the session backend (an app-server run
+    refuses a restart)."""
+    return ("retry", "skip", "abort", *(("restart",) if backend == "session" else ()))
+
+
 def held_fix(reason: str | None, answer: Mapping[str, str], error: str | None = None) -> str | None:
     """The fix of a call held for `reason` (with the held row's `error`), naming
     the commands of `answer` (by choice, retry first); None for a hold that has no

@@ -163,10 +163,3 @@ def can_do_nothing(read: NextRead) -> bool:
     return (
         needs_ready_nodes(read.run_state) and read.ready_nodes is not None and not read.ready_nodes
     )
-
-
-def answer_choices(backend: str | None) -> tuple[str, ...]:
-    """The answers a held call of a run on `backend` takes (`crw flow answer`):
-    retry, skip, abort, and restart on the session backend (an app-server run
-    refuses a restart)."""
-    return ("retry", "skip", "abort", *(("restart",) if backend == "session" else ()))

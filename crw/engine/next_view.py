@@ -54,13 +54,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crw.bus.steps import CloseStep, StepFile
-from crw.engine.held_fix import with_fix
+from crw.engine.held_fix import answer_choices, with_fix
 from crw.engine.next_state import (
     RESUMABLE_STATES,
     STARTING_WINDOW_S,
     NextRead,
     StepKey,
-    answer_choices,
     can_do_nothing,
     is_starting,
     needs_ready_nodes,

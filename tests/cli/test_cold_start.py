@@ -63,6 +63,17 @@ def test_reading_an_ended_run_imports_neither_the_command_tree_nor_models_nor_ho
     assert [m for m in modules if m.startswith(NOT_NEEDED)] == []
 
 
+def test_status_of_an_ended_run_reads_no_step_bus_and_lists_no_runs(crw: Crw) -> None:
+    """`status` reads the journal and run.json only: it imports none of the step bus
+    (`next`'s), the owner's inbox or `list`'s table (a big run's cold status pays
+    for every module it loads)."""
+    run = ended_run(crw)
+    result, modules = imported(crw, "flow", "status", run.id, "--state", str(crw.state), "--json")
+    assert result.code == 0 and json.loads(result.stdout)["state"] == "ended"
+    needless = ("crw.bus", "crw.cli.list", "crw.engine.next_")
+    assert [m for m in modules if m.startswith(needless)] == []
+
+
 def test_the_hot_path_takes_the_plain_command_lines() -> None:
     """The plain forms the owner types are taken without the command tree."""
     assert parse(["flow", "next", "r", "--wait", "30", "--json"]) == (
