@@ -3,6 +3,7 @@ journal, only the rows after it decoded, and thrown away when it does not match.
 
 from __future__ import annotations
 
+import errno
 import zlib
 from pathlib import Path
 from typing import Any
@@ -206,3 +207,29 @@ def test_an_owner_reading_a_big_run_decodes_at_most_256_kib_a_read(
     for call in state.calls.values():
         call.result = None
     assert state == without_results(journal)
+
+
+@pytest.mark.parametrize("fault", ["name taken by a directory", "disk full"])
+def test_a_snapshot_that_cannot_be_written_fails_no_read_and_leaves_no_file(
+    tmp_path: Path, decoded: list[int], monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    """The snapshot is the reader's own cache, never a reason to fail: where it cannot
+    be written (its name is a directory's, the disk is full) every read decodes the
+    journal whole and answers as ever, and no temporary file is left behind."""
+    journal = tmp_path / "journal.jsonl"
+    _append(journal, 1, range(20))
+    if fault == "disk full":
+
+        def full(*args: Any) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(snapshot.os, "replace", full)
+    else:
+        (tmp_path / snapshot.SNAPSHOT).mkdir()
+    for _ in range(2):
+        decoded.clear()
+        state, read = snapshot.replay_journal(journal)
+        assert len(decoded) == 61 and read.end == journal.stat().st_size
+        assert state == replay(read_journal(journal).rows)
+    left = {path.name for path in tmp_path.iterdir()}
+    assert left == {"journal.jsonl"} | ({snapshot.SNAPSHOT} if fault != "disk full" else set())
