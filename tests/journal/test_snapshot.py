@@ -4,6 +4,7 @@ journal, only the rows after it decoded, and thrown away when it does not match.
 from __future__ import annotations
 
 import errno
+import os
 import zlib
 from pathlib import Path
 from typing import Any
@@ -223,7 +224,7 @@ def test_a_snapshot_that_cannot_be_written_fails_no_read_and_leaves_no_file(
         def full(*args: Any) -> None:
             raise OSError(errno.ENOSPC, "No space left on device")
 
-        monkeypatch.setattr(snapshot.os, "replace", full)
+        monkeypatch.setattr(os, "replace", full)
     else:
         (tmp_path / snapshot.SNAPSHOT).mkdir()
     for _ in range(2):
