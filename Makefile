@@ -6,13 +6,15 @@
 #   make chromium installs Debian's chromium when /usr/bin/chromium is missing (CI
 #               does, so the timeline's browser test runs; without it it is skipped)
 #   make bytecode compiles crw's modules (demo, test, drills and bench do it first)
+#   make targets runs every bench the scale targets name and says which are met
+#               (bench/targets.py, about fifteen minutes; exit 1 when one is not)
 # Each makes .venv and installs the pinned tree first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test drills drills-table lint typecheck bench bytecode clean chromium
+.PHONY: demo test drills drills-table lint typecheck bench targets bytecode clean chromium
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +50,9 @@ typecheck: $(STAMP)
 bench: bytecode
 	$(BIN)/python bench/journal.py
 	$(BIN)/python bench/scale.py --sizes 100,1000 --limit 120
+
+targets: bytecode
+	$(BIN)/python bench/targets.py
 
 chromium:
 	test -x /usr/bin/chromium || { \

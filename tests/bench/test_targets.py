@@ -1,0 +1,87 @@
+"""bench/targets.py: each scale target judged against the figure its bench printed,
+a bench that failed judged unmet with its reason, and the exit code says whether
+every target was met."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture
+def targets(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """bench/targets.py as a module (a script: its sibling `machine` on the path)."""
+    monkeypatch.syspath_prepend(str(BENCH_DIR))
+    spec = importlib.util.spec_from_file_location("targets_bench", BENCH_DIR / "targets.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look it up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_figure_on_its_bound_meets_an_inclusive_target_and_misses_a_strict_one(
+    targets: Any,
+) -> None:
+    throughput = next(t for t in targets.TARGETS if t.path[-1] == "calls_per_s")
+    replay = next(t for t in targets.TARGETS if t.bench == "replay")
+    resume = next(t for t in targets.TARGETS if t.path == ("start_s",))
+    app: dict[str, Any] = {"app_server": {"10000": {"calls_per_s": 250}}}
+    assert throughput.judge(app)["met"] is True
+    app["app_server"]["10000"]["calls_per_s"] = 249.9
+    assert throughput.judge(app) == {
+        "target": "App Server calls/s at 10,000 calls",
+        "bench": "scale_app_server",
+        "figure": 249.9,
+        "bound": ">= 250",
+        "unit": "calls/s",
+        "met": False,
+    }
+    assert replay.judge({"total_ms": 500.0})["met"] is True
+    assert replay.judge({"total_ms": 500.1})["met"] is False
+    assert resume.judge({"start_s": 2})["met"] is False  # "< 2 s": the bound itself misses
+    assert resume.judge({"start_s": 1.99})["met"] is True
+
+
+def test_a_figure_the_bench_did_not_give_is_unmet_not_an_error(targets: Any) -> None:
+    """A size the scale bench skipped ({"skipped": why}), a bench that failed (no
+    figures), a figure that is not a number: the target shows no figure, unmet."""
+    throughput = next(t for t in targets.TARGETS if t.path[-1] == "calls_per_s")
+    skipped = {"app_server": {"10000": {"skipped": "did not end within 120 s"}}}
+    for figures in (skipped, None, {"app_server": {"10000": {"calls_per_s": True}}}):
+        line = throughput.judge(figures)
+        assert (line["figure"], line["met"]) == (None, False)
+
+
+def test_the_report_runs_each_bench_and_exits_1_when_a_target_is_missed(
+    targets: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The replay bench at a tiny size, run as its own process: its figure is the one
+    it printed; a bound it cannot meet makes the exit code 1; a bench that fails is
+    reported with its exit code and the last line it wrote on stderr."""
+    monkeypatch.setitem(targets.BENCHES, "replay", ["replay.py", "--trials", "1", "--rows", "60"])
+    monkeypatch.setattr(sys, "argv", ["targets.py", "--json", "--only", "replay"])
+    assert targets.main() == 0
+    report = json.loads(capsys.readouterr().out)
+    [line] = report["targets"]
+    figures = report["benches"]["replay"]["figures"]
+    assert line["figure"] == figures["total_ms"] and figures["rows"] <= 60
+    assert report["met"] is True and report["benches"]["replay"]["machine"]["loop_ms"] > 0
+    replay = next(t for t in targets.TARGETS if t.bench == "replay")
+    monkeypatch.setattr(targets, "TARGETS", (dataclasses.replace(replay, bound=0),))
+    assert targets.main() == 1
+    assert json.loads(capsys.readouterr().out)["met"] is False
+    monkeypatch.setitem(targets.BENCHES, "replay", ["replay.py", "--rows", "many"])
+    assert targets.main() == 1
+    failed = json.loads(capsys.readouterr().out)
+    assert failed["targets"][0]["figure"] is None
+    assert failed["benches"]["replay"]["error"].startswith("exit 2: ")
+    assert "invalid int value: 'many'" in failed["benches"]["replay"]["error"]
