@@ -25,10 +25,11 @@ import re
 import shlex
 import sys
 import tempfile
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tomli
 
 from crw.errors import InputError, RefusedError
 
@@ -67,8 +68,8 @@ def read_config(path: Path) -> Config:
 
 def _parse(path: Path, text: str) -> dict[str, Any]:
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
+        return tomli.loads(text)
+    except tomli.TOMLDecodeError as err:
         raise InputError(f"{path} is not TOML ({err}); fix it, then install again") from err
 
 
@@ -149,8 +150,8 @@ def _joined(text: str, tail: str) -> str:
 
 def _reads(text: str, holds: Any) -> bool:
     try:
-        return bool(holds(tomllib.loads(text)))
-    except (tomllib.TOMLDecodeError, AttributeError):
+        return bool(holds(tomli.loads(text)))
+    except (tomli.TOMLDecodeError, AttributeError):
         return False
 
 

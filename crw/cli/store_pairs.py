@@ -1,5 +1,5 @@
-"""The role store's pairs as `crw flow next` reads them: with the standard library
-while it can (tomllib), with the role store's models (pydantic) only when it must,
+"""The role store's pairs as `crw flow next` reads them: with the TOML parser alone
+while it can (tomli), with the role store's models (pydantic) only when it must,
 so next's cold start does not pay for them on every read."""
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ def store_pairs(
 def plain_pairs(path: Path) -> dict[str, dict[str, str]] | None:
     """The store's pairs when it is plain TOML of the six roles' string parts, else
     None (then only the role store's own reading tells)."""
-    import tomllib
+    import tomli
 
     try:
-        table = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        table = tomli.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomli.TOMLDecodeError):
         return None
     pairs = {role: {"agent_type": default_agent_type(role)} for role in ROLES}
     for role, parts in table.items():

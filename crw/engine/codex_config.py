@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import tomli
 
 from crw.rawfile import read_bytes
 
@@ -19,11 +20,11 @@ def codex_home(environ: Mapping[str, str]) -> Path:
 
 def read_config(home: Path) -> dict[str, Any]:
     """`<home>/config.toml` as read; a file that is missing or unreadable reads empty.
-    Read raw, as `tomllib.load` reads a file (its bytes decoded as UTF-8): every
+    Read raw, as `tomli.load` reads a file (its bytes decoded as UTF-8): every
     `next` reads it, and a buffered reader adds two fstats, an ioctl and two lseeks."""
     try:
-        return tomllib.loads(read_bytes(os.path.join(home, "config.toml")).decode())
-    except (OSError, tomllib.TOMLDecodeError):
+        return tomli.loads(read_bytes(os.path.join(home, "config.toml")).decode())
+    except (OSError, tomli.TOMLDecodeError):
         return {}
 
 

@@ -185,6 +185,18 @@ def test_transitive_need_may_be_referenced(tmp_path: Path) -> None:
     ]
 
 
+def test_a_workflow_may_write_toml_1_1(tmp_path: Path) -> None:
+    """Workflow files are TOML 1.1 (the parser is tomli's): an inline schema written
+    over several lines with a trailing comma loads, and a refusal inside it still
+    names the line of the key that opens it."""
+    schema = '{\n  type = "object",\n  required = ["ok"],\n}'
+    text = 'name = "w"\npool = 1\n' + NODE_A.replace('{ type = "object" }', schema)
+    wf = load_workflow(write(tmp_path, text))
+    assert wf.nodes[0].output_schema == {"type": "object", "required": ["ok"]}
+    bad = text.replace('type = "object"', 'type = "objekt"')
+    assert refusal(write(tmp_path, bad)).startswith(f"{tmp_path / 'w.toml'}:7: ")
+
+
 # --- refusals, each one line naming file, line, what and fix ----------------------
 
 
