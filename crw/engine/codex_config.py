@@ -19,12 +19,13 @@ def codex_home(environ: Mapping[str, str]) -> Path:
 
 
 def read_config(home: Path) -> dict[str, Any]:
-    """`<home>/config.toml` as read; a file that is missing or unreadable reads empty.
+    """`<home>/config.toml` as read; a file that is missing, unreadable, not UTF-8 or
+    not TOML reads empty (Codex refuses such a file itself and says so).
     Read raw, as `tomli.load` reads a file (its bytes decoded as UTF-8): every
     `next` reads it, and a buffered reader adds two fstats, an ioctl and two lseeks."""
     try:
         return tomli.loads(read_bytes(os.path.join(home, "config.toml")).decode())
-    except (OSError, tomli.TOMLDecodeError):
+    except (OSError, UnicodeDecodeError, tomli.TOMLDecodeError):
         return {}
 
 

@@ -31,6 +31,14 @@ def test_unusable_config_gives_the_default(tmp_path: Path, text: str) -> None:
     assert max_threads(_home(tmp_path, text)) == 6
 
 
+def test_a_config_that_is_not_utf8_gives_the_default(tmp_path: Path) -> None:
+    """`next` reads agents.max_threads at every call: a config.toml with a byte that
+    is not UTF-8 reads as no config, as one that is not TOML does, not a traceback."""
+    (tmp_path / "config.toml").write_bytes(b'[agents]\nmax_threads = 3\nmodel = "\xff"\n')
+    assert read_config(tmp_path) == {}
+    assert max_threads({"CODEX_HOME": str(tmp_path)}) == 6
+
+
 @pytest.mark.parametrize(
     ("pool", "threads", "expected"), [(4, 6, 4), (8, 6, 5), (4, 3, 2), (4, 1, 1)]
 )
