@@ -19,8 +19,9 @@ About fifteen minutes in all.
 Prints a table, or with --json one object: {"met": bool, "targets": [{"target",
 "bench", "figure", "bound", "unit", "met"}], "benches": {NAME: {"argv",
 "seconds", "machine", "figures" | "error"}}}. A target whose bench failed has
-figure null and met false, and the bench's error says why. Exit 0 when every
-target is met, 1 when one is not.
+figure null and met false, and the bench's error says why; one still running
+after BENCH_LIMIT (30 minutes) is interrupted as Ctrl-C interrupts it, so it reaps
+the processes it started. Exit 0 when every target is met, 1 when one is not.
 
     .venv/bin/python bench/targets.py [--json] [--only BENCH,...] [--gap SECONDS] [--tmp DIR]
 """
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import operator
+import signal
 import subprocess
 import sys
 import tempfile
@@ -46,6 +48,8 @@ GAP = 90.0
 """Seconds between the end of a bench and the start of the next."""
 BENCH_LIMIT = 1800.0
 """Seconds any one bench may take before it is stopped (and its targets unmet)."""
+STOP_GRACE = 30.0
+"""Seconds a bench stopped for its limit has to reap its processes and end."""
 
 
 @dataclass(frozen=True)
@@ -161,29 +165,43 @@ def run_bench(name: str, tmp: Path) -> dict[str, Any]:
         argv += ["--tmp", str(tmp)]
     record: dict[str, Any] = {"argv": argv[1:], "machine": speed()}
     began = time.monotonic()
-    try:
-        done = subprocess.run(
-            argv,
-            cwd=HERE.parent,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=BENCH_LIMIT,
-        )
-    except subprocess.TimeoutExpired:
-        record["error"] = f"did not finish in {BENCH_LIMIT:g} s"
-    else:
-        record |= _figures(done)
+    with subprocess.Popen(
+        argv,
+        cwd=HERE.parent,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as bench:
+        try:
+            out, err = bench.communicate(timeout=BENCH_LIMIT)
+        except subprocess.TimeoutExpired:
+            _stop(bench)
+            record["error"] = f"did not finish in {BENCH_LIMIT:g} s"
+        else:
+            record |= _figures(bench.returncode, out, err)
     record["seconds"] = round(time.monotonic() - began, 1)
     return record
 
 
-def _figures(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+def _stop(bench: subprocess.Popen[str]) -> None:
+    """Interrupt a bench that ran too long, as Ctrl-C would: it reaps the run and
+    host processes it started on its way out (a SIGKILL would leave them). Killed
+    if it has not ended after STOP_GRACE seconds."""
+    bench.send_signal(signal.SIGINT)
+    try:
+        bench.communicate(timeout=STOP_GRACE)
+    except subprocess.TimeoutExpired:
+        bench.kill()
+        bench.communicate()
+
+
+def _figures(code: int, out: str, err: str) -> dict[str, Any]:
     """{"figures": the JSON object of the bench's last line}, or {"error": why not}."""
-    last = done.stdout.strip().splitlines()[-1:] or [""]
-    if done.returncode != 0:
-        tail = done.stderr.strip().splitlines()[-1:] or ["no output on stderr"]
-        return {"error": f"exit {done.returncode}: {tail[0]}"}
+    last = out.strip().splitlines()[-1:] or [""]
+    if code != 0:
+        tail = err.strip().splitlines()[-1:] or ["no output on stderr"]
+        return {"error": f"exit {code}: {tail[0]}"}
     try:
         figures = json.loads(last[0])
     except ValueError:

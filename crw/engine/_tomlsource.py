@@ -5,9 +5,10 @@ standard library tomllib's time) gives a line only for syntax errors; a value
 that parses and is wrong (an unknown role, a cycle in needs) has none.
 `TomlSource` scans the text once and maps each key path to the line that writes
 it, the way pydantic names a location: `("node", 2, "needs")` is the `needs =`
-line of the third `[[node]]` table. The scan follows strings (single- and multi-line), comments and
-multi-line arrays and inline tables, so a `[` inside a value is never read as a
-header; keys inside an inline table share the line of the key that opens it.
+line of the third `[[node]]` table. The scan follows strings (single- and
+multi-line), comments and multi-line arrays and inline tables, so a `[` inside a
+value is never read as a header; keys inside an inline table share the line of
+the key that opens it.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.bench.conftest import processes_under
+
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
 
 
@@ -85,3 +87,20 @@ def test_the_report_runs_each_bench_and_exits_1_when_a_target_is_missed(
     assert failed["targets"][0]["figure"] is None
     assert failed["benches"]["replay"]["error"].startswith("exit 2: ")
     assert "invalid int value: 'many'" in failed["benches"]["replay"]["error"]
+
+
+def test_a_bench_past_its_limit_is_interrupted_and_leaves_no_process(
+    targets: Any, where: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bench that runs too long is stopped as Ctrl-C stops it, so it reaps the
+    host and the run it started (a SIGKILL would leave both running); its targets
+    are unmet with the reason."""
+    monkeypatch.setattr(targets, "BENCH_LIMIT", 4.0)
+    bench = ["scale.py", "--backend", "app-server", "--sizes", "10000", "--limit", "600"]
+    monkeypatch.setitem(targets.BENCHES, "scale_app_server", bench)
+    record = targets.run_bench("scale_app_server", where)
+    assert record["error"] == "did not finish in 4 s"
+    assert record["seconds"] < 4.0 + targets.STOP_GRACE
+    assert processes_under(where) == []
+    lines = targets.judge({"scale_app_server": record})
+    assert [line["met"] for line in lines] == [False, False, False]
