@@ -264,6 +264,8 @@ def main() -> int:
     parser.add_argument("--gap", type=float, default=GAP, help="seconds between two benches")
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     args = parser.parse_args()
+    if not args.gap >= 0:
+        parser.error(f"--gap {args.gap:g}: pass the seconds between two benches, 0 or more")
     names = list(BENCHES) if args.only is None else args.only.split(",")
     unknown = [name for name in names if name not in BENCHES]
     if unknown:

@@ -104,3 +104,27 @@ def test_a_bench_past_its_limit_is_interrupted_and_leaves_no_process(
     assert processes_under(where) == []
     lines = targets.judge({"scale_app_server": record})
     assert [line["met"] for line in lines] == [False, False, False]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--only", "replay,nope"], "--only replay,nope: no bench 'nope'; pass some of "),
+        (["--gap", "-1"], "--gap -1: pass the seconds between two benches, 0 or more"),
+        (["--gap", "nan"], "--gap nan: pass the seconds between two benches, 0 or more"),
+    ],
+)
+def test_bad_arguments_get_one_line_and_run_no_bench(
+    targets: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    said: str,
+) -> None:
+    ran: list[str] = []
+    monkeypatch.setattr(targets, "run_bench", lambda name, tmp: ran.append(name))
+    monkeypatch.setattr(sys, "argv", ["targets.py", *argv])
+    with pytest.raises(SystemExit) as exit_:
+        targets.main()
+    assert exit_.value.code == 2 and ran == []
+    assert said in capsys.readouterr().err.splitlines()[-1]
