@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
+
+
+def load_bench(name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """bench/<name>.py as a module (a bench is a script, not a package): the bench
+    directory on the path for the siblings it imports, the module in sys.modules
+    for its dataclasses to look up, both undone after the test."""
+    monkeypatch.syspath_prepend(str(BENCH_DIR))
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", BENCH_DIR / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    return module
 
 
 def processes_under(where: Path) -> list[int]:

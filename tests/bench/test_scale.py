@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import re
 import subprocess
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.bench.conftest import processes_under
+from tests.bench.conftest import load_bench, processes_under
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "scale.py"
 FIGURES = {
@@ -67,23 +66,13 @@ def test_prints_every_figure_per_backend_and_size_and_reaps_its_processes(where:
     assert list(where.iterdir()) == []  # every size's state removed at the end
 
 
-def load_scale(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """bench/scale.py as a module (the bench is a script, not a package)."""
-    spec = importlib.util.spec_from_file_location("scale_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    scale = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, scale)  # its dataclasses look it up
-    spec.loader.exec_module(scale)
-    return scale
-
-
 def test_a_size_s_state_is_removed_when_the_bench_ends_not_before_the_next_size(
     where: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The host is stopped and the run reaped when a size ends, but its state (a
     file or more a call) stays until every size has run: removing thousands of
     files makes the next size's creates slower on ext4 without a journal."""
-    scale = load_scale(monkeypatch)
+    scale = load_bench("scale", monkeypatch)
     with contextlib.ExitStack() as kept:
         with scale.trial_with_host("app-server", 1, where, "crw-scale-", kept) as first:
             pass
@@ -122,7 +111,7 @@ async def test_the_session_owner_waits_for_its_reply_as_dispatched_does(
     from crw.engine.locks import run_lock
     from crw.engine.rundir import RunDir
 
-    scale = load_scale(monkeypatch)
+    scale = load_bench("scale", monkeypatch)
     hops: list[Any] = []
     run_sync = trio.to_thread.run_sync
 

@@ -5,7 +5,6 @@ every target was met."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -13,21 +12,13 @@ from typing import Any
 
 import pytest
 
-from tests.bench.conftest import processes_under
-
-BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
+from tests.bench.conftest import load_bench, processes_under
 
 
 @pytest.fixture
 def targets(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """bench/targets.py as a module (a script: its sibling `machine` on the path)."""
-    monkeypatch.syspath_prepend(str(BENCH_DIR))
-    spec = importlib.util.spec_from_file_location("targets_bench", BENCH_DIR / "targets.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look it up
-    spec.loader.exec_module(module)
-    return module
+    """bench/targets.py as a module."""
+    return load_bench("targets", monkeypatch)
 
 
 def test_a_figure_on_its_bound_meets_an_inclusive_target_and_misses_a_strict_one(
