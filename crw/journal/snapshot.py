@@ -211,9 +211,10 @@ def peek_snapshot(path: Path) -> Snapshot | None:
     the journal (a reader that checks less: `crw flow list`)."""
     try:
         raw = path.read_bytes()
-        if raw[:_SEAL] != b"%08x\n" % zlib.crc32(raw[_SEAL:]):
+        body = memoryview(raw)[_SEAL:]  # not a copy: a big run's snapshot is megabytes
+        if raw[:_SEAL] != b"%08x\n" % zlib.crc32(body):
             return None  # damaged or cut short: marshal must never read such bytes
-        head, end, crc, call_fields, run, packs = marshal.loads(raw[_SEAL:])
+        head, end, crc, call_fields, run, packs = marshal.loads(body)
         if head != FORMAT or call_fields != _CALL_FIELDS:
             return None
         state = RunState(**run)
