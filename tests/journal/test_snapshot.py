@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import tracemalloc
 import zlib
 from pathlib import Path
 from typing import Any
@@ -234,3 +235,24 @@ def test_a_snapshot_that_cannot_be_written_fails_no_read_and_leaves_no_file(
         assert state == replay(read_journal(journal).rows)
     left = {path.name for path in tmp_path.iterdir()}
     assert left == {"journal.jsonl"} | ({snapshot.SNAPSHOT} if fault != "disk full" else set())
+
+
+def test_a_snapshot_is_read_without_a_copy_of_its_body(tmp_path: Path) -> None:
+    """The owner's cold commands read the snapshot of a big run (megabytes) at each
+    start: its bytes are read once and its body is checked and unmarshalled in
+    place. Held under three times the file: the bytes read, and what marshal hands
+    back (the settled calls' packed bytes, the calls' ids); a copy of the body for
+    the seal or for marshal took it to 3.5 times."""
+    journal = tmp_path / "journal.jsonl"
+    _append(journal, 1, range(2_000))
+    snapshot.replay_journal(journal)
+    path = tmp_path / snapshot.SNAPSHOT
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        taken = snapshot.peek_snapshot(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert taken is not None and taken.end == journal.stat().st_size
+    assert size > 200_000 and peak < 3 * size, (peak, size)
