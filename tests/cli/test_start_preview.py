@@ -17,7 +17,7 @@ import trio
 
 from crw.binding.install import Config, with_hook
 from crw.engine.facts import SESSION_FACTS
-from crw.engine.locks import run_lock
+from crw.engine.locks import is_held, run_lock, start_lock
 from crw.engine.rundir import RunDir
 from crw.host.probe import PROBE_TIMEOUT
 from crw.host.sim.process import launch_sim, stop_sim
@@ -296,6 +296,28 @@ def test_owner_bound_warns_of_another_live_run_holding_the_owner(crw: Crw) -> No
     assert _warned(second)["owner_bound"].startswith(
         f"owner thread shared holds the line of live run {ended['run']}: this run starts unbound"
     )
+
+
+def test_a_run_whose_start_holds_only_the_start_lock_keeps_the_owner(crw: Crw) -> None:
+    """spec: BIND-LINE-20, BIND-LINE-22, FACTS-4: a run whose start holds its start
+    lock, and no process its run lock, is live: a second start on its owner thread
+    warns owner_bound and does not bind."""
+    first = crw.start(WORKFLOW, "--owner", "shared").json()
+    run = RunDir(Path(first["run_dir"]))
+    wait_for_exit(run.root)
+    bound = crw.state / "flow-bound" / "shared.jsonl"
+    before = bound.read_text()
+    with start_lock(run):
+        assert not is_held(run.run_lock)
+        second = crw.start(WORKFLOW, "--owner", "shared").json()
+    wait_for_exit(Path(second["run_dir"]))
+    assert _warned(second)["owner_bound"].startswith(
+        f"owner thread shared holds the line of live run {first['run']}: this run starts unbound"
+    )
+    assert [w.split(";")[0] for w in second["warnings"]] == [
+        f"owner thread shared is bound to live run {first['run']}"
+    ]
+    assert bound.read_text() == before  # the second run's line was not appended
 
 
 def test_owner_state_writable_warns_of_a_flow_bound_directory_it_cannot_use(crw: Crw) -> None:
