@@ -7,7 +7,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from crw.engine.rundir import RunDir
 from crw.host.probe import PROBE_TIMEOUT
 from crw.host.sim.process import launch_sim, stop_sim
 from tests.cli.conftest import EXAMPLES, Crw, start_in_process, wait_for_exit
+from tests.workspace.gitrepo import make_repo
 
 WORKFLOW = str(EXAMPLES / "fix-issue.toml")
 ROLES = """
@@ -337,6 +338,46 @@ def test_owner_state_writable_warns_of_a_flow_bound_directory_it_cannot_use(crw:
         f"the flow-bound directory cannot be trusted ({crw.state / 'flow-bound'} is writable "
         "by group or others (mode 777)): the owner is not bound and the hook reads no "
         "binding; make it the user's own, mode 700"
+    )
+
+
+@pytest.mark.parametrize(
+    "what", ["run directory", "flow-bound directory", "host socket", "repository"]
+)
+def test_owner_state_writable_warns_of_each_place_it_cannot_write(
+    crw: Crw, monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
+    """spec: FACTS-7: each of the run directory, the flow-bound directory, the host's
+    socket and the repository that the user cannot write is named, the others not.
+    Tests run as root, whom no mode stops: the access check says no to one place."""
+    root = crw.state.parent
+    make_repo(root)  # the checkout that holds the state directory: the run's repository
+    (crw.state / "flow-bound").mkdir(parents=True, mode=0o700)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(root / "h.sock"))  # nobody listens: host_reachable's, not this fact's
+    sock.close()
+    places: dict[str, Callable[[Path], bool]] = {
+        "run directory": lambda path: path.parent == crw.state / "flow",
+        "flow-bound directory": lambda path: path == crw.state / "flow-bound",
+        "host socket": lambda path: path == root / "h.sock",
+        "repository": lambda path: path == root,
+    }
+    denied: list[Path] = []
+    access = os.access
+
+    def deny(path: Any, mode: int, **kwargs: Any) -> bool:
+        if mode & os.W_OK and places[what](Path(path)):
+            denied.append(Path(path))
+            return False
+        return access(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "access", deny)
+    outcome = start_in_process(crw, monkeypatch, "o", host=f"unix:{root / 'h.sock'}")
+    (fact,) = [f for f in outcome.preview.facts if f.name == "owner_state_writable"]
+    assert denied, f"the start never asked whether the {what} is writable"
+    assert fact.warning == (
+        f"the {what} is not writable ({denied[0]}: permission denied): the run cannot "
+        "keep its state there"
     )
 
 
