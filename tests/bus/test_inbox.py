@@ -265,9 +265,9 @@ def test_the_inbox_and_replies_are_made_only_when_a_write_finds_them_missing(
 
 
 def test_a_reply_whose_directory_is_a_file_fails_as_its_mkdir_did(run: RunDir) -> None:
-    """spec: DISP-2, CMD-NEXT-20: replies/ that is a file fails the reply with the
-    error a `mkdir` of it gives (EEXIST, naming replies/), which the run's
-    write_failed pause records; the report stays."""
+    """spec: DISP-2: replies/ that is a file fails the reply with the error a
+    `mkdir` of it gives (EEXIST, naming replies/), which the run's write_failed
+    pause records; the report stays."""
     sent = report()
     write_report(run, sent)
     run.replies.rmdir()

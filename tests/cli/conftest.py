@@ -130,8 +130,10 @@ def start_in_process(
     monkeypatch: pytest.MonkeyPatch,
     owner: str,
     on_launch: Callable[[Any], None] = lambda run: None,
+    host: str | None = None,
 ) -> Any:
-    """`start_run` of WORKFLOW's session run in this process: `on_launch(run_dir)`
+    """`start_run` of WORKFLOW's session run (on `host`, when given) in this
+    process: `on_launch(run_dir)`
     sees the run just before its process is launched; the process is waited for
     and reaped by pid, whatever happened. Returns the start's outcome."""
     from crw.cli import start as start_module
@@ -150,7 +152,7 @@ def start_in_process(
         WORKFLOW,
         backend="session",
         owner=owner,
-        host=None,
+        host=host,
         state=str(crw.state),
         environ=dict(crw.env),
     )

@@ -4,6 +4,7 @@ row it appends, its idempotence, its drain of a live process and its resume."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from crw.engine.locks import hold_run
+from crw.engine.locks import hold_run, is_held
 from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, Result, wait_for_exit
@@ -183,6 +184,34 @@ def test_answer_stores_its_row_after_the_drained_process_and_before_the_resume(
     kinds = [r["row"] for r in rows[len(HELD) + 3 :]]
     assert kinds[:2] == ["decision", "started"]
     assert rows[len(HELD) + 4]["pid"] == pid
+
+
+def test_answer_appends_its_row_while_it_holds_the_run_lock(
+    crw: Crw, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """spec: CMD-NEXT-27: the decision row reaches the journal while the answer holds
+    the run lock (seen by a probe of the lock at the moment of the append), and the
+    lock is let go once the row is stored."""
+    from crw.cli.answer import answer_command
+    from crw.journal.log import JournalFile
+
+    run = _held_run(crw)
+    append = JournalFile.append
+    held_at_append: list[bool] = []
+
+    def spy(self: JournalFile, *args: Any, **kwargs: Any) -> Any:
+        held_at_append.append(is_held(run.run_lock))
+        return append(self, *args, **kwargs)
+
+    monkeypatch.setattr(JournalFile, "append", spy)
+    code = answer_command(
+        RUN, CALL, choice="retry", resume=False, wait=0.0, state=str(crw.state), json=True
+    )
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["recorded"] is True
+    assert held_at_append == [True]
+    assert _rows(run)[-1]["row"] == "decision"
+    assert not is_held(run.run_lock)
 
 
 def test_answer_refuses_run_env_unusable_before_anything(crw: Crw, tmp_path: Path) -> None:

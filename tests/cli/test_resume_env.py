@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -417,3 +418,43 @@ def test_the_foreground_resume_runs_below_the_recorded_env_and_puts_back_the_she
     assert [r["row"] for r in _rows(run)][-2:] == ["started", "paused"]
     assert os.environ.get("TMPDIR") == (None if shell is None else str(tmp_path / shell))
     assert tempfile.gettempdir() == shells
+
+
+FAKE_CODEX = """#!{python}
+import json, os, sys, tempfile
+fd, temp = tempfile.mkstemp(prefix="codex-")
+os.close(fd)
+with open({record!r}, "a") as out:
+    out.write(json.dumps({{"TMPDIR": os.environ.get("TMPDIR"), "temp": temp}}) + "\\n")
+"""
+"""A `codex` that notes its TMPDIR and where its temp file landed, then exits: the
+run finds its host gone and pauses."""
+
+
+def test_a_child_the_run_starts_after_its_lock_makes_its_temp_files_below_the_recorded_tmpdir(
+    crw: Crw, tmp_path: Path
+) -> None:
+    """spec: ENV-16: a foreground `crw flow resume RUN` from a shell with another
+    TMPDIR: the host child the run starts once it holds the run (its private codex
+    app-server) sees the recorded TMPDIR, and the temp file it makes lies there."""
+    record = tmp_path / "codex.jsonl"
+    codex = tmp_path / "codex"
+    codex.write_text(FAKE_CODEX.format(python=sys.executable, record=str(record)))
+    codex.chmod(0o755)
+    recorded = crw.env["TMPDIR"]
+    out = crw.start(
+        WORKFLOW, "--backend", "app-server", "--host", "codex", "--codex-bin", str(codex)
+    )
+    assert out.code == 0, out.stderr
+    run = RunDir(Path(out.json()["run_dir"]))
+    wait_for_exit(run.root)
+    record.unlink()  # the started process's host: launched with the recorded env
+    (tmp_path / "shell").mkdir()
+    shell = crw.env | {"TMPDIR": str(tmp_path / "shell")}
+    result = crw("flow", "resume", run.id, "--state", str(crw.state), "--json", env=shell)
+    assert result.code == 0, result.stderr
+    assert [r["row"] for r in _rows(run)][-2:] == ["started", "paused"]
+    (seen,) = [json.loads(line) for line in record.read_text().splitlines()]
+    assert seen["TMPDIR"] == recorded
+    assert Path(seen["temp"]).parent == Path(recorded)
+    assert Path(seen["temp"]).is_file()

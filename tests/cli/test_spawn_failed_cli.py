@@ -155,8 +155,9 @@ def test_held_reply_exits_0_and_names_the_fix(crw: Crw, run: RunDir) -> None:
 
 
 def test_next_and_status_show_the_held_call_with_the_hosts_message_and_fix(crw: Crw) -> None:
-    """spec: CMD-NEXT-18: next's held entry and hint, and status's call, carry the
-    host's message and the fix of a call held spawn_failed."""
+    """spec: CMD-NEXT-2: the run waits on a decision; next's held entry and hint,
+    and status's call, carry the host's message and the fix of a call held
+    spawn_failed (docs/cli.md)."""
     run = _make_run(crw)
     explore = {"row": "prepared", "call": "explore.1", "node": "explore", "role": "explorer"}
     exhausted = {"row": "held", "call": "explore.1", "reason": "attempts_exhausted"}

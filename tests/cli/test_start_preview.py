@@ -7,7 +7,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,11 +17,12 @@ import trio
 
 from crw.binding.install import Config, with_hook
 from crw.engine.facts import SESSION_FACTS
-from crw.engine.locks import run_lock
+from crw.engine.locks import is_held, run_lock, start_lock
 from crw.engine.rundir import RunDir
 from crw.host.probe import PROBE_TIMEOUT
 from crw.host.sim.process import launch_sim, stop_sim
 from tests.cli.conftest import EXAMPLES, Crw, start_in_process, wait_for_exit
+from tests.workspace.gitrepo import make_repo
 
 WORKFLOW = str(EXAMPLES / "fix-issue.toml")
 ROLES = """
@@ -298,6 +299,28 @@ def test_owner_bound_warns_of_another_live_run_holding_the_owner(crw: Crw) -> No
     )
 
 
+def test_a_run_whose_start_holds_only_the_start_lock_keeps_the_owner(crw: Crw) -> None:
+    """spec: BIND-LINE-20, BIND-LINE-22, FACTS-4: a run whose start holds its start
+    lock, and no process its run lock, is live: a second start on its owner thread
+    warns owner_bound and does not bind."""
+    first = crw.start(WORKFLOW, "--owner", "shared").json()
+    run = RunDir(Path(first["run_dir"]))
+    wait_for_exit(run.root)
+    bound = crw.state / "flow-bound" / "shared.jsonl"
+    before = bound.read_text()
+    with start_lock(run):
+        assert not is_held(run.run_lock)
+        second = crw.start(WORKFLOW, "--owner", "shared").json()
+    wait_for_exit(Path(second["run_dir"]))
+    assert _warned(second)["owner_bound"].startswith(
+        f"owner thread shared holds the line of live run {first['run']}: this run starts unbound"
+    )
+    assert [w.split(";")[0] for w in second["warnings"]] == [
+        f"owner thread shared is bound to live run {first['run']}"
+    ]
+    assert bound.read_text() == before  # the second run's line was not appended
+
+
 def test_owner_state_writable_warns_of_a_flow_bound_directory_it_cannot_use(crw: Crw) -> None:
     """spec: FACTS-7"""
     crw.state.mkdir(parents=True)
@@ -315,6 +338,46 @@ def test_owner_state_writable_warns_of_a_flow_bound_directory_it_cannot_use(crw:
         f"the flow-bound directory cannot be trusted ({crw.state / 'flow-bound'} is writable "
         "by group or others (mode 777)): the owner is not bound and the hook reads no "
         "binding; make it the user's own, mode 700"
+    )
+
+
+@pytest.mark.parametrize(
+    "what", ["run directory", "flow-bound directory", "host socket", "repository"]
+)
+def test_owner_state_writable_warns_of_each_place_it_cannot_write(
+    crw: Crw, monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
+    """spec: FACTS-7: each of the run directory, the flow-bound directory, the host's
+    socket and the repository that the user cannot write is named, the others not.
+    Tests run as root, whom no mode stops: the access check says no to one place."""
+    root = crw.state.parent
+    make_repo(root)  # the checkout that holds the state directory: the run's repository
+    (crw.state / "flow-bound").mkdir(parents=True, mode=0o700)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(root / "h.sock"))  # nobody listens: host_reachable's, not this fact's
+    sock.close()
+    places: dict[str, Callable[[Path], bool]] = {
+        "run directory": lambda path: path.parent == crw.state / "flow",
+        "flow-bound directory": lambda path: path == crw.state / "flow-bound",
+        "host socket": lambda path: path == root / "h.sock",
+        "repository": lambda path: path == root,
+    }
+    denied: list[Path] = []
+    access = os.access
+
+    def deny(path: Any, mode: int, **kwargs: Any) -> bool:
+        if mode & os.W_OK and places[what](Path(path)):
+            denied.append(Path(path))
+            return False
+        return access(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "access", deny)
+    outcome = start_in_process(crw, monkeypatch, "o", host=f"unix:{root / 'h.sock'}")
+    (fact,) = [f for f in outcome.preview.facts if f.name == "owner_state_writable"]
+    assert denied, f"the start never asked whether the {what} is writable"
+    assert fact.warning == (
+        f"the {what} is not writable ({denied[0]}: permission denied): the run cannot "
+        "keep its state there"
     )
 
 

@@ -383,7 +383,8 @@ def test_untrusted_flow_bound_reads_as_no_binding_and_refuses_nothing(
 def test_hook_input_that_is_not_json_goes_ahead(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """spec: HOOK-16"""
+    """An input that is not JSON is left alone, with a warning (docs/codex.md, which
+    no requirement names)."""
     import io
 
     from crw.cli.hook import spawn_command

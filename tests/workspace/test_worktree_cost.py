@@ -17,11 +17,11 @@ RUN = "wf-run-1"
 def test_making_and_releasing_a_worktree_lists_no_other_worktree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """spec: STEP-3, ATT-15: a run on git holds a worktree a call until it ends, so
-    a make or a release that listed the repository's worktrees (libgit2 reads every
-    one's files) cost O(live worktrees) each: O(calls^2) in all. Each looks up its
-    own worktree's record alone; a stale record (its directory gone) is still
-    pruned and the worktree made again."""
+    """The cost docs/performance.md names, which no requirement does: a run on git
+    holds a worktree a call until it ends, so a make or a release that listed the
+    repository's worktrees (libgit2 reads every one's files) cost O(live worktrees)
+    each: O(calls^2) in all. Each looks up its own worktree's record alone; a stale
+    record (its directory gone) is still pruned and the worktree made again."""
     repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
     placer = Placer(
         RUN, str(Path(str(repo.workdir)).resolve()), str(repo.head.target), tmp_path / "calls"
