@@ -27,14 +27,16 @@ from crw.actors.session_run import answer_unrouted, run_session_calls
 from crw.bus import control as requests
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
+from crw.cli.answer import append_row
 from crw.clock import fixed_clock
 from crw.engine.replies import CallRecords
 from crw.engine.roles import RoleTable
 from crw.engine.workflow import load_workflow
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
-from crw.journal.rows import RowModel
-from tests.actors.test_session_resume import KillPoint
+from crw.journal.rows import InterruptRequested, RowModel
+from tests.actors.test_session_lost import insert_before
+from tests.actors.test_session_resume import KillPoint, remembering, run_until_killed
 from tests.actors.test_session_run import RUN_ID, Harness, Owner, harness, kinds
 
 Rows = list[dict[str, Any]]
@@ -383,3 +385,71 @@ async def test_a_run_stopped_as_it_resumes_holds_the_open_call_without_writing_i
         ("paused", None),
     ]
     assert written == [] and steps == []
+
+
+async def test_a_step_the_resumed_process_publishes_again_starts_with_no_intent(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HARV-40, HARV-42: the dead process's rows end with build.1's step and
+    an interrupt intent for that step and attempt naming a turn no row bound (as a
+    held call's running turn found unbound is named). Nothing was spawned, so the
+    resumed process publishes the step again; the turn the owner's spawn starts
+    for it is another turn: the intent is not moved onto it, and the call
+    completes with its answer."""
+    async with harness(tmp_path) as h:
+        remembering(h)
+        dead = await run_until_killed(h, monkeypatch, "step_published")
+        _, step_file = bus.step_paths(h.run, CALL, 1, 1)
+        assert not step_file.exists()  # the process died before it wrote the file
+        intent = InterruptRequested(
+            call=CALL, reason="paused", op=f"{CALL}/t1", attempt=1, turn_id="turn-unbound"
+        )
+        append_row(h.run, intent)
+        state, rows = await h.go()
+    assert kinds(dead, CALL) == ["prepared", "step_published"]
+    assert kinds(rows[len(dead) :], CALL) == [
+        "interrupt_requested",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    bound = last(rows, "turn_started")
+    assert (bound["op"], bound["attempt"]) == (f"{CALL}/t1", 1)
+    assert bound["turn_id"] != "turn-unbound"
+    assert "held" not in kinds(rows, CALL)
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["intent-names-its-turn", "op-and-attempt"])
+async def test_a_repair_turn_the_host_started_after_the_interrupt_starts_with_no_intent(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch, named: bool
+) -> None:
+    """spec: HARV-41, HARV-42: the rows hold an interrupt intent for build.1's task
+    turn (its op and attempt; `named`: and the turn's id), then the repair step (a
+    send_input) the owner had not taken when the process died. The resumed process
+    publishes the repair again; the turn the host starts for it on the same
+    subagent, after the interrupt, carries no intent: the repair's answer
+    completes the call."""
+    async with harness(tmp_path) as h:
+        remembering(h)
+        await h.script({"marker": f"{CALL}/*"}, invalidFirst=True)
+        dead = await run_until_killed(h, monkeypatch, "step_published", nth=2)
+        task_turn = last(dead, "turn_started")["turn_id"]
+        intent = InterruptRequested(
+            call=CALL,
+            reason="paused",
+            op=f"{CALL}/t1",
+            attempt=1,
+            turn_id=task_turn if named else None,
+        )
+        insert_before(h.run.journal, "step_published", intent)
+        dead = read_journal(h.run.journal).rows
+        state, rows = await h.go()
+    assert kinds(dead, CALL)[-2:] == ["interrupt_requested", "step_published"]
+    assert last(dead, "step_published")["action"] == "send_input"
+    assert kinds(rows[len(dead) :], CALL) == ["turn_started", "completed"]
+    repair = last(rows, "turn_started")
+    assert (repair["op"], repair["attempt"]) == (f"{CALL}/t2", 1)
+    assert repair["turn_id"] != task_turn
+    assert last(rows, "completed")["k"] == 2
+    assert state == "ended" and rows[-1]["status"] == "completed"

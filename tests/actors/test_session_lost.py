@@ -19,10 +19,12 @@ import trio
 from trio.testing import MockClock
 
 import tests.actors.test_session_run as session_run
+from crw.actors import attempt_watch
 from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import open_journal_writer
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
+from crw.engine.lost import HostRead, Unknown
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.log import encode_batch, encode_body, read_journal
@@ -229,6 +231,80 @@ async def test_an_unknown_thread_is_lost_only_after_lost_after(
     # seen gone at the next poll of the thread at most, then LostAfter, then a read once more
     poll, again = h.settings.host_poll_interval, h.settings.poll_interval
     assert 30.0 <= waited <= poll + 30.0 + again + 1, waited
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+@dataclass
+class ComesBack:
+    """The host forgets the subagent `agent`, then knows it again with its turn
+    completed right after the run's first read of it that falls due (LostAfter
+    from the first read that did not find it): the read the run takes once more
+    before it declares the attempt lost is the first to find it back."""
+
+    h: Harness
+    agent: str = ""
+    gone: Any = None
+    first_unknown: float | None = None
+    back_at: float | None = None
+
+    async def read(self, reader: HostReader, thread_id: str) -> HostRead:
+        read = await _HOST_READ(reader, thread_id)
+        if thread_id != self.agent or not isinstance(read, Unknown):
+            return read
+        now = trio.current_time()
+        if self.first_unknown is None:
+            self.first_unknown = now
+        elif self.back_at is None and now >= self.first_unknown + self.h.settings.lost_after:
+            self.back_at = now
+            self.h.sim.state.threads[self.agent] = self.gone
+            self.h.sim._end_turn(self.gone, self.gone.turns[-1], "completed")
+        return read
+
+    def forget(self) -> None:
+        self.gone = self.h.sim.state.threads.pop(self.agent)
+
+
+_HOST_READ = attempt_watch.host_read
+
+
+async def test_a_thread_found_again_by_the_read_once_more_is_never_lost(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: ATT-5: the subagent's thread is unknown to the host for LostAfter; the
+    read that falls due would lose the attempt, but the run reads the thread once
+    more first, and by then the host knows it again with its turn completed: the
+    attempt is harvested, never lost, and no second attempt is spawned."""
+    async with harness(tmp_path) as h:
+        h.settings = replace(h.settings, lost_after=30.0)
+        owner = lost_owner(h)
+        await h.script({"marker": f"{CALL}/t1-a1"}, answer={"summary": "done"}, hang=True)
+        back = ComesBack(h)
+        monkeypatch.setattr(attempt_watch, "host_read", back.read)
+
+        async def forget() -> None:
+            while True:
+                await trio.sleep(1)
+                if (CALL, 1, 1) in owner.taken:
+                    break
+            await trio.sleep(5)
+            back.agent = owner.taken[(CALL, 1, 1)]
+            back.forget()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(forget)
+            state, rows = await h.go()
+    assert back.first_unknown is not None and back.back_at is not None
+    assert back.back_at - back.first_unknown >= 30.0
+    assert "session_attempt_lost" not in kinds(rows, CALL)
+    assert kinds(rows, CALL) == [
+        "prepared",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    assert last(rows, "thread_started")["thread_id"] == back.agent
+    assert len(owner.spawned) == 3  # explore.1, build.1, review.1: one attempt each
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 

@@ -331,3 +331,59 @@ async def test_recovered_repair_turn_counts_every_token_once(
     done = last(rows, "completed")
     assert done["tokens"]["input"] == 200 and done["tokens"]["output"] == 20
     assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+OWN_TURNS = frozenset({"turn/start", "thread/start", "thread/fork"})
+"""What would start a turn or a thread of the run's own: a session run sends none."""
+
+
+def host_requests(h: Harness, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
+    """Filled with each request the run sends the host from now on (method, params);
+    the scripted owner's `sim/*` requests are the owner's, not the run's."""
+    sent: list[tuple[str, dict[str, Any]]] = []
+    request = h.client.request
+
+    async def spy(method: str, params: Any = None) -> dict[str, Any]:
+        if not method.startswith("sim/"):
+            sent.append((method, dict(params or {})))
+        return await request(method, params)
+
+    monkeypatch.setattr(h.client, "request", spy)
+    return sent
+
+
+@pytest.mark.parametrize(
+    ("kind", "nth"),
+    [("step_published", 2), ("turn_started", 1), ("turn_started", 2)],
+    ids=["repair-published-not-sent", "task-turn-running", "repair-turn-running"],
+)
+async def test_a_resumed_session_run_starts_no_turn_and_resumes_no_thread_of_its_own(
+    tmp_path: Path,
+    autojump_clock: MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    nth: int,
+) -> None:
+    """spec: ATT-14: whatever row the dead process left last, the resumed session
+    run never takes the App Server's ways: no live resend of the step (turn/start
+    on the subagent) and no reconcile (thread/resume of the call's thread, which
+    carries the config keys, then a turn of its own). The owner sends the repair
+    the run publishes again; any thread/resume is only a subscription: excludeTurns
+    and no overrides."""
+    async with harness(tmp_path) as h:
+        remembering(h)
+        await h.script({"marker": f"{CALL}/t1-*"}, invalidFirst=True, seconds=100)
+        await h.script({"marker": f"{CALL}/t2-*"}, seconds=100)
+        dead = await run_until_killed(h, monkeypatch, kind, nth)
+        sent = host_requests(h, monkeypatch)
+        state, rows = await h.go()
+        turns = marker_turns(h, f"{CALL}/t2-a1")
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    assert kinds(rows[len(dead) :], CALL)[-1] == "completed"
+    assert turns == 1
+    methods = [method for method, _ in sent]
+    assert "thread/read" in methods  # the spy sees the run's requests
+    assert [m for m in methods if m in OWN_TURNS] == []
+    resumes = [params for method, params in sent if method == "thread/resume"]
+    assert all(set(params) == {"threadId", "excludeTurns"} for params in resumes), resumes
+    assert all(params["excludeTurns"] is True for params in resumes), resumes

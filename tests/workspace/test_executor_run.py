@@ -4,17 +4,19 @@ HEAD on its stray ref, and crw.commit advances the node branch."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pygit2
 from trio.testing import MockClock
 
+from crw.journal.rows import RowModel
 from crw.workspace import proof, refs
 from crw.workspace.placer import Placer
 from tests.actors.test_review_rounds import reviewed
 from tests.actors.test_session_run import RUN_ID, harness
-from tests.workspace.gitrepo import make_repo
+from tests.workspace.gitrepo import commit_files, make_repo
 from tests.workspace.test_placer_run import go
 
 Rows = list[dict[str, Any]]
@@ -133,3 +135,32 @@ async def test_a_fix_round_keeps_its_own_stray_ref_and_starts_at_the_builds_comm
     }
     assert all(p.holds for p in proofs(repo, rows).values())
     assert "pending_tree" not in one(rows, "build.2", "completed")  # the review's checkout
+
+
+async def test_a_node_ref_moved_between_the_rows_and_the_ref_moves_holds_the_call(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: GEN-7, HARV-55: in a live run, someone moves the node branch the
+    moment build.1's completed and crw_commit rows are durable, before the run
+    moves it: the compare-and-swap finds the ref at neither value, the call is held
+    effect_proof_mismatch (after its rows), and the moved ref is left as it is."""
+    repo = make_repo(tmp_path / "repo", {"main.go": "package main\n"})
+    head = str(repo.head.target)
+    other = commit_files(tmp_path / "repo", {"z.txt": "z\n"}, "someone else")
+
+    def move_node_ref(rows: Sequence[RowModel]) -> None:
+        if any(row.row == "crw_commit" for row in rows):
+            repo.references.create(NODE, pygit2.Oid(hex=other), force=True)
+
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "build.1/*"}, writes={"fix.go": "package fix\n"})
+        placer = Placer(RUN_ID, str(repo.workdir), head, h.run.calls)
+        state, rows = await go(h, placer, after_commit=move_node_ref)
+    mine = [r for r in rows if r.get("call") == "build.1"]
+    assert [r["row"] for r in mine][-3:] == ["completed", "crw_commit", "held"]
+    held = mine[-1]
+    assert held["reason"] == "effect_proof_mismatch"
+    assert held["error"] == f"{NODE}: holds {other}, not no ref"
+    assert refs.read(repo, NODE) == other  # nothing moved back
+    assert state == "waiting_decision"
+    assert "review.1" not in {r.get("call") for r in rows}

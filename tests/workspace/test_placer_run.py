@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +30,18 @@ from tests.workspace.gitrepo import make_repo
 
 
 async def go(
-    h: Harness, placer: Placer | None, seen: dict[str, bool] | None = None
+    h: Harness,
+    placer: Placer | None,
+    seen: dict[str, bool] | None = None,
+    after_commit: Callable[[Sequence[RowModel]], None] | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
     """`Harness.go` with the run's placer; `seen` gets, for each call, whether its P
-    existed the moment its prepared row was durable."""
+    existed the moment its prepared row was durable; `after_commit` is told each
+    batch once it is durable."""
 
     def after(rows: Sequence[RowModel]) -> None:
+        if after_commit is not None:
+            after_commit(rows)
         for row in rows:
             if isinstance(row, Prepared) and seen is not None and row.allocation is not None:
                 seen[str(row.call)] = Path(str(row.allocation.workspace)).exists()
@@ -157,3 +163,42 @@ async def test_only_a_call_that_reads_its_node_ref_is_allocated_in_a_worker_thre
         state, _ = await go(h, placer)
     assert state == "ended"
     assert in_loop == {"explore.1": True, "build.1": False, "review.1": True}
+
+
+def packet_of(step: dict[str, Any]) -> str:
+    return Path(step["packet"]).read_text()
+
+
+async def test_a_qa_capture_node_runs_in_its_scratch_worktree_end_to_end(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-5, STEP-6: a node with `qa = "capture"` (a reviewer here) gets a
+    scratch worktree on its own branch of the run at the head, whatever its role;
+    that P is the call's cwd for every purpose: the step's workspace, the packet's
+    working directory and the bound subagent's cwd (the host's cwd only host_cwd)."""
+    repo = make_repo(tmp_path / "repo", {"main.go": "package main\n"})
+    head = str(repo.head.target)
+    async with harness(tmp_path) as h:
+        wf = h.run.root.parent / "wf.toml"
+        wf.write_text(
+            wf.read_text().replace('role = "reviewer"\n', 'role = "reviewer"\nqa = "capture"\n')
+        )
+        placer = Placer(RUN_ID, str(repo.workdir).rstrip("/"), head, h.run.calls)
+        state, rows = await go(h, placer)
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    scratch = str(h.run.calls / "review.1")
+    prepared = first(rows, "prepared", "review.1")
+    assert prepared["allocation"] == {
+        "workspace": scratch,
+        "kind": "scratch",
+        "start_commit": head,
+        "branch": f"refs/heads/crw/{RUN_ID}/review.1",
+    }
+    step = first(rows, "step_published", "review.1")
+    assert step["workspace"] == scratch
+    assert scratch in packet_of(step)
+    started = first(rows, "thread_started", "review.1")
+    assert started["cwd"] == scratch and started["host_cwd"] != scratch
+    tree = pygit2.Repository(scratch)
+    assert (tree.head.name, str(tree.head.target)) == (f"refs/heads/crw/{RUN_ID}/review.1", head)
+    assert first(rows, "prepared", "explore.1")["allocation"]["kind"] == "checkout"
