@@ -7,8 +7,10 @@ first: the command waits up to --wait seconds for that process to let the run
 lock go, and takes it the moment it does. It holds the run lock from the end of
 the process it drained until its row is stored, and the resume it starts takes
 the lock after that (CMD-NEXT-27). The same answer given twice is said so and
-appends nothing. A restart of an open call is refused at once while a process
-holds the run: no drain ends a process that runs the call itself.
+appends nothing. An abort ends the run: the command then cleans its bus and
+releases what it holds in the checkout (`crw.workspace.release`), as the run's
+process does at its end. A restart of an open call is refused at once while a
+process holds the run: no drain ends a process that runs the call itself.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from crw.engine.tmploc import recorded_problem
 from crw.errors import InputError, RefusedError
 from crw.journal.log import JournalFile, encode_batch, encode_body, read_journal
 from crw.journal.replay import replay
+from crw.workspace.release import release_run
 
 DRAIN_POLL = 0.1
 """Seconds between two tries at the run lock while the run's process runs."""
@@ -82,8 +85,9 @@ def answer_command(
         with _drained(run_dir, spec.id, wait):
             verdict = _judge(run_dir, spec.id, call, choice)
             seq = append_row(run_dir, verdict.row) if isinstance(verdict, Record) else None
-            if seq is not None and choice == "abort":  # the run ended: nobody else cleans
+            if seq is not None and choice == "abort":  # the run ended: no process releases
                 clean_ended(run_dir)
+                release_run(run_dir, spec)  # what the run holds in the checkout
     payload: dict[str, Any] = {
         "run": spec.id,
         "call": call,
