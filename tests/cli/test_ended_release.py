@@ -196,3 +196,19 @@ def test_rm_and_gc_release_what_a_cut_short_release_left(
     assert made.repo.list_worktrees() == []
     assert not (made.owner / evidence.RECORD_DIR.parts[0]).exists()
     assert [n for n in made.repo.references if n.startswith("refs/heads/crw/")] == []
+
+
+def test_an_abort_given_again_finishes_a_release_a_crash_cut_short(
+    crw: Crw, tmp_path: Path
+) -> None:
+    """An abort whose command died after its decision row, before the release: the
+    same answer given again appends nothing and releases what the run holds."""
+    made = _git_run(crw, tmp_path, "deadline")
+    decision = {"row": "decision", "call": BUILD, "choice": "abort", "reason": "deadline"}
+    _append_rows(made.run, decision)
+    before = _kinds(made.run)
+    again = _flow(crw, "answer", RUN, BUILD, "--abort")
+    assert again.code == 0, again.stderr
+    assert (again.json()["recorded"], again.json()["state"]) == (False, "ended")
+    assert _kinds(made.run) == before
+    assert made.left() == RELEASED
