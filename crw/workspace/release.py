@@ -48,7 +48,7 @@ def release_run(run: RunDir, spec: RunSpec | None = None, *, records: bool = Tru
             return
         rows = read_journal(run.journal).rows
     except (CrwError, OSError) as err:
-        log.warning("cannot release what run %s holds: %s", run.root, err)
+        log.warning("cannot release what run %s holds in the checkout: %s", run.id, err)
         return
     release(spec.id, placer, rows)
 
@@ -58,7 +58,8 @@ def release(run_id: str, placer: Placer | None, rows: Sequence[Mapping[str, Any]
     (and the directories left empty), then release every worktree they name with
     `placer` (docs/workspaces.md, Release): its directory, the repository's record
     of it, and its branch when that holds no commit of its own. Node branches and
-    stray refs stay, and so does what cannot be removed (warned about)."""
+    stray refs stay, and so does what cannot be removed (a worktree is warned
+    about)."""
     for path in evidence.run_copies(rows, run_id):
         evidence.remove_record(path)
     if placer is not None:
