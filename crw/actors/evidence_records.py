@@ -14,7 +14,6 @@ import trio
 
 from crw.engine.bind import SpawnFailed
 from crw.engine.held_fix import EVIDENCE_ASSIGNMENT_FAILED
-from crw.journal.log import JournalCorruptError, read_journal
 from crw.journal.rows import Held, StepPublished, ThreadStarted
 from crw.workspace import evidence
 
@@ -106,18 +105,4 @@ async def restore(actor: SessionCall) -> None:
 async def release(ctx: SessionContext, call: str, rows: Sequence[dict[str, Any]]) -> None:
     """Remove every copy of `call`'s record its rows name (ROWS-9)."""
     for path in evidence.copies(rows, ctx.run_id, call):
-        await trio.to_thread.run_sync(evidence.remove_record, path)
-
-
-async def release_ended(ctx: SessionContext) -> None:
-    """The run ended (its ended row durable): remove every copy its rows name, of
-    every call. A run with no evidence cwd reads nothing; a process killed
-    before it is done leaves the copies it did not remove."""
-    if ctx.workflow.evidence_cwd is None:
-        return
-    try:
-        read = await trio.to_thread.run_sync(read_journal, ctx.run.journal)
-    except (OSError, JournalCorruptError):
-        return  # the copies stay: what names them cannot be read
-    for path in evidence.run_copies(read.rows, ctx.run_id):
         await trio.to_thread.run_sync(evidence.remove_record, path)

@@ -165,7 +165,9 @@ async def run_process(
         if outcome == "ended":  # CloseOrchestrator, while the process holds the run
             await owner_line.close_ended(state_dir, spec.owner, spec.id)
             clean_ended(run_dir)  # the ended row is durable: the writer has closed
-            release_run(run_dir, spec)  # its worktrees (branches holding commits stay)
+            # What it holds in the checkout: worktrees (branches holding commits
+            # stay) and evidence records, as every other way a run ends releases.
+            release_run(run_dir, spec, records=workflow.evidence_cwd is not None)
         _keep_snapshot(run_dir)
         if not isinstance(outcome, str) and outcome.reason == "host_unavailable":
             # Said while the run is held: whoever waits for the process lock file to

@@ -15,7 +15,6 @@ from typing import Any
 
 import trio
 
-from crw.actors import evidence_records
 from crw.actors.gate import run_gate
 from crw.actors.review_rounds import run_rounds
 from crw.actors.session_call import SessionCall, SessionContext
@@ -77,12 +76,9 @@ async def run_session_calls(
             )
         return await SessionCall(ctx, node, call, needs, by_call[call], spent).run()
 
-    state = await run_gate(
+    return await run_gate(
         ctx.journal, ctx.workflow, pool, results, finished, run_call, spent, ctx.control, first
     )
-    if state == "ended":  # the flow evidence records' copies, found from the rows
-        await evidence_records.release_ended(ctx)
-    return state
 
 
 async def close_left_open(ctx: SessionContext, replayed: RunState) -> None:

@@ -7,12 +7,16 @@ first: the command waits up to --wait seconds for that process to let the run
 lock go, and takes it the moment it does. It holds the run lock from the end of
 the process it drained until its row is stored, and the resume it starts takes
 the lock after that (CMD-NEXT-27). The same answer given twice is said so and
-appends nothing. A restart of an open call is refused at once while a process
-holds the run: no drain ends a process that runs the call itself.
+appends nothing. An abort ends the run: the command then cleans its bus and
+releases what it holds in the checkout (`crw.workspace.release`), as the run's
+process does at its end; the same abort given again does it again (it finishes
+what a crash cut short). A restart of an open call is refused at once while a
+process holds the run: no drain ends a process that runs the call itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -40,6 +44,7 @@ from crw.engine.tmploc import recorded_problem
 from crw.errors import InputError, RefusedError
 from crw.journal.log import JournalFile, encode_batch, encode_body, read_journal
 from crw.journal.replay import replay
+from crw.workspace.release import release_run
 
 DRAIN_POLL = 0.1
 """Seconds between two tries at the run lock while the run's process runs."""
@@ -82,8 +87,11 @@ def answer_command(
         with _drained(run_dir, spec.id, wait):
             verdict = _judge(run_dir, spec.id, call, choice)
             seq = append_row(run_dir, verdict.row) if isinstance(verdict, Record) else None
-            if seq is not None and choice == "abort":  # the run ended: nobody else cleans
-                clean_ended(run_dir)
+            if choice == "abort":  # the run ended: no process is there to end it
+                _ended(run_dir, spec)
+    elif choice == "abort":  # said again: it finishes the end a crash cut short
+        with contextlib.suppress(RunHeldError), run_lock(run_dir):
+            _ended(run_dir, spec)
     payload: dict[str, Any] = {
         "run": spec.id,
         "call": call,
@@ -109,6 +117,14 @@ def answer_command(
         said += f"; node {node_of(call)} runs again as {payload['by']}"
     emit(json, payload, f"{said} (run {after.state})")
     return 0
+
+
+def _ended(run_dir: RunDir, spec: RunSpec) -> None:
+    """What the end of a run an abort ended does, under its run lock, once the
+    decision row is durable: the bus cleaned, then what the run holds in the
+    checkout released (worktrees, branches, evidence records). Idempotent."""
+    clean_ended(run_dir)
+    release_run(run_dir, spec)
 
 
 def _judge(

@@ -169,7 +169,7 @@ def _remove(run: RunDir) -> None:
     Raises:
         RefusedError: it cannot be renamed or deleted.
     """
-    release_run(run)  # the repository forgets its worktrees before they go
+    release_run(run)  # worktrees and evidence records a cut-short release left
     aside = run.root.with_name(f"{REMOVED_PREFIX}{run.id}-{os.urandom(4).hex()}")
     try:
         run.root.rename(aside)

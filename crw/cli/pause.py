@@ -8,7 +8,8 @@ holds is stopped under its run lock: with calls an earlier process left open,
 this command runs the run's process in the foreground, which reads the request
 before any call goes on and stops them the same way (the host is needed to
 interrupt their turns); with none, it writes the run's row itself, and a cancel
-that so ends the run closes the owner's orchestrator line.
+that so ends the run closes the owner's orchestrator line, cleans the bus and
+releases what the run holds in the checkout (`crw.workspace.release`).
 
 Idempotent: a pause of a paused run says so (exit 0); a pause or cancel of an
 ended run refuses with one line (exit 1). Nothing is written before the checks.
@@ -33,6 +34,7 @@ from crw.engine.runspec import RunSpec, read_run_spec
 from crw.errors import RefusedError
 from crw.journal.log import decode
 from crw.journal.replay import TERMINAL_ROWS, RunState, replay
+from crw.workspace.release import release_run
 
 DEFAULT_WAIT = 120.0
 POLL = 0.05
@@ -118,6 +120,7 @@ def _stop_here(op: control.Op, target: Target) -> RunState:
             if op == "cancel":  # it ended the run: no process is there to close the line
                 _close_line(target)
                 clean_ended(target.run_dir)  # nor to clean the bus; the rows are durable
+                release_run(target.run_dir, target.spec)  # nor to release the checkout's
     except RunHeldError as err:
         raise RefusedError(f"{err}; run the {op} again") from err
     return _read(target.run_dir)

@@ -28,6 +28,7 @@ from crw.journal.log import read_journal
 from crw.journal.rows import RowModel
 from crw.workspace import evidence
 from crw.workspace.placer import Placer
+from crw.workspace.release import release
 from tests.actors.test_held_in_place import answer
 from tests.actors.test_review_rounds import REVIEWED, one
 from tests.actors.test_session_resume import remembering, run_until_killed
@@ -115,8 +116,9 @@ async def test_a_gated_executors_bind_places_its_record_before_thread_started(
     (none: a first step) and evidence_ignored; the bind under the owner's cwd,
     which no row names, commits evidence_placed, writes the record there (the
     journal then ends with evidence_placed), then thread_started names the cwd.
-    A review and an explorer call have no record. The run's end removes the copy
-    (and the directories it made)."""
+    A review and an explorer call have no record. The run's end (`release`, which
+    the run's process calls after its ended row) removes the copy and the
+    directories it made."""
     seen: list[tuple[list[str], bool]] = []
     write = evidence.write_record
 
@@ -147,6 +149,8 @@ async def test_a_gated_executors_bind_places_its_record_before_thread_started(
     # The one write: after evidence_placed was durable, before thread_started.
     assert seen == [(PLACED[:3], False)]
     assert copies.at_completed[CALL] == record
+    assert copy_of(home).exists()  # the run's process releases it after the ended row
+    release(RUN_ID, None, rows)
     assert not (home / ".crw").exists()
     for call in ("build.2", "ship.1"):
         assert kinds(rows, call) == BODY
@@ -278,7 +282,9 @@ async def test_a_superseded_calls_copies_are_released(
     # build.1's copy was gone by the time build.2 completed; build.2's was there.
     assert copies.present["build.2"] == ["build.2.json"]
     assert copies.at_completed["build.2"] == expected_record(rows, "build.2")
-    assert not (home / ".crw").exists()  # the run's end released build.2's
+    assert copies.present["build.2"] == sorted(p.name for p in copy_of(home).parent.iterdir())
+    release(RUN_ID, None, rows)  # the run's end releases build.2's
+    assert not (home / ".crw").exists()
 
 
 @dataclass
@@ -358,6 +364,7 @@ async def test_a_later_attempts_step_names_and_rewrites_the_copies_its_generatio
     assert seen == [1]  # rewritten after attempt 2's row, before B was placed
     record = expected_record(rows, attempt=2)
     assert copies_a.at_completed[CALL] == copies_b.at_completed[CALL] == record
+    release(RUN_ID, None, rows)  # the run's end: both copies its rows name
     assert not (a / ".crw").exists() and not (b / ".crw").exists()
 
 
@@ -395,4 +402,5 @@ async def test_a_record_in_the_owners_git_checkout_is_in_no_status_and_names_the
     assert started["evidence_cwd"] == started["host_cwd"] == root and started["cwd"] == workspace
     assert seen == [(expected_record(rows), {})]
     assert expected_record(rows)["workspace"] == workspace
+    release(RUN_ID, placer, rows)  # the run's end
     assert repo.status() == {} and not (Path(root) / ".crw").exists()
