@@ -27,6 +27,7 @@ from crw.host.client import HostRequestError
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import Held, Started
+from tests.actors.test_session_lost import lost_owner
 from tests.actors.test_session_resume import (
     KillPoint,
     drop_row,
@@ -91,6 +92,29 @@ async def test_a_delivered_turn_is_taken_again_by_a_new_attempt_whose_packet_say
     assert [r["attempt"] for r in started] == [1, 2]
     assert started[0]["thread_id"] != started[1]["thread_id"]
     assert last(rows, "completed")["k"] == 2
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_the_attempt_after_a_retried_then_lost_one_is_the_task_turn_and_lists_both(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-53, ATT-46: attempt 1 is held and retried; attempt 2 takes the task
+    turn again at k=2 and its subagent vanishes; attempt 3, at k=2 on conversation
+    turn 1, says nothing of a repair and lists both earlier attempts."""
+    async with harness(tmp_path) as h:
+        lost_owner(h)
+        await h.script({"marker": f"{CALL}/t1-a1"}, fail="internalServerError")
+        await h.script({"marker": f"{CALL}/t2-a2"}, vanish="notLoaded")
+        state, _ = await h.go()
+        assert state == "waiting_decision"
+        answer(h.run, "retry")
+        state, rows = await h.go()
+    third = last(rows, "step_published")
+    assert (third["k"], third["attempt"], third["conversation_turn"]) == (2, 3, 1)
+    assert "repair turn" not in third["note"] and "repair turn" not in packet_of(third)
+    assert f"- attempt 1: {CALL}/t1-a1: held (host_failure: simulated failure" in third["note"]
+    assert f"- attempt 2: {CALL}/t2-a2: lost (turn_interrupted)" in third["note"]
+    assert third["note"] in packet_of(third)
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
