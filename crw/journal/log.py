@@ -71,7 +71,7 @@ class TornTail:
     def message(self) -> str:
         """One line for the user: what was dropped, where, and that it is safe."""
         return (
-            f"{self.path}: dropped a torn or damaged tail from byte {self.offset} "
+            f"{self.path}: dropped a torn tail from byte {self.offset} "
             f"({self.reason}); the rows before it are intact"
         )
 
@@ -269,7 +269,7 @@ def _corrupt(
 def read_journal(path: Path) -> JournalRead:
     """Read a journal file's whole batches; a missing file is an empty journal.
 
-    A torn or damaged tail is dropped and reported once, as a warning on the
+    A torn tail is dropped and reported once, as a warning on the
     `crw.journal` logger naming the file and the offset.
 
     Raises:

@@ -307,6 +307,7 @@ async def test_a_last_line_whose_newline_is_damaged_is_corruption(tmp_path: Path
         read_journal(path)
     assert caught.value.offset == data.rindex(b"\n", 0, len(data) - 1) + 1
     assert caught.value.reason == "a line's newline is damaged"
+    assert caught.value.valid_at is None and "whole rows follow" not in str(caught.value)
 
 
 async def test_what_a_crash_cut_leaves_after_the_last_newline_is_a_torn_tail(
