@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from crw.actors.evidence_records import with_evidence
 from crw.bus import steps as bus
-from crw.engine import answer, harvest, packet
+from crw.engine import answer, decision, harvest, packet
 from crw.engine.decision import InPlace
 from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair
@@ -82,7 +82,13 @@ class CallSteps:
         note: str | None = None,
         **extra: Any,
     ) -> StepPublished:
-        note = note or packet.earlier_note(self.node.role, str(self.workspace), k, attempt)
+        note = note or packet.earlier_note(
+            self.node.role,
+            str(self.workspace),
+            conversation_turn,
+            attempt,
+            decision.earlier_attempts(self.rows),
+        )
         text = self.packet_text(
             note=note,
             **{key: extra[key] for key in ("previous_answer", "repair_errors") if key in extra},

@@ -20,6 +20,7 @@ from crw.engine import decision
 from crw.engine.harvest import CallEnd
 from crw.host.client import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
+from crw.host.transport import HostUnavailable
 from crw.journal.rows import InterruptRequested, StepPublished
 
 if TYPE_CHECKING:
@@ -76,8 +77,20 @@ async def shown_not_running(call: SessionCall, thread_id: str) -> Thread | None:
             if turn_id not in interrupted:
                 interrupted.add(turn_id)
                 await call.commit([_interrupt_row(call, turn_id)])
-                await call.ctx.reader.interrupt(thread_id, turn_id)
+                await _interrupt(call, thread_id, turn_id)
         await trio.sleep(call.ctx.settings.poll_interval)
+
+
+async def _interrupt(call: SessionCall, thread_id: str, turn_id: str) -> None:
+    """Send the interrupt; a refusal (the turn ended between the read and the
+    interrupt, or the host closed the thread) is left to the next read."""
+    try:
+        await call.ctx.reader.interrupt(thread_id, turn_id)
+    except HostRequestError:
+        pass  # the turn ended already, or the host closed the thread: it is read again
+    except HostUnavailable:
+        if not call.ctx.reader.connected:
+            raise  # the host went away: the run pauses, the row decides the turn
 
 
 def _running_turns(thread: Thread) -> list[str]:

@@ -191,7 +191,7 @@ async def open_journal_writer(
 
     Raises:
         JournalWriteError: the journal cannot be opened or read.
-        JournalCorruptError: the journal is damaged in the middle; it is left as
+        JournalCorruptError: the journal is damaged (not a torn tail); it is left as
             it is and nothing is appended (`crw.journal.log`).
     """
     try:

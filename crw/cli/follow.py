@@ -54,7 +54,7 @@ class JournalTail:
         """The whole batches appended since the last read.
 
         Raises:
-            JournalCorruptError: damage with whole rows after it, its offsets the
+            JournalCorruptError: damage that is not a torn tail, its offsets the
                 whole journal's; `intact` holds the new rows before the damage.
         """
         try:
@@ -67,10 +67,7 @@ class JournalTail:
             read = decode(data, self.journal, after=self.last_seq)
         except JournalCorruptError as err:
             if self.offset:
-                raise JournalCorruptError(
-                    err.path, self.offset + err.offset, self.offset + err.valid_at,
-                    err.reason, err.intact,
-                ) from None  # fmt: skip
+                raise err.shifted(self.offset) from None
             raise
         self.offset += read.end
         self.last_seq = read.last_seq

@@ -54,7 +54,7 @@ def read_tail(run: RunDir) -> Tail:
 
     Raises:
         OSError: the journal cannot be read.
-        JournalCorruptError: the journal is damaged in the middle.
+        JournalCorruptError: the journal is damaged (not a torn tail).
     """
     snapshot = peek_snapshot(run.root / SNAPSHOT)
     try:

@@ -2,7 +2,7 @@
 
 It reads the run directory only (CMD-START-1, CMD-START-2): run.json and the
 journal, never a lock it would hold and never a row. A corrupt journal (damage
-with whole rows after it, `crw.journal.log`) shows the run as `corrupt`: where the
+that is not a torn tail, `crw.journal.log`) shows the run as `corrupt`: where the
 damage is and what to do, and the calls as the rows before the damage leave them.
 `--results` reads the journal whole (the replay snapshot keeps no answer).
 """
@@ -97,7 +97,8 @@ def status_payload(
     is the --state those commands pass (empty: none). The command adds run_dir,
     live (whether a process holds the run lock), holder_pid (that process's pid, or
     null), corrupt (null, or {journal, offset, valid_at, reason, damage, fix} when
-    the state is `corrupt`) and todo ([{do, command}]: what to do next)."""
+    the state is `corrupt`; valid_at null when no whole rows follow the damage)
+    and todo ([{do, command}]: what to do next)."""
     view = outcome(run)
     done, total = progress(run, nodes)
     now = datetime.now(UTC)

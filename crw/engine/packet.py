@@ -214,28 +214,34 @@ class Packet:
     repair_errors: Sequence[str] | None = None
 
 
-def earlier_note(role: str, workspace: str, k: int, attempt: int) -> str | None:
-    """The note about earlier attempts of a spawn step (STEP-13), None for a call's
-    first turn on its first attempt: an attempt after one that was cut off (an
-    executor's reads the state its workspace was left in first), or a repair
-    spawned on a new subagent because the one that answered is closed."""
+def earlier_note(
+    role: str, workspace: str, conversation_turn: int, attempt: int, earlier: Sequence[str] = ()
+) -> str | None:
+    """The note about earlier attempts of a spawn step (STEP-13, STEP-53), None for
+    a call's first turn on its first attempt: an attempt after one that was cut off
+    (an executor's reads the state its workspace was left in first), with the
+    call's `earlier` attempts one a line, or a repair spawned on a new subagent
+    because the one that answered is closed. Whether it is the repair is the
+    conversation's place (`conversation_turn` 2, ATT-46), never its k."""
     lines: list[str] = []
     if attempt > 1:
         lines.append(
             f"Attempt {attempt - 1} of this call was cut off before it answered; "
             f"this is attempt {attempt}."
         )
-        if role in WRITING_ROLES:
-            lines.append(
-                f"Read `git -C {workspace} status` and the diff first: "
-                "the earlier attempt may have left changes there."
-            )
-    if k > 1:
+    if conversation_turn == 2:
         lines.append(
             "This is the call's repair turn, on a new subagent: the subagent that "
             "answered the task is closed, and its answer is below."
         )
-    return " ".join(lines) if lines else None
+    if attempt > 1 and earlier:
+        lines += ["The call's earlier attempts:", *(f"- {line}" for line in earlier)]
+    if attempt > 1 and role in WRITING_ROLES:
+        lines.append(
+            f"Read `git -C {workspace} status` and the diff first: "
+            "the earlier attempts may have left changes there."
+        )
+    return "\n".join(lines) if lines else None
 
 
 def _workspace_section(packet: Packet) -> str:

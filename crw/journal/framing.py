@@ -15,18 +15,24 @@ A journal an older crw wrote has no `crc` member (its lines end with
 first checksummed line, so a run started before the checksum reads back and goes
 on, and a line that lost its checksum later is damage.
 
-Where reading stops, at the first batch that fails, it tells a torn tail from
-corruption by what follows the damage:
+Where reading stops, at the first line that fails, it tells a torn tail from
+corruption by the line itself: a crash cuts a write at some byte, so only the
+journal's last line, when it has no newline, can be a torn write.
 
-- Torn tail: no framed line of a later batch follows the damage (a write the
-  crash cut at any byte, zeros where a write did not land, a damaged last
-  batch). The batch is dropped and reported once, and `end` is the byte offset
-  just past the last whole batch, where the writer truncates the file before it
-  appends.
-- Corruption: a framed line of a later batch follows the damage (a damaged disk
-  block, an edit, a lost or merged line in the middle). `crw.journal.log.decode` raises
-  `JournalCorruptError`; nothing is ever truncated or appended, and the file is
-  kept as it is until a person restores or repairs it.
+- Torn tail: the last line has no newline and is a prefix of a line (a write
+  the crash cut at any byte, zeros where a write did not land), or a batch's
+  whole lines end without its closing line (the cut fell on a newline). The
+  batch is dropped and reported once, and `end` is the byte offset just past
+  the last whole batch, where the writer truncates the file before it appends.
+- Corruption: a line that ends with its newline and is not whole, or not the
+  row that follows (a damaged disk block, an edit, a lost or merged line), in
+  the middle or in the last line and the last batch alike; a last line that is
+  whole but for a byte where its newline was (`ends_whole`); a batch cut short
+  after the run's ended row, which closes its batch when a run writes it.
+  `crw.journal.log.decode` raises `JournalCorruptError`; nothing is ever
+  truncated or appended, and the file is kept as it is until a person restores
+  or repairs it. The error names where whole rows of a later batch follow the
+  damage, when they do (`later_frame`).
 
 A framed line is any text from a `{"seq":` to the end of its line that parses
 as a JSON object with integer `seq` and `commit_seq >= seq`, checksum or not:
@@ -68,6 +74,8 @@ _LINE_ENDS = re.compile(
     rb'%s([0-9a-f]{8})"\}\n(?=%s|\Z)' % (re.escape(_CHECKSUM_HEAD), re.escape(_FRAME_HEAD))
 )
 """A line's end, its checksum member, where the next line starts with `{"seq":`."""
+_LAST_TRAILER = re.compile(rb'%s[0-9a-f]{8}"\}' % re.escape(_CHECKSUM_HEAD))
+"""A checksum member and the brace that ends its line."""
 _LEGACY_END = re.compile(rb'"%s":[0-9]+\}$' % FRAMING.encode())
 """How a line of a crw before the checksum ends: its commit_seq last."""
 
@@ -208,6 +216,19 @@ def whole_line(
     return obj
 
 
+def ends_whole(data: bytes, view: memoryview, pos: int) -> bool:
+    """Whether the line at `pos`, the last of `data` and with no newline, is a whole
+    checksummed line and bytes after it: its newline was damaged. A write a crash
+    cut leaves a prefix of a line (a whole line without its newline, too), never a
+    whole line with something else after it."""
+    return any(
+        trailer.end() < len(data)
+        and data[trailer.start() : trailer.end()]
+        == _TRAILER_FORMAT % zlib.crc32(view[pos : trailer.start()])
+        for trailer in _LAST_TRAILER.finditer(data, pos)
+    )
+
+
 def framed(obj: Any) -> TypeGuard[dict[str, Any]]:
     """Whether `obj` is a JSON object with integer `seq` and `commit_seq >= seq`."""
     if not isinstance(obj, dict):
@@ -218,7 +239,8 @@ def framed(obj: Any) -> TypeGuard[dict[str, Any]]:
 
 def later_frame(data: bytes, start: int, last_seq: int, pending: int | None) -> int | None:
     """The offset of the first framed line at or after `start` that is not a line
-    of the damaged batch (the one ending at `pending`), or None."""
+    of the damaged batch (the one ending at `pending`), or None: where whole rows
+    follow the damage, which the corruption error names."""
     line_start = data.rfind(b"\n", 0, start) + 1
     while line_start < len(data):
         newline = data.find(b"\n", line_start)

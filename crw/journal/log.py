@@ -15,11 +15,13 @@ Framing (`crw.journal.framing`). The rows of one commit are one batch, written b
 one `write` and made durable by one fsync; after a crash a batch is read back
 whole or not at all. Every line ends with `commit_seq`, the `seq` of the last row
 of its batch, and `crc`, the CRC-32 of the line. Reading stops at the first batch
-that is not whole. When nothing of a later batch follows the damage it is a torn
-tail: dropped and reported once, and `end` is the byte offset just past the last
-whole batch, where the writer truncates the file before it appends. When a later
-batch's line follows, the journal is corrupt: `decode` raises
-`JournalCorruptError`, and nothing is ever truncated or appended.
+that is not whole. Only what a crash leaves is a torn tail: a last line with no
+newline, or a batch whose whole lines end before its closing line; it is dropped
+and reported once, and `end` is the byte offset just past the last whole batch,
+where the writer truncates the file before it appends. A line that ends with its
+newline and is not whole, anywhere, the last line too, is damage: the journal is
+corrupt, `decode` raises `JournalCorruptError`, and nothing is ever truncated or
+appended.
 
 A missing file reads as an empty journal.
 
@@ -41,7 +43,7 @@ from crw.errors import RefusedError
 from crw.journal.framing import CHECKSUM as CHECKSUM
 from crw.journal.framing import FRAMING as FRAMING
 from crw.journal.framing import encode_batch as encode_batch
-from crw.journal.framing import later_frame, paused_gc, whole_batches, whole_line
+from crw.journal.framing import ends_whole, later_frame, paused_gc, whole_batches, whole_line
 from crw.text import escape_surrogates
 
 if TYPE_CHECKING:
@@ -69,7 +71,7 @@ class TornTail:
     def message(self) -> str:
         """One line for the user: what was dropped, where, and that it is safe."""
         return (
-            f"{self.path}: dropped a torn or damaged tail from byte {self.offset} "
+            f"{self.path}: dropped a torn tail from byte {self.offset} "
             f"({self.reason}); the rows before it are intact"
         )
 
@@ -96,9 +98,10 @@ class JournalRead:
 
 
 class JournalCorruptError(RefusedError):
-    """The journal is damaged at `offset` and rows of a later batch follow at
-    `valid_at`: not a torn tail. Nothing may append to it or truncate it; `intact`
-    is what reads before the damage (its `torn` is None)."""
+    """The journal is damaged at `offset`: a line that ends with its newline and is
+    not whole, or rows of a later batch follow the damage (at `valid_at`, None when
+    none do): not a torn tail. Nothing may append to it or truncate it; `intact` is
+    what reads before the damage (its `torn` is None)."""
 
     FIX = (
         "the file is kept as it is, nothing appends to it or cuts it; restore the journal "
@@ -106,7 +109,7 @@ class JournalCorruptError(RefusedError):
     )
 
     def __init__(
-        self, path: Path, offset: int, valid_at: int, reason: str, intact: JournalRead
+        self, path: Path, offset: int, valid_at: int | None, reason: str, intact: JournalRead
     ) -> None:
         self.path = path
         self.offset = offset
@@ -128,11 +131,17 @@ class JournalCorruptError(RefusedError):
 
     @property
     def damage(self) -> str:
-        """What is damaged and where, with where whole rows follow."""
-        return (
-            f"journal {self.path} is damaged at byte {self.offset} ({self.reason}) "
-            f"and whole rows follow at byte {self.valid_at}"
-        )
+        """What is damaged and where, with where whole rows follow when they do."""
+        where = f"journal {self.path} is damaged at byte {self.offset} ({self.reason})"
+        if self.valid_at is None:
+            return where
+        return f"{where} and whole rows follow at byte {self.valid_at}"
+
+    def shifted(self, by: int) -> JournalCorruptError:
+        """The same damage with its offsets `by` bytes further on (a read of the
+        journal's tail reported in the whole journal's offsets)."""
+        valid_at = None if self.valid_at is None else self.valid_at + by
+        return JournalCorruptError(self.path, self.offset + by, valid_at, self.reason, self.intact)
 
 
 def encode_body(row: RowModel) -> bytes:
@@ -176,7 +185,8 @@ def decode(data: bytes, path: Path, *, after: int = 0) -> JournalRead:
     tail from the end of an earlier read (offsets are then the tail's).
 
     Raises:
-        JournalCorruptError: a framed line of a later batch follows the damage.
+        JournalCorruptError: a line that ends with its newline is damaged, or
+            another damage a crash cannot leave (`crw.journal.framing`).
     """
     with paused_gc():
         whole = whole_batches(data, after)
@@ -186,7 +196,11 @@ def decode(data: bytes, path: Path, *, after: int = 0) -> JournalRead:
 
 
 def _decode_lines(data: bytes, path: Path, after: int) -> JournalRead:
-    """`decode` a line at a time, stopping at the first damage."""
+    """`decode` a line at a time, stopping at the first damage.
+
+    Only the last line, when it has no newline, can be a write a crash cut: a
+    line that ends with its newline and is not whole, or is not the row that
+    follows, is damage wherever it is, the journal's last line too."""
     rows: list[dict[str, Any]] = []
     batch: list[dict[str, Any]] = []
     end = pos = batch_end = 0
@@ -197,19 +211,20 @@ def _decode_lines(data: bytes, path: Path, after: int) -> JournalRead:
     while pos < size:
         newline = data.find(b"\n", pos)
         if newline < 0:
-            newline = size
-            obj: dict[str, Any] | str = "a line has no newline"
-        else:
-            obj = whole_line(data, view, pos, newline, legacy=not checked)
+            intact = JournalRead(rows, end, last_seq, None)
+            if ends_whole(data, view, pos):  # a whole line and a byte that is no newline
+                raise JournalCorruptError(path, pos, None, "a line's newline is damaged", intact)
+            return _torn(path, intact, batch, "a line has no newline")
+        obj = whole_line(data, view, pos, newline, legacy=not checked)
         if isinstance(obj, str):
             intact = JournalRead(rows, end, last_seq, None)
-            return _stop(data, path, intact, batch_end if batch else None, pos, pos + 1, obj)
+            raise _corrupt(data, path, intact, batch_end if batch else None, pos, pos + 1, obj)
         seq, framing = obj["seq"], obj.pop(FRAMING)
         expected = last_seq + len(batch) + 1
         if seq != expected or (batch and framing != batch_end):
             intact = JournalRead(rows, end, last_seq, None)
             reason = f"expected seq {expected}, read seq {seq} of the batch ending at {framing}"
-            return _stop(data, path, intact, batch_end if batch else None, pos, pos, reason)
+            raise _corrupt(data, path, intact, batch_end if batch else None, pos, pos, reason)
         if obj.pop(CHECKSUM, None) is not None:
             checked = True
         batch_end = framing
@@ -220,12 +235,23 @@ def _decode_lines(data: bytes, path: Path, after: int) -> JournalRead:
             batch = []
             end, last_seq = pos, seq
     if batch:
-        reason = f"batch ending at seq {batch_end} is cut short"
-        return JournalRead(rows, end, last_seq, TornTail(path, end, reason))
+        intact = JournalRead(rows, end, last_seq, None)
+        return _torn(path, intact, batch, f"batch ending at seq {batch_end} is cut short")
     return JournalRead(rows, end, last_seq, None)
 
 
-def _stop(
+def _torn(path: Path, intact: JournalRead, batch: list[dict[str, Any]], reason: str) -> JournalRead:
+    """The read up to the last whole batch, the lines after it dropped as a torn
+    tail; but a run's ended row closes its batch, so a batch cut short after one
+    is damage: dropped, it would leave an ended run to be started again."""
+    if any(row.get("row") == "ended" for row in batch):
+        reason = "a batch cut short holds the run's ended row"
+        raise JournalCorruptError(path, intact.end, None, reason, intact)
+    torn = TornTail(path, intact.end, reason)
+    return JournalRead(intact.rows, intact.end, intact.last_seq, torn)
+
+
+def _corrupt(
     data: bytes,
     path: Path,
     intact: JournalRead,
@@ -233,25 +259,22 @@ def _stop(
     offset: int,
     scan_from: int,
     reason: str,
-) -> JournalRead:
-    """The read up to the damage at `offset`: a torn tail, or corruption when a
-    framed line of a later batch starts at or after `scan_from`."""
+) -> JournalCorruptError:
+    """The damage at `offset`, with where a framed line of a later batch starts at
+    or after `scan_from`, when one does."""
     valid_at = later_frame(data, scan_from, intact.last_seq, pending)
-    if valid_at is not None:
-        raise JournalCorruptError(path, offset, valid_at, reason, intact)
-    torn = TornTail(path, intact.end, reason)
-    return JournalRead(intact.rows, intact.end, intact.last_seq, torn)
+    return JournalCorruptError(path, offset, valid_at, reason, intact)
 
 
 def read_journal(path: Path) -> JournalRead:
     """Read a journal file's whole batches; a missing file is an empty journal.
 
-    A torn or damaged tail is dropped and reported once, as a warning on the
+    A torn tail is dropped and reported once, as a warning on the
     `crw.journal` logger naming the file and the offset.
 
     Raises:
         OSError: the file exists and cannot be read.
-        JournalCorruptError: damage in the middle, with rows after it.
+        JournalCorruptError: damage a crash cannot leave, the last line's too.
     """
     try:
         data = path.read_bytes()

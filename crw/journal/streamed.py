@@ -41,7 +41,7 @@ def replay_pieces(journal: Path, piece: int | None = None) -> Replayed:
 
     Raises:
         OSError: the journal cannot be read.
-        JournalCorruptError: the journal is damaged in the middle.
+        JournalCorruptError: the journal is damaged (not a torn tail).
     """
     state = RunState()
     size = piece or PIECE

@@ -17,14 +17,17 @@ import pytest
 from trio.testing import MockClock
 
 import tests.actors.test_session_run as session_run
+from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import open_journal_writer
 from crw.bus import inbox as reports
 from crw.cli.answer import append_row
 from crw.engine.decision import Choice, Record, decide_answer
 from crw.engine.rundir import RunDir
+from crw.host.client import HostRequestError
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import Held, Started
+from tests.actors.test_session_lost import lost_owner
 from tests.actors.test_session_resume import (
     KillPoint,
     drop_row,
@@ -92,6 +95,29 @@ async def test_a_delivered_turn_is_taken_again_by_a_new_attempt_whose_packet_say
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
+async def test_the_attempt_after_a_retried_then_lost_one_is_the_task_turn_and_lists_both(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: STEP-53, ATT-46: attempt 1 is held and retried; attempt 2 takes the task
+    turn again at k=2 and its subagent vanishes; attempt 3, at k=2 on conversation
+    turn 1, says nothing of a repair and lists both earlier attempts."""
+    async with harness(tmp_path) as h:
+        lost_owner(h)
+        await h.script({"marker": f"{CALL}/t1-a1"}, fail="internalServerError")
+        await h.script({"marker": f"{CALL}/t2-a2"}, vanish="notLoaded")
+        state, _ = await h.go()
+        assert state == "waiting_decision"
+        answer(h.run, "retry")
+        state, rows = await h.go()
+    third = last(rows, "step_published")
+    assert (third["k"], third["attempt"], third["conversation_turn"]) == (2, 3, 1)
+    assert "repair turn" not in third["note"] and "repair turn" not in packet_of(third)
+    assert f"- attempt 1: {CALL}/t1-a1: held (host_failure: simulated failure" in third["note"]
+    assert f"- attempt 2: {CALL}/t2-a2: lost (turn_interrupted)" in third["note"]
+    assert third["note"] in packet_of(third)
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
 async def test_a_running_turn_of_a_held_attempt_is_interrupted_before_the_call_goes_on(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -123,6 +149,42 @@ async def test_a_running_turn_of_a_held_attempt_is_interrupted_before_the_call_g
         turn_id,
     )
     assert turn.status == "interrupted"
+    assert last(rows, "step_published")["attempt"] == 2
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_an_interrupt_the_host_refuses_leaves_the_held_call_going_on_in_place(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: ATT-30, ATT-31: the held attempt's turn ends between the read and the
+    interrupt, and the host answers the interrupt with an error: the call reads
+    the thread again, finds it not active and goes on with the next attempt; the
+    run process lives on and the run completes."""
+    async with harness(tmp_path) as h:
+        remembering(h)
+        await h.script({"marker": f"{CALL}/t1-a1"}, hang=True)
+        dead = await run_until_killed(h, monkeypatch, "turn_started")
+        turn_id = last(dead, "turn_started")["turn_id"]
+        append_row(h.run, Held(call=CALL, reason="host_failure", error="the host said so"))
+        answer(h.run, "retry")
+        refused: list[str] = []
+
+        async def turn_ends_first(reader: HostReader, thread_id: str, turn: str) -> None:
+            await reader._client.turn_interrupt(thread_id, turn)  # the turn ends here
+            refused.append(turn)
+            raise HostRequestError("turn/interrupt", -32600, f"no turn in progress: {turn}")
+
+        monkeypatch.setattr(HostReader, "interrupt", turn_ends_first)
+        state, rows = await h.go()
+    assert refused == [turn_id]
+    assert kinds(rows[len(dead) :], CALL) == [
+        "held",
+        "decision",
+        "interrupt_requested",
+        *BOUND,
+        "completed",
+    ]
+    assert last(rows, "interrupt_requested")["turn_id"] == turn_id
     assert last(rows, "step_published")["attempt"] == 2
     assert state == "ended" and rows[-1]["status"] == "completed"
 

@@ -351,6 +351,25 @@ def test_a_run_whose_calls_all_wait_on_a_decision_starts_no_process(crw: Crw) ->
     assert not run.log.exists() or b"started" not in run.log.read_bytes()
 
 
+def test_a_process_never_cuts_off_an_ended_row_of_a_journal_that_reads_oddly(crw: Crw) -> None:
+    """spec: CMD-START-2: an ended row that does not close its batch (no run writes
+    one so: an edit) would read as a batch cut short, a torn tail the run process
+    cuts before its started row, and the run as not ended. It is damage: the run
+    process refuses, the ended run gets no started row, and the file is kept."""
+    run = _make_run(crw)
+    ended = {"row": "ended", "status": "completed", "state": {}}
+    bodies = [encode_body(UnknownRow.model_validate(row)) for row in (ended, {"row": "paused"})]
+    batch = encode_batch(read_journal(run.journal).last_seq + 1, "2026-11-29T00:00:00Z", bodies)
+    with open(run.journal, "ab") as journal:
+        journal.write(batch.splitlines(keepends=True)[0])
+    before = run.journal.read_bytes()
+    result = crw("flow", "_run", RUN, "--state", str(crw.state))
+    assert result.code == 1, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "a batch cut short holds the run's ended row" in line and "corrupt" in line
+    assert run.journal.read_bytes() == before
+
+
 def test_a_process_for_an_ended_run_writes_no_row(crw: Crw) -> None:
     """spec: CMD-START-2: a run that ended gets no row from a late process."""
     run = _make_run(crw)

@@ -1,4 +1,5 @@
-"""The corruption drill: real processes, a journal damaged in the middle.
+"""The corruption drill: real processes, a journal damaged in the middle (a
+damaged last line: `tests/drills/test_damage_drills.py`).
 
 A session run on a `crw host sim serve` host either runs to its end or is killed
 right after its build call completed (no process holds it then, so `next` would

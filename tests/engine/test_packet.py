@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from crw.engine.app_resume import turn_text
+from crw.engine.decision import earlier_attempts
 from crw.engine.packet import (
     Packet,
     ToolEntry,
@@ -364,20 +365,83 @@ def test_app_server_repair_text_still_names_the_entries() -> None:
 
 def test_note_about_earlier_attempts_is_none_for_a_first_turn() -> None:
     """spec: STEP-13"""
-    assert earlier_note("executor", "/w/P", k=1, attempt=1) is None
+    assert earlier_note("executor", "/w/P", conversation_turn=1, attempt=1) is None
 
 
 def test_note_says_a_repair_runs_on_a_new_subagent() -> None:
     """spec: STEP-13"""
-    note = earlier_note("explorer", "/w/P", k=2, attempt=1)
+    note = earlier_note("explorer", "/w/P", conversation_turn=2, attempt=1)
     assert note is not None and "repair turn, on a new subagent" in note
     assert "cut off" not in note
 
 
 def test_note_of_a_later_attempt_says_the_earlier_was_cut_off() -> None:
     """spec: STEP-13, STEP-53: an executor's reads its workspace's state first."""
-    executor = earlier_note("executor", "/w/P", k=1, attempt=2)
-    reviewer = earlier_note("reviewer", "/w/P", k=1, attempt=2)
+    executor = earlier_note("executor", "/w/P", conversation_turn=1, attempt=2)
+    reviewer = earlier_note("reviewer", "/w/P", conversation_turn=1, attempt=2)
     assert executor is not None and "Attempt 1 of this call was cut off" in executor
     assert "git -C /w/P status" in executor
     assert reviewer is not None and "git" not in reviewer
+
+
+def _step(k: int, attempt: int, place: int) -> dict[str, Any]:
+    return {
+        "row": "step_published",
+        "call": "build.1",
+        "k": k,
+        "attempt": attempt,
+        "marker": marker("build.1", k, attempt),
+        "conversation_turn": place,
+    }
+
+
+def _lost(k: int, attempt: int) -> dict[str, Any]:
+    return {
+        "row": "session_attempt_lost",
+        "call": "build.1",
+        "k": k,
+        "attempt": attempt,
+        "reason": "turn_interrupted",
+    }
+
+
+def _packet_after(rows: list[dict[str, Any]], place: int, attempt: int, **more: Any) -> str:
+    note = earlier_note("executor", P, place, attempt, earlier_attempts(rows))
+    return packet(note=note, **more)
+
+
+def test_the_packet_after_a_retried_then_lost_attempt_lists_both_and_is_no_repair() -> None:
+    """spec: STEP-53, ATT-46: attempt 1 was held and retried, attempt 2 took its
+    turn again at k=2 (the task turn, conversation turn 1) and was lost; attempt 3
+    runs the task turn still: its packet lists every earlier attempt and says
+    nothing of a repair, whatever its k."""
+    held = {"row": "held", "call": "build.1", "reason": "host_failure", "error": "boom"}
+    decided = {"row": "decision", "call": "build.1", "choice": "retry"}
+    rows = [_step(1, 1, 1), held, decided, _step(2, 2, 1), _lost(2, 2)]
+    text = _packet_after(rows, place=1, attempt=3)
+    assert "repair turn" not in text and "answer is below" not in text
+    assert "- attempt 1: build.1/t1-a1: held (host_failure: boom)" in text
+    assert "- attempt 2: build.1/t2-a2: lost (turn_interrupted)" in text
+    assert "Attempt 2 of this call was cut off before it answered; this is attempt 3." in text
+
+
+def test_the_packet_of_a_repair_on_a_new_subagent_says_repair_and_has_the_answer() -> None:
+    """spec: STEP-53, ATT-46: the repair turn (conversation turn 2) spawned again
+    after its attempt was lost says it is the repair, lists the lost attempt and
+    carries the answer it repairs."""
+    rows = [_step(1, 1, 1), _step(2, 1, 2), _lost(2, 1)]
+    text = _packet_after(
+        rows, place=2, attempt=2, previous_answer='{"wrong": 1}', repair_errors=["$: no"]
+    )
+    assert "This is the call's repair turn, on a new subagent" in text
+    assert "- attempt 1: build.1/t1-a1, build.1/t2-a1: lost (turn_interrupted)" in text
+    assert '{"wrong": 1}' in text and "- $: no" in text
+
+
+def test_the_packet_after_a_plain_lost_attempt_lists_it_and_is_no_repair() -> None:
+    """spec: STEP-53: the task turn's attempt 1 was lost; attempt 2 says so and
+    lists it."""
+    text = _packet_after([_step(1, 1, 1), _lost(1, 1)], place=1, attempt=2)
+    assert "Attempt 1 of this call was cut off before it answered; this is attempt 2." in text
+    assert "- attempt 1: build.1/t1-a1: lost (turn_interrupted)" in text
+    assert "repair turn" not in text

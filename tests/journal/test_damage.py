@@ -1,9 +1,12 @@
 """Damage to the journal of a finished run: a torn tail or corruption, never a silent loss.
 
-Every single-byte change, single-byte insertion or truncation of a real journal
-either reads back the rows of the whole batches before the damage, dropping a
-torn tail and saying so, or is refused as corrupt with those same rows intact.
-Damage before the last batch is always corruption: rows after it are never lost.
+A truncation at any byte of a real journal, what a crash leaves, reads back the
+rows of the whole batches before it, dropping a torn tail and saying so. Every
+single-byte change or insertion is refused as corrupt with those same rows
+intact, wherever it is, in the last line and the last batch too: only bytes
+added after the journal's last newline read as a torn tail (a line with no
+newline), and then every row stays. A run that ended never reads as one that
+did not.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from trio.testing import MockClock
 from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
 from crw.journal.log import FRAMING, JournalCorruptError, JournalRead, decode, read_journal
+from crw.journal.replay import replay
 from tests.actors.test_app_server_run import harness
 
 PATH = Path("journal.jsonl")
@@ -82,26 +86,31 @@ def _batch_ends(data: bytes) -> list[tuple[int, int]]:
 
 
 def _check(original: Journal, damaged: bytes, at: int, *, cut: bool) -> None:
-    """The damage at byte `at` of `original` made `damaged`: what reading it gives."""
+    """The damage at byte `at` of `original` made `damaged`: what reading it gives.
+    A cut is what a crash leaves; any other damage to a line that ends with its
+    newline, the last line too, is corruption. Whatever reads back of a run that
+    ended keeps its ended row (no process may start it again) unless a cut took it."""
     before = [(end, rows) for end, rows in original.ends if end <= at]
     end, kept = before[-1] if before else (0, 0)
-    last_start = original.ends[-2][0] if len(original.ends) > 1 else 0
     try:
         read = decode(damaged, PATH)
     except JournalCorruptError as err:
         assert not cut, "a crash cut is a torn tail, never corruption"
         _read_prefix(original, err.intact, kept)
         # The damaged line starts at or before the byte, or just after it when an
-        # inserted newline ended the line before; the rows that follow may start at
-        # the byte itself, when a `{` inserted before a line's own opens a whole row.
-        assert err.offset <= at + 1 and at <= err.valid_at
+        # inserted newline ended the line before; the rows that follow, when any
+        # do, may start at the byte itself, when a `{` inserted before a line's own
+        # opens a whole row.
+        assert err.offset <= at + 1
+        assert err.valid_at is None or at <= err.valid_at
         return
     got = _read_prefix(original, read, kept)
     if cut:
         assert got == kept and (read.torn is None) == (at == end)
         return
-    assert read.torn is not None and read.torn.offset == read.end, "damage read back as rows"
-    assert at >= last_start, "damage before the last batch read as a torn tail"
+    assert got == len(original.rows), "damage read back as a torn tail"
+    assert at == len(original.data) and read.torn is not None, "damage read back as rows"
+    assert replay(read.rows).ended_status == "completed", "an ended run read as not ended"
 
 
 def _read_prefix(original: Journal, read: JournalRead, kept: int) -> int:
@@ -123,11 +132,34 @@ def _inserted(data: bytes, at: int, byte: int) -> bytes:
     return data[:at] + bytes([byte]) + data[at:]
 
 
-def test_every_single_bit_flip_is_a_torn_last_batch_or_corruption(journal: Journal) -> None:
+def test_every_single_bit_flip_is_corruption_in_the_last_line_too(journal: Journal) -> None:
     data = journal.data
     for at in range(len(data)):
         for bit in (0x01, 0x80):
             _check(journal, _changed(data, at, data[at] ^ bit), at, cut=False)
+
+
+def test_a_digit_of_any_lines_at_changed_is_corruption_the_ended_line_too(
+    journal: Journal,
+) -> None:
+    """One digit of a line's `at` changed, as a stray edit does, on every line: each
+    line of the last batch and the run's closing ended line too. The journal is
+    corrupt at that line, with every whole batch before it intact; never a torn
+    tail that would leave the ended run to be started again."""
+    offset = 0
+    for line in journal.data.splitlines(keepends=True):
+        at = offset + line.index(b'"at":"') + len(b'"at":"') + 3  # the year's last digit
+        digit = journal.data[at] - ord("0")
+        assert 0 <= digit <= 9
+        damaged = _changed(journal.data, at, ord("0") + (digit + 1) % 10)
+        with pytest.raises(JournalCorruptError) as caught:
+            decode(damaged, PATH)
+        err = caught.value
+        kept = max([rows for end, rows in journal.ends if end <= offset], default=0)
+        assert err.offset == offset and err.reason == "a line's checksum does not match"
+        assert err.intact.rows == journal.rows[:kept]
+        offset += len(line)
+    assert json.loads(line)["row"] == "ended"
 
 
 def test_a_cut_at_any_byte_is_a_torn_tail(journal: Journal) -> None:

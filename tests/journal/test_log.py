@@ -253,6 +253,7 @@ async def test_damage_in_the_middle_is_corruption_and_the_file_is_kept_as_it_is(
     assert isinstance(err, RefusedError)
     assert err.path == path and ends[0] <= err.offset < ends[1]
     # Whole rows follow: at the latest, the third batch's.
+    assert err.valid_at is not None
     assert err.offset < err.valid_at <= damaged.index(b'{"seq":5,')
     assert damaged[err.valid_at :].startswith(b'{"seq":')
     assert (len(err.intact.rows), err.intact.end, err.intact.last_seq) == (1, ends[0], 1)
@@ -265,36 +266,62 @@ async def test_damage_in_the_middle_is_corruption_and_the_file_is_kept_as_it_is(
     assert not _torn_warnings(caplog)
 
 
-@pytest.mark.parametrize("line", [-2, -1])
-async def test_damage_in_the_last_batch_after_its_first_line_is_a_torn_tail(
+@pytest.mark.parametrize("line", [-3, -2, -1])
+async def test_damage_in_any_line_of_the_last_batch_is_corruption_and_nothing_is_cut(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, line: int
 ) -> None:
-    """The last batch's first line names the batch's commit_seq: a damaged line
-    after it, and the batch's whole lines after that, are the last batch only."""
+    """A line that ends with its newline and fails its checksum is damage, not a
+    write a crash cut, in the last batch too (its first, middle or last line):
+    reading refuses with no rows after it to name, and nothing is cut."""
     path = tmp_path / "journal.jsonl"
     ends = await _write_batches(path)
     lines = path.read_bytes().splitlines(keepends=True)
+    offset = sum(map(len, lines[:line]))
     lines[line] = lines[line].replace(b"proze", b"przze", 1)
-    path.write_bytes(b"".join(lines))
-    read = read_journal(path)
-    assert (len(read.rows), read.end) == (sum(BATCH_SIZES[:-1]), ends[-2])
-    assert read.torn is not None and read.torn.offset == ends[-2]
-    JournalFile.open(path).close()
-    assert path.stat().st_size == ends[-2]
+    damaged = b"".join(lines)
+    path.write_bytes(damaged)
+    caplog.clear()
+    with pytest.raises(JournalCorruptError) as caught:
+        read_journal(path)
+    err = caught.value
+    assert (err.offset, err.reason) == (offset, "a line's checksum does not match")
+    # Past the batch's first line its lines are its own; a damaged first line
+    # leaves the lines after it read as rows that follow.
+    after = None if line > -3 else offset + len(lines[line])
+    assert err.valid_at == err.report()["valid_at"] == after
+    assert (len(err.intact.rows), err.intact.end) == (sum(BATCH_SIZES[:-1]), ends[-2])
+    with pytest.raises(JournalCorruptError):
+        JournalFile.open(path)
+    assert path.read_bytes() == damaged
+    assert not _torn_warnings(caplog)
 
 
-async def test_damage_in_the_first_line_of_a_last_batch_of_several_is_corruption(
-    tmp_path: Path,
-) -> None:
-    """With the batch's first line damaged nothing says the lines after it are
-    its own and not a later batch's: kept, never cut."""
+async def test_a_last_line_whose_newline_is_damaged_is_corruption(tmp_path: Path) -> None:
+    """The last line whole, its newline changed to another byte: no write a crash
+    cuts leaves a whole line with a byte after it."""
     path = tmp_path / "journal.jsonl"
     await _write_batches(path)
-    lines = path.read_bytes().splitlines(keepends=True)
-    lines[-3] = lines[-3].replace(b"proze", b"przze", 1)
-    path.write_bytes(b"".join(lines))
-    with pytest.raises(JournalCorruptError):
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] + b"\x0b")
+    with pytest.raises(JournalCorruptError) as caught:
         read_journal(path)
+    assert caught.value.offset == data.rindex(b"\n", 0, len(data) - 1) + 1
+    assert caught.value.reason == "a line's newline is damaged"
+    assert caught.value.valid_at is None and "whole rows follow" not in str(caught.value)
+
+
+async def test_what_a_crash_cut_leaves_after_the_last_newline_is_a_torn_tail(
+    tmp_path: Path,
+) -> None:
+    """The last line without its newline (the cut fell just before it), or bytes
+    after the last newline: a torn tail, the rows before it intact."""
+    path = tmp_path / "journal.jsonl"
+    ends = await _write_batches(path)
+    data = path.read_bytes()
+    for tail, end in ((data[:-1], ends[-2]), (data + b'{"seq":', ends[-1])):
+        read = decode(tail, path)
+        assert read.torn is not None and read.end == read.torn.offset == end
+        assert read.torn.reason == "a line has no newline"
 
 
 def test_torn_tail_message_is_one_line_naming_file_and_offset(tmp_path: Path) -> None:
@@ -305,8 +332,11 @@ def test_torn_tail_message_is_one_line_naming_file_and_offset(tmp_path: Path) ->
     assert str(path) in torn.message and "byte 0" in torn.message
 
 
-def test_deeply_nested_garbage_is_a_torn_tail_not_a_crash(tmp_path: Path) -> None:
-    read = decode(b"[" * 100_000 + b"\n", tmp_path / "journal.jsonl")
+def test_deeply_nested_garbage_is_damage_or_a_torn_tail_not_a_crash(tmp_path: Path) -> None:
+    """Garbage that ends with a newline is damage; without one, a torn tail."""
+    with pytest.raises(JournalCorruptError):
+        decode(b"[" * 100_000 + b"\n", tmp_path / "journal.jsonl")
+    read = decode(b"[" * 100_000, tmp_path / "journal.jsonl")
     assert read.rows == [] and read.torn is not None
 
 

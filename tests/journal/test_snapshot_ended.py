@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from crw.journal import snapshot
-from crw.journal.log import encode_batch, encode_body, read_journal
+from crw.journal.log import JournalCorruptError, encode_batch, encode_body, read_journal
 from crw.journal.replay import CallState, replay
 from crw.journal.rows import Completed, Ended, Prepared, Started
 from tests.journal.decoding import count_decoded_lines
@@ -113,3 +113,22 @@ def test_a_fold_kept_on_writes_the_snapshot_and_keeps_only_the_open_calls_built(
     assert deferred is not None and list(deferred.open) == ["n599.1"]
     cold, _ = snapshot.replay_journal(journal)
     assert list(fold.state.calls) == list(cold.calls) == [f"n{n}.1" for n in range(600)]
+
+
+def test_a_snapshot_of_an_ended_run_never_hides_damage_to_its_last_line(tmp_path: Path) -> None:
+    """The snapshot kept the ended run, its last line among the bytes it covers;
+    one digit of that line's `at` changed: the snapshot's CRC no longer matches, the
+    journal is read whole, and the read is refused as corrupt at the ended line,
+    never a run that is not ended."""
+    journal = tmp_path / "journal.jsonl"
+    _journal(journal, 20, ended=True)
+    snapshot.replay_journal(journal)
+    assert (tmp_path / snapshot.SNAPSHOT).exists()
+    data = journal.read_bytes()
+    last = data.rindex(b"\n", 0, len(data) - 1) + 1
+    at = data.index(b"2026", last) + 3
+    journal.write_bytes(data[:at] + b"7" + data[at + 1 :])
+    with pytest.raises(JournalCorruptError) as caught:
+        snapshot.replay_journal(journal)
+    assert (caught.value.offset, caught.value.valid_at) == (last, None)
+    assert caught.value.intact.rows[-1]["row"] == "completed"
