@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from crw.binding.hook_input import SPAWN_TOOL
 from crw.engine.role_names import ROLES, default_agent_type
 
-SPAWN_TOOL = "spawn_agent"
 EVENT = "PreToolUse"
 ROLE_HEADER = "CRW-ROLE:"
 MARKER_HEADER = "crw-flow-op:"
@@ -110,11 +110,11 @@ def pairs_with(role: str, agent_type: object, line: dict[str, Any]) -> bool:
 
 def decide_spawn(hook_input: dict[str, Any], line: dict[str, Any] | None) -> SpawnDecision:
     """Decide one PreToolUse call by the owner's open orchestrator line (None: the
-    owner is not bound, and no call of it is decided)."""
-    if hook_input.get("tool_name") != SPAWN_TOOL or line is None:
-        return NO_DECISION
+    owner is not bound, and no call of it is decided). A call whose tool_input is
+    not an object is not decided either: there is no spawn to keep or refuse."""
     sent = hook_input.get("tool_input")
-    sent = sent if isinstance(sent, dict) else {}
+    if hook_input.get("tool_name") != SPAWN_TOOL or line is None or not isinstance(sent, dict):
+        return NO_DECISION
     given = sent.get("message")
     message = given if isinstance(given, str) else ""
     agent_type = sent.get("agent_type")
@@ -123,9 +123,9 @@ def decide_spawn(hook_input: dict[str, Any], line: dict[str, Any] | None) -> Spa
     op = marker_op(message)
     warnings = _warnings(named, agent_type, op, line)
     if hook_input.get("agent_id") is not None:
-        return _refuse(hook_input, line, LEAF_REFUSED, role, op, warnings)
+        return _refuse(hook_input, sent, line, LEAF_REFUSED, role, op, warnings)
     if sent.get("fork_context") is True:
-        return _refuse(hook_input, line, FORK_REFUSED, role, op, warnings)
+        return _refuse(hook_input, sent, line, FORK_REFUSED, role, op, warnings)
     pair = decided_pair(line, role)
     updated = dict(sent)
     if pair is None:
@@ -153,6 +153,7 @@ def _warnings(
 
 def _refuse(
     hook_input: dict[str, Any],
+    sent: dict[str, Any],
     line: dict[str, Any],
     refusal: str,
     role: str,
@@ -164,9 +165,7 @@ def _refuse(
         "permissionDecision": "deny",
         "permissionDecisionReason": f"{refusal}: {_REASONS[refusal]}",
     }
-    sent = hook_input.get("tool_input")
-    spawn = sent if isinstance(sent, dict) else {}
-    ledger = _ledger(hook_input, line, "deny", refusal, role, op, spawn, warnings)
+    ledger = _ledger(hook_input, line, "deny", refusal, role, op, sent, warnings)
     return SpawnDecision({"hookSpecificOutput": reply}, ledger)
 
 

@@ -3,10 +3,14 @@
 `hook spawn` is a Codex PreToolUse command hook (host-protocol.md, Hooks): the tool
 call as JSON on stdin, the decision as JSON on stdout, nothing for a call it leaves
 alone. Codex runs it before every tool call of a thread, so its plain command line
-runs without the command tree (`hook_fast`, called by `crw.cli.main`) and it
-imports the standard library and the binding's readers only. It never exits 2
-(codex reads that as a refusal): whatever goes wrong on its side is a warning on
-stderr and the call goes ahead.
+runs without the command tree (`hook_fast`, called by `crw.cli.main`) and it imports
+the standard library and the binding's readers only.
+
+Its contract, whatever it is given: it keeps at most `INPUT_LIMIT` bytes of
+stdin, prints valid JSON or nothing, and exits 0. It denies a spawn only by the
+JSON Codex reads as a denial, never by an exit code (Codex reads an exit 2 as a
+refusal of the call, of every tool, since the hook has no matcher). Whatever it
+cannot read or do is a warning on stderr, and the call goes ahead undecided.
 """
 
 from __future__ import annotations
@@ -16,9 +20,13 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
+
+from crw.binding.hook_input import INPUT_LIMIT, read_hook_input
+from crw.cli.entry import one_line
 
 SPAWN_ARGV = ("flow", "hook", "spawn")
+_DRAIN = 1 << 16
 
 
 def hook_fast(argv: Sequence[str]) -> Callable[[], int] | None:
@@ -36,42 +44,57 @@ def hook_fast(argv: Sequence[str]) -> Callable[[], int] | None:
 def spawn_command(
     state: str | None,
     *,
-    stdin: TextIO | None = None,
+    stdin: BinaryIO | None = None,
     stdout: TextIO | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """Decide one tool call read from stdin; always 0 (see the module's docstring)."""
-    hook_input = _read_input((stdin or sys.stdin).read())
-    if hook_input is None or hook_input.get("tool_name") != "spawn_agent":
+    read = read_hook_input(_read_bounded(stdin or sys.stdin.buffer))
+    _warn(read.warning)
+    if read.call is None:
         return 0
+    env = os.environ if environ is None else environ
+    try:
+        reply = _decide(read.call, state, env)
+    except Exception as err:  # the contract: never a traceback, never a refused call
+        _warn(f"the spawn hook failed ({type(err).__name__}: {err}); the tool call goes ahead")
+        return 0
+    if reply is not None:
+        print(reply, file=stdout or sys.stdout)
+    return 0
+
+
+def _decide(call: dict[str, Any], state: str | None, env: Mapping[str, str]) -> str | None:
+    """The reply's text for one spawn_agent call (None: none), its ledger line written."""
     from crw.binding.ledger import append_decision, read_binding
     from crw.binding.spawn import decide_spawn
     from crw.clock import system_clock
     from crw.engine.rundir import resolve_state
 
-    env = os.environ if environ is None else environ
-    owner = hook_input.get("session_id") or env.get("CODEX_THREAD_ID") or ""
-    cwd = hook_input.get("cwd")
-    state_dir = resolve_state(state, env, Path(cwd) if isinstance(cwd, str) else Path.cwd())
-    binding = read_binding(state_dir, str(owner))
+    owner = str(call.get("session_id") or env.get("CODEX_THREAD_ID") or "")
+    cwd = call.get("cwd")
+    here = Path(cwd) if isinstance(cwd, str) and cwd and "\0" not in cwd else Path.cwd()
+    state_dir = resolve_state(state, env, here)
+    binding = read_binding(state_dir, owner)
     _warn(binding.warning)
-    decision = decide_spawn(hook_input, binding.line)
+    decision = decide_spawn(call, binding.line)
+    # ASCII: the reply is valid JSON whatever the encoding of the hook's stdout.
+    reply = None if decision.reply is None else json.dumps(decision.reply, allow_nan=False)
     if decision.ledger is not None:
-        _warn(append_decision(state_dir, str(owner), {"at": system_clock()} | decision.ledger))
-    if decision.reply is not None:
-        print(json.dumps(decision.reply, ensure_ascii=False), file=stdout or sys.stdout)
-    return 0
+        _warn(append_decision(state_dir, owner, {"at": system_clock()} | decision.ledger))
+    return reply
 
 
-def _read_input(raw: str) -> dict[str, Any] | None:
-    try:
-        hook_input = json.loads(raw)
-    except json.JSONDecodeError as err:
-        _warn(f"the hook's input is not JSON ({err}); the tool call goes ahead undecided")
-        return None
-    return hook_input if isinstance(hook_input, dict) else None
+def _read_bounded(stream: BinaryIO) -> bytes:
+    """At most INPUT_LIMIT + 1 bytes of `stream`; the rest is read and dropped, so
+    the writer (codex) is not cut off mid-write."""
+    raw = stream.read(INPUT_LIMIT + 1)
+    if len(raw) > INPUT_LIMIT:
+        while stream.read(_DRAIN):
+            pass
+    return raw
 
 
 def _warn(warning: str | None) -> None:
     if warning is not None:
-        print(f"crw: warning: {warning}", file=sys.stderr)
+        print(f"crw: warning: {one_line(warning)}", file=sys.stderr)
