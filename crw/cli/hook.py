@@ -2,15 +2,16 @@
 
 `hook spawn` is a Codex PreToolUse command hook (host-protocol.md, Hooks): the tool
 call as JSON on stdin, the decision as JSON on stdout, nothing for a call it leaves
-alone. Codex runs it before every tool call of a thread, so its plain command line
-runs without the command tree (`hook_fast`, called by `crw.cli.main`) and it imports
+alone. Codex runs it before every tool call of a thread, so its command line runs
+without the command tree (`hook_fast`, called by `crw.cli.main`) and it imports
 the standard library and the binding's readers only.
 
 Its contract, whatever it is given: it keeps at most `INPUT_LIMIT` bytes of
 stdin, prints valid JSON or nothing, and exits 0. It denies a spawn only by the
 JSON Codex reads as a denial, never by an exit code (Codex reads an exit 2 as a
 refusal of the call, of every tool, since the hook has no matcher). Whatever it
-cannot read or do is a warning on stderr, and the call goes ahead undecided.
+cannot read or do, an argument it does not take included, is a warning on stderr,
+and the call goes ahead undecided.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
@@ -26,29 +28,55 @@ from crw.binding.hook_input import INPUT_LIMIT, read_hook_input
 from crw.cli.entry import one_line
 
 SPAWN_ARGV = ("flow", "hook", "spawn")
+HELP = ("--help", "-h")
+STATE = "--state"
 _DRAIN = 1 << 16
 
 
+@dataclass(frozen=True)
+class SpawnOptions:
+    """`hook spawn`'s arguments: the `--state` given, and what else was given (ignored)."""
+
+    state: str | None
+    ignored: tuple[str, ...] = ()
+
+
 def hook_fast(argv: Sequence[str]) -> Callable[[], int] | None:
-    """`hook spawn` for its plain forms (`flow hook spawn [--state DIR]`), else None."""
-    if tuple(argv[:3]) != SPAWN_ARGV:
+    """`hook spawn` for any arguments but `--help` (the command tree's), else None."""
+    if tuple(argv[:3]) != SPAWN_ARGV or any(arg in HELP for arg in argv[3:]):
         return None
-    rest = list(argv[3:])
-    if not rest:
-        return lambda: spawn_command(None)
-    if len(rest) == 2 and rest[0] == "--state" and rest[1] and not rest[1].startswith("-"):
-        return lambda: spawn_command(rest[1])
-    return None
+    options = spawn_options(argv[3:])
+    return lambda: spawn_command(options.state, ignored=options.ignored)
+
+
+def spawn_options(args: Sequence[str]) -> SpawnOptions:
+    """The first `--state DIR` (or `--state=DIR`, DIR not empty); every other
+    argument is ignored, never an input error (see the module's docstring)."""
+    state: str | None = None
+    ignored: list[str] = []
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if state is None and arg == STATE and rest and rest[0] and not rest[0].startswith("-"):
+            state = rest.pop(0)
+        elif state is None and arg.startswith(f"{STATE}=") and len(arg) > len(STATE) + 1:
+            state = arg[len(STATE) + 1 :]
+        else:
+            ignored.append(arg)
+    return SpawnOptions(state, tuple(ignored))
 
 
 def spawn_command(
     state: str | None,
     *,
+    ignored: Sequence[str] = (),
     stdin: BinaryIO | None = None,
     stdout: TextIO | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """Decide one tool call read from stdin; always 0 (see the module's docstring)."""
+    if ignored:
+        _warn(_ignored_warning(ignored))
     read = read_hook_input(_read_bounded(stdin or sys.stdin.buffer))
     _warn(read.warning)
     if read.call is None:
@@ -93,6 +121,21 @@ def _read_bounded(stream: BinaryIO) -> bytes:
         while stream.read(_DRAIN):
             pass
     return raw
+
+
+def _ignored_warning(ignored: Sequence[str]) -> str:
+    import difflib
+    import shlex
+
+    given = " ".join(shlex.quote(arg) for arg in ignored)
+    names = [arg.split("=")[0] for arg in ignored]
+    typo = [name for name in names if name != STATE and difflib.get_close_matches(name, [STATE])]
+    meant = f" ({typo[0]}: did you mean {STATE}?)" if typo else ""
+    return (
+        f"crw flow hook spawn ignores {given}{meant}: it takes one {STATE} DIR only, and goes "
+        "on without them; fix the hook's command in codex's config.toml (the "
+        '[[hooks.PreToolUse.hooks]] command = "... crw flow hook spawn [--state DIR]")'
+    )
 
 
 def _warn(warning: str | None) -> None:

@@ -46,6 +46,33 @@ def with_token(call: dict[str, Any], token: bytes) -> bytes:
 
 
 @pytest.mark.parametrize(
+    ("args", "env_state", "named"),
+    [
+        (["--stat", "/x"], True, "--stat /x (--stat: did you mean --state?)"),
+        (["--json"], True, "--json"),
+        (["--state", "{state}", "--json"], False, "--json"),
+    ],
+)
+def test_an_argument_the_hook_does_not_take_is_a_warning_and_the_call_is_decided(
+    tmp_path: Path, args: list[str], env_state: bool, named: str
+) -> None:
+    """A typo in the hook's command (`--stat`) or an option it does not take
+    (`--json`) is no input error (exit 2 would refuse every tool call): the hook
+    says what to fix and decides the call with the state directory it finds."""
+    bind(tmp_path)
+    call = spawn_input(MESSAGE)
+    argv = [arg.format(state=tmp_path) for arg in args]
+    env = {"CRW_STATE": str(tmp_path)} if env_state else {}
+    done = hook_process(json.dumps(call).encode(), *argv, env=env)
+    assert done.returncode == 0
+    assert strict_json(done.stdout) == allow(call["tool_input"] | DECIDED)
+    assert ledger_lines(tmp_path) == [entry(op="build.1/t2")]
+    said = warning(done)
+    assert said.startswith(f"crw flow hook spawn ignores {named}: it takes one --state DIR only")
+    assert "config.toml" in said
+
+
+@pytest.mark.parametrize(
     "raw",
     [
         pytest.param(b"[" * 100_000, id="array-100000-deep"),
