@@ -4,7 +4,8 @@ thread's orchestrator line (spec, session-calls.md, the spawn hook).
 Codex runs `crw flow hook spawn` as a PreToolUse command hook before each tool
 call of a thread (host-protocol.md, Hooks). For a `spawn_agent` call of a bound
 owner thread the hook refuses two spawns, a spawn by a subagent (a leaf: the
-input has `agent_id`) and a full-history fork (`fork_context` true), and allows
+input has `agent_id`) and a full-history fork (`fork_context` anything but false
+or absent: codex takes only a boolean, so a "true" is refused too), and allows
 every other one with model and reasoning_effort overwritten from the decided parts
 of its role's pair (`updatedInput`). The role: the first `CRW-ROLE:` line of the
 message header when it names exactly one of the six, else the agent_type's
@@ -124,7 +125,7 @@ def decide_spawn(hook_input: dict[str, Any], line: dict[str, Any] | None) -> Spa
     warnings = _warnings(named, agent_type, op, line)
     if hook_input.get("agent_id") is not None:
         return _refuse(hook_input, sent, line, LEAF_REFUSED, role, op, warnings)
-    if sent.get("fork_context") is True:
+    if _full_history(sent.get("fork_context")):
         return _refuse(hook_input, sent, line, FORK_REFUSED, role, op, warnings)
     pair = decided_pair(line, role)
     updated = dict(sent)
@@ -137,6 +138,12 @@ def decide_spawn(hook_input: dict[str, Any], line: dict[str, Any] | None) -> Spa
     reply = {"hookEventName": EVENT, "permissionDecision": "allow", "updatedInput": updated}
     ledger = _ledger(hook_input, line, "allow", None, role, op, updated, warnings)
     return SpawnDecision({"hookSpecificOutput": reply}, ledger)
+
+
+def _full_history(fork_context: object) -> bool:
+    """Whether `fork_context` may ask for a full-history fork: anything but absent
+    (None) or false. Compared by identity: 0 is not false here."""
+    return fork_context is not None and fork_context is not False
 
 
 def _warnings(

@@ -123,6 +123,24 @@ def test_a_spawn_whose_tool_input_is_no_object_goes_ahead_as_sent(
     assert "tool_input is" in warning(done)
 
 
+@pytest.mark.parametrize(
+    ("fork_context", "denied"),
+    [("true", True), (1, True), ("false", True), ({}, True), (None, False), (False, False)],
+)
+def test_fork_context_other_than_false_is_refused_as_a_full_history_fork(
+    tmp_path: Path, fork_context: object, denied: bool
+) -> None:
+    """spec: HOOK-3 (codex takes only a boolean: a "true" must not slip through)"""
+    bind(tmp_path)
+    call = spawn_input(MESSAGE, fork_context=fork_context)
+    done = hook_process(json.dumps(call).encode(), "--state", str(tmp_path))
+    assert (done.returncode, done.stderr) == (0, b"")
+    reply = strict_json(done.stdout)["hookSpecificOutput"]
+    assert reply["permissionDecision"] == ("deny" if denied else "allow")
+    (line,) = ledger_lines(tmp_path)
+    assert line["refusal"] == ("full_history_fork_refused" if denied else None)
+
+
 @pytest.mark.parametrize(("size", "decided"), [(INPUT_LIMIT, True), (INPUT_LIMIT + 1, False)])
 def test_input_over_the_bound_goes_ahead_undecided(
     tmp_path: Path, size: int, decided: bool
