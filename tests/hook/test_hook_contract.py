@@ -111,6 +111,17 @@ def test_a_spawn_it_cannot_read_goes_ahead_undecided(tmp_path: Path, token: byte
     assert warning(done).endswith(UNDECIDED)
 
 
+def test_a_huge_integer_is_not_read_whatever_pythons_own_limit(tmp_path: Path) -> None:
+    """The hook bounds an integer's digits itself (4300): with Python's own limit
+    lifted (PYTHONINTMAXSTRDIGITS=0 in codex's environment) a long integer would
+    cost time quadratic in its digits, on every tool call."""
+    bind(tmp_path)
+    raw = with_token(spawn_input(MESSAGE), b"9" * 4301)
+    done = hook_process(raw, "--state", str(tmp_path), env={"PYTHONINTMAXSTRDIGITS": "0"})
+    assert (done.returncode, done.stdout, ledger_lines(tmp_path)) == (0, b"", [])
+    assert warning(done).endswith(UNDECIDED)
+
+
 @pytest.mark.parametrize("tool_input", [[1, 2], "spawn", None, 3])
 def test_a_spawn_whose_tool_input_is_no_object_goes_ahead_as_sent(
     tmp_path: Path, tool_input: object
