@@ -77,7 +77,10 @@ def spawn_command(
     """Decide one tool call read from stdin; always 0 (see the module's docstring)."""
     if ignored:
         _warn(_ignored_warning(ignored))
-    read = read_hook_input(_read_bounded(stdin or sys.stdin.buffer))
+    raw = _read_stdin(stdin)
+    if raw is None:
+        return 0
+    read = read_hook_input(raw)
     _warn(read.warning)
     if read.call is None:
         return 0
@@ -101,8 +104,7 @@ def _decide(call: dict[str, Any], state: str | None, env: Mapping[str, str]) -> 
 
     owner = str(call.get("session_id") or env.get("CODEX_THREAD_ID") or "")
     cwd = call.get("cwd")
-    here = Path(cwd) if isinstance(cwd, str) and cwd and "\0" not in cwd else Path.cwd()
-    state_dir = resolve_state(state, env, here)
+    state_dir = resolve_state(state, env, Path(cwd) if isinstance(cwd, str) else Path.cwd())
     binding = read_binding(state_dir, owner)
     _warn(binding.warning)
     decision = decide_spawn(call, binding.line)
@@ -113,13 +115,21 @@ def _decide(call: dict[str, Any], state: str | None, env: Mapping[str, str]) -> 
     return reply
 
 
-def _read_bounded(stream: BinaryIO) -> bytes:
-    """At most INPUT_LIMIT + 1 bytes of `stream`; the rest is read and dropped, so
-    the writer (codex) is not cut off mid-write."""
-    raw = stream.read(INPUT_LIMIT + 1)
-    if len(raw) > INPUT_LIMIT:
-        while stream.read(_DRAIN):
-            pass
+def _read_stdin(stdin: BinaryIO | None) -> bytes | None:
+    """At most INPUT_LIMIT + 1 bytes of the hook's stdin, the rest read and dropped
+    so the writer (codex) is not cut off mid-write; None, with a warning, when
+    stdin cannot be read (closed, or an I/O error)."""
+    source = stdin or (sys.stdin.buffer if sys.stdin is not None else None)
+    try:
+        if source is None:
+            raise OSError("there is no stdin")
+        raw = source.read(INPUT_LIMIT + 1)
+        if len(raw) > INPUT_LIMIT:
+            while source.read(_DRAIN):
+                pass
+    except (OSError, ValueError) as err:  # ValueError: a closed file
+        _warn(f"cannot read the hook's input ({err}); the tool call goes ahead undecided")
+        return None
     return raw
 
 

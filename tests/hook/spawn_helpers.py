@@ -127,14 +127,18 @@ def entry(**fields: Any) -> dict[str, Any]:
 
 
 def hook_process(
-    stdin: bytes, *args: str, env: dict[str, str] | None = None
+    stdin: bytes | None, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     """`crw flow hook spawn ARGS` as codex runs it: a process of its own, `stdin` as
-    given (bytes: any), the environment without the caller's CRW_ and CODEX_
-    variables, plus `env`. The process is waited for (killed at its timeout)."""
+    given (bytes: any; None: no stdin at all, its descriptor closed), the
+    environment without the caller's CRW_ and CODEX_ variables, plus `env`. The
+    process is waited for (killed at its timeout)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("CRW_", "CODEX_"))}
+    command = [sys.executable, "-m", "crw", "flow", "hook", "spawn", *args]
+    if stdin is None:
+        command = ["/bin/sh", "-c", 'exec "$0" "$@" <&-', *command]
     return subprocess.run(
-        [sys.executable, "-m", "crw", "flow", "hook", "spawn", *args],
+        command,
         input=stdin,
         capture_output=True,
         timeout=60,

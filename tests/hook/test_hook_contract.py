@@ -122,6 +122,24 @@ def test_a_huge_integer_is_not_read_whatever_pythons_own_limit(tmp_path: Path) -
     assert warning(done).endswith(UNDECIDED)
 
 
+def test_no_stdin_is_a_warning(tmp_path: Path) -> None:
+    """A hook run with its stdin closed reads nothing and says so."""
+    bind(tmp_path)
+    done = hook_process(None, "--state", str(tmp_path))
+    assert (done.returncode, done.stdout, ledger_lines(tmp_path)) == (0, b"", [])
+    assert warning(done).startswith("cannot read the hook's input")
+
+
+def test_an_error_of_its_own_is_a_warning_and_the_call_goes_ahead(tmp_path: Path) -> None:
+    """What goes wrong on the hook's side (here: a `cwd` with a NUL, which the
+    repository lookup for the state directory refuses) is no traceback."""
+    bind(tmp_path)
+    call = spawn_input(MESSAGE) | {"cwd": "/x\u0000y"}
+    done = hook_process(json.dumps(call).encode())
+    assert (done.returncode, done.stdout, ledger_lines(tmp_path)) == (0, b"", [])
+    assert warning(done).startswith("the spawn hook failed (ValueError: ")
+
+
 @pytest.mark.parametrize("tool_input", [[1, 2], "spawn", None, 3])
 def test_a_spawn_whose_tool_input_is_no_object_goes_ahead_as_sent(
     tmp_path: Path, tool_input: object
