@@ -4,7 +4,8 @@ thread's orchestrator line (spec, session-calls.md, the spawn hook).
 Codex runs `crw flow hook spawn` as a PreToolUse command hook before each tool
 call of a thread (host-protocol.md, Hooks). For a `spawn_agent` call of a bound
 owner thread the hook refuses two spawns, a spawn by a subagent (a leaf: the
-input has `agent_id`) and a full-history fork (`fork_context` true), and allows
+input has `agent_id`) and a full-history fork (`fork_context` anything but false
+or absent: codex takes only a boolean, so a "true" is refused too), and allows
 every other one with model and reasoning_effort overwritten from the decided parts
 of its role's pair (`updatedInput`). The role: the first `CRW-ROLE:` line of the
 message header when it names exactly one of the six, else the agent_type's
@@ -18,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from crw.binding.hook_input import SPAWN_TOOL
 from crw.engine.role_names import ROLES, default_agent_type
 
-SPAWN_TOOL = "spawn_agent"
 EVENT = "PreToolUse"
 ROLE_HEADER = "CRW-ROLE:"
 MARKER_HEADER = "crw-flow-op:"
@@ -110,11 +111,11 @@ def pairs_with(role: str, agent_type: object, line: dict[str, Any]) -> bool:
 
 def decide_spawn(hook_input: dict[str, Any], line: dict[str, Any] | None) -> SpawnDecision:
     """Decide one PreToolUse call by the owner's open orchestrator line (None: the
-    owner is not bound, and no call of it is decided)."""
-    if hook_input.get("tool_name") != SPAWN_TOOL or line is None:
-        return NO_DECISION
+    owner is not bound, and no call of it is decided). A call whose tool_input is
+    not an object is not decided either: there is no spawn to keep or refuse."""
     sent = hook_input.get("tool_input")
-    sent = sent if isinstance(sent, dict) else {}
+    if hook_input.get("tool_name") != SPAWN_TOOL or line is None or not isinstance(sent, dict):
+        return NO_DECISION
     given = sent.get("message")
     message = given if isinstance(given, str) else ""
     agent_type = sent.get("agent_type")
@@ -123,9 +124,9 @@ def decide_spawn(hook_input: dict[str, Any], line: dict[str, Any] | None) -> Spa
     op = marker_op(message)
     warnings = _warnings(named, agent_type, op, line)
     if hook_input.get("agent_id") is not None:
-        return _refuse(hook_input, line, LEAF_REFUSED, role, op, warnings)
-    if sent.get("fork_context") is True:
-        return _refuse(hook_input, line, FORK_REFUSED, role, op, warnings)
+        return _refuse(hook_input, sent, line, LEAF_REFUSED, role, op, warnings)
+    if _full_history(sent.get("fork_context")):
+        return _refuse(hook_input, sent, line, FORK_REFUSED, role, op, warnings)
     pair = decided_pair(line, role)
     updated = dict(sent)
     if pair is None:
@@ -137,6 +138,12 @@ def decide_spawn(hook_input: dict[str, Any], line: dict[str, Any] | None) -> Spa
     reply = {"hookEventName": EVENT, "permissionDecision": "allow", "updatedInput": updated}
     ledger = _ledger(hook_input, line, "allow", None, role, op, updated, warnings)
     return SpawnDecision({"hookSpecificOutput": reply}, ledger)
+
+
+def _full_history(fork_context: object) -> bool:
+    """Whether `fork_context` may ask for a full-history fork: anything but absent
+    (None) or false. Compared by identity: 0 is not false here."""
+    return fork_context is not None and fork_context is not False
 
 
 def _warnings(
@@ -153,6 +160,7 @@ def _warnings(
 
 def _refuse(
     hook_input: dict[str, Any],
+    sent: dict[str, Any],
     line: dict[str, Any],
     refusal: str,
     role: str,
@@ -164,9 +172,7 @@ def _refuse(
         "permissionDecision": "deny",
         "permissionDecisionReason": f"{refusal}: {_REASONS[refusal]}",
     }
-    sent = hook_input.get("tool_input")
-    spawn = sent if isinstance(sent, dict) else {}
-    ledger = _ledger(hook_input, line, "deny", refusal, role, op, spawn, warnings)
+    ledger = _ledger(hook_input, line, "deny", refusal, role, op, sent, warnings)
     return SpawnDecision({"hookSpecificOutput": reply}, ledger)
 
 

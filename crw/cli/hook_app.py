@@ -1,7 +1,7 @@
 """The `crw flow hook` commands in the command tree (`app.py` registers the group).
 
-The plain `crw flow hook spawn` Codex runs before each tool call never gets here
-(`hook.py`'s fast path); the tree parses its other spellings and `--help`.
+The `crw flow hook spawn` Codex runs before each tool call never gets here
+(`hook.py`'s fast path takes any arguments); the tree shows its `--help`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,10 @@ hook = App(name="hook", help="The spawn hook Codex runs before the owner's tool 
 @hook.command
 def spawn(*, state: State = None) -> int:
     """Decide a tool call as a Codex PreToolUse command hook: the call as JSON on
-    stdin, the decision as JSON on stdout (nothing for a call left alone)."""
+    stdin, the decision as JSON on stdout (nothing for a call left alone).
+
+    Always exit 0: an input it cannot read (over 4 MiB, not strict JSON) and an
+    argument other than --state are warnings on stderr, and the call goes ahead."""
     from crw.cli.hook import spawn_command
 
     return spawn_command(state)

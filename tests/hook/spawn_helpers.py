@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,7 +79,10 @@ def run_hook(
 ) -> Hooked:
     out = io.StringIO()
     code = spawn_command(
-        str(state), stdin=io.StringIO(json.dumps(hook_input)), stdout=out, environ=environ or {}
+        str(state),
+        stdin=io.BytesIO(json.dumps(hook_input).encode()),
+        stdout=out,
+        environ=environ or {},
     )
     assert code == 0
     return Hooked(out.getvalue(), ledger_lines(state))
@@ -118,3 +124,24 @@ def entry(**fields: Any) -> dict[str, Any]:
         "reasoning_effort": "low",
         "warnings": [],
     } | fields
+
+
+def hook_process(
+    stdin: bytes | None, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """`crw flow hook spawn ARGS` as codex runs it: a process of its own, `stdin` as
+    given (bytes: any; None: no stdin at all, its descriptor closed), the
+    environment without the caller's CRW_ and CODEX_ variables, plus `env`. The
+    process is waited for (killed at its timeout)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CRW_", "CODEX_"))}
+    command = [sys.executable, "-m", "crw", "flow", "hook", "spawn", *args]
+    if stdin is None:
+        command = ["/bin/sh", "-c", 'exec "$0" "$@" <&-', *command]
+    return subprocess.run(
+        command,
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        env=clean | (env or {}),
+        cwd="/",
+    )

@@ -390,7 +390,7 @@ def test_hook_input_that_is_not_json_goes_ahead(
     from crw.cli.hook import spawn_command
 
     out = io.StringIO()
-    assert spawn_command(str(tmp_path), stdin=io.StringIO("{"), stdout=out, environ={}) == 0
+    assert spawn_command(str(tmp_path), stdin=io.BytesIO(b"{"), stdout=out, environ={}) == 0
     assert out.getvalue() == ""
     assert "the tool call goes ahead undecided" in capsys.readouterr().err
 
