@@ -41,6 +41,8 @@ from crw.actors.journal_writer import JournalWriter, open_journal_writer
 from crw.bus.ended import clean_ended
 from crw.clock import WallClock, system_clock
 from crw.engine.codex_config import session_pool
+from crw.engine.launch_check import changed_workflow
+from crw.engine.launch_record import clear_failure
 from crw.engine.locks import ProcessLock, hold_run
 from crw.engine.review import check_fix_efforts
 from crw.engine.roles import RoleTable, load_roles, pin_rows
@@ -129,11 +131,9 @@ async def run_process(
     settings = settings if settings is not None else spec.run_settings()  # as the start recorded
     roles = load_roles(state_dir / "roles.toml")
     workflow = load_workflow(Path(spec.workflow.path))
-    if workflow.digest != spec.workflow.digest:
-        raise InputError(
-            f"run {spec.id}: the workflow {spec.workflow.path} changed since the run "
-            "started; restore the file the run started with"
-        )
+    changed = changed_workflow(spec, workflow)
+    if changed is not None:
+        raise InputError(changed)
     check_fix_efforts(workflow, roles, state_dir / "roles.toml")  # a role store changed since
     with hold_run(run_dir) as lock:
         history = read_journal(run_dir.journal)  # decoded and replayed once a process
@@ -233,6 +233,7 @@ async def _journaled(
                 pid=os.getpid(),
             )
         )
+        clear_failure(run_dir)  # this launch did not fail: `status` says no earlier one
         started = _appended(run_dir.journal, history)
         rows = history.rows + started
         replay(started, into=replayed)

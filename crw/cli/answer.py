@@ -12,6 +12,12 @@ releases what it holds in the checkout (`crw.workspace.release`), as the run's
 process does at its end; the same abort given again does it again (it finishes
 what a crash cut short). A restart of an open call is refused at once while a
 process holds the run: no drain ends a process that runs the call itself.
+
+The resume waits for its process's started row: a process that stopped before it
+(the workflow changed since the run started) is reported with its line, exit 1,
+the answer recorded. --no-resume names what a resume would be refused for now
+(`launch_check.resume_blocker`) rather than a resume that would be refused, and
+the state line says so when no process holds a run that goes on.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any
 
 from crw.bus.ended import clean_ended
 from crw.cli.output import emit
-from crw.cli.resume import check_resumable
+from crw.cli.resume import check_resumable, not_resumed
 from crw.clock import system_clock
 from crw.engine.decision import (
     CHOICES,
@@ -35,15 +41,17 @@ from crw.engine.decision import (
     Refused,
     decide_answer,
 )
+from crw.engine.launch_check import resume_blocker
+from crw.engine.launch_record import LaunchFailure
 from crw.engine.locks import RunHeldError, RunLock, holder_pid, run_is_live, run_lock
-from crw.engine.next_state import open_calls
+from crw.engine.next_state import RESUMABLE_STATES, open_calls
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, check_backend, read_run_spec
 from crw.engine.supersede import node_of
 from crw.engine.tmploc import recorded_problem
 from crw.errors import InputError, RefusedError
 from crw.journal.log import JournalFile, encode_batch, encode_body, read_journal
-from crw.journal.replay import replay
+from crw.journal.replay import RunState, replay
 from crw.workspace.release import release_run
 
 DRAIN_POLL = 0.1
@@ -99,6 +107,7 @@ def answer_command(
         "recorded": seq is not None,
         "seq": seq,
         "resumed_pid": None,
+        "resume_refused": None,
     }
     said = (
         f"call {call} of run {spec.id}: answered {choice}"
@@ -106,16 +115,23 @@ def answer_command(
         else f"call {call} of run {spec.id} was answered {choice} already; nothing appended"
     )
     if resumes and seq is not None:
-        payload["resumed_pid"], how = _resume(run_dir, state_dir, spec)
+        payload["resumed_pid"], how = _resume(run_dir, state_dir, spec, said)
         said += f"; {how}"
-    elif seq is not None and choice != "abort":
-        said += f"; go on with: crw flow resume {spec.id} --detach"
     after = replay(read_journal(run_dir.journal).rows)
+    if seq is not None and not resumes and choice != "abort":
+        blocker = resume_blocker(run_dir, spec, after)
+        payload["resume_refused"] = blocker
+        said += (
+            f"; go on with: crw flow resume {spec.id} --detach"
+            if blocker is None
+            else f"; a resume is refused now: {blocker}; then go on with: "
+            f"crw flow resume {spec.id} --detach"
+        )
     payload["state"] = after.state
     if choice == "restart":  # the node's new call
         payload["by"] = after.calls[call].by
         said += f"; node {node_of(call)} runs again as {payload['by']}"
-    emit(json, payload, f"{said} (run {after.state})")
+    emit(json, payload, f"{said} ({_state_note(run_dir, after)})")
     return 0
 
 
@@ -125,6 +141,13 @@ def _ended(run_dir: RunDir, spec: RunSpec) -> None:
     checkout released (worktrees, branches, evidence records). Idempotent."""
     clean_ended(run_dir)
     release_run(run_dir, spec)
+
+
+def _state_note(run_dir: RunDir, after: RunState) -> str:
+    """The run's state, or that no process holds a run that goes on."""
+    if after.state in RESUMABLE_STATES and not run_is_live(run_dir):
+        return "no process holds the run"
+    return f"run {after.state}"
 
 
 def _judge(
@@ -181,13 +204,19 @@ def append_row(run_dir: RunDir, row: Any) -> int:
     return seq
 
 
-def _resume(run_dir: RunDir, state_dir: Path, spec: RunSpec) -> tuple[int | None, str]:
-    """Launch the run's process as `crw flow resume RUN --detach` does; a run
-    another command resumed meanwhile (`next`) is left to that process."""
+def _resume(run_dir: RunDir, state_dir: Path, spec: RunSpec, said: str) -> tuple[int | None, str]:
+    """Launch the run's process as `crw flow resume RUN --detach` does, and wait for
+    its started row; a run another command resumed meanwhile (`next`) is left to
+    that process.
+
+    Raises:
+        RefusedError: the process stopped before its started row (`said`, the
+            answer recorded, then the process's line).
+    """
     from crw.engine.launch import launch_once
 
     try:
-        child = launch_once(
+        launch = launch_once(
             run_dir,
             state_dir,
             spec.env_overrides(),
@@ -197,4 +226,9 @@ def _resume(run_dir: RunDir, state_dir: Path, spec: RunSpec) -> tuple[int | None
     except RunHeldError:
         pid = holder_pid(run_dir.run_lock)
         return pid, f"another command resumed the run (process {pid})"
-    return child.pid, f"run resumed in process {child.pid}"
+    came = launch.settle(spec.run_settings().start_wait)
+    if isinstance(came, LaunchFailure):
+        raise RefusedError(f"{said}; but {not_resumed(spec.id, came)}")
+    if came == "coming_up":
+        return launch.pid, f"run resumed in process {launch.pid}, still coming up"
+    return launch.pid, f"run resumed in process {launch.pid}"

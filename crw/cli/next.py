@@ -6,7 +6,10 @@ files, the role store, the owner's last line in `<state>/flow-bound/<owner>.json
 and agents.max_threads. It writes no row and never the owner's line (CMD-NEXT-16);
 it removes a close step's file once it has printed it (CMD-NEXT-15), and it
 resumes a run no process holds that goes on, as `crw flow resume RUN --detach`
-does (CMD-NEXT-18).
+does (CMD-NEXT-18), waiting for that process's started row. A resume refused, or
+whose process stopped before its started row, or the record of such a launch
+(`crw.engine.launch_record`) while no process holds the run, is the answer's
+`launch_refused`: no step of a dead process is handed out.
 
 A starting run, and a new holder that has not bound the owner's line yet, are
 read again up to 15 s whatever --wait says (CMD-NEXT-28, CMD-NEXT-33); the waits
@@ -38,6 +41,7 @@ from crw.bus.steps import read_bus, remove_close
 from crw.cli.output import emit
 from crw.cli.store_pairs import store_pairs
 from crw.engine.codex_config import max_threads
+from crw.engine.launch_record import LaunchFailure, read_failure
 from crw.engine.locks import (
     RunHeldError,
     held_process_tokens,
@@ -98,8 +102,8 @@ def next_command(
     refs = _refs(run_dir, state_dir, explicit=state is not None)
     reader = _Reader(run_dir, state_dir, refs, clock, wait)
     read = reader.read()
-    resumed = _resume(run_dir, state_dir) if should_resume(read) else None
-    if resumed is not None:
+    resumed, reader.refused = _resume(run_dir, state_dir) if should_resume(read) else (None, None)
+    if resumed is not None or reader.refused is not None:
         read = reader.read()
     read = _through_start(reader, read, clock, wait)
     read = dataclasses.replace(_wait(reader, read, wait, clock), resumed_pid=resumed)
@@ -153,6 +157,8 @@ class _Reader:
         self.clock = clock
         self.wait = wait
         self.owner = _owner(run_dir)
+        self.refused: str | None = None
+        """Why the resume this command tried did not start, if it did not."""
         self._store_pairs: dict[str, dict[str, str]] | None = None
         self._stamp: tuple[int, int, int] | None = None
         self._run = replay(())
@@ -166,6 +172,7 @@ class _Reader:
         bus = read_bus(self.run_dir)
         owner = self.owner if run.backend == "session" else None
         line, problem = self._owner_line(owner)
+        launching = is_held(self.run_dir.start_lock) or is_launching(self.run_dir)
         return NextRead(
             run=self.run_dir.id,
             rows=(),
@@ -176,7 +183,8 @@ class _Reader:
             store_pairs=self.store_pairs(run.role_pairs if held else None),
             run_ref=self.run_ref,
             state_ref=self.state_ref,
-            launching=is_held(self.run_dir.start_lock) or is_launching(self.run_dir),
+            launching=launching,
+            launch_refused=None if held or launching or tokens else self._refused(),
             process_tokens=tokens,
             holder_since=_mtime(self.run_dir.process_lock(run.process))
             if run.process in tokens
@@ -191,6 +199,14 @@ class _Reader:
             wait=self.wait,
             replayed=run,
         )
+
+    def _refused(self) -> str | None:
+        """Why no process could start for a run none holds: the resume this command
+        tried, else the last launch that stopped before its started row."""
+        if self.refused is not None:
+            return self.refused
+        failure = read_failure(self.run_dir)
+        return failure.reason if failure is not None else None
 
     def _owner_line(self, owner: str | None) -> tuple[dict[str, Any] | None, str | None]:
         """The owner's last line, or why it cannot be read (next only reads it)."""
@@ -314,10 +330,11 @@ class _Settled(Exception):
     """The run no longer needs the resume next was about to start."""
 
 
-def _resume(run_dir: RunDir, state_dir: Path) -> int | None:
-    """Resume the run as `crw flow resume RUN --detach` does, under its launch lock;
-    the child's pid, or None when another command is launching it (the run is then
-    starting) or when the resume did not start (warned)."""
+def _resume(run_dir: RunDir, state_dir: Path) -> tuple[int | None, str | None]:
+    """Resume the run as `crw flow resume RUN --detach` does, under its launch lock,
+    and wait for the child's started row (up to STARTING_WINDOW_S); the child's
+    pid, or None when another command is launching it (the run is then starting),
+    and why the resume did not start when it did not (warned)."""
     from crw.cli.resume import check_resumable
     from crw.engine.launch import launch_once
     from crw.engine.runspec import read_run_spec
@@ -329,13 +346,17 @@ def _resume(run_dir: RunDir, state_dir: Path) -> int | None:
 
     try:
         spec = read_run_spec(run_dir.run_json)
-        child = launch_once(run_dir, state_dir, spec.env_overrides(), os.environ, check)
+        launch = launch_once(run_dir, state_dir, spec.env_overrides(), os.environ, check)
     except (RunHeldError, _Settled):
-        return None  # another launch or process won the race: next reads it as it is
+        return None, None  # another launch or process won the race: next reads it as it is
     except (CrwError, OSError) as err:
         log.warning("run %s: its resume did not start: %s", run_dir.id, err)
-        return None
-    return child.pid
+        return None, str(err)
+    came = launch.settle(STARTING_WINDOW_S)
+    if isinstance(came, LaunchFailure):
+        log.warning("run %s: its resume did not start: %s", run_dir.id, came.reason)
+        return None, came.reason
+    return launch.pid, None
 
 
 def _wait(reader: _Reader, first: NextRead, wait: float, clock: Clock) -> NextRead:
@@ -345,6 +366,8 @@ def _wait(reader: _Reader, first: NextRead, wait: float, clock: Clock) -> NextRe
     one that can do nothing, is answered at once."""
     state = _state(first)
     if wait <= 0 or first.steps or first.closes or state not in RESUMABLE_STATES:
+        return first
+    if first.launch_refused is not None:  # nothing comes until the user fixes it
         return first
     if can_do_nothing(first):
         return first

@@ -7,9 +7,12 @@ ended, is refused (exit 1), and so is one another command is launching a process
 for (its launch lock is held). In the foreground the command is the run process
 itself; with --detach it launches `crw flow _run` as `start` does, with the env
 the spec records in place, under the run's launch lock, which the process holds
-until it holds the run lock: one launch at a time. A recorded TMPDIR that is
-missing, not a directory or not writable refuses either before anything changes:
---detach exits 1 naming it, the foreground (the run process) exits 2.
+until it holds the run lock: one launch at a time. It then waits up to the run's
+start_wait for the process's started row: a process that stopped before it (its
+workflow changed since the run started) is reported with its line, exit 1. A
+recorded TMPDIR that is missing, not a directory or not writable refuses either
+before anything changes: --detach exits 1 naming it, the foreground (the run
+process) exits 2.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit
+from crw.engine.launch_record import LaunchFailure
 from crw.engine.locks import (
     RunHeldError,
     holder_pid,
@@ -47,6 +51,14 @@ def check_resumable(run_dir: RunDir, spec: RunSpec) -> None:
         raise RefusedError(f"run {spec.id} ended ({run.ended_status}); there is nothing to resume")
 
 
+def not_resumed(run_id: str, failure: LaunchFailure) -> str:
+    """The line of a resume whose process stopped before its started row."""
+    return (
+        f"run {run_id} was not resumed: its process (pid {failure.pid}) stopped before it "
+        f"started: {failure.reason}; then resume it with: crw flow resume {run_id} --detach"
+    )
+
+
 def resume_command(run: str, *, detach: bool, state: str | None, json: bool) -> int:
     state_dir = resolve_state(state, os.environ, Path.cwd())
     run_dir = find_run(state_dir, run)
@@ -62,15 +74,22 @@ def resume_command(run: str, *, detach: bool, state: str | None, json: bool) -> 
     if detach:
         from crw.engine.launch import launch_once
 
-        child = launch_once(
+        launch = launch_once(
             run_dir,
             state_dir,
             spec.env_overrides(),
             os.environ,
             lambda: check_resumable(run_dir, spec),
         )
-        payload["pid"] = child.pid
-        emit(json, payload, f"run {spec.id} resumed in process {child.pid}")
+        payload["pid"] = launch.pid
+        came = launch.settle(spec.run_settings().start_wait)
+        if isinstance(came, LaunchFailure):
+            raise RefusedError(not_resumed(spec.id, came))
+        said = f"run {spec.id} resumed in process {launch.pid}"
+        if came == "coming_up":
+            said += f"; it is still coming up: follow it with crw flow next {spec.id}"
+        payload["started"] = came == "started"
+        emit(json, payload, said)
         return 0
     from crw.actors.run import run_command
 

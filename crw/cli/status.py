@@ -20,6 +20,7 @@ from crw.cli.output import emit
 from crw.cli.run_spec import spec_json, workflow_file, workflow_nodes
 from crw.cli.status_text import human, todo
 from crw.engine.held_fix import answer_choices, with_fix
+from crw.engine.launch_record import read_failure
 from crw.engine.locks import holder_pid, is_held
 from crw.engine.run_view import outcome, progress, seconds_between
 from crw.engine.rundir import RunDir, find_run, resolve_state
@@ -56,6 +57,8 @@ def status_command(
     payload["live"] = live
     payload["holder_pid"] = holder_pid(run_dir.run_lock) if live else None
     payload["corrupt"] = corrupt
+    failure = None if live else read_failure(run_dir)
+    payload["launch_failed"] = failure.to_json() if failure is not None else None
     payload["todo"] = todo(payload, state_ref, workflow, _closes_left(run_dir))
     emit(json, payload, lambda: human(payload, all_calls=all_calls))
     return 0
@@ -97,8 +100,10 @@ def status_payload(
     is the --state those commands pass (empty: none). The command adds run_dir,
     live (whether a process holds the run lock), holder_pid (that process's pid, or
     null), corrupt (null, or {journal, offset, valid_at, reason, damage, fix} when
-    the state is `corrupt`; valid_at null when no whole rows follow the damage)
-    and todo ([{do, command}]: what to do next)."""
+    the state is `corrupt`; valid_at null when no whole rows follow the damage),
+    launch_failed (null, or {pid, reason, at} of the last launch whose process
+    stopped before its started row, while no process holds the run) and todo
+    ([{do, command}]: what to do next)."""
     view = outcome(run)
     done, total = progress(run, nodes)
     now = datetime.now(UTC)

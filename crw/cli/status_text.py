@@ -71,6 +71,14 @@ def todo(
         return [_item(payload["corrupt"]["fix"])]
     if state == "ended":
         return _ended(payload, state_ref, workflow, closes_left)
+    failed = payload["launch_failed"]
+    if failed is not None:  # what a resume runs into until it is fixed
+        held = [_answer(call) for call in payload["calls"] if "answer" in call]
+        why = (
+            f"its last resume did not start (process {failed['pid']} stopped before its "
+            f"started row): {failed['reason']}; fix that, then go on with"
+        )
+        return [_item(why, command("resume", run, state_ref, "--detach")), *held]
     if state == "paused":
         return [_paused(payload, state_ref)]
     if state == "waiting_decision":
@@ -174,6 +182,9 @@ def _head(payload: dict[str, Any]) -> list[str]:
     progress = payload["progress"]
     lines.append(f"  calls: {progress['done']} of {progress['total']} done")
     lines.append(f"  tokens: {format_tokens(payload['tokens'])}")
+    failed = payload["launch_failed"]
+    if failed and payload["state"] != "ended":
+        lines += _wrap(f"its last resume did not start: {failed['reason']}", "  ")
     corrupt = payload["corrupt"]
     if corrupt:
         lines += [f"  {corrupt['damage']}", f"  {corrupt['fix']}"]

@@ -59,6 +59,10 @@ class NextRead:
     owner_line: Mapping[str, Any] | None = None
     owner_line_problem: str | None = None
     wait: float = 0.0
+    launch_refused: str | None = None
+    """Why no process could start for a run none holds (the resume next tried was
+    refused, or its process, or the last launched, stopped before its started
+    row): the fix it names comes first."""
     replayed: RunState | None = None
     """The run's state when the reader replayed the journal itself (`rows` is then
     empty); else `rows` are replayed once, on demand."""
@@ -163,3 +167,8 @@ def can_do_nothing(read: NextRead) -> bool:
     return (
         needs_ready_nodes(read.run_state) and read.ready_nodes is not None and not read.ready_nodes
     )
+
+
+def step_key(step: StepFile) -> StepKey:
+    """A step's call, k and attempt."""
+    return step.call, step.k, step.attempt

@@ -42,8 +42,11 @@ Readings fixed here:
 - the warnings (`next_warnings`) say what the owner's spawns will get that the
   answer does not show: a line not the holder's, a store that reads other pairs
   than pinned, a resumed process that repinned (CMD-NEXT-36, -37, -39);
-- the hint fits the backend: an app-server run's process makes its calls on the
-  host itself, so there is no subagent to wait on (no wait_agent).
+- the hint is `next_hint`'s;
+- a run no process holds and none could start for (`NextRead.launch_refused`)
+  keeps its state and hands out no step file (the steps are a dead process's;
+  close steps still are): its hint and a warning name what stopped the launch
+  and the resume to run once it is fixed.
 """
 
 from __future__ import annotations
@@ -54,7 +57,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crw.bus.steps import CloseStep, StepFile
-from crw.engine.held_fix import answer_choices, with_fix
+from crw.engine.next_hint import (
+    NEXT_WAIT_S,
+    WAIT_AGENT_TIMEOUT_MS,
+    Slots,
+    held_calls,
+    hint,
+    no_process,
+)
 from crw.engine.next_state import (
     RESUMABLE_STATES,
     STARTING_WINDOW_S,
@@ -66,18 +76,22 @@ from crw.engine.next_state import (
     open_calls,
     should_resume,
     stale_steps,
+    step_key,
 )
 from crw.engine.next_warnings import next_warnings
 from crw.engine.role_names import ROLES, default_agent_type
 from crw.journal.replay import RunState
 
 __all__ = [
+    "NEXT_WAIT_S",
     "RESUMABLE_STATES",
     "STARTING_WINDOW_S",
+    "WAIT_AGENT_TIMEOUT_MS",
     "NextRead",
     "NextView",
     "StepKey",
     "can_do_nothing",
+    "held_calls",
     "is_starting",
     "needs_ready_nodes",
     "next_view",
@@ -85,11 +99,6 @@ __all__ = [
     "should_resume",
     "stale_steps",
 ]
-
-WAIT_AGENT_TIMEOUT_MS = 30_000
-"""The timeout_ms the hint proposes for wait_agent."""
-NEXT_WAIT_S = 30
-"""The --wait the hint proposes for the next `crw flow next`."""
 
 _STEP_MEMBERS = (
     "call",
@@ -106,26 +115,6 @@ _STEP_MEMBERS = (
     "workspace",
     "agent_id",
 )
-
-
-@dataclass(frozen=True)
-class Slots:
-    """The owner's agent threads: `limit` is agents.max_threads, `agents` the open
-    subagents' ids (CMD-NEXT-8, CMD-NEXT-9)."""
-
-    limit: int
-    agents: tuple[str, ...]
-
-    @property
-    def open(self) -> int:
-        return len(self.agents)
-
-    @property
-    def full(self) -> bool:
-        return self.open >= self.limit
-
-    def to_json(self) -> dict[str, Any]:
-        return {"limit": self.limit, "open": self.open, "agents": list(self.agents)}
 
 
 @dataclass(frozen=True)
@@ -185,7 +174,8 @@ def next_view(read: NextRead) -> NextView:
             resumed_pid=read.resumed_pid,
         )
     steps = [close_step_json(close) for close in read.closes]
-    steps += [step_json(step, read) for step in read.steps]
+    if no_process(read) is None:  # a dead process's steps go to no owner
+        steps += [step_json(step, read) for step in read.steps]
     pairs = run.role_pairs if read.held and run.role_pairs is not None else read.store_pairs
     return NextView(
         run=read.run,
@@ -239,10 +229,6 @@ def tool_call(step: StepFile) -> dict[str, Any]:
     return {"tool": "spawn_agent", "arguments": arguments}
 
 
-def step_key(step: StepFile) -> StepKey:
-    return step.call, step.k, step.attempt
-
-
 def step_json(step: StepFile, read: NextRead) -> dict[str, Any]:
     """A step file's members (CMD-NEXT-4), whether a dispatch report for it waits in
     the inbox (`reported`: the run answers it; no host call to make), and its host
@@ -282,148 +268,3 @@ def spawn_formats(pairs: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]
             }
         )
     return formats
-
-
-def hint(read: NextRead, state: str, paused_reason: str | None, slots: Slots) -> str:
-    """What to do next, in sentences (CMD-NEXT-12..14, CMD-NEXT-19, CMD-NEXT-32)."""
-    sentences = []
-    if read.resumed_pid is not None:
-        sentences.append(
-            f"No process held the run: next resumed it, as {read.command('resume', '--detach')} "
-            f"does (pid {read.resumed_pid})."
-        )
-    sentences += _state_sentences(state, paused_reason, read)
-    if state == "starting":
-        return " ".join(sentences)
-    if read.closes and state != "ended":
-        targets = _close_targets(read)
-        sentences.append(f"Close these subagents first: {targets}.")
-    sentences += _step_sentences(read, slots)
-    if state in RESUMABLE_STATES and not can_do_nothing(read):
-        closing = {close.agent_id for close in read.closes}
-        waiting = [agent for agent in slots.agents if agent not in closing]
-        sentences.append(_wait_sentence(waiting, read))
-    return " ".join(sentences)
-
-
-def _close_targets(read: NextRead) -> str:
-    return ", ".join(f"close_agent(target={json.dumps(c.agent_id)})" for c in read.closes)
-
-
-def _step_sentences(read: NextRead, slots: Slots) -> list[str]:
-    """The reported steps, the thread limit, and the host calls to make."""
-    sentences = []
-    reported = [s for s in read.steps if step_key(s) in read.reported]
-    fresh = [s for s in read.steps if step_key(s) not in read.reported]
-    if reported:
-        ops = ", ".join(f"{s.op}-a{s.attempt}" for s in reported)
-        sentences.append(
-            f"Already reported ({ops}): its dispatch report waits in the inbox and the run "
-            "will answer it; make no host call for it."
-        )
-    blocked = slots.full and any(step.action == "spawn" for step in fresh)
-    if blocked:
-        sentences.append(
-            f"agent thread limit reached ({slots.open} of {slots.limit} open); the step "
-            "stays: spawn it once a subagent is closed."
-        )
-    if any(step.action == "send_input" for step in fresh) and blocked:
-        sentences.append("Make each send_input step's host call, then run the command it names.")
-    elif fresh and not blocked:
-        sentences.append("Make each step's host call, then run the command it names.")
-    return sentences
-
-
-def _state_sentences(state: str, paused_reason: str | None, read: NextRead) -> list[str]:
-    if state == "ended" and read.closes:
-        return [f"The run is over; close its last subagents: {_close_targets(read)}."]
-    if state == "ended":
-        return ["The run is over: there is nothing more to do."]
-    if state == "paused" and paused_reason == "token_ceiling":
-        return [
-            "The run reached its workflow's token_ceiling and admits no more calls (a resume "
-            f"pauses again at once); read its results with {read.command('status', '--json')} "
-            "and start a new run with a higher ceiling for the rest."
-        ]
-    if state == "paused":
-        resume = read.command("resume", "--detach")
-        return [f"The run is paused ({paused_reason}); go on with: {resume}."]
-    if state == "starting":
-        return [f"The run is starting: its process is coming up; {_ask_again(read)}."]
-    if state == "waiting_decision":
-        return [_decision_sentence(read)]
-    return []
-
-
-def _ask_again(read: NextRead) -> str:
-    """Ask again at once without --wait; with it, the same --wait, which answers
-    when the state changes or it runs out (CMD-NEXT-32)."""
-    if read.wait <= 0:
-        return f"ask again at once with {read.command('next')}"
-    again = read.command("next", f"--wait {read.wait:g}")
-    return f"ask again with {again}: it answers when the state changes or --wait runs out"
-
-
-def _decision_sentence(read: NextRead) -> str:
-    """The held calls, each with its reason and the exact command that answers it."""
-    answers = "; ".join(
-        f"{held['call']} ({held['reason']}): "
-        + (
-            f"{held['error']}; {held['fix']}"
-            if "fix" in held
-            else f"{held['answer']['retry']} (or {_others(held)}; see docs/decisions.md)"
-        )
-        for held in held_calls(read)
-    )
-    if not can_do_nothing(read):
-        return (
-            f"A call is held and waits on a decision: {answers}. The run goes on with its "
-            "other calls meanwhile; an answer waits for them to end."
-        )
-    return (
-        f"A call is held and waits on a decision: {answers}. Until it is answered the "
-        "run can do nothing more and next starts no process for it."
-    )
-
-
-def _others(held: Mapping[str, Any]) -> str:
-    """The answers but retry, as flags: `--skip, --abort[, --restart]`."""
-    return ", ".join(f"--{choice}" for choice in held["answer"] if choice != "retry")
-
-
-def held_calls(read: NextRead) -> list[dict[str, Any]]:
-    """Each held call: its reason and the command of each answer (retry, skip,
-    abort, and restart on the session backend); a spawn the host refused adds the
-    host's message and the fix (`crw.engine.held_fix`)."""
-    choices = answer_choices(read.run_state.backend)
-    return [
-        with_fix(
-            {
-                "call": call.call,
-                "reason": call.reason or "held",
-                "answer": {
-                    choice: read.command("answer", f"{call.call} --{choice}") for choice in choices
-                },
-            },
-            call.error,
-        )
-        for call in read.run_state.calls.values()
-        if call.state == "held"
-    ]
-
-
-def _wait_sentence(agents: Sequence[str], read: NextRead) -> str:
-    """Alternate wait_agent on the open subagents (but those closed now) with next."""
-    next_wait = read.command("next", f"--wait {NEXT_WAIT_S}")
-    if read.run_state.backend != "session":
-        return (
-            "The run's process makes its calls on the host itself (app-server): there is "
-            f"no subagent to wait on; follow it with {next_wait}."
-        )
-    if not agents:
-        return f"Then ask for the next step with {next_wait}."
-    targets = json.dumps(list(agents))
-    return (
-        f"Alternate wait_agent(targets={targets}, timeout_ms={WAIT_AGENT_TIMEOUT_MS}) "
-        f"with {next_wait}."
-    )

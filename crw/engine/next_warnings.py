@@ -28,6 +28,10 @@ def next_warnings(read: NextRead) -> list[str]:
     if read.run_state.state == "ended" or is_starting(read):
         return []
     warnings = []
+    if not read.held and read.launch_refused is not None:
+        warnings.append(
+            f"no process holds run {read.run} and none could start: {read.launch_refused}"
+        )
     if read.held and binds_owner(read) and not line_is_holders(read):
         warnings.append(_line_warning(read))
     changed = _changed_roles(read.run_state.role_pairs, read.store_pairs) if read.held else []

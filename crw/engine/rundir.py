@@ -114,6 +114,13 @@ class RunDir:
         """The detached run process's stdout and stderr."""
         return self.root / "run.log"
 
+    @property
+    def launch_failed(self) -> Path:
+        """The last launch of the run's process that stopped before its started
+        row: written by the command that launched it, removed by the next process
+        that records its started row (`crw.engine.launch_record`)."""
+        return self.root / "launch-failed.json"
+
     def process_lock(self, token: str) -> Path:
         return self.root / f"process.{token}.lock"
 

@@ -106,6 +106,7 @@ def test_answer_appends_the_decision_row_and_the_same_answer_again_appends_nothi
         "recorded": True,
         "seq": rows[-1]["seq"],
         "resumed_pid": None,
+        "resume_refused": None,
         "state": None,
     }
     assert not any(r["row"] == "started" for r in rows[-1:])  # --no-resume: no process

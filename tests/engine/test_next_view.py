@@ -486,3 +486,32 @@ def test_an_answer_replays_the_rows_once(monkeypatch: Any) -> None:
     view = next_view(read)
     assert view.state == "waiting_decision"
     assert len(replays) == 1
+
+
+def test_a_run_no_process_can_start_for_shows_no_step_and_names_the_fix() -> None:
+    """spec: CMD-NEXT-1, CMD-NEXT-18: no process holds the run and none could start
+    (`launch_refused`): the state stays the journal's, the dead process's step
+    files are not handed out (a close step still is), and the hint and a warning
+    name the reason and the resume to run; while a process holds the run the
+    reason is not read and its steps are handed out."""
+    reason = "run r1: the workflow w.toml changed since the run started; restore the file"
+    close = CloseStep(call="explore.1", attempt=1, agent_id="thr-old")
+    dead = next_view(
+        read(RUNNING, held=False, launch_refused=reason, steps=[spawn()], closes=[close])
+    )
+    assert dead.state == "running"
+    assert [step["action"] for step in dead.steps] == ["close"]
+    assert f"none could start: {reason}." in dead.hint
+    assert "crw flow resume r1 --detach" in dead.hint and "Make each step" not in dead.hint
+    assert dead.warnings == [f"no process holds run r1 and none could start: {reason}"]
+    live = next_view(read(RUNNING, launch_refused=reason, steps=[spawn()]))
+    assert [step["action"] for step in live.steps] == ["spawn"] and reason not in live.hint
+    paused = next_view(
+        read(
+            [*RUNNING, {"row": "paused", "reason": "host_unavailable"}],
+            held=False,
+            launch_refused=reason,
+        )
+    )
+    assert paused.state == "paused"
+    assert paused.hint.startswith("The run is paused (host_unavailable). No process holds the run")
