@@ -13,8 +13,10 @@ user's file holds, which stays as it was, byte for byte:
 Codex runs a hook only once trusted: `[hooks.state."<key>"] trusted_hash =
 "<currentHash>"`, the key and hash as the app-server's `hooks/list` shows them.
 Every edit is checked by reading the new text back as TOML before it replaces the
-file (atomically, keeping the file's mode), and an edit that would not read back
-as intended is refused, naming what to write by hand.
+file (atomically, keeping the file's mode; a symbolic link is written through, onto
+its target), and an edit that would not read back as intended is refused, naming
+what to write by hand. A spawn hook entry whose command differs from the one an
+install writes (another venv, another `--state`) is updated to it.
 """
 
 from __future__ import annotations
@@ -91,24 +93,66 @@ def _list(table: object, key: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+def hook_entry(command: str) -> str:
+    """The hook's entry as TOML tables, the text an install appends (a document
+    of its own: it parses alone)."""
+    return (
+        "# The crw flow spawn hook (crw flow hook install).\n[[hooks.PreToolUse]]\n\n"
+        f'[[hooks.PreToolUse.hooks]]\ntype = "command"\ncommand = {json.dumps(command)}\n'
+        f"timeout = {HOOK_TIMEOUT}\n"
+    )
+
+
+class ByHand(RefusedError):
+    """An edit install cannot make to config.toml; `entry` is the TOML to add by hand."""
+
+    def __init__(self, message: str, entry: str) -> None:
+        super().__init__(message)
+        self.entry = entry
+
+
 def with_hook(config: Config, command: str) -> str:
     """The text with the hook's entry appended.
 
     Raises:
-        RefusedError: the entry cannot be appended to this file (its PreToolUse
-            hooks are written as an inline array, say).
+        ByHand: the entry cannot be appended to this file (its PreToolUse hooks
+            are written as an inline array, say).
     """
-    entry = (
-        "\n# The crw flow spawn hook (crw flow hook install).\n[[hooks.PreToolUse]]\n\n"
-        f'[[hooks.PreToolUse.hooks]]\ntype = "command"\ncommand = {json.dumps(command)}\n'
-        f"timeout = {HOOK_TIMEOUT}\n"
-    )
-    text = _joined(config.text, entry if config.text else entry.lstrip("\n"))
+    entry = hook_entry(command)
+    text = _joined(config.text, f"\n{entry}" if config.text else entry)
     if _reads(text, lambda data: command in spawn_hooks(data)):
         return text
-    raise RefusedError(
+    raise ByHand(
         f"cannot append the spawn hook to {config.path}: its hooks are not written as "
-        f"[[hooks.PreToolUse]] tables; add this entry by hand:{entry!r}"
+        "[[hooks.PreToolUse]] tables; add the entry printed on stdout by hand (as these "
+        "tables, or as a group of its inline hooks.PreToolUse list)",
+        entry,
+    )
+
+
+def with_command(config: Config, stale: list[str], command: str) -> str:
+    """The text with each spawn hook entry whose command is one of `stale` running
+    `command` instead, the rest of the file as it was.
+
+    Raises:
+        RefusedError: a stale command is not written as a plain TOML string, so the
+            edit would not read back as intended.
+    """
+    text = config.text
+    for old in dict.fromkeys(stale):
+        written = [json.dumps(old)] + ([f"'{old}'"] if "'" not in old else [])
+        pattern = "|".join(re.escape(one) for one in written)
+        text = re.sub(
+            rf"(\bcommand[ \t]*=[ \t]*)(?:{pattern})",
+            lambda found: found.group(1) + json.dumps(command),
+            text,
+        )
+    if _reads(text, lambda data: set(spawn_hooks(data)) == {command}):
+        return text
+    raise RefusedError(
+        f"cannot update the spawn hook in {config.path}: write "
+        f"command = {json.dumps(command)} in place of {' and '.join(map(json.dumps, stale))} "
+        "by hand"
     )
 
 
@@ -155,21 +199,43 @@ def _reads(text: str, holds: Any) -> bool:
         return False
 
 
-def write_config(path: Path, text: str) -> None:
-    """Replace the file with `text` in one rename, keeping its mode (0600 when new)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_config(path: Path, text: str) -> Path:
+    """Replace the file with `text` in one rename, keeping its mode (0600 when new).
+    A symbolic link is written through: the temporary file is made beside the
+    link's target and renamed onto it, so the link stays. Returns the file written.
+
+    Raises:
+        RefusedError: the file cannot be written (nothing is changed).
+    """
+    target = Path(os.path.realpath(path))
     try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o600
-    fd, temporary = tempfile.mkstemp(prefix=".config.toml.", dir=path.parent)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            mode = target.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o600
+        fd, temporary = tempfile.mkstemp(prefix=".config.toml.", dir=target.parent)
+    except OSError as err:
+        raise _unwritten(path, target, err) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as file:
             file.write(text)
             file.flush()
             os.fchmod(file.fileno(), mode)
             os.fsync(file.fileno())
-        os.replace(temporary, path)
+        os.replace(temporary, target)
+    except OSError as err:
+        Path(temporary).unlink(missing_ok=True)
+        raise _unwritten(path, target, err) from None
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    return target
+
+
+def _unwritten(path: Path, target: Path, err: OSError) -> RefusedError:
+    link = f" (a link to {target})" if path.is_symlink() else ""
+    return RefusedError(
+        f"cannot write {path}{link}: {err.strerror or err}; make {target.parent} a "
+        "directory you can write, then install again"
+    )

@@ -16,6 +16,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISLNK
 from typing import Any
 
 from crw.rawfile import read_open
@@ -119,8 +120,11 @@ def validate_line(line: dict[str, Any]) -> str | None:
 
 
 def untrusted(path: Path, stat: os.stat_result) -> str | None:
-    """Why a flow-bound file or directory with `stat` cannot be trusted, or None:
-    another user owns it, or group or others may write it."""
+    """Why a flow-bound file or directory with `stat` (its lstat) cannot be trusted,
+    or None: it is a symbolic link, another user owns it, or group or others may
+    write it."""
+    if S_ISLNK(stat.st_mode):
+        return f"{path} is a symbolic link"
     if stat.st_uid != os.getuid():
         return f"{path} is owned by another user (uid {stat.st_uid})"
     if stat.st_mode & 0o022:

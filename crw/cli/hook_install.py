@@ -1,11 +1,15 @@
 """`crw flow hook install [--codex-home DIR] [--host URI] [--state DIR] [--json]`.
 
 Writes the spawn hook into `$CODEX_HOME/config.toml` (once: an install that finds
-the hook there writes none again) and records its trust from the `hooks/list` of
-an app-server on that CODEX_HOME: `--host URI` (`codex` starts a private one for
-the purpose), else the codex daemon's socket when it is there. Exit 0 once the hook
-is there and trusted, 1 when it is there but not trusted (the reason and the fix),
-2 when the config file cannot be read as TOML.
+the hook there writes none again; an entry with another command, say another
+venv's or `--state`, is updated to this one, old and new shown) and records its
+trust from the `hooks/list` of an app-server on that CODEX_HOME: `--host URI`
+(`codex` starts a private one for the purpose), else the codex daemon's socket when
+it is there. A config.toml that is a symbolic link is written through, onto its
+target. Exit 0 once the hook is there and trusted; 1 when it is there but not
+trusted (the reason and the fix), or the file cannot be written (one line; when
+its hooks are inline tables, the entry to add by hand as TOML on stdout); 2 when
+the config file cannot be read, or not as TOML.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from typing import Any
 import trio
 
 from crw.binding.install import (
+    ByHand,
     crw_command,
     read_config,
     spawn_hooks,
+    with_command,
     with_hook,
     with_trust,
     write_config,
@@ -36,6 +42,8 @@ class Installed:
     config: Path
     command: str
     added: bool = False
+    replaced: list[str] = field(default_factory=list)
+    target: Path | None = None
     key: str | None = None
     trusted: bool = False
     warnings: list[str] = field(default_factory=list)
@@ -46,17 +54,27 @@ def install_command(
 ) -> int:
     home = Path(codex_home or os.environ.get("CODEX_HOME") or Path.home() / ".codex").absolute()
     uri = parse_host_uri(host) if host else default_session_host({"CODEX_HOME": str(home)})
-    installed = install_hook(home, uri, state, given_host=host is not None)
+    try:
+        installed = install_hook(home, uri, state, given_host=host is not None)
+    except ByHand as refused:
+        by_hand = {"config": str(home / "config.toml"), "entry": refused.entry}
+        emit(json, by_hand, refused.entry.rstrip("\n"))
+        raise
     payload: dict[str, Any] = {
         "config": str(installed.config),
         "command": installed.command,
         "added": installed.added,
+        "replaced": installed.replaced,
+        "target": str(installed.target) if installed.target else None,
         "key": installed.key,
         "trusted": installed.trusted,
         "warnings": installed.warnings,
     }
-    verb = "added to" if installed.added else "already in"
+    verb = "added to" if installed.added else "updated in" if installed.replaced else "already in"
     lines = [f"the spawn hook is {verb} {installed.config}: {installed.command}"]
+    lines += [f"  was: {old}" for old in installed.replaced]
+    if installed.target is not None:
+        lines.append(f"  written through the link to {installed.target}")
     lines.append(f"  trusted: {'yes' if installed.trusted else 'no'}")
     lines += [f"  warning: {warning}" for warning in installed.warnings]
     emit(json, payload, "\n".join(lines))
@@ -64,14 +82,21 @@ def install_command(
 
 
 def install_hook(home: Path, uri: HostUri, state: str | None, *, given_host: bool) -> Installed:
-    """Write the hook when it is not there, then trust it through the host `uri`
-    (unless no host was given and the daemon's socket is not there)."""
+    """Write the hook when it is not there (or update an entry with another
+    command), then trust it through the host `uri` (unless no host was given and
+    the daemon's socket is not there)."""
     config = read_config(home / "config.toml")
     present = spawn_hooks(config.data)
-    installed = Installed(config.path, present[0] if present else crw_command(state))
+    installed = Installed(config.path, crw_command(state))
+    installed.replaced = list(dict.fromkeys(c for c in present if c != installed.command))
+    text = None
     if not present:
-        write_config(config.path, with_hook(config, installed.command))
-        installed.added = True
+        text, installed.added = with_hook(config, installed.command), True
+    elif installed.replaced:
+        text = with_command(config, installed.replaced, installed.command)
+    if text is not None:
+        written = write_config(config.path, text)
+        installed.target = written if config.path.is_symlink() else None
     if not given_host and not Path(uri.target).exists():
         installed.warnings.append(
             f"not trusted: no app-server answers on {uri}; start codex on {home} and install "

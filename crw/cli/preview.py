@@ -179,7 +179,7 @@ def _unwritable(start: SessionStart) -> dict[str, str]:
 
 def _distrusted(state: Path) -> str | None:
     bound = flow_bound_dir(state)
-    return untrusted(bound, os.lstat(bound)) if bound.is_dir() else None
+    return untrusted(bound, os.lstat(bound)) if bound.is_dir() or bound.is_symlink() else None
 
 
 def _cannot_write(path: Path) -> str | None:

@@ -26,6 +26,7 @@ from crw.cli.app import one_line
 from crw.cli.output import emit
 from crw.cli.preview import Preview, SessionStart, app_server_preview, session_judged
 from crw.engine import codex_config
+from crw.engine.evidence_cwd import check_evidence_cwd
 from crw.engine.launch import launch_run_process
 from crw.engine.locks import run_is_live, start_lock
 from crw.engine.review import check_fix_efforts
@@ -139,6 +140,7 @@ def start_run(
         owner = None
     tmpdir = dir_from(environ)  # asked once, here; refuses before anything is written
     repository = run_repository(workflow.repo, workflow.head, state_dir, workflow.path)
+    check_evidence_cwd(workflow, repository.path)
 
     run_id = new_run_id(workflow.name, _dt.datetime.now(_dt.UTC))
     run = RunDir(state_dir / "flow" / run_id)

@@ -208,7 +208,8 @@ def owner_state_writable(unwritable: Mapping[str, str], distrusted: str | None =
     if distrusted is not None:
         problems.append(
             f"the flow-bound directory cannot be trusted ({distrusted}): the owner is not "
-            "bound and the hook reads no binding; make it the user's own, mode 700"
+            "bound and the hook reads no binding; make it a directory of the user's own, "
+            "mode 700, not a symbolic link"
         )
     return _fact("owner_state_writable", problems)
 

@@ -33,6 +33,7 @@ import hashlib
 import heapq
 import json
 import math
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,6 +251,13 @@ class _WorkflowFile(BaseModel):
             )
         return str(root)
 
+    @field_validator("evidence_cwd")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:
+            raise crw_error("evidence_cwd holds a NUL character", "give a directory's path")
+        return value
+
     @field_validator("name")
     @classmethod
     def _slug(cls, value: str) -> str:
@@ -330,7 +338,8 @@ class Workflow(BaseModel):
     head: str | None = None
     """`head`: the ref the calls start from (None: the repository's HEAD)."""
     evidence_cwd: str | None = None
-    """The run's evidence cwd (`evidence_cwd = "PATH"`, absolute): a gated executor
+    """The run's evidence cwd (`evidence_cwd = "PATH"`, absolute, symlinks resolved;
+    `crw.engine.evidence_cwd` confines it when the run starts): a gated executor
     role's steps have a flow evidence record (`crw.workspace.evidence`); None: none."""
 
     _graph: Graph | None = PrivateAttr(default=None)
@@ -386,7 +395,9 @@ def load_workflow(path: Path) -> Workflow:
         verifier=parsed.verifier,
         settings=parsed.settings.settings() if parsed.settings else Settings(),
         nodes=parsed.nodes,
-        evidence_cwd=str(absolute.parent / parsed.evidence_cwd) if parsed.evidence_cwd else None,
+        evidence_cwd=(
+            os.path.realpath(absolute.parent / parsed.evidence_cwd) if parsed.evidence_cwd else None
+        ),
         path=absolute,
         digest="sha256:" + hashlib.sha256(data).hexdigest(),
     )

@@ -337,7 +337,23 @@ def test_owner_state_writable_warns_of_a_flow_bound_directory_it_cannot_use(crw:
     assert _warned(out)["owner_state_writable"] == (
         f"the flow-bound directory cannot be trusted ({crw.state / 'flow-bound'} is writable "
         "by group or others (mode 777)): the owner is not bound and the hook reads no "
-        "binding; make it the user's own, mode 700"
+        "binding; make it a directory of the user's own, mode 700, not a symbolic link"
+    )
+
+
+def test_owner_state_writable_calls_a_linked_flow_bound_directory_a_symbolic_link(
+    crw: Crw, tmp_path: Path
+) -> None:
+    """spec: FACTS-7: a flow-bound directory that is a symbolic link (to a private
+    directory, whose link reads mode 777) is named a link, the fix to replace it."""
+    crw.state.mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    (crw.state / "flow-bound").symlink_to(tmp_path / "elsewhere")
+    out = crw.start(WORKFLOW, "--owner", "o").json()
+    assert _warned(out)["owner_state_writable"] == (
+        f"the flow-bound directory cannot be trusted ({crw.state / 'flow-bound'} is a "
+        "symbolic link): the owner is not bound and the hook reads no binding; make it a "
+        "directory of the user's own, mode 700, not a symbolic link"
     )
 
 

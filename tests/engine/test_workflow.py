@@ -680,3 +680,14 @@ def test_a_schema_file_every_node_names_is_read_once_a_load(tmp_path: Path) -> N
         workflow = load_workflow(path)
     assert reads.call_count == 1
     assert workflow.node("n199").output_schema == workflow.node("n0").output_schema
+
+
+def test_an_evidence_cwd_is_resolved_at_load_and_a_nul_in_it_is_refused(tmp_path: Path) -> None:
+    """spec: STEP-19"""
+    (tmp_path / "link").symlink_to(tmp_path / "flows", target_is_directory=True)
+    path = write(tmp_path, 'name = "w"\nevidence_cwd = "link/../link"\n' + node("a"))
+    assert load_workflow(path).evidence_cwd == str((tmp_path / "flows").resolve())
+    path = write(tmp_path, 'name = "w"\nevidence_cwd = "a\\u0000b"\n' + node("a"))
+    assert refusal(path) == (
+        f"{path}:2: evidence_cwd holds a NUL character; give a directory's path"
+    )

@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomli
 
-from crw.binding.install import Config, with_trust
+from crw.binding.install import Config, spawn_hooks, with_command, with_trust
+from crw.errors import RefusedError
 from crw.host.mock_model import MockModel, write_codex_home
 from tests.hook.spawn_helpers import OWNER, bind, ledger_lines, spawn_input
 
@@ -52,6 +54,8 @@ def test_install_without_a_host_writes_the_hook_once_keeps_the_config_and_warns(
         "config": str(home / "config.toml"),
         "command": command,
         "added": True,
+        "replaced": [],
+        "target": None,
         "key": None,
         "trusted": False,
         "warnings": [
@@ -133,3 +137,132 @@ def test_install_writes_the_state_directory_into_the_hooks_command(tmp_path: Pat
         == f"{Path(sys.executable).parent / 'crw'} flow hook spawn --state {tmp_path / 'st'}"
     )
     assert (home / "config.toml").read_text() == entry_text(command).lstrip("\n")
+
+
+def _no_host(home: Path) -> str:
+    return (
+        "not trusted: no app-server answers on "
+        f"unix:{home}/app-server-control/app-server-control.sock; start codex on {home} "
+        "and install again, or pass --host unix:PATH (a running app-server) or --host codex"
+    )
+
+
+def test_install_writes_through_a_linked_config_and_keeps_the_link(tmp_path: Path) -> None:
+    """A config.toml that is a symbolic link (a dotfiles copy) is written onto its
+    target, atomically beside it; the link stays a link and both read the hook."""
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    (tmp_path / "dotfiles").mkdir()
+    target = tmp_path / "dotfiles" / "codex.toml"
+    target.write_text(USER_CONFIG)
+    target.chmod(0o640)
+    (home / "config.toml").symlink_to(target)
+    result = crw("flow", "hook", "install", "--json", home=home)
+    assert result.returncode == 1, result.stderr
+    out = json.loads(result.stdout)
+    assert (home / "config.toml").is_symlink()
+    assert os.readlink(home / "config.toml") == str(target)
+    assert target.read_text() == USER_CONFIG + entry_text(out["command"])
+    assert (out["added"], out["target"]) == (True, str(target))
+    assert target.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in (tmp_path / "dotfiles").iterdir()) == ["codex.toml"]
+    updated = crw("flow", "hook", "install", "--state", "st", home=home)
+    assert f"  written through the link to {target}" in updated.stdout.splitlines()
+    assert (home / "config.toml").is_symlink() and "--state" in target.read_text()
+
+
+def test_install_refuses_in_one_line_a_link_whose_target_cannot_be_written(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    missing = tmp_path / "gone" / "config.toml"
+    (home / "config.toml").symlink_to(missing)
+    result = crw("flow", "hook", "install", home=home)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"crw: error: cannot write {home / 'config.toml'} (a link to {missing}): No such file "
+        f"or directory; make {missing.parent} a directory you can write, then install again\n"
+    )
+    assert os.readlink(home / "config.toml") == str(missing)
+
+
+def test_install_updates_an_entry_with_another_command_showing_old_and_new(
+    tmp_path: Path,
+) -> None:
+    """An entry whose command runs `flow hook spawn` from another venv or with
+    another --state is updated to this install's command, the rest kept."""
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    stale = "/old/venv/bin/crw flow hook spawn --state /old/state"
+    (home / "config.toml").write_text(USER_CONFIG + entry_text(stale))
+    result = crw("flow", "hook", "install", "--state", "st", "--json", home=home)
+    assert result.returncode == 1, result.stderr
+    out = json.loads(result.stdout)
+    command = f"{Path(sys.executable).parent / 'crw'} flow hook spawn --state {tmp_path / 'st'}"
+    assert (home / "config.toml").read_text() == USER_CONFIG + entry_text(command)
+    assert (out["command"], out["added"], out["replaced"]) == (command, False, [stale])
+    again = crw("flow", "hook", "install", "--state", "st", home=home)
+    assert again.stdout.splitlines()[0] == (
+        f"the spawn hook is already in {home / 'config.toml'}: {command}"
+    )
+    other = crw("flow", "hook", "install", home=home)
+    assert other.stdout.splitlines()[:2] == [
+        f"the spawn hook is updated in {home / 'config.toml'}: "
+        f"{Path(sys.executable).parent / 'crw'} flow hook spawn",
+        f"  was: {command}",
+    ]
+
+
+def test_install_into_inline_hooks_prints_toml_to_paste_and_exits_1(tmp_path: Path) -> None:
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    inline = "hooks = { PreToolUse = [] }\n"
+    (home / "config.toml").write_text(inline)
+    result = crw("flow", "hook", "install", home=home)
+    assert result.returncode == 1
+    assert result.stderr.startswith(
+        f"crw: error: cannot append the spawn hook to {home / 'config.toml'}: its hooks are "
+        "not written as [[hooks.PreToolUse]] tables; add the entry printed on stdout by hand"
+    )
+    assert len(result.stderr.splitlines()) == 1
+    command = f"{Path(sys.executable).parent / 'crw'} flow hook spawn"
+    assert spawn_hooks(tomli.loads(result.stdout)) == [command]
+    assert (home / "config.toml").read_text() == inline
+    as_json = json.loads(crw("flow", "hook", "install", "--json", home=home).stdout)
+    assert spawn_hooks(tomli.loads(as_json["entry"])) == [command]
+
+
+def test_install_exit_codes_as_the_docs_say(tmp_path: Path) -> None:
+    """0 trusted, 1 not trusted or not written, 2 config.toml unreadable or not TOML."""
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    (home / "config.toml").mkdir()
+    unreadable = crw("flow", "hook", "install", home=home)
+    assert unreadable.returncode == 2
+    assert unreadable.stderr.startswith(f"crw: error: cannot read {home / 'config.toml'}: ")
+    (home / "config.toml").rmdir()
+    untrusted = crw("flow", "hook", "install", "--json", home=home)
+    assert (untrusted.returncode, json.loads(untrusted.stdout)["warnings"]) == (1, [_no_host(home)])
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_install_into_a_directory_it_cannot_write_fails_in_one_line(tmp_path: Path) -> None:
+    """No traceback: a file system that refuses the write (here /proc, even to root)
+    is one line and exit 1."""
+    result = crw("flow", "hook", "install", "--codex-home", "/proc/self", home=tmp_path / "h")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.startswith("crw: error: cannot write /proc/self/config.toml: ")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_an_entry_whose_command_is_not_a_plain_string_is_not_updated_but_refused() -> None:
+    old = "/old/crw flow hook spawn"
+    text = entry_text(old).replace(f'"{old}"', f'"""{old}"""')
+    config = Config(Path("/h/config.toml"), text, tomli.loads(text))
+    with pytest.raises(RefusedError) as refused:
+        with_command(config, [old], "/new/crw flow hook spawn")
+    assert str(refused.value) == (
+        'cannot update the spawn hook in /h/config.toml: write command = "/new/crw flow hook '
+        'spawn" in place of "/old/crw flow hook spawn" by hand'
+    )

@@ -9,9 +9,10 @@ spawn message or packet names (`Your workspace is P: …`: a subagent's host cwd
 its parent's, so that line is where a real one learns P), else the thread's cwd
 (an app-server call's thread is started in P).
 
-`check_writes` reads the script (a path that is absolute or leaves the workspace
-is refused before anything changes); `apply` acts, and a file it cannot write or
-a workspace that is no git worktree is a `FileEffectError` the turn fails with.
+`check_writes` reads the script (a path that is absolute, leaves the workspace or
+enters git's directory, `.git` in any case, is refused before anything changes);
+`apply` acts, and a file it cannot write or a workspace that is no git worktree
+is a `FileEffectError` the turn fails with.
 """
 
 from __future__ import annotations
@@ -92,12 +93,25 @@ def _check_path(path: Any) -> None:
                 f"sim/script: writes path {path!r} leaves the workspace; "
                 "name a path under it without climbing out with '..'"
             )
-        if part == ".git":
+        if names_git(part):
             raise invalid_request(
                 f"sim/script: writes path {path!r} is inside .git; write work files only"
             )
     if depth == 0:
         raise invalid_request(f"sim/script: writes path {path!r} names the workspace itself")
+
+
+_IGNORED_BY_HFS = dict.fromkeys([*range(0x200C, 0x2010), *range(0x202A, 0x202F)])
+_IGNORED_BY_HFS |= dict.fromkeys([*range(0x206A, 0x2070), 0xFEFF])
+
+
+def names_git(part: str) -> bool:
+    """A path component some file system opens as git's directory: `.git` in any
+    case (case-insensitive file systems), with trailing dots or spaces or an
+    alternate data stream (NTFS), its short name `git~1` (NTFS), or with the
+    code points HFS+ ignores."""
+    name = part.translate(_IGNORED_BY_HFS).split(":", 1)[0].rstrip(" .").casefold()
+    return name in (".git", "git~1")
 
 
 def workspace_of(texts: Iterable[str], cwd: str) -> Path:
@@ -116,9 +130,9 @@ def apply(workspace: Path, effects: FileEffects, when: float) -> str | None:
     `when`, seconds since the epoch). Returns the new commit's hex, if one was made.
 
     Raises:
-        FileEffectError: the workspace is missing, a path resolves outside it (a
-            symlink), a file cannot be written, or a commit's workspace is in no
-            git repository.
+        FileEffectError: the workspace is missing, a path resolves outside it or
+            into git's directory (a symlink), a file cannot be written, or a
+            commit's workspace is in no git repository.
     """
     if not effects:
         return None
@@ -132,10 +146,13 @@ def apply(workspace: Path, effects: FileEffects, when: float) -> str | None:
 
 def _write(root: Path, path: str, text: str | None) -> None:
     target = root / path
-    if not target.resolve().is_relative_to(root):
+    resolved = target.resolve()
+    if not resolved.is_relative_to(root):
         raise FileEffectError(
             f"simulated host: writes path {path!r} resolves outside the workspace {root}"
         )
+    if any(names_git(part) for part in resolved.relative_to(root).parts):
+        raise FileEffectError(f"simulated host: writes path {path!r} resolves into .git")
     try:
         if text is None:
             target.unlink(missing_ok=True)

@@ -13,7 +13,14 @@ import trio.testing
 
 from crw.engine.packet import spawn_message
 from crw.host.sim.behaviour import Behaviour
-from crw.host.sim.files import SIM_EMAIL, SIM_NAME, FileEffects, apply, workspace_of
+from crw.host.sim.files import (
+    SIM_EMAIL,
+    SIM_NAME,
+    FileEffectError,
+    FileEffects,
+    apply,
+    workspace_of,
+)
 from crw.host.sim.state import RpcError
 from tests.host.sim.support import SCHEMA, RawClient, RpcFailure, connected, task_text, text_input
 from tests.workspace.gitrepo import commit_at, files_at, head_of, make_repo, open_repo, status_of
@@ -31,6 +38,13 @@ MARKER = "build.1/t1-a1"
         ("src/../../outside.txt", "leaves the workspace"),
         (".git/config", "inside .git"),
         ("src/.git/x", "inside .git"),
+        (".GIT/config", "inside .git"),
+        ("src/.Git/hooks/pre-commit", "inside .git"),
+        (".git./config", "inside .git"),
+        (".git /config", "inside .git"),
+        (".git::$INDEX_ALLOCATION/config", "inside .git"),
+        ("GIT~1/config", "inside .git"),
+        (".g\u200cit/config", "inside .git"),
         (".", "names the workspace itself"),
         ("", "non-empty"),
     ],
@@ -110,6 +124,15 @@ def test_a_symlink_out_of_the_workspace_is_refused_and_nothing_lands_outside(
     with pytest.raises(FileEffectError, match="resolves outside the workspace"):
         apply(tmp_path / "p", FileEffects((("link/x.txt", "x"),)), 0)
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_symlink_into_git_s_directory_is_refused_and_git_is_untouched(tmp_path: Path) -> None:
+    make_repo(tmp_path / "repo")
+    config = (tmp_path / "repo" / ".git" / "config").read_bytes()
+    (tmp_path / "repo" / "meta").symlink_to(tmp_path / "repo" / ".git")
+    with pytest.raises(FileEffectError, match=r"resolves into \.git"):
+        apply(tmp_path / "repo", FileEffects((("meta/config", "x"),)), 0)
+    assert (tmp_path / "repo" / ".git" / "config").read_bytes() == config
 
 
 # -- on the wire
@@ -227,4 +250,17 @@ async def test_a_path_escaping_the_workspace_is_refused_by_sim_script(
             await _script(client, {"writes": {"../x.txt": "x"}})
     assert raised.value.code == -32600
     assert "leaves the workspace" in raised.value.message
+    assert host.scripts == []
+
+
+async def test_git_s_directory_in_any_case_is_refused_by_sim_script(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with connected(tmp_path) as (host, client):
+        with pytest.raises(RpcFailure) as raised:
+            await _script(client, {"writes": {".GIT/config": "x"}})
+    assert raised.value.code == -32600
+    assert raised.value.message == (
+        "sim/script: writes path '.GIT/config' is inside .git; write work files only"
+    )
     assert host.scripts == []
