@@ -34,6 +34,7 @@ from crw.engine.workflow import load_workflow
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import RowModel
+from tests.actors.spies import TurnsAtCommit
 from tests.actors.test_session_resume import KillPoint
 from tests.actors.test_session_run import RUN_ID, Harness, Owner, harness, kinds
 
@@ -180,6 +181,25 @@ async def test_pause_interrupts_the_running_turn_and_holds_the_call_once_it_is_o
     assert "review.1" not in {r.get("call") for r in rows}
     assert closed
     assert pending == []  # the request was answered by the paused row
+
+
+async def test_a_paused_call_is_held_only_once_its_turn_has_stopped_running(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-31: the subagent's turn runs on through three reads after the
+    interrupt (a host winding down); the run reads the thread until it is no longer
+    active, and only then writes the held row, then the paused row."""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": f"{CALL}/*"}, hang=True, slowStop={"reads": 3})
+        watch = TurnsAtCommit(h.sim)
+        state, rows = await go(h, stop_when=has("turn_started"), after_commit=watch.after_commit)
+    assert state == "paused"
+    assert kinds(rows, CALL)[-2:] == ["interrupt_requested", "held"]
+    assert watch.of(CALL) == [
+        ("interrupt_requested", ("inProgress",)),
+        ("held", ("interrupted",)),
+    ]
+    assert [kind for kind, _, _ in watch.seen[-2:]] == ["held", "paused"]
 
 
 async def test_cancel_holds_the_call_ends_the_run_cancelled_and_closes_its_subagent(
