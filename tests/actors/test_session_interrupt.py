@@ -205,15 +205,20 @@ async def test_a_paused_call_is_held_only_once_its_turn_has_stopped_running(
 async def test_cancel_holds_the_call_ends_the_run_cancelled_and_closes_its_subagent(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: HARV-29, HARV-31, ROWS-6"""
+    """spec: HARV-29, HARV-31, ROWS-6: the turn runs on through two reads after the
+    interrupt; the call is held once it stopped"""
     async with harness(tmp_path) as h:
-        await h.script({"marker": f"{CALL}/*"}, hang=True)
-        state, rows = await go(h, stop_when=has("turn_started"), op="cancel")
+        await h.script({"marker": f"{CALL}/*"}, hang=True, slowStop={"reads": 2})
+        watch = TurnsAtCommit(h.sim)
+        state, rows = await go(
+            h, stop_when=has("turn_started"), op="cancel", after_commit=watch.after_commit
+        )
         agent = last(rows, "thread_started")["thread_id"]
         closes = [c.agent_id for c in bus.list_closes(h.run)]
         closed = h.sim.state.threads[agent].status == "notLoaded"
     assert state == "ended"
     assert kinds(rows, CALL)[-2:] == ["interrupt_requested", "held"]
+    assert watch.of(CALL)[-1] == ("held", ("interrupted",))
     assert last(rows, "interrupt_requested")["reason"] == "cancelled"
     assert last(rows, "held")["reason"] == "cancelled"
     assert [r["row"] for r in rows[-2:]] == ["cancelled", "ended"]
@@ -300,15 +305,17 @@ def marker_turn(h: Harness, marker: str) -> Any:
 async def test_a_nodes_timeout_interrupts_its_call_and_the_run_goes_on(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: HARV-30, HARV-31"""
+    """spec: HARV-30, HARV-31: the turn runs on through two reads after the
+    interrupt; the call is held once it stopped"""
     async with harness(tmp_path) as h:
         wf = h.run.root.parent / "wf.toml"
         wf.write_text(
             wf.read_text().replace('needs = ["explore"]\n', 'needs = ["explore"]\ntimeout = 600\n')
         )
-        await h.script({"marker": f"{CALL}/*"}, hang=True)
+        await h.script({"marker": f"{CALL}/*"}, hang=True, slowStop={"reads": 2})
+        watch = TurnsAtCommit(h.sim)
         before = trio.current_time()
-        state, rows = await go(h)
+        state, rows = await go(h, after_commit=watch.after_commit)
         took = trio.current_time() - before
     assert kinds(rows, CALL) == [
         "prepared",
@@ -318,6 +325,7 @@ async def test_a_nodes_timeout_interrupts_its_call_and_the_run_goes_on(
         "interrupt_requested",
         "held",
     ]
+    assert watch.of(CALL)[-1] == ("held", ("interrupted",))
     assert last(rows, "interrupt_requested")["reason"] == "deadline"
     assert last(rows, "held")["reason"] == "deadline"
     assert 600 <= took < 700
