@@ -27,6 +27,7 @@ from crw.engine.rundir import RunDir
 from crw.engine.workflow import load_workflow
 from crw.journal.replay import replay
 from crw.journal.rows import Held, Started
+from tests.actors.spies import TurnsAtCommit
 from tests.actors.test_app_server_resume import (
     KEY,
     SERIAL,
@@ -198,20 +199,25 @@ async def test_a_call_held_in_its_repair_has_no_second_repair(
     assert len(steps(rows)) == 3
 
 
+@pytest.mark.parametrize("stop", [None, {"reads": 3}], ids=["at_once", "slowly"])
 async def test_a_running_turn_of_the_held_call_is_interrupted_before_it_goes_on(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, stop: dict[str, int] | None
 ) -> None:
     """spec: ATT-30, ATT-31 (the host was lost while the turn ran: the call was held
-    host_failure, and its turn runs on on the shared host)"""
+    host_failure, and its turn runs on on the shared host; `slowly`: it runs on
+    through three reads after the interrupt): the retaken turn's step is written
+    only once the old turn stopped"""
     async with host(tmp_path) as h:
         timed(h)  # a turn sent again hangs until the deadline holds the call again
-        hang = {"match": {"marker": "build.1/t1-*"}, "behaviour": {"hang": True}}
+        slow = {"slowStop": stop} if stop else {}
+        hang = {"match": {"marker": "build.1/t1-*"}, "behaviour": {"hang": True, **slow}}
         await h.request("sim/script", hang)
         assert await h.process(kill_after("turn_started")) is None
         append_row(RunDir(h.run_dir), Started(backend="app-server"))
         append_row(RunDir(h.run_dir), Held(call=CALL, reason="host_failure", error="gone"))
         answer(h)
-        assert await h.process() == "ended"
+        watch = TurnsAtCommit(h.sim)
+        assert await h.process(watch.after_commit) == "ended"
         rows = h.rows()
         first = h.thread(CALL).turns[0]
         on_thread = thread_turns(h)
@@ -238,6 +244,10 @@ async def test_a_running_turn_of_the_held_call_is_interrupted_before_it_goes_on(
         first.id,
     )
     assert first.status == "interrupted"
+    assert watch.of(CALL)[:2] == [
+        ("interrupt_requested", ("inProgress",)),
+        ("step_published", ("interrupted",)),
+    ]
     assert on_thread == [
         "crw-flow-op: build.1/t1-a1",
         "crw-flow-op: build.1/t2-a2",

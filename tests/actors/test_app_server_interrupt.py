@@ -4,6 +4,7 @@ HARV-35, ROWS-6). The harness of `test_app_server_run`, with the run's control."
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,20 @@ from crw.engine.rundir import RunDir
 from crw.engine.workflow import load_workflow
 from crw.journal.log import read_journal
 from crw.journal.replay import RunState, replay
+from crw.journal.rows import RowModel
+from tests.actors.spies import TurnsAtCommit
 from tests.actors.test_app_server_run import CHAIN, Harness, harness, kinds
 
 Rows = list[dict[str, Any]]
 CALL = "build.1"
 
 
-async def go(h: Harness, *, pause_at_turn: bool = False) -> tuple[str, Rows]:
+async def go(
+    h: Harness,
+    *,
+    pause_at_turn: bool = False,
+    after_commit: Callable[[Sequence[RowModel]], None] | None = None,
+) -> tuple[str, Rows]:
     """Run the workflow with the run's control; with `pause_at_turn`, a pause is
     asked through the run's inbox once build's turn started."""
     run = RunDir(h.run_dir)
@@ -35,7 +43,9 @@ async def go(h: Harness, *, pause_at_turn: bool = False) -> tuple[str, Rows]:
     journal_path = h.run_dir / "journal.jsonl"
     control = RunControl(run=run)
     async with (
-        open_journal_writer(journal_path, clock=fixed_clock()) as journal,
+        open_journal_writer(
+            journal_path, clock=fixed_clock(), after_commit=after_commit
+        ) as journal,
         trio.open_nursery() as nursery,
     ):
         ctx = CallContext(
@@ -99,6 +109,25 @@ async def test_pause_interrupts_the_calls_turn_on_its_thread_and_holds_it(
     assert status == "interrupted"
     assert next(r for r in rows if r["row"] == "held")["reason"] == "paused"
     assert rows[-1]["row"] == "paused" and "review.1" not in {r.get("call") for r in rows}
+
+
+async def test_a_paused_call_is_held_only_once_its_turn_on_its_thread_stopped(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-31: the call's turn runs on for 30 s after the interrupt (a host
+    winding down); the run follows it until it has ended, and only then writes the
+    held row, then the paused row."""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": f"{CALL}/*"}, hang=True, slowStop={"seconds": 30})
+        watch = TurnsAtCommit(h.sim)
+        state, rows = await go(h, pause_at_turn=True, after_commit=watch.after_commit)
+    assert state == "paused"
+    assert kinds(rows, CALL)[-2:] == ["interrupt_requested", "held"]
+    assert watch.of(CALL) == [
+        ("interrupt_requested", ("inProgress",)),
+        ("held", ("interrupted",)),
+    ]
+    assert [kind for kind, _, _ in watch.seen[-2:]] == ["held", "paused"]
 
 
 async def test_a_nodes_timeout_interrupts_its_app_server_call(

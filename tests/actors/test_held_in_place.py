@@ -27,6 +27,7 @@ from crw.host.client import HostRequestError
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import Held, Started
+from tests.actors.spies import TurnsAtCommit
 from tests.actors.test_session_lost import lost_owner
 from tests.actors.test_session_resume import (
     KillPoint,
@@ -118,22 +119,35 @@ async def test_the_attempt_after_a_retried_then_lost_one_is_the_task_turn_and_li
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
+@pytest.mark.parametrize("stop", [None, {"reads": 3}], ids=["at_once", "slowly"])
 async def test_a_running_turn_of_a_held_attempt_is_interrupted_before_the_call_goes_on(
-    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    autojump_clock: MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    stop: dict[str, int] | None,
 ) -> None:
     """spec: ATT-30, ATT-31: the held attempt's subagent still runs its turn: the
     interrupt's intent is durable first, the turn is interrupted and the thread read
-    until it is not active; only then is the next attempt published."""
+    until it is not active (`slowly`: the turn runs on through three reads after
+    the interrupt); only then is the next attempt published, and its turn started."""
     async with harness(tmp_path) as h:
         remembering(h)
-        await h.script({"marker": f"{CALL}/t1-a1"}, hang=True)
+        slow = {"slowStop": stop} if stop else {}
+        await h.script({"marker": f"{CALL}/t1-a1"}, hang=True, **slow)
         dead = await run_until_killed(h, monkeypatch, "turn_started")
         turn_id = last(dead, "turn_started")["turn_id"]
         agent = last(dead, "thread_started")["thread_id"]
         append_row(h.run, Held(call=CALL, reason="host_failure", error="the host said so"))
         answer(h.run, "retry")
+        watch = TurnsAtCommit(h.sim)
+        writer = functools.partial(open_journal_writer, after_commit=watch.after_commit)
+        monkeypatch.setattr(session_run, "open_journal_writer", writer)
         state, rows = await h.go()
         turn = next(t for t in h.sim.state.threads[agent].turns if t.id == turn_id)
+    assert watch.of(CALL) == [
+        ("interrupt_requested", ("inProgress",)),
+        *((kind, ("interrupted",)) for kind in [*BOUND, "completed"]),
+    ]
     assert kinds(rows[len(dead) :], CALL) == [
         "held",
         "decision",

@@ -35,6 +35,7 @@ from crw.engine.workflow import load_workflow
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import InterruptRequested, RowModel
+from tests.actors.spies import TurnsAtCommit
 from tests.actors.test_session_lost import insert_before
 from tests.actors.test_session_resume import KillPoint, remembering, run_until_killed
 from tests.actors.test_session_run import RUN_ID, Harness, Owner, harness, kinds
@@ -184,18 +185,42 @@ async def test_pause_interrupts_the_running_turn_and_holds_the_call_once_it_is_o
     assert pending == []  # the request was answered by the paused row
 
 
+async def test_a_paused_call_is_held_only_once_its_turn_has_stopped_running(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-31: the subagent's turn runs on through three reads after the
+    interrupt (a host winding down); the run reads the thread until it is no longer
+    active, and only then writes the held row, then the paused row."""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": f"{CALL}/*"}, hang=True, slowStop={"reads": 3})
+        watch = TurnsAtCommit(h.sim)
+        state, rows = await go(h, stop_when=has("turn_started"), after_commit=watch.after_commit)
+    assert state == "paused"
+    assert kinds(rows, CALL)[-2:] == ["interrupt_requested", "held"]
+    assert watch.of(CALL) == [
+        ("interrupt_requested", ("inProgress",)),
+        ("held", ("interrupted",)),
+    ]
+    assert [kind for kind, _, _ in watch.seen[-2:]] == ["held", "paused"]
+
+
 async def test_cancel_holds_the_call_ends_the_run_cancelled_and_closes_its_subagent(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: HARV-29, HARV-31, ROWS-6"""
+    """spec: HARV-29, HARV-31, ROWS-6: the turn runs on through two reads after the
+    interrupt; the call is held once it stopped"""
     async with harness(tmp_path) as h:
-        await h.script({"marker": f"{CALL}/*"}, hang=True)
-        state, rows = await go(h, stop_when=has("turn_started"), op="cancel")
+        await h.script({"marker": f"{CALL}/*"}, hang=True, slowStop={"reads": 2})
+        watch = TurnsAtCommit(h.sim)
+        state, rows = await go(
+            h, stop_when=has("turn_started"), op="cancel", after_commit=watch.after_commit
+        )
         agent = last(rows, "thread_started")["thread_id"]
         closes = [c.agent_id for c in bus.list_closes(h.run)]
         closed = h.sim.state.threads[agent].status == "notLoaded"
     assert state == "ended"
     assert kinds(rows, CALL)[-2:] == ["interrupt_requested", "held"]
+    assert watch.of(CALL)[-1] == ("held", ("interrupted",))
     assert last(rows, "interrupt_requested")["reason"] == "cancelled"
     assert last(rows, "held")["reason"] == "cancelled"
     assert [r["row"] for r in rows[-2:]] == ["cancelled", "ended"]
@@ -282,15 +307,17 @@ def marker_turn(h: Harness, marker: str) -> Any:
 async def test_a_nodes_timeout_interrupts_its_call_and_the_run_goes_on(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: HARV-30, HARV-31"""
+    """spec: HARV-30, HARV-31: the turn runs on through two reads after the
+    interrupt; the call is held once it stopped"""
     async with harness(tmp_path) as h:
         wf = h.run.root.parent / "wf.toml"
         wf.write_text(
             wf.read_text().replace('needs = ["explore"]\n', 'needs = ["explore"]\ntimeout = 600\n')
         )
-        await h.script({"marker": f"{CALL}/*"}, hang=True)
+        await h.script({"marker": f"{CALL}/*"}, hang=True, slowStop={"reads": 2})
+        watch = TurnsAtCommit(h.sim)
         before = trio.current_time()
-        state, rows = await go(h)
+        state, rows = await go(h, after_commit=watch.after_commit)
         took = trio.current_time() - before
     assert kinds(rows, CALL) == [
         "prepared",
@@ -300,6 +327,7 @@ async def test_a_nodes_timeout_interrupts_its_call_and_the_run_goes_on(
         "interrupt_requested",
         "held",
     ]
+    assert watch.of(CALL)[-1] == ("held", ("interrupted",))
     assert last(rows, "interrupt_requested")["reason"] == "deadline"
     assert last(rows, "held")["reason"] == "deadline"
     assert 600 <= took < 700

@@ -11,16 +11,13 @@ over the same directory and host, as the resume the answer starts does.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 from trio.testing import MockClock
 
 import tests.actors.test_session_run as session_run
-from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import open_journal_writer
 from crw.bus import steps as bus
 from crw.cli.answer import append_row
@@ -28,7 +25,8 @@ from crw.engine.decision import Record, decide_answer
 from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
-from crw.journal.rows import RowModel, Started
+from crw.journal.rows import Started
+from tests.actors.spies import TurnsAtCommit
 from tests.actors.test_app_server_run import CHAIN
 from tests.actors.test_review_rounds import FIXED, REJECT, REVIEWED, one
 from tests.actors.test_session_resume import (
@@ -64,19 +62,6 @@ def order(rows: Rows, calls: tuple[str, ...] = (CALL, NEW)) -> list[tuple[str, s
     return [(row["row"], row["call"]) for row in rows if row.get("call") in calls]
 
 
-_interrupt = HostReader.interrupt
-
-
-async def _late_interrupt(self: HostReader, thread_id: str, turn_id: str) -> None:
-    """turn/interrupt as a host that takes 30 seconds to stop the turn."""
-
-    async def later() -> None:
-        await trio.sleep(30)
-        await _interrupt(self, thread_id, turn_id)
-
-    trio.lowlevel.spawn_system_task(later)
-
-
 def packet(step: dict[str, Any]) -> str:
     return Path(step["packet"]).read_text()
 
@@ -88,28 +73,23 @@ def turn_status(h: Any, agent: str, turn_id: str) -> str:
 async def test_an_open_call_is_superseded_only_after_its_bound_turn_is_interrupted(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """spec: ATT-36: the process died while build.1's subagent ran its turn. The
-    restart's process interrupts that turn (its intent durable first), reads the
-    thread until it is not active, and only then writes superseded {by: build.2}
-    and the new call's prepared row; the node's result is build.2's, and the
-    old marker was turned once."""
+    """spec: ATT-36, HARV-31: the process died while build.1's subagent ran its
+    turn. The restart's process interrupts that turn (its intent durable first),
+    reads the thread until it is not active (the turn runs on for 30 s after the
+    interrupt), and only then writes superseded {by: build.2} and the new call's
+    prepared row; the node's result is build.2's, and the old marker was turned
+    once."""
     async with harness(tmp_path) as h:
         remembering(h)
-        await h.script({"marker": f"{CALL}/t1-a1"}, hang=True)
+        await h.script({"marker": f"{CALL}/t1-a1"}, hang=True, slowStop={"seconds": 30})
         await h.script({"marker": f"{NEW}/t1-a1"}, answer=FRESH)
         dead = await run_until_killed(h, monkeypatch, "turn_started")
         agent = last(dead, "thread_started")["thread_id"]
         turn_id = last(dead, "turn_started")["turn_id"]
         decision = restart(h.run)
-        seen: list[str] = []  # the turn's status when superseded is durable
-
-        def after_commit(committed: Sequence[RowModel]) -> None:
-            if any(row.row == "superseded" for row in committed):
-                seen.append(turn_status(h, agent, turn_id))
-
-        writer = functools.partial(open_journal_writer, after_commit=after_commit)
+        watch = TurnsAtCommit(h.sim)
+        writer = functools.partial(open_journal_writer, after_commit=watch.after_commit)
         monkeypatch.setattr(session_run, "open_journal_writer", writer)
-        monkeypatch.setattr(HostReader, "interrupt", _late_interrupt)
         state, rows = await h.go()
         stopped = turn_status(h, agent, turn_id)
         closed = h.sim.state.threads[agent].status
@@ -127,7 +107,10 @@ async def test_an_open_call_is_superseded_only_after_its_bound_turn_is_interrupt
         1,
         turn_id,
     )
-    assert seen == ["interrupted"]  # read until it ran nothing, though the interrupt lagged
+    assert watch.of(CALL) == [  # read until it ran nothing, though it stopped late
+        ("interrupt_requested", ("inProgress",)),
+        ("superseded", ("interrupted",)),
+    ]
     assert stopped == "interrupted" and closed == "notLoaded"  # and its close step taken
     assert last(rows, "superseded")["by"] == NEW
     assert last(rows, "completed", NEW)["result"] == FRESH
@@ -139,19 +122,23 @@ async def test_an_open_call_is_superseded_only_after_its_bound_turn_is_interrupt
 
 
 async def test_a_subagent_that_took_an_unreported_step_is_found_by_marker_and_stopped(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """spec: ATT-36: the owner spawned build.1's step and never reported it; the
+    """spec: ATT-36, HARV-31: the owner spawned build.1's step and never reported it; the
     process died before it saw the subagent. The restart's process retracts the
     step file, finds the subagent by the step's marker on the host, interrupts its
-    turn, and only then supersedes build.1: no subagent is bound to it."""
+    turn, reads it until it stopped (three reads after the interrupt), and only
+    then supersedes build.1: no subagent is bound to it."""
     async with harness(tmp_path) as h:
         owner = remembering(h, report=False)
-        await h.script({"marker": f"{CALL}/t1-a1"}, hang=True)
+        await h.script({"marker": f"{CALL}/t1-a1"}, hang=True, slowStop={"reads": 3})
         dead = await run_until_owner_took(h, owner, 1)
         agent = owner.taken[(CALL, 1, 1)]
         turn_id = h.sim.state.threads[agent].turns[0].id
         restart(h.run)
+        watch = TurnsAtCommit(h.sim)
+        writer = functools.partial(open_journal_writer, after_commit=watch.after_commit)
+        monkeypatch.setattr(session_run, "open_journal_writer", writer)
         state, rows = await h.go()
         stopped = turn_status(h, agent, turn_id)
         waiting = [s for s in bus.list_steps(h.run) if s.call == CALL]
@@ -164,6 +151,10 @@ async def test_a_subagent_that_took_an_unreported_step_is_found_by_marker_and_st
     ]
     intent = last(rows, "interrupt_requested")
     assert (intent["op"], intent["attempt"], intent["turn_id"]) == (f"{CALL}/t1", 1, turn_id)
+    assert watch.of(CALL) == [
+        ("interrupt_requested", ("inProgress",)),
+        ("superseded", ("interrupted",)),
+    ]
     assert stopped == "interrupted" and waiting == []
     assert marker_turns(h, f"{CALL}/t1-a1") == 1
     assert state == "ended" and rows[-1]["status"] == "completed"

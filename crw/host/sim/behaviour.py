@@ -29,7 +29,7 @@ PHASES = ("final_answer", "commentary", "partial_answer", None)
 VANISH = ("notLoaded", "systemError")
 _KEYS = frozenset(
     {"answer", "text", "phase", "prose", "invalidFirst", "hang", "fail", "vanish"}
-    | {"seconds", "responses", "tokens", "unreachable", "writes", "commit"}
+    | {"seconds", "responses", "tokens", "unreachable", "writes", "commit", "slowStop"}
 )
 _FAILURE_MESSAGES = {
     "usageLimitExceeded": "Quota exceeded. Check your plan and billing details.",
@@ -122,6 +122,29 @@ def invalid_instance(schema: dict[str, Any] | None) -> Any:
 
 
 @dataclass(frozen=True)
+class SlowStop:
+    """`slowStop {reads?, seconds?}`: a turn that goes on after `turn/interrupt`
+    answered, as a real host's does while it winds down: it streams nothing more,
+    but it stays inProgress (its thread active) until its thread has been read
+    `reads` times (`thread/read`, any client) and `seconds` of the host's clock
+    have passed, both; then it completes interrupted."""
+
+    reads: int = 0
+    seconds: float = 0.0
+
+    @classmethod
+    def from_wire(cls, value: Any) -> SlowStop:
+        if not isinstance(value, dict) or not value or not set(value) <= {"reads", "seconds"}:
+            raise invalid_request("sim/script: slowStop takes reads and/or seconds")
+        reads, seconds = value.get("reads", 0), value.get("seconds", 0)
+        if not isinstance(reads, int) or isinstance(reads, bool) or reads < 0:
+            raise invalid_request("sim/script: slowStop.reads must be an integer >= 0")
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+            raise invalid_request("sim/script: slowStop.seconds must be a number >= 0")
+        return cls(reads, float(seconds))
+
+
+@dataclass(frozen=True)
 class Behaviour:
     """One `sim/script` behaviour; the defaults are a plain valid final answer."""
 
@@ -139,6 +162,7 @@ class Behaviour:
     tokens: Usage | None = None
     unreachable: bool = False
     files: FileEffects = NO_FILES
+    slow_stop: SlowStop | None = None
 
     @classmethod
     def from_wire(cls, value: Any) -> Behaviour:
@@ -170,6 +194,7 @@ class Behaviour:
             tokens=_tokens(value["tokens"]) if "tokens" in value else None,
             unreachable=bool(value.get("unreachable", False)),
             files=effects_from_wire(value),
+            slow_stop=SlowStop.from_wire(value["slowStop"]) if "slowStop" in value else None,
         )
 
 
@@ -224,7 +249,8 @@ class TurnPlan:
     what its model response counts: None when there was none (a failed or vanished
     turn, a silent hang) and its script counts nothing. `files` is what it does to
     its workspace when its seconds have passed, before its answer (none on an
-    unreachable turn: its model never answers)."""
+    unreachable turn: its model never answers). `slow_stop`: how it stops when
+    interrupted (None: at once)."""
 
     messages: list[tuple[str, str | None]] = field(default_factory=list)
     seconds: float = 1.0
@@ -235,6 +261,7 @@ class TurnPlan:
     tokens: Usage | None = None
     unreachable: bool = False
     files: FileEffects = NO_FILES
+    slow_stop: SlowStop | None = None
 
 
 WORK_TOKENS = Usage(input=100, output=10)
@@ -279,6 +306,7 @@ def plan_turn(
         tokens=tokens,
         unreachable=behaviour.unreachable,
         files=NO_FILES if behaviour.unreachable else behaviour.files,
+        slow_stop=behaviour.slow_stop,
     )
 
 

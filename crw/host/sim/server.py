@@ -15,6 +15,7 @@ a client that disconnects mid-turn does not stop them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import math
 import os
@@ -32,6 +33,7 @@ from crw.host.sim.behaviour import (
     UNREACHABLE,
     WORK_TOKENS,
     Script,
+    SlowStop,
     TurnPlan,
     call_of,
     choose,
@@ -101,6 +103,17 @@ class _Connection:
 _Method = Callable[[_Connection, dict[str, Any]], dict[str, Any]]
 
 
+@dataclasses.dataclass
+class _Stopping:
+    """An interrupted turn of a `slowStop` script that runs on: the reads of its
+    thread still to answer it running, and when (Trio's clock) it may stop."""
+
+    thread: Thread
+    turn: Turn
+    reads: int
+    at: float
+
+
 class SimHost:
     """The state, scripts and CODEX_HOME of one simulated host, shared by all its
     connections. Made by `open_sim_host`, which owns the nursery its turns run in."""
@@ -124,6 +137,10 @@ class SimHost:
         self._subscribers: dict[str, set[_Connection]] = {}
         self._answered_calls: set[str] = set()
         self._runners: dict[str, trio.CancelScope] = {}
+        self._slow: dict[str, SlowStop] = {}
+        """How each running turn of a `slowStop` script stops, by turn id."""
+        self._stopping: dict[str, _Stopping] = {}
+        """The turns interrupted that run on (`slowStop`), by turn id."""
         self._held: list[tuple[set[_Connection], dict[str, Any]]] | None = None
         self._records: dict[str, list[rollout.Record]] = {}
         """Rollout records of this step not written yet, by file (`_write_records`)."""
@@ -134,7 +151,7 @@ class SimHost:
         self._methods: dict[str, _Method] = {
             "initialize": self._initialize,
             "thread/start": self._thread_start,
-            "thread/read": self._read(read_thread),
+            "thread/read": self._thread_read,
             "thread/list": self._read(list_threads),
             "thread/loaded/list": self._read(list_loaded),
             "thread/turns/list": self._read(list_turns),
@@ -302,6 +319,8 @@ class SimHost:
         plan = self._plan(thread, text, schema)
         scope = trio.CancelScope()
         self._runners[turn.id] = scope
+        if plan.slow_stop is not None:
+            self._slow[turn.id] = plan.slow_stop
         workspace = files.workspace_of(_user_texts(thread), thread.cwd) if plan.files else None
         self._nursery.start_soon(self._run_turn, thread, turn, plan, scope, workspace)
         return turn
@@ -460,6 +479,8 @@ class SimHost:
         )
         done = rollout.event("task_complete", turn_id=turn.id, status=status)
         self._record(thread, "event_msg", done, wall)
+        self._slow.pop(turn.id, None)
+        self._stopping.pop(turn.id, None)
         runner = self._runners.pop(turn.id, None)
         if runner is not None:
             runner.cancel()
@@ -538,12 +559,52 @@ class SimHost:
 
     def _turn_interrupt(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
         """Interrupt a turn in progress (it keeps what it streamed); a turn that
-        already ended is left as it is."""
+        already ended, or is stopping already, is left as it is. A turn of a
+        `slowStop` script stops working but ends only later (`_stop_slowly`)."""
         thread = self.state.loaded(str(params.get("threadId")))
         turn = thread.turn(str(params.get("turnId")))
-        if turn is not None:
+        if turn is None or turn.id in self._stopping:
+            return {}
+        slow = self._slow.pop(turn.id, None)
+        if slow is None or turn.status != "inProgress":
             self._end_turn(thread, turn, "interrupted")
+        else:
+            self._stop_slowly(thread, turn, slow)
         return {}
+
+    def _stop_slowly(self, thread: Thread, turn: Turn, slow: SlowStop) -> None:
+        """The turn streams nothing more, and stays in progress (its thread active)
+        until `slow.reads` thread/reads answered it so (`_thread_read`) and
+        `slow.seconds` have passed (`_stop_when_due`)."""
+        runner = self._runners.pop(turn.id, None)
+        if runner is not None:
+            runner.cancel()
+        stop = _Stopping(thread, turn, slow.reads, trio.current_time() + slow.seconds)
+        self._stopping[turn.id] = stop
+        self._runners[turn.id] = scope = trio.CancelScope()
+        self._nursery.start_soon(self._stop_when_due, stop, scope)
+
+    async def _stop_when_due(self, stop: _Stopping, scope: trio.CancelScope) -> None:
+        with scope:
+            try:
+                await trio.sleep_until(stop.at)
+                if stop.reads == 0:
+                    self._end_turn(stop.thread, stop.turn, "interrupted")
+            finally:
+                self._write_records()
+
+    def _thread_read(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """`thread/read`; a stopping turn (`slowStop`) counts it, and ends once it
+        was the last read to show it running and its time has passed."""
+        answer = read_thread(self.state, params)
+        thread = self.state.threads.get(str(params.get("threadId")))
+        turn = thread.active_turn() if thread is not None else None
+        stop = self._stopping.get(turn.id) if turn is not None else None
+        if stop is not None:
+            stop.reads = max(stop.reads - 1, 0)
+            if stop.reads == 0 and trio.current_time() >= stop.at:
+                self._end_turn(stop.thread, stop.turn, "interrupted")
+        return answer
 
     # -- the sim/* control methods
 
@@ -617,6 +678,8 @@ class SimHost:
                     runner.cancel()
             thread.status = "notLoaded"
             thread.config = {}
+        self._slow.clear()
+        self._stopping.clear()
         self._subscribers.clear()
         self._write_records()
         rollout.close()

@@ -144,6 +144,12 @@ def test_the_newest_matching_script_wins() -> None:
         {"responses": 0},
         {"responses": 1.5},
         {"responses": True},
+        {"slowStop": {}},
+        {"slowStop": 3},
+        {"slowStop": {"reads": -1}},
+        {"slowStop": {"reads": 1.5}},
+        {"slowStop": {"seconds": -1}},
+        {"slowStop": {"turns": 1}},
     ],
 )
 def test_a_malformed_behaviour_is_refused(behaviour: dict[str, Any]) -> None:
@@ -251,6 +257,79 @@ async def test_hang_never_ends_the_turn_until_it_is_interrupted(
         turn = await client.turn_completed(turn_id)
     assert read["thread"]["turns"][0]["status"] == "inProgress"
     assert (turn["status"], turn["error"], turn["items"]) == ("interrupted", None, [])
+
+
+async def _interrupted(
+    client: RawClient, slow_stop: dict[str, Any]
+) -> tuple[str, str, dict[str, Any]]:
+    """A hanging turn of a `slowStop` script, run an hour, then interrupted: its
+    thread and turn ids, and the interrupt's answer."""
+    behaviour = {"hang": True, "answer": {"verdict": "pass"}, "slowStop": slow_stop}
+    await client.request("sim/script", {"match": {}, "behaviour": behaviour})
+    thread_id = (await client.request("thread/start", {}))["thread"]["id"]
+    params = {"threadId": thread_id, "input": text_input(TASK)}
+    turn_id = (await client.request("turn/start", params))["turn"]["id"]
+    await trio.sleep(3600)
+    answer = await client.request("turn/interrupt", {"threadId": thread_id, "turnId": turn_id})
+    return thread_id, turn_id, answer
+
+
+def _shown(read: dict[str, Any]) -> tuple[str, str]:
+    return read["thread"]["status"]["type"], read["thread"]["turns"][-1]["status"]
+
+
+async def test_a_slow_stop_runs_on_through_its_reads_then_completes_interrupted(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """`slowStop {reads: 2}`: the interrupt is answered at once; the two reads after
+    it show the thread active and the turn in progress, a second interrupt changes
+    nothing, and the third read shows the turn interrupted, its answer kept."""
+    async with connected(tmp_path) as (_, client):
+        thread_id, turn_id, answer = await _interrupted(client, {"reads": 2})
+        read = {"threadId": thread_id, "includeTurns": True}
+        first = await client.request("thread/read", read)
+        await client.request("turn/interrupt", {"threadId": thread_id, "turnId": turn_id})
+        second = await client.request("thread/read", read)
+        completed = await client.turn_completed(turn_id)
+        third = await client.request("thread/read", read)
+    assert answer == {}
+    assert _shown(first) == _shown(second) == ("active", "inProgress")
+    assert _shown(third) == ("idle", "interrupted")
+    assert client.methods(thread_id)[-2:] == ["thread/status/changed", "turn/completed"]
+    assert (completed["status"], completed["error"]) == ("interrupted", None)
+    assert [i["phase"] for i in completed["items"]] == ["final_answer"]
+
+
+async def test_a_slow_stop_runs_on_for_its_seconds_then_completes_interrupted(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """`slowStop {seconds: 30}`: read at once and 29 s on, the turn still runs; it
+    completes interrupted 30 s after the interrupt, read or not."""
+    async with connected(tmp_path) as (_, client):
+        thread_id, turn_id, _ = await _interrupted(client, {"seconds": 30})
+        sent = trio.current_time()
+        read = {"threadId": thread_id, "includeTurns": True}
+        first = await client.request("thread/read", read)
+        await trio.sleep(29)
+        later = await client.request("thread/read", read)
+        completed = await client.turn_completed(turn_id)
+        ended = trio.current_time() - sent
+    assert _shown(first) == _shown(later) == ("active", "inProgress")
+    assert completed["status"] == "interrupted"
+    assert ended == pytest.approx(30.0)
+
+
+async def test_a_slow_stop_is_cut_short_by_close_agent(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """close_agent ends a stopping turn at once, as it ends a running one."""
+    async with connected(tmp_path) as (_, client):
+        thread_id, turn_id, _ = await _interrupted(client, {"reads": 5})
+        await client.request("sim/closeAgent", {"target": thread_id})
+        completed = await client.turn_completed(turn_id)
+        read = await client.request("thread/read", {"threadId": thread_id, "includeTurns": True})
+    assert completed["status"] == "interrupted"
+    assert _shown(read) == ("notLoaded", "interrupted")
 
 
 @pytest.mark.parametrize("status", ["notLoaded", "systemError"])
