@@ -1,12 +1,13 @@
 """The git demo's run process SIGKILLed again and again, with real processes.
 
 `crw flow demo --git` runs as a user runs it (its own simulated host, its run
-process and its scripted owner). The drill SIGKILLs each new run process 20 ms to
-250 ms after its `started` row, KILLS (20) times, and resumes the run at once
-with `crw flow resume RUN --detach`, racing the owner's `crw flow next`, which
-resumes a run no process holds too; then it lets the demo end. The undisturbed
-demo's run takes about a second, so the kills land all along it, on its first
-process and on the processes of its resumes (the drill takes ~40 s on 2 cores).
+process and its scripted owner). The drill SIGKILLs each new run process the
+moment the first dispatch report of a step lands in the run's inbox (often
+before the run binds it), or 20 ms to 250 ms after its `started` row, KILLS
+(20) times, and resumes the run at once with `crw flow resume RUN --detach`,
+racing the owner's `crw flow next`, which resumes a run no process holds too;
+then it lets the demo end. The kills land all along the run, on its first
+process and on the processes of its resumes (the drill takes 35-50 s on 2 cores).
 Every process whose command line names the drill's directory is reaped by pid
 at teardown.
 
@@ -37,8 +38,9 @@ from tests.cli.conftest import REPO, Crw
 from tests.drill.test_crash_drill import alive, kill, results, wait_until
 
 KILLS = 20
-DELAYS = (0.02, 0.05, 0.1, 0.15, 0.25)
-"""Seconds from a run process's `started` row to its SIGKILL, in turn."""
+DELAYS = (0.25, 0.02, 0.05, 0.02, 0.1, 0.02)
+"""The longest a run process lives after its `started` row, in turn (seconds): it
+is SIGKILLed sooner the moment the first report of a step lands in the inbox."""
 DEMO_DEADLINE = 80.0
 """Seconds the killed demo may take to its end."""
 
@@ -94,6 +96,7 @@ def kill_runs(crw: Crw, state: Path, child: subprocess.Popen[bytes]) -> int:
     the demo runs, and resume the run at once as a person would (or the owner's
     next does, whichever launches first); how many were killed."""
     killed: set[int] = set()
+    reports: set[tuple[str, int, int]] = set()
     deadline = time.monotonic() + DEMO_DEADLINE
     while len(killed) < KILLS and child.poll() is None and time.monotonic() < deadline:
         path = journal(state)
@@ -106,12 +109,27 @@ def kill_runs(crw: Crw, state: Path, child: subprocess.Popen[bytes]) -> int:
             time.sleep(0.01)
             continue
         pid = fresh[-1]
-        time.sleep(DELAYS[len(killed) % len(DELAYS)])
+        until = time.monotonic() + DELAYS[len(killed) % len(DELAYS)]
+        while time.monotonic() < until and not new_reports(path.parent / "inbox", reports):
+            time.sleep(0.002)
         os.kill(pid, signal.SIGKILL)
         killed.add(pid)
         wait_until("the killed process is gone", lambda: not alive(pid))  # noqa: B023
         resume(crw, state, path.parent.name)
     return len(killed)
+
+
+def new_reports(inbox: Path, seen: set[tuple[str, int, int]]) -> bool:
+    """Whether the inbox holds a dispatch report of a step (call, k, attempt) not in
+    `seen` (then in `seen`)."""
+    steps = set()
+    for path in inbox.glob("*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            report = json.loads(path.read_bytes())
+            steps.add((report["call"], report["k"], report["attempt"]))
+    fresh = steps - seen
+    seen |= fresh
+    return bool(fresh)
 
 
 def resume(crw: Crw, state: Path, run: str) -> None:
@@ -144,15 +162,15 @@ def test_the_git_demo_spawns_no_marker_twice_across_kills_of_its_run_process(
     child = demo(crw, state)
     killed = kill_runs(crw, state, child)
     out = ended(crw, state, child)
-    assert killed == KILLS, f"the run ended after {killed} kills"
     path = journal(state)
     assert path is not None
     rows = read_journal(path).rows
-    assert sum(r["row"] == "started" for r in rows) > KILLS
     twice = {marker: n for marker, n in spawns(state).items() if n > 1}
     assert twice == {}, f"markers spawned more than once: {twice}"
     warned = [r for r in rows if r["row"] == "session_host_warning"]
     assert [r for r in warned if "several_spawns" in r.get("warnings", [])] == []
+    assert killed == KILLS, f"the run ended after {killed} kills"
+    assert sum(r["row"] == "started" for r in rows) > KILLS
     assert (out["state"], out["ended_status"]) == ("ended", "completed")
     reference_path = journal(reference_state)
     assert reference_path is not None
