@@ -219,6 +219,7 @@ def _session_demo(
             "marker": f"{t.step['op']}-a{t.step['attempt']}" if "op" in t.step else None,
             "agent_id": t.agent,
             "reply": (t.reply or {}).get("reply"),
+            "reported_again": t.again,
         }
         for t in taken
     ]

@@ -5,7 +5,12 @@ surface: it asks `crw flow next RUN --wait S --json`, makes each step's host cal
 on the simulated host (`sim/spawnAgent` for spawn_agent, `sim/sendInput` for
 send_input, `sim/closeAgent` for close_agent), reports each spawn and send_input
 with `crw flow dispatched RUN CALL --agent ID --k K --attempt N --json`, and asks
-again until the run is over. The two commands run in-process (their `--json`
+again until the run is over. As the docs tell every owner, it makes no host call
+for a step next marks `reported` (its report waits in the inbox; the run answers
+it), and it never spawns (or sends) a step it took already: a run resumed after
+its process died publishes the step again, and the owner reports the subagent it
+made for it again instead (a report that repeats a bind is answered `bound`). The
+two commands run in-process (their `--json`
 output captured), so the owner reads exactly what an owner reads, without paying
 for a fresh interpreter per command. `crw flow demo` and `bench/latency.py` use it.
 """
@@ -24,6 +29,9 @@ import trio
 from crw.errors import RefusedError
 from crw.host.client import HostClient
 
+KEEPS = frozenset({"bound", "queued", "retry"})
+"""Replies after which the subagent the owner made still stands for its step: the
+owner reports it again if the step comes back, and makes no other."""
 DONE_STATES = frozenset({"ended", "paused", "waiting_decision"})
 """States an owner stops at: the run is over, or waits on someone but the owner."""
 IDLE_PAUSE = 0.02
@@ -39,6 +47,9 @@ class Taken:
     step: dict[str, Any]
     agent: str
     reply: dict[str, Any] | None = None
+    again: bool = False
+    """Whether the owner reported a subagent it made for the step before, without
+    a host call."""
 
     def line(self) -> str:
         """`step build.1/t2-a1 send_input -> reply bound (agent …)`, or `close …`."""
@@ -46,9 +57,9 @@ class Taken:
         if step["action"] == "close":
             return f"close {step['call']} a{step['attempt']} -> closed {self.agent}"
         reply = (self.reply or {}).get("reply")
+        action = f"{step['action']} reported again" if self.again else step["action"]
         return (
-            f"step {step['op']}-a{step['attempt']} {step['action']} -> reply {reply} "
-            f"(agent {self.agent})"
+            f"step {step['op']}-a{step['attempt']} {action} -> reply {reply} (agent {self.agent})"
         )
 
 
@@ -75,6 +86,8 @@ class ScriptedOwner:
         self.state = state
         self.wait = wait
         self.dispatch_wait = dispatch_wait
+        self.made: dict[tuple[str, int, int], str] = {}
+        """The subagent made for each step (call, k, attempt) this owner took."""
 
     async def play(self, on_step: Callable[[Taken], None]) -> dict[str, Any]:
         """Take every step until the run is over (or waits on a decision, or is
@@ -83,7 +96,9 @@ class ScriptedOwner:
         while True:
             answer = await self.next()
             for step in answer["steps"]:
-                on_step(await self.take(step))
+                taken = await self.take(step)
+                if taken is not None:
+                    on_step(taken)
             if answer["state"] in DONE_STATES:
                 return answer
             if not answer["steps"]:
@@ -98,12 +113,22 @@ class ScriptedOwner:
         )
         return answer
 
-    async def take(self, step: dict[str, Any]) -> Taken:
-        """Make the step's host call; report a spawn or send_input with dispatched."""
-        agent = await take_on_host(self.client, self.thread_id, step)
+    async def take(self, step: dict[str, Any]) -> Taken | None:
+        """Make the step's host call; report a spawn or send_input with dispatched.
+        None for a step already reported: no host call, no report. A step this
+        owner made a subagent for is reported again with it, without a host call."""
         if step["action"] == "close":
-            return Taken(step, agent)
-        return Taken(step, agent, await self.dispatched(step, agent))
+            return Taken(step, await take_on_host(self.client, self.thread_id, step))
+        if step.get("reported"):
+            return None
+        key = (step["call"], step["k"], step["attempt"])
+        made = self.made.get(key)
+        agent = made or await take_on_host(self.client, self.thread_id, step)
+        self.made[key] = agent
+        reply = await self.dispatched(step, agent)
+        if reply.get("reply") not in KEEPS:
+            del self.made[key]
+        return Taken(step, agent, reply, again=made is not None)
 
     async def dispatched(self, step: dict[str, Any], agent: str) -> dict[str, Any]:
         """`crw flow dispatched RUN CALL --agent ID --k K --attempt N --json`: the reply."""

@@ -4,12 +4,17 @@ A run a process holds gets a request in its inbox (`crw.bus.control`); the run
 interrupts the running turns of its calls, holds each call, and answers with its
 row (`paused`, or `cancelled` and `ended`), which the command waits for up to S
 seconds (120), as `crw flow dispatched` waits for its reply. A run no process
-holds is stopped under its run lock: with calls an earlier process left open,
-this command runs the run's process in the foreground, which reads the request
-before any call goes on and stops them the same way (the host is needed to
-interrupt their turns); with none, it writes the run's row itself, and a cancel
-that so ends the run closes the owner's orchestrator line, cleans the bus and
-releases what the run holds in the checkout (`crw.workspace.release`).
+holds is stopped under its launch lock, so no resume launches a process
+meanwhile: with calls an earlier process left open, the command launches the
+run's process detached, as `crw flow resume RUN --detach` does, and waits for
+its answer; that process reads the request before any call goes on and stops
+them the same way (the host is needed to interrupt their turns). With none, it
+writes the run's row itself under the run lock, and a cancel that so ends the
+run closes the owner's orchestrator line, cleans the bus and releases what the
+run holds in the checkout (`crw.workspace.release`). The command never becomes the run's
+process: it writes no `started` row and runs no call. A launch that races this
+one (a resume, a `next`) is waited for instead: its process finds the request
+in the inbox and answers it.
 
 Idempotent: a pause of a paused run says so (exit 0); a pause or cancel of an
 ended run refuses with one line (exit 1). Nothing is written before the checks.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +34,11 @@ from crw.bus import control
 from crw.bus.ended import clean_ended
 from crw.cli.output import emit
 from crw.clock import system_clock
-from crw.engine.locks import RunHeldError, run_is_live, run_lock
+from crw.engine.launch import launch_run_process
+from crw.engine.locks import RunHeldError, is_launching, launch_lock, run_is_live, run_lock
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, read_run_spec
+from crw.engine.tmploc import recorded_problem
 from crw.errors import RefusedError
 from crw.journal.log import decode
 from crw.journal.replay import TERMINAL_ROWS, RunState, replay
@@ -72,8 +80,8 @@ def control_command(op: control.Op, run: str, *, wait: float, state: str | None,
             f"cannot write the {op} request into {run_dir.inbox}: {err.strerror or err}; "
             "make the run directory writable"
         ) from err
-    after, via = _stop(op, target, before, wait)
-    return _print(op, target, before, after, json, via=via)
+    after, via, pid = _stop(op, target, before, wait)
+    return _print(op, target, before, after, json, via=via, pid=pid)
 
 
 def _refuse_ended(op: str, target: Target, run: RunState) -> None:
@@ -84,45 +92,82 @@ def _refuse_ended(op: str, target: Target, run: RunState) -> None:
         )
 
 
-def _stop(op: control.Op, target: Target, before: RunState, wait: float) -> tuple[RunState, str]:
-    """Wait for the live run's answer, or stop the run here when no process holds it."""
+def _stop(
+    op: control.Op, target: Target, before: RunState, wait: float
+) -> tuple[RunState, str, int | None]:
+    """Wait for the run's answer: from its live process, or from the process this
+    command launches when none holds the run; or stop it here when it has no open
+    call. Returns the run, who stopped it and the pid of the process launched."""
     deadline = time.monotonic() + wait
-    while run_is_live(target.run_dir):
+    launched: subprocess.Popen[bytes] | None = None
+    while True:
+        gone = launched is not None and launched.poll() is not None
         after = _read(target.run_dir)
         if after.last_seq > before.last_seq and after.state in ANSWERS[op]:
-            return after, "process"
+            return after, "process" if launched is None else "launched", _pid(launched)
         if time.monotonic() >= deadline:
             raise RefusedError(
                 f"run {target.spec.id} did not answer the {op} within {wait:g} s; its request "
                 f"waits in {target.run_dir.inbox} and the run acts on it when its calls reach "
                 f"a wait: follow it with: crw flow status {target.spec.id}"
             )
+        if run_is_live(target.run_dir) or is_launching(target.run_dir):
+            time.sleep(POLL)
+            continue
+        _refuse_ended(op, target, after)
+        if launched is not None and gone:
+            raise RefusedError(
+                f"run {target.spec.id}'s process {launched.pid} exited before it answered the "
+                f"{op}; see why in {target.run_dir.log}, then run the {op} again"
+            )
+        if launched is None:
+            stopped = _stop_here(op, target, before)
+            if isinstance(stopped, RunState):
+                return stopped, "here", None
+            launched = stopped
         time.sleep(POLL)
-    after = _read(target.run_dir)
-    if after.last_seq > before.last_seq and after.state in ANSWERS[op]:
-        return after, "process"  # it answered and let go
-    _refuse_ended(op, target, after)
-    return _stop_here(op, target), "here"
 
 
-def _stop_here(op: control.Op, target: Target) -> RunState:
-    """Stop a run no process holds: its open calls through the run's process in
-    the foreground (their turns are interrupted on the host), else its row alone."""
-    run = _read(target.run_dir)
-    if any(call.state not in TERMINAL_ROWS for call in run.calls.values()):
-        from crw.actors.run import run_command
+def _pid(launched: subprocess.Popen[bytes] | None) -> int | None:
+    return None if launched is None else launched.pid
 
-        run_command(target.spec.id, state=str(target.state_dir))
-        return _read(target.run_dir)
+
+def _stop_here(
+    op: control.Op, target: Target, before: RunState
+) -> RunState | subprocess.Popen[bytes] | None:
+    """Stop a run no process holds, under its launch lock: launch the run's process
+    for its open calls (their turns are interrupted on the host; the child), else
+    write its row alone (the run as it then reads). None when a process or another
+    launch got there first, or the run answered meanwhile: wait for it."""
+    problem = recorded_problem(target.spec.env_overrides())
+    if problem is not None:
+        raise RefusedError(
+            f"run {target.spec.id}'s process cannot be launched to {op} it: {problem}, "
+            f"then run the {op} again"
+        )
     try:
-        with run_lock(target.run_dir):
-            _write_rows(op, target, _read(target.run_dir))
-            if op == "cancel":  # it ended the run: no process is there to close the line
-                _close_line(target)
-                clean_ended(target.run_dir)  # nor to clean the bus; the rows are durable
-                release_run(target.run_dir, target.spec)  # nor to release the checkout's
-    except RunHeldError as err:
-        raise RefusedError(f"{err}; run the {op} again") from err
+        with launch_lock(target.run_dir) as lock:
+            run = _read(target.run_dir)
+            answered = run.last_seq > before.last_seq and run.state in ANSWERS[op]
+            if answered or run_is_live(target.run_dir):
+                return None
+            _refuse_ended(op, target, run)
+            if any(call.state not in TERMINAL_ROWS for call in run.calls.values()):
+                return launch_run_process(
+                    target.run_dir,
+                    target.state_dir,
+                    target.spec.env_overrides(),
+                    os.environ,
+                    lock,
+                )
+            with run_lock(target.run_dir):
+                _write_rows(op, target, _read(target.run_dir))
+                if op == "cancel":  # it ended the run: no process is there to close the line
+                    _close_line(target)
+                    clean_ended(target.run_dir)  # nor to clean the bus; the rows are durable
+                    release_run(target.run_dir, target.spec)  # nor to release the checkout's
+    except RunHeldError:
+        return None
     return _read(target.run_dir)
 
 
@@ -171,7 +216,14 @@ def _read(run_dir: RunDir) -> RunState:
 
 
 def _print(
-    op: str, target: Target, before: RunState, after: RunState, as_json: bool, *, via: str
+    op: str,
+    target: Target,
+    before: RunState,
+    after: RunState,
+    as_json: bool,
+    *,
+    via: str,
+    pid: int | None = None,
 ) -> int:
     """What the command did, in one line or one JSON object; the exit code."""
     run_id = target.spec.id
@@ -190,6 +242,8 @@ def _print(
         "via": via,
         "held": held,
     }
+    if pid is not None:
+        payload["pid"] = pid
     if not stopped:
         payload["reason"] = after.paused_why or after.ended_status
         emit(as_json, payload, _unstopped(op, run_id, after))

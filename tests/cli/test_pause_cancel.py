@@ -84,10 +84,10 @@ def test_pause_interrupts_the_live_run_then_cancel_ends_it_and_both_are_idempote
     assert drill.rows() == rows
 
 
-def test_pause_of_a_run_no_process_holds_interrupts_its_open_call_in_the_foreground(
+def test_pause_of_a_run_no_process_holds_launches_its_process_and_never_becomes_it(
     drill: Drill,
 ) -> None:
-    """spec: HARV-28, HARV-31, HARV-35"""
+    """spec: HARV-28, HARV-31, HARV-35: the pause's own pid writes no started row"""
     drill.start(crash_after=None)
     assert drill.run is not None
     run, state = drill.run.id, str(drill.crw.state)
@@ -98,10 +98,9 @@ def test_pause_of_a_run_no_process_holds_interrupts_its_open_call_in_the_foregro
     wait_until("the run is let go", lambda: not run_is_live(drill.run))
     dead = drill.rows()
 
-    paused = drill.crw("flow", "pause", run, "--state", state, "--json")
+    pause = drill.spawn("crw", "flow", "pause", run, "--state", state, "--json")
+    assert pause.wait(timeout=60) == 0, (drill.root / "crw.stderr").read_text()
     drill.unpause_owner()
-    assert paused.code == 0, paused.stderr
-    assert paused.json()["via"] == "here" and paused.json()["held"] == [CALL]
     rows = drill.rows()
     assert [r["row"] for r in rows[len(dead) :]] == [
         "started",
@@ -109,12 +108,40 @@ def test_pause_of_a_run_no_process_holds_interrupts_its_open_call_in_the_foregro
         "held",
         "paused",
     ]
+    started = rows[len(dead)]
+    assert started["pid"] != pause.pid  # a process the pause launched, not the pause
     requested = rows[len(dead) + 1]
     assert requested["turn_id"] == [r for r in dead if r["row"] == "turn_started"][-1]["turn_id"]
+    wait_until("the launched process lets the run go", lambda: not run_is_live(drill.run))
     counts, status = drill.subagent_turns()
     agent = [r for r in dead if r["row"] == "thread_started" and r["call"] == CALL][-1]
     assert status[agent["thread_id"]] != "active"
     assert counts[f"{CALL}/t1-a1"] == 1
+
+    again = drill.crw("flow", "pause", run, "--state", state, "--json")
+    assert again.code == 0 and again.json()["via"] == "none"
+    launched = {r["pid"] for r in drill.rows() if r["row"] == "started"} - {pid}
+    assert launched == {started["pid"]}
+
+
+def test_pause_answers_with_the_process_it_launched(drill: Drill) -> None:
+    """spec: HARV-28: `via` launched, and the pid of the process that stopped the calls"""
+    drill.start(crash_after=None)
+    assert drill.run is not None
+    run, state = drill.run.id, str(drill.crw.state)
+    wait_until("build's turn runs", lambda: "turn_started" in kinds(drill.rows()))
+    drill.pause_owner()
+    (pid,) = [r["pid"] for r in drill.rows() if r["row"] == "started"]
+    kill(pid)
+    wait_until("the run is let go", lambda: not run_is_live(drill.run))
+
+    paused = drill.crw("flow", "pause", run, "--state", state, "--json")
+    drill.unpause_owner()
+    assert paused.code == 0, paused.stderr
+    rows = drill.rows()
+    assert paused.json()["via"] == "launched" and paused.json()["held"] == [CALL]
+    assert paused.json()["pid"] == [r["pid"] for r in rows if r["row"] == "started"][-1]
+    assert rows[-1]["row"] == "paused"
 
 
 def test_resume_after_a_pause_runs_the_held_call_again_and_completes(drill: Drill) -> None:

@@ -21,7 +21,8 @@ _outcome: dict[str, str] = {}
 
 @pytest.fixture
 def found(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
-    """What the drill found: its test fills `held` (the held reason) and `end`."""
+    """What the drill found: its test fills `held` (the held reason) and `end`, and
+    `point` and `stop` when its parameters do not name them."""
     seen: dict[str, Any] = {}
     yield seen
     request.node.user_properties.append(("drill", seen))
@@ -41,7 +42,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         point, stop = params.group(1).split("-", 1) if params else ("", "")
         tier = "in-process" if "test_interrupt_drills" in report.nodeid else "process"
         seen = dict(report.user_properties).get("drill")
-        _found[report.nodeid] = (tier, point, stop, seen if isinstance(seen, dict) else {})
+        seen = seen if isinstance(seen, dict) else {}
+        point, stop = seen.get("point", point), seen.get("stop", stop)
+        _found[report.nodeid] = (tier, point, stop, seen)
 
 
 def table() -> list[tuple[str, ...]]:

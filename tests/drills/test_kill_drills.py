@@ -5,12 +5,13 @@ The run process is started with `CRW_CRASH_AFTER` (the crash drill's kill point)
 so it SIGKILLs itself right after the stop's first row is durable: the interrupt's
 intent (`interrupt_requested`, before the interrupt is sent), or, for a call the
 host already answered, right after its turn was bound. What a person does next is
-what the drill does: the `crw flow pause`/`cancel` that waited stops the run no
-process holds itself, a deadline's hold is answered with `crw flow answer --retry`,
-a pause is followed by `crw flow resume`. Each drill asserts the stop's rows, that
-no marker was turned twice on the host, that every subagent was closed, and that
-the run ends with the results of the same workflow run undisturbed. Every process
-is reaped by pid at teardown (the crash drill's `reap`).
+what the drill does: the `crw flow pause`/`cancel` that waited launches the
+process of the run no process holds, which stops it, a deadline's hold is
+answered with `crw flow answer --retry`, a pause is followed by `crw flow
+resume`. Each drill asserts the stop's rows, that no marker was turned twice on
+the host, that every subagent was closed, and that the run ends with the results
+of the same workflow run undisturbed. Every process is reaped by pid at teardown
+(the crash drill's `reap`).
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ def test_a_run_killed_as_it_stops_a_call_ends_as_the_undisturbed_run(
     assert held["reason"] == reason
     found["held"] = reason
     if answer is not None:
-        assert answer["via"] == "here" and answer["held"] == [case.call], answer
+        assert answer["via"] == "launched" and answer["held"] == [case.call], answer
         assert rows[-1]["row"] == ("paused" if case.stop == "pause" else "ended")
     rows = go_on(drill, case)
     turns, status = drill.subagent_turns()

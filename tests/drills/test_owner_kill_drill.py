@@ -1,0 +1,179 @@
+"""The git demo's run process SIGKILLed again and again, with real processes.
+
+`crw flow demo --git` runs as a user runs it (its own simulated host, its run
+process and its scripted owner). The drill SIGKILLs each new run process the
+moment the first dispatch report of a step lands in the run's inbox (often
+before the run binds it), or 20 ms to 250 ms after its `started` row, KILLS
+(20) times, and resumes the run at once with `crw flow resume RUN --detach`,
+racing the owner's `crw flow next`, which resumes a run no process holds too;
+then it lets the demo end. The kills land all along the run, on its first
+process and on the processes of its resumes (the drill takes 35-50 s on 2 cores).
+Every process whose command line names the drill's directory is reaped by pid
+at teardown.
+
+It asserts that no marker was spawned twice on the host (the subagents' first
+messages in the simulated host's rollouts), that the journal has no
+`several_spawns` warning, and that the run completes with the results and the
+node's branch of the same demo run undisturbed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crw.journal.log import read_journal
+from tests.cli.conftest import REPO, Crw
+from tests.drill.test_crash_drill import alive, kill, results, wait_until
+
+KILLS = 20
+DELAYS = (0.25, 0.02, 0.05, 0.02, 0.1, 0.02)
+"""The longest a run process lives after its `started` row, in turn (seconds): it
+is SIGKILLed sooner the moment the first report of a step lands in the inbox."""
+DEMO_DEADLINE = 80.0
+"""Seconds the killed demo may take to its end."""
+
+
+def pids_naming(root: Path) -> list[int]:
+    """The processes whose command line names `root` (the demo, its host, its runs)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if str(root).encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+    return found
+
+
+@pytest.fixture
+def crw(tmp_path: Path) -> Iterator[Crw]:
+    (tmp_path / "tmp").mkdir()
+    runner = Crw(tmp_path / "state", tmp_path / "tmp")
+    try:
+        yield runner
+    finally:
+        for pid in pids_naming(tmp_path):
+            kill(pid)
+
+
+def demo(crw: Crw, state: Path) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "crw", "flow", "demo", "--git", "--state", str(state), "--json"]
+    with (state.parent / f"{state.name}.out").open("wb") as out:
+        return subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            env=crw.env, cwd=REPO,
+        )  # fmt: skip
+
+
+def ended(crw: Crw, state: Path, child: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """Wait for the demo to exit; its --json object."""
+    child.wait(timeout=DEMO_DEADLINE)
+    text = (state.parent / f"{state.name}.out").read_text()
+    assert child.returncode == 0, text
+    out: dict[str, Any] = json.loads(text)
+    return out
+
+
+def journal(state: Path) -> Path | None:
+    found = list((state / "flow").glob("*/journal.jsonl"))
+    return found[0] if found else None
+
+
+def kill_runs(crw: Crw, state: Path, child: subprocess.Popen[bytes]) -> int:
+    """SIGKILL each new run process of the demo in `state`, KILLS of them, while
+    the demo runs, and resume the run at once as a person would (or the owner's
+    next does, whichever launches first); how many were killed."""
+    killed: set[int] = set()
+    reports: set[tuple[str, int, int]] = set()
+    deadline = time.monotonic() + DEMO_DEADLINE
+    while len(killed) < KILLS and child.poll() is None and time.monotonic() < deadline:
+        path = journal(state)
+        rows = read_journal(path).rows if path else []
+        if path is None or (rows and rows[-1]["row"] == "ended"):
+            time.sleep(0.01)
+            continue
+        fresh = [r["pid"] for r in rows if r["row"] == "started" and r["pid"] not in killed]
+        if not fresh or not alive(fresh[-1]):
+            time.sleep(0.01)
+            continue
+        pid = fresh[-1]
+        until = time.monotonic() + DELAYS[len(killed) % len(DELAYS)]
+        while time.monotonic() < until and not new_reports(path.parent / "inbox", reports):
+            time.sleep(0.002)
+        os.kill(pid, signal.SIGKILL)
+        killed.add(pid)
+        wait_until("the killed process is gone", lambda: not alive(pid))  # noqa: B023
+        resume(crw, state, path.parent.name)
+    return len(killed)
+
+
+def new_reports(inbox: Path, seen: set[tuple[str, int, int]]) -> bool:
+    """Whether the inbox holds a dispatch report of a step (call, k, attempt) not in
+    `seen` (then in `seen`)."""
+    steps = set()
+    for path in inbox.glob("*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            report = json.loads(path.read_bytes())
+            steps.add((report["call"], report["k"], report["attempt"]))
+    fresh = steps - seen
+    seen |= fresh
+    return bool(fresh)
+
+
+def resume(crw: Crw, state: Path, run: str) -> None:
+    """`crw flow resume RUN --detach`; refused when the owner's next resumed it first."""
+    crw("flow", "resume", run, "--detach", "--state", str(state), "--json")
+
+
+def spawns(state: Path) -> Counter[str]:
+    """How many subagents the simulated host spawned for each marker: the marker
+    of each subagent rollout's first user message."""
+    counts: Counter[str] = Counter()
+    for rollout in (state / "codex-home" / "sessions").rglob("rollout-*.jsonl"):
+        lines = [json.loads(line) for line in rollout.read_text().splitlines()]
+        meta = lines[0]["payload"]
+        if not meta.get("parent_thread_id"):
+            continue  # the owner thread
+        messages = [e["payload"] for e in lines if e["payload"].get("type") == "user_message"]
+        first = messages[0]["message"]
+        counts[first.split("\n", 1)[0].removeprefix("crw-flow-op: ")] += 1
+    return counts
+
+
+def test_the_git_demo_spawns_no_marker_twice_across_kills_of_its_run_process(
+    crw: Crw, tmp_path: Path, found: dict[str, Any]
+) -> None:
+    """spec: CMD-NEXT-18, ATT-16, ATT-18"""
+    reference_state = tmp_path / "reference"
+    reference = ended(crw, reference_state, demo(crw, reference_state))
+    state = tmp_path / "state"
+    child = demo(crw, state)
+    killed = kill_runs(crw, state, child)
+    out = ended(crw, state, child)
+    path = journal(state)
+    assert path is not None
+    rows = read_journal(path).rows
+    twice = {marker: n for marker, n in spawns(state).items() if n > 1}
+    assert twice == {}, f"markers spawned more than once: {twice}"
+    warned = [r for r in rows if r["row"] == "session_host_warning"]
+    assert [r for r in warned if "several_spawns" in r.get("warnings", [])] == []
+    assert killed == KILLS, f"the run ended after {killed} kills"
+    assert sum(r["row"] == "started" for r in rows) > KILLS
+    assert (out["state"], out["ended_status"]) == ("ended", "completed")
+    reference_path = journal(reference_state)
+    assert reference_path is not None
+    assert results(rows) == results(read_journal(reference_path).rows)
+    assert out["git"]["branch"]["files"] == reference["git"]["branch"]["files"]
+    found |= {"point": "git demo", "stop": f"kill x{KILLS}", "end": "completed, same results"}
