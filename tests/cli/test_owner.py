@@ -63,7 +63,8 @@ def take(owner: Owner, *steps: dict[str, Any]) -> list[Taken | None]:
 
 
 def test_a_reported_step_gets_no_host_call_and_no_report() -> None:
-    """spec: CMD-DISP-9"""
+    """No requirement names the demo's owner: docs/session.md tells every owner to
+    take a step `next` marks reported: true no further, and this one does so."""
     host = Host()
     owner = Owner(host, "bound")
     assert take(owner, spawn_step(reported=True)) == [None]
@@ -72,7 +73,8 @@ def test_a_reported_step_gets_no_host_call_and_no_report() -> None:
 
 
 def test_a_step_published_again_is_reported_again_with_the_subagent_made_for_it() -> None:
-    """spec: CMD-DISP-9, DISP-25"""
+    """No requirement names the demo's owner (docs/session.md): a step a resumed run
+    publishes again is reported with the subagent made for it, never spawned again."""
     host = Host()
     owner = Owner(host, "queued")  # the run process died: the report waits
     first, again = take(owner, spawn_step(reported=False), spawn_step(reported=False))
