@@ -25,6 +25,7 @@ from crw.engine.locks import HandedLock, handed_env, launch_lock
 from crw.engine.rundir import RunDir
 from crw.engine.tmploc import recorded_problem
 from crw.errors import RefusedError
+from crw.private import open_file
 
 
 def launch_env(environ: Mapping[str, str], overrides: Mapping[str, str]) -> dict[str, str]:
@@ -44,7 +45,7 @@ def launch_run_process(
     """Start `crw flow _run` for `run`, detached, handing it `handed`; returns the
     child (its pid). The caller then closes its own descriptor of `handed`."""
     argv = [sys.executable, "-m", "crw", "flow", "_run", run.root.name, "--state", str(state)]
-    with open(run.log, "ab") as log:
+    with os.fdopen(open_file(run.log, os.O_WRONLY | os.O_APPEND), "ab") as log:  # 0600 if gone
         child = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,

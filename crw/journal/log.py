@@ -44,6 +44,7 @@ from crw.journal.framing import CHECKSUM as CHECKSUM
 from crw.journal.framing import FRAMING as FRAMING
 from crw.journal.framing import encode_batch as encode_batch
 from crw.journal.framing import ends_whole, later_frame, paused_gc, whole_batches, whole_line
+from crw.private import PRIVATE_FILE
 from crw.text import escape_surrogates
 
 if TYPE_CHECKING:
@@ -319,7 +320,7 @@ class JournalFile:
         """
         flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
         try:
-            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
         except FileExistsError:
             fd = os.open(path, flags)
         else:
