@@ -5,7 +5,9 @@ A process's umask only takes bits away, so a `mkdir` with 0700 or an `open` with
 takes one of the user's own bits (0277, say) needs a chmod after, and
 `umask_takes` says when. `make_dirs` is `mkdir -p` whose every new directory is
 0700 (`Path.mkdir(parents=True)` makes the parents with the umask's mode: 0777
-under umask 000). `open_file` opens or creates a file 0600.
+under umask 000). `open_file` opens or creates a file 0600. `loose` says why a
+directory crw keeps its state in is open to others (one it did not make, or one
+an older crw made with the umask's mode), for a warning.
 """
 
 from __future__ import annotations
@@ -13,10 +15,14 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import stat
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 """The modes of every directory and file crw makes: the user's alone."""
+OPEN_TO_OTHERS = stat.S_IWGRP | stat.S_IWOTH
+"""The bits that make a directory crw keeps its state in loose: another user
+could remove, rename or replace what is in it."""
 
 
 @functools.cache
@@ -82,3 +88,19 @@ def open_file(path: str | os.PathLike[str], flags: int) -> int:
     if umask_takes(PRIVATE_FILE):
         os.fchmod(fd, PRIVATE_FILE)
     return fd
+
+
+def loose(what: str, path: str | os.PathLike[str]) -> str | None:
+    """Why `what`, the directory `path`, is open to others (group or others may
+    write it), with its mode and the command that makes it private; None when it
+    is not, or is not there."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if not stat.S_ISDIR(mode) or not mode & OPEN_TO_OTHERS:
+        return None
+    return (
+        f"{what} {path} is writable by group or others (mode {mode & 0o7777:o}): another user "
+        f"could remove or replace what crw keeps there; make it private with: chmod 700 {path}"
+    )

@@ -1,6 +1,6 @@
 """What crw makes is the user's alone whatever the umask (`crw.private`): every
 directory `make_dirs` makes is 0700, every file `open_file` makes 0600, the
-locks' files 0600."""
+locks' files 0600, and a state directory others may write is named by a warning."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 from crw.binding.owner import LOCK_NAME, _flow_bound_lock, flow_bound_dir
 from crw.engine.locks import hold_run, start_lock
-from crw.engine.rundir import RunDir
-from crw.private import make_dirs, open_file, umask_takes
+from crw.engine.rundir import RunDir, loose_state
+from crw.private import loose, make_dirs, open_file, umask_takes
 
 UMASKS = [
     pytest.param(0o000, id="umask-000"),
@@ -39,6 +39,9 @@ def umask_set(value: int) -> Iterator[None]:
 def umask(request: pytest.FixtureRequest) -> Iterator[int]:
     with umask_set(request.param):
         yield request.param
+
+
+_WHY = "another user could remove or replace what crw keeps there; make it private with:"
 
 
 def mode(path: Path) -> int:
@@ -108,3 +111,46 @@ def test_a_run_made_in_a_missing_state_directory_makes_it_and_its_flow_0700(
     RunDir.of(state, "r1").create()
     for made in (tmp_path / "deep", state, state / "flow", state / "flow" / "r1"):
         assert mode(made) == 0o700, made
+
+
+@pytest.mark.parametrize("bits", [0o777, 0o770, 0o702])
+def test_loose_names_a_directory_others_may_write_and_the_fix(tmp_path: Path, bits: int) -> None:
+    tmp_path.chmod(bits)
+    try:
+        why = loose("the state directory", tmp_path)
+    finally:
+        tmp_path.chmod(0o700)
+    assert why == (
+        f"the state directory {tmp_path} is writable by group or others (mode {bits:o}): "
+        "another user could remove or replace what crw keeps there; make it private "
+        f"with: chmod 700 {tmp_path}"
+    )
+
+
+def test_loose_says_nothing_of_a_private_or_read_only_directory_a_file_or_none(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "file").chmod(0o666)
+    (tmp_path / "readable").mkdir(mode=0o755)
+    (tmp_path / "readable").chmod(0o755)
+    for path in (tmp_path, tmp_path / "readable", tmp_path / "file", tmp_path / "missing"):
+        assert loose("it", path) is None, path
+
+
+def test_loose_state_names_the_state_directory_and_its_flow(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    (state / "flow").mkdir(parents=True)
+    assert loose_state(state) == []
+    state.chmod(0o777)
+    (state / "flow").chmod(0o775)
+    try:
+        warnings = loose_state(state)
+    finally:
+        state.chmod(0o700)
+    assert [w.split(" is writable")[0] for w in warnings] == [
+        f"the state directory {state}",
+        f"the runs' directory {state / 'flow'}",
+    ]
+    flow = state / "flow"
+    assert warnings[1].endswith(f"(mode 775): {_WHY} chmod 700 {flow}")

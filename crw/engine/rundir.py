@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from crw.errors import InputError, RefusedError
 from crw.private import PRIVATE_DIR as PRIVATE_DIR
 from crw.private import PRIVATE_FILE as PRIVATE_FILE
-from crw.private import make_dirs
+from crw.private import loose, make_dirs
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -160,6 +160,15 @@ class RunDir:
                 f"cannot make run directory {self.root}: {err.strerror or err}; "
                 "make the state directory writable or pass another --state"
             ) from err
+
+
+def loose_state(state: Path) -> list[str]:
+    """A warning for each of the state directory and its flow/ that group or
+    others may write (`crw.private.loose`): what a run keeps there is private, but
+    another user could remove or replace a run's directory. crw makes both 0700;
+    one made by hand, or by a crw that took the umask's mode, may be looser."""
+    places = (("the state directory", state), ("the runs' directory", state / FLOW))
+    return [why for what, path in places if (why := loose(what, path)) is not None]
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -1,5 +1,5 @@
 """Everything a run makes under the state directory is the user's alone whatever
-the umask.
+the umask, and a start names a state directory others may write.
 
 The demo runs as a user runs it (a real `crw` process) under umask 000, the
 loosest there is: the state directory, the run's directories and files, the
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from tests.cli.conftest import Crw
+from tests.cli.test_start import WORKFLOW
 
 SYMLINK_ALLOWED = {"steps/.live"}
 """The one entry that is neither: the step bus's `steps/.live`, a symbolic link
@@ -79,3 +80,28 @@ def test_a_run_under_umask_000_leaves_only_0700_directories_and_0600_files(crw: 
         if (kind, bits) not in (("dir", 0o700), ("file", 0o600))
     }
     assert loose == {f"{run}/{link}": "link 777" for link in SYMLINK_ALLOWED}
+
+
+def test_a_start_in_a_state_directory_others_may_write_warns_naming_it(crw: Crw) -> None:
+    """The start warns, naming the directory and the chmod that fixes it, and
+    starts the run all the same; it leaves the directory's mode to the user."""
+    (crw.state / "flow").mkdir(parents=True)
+    (crw.state / "flow").chmod(0o755)
+    crw.state.chmod(0o777)
+    result = crw.start(WORKFLOW, "--owner", "owner-1")
+    assert result.code == 0, result.stderr
+    warnings = result.json()["warnings"]
+    assert [w for w in warnings if "writable by group or others" in w] == [
+        f"the state directory {crw.state} is writable by group or others (mode 777): "
+        "another user could remove or replace what crw keeps there; make it private "
+        f"with: chmod 700 {crw.state}"
+    ]
+    assert stat.S_IMODE(crw.state.stat().st_mode) == 0o777
+    assert stat.S_IMODE((crw.state / "flow").stat().st_mode) == 0o755
+
+
+def test_a_start_in_a_private_state_directory_does_not_warn_of_it(crw: Crw) -> None:
+    result = crw.start(WORKFLOW, "--owner", "owner-1")
+    assert result.code == 0, result.stderr
+    assert not [w for w in result.json()["warnings"] if "writable by group or others" in w]
+    assert stat.S_IMODE(crw.state.stat().st_mode) == 0o700
