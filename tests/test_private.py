@@ -154,3 +154,27 @@ def test_loose_state_names_the_state_directory_and_its_flow(tmp_path: Path) -> N
     ]
     flow = state / "flow"
     assert warnings[1].endswith(f"(mode 775): {_WHY} chmod 700 {flow}")
+
+
+def test_a_journal_made_again_is_0600(tmp_path: Path, umask: int) -> None:
+    """A journal the run process opens where it went missing (it was 0644)."""
+    from crw.journal.log import JournalFile
+
+    JournalFile.open(tmp_path / "journal.jsonl").close()
+    assert mode(tmp_path / "journal.jsonl") == 0o600
+
+
+def test_an_evidence_records_directories_under_the_cwd_are_0700(tmp_path: Path, umask: int) -> None:
+    from crw.workspace.evidence import record_path, write_record
+
+    """The record's directories under the run's cwd (which is the user's, left
+    as it is) are 0700, as the record is 0600 (they took the umask's mode)."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    record = record_path(str(cwd), "r1", "build.1")
+    write_record(record, {"call": "build.1"})
+    assert mode(record) == 0o600
+    made = record.parent
+    while made != cwd:
+        assert mode(made) == 0o700, made
+        made = made.parent

@@ -44,7 +44,7 @@ from crw.journal.framing import CHECKSUM as CHECKSUM
 from crw.journal.framing import FRAMING as FRAMING
 from crw.journal.framing import encode_batch as encode_batch
 from crw.journal.framing import ends_whole, later_frame, paused_gc, whole_batches, whole_line
-from crw.private import PRIVATE_FILE
+from crw.private import PRIVATE_FILE, umask_takes
 from crw.text import escape_surrogates
 
 if TYPE_CHECKING:
@@ -324,6 +324,8 @@ class JournalFile:
         except FileExistsError:
             fd = os.open(path, flags)
         else:
+            if umask_takes(PRIVATE_FILE):  # the open made it 0600 already under most
+                os.fchmod(fd, PRIVATE_FILE)
             _sync_directory(path.parent)
         try:
             read = known if known is not None else read_journal(path)
