@@ -38,6 +38,7 @@ from crw.binding.lines import flow_bound_dir as flow_bound_dir
 from crw.binding.lines import owner_file as owner_file
 from crw.binding.lines import read_last_line as read_last_line
 from crw.engine.role_names import ROLES, default_agent_type
+from crw.private import PRIVATE_FILE, make_dirs
 
 LOCK_NAME = "flow-bound.lock"
 LOCK_TIMEOUT = 10.0
@@ -216,7 +217,7 @@ def _trusted_dir(directory: Path) -> None:
     Raises:
         UntrustedError: it is a symbolic link, another user's, or writable by others.
     """
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_dirs(directory)
     stat = os.lstat(directory)
     if not S_ISDIR(stat.st_mode):
         raise UntrustedError(errno.ENOTDIR, f"{directory} is not a directory (a symbolic link?)")
@@ -230,7 +231,11 @@ def _flow_bound_lock(state: Path) -> Iterator[None]:
     directory = flow_bound_dir(state)
     _trusted_dir(directory)
     lock = UnixFileLock(
-        directory / LOCK_NAME, thread_local=False, timeout=LOCK_TIMEOUT, fallback_to_soft=False
+        directory / LOCK_NAME,
+        thread_local=False,
+        timeout=LOCK_TIMEOUT,
+        fallback_to_soft=False,
+        mode=PRIVATE_FILE,  # without it, 0o666 less the umask; with it, fchmodded once made
     )
     with lock:
         yield

@@ -14,7 +14,6 @@ step_unwritten (crw/bus/unwritten.py).
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ from typing import Any, Literal, TypeVar
 from crw.bus import live
 from crw.engine.markers import marker, op
 from crw.engine.rundir import PRIVATE_DIR, PRIVATE_FILE, RunDir
+from crw.private import umask_takes
 from crw.rawfile import read_stat
 
 log = logging.getLogger("crw.bus")
@@ -176,28 +176,6 @@ def write_atomic(
         raise
     if durable:
         fsync_dir(directory)
-
-
-@functools.cache
-def umask_takes(mode: int) -> bool:
-    """Whether the process's umask takes any bit of `mode` from a file it makes.
-
-    Read once a process: an `os.open` with `PRIVATE_FILE` under a umask that
-    leaves the user's bits (022, 077, 0) makes the file 0600 already, and its
-    `fchmod` was one syscall of every file the run writes (four a session
-    call). The umask is read from /proc (setting it to read it back would race
-    with the process's other threads' files); where /proc does not say, every
-    file is chmodded, as before. A process that narrows its umask after its
-    first file would leave files that are not 0600: crw never sets one.
-    """
-    try:
-        with open("/proc/self/status", "rb") as status:
-            for line in status:
-                if line.startswith(b"Umask:"):
-                    return bool(int(line.split()[1], 8) & mode)
-    except (OSError, ValueError, IndexError):
-        pass
-    return True
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:

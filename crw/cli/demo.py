@@ -38,6 +38,7 @@ from crw.errors import InputError, RefusedError
 from crw.host.sim.process import launch_sim, stop_sim
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
+from crw.private import make_dirs
 
 REPAIRED_CALL = "build.1"
 REVIEW_CALL = "build.2"
@@ -130,7 +131,7 @@ def demo_command(
     state_dir = Path(chosen) if chosen else Path(tempfile.mkdtemp(prefix="crw-demo-"))
     where = {"state_dir": str(state_dir), "kept": bool(chosen) or keep}
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(state_dir)
         if host == "codex":
             return _codex_demo(state_dir, json, where)
         return _sim_demo(state_dir, json, backend, where, git)

@@ -31,7 +31,7 @@ from crw.engine.launch import launch_run_process
 from crw.engine.locks import run_is_live, start_lock
 from crw.engine.review import check_fix_efforts
 from crw.engine.roles import RoleTable, load_roles
-from crw.engine.rundir import RunDir, new_run_id, resolve_state
+from crw.engine.rundir import RunDir, loose_state, new_run_id, resolve_state
 from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings, write_run_spec
 from crw.engine.tmploc import dir_from
 from crw.engine.workflow import load_workflow
@@ -144,6 +144,7 @@ def start_run(
 
     run_id = new_run_id(workflow.name, _dt.datetime.now(_dt.UTC))
     run = RunDir(state_dir / "flow" / run_id)
+    loose = loose_state(state_dir)  # as the user left them, before the run makes any
     run.create()
     spec = RunSpec(
         id=run_id,
@@ -159,7 +160,7 @@ def start_run(
         settings=recorded_settings(recorded),
     )
     settings = settings if settings is not None else workflow.settings
-    outcome = StartOutcome(run=run, spec=spec)
+    outcome = StartOutcome(run=run, spec=spec, warnings=loose)
     with_host: Callable[[], Preview] | None = None
     if backend == "session":
         start = SessionStart(

@@ -38,6 +38,7 @@ from crw.engine.tmploc import recorded_problem
 from crw.errors import RefusedError
 from crw.journal.log import JournalCorruptError, decode
 from crw.journal.snapshot import read_fold
+from crw.private import open_file
 
 ERROR_PREFIX = "crw: error: "
 """How a crw process starts the one line of the error it exits with."""
@@ -62,7 +63,7 @@ def launch_run_process(
     """Start `crw flow _run` for `run`, detached, handing it `handed`; returns the
     child (its pid). The caller then closes its own descriptor of `handed`."""
     argv = [sys.executable, "-m", "crw", "flow", "_run", run.root.name, "--state", str(state)]
-    with open(run.log, "ab") as log:
+    with os.fdopen(open_file(run.log, os.O_WRONLY | os.O_APPEND), "ab") as log:  # 0600 if gone
         child = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,

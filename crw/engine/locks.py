@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 
 from crw.engine.rundir import RunDir
 from crw.errors import RefusedError
+from crw.private import PRIVATE_FILE, open_file
 
 if TYPE_CHECKING:
     # filelock is imported where a lock is taken: the queries (is_held,
@@ -87,6 +88,7 @@ def _new_lock(path: Path) -> UnixFileLock:
         poll_interval=_POLL,
         fallback_to_soft=False,
         on_acquired=_write_pid,
+        mode=PRIVATE_FILE,  # without it, 0o666 less the umask; with it, fchmodded once made
     )
 
 
@@ -226,7 +228,7 @@ def launch_lock(run: RunDir) -> HandedLock:
 
 def _take_handed(run: RunDir, path: Path, held: str) -> HandedLock:
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = open_file(path, os.O_RDWR | os.O_NOFOLLOW)
     except OSError as err:
         raise RefusedError(
             f"cannot take lock {path}: {err.strerror or err}; make the run directory writable"

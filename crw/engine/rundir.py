@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crw.errors import InputError, RefusedError
+from crw.private import PRIVATE_DIR as PRIVATE_DIR
+from crw.private import PRIVATE_FILE as PRIVATE_FILE
+from crw.private import loose, make_dirs
 
 if TYPE_CHECKING:
     from datetime import datetime
 
 STATE_DIR_NAME = ".crw"
 FLOW = "flow"
-PRIVATE_DIR = 0o700
-PRIVATE_FILE = 0o600
-"""The modes of what a run makes under its directory: the user's alone."""
 
 
 def resolve_state(state: str | None, environ: Mapping[str, str], cwd: Path) -> Path:
@@ -128,11 +128,13 @@ class RunDir:
         return self.root.is_dir()
 
     def create(self) -> None:
-        """Make the run's directory, its subdirectories (0700) and its journal and
-        log (0600, empty): private to the user whatever the umask, so every file
-        the run writes there later is the user's alone. The run's directory,
-        steps/ and calls/ spread their subdirectories over the file system's
-        block groups where it can (`crw.engine.topdir`).
+        """Make the run's directory and its subdirectories (0700), the state
+        directory and its flow/ where missing (0700, whatever the umask, as
+        `crw.private.make_dirs`), and its journal and log (0600, empty): private
+        to the user whatever the umask, so every file the run writes there later
+        is the user's alone. The run's directory, steps/ and calls/ spread their
+        subdirectories over the file system's block groups where it can
+        (`crw.engine.topdir`).
 
         Raises:
             RefusedError: the directory exists already, or cannot be made.
@@ -140,7 +142,7 @@ class RunDir:
         from crw.engine.topdir import spread_subdirectories  # only a run's start makes one
 
         try:
-            self.root.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.root.parent)
             for directory in (
                 self.root,
                 self.steps,
@@ -165,6 +167,15 @@ class RunDir:
                 f"cannot make run directory {self.root}: {err.strerror or err}; "
                 "make the state directory writable or pass another --state"
             ) from err
+
+
+def loose_state(state: Path) -> list[str]:
+    """A warning for each of the state directory and its flow/ that group or
+    others may write (`crw.private.loose`): what a run keeps there is private, but
+    another user could remove or replace a run's directory. crw makes both 0700;
+    one made by hand, or by a crw that took the umask's mode, may be looser."""
+    places = (("the state directory", state), ("the runs' directory", state / FLOW))
+    return [why for what, path in places if (why := loose(what, path)) is not None]
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -44,6 +44,7 @@ from crw.journal.framing import CHECKSUM as CHECKSUM
 from crw.journal.framing import FRAMING as FRAMING
 from crw.journal.framing import encode_batch as encode_batch
 from crw.journal.framing import ends_whole, later_frame, paused_gc, whole_batches, whole_line
+from crw.private import PRIVATE_FILE, umask_takes
 from crw.text import escape_surrogates
 
 if TYPE_CHECKING:
@@ -319,10 +320,12 @@ class JournalFile:
         """
         flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
         try:
-            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
         except FileExistsError:
             fd = os.open(path, flags)
         else:
+            if umask_takes(PRIVATE_FILE):  # the open made it 0600 already under most
+                os.fchmod(fd, PRIVATE_FILE)
             _sync_directory(path.parent)
         try:
             read = known if known is not None else read_journal(path)

@@ -37,6 +37,7 @@ from typing import Any
 from crw.bus.steps import write_atomic
 from crw.engine.role_names import WRITING_ROLES
 from crw.journal.rows import EvidencePlaced
+from crw.private import make_dirs
 
 Row = Mapping[str, Any]
 
@@ -221,7 +222,7 @@ def write_record(path: Path, record: Mapping[str, Any]) -> None:
     Raises:
         OSError: it cannot be placed there (the cwd not writable, a file in the way).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     ignore = path.parent.parent / ".gitignore"
     if not ignore.exists():
         write_atomic(ignore, IGNORE_ALL)

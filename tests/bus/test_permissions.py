@@ -14,6 +14,7 @@ import pytest
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
 from crw.engine.rundir import RunDir
+from crw.private import umask_takes
 
 UMASKS = [pytest.param(0o022, id="umask-022"), pytest.param(0o000, id="umask-000")]
 
@@ -28,12 +29,12 @@ def umask(request: pytest.FixtureRequest) -> Iterator[int]:
 def umask_set(value: int) -> Iterator[None]:
     """The process's umask is `value` meanwhile (and read afresh by the bus)."""
     before = os.umask(value)
-    bus.umask_takes.cache_clear()
+    umask_takes.cache_clear()
     try:
         yield
     finally:
         os.umask(before)
-        bus.umask_takes.cache_clear()
+        umask_takes.cache_clear()
 
 
 def mode(path: Path) -> int:

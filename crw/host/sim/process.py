@@ -3,6 +3,7 @@ the benchmarks and the tests that need a real shared host on a unix socket."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket as socket_module
 import subprocess
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 from crw.errors import RefusedError
+from crw.private import open_file
 
 START_TIMEOUT = 15.0
 
@@ -30,7 +32,7 @@ def launch_sim(
     argv = [sys.executable, "-m", "crw", "host", "sim", "serve"]
     argv += ["--socket", str(socket), "--codex-home", str(codex_home)]
     argv += ["--models", ",".join(models)] if models is not None else []
-    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    out = os.fdopen(open_file(log, os.O_WRONLY | os.O_APPEND), "ab") if log else subprocess.DEVNULL
     try:
         host = subprocess.Popen(
             argv,

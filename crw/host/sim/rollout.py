@@ -9,7 +9,6 @@ response with the thread's running total and the response's own counts.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import math
 import os
@@ -20,6 +19,7 @@ from typing import Any
 from crw.engine.topdir import spread_subdirectories
 from crw.host.compact import compact_encoder
 from crw.host.sim.state import CLI_VERSION, MODEL_CONTEXT_WINDOW, MODEL_PROVIDER, Thread, Usage
+from crw.private import make_dirs, open_file
 
 
 def _utc(wall: float) -> _dt.datetime:
@@ -123,12 +123,12 @@ def _descriptor(key: str) -> tuple[int, int]:
             _OPEN[key] = kept
             return kept[0], found.st_size
         os.close(kept[0])
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+    flags = os.O_WRONLY | os.O_APPEND
     try:
-        fd = os.open(key, flags, 0o666)
+        fd = open_file(key, flags)
     except FileNotFoundError:
         make_day(os.path.dirname(key))
-        fd = os.open(key, flags, 0o666)
+        fd = open_file(key, flags)
     opened = os.fstat(fd)
     _OPEN[key] = (fd, opened.st_dev, opened.st_ino)
     while len(_OPEN) > MAX_OPEN:
@@ -144,7 +144,7 @@ def make_day(day: str) -> None:
     a day's all in one directory, and on ext4 without a journal each create scans
     past every inode its block group freed in the last minute or more: a day put
     beside a tree just removed (a finished run's, a test's) cost every rollout's
-    create ~1 ms of kernel time. Names, modes and contents are as before."""
+    create ~1 ms of kernel time. Each is made 0700, as its rollouts are 0600."""
     missing = []
     directory = os.path.abspath(day)
     while not os.path.isdir(directory) and os.path.dirname(directory) != directory:
@@ -154,8 +154,7 @@ def make_day(day: str) -> None:
         parent = os.path.dirname(made)
         if os.path.basename(parent) == "sessions" or "/sessions/" in parent:
             spread_subdirectories(parent)
-        with contextlib.suppress(FileExistsError):  # another thread or host made it
-            os.mkdir(made)
+        make_dirs(made)  # 0700; one another thread or host made meanwhile is left
 
 
 def close(path: str | os.PathLike[str] | None = None) -> None:

@@ -20,6 +20,7 @@ import trio
 from crw.errors import RefusedError
 from crw.host.sim.catalog import Catalog
 from crw.host.sim.server import open_sim_host, serve_unix
+from crw.private import make_dirs
 
 
 def serve_command(socket: Path, codex_home: Path | None, models: str | None = None) -> int:
@@ -35,7 +36,7 @@ def serve_command(socket: Path, codex_home: Path | None, models: str | None = No
     path = socket.absolute()
     _clear_stale(path)
     home = codex_home or Path(tempfile.mkdtemp(prefix="crw-sim-home-"))
-    home.mkdir(parents=True, exist_ok=True)
+    make_dirs(home)
     names = tuple(name.strip() for name in (models or "").split(",") if name.strip())
     catalog = Catalog.of(names, home) if models is not None else None
     error = trio.run(_serve, path, home, catalog)

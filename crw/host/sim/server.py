@@ -69,6 +69,7 @@ from crw.host.transport import (
     encode,
     websocket_server,
 )
+from crw.private import PRIVATE_FILE
 
 OUTBOX = 4096
 """Messages a connection may fall behind by before the host drops it (a client
@@ -797,6 +798,7 @@ async def serve_unix(
     sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
     try:
         await sock.bind(str(path))
+        os.chmod(path, PRIVATE_FILE)  # before it listens: nobody else connects meanwhile
         sock.listen(64)
     except BaseException:
         sock.close()
