@@ -12,6 +12,7 @@ an older crw made with the umask's mode), for a warning.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -104,3 +105,57 @@ def loose(what: str, path: str | os.PathLike[str]) -> str | None:
         f"{what} {path} is writable by group or others (mode {mode & 0o7777:o}): another user "
         f"could remove or replace what crw keeps there; make it private with: chmod 700 {path}"
     )
+
+
+def write_atomic(
+    path: str | os.PathLike[str],
+    data: bytes,
+    temp: str | os.PathLike[str] | None = None,
+    *,
+    durable: bool = True,
+) -> None:
+    """Write `data` to `path` atomically: the temporary name `temp` in the same
+    directory (default `.<name>.tmp`), private to the user (0600 whatever the
+    umask: chmodded when the umask takes a bit of 0600), fsync, rename, fsync the
+    directory. With `durable` False neither fsync is made: a reader sees the whole
+    file or none, and a power loss may take it. The paths are joined as strings
+    (a session call writes four files: no path object is built for them).
+
+    Raises:
+        OSError: the write failed, its `filename` the file it was writing (also
+            for a write or fsync, which name none); neither `temp` nor a partial
+            `path` is left.
+    """
+    path = os.fspath(path)
+    directory, name = os.path.split(path)
+    temp = os.fspath(temp) if temp is not None else os.path.join(directory, f".{name}.tmp")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE)
+        try:
+            if umask_takes(PRIVATE_FILE):  # else the open made it 0600 already
+                os.fchmod(fd, PRIVATE_FILE)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        if isinstance(err, OSError) and err.filename is None:
+            err.filename = temp
+        raise
+    if durable:
+        fsync_dir(directory)
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Make a rename or a new entry in `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

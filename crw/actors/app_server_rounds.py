@@ -27,7 +27,6 @@ from typing import Any
 import trio
 
 from crw.actors.app_server_call import AppServerCall, CallContext, run_actor
-from crw.bus.steps import write_atomic
 from crw.engine import conversation, interrupt, outcome, review, rounds
 from crw.engine.gate import RunSpent, call_id
 from crw.engine.harvest import CallEnd
@@ -37,6 +36,7 @@ from crw.engine.workflow import Node, Review
 from crw.host.protocol import Thread
 from crw.journal.replay import TERMINAL_ROWS
 from crw.journal.rows import CheckpointStarted, Held, Prepared, RowModel, Tokens, parse_row
+from crw.private import write_atomic
 from crw.workspace.placer import allocation_of
 
 Rows = list[Mapping[str, Any]]

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from crw.actors.session_call import SessionCall, SessionContext
-from crw.bus import steps as bus
 from crw.engine import conversation, interrupt, review, rounds
 from crw.engine.gate import RunSpent, call_id
 from crw.engine.harvest import CallEnd
@@ -38,6 +37,7 @@ from crw.journal.rows import (
     Tokens,
     parse_row,
 )
+from crw.private import write_atomic
 from crw.workspace.placer import allocation_of
 
 Rows = list[dict[str, Any]]
@@ -116,7 +116,7 @@ def answer_path(ctx: SessionContext, call: str, handle: str) -> Path:
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-    bus.write_atomic(path, text.encode("utf-8"))
+    write_atomic(path, text.encode("utf-8"))
 
 
 def _prepared(call: str, node: Node, handle: str, allocation: Allocation, digest: str) -> Prepared:

@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from crw.bus.steps import write_atomic
 from crw.engine.rundir import PRIVATE_DIR, RunDir
+from crw.private import write_atomic
 
 Op = Literal["pause", "cancel"]
 REASONS: dict[str, str] = {"pause": "paused", "cancel": "cancelled"}

@@ -18,8 +18,8 @@ import logging
 import os
 
 from crw.bus import live
-from crw.bus.steps import write_atomic
 from crw.engine.rundir import RunDir
+from crw.private import write_atomic
 
 log = logging.getLogger("crw.bus")
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from crw.bus.steps import write_atomic
 from crw.engine.rundir import PRIVATE_DIR, RunDir
+from crw.private import write_atomic
 from crw.rawfile import read_bytes
 
 log = logging.getLogger("crw.bus")

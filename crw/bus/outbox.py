@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from crw.bus.steps import fsync_dir, write_atomic
 from crw.engine.rundir import RunDir
+from crw.private import fsync_dir, write_atomic
 
 
 def entry_path(run: RunDir, wake_id: str) -> Path:

@@ -65,10 +65,10 @@ def xml_text(text: str) -> str:
 def timeline_command(
     run: str, *, out: str, state: str | None, json: bool, all_calls: bool = False
 ) -> int:
-    from crw.bus.steps import write_atomic
     from crw.engine.locks import is_held
     from crw.engine.rundir import find_run, resolve_state
     from crw.journal.log import read_journal
+    from crw.private import write_atomic
 
     target = Path(out)
     kind = FORMATS.get(target.suffix.lower())

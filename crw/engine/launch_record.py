@@ -17,6 +17,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from crw.engine.rundir import RunDir
+from crw.private import write_atomic
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,6 @@ class LaunchFailure:
 def record_failure(run: RunDir, failure: LaunchFailure) -> None:
     """Keep `failure` as the run's last failed launch (best effort: a record that
     cannot be written leaves the launcher's own report the only one)."""
-    from crw.bus.steps import write_atomic  # `status` reads the record, and no step bus
-
     with contextlib.suppress(OSError):
         write_atomic(run.launch_failed, json.dumps(failure.to_json()).encode(), durable=False)
 

@@ -34,10 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crw.bus.steps import write_atomic
 from crw.engine.role_names import WRITING_ROLES
 from crw.journal.rows import EvidencePlaced
-from crw.private import make_dirs
+from crw.private import make_dirs, write_atomic
 
 Row = Mapping[str, Any]
 

@@ -14,7 +14,7 @@ import pytest
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
 from crw.engine.rundir import RunDir
-from crw.private import umask_takes
+from crw.private import umask_takes, write_atomic
 
 UMASKS = [pytest.param(0o022, id="umask-022"), pytest.param(0o000, id="umask-000")]
 
@@ -87,7 +87,7 @@ def test_a_write_that_fails_names_its_file(tmp_path: Path, monkeypatch: pytest.M
 
     monkeypatch.setattr(os, "write", full)
     with pytest.raises(OSError) as failed:
-        bus.write_atomic(tmp_path / "a.json", b"{}")
+        write_atomic(tmp_path / "a.json", b"{}")
     assert failed.value.filename == str(tmp_path / ".a.json.tmp")
     assert list(tmp_path.iterdir()) == []
 
@@ -116,8 +116,8 @@ def test_a_file_is_chmodded_only_when_the_umask_takes_a_bit_of_0600(
 
     monkeypatch.setattr(os, "fchmod", counted)
     with umask_set(value):
-        bus.write_atomic(tmp_path / "a.json", b"{}", durable=False)
-        bus.write_atomic(tmp_path / "b.json", b"{}")
+        write_atomic(tmp_path / "a.json", b"{}", durable=False)
+        write_atomic(tmp_path / "b.json", b"{}")
     assert mode(tmp_path / "a.json") == mode(tmp_path / "b.json") == 0o600
     assert len(calls) == 2 * chmods
 
