@@ -35,26 +35,44 @@ from tests.cli.test_next import RUN, _make_run, _step
 SHIM = """
 import errno, os
 
-_open = os.open
+_open, _write = os.open, os.write
 _MARKER = os.environ["CRW_TEST_UNWRITABLE"]
+_FULL = os.environ.get("CRW_TEST_FULL") == "1"
+_journals = set()
 
 
 def _unwritable(path, flags, *args, **kwargs):
     writes = flags & (os.O_WRONLY | os.O_RDWR | os.O_APPEND)
-    if writes and os.fspath(path).endswith("journal.jsonl") and os.path.exists(_MARKER):
+    journal = writes and os.fspath(path).endswith("journal.jsonl")
+    if journal and not _FULL and os.path.exists(_MARKER):
         raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), os.fspath(path))
-    return _open(path, flags, *args, **kwargs)
+    fd = _open(path, flags, *args, **kwargs)
+    if journal:
+        _journals.add(fd)
+    return fd
+
+
+def _full(fd, data):
+    if fd in _journals and os.path.exists(_MARKER):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return _write(fd, data)
 
 
 os.open = _unwritable
+os.write = _full
 """
+"""Injected faults: the journal's `os.open` for writing fails with EPERM, or,
+with CRW_TEST_FULL=1, each `os.write` to it fails with ENOSPC (a full disk: the
+open works, the append fails and is cut back), while the marker file exists."""
 
 
 class Unwritable:
     """Makes the run's journal unwritable and writable again: `chattr +i` where it
     works, else the injected EPERM (`kind` says which)."""
 
-    def __init__(self, crw: Crw, journal: Path, shim: Path, chattr: bool) -> None:
+    def __init__(
+        self, crw: Crw, journal: Path, shim: Path, chattr: bool, full: bool = False
+    ) -> None:
         self.journal = journal
         self.marker = shim / "unwritable"
         self.kind = "chattr" if chattr and _chattr(journal, "+i") else "injected"
@@ -64,6 +82,7 @@ class Unwritable:
             self.marker.touch()
             path = os.pathsep.join(filter(None, [str(shim), crw.env.get("PYTHONPATH")]))
             crw.env |= {"PYTHONPATH": path, "CRW_TEST_UNWRITABLE": str(self.marker)}
+            crw.env |= {"CRW_TEST_FULL": "1"} if full else {}
 
     def fix(self) -> None:
         """What the user does: clear the flag, or give write access back."""
@@ -99,13 +118,19 @@ def unwritable(
         yield run, fault
     finally:
         fault.undo()
-        for pid in _pids(run):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _reap(run)
 
 
 def _pids(run: RunDir) -> list[int]:
+    """The pids of the started rows: the dead process's (1, never signalled), then
+    those of the processes launched since."""
     return [row["pid"] for row in read_journal(run.journal).rows if row["row"] == "started"]
+
+
+def _reap(run: RunDir) -> None:
+    for pid in _pids(run)[1:]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _next(crw: Crw) -> Result:
@@ -178,3 +203,38 @@ def test_a_journal_that_stays_unwritable_is_launched_again_by_resume_only(
     assert len(_errors(run)) == 2, fault.kind
     _names_error_and_fix(_next(crw).json(), crw, run)
     assert len(_errors(run)) == 2, fault.kind
+
+
+def test_a_full_disk_is_launched_once_and_again_by_resume_once_space_is_freed(
+    crw: Crw, tmp_path: Path
+) -> None:
+    """spec: CMD-NEXT-18: the journal's appends fail with ENOSPC (injected at the
+    OS call: the open works, the append is cut back, which moves the journal's
+    times): next launches one process, which stops at its started row with the
+    line naming the journal, ENOSPC and the fix; the next calls after it launch
+    nothing, also once space is freed (no file of the run changed), and name the
+    resume; `resume --detach` then starts the run's process."""
+    run = _make_run(crw)
+    fault = Unwritable(crw, run.journal, tmp_path / "shim", chattr=False, full=True)
+    try:
+        answers = [_next(crw) for _ in range(3)]
+        fault.marker.unlink()  # space freed: nothing of the run changes
+        answers.append(_next(crw))
+        errors = _errors(run)
+        assert len(errors) == 1, errors
+        assert (
+            f"cannot write its journal {run.journal}: No space left on device (ENOSPC); "
+            in (errors[0])
+        )
+        assert "free space on its file system" in errors[0]
+        for answer in answers:
+            assert answer.code == 0 and "resumed_pid" not in answer.json(), answer.stderr
+            hint = answer.json()["hint"]
+            assert "(ENOSPC)" in hint and "next starts no process for it until" in hint, hint
+            assert f"crw flow resume {RUN} --detach --state {crw.state}" in hint, hint
+        resumed = crw("flow", "resume", RUN, "--detach", "--state", str(crw.state), "--json")
+        assert resumed.code == 0, resumed.stderr
+        assert _pids(run) == [1, resumed.json()["pid"]]
+        wait_for_exit(run.root)
+    finally:
+        _reap(run)
