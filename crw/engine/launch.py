@@ -106,8 +106,9 @@ class Launch:
             if status is not None:
                 if self._started():  # it started, then stopped (a run that paused at once)
                     break
-                # The files as the child left them (a failed append is cut back).
-                files = stamps(self.run, self.state)
+                # The files as the child left them (a failed append is cut back);
+                # none for a child a signal killed: nothing of the run stopped it.
+                files = stamps(self.run, self.state) if status > 0 else None
                 failure = LaunchFailure(self.pid, self._reason(status), system_clock(), files)
                 record_failure(self.run, failure)
                 return failure

@@ -10,8 +10,9 @@ the run. It is no row of the journal (only the run's process and the commands th
 spec names write those), and the next process that records its started row
 removes it.
 
-The record also keeps the stamps of the files such a process reads or writes
-before its started row is durable (`launch_files`), as its exit left them: `next`
+The record of a process that exited by itself (not killed by a signal) also
+keeps the stamps of the files such a process reads or writes before its started
+row is durable (`launch_files`), as its exit left them: `next`
 launches no process for the run again while they are unchanged (`holds_launch`),
 so a fault the user must fix (a journal that cannot be written: `chattr +i`, a
 full disk) is launched at once per change, not once per `next`. An explicit

@@ -38,12 +38,15 @@ import errno, os
 _open, _write = os.open, os.write
 _MARKER = os.environ["CRW_TEST_UNWRITABLE"]
 _FULL = os.environ.get("CRW_TEST_FULL") == "1"
+_KILLED = os.environ.get("CRW_TEST_KILLED") == "1"
 _journals = set()
 
 
 def _unwritable(path, flags, *args, **kwargs):
     writes = flags & (os.O_WRONLY | os.O_RDWR | os.O_APPEND)
     journal = writes and os.fspath(path).endswith("journal.jsonl")
+    if journal and _KILLED and os.path.exists(_MARKER):
+        os.kill(os.getpid(), 9)
     if journal and not _FULL and os.path.exists(_MARKER):
         raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), os.fspath(path))
     fd = _open(path, flags, *args, **kwargs)
@@ -63,7 +66,8 @@ os.write = _full
 """
 """Injected faults: the journal's `os.open` for writing fails with EPERM, or,
 with CRW_TEST_FULL=1, each `os.write` to it fails with ENOSPC (a full disk: the
-open works, the append fails and is cut back), while the marker file exists."""
+open works, the append fails and is cut back), or, with CRW_TEST_KILLED=1, the
+process SIGKILLs itself as it opens it, while the marker file exists."""
 
 
 class Unwritable:
@@ -238,3 +242,29 @@ def test_a_full_disk_is_launched_once_and_again_by_resume_once_space_is_freed(
         wait_for_exit(run.root)
     finally:
         _reap(run)
+
+
+def test_a_process_killed_on_its_way_up_holds_no_launch_back(crw: Crw) -> None:
+    """spec: CMD-NEXT-18: a launched process killed by a signal before its started
+    row (nothing of the run stopped it) is recorded without stamps: each next
+    launches again, as for any run no process holds."""
+    run = _make_run(crw)
+    marker = crw.state.parent / "shim" / "unwritable"
+    marker.parent.mkdir()
+    (marker.parent / "sitecustomize.py").write_text(SHIM)
+    marker.touch()
+    crw.env |= {
+        "PYTHONPATH": str(marker.parent),
+        "CRW_TEST_UNWRITABLE": str(marker),
+        "CRW_TEST_KILLED": "1",
+    }
+    statuses = []
+    for _ in range(2):
+        answer = _next(crw)
+        assert answer.code == 0 and "resumed_pid" not in answer.json(), answer.stderr
+        assert "next starts no process" not in answer.json()["hint"]
+        statuses.append(crw("flow", "status", RUN, "--state", str(crw.state), "--json").json())
+    failed = [status["launch_failed"] for status in statuses]
+    assert all("exited with status -9" in record["reason"] for record in failed), failed
+    assert failed[0]["pid"] != failed[1]["pid"]  # the second next launched again
+    assert _pids(run) == [1]
