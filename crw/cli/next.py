@@ -9,7 +9,10 @@ resumes a run no process holds that goes on, as `crw flow resume RUN --detach`
 does (CMD-NEXT-18), waiting for that process's started row. A resume refused, or
 whose process stopped before its started row, or the record of such a launch
 (`crw.engine.launch_record`) while no process holds the run, is the answer's
-`launch_refused`: no step of a dead process is handed out.
+`launch_refused`: no step of a dead process is handed out. While the files such
+a launch stopped on are as it left them (`launch_record.holds_launch`), next
+launches no process again: a fault the user must fix is not launched once per
+`next`.
 
 A starting run, and a new holder that has not bound the owner's line yet, are
 read again up to 15 s whatever --wait says (CMD-NEXT-28, CMD-NEXT-33); the waits
