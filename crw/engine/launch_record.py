@@ -57,7 +57,7 @@ def launch_files(run: RunDir, state: Path) -> list[Path]:
     run.json, the workflow file it names, the role store, the journal; and the run
     directory, where it takes its locks."""
     files = [run.run_json, state / "roles.toml", run.journal, run.root]
-    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         files.insert(1, Path(json.loads(run.run_json.read_bytes())["workflow"]["path"]))
     return files
 

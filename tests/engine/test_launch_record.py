@@ -109,6 +109,15 @@ def test_stamps_see_a_chmod_but_not_a_lock_file_made_in_the_run_directory(
         run.journal,
         run.root,
     ]
+    for spec in ("{}", '{"workflow": "w.toml"}', "not json"):  # run.json names none
+        run.run_json.write_text(spec)
+        assert launch_files(run, state) == [
+            run.run_json,
+            state / "roles.toml",
+            run.journal,
+            run.root,
+        ]
+    run.run_json.write_text('{"workflow": {"path": "/w/fix.toml"}}')
     before = stamps(run, state)
     assert before[str(state / "roles.toml")] == () and before["/w/fix.toml"] == ()
     (run.root / "process.x.lock").touch()
