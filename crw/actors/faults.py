@@ -99,7 +99,8 @@ _FIXES = {
 
 def fix(err: OSError | None) -> str:
     """What the user does about `err` (an EPERM names the `chattr` to run on its
-    file: the file is immutable or append-only, as no mode bit refuses root)."""
+    file: a file the mode bits refuse is EACCES; an immutable one, whoever writes
+    it, root too, is EPERM)."""
     if err is None:
         return "check the disk"
     if err.errno == errno.EPERM and err.filename is not None:
