@@ -19,6 +19,8 @@ Anything else is a defect, raised as itself (alone when it is the one root cause
 from __future__ import annotations
 
 import errno
+import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NoReturn
@@ -87,7 +89,7 @@ _FIXES = {
     errno.ENOSPC: "free space on its file system",
     errno.EDQUOT: "free space within this user's disk quota",
     errno.EACCES: "give this user read and write access to it and its directory",
-    errno.EPERM: "give this user read and write access to it (and clear chattr +i)",
+    errno.EPERM: "clear its immutable flag (chattr -i) or give this user write access to it",
     errno.EROFS: "remount its file system read-write",
     errno.ENOTDIR: "put back the directory a file stands in for",
     errno.EEXIST: "put back the directory a file stands in for",
@@ -96,8 +98,15 @@ _FIXES = {
 
 
 def fix(err: OSError | None) -> str:
-    """What the user does about `err`."""
-    return _FIXES.get(err.errno or 0, "check the disk and the file") if err else "check the disk"
+    """What the user does about `err` (an EPERM names the `chattr` to run on its
+    file: a file the mode bits refuse is EACCES; an immutable one, whoever writes
+    it, root too, is EPERM)."""
+    if err is None:
+        return "check the disk"
+    if err.errno == errno.EPERM and err.filename is not None:
+        file = shlex.quote(os.fsdecode(err.filename))
+        return f"clear its immutable flag (chattr -i {file}) or give this user write access to it"
+    return _FIXES.get(err.errno or 0, "check the disk and the file")
 
 
 def raise_root(exc: BaseException) -> NoReturn:

@@ -9,7 +9,10 @@ resumes a run no process holds that goes on, as `crw flow resume RUN --detach`
 does (CMD-NEXT-18), waiting for that process's started row. A resume refused, or
 whose process stopped before its started row, or the record of such a launch
 (`crw.engine.launch_record`) while no process holds the run, is the answer's
-`launch_refused`: no step of a dead process is handed out.
+`launch_refused`: no step of a dead process is handed out. While the files such
+a launch stopped on are as it left them (`launch_record.holds_launch`), next
+launches no process again: a fault the user must fix is not launched once per
+`next`.
 
 A starting run, and a new holder that has not bound the owner's line yet, are
 read again up to 15 s whatever --wait says (CMD-NEXT-28, CMD-NEXT-33); the waits
@@ -41,7 +44,7 @@ from crw.bus.steps import read_bus, remove_close
 from crw.cli.output import emit
 from crw.cli.store_pairs import store_pairs
 from crw.engine.codex_config import max_threads
-from crw.engine.launch_record import LaunchFailure, read_failure
+from crw.engine.launch_record import LaunchFailure, holds_launch, read_failure, stamps
 from crw.engine.locks import (
     RunHeldError,
     held_process_tokens,
@@ -173,6 +176,7 @@ class _Reader:
         owner = self.owner if run.backend == "session" else None
         line, problem = self._owner_line(owner)
         launching = is_held(self.run_dir.start_lock) or is_launching(self.run_dir)
+        refused, kept = (None, False) if held or launching or tokens else self._launch_failure()
         return NextRead(
             run=self.run_dir.id,
             rows=(),
@@ -184,7 +188,8 @@ class _Reader:
             run_ref=self.run_ref,
             state_ref=self.state_ref,
             launching=launching,
-            launch_refused=None if held or launching or tokens else self._refused(),
+            launch_refused=refused,
+            launch_held=kept,
             process_tokens=tokens,
             holder_since=_mtime(self.run_dir.process_lock(run.process))
             if run.process in tokens
@@ -200,13 +205,16 @@ class _Reader:
             replayed=run,
         )
 
-    def _refused(self) -> str | None:
-        """Why no process could start for a run none holds: the resume this command
-        tried, else the last launch that stopped before its started row."""
-        if self.refused is not None:
-            return self.refused
+    def _launch_failure(self) -> tuple[str | None, bool]:
+        """Why no process could start for a run none holds (the resume this command
+        tried, else the last launch that stopped before its started row), and
+        whether that launch holds the next one back: none of the files it could
+        have stopped on changed since (`holds_launch`)."""
         failure = read_failure(self.run_dir)
-        return failure.reason if failure is not None else None
+        kept = failure is not None and holds_launch(failure, stamps(self.run_dir, self.state_dir))
+        if self.refused is not None:
+            return self.refused, kept
+        return (failure.reason if failure is not None else None), kept
 
     def _owner_line(self, owner: str | None) -> tuple[dict[str, Any] | None, str | None]:
         """The owner's last line, or why it cannot be read (next only reads it)."""

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Literal
 
 from crw.clock import system_clock
-from crw.engine.launch_record import LaunchFailure, record_failure
+from crw.engine.launch_record import LaunchFailure, record_failure, stamps
 from crw.engine.locks import HandedLock, handed_env, launch_lock
 from crw.engine.rundir import RunDir
 from crw.engine.tmploc import recorded_problem
@@ -81,10 +81,12 @@ def launch_run_process(
 
 @dataclass(frozen=True)
 class Launch:
-    """A launched run process, and where the run's journal (its whole batches:
-    `journal_end`, `last_seq`) and log ended just before it was launched."""
+    """A launched run process of `run` (under `state`), and where the run's journal
+    (its whole batches: `journal_end`, `last_seq`) and log ended just before it was
+    launched."""
 
     run: RunDir
+    state: Path
     child: subprocess.Popen[bytes]
     journal_end: int
     last_seq: int
@@ -105,7 +107,10 @@ class Launch:
             if status is not None:
                 if self._started():  # it started, then stopped (a run that paused at once)
                     break
-                failure = LaunchFailure(self.pid, self._reason(status), system_clock())
+                # The files as the child left them (a failed append is cut back);
+                # none for a child a signal killed: nothing of the run stopped it.
+                files = stamps(self.run, self.state) if status > 0 else None
+                failure = LaunchFailure(self.pid, self._reason(status), system_clock(), files)
                 record_failure(self.run, failure)
                 return failure
             if time.monotonic() >= deadline:
@@ -168,4 +173,4 @@ def launch_once(
         fold, _read = read_fold(run.journal, live=True)
         log_size = run.log.stat().st_size if run.log.exists() else 0
         child = launch_run_process(run, state, overrides, environ, lock)
-        return Launch(run, child, fold.end, fold.state.last_seq, log_size)
+        return Launch(run, state, child, fold.end, fold.state.last_seq, log_size)

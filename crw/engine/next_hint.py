@@ -7,7 +7,9 @@ Readings fixed here (see `crw.engine.next_view` for the rest of the answer):
   host itself, so there is no subagent to wait on (no wait_agent);
 - a run no process holds and none could start for (`NextRead.launch_refused`)
   names what stopped the launch and the resume to run once it is fixed, and no
-  host call to make: its step files are a dead process's.
+  host call to make: its step files are a dead process's; and, while that launch
+  holds the next one back (`NextRead.launch_held`), that next starts none until
+  the files it could have stopped on change.
 """
 
 from __future__ import annotations
@@ -91,6 +93,11 @@ def _dead_sentences(
         f"No process holds the run and none could start: {refused}. Take no step until "
         f"that is fixed, then go on with: {read.command('resume', '--detach')}."
     )
+    if read.launch_held:
+        sentences.append(
+            "next starts no process for it until its run.json, workflow file, roles.toml "
+            "or journal changes."
+        )
     if read.closes:
         sentences.append(f"Close these subagents meanwhile: {_close_targets(read)}.")
     return sentences

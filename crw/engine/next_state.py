@@ -63,6 +63,10 @@ class NextRead:
     """Why no process could start for a run none holds (the resume next tried was
     refused, or its process, or the last launched, stopped before its started
     row): the fix it names comes first."""
+    launch_held: bool = False
+    """The last launch stopped before its started row and none of the files it
+    could have stopped on changed since (`crw.engine.launch_record.holds_launch`):
+    next launches nothing until they change or a resume is asked for."""
     replayed: RunState | None = None
     """The run's state when the reader replayed the journal itself (`rows` is then
     empty); else `rows` are replayed once, on demand."""
@@ -84,8 +88,9 @@ class NextRead:
 
 def should_resume(read: NextRead) -> bool:
     """A run no process holds and none is launched for, that goes on and has work
-    (CMD-NEXT-18, CMD-NEXT-20, CMD-NEXT-30)."""
-    if read.held or read.launching or read.process_tokens:
+    (CMD-NEXT-18, CMD-NEXT-20, CMD-NEXT-30), and whose last launch did not stop
+    before its started row on files as they are now (`NextRead.launch_held`)."""
+    if read.held or read.launching or read.process_tokens or read.launch_held:
         return False
     return read.run_state.state in RESUMABLE_STATES and not can_do_nothing(read)
 

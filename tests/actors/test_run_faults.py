@@ -314,8 +314,9 @@ async def test_immutable_journal_stops_the_process_before_any_row(
         assert run.rows() == []
     assert str(stopped.value) == (
         f"run {RUN_ID} stopped: cannot write its journal {run.dir.journal}: "
-        "Operation not permitted (EPERM); give this user read and write access to it "
-        f"(and clear chattr +i), then go on with: crw flow resume {RUN_ID}"
+        f"Operation not permitted (EPERM); clear its immutable flag (chattr -i "
+        f"{run.dir.journal}) or give this user write access to it, then go on with: "
+        f"crw flow resume {RUN_ID}"
     )
 
 

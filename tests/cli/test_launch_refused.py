@@ -76,7 +76,8 @@ def _resume(crw: Crw) -> Result:
 def _shows_the_reason(crw: Crw, run: RunDir, *words: str) -> None:
     """status names the failed launch and the resume to run once it is fixed;
     next keeps the run's state, hands out none of the dead process's steps and
-    names the reason in its hint and warnings."""
+    names the reason in its hint and warnings, and launches nothing while the
+    files the launch stopped on are unchanged."""
     status = _status(crw)
     assert status["live"] is False
     failed = status["launch_failed"]
@@ -94,7 +95,10 @@ def _shows_the_reason(crw: Crw, run: RunDir, *words: str) -> None:
     assert resume in view["hint"]
     assert all(word in view["hint"] for word in words), view["hint"]
     assert any("none could start" in warning for warning in view["warnings"])
-    assert "its resume did not start" in nexted.stderr
+    # the files the launch stopped on are as they were: next launches nothing
+    assert "next starts no process for it until" in view["hint"]
+    assert "its resume did not start" not in nexted.stderr
+    assert _status(crw)["launch_failed"] == failed
     assert (run.steps / "build.1" / "t1-a2.json").exists()  # next removes no step file
 
 
@@ -115,7 +119,7 @@ def test_an_answer_whose_process_refuses_a_changed_workflow_exits_1_with_its_lin
     _one_line(answered, 1, f"call build.1 of run {RUN}: answered retry", "was not resumed", CHANGED)
     assert _kinds(run)[-1] == "decision" and _kinds(run).count("started") == started
     _shows_the_reason(crw, run, CHANGED)
-    assert _kinds(run).count("started") == started  # next's resume stopped as well
+    assert _kinds(run).count("started") == started
 
 
 def test_a_detached_resume_whose_process_refuses_reports_it_until_a_process_starts(
