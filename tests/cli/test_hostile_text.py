@@ -155,3 +155,22 @@ def test_the_timeline_is_well_formed_xml(
     result = read(crw, locale, "timeline", run.id, "--out", str(out), "--json")
     assert result.code == 0, result.stderr
     assert isinstance(strict_json(result.stdout), dict)
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_an_error_quoting_what_the_user_typed_shows_it_escaped(
+    crw: Crw, tmp_path: Path, locale: str
+) -> None:
+    """An error is one line: a bidi control or a C1 control in what the user typed
+    is shown as its escape, whatever the locale."""
+    run = hostile_run(crw)
+    missing = tmp_path / "no\u202edir\x9b" / "run.svg"
+    for args in (
+        ("timeline", run.id, "--out", str(missing)),
+        ("show", run.id, "--call", "explore\u202e.1"),
+    ):
+        result = read(crw, locale, *args)
+        assert result.code == 2, result.stderr
+        assert result.stdout == "" and result.stderr.startswith("crw: error: ")
+        assert result.stderr.count("\n") == 1
+        assert RAW.findall(result.stderr.replace("\n", "")) == []
