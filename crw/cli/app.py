@@ -38,7 +38,10 @@ def _seconds(type_: Any, value: float) -> None:
 
 def _one_line(type_: Any, value: str | None) -> None:
     if value is not None and one_line(value) != value:
-        raise ValueError("It holds a control character (a newline, a NUL, ...); copy the id as is")
+        raise ValueError(
+            "It holds a control character (a newline, a NUL, a bidi override, ...); "
+            "copy the id as is"
+        )
 
 
 Whole = Annotated[int, Parameter(converter=_whole_number)]

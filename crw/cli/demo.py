@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crw.cli import output
 from crw.cli.demo_summary import detail, reviews, summary
 from crw.cli.output import emit
 from crw.cli.start import StartOutcome, start_run
@@ -139,14 +140,14 @@ def demo_command(
         if not chosen and not keep:
             shutil.rmtree(state_dir, ignore_errors=True)
             if not json:
-                print(f"  removed the demo's state {state_dir} (keep it with --keep)")
+                output.say(f"  removed the demo's state {state_dir} (keep it with --keep)")
 
 
 def _sim_demo(
     state_dir: Path, json: bool, backend: str, where: dict[str, Any], git: bool = False
 ) -> int:
     socket = state_dir / "host.sock"
-    say: Say = (lambda line: None) if json else print
+    say: Say = (lambda line: None) if json else output.say
     say(f"crw flow demo{' --git' if git else ''}: state {state_dir} ({backend} backend)")
     variant, sample = _git(state_dir, say) if git else (_plain(), None)
     sim = launch_sim(socket, state_dir / "codex-home", state_dir / "host.log")
@@ -234,7 +235,7 @@ def _codex_demo(state_dir: Path, json: bool, where: dict[str, Any]) -> int:
 
     from crw.host.mock_model import MockModel, invalid, text, write_codex_home
 
-    say: Say = (lambda line: None) if json else print
+    say: Say = (lambda line: None) if json else output.say
     with MockModel() as model:
         model.script(f"crw-flow-op: {REPAIRED_CALL}/t1-a1", invalid())
         model.script(f"crw-flow-op: {REVIEW_CALL}/t1-a1", text(json_text.dumps(REJECTION)))

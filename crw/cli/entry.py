@@ -8,6 +8,7 @@ code else (0 ok). Standard library only.
 from __future__ import annotations
 
 import gc
+import io
 import logging
 import os
 import re
@@ -15,23 +16,44 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_OBEYED = "\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+"""What a terminal obeys rather than shows, beyond C0: DEL and C1 (CSI among them),
+the bidi embeddings, overrides and isolates (they reorder the text around them);
+and a lone surrogate, which no output encoding holds."""
+_CONTROL = re.compile(f"[\x00-\x1f{_OBEYED}]")
+_TERMINAL = re.compile(f"[\x00-\x08\x0b-\x1f{_OBEYED}]")
+
+
+def _escaped(found: re.Match[str]) -> str:
+    return found.group().encode("unicode_escape").decode()
 
 
 def one_line(text: str) -> str:
-    """`text` with each control character escaped (`\\n`), so an error stays one line."""
-    return _CONTROL.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
+    """`text` with each control character, bidi control and lone surrogate escaped
+    (`\\n`, `\\u202e`, `\\ud800`), so an error stays one line, shown as written."""
+    return _CONTROL.sub(_escaped, text)
+
+
+def terminal_text(text: str) -> str:
+    """`text` as `one_line` escapes it, its newlines and tabs kept: what every
+    command prints for a person."""
+    return _TERMINAL.sub(_escaped, text)
 
 
 class _OneLine(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return f"crw: {record.levelname.lower()}: {record.getMessage()}"
+        return f"crw: {record.levelname.lower()}: {terminal_text(record.getMessage())}"
 
 
 def run_command(command: Callable[[], object]) -> NoReturn:
     """Run `command` and exit with its code, or with the code of its error."""
     from crw.errors import CrwError, InputError
 
+    for stream in (sys.stdout, sys.stderr):
+        # Text no locale's encoding holds (é under LC_ALL=C) is shown as its escape,
+        # never a UnicodeEncodeError after the command did its work.
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_OneLine())
     logging.basicConfig(level=logging.WARNING, handlers=[handler])

@@ -24,16 +24,15 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
 from crw.cli.entry import one_line
 from crw.cli.follow import JournalTail, Rows, follow
+from crw.cli.output import say, say_json, say_json_lines
 from crw.engine.locks import run_is_live
 from crw.engine.row_lines import row_line
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.errors import InputError
 from crw.journal.log import JournalCorruptError
-from crw.text import escape_surrogates, replace_surrogates
 
 log = logging.getLogger("crw.journal")
 
@@ -56,7 +55,7 @@ def show_command(
     if call is not None and call not in tail.state.calls and not follow_run and not damage:
         raise InputError(_no_such_call(run_dir, call, tail, state))
     if not json:
-        print(_header(run_dir, rows), flush=True)
+        say(_header(run_dir, rows))
     printer(rows)
     if damage is not None:
         printer.corrupt(damage)
@@ -67,7 +66,7 @@ def show_command(
     except JournalCorruptError as err:
         printer.corrupt(err)
         return 1
-    print(stopped(run_dir, tail, state), file=sys.stderr)
+    say(stopped(run_dir, tail, state), file=sys.stderr)
     return 1
 
 
@@ -81,20 +80,17 @@ class RowPrinter:
 
     def __call__(self, rows: Rows) -> None:
         shown = [row for row in rows if self.call is None or row.get("call") == self.call]
-        if shown:
-            print("\n".join(map(self.line, shown)), flush=True)
-
-    def line(self, row: dict[str, Any]) -> str:
-        if self.json:
-            return escape_surrogates(json_module.dumps(row, ensure_ascii=False))
-        return one_line(replace_surrogates(row_line(row)))
+        if shown and self.json:
+            say_json_lines(shown)
+        elif shown:
+            say("\n".join(one_line(row_line(row)) for row in shown))
 
     def corrupt(self, err: JournalCorruptError) -> None:
         """Where the damage is and what to do, after the rows before it."""
         if self.json:
-            print(json_module.dumps({"corrupt": err.report()}, ensure_ascii=False), flush=True)
+            say_json({"corrupt": err.report()})
         else:
-            print(f"{err.damage}; the rows after it are not shown\n{err.FIX}", flush=True)
+            say(f"{err.damage}; the rows after it are not shown\n{err.FIX}")
 
 
 def _header(run_dir: RunDir, rows: Rows) -> str:

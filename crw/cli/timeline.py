@@ -52,13 +52,14 @@ COLOURS = {
 }
 """The colour of each kind of shape (the browser test looks for them)."""
 FORMATS = {".svg": "svg", ".html": "html"}
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufffe\uffff]")
 
 
 def xml_text(text: str) -> str:
     """`text` as XML character data or an attribute's value: `<>&"'` escaped, and
-    each character XML 1.0 cannot hold (a lone surrogate, a control character)
-    replaced by U+FFFD."""
+    each character XML 1.0 cannot hold (a lone surrogate, a control character) or
+    a reader would not see (DEL, C1, a bidi control, which reorders the text
+    around it) replaced by U+FFFD."""
     return escape(_NOT_XML.sub("\ufffd", replace_surrogates(text)), quote=True)
 
 

@@ -20,7 +20,6 @@ an answer: a line says so) or its journal is corrupt; Ctrl-C stops it quietly
 
 from __future__ import annotations
 
-import json as json_module
 import os
 import sys
 from collections import deque
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crw.cli.follow import JournalTail, Rows, follow
+from crw.cli.output import say, say_json
 from crw.cli.run_spec import spec_json, workflow_file, workflow_nodes
 from crw.cli.show import RowPrinter, stopped
 from crw.engine.run_view import DONE, call_views, progress
@@ -63,7 +63,7 @@ def watch_command(run: str, *, state: str | None, json: bool) -> int:
         return 1
     if ended:
         return 0
-    print(stopped(run_dir, tail, state), file=sys.stderr)
+    say(stopped(run_dir, tail, state), file=sys.stderr)
     return 1
 
 
@@ -117,7 +117,7 @@ def _watch_json(run_dir: RunDir, tail: JournalTail, view: WatchView) -> bool:
         key = [payload["state"], payload["done"], payload["total"], flight]
         if key != shown:
             shown[:] = key
-            print(json_module.dumps(payload, ensure_ascii=False), flush=True)
+            say_json(payload)
 
     return follow(run_dir, tail, show)
 
@@ -133,7 +133,7 @@ def _watch_plain(run_dir: RunDir, tail: JournalTail, view: WatchView) -> bool:
         count = (payload["done"], payload["total"], payload["state"] == "ended")
         if [count] != counted:
             counted[:] = [count]
-            print(_progress_line(payload), flush=True)
+            say(_progress_line(payload))
 
     return follow(run_dir, tail, show)
 
@@ -168,7 +168,6 @@ def live_view(view: WatchView, now: datetime) -> RenderableType:
 
     from crw.cli.entry import one_line
     from crw.engine.row_lines import row_line
-    from crw.text import replace_surrogates
 
     payload = view.payload(now)
     bar = Table.grid(padding=(0, 1))
@@ -182,13 +181,11 @@ def live_view(view: WatchView, now: datetime) -> RenderableType:
     for call in payload["in_flight"]:
         elapsed = call["elapsed"]
         calls.add_row(
-            call["call"], call["role"] or "-", call["state"], str(call["attempt"]),
-            str(call["turns"]), f"{elapsed:.0f}s" if elapsed is not None else "-",
+            one_line(call["call"]), one_line(call["role"] or "-"), call["state"],
+            str(call["attempt"]), str(call["turns"]),
+            f"{elapsed:.0f}s" if elapsed is not None else "-",
         )  # fmt: skip
-    last = [
-        Text(one_line(replace_surrogates(row_line(row))), no_wrap=True, overflow="ellipsis")
-        for row in view.last
-    ]
+    last = [Text(one_line(row_line(row)), no_wrap=True, overflow="ellipsis") for row in view.last]
     tokens = Text(f"tokens {payload['tokens']['total']} (of the calls that ended)")
     in_flight = calls if payload["in_flight"] else Text("no call in flight")
     return Group(bar, in_flight, tokens, Text("last rows:", style="bold"), *last)
