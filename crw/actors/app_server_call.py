@@ -50,7 +50,6 @@ from crw.engine.template import render_task
 from crw.engine.workflow import Node, Workflow
 from crw.host.client import HostRequestError, unknown_thread
 from crw.host.protocol import Thread, Turn
-from crw.host.transport import HostUnavailable
 from crw.journal.rows import (
     Allocation,
     Held,
@@ -412,22 +411,19 @@ async def run_app_server_call(
 
 async def run_actor(actor: AppServerCall, rows: Sequence[Mapping[str, Any]] = ()) -> CallEnd:
     """Run `actor`'s call to its end, going on from `rows` when an earlier process
-    left it open."""
-    ctx, call = actor.ctx, actor.call
-    try:
-        with ctx.control.enter(actor.node.timeout) as actor.stop:
-            open_call = app_resume.generation(rows)
-            await actor.allocate(rows)
-            if open_call is None:
-                step, text = actor.first_step()
-                await actor.commit([*actor.opening(), step])
-                await actor.make_workspace()
-                return await actor.turns(await actor.start_thread(), step, None, text)
-            return await _go_on(actor, open_call, rows)
-    except HostUnavailable as err:
-        row = Held(call=call, reason="host_failure", error=str(err))
-        await actor.commit([row])
-        return CallEnd(row)
+    left it open. A host that cannot be reached (its connection lost, a request or
+    the reader's probe unanswered within `Settings.host_timeout`) raises
+    HostUnavailable out of it with the call's rows as they are: the run pauses
+    host_unavailable, and a resumed process goes on with the call in place."""
+    with actor.ctx.control.enter(actor.node.timeout) as actor.stop:
+        open_call = app_resume.generation(rows)
+        await actor.allocate(rows)
+        if open_call is None:
+            step, text = actor.first_step()
+            await actor.commit([*actor.opening(), step])
+            await actor.make_workspace()
+            return await actor.turns(await actor.start_thread(), step, None, text)
+        return await _go_on(actor, open_call, rows)
 
 
 async def _go_on(

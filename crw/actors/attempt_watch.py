@@ -3,9 +3,11 @@
 The call actor's read loop around the lost rule (`crw.engine.lost.judge`): read
 the thread through the HostReader, judge the read, and wait as the decision says
 (for the thread's next change, or the decision's deadline). A host that went away
-(the connection is down) raises HostUnavailable out of it: the run pauses. A
-marker turn the host only retries (`error {willRetry: true}`, no model response)
-for `Settings.unreachable_after` raises ModelUnreachable (`crw.engine.unreachable`).
+(the connection is down, or the host stopped answering the reader's probe while
+the turn is followed: `crw.actors.host_watch`) raises HostUnavailable out of it:
+the run pauses. A marker turn the host only retries (`error {willRetry: true}`,
+no model response) for `Settings.unreachable_after` raises ModelUnreachable
+(`crw.engine.unreachable`).
 """
 
 from __future__ import annotations
@@ -64,6 +66,14 @@ async def follow(
             and (announced is None or announced.status == "completed")
         ):
             return decision
+    with reader.following():  # the host is probed while the turn is followed
+        return await _judged(reader, settings, thread_id, turn_id, marker)
+
+
+async def _judged(
+    reader: HostReader, settings: Settings, thread_id: str, turn_id: str | None, marker: str | None
+) -> lost.Ended | lost.Found | lost.Lost:
+    """`follow`'s loop: read, judge, wait as the decision says."""
     seen = lost.Seen()
     while True:
         changed = reader.changed(thread_id)

@@ -14,7 +14,10 @@ Calls never talk to the host themselves; they ask the reader. It
   forgets the thread (for at most UNCLAIMED_KEPT threads no call asked about);
 - turns a host that stops answering into one typed error, `HostUnavailable`,
   raised to every caller, who decides what it means for its call; a connection
-  that is lost wakes every waiter at once, to meet it.
+  that is lost wakes every waiter at once, to meet it;
+- while any turn is followed (`wait_turn`, or a caller's `following` block),
+  probes the host once every `Settings.host_timeout` (`crw.actors.host_watch`):
+  a host that stopped answering with the connection open is taken for lost.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 
 import trio
 
+from crw.actors.host_watch import HostWatch
 from crw.actors.spawn_index import OwnerSpawns
 from crw.engine import unreachable
 from crw.host.client import HostClient, HostRequestError
@@ -116,6 +120,8 @@ class HostReader:
         self.lists = 0
         """thread/list requests sent (tests assert the marker lookup's cost with it)."""
         self._spawns: dict[str, OwnerSpawns] = {}
+        self.host_watch = HostWatch(client, settings.host_timeout)
+        """The probe of the host while turns are followed (`following`)."""
 
     @property
     def connected(self) -> bool:
@@ -212,6 +218,10 @@ class HostReader:
             lambda: self._client.thread_read(thread_id, include_turns=False),
         )
 
+    def following(self) -> contextlib.AbstractContextManager[None]:
+        """A turn is followed while the block runs: the host is probed meanwhile."""
+        return self.host_watch.following()
+
     async def wait_turn(self, thread_id: str, turn_id: str, *, give_up: bool = False) -> Turn:
         """Wait until the turn has ended; returns it with its items.
 
@@ -224,33 +234,34 @@ class HostReader:
             ModelUnreachable: with `give_up`, the host has retried the turn for
                 `Settings.unreachable_after` with no model response.
         """
-        interrupted_since: float | None = None
-        while True:
-            watch = self._watch(thread_id)
-            changed = watch.changed
-            thread = await self.read(thread_id)
-            turn = next((t for t in thread.turns if t.id == turn_id), None)
-            announced = self.announced_before_read(thread_id, turn_id)
-            if announced is not None and turn is not None:
-                if turn.status == announced.status and turn.error == announced.error:
-                    return turn  # read after its end: the copy would be the same turn
-                return turn.model_copy(
-                    update={"status": announced.status, "error": announced.error}
-                )
-            if turn is not None and (turn.status in ("completed", "failed") or turn.error):
-                return turn
-            now = trio.current_time()
-            if turn is not None and turn.status == "interrupted":
-                interrupted_since = interrupted_since if interrupted_since is not None else now
-                if now - interrupted_since >= self._settings.host_poll_interval:
+        with self.following():  # the host is probed while the turn is followed
+            interrupted_since: float | None = None
+            while True:
+                watch = self._watch(thread_id)
+                changed = watch.changed
+                thread = await self.read(thread_id)
+                turn = next((t for t in thread.turns if t.id == turn_id), None)
+                announced = self.announced_before_read(thread_id, turn_id)
+                if announced is not None and turn is not None:
+                    if turn.status == announced.status and turn.error == announced.error:
+                        return turn  # read after its end: the copy would be the same turn
+                    return turn.model_copy(
+                        update={"status": announced.status, "error": announced.error}
+                    )
+                if turn is not None and (turn.status in ("completed", "failed") or turn.error):
                     return turn
-            else:
-                interrupted_since = None
-            wait = self._settings.host_poll_interval
-            if give_up:
-                wait = self._until_given_up(watch, turn_id, now, wait)
-            with trio.move_on_after(wait):
-                await changed.wait()
+                now = trio.current_time()
+                if turn is not None and turn.status == "interrupted":
+                    interrupted_since = interrupted_since if interrupted_since is not None else now
+                    if now - interrupted_since >= self._settings.host_poll_interval:
+                        return turn
+                else:
+                    interrupted_since = None
+                wait = self._settings.host_poll_interval
+                if give_up:
+                    wait = self._until_given_up(watch, turn_id, now, wait)
+                with trio.move_on_after(wait):
+                    await changed.wait()
 
     def until_given_up(self, thread_id: str, turn_id: str, now: float, wait: float) -> float:
         """How long a follower of the turn waits before judging its retries again
@@ -428,6 +439,7 @@ async def open_host_reader(
     reader = HostReader(client, settings, follows)
     async with trio.open_nursery() as nursery:
         await nursery.start(reader._follow)
+        await nursery.start(reader.host_watch.watch)
         yield reader
         nursery.cancel_scope.cancel()
 

@@ -344,6 +344,12 @@ class HostClient:
         with contextlib.suppress(HostUnavailable):  # the reader sees the loss, reports it
             await self._transport.send({"id": message_id, "error": error})
 
+    def give_up(self, error: str) -> None:
+        """Take the connection for lost though it is open: the host stopped
+        answering (its process stopped, its end reads nothing). Every pending and
+        later request raises HostUnavailable(`error`), and every subscription ends."""
+        self._lose(HostUnavailable(error))
+
     def _lose(self, err: HostUnavailable) -> None:
         if self._lost is None:
             self._lost = err
