@@ -1,0 +1,165 @@
+"""Two session runs of one workflow on one owner thread, on the simulated host, one
+MockClock: the owner plays both, interleaved, and reports no spawn, so every bind
+is the marker lookup's. Both runs publish the same markers (`explore.1/t1-a1` in
+each); a run binds only the subagents its own step messages spawned (they name
+its packets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+from trio.testing import MockClock
+
+from crw.actors.host_reader import open_host_reader
+from crw.actors.inbox import Inbox
+from crw.actors.journal_writer import open_journal_writer
+from crw.actors.session_call import SessionContext
+from crw.actors.session_run import answer_unrouted, run_session_calls
+from crw.bus import steps as bus
+from crw.clock import fixed_clock
+from crw.engine.replies import CallRecords
+from crw.engine.roles import RoleTable
+from crw.engine.rundir import RunDir
+from crw.engine.workflow import load_workflow
+from crw.host.client import HostClient, open_client
+from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
+from crw.journal.log import read_journal
+from crw.journal.replay import replay
+from crw.settings import Settings
+from tests.actors.test_app_server_run import CHAIN
+
+RUNS = ("run-a", "run-b")
+
+
+@dataclass
+class TwoRunOwner:
+    """The owner thread of both runs: each pass spawns every new step of run-a, then
+    of run-b, from the step's message, reports none, and closes what a run asks."""
+
+    client: HostClient
+    runs: dict[str, RunDir]
+    thread_id: str
+    spawned: dict[str, list[str]] = field(default_factory=lambda: {run: [] for run in RUNS})
+    closed: dict[str, list[str]] = field(default_factory=lambda: {run: [] for run in RUNS})
+
+    async def play(self) -> None:
+        seen: set[tuple[str, str, int, int]] = set()
+        while True:
+            for run_id, run in self.runs.items():
+                for step in await trio.to_thread.run_sync(bus.list_steps, run):
+                    if (run_id, step.call, step.k, step.attempt) in seen:
+                        continue
+                    seen.add((run_id, step.call, step.k, step.attempt))
+                    await self._take(run_id, step)
+                for close in bus.list_closes(run):
+                    await self.client.request("sim/closeAgent", {"target": close.agent_id})
+                    self.closed[run_id].append(close.agent_id)
+                    bus.remove_close(run, close.call, close.attempt, close.agent_id)
+            await trio.sleep(0.5)
+
+    async def _take(self, run_id: str, step: bus.StepFile) -> None:
+        if step.action == "send_input":
+            target = {"target": step.agent_id, "message": step.message}
+            await self.client.request("sim/sendInput", target)
+            return
+        params = {
+            "parentThreadId": self.thread_id,
+            "agentType": step.agent_type,
+            "message": step.message,
+        }
+        agent = str((await self.client.request("sim/spawnAgent", params))["agentId"])
+        self.spawned[run_id].append(agent)
+
+
+async def run_one(sim: SimHost, run: RunDir, owner: str, settings: Settings) -> str:
+    """One run's process: its own host connection, reader, inbox and journal."""
+    workflow = load_workflow(run.root.parent / "wf.toml")
+    rows = read_journal(run.journal).rows
+    records = CallRecords(rows)
+    async with (
+        open_client(await connect_in_memory(sim)) as client,
+        open_host_reader(client, settings) as reader,
+        open_journal_writer(run.journal, clock=fixed_clock()) as journal,
+        trio.open_nursery() as nursery,
+    ):
+        inbox = Inbox(run, run.id, settings, lambda r: answer_unrouted(records, r))
+        ctx = SessionContext(
+            journal=journal,
+            reader=reader,
+            inbox=inbox,
+            workflow=workflow,
+            run=run,
+            run_id=run.id,
+            owner=owner,
+            tmpdir="/run/tmp",
+            pairs=RoleTable.undecided().roles,
+            settings=settings,
+            clock=fixed_clock(),
+            records=records,
+        )
+        await nursery.start(inbox.run)
+        state = await run_session_calls(ctx, workflow.pool, replay(rows), rows)
+        nursery.cancel_scope.cancel()
+    return state
+
+
+@asynccontextmanager
+async def two_runs(tmp_path: Path) -> AsyncIterator[tuple[SimHost, HostClient, dict[str, RunDir]]]:
+    flow = tmp_path / "flow"
+    flow.mkdir()
+    (flow / "wf.toml").write_text(CHAIN)
+    runs = {run_id: RunDir(flow / run_id) for run_id in RUNS}
+    for run in runs.values():
+        run.create()
+    async with (
+        open_sim_host(tmp_path / "home") as sim,
+        open_client(await connect_in_memory(sim)) as client,
+    ):
+        yield sim, client, runs
+
+
+def rows_of(run: RunDir, kind: str) -> list[dict[str, Any]]:
+    return [row for row in read_journal(run.journal).rows if row["row"] == kind]
+
+
+async def test_two_runs_on_one_owner_bind_only_their_own_subagents(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-25, DISP-4, BIND-1: every thread_started of each run names a
+    subagent its own step message spawned, the two sets are disjoint, no run asks to
+    close the other's subagent, and both complete."""
+    settings = Settings(poll_interval=2.0, host_poll_interval=30.0)
+    async with two_runs(tmp_path) as (sim, client, runs):
+        owner_id = str((await client.request("sim/startOwner", {}))["threadId"])
+        owner = TwoRunOwner(client, runs, owner_id)
+        states: dict[str, str] = {}
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(owner.play)
+
+            async def go(run_id: str) -> None:
+                states[run_id] = await run_one(sim, runs[run_id], owner_id, settings)
+
+            async with trio.open_nursery() as both:
+                for run_id in RUNS:
+                    both.start_soon(go, run_id)
+            nursery.cancel_scope.cancel()
+    assert states == {run_id: "ended" for run_id in RUNS}
+    bound: dict[str, list[str]] = {}
+    for run_id, run in runs.items():
+        assert read_journal(run.journal).rows[-1]["status"] == "completed"
+        bound[run_id] = [row["thread_id"] for row in rows_of(run, "thread_started")]
+        assert len(bound[run_id]) == 3  # explore.1, build.1, review.1: one subagent each
+        assert sorted(bound[run_id]) == sorted(owner.spawned[run_id])
+        completed = [row["call"] for row in rows_of(run, "completed")]
+        assert sorted(completed) == ["build.1", "explore.1", "review.1"]
+        assert not rows_of(run, "session_host_warning")  # no several_spawns
+        # Its close steps (taken, or waiting when the run ended) name its own.
+        closes = owner.closed[run_id] + [c.agent_id for c in bus.list_closes(run)]
+        assert sorted(closes) == sorted(owner.spawned[run_id])
+    assert not set(bound["run-a"]) & set(bound["run-b"])
