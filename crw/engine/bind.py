@@ -8,7 +8,9 @@ pair) and host snapshots (`crw.host.protocol.Thread`), so the same report answer
 again after a crash gets the same reply and writes no second row.
 
 The marker lookup (DISP-25, DISP-26) is here too: a subagent spawned, or a repair
-sent, and never reported is found by the marker line its turn starts with. A report
+sent, and never reported is found by the marker line its turn starts with, and
+taken only when its first message names the run's own packet
+(`crw.engine.step_match`: two runs on one owner publish the same markers). A report
 about any other step than the one the call waits on is answered from the rows
 alone (`crw.engine.replies`).
 """

@@ -39,7 +39,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "teardown":
         params = re.search(r"\[(.*)\]$", report.nodeid)
         point, stop = params.group(1).split("-", 1) if params else ("", "")
-        tier = "process" if "test_kill_drills" in report.nodeid else "in-process"
+        tier = "in-process" if "test_interrupt_drills" in report.nodeid else "process"
         seen = dict(report.user_properties).get("drill")
         _found[report.nodeid] = (tier, point, stop, seen if isinstance(seen, dict) else {})
 
