@@ -217,8 +217,9 @@ class StepBinder:
         except HostRequestError:
             return None
         self.ctx.reader.forget(self.ctx.owner)  # its turns are not kept for the run's life
-        op, marker = step.op or "", step.marker or ""
-        joined = ledger_join.join(self.ctx.run_id, op, marker, lines, owner.turns)
+        published = self._published(step)
+        op = published.op
+        joined = ledger_join.join(self.ctx.run_id, published, lines, owner.turns)
         if joined.warnings and not self._warned(op):
             warning = SessionHostWarning(call=self.actor.call, op=op, warnings=joined.warnings)
             await self.actor.commit([warning])
@@ -253,7 +254,7 @@ class StepBinder:
             carrying = await self.ctx.reader.spawned(self.ctx.owner, marker, self.bound_read)
         except (HostUnavailable, HostRequestError):
             return  # the bind stands; a stray's report is answered close
-        strays = bind.strays(marker, self.ctx.owner, bound_id, carrying)
+        strays = bind.strays(self._published(step), self.ctx.owner, bound_id, carrying)
         if not strays:
             return
         if not self._warned(step.op):
@@ -277,6 +278,8 @@ class StepBinder:
             action=step.action or "spawn",
             agent_id=step.agent_id,
             workspace=str(self.actor.workspace),
+            run=self.ctx.run.id,
+            packet=step.packet,
             conversation_turn=step.conversation_turn,
             replaces_turn=step.replaces_turn,
         )
@@ -293,7 +296,7 @@ class StepBinder:
             else:
                 carrying = await self.ctx.reader.spawned(self.ctx.owner, step.marker or "")
                 thread = bind.find_spawned(
-                    step.marker or "", self.ctx.owner, carrying, self.actor.pair
+                    self._published(step), self.ctx.owner, carrying, self.actor.pair
                 )
         except HostUnavailable:
             if not self.ctx.reader.connected:

@@ -8,7 +8,9 @@ pair) and host snapshots (`crw.host.protocol.Thread`), so the same report answer
 again after a crash gets the same reply and writes no second row.
 
 The marker lookup (DISP-25, DISP-26) is here too: a subagent spawned, or a repair
-sent, and never reported is found by the marker line its turn starts with. A report
+sent, and never reported is found by the marker line its turn starts with, and
+taken only when its first message names the run's own packet
+(`crw.engine.step_match`: two runs on one owner publish the same markers). A report
 about any other step than the one the call waits on is answered from the rows
 alone (`crw.engine.replies`).
 """
@@ -20,13 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from crw.engine.held_fix import SPAWN_FAILED
-from crw.engine.packet import MARKER_PREFIX
 from crw.engine.replies import CallRecord as CallRecord
 from crw.engine.replies import Reply as Reply
 from crw.engine.replies import ReplyKind as ReplyKind
 from crw.engine.replies import decide_late
 from crw.engine.roles import RolePair
-from crw.host.protocol import Thread, Turn, UserMessage
+from crw.engine.step_match import carries, first_message, not_the_steps, other_run, thread_carries
+from crw.engine.step_match import find_marker_turn as find_marker_turn
+from crw.engine.step_match import marker_of as marker_of
+from crw.engine.step_match import spawn_marker as spawn_marker
+from crw.engine.step_match import turn_marker as turn_marker
+from crw.host.protocol import Thread, Turn
 from crw.journal.rows import Held, StepAction, ThreadStarted, TurnStarted
 
 MAX_RETRIES = 5
@@ -72,7 +78,11 @@ class Report:
 @dataclass(frozen=True)
 class PublishedStep:
     """A step the run published (its step_published row). `agent_id` is the bound
-    subagent of a send_input step, None for a spawn; `workspace` is P."""
+    subagent of a send_input step, None for a spawn; `workspace` is P. `run` is the
+    run's id as its directory is named, which the packets its spawn messages name
+    are under, and `packet` a spawn step's packet (None for a send_input): a
+    subagent is the step's only when its first message names them
+    (`crw.engine.step_match`)."""
 
     call: str
     k: int
@@ -83,6 +93,8 @@ class PublishedStep:
     action: StepAction
     agent_id: str | None
     workspace: str
+    run: str
+    packet: str | None
     conversation_turn: int | None = None
     replaces_turn: int | str | None = None
 
@@ -234,10 +246,15 @@ def decide_bind(
         return _retry(f"the host cannot be read yet{why}", retries, _HOST_GIVE_UP)  # DISP-9
     if thread.parentThreadId != owner:
         return Reply("refused", "not a subagent of the owner thread")  # DISP-3, DISP-12
+    another = other_run(thread, step.run)
+    if another is not None:
+        return Reply("refused", another)  # DISP-10: the subagent is another run's
     turn = find_marker_turn(step.marker, thread)
     if turn is None:
         give_up = _MARKER_GIVE_UP.format(marker=step.marker)
         return _retry("the marker turn cannot be read yet", retries, give_up)  # DISP-4, DISP-9
+    if not carries_step(step, thread, turn):
+        return Reply("refused", not_the_steps(step.run, step.marker))
     turn_started = _turn_started(step, turn)
     if step.action == "send_input":
         return Bound(None, turn_started)  # BIND-7: the subagent's pair was checked at its bind
@@ -349,73 +366,55 @@ def _turn_started(step: PublishedStep, turn: Turn) -> TurnStarted:
     )
 
 
-def marker_of(text: str | None) -> str | None:
-    """The marker a text's first line names (`crw-flow-op: <marker>`), else None."""
-    if not text:
-        return None
-    first = text.split("\n", 1)[0].rstrip()
-    if not first.startswith(MARKER_PREFIX):
-        return None
-    return first[len(MARKER_PREFIX) :].strip() or None
-
-
-def turn_marker(turn: Turn) -> str | None:
-    """The marker of a turn: its first user message's first text (DISP-4)."""
-    for item in turn.items:
-        if isinstance(item, UserMessage):
-            return marker_of(item.first_text())
-    return None
-
-
-def spawn_marker(thread: Thread) -> tuple[bool, str | None]:
-    """Whether the subagent's first message shows yet, and the marker it carries
-    (None: none). A spawn step's marker is its subagent's first message (DISP-25)."""
-    first = thread.turns[0] if thread.turns else None
-    if first is None or not any(isinstance(item, UserMessage) for item in first.items):
-        return False, None
-    return True, turn_marker(first)
-
-
-def find_marker_turn(marker: str, thread: Thread) -> Turn | None:
-    """The first turn of `thread` whose first user message carries `marker`
-    (DISP-26 for a send_input step; the bind's check for every step)."""
-    return next((turn for turn in thread.turns if turn_marker(turn) == marker), None)
-
-
 def find_spawned(
-    marker: str, owner: str, threads: Iterable[Thread], pair: RolePair
+    step: PublishedStep, owner: str, threads: Iterable[Thread], pair: RolePair
 ) -> Thread | None:
-    """The owner's subagent that carries `marker` in a turn and can be bound (DISP-25).
+    """The owner's subagent that carries the spawn `step` and can be bound (DISP-25).
 
     `threads` are host snapshots with turns: the subagents whose first message
-    carries `marker` (`crw.actors.spawn_index`), read now. A closed subagent
-    (notLoaded), one whose pair the bind would refuse and one whose parentThreadId is
-    not `owner` are never taken; of several others, the earliest created is.
+    carries the step's marker (`crw.actors.spawn_index`), read now. One whose first
+    message does not name the step's packet (another run's step of the same
+    marker), a closed subagent (notLoaded), one whose pair the bind would refuse and
+    one whose parentThreadId is not `owner` are never taken; of several others, the
+    earliest created is.
     """
     found = [
         thread
-        for thread in _carrying(marker, owner, threads)
+        for thread in _carrying(step, owner, threads)
         if thread.status.type != "notLoaded" and _pair_mismatch(pair, thread) is None
     ]
     return found[0] if found else None
 
 
-def strays(marker: str, owner: str, bound_id: str, threads: Iterable[Thread]) -> list[str]:
+def strays(step: PublishedStep, owner: str, bound_id: str, threads: Iterable[Thread]) -> list[str]:
     """The ids of the owner's other open subagents that carry a bound attempt's
-    `marker`: each gets a close step (a spawn for one step made twice)."""
+    `step`: each gets a close step (a spawn for one step made twice). Another run's
+    subagents of the same marker are not the run's to close."""
     return [
         thread.id
-        for thread in _carrying(marker, owner, threads)
+        for thread in _carrying(step, owner, threads)
         if thread.id != bound_id and thread.status.type != "notLoaded"
     ]
 
 
-def _carrying(marker: str, owner: str, threads: Iterable[Thread]) -> list[Thread]:
-    """The owner's subagents with a turn that carries `marker`, earliest created first."""
+def carries_step(step: PublishedStep, thread: Thread, turn: Turn) -> bool:
+    """Whether the marker `turn` of `thread` is the step's: a spawn's message names
+    the step's packet, and a send_input's subagent was spawned with a packet of the
+    run (`crw.engine.step_match`). The marker alone never tells."""
+    if step.action == "spawn":
+        return carries(first_message(turn), step.run, step.packet)
+    return thread_carries(thread, step.run, None)
+
+
+def _carrying(step: PublishedStep, owner: str, threads: Iterable[Thread]) -> list[Thread]:
+    """The owner's subagents with a turn that carries the step (`carries_step`),
+    earliest created first."""
     found = [
         thread
         for thread in threads
-        if thread.parentThreadId == owner and find_marker_turn(marker, thread) is not None
+        if thread.parentThreadId == owner
+        and (turn := find_marker_turn(step.marker, thread)) is not None
+        and carries_step(step, thread, turn)
     ]
     found.sort(key=lambda thread: (thread.createdAt is None, thread.createdAt or 0))
     return found

@@ -5,8 +5,10 @@ The spawn hook writes a ledger line for each spawn of the owner
 decision, op). A resumed run joins the lines of the step's op with the owner
 turns' `collabAgentToolCall` spawn items (the item's id is the hook's
 tool_use_id, its receiverThreadIds the subagent) to find the subagent of a step
-published before the restart (HOOK-17); the bind then checks it as any other
-(its parent, its marker turn, its pair). What the join cannot tie as it should is
+published before the restart (HOOK-17); only items whose prompt names the step's
+packet are joined (another run on the same owner spawns the same markers), and
+the bind then checks each as any other (its parent, its first message, its marker
+turn, its pair). What the join cannot tie as it should is
 a session_host_warning (WAKE-15):
 
 - no_ledger_line: an owner spawn item whose prompt carries the step's marker has
@@ -29,7 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crw.engine.bind import marker_of
+from crw.engine.bind import PublishedStep
+from crw.engine.step_match import carries, marker_of
 from crw.host.protocol import CollabAgentToolCall, Turn
 
 SPAWN_TOOL = "spawnAgent"
@@ -44,10 +47,14 @@ class Joined:
 
 
 def join(
-    run_id: str, op: str, marker: str, ledger: Iterable[Mapping[str, Any]], turns: Sequence[Turn]
+    run_id: str, step: PublishedStep, ledger: Iterable[Mapping[str, Any]], turns: Sequence[Turn]
 ) -> Joined:
-    """The owner's subagents spawned for the step `op` (attempt `marker`), from the
-    run's allowed ledger lines and the owner's `turns`."""
+    """The owner's subagents spawned for the spawn `step` (its op, its marker, its
+    packet), from the run's allowed ledger lines and the owner's `turns`. A spawn
+    item whose prompt names another run's packet is that run's, whatever its marker
+    and whatever run the ledger line names (the hook records the run the owner's
+    line binds, for every spawn of the owner)."""
+    op, marker = step.op, step.marker
     lines = [
         line for line in ledger if line.get("run_id") == run_id and line.get("decision") == "allow"
     ]
@@ -57,6 +64,8 @@ def join(
     warnings: list[str] = []
     subagents: list[str] = []
     for item_id, (_, item) in spawns.items():
+        if not carries(item.prompt, step.run, None):
+            continue  # another run's spawn, or none of a run
         carried = marker_of(item.prompt)
         line = by_call.get(item_id)
         if (
@@ -69,7 +78,7 @@ def join(
             )
         ):
             warnings.append("ledger_op_differs")
-        if carried != marker:
+        if carried != marker or not carries(item.prompt, step.run, step.packet):
             continue
         if line is None and lines:  # the hook records the run's spawns, not this one
             warnings.append("no_ledger_line")

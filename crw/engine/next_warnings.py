@@ -1,9 +1,9 @@
 """The warnings of `crw flow next` (pure): next records nothing about them.
 
-- the owner's last line is not the holder's (another run's, another digest's,
-  or none): the spawn hook gives the owner's spawns no pair of the run until the
-  run's process, or its next process when the run is resumed, binds it
-  (CMD-NEXT-36);
+- the owner's last line is not the holder's (another run's: the owner is bound
+  to that run, said as such; another digest's, or none): the spawn hook gives
+  the owner's spawns no pair of the run until the run's process, or its next
+  process when the run is resumed, binds it (CMD-NEXT-36);
 - the role store reads other pairs than the holder pinned: the process runs on
   its pins, a resume takes the store's (CMD-NEXT-37);
 - the process next resumed repinned the run (its policy_repinned row): it runs
@@ -50,10 +50,28 @@ def next_warnings(read: NextRead) -> list[str]:
 
 
 def _line_warning(read: NextRead) -> str:
+    line = read.owner_line
+    other = line.get("run_id") if line is not None else None
+    if line is not None and line.get("kind") == "orchestrator" and other != read.run:
+        return _bound_to_other(read, str(other))
     return (
         f"owner thread {read.owner}'s last line is not run {read.run}'s ({_line_is(read)}): "
         "the spawn hook gives the owner's spawns no pair of the run until the run's "
         "process, or its next process when the run is resumed, binds it"
+    )
+
+
+def _bound_to_other(read: NextRead, other: str) -> str:
+    """The owner is bound to another run: a thread holds the line of one live run
+    (BIND-LINE-22), and the run binds only the subagents its own step messages
+    spawned (DISP-25)."""
+    return (
+        f"owner thread {read.owner} is bound to run {other}, not to run {read.run}: the "
+        f"spawn hook gives the owner's spawns run {other}'s pairs, run {read.run}'s too, "
+        f"until a process of run {read.run} binds the thread (a thread holds the line of "
+        f"one live run: run {read.run}'s next process binds it once run {other} no longer "
+        f"lives); run {read.run} binds only the subagents spawned with its own step "
+        "messages, which name its packets"
     )
 
 
@@ -65,8 +83,6 @@ def _line_is(read: NextRead) -> str:
     run_id = line.get("run_id")
     if line.get("kind") != "orchestrator":
         return f"it closed run {run_id}" if run_id else "it is no orchestrator line"
-    if run_id != read.run:
-        return f"it binds run {run_id}"
     return (
         f"it binds the run under policy digest {line.get('policyDigest')}, not "
         f"{read.run_state.policy_digest} that its process pinned"

@@ -125,9 +125,11 @@ def test_a_holder_that_never_binds_is_reported_as_it_is_after_the_window(
     assert answer["state"] == "running"
     assert answer["spawn_formats"][0]["model"] == "m-arch"
     assert answer["warnings"] == [
-        f"owner thread owner-thread's last line is not run {RUN}'s (it binds run other-run): "
-        "the spawn hook gives the owner's spawns no pair of the run until the run's process, "
-        "or its next process when the run is resumed, binds it"
+        f"owner thread owner-thread is bound to run other-run, not to run {RUN}: the spawn "
+        f"hook gives the owner's spawns run other-run's pairs, run {RUN}'s too, until a "
+        f"process of run {RUN} binds the thread (a thread holds the line of one live run: "
+        f"run {RUN}'s next process binds it once run other-run no longer lives); run {RUN} "
+        "binds only the subagents spawned with its own step messages, which name its packets"
     ]
     assert run.journal.read_bytes() == before
     assert _owner_file(crw).read_bytes() == lines

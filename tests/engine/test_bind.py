@@ -41,8 +41,12 @@ MARKER = "build.1/t1-a1"
 PAIR = RolePair(agent_type="executor", model="gpt-5.5", effort="high")
 
 
-def spawn_text(call: str = "build.1", k: int = 1, attempt: int = 1) -> str:
-    return spawn_message(call, k, attempt, "executor", P, f"{P}/packet-t{k}-a{attempt}.md")
+def packet(call: str = "build.1", k: int = 1, attempt: int = 1, run: str = RUN) -> str:
+    return f"/state/flow/{run}/steps/{call}/packet-t{k}-a{attempt}.md"
+
+
+def spawn_text(call: str = "build.1", k: int = 1, attempt: int = 1, run: str = RUN) -> str:
+    return spawn_message(call, k, attempt, "executor", P, packet(call, k, attempt, run))
 
 
 def user_message(text: str, item_id: str = "item-u") -> dict[str, Any]:
@@ -124,6 +128,8 @@ def spawn_step(**fields: Any) -> PublishedStep:
         "action": "spawn",
         "agent_id": None,
         "workspace": P,
+        "run": RUN,
+        "packet": packet(),
         "conversation_turn": 1,
         "replaces_turn": None,
     }
@@ -138,6 +144,7 @@ def repair_step(**fields: Any) -> PublishedStep:
             "marker": "build.1/t2-a1",
             "action": "send_input",
             "agent_id": AGENT,
+            "packet": None,
             "conversation_turn": 2,
             **fields,
         }
@@ -455,6 +462,7 @@ def test_turn_started_records_the_place_a_replacing_turn_takes() -> None:
         op="build.1/t3",
         marker="build.1/t3-a2",
         attempt=2,
+        packet=packet(k=3, attempt=2),
         conversation_turn=1,
         replaces_turn=1,
     )
@@ -567,7 +575,7 @@ def test_send_input_is_not_pair_checked_again() -> None:
 def test_spawned_subagent_found_by_marker_binds_without_a_report() -> None:
     """spec: DISP-25"""
     threads = [subagent(id=OTHER_AGENT, turns=[]), subagent()]
-    found = find_spawned(MARKER, OWNER, threads, PAIR)
+    found = find_spawned(spawn_step(), OWNER, threads, PAIR)
     assert found is not None and found.id == AGENT
     decision = decide_bind(OWNER, spawn_step(), AttemptState(), PAIR, None, found)
     assert started(decision).thread_id == AGENT
@@ -575,14 +583,14 @@ def test_spawned_subagent_found_by_marker_binds_without_a_report() -> None:
 
 def test_lookup_ignores_a_thread_of_another_owner() -> None:
     """spec: DISP-25, DISP-3"""
-    assert find_spawned(MARKER, OWNER, [subagent(parentThreadId="someone")], PAIR) is None
+    assert find_spawned(spawn_step(), OWNER, [subagent(parentThreadId="someone")], PAIR) is None
 
 
 def test_lookup_takes_the_earliest_of_two_spawns() -> None:
     """spec: DISP-25"""
     late = subagent(createdAt=1795982999)
     early = subagent(id=OTHER_AGENT, createdAt=1795982900)
-    found = find_spawned(MARKER, OWNER, [late, early], PAIR)
+    found = find_spawned(spawn_step(), OWNER, [late, early], PAIR)
     assert found is not None and found.id == OTHER_AGENT
 
 
@@ -641,15 +649,15 @@ def test_lookup_skips_a_closed_subagent_and_one_on_another_pair() -> None:
     closed = subagent(id="closed", createdAt=1795982800, status={"type": "notLoaded"})
     wrong = subagent(id="wrong", createdAt=1795982850, model="gpt-5.4-mini")
     right = subagent(createdAt=1795982900)
-    found = find_spawned(MARKER, OWNER, [closed, wrong, right], PAIR)
+    found = find_spawned(spawn_step(), OWNER, [closed, wrong, right], PAIR)
     assert found is not None and found.id == AGENT
-    assert find_spawned(MARKER, OWNER, [closed, wrong], PAIR) is None
+    assert find_spawned(spawn_step(), OWNER, [closed, wrong], PAIR) is None
 
 
 def test_lookup_of_a_role_left_to_the_host_takes_any_pair() -> None:
     """spec: DISP-17, DISP-25"""
     other = subagent(model="o9", reasoningEffort="low")
-    found = find_spawned(MARKER, OWNER, [other], RolePair(agent_type="executor"))
+    found = find_spawned(spawn_step(), OWNER, [other], RolePair(agent_type="executor"))
     assert found is not None and found.id == AGENT
 
 
@@ -663,8 +671,8 @@ def test_other_open_subagents_carrying_the_bound_marker_are_strays() -> None:
         subagent(id="foreign", parentThreadId="someone"),
         subagent(id="unmarked", turns=[]),
     ]
-    assert strays(MARKER, OWNER, AGENT, threads) == ["early", "late"]
-    assert strays(MARKER, OWNER, AGENT, [subagent()]) == []
+    assert strays(spawn_step(), OWNER, AGENT, threads) == ["early", "late"]
+    assert strays(spawn_step(), OWNER, AGENT, [subagent()]) == []
 
 
 def test_report_naming_a_thread_the_host_does_not_have_is_refused() -> None:
@@ -694,3 +702,61 @@ def test_marker_retry_is_bounded_and_names_the_marker() -> None:
     answer = reply(decide(thread=subagent(turns=[]), retries=MAX_RETRIES))
     assert answer.kind == "refused"
     assert f"crw-flow-op: {MARKER}, close it and spawn again" in answer.reason
+
+
+# Two runs on one owner thread: the marker names no run, the message's packet does.
+
+
+def other_runs(agent_id: str = OTHER_AGENT, **fields: Any) -> Thread:
+    """A subagent of the owner spawned with run-2's message of the same step."""
+    turns = [host_turn("turn-1", user_message(spawn_text(run="run-2")))]
+    return subagent(id=agent_id, turns=turns, **fields)
+
+
+def test_a_subagent_with_another_runs_message_of_the_same_marker_is_not_this_runs() -> None:
+    """spec: DISP-25, DISP-4: the lookup takes only a subagent whose first message
+    names this run's packet of the step, the earlier-created other run's one never."""
+    theirs = other_runs(createdAt=1795982800)
+    found = find_spawned(spawn_step(), OWNER, [theirs, subagent(createdAt=1795982900)], PAIR)
+    assert found is not None and found.id == AGENT
+    assert find_spawned(spawn_step(), OWNER, [theirs], PAIR) is None
+    bare = subagent(turns=[host_turn("turn-1", user_message(f"crw-flow-op: {MARKER}\n"))])
+    assert find_spawned(spawn_step(), OWNER, [bare], PAIR) is None
+    own_other_step = spawn_step(packet=packet(k=1, attempt=2))
+    assert find_spawned(own_other_step, OWNER, [subagent()], PAIR) is None
+
+
+def test_another_runs_subagent_is_never_a_stray_of_this_run() -> None:
+    """spec: DISP-16, DISP-25: a bound attempt's strays get close steps; the other
+    run's subagent of the same marker is not this run's to close."""
+    assert strays(spawn_step(), OWNER, AGENT, [other_runs(), subagent(id="again")]) == ["again"]
+
+
+def test_a_report_of_another_runs_subagent_is_refused_naming_that_run() -> None:
+    """spec: DISP-10, DISP-3, DISP-4, DISP-5: the owner reported run-2's subagent to
+    this run; the refusal names the run whose step it carries."""
+    answer = reply(decide(rep=report(agent_id=OTHER_AGENT), thread=other_runs()))
+    assert (answer.kind, answer.reason) == ("refused", "the subagent carries run run-2's step")
+    # Its own message binds.
+    assert started(decide(thread=subagent())).thread_id == AGENT
+
+
+def test_a_report_of_a_subagent_whose_message_names_no_packet_of_the_run_is_refused() -> None:
+    """spec: DISP-4: the marker line alone is not the step's message."""
+    bare = subagent(turns=[host_turn("turn-1", user_message(f"crw-flow-op: {MARKER}\n"))])
+    answer = reply(decide(thread=bare))
+    assert answer.kind == "refused"
+    assert answer.reason == (
+        f"the subagent's first message does not name run {RUN}'s packet of step {MARKER}: "
+        "close it and spawn again with the step's message"
+    )
+
+
+def test_a_repair_turn_on_another_runs_subagent_is_not_bound() -> None:
+    """spec: DISP-26: the send_input's marker turn binds only on a subagent a spawn
+    of this run made."""
+    theirs = other_runs(agent_id=AGENT)
+    theirs = subagent(turns=[*[t.model_dump() for t in theirs.turns], repair_turn()])
+    answer = reply(repair(thread=theirs))
+    assert (answer.kind, answer.reason) == ("refused", "the subagent carries run run-2's step")
+    assert bound(repair(thread=repair_thread(repair_turn()))).thread_started is None

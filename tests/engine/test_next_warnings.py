@@ -91,17 +91,29 @@ def test_after_the_window_the_holders_line_is_reported_as_it_is() -> None:
     """spec: CMD-NEXT-34, CMD-NEXT-36"""
     view = next_view(holder(holder_since=NOW - 15 * SECOND, owner_line={**LINE, "run_id": "r0"}))
     assert view.state == "running" and view.spawn_formats[0]["model"] == "gpt-5"
-    assert view.warnings == [
-        "owner thread o1's last line is not run r1's (it binds run r0): the spawn hook "
-        "gives the owner's spawns no pair of the run until the run's process, or its next "
-        "process when the run is resumed, binds it"
-    ]
+    assert view.warnings == [BOUND_TO_R0]
+
+
+BOUND_TO_R0 = (
+    "owner thread o1 is bound to run r0, not to run r1: the spawn hook gives the owner's "
+    "spawns run r0's pairs, run r1's too, until a process of run r1 binds the thread (a "
+    "thread holds the line of one live run: run r1's next process binds it once run r0 no "
+    "longer lives); run r1 binds only the subagents spawned with its own step messages, "
+    "which name its packets"
+)
+
+
+def test_next_of_a_run_whose_owner_another_run_holds_says_the_owner_is_bound_to_it() -> None:
+    """spec: CMD-NEXT-36, BIND-LINE-22, DISP-25: a second run on one owner thread was
+    not bound (owner_bound warned at its start); its next names the run the owner is
+    bound to, what its spawns get, and that it binds only its own subagents."""
+    (warning,) = next_view(holder(owner_line={**LINE, "run_id": "r0"})).warnings
+    assert warning == BOUND_TO_R0
 
 
 def test_next_warns_when_the_owners_last_line_is_not_the_holders() -> None:
     """spec: CMD-NEXT-36: another run's, another digest's, or none."""
     cases = {
-        "it binds run r0": {**LINE, "run_id": "r0"},
         "it binds the run under policy digest sha256:old, not sha256:new that its process pinned": {
             **LINE,
             "policyDigest": "sha256:old",

@@ -1,0 +1,170 @@
+"""Two session runs of one workflow on one owner thread, with real processes: a
+`crw host sim serve` host, the two runs' processes (`crw flow start ... --owner O
+--host unix:S` twice) and the owner's commands, which the drill plays itself.
+
+Both runs publish the same markers (`explore.1/t1-a1` in each). The owner takes
+both runs' steps interleaved, run-b's first, and reports none of its spawns, so
+every bind is the run's own host lookup (DISP-25, DISP-26); once, it reports
+run-b's first subagent to run-a as run-a's step, which `crw flow dispatched`
+answers refused, exit 1. Each run must bind only its own subagents and end with
+its own answers. Every process is reaped by pid at teardown.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crw.engine.rundir import RunDir
+from crw.journal.log import read_journal
+from tests.cli.conftest import Crw
+from tests.drill.test_crash_drill import Drill, kill
+
+RUN_DEADLINE = 50.0
+"""Seconds both runs may take to their end (the second run's next answers
+`starting` for its first 15 s: its process never binds the owner's line)."""
+
+
+@dataclass
+class SharedOwner(Drill):
+    """The drill's host and owner thread, with two runs started on that owner."""
+
+    runs: list[RunDir] = field(default_factory=list)
+    starts: list[dict[str, Any]] = field(default_factory=list)
+    spawned: dict[str, list[str]] = field(default_factory=dict)
+    warnings: dict[str, list[str]] = field(default_factory=dict)
+
+    def start_both(self) -> None:
+        for _ in range(2):
+            out = self.crw.start(
+                str(self.workflow), "--owner", self.owner_thread, "--host", f"unix:{self.socket}"
+            )
+            assert out.code == 0, out.stderr
+            self.starts.append(out.json())
+            self.runs.append(RunDir(Path(out.json()["run_dir"])))
+        for run in self.runs:
+            self.spawned[run.id] = []
+            self.warnings[run.id] = []
+
+    def next(self, run: RunDir) -> dict[str, Any]:
+        out = self.crw("flow", "next", run.id, "--state", str(self.crw.state), "--json")
+        assert out.code == 0, out.stderr
+        view: dict[str, Any] = out.json()
+        self.warnings[run.id] += view.get("warnings", [])
+        return view
+
+    def take(self, run: RunDir, step: dict[str, Any]) -> str:
+        """Make the step's host call; report nothing. The subagent it names."""
+        if step["action"] == "close":
+            self.host("sim/closeAgent", {"target": step["agent_id"]})
+            return str(step["agent_id"])
+        if step["action"] == "send_input":
+            self.host("sim/sendInput", {"target": step["agent_id"], "message": step["message"]})
+            return str(step["agent_id"])
+        params = {
+            "parentThreadId": self.owner_thread,
+            "agentType": step["agent_type"],
+            "message": step["message"],
+        }
+        agent = str(self.host("sim/spawnAgent", params)["agentId"])
+        self.spawned[run.id].append(agent)
+        return agent
+
+    def dispatched(self, run: RunDir, step: dict[str, Any], agent: str) -> tuple[int, Any]:
+        out = self.crw(
+            "flow", "dispatched", run.id, step["call"], "--agent", agent,
+            "--k", str(step["k"]), "--attempt", str(step["attempt"]),
+            "--wait", "20", "--state", str(self.crw.state), "--json",
+        )  # fmt: skip
+        return out.code, out.json()
+
+    def reap(self) -> None:
+        """The host, every command's process, and both runs' processes, by pid."""
+        super().reap()
+        for run in self.runs:
+            for row in read_journal(run.journal).rows:
+                if row["row"] == "started":
+                    kill(row["pid"])
+
+
+@pytest.fixture
+def drill(tmp_path: Path) -> Iterator[SharedOwner]:
+    (tmp_path / "tmp").mkdir()
+    made = SharedOwner(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
+    try:
+        made.serve()
+        yield made
+    finally:
+        made.reap()
+
+
+def play(drill: SharedOwner) -> None:
+    """The owner: once both runs show their first step, take run-b's, report its
+    subagent to run-a as run-a's step (refused, exit 1), then take every step of
+    both runs, run-b's first each pass, until both ended."""
+    run_a, run_b = drill.runs
+    deadline = time.monotonic() + RUN_DEADLINE
+    views = {run.id: drill.next(run) for run in drill.runs}
+    while not all(views[run.id]["steps"] for run in drill.runs):
+        assert time.monotonic() < deadline, f"no first steps: {views}"
+        views = {run.id: drill.next(run) for run in drill.runs}
+    (first_b,) = views[run_b.id]["steps"]
+    taken = {(run_b.id, first_b["call"], first_b["k"], first_b["attempt"])}
+    code, reply = drill.dispatched(run_a, first_b, drill.take(run_b, first_b))
+    assert (code, reply["reply"], reply["reason"]) == (
+        1,
+        "refused",
+        f"the subagent carries run {run_b.id}'s step",
+    )
+    ended: set[str] = set()
+    while len(ended) < 2:
+        assert time.monotonic() < deadline, f"the runs did not end: {ended}"
+        for run in (run_b, run_a):
+            view = views.get(run.id) or drill.next(run)
+            if view["state"] == "ended":
+                ended.add(run.id)
+            for step in view["steps"]:
+                key = (run.id, step["call"], step.get("k"), step.get("attempt"))
+                if step["action"] == "close":
+                    key = (run.id, "close", step["agent_id"], 0)
+                if key not in taken:
+                    taken.add(key)
+                    drill.take(run, step)
+        views = {}
+
+
+@pytest.mark.parametrize("case", ["shared_owner-unreported"])
+def test_two_runs_on_one_owner_bind_only_their_own_subagents(
+    drill: SharedOwner, case: str, found: dict[str, Any]
+) -> None:
+    """spec: DISP-25, DISP-26, DISP-10, DISP-3, DISP-4, DISP-5, CMD-DISP-6,
+    BIND-LINE-22, CMD-NEXT-36"""
+    drill.start_both()
+    run_a, run_b = drill.runs
+    # The second start warned (owner_bound) and did not bind.
+    assert any(run_a.id in warning for warning in drill.starts[1]["warnings"])
+    play(drill)
+    bound = {}
+    for run in drill.runs:
+        rows = read_journal(run.journal).rows
+        assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed", rows[-1]
+        bound[run.id] = [r["thread_id"] for r in rows if r["row"] == "thread_started"]
+        assert sorted(bound[run.id]) == sorted(drill.spawned[run.id])
+        calls = sorted(r["call"] for r in rows if r["row"] == "completed")
+        assert calls == ["build.1", "explore.1", "review.1"]
+        answered = {r["call"]: r["result"] for r in rows if r["row"] == "completed"}
+        assert answered["explore.1"] is not None
+    assert not set(bound[run_a.id]) & set(bound[run_b.id])
+    # The unbound run's next said the owner is bound to the other run.
+    assert any(
+        f"owner thread {drill.owner_thread} is bound to run {run_a.id}, not to run {run_b.id}"
+        in warning
+        for warning in drill.warnings[run_b.id]
+    )
+    found["held"] = "-"
+    found["end"] = "both completed, own subagents"
