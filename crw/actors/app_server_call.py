@@ -61,6 +61,7 @@ from crw.journal.rows import (
     Tokens,
     TurnStarted,
 )
+from crw.settings import DEFAULT_SETTINGS, Settings
 from crw.workspace.placer import DIRECTORY, Placer, allocation_of
 
 
@@ -81,6 +82,8 @@ class CallContext:
     git_rows: executor_git.GitRows = field(default_factory=dict)
     """The run's prepared and crw_commit rows, which an executor's harvest reads
     (`crw.actors.executor_git`), kept as calls commit."""
+    settings: Settings = DEFAULT_SETTINGS
+    """The run's settings (the harvest's answer_max_bytes)."""
 
     @functools.cached_property
     def tools(self) -> RunTools:
@@ -321,6 +324,7 @@ class AppServerCall:
                     repaired=bool(step.repair),
                     attempt=step.attempt or 1,
                     k=step.k,
+                    max_bytes=self.ctx.settings.answer_max_bytes,
                 )
                 if end.row is not None:
                     git = await self.executor_git(end.row, step.attempt or 1)

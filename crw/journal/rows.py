@@ -127,6 +127,7 @@ NullModelReason = Literal[
     "context_window_exceeded",
     "empty_answer",
     "schema_check_timed_out",
+    "answer_too_large",
 ]
 Choice = Literal["retry", "skip", "abort", "restart"]
 
@@ -201,6 +202,10 @@ class NullModel(RowModel):
     reason: NullModelReason | None = None
     tokens: Tokens | None = None
     errors: list[str] | None = None
+    answer_bytes: int | None = None
+    """answer_too_large: the answer's size in UTF-8 bytes (its text is not kept)."""
+    answer_max_bytes: int | None = None
+    """answer_too_large: the run's answer_max_bytes it was over."""
 
 
 class Held(RowModel):

@@ -84,9 +84,11 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "node_old": "c0ffee",
     },
     "null_model": {
-        "reason": "schema_invalid_after_repair",
+        "reason": "answer_too_large",
         "tokens": TOKENS,
-        "errors": ["'files' is a required property"],
+        "errors": ["$: the answer is 2,048 bytes, over answer_max_bytes (1,024)"],
+        "answer_bytes": 2048,
+        "answer_max_bytes": 1024,
     },
     "held": {"reason": "host_failure", "error": "thread/read: connection reset", "tokens": TOKENS},
     "superseded": {"by": "build.2", "tokens": TOKENS},
