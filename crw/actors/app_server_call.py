@@ -41,7 +41,7 @@ from crw.actors.control import CallStop, Interrupted, RunControl
 from crw.actors.host_reader import HostReader, ModelUnreachable
 from crw.actors.journal_writer import JournalWriter
 from crw.clock import system_clock
-from crw.engine import answer, app_resume, harvest, outcome, packet
+from crw.engine import answer, app_resume, harvest, outcome, packet, step_input
 from crw.engine.harvest import CallEnd
 from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair
@@ -389,7 +389,7 @@ class AppServerCall:
             repair_errors=errors,
             previous_answer=previous,
         )
-        return repair, text
+        return step_input.fold(repair), text
 
     def tokens(self, thread_id: str) -> Tokens:
         """The call's tokens: its thread's total (the thread is the call's alone),
@@ -464,7 +464,7 @@ async def _go_on(
         decision = app_resume.decide(open_call, thread)
     assert open_call.step is not None
     step = StepPublished.model_validate(dict(open_call.step))
-    text = app_resume.turn_text(step.input or "", actor.tools)
+    text = app_resume.turn_text(step_input.of(step), actor.tools)
     if decision.action == "start_thread":
         await actor.make_workspace()
         return await actor.turns(await actor.start_thread(), step, None, text)

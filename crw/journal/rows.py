@@ -284,6 +284,9 @@ class StepPublished(RowModel):
     attempt: int | None = None
     action: StepAction | None = None
     input: str | None = None
+    input_answer_at: int | None = None
+    """A repair's input without its previous answer, which goes back in here
+    (`crw.engine.step_input`): the row keeps the answer once."""
     input_digest: str | None = None
     packet: str | None = None
     packet_digest: str | None = None

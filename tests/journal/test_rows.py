@@ -111,6 +111,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         **TURN,
         "action": "send_input",
         "input": "Your answer did not match the schema.",
+        "input_answer_at": 37,
         "input_digest": DIGEST,
         "packet": "steps/build.1/packet-t1-a1.md",
         "packet_digest": DIGEST,
