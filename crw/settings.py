@@ -39,6 +39,9 @@ class Settings:
     """How long `start` waits for the run process to hold the run lock."""
     max_attempts: int = 3
     """The gate's attempt budget; past it the call is held attempts_exhausted."""
+    answer_max_bytes: int = 1024 * 1024
+    """The largest answer a call may give, in UTF-8 bytes; a larger one ends the call
+    null_model (answer_too_large), unparsed and with no repair (`crw.engine.answer`)."""
     trace: bool = False
     """SessionConfig.Trace: digests of P, the owner's checkout and the run's shared
     state at each bind and harvest, and a flow warning when they differ

@@ -41,7 +41,7 @@ from crw.actors.control import CallStop, Interrupted, RunControl
 from crw.actors.host_reader import HostReader, ModelUnreachable
 from crw.actors.journal_writer import JournalWriter
 from crw.clock import system_clock
-from crw.engine import answer, app_resume, harvest, outcome, packet
+from crw.engine import answer, app_resume, harvest, outcome, packet, step_input
 from crw.engine.harvest import CallEnd
 from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair
@@ -60,6 +60,7 @@ from crw.journal.rows import (
     Tokens,
     TurnStarted,
 )
+from crw.settings import DEFAULT_SETTINGS, Settings
 from crw.workspace.placer import DIRECTORY, Placer, allocation_of
 
 
@@ -80,6 +81,8 @@ class CallContext:
     git_rows: executor_git.GitRows = field(default_factory=dict)
     """The run's prepared and crw_commit rows, which an executor's harvest reads
     (`crw.actors.executor_git`), kept as calls commit."""
+    settings: Settings = DEFAULT_SETTINGS
+    """The run's settings (the harvest's answer_max_bytes)."""
 
     @functools.cached_property
     def tools(self) -> RunTools:
@@ -320,6 +323,7 @@ class AppServerCall:
                     repaired=bool(step.repair),
                     attempt=step.attempt or 1,
                     k=step.k,
+                    max_bytes=self.ctx.settings.answer_max_bytes,
                 )
                 if end.row is not None:
                     git = await self.executor_git(end.row, step.attempt or 1)
@@ -384,7 +388,7 @@ class AppServerCall:
             repair_errors=errors,
             previous_answer=previous,
         )
-        return repair, text
+        return step_input.fold(repair), text
 
     def tokens(self, thread_id: str) -> Tokens:
         """The call's tokens: its thread's total (the thread is the call's alone),
@@ -456,7 +460,7 @@ async def _go_on(
         decision = app_resume.decide(open_call, thread)
     assert open_call.step is not None
     step = StepPublished.model_validate(dict(open_call.step))
-    text = app_resume.turn_text(step.input or "", actor.tools)
+    text = app_resume.turn_text(step_input.of(step), actor.tools)
     if decision.action == "start_thread":
         await actor.make_workspace()
         return await actor.turns(await actor.start_thread(), step, None, text)

@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from crw.engine import app_held, app_resume
+from crw.engine import app_held, app_resume, step_input
 from crw.host.client import HostRequestError
 from crw.host.protocol import Thread
 from crw.journal.rows import StepPublished
@@ -37,4 +37,4 @@ async def retake(
             await actor.ctx.reader.interrupt(thread.id, turn_id)
         await actor.ctx.reader.wait_turn(thread.id, turn_id)
     await actor.commit([step])
-    return step, app_resume.turn_text(step.input or "", actor.tools)
+    return step, app_resume.turn_text(step_input.of(step), actor.tools)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from crw.actors.evidence_records import with_evidence
 from crw.bus import steps as bus
-from crw.engine import answer, decision, harvest, packet
+from crw.engine import answer, decision, harvest, packet, step_input
 from crw.engine.decision import InPlace
 from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair
@@ -178,7 +178,7 @@ class CallSteps:
                 repair_errors=errors,
             )
             repair = repair.model_copy(update={"call_tokens": call_tokens})
-        return repair
+        return step_input.fold(repair)
 
     def _unmeasured(self, step: StepPublished) -> TokensUnmeasured:
         return TokensUnmeasured(

@@ -328,6 +328,7 @@ class Backend:
             control=control,
             placer=self.placer,
             git_rows=executor_git.keep(rows) if self.placer is not None else {},
+            settings=self.settings,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call

@@ -186,6 +186,7 @@ class SessionCall(CallSteps):
                 repaired=bool(step.repair),
                 attempt=step.attempt or 1,
                 k=step.k,
+                max_bytes=self.ctx.settings.answer_max_bytes,
             )
             unmeasured: list[RowModel] = [] if total is not None else [self._unmeasured(step)]
             unmeasured += await trace_warnings(self, step)  # recorded, never enforced

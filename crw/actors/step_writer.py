@@ -19,6 +19,7 @@ import trio
 from crw.actors import evidence_records
 from crw.bus import steps as bus
 from crw.bus.unwritten import UnwrittenTracker
+from crw.engine import step_input
 from crw.journal.rows import StepPublished, StepUnwritten
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ class StepWriter:
                 agent_type=step.agent_type or self.call.pair.agent_type,
                 model=step.model,
                 reasoning_effort=step.effort,
-                message=step.input or "",
+                message=step_input.of(step),
                 packet=step.packet or "",
                 workspace=str(self.call.workspace),
                 agent_id=step.agent_id,

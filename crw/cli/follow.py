@@ -15,8 +15,9 @@ kernel's queue overflowed) it also wakes every SAFETY_WAKE seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -32,6 +33,8 @@ from crw.journal.replay import RunState, replay
 
 SAFETY_WAKE = 5.0
 """Seconds between wakes when no event comes: bounds the wait after a lost event."""
+PIECE = 4 * 1024 * 1024
+"""About how many bytes of journal `JournalTail.pieces` reads at a time."""
 
 Rows = list[dict[str, Any]]
 
@@ -57,24 +60,52 @@ class JournalTail:
             JournalCorruptError: damage that is not a torn tail, its offsets the
                 whole journal's; `intact` holds the new rows before the damage.
         """
+        return self._read(None)[0]
+
+    def pieces(self, size: int | None = None) -> Iterator[Rows]:
+        """The whole batches appended since the last read, about `size` bytes of
+        journal (default PIECE) at a time (a batch larger is a piece of its own), each read when
+        it is asked for: a reader that shows or replays a piece and lets it go
+        holds one piece, never the whole journal's rows.
+
+        Raises:
+            JournalCorruptError: as `read`; `intact` holds the piece's rows before it.
+        """
+        size = PIECE if size is None else size
+        while True:
+            rows, more = self._read(size)
+            if rows:
+                yield rows
+            if not more:
+                return
+            if not rows:  # no whole batch in the piece: a larger batch
+                size *= 2
+
+    def _read(self, limit: int | None) -> tuple[Rows, bool]:
+        """The whole batches in the next `limit` bytes (None: all), and whether
+        the journal held more than that when it was read."""
         try:
             with self.journal.open("rb") as file:
                 file.seek(self.offset)
-                data = file.read()
+                data = file.read(-1 if limit is None else limit)
         except FileNotFoundError:
-            return []
+            return [], False
+        more = limit is not None and len(data) == limit
+        if more:  # whole lines only: a cut batch is read again with the next piece
+            data = data[: data.rfind(b"\n") + 1]
         try:
             read = decode(data, self.journal, after=self.last_seq)
         except JournalCorruptError as err:
             if self.offset:
                 raise err.shifted(self.offset) from None
             raise
+        torn = read.torn  # its offset the whole journal's, as a damage's
+        self.torn = dataclasses.replace(torn, offset=self.offset + torn.offset) if torn else None
         self.offset += read.end
         self.last_seq = read.last_seq
-        self.torn = read.torn
         replay(read.rows, into=self.state)
         self.ended = self.ended or any(row.get("row") == "ended" for row in read.rows)
-        return read.rows
+        return read.rows, more
 
 
 class RunWake:

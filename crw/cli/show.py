@@ -18,16 +18,19 @@ it) shows the rows before the damage, then where the damage is and what to do
 
 from __future__ import annotations
 
+import functools
 import json as json_module
 import logging
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from crw.cli.entry import one_line
 from crw.cli.follow import JournalTail, Rows, follow
-from crw.cli.output import say, say_json, say_json_lines
+from crw.cli.output import json_text, say, say_json
 from crw.engine.locks import run_is_live
 from crw.engine.row_lines import row_line
 from crw.engine.rundir import RunDir, find_run, resolve_state
@@ -42,21 +45,23 @@ def show_command(
 ) -> int:
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
     tail = JournalTail(run_dir.journal)
-    printer = RowPrinter(json=json, call=call)
+    # One call's lines wait until the journal is known to hold the call.
+    printer = RowPrinter(json=json, call=call, held=call is not None)
+    header = None if json else functools.partial(_header, run_dir)
+    damage: JournalCorruptError | None = None
     try:
-        rows = tail.read()
+        for rows in tail.pieces():  # shown as read: the rows are never held whole
+            printer(rows, header)
     except JournalCorruptError as err:
-        rows = err.intact.rows
-        damage: JournalCorruptError | None = err
+        printer(err.intact.rows, header)
+        damage = err
     else:
-        damage = None
         if tail.torn is not None and not run_is_live(run_dir):
             log.warning("%s", tail.torn.message)
     if call is not None and call not in tail.state.calls and not follow_run and not damage:
         raise InputError(_no_such_call(run_dir, call, tail, state))
-    if not json:
-        say(_header(run_dir, rows))
-    printer(rows)
+    printer([], header)
+    printer.release()
     if damage is not None:
         printer.corrupt(damage)
         return 1 if follow_run else 0
@@ -72,18 +77,46 @@ def show_command(
 
 class RowPrinter:
     """Prints rows, each as its line or (`json`) its JSON object; `call`: only that
-    call's rows. Flushed at once, for a reader at the other end of a pipe."""
+    call's rows. Flushed at once, for a reader at the other end of a pipe; `held`:
+    kept until `release`."""
 
-    def __init__(self, *, json: bool, call: str | None) -> None:
+    def __init__(self, *, json: bool, call: str | None, held: bool = False) -> None:
         self.json = json
         self.call = call
+        self.held: list[str] | None = [] if held else None
+        self.headed = False
 
-    def __call__(self, rows: Rows) -> None:
+    def __call__(self, rows: Rows, header: Callable[[Rows], str] | None = None) -> None:
+        """Print `rows`, after `header`'s line of the first rows (or of none)."""
+        if header is not None and not self.headed:
+            self.headed = True
+            self._print(header(rows))
         shown = [row for row in rows if self.call is None or row.get("call") == self.call]
-        if shown and self.json:
-            say_json_lines(shown)
-        elif shown:
-            say("\n".join(one_line(row_line(row)) for row in shown))
+        if shown:
+            self._print("\n".join(map(self.line, shown)))
+
+    def _print(self, text: str) -> None:
+        if self.held is not None:
+            self.held.append(text)
+        else:
+            self._out(text)
+
+    def _out(self, text: str) -> None:
+        if self.json:  # JSON lines are escaped already (`json_text`)
+            print(text, flush=True)
+        else:
+            say(text)
+
+    def release(self) -> None:
+        """Print what was held, and from now on print at once."""
+        held, self.held = self.held, None
+        if held:
+            self._out("\n".join(held))
+
+    def line(self, row: dict[str, Any]) -> str:
+        if self.json:
+            return json_text(row)
+        return one_line(row_line(row))
 
     def corrupt(self, err: JournalCorruptError) -> None:
         """Where the damage is and what to do, after the rows before it."""

@@ -4,7 +4,8 @@ It reads the run directory only (CMD-START-1, CMD-START-2): run.json and the
 journal, never a lock it would hold and never a row. A corrupt journal (damage
 that is not a torn tail, `crw.journal.log`) shows the run as `corrupt`: where the
 damage is and what to do, and the calls as the rows before the damage leave them.
-`--results` reads the journal whole (the replay snapshot keeps no answer).
+`--results` reads the whole journal (the replay snapshot keeps no answer), a
+piece at a time.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from crw.engine.launch_record import read_failure
 from crw.engine.locks import holder_pid, is_held
 from crw.engine.run_view import outcome, progress, seconds_between
 from crw.engine.rundir import RunDir, find_run, resolve_state
-from crw.journal.log import JournalCorruptError, decode
+from crw.journal.log import JournalCorruptError
 from crw.journal.replay import CallState, RunState, replay
 from crw.journal.snapshot import replay_journal
 
@@ -41,12 +42,7 @@ def status_command(
 ) -> int:
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
     live = is_held(run_dir.run_lock)
-    corrupt: dict[str, Any] | None = None
-    try:
-        run_state = _read(run_dir, live=live, results=results)
-    except JournalCorruptError as err:
-        run_state = replay(err.intact.rows)
-        corrupt = err.report()
+    run_state, corrupt = _read(run_dir, live=live, results=results)
     if corrupt is not None:
         run_state.state = "corrupt"
     state_ref = shlex.quote(state) if state is not None else ""
@@ -64,19 +60,28 @@ def status_command(
     return 0
 
 
-def _read(run_dir: RunDir, *, live: bool, results: bool) -> RunState:
+def _read(run_dir: RunDir, *, live: bool, results: bool) -> tuple[RunState, dict[str, Any] | None]:
     """The run's state: through the replay snapshot, or with `results` from the
-    whole journal (a torn tail warned about unless the run is `live`)."""
+    whole journal (a torn tail warned about unless the run is `live`); and the
+    report of a corrupt journal's damage (the state the rows before it leave)."""
     if not results:
-        return replay_journal(run_dir.journal, live=live)[0]
+        try:
+            return replay_journal(run_dir.journal, live=live)[0], None
+        except JournalCorruptError as err:
+            return replay(err.intact.rows), err.report()
+    # Read a piece at a time, each replayed and let go: the state keeps the
+    # results, not every row's text. Only --results needs the follower's reader.
+    from crw.cli.follow import JournalTail
+
+    tail = JournalTail(run_dir.journal)
     try:
-        data = run_dir.journal.read_bytes()
-    except FileNotFoundError:
-        data = b""
-    read = decode(data, run_dir.journal)
-    if read.torn is not None and not live:
-        log.warning("%s", read.torn.message)
-    return replay(read.rows)
+        for _ in tail.pieces():
+            pass
+    except JournalCorruptError as err:
+        return replay(err.intact.rows, into=tail.state), err.report()
+    if tail.torn is not None and not live:
+        log.warning("%s", tail.torn.message)
+    return tail.state, None
 
 
 def _closes_left(run_dir: RunDir) -> bool:

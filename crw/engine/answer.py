@@ -158,13 +158,44 @@ class Unchecked:
     raw_text: str
 
 
-Judgement = Valid | Invalid | Empty | Unchecked
+@dataclass(frozen=True)
+class TooLarge:
+    """The answer is over the run's answer_max_bytes: `size` UTF-8 bytes against
+    `cap`. The call ends null_model (answer_too_large), unparsed, with no repair."""
+
+    size: int
+    cap: int
 
 
-def judge(messages: Sequence[Message], schema: Mapping[str, Any]) -> Judgement:
-    """The judgement of a turn's agent messages against the call's schema."""
+Judgement = Valid | Invalid | Empty | Unchecked | TooLarge
+
+_MAX_UTF8 = 4
+"""The most UTF-8 bytes one character takes (a lone surrogate takes 3)."""
+
+
+def size_over(text: str, cap: int) -> int | None:
+    """The UTF-8 size of `text` when it is over `cap` bytes, else None.
+
+    O(1) on the length Python keeps for any text of up to cap/4 characters and
+    over cap characters; only one in between is encoded to be measured (and a
+    text over the cap, once, for the size its row records)."""
+    if len(text) * _MAX_UTF8 <= cap:
+        return None
+    size = len(text.encode("utf-8", "surrogatepass"))
+    return size if size > cap else None
+
+
+def judge(
+    messages: Sequence[Message], schema: Mapping[str, Any], max_bytes: int | None = None
+) -> Judgement:
+    """The judgement of a turn's agent messages against the call's schema; an
+    answer over `max_bytes` (None: no bound) is TooLarge, never parsed."""
     text = take_answer(messages)
-    if text is None or not text.strip():
+    if text is None:
+        return Empty()
+    if max_bytes is not None and (size := size_over(text, max_bytes)) is not None:
+        return TooLarge(size, max_bytes)
+    if not text.strip():
         return Empty()
     found = extract(text)
     if found.result is None:

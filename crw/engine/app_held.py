@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from crw.engine import answer, decision, packet
+from crw.engine import answer, decision, packet, step_input
 from crw.host.protocol import Thread
 from crw.journal.rows import InterruptRequested, StepPublished
 
@@ -52,7 +52,7 @@ def retake(
         journaled = packet.send_input_message(mark, f"{note}\n\n{repair}")
     else:
         journaled = packet.journaled_input(replace(call_packet, note=note), plan.k, plan.attempt)
-    return StepPublished(
+    step = StepPublished(
         call=call_packet.call,
         k=plan.k,
         op=packet.op(call_packet.call, plan.k),
@@ -70,6 +70,7 @@ def retake(
         previous_answer=plan.previous_answer,
         repair_errors=plan.repair_errors,
     )
+    return step_input.fold(step)
 
 
 def running_turns(thread: Thread) -> list[str]:

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from crw.engine import answer
+from crw.engine import answer, step_input
 from crw.engine.roles import RolePair
 
 Row = Mapping[str, Any]
@@ -80,7 +80,9 @@ def conversation(call: str, rows: Iterable[Row]) -> list[Turn]:
                 attempt=key[1],
                 turn_id=row.get("turn_id"),
                 thread_id=agent,
-                input=str(step.get("input") or ""),
+                input=step_input.full(
+                    step.get("input"), step.get("previous_answer"), step.get("input_answer_at")
+                ),
             )
     return [places[place] for place in sorted(places)]
 

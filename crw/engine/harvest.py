@@ -64,10 +64,12 @@ def decide(
     repaired: bool,
     attempt: int = 1,
     k: int | None = None,
+    max_bytes: int | None = None,
 ) -> CallEnd:
     """The harvest decision for one ended turn: a terminal row (with `pause` when the
     run must pause), or no row: send the repair turn. `k` is the ended turn's (by
-    default 2 for a repair, else 1)."""
+    default 2 for a repair, else 1); an answer over `max_bytes` (the run's
+    answer_max_bytes; None: no bound) ends the call, with no repair."""
     if outcome.turn_failed(turn.status, turn.error is not None):
         kind = turn.error.kind if turn.error else None
         failure = outcome.failure_outcome(kind)
@@ -81,7 +83,7 @@ def decide(
     if turn.status == "interrupted":
         error = "the turn was interrupted"
         return CallEnd(Held(call=call, reason="host_failure", error=error, tokens=tokens))
-    verdict = answer.judge(messages(turn), schema)
+    verdict = answer.judge(messages(turn), schema, max_bytes)
     if isinstance(verdict, answer.Valid):
         row = Completed(
             call=call,
@@ -100,6 +102,8 @@ def decide(
                 call=call, reason="schema_check_timed_out", errors=[verdict.error], tokens=tokens
             )
         )
+    if isinstance(verdict, answer.TooLarge):
+        return CallEnd(too_large(call, verdict, tokens))
     if not repaired:
         return CallEnd(None)
     if isinstance(verdict, answer.Empty):
@@ -108,4 +112,18 @@ def decide(
         NullModel(
             call=call, reason="schema_invalid_after_repair", errors=verdict.errors, tokens=tokens
         )
+    )
+
+
+def too_large(call: str, verdict: answer.TooLarge, tokens: Tokens) -> NullModel:
+    """The end of a call whose answer is over answer_max_bytes: its size and the cap,
+    not its text."""
+    error = f"$: the answer is {verdict.size:,} bytes, over answer_max_bytes ({verdict.cap:,})"
+    return NullModel(
+        call=call,
+        reason="answer_too_large",
+        errors=[error],
+        answer_bytes=verdict.size,
+        answer_max_bytes=verdict.cap,
+        tokens=tokens,
     )

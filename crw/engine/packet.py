@@ -339,13 +339,18 @@ def repair_text(
     parts = [
         "Your final message did not satisfy the output contract:\n"
         + "\n".join(f"- {error}" for error in errors),
-        "Your final message was:\n\n" + _fenced(previous_answer_text, "text"),
+        "Your final message was:\n\n" + fenced_answer(previous_answer_text),
         "Reply again with exactly one JSON object that satisfies the output contract, "
         "and nothing else.",
         output_contract(output_schema),
         tools,
     ]
     return "\n\n".join(part for part in parts if part is not None) + "\n"
+
+
+def fenced_answer(text: str) -> str:
+    """An earlier answer as a repair turn's input shows it (`crw.engine.step_input`)."""
+    return _fenced(text, "text")
 
 
 def _fenced(text: str, info: str) -> str:

@@ -5,9 +5,9 @@
     max_attempts = 5
 
 Every key is a field of `crw.settings.Settings`; a key left out keeps its
-default. A duration is a positive number of seconds, `max_attempts` a positive
-whole number, `trace` (SessionConfig.Trace) true or false. A refusal is the
-workflow's one line (`<file>:<line>: [settings]: <what>; <fix>`).
+default. A duration is a positive number of seconds, `max_attempts` and
+`answer_max_bytes` positive whole numbers, `trace` (SessionConfig.Trace) true or
+false. A refusal is the workflow's one line (`<file>:<line>: [settings]: <what>; <fix>`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from crw.settings import Settings
 
 KEYS = tuple(field.name for field in fields(Settings))
 """The keys `[settings]` knows, in the order docs/timers.md lists them."""
+_WHOLE = {"max_attempts": 3, "answer_max_bytes": 1048576}
+"""The keys that are whole numbers, each with the example its refusal gives."""
 
 
 class SettingsTable(BaseModel):
@@ -41,6 +43,7 @@ class SettingsTable(BaseModel):
     inbox_poll: float | None = None
     start_wait: float | None = None
     max_attempts: int | None = None
+    answer_max_bytes: int | None = None
     trace: bool | None = None
 
     @field_validator("*", mode="before")
@@ -52,9 +55,9 @@ class SettingsTable(BaseModel):
                 shown = json.dumps(value, default=str)
                 raise crw_error(f"trace = {shown} is not true or false", "write it as trace = true")
             return value
-        whole = key == "max_attempts"
+        whole = key in _WHOLE
         kind = "a whole number" if whole else "a number of seconds"
-        example = f"{key} = 3" if whole else f"{key} = 30"
+        example = f"{key} = {_WHOLE[key]}" if whole else f"{key} = 30"
         if isinstance(value, bool) or not isinstance(value, int | float):
             shown = json.dumps(value, default=str)
             raise crw_error(f"{key} = {shown} is not {kind}", f"write it as {example}")

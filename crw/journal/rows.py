@@ -127,6 +127,7 @@ NullModelReason = Literal[
     "context_window_exceeded",
     "empty_answer",
     "schema_check_timed_out",
+    "answer_too_large",
 ]
 Choice = Literal["retry", "skip", "abort", "restart"]
 
@@ -201,6 +202,10 @@ class NullModel(RowModel):
     reason: NullModelReason | None = None
     tokens: Tokens | None = None
     errors: list[str] | None = None
+    answer_bytes: int | None = None
+    """answer_too_large: the answer's size in UTF-8 bytes (its text is not kept)."""
+    answer_max_bytes: int | None = None
+    """answer_too_large: the run's answer_max_bytes it was over."""
 
 
 class Held(RowModel):
@@ -279,6 +284,9 @@ class StepPublished(RowModel):
     attempt: int | None = None
     action: StepAction | None = None
     input: str | None = None
+    input_answer_at: int | None = None
+    """A repair's input without its previous answer, which goes back in here
+    (`crw.engine.step_input`): the row keeps the answer once."""
     input_digest: str | None = None
     packet: str | None = None
     packet_digest: str | None = None

@@ -26,7 +26,7 @@ from crw.actors.app_server_run import run_app_server_calls
 from crw.actors.host_reader import FOLLOWED_APP_SERVER, open_host_reader
 from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
-from crw.engine import packet
+from crw.engine import packet, step_input
 from crw.engine.roles import RolePair, RoleTable
 from crw.engine.workflow import Workflow, load_workflow
 from crw.host.client import open_client
@@ -207,7 +207,11 @@ async def test_repair_turn_is_journaled_and_its_text_names_the_tools(
         assert repair["repair_errors"] and repair["previous_answer"] is not None
         assert "## Repository tools" not in repair["input"]
         _, second = h.thread("build.1").wire(include_turns=True)["turns"]
-        assert turn_text(second).startswith(repair["input"])
+        # The row keeps the answer once: its input goes whole again with it.
+        whole = step_input.full(
+            repair["input"], repair["previous_answer"], repair["input_answer_at"]
+        )
+        assert turn_text(second).startswith(whole)
         assert turn_text(second).rstrip().endswith(f"`TMPDIR={TMPDIR}`")
 
 

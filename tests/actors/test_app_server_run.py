@@ -30,7 +30,7 @@ from crw.host.client import HostClient, open_client
 from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
 from crw.journal.log import read_journal
 from crw.journal.replay import RunState, replay
-from crw.settings import Settings
+from crw.settings import DEFAULT_SETTINGS, Settings
 
 CHAIN = """
 name = "chain"
@@ -69,6 +69,7 @@ class Harness:
     reader: HostReader
     workflow: Workflow
     run_dir: Path
+    settings: Settings = DEFAULT_SETTINGS
 
     async def script(self, match: dict[str, str], **behaviour: Any) -> None:
         await self.client.request("sim/script", {"match": match, "behaviour": behaviour})
@@ -83,6 +84,7 @@ class Harness:
                 run_dir=self.run_dir,
                 tmpdir="/run/tmp",
                 pairs=RoleTable.undecided().roles,
+                settings=self.settings,
             )
             rows = read_journal(journal_path).rows
             state = await run_app_server_calls(

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from crw.cli.follow import JournalTail, RunWake
 from crw.engine.rundir import RunDir
+from crw.journal.log import encode_batch, encode_body
+from crw.journal.rows import Completed, Ended, Prepared, RowModel
 from tests.cli.test_status import _journal_line
 
 LONG = 30.0
@@ -69,3 +71,28 @@ def test_other_files_of_the_run_do_not_wake_it(tmp_path: Path) -> None:
             log.write("a line of the run's log\n")
         wake.wait(1.0)
         assert time.monotonic() - began >= 0.9
+
+
+def test_the_tail_reads_a_journal_in_pieces_of_whole_batches(tmp_path: Path) -> None:
+    """Pieces of a few bytes, or of batches larger than a piece, read the rows a
+    whole read does, in order, each batch once; a torn tail is left as by `read`."""
+    batches: list[list[RowModel]] = [
+        [Prepared(call=f"a.{n}", node="a"), Completed(call=f"a.{n}", result={"x": "y" * n * 50})]
+        for n in range(1, 40)
+    ]
+    batches.append([Ended(status="completed")])
+    data, seq = b"", 1
+    for batch in batches:
+        data += encode_batch(seq, "2026-12-06T00:00:00.000000Z", [encode_body(r) for r in batch])
+        seq += len(batch)
+    journal = tmp_path / "journal.jsonl"
+    journal.write_bytes(data + data[:40].replace(b"\n", b" "))  # and a torn tail
+    whole = JournalTail(journal)
+    expected = whole.read()
+    for size in (1, 100, 1000, len(data)):
+        tail = JournalTail(journal)
+        pieces = list(tail.pieces(size))
+        assert [row for piece in pieces for row in piece] == expected
+        assert tail.ended and tail.state.calls.keys() == whole.state.calls.keys()
+        assert (tail.offset, tail.last_seq, tail.torn) == (whole.offset, whole.last_seq, whole.torn)
+        assert size == len(data) or len(pieces) > 1

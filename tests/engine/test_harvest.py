@@ -89,3 +89,30 @@ def test_turn_interrupted_without_an_error_is_no_failed_turn() -> None:
     end = harvest.decide("build.1", SCHEMA, ended, TOKENS, repaired=False)
     assert isinstance(end.row, Held) and end.row.reason == "host_failure"
     assert end.row.error == "the turn was interrupted" and end.pause is None
+
+
+@pytest.mark.parametrize("repaired", [False, True])
+def test_answer_over_the_cap_ends_null_model_unparsed_whatever_the_turn(repaired: bool) -> None:
+    """Over answer_max_bytes: null_model answer_too_large, its size and the cap, no
+    repair turn (a first answer too) and never parsed (it is not even JSON)."""
+    text = "{" + "é" * 600  # 1,201 bytes in 601 characters
+    end = harvest.decide(
+        "build.1", SCHEMA, turn(text=text), TOKENS, repaired=repaired, max_bytes=1024
+    )
+    assert end.row == NullModel(
+        call="build.1",
+        reason="answer_too_large",
+        errors=["$: the answer is 1,201 bytes, over answer_max_bytes (1,024)"],
+        answer_bytes=1201,
+        answer_max_bytes=1024,
+        tokens=TOKENS,
+    )
+    assert end.pause is None
+
+
+def test_answer_size_is_its_utf8_bytes_measured_only_near_the_cap() -> None:
+    assert answer.size_over("é" * 512, 1024) is None  # 1,024 bytes: at the cap
+    assert answer.size_over("é" * 513, 1024) == 1026
+    assert answer.size_over("\ud800" * 400, 1024) == 1200  # a lone surrogate is 3 bytes
+    assert answer.size_over("x" * 256, 1024) is None  # never encoded: 4 bytes a char at most
+    assert answer.size_over("x" * 1025, 1024) == 1025

@@ -45,6 +45,14 @@ def test_trace_is_a_run_option_of_the_settings(tmp_path: Path) -> None:
     assert load_workflow(workflow(tmp_path, "trace = false")).settings == Settings()
 
 
+def test_an_answers_size_is_capped_at_one_mebibyte_unless_the_workflow_says(
+    tmp_path: Path,
+) -> None:
+    assert Settings().answer_max_bytes == 1024 * 1024
+    loaded = load_workflow(workflow(tmp_path, "answer_max_bytes = 1024")).settings
+    assert loaded == Settings(answer_max_bytes=1024)
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
@@ -72,6 +80,16 @@ def test_trace_is_a_run_option_of_the_settings(tmp_path: Path) -> None:
         (
             "max_attempts = 2.5",
             "[settings]: max_attempts = 2.5 is not a whole number; write it as max_attempts = 3",
+        ),
+        (
+            "answer_max_bytes = 1.5",
+            "[settings]: answer_max_bytes = 1.5 is not a whole number; "
+            "write it as answer_max_bytes = 1048576",
+        ),
+        (
+            "answer_max_bytes = 0",
+            "[settings]: answer_max_bytes = 0 is not positive; "
+            "give it above 0, as answer_max_bytes = 1048576",
         ),
         (
             "lost_after = 0",

@@ -1,0 +1,34 @@
+"""bench/large_answer.py at a tiny size: the figures it prints, and no process left behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.bench.conftest import processes_under
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "large_answer.py"
+
+
+@pytest.mark.parametrize("old_rows", [False, True])
+def test_prints_the_peak_memory_of_each_read_command(where: Path, old_rows: bool) -> None:
+    argv = [sys.executable, str(BENCH), "--json", "--mb", "0.2", "--calls", "2"]
+    done = subprocess.run(
+        [*argv, "--tmp", str(where), *(["--old-rows"] if old_rows else [])],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    figures = json.loads(done.stdout)
+    assert figures["calls"] == 2 and figures["old_rows"] is old_rows
+    # Two answers of 0.2 MB a call; an old repair row holds its answer twice.
+    assert (1.0 if old_rows else 0.7) < figures["journal_mib"] < (1.6 if old_rows else 1.0)
+    for name in ("status_json", "show", "show_json", "status_results_json"):
+        assert figures[name]["exit"] == 0 and figures[name]["rss_mib"] > 10
+    assert processes_under(where) == []
