@@ -16,7 +16,7 @@ same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,7 +45,7 @@ class Inbox:
         run: RunDir,
         run_id: str,
         settings: Settings,
-        answer_unrouted: Callable[[files.Report], dict[str, Any] | None],
+        answer_unrouted: Callable[[files.Report], Awaitable[dict[str, Any] | None]],
         token: str | None = None,
     ) -> None:
         self._run = run
@@ -148,7 +148,7 @@ class Inbox:
             route = self._routes.get(report.call) if report.run == self._run_id else None
             if route is None:
                 answer = (
-                    self._answer_unrouted(report)
+                    await self._answer_unrouted(report)
                     if report.run == self._run_id
                     else {
                         "reply": "refused",
