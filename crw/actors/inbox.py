@@ -6,17 +6,18 @@ that waits on that call's step (its subscription, a bounded channel). A report
 no call waits for is answered here, from the call's rows
 (`crw.engine.replies`): its attempt ended (close), its turn is bound already
 (bound again, no row), or its step was never published (refused without a
-subagent, close with one: an early report); one that names a call's open step
-waits in the inbox for that call's actor (a resumed run reads its inbox before
-its calls come to their steps). Each
-report is handed out once; the one who answers it writes the reply, then removes
+subagent, close with one: an early report); a close for a subagent the call never
+bound waits for the host's snapshot of it (another run's is refused); one that
+names a call's open step waits in the inbox for that call's actor (a resumed run
+reads its inbox before its calls come to their steps). Each report is handed out
+once; the one who answers it writes the reply, then removes
 the report (`crw.bus.inbox`), so a crash between the two answers it again, the
 same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,7 +46,7 @@ class Inbox:
         run: RunDir,
         run_id: str,
         settings: Settings,
-        answer_unrouted: Callable[[files.Report], dict[str, Any] | None],
+        answer_unrouted: Callable[[files.Report], Awaitable[dict[str, Any] | None]],
         token: str | None = None,
     ) -> None:
         self._run = run
@@ -148,7 +149,7 @@ class Inbox:
             route = self._routes.get(report.call) if report.run == self._run_id else None
             if route is None:
                 answer = (
-                    self._answer_unrouted(report)
+                    await self._answer_unrouted(report)
                     if report.run == self._run_id
                     else {
                         "reply": "refused",

@@ -351,7 +351,7 @@ class Backend:
             self.run_dir,
             self.spec.id,
             self.settings,
-            lambda report: answer_unrouted(records, report),
+            lambda report: answer_unrouted(records, self.reader.read, report),
             token=self.token,
         )
         control = RunControl(run=self.run_dir)

@@ -3,14 +3,15 @@
 A resumed process goes on with each open call in place, from the call's last row
 (ATT-16): its rows are handed to its actor. Completed calls keep their results; a
 call held or ended null_model stays so. A report no call actor waits for is
-answered here (`answer_unrouted`). A node answered restart runs as its new call,
+answered here (`answer_unrouted`), reading the host only for a subagent its call
+never bound. A node answered restart runs as its new call,
 once the call it gives up on is superseded (`crw.actors.supersede`, ATT-36).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import trio
@@ -24,23 +25,54 @@ from crw.bus.inbox import Report
 from crw.engine import interrupt, supersede
 from crw.engine.gate import RunSpent, taken
 from crw.engine.harvest import CallEnd
-from crw.engine.replies import CallRecords, decide_late
+from crw.engine.replies import CallRecords, decide_late, reads_host
 from crw.engine.workflow import Node
-from crw.host.client import HostRequestError
+from crw.host.client import HostRequestError, unknown_thread
+from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.replay import TERMINAL_ROWS, RunState
 
 
-def answer_unrouted(records: CallRecords, report: Report) -> dict[str, Any] | None:
+async def answer_unrouted(
+    records: CallRecords, read: Callable[[str], Awaitable[Thread]], report: Report
+) -> dict[str, Any] | None:
     """The reply to a report no call actor waits for (the reply table), from the
     calls' `records` the run keeps as it commits, or None: it names the step its
     call waits on, whose actor has not come to it yet (a resumed run's first read
-    of its inbox), and waits in the inbox for that actor (ATT-18)."""
+    of its inbox), and waits in the inbox for that actor (ATT-18). A subagent the
+    call never bound is `read` on the host first: another run's is refused."""
     record = records.record(report.call)
     if record.waits_on(report.attempt, report.k):
         return None
-    reply = decide_late(report.k, report.attempt, report.agent_id, record, report.failed)
+    thread: Thread | None = None
+    host_error: str | None = None
+    if reads_host(report.agent_id, record, report.failed):
+        thread, host_error = await _read_late(read, str(report.agent_id))
+    reply = decide_late(
+        report.k,
+        report.attempt,
+        report.agent_id,
+        record,
+        report.failed,
+        run=report.run,
+        thread=thread,
+        host_error=host_error,
+    )
     return {"reply": reply.kind, "reason": reply.reason}
+
+
+async def _read_late(
+    read: Callable[[str], Awaitable[Thread]], agent: str
+) -> tuple[Thread | None, str | None]:
+    """The subagent's snapshot, or why the host cannot answer now (None, None: the
+    host has no such thread). A host gone is answered retry here: the call actors
+    pause the run for it."""
+    try:
+        return await read(agent), None
+    except HostUnavailable as err:
+        return None, str(err)
+    except HostRequestError as err:
+        return (None, None) if unknown_thread(err) else (None, str(err))
 
 
 async def run_session_calls(

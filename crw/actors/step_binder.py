@@ -26,7 +26,7 @@ from crw.bus import steps as bus
 from crw.bus.inbox import Report
 from crw.engine import bind, ledger_join
 from crw.engine.harvest import CallEnd
-from crw.engine.replies import call_record
+from crw.engine.replies import call_record, reads_host
 from crw.host.client import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
@@ -106,14 +106,18 @@ class StepBinder:
         (the reply table)."""
         waiting = (report.k, report.attempt) == (step.k, step.attempt)
         agent = report.agent_id or (step.agent_id if step.action == "send_input" else None)
-        thread, host_error, unknown = await self._read_agent(agent if waiting else None)
+        record = call_record(self.actor.rows)
+        late = not waiting and reads_host(report.agent_id, record, report.failed)
+        thread, host_error, unknown = await self._read_agent(
+            agent if waiting else report.agent_id if late else None
+        )
         key = (report.k, report.attempt, agent)
         decision = bind.decide_report(
             run_id=self.ctx.run_id,
             owner=self.ctx.owner,
             report=report,
             step=self._published(step),
-            record=call_record(self.actor.rows),
+            record=record,
             attempt=self._attempt_state(step),
             pair=self.actor.pair,
             thread=thread,

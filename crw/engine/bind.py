@@ -171,7 +171,8 @@ def decide_report(
         attempt: the rows' state of the step's attempt.
         pair: the pair of the step's role, as the run pinned it.
         thread: the host's snapshot, with turns, of the report's subagent (of the
-            step's subagent for a report without one), or None when not read.
+            step's subagent for a report without one), or None when not read; for
+            a report of another step, read when `replies.reads_host` says.
         host_error: why the host could not answer now, if it could not.
         unknown: the host answered that it has no such thread.
         retries: how many times this report's step and subagent were answered
@@ -184,7 +185,16 @@ def decide_report(
         return Reply("refused", "another run")  # DISP-10
     if (report.call, report.k, report.attempt) != (step.call, step.k, step.attempt):
         late = record if report.call == step.call else CallRecord()
-        return decide_late(report.k, report.attempt, report.agent_id, late, report.failed)
+        return decide_late(
+            report.k,
+            report.attempt,
+            report.agent_id,
+            late,
+            report.failed,
+            run=step.run,
+            thread=thread,
+            host_error=host_error,
+        )
     if report.failed is not None:
         return decide_failed(step, attempt, report.failed)
     agent = report.agent_id if report.agent_id is not None else step.agent_id

@@ -5,16 +5,20 @@ The spawn hook writes a ledger line for each spawn of the owner
 decision, op). A resumed run joins the lines of the step's op with the owner
 turns' `collabAgentToolCall` spawn items (the item's id is the hook's
 tool_use_id, its receiverThreadIds the subagent) to find the subagent of a step
-published before the restart (HOOK-17); only items whose prompt names the step's
-packet are joined (another run on the same owner spawns the same markers), and
-the bind then checks each as any other (its parent, its first message, its marker
-turn, its pair). What the join cannot tie as it should is
-a session_host_warning (WAKE-15):
+published before the restart (HOOK-17). The ledger line is what ties an item to
+the step: an item no line names is not joined (the marker lookup that follows
+the join finds its subagent by its first message). An item that carries a
+prompt is joined only when the prompt names the step's packet of this run
+(another run on the same owner spawns the same markers, and the hook records
+the run the owner's line binds for both runs' spawns); an item without one (none,
+or empty) goes by its line's op. The bind then checks each subagent as any other (its parent,
+its first message, its marker turn, its pair). What the join cannot tie as it
+should is a session_host_warning (WAKE-15):
 
 - no_ledger_line: an owner spawn item whose prompt carries the step's marker has
   no ledger line while the ledger holds lines of the run (its ledger could not be
-  written for it); its subagent is taken all the same. A run whose spawns the
-  ledger never recorded (no hook installed) is joined by the items alone;
+  written for it); its subagent is left to the marker lookup. A run whose spawns
+  the ledger never recorded (no hook installed) gets no warning;
 - ledger_op_differs: the ledger line of an owner spawn item names another op
   than the item's prompt carries; the subagent goes by its prompt's marker;
 - window_ended: a ledger line of the step's op names an owner turn the host no
@@ -50,44 +54,54 @@ def join(
     run_id: str, step: PublishedStep, ledger: Iterable[Mapping[str, Any]], turns: Sequence[Turn]
 ) -> Joined:
     """The owner's subagents spawned for the spawn `step` (its op, its marker, its
-    packet), from the run's allowed ledger lines and the owner's `turns`. A spawn
-    item whose prompt names another run's packet is that run's, whatever its marker
-    and whatever run the ledger line names (the hook records the run the owner's
-    line binds, for every spawn of the owner)."""
-    op, marker = step.op, step.marker
+    packet): each of the run's allowed ledger lines, through its tool_use_id, to
+    the spawn item of the owner's `turns` with that id. An item whose prompt names
+    another run's packet is that run's, whatever its marker and whatever run the
+    ledger line names (the hook records the run the owner's line binds, for every
+    spawn of the owner)."""
     lines = [
         line for line in ledger if line.get("run_id") == run_id and line.get("decision") == "allow"
     ]
     by_call = {str(line.get("tool_use_id")): line for line in lines}
-    spawns = {item.id: (turn.id, item) for turn in turns for item in _spawn_items(turn)}
-    shown = {turn.id for turn in turns}
+    spawns = [item for turn in turns for item in _spawn_items(turn)]
     warnings: list[str] = []
     subagents: list[str] = []
-    for item_id, (_, item) in spawns.items():
-        if not carries(item.prompt, step.run, None):
+    for item in spawns:
+        line = by_call.get(item.id)
+        if item.prompt and not carries(item.prompt, step.run, None):
             continue  # another run's spawn, or none of a run
-        carried = marker_of(item.prompt)
-        line = by_call.get(item_id)
-        if (
-            line is not None
-            and line.get("op") != _op_of(carried)
-            and op
-            in (
-                line.get("op"),
-                _op_of(carried),
-            )
-        ):
+        if item.prompt and _op_differs(step, line, marker_of(item.prompt)):
             warnings.append("ledger_op_differs")
-        if carried != marker or not carries(item.prompt, step.run, step.packet):
+        if not _is_steps(step, item, line):
             continue
-        if line is None and lines:  # the hook records the run's spawns, not this one
-            warnings.append("no_ledger_line")
+        if line is None:  # the hook records the run's spawns, not this one
+            warnings += ["no_ledger_line"] if lines else []
+            continue
         subagents += [agent for agent in item.receiverThreadIds if agent not in subagents]
-    if any(line.get("op") == op and line.get("turn_id") not in shown for line in lines):
+    shown = {turn.id for turn in turns}
+    if any(line.get("op") == step.op and line.get("turn_id") not in shown for line in lines):
         warnings.append("window_ended")
     if len(subagents) > 1:
         warnings.append("several_spawns")
     return Joined(subagents, list(dict.fromkeys(warnings)))
+
+
+def _is_steps(
+    step: PublishedStep, item: CollabAgentToolCall, line: Mapping[str, Any] | None
+) -> bool:
+    """Whether the spawn `item` is of `step`: its prompt names the step's marker and
+    packet, or, with no prompt (none, or empty), its ledger `line` names the step's op."""
+    if not item.prompt:
+        return line is not None and line.get("op") == step.op
+    return marker_of(item.prompt) == step.marker and carries(item.prompt, step.run, step.packet)
+
+
+def _op_differs(step: PublishedStep, line: Mapping[str, Any] | None, carried: str | None) -> bool:
+    """The item's ledger `line` names another op than its prompt's marker `carried`,
+    one of the two being the step's."""
+    if line is None:
+        return False
+    return line.get("op") != _op_of(carried) and step.op in (line.get("op"), _op_of(carried))
 
 
 def _spawn_items(turn: Turn) -> list[CollabAgentToolCall]:

@@ -4,9 +4,11 @@ The spec's reply table (session-calls.md, "The step") answers a report from the
 rows alone when the step it names is not the call's waiting step: the attempt
 ended (close), the turn was bound already (bound again, with no new row, or close
 for a second subagent), or the run never published that step (refused without a
-subagent, close with one). The call actor asks this while it waits on a later
-step, and the inbox asks it for a report no call actor waits for; both read the
-same `CallRecord`, folded from the call's rows.
+subagent, close with one). A close for a subagent the call never bound waits
+for the host's snapshot of it: one whose first message names another run's packet
+is that run's, and is refused (`decide_late`). The call actor asks this while it
+waits on a later step, and the inbox asks it for a report no call actor waits for;
+both read the same `CallRecord`, folded from the call's rows.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from crw.engine.roles import RolePair
+from crw.engine.step_match import other_run
+from crw.host.protocol import Thread
 
 ReplyKind = Literal["bound", "pair_mismatch", "retry", "refused", "close", "held"]
 
@@ -40,7 +44,8 @@ class CallRecord:
     `ended`: the terminal row's kind while the call has one. `attempt`: the newest
     attempt a step_published row names. `lost`: the attempts a session_attempt_lost
     row ended. `published`: the (attempt, k) of every step_published row. `turns`:
-    the subagent each bound turn (attempt, k) ran on.
+    the subagent each bound turn (attempt, k) ran on. `agents`: every subagent a
+    thread_started row of the call names (the ones this run bound).
     """
 
     ended: str | None = None
@@ -48,6 +53,7 @@ class CallRecord:
     lost: frozenset[int] = frozenset()
     published: frozenset[tuple[int, int]] = frozenset()
     turns: Mapping[tuple[int, int], str] = field(default_factory=dict)
+    agents: frozenset[str] = frozenset()
 
     def waits_on(self, attempt: int, k: int) -> bool:
         """The step (attempt, k) is published, not bound, and its call goes on with it."""
@@ -70,6 +76,7 @@ class _Fold:
     published: set[tuple[int, int]] = field(default_factory=set)
     turns: dict[tuple[int, int], str] = field(default_factory=dict)
     subagent: str | None = None
+    agents: set[str] = field(default_factory=set)
 
     def add(self, row: Mapping[str, Any]) -> None:
         kind = row.get("row")
@@ -81,6 +88,7 @@ class _Fold:
                 self.subagent = str(row["agent_id"])
         elif kind == "thread_started":
             self.subagent = str(row.get("thread_id"))
+            self.agents.add(self.subagent)
         elif kind == "turn_started" and self.subagent is not None:
             self.turns[(int(row.get("attempt") or 1), int(row.get("k") or 1))] = self.subagent
         elif kind == "session_attempt_lost":
@@ -97,6 +105,7 @@ class _Fold:
             frozenset(self.lost),
             frozenset(self.published),
             dict(self.turns),
+            frozenset(self.agents),
         )
 
 
@@ -132,8 +141,23 @@ class CallRecords:
         return fold.record() if fold is not None else CallRecord()
 
 
+def reads_host(agent_id: str | None, record: CallRecord, failed: str | None = None) -> bool:
+    """Whether the late reply to a report naming `agent_id` needs the host's snapshot
+    of that subagent: the call never bound it, so the run's rows would answer close,
+    and it may be another run's (`decide_late`)."""
+    return failed is None and agent_id is not None and agent_id not in record.agents
+
+
 def decide_late(
-    k: int, attempt: int, agent_id: str | None, record: CallRecord, failed: str | None = None
+    k: int,
+    attempt: int,
+    agent_id: str | None,
+    record: CallRecord,
+    failed: str | None = None,
+    *,
+    run: str = "",
+    thread: Thread | None = None,
+    host_error: str | None = None,
 ) -> Reply:
     """The reply to a report of step (`k`, `attempt`) naming `agent_id` (None: no
     subagent), when that step is not the one the call waits on. A report of a
@@ -144,7 +168,26 @@ def decide_late(
     and writes nothing (DISP-6: the same report answered after a crash, or a late
     report for turn 1 while the repair waits); the subagent the repair needs is never
     told to close.
+
+    A subagent the call never bound (`reads_host`) is told to close only when it is
+    not another run's: `thread` is the host's snapshot of it (None: not read, or the
+    host has no such thread), `host_error` why the host could not answer now (retry);
+    one whose first message names a packet of a run other than `run` is refused
+    naming that run (DISP-10: an owner that obeyed would close that run's subagent).
     """
+    reply = _late_rows(k, attempt, agent_id, record, failed)
+    if reply.kind != "close" or not reads_host(agent_id, record, failed):
+        return reply
+    if host_error is not None:
+        return Reply("retry", f"the host cannot be read yet: {host_error}")  # DISP-9
+    another = other_run(thread, run) if thread is not None else None
+    return Reply("refused", another) if another is not None else reply
+
+
+def _late_rows(
+    k: int, attempt: int, agent_id: str | None, record: CallRecord, failed: str | None
+) -> Reply:
+    """`decide_late` from the rows alone."""
     if failed is not None:
         return Reply("refused", late_failed(k, attempt, record))
     if record.ended is not None:

@@ -16,6 +16,10 @@ from crw.settings import DEFAULT_SETTINGS
 from tests.actors.spies import names_read
 
 
+async def no_answer(report: Report) -> None:
+    """A run that answers no report itself (every report waits for its call)."""
+
+
 async def test_a_report_handed_out_is_not_read_again_while_its_call_holds_it(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -26,7 +30,7 @@ async def test_a_report_handed_out_is_not_read_again_while_its_call_holds_it(
     run = RunDir.of(tmp_path / "state", "r1")
     run.create()
     read = names_read(monkeypatch, files, "read_bytes")
-    inbox = Inbox(run, "r1", DEFAULT_SETTINGS, lambda report: None)
+    inbox = Inbox(run, "r1", DEFAULT_SETTINGS, no_answer)
     with inbox.subscribe("build.1") as reports:
         first = Report.new("r1", "build.1", 1, 1, "thread-1", "2026-01-01T00:00:00Z")
         write_report(run, first)

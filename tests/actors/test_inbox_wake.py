@@ -21,6 +21,10 @@ FAR = 1000.0
 """An inbox poll the test's clock never reaches (it stands still)."""
 
 
+async def no_answer(report: Report) -> None:
+    """A run that answers no report itself (every report waits for its call)."""
+
+
 @pytest.mark.timeout(30)
 async def test_a_report_is_handed_out_when_it_arrives_without_waiting_for_a_poll(
     tmp_path: Path, mock_clock: MockClock
@@ -30,7 +34,7 @@ async def test_a_report_is_handed_out_when_it_arrives_without_waiting_for_a_poll
     that hands it to its call."""
     run = RunDir.of(tmp_path / "state", "r1")
     run.create()
-    inbox = Inbox(run, "r1", Settings(inbox_poll=FAR), lambda report: None)
+    inbox = Inbox(run, "r1", Settings(inbox_poll=FAR), no_answer)
     with inbox.subscribe("build.1") as reports:
         async with trio.open_nursery() as nursery:
             await nursery.start(inbox.run)
@@ -76,7 +80,7 @@ async def test_an_idle_inbox_is_listed_every_sweep_not_every_poll(
         return read_reports(*args, **kwargs)
 
     monkeypatch.setattr(files, "read_reports", counted)
-    inbox = Inbox(run, "r1", DEFAULT_SETTINGS, lambda report: None)
+    inbox = Inbox(run, "r1", DEFAULT_SETTINGS, no_answer)
     async with trio.open_nursery() as nursery:
         await nursery.start(inbox.run)
         await trio.sleep(1.0)
@@ -92,7 +96,7 @@ async def test_a_report_no_call_takes_yet_is_read_again_every_poll(
     subscribing, as before the watch."""
     run = RunDir.of(tmp_path / "state", "r1")
     run.create()
-    inbox = Inbox(run, "r1", DEFAULT_SETTINGS, lambda report: None)
+    inbox = Inbox(run, "r1", DEFAULT_SETTINGS, no_answer)
     async with trio.open_nursery() as nursery:
         await nursery.start(inbox.run)
         report = Report.new("r1", "build.1", 1, 1, "thread-1", "2026-01-01T00:00:00Z")

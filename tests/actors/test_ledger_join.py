@@ -65,17 +65,35 @@ def hook_line(turn_id: str, tool_use_id: str, op: str = OP) -> dict[str, Any]:
     }
 
 
+def forget_prompt(h: Harness, item_id: str) -> None:
+    """The owner's spawn item `item_id` as a host that shows no prompt sends it."""
+    for turn in h.sim.state.threads[h.owner.thread_id].turns:
+        for item in turn.items:
+            if item["id"] == item_id:
+                item["prompt"] = None
+
+
 async def resumed(
-    h: Harness, lines: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    h: Harness,
+    lines: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    listed: bool = False,
+    prompt: bool = True,
 ) -> tuple[Rows, Rows, str]:
     """Kill the run once the owner spawned build.1's step (unreported), write the
     ledger `lines` (given the owner's turn, item and subagent), resume: the rows
-    before, the rows after (the resumed run until CALL completed), the subagent."""
+    before, the rows after (the resumed run until CALL completed), the subagent.
+    The host lists the owner's subagents when `listed` (the marker lookup may find
+    it), and shows the spawn item's prompt when `prompt`."""
     owner = remembering(h, report=False)
     dead = await run_until_owner_took(h, owner, 1)
     owner.spawned.clear()
-    no_listing(monkeypatch)
+    if not listed:
+        no_listing(monkeypatch)
     turn_id, item_id, agent = spawn_item(h)
+    if not prompt:
+        forget_prompt(h, item_id)
     state = h.run.root.parent.parent  # the harness's run is <state>/flow/<run>'s place
     (state / "flow-bound").mkdir(mode=0o700, exist_ok=True)
     for line in lines:
@@ -118,15 +136,31 @@ async def test_resumed_run_binds_the_subagent_the_ledger_and_the_owners_turn_nam
     assert "session_host_warning" not in {r["row"] for r in after}
 
 
+async def test_resumed_run_binds_through_the_ledger_a_spawn_the_owners_item_shows_no_prompt(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HOOK-17: the owner's spawn item carries no prompt and the host lists no
+    subagent: only the ledger line (its op, its tool_use_id the item's id) ties the
+    item's subagent to the step, and the run binds it and completes."""
+    async with harness(tmp_path) as h:
+        line = hook_line("{turn}", "{item}")
+        _, after, agent = await resumed(h, [line], monkeypatch, prompt=False)
+    started = next(r for r in after if r["row"] == "thread_started")
+    assert (started["call"], started["thread_id"]) == (CALL, agent)
+    assert kinds(after, CALL)[-1] == "completed"
+    assert "session_host_warning" not in {r["row"] for r in after}
+
+
 @pytest.mark.parametrize(
-    ("lines", "warnings"),
+    ("lines", "warnings", "listed"),
     [
-        ([hook_line("{turn}", "explore-item", op="explore.1/t1")], ["no_ledger_line"]),
+        ([hook_line("{turn}", "explore-item", op="explore.1/t1")], ["no_ledger_line"], True),
         (
             [hook_line("{turn}", "{item}"), hook_line("turn-gone", "call-gone")],
             ["window_ended"],
+            False,
         ),
-        ([hook_line("{turn}", "{item}", op=f"{CALL}/t9")], ["ledger_op_differs"]),
+        ([hook_line("{turn}", "{item}", op=f"{CALL}/t9")], ["ledger_op_differs"], False),
     ],
     ids=["no-ledger-line", "window-ended", "ledger-op-differs"],
 )
@@ -136,11 +170,13 @@ async def test_what_the_join_cannot_tie_is_a_session_host_warning_row(
     monkeypatch: pytest.MonkeyPatch,
     lines: list[dict[str, Any]],
     warnings: list[str],
+    listed: bool,
 ) -> None:
     """spec: WAKE-15, ROWS-14: the warning row (op, warnings) is written before the
-    bind, once; the subagent the owner's turn names is bound all the same."""
+    bind, once; the subagent the owner's turn names is bound all the same (with no
+    ledger line of its own, by the marker lookup: the host lists it)."""
     async with harness(tmp_path) as h:
-        _, after, agent = await resumed(h, lines, monkeypatch)
+        _, after, agent = await resumed(h, lines, monkeypatch, listed=listed)
     mine = [r for r in after if r.get("call") == CALL]
     assert [r["row"] for r in mine][:3] == [
         "session_host_warning",

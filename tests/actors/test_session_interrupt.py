@@ -69,7 +69,7 @@ async def go(
         open_journal_writer(h.run.journal, clock=fixed_clock(), after_commit=after_commit) as j,
         trio.open_nursery() as nursery,
     ):
-        inbox = Inbox(h.run, RUN_ID, h.settings, lambda r: answer_unrouted(records, r))
+        inbox = Inbox(h.run, RUN_ID, h.settings, lambda r: answer_unrouted(records, reader.read, r))
         control = RunControl(run=h.run)
         ctx = SessionContext(
             journal=j,

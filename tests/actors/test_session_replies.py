@@ -19,6 +19,7 @@ from crw.bus import inbox as reports
 from crw.bus import steps as bus
 from crw.engine import bind
 from crw.engine.bind import MAX_RETRIES
+from crw.engine.packet import spawn_message
 from crw.engine.roles import RolePair
 from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
 
@@ -223,3 +224,37 @@ async def test_retry_for_one_report_is_bounded_and_then_says_why(
     assert [r["reply"] for r in answers] == ["retry"] * MAX_RETRIES + ["refused"]
     assert "close it and spawn again with the step's message" in answers[-1]["reason"]
     assert kinds(rows, "explore.1") == DONE and state == "ended"
+
+
+async def test_late_report_of_another_runs_subagent_while_the_repair_waits_is_refused(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-10: while build.1's repair waits, the owner reports, for its bound
+    turn 1, a subagent another run's step spawned on the same owner: the call's
+    actor reads it on the host and refuses it naming that run, not close; the run
+    writes no row and no close step for it, and completes."""
+    async with harness(tmp_path) as h:
+        take = h.owner._take
+        late: list[dict[str, Any]] = []
+        theirs: list[str] = []
+
+        async def report_another_runs_subagent(step: bus.StepFile) -> str:
+            if step.call == "build.1" and step.k == 2 and not late:  # the repair step waits
+                packet = "/state/flow/run-x/steps/build.1/packet-t1-a1.md"
+                message = spawn_message("build.1", 1, 1, "executor", "/work/x", packet)
+                theirs.append(await spawn(h, step, message))
+                late.append(await report(h, "build.1", 1, 1, theirs[0]))
+            return await take(step)
+
+        h.owner._take = report_another_runs_subagent  # type: ignore[method-assign]
+        await h.script({"marker": "build.1/*"}, invalidFirst=True)
+        state, rows = await h.go()
+        closes = [close.agent_id for close in bus.list_closes(h.run)]
+        assert h.sim.state.threads[theirs[0]].status != "notLoaded"  # the owner never closed it
+    assert [(r["reply"], r["reason"]) for r in late] == [
+        ("refused", "the subagent carries run run-x's step")
+    ]
+    assert kinds(rows, "build.1") == REPAIRED
+    assert theirs[0] not in [r.get("thread_id") for r in rows]
+    assert theirs[0] not in closes
+    assert state == "ended" and rows[-1]["status"] == "completed"

@@ -122,7 +122,7 @@ class Harness:
                 self.run,
                 RUN_ID,
                 self.settings,
-                lambda r: answer_unrouted(records, r),
+                lambda r: answer_unrouted(records, reader.read, r),
             )
             ctx = SessionContext(
                 journal=journal,

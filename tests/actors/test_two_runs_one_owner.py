@@ -120,7 +120,7 @@ async def run_one(sim: SimHost, run: RunDir, owner: str, settings: Settings) -> 
         open_journal_writer(run.journal, clock=fixed_clock()) as journal,
         trio.open_nursery() as nursery,
     ):
-        inbox = Inbox(run, run.id, settings, lambda r: answer_unrouted(records, r))
+        inbox = Inbox(run, run.id, settings, lambda r: answer_unrouted(records, reader.read, r))
         ctx = SessionContext(
             journal=journal,
             reader=reader,
@@ -236,3 +236,37 @@ async def test_a_report_of_the_other_runs_subagent_is_refused_naming_that_run(
         "refused",
         "the subagent carries run run-b's step",
     )
+
+
+async def test_a_late_report_of_the_other_runs_subagent_is_refused_and_closes_nothing(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-10, DISP-13: once run-a's explore.1 ended, the owner reports
+    run-b's explore.1 subagent to run-a for that step. The inbox answers it (no call
+    waits on it) after reading the subagent on the host: refused naming run-b, not
+    close, and run-a writes no row and no close step for it."""
+    settings = Settings(poll_interval=2.0, host_poll_interval=30.0)
+    async with two_runs(tmp_path) as (sim, client, runs):
+        owner_id = str((await client.request("sim/startOwner", {}))["threadId"])
+        owner = TwoRunOwner(client, dict(runs), owner_id)
+        states: dict[str, str] = {}
+        await both_ended(owner, runs, owner_id, states, sim, settings)
+        run_a = runs["run-a"]
+        rows = read_journal(run_a.journal).rows
+        theirs = owner.spawned["run-b"][0]  # run-b's explore.1 subagent
+        report = reports.Report.new("run-a", "explore.1", 1, 1, theirs, "t")
+        reports.write_report(run_a, report)
+        async with (
+            open_client(await connect_in_memory(sim)) as reading,
+            open_host_reader(reading, settings) as reader,
+        ):
+            records = CallRecords(rows)
+            inbox = Inbox(
+                run_a, run_a.id, settings, lambda r: answer_unrouted(records, reader.read, r)
+            )
+            await inbox.poll()
+        reply = reports.read_reply(run_a, report.id)
+    assert reply is not None
+    assert (reply["reply"], reply["reason"]) == ("refused", "the subagent carries run run-b's step")
+    assert read_journal(run_a.journal).rows == rows
+    assert theirs not in [close.agent_id for close in bus.list_closes(run_a)]

@@ -29,6 +29,10 @@ from crw.engine.rundir import RunDir
 from tests.bus.test_steps import PACKET, spawn_step
 
 
+async def no_answer(report: Report) -> None:
+    """A run that answers no report itself (every report waits for its call)."""
+
+
 @pytest.fixture
 def run(tmp_path: Path) -> RunDir:
     run = RunDir.of(tmp_path / "state", "r1")
@@ -340,7 +344,7 @@ async def test_the_inbox_of_the_holding_process_keeps_and_sweeps_the_index(
     write_step(run, spawn_step(run, "left.1"), PACKET)  # an earlier process's
     lock = take_process_lock(run)
     assert lock is not None
-    inbox = Inbox(run, "r1", DEFAULT_SETTINGS, lambda report: None, token=lock.token)
+    inbox = Inbox(run, "r1", DEFAULT_SETTINGS, no_answer, token=lock.token)
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(inbox.run)

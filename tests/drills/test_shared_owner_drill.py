@@ -6,7 +6,8 @@ Both runs publish the same markers (`explore.1/t1-a1` in each). The owner takes
 both runs' steps interleaved, run-b's first, and reports none of its spawns, so
 every bind is the run's own host lookup (DISP-25, DISP-26); once, it reports
 run-b's first subagent to run-a as run-a's step, which `crw flow dispatched`
-answers refused, exit 1. Each run must bind only its own subagents and end with
+answers refused, exit 1, and again once run-a's step has ended (a late report,
+not told to close). Each run must bind only its own subagents and end with
 its own answers. Every process is reaped by pid at teardown.
 """
 
@@ -106,7 +107,8 @@ def drill(tmp_path: Path) -> Iterator[SharedOwner]:
 def play(drill: SharedOwner) -> None:
     """The owner: once both runs show their first step, take run-b's, report its
     subagent to run-a as run-a's step (refused, exit 1), then take every step of
-    both runs, run-b's first each pass, until both ended."""
+    both runs, run-b's first each pass, until both ended. Once run-a has gone past
+    explore.1, the same report comes again, late: refused, exit 1, not close."""
     run_a, run_b = drill.runs
     deadline = time.monotonic() + RUN_DEADLINE
     views = {run.id: drill.next(run) for run in drill.runs}
@@ -122,12 +124,21 @@ def play(drill: SharedOwner) -> None:
         f"the subagent carries run {run_b.id}'s step",
     )
     ended: set[str] = set()
+    late = False
     while len(ended) < 2:
         assert time.monotonic() < deadline, f"the runs did not end: {ended}"
         for run in (run_b, run_a):
             view = views.get(run.id) or drill.next(run)
             if view["state"] == "ended":
                 ended.add(run.id)
+            if run is run_a and not late and any(s["call"] != "explore.1" for s in view["steps"]):
+                late = True  # run-a's explore.1 ended: the same report comes late
+                code, reply = drill.dispatched(run_a, first_b, drill.spawned[run_b.id][0])
+                assert (code, reply["reply"], reply["reason"]) == (
+                    1,
+                    "refused",
+                    f"the subagent carries run {run_b.id}'s step",
+                )
             for step in view["steps"]:
                 key = (run.id, step["call"], step.get("k"), step.get("attempt"))
                 if step["action"] == "close":
@@ -136,6 +147,7 @@ def play(drill: SharedOwner) -> None:
                     taken.add(key)
                     drill.take(run, step)
         views = {}
+    assert late, "the owner never saw run-a past explore.1"
 
 
 @pytest.mark.parametrize("case", ["shared_owner-unreported"])

@@ -35,7 +35,7 @@ STEP = PublishedStep(
 )
 
 
-def turn(turn_id: str, *items: tuple[str, str, list[str]]) -> Turn:
+def turn(turn_id: str, *items: tuple[str, str | None, list[str]]) -> Turn:
     """An owner turn with spawnAgent items (id, prompt, receivers)."""
     return Turn.model_validate(
         {
@@ -75,7 +75,17 @@ def test_the_ledger_line_and_the_owners_item_name_the_subagent() -> None:
     ledger = [line("u1", "c1", "explore.1/t1"), line("u1", "c2")]
     assert join(RUN, STEP, ledger, turns) == Joined(["a1"], [])
     other_run = [line("u1", "c2", run_id="run-2")]
-    assert join(RUN, STEP, other_run, turns) == Joined(["a1"], [])  # no hook at work
+    assert join(RUN, STEP, other_run, turns) == Joined([], [])  # no hook at work: the lookup's
+
+
+def test_a_spawn_item_without_a_prompt_is_joined_by_its_ledger_lines_op() -> None:
+    """spec: HOOK-17: the ledger line ties the owner's item to the step; without a
+    line, or with a line of another op, an item with no prompt is not joined."""
+    bare = [turn("u1", ("c1", None, ["a0"]), ("c2", "", ["a1"]))]
+    ledger = [line("u1", "c1", "explore.1/t1"), line("u1", "c2")]
+    assert join(RUN, STEP, ledger, bare) == Joined(["a1"], [])
+    assert join(RUN, STEP, ledger[:1], bare) == Joined([], [])
+    assert join(RUN, STEP, [], bare) == Joined([], [])
 
 
 def test_each_warning_of_the_join() -> None:
@@ -83,7 +93,7 @@ def test_each_warning_of_the_join() -> None:
     several_spawns."""
     one = [turn("u1", spawn("c2", MARKER, "a1"))]
     others = [line("u1", "c1", "explore.1/t1")]
-    assert join(RUN, STEP, others, one) == Joined(["a1"], ["no_ledger_line"])
+    assert join(RUN, STEP, others, one) == Joined([], ["no_ledger_line"])  # the lookup's
     differs = [line("u1", "c2", op="build.1/t9")]
     assert join(RUN, STEP, differs, one) == Joined(["a1"], ["ledger_op_differs"])
     gone = [line("u1", "c2"), line("u0", "c0")]

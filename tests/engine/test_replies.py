@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from crw.engine.replies import CallRecord, CallRecords, call_record, decide_late
+from crw.engine.replies import CallRecord, CallRecords, call_record, decide_late, reads_host
+from tests.engine.test_bind import OTHER_AGENT, RUN, host_turn, spawn_text, subagent, user_message
 
 A = "agent-a"
 B = "agent-b"
@@ -40,6 +41,7 @@ def test_record_reads_each_bound_turn_and_its_subagent() -> None:
         lost=frozenset(),
         published=frozenset({(1, 1), (1, 2)}),
         turns={(1, 1): A, (1, 2): A},
+        agents=frozenset({A}),
     )
 
 
@@ -134,3 +136,43 @@ def test_call_records_kept_as_rows_commit_fold_each_row_once() -> None:
             assert decide_late(1, 1, B, records.record(call)).kind == "close"
     assert records.folded == len(start) + sum(len(batch) for batch in later)
     assert records.record("never.1") == CallRecord()
+
+
+ENDED = [*REPAIR_WAITS, turn(2), {"row": "completed", "call": "build.1"}]
+
+
+def other_runs(run: str = "run-x") -> Any:
+    """The host's snapshot of a subagent whose first message is `run`'s step's."""
+    first = host_turn("turn-1", user_message(spawn_text(run=run)))
+    return subagent([first], id=OTHER_AGENT)
+
+
+def test_late_report_of_another_runs_subagent_is_refused_naming_that_run() -> None:
+    """spec: DISP-10: a report of another run's subagent for a step that ended is
+    refused, not answered close: an owner that obeyed would close that run's
+    subagent."""
+    record = call_record(ENDED)
+    assert reads_host(OTHER_AGENT, record)
+    reply = decide_late(1, 1, OTHER_AGENT, record, run=RUN, thread=other_runs())
+    assert (reply.kind, reply.reason) == ("refused", "the subagent carries run run-x's step")
+    early = decide_late(3, 1, OTHER_AGENT, call_record(REPAIR_WAITS), run=RUN, thread=other_runs())
+    assert early.kind == "refused"
+
+
+def test_late_report_of_this_runs_own_subagent_is_answered_close_without_the_host() -> None:
+    """spec: DISP-13: the subagent of this run's ended attempt is told to close from
+    the rows (no host read), and so is an unbound subagent of this run's step."""
+    record = call_record(ENDED)
+    assert not reads_host(A, record)
+    assert not reads_host(None, record)
+    assert decide_late(2, 1, A, record).reason == "an attempt that ended (answered)"
+    mine = subagent([host_turn("turn-1", user_message(spawn_text()))], id=OTHER_AGENT)
+    reply = decide_late(1, 1, OTHER_AGENT, record, run=RUN, thread=mine)
+    assert (reply.kind, reply.reason) == ("close", "an attempt that ended (answered)")
+    assert decide_late(1, 1, OTHER_AGENT, record, run=RUN).kind == "close"  # no such thread
+
+
+def test_late_report_of_an_unbound_subagent_on_an_unreadable_host_is_answered_retry() -> None:
+    """spec: DISP-9: whose subagent it is cannot be told without the host."""
+    reply = decide_late(1, 1, OTHER_AGENT, call_record(ENDED), run=RUN, host_error="timed out")
+    assert (reply.kind, reply.reason) == ("retry", "the host cannot be read yet: timed out")

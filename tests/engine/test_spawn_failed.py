@@ -7,6 +7,7 @@ from crw.actors.session_run import answer_unrouted
 from crw.bus.inbox import Report
 from crw.engine.bind import AttemptState, Reply, SpawnFailed
 from crw.engine.replies import CallRecords
+from crw.host.protocol import Thread
 from tests.engine.test_bind import AGENT, decide, repair_step, report
 
 REFUSED = "Unknown model `gpt-5.4-mini` for spawn_agent. Available models: gpt-5.5"
@@ -40,15 +41,19 @@ def test_failed_report_for_a_send_input_or_a_bound_attempt_is_refused() -> None:
     assert bound == Reply("refused", f"its turn is bound to {AGENT}: its spawn did not fail")
 
 
-def test_second_failed_report_after_the_hold_is_refused_by_the_run() -> None:
+async def no_read(thread_id: str) -> Thread:
+    raise AssertionError(f"a failed spawn's report reads no host ({thread_id})")
+
+
+async def test_second_failed_report_after_the_hold_is_refused_by_the_run() -> None:
     """The run's side of a failed spawn reported twice: the call the first held
     waits on nothing, so the inbox answers the second from the rows."""
     records = CallRecords([PUBLISHED, {"row": "held", "call": "build.1", "reason": "spawn_failed"}])
     again = Report.new("run-1", "build.1", 1, 1, None, "t", failed=REFUSED)
-    assert answer_unrouted(records, again) == {
+    assert await answer_unrouted(records, no_read, again) == {
         "reply": "refused",
         "reason": "the call is held already (a failed spawn is reported once): answer it as "
         "crw flow next or crw flow status shows",
     }
     waiting = CallRecords([PUBLISHED])
-    assert answer_unrouted(waiting, again) is None  # its call actor answers it
+    assert await answer_unrouted(waiting, no_read, again) is None  # its call actor answers it

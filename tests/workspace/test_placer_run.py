@@ -54,7 +54,7 @@ async def go(
         open_journal_writer(h.run.journal, clock=fixed_clock(), after_commit=after) as journal,
         trio.open_nursery() as nursery,
     ):
-        inbox = Inbox(h.run, RUN_ID, h.settings, lambda r: answer_unrouted(records, r))
+        inbox = Inbox(h.run, RUN_ID, h.settings, lambda r: answer_unrouted(records, reader.read, r))
         ctx = SessionContext(
             journal=journal,
             reader=reader,
