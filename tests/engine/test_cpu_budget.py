@@ -1,0 +1,84 @@
+"""A function run under a budget of its thread's CPU time is stopped once it spent
+it, wherever it loops, and no stop lands after it returned."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import pytest
+
+from crw.engine import cpu_budget
+
+BUDGET = 0.1
+SLACK = 0.3
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+def test_a_function_that_never_returns_is_stopped_at_its_budget() -> None:
+    cpu = time.thread_time()
+    with pytest.raises(cpu_budget.BudgetSpent, match=r"took longer than 0\.1 s of CPU"):
+        cpu_budget.run(_spin, BUDGET)
+    assert BUDGET <= time.thread_time() - cpu < BUDGET + SLACK
+
+
+def test_a_stop_the_function_swallows_is_raised_again() -> None:
+    swallowed = []
+
+    def swallowing() -> None:
+        try:
+            _spin()
+        except BaseException as stop:  # as a callback whose exception is dropped
+            swallowed.append(stop)
+        _spin()
+
+    with pytest.raises(cpu_budget.BudgetSpent):
+        cpu_budget.run(swallowing, BUDGET)
+    assert len(swallowed) == 1
+
+
+def test_a_sleeping_function_spends_no_cpu_and_returns() -> None:
+    def sleeping() -> str:
+        time.sleep(3 * BUDGET)
+        return "done"
+
+    assert cpu_budget.run(sleeping, BUDGET) == "done"
+
+
+def test_no_stop_lands_after_the_function_returned_at_its_budget() -> None:
+    def near_budget() -> str:
+        until = time.thread_time() + BUDGET * 0.99
+        while time.thread_time() < until:
+            pass
+        return "done"
+
+    for _ in range(20):
+        with contextlib.suppress(cpu_budget.BudgetSpent):
+            cpu_budget.run(near_budget, BUDGET)
+        after = time.monotonic() + 0.05
+        while time.monotonic() < after:  # a stray stop would be raised here
+            pass
+
+
+def test_each_thread_has_its_own_budget() -> None:
+    ended: list[str] = []
+
+    def worker(name: str) -> None:
+        try:
+            cpu_budget.run(_spin, BUDGET)
+        except cpu_budget.BudgetSpent:
+            ended.append(name)
+
+    threads = [threading.Thread(target=worker, args=(str(i),)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    assert cpu_budget.run(lambda: "quick", BUDGET) == "quick"
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(ended) == ["0", "1", "2"]
+    assert cpu_budget.remaining() is None
