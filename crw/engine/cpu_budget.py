@@ -11,12 +11,15 @@ without returning to Python (a regex match) bounds itself, with `remaining()`.
 
 The watchdog sleeps while nothing is watched, and otherwise wakes when the
 soonest budget could be spent (a thread's CPU time never runs ahead of the wall
-clock): registering a function costs a lock and two clock reads.
+clock): registering a function costs a lock and two clock reads. While anything
+is watched the cyclic garbage collector is off: a stop that landed in the
+finalizer of an object another thread let go would cut that finalizer short.
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import threading
 import time
@@ -54,7 +57,8 @@ _bell = threading.Lock()
 """Held but while a thread rings it: what wakes a watchdog asleep on nothing."""
 _bell.acquire()
 _watched: dict[int, _Watch] = {}
-_state = {"watchdog": False, "asleep": False}
+_state = {"watchdog": False, "asleep": False, "gc": False}
+"""Whether the watchdog runs, sleeps on nothing, and disabled the garbage collector."""
 _CURRENT: ContextVar[_Watch | None] = ContextVar("cpu_budget", default=None)
 
 
@@ -93,6 +97,9 @@ def _start_watching(ident: int, watch: _Watch) -> None:
         if ident in _watched:
             raise RuntimeError("cpu_budget.run does not nest")
         _watched[ident] = watch
+        if gc.isenabled():  # no finalizer of another's object runs where a stop lands
+            gc.disable()
+            _state["gc"] = True
         if not _state["watchdog"]:
             _state["watchdog"] = True
             threading.Thread(target=_watch_loop, name="cpu-budget", daemon=True).start()
@@ -112,6 +119,9 @@ def _stop_watching(ident: int) -> None:
             with _lock:
                 _watched.pop(ident, None)
                 _async_raise(ident, None)
+                if not _watched and _state["gc"]:
+                    gc.enable()
+                    _state["gc"] = False
             return
         except _Stop:
             continue
@@ -119,8 +129,8 @@ def _stop_watching(ident: int) -> None:
 
 def _watch_loop() -> None:
     """Stop each thread over its budget, and again every _LEAST_WAIT until it is
-    forgotten: a stop that lands in a garbage collector's callback or a generator
-    it closes is printed and dropped, and the thread runs on."""
+    forgotten: a stop that lands where Python drops exceptions (a `__del__`, a
+    callback) is printed and dropped, and the thread runs on."""
     while True:
         with _lock:
             waits = []
@@ -149,7 +159,7 @@ def _forget_after_fork() -> None:
     _lock, _bell = threading.Lock(), threading.Lock()
     _bell.acquire()
     _watched.clear()
-    _state.update(watchdog=False, asleep=False)
+    _state.update(watchdog=False, asleep=False, gc=False)
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
