@@ -156,8 +156,8 @@ def test_any_schema_and_answer_give_errors_or_unchecked_within_the_budget(
         cpu = time.thread_time()
         try:
             outcome.append(check(result, schema, BUDGET))
-        except SchemaCheckTimedOut as unchecked:
-            outcome.append(unchecked)
+        except Exception as raised:
+            outcome.append(raised)
         outcome.append(time.thread_time() - cpu)
 
     # In a thread of its own, as the run checks, away from hypothesis's tracer.
@@ -170,5 +170,6 @@ def test_any_schema_and_answer_give_errors_or_unchecked_within_the_budget(
         event(str(found).split(" ")[0])
     else:
         event("checked")
-        assert isinstance(found, list) and all(isinstance(e, str) for e in found)
+        assert isinstance(found, list), f"the check raised {found!r}"
+        assert all(isinstance(e, str) for e in found)
     assert spent < BUDGET + SLACK
