@@ -57,6 +57,8 @@ _bell = threading.Lock()
 """Held but while a thread rings it: what wakes a watchdog asleep on nothing."""
 _bell.acquire()
 _watched: dict[int, _Watch] = {}
+_stopped: set[int] = set()
+"""The threads the watchdog raised a stop in, until they took the last one."""
 _state = {"watchdog": False, "asleep": False, "gc": False}
 """Whether the watchdog runs, sleeps on nothing, and disabled the garbage collector."""
 _CURRENT: ContextVar[_Watch | None] = ContextVar("cpu_budget", default=None)
@@ -110,21 +112,28 @@ def _start_watching(ident: int, watch: _Watch) -> None:
 
 
 def _stop_watching(ident: int) -> None:
-    """Forget the thread, and clear a stop it has not raised yet, so that none
-    lands after `run`: the watchdog stops a thread only while it is watched, both
-    under the lock. A stop raised before that is taken and the forgetting done
-    again."""
+    """Forget the thread, then take a stop the watchdog raised in it that has not
+    landed yet, so that none lands after `run`: the watchdog stops a thread only
+    while it is watched, both under the lock. A stop is taken by raising it here,
+    not cleared: clearing leaves the interpreter's check for one switched on."""
     while True:
         try:
             with _lock:
                 _watched.pop(ident, None)
-                _async_raise(ident, None)
                 if not _watched and _state["gc"]:
                     gc.enable()
                     _state["gc"] = False
-            return
-        except _Stop:
+                stopped = ident in _stopped
+            break
+        except _Stop:  # one raised before the lock was taken
             continue
+    if stopped:
+        try:
+            _async_raise(ident, _Stop)  # one stop pending, whether or not one was
+            while True:  # each backward jump checks for it
+                pass
+        except _Stop:
+            _stopped.discard(ident)
 
 
 def _watch_loop() -> None:
@@ -138,6 +147,7 @@ def _watch_loop() -> None:
                 left = watch.until - time.clock_gettime(watch.clock)
                 if left <= 0:
                     _async_raise(ident, _Stop)
+                    _stopped.add(ident)
                 waits.append(left)
             _state["asleep"] = not waits
         if waits:
@@ -146,11 +156,10 @@ def _watch_loop() -> None:
             _bell.acquire()
 
 
-def _async_raise(ident: int, exc: type[BaseException] | None) -> None:
-    """Raise `exc` in the thread `ident` at its next Python instruction; None
-    clears one it has not raised yet."""
-    arg = ctypes.py_object(exc) if exc is not None else None
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), arg)
+def _async_raise(ident: int, exc: type[BaseException]) -> None:
+    """Raise `exc` in the thread `ident` at its next Python instruction (in place
+    of one it has not raised yet)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc))
 
 
 def _forget_after_fork() -> None:
@@ -159,6 +168,7 @@ def _forget_after_fork() -> None:
     _lock, _bell = threading.Lock(), threading.Lock()
     _bell.acquire()
     _watched.clear()
+    _stopped.clear()
     _state.update(watchdog=False, asleep=False, gc=False)
 
 

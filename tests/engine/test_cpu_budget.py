@@ -4,8 +4,10 @@ it, wherever it loops, and no stop lands after it returned."""
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -82,3 +84,33 @@ def test_each_thread_has_its_own_budget() -> None:
         thread.join(timeout=30)
     assert sorted(ended) == ["0", "1", "2"]
     assert cpu_budget.remaining() is None
+
+
+def test_a_traced_function_still_runs_after_a_stop_was_taken() -> None:
+    """A stop cleared rather than raised leaves the interpreter checking for one at
+    every instruction, for good: a traced function then never returns."""
+    with contextlib.suppress(cpu_budget.BudgetSpent):
+        cpu_budget.run(_spin, BUDGET)
+    assert cpu_budget.run(lambda: "quick", BUDGET) == "quick"
+    lines: list[int] = []
+
+    def traced() -> None:
+        def tracer(frame: Any, event: str, arg: Any) -> Any:
+            lines.append(frame.f_lineno)
+            return None
+
+        sys.settrace(tracer)
+        try:
+            sum(range(10))
+            _count(5)
+        finally:
+            sys.settrace(None)
+
+    worker = threading.Thread(target=traced, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive() and lines
+
+
+def _count(n: int) -> int:
+    return n if n <= 0 else _count(n - 1)
