@@ -35,7 +35,7 @@ from typing import Any
 
 import trio
 
-from crw.actors import app_server_held, executor_git
+from crw.actors import app_server_held, executor_git, off_loop
 from crw.actors.app_server_interrupt import stop_turn
 from crw.actors.control import CallStop, Interrupted, RunControl
 from crw.actors.host_reader import HostReader, ModelUnreachable
@@ -49,7 +49,7 @@ from crw.engine.rundir import PRIVATE_DIR
 from crw.engine.template import render_task
 from crw.engine.workflow import Node, Workflow
 from crw.host.client import HostRequestError, unknown_thread
-from crw.host.protocol import Thread, Turn
+from crw.host.protocol import Thread
 from crw.journal.rows import (
     Allocation,
     Held,
@@ -315,7 +315,7 @@ class AppServerCall:
                 except ModelUnreachable as unreached:
                     reason, error = outcome.HOST_FAILURE, str(unreached)
                     return await self.stop_turn(thread_id, step, turn_id, reason, error)
-                end = harvest.decide(
+                end = await off_loop.decide(
                     self.call,
                     self.node.output_schema,
                     ended,
@@ -333,7 +333,8 @@ class AppServerCall:
                         await self.commit([held])
                         return CallEnd(held)
                     return end
-                step, text = self.repair_step(step, ended)
+                assert end.repair is not None  # no row: the repair turn
+                step, text = self.repair_step(step, end.repair)
                 await self.commit([step])
                 turn_id = None
         finally:
@@ -367,11 +368,12 @@ class AppServerCall:
         stopping = (step, thread_id, turn_id)
         return await stop_turn(ctx.journal, ctx.reader, *stopping, reason, tokens, error)
 
-    def repair_step(self, step: StepPublished, ended: Turn) -> tuple[StepPublished, str]:
+    def repair_step(self, step: StepPublished, named: harvest.Repair) -> tuple[StepPublished, str]:
         """The repair's step (on the same thread) and its text, which names the
-        tools as every App Server turn text does (STEP-61)."""
+        tools as every App Server turn text does (STEP-61), naming what the harvest
+        found (`named`)."""
         schema = self.node.output_schema
-        errors, previous = harvest.repair_of(ended, schema)
+        errors, previous = named.errors, named.previous
         k, attempt = (step.k or 1) + 1, step.attempt or 1
         mark = packet.marker(self.call, k, attempt)
         journaled = packet.send_input_message(mark, packet.repair_text(errors, previous, schema))

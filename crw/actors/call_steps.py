@@ -136,11 +136,17 @@ class CallSteps:
         )
 
     def repair_step(
-        self, step: StepPublished, thread: Thread, turn: Any, seen: Tokens, call_tokens: Tokens
+        self,
+        step: StepPublished,
+        thread: Thread,
+        named: harvest.Repair,
+        seen: Tokens,
+        call_tokens: Tokens,
     ) -> StepPublished:
-        """The one repair's step: send_input on the open subagent, a spawn when it is
-        closed (its subagent is gone: the repair goes to a new one)."""
-        errors, previous = harvest.repair_of(turn, self.node.output_schema)
+        """The one repair's step, naming what the harvest found (`named`): send_input
+        on the open subagent, a spawn when it is closed (its subagent is gone: the
+        repair goes to a new one)."""
+        errors, previous = named.errors, named.previous
         attempt, k = step.attempt or 1, (step.k or 1) + 1
         if thread.status.type != "notLoaded":
             mark = packet.marker(self.call, k, attempt)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.actors.session_call import SessionCall, SessionContext
-from crw.engine import conversation, interrupt, review, rounds
+from crw.engine import conversation, harvest, interrupt, review, rounds
 from crw.engine.gate import RunSpent, call_id
 from crw.engine.harvest import CallEnd
 from crw.engine.rundir import PRIVATE_DIR
@@ -79,9 +79,14 @@ class ContinuationCall(SessionCall):
         return self._asking(step)
 
     def repair_step(
-        self, step: StepPublished, thread: Thread, turn: Any, seen: Tokens, call_tokens: Tokens
+        self,
+        step: StepPublished,
+        thread: Thread,
+        named: harvest.Repair,
+        seen: Tokens,
+        call_tokens: Tokens,
     ) -> StepPublished:
-        return self._asking(super().repair_step(step, thread, turn, seen, call_tokens))
+        return self._asking(super().repair_step(step, thread, named, seen, call_tokens))
 
     def _asking(self, step: StepPublished) -> StepPublished:
         """`step` with the explicit effort, which its step file hands the owner's

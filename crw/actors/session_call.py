@@ -30,7 +30,7 @@ from typing import Any
 
 import trio
 
-from crw.actors import evidence_records, executor_git
+from crw.actors import evidence_records, executor_git, off_loop
 from crw.actors.attempt_watch import follow
 from crw.actors.call_steps import CallSteps
 from crw.actors.call_trace import trace_warnings, traced_bind
@@ -178,7 +178,7 @@ class SessionCall(CallSteps):
             spent = outcome.turn_tokens(total, seen) if total is not None else Tokens()
             call_tokens = _tokens(step.call_tokens) + spent
             self.spent.count(self.call, call_tokens)
-            end = harvest.decide(
+            end = await off_loop.decide(
                 self.call,
                 self.node.output_schema,
                 turn,
@@ -202,7 +202,8 @@ class SessionCall(CallSteps):
                 return end
             if unmeasured:
                 await self.commit(unmeasured)
-            step = await self._repair(step, thread, turn, total or seen, call_tokens)
+            assert end.repair is not None  # no row: the repair turn
+            step = await self._repair(step, thread, end.repair, total or seen, call_tokens)
 
     async def _executor_git(self, end: RowModel, attempt: int) -> executor_git.Effects:
         """An executor's pending tree, HEAD and crw.commit, read before its rows."""
@@ -377,10 +378,15 @@ class SessionCall(CallSteps):
         return thread_id, found.turn_id
 
     async def _repair(
-        self, step: StepPublished, thread: Thread, turn: Any, seen: Tokens, call_tokens: Tokens
+        self,
+        step: StepPublished,
+        thread: Thread,
+        named: harvest.Repair,
+        seen: Tokens,
+        call_tokens: Tokens,
     ) -> StepPublished:
         """The one repair: send_input on the open subagent, a spawn when it is closed."""
-        repair = self.repair_step(step, thread, turn, seen, call_tokens)
+        repair = self.repair_step(step, thread, named, seen, call_tokens)
         self.state.go_on_with(repair.model_dump())
         return await self._publish(repair)
 

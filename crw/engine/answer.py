@@ -115,14 +115,17 @@ def digest(value: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical(value).encode("utf-8")).hexdigest()
 
 
-def validate(result: Any, schema: Mapping[str, Any]) -> list[str]:
+def validate(
+    result: Any, schema: Mapping[str, Any], seconds: float = schema_check.CHECK_SECONDS
+) -> list[str]:
     """Every way `result` fails the JSON Schema `schema` (Draft 2020-12), one line
     each, `<JSON path>: <message>`, sorted. Empty when it passes.
 
     Raises:
-        SchemaCheckTimedOut: the check took longer than its bound (schema_check).
+        SchemaCheckTimedOut: the check took longer than `seconds` of CPU, or
+            recursed without end (schema_check).
     """
-    return schema_check.check(result, schema)
+    return schema_check.check(result, schema, seconds)
 
 
 @dataclass(frozen=True)
@@ -186,10 +189,14 @@ def size_over(text: str, cap: int) -> int | None:
 
 
 def judge(
-    messages: Sequence[Message], schema: Mapping[str, Any], max_bytes: int | None = None
+    messages: Sequence[Message],
+    schema: Mapping[str, Any],
+    max_bytes: int | None = None,
+    seconds: float = schema_check.CHECK_SECONDS,
 ) -> Judgement:
-    """The judgement of a turn's agent messages against the call's schema; an
-    answer over `max_bytes` (None: no bound) is TooLarge, never parsed."""
+    """The judgement of a turn's agent messages against the call's schema, checked
+    within `seconds` of CPU; an answer over `max_bytes` (None: no bound) is
+    TooLarge, never parsed."""
     text = take_answer(messages)
     if text is None:
         return Empty()
@@ -201,7 +208,7 @@ def judge(
     if found.result is None:
         return Invalid([NO_OBJECT], text)
     try:
-        errors = validate(found.result, schema)
+        errors = validate(found.result, schema, seconds)
     except schema_check.SchemaCheckTimedOut as err:
         return Unchecked(f"$: {err}", text)
     if errors:

@@ -18,18 +18,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from crw.engine import answer, outcome
+from crw.engine.schema_check import CHECK_SECONDS
 from crw.host.protocol import AgentMessage, Turn
 from crw.journal.rows import Completed, Held, NullModel, RowModel, Tokens
+
+
+@dataclass(frozen=True)
+class Repair:
+    """What the repair turn names of an answer that broke the schema: its errors
+    and the answer as it was (no JSON object: that, and no answer)."""
+
+    errors: list[str]
+    previous: str
 
 
 @dataclass(frozen=True)
 class CallEnd:
     """How the call ended, for the run: its terminal row, and `pause` when a usage
     or rate limit means the run must pause (the call is then held, reason paused).
-    No row: the answer broke the schema and the repair turn is to be sent."""
+    No row: the answer broke the schema and `repair` is the turn to send."""
 
     row: RowModel | None
     pause: str | None = None
+    repair: Repair | None = None
 
 
 def messages(turn: Turn) -> list[answer.Message]:
@@ -38,15 +49,6 @@ def messages(turn: Turn) -> list[answer.Message]:
         for item in turn.items
         if isinstance(item, AgentMessage)
     ]
-
-
-def repair_of(turn: Turn, schema: Mapping[str, Any]) -> tuple[list[str], str]:
-    """What the repair turn names of a turn whose answer broke the schema: its
-    errors and the answer as it was (no JSON object: that, and no answer)."""
-    verdict = answer.judge(messages(turn), schema)
-    if isinstance(verdict, answer.Invalid):
-        return list(verdict.errors), verdict.raw_text
-    return [answer.NO_OBJECT], ""
 
 
 def canonical_result(result: Mapping[str, Any]) -> Any:
@@ -65,11 +67,15 @@ def decide(
     attempt: int = 1,
     k: int | None = None,
     max_bytes: int | None = None,
+    check_seconds: float = CHECK_SECONDS,
 ) -> CallEnd:
     """The harvest decision for one ended turn: a terminal row (with `pause` when the
     run must pause), or no row: send the repair turn. `k` is the ended turn's (by
     default 2 for a repair, else 1); an answer over `max_bytes` (the run's
-    answer_max_bytes; None: no bound) ends the call, with no repair."""
+    answer_max_bytes; None: no bound) ends the call, with no repair. It checks the
+    answer against `schema` within `check_seconds` of CPU (schema_check): an answer
+    that cannot be checked in that time ends the call null_model, reason
+    schema_check_timed_out."""
     if outcome.turn_failed(turn.status, turn.error is not None):
         kind = turn.error.kind if turn.error else None
         failure = outcome.failure_outcome(kind)
@@ -83,7 +89,7 @@ def decide(
     if turn.status == "interrupted":
         error = "the turn was interrupted"
         return CallEnd(Held(call=call, reason="host_failure", error=error, tokens=tokens))
-    verdict = answer.judge(messages(turn), schema, max_bytes)
+    verdict = answer.judge(messages(turn), schema, max_bytes, check_seconds)
     if isinstance(verdict, answer.Valid):
         row = Completed(
             call=call,
@@ -105,7 +111,9 @@ def decide(
     if isinstance(verdict, answer.TooLarge):
         return CallEnd(too_large(call, verdict, tokens))
     if not repaired:
-        return CallEnd(None)
+        if isinstance(verdict, answer.Invalid):
+            return CallEnd(None, repair=Repair(list(verdict.errors), verdict.raw_text))
+        return CallEnd(None, repair=Repair([answer.NO_OBJECT], ""))
     if isinstance(verdict, answer.Empty):
         return CallEnd(NullModel(call=call, reason="empty_answer", tokens=tokens))
     return CallEnd(

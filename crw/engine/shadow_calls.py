@@ -9,7 +9,7 @@ keeps:
   `harvest.decide` with the call's schema, the repair flag, attempt and k of the
   step it answered; a review call's end through `review.settle_review`;
 - repair: a repair step's `previous_answer` through `harvest.decide` (it must
-  decide the repair) and `harvest.repair_of` (the errors it names);
+  decide the repair, and the errors it names);
 - tokens: the session call's figure (`outcome.turn_tokens` of the rollout's total
   and the step's tokens_seen, plus its call_tokens), an App Server call's thread
   total, both read from the rollout file the thread_started row names;
@@ -131,7 +131,7 @@ def check_repair(trace: CallTrace, row: Row, line: int) -> list[Point]:
         return [
             _point(row, line, "repair", "a repair step", f"harvest ends the call {_end(end.row)}")
         ]
-    errors, _ = harvest.repair_of(turn, trace.schema)
+    errors = end.repair.errors if end.repair is not None else []
     if list(row.get("repair_errors") or []) != errors:
         return [
             _point(row, line, "repair", f"repair_errors {row.get('repair_errors')}", f"{errors}")
