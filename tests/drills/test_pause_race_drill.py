@@ -10,9 +10,8 @@ other on odd ones, so either can launch first), and asserts that exactly one
 process wrote a `started` row after the kill, that it is neither command (the
 pause never becomes the run's process), and that the run ends paused with no
 process holding it. Then it resumes the run for the next round. A round takes
-5-7 s on 2 cores (most of it the start of five Python processes), so ROUNDS is
-10, not the 20 rounds the report of this race asked for: ~70 s. Every process is
-reaped by pid at teardown (the crash drill's `reap`).
+4-7 s on 2 cores (most of it the start of five Python processes): 20 rounds,
+80-140 s. Every process is reaped by pid at teardown (the crash drill's `reap`).
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from crw.journal.replay import replay
 from tests.cli.conftest import Crw
 from tests.drill.test_crash_drill import Drill, alive, kill, wait_until
 
-ROUNDS = 10
+ROUNDS = 20
 WORKFLOW = """
 name = "race"
 pool = 1
