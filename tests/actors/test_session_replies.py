@@ -187,7 +187,7 @@ async def test_second_spawn_for_one_step_gets_a_close_step_and_one_warning(
 async def test_a_spawn_after_the_bind_never_reported_is_closed_when_the_turn_ends(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: DISP-16, DISP-25 (session_host_warning several_spawns), HARV-56: the
+    """spec: ROWS-14 (session_host_warning several_spawns), DISP-25: the
     owner spawns explore.1 and reports it; once the run bound it (the step file is
     retracted), the owner spawns the same step again and never reports it. The
     bound turn ends: the run closes the duplicate (a close step, the owner closes

@@ -275,7 +275,7 @@ async def test_a_late_report_of_the_other_runs_subagent_is_refused_and_closes_no
 async def test_a_spawn_after_the_bind_is_closed_and_the_other_runs_subagent_is_not(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: DISP-16, DISP-25, DISP-4 (session_host_warning several_spawns): once
+    """spec: ROWS-14 (session_host_warning several_spawns), DISP-25, DISP-4: once
     run-a bound its explore.1 subagent, the owner spawns run-a's explore.1 step
     again and reports nothing. When the bound turn ends run-a closes that
     duplicate and writes several_spawns once; run-b's explore.1 subagent (same
