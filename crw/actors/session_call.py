@@ -173,6 +173,8 @@ class SessionCall(CallSteps):
                 step = await self._after_lost(step, thread_id)
                 continue
             turn, thread = followed.turn, followed.thread
+            if step.action == "spawn":  # a spawn of the step made after its bind
+                await self.binder.close_strays(step, thread_id, thread)
             seen = _tokens(step.tokens_seen)
             total = await rollout_total(_path(thread.path))
             spent = outcome.turn_tokens(total, seen) if total is not None else Tokens()

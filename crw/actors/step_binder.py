@@ -181,7 +181,7 @@ class StepBinder:
             thread_id = started.thread_id if started is not None else step.agent_id
             if started is not None:
                 self.actor.state.thread = started.model_dump()
-                await self._close_strays(step, str(started.thread_id))
+                await self.close_strays(step, str(started.thread_id), self.bound_read)
             return str(thread_id), str(decision.turn_started.turn_id)
         if report is not None:
             reply: dict[str, Any] = {"reply": decision.kind, "reason": decision.reason}
@@ -250,12 +250,15 @@ class StepBinder:
             for row in self.actor.rows
         )
 
-    async def _close_strays(self, step: StepPublished, bound_id: str) -> None:
-        """Every other open subagent of the owner carrying the bound attempt's marker
-        gets a close step; the first time, session_host_warning several_spawns."""
+    async def close_strays(self, step: StepPublished, bound_id: str, bound: Thread | None) -> None:
+        """Every other open subagent of the owner carrying the bound attempt's step
+        gets a close step; the first time, session_host_warning several_spawns.
+        Asked at the bind and again when the bound turn ends (a spawn made after
+        the bind), each time from the spawn index's look of the poll interval;
+        `bound` is the bound subagent as last read, left out unread."""
         marker = step.marker or ""
         try:
-            carrying = await self.ctx.reader.spawned(self.ctx.owner, marker, self.bound_read)
+            carrying = await self.ctx.reader.spawned(self.ctx.owner, marker, bound)
         except (HostUnavailable, HostRequestError):
             return  # the bind stands; a stray's report is answered close
         strays = bind.strays(self._published(step), self.ctx.owner, bound_id, carrying)

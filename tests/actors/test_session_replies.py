@@ -184,6 +184,43 @@ async def test_second_spawn_for_one_step_gets_a_close_step_and_one_warning(
     assert state == "ended"
 
 
+async def test_a_spawn_after_the_bind_never_reported_is_closed_when_the_turn_ends(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ROWS-14 (session_host_warning several_spawns), DISP-25: the
+    owner spawns explore.1 and reports it; once the run bound it (the step file is
+    retracted), the owner spawns the same step again and never reports it. The
+    bound turn ends: the run closes the duplicate (a close step, the owner closes
+    it), writes several_spawns once, and completes with the first subagent's answer."""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "explore.1/*"}, seconds=30)
+        take, again = h.owner._take, []
+
+        async def spawn_again_after_the_bind(step: bus.StepFile) -> None:
+            while any(s.call == "explore.1" for s in bus.list_steps(h.run)):  # noqa: ASYNC110
+                await trio.sleep(0.1)
+            again.append(await spawn(h, step, step.message))
+
+        async with trio.open_nursery() as nursery:
+
+            async def spawn_then_again(step: bus.StepFile) -> str:
+                if step.call == "explore.1" and step.k == 1:
+                    nursery.start_soon(spawn_again_after_the_bind, step)
+                return await take(step)
+
+            h.owner._take = spawn_then_again  # type: ignore[method-assign]
+            state, rows = await h.go()
+        threads = h.sim.state.threads
+    [duplicate] = again
+    started = [r for r in rows if r["row"] == "thread_started" and r["call"] == "explore.1"]
+    assert [r["thread_id"] for r in started] == [h.owner.spawned[0]]
+    warnings = [r for r in rows if r["row"] == "session_host_warning"]
+    assert [(r["op"], r["warnings"]) for r in warnings] == [("explore.1/t1", ["several_spawns"])]
+    assert kinds(rows, "explore.1") == [*DONE[:4], "session_host_warning", "completed"]
+    assert threads[duplicate].status == "notLoaded"  # the owner took its close step
+    assert state == "ended"
+
+
 async def test_report_naming_a_thread_the_host_does_not_have_is_refused(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:

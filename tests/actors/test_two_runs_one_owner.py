@@ -270,3 +270,53 @@ async def test_a_late_report_of_the_other_runs_subagent_is_refused_and_closes_no
     assert (reply["reply"], reply["reason"]) == ("refused", "the subagent carries run run-b's step")
     assert read_journal(run_a.journal).rows == rows
     assert theirs not in [close.agent_id for close in bus.list_closes(run_a)]
+
+
+async def test_a_spawn_after_the_bind_is_closed_and_the_other_runs_subagent_is_not(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ROWS-14 (session_host_warning several_spawns), DISP-25, DISP-4: once
+    run-a bound its explore.1 subagent, the owner spawns run-a's explore.1 step
+    again and reports nothing. When the bound turn ends run-a closes that
+    duplicate and writes several_spawns once; run-b's explore.1 subagent (same
+    marker) is closed by neither run's strays, and run-b writes no warning."""
+    settings = Settings(poll_interval=2.0, host_poll_interval=30.0)
+    async with two_runs(tmp_path) as (sim, client, runs):
+        await client.request(
+            "sim/script", {"match": {"marker": "explore.1/*"}, "behaviour": {"seconds": 30}}
+        )
+        owner_id = str((await client.request("sim/startOwner", {}))["threadId"])
+        owner = TwoRunOwner(client, dict(runs), owner_id)
+        take, again = owner._take, []
+
+        async def spawn_again_after_the_bind(step: bus.StepFile) -> None:
+            while any(s.call == "explore.1" for s in bus.list_steps(runs["run-a"])):  # noqa: ASYNC110
+                await trio.sleep(0.5)
+            params = {"parentThreadId": owner_id, "agentType": step.agent_type}
+            answer = await client.request("sim/spawnAgent", params | {"message": step.message})
+            again.append(str(answer["agentId"]))
+
+        states: dict[str, str] = {}
+        async with trio.open_nursery() as nursery:
+
+            async def take_then_again(run_id: str, step: bus.StepFile) -> None:
+                if (run_id, step.call, step.k) == ("run-a", "explore.1", 1):
+                    nursery.start_soon(spawn_again_after_the_bind, step)
+                await take(run_id, step)
+
+            owner._take = take_then_again  # type: ignore[method-assign]
+            await both_ended(owner, runs, owner_id, states, sim, settings)
+        threads = sim.state.threads
+    assert states == {run_id: "ended" for run_id in RUNS}
+    [duplicate] = again
+    warnings = [(r["op"], r["warnings"]) for r in rows_of(runs["run-a"], "session_host_warning")]
+    assert warnings == [("explore.1/t1", ["several_spawns"])]
+    assert not rows_of(runs["run-b"], "session_host_warning")
+    assert duplicate in owner.closed["run-a"] and threads[duplicate].status == "notLoaded"
+    for run_id, run in runs.items():
+        closes = owner.closed[run_id] + [c.agent_id for c in bus.list_closes(run)]
+        own = owner.spawned[run_id] + (again if run_id == "run-a" else [])
+        assert sorted(closes) == sorted(own)  # its own, each once
+        started = [row["thread_id"] for row in rows_of(run, "thread_started")]
+        assert sorted(started) == sorted(owner.spawned[run_id])
+        assert read_journal(run.journal).rows[-1]["status"] == "completed"
