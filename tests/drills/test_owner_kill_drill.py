@@ -3,17 +3,19 @@
 `crw flow demo --git` runs as a user runs it (its own simulated host, its run
 process and its scripted owner). The drill SIGKILLs each new run process the
 moment the first dispatch report of a step lands in the run's inbox (often
-before the run binds it), or 20 ms to 250 ms after its `started` row, KILLS
+before the run binds it), or 20 ms to 100 ms after its `started` row, KILLS
 (20) times, and resumes the run at once with `crw flow resume RUN --detach`,
 racing the owner's `crw flow next`, which resumes a run no process holds too;
 then it lets the demo end. The kills land all along the run, on its first
-process and on the processes of its resumes (the drill takes 35-50 s on 2 cores).
+process and on the processes of its resumes (the drill takes 15-50 s on 2 cores).
+A demo that ends before its twentieth kill (a fast machine) is followed by
+another git demo, killed the kills left, and so on, up to MAX_DEMOS.
 Every process whose command line names the drill's directory is reaped by pid
 at teardown.
 
-It asserts that no marker was spawned twice on the host (the subagents' first
-messages in the simulated host's rollouts), that the journal has no
-`several_spawns` warning, and that the run completes with the results and the
+It asserts of each demo that no marker was spawned twice on the host (the
+subagents' first messages in the simulated host's rollouts), that the journal has
+no `several_spawns` warning, and that the run completes with the results and the
 node's branch of the same demo run undisturbed.
 """
 
@@ -38,9 +40,12 @@ from tests.cli.conftest import REPO, Crw
 from tests.drill.test_crash_drill import alive, kill, results, wait_until
 
 KILLS = 20
-DELAYS = (0.25, 0.02, 0.05, 0.02, 0.1, 0.02)
+DELAYS = (0.1, 0.02, 0.05, 0.02, 0.05, 0.02)
 """The longest a run process lives after its `started` row, in turn (seconds): it
 is SIGKILLed sooner the moment the first report of a step lands in the inbox."""
+MAX_DEMOS = 3
+"""The demos the kills may take: one nearly always; a second when a fast machine
+ends the first before its twentieth kill."""
 DEMO_DEADLINE = 80.0
 """Seconds the killed demo may take to its end."""
 
@@ -91,14 +96,14 @@ def journal(state: Path) -> Path | None:
     return found[0] if found else None
 
 
-def kill_runs(crw: Crw, state: Path, child: subprocess.Popen[bytes]) -> int:
-    """SIGKILL each new run process of the demo in `state`, KILLS of them, while
+def kill_runs(crw: Crw, state: Path, child: subprocess.Popen[bytes], kills: int) -> int:
+    """SIGKILL each new run process of the demo in `state`, `kills` of them, while
     the demo runs, and resume the run at once as a person would (or the owner's
     next does, whichever launches first); how many were killed."""
     killed: set[int] = set()
     reports: set[tuple[str, int, int]] = set()
     deadline = time.monotonic() + DEMO_DEADLINE
-    while len(killed) < KILLS and child.poll() is None and time.monotonic() < deadline:
+    while len(killed) < kills and child.poll() is None and time.monotonic() < deadline:
         path = journal(state)
         rows = read_journal(path).rows if path else []
         if path is None or (rows and rows[-1]["row"] == "ended"):
@@ -158,22 +163,27 @@ def test_the_git_demo_spawns_no_marker_twice_across_kills_of_its_run_process(
     """spec: CMD-NEXT-18, ATT-16, ATT-18"""
     reference_state = tmp_path / "reference"
     reference = ended(crw, reference_state, demo(crw, reference_state))
-    state = tmp_path / "state"
-    child = demo(crw, state)
-    killed = kill_runs(crw, state, child)
-    out = ended(crw, state, child)
-    path = journal(state)
-    assert path is not None
-    rows = read_journal(path).rows
-    twice = {marker: n for marker, n in spawns(state).items() if n > 1}
-    assert twice == {}, f"markers spawned more than once: {twice}"
-    warned = [r for r in rows if r["row"] == "session_host_warning"]
-    assert [r for r in warned if "several_spawns" in r.get("warnings", [])] == []
-    assert killed == KILLS, f"the run ended after {killed} kills"
-    assert sum(r["row"] == "started" for r in rows) > KILLS
-    assert (out["state"], out["ended_status"]) == ("ended", "completed")
     reference_path = journal(reference_state)
     assert reference_path is not None
-    assert results(rows) == results(read_journal(reference_path).rows)
-    assert out["git"]["branch"]["files"] == reference["git"]["branch"]["files"]
+    killed = 0
+    for n in range(1, MAX_DEMOS + 1):
+        if killed >= KILLS:
+            break
+        state = tmp_path / f"state{n}"
+        child = demo(crw, state)
+        kills = kill_runs(crw, state, child, KILLS - killed)
+        killed += kills
+        out = ended(crw, state, child)
+        path = journal(state)
+        assert path is not None
+        rows = read_journal(path).rows
+        twice = {marker: n for marker, n in spawns(state).items() if n > 1}
+        assert twice == {}, f"markers spawned more than once: {twice}"
+        warned = [r for r in rows if r["row"] == "session_host_warning"]
+        assert [r for r in warned if "several_spawns" in r.get("warnings", [])] == []
+        assert sum(r["row"] == "started" for r in rows) > kills
+        assert (out["state"], out["ended_status"]) == ("ended", "completed")
+        assert results(rows) == results(read_journal(reference_path).rows)
+        assert out["git"]["branch"]["files"] == reference["git"]["branch"]["files"]
+    assert killed == KILLS, f"{MAX_DEMOS} demos ended after {killed} kills"
     found |= {"point": "git demo", "stop": f"kill x{KILLS}", "end": "completed, same results"}
