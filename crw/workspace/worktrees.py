@@ -23,6 +23,7 @@ commits of its own is never moved backwards nor deleted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -127,6 +128,7 @@ def release(placer: Placer, allocation: Allocation, node: str) -> None:
     for branch in (allocation.branch, _temporary(placer.run_id, name)):
         if branch is None:
             continue
+        _clear_stale_lock(repo, branch)
         ref = repo.references.get(branch)
         if ref is None:
             continue
@@ -149,10 +151,22 @@ def _temporary(run_id: str, name: str) -> str:
     return _TEMPORARY.format(run=run_id, name=name)
 
 
+def _clear_stale_lock(repo: pygit2.Repository, branch: str) -> None:
+    """Remove the lock file a process killed while it wrote `branch` left.
+
+    libgit2 writes a ref through `<ref>.lock` and never takes over one that is
+    there, so a run process SIGKILLed mid-write would stop every later process of
+    the run at that ref (`failed to lock file`). The run's branches are written by
+    the run's process alone, under its run lock: a lock file of one is stale."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(repo.path, f"{branch}.lock"))
+
+
 def _branch_at(repo: pygit2.Repository, branch: str, target: str) -> pygit2.Reference:
     """`branch`, made at `target` when missing, fast-forwarded to it when behind it;
     a branch with commits `target` does not hold is left where it is."""
     oid = pygit2.Oid(hex=target)
+    _clear_stale_lock(repo, branch)
     ref = repo.references.get(branch)
     if ref is None:
         return repo.references.create(branch, oid)
@@ -168,6 +182,7 @@ def _detach(repo: pygit2.Repository, path: Path, start: str, branch: str) -> Non
     checkout = pygit2.Repository(str(path))
     if not checkout.head_is_detached and checkout.head.name == branch:
         checkout.set_head(pygit2.Oid(hex=start))
+    _clear_stale_lock(repo, branch)
     ref = repo.references.get(branch)
     if ref is not None:
         repo.references.delete(branch)

@@ -154,6 +154,10 @@ def _crash(crash: str, repo: pygit2.Repository, placer: Placer, allocation: Allo
     if crash == "not_detached":  # a checkout added, its HEAD not detached yet
         path.parent.mkdir(parents=True, exist_ok=True)
         repo.add_worktree(worktree_name(RUN, path), str(path), ref)
+    if crash == "branch_lock":  # killed while libgit2 wrote the branch: its lock stays
+        lock = Path(repo.path) / f"{allocation.branch or temporary}.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.write_text(f"{start}\n")
     if crash == "record_only":  # P made, then deleted: the repository's record stays
         placer.make(allocation, "n")
         shutil.rmtree(path)
@@ -161,7 +165,8 @@ def _crash(crash: str, repo: pygit2.Repository, placer: Placer, allocation: Allo
 
 @pytest.mark.parametrize("role", ["executor", "reviewer"])
 @pytest.mark.parametrize(
-    "crash", ["nothing", "branch_only", "empty_directory", "record_only", "not_detached"]
+    "crash",
+    ["nothing", "branch_only", "branch_lock", "empty_directory", "record_only", "not_detached"],
 )
 def test_every_crash_point_before_p_is_made_resumes_to_the_same_p(
     tmp_path: Path, role: str, crash: str
