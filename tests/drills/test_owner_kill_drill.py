@@ -3,7 +3,7 @@
 `crw flow demo --git` runs as a user runs it (its own simulated host, its run
 process and its scripted owner). The drill SIGKILLs each new run process the
 moment the first dispatch report of a step lands in the run's inbox (often
-before the run binds it), or 20 ms to 100 ms after its `started` row, KILLS
+before the run binds it), or 20 ms to 250 ms after its `started` row, KILLS
 (20) times, and resumes the run at once with `crw flow resume RUN --detach`,
 racing the owner's `crw flow next`, which resumes a run no process holds too;
 then it lets the demo end. The kills land all along the run, on its first
@@ -40,7 +40,7 @@ from tests.cli.conftest import REPO, Crw
 from tests.drill.test_crash_drill import alive, kill, results, wait_until
 
 KILLS = 20
-DELAYS = (0.1, 0.02, 0.05, 0.02, 0.05, 0.02)
+DELAYS = (0.25, 0.02, 0.05, 0.02, 0.1, 0.02)
 """The longest a run process lives after its `started` row, in turn (seconds): it
 is SIGKILLed sooner the moment the first report of a step lands in the inbox."""
 MAX_DEMOS = 3
