@@ -181,7 +181,7 @@ def test_the_git_demo_spawns_no_marker_twice_across_kills_of_its_run_process(
         assert twice == {}, f"markers spawned more than once: {twice}"
         warned = [r for r in rows if r["row"] == "session_host_warning"]
         assert [r for r in warned if "several_spawns" in r.get("warnings", [])] == []
-        assert sum(r["row"] == "started" for r in rows) > kills
+        assert sum(r["row"] == "started" for r in rows) >= kills  # the last may have ended it
         assert (out["state"], out["ended_status"]) == ("ended", "completed")
         assert results(rows) == results(read_journal(reference_path).rows)
         assert out["git"]["branch"]["files"] == reference["git"]["branch"]["files"]
