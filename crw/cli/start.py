@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.binding.owner import bind_owner, orchestrator_line
-from crw.cli.app import one_line
+from crw.cli.entry import one_line
 from crw.cli.output import emit
 from crw.cli.preview import Preview, SessionStart, app_server_preview, session_judged
 from crw.engine import codex_config
