@@ -61,7 +61,8 @@ from crw.journal.rows import (
     TurnStarted,
 )
 from crw.settings import DEFAULT_SETTINGS, Settings
-from crw.workspace.placer import DIRECTORY, Placer, allocation_of
+from crw.workspace.names import DIRECTORY
+from crw.workspace.placer import Placer, allocation_of
 
 
 @dataclass(frozen=True)
