@@ -25,7 +25,6 @@ from crw.binding.owner import bind_owner, orchestrator_line
 from crw.cli.entry import one_line
 from crw.cli.output import emit
 from crw.cli.preview import Preview, SessionStart, app_server_preview, session_judged
-from crw.engine import codex_config
 from crw.engine.evidence_cwd import check_evidence_cwd
 from crw.engine.launch import launch_run_process
 from crw.engine.locks import run_is_live, start_lock
@@ -36,6 +35,7 @@ from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings, 
 from crw.engine.tmploc import dir_from
 from crw.engine.workflow import load_workflow
 from crw.errors import InputError, RefusedError
+from crw.host import codex_config
 from crw.host.uri import parse_host_uri, session_host
 from crw.journal.log import read_journal
 from crw.settings import Settings
