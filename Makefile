@@ -44,7 +44,7 @@ drills-table: bytecode
 lint: $(STAMP)
 	$(BIN)/ruff check crw tests bench
 	$(BIN)/ruff format --check crw tests bench
-	$(BIN)/lint-imports --no-cache
+	$(BIN)/lint-imports --no-cache --no-logo
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
