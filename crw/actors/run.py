@@ -40,6 +40,7 @@ from crw.actors.crash import crash_hook
 from crw.actors.journal_writer import JournalWriter, open_journal_writer
 from crw.bus.ended import clean_ended
 from crw.clock import WallClock, system_clock
+from crw.codex_config import session_pool
 from crw.engine.launch_check import changed_workflow
 from crw.engine.launch_record import clear_failure
 from crw.engine.locks import ProcessLock, hold_run
@@ -49,7 +50,6 @@ from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.engine.runspec import RunSpec, check_backend, read_run_spec, recorded_env
 from crw.engine.workflow import Workflow, load_workflow
 from crw.errors import CrwError, InputError, RefusedError
-from crw.host.codex_config import session_pool
 from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
 from crw.journal.log import JournalRead, decode, read_journal

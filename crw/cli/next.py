@@ -43,6 +43,7 @@ from crw.bus.inbox import read_reports
 from crw.bus.steps import read_bus, remove_close
 from crw.cli.output import emit
 from crw.cli.store_pairs import store_pairs
+from crw.codex_config import max_threads
 from crw.engine.launch_record import LaunchFailure, holds_launch, read_failure, stamps
 from crw.engine.locks import (
     RunHeldError,
@@ -64,7 +65,6 @@ from crw.engine.next_view import (
 )
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.errors import CrwError, InputError
-from crw.host.codex_config import max_threads
 from crw.journal.log import JournalCorruptError, TornTail, read_journal
 from crw.journal.replay import RunState, replay
 from crw.journal.snapshot import Fold, fold_on, read_fold

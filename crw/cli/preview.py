@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crw import codex_config
 from crw.binding.install import read_config, spawn_hooks
 from crw.binding.lines import flow_bound_dir, is_segment, owner_file, read_last_line, untrusted
 from crw.engine import facts
@@ -25,7 +26,6 @@ from crw.engine.roles import RoleTable
 from crw.engine.rundir import RunDir
 from crw.engine.workflow import Workflow
 from crw.errors import InputError
-from crw.host import codex_config
 from crw.host.probe import HostProbe, probe_host
 from crw.host.uri import HostUri
 

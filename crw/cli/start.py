@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from crw import codex_config
 from crw.binding.owner import bind_owner, orchestrator_line
 from crw.cli.entry import one_line
 from crw.cli.output import emit
@@ -36,7 +37,6 @@ from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings, 
 from crw.engine.tmploc import dir_from
 from crw.engine.workflow import load_workflow
 from crw.errors import InputError, RefusedError
-from crw.host import codex_config
 from crw.host.uri import parse_host_uri, session_host
 from crw.journal.log import read_journal
 from crw.settings import Settings

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crw.host.codex_config import BUILT_IN_AGENT_TYPES, agent_tables, read_config
+from crw.codex_config import BUILT_IN_AGENT_TYPES, agent_tables, read_config
 from crw.host.sim.state import RpcError, invalid_request
 
 EFFORTS = ("low", "medium", "high")
