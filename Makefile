@@ -1,6 +1,7 @@
 # Two entry points for a fresh machine with Python 3.11 and pip:
 #   make demo   runs the demo end to end
-#   make test   lints, type-checks and runs the whole test suite (what CI runs)
+#   make test   lints (ruff; lint-imports: the layers, no import circle),
+#               type-checks and runs the whole test suite (what CI runs)
 #   make drills the interrupt/pause drills alone (part of make test); drills-table
 #               runs them and writes their table into docs/drills.md
 #   make chromium installs Debian's chromium when /usr/bin/chromium is missing (CI
@@ -43,6 +44,7 @@ drills-table: bytecode
 lint: $(STAMP)
 	$(BIN)/ruff check crw tests bench
 	$(BIN)/ruff format --check crw tests bench
+	$(BIN)/lint-imports --no-cache --no-logo
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

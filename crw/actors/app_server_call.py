@@ -61,7 +61,8 @@ from crw.journal.rows import (
     TurnStarted,
 )
 from crw.settings import DEFAULT_SETTINGS, Settings
-from crw.workspace.placer import DIRECTORY, Placer, allocation_of
+from crw.workspace.names import DIRECTORY
+from crw.workspace.placer import Placer, allocation_of
 
 
 @dataclass(frozen=True)
@@ -450,7 +451,7 @@ async def _go_on(
                 await actor.commit([row])
                 return CallEnd(row)
     if open_call.held is not None and thread is not None:
-        retaken = await app_server_held.retake(actor, rows, thread)
+        retaken = await app_server_held.retake(actor, actor.ctx.reader, rows, thread)
         if retaken is not None:
             step, text = retaken
             return await actor.turns(thread.id, step, None, text)

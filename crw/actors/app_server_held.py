@@ -11,19 +11,42 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from crw.engine import app_held, app_resume, step_input
+from crw.engine.packet import Packet
 from crw.host.client import HostRequestError
 from crw.host.protocol import Thread
-from crw.journal.rows import StepPublished
+from crw.journal.rows import RowModel, StepPublished
 
-if TYPE_CHECKING:
-    from crw.actors.app_server_call import AppServerCall
+
+class HeldCall(Protocol):
+    """What a retake reads of the held call (an `AppServerCall`), and its commit."""
+
+    @property
+    def call(self) -> str: ...
+    @property
+    def packet(self) -> Packet: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def tools(self) -> str | None:
+        """The Repository tools section its turn texts end with."""
+
+    async def commit(self, rows: list[RowModel]) -> None:
+        """The rows durable in the run's journal."""
+
+
+class TurnReader(Protocol):
+    """What a retake asks of the run's host reader: a turn interrupted, and followed
+    until it ended."""
+
+    async def interrupt(self, thread_id: str, turn_id: str) -> None: ...
+    async def wait_turn(self, thread_id: str, turn_id: str) -> object: ...
 
 
 async def retake(
-    actor: AppServerCall, rows: Sequence[Mapping[str, Any]], thread: Thread
+    actor: HeldCall, reader: TurnReader, rows: Sequence[Mapping[str, Any]], thread: Thread
 ) -> tuple[StepPublished, str] | None:
     """The step that takes the held call's delivered turn again, committed, and
     its text; None when the call's newest step was never bound (looked up by its
@@ -34,7 +57,7 @@ async def retake(
     for turn_id in app_held.running_turns(thread):
         await actor.commit([app_held.held_interrupt(rows, actor.call, turn_id)])
         with contextlib.suppress(HostRequestError):  # it ended already: read it as it is
-            await actor.ctx.reader.interrupt(thread.id, turn_id)
-        await actor.ctx.reader.wait_turn(thread.id, turn_id)
+            await reader.interrupt(thread.id, turn_id)
+        await reader.wait_turn(thread.id, turn_id)
     await actor.commit([step])
     return step, app_resume.turn_text(step_input.of(step), actor.tools)

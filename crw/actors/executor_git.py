@@ -22,7 +22,8 @@ import trio
 from crw.actors.effect_proofs import epoch
 from crw.clock import WallClock
 from crw.journal.rows import Allocation, Completed, Held, RowModel
-from crw.workspace.placer import WORKTREE, Placer
+from crw.workspace.names import WORKTREE
+from crw.workspace.placer import Placer
 
 if TYPE_CHECKING:  # git is imported by an executor's harvest on git alone
     from crw.workspace import commit

@@ -40,7 +40,7 @@ from crw.actors.crash import crash_hook
 from crw.actors.journal_writer import JournalWriter, open_journal_writer
 from crw.bus.ended import clean_ended
 from crw.clock import WallClock, system_clock
-from crw.engine.codex_config import session_pool
+from crw.codex_config import session_pool
 from crw.engine.launch_check import changed_workflow
 from crw.engine.launch_record import clear_failure
 from crw.engine.locks import ProcessLock, hold_run

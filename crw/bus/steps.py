@@ -19,118 +19,28 @@ import logging
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from crw.bus import live
 from crw.engine.markers import marker, op
 from crw.engine.rundir import PRIVATE_DIR, RunDir
+
+# The step file's and the close step's members are the engine's (its views read
+# them); the bus writes and reads the files, and names the types for its callers.
+from crw.engine.step_file import CloseStep as CloseStep
+from crw.engine.step_file import StepFile as StepFile
 from crw.private import fsync_dir, write_atomic
 from crw.rawfile import read_stat
 
 log = logging.getLogger("crw.bus")
 
-StepKind = Literal["spawn", "send_input"]
 T = TypeVar("T")
 
 _STEP_NAME = re.compile(r"t(\d+)-a(\d+)\.json")
 _CLOSE_NAME = re.compile(r"close-a(\d+)-(.+)\.json")
-_STRINGS = ("call", "op", "marker", "role", "agent_type", "message", "packet", "workspace")
-_OPTIONAL = ("model", "reasoning_effort", "agent_id")
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-@dataclass(frozen=True)
-class StepFile:
-    """A step file's members, exactly (session-formats: "Step files")."""
-
-    call: str
-    k: int
-    attempt: int
-    op: str
-    marker: str
-    role: str
-    action: StepKind
-    agent_type: str
-    model: str | None
-    reasoning_effort: str | None
-    message: str
-    packet: str
-    workspace: str
-    agent_id: str | None
-
-    def to_json(self) -> dict[str, Any]:
-        # Its members are strings, ints and None: a flat dict, not asdict's deep copy
-        # (~15x slower; every step file is encoded from it).
-        return {name: getattr(self, name) for name in _STEP_MEMBERS}
-
-    @classmethod
-    def from_json(cls, data: Any) -> StepFile:
-        """The step file `data` holds.
-
-        Raises:
-            ValueError: `data` is not an object with exactly the members, well typed.
-        """
-        _check_members(data, {f.name for f in fields(cls)})
-        for name in _STRINGS:
-            _check(data, name, str)
-        for name in _OPTIONAL:
-            _check(data, name, (str, type(None)))
-        _check(data, "k", int)
-        _check(data, "attempt", int)
-        if data["action"] not in ("spawn", "send_input"):
-            raise ValueError(f"action {data['action']!r} is neither spawn nor send_input")
-        return cls(**data)
-
-
-_STEP_MEMBERS = tuple(f.name for f in fields(StepFile))
-
-
-@dataclass(frozen=True)
-class CloseStep:
-    """A close step's members: the subagent `agent_id` of `call`'s attempt to close."""
-
-    call: str
-    attempt: int
-    agent_id: str
-    action: Literal["close"] = "close"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "call": self.call,
-            "attempt": self.attempt,
-            "action": self.action,
-            "agent_id": self.agent_id,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any) -> CloseStep:
-        """The close step `data` holds.
-
-        Raises:
-            ValueError: `data` is not an object with exactly the members, well typed.
-        """
-        _check_members(data, {"call", "attempt", "action", "agent_id"})
-        _check(data, "call", str)
-        _check(data, "attempt", int)
-        _check(data, "agent_id", str)
-        if data["action"] != "close":
-            raise ValueError(f"action {data['action']!r} is not close")
-        return cls(call=data["call"], attempt=data["attempt"], agent_id=data["agent_id"])
-
-
-def _check_members(data: Any, names: set[str]) -> None:
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    if set(data) != names:
-        raise ValueError(f"members {sorted(data)} are not {sorted(names)}")
-
-
-def _check(data: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> None:
-    value = data[name]
-    if isinstance(value, bool) or not isinstance(value, kind):
-        raise ValueError(f"{name} is {value!r}")
 
 
 def _call_dir(run: RunDir, call: str) -> str:

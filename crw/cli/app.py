@@ -17,8 +17,7 @@ from typing import Annotated, Any, Literal
 
 from cyclopts import App, Parameter, Token
 
-from crw.cli.entry import one_line as one_line
-from crw.cli.entry import run_command
+from crw.cli.entry import one_line, run_command
 
 _WHOLE = re.compile(r"[0-9]+")
 

@@ -43,7 +43,7 @@ from crw.bus.inbox import read_reports
 from crw.bus.steps import read_bus, remove_close
 from crw.cli.output import emit
 from crw.cli.store_pairs import store_pairs
-from crw.engine.codex_config import max_threads
+from crw.codex_config import max_threads
 from crw.engine.launch_record import LaunchFailure, holds_launch, read_failure, stamps
 from crw.engine.locks import (
     RunHeldError,

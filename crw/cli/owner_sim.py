@@ -189,7 +189,7 @@ def _pick(steps: list[Any], action: Action, call: str | None, where: str) -> Any
 
 def _as_next_item(data: Any, where: str, path: Path | None) -> dict[str, Any]:
     """An item of next's `steps`: as given, or made from a step file or close step file."""
-    from crw.bus.steps import CloseStep, StepFile
+    from crw.engine.step_file import CloseStep, StepFile
 
     if isinstance(data, dict) and isinstance(data.get("host_call"), dict):
         return data

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crw import codex_config
 from crw.binding.install import read_config, spawn_hooks
 from crw.binding.lines import flow_bound_dir, is_segment, owner_file, read_last_line, untrusted
-from crw.engine import codex_config, facts
+from crw.engine import facts
 from crw.engine.facts import Fact
 from crw.engine.locks import run_is_live
 from crw.engine.next_view import spawn_formats
@@ -122,7 +123,7 @@ def session_judged(start: SessionStart) -> Callable[[], Preview]:
     config = codex_config.read_config(home)
     max_threads = codex_config.max_threads(start.environ)
     pairs = start.roles.role_pairs()
-    agent_types = frozenset(facts.BUILT_IN_AGENT_TYPES) | codex_config.agent_tables(config)
+    agent_types = frozenset(codex_config.BUILT_IN_AGENT_TYPES) | codex_config.agent_tables(config)
     reviews = [(n.id, n.role, n.review.role) for n in start.workflow.nodes if n.review]
     owner_bound = facts.owner_bound(_owner_read(start))
     writable = facts.owner_state_writable(_unwritable(start), _distrusted(start.state))

@@ -21,14 +21,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from crw import codex_config
 from crw.binding.owner import bind_owner, orchestrator_line
-from crw.cli.app import one_line
+from crw.cli.entry import one_line
 from crw.cli.output import emit
 from crw.cli.preview import Preview, SessionStart, app_server_preview, session_judged
-from crw.engine import codex_config
 from crw.engine.evidence_cwd import check_evidence_cwd
 from crw.engine.launch import launch_run_process
 from crw.engine.locks import run_is_live, start_lock
+from crw.engine.repo import run_repository
 from crw.engine.review import check_fix_efforts
 from crw.engine.roles import RoleTable, load_roles
 from crw.engine.rundir import RunDir, loose_state, new_run_id, resolve_state
@@ -39,7 +40,6 @@ from crw.errors import InputError, RefusedError
 from crw.host.uri import parse_host_uri, session_host
 from crw.journal.log import read_journal
 from crw.settings import Settings
-from crw.workspace.repo import run_repository
 
 
 @dataclass

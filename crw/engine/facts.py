@@ -29,9 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crw.engine.role_names import ROLES
-
-BUILT_IN_AGENT_TYPES = ("default", "explorer", "worker")
-"""The agent types codex 0.163 knows without an `[agents.<name>]` table."""
+from crw.host.probe import HostModel
 
 SESSION_FACTS = (
     "owner_bound",
@@ -106,14 +104,6 @@ def owner_bound(read: OwnerRead) -> Fact:
             f"starts unbound; wait for {read.open_run} to end, then resume this run to bind it"
         )
     return _fact("owner_bound", problems, owner=read.owner)
-
-
-@dataclass(frozen=True)
-class HostModel:
-    """A model as the host's `model/list` answers it."""
-
-    model: str
-    efforts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crw.bus.steps import CloseStep, StepFile
+from crw.engine.step_file import CloseStep, StepFile
 from crw.journal.replay import TERMINAL_ROWS, Row, RunState, replay
 
 RESUMABLE_STATES = frozenset({"running", "waiting_session", "waiting_decision"})

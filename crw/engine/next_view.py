@@ -56,7 +56,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crw.bus.steps import CloseStep, StepFile
 from crw.engine.next_hint import (
     NEXT_WAIT_S,
     WAIT_AGENT_TIMEOUT_MS,
@@ -80,6 +79,7 @@ from crw.engine.next_state import (
 )
 from crw.engine.next_warnings import next_warnings
 from crw.engine.role_names import ROLES, default_agent_type
+from crw.engine.step_file import CloseStep, StepFile
 from crw.journal.replay import RunState
 
 __all__ = [

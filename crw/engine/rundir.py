@@ -134,12 +134,12 @@ class RunDir:
         to the user whatever the umask, so every file the run writes there later
         is the user's alone. The run's directory, steps/ and calls/ spread their
         subdirectories over the file system's block groups where it can
-        (`crw.engine.topdir`).
+        (`crw.topdir`).
 
         Raises:
             RefusedError: the directory exists already, or cannot be made.
         """
-        from crw.engine.topdir import spread_subdirectories  # only a run's start makes one
+        from crw.topdir import spread_subdirectories  # only a run's start makes one
 
         try:
             make_dirs(self.root.parent)

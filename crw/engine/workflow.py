@@ -54,13 +54,13 @@ from pydantic import (
 )
 
 from crw.engine._tomlsource import Loc, TomlSource, crw_error, one_line, read_toml, validation_error
+from crw.engine.repo import named_checkout
 from crw.engine.roles import Role, checked_name
 from crw.engine.schema_refs import bundle, read_schema_file
 from crw.engine.settings_table import KEYS as SETTINGS_KEYS
 from crw.engine.settings_table import SettingsTable
 from crw.engine.template import SLUG, Placeholder, TemplateError, parse_template
 from crw.settings import Settings
-from crw.workspace.repo import named_checkout
 
 _SLUG_FIX = "use 1-64 lowercase letters, digits, '-' and '_', starting with a letter or digit"
 _TOP_KEYS = (

@@ -14,7 +14,6 @@ from typing import Any
 
 import trio
 
-from crw.engine.facts import HostModel
 from crw.host.client import HostRequestError
 from crw.host.transport import HostError
 from crw.host.uri import HostUri
@@ -23,6 +22,14 @@ PROBE_TIMEOUT = 3.0
 """Seconds the whole probe of the host may take."""
 MAX_PAGES = 20
 """Pages of `model/list` read at most."""
+
+
+@dataclass(frozen=True)
+class HostModel:
+    """A model as the host's `model/list` answers it."""
+
+    model: str
+    efforts: tuple[str, ...] = ()
 
 
 @dataclass

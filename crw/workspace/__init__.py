@@ -1,5 +1,7 @@
-"""Workspaces on git: the run's repository, the placer and each call's directory P.
+"""Workspaces on git: the placer and each call's directory P, its worktree, the
+commits and refs a call leaves. The run's repository and head, which a workflow
+file names, are decided below this package (`crw.engine.repo`).
 
-Import from the submodules (`crw.workspace.repo`, `crw.workspace.placer`, ...), not
-from this package.
+Import from the submodules (`crw.workspace.placer`, `crw.workspace.worktrees`,
+...), not from this package.
 """

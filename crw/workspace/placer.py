@@ -16,9 +16,10 @@ Its kind follows the call's role and the run's repository:
 
 The allocation (`Allocation`: workspace P, kind, start_commit, branch) is decided
 here and recorded in the call's prepared row; P is made only once that row is
-durable (STEP-2), by `crw.workspace.worktrees`. One allocation serves every attempt
-of a call (ATT-15: a lost attempt's next spawn works in the same P, no worktree is
-retired between attempts); an executor node's fix rounds share the build call's.
+durable (STEP-2), by `crw.workspace.worktrees` (the kinds' and the refs' names are
+`crw.workspace.names`). One allocation serves every attempt of a call (ATT-15: a
+lost attempt's next spawn works in the same P, no worktree is retired between
+attempts); an executor node's fix rounds share the build call's.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from typing import Any
 
 from crw.engine.role_names import WRITING_ROLES
 from crw.journal.rows import Allocation
+from crw.workspace.names import CHECKOUT, DIRECTORY, SCRATCH, WORKTREE, branch_of, node_ref
 
 log = logging.getLogger("crw.workspace")
 
-WORKTREE, CHECKOUT, SCRATCH, DIRECTORY = "worktree", "checkout", "scratch", "directory"
 QA_CAPTURE = "capture"
 
 
@@ -54,22 +55,6 @@ def kind_of(role: str, qa: str | None, repository: str | None) -> str:
     if qa == QA_CAPTURE:
         return SCRATCH
     return WORKTREE if is_executor(role) else CHECKOUT
-
-
-def node_ref(run_id: str, node: str) -> str:
-    """The node's branch, which crw.commit advances."""
-    return f"refs/crw/flow/{run_id}/nodes/{node}"
-
-
-def branch_of(run_id: str, call: str) -> str:
-    """The run's branch of a call's worktree."""
-    return f"refs/heads/crw/{run_id}/{call}"
-
-
-def worktree_name(run_id: str, workspace: Path) -> str:
-    """The worktree's name in the repository (`.git/worktrees/<name>`): unique per
-    run and P (a fix round shares its build call's P, so its worktree)."""
-    return f"crw-{run_id}-{workspace.name}"
 
 
 def decide(

@@ -27,17 +27,25 @@ import contextlib
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pygit2
 
 from crw.engine.rundir import PRIVATE_DIR
 from crw.errors import RefusedError
 from crw.journal.rows import Allocation
-from crw.workspace.placer import CHECKOUT, DIRECTORY, WORKTREE, node_ref, worktree_name
+from crw.workspace.names import CHECKOUT, DIRECTORY, WORKTREE, node_ref, worktree_name
 
-if TYPE_CHECKING:
-    from crw.workspace.placer import Placer
+
+class Placer(Protocol):
+    """What the git effects read of the run's placer (`crw.workspace.placer.Placer`):
+    the run's id and its repository (None: the calls work in plain directories)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def repository(self) -> str | None: ...
+
 
 _TEMPORARY = "refs/heads/crw/{run}/checkout-{name}"
 """The branch a checkout is added on before its HEAD is detached (libgit2 adds a

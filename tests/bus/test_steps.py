@@ -11,8 +11,6 @@ from typing import Any
 import pytest
 
 from crw.bus.steps import (
-    CloseStep,
-    StepFile,
     list_closes,
     list_steps,
     read_bus,
@@ -24,6 +22,7 @@ from crw.bus.steps import (
 )
 from crw.engine.packet import marker, op, send_input_message, spawn_message
 from crw.engine.rundir import RunDir
+from crw.engine.step_file import CloseStep, StepFile
 from tests.oscalls import os_calls
 
 STEP_MEMBERS = {

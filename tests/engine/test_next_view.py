@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from crw.bus.steps import CloseStep, StepFile
 from crw.engine.next_view import (
     NEXT_WAIT_S,
     WAIT_AGENT_TIMEOUT_MS,
@@ -14,6 +13,7 @@ from crw.engine.next_view import (
     should_resume,
 )
 from crw.engine.roles import ROLES
+from crw.engine.step_file import CloseStep, StepFile
 
 PINNED = {
     "architect": {"agent_type": "architect", "model": "gpt-5", "effort": "high"},

@@ -16,7 +16,8 @@ from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
 from crw.errors import RefusedError
 from crw.journal.rows import Allocation, Prepared
 from crw.workspace import worktrees
-from crw.workspace.placer import Placer, allocation_of, kind_of, node_ref, worktree_name
+from crw.workspace.names import node_ref, worktree_name
+from crw.workspace.placer import Placer, allocation_of, kind_of
 from tests.workspace.gitrepo import commit_files, make_repo
 
 RUN = "wf-run-1"

@@ -9,9 +9,9 @@ import pygit2
 import pytest
 
 from crw.cli.preview import Preview, workspaces
+from crw.engine.repo import RunRepository, checkout_root, run_repository
 from crw.engine.workflow import load_workflow
 from crw.errors import InputError
-from crw.workspace.repo import RunRepository, checkout_root, run_repository
 from tests.workspace.gitrepo import commit_files, make_repo
 
 NODE = '[[node]]\nid = "build"\nrole = "executor"\ntask = "t"\nschema = { type = "object" }\n'

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crw.engine.codex_config import agent_tables, read_config
-from crw.engine.facts import BUILT_IN_AGENT_TYPES
+from crw.codex_config import BUILT_IN_AGENT_TYPES, agent_tables, read_config
 from crw.host.sim.state import RpcError, invalid_request
 
 EFFORTS = ("low", "medium", "high")

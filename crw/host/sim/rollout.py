@@ -16,10 +16,10 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from crw.engine.topdir import spread_subdirectories
 from crw.host.compact import compact_encoder
 from crw.host.sim.state import CLI_VERSION, MODEL_CONTEXT_WINDOW, MODEL_PROVIDER, Thread, Usage
 from crw.private import make_dirs, open_file
+from crw.topdir import spread_subdirectories
 
 
 def _utc(wall: float) -> _dt.datetime:
@@ -140,7 +140,7 @@ def make_day(day: str) -> None:
     """Make the directory `day` and its missing parents; a directory made inside
     the sessions tree (a year in `sessions/`, a month in its year, a day in its
     month) is made in a parent that spreads its subdirectories over the file
-    system's block groups (`crw.engine.topdir`). A host makes a rollout a thread,
+    system's block groups (`crw.topdir`). A host makes a rollout a thread,
     a day's all in one directory, and on ext4 without a journal each create scans
     past every inode its block group freed in the last minute or more: a day put
     beside a tree just removed (a finished run's, a test's) cost every rollout's

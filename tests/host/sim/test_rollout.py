@@ -13,9 +13,9 @@ import pytest
 import trio
 import trio.testing
 
-from crw.engine.topdir import spreads_subdirectories
 from crw.host.sim import rollout
 from crw.host.sim.rollout import rollout_path
+from crw.topdir import spreads_subdirectories
 from tests.ext4 import skip_unless_ext4
 from tests.host.sim.support import RawClient, connected, owner_and_agent, text_input
 

@@ -13,6 +13,9 @@ from crw.rawfile import read_bytes
 
 DEFAULT_MAX_THREADS = 6
 
+BUILT_IN_AGENT_TYPES = ("default", "explorer", "worker")
+"""The agent types codex 0.163 knows without an `[agents.<name>]` table."""
+
 
 def codex_home(environ: Mapping[str, str]) -> Path:
     return Path(environ.get("CODEX_HOME") or Path.home() / ".codex")

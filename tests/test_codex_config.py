@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from crw.engine.codex_config import max_threads, read_config, session_pool
+from crw.codex_config import max_threads, read_config, session_pool
 from tests.oscalls import os_calls
 
 
