@@ -246,7 +246,7 @@ def results(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def drill_at(kind: type[D], root: Path, state: Path | None = None) -> D:
     """A `kind` drill in `root`: its commands' state in `state` (`root/state` unless
     named), their temporary files in `root/tmp`."""
-    (root / "tmp").mkdir()
+    (root / "tmp").mkdir(parents=True)
     return kind(root, Crw(state or root / "state", root / "tmp"))
 
 
