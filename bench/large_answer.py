@@ -30,9 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cli import finished_run  # noqa: E402
+from journal_file import write_batches  # noqa: E402
 
 from crw.engine import answer, harvest, packet, step_input  # noqa: E402
-from crw.journal.log import encode_batch, encode_body  # noqa: E402
 from crw.journal.rows import (  # noqa: E402
     Completed,
     Ended,
@@ -85,15 +85,11 @@ def call_life(n: int, mb: float, old_rows: bool) -> list[list[RowModel]]:
 
 def write_journal(path: Path, calls: int, mb: float, old_rows: bool) -> int:
     """The run's journal: started, each call's life, ended. Its size in bytes."""
-    seq = 1
     batches: list[list[RowModel]] = [[Started(backend="app-server", process="p", pid=1)]]
     for n in range(calls):
         batches += call_life(n, mb, old_rows)
     batches.append([Ended(status="completed")])
-    with path.open("wb") as file:
-        for batch in batches:
-            file.write(encode_batch(seq, AT, [encode_body(row) for row in batch]))
-            seq += len(batch)
+    write_batches(path, batches, AT)
     return path.stat().st_size
 
 

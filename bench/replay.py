@@ -19,9 +19,12 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from crw.journal.log import encode_batch, encode_body, read_journal
+from journal_file import write_batches
+
+from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import (
     Allocation,
@@ -123,20 +126,21 @@ def call_life(n: int) -> list[list[RowModel]]:
     ]
 
 
+def batches(rows: int) -> Iterator[list[RowModel]]:
+    """The started row, then whole call lives while they fit in about `rows` rows."""
+    seq = 1
+    life: list[list[RowModel]] = [[Started(backend="session", process="p", pid=1)]]
+    n = 0
+    while seq + sum(len(b) for b in life) <= rows:
+        yield from life
+        seq += sum(len(b) for b in life)
+        life = call_life(n)
+        n += 1
+
+
 def write_journal(path: Path, rows: int) -> int:
     """Write about `rows` rows in the writer's framing; returns the count written."""
-    chunks: list[bytes] = []
-    seq = 1
-    batches: list[list[RowModel]] = [[Started(backend="session", process="p", pid=1)]]
-    n = 0
-    while seq + sum(len(b) for b in batches) <= rows:
-        for batch in batches:
-            chunks.append(encode_batch(seq, AT, [encode_body(row) for row in batch]))
-            seq += len(batch)
-        batches = call_life(n)
-        n += 1
-    path.write_bytes(b"".join(chunks))
-    return seq - 1
+    return write_batches(path, batches(rows), AT)
 
 
 def measure(path: Path, trials: int) -> dict[str, float]:

@@ -4,7 +4,6 @@ locks' files 0600, and a state directory others may write is named by a warning.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,25 +13,14 @@ import pytest
 from crw.binding.owner import LOCK_NAME, _flow_bound_lock, flow_bound_dir
 from crw.engine.locks import hold_run, start_lock
 from crw.engine.rundir import RunDir, loose_state
-from crw.private import loose, make_dirs, open_file, umask_takes
+from crw.private import loose, make_dirs, open_file
+from tests.umask import umask_set
 
 UMASKS = [
     pytest.param(0o000, id="umask-000"),
     pytest.param(0o022, id="umask-022"),
     pytest.param(0o277, id="umask-277"),
 ]
-
-
-@contextlib.contextmanager
-def umask_set(value: int) -> Iterator[None]:
-    """The process's umask is `value` meanwhile (and read afresh by `umask_takes`)."""
-    before = os.umask(value)
-    umask_takes.cache_clear()
-    try:
-        yield
-    finally:
-        os.umask(before)
-        umask_takes.cache_clear()
 
 
 @pytest.fixture(params=UMASKS)

@@ -33,7 +33,7 @@ from crw.engine.step_match import marker_of as marker_of
 from crw.engine.step_match import spawn_marker as spawn_marker
 from crw.engine.step_match import turn_marker as turn_marker
 from crw.host.protocol import Thread, Turn
-from crw.journal.rows import Held, StepAction, ThreadStarted, TurnStarted
+from crw.journal.rows import Held, StepAction, StepPublished, ThreadStarted, TurnStarted
 
 MAX_RETRIES = 5
 """How many times one report (its call, k, attempt and subagent) is answered
@@ -265,7 +265,7 @@ def decide_bind(
         return _retry("the marker turn cannot be read yet", retries, give_up)  # DISP-4, DISP-9
     if not carries_step(step, thread, turn):
         return Reply("refused", not_the_steps(step.run, step.marker))
-    turn_started = _turn_started(step, turn)
+    turn_started = marker_turn_started(step, turn)
     if step.action == "send_input":
         return Bound(None, turn_started)  # BIND-7: the subagent's pair was checked at its bind
     return _bind_spawn(step, attempt, pair, thread, turn_started)
@@ -362,8 +362,9 @@ def _prior_pairs(prior: Iterable[Mapping[str, Any]], thread: Thread) -> list[dic
     return [{"model": model, "effort": effort} for model, effort in seen]
 
 
-def _turn_started(step: PublishedStep, turn: Turn) -> TurnStarted:
-    """BIND-5: the marker turn at the step's place in the conversation."""
+def marker_turn_started(step: PublishedStep | StepPublished, turn: Turn) -> TurnStarted:
+    """BIND-5: the marker turn at the step's place in the conversation (the step as
+    the bind reads it, or its step_published row)."""
     return TurnStarted(
         call=step.call,
         k=step.k,

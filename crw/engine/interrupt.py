@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from crw.engine.bind import find_marker_turn
+from crw.engine.bind import find_marker_turn, marker_turn_started
 from crw.engine.held_reasons import CANCELLED as CANCELLED
 from crw.engine.held_reasons import DEADLINE as DEADLINE
 from crw.engine.held_reasons import PAUSED as PAUSED
@@ -84,18 +84,7 @@ def turn_of_known(step: StepPublished, thread: Thread) -> TurnStarted | None:
     marker turn on `thread`), or None when it started none (the owner did not
     take the step: nothing to interrupt, HARV-41)."""
     turn = find_marker_turn(step.marker or "", thread)
-    if turn is None:
-        return None
-    return TurnStarted(
-        call=step.call,
-        k=step.k,
-        op=step.op,
-        turn_id=turn.id,
-        attempt=step.attempt,
-        marker=step.marker,
-        conversation_turn=step.conversation_turn,
-        replaces_turn=step.replaces_turn,
-    )
+    return None if turn is None else marker_turn_started(step, turn)
 
 
 def requested(

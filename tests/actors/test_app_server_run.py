@@ -122,6 +122,27 @@ def terminal(rows: list[dict[str, Any]], call: str) -> dict[str, Any]:
     )
 
 
+def repaired_once(rows: list[dict[str, Any]], call: str) -> list[dict[str, Any]]:
+    """HARV-9: `call`'s first answer broke its schema and one repair turn followed
+    on its thread (k 2, the conversation's second turn). Returns its two
+    turn_started rows."""
+    assert kinds(rows, call) == [
+        "prepared",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "step_published",
+        "turn_started",
+        "completed",
+    ]
+    turns = [r for r in rows if r["row"] == "turn_started" and r["call"] == call]
+    assert [(t["k"], t["op"], t["marker"], t["conversation_turn"]) for t in turns] == [
+        (1, f"{call}/t1", f"{call}/t1-a1", 1),
+        (2, f"{call}/t2", f"{call}/t2-a1", 2),
+    ]
+    return turns
+
+
 async def test_workflow_runs_every_call_in_needs_order_to_completed(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
@@ -253,20 +274,7 @@ async def test_answer_that_breaks_the_schema_gets_one_repair_turn(
     async with harness(tmp_path) as h:
         await h.script({"marker": "build.1/*"}, invalidFirst=True)
         _, rows = await h.run()
-    assert kinds(rows, "build.1") == [
-        "prepared",
-        "step_published",
-        "thread_started",
-        "turn_started",
-        "step_published",
-        "turn_started",
-        "completed",
-    ]
-    turns = [r for r in rows if r["row"] == "turn_started" and r["call"] == "build.1"]
-    assert [(t["k"], t["op"], t["marker"], t["conversation_turn"]) for t in turns] == [
-        (1, "build.1/t1", "build.1/t1-a1", 1),
-        (2, "build.1/t2", "build.1/t2-a1", 2),
-    ]
+    repaired_once(rows, "build.1")
     assert terminal(rows, "build.1")["k"] == 2
     assert rows[-1]["status"] == "completed"
 

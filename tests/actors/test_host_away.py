@@ -18,19 +18,17 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.actors import run as run_module
 from crw.actors.run import run_process
 from crw.clock import fixed_clock
 from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec, WorkflowRef
-from crw.engine.workflow import load_workflow
+from crw.engine.runspec import RunSpec
 from crw.host.client import open_client
 from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
 from crw.journal.log import read_journal
 from crw.settings import Settings
 from tests.actors.test_app_server_run import CHAIN
-from tests.actors.test_run_faults import Links
-from tests.actors.test_session_run import RUN_ID, kinds
+from tests.actors.test_run_faults import Links, linked_run
+from tests.actors.test_session_run import kinds
 
 SETTINGS = Settings(host_poll_interval=5.0, host_timeout=60.0)
 BOUND = SETTINGS.host_poll_interval + SETTINGS.host_timeout
@@ -168,20 +166,7 @@ def app_server_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sim: SimHost, text: str = CHAIN
 ) -> tuple[Links, AppRun]:
     """An app-server run of `text` whose process connects through the links."""
-    workflow_path = tmp_path / "wf.toml"
-    workflow_path.write_text(text)
-    workflow = load_workflow(workflow_path)
-    run_dir = RunDir.of(tmp_path / "state", RUN_ID)
-    run_dir.create()
-    links = Links(sim)
-    monkeypatch.setattr(run_module, "connect_host", links.connect)
-    spec = RunSpec(
-        id=RUN_ID,
-        workflow=WorkflowRef(path=str(workflow_path), digest=workflow.digest),
-        backend="app-server",
-        pool=workflow.pool,
-        host="unix:/nowhere.sock",
-    )
+    links, run_dir, spec = linked_run(tmp_path, monkeypatch, sim, text, "app-server")
     return links, AppRun(run_dir, spec, tmp_path / "state")
 
 

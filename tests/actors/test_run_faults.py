@@ -28,7 +28,7 @@ from crw.actors.run import run_process
 from crw.bus import steps as bus
 from crw.clock import fixed_clock
 from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec, WorkflowRef
+from crw.engine.runspec import Backend, RunSpec, WorkflowRef
 from crw.engine.workflow import load_workflow
 from crw.errors import RefusedError
 from crw.host.client import HostClient, open_client
@@ -66,6 +66,34 @@ class Links:
             await end.aclose()
 
 
+def linked_run(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sim: SimHost,
+    text: str,
+    backend: Backend = "session",
+    owner: str | None = None,
+) -> tuple[Links, RunDir, RunSpec]:
+    """A run of `text` in `tmp_path/state` (its workflow `tmp_path/wf.toml`) whose
+    process connects to `sim` through the links returned, each one the test can cut."""
+    workflow_path = tmp_path / "wf.toml"
+    workflow_path.write_text(text)
+    workflow = load_workflow(workflow_path)
+    run_dir = RunDir.of(tmp_path / "state", RUN_ID)
+    run_dir.create()
+    links = Links(sim)
+    monkeypatch.setattr(run_module, "connect_host", links.connect)
+    spec = RunSpec(
+        id=RUN_ID,
+        workflow=WorkflowRef(path=str(workflow_path), digest=workflow.digest),
+        backend=backend,
+        pool=workflow.pool,
+        host="unix:/nowhere.sock",
+        owner=owner,
+    )
+    return links, run_dir, spec
+
+
 @dataclass
 class Run:
     dir: RunDir
@@ -87,12 +115,6 @@ async def session_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripts: Sequence[dict[str, Any]] = ()
 ) -> AsyncIterator[tuple[Run, Links, SimHost]]:
     """A session run of CHAIN on a simulated host, with its owner playing."""
-    workflow_path = tmp_path / "wf.toml"
-    workflow_path.write_text(CHAIN)
-    workflow = load_workflow(workflow_path)
-    state = tmp_path / "state"
-    run_dir = RunDir.of(state, RUN_ID)
-    run_dir.create()
     async with (
         open_sim_host(tmp_path / "home") as sim,
         open_client(await connect_in_memory(sim)) as owner_client,
@@ -100,17 +122,8 @@ async def session_run(
         owner_id = str((await owner_client.request("sim/startOwner", {}))["threadId"])
         for script in scripts:
             await owner_client.request("sim/script", script)
-        links = Links(sim)
-        monkeypatch.setattr(run_module, "connect_host", links.connect)
-        spec = RunSpec(
-            id=RUN_ID,
-            workflow=WorkflowRef(path=str(workflow_path), digest=workflow.digest),
-            backend="session",
-            pool=workflow.pool,
-            host="unix:/nowhere.sock",
-            owner=owner_id,
-        )
-        run = Run(run_dir, spec, state, Owner(owner_client, run_dir, owner_id))
+        links, run_dir, spec = linked_run(tmp_path, monkeypatch, sim, CHAIN, owner=owner_id)
+        run = Run(run_dir, spec, tmp_path / "state", Owner(owner_client, run_dir, owner_id))
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run.owner.play)
             yield run, links, sim

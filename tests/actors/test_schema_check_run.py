@@ -73,6 +73,20 @@ MANY = {"items": [{"id": i, "name": f"n{i}"} for i in range(6000)]}
 """6,000 small objects: checking that no two are equal takes minutes."""
 
 
+def paused_while_checking(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The rows of UNIQUE paused while the run checked MANY: big.1 ended null_model
+    (its check timed out) and slow.1 held paused. Returns their two rows."""
+    end = terminal(rows, "big.1")
+    assert (end["row"], end["reason"], end["errors"]) == (
+        "null_model",
+        "schema_check_timed_out",
+        [f"$: checking the answer against its schema took longer than {CHECK_SECONDS:g} s"],
+    )
+    held = terminal(rows, "slow.1")
+    assert (held["row"], held["reason"]) == ("held", "paused")
+    return end, held
+
+
 def _pause_when_checked(monkeypatch: pytest.MonkeyPatch, run: RunDir) -> None:
     """Ask the run to pause (as `crw flow pause` does) when the check of MANY begins."""
     errors = schema_check._errors
@@ -97,14 +111,7 @@ async def test_a_check_that_runs_long_ends_null_model_while_the_run_answers_a_pa
         await h.script({"marker": "slow.1/*"}, hang=True)
         _pause_when_checked(monkeypatch, RunDir(h.run_dir))
         state, rows = await go(h)
-    end = terminal(rows, "big.1")
-    assert (end["row"], end["reason"], end["errors"]) == (
-        "null_model",
-        "schema_check_timed_out",
-        [f"$: checking the answer against its schema took longer than {CHECK_SECONDS:g} s"],
-    )
-    held = terminal(rows, "slow.1")
-    assert (held["row"], held["reason"]) == ("held", "paused")
+    end, held = paused_while_checking(rows)
     # The run stopped the other call while the check ran, not after it.
     assert held["seq"] < end["seq"]
     assert state == "paused" and rows[-1]["row"] == "paused"

@@ -19,26 +19,18 @@ import trio
 from trio.testing import MockClock
 
 from crw.actors.control import RunControl
-from crw.actors.host_reader import open_host_reader
-from crw.actors.inbox import Inbox
-from crw.actors.journal_writer import open_journal_writer
-from crw.actors.session_call import SessionContext
-from crw.actors.session_run import answer_unrouted, run_session_calls
+from crw.actors.session_run import run_session_calls
 from crw.bus import control as requests
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
 from crw.cli.answer import append_row
-from crw.clock import fixed_clock
-from crw.engine.replies import CallRecords
-from crw.engine.roles import RoleTable
-from crw.engine.workflow import load_workflow
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import InterruptRequested, RowModel
 from tests.actors.spies import TurnsAtCommit
 from tests.actors.test_session_lost import insert_before
 from tests.actors.test_session_resume import KillPoint, remembering, run_until_killed
-from tests.actors.test_session_run import RUN_ID, Harness, Owner, harness, kinds
+from tests.actors.test_session_run import RUN_ID, Harness, Owner, harness, kinds, session_context
 
 Rows = list[dict[str, Any]]
 CALL = "build.1"
@@ -61,38 +53,16 @@ async def go(
 ) -> tuple[str, Rows]:
     """Run the harness with the run's control; once `stop_when(rows)` holds, the
     test asks for `op` through the run's inbox, as the command does."""
-    workflow = load_workflow(h.run.root.parent / "wf.toml")
-    rows = read_journal(h.run.journal).rows
-    records = CallRecords(rows)
-    async with (
-        open_host_reader(h.client, h.settings) as reader,
-        open_journal_writer(h.run.journal, clock=fixed_clock(), after_commit=after_commit) as j,
-        trio.open_nursery() as nursery,
-    ):
-        inbox = Inbox(h.run, RUN_ID, h.settings, lambda r: answer_unrouted(records, reader.read, r))
-        control = RunControl(run=h.run)
-        ctx = SessionContext(
-            journal=j,
-            reader=reader,
-            inbox=inbox,
-            workflow=workflow,
-            run=h.run,
-            run_id=RUN_ID,
-            owner=h.owner.thread_id,
-            tmpdir="/run/tmp",
-            pairs=RoleTable.undecided().roles,
-            settings=h.settings,
-            clock=fixed_clock(),
-            records=records,
-            control=control,
-        )
+    control = RunControl(run=h.run)
+    async with session_context(
+        h.run, h.client, h.owner.thread_id, h.settings, after_commit=after_commit, control=control
+    ) as (ctx, rows, nursery):
         await nursery.start(control.watch)
-        await nursery.start(inbox.run)
+        await nursery.start(ctx.inbox.run)
         nursery.start_soon(h.owner.play)
         if stop_when is not None:
             nursery.start_soon(_ask_when, h, stop_when, op)
-        state = await run_session_calls(ctx, workflow.pool, replay(rows), rows)
-        nursery.cancel_scope.cancel()
+        state = await run_session_calls(ctx, ctx.workflow.pool, replay(rows), rows)
     return state, read_journal(h.run.journal).rows
 
 

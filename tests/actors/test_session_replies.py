@@ -21,6 +21,7 @@ from crw.engine import bind
 from crw.engine.bind import MAX_RETRIES
 from crw.engine.packet import spawn_message
 from crw.engine.roles import RolePair
+from crw.host.sim.state import Thread as SimThread
 from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
 
 UNKNOWN = "019a0000-0000-7000-8000-00000000dead"
@@ -158,6 +159,20 @@ async def test_lookup_binds_the_unreported_respawn_after_a_pair_mismatch(
     assert started[0]["model"] == "gpt-5.5" and state == "ended"
 
 
+def bound_one_and_closed(
+    h: Harness, state: str, rows: list[dict[str, Any]], other: SimThread
+) -> None:
+    """explore.1 bound its owner's first spawn and completed, warned several_spawns
+    once, and `other`, the spawn it did not bind, was closed by its close step."""
+    started = [r for r in rows if r["row"] == "thread_started" and r["call"] == "explore.1"]
+    assert [r["thread_id"] for r in started] == [h.owner.spawned[0]]
+    warnings = [r for r in rows if r["row"] == "session_host_warning"]
+    assert [(r["op"], r["warnings"]) for r in warnings] == [("explore.1/t1", ["several_spawns"])]
+    assert kinds(rows, "explore.1") == [*DONE[:4], "session_host_warning", "completed"]
+    assert other.status == "notLoaded"  # the owner took its close step
+    assert state == "ended"
+
+
 async def test_second_spawn_for_one_step_gets_a_close_step_and_one_warning(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
@@ -175,13 +190,7 @@ async def test_second_spawn_for_one_step_gets_a_close_step_and_one_warning(
         state, rows = await h.go()
         threads = h.sim.state.threads
     [orphan] = first
-    started = [r for r in rows if r["row"] == "thread_started" and r["call"] == "explore.1"]
-    assert [r["thread_id"] for r in started] == [h.owner.spawned[0]]
-    warnings = [r for r in rows if r["row"] == "session_host_warning"]
-    assert [(r["op"], r["warnings"]) for r in warnings] == [("explore.1/t1", ["several_spawns"])]
-    assert kinds(rows, "explore.1") == [*DONE[:4], "session_host_warning", "completed"]
-    assert threads[orphan].status == "notLoaded"  # the owner took its close step
-    assert state == "ended"
+    bound_one_and_closed(h, state, rows, threads[orphan])
 
 
 async def test_a_spawn_after_the_bind_never_reported_is_closed_when_the_turn_ends(
@@ -212,13 +221,7 @@ async def test_a_spawn_after_the_bind_never_reported_is_closed_when_the_turn_end
             state, rows = await h.go()
         threads = h.sim.state.threads
     [duplicate] = again
-    started = [r for r in rows if r["row"] == "thread_started" and r["call"] == "explore.1"]
-    assert [r["thread_id"] for r in started] == [h.owner.spawned[0]]
-    warnings = [r for r in rows if r["row"] == "session_host_warning"]
-    assert [(r["op"], r["warnings"]) for r in warnings] == [("explore.1/t1", ["several_spawns"])]
-    assert kinds(rows, "explore.1") == [*DONE[:4], "session_host_warning", "completed"]
-    assert threads[duplicate].status == "notLoaded"  # the owner took its close step
-    assert state == "ended"
+    bound_one_and_closed(h, state, rows, threads[duplicate])
 
 
 async def test_report_naming_a_thread_the_host_does_not_have_is_refused(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +37,7 @@ from crw.host.protocol import ThreadStatus
 from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
+from crw.journal.rows import RowModel
 from crw.settings import Settings
 from tests.actors.test_app_server_run import CHAIN
 
@@ -109,42 +110,62 @@ class Harness:
     async def go(
         self, pairs: dict[str, RolePair] | None = None
     ) -> tuple[str, list[dict[str, Any]]]:
-        workflow = load_workflow(self.run.root.parent / "wf.toml")
-        table = RoleTable.undecided().roles | (pairs or {})
-        rows = read_journal(self.run.journal).rows
-        records = CallRecords(rows)
-        async with (
-            open_host_reader(self.client, self.settings) as reader,
-            open_journal_writer(self.run.journal, clock=fixed_clock()) as journal,
-            trio.open_nursery() as nursery,
-        ):
-            inbox = Inbox(
-                self.run,
-                RUN_ID,
-                self.settings,
-                lambda r: answer_unrouted(records, reader.read, r),
-            )
-            ctx = SessionContext(
-                journal=journal,
-                reader=reader,
-                inbox=inbox,
-                workflow=workflow,
-                run=self.run,
-                run_id=RUN_ID,
-                owner=self.owner.thread_id,
-                tmpdir="/run/tmp",
-                pairs=table,
-                settings=self.settings,
-                clock=fixed_clock(),
-                records=records,
-            )
-            await nursery.start(inbox.run)
+        async with session_context(
+            self.run, self.client, self.owner.thread_id, self.settings, pairs=pairs
+        ) as (ctx, rows, nursery):
+            await nursery.start(ctx.inbox.run)
             nursery.start_soon(self.owner.play)
-            state = await run_session_calls(ctx, workflow.pool, replay(rows), rows)
-            self.watched.append(reader.watched)
-            self.reads.append(reader.reads)
-            nursery.cancel_scope.cancel()
+            state = await run_session_calls(ctx, ctx.workflow.pool, replay(rows), rows)
+            self.watched.append(ctx.reader.watched)
+            self.reads.append(ctx.reader.reads)
         return state, read_journal(self.run.journal).rows
+
+
+@asynccontextmanager
+async def session_context(
+    run: RunDir,
+    client: HostClient,
+    owner: str,
+    settings: Settings,
+    *,
+    run_id: str = RUN_ID,
+    pairs: dict[str, RolePair] | None = None,
+    after_commit: Callable[[Sequence[RowModel]], None] | None = None,
+    **members: Any,
+) -> AsyncIterator[tuple[SessionContext, list[dict[str, Any]], trio.Nursery]]:
+    """The context of `run`'s session calls as its process makes it (its reader,
+    journal writer and inbox, `members` the optional others: control, placer), the
+    journal's rows so far, and a nursery cancelled once the block ends, in which
+    the caller starts the inbox and what else runs beside the calls."""
+    workflow = load_workflow(run.root.parent / "wf.toml")
+    rows = read_journal(run.journal).rows
+    records = CallRecords(rows)
+    # Named only when given: tests patch this module's open_journal_writer with
+    # their own after_commit.
+    told: dict[str, Any] = {} if after_commit is None else {"after_commit": after_commit}
+    async with (
+        open_host_reader(client, settings) as reader,
+        open_journal_writer(run.journal, clock=fixed_clock(), **told) as journal,
+        trio.open_nursery() as nursery,
+    ):
+        inbox = Inbox(run, run_id, settings, lambda r: answer_unrouted(records, reader.read, r))
+        ctx = SessionContext(
+            journal=journal,
+            reader=reader,
+            inbox=inbox,
+            workflow=workflow,
+            run=run,
+            run_id=run_id,
+            owner=owner,
+            tmpdir="/run/tmp",
+            pairs=RoleTable.undecided().roles | (pairs or {}),
+            settings=settings,
+            clock=fixed_clock(),
+            records=records,
+            **members,
+        )
+        yield ctx, rows, nursery
+        nursery.cancel_scope.cancel()
 
 
 @asynccontextmanager

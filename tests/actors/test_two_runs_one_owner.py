@@ -18,22 +18,18 @@ from trio.testing import MockClock
 
 from crw.actors.host_reader import open_host_reader
 from crw.actors.inbox import Inbox
-from crw.actors.journal_writer import open_journal_writer
-from crw.actors.session_call import SessionContext
 from crw.actors.session_run import answer_unrouted, run_session_calls
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
-from crw.clock import fixed_clock
 from crw.engine.replies import CallRecords
-from crw.engine.roles import RoleTable
 from crw.engine.rundir import RunDir
-from crw.engine.workflow import load_workflow
 from crw.host.client import HostClient, open_client
 from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.settings import Settings
 from tests.actors.test_app_server_run import CHAIN
+from tests.actors.test_session_run import session_context
 
 RUNS = ("run-a", "run-b")
 ENDED_WITHIN = 7 * 24 * 3600.0
@@ -111,33 +107,12 @@ class TwoRunOwner:
 
 async def run_one(sim: SimHost, run: RunDir, owner: str, settings: Settings) -> str:
     """One run's process: its own host connection, reader, inbox and journal."""
-    workflow = load_workflow(run.root.parent / "wf.toml")
-    rows = read_journal(run.journal).rows
-    records = CallRecords(rows)
     async with (
         open_client(await connect_in_memory(sim)) as client,
-        open_host_reader(client, settings) as reader,
-        open_journal_writer(run.journal, clock=fixed_clock()) as journal,
-        trio.open_nursery() as nursery,
+        session_context(run, client, owner, settings, run_id=run.id) as (ctx, rows, nursery),
     ):
-        inbox = Inbox(run, run.id, settings, lambda r: answer_unrouted(records, reader.read, r))
-        ctx = SessionContext(
-            journal=journal,
-            reader=reader,
-            inbox=inbox,
-            workflow=workflow,
-            run=run,
-            run_id=run.id,
-            owner=owner,
-            tmpdir="/run/tmp",
-            pairs=RoleTable.undecided().roles,
-            settings=settings,
-            clock=fixed_clock(),
-            records=records,
-        )
-        await nursery.start(inbox.run)
-        state = await run_session_calls(ctx, workflow.pool, replay(rows), rows)
-        nursery.cancel_scope.cancel()
+        await nursery.start(ctx.inbox.run)
+        state = await run_session_calls(ctx, ctx.workflow.pool, replay(rows), rows)
     return state
 
 

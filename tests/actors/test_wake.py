@@ -19,21 +19,19 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.actors import run as run_module
 from crw.actors.host_reader import HostReader
 from crw.actors.run import run_process
 from crw.clock import fixed_clock
 from crw.engine import wake as plan
 from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec, WorkflowRef
+from crw.engine.runspec import RunSpec
 from crw.engine.wake import batch_of
-from crw.engine.workflow import load_workflow
 from crw.host.client import HostClient, open_client
 from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
 from crw.host.sim.state import turn_text
 from crw.journal.log import read_journal
 from crw.settings import Settings
-from tests.actors.test_run_faults import Links
+from tests.actors.test_run_faults import linked_run
 from tests.actors.test_session_run import RUN_ID, Owner
 
 Rows = list[dict[str, Any]]
@@ -103,26 +101,13 @@ async def wake_run(
 ) -> AsyncIterator[WakeRun]:
     """A session run of ONE whose owner takes its steps at once (`plays_now`), or
     once the wake `plays_after` is delivered, or when the test says."""
-    workflow_path = tmp_path / "wf.toml"
-    workflow_path.write_text(ONE)
-    workflow = load_workflow(workflow_path)
-    state = tmp_path / "state"
-    run_dir = RunDir.of(state, RUN_ID)
-    run_dir.create()
     async with (
         open_sim_host(tmp_path / "home") as sim,
         open_client(await connect_in_memory(sim)) as client,
     ):
         owner_id = str((await client.request("sim/startOwner", {}))["threadId"])
-        monkeypatch.setattr(run_module, "connect_host", Links(sim).connect)
-        spec = RunSpec(
-            id=RUN_ID,
-            workflow=WorkflowRef(path=str(workflow_path), digest=workflow.digest),
-            backend="session",
-            pool=1,
-            host="unix:/nowhere.sock",
-            owner=owner_id,
-        )
+        _, run_dir, spec = linked_run(tmp_path, monkeypatch, sim, ONE, owner=owner_id)
+        state = tmp_path / "state"
         run = WakeRun(run_dir, spec, state, sim, client, Owner(client, run_dir, owner_id))
 
         async with trio.open_nursery() as nursery:

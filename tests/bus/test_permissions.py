@@ -4,7 +4,6 @@ files, the close steps, the dispatch reports and replies)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,8 @@ import pytest
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
 from crw.engine.rundir import RunDir
-from crw.private import umask_takes, write_atomic
+from crw.private import write_atomic
+from tests.umask import umask_set
 
 UMASKS = [pytest.param(0o022, id="umask-022"), pytest.param(0o000, id="umask-000")]
 
@@ -23,18 +23,6 @@ UMASKS = [pytest.param(0o022, id="umask-022"), pytest.param(0o000, id="umask-000
 def umask(request: pytest.FixtureRequest) -> Iterator[int]:
     with umask_set(request.param):
         yield request.param
-
-
-@contextlib.contextmanager
-def umask_set(value: int) -> Iterator[None]:
-    """The process's umask is `value` meanwhile (and read afresh by the bus)."""
-    before = os.umask(value)
-    umask_takes.cache_clear()
-    try:
-        yield
-    finally:
-        os.umask(before)
-        umask_takes.cache_clear()
 
 
 def mode(path: Path) -> int:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from crw.engine.locks import run_is_live
-from tests.drill.test_app_server_crash_drill import AppDrill, made
-from tests.drill.test_crash_drill import wait_until
+from tests.drill.test_app_server_crash_drill import AppDrill
+from tests.drill.test_crash_drill import drill_at, served, wait_until
 
 CALL = "build.1"
 FAIL = {"httpConnectionFailed": {"httpStatusCode": 502}}
@@ -20,11 +20,8 @@ FAIL = {"httpConnectionFailed": {"httpStatusCode": 502}}
 
 @pytest.fixture
 def drill(tmp_path: Path) -> Iterator[AppDrill]:
-    ran = made(tmp_path / "run")
-    try:
-        yield ran
-    finally:
-        ran.reap()
+    with served(drill_at(AppDrill, tmp_path / "run")) as made:
+        yield made
 
 
 def test_answer_retry_completes_a_held_app_server_call_on_its_thread(drill: AppDrill) -> None:

@@ -13,22 +13,17 @@ from typing import Any
 import pytest
 
 from crw.engine.locks import run_is_live
-from tests.cli.conftest import Crw, wait_for_exit
-from tests.drill.test_crash_drill import CALL, Drill, kill, wait_until
+from tests.cli.conftest import wait_for_exit
+from tests.drill.test_crash_drill import CALL, Drill, drill_at, kill, served, wait_until
 
 HANG = {"match": {"marker": f"{CALL}/*"}, "behaviour": {"hang": True}}
 
 
 @pytest.fixture
 def drill(tmp_path: Path) -> Iterator[Drill]:
-    (tmp_path / "tmp").mkdir()
-    made = Drill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
-    try:
-        made.serve()
+    with served(drill_at(Drill, tmp_path)) as made:
         made.host("sim/script", HANG)  # build's subagent works until it is interrupted
         yield made
-    finally:
-        made.reap()
 
 
 def kinds(rows: list[dict[str, Any]], call: str = CALL) -> list[str]:

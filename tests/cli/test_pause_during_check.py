@@ -9,54 +9,23 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from crw.engine.schema_check import CHECK_SECONDS
-from tests.cli.conftest import Crw
-from tests.drill.test_crash_drill import Drill, wait_until
+from tests.actors.test_schema_check_run import MANY, UNIQUE, paused_while_checking
+from tests.drill.test_crash_drill import Drill, drill_at, served, wait_until
 
-UNIQUE = """
-name = "unique"
-pool = 2
-
-[[node]]
-id = "big"
-role = "explorer"
-task = "List them."
-schema.type = "object"
-schema.required = ["items"]
-schema.properties.items = { type = "array", uniqueItems = true }
-
-[[node]]
-id = "slow"
-role = "explorer"
-task = "Take your time."
-schema = { type = "object" }
-"""
-MANY = {"items": [{"id": i, "name": f"n{i}"} for i in range(6000)]}
 WAIT = 10
 
 
 @pytest.fixture
 def drill(tmp_path: Path) -> Iterator[Drill]:
-    (tmp_path / "tmp").mkdir()
-    made = Drill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
+    made = drill_at(Drill, tmp_path)
     made.workflow.write_text(UNIQUE)
-    try:
-        made.serve()
+    with served(made):
         made.host("sim/script", {"match": {"marker": "big.1/*"}, "behaviour": {"answer": MANY}})
         made.host("sim/script", {"match": {"marker": "slow.1/*"}, "behaviour": {"hang": True}})
         yield made
-    finally:
-        made.reap()
-
-
-def _terminal(rows: list[dict[str, Any]], call: str) -> dict[str, Any]:
-    return next(
-        r for r in rows if r.get("call") == call and r["row"] in {"completed", "null_model", "held"}
-    )
 
 
 def test_pause_answers_within_its_wait_while_the_run_checks_a_long_answer(drill: Drill) -> None:
@@ -79,12 +48,4 @@ def test_pause_answers_within_its_wait_while_the_run_checks_a_long_answer(drill:
     took = time.monotonic() - began
     assert paused.code == 0, paused.stderr
     assert paused.json()["state"] == "paused" and took < WAIT
-    rows = drill.rows()
-    end = _terminal(rows, "big.1")
-    assert (end["row"], end["reason"], end["errors"]) == (
-        "null_model",
-        "schema_check_timed_out",
-        [f"$: checking the answer against its schema took longer than {CHECK_SECONDS:g} s"],
-    )
-    held = _terminal(rows, "slow.1")
-    assert (held["row"], held["reason"]) == ("held", "paused")
+    paused_while_checking(drill.rows())

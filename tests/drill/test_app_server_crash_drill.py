@@ -28,8 +28,7 @@ from crw.engine.locks import held_process_tokens
 from crw.engine.rundir import RunDir
 from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
-from tests.cli.conftest import Crw
-from tests.drill.test_crash_drill import RUN_DEADLINE, Drill, alive, wait_until
+from tests.drill.test_crash_drill import RUN_DEADLINE, Drill, alive, drill_at, served, wait_until
 
 CALL = "build.1"
 SLOW_BUILD = {"match": {"marker": f"{CALL}/*"}, "behaviour": {"seconds": 1.0, "invalidFirst": True}}
@@ -86,35 +85,22 @@ class AppDrill(Drill):
         return trio.run(_turns_by_marker, self.socket)
 
 
-def made(root: Path) -> AppDrill:
-    (root / "tmp").mkdir(parents=True)
-    drill = AppDrill(root, Crw(root / "state", root / "tmp"))
-    drill.serve()
-    return drill
-
-
 def outcome(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {r["call"]: r["result"] for r in rows if r["row"] == "completed"}
 
 
 @pytest.fixture
 def drill(tmp_path: Path) -> Iterator[AppDrill]:
-    ran = made(tmp_path / "run")
-    try:
-        yield ran
-    finally:
-        ran.reap()
+    with served(drill_at(AppDrill, tmp_path / "run")) as made:
+        yield made
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The results of the undisturbed run of the same workflow."""
-    ran = made(tmp_path_factory.mktemp("reference") / "run")
-    try:
+    with served(drill_at(AppDrill, tmp_path_factory.mktemp("reference") / "run")) as ran:
         ran.start(crash_after=None)
         rows = ran.finish()
-    finally:
-        ran.reap()
     assert (
         rows[-1]["status"] == "completed"
         and [r["row"] for r in rows if r.get("call") == CALL] == REPAIRED

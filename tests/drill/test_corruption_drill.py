@@ -22,8 +22,8 @@ import pytest
 from crw.engine.locks import held_process_tokens
 from crw.engine.rundir import RunDir
 from crw.journal.log import JournalCorruptError
-from tests.cli.conftest import Crw, Result
-from tests.drill.test_crash_drill import CALL, Drill, alive, kill, wait_until
+from tests.cli.conftest import Result
+from tests.drill.test_crash_drill import CALL, Drill, alive, drill_at, kill, served, wait_until
 
 
 class CorruptDrill(Drill):
@@ -39,13 +39,8 @@ class CorruptDrill(Drill):
 
 @pytest.fixture
 def drill(tmp_path: Path) -> Iterator[Drill]:
-    (tmp_path / "tmp").mkdir()
-    made = CorruptDrill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
-    try:
-        made.serve()
+    with served(drill_at(CorruptDrill, tmp_path)) as made:
         yield made
-    finally:
-        made.reap()
 
 
 def _finished(drill: Drill) -> RunDir:
@@ -86,7 +81,9 @@ def _damage_the_middle(run: RunDir) -> int:
     return offset
 
 
-def _assert_refused(result: Result, run: RunDir, offset: int) -> None:
+def assert_refused(result: Result, run: RunDir, offset: int) -> None:
+    """`result` is a refusal of the run whose journal is damaged at `offset`: exit 1
+    and one line naming the file, the byte, and that the file is kept."""
     assert result.code == 1, result.stdout + result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
     line = result.stderr
@@ -118,12 +115,12 @@ def test_a_journal_damaged_in_the_middle_is_refused_by_every_command_and_kept(
     assert human.code == 0 and f"run {run.id}: corrupt" in human.stdout
     assert f"damaged at byte {offset}" in human.stdout and "kept as it is" in human.stdout
 
-    _assert_refused(drill.crw("flow", "next", run.id, *state, "--json"), run, offset)
-    _assert_refused(drill.crw("flow", "resume", run.id, *state), run, offset)
-    _assert_refused(drill.crw("flow", "resume", run.id, "--detach", *state), run, offset)
+    assert_refused(drill.crw("flow", "next", run.id, *state, "--json"), run, offset)
+    assert_refused(drill.crw("flow", "resume", run.id, *state), run, offset)
+    assert_refused(drill.crw("flow", "resume", run.id, "--detach", *state), run, offset)
     dispatched = ("--agent", "a-1", "--k", "1", "--attempt", "1", "--wait", "0")
-    _assert_refused(drill.crw("flow", "dispatched", run.id, CALL, *dispatched, *state), run, offset)
-    _assert_refused(drill.crw("flow", "_run", run.id, *state), run, offset)
+    assert_refused(drill.crw("flow", "dispatched", run.id, CALL, *dispatched, *state), run, offset)
+    assert_refused(drill.crw("flow", "_run", run.id, *state), run, offset)
 
     assert run.journal.read_bytes() == damaged
     assert (sorted(run.inbox.iterdir()) if run.inbox.exists() else []) == inbox

@@ -27,10 +27,10 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import trio
@@ -236,19 +236,38 @@ class Drill:
         (self.control / "pause").unlink(missing_ok=True)
 
 
+D = TypeVar("D", bound=Drill)
+
+
 def results(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {r["call"]: r["result"] for r in rows if r["row"] == "completed"}
 
 
-@pytest.fixture
-def drill(tmp_path: Path) -> Iterator[Drill]:
-    (tmp_path / "tmp").mkdir()
-    made = Drill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
+def drill_at(kind: type[D], root: Path, state: Path | None = None) -> D:
+    """A `kind` drill in `root`: its commands' state in `state` (`root/state` unless
+    named), their temporary files in `root/tmp`."""
+    (root / "tmp").mkdir(parents=True)
+    return kind(root, Crw(state or root / "state", root / "tmp"))
+
+
+@contextlib.contextmanager
+def served(made: D, reap: Callable[[D], None] | None = None) -> Iterator[D]:
+    """`made` with its host serving; at the end every process it started is reaped
+    by pid (by `reap` if named, else by the drill's own `reap`)."""
     try:
         made.serve()
         yield made
     finally:
-        made.reap()
+        if reap is None:
+            made.reap()
+        else:
+            reap(made)
+
+
+@pytest.fixture
+def drill(tmp_path: Path) -> Iterator[Drill]:
+    with served(drill_at(Drill, tmp_path)) as made:
+        yield made
 
 
 @pytest.fixture(scope="module")

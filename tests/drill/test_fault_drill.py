@@ -29,8 +29,7 @@ import pytest
 
 from crw.engine.locks import held_process_tokens
 from crw.engine.rundir import RunDir
-from tests.cli.conftest import Crw
-from tests.drill.test_crash_drill import CALL, Drill, alive, wait_until
+from tests.drill.test_crash_drill import CALL, Drill, alive, drill_at, served, wait_until
 
 SLOW_BUILD = {"match": {"marker": f"{CALL}/*"}, "behaviour": {"seconds": 2.0}}
 
@@ -103,6 +102,12 @@ class FaultDrill(Drill):
         self.start_run(self.proxy.listen)
         self.start_owner()
 
+    def reap(self) -> None:
+        """The drill's processes by pid, then the proxy if it started."""
+        super().reap()
+        if hasattr(self, "proxy"):
+            self.proxy.stop()
+
     def start_run(self, host: Path) -> RunDir:
         out = self.crw.start(
             str(self.workflow), "--owner", self.owner_thread, "--host", f"unix:{host}"
@@ -128,15 +133,8 @@ class FaultDrill(Drill):
 
 @pytest.fixture
 def drill(tmp_path: Path) -> Iterator[FaultDrill]:
-    (tmp_path / "tmp").mkdir()
-    made = FaultDrill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
-    try:
-        made.serve()
+    with served(drill_at(FaultDrill, tmp_path)) as made:
         yield made
-    finally:
-        made.reap()
-        if hasattr(made, "proxy"):
-            made.proxy.stop()
 
 
 def test_a_host_that_goes_away_mid_run_pauses_it_and_resume_goes_on_in_place(

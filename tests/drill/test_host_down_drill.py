@@ -23,9 +23,17 @@ from typing import Any
 import pytest
 
 from crw.engine.locks import held_process_tokens
-from tests.cli.conftest import Crw
 from tests.drill.test_app_server_crash_drill import AppDrill
-from tests.drill.test_crash_drill import CALL, WORKFLOW, Drill, alive, wait_until
+from tests.drill.test_crash_drill import (
+    CALL,
+    WORKFLOW,
+    D,
+    Drill,
+    alive,
+    drill_at,
+    served,
+    wait_until,
+)
 
 TIMEOUT = 2.0
 """The workflow's host_timeout (s)."""
@@ -68,28 +76,23 @@ def reap_stopped(drill: Drill) -> None:
     drill.reap()
 
 
+def timed_drill(kind: type[D], root: Path) -> D:
+    """A `kind` drill in `root` whose workflow probes its host every `TIMEOUT`."""
+    made = drill_at(kind, root)
+    made.workflow.write_text(WORKFLOW + SETTINGS)
+    return made
+
+
 @pytest.fixture
 def drill(tmp_path: Path) -> Iterator[Drill]:
-    (tmp_path / "tmp").mkdir()
-    made = Drill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
-    made.workflow.write_text(WORKFLOW + SETTINGS)
-    try:
-        made.serve()
+    with served(timed_drill(Drill, tmp_path), reap_stopped) as made:
         yield made
-    finally:
-        reap_stopped(made)
 
 
 @pytest.fixture
 def app_drill(tmp_path: Path) -> Iterator[AppDrill]:
-    (tmp_path / "tmp").mkdir()
-    made = AppDrill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
-    made.workflow.write_text(WORKFLOW + SETTINGS)
-    try:
-        made.serve()
+    with served(timed_drill(AppDrill, tmp_path), reap_stopped) as made:
         yield made
-    finally:
-        reap_stopped(made)
 
 
 def test_a_session_run_whose_host_is_stopped_mid_turn_pauses_and_goes_on_after_it(

@@ -30,8 +30,16 @@ from typing import Any
 import pytest
 
 from crw.engine.rundir import RunDir
-from tests.cli.conftest import Crw
-from tests.drill.test_crash_drill import CALL, Drill, alive, kill, results, wait_until
+from tests.drill.test_crash_drill import (
+    CALL,
+    Drill,
+    alive,
+    drill_at,
+    kill,
+    results,
+    served,
+    wait_until,
+)
 
 SLOW = [
     {"match": {"marker": "*"}, "behaviour": {"seconds": 0.8}},
@@ -103,13 +111,8 @@ class Poller:
 
 @pytest.fixture
 def drill(tmp_path: Path) -> Iterator[LaunchDrill]:
-    (tmp_path / "tmp").mkdir()
-    made = LaunchDrill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
-    try:
-        made.serve()
+    with served(drill_at(LaunchDrill, tmp_path)) as made:
         yield made
-    finally:
-        made.reap()
 
 
 def owner_resumed(drill: LaunchDrill) -> list[int]:

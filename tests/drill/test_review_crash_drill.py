@@ -13,8 +13,14 @@ from typing import Any
 
 import pytest
 
-from tests.cli.conftest import Crw
-from tests.drill.test_crash_drill import WORKFLOW, Drill, killed_and_resumed, results
+from tests.drill.test_crash_drill import (
+    WORKFLOW,
+    Drill,
+    drill_at,
+    killed_and_resumed,
+    results,
+    served,
+)
 
 REVIEWED = WORKFLOW.replace(
     'task = "Fix it, starting from {explore.files}."\n',
@@ -40,31 +46,18 @@ class ReviewDrill(Drill):
         self.host("sim/script", {"match": {"marker": "build.2/*"}, "behaviour": behaviour})
 
 
-def review_drill(root: Path) -> ReviewDrill:
-    (root / "tmp").mkdir()
-    made = ReviewDrill(root, Crw(root / "state", root / "tmp"))
-    made.serve()
-    return made
-
-
 @pytest.fixture
 def drill(tmp_path: Path) -> Iterator[ReviewDrill]:
-    made = review_drill(tmp_path)
-    try:
+    with served(drill_at(ReviewDrill, tmp_path)) as made:
         yield made
-    finally:
-        made.reap()
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The results of the uninterrupted run."""
-    ran = review_drill(tmp_path_factory.mktemp("reference"))
-    try:
+    with served(drill_at(ReviewDrill, tmp_path_factory.mktemp("reference"))) as ran:
         ran.start(crash_after=None)
         rows = ran.finish()
-    finally:
-        ran.reap()
     assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
     assert set(results(rows)) == {f"build.{n}" for n in (1, 2, 3, 4)} | {"explore.1", "review.1"}
     return results(rows)

@@ -22,20 +22,14 @@ import pytest
 
 from crw.engine.locks import held_process_tokens, run_is_live
 from crw.engine.rundir import RunDir
-from tests.cli.conftest import Crw, Result
-from tests.drill.test_corruption_drill import CorruptDrill
-from tests.drill.test_crash_drill import Drill
+from tests.drill.test_corruption_drill import CorruptDrill, assert_refused
+from tests.drill.test_crash_drill import Drill, drill_at, served
 
 
 @pytest.fixture
 def drill(tmp_path: Path) -> Iterator[Drill]:
-    (tmp_path / "tmp").mkdir()
-    made = CorruptDrill(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
-    try:
-        made.serve()
+    with served(drill_at(CorruptDrill, tmp_path)) as made:
         yield made
-    finally:
-        made.reap()
 
 
 def _change_a_digit_of_the_last_lines_at(run: RunDir) -> int:
@@ -46,13 +40,6 @@ def _change_a_digit_of_the_last_lines_at(run: RunDir) -> int:
     digit = data[at] - ord("0")
     run.journal.write_bytes(data[:at] + b"%d" % ((digit + 1) % 10) + data[at + 1 :])
     return offset
-
-
-def _assert_refused(result: Result, run: RunDir, offset: int) -> None:
-    assert result.code == 1, result.stdout + result.stderr
-    assert result.stderr.count("\n") == 1, result.stderr
-    assert f"journal {run.journal} is damaged at byte {offset}" in result.stderr
-    assert "corrupt" in result.stderr and "kept as it is" in result.stderr
 
 
 @pytest.mark.parametrize(("point", "stop"), [("ended", "at_digit")])
@@ -81,8 +68,8 @@ def test_a_completed_run_whose_ended_line_is_damaged_is_corrupt_and_gets_no_proc
     human = drill.crw("flow", "status", run.id, *state)
     assert human.code == 0 and f"run {run.id}: corrupt" in human.stdout
 
-    _assert_refused(drill.crw("flow", "next", run.id, *state, "--json"), run, offset)
-    _assert_refused(drill.crw("flow", "resume", run.id, "--detach", *state), run, offset)
+    assert_refused(drill.crw("flow", "next", run.id, *state, "--json"), run, offset)
+    assert_refused(drill.crw("flow", "resume", run.id, "--detach", *state), run, offset)
     time.sleep(1)  # a process the commands started would have written its row by now
     assert not run_is_live(run) and held_process_tokens(run) == []
     assert run.journal.read_bytes() == damaged  # no row, no cut: no started row after ended

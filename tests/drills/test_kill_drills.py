@@ -25,8 +25,7 @@ from typing import Any
 import pytest
 
 from crw.engine.locks import run_is_live
-from tests.cli.conftest import Crw
-from tests.drill.test_crash_drill import WORKFLOW, Drill, results, wait_until
+from tests.drill.test_crash_drill import WORKFLOW, Drill, drill_at, results, served, wait_until
 
 REVIEWED = WORKFLOW.replace(
     'task = "Fix it, starting from {explore.files}."\n',
@@ -96,20 +95,10 @@ class KillDrill(Drill):
         return made
 
 
-def made(root: Path) -> KillDrill:
-    (root / "tmp").mkdir()
-    drill = KillDrill(root, Crw(root / "state", root / "tmp"))
-    drill.serve()
-    return drill
-
-
 @pytest.fixture
 def drill(tmp_path: Path) -> Iterator[KillDrill]:
-    ran = made(tmp_path)
-    try:
-        yield ran
-    finally:
-        ran.reap()
+    with served(drill_at(KillDrill, tmp_path)) as made:
+        yield made
 
 
 @pytest.fixture(scope="module")
@@ -117,13 +106,10 @@ def references(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, dict[str,
     """The results of each workflow (plain, reviewed) run undisturbed."""
     found: dict[bool, dict[str, Any]] = {}
     for reviewed in (False, True):
-        ran = made(tmp_path_factory.mktemp("reference"))
-        try:
+        with served(drill_at(KillDrill, tmp_path_factory.mktemp("reference"))) as ran:
             ran.script(None, reviewed)
             ran.start(crash_after=None)
             rows = ran.finish()
-        finally:
-            ran.reap()
         assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
         found[reviewed] = results(rows)
     return found

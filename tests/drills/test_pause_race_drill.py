@@ -29,8 +29,7 @@ from crw.bus import steps as bus
 from crw.engine.locks import is_launching, run_is_live
 from crw.engine.rundir import RunDir
 from crw.journal.replay import replay
-from tests.cli.conftest import Crw
-from tests.drill.test_crash_drill import Drill, alive, kill, wait_until
+from tests.drill.test_crash_drill import Drill, alive, drill_at, kill, served, wait_until
 
 ROUNDS = 20
 WORKFLOW = """
@@ -112,13 +111,8 @@ class Race(Drill):
 
 @pytest.fixture
 def race(tmp_path: Path) -> Iterator[Race]:
-    (tmp_path / "tmp").mkdir()
-    made = Race(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
-    try:
-        made.serve()
+    with served(drill_at(Race, tmp_path)) as made:
         yield made
-    finally:
-        made.reap()
 
 
 def test_a_pause_racing_a_resume_never_runs_the_run_and_it_ends_paused(

@@ -14,6 +14,7 @@ process is reaped by pid at teardown (the crash drill's `reap`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,7 @@ import pygit2
 import pytest
 
 from crw.engine.locks import run_is_live
-from tests.cli.conftest import Crw
-from tests.drill.test_crash_drill import wait_until
+from tests.drill.test_crash_drill import drill_at, served, wait_until
 from tests.drills.test_kill_drills import QUICK, REJECT, REVIEWED, TIMEOUT, KillDrill
 from tests.workspace.gitrepo import make_repo
 
@@ -76,37 +76,32 @@ class GitDrill:
         }
 
 
-def made(root: Path) -> GitDrill:
+@contextlib.contextmanager
+def git_drill_at(root: Path) -> Iterator[GitDrill]:
+    """A drill in `root` whose owner works in the checkout `root/project`; every
+    process it started is reaped by pid at the end."""
     repo = make_repo(root / "project", {"main.py": "print('hi')\n"})
-    (root / "tmp").mkdir()
-    drill = KillDrill(root, Crw(root / "state", root / "tmp"))
-    drill.serve()
-    owner = drill.host("sim/startOwner", {"cwd": str(repo.workdir).rstrip("/")})
-    drill.owner_thread = str(owner["threadId"])  # the owner works in the checkout
-    return GitDrill(drill, repo)
+    with served(drill_at(KillDrill, root)) as drill:
+        owner = drill.host("sim/startOwner", {"cwd": str(repo.workdir).rstrip("/")})
+        drill.owner_thread = str(owner["threadId"])  # the owner works in the checkout
+        yield GitDrill(drill, repo)
 
 
 @pytest.fixture
 def git_drill(tmp_path: Path) -> Iterator[GitDrill]:
-    ran = made(tmp_path)
-    try:
-        yield ran
-    finally:
-        ran.drill.reap()
+    with git_drill_at(tmp_path) as made:
+        yield made
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """What the undisturbed run leaves in the checkout once it ended on its own,
     having placed the gated executor's record there."""
-    ran = made(tmp_path_factory.mktemp("reference"))
-    try:
+    with git_drill_at(tmp_path_factory.mktemp("reference")) as ran:
         ran.script(None)
         ran.drill.start(crash_after=None)
         rows = ran.drill.finish()
         left = ran.left()
-    finally:
-        ran.drill.reap()
     assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
     assert any(r["row"] == "evidence_placed" for r in rows)
     return left

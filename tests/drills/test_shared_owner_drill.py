@@ -23,8 +23,7 @@ import pytest
 
 from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
-from tests.cli.conftest import Crw
-from tests.drill.test_crash_drill import Drill, kill
+from tests.drill.test_crash_drill import Drill, drill_at, kill, served
 
 RUN_DEADLINE = 50.0
 """Seconds both runs may take to their end (the second run's next answers
@@ -95,13 +94,8 @@ class SharedOwner(Drill):
 
 @pytest.fixture
 def drill(tmp_path: Path) -> Iterator[SharedOwner]:
-    (tmp_path / "tmp").mkdir()
-    made = SharedOwner(tmp_path, Crw(tmp_path / "state", tmp_path / "tmp"))
-    try:
-        made.serve()
+    with served(drill_at(SharedOwner, tmp_path)) as made:
         yield made
-    finally:
-        made.reap()
 
 
 def play(drill: SharedOwner) -> None:

@@ -39,7 +39,7 @@ from crw.journal.log import read_journal
 from crw.journal.replay import RunState, replay
 from crw.settings import Settings
 from tests.actors.test_app_server_resume import Killed, kill_after
-from tests.actors.test_app_server_run import CHAIN
+from tests.actors.test_app_server_run import CHAIN, kinds, repaired_once, terminal
 from tests.host.codex_env import CODEX_MODEL, codex_env
 
 pytestmark = pytest.mark.codex
@@ -107,16 +107,6 @@ def run_chain(tmp_path: Path, host_uri: HostUri, codex_home_dir: Path) -> RunCha
         return state, read_journal(journal_path).rows
 
     return run
-
-
-def kinds(rows: Rows, call: str | None = None) -> list[str]:
-    return [row["row"] for row in rows if call is None or row.get("call") == call]
-
-
-def terminal(rows: Rows, call: str) -> dict[str, Any]:
-    return next(
-        r for r in rows if r.get("call") == call and r["row"] in {"completed", "null_model", "held"}
-    )
 
 
 def row_tokens(usage: Usage) -> dict[str, int]:
@@ -192,20 +182,7 @@ async def test_answer_that_breaks_the_schema_gets_one_repair_turn(
     mock_model.script("crw-flow-op: build.1/", invalid(usage=first), valid(usage=second))
     state, rows = await run_chain()
 
-    assert kinds(rows, "build.1") == [
-        "prepared",
-        "step_published",
-        "thread_started",
-        "turn_started",
-        "step_published",
-        "turn_started",
-        "completed",
-    ]
-    turns = [r for r in rows if r["row"] == "turn_started" and r["call"] == "build.1"]
-    assert [(t["k"], t["op"], t["marker"], t["conversation_turn"]) for t in turns] == [
-        (1, "build.1/t1", "build.1/t1-a1", 1),
-        (2, "build.1/t2", "build.1/t2-a1", 2),
-    ]
+    turns = repaired_once(rows, "build.1")
     assert turns[0]["turn_id"] != turns[1]["turn_id"]
     done = terminal(rows, "build.1")
     assert done["k"] == 2 and done["result"] == {"summary": "x"}

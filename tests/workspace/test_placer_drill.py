@@ -12,22 +12,17 @@ import pygit2
 import pytest
 
 from crw.engine.locks import run_is_live
-from tests.cli.conftest import Crw
-from tests.drill.test_crash_drill import Drill, killed_and_resumed, wait_until
+from tests.drill.test_crash_drill import Drill, drill_at, killed_and_resumed, served, wait_until
 from tests.workspace.gitrepo import make_repo
 
 
 @pytest.fixture
 def drill(tmp_path: Path) -> Iterator[tuple[Drill, pygit2.Repository]]:
     repo = make_repo(tmp_path / "project", {"main.py": "print('hi')\n"})
-    (tmp_path / "tmp").mkdir()
-    made = Drill(tmp_path, Crw(tmp_path / "project" / ".crw", tmp_path / "tmp"))
+    made = drill_at(Drill, tmp_path, state=tmp_path / "project" / ".crw")
     made.run_deadline = 60.0  # a loaded machine: the run itself takes ~5 s
-    try:
-        made.serve()
+    with served(made):
         yield made, repo
-    finally:
-        made.reap()
 
 
 def ended(drill: Drill) -> None:

@@ -9,23 +9,14 @@ from typing import Any
 
 import pygit2
 import pytest
-import trio
 from trio.testing import MockClock
 
-from crw.actors.host_reader import open_host_reader
-from crw.actors.inbox import Inbox
-from crw.actors.journal_writer import open_journal_writer
-from crw.actors.session_call import SessionContext
-from crw.actors.session_run import answer_unrouted, run_session_calls
-from crw.clock import fixed_clock
-from crw.engine.replies import CallRecords
-from crw.engine.roles import RoleTable
-from crw.engine.workflow import load_workflow
+from crw.actors.session_run import run_session_calls
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import Prepared, RowModel
 from crw.workspace.placer import Placer
-from tests.actors.test_session_run import RUN_ID, Harness, harness
+from tests.actors.test_session_run import RUN_ID, Harness, harness, session_context
 from tests.workspace.gitrepo import make_repo
 
 
@@ -46,34 +37,12 @@ async def go(
             if isinstance(row, Prepared) and seen is not None and row.allocation is not None:
                 seen[str(row.call)] = Path(str(row.allocation.workspace)).exists()
 
-    workflow = load_workflow(h.run.root.parent / "wf.toml")
-    rows = read_journal(h.run.journal).rows
-    records = CallRecords(rows)
-    async with (
-        open_host_reader(h.client, h.settings) as reader,
-        open_journal_writer(h.run.journal, clock=fixed_clock(), after_commit=after) as journal,
-        trio.open_nursery() as nursery,
-    ):
-        inbox = Inbox(h.run, RUN_ID, h.settings, lambda r: answer_unrouted(records, reader.read, r))
-        ctx = SessionContext(
-            journal=journal,
-            reader=reader,
-            inbox=inbox,
-            workflow=workflow,
-            run=h.run,
-            run_id=RUN_ID,
-            owner=h.owner.thread_id,
-            tmpdir="/run/tmp",
-            pairs=RoleTable.undecided().roles,
-            settings=h.settings,
-            clock=fixed_clock(),
-            records=records,
-            placer=placer,
-        )
-        await nursery.start(inbox.run)
+    async with session_context(
+        h.run, h.client, h.owner.thread_id, h.settings, after_commit=after, placer=placer
+    ) as (ctx, rows, nursery):
+        await nursery.start(ctx.inbox.run)
         nursery.start_soon(h.owner.play)
-        state = await run_session_calls(ctx, workflow.pool, replay(rows), rows)
-        nursery.cancel_scope.cancel()
+        state = await run_session_calls(ctx, ctx.workflow.pool, replay(rows), rows)
     return state, read_journal(h.run.journal).rows
 
 
