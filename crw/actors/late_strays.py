@@ -12,6 +12,7 @@ open subagent of the owner, so a duplicate an earlier process left is found too.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import trio
@@ -23,6 +24,8 @@ from crw.host.transport import HostUnavailable
 
 if TYPE_CHECKING:
     from crw.actors.session_call import SessionContext
+
+log = logging.getLogger("crw.session")
 
 
 async def sweep(ctx: SessionContext) -> None:
@@ -70,7 +73,13 @@ async def _close(ctx: SessionContext, step: late_strays.Step, agent: str) -> boo
         if row is not None:
             await ctx.journal.commit([row], stamped=False)
             ctx.records.add([row.model_dump()])
-        await trio.to_thread.run_sync(bus.write_close, ctx.run, step.call, step.attempt, agent)
+        try:
+            await trio.to_thread.run_sync(bus.write_close, ctx.run, step.call, step.attempt, agent)
+        except ValueError:
+            return False  # no id a close step can name
+        except OSError as err:  # a full disk: written again at the next look
+            log.warning("cannot write the close step of duplicate %s: %s", agent, err)
+            return None
         ctx.strays.add(agent)
     ctx.reader.forget(agent)
     return True

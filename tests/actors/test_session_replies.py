@@ -306,20 +306,8 @@ async def test_a_spawn_after_the_calls_terminal_row_never_reported_is_closed(
     finds it: explore.1's op gets several_spawns once, after its completed row,
     then the duplicate a close step, which the owner takes."""
     async with harness(tmp_path) as h:
-        await h.script({"marker": "build.1/*"}, seconds=30)
-        take, explore, again = h.owner._take, [], []
-
-        async def spawn_explore_again_once_it_ended(step: bus.StepFile) -> str:
-            if step.call == "explore.1":
-                explore.append(step)
-            if step.call == "build.1":  # explore.1 has its terminal row
-                again.append(await spawn(h, explore[0], explore[0].message))
-            return await take(step)
-
-        h.owner._take = spawn_explore_again_once_it_ended  # type: ignore[method-assign]
-        state, rows = await h.go()
+        state, rows, duplicate = await _spawn_explore_again_once_it_ended(h)
         threads = h.sim.state.threads
-    [duplicate] = again
     started = [r for r in rows if r["row"] == "thread_started" and r["call"] == "explore.1"]
     assert [r["thread_id"] for r in started] == [h.owner.spawned[0]]
     assert kinds(rows, "explore.1") == [*DONE, "session_host_warning"]
@@ -333,6 +321,47 @@ async def test_a_spawn_after_the_calls_terminal_row_never_reported_is_closed(
     assert build_ends[0] < rows.index(warning) < build_ends[1]  # while build.1 ran
     assert threads[duplicate].status == "notLoaded"  # the owner took its close step
     assert state == "ended"
+
+
+async def test_a_late_duplicates_close_step_that_cannot_be_written_is_written_again(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: ROWS-14, STEP-28: its row is written once, its close step at the next
+    look, and the run goes on."""
+    write_close, failed = bus.write_close, list[str]()
+
+    def full_once(run: Any, call: str, attempt: int, agent: str, **kw: Any) -> None:
+        if call == "explore.1" and not failed and agent not in h.owner.spawned:
+            failed.append(agent)
+            raise OSError(28, "No space left on device")
+        write_close(run, call, attempt, agent, **kw)
+
+    monkeypatch.setattr(bus, "write_close", full_once)
+    async with harness(tmp_path) as h:
+        state, rows, duplicate = await _spawn_explore_again_once_it_ended(h)
+        threads = h.sim.state.threads
+    assert failed == [duplicate] and threads[duplicate].status == "notLoaded"
+    assert kinds(rows, "explore.1") == [*DONE, "session_host_warning"]
+    assert state == "ended"
+
+
+async def _spawn_explore_again_once_it_ended(h: Harness) -> tuple[str, list[dict[str, Any]], str]:
+    """The run, its owner spawning explore.1's step again, unreported, once
+    build.1's step shows (explore.1 has its terminal row); build.1 runs 30 s."""
+    await h.script({"marker": "build.1/*"}, seconds=30)
+    take, explore, again = h.owner._take, [], []
+
+    async def spawn_explore_again(step: bus.StepFile) -> str:
+        if step.call == "explore.1":
+            explore.append(step)
+        if step.call == "build.1":
+            again.append(await spawn(h, explore[0], explore[0].message))
+        return await take(step)
+
+    h.owner._take = spawn_explore_again  # type: ignore[method-assign]
+    state, rows = await h.go()
+    [duplicate] = again
+    return state, rows, duplicate
 
 
 async def test_a_step_spawned_three_times_is_warned_about_once(
@@ -353,7 +382,7 @@ async def test_a_step_spawned_three_times_is_warned_about_once(
             return await take(step)
 
         h.owner._take = spawn_before_and_after  # type: ignore[method-assign]
-        await h.script({"marker": "build.1/*"}, seconds=3600)
+        await h.script({"marker": "build.1/*"}, seconds=1300)
         state, rows = await h.go()
         threads = h.sim.state.threads
     warnings = [r for r in rows if r["row"] == "session_host_warning"]
