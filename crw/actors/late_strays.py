@@ -67,6 +67,7 @@ async def _close(ctx: SessionContext, step: late_strays.Step, agent: str) -> boo
     except HostRequestError as err:
         return False if unknown_thread(err) else None
     if not late_strays.is_duplicate(ctx.run.id, ctx.owner, step, thread):
+        ctx.reader.forget(agent)  # no call of the run follows it
         return False
     with trio.CancelScope(shield=True):
         row = late_strays.warning(step, ctx.records.record(step.call))
