@@ -1,10 +1,11 @@
 """The run's sweep for duplicates of ended calls' steps (`crw.engine.late_strays`).
 
 While the run's calls run, once a call has ended, every poll interval the sweep
-takes the subagents the marker index learned since its last look (the look is
-the lookups', shared: `crw.actors.spawn_index`). A subagent whose step is not
-settled yet is kept and asked about again; one whose step is settled is read
-once, and closed when it is an open duplicate: the session_host_warning
+takes the subagents the marker index learned since (the lookups' looks,
+`crw.actors.spawn_index`), and makes a look itself every LOOK_EVERY polls, so a
+run whose calls wait on no spawn finds a duplicate within LOOK_EVERY polls. A
+subagent whose step is not settled yet is kept and asked about again; one whose
+step is settled is read once, and closed when it is an open duplicate: the session_host_warning
 several_spawns row first (unless the journal holds it: once per op, across
 processes), then its close step. A resumed process's first look indexes every
 open subagent of the owner, so a duplicate an earlier process left is found too.
@@ -27,19 +28,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("crw.session")
 
+LOOK_EVERY = 5
+"""The sweep takes what the lookups' looks indexed at every poll, and looks
+itself (a thread/list page when nothing was spawned) once every LOOK_EVERY polls."""
+
 
 async def sweep(ctx: SessionContext) -> None:
     """Close the late duplicates of ended calls' steps until cancelled."""
     waiting: dict[str, late_strays.Step] = {}
     """The subagents whose step is not settled yet, by id."""
-    seen = 0
+    seen = polls = 0
     index = ctx.reader.owner_spawns(ctx.owner)
     while True:
         await trio.sleep(ctx.settings.poll_interval)
         if not ctx.records.any_ended():
             continue
+        polls += 1
         try:
-            new, seen = await index.since(seen)
+            new, seen = await index.since(seen, look=polls % LOOK_EVERY == 1)
         except (HostUnavailable, HostRequestError):
             continue  # the host watch pauses a run whose host went away
         for agent, marker in new:

@@ -87,10 +87,11 @@ class OwnerSpawns:
                 self.by_marker[marker].remove(thread_id)  # the host holds it no more
         return found
 
-    async def since(self, seen: int) -> tuple[list[tuple[str, str]], int]:
+    async def since(self, seen: int, *, look: bool = True) -> tuple[list[tuple[str, str]], int]:
         """The subagents (id, marker) indexed after the first `seen`, after a look
-        (shared as `carrying`'s), and how many are indexed now."""
-        await self._look()
+        (shared as `carrying`'s) when `look`, and how many are indexed now."""
+        if look:
+            await self._look()
         return self.order[seen:], len(self.order)
 
     async def _look(self) -> None:

@@ -370,7 +370,7 @@ async def test_a_step_spawned_three_times_is_warned_about_once(
     """spec: ROWS-14, DISP-16: a duplicate found at the bind, then another spawned
     after the call's terminal row: both closed, one several_spawns row (the
     journal's, read again before the second is written)."""
-    async with harness(tmp_path, poll=600) as h:
+    async with harness(tmp_path) as h:
         take, explore, extra = h.owner._take, [], []
 
         async def spawn_before_and_after(step: bus.StepFile) -> str:
@@ -382,7 +382,7 @@ async def test_a_step_spawned_three_times_is_warned_about_once(
             return await take(step)
 
         h.owner._take = spawn_before_and_after  # type: ignore[method-assign]
-        await h.script({"marker": "build.1/*"}, seconds=1300)
+        await h.script({"marker": "build.1/*"}, seconds=30)
         state, rows = await h.go()
         threads = h.sim.state.threads
     warnings = [r for r in rows if r["row"] == "session_host_warning"]
