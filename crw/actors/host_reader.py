@@ -310,12 +310,16 @@ class HostReader:
         """The owner's subagents whose first message carries `marker`, each read now
         with its turns (the marker lookup, `crw.actors.spawn_index`); but `bound`,
         the one a call bound as its bind read it."""
+        return await self.owner_spawns(owner).carrying(marker, bound)
+
+    def owner_spawns(self, owner: str) -> OwnerSpawns:
+        """The marker index of the owner's subagents, one for the reader's life."""
         spawns = self._spawns.get(owner)
         if spawns is None:
             spawns = self._spawns[owner] = OwnerSpawns(
                 owner, self._list_subagents, self.read, self._settings.poll_interval
             )
-        return await spawns.carrying(marker, bound)
+        return spawns
 
     async def loaded_subagents(self, owner: str) -> set[str]:
         """The ids of the owner's subagents the host lists loaded (not notLoaded):

@@ -5,7 +5,8 @@ line (BIND-LINE-10): right after its started row is durable in the journal it
 binds the owner again with the table that row pinned, when that line is not the
 owner's last already (BIND-LINE-11; a start bound it before the process existed,
 an earlier process may have bound another table, or nobody did); and when the
-run ends it closes the line (CloseOrchestrator, BIND-LINE-13). The foreground
+run ends it closes the line (CloseOrchestrator, BIND-LINE-13), as every end of a
+run does (`crw.actors.run_end`). The foreground
 `crw flow resume RUN` is such a process too (BIND-LINE-12, CMD-RESUME-7, -8).
 
 The flow-bound file is read and appended under the flow-bound directory's lock
@@ -24,7 +25,7 @@ from typing import Any
 
 import trio
 
-from crw.binding.owner import bind_owner, close_owner, orchestrator_line
+from crw.binding.owner import bind_owner, orchestrator_line
 from crw.engine.locks import run_is_live
 from crw.engine.rundir import RunDir
 
@@ -42,15 +43,6 @@ async def bind_started(
     result = await trio.to_thread.run_sync(bind_owner, state, owner, line, partial(_is_live, state))
     if result.warning is not None:
         log.warning("%s", result.warning)
-
-
-async def close_ended(state: Path, owner: str | None, run_id: str) -> None:
-    """Close `owner`'s line of the run, which ended (its ended row is durable)."""
-    if not owner:
-        return
-    warning = await trio.to_thread.run_sync(close_owner, state, owner, run_id)
-    if warning is not None:
-        log.warning("%s", warning)
 
 
 def _is_live(state: Path, run_id: str) -> bool:

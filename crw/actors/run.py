@@ -38,7 +38,7 @@ import trio
 from crw.actors import effect_proofs, executor_git, faults, owner_line
 from crw.actors.crash import crash_hook
 from crw.actors.journal_writer import JournalWriter, open_journal_writer
-from crw.bus.ended import clean_ended
+from crw.actors.run_end import end_run
 from crw.clock import WallClock, system_clock
 from crw.codex_config import session_pool
 from crw.engine.launch_check import changed_workflow
@@ -59,7 +59,7 @@ from crw.journal.snapshot import save_snapshot
 from crw.journal.streamed import replay_pieces
 from crw.settings import Settings
 from crw.workspace.placer import Placer
-from crw.workspace.release import placer_of, release_run
+from crw.workspace.release import placer_of
 
 if TYPE_CHECKING:
     from crw.actors.control import RunControl
@@ -162,12 +162,13 @@ async def run_process(
             if fault is None:
                 faults.raise_root(exc)
             outcome = fault
-        if outcome == "ended":  # CloseOrchestrator, while the process holds the run
-            await owner_line.close_ended(state_dir, spec.owner, spec.id)
-            clean_ended(run_dir)  # the ended row is durable: the writer has closed
-            # What it holds in the checkout: worktrees (branches holding commits
-            # stay) and evidence records, as every other way a run ends releases.
-            release_run(run_dir, spec, records=workflow.evidence_cwd is not None)
+        if outcome == "ended":  # the ended row is durable: the writer has closed
+            # CloseOrchestrator while the process holds the run, the bus cleaned,
+            # and what it holds in the checkout released (worktrees, branches
+            # holding commits stay; evidence records), as every end of a run does.
+            records = workflow.evidence_cwd is not None
+            end = functools.partial(end_run, run_dir, state_dir, spec, records=records)
+            await trio.to_thread.run_sync(end)
         _keep_snapshot(run_dir)
         if not isinstance(outcome, str) and outcome.reason == "host_unavailable":
             # Said while the run is held: whoever waits for the process lock file to

@@ -92,6 +92,9 @@ class SessionContext:
     git_rows: executor_git.GitRows = field(default_factory=dict)
     """The run's prepared and crw_commit rows, which an executor's harvest reads
     (`crw.actors.executor_git`), kept as calls commit."""
+    strays: set[str] = field(default_factory=set)
+    """The duplicates this process gave a close step (`StepBinder.close_strays`,
+    `crw.actors.late_strays`): each gets one."""
 
 
 class SessionCall(CallSteps):

@@ -6,6 +6,8 @@ call held or ended null_model stays so. A report no call actor waits for is
 answered here (`answer_unrouted`), reading the host only for a subagent its call
 never bound. A node answered restart runs as its new call,
 once the call it gives up on is superseded (`crw.actors.supersede`, ATT-36).
+While the calls run, a duplicate spawned for an ended call's step is closed
+(`crw.actors.late_strays`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import trio
 
+from crw.actors import late_strays
 from crw.actors.gate import run_gate
 from crw.actors.review_rounds import run_rounds
 from crw.actors.session_call import SessionCall, SessionContext
@@ -108,9 +111,13 @@ async def run_session_calls(
             )
         return await SessionCall(ctx, node, call, needs, by_call[call], spent).run()
 
-    return await run_gate(
-        ctx.journal, ctx.workflow, pool, results, finished, run_call, spent, ctx.control, first
-    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(late_strays.sweep, ctx)  # duplicates of ended calls' steps
+        state = await run_gate(
+            ctx.journal, ctx.workflow, pool, results, finished, run_call, spent, ctx.control, first
+        )
+        nursery.cancel_scope.cancel()
+    return state
 
 
 async def close_left_open(ctx: SessionContext, replayed: RunState) -> None:

@@ -16,7 +16,9 @@ spawned since the last look:
   and a later turn (a repair) is looked up on its one known subagent directly. A
   subagent listed closed (notLoaded) is never read;
 - one look serves every waiting call: a look under way, or begun less than
-  `max_age` ago (the poll interval), is shared.
+  `max_age` ago (the poll interval), is shared;
+- the run's sweep for duplicates of ended calls' steps (`crw.actors.late_strays`)
+  takes the subagents indexed since its last look (`since`).
 
 The candidates a marker names are read afresh for the bind.
 """
@@ -59,6 +61,8 @@ class OwnerSpawns:
     """The owner's subagents by the marker of their first message, oldest first."""
     indexed: set[str] = field(default_factory=set)
     """The subagents whose first message the index read (marker or none)."""
+    order: list[tuple[str, str]] = field(default_factory=list)
+    """The subagents with a marker, with it, in the order they were indexed."""
     looked_at: float | None = None
     looking: trio.Event | None = None
 
@@ -82,6 +86,13 @@ class OwnerSpawns:
                     raise
                 self.by_marker[marker].remove(thread_id)  # the host holds it no more
         return found
+
+    async def since(self, seen: int, *, look: bool = True) -> tuple[list[tuple[str, str]], int]:
+        """The subagents (id, marker) indexed after the first `seen`, after a look
+        (shared as `carrying`'s) when `look`, and how many are indexed now."""
+        if look:
+            await self._look()
+        return self.order[seen:], len(self.order)
 
     async def _look(self) -> None:
         """List the subagents created since the last look and read the new ones,
@@ -157,3 +168,4 @@ class OwnerSpawns:
         self.indexed.add(thread.id)
         if marker is not None:
             self.by_marker.setdefault(marker, []).append(thread.id)
+            self.order.append((thread.id, marker))

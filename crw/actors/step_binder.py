@@ -273,6 +273,7 @@ class StepBinder:
             await trio.to_thread.run_sync(
                 bus.write_close, self.ctx.run, self.actor.call, step.attempt or 1, agent
             )
+            self.ctx.strays.add(agent)
 
     def _published(self, step: StepPublished) -> bind.PublishedStep:
         return bind.PublishedStep(

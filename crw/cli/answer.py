@@ -7,10 +7,11 @@ first: the command waits up to --wait seconds for that process to let the run
 lock go, and takes it the moment it does. It holds the run lock from the end of
 the process it drained until its row is stored, and the resume it starts takes
 the lock after that (CMD-NEXT-27). The same answer given twice is said so and
-appends nothing. An abort ends the run: the command then cleans its bus and
-releases what it holds in the checkout (`crw.workspace.release`), as the run's
-process does at its end; the same abort given again does it again (it finishes
-what a crash cut short). A restart of an open call is refused at once while a
+appends nothing. An abort ends the run: the command then ends it as the run's
+process does at its end (`crw.actors.run_end`): it closes the owner's
+orchestrator line, cleans the bus and releases what the run holds in the
+checkout; the same abort given again does it again (it finishes what a crash cut
+short). A restart of an open call is refused at once while a
 process holds the run: no drain ends a process that runs the call itself.
 
 The resume waits for its process's started row: a process that stopped before it
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from crw.bus.ended import clean_ended
+from crw.actors.run_end import end_run
 from crw.cli.output import emit
 from crw.cli.resume import check_resumable, not_resumed
 from crw.clock import system_clock
@@ -52,7 +53,6 @@ from crw.engine.tmploc import recorded_problem
 from crw.errors import InputError, RefusedError
 from crw.journal.log import JournalFile, encode_batch, encode_body, read_journal
 from crw.journal.replay import RunState, replay
-from crw.workspace.release import release_run
 
 DRAIN_POLL = 0.1
 """Seconds between two tries at the run lock while the run's process runs."""
@@ -96,10 +96,10 @@ def answer_command(
             verdict = _judge(run_dir, spec.id, call, choice)
             seq = append_row(run_dir, verdict.row) if isinstance(verdict, Record) else None
             if choice == "abort":  # the run ended: no process is there to end it
-                _ended(run_dir, spec)
+                end_run(run_dir, state_dir, spec)
     elif choice == "abort":  # said again: it finishes the end a crash cut short
         with contextlib.suppress(RunHeldError), run_lock(run_dir):
-            _ended(run_dir, spec)
+            end_run(run_dir, state_dir, spec)
     payload: dict[str, Any] = {
         "run": spec.id,
         "call": call,
@@ -133,14 +133,6 @@ def answer_command(
         said += f"; node {node_of(call)} runs again as {payload['by']}"
     emit(json, payload, f"{said} ({_state_note(run_dir, after)})")
     return 0
-
-
-def _ended(run_dir: RunDir, spec: RunSpec) -> None:
-    """What the end of a run an abort ended does, under its run lock, once the
-    decision row is durable: the bus cleaned, then what the run holds in the
-    checkout released (worktrees, branches, evidence records). Idempotent."""
-    clean_ended(run_dir)
-    release_run(run_dir, spec)
 
 
 def _state_note(run_dir: RunDir, after: RunState) -> str:

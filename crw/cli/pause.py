@@ -10,8 +10,9 @@ run's process detached, as `crw flow resume RUN --detach` does, and waits for
 its answer; that process reads the request before any call goes on and stops
 them the same way (the host is needed to interrupt their turns). With none, it
 writes the run's row itself under the run lock, and a cancel that so ends the
-run closes the owner's orchestrator line, cleans the bus and releases what the
-run holds in the checkout (`crw.workspace.release`). The command never becomes the run's
+run ends it as the run's process would (`crw.actors.run_end`: the owner's
+orchestrator line closed, the bus cleaned, what the run holds in the checkout
+released). The command never becomes the run's
 process: it writes no `started` row and runs no call. A launch that races this
 one (a resume, a `next`) is waited for instead: its process finds the request
 in the inbox and answers it.
@@ -22,7 +23,6 @@ ended run refuses with one line (exit 1). Nothing is written before the checks.
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import time
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crw.actors.run_end import end_run
 from crw.bus import control
-from crw.bus.ended import clean_ended
 from crw.cli.output import emit
 from crw.clock import system_clock
 from crw.engine.launch import launch_run_process
@@ -42,7 +42,6 @@ from crw.engine.tmploc import recorded_problem
 from crw.errors import RefusedError
 from crw.journal.log import decode
 from crw.journal.replay import TERMINAL_ROWS, RunState, replay
-from crw.workspace.release import release_run
 
 DEFAULT_WAIT = 120.0
 POLL = 0.05
@@ -162,10 +161,8 @@ def _stop_here(
                 )
             with run_lock(target.run_dir):
                 _write_rows(op, target, _read(target.run_dir))
-                if op == "cancel":  # it ended the run: no process is there to close the line
-                    _close_line(target)
-                    clean_ended(target.run_dir)  # nor to clean the bus; the rows are durable
-                    release_run(target.run_dir, target.spec)  # nor to release the checkout's
+                if op == "cancel":  # it ended the run: no process is there to end it
+                    end_run(target.run_dir, target.state_dir, target.spec)  # rows durable
     except RunHeldError:
         return None
     return _read(target.run_dir)
@@ -191,18 +188,6 @@ def _write_rows(op: control.Op, target: Target, run: RunState) -> None:
 
     trio.run(commit)
     control.remove_answered(target.run_dir, reason)
-
-
-def _close_line(target: Target) -> None:
-    """CloseOrchestrator for the run this command ended, under its run lock; a close
-    that cannot be written is a warning (the next start on the thread closes it)."""
-    if not target.spec.owner:
-        return
-    from crw.binding.owner import close_owner
-
-    warning = close_owner(target.state_dir, target.spec.owner, target.spec.id)
-    if warning is not None:
-        logging.getLogger("crw.cancel").warning("%s", warning)
 
 
 def _read(run_dir: RunDir) -> RunState:

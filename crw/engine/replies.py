@@ -45,7 +45,8 @@ class CallRecord:
     attempt a step_published row names. `lost`: the attempts a session_attempt_lost
     row ended. `published`: the (attempt, k) of every step_published row. `turns`:
     the subagent each bound turn (attempt, k) ran on. `agents`: every subagent a
-    thread_started row of the call names (the ones this run bound).
+    thread_started row of the call names (the ones this run bound). `warned`: the
+    ops a session_host_warning row of the call records several_spawns for.
     """
 
     ended: str | None = None
@@ -54,6 +55,7 @@ class CallRecord:
     published: frozenset[tuple[int, int]] = frozenset()
     turns: Mapping[tuple[int, int], str] = field(default_factory=dict)
     agents: frozenset[str] = frozenset()
+    warned: frozenset[str] = frozenset()
 
     def waits_on(self, attempt: int, k: int) -> bool:
         """The step (attempt, k) is published, not bound, and its call goes on with it."""
@@ -77,6 +79,7 @@ class _Fold:
     turns: dict[tuple[int, int], str] = field(default_factory=dict)
     subagent: str | None = None
     agents: set[str] = field(default_factory=set)
+    warned: set[str] = field(default_factory=set)
 
     def add(self, row: Mapping[str, Any]) -> None:
         kind = row.get("row")
@@ -97,6 +100,8 @@ class _Fold:
             self.ended = str(kind)
         elif kind == "decision" and row.get("choice") == "retry":
             self.ended = None  # the held call goes on in place with its step
+        elif kind == "session_host_warning" and "several_spawns" in (row.get("warnings") or ()):
+            self.warned.add(str(row.get("op")))
 
     def record(self) -> CallRecord:
         return CallRecord(
@@ -106,6 +111,7 @@ class _Fold:
             frozenset(self.published),
             dict(self.turns),
             frozenset(self.agents),
+            frozenset(self.warned),
         )
 
 
@@ -139,6 +145,10 @@ class CallRecords:
         """The call's record (an empty one for a call with no row)."""
         fold = self._folds.get(call)
         return fold.record() if fold is not None else CallRecord()
+
+    def any_ended(self) -> bool:
+        """Whether a call has its terminal row (and has not gone on since)."""
+        return any(fold.ended is not None for fold in self._folds.values())
 
 
 def reads_host(agent_id: str | None, record: CallRecord, failed: str | None = None) -> bool:

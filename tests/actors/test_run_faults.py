@@ -359,7 +359,7 @@ async def test_everything_a_session_run_writes_is_private_under_umask_0(
     """Directories 0700, files 0600, whatever the umask (the locks aside: they
     hold a pid, in the run's private directory)."""
     # The replies are checked as the run wrote them: the end's clean is not this test's.
-    monkeypatch.setattr("crw.actors.run.clean_ended", lambda run: None)
+    monkeypatch.setattr("crw.actors.run_end.clean_ended", lambda run: None)
     before = os.umask(0)
     try:
         async with session_run(tmp_path, monkeypatch) as (run, _, _):

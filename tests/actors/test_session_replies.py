@@ -298,3 +298,98 @@ async def test_late_report_of_another_runs_subagent_while_the_repair_waits_is_re
     assert theirs[0] not in [r.get("thread_id") for r in rows]
     assert theirs[0] not in closes
     assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_a_spawn_after_the_calls_terminal_row_never_reported_is_closed(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ROWS-14 (session_host_warning several_spawns), DISP-16, DISP-25: the
+    owner spawns explore.1's step again once explore.1 has completed (its step
+    file long gone) and never reports it. While build.1 runs, the marker search
+    finds it: explore.1's op gets several_spawns once, after its completed row,
+    then the duplicate a close step, which the owner takes."""
+    async with harness(tmp_path) as h:
+        state, rows, duplicate = await _spawn_explore_again_once_it_ended(h)
+        threads = h.sim.state.threads
+    started = [r for r in rows if r["row"] == "thread_started" and r["call"] == "explore.1"]
+    assert [r["thread_id"] for r in started] == [h.owner.spawned[0]]
+    assert kinds(rows, "explore.1") == [*DONE, "session_host_warning"]
+    [warning] = [r for r in rows if r["row"] == "session_host_warning"]
+    assert (warning["call"], warning["op"], warning["warnings"]) == (
+        "explore.1",
+        "explore.1/t1",
+        ["several_spawns"],
+    )
+    build_ends = [i for i, r in enumerate(rows) if r["row"] == "completed"]
+    assert build_ends[0] < rows.index(warning) < build_ends[1]  # while build.1 ran
+    assert threads[duplicate].status == "notLoaded"  # the owner took its close step
+    assert state == "ended"
+
+
+async def test_a_late_duplicates_close_step_that_cannot_be_written_is_written_again(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: ROWS-14, STEP-28: its row is written once, its close step at the next
+    look, and the run goes on."""
+    write_close, failed = bus.write_close, list[str]()
+
+    def full_once(run: Any, call: str, attempt: int, agent: str, **kw: Any) -> None:
+        if call == "explore.1" and not failed and agent not in h.owner.spawned:
+            failed.append(agent)
+            raise OSError(28, "No space left on device")
+        write_close(run, call, attempt, agent, **kw)
+
+    monkeypatch.setattr(bus, "write_close", full_once)
+    async with harness(tmp_path) as h:
+        state, rows, duplicate = await _spawn_explore_again_once_it_ended(h)
+        threads = h.sim.state.threads
+    assert failed == [duplicate] and threads[duplicate].status == "notLoaded"
+    assert kinds(rows, "explore.1") == [*DONE, "session_host_warning"]
+    assert state == "ended"
+
+
+async def _spawn_explore_again_once_it_ended(h: Harness) -> tuple[str, list[dict[str, Any]], str]:
+    """The run, its owner spawning explore.1's step again, unreported, once
+    build.1's step shows (explore.1 has its terminal row); build.1 runs 30 s."""
+    await h.script({"marker": "build.1/*"}, seconds=30)
+    take, explore, again = h.owner._take, [], []
+
+    async def spawn_explore_again(step: bus.StepFile) -> str:
+        if step.call == "explore.1":
+            explore.append(step)
+        if step.call == "build.1":
+            again.append(await spawn(h, explore[0], explore[0].message))
+        return await take(step)
+
+    h.owner._take = spawn_explore_again  # type: ignore[method-assign]
+    state, rows = await h.go()
+    [duplicate] = again
+    return state, rows, duplicate
+
+
+async def test_a_step_spawned_three_times_is_warned_about_once(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: ROWS-14, DISP-16: a duplicate found at the bind, then another spawned
+    after the call's terminal row: both closed, one several_spawns row (the
+    journal's, read again before the second is written)."""
+    async with harness(tmp_path) as h:
+        take, explore, extra = h.owner._take, [], []
+
+        async def spawn_before_and_after(step: bus.StepFile) -> str:
+            if step.call == "explore.1":
+                explore.append(step)
+                extra.append(await spawn(h, step, step.message))
+            if step.call == "build.1":
+                extra.append(await spawn(h, explore[0], explore[0].message))
+            return await take(step)
+
+        h.owner._take = spawn_before_and_after  # type: ignore[method-assign]
+        await h.script({"marker": "build.1/*"}, seconds=30)
+        state, rows = await h.go()
+        threads = h.sim.state.threads
+    warnings = [r for r in rows if r["row"] == "session_host_warning"]
+    assert [(r["op"], r["warnings"]) for r in warnings] == [("explore.1/t1", ["several_spawns"])]
+    assert kinds(rows, "explore.1") == [*DONE[:4], "session_host_warning", "completed"]
+    assert [threads[agent].status for agent in extra] == ["notLoaded", "notLoaded"]
+    assert state == "ended"

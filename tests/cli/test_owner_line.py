@@ -18,6 +18,7 @@ from crw.engine.roles import RoleTable, load_roles
 from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, start_in_process, wait_for_exit
+from tests.cli.test_answer import _held_run
 from tests.cli.test_next import RUN, WORKFLOW, _append_rows, new_run
 
 OWNER = "owner-thread"  # the owner of `new_run`'s spec
@@ -161,3 +162,21 @@ def test_a_cancel_that_ends_a_paused_run_itself_closes_the_owners_line(crw: Crw)
         line_of(out["run"], RoleTable.undecided()),
         {"kind": "closed", "run_id": out["run"]},
     ]
+
+
+def test_an_abort_that_ends_the_run_closes_the_owners_line_as_a_cancel_does(crw: Crw) -> None:
+    """spec: BIND-LINE-13, CMD-RESUME-8: a run waiting for a decision, no process
+    holding it, is ended by `crw flow answer --abort` itself: its owner's line is
+    closed with the line a cancel writes, once (the abort said again closes
+    nothing more), and the line the owner then has is open to a new start."""
+    run = _held_run(crw)
+    bound = line_of(RUN, RoleTable.undecided())
+    assert bind_owner(crw.state, OWNER, bound, lambda _: False).warning is None
+    status = crw("flow", "status", RUN, "--state", str(crw.state), "--json").json()
+    assert status["state"] == "waiting_decision"
+    for _ in range(2):
+        answered = crw("flow", "answer", RUN, "build.1", "--abort", "--state", str(crw.state))
+        assert answered.code == 0, answered.stderr
+    assert [row["row"] for row in read_journal(run.journal).rows][-1] == "decision"
+    assert lines(crw.state) == [bound, {"kind": "closed", "run_id": RUN}]
+    assert read_last_line(owner_file(crw.state, OWNER)).open_run is None
