@@ -32,7 +32,8 @@ sys.path.insert(0, str(REPO))
 from crw.actors.host_reader import FOLLOWED  # noqa: E402
 from crw.host.protocol import NOTIFICATION_METHODS  # noqa: E402
 from crw.host.sim.server import open_sim_host  # noqa: E402
-from crw.host.transport import HostUnavailable, WebSocketTransport  # noqa: E402
+from crw.host.transport import HostUnavailable  # noqa: E402
+from crw.host.websocket import WebSocketTransport  # noqa: E402
 
 INSTANT = {"match": {}, "behaviour": {"seconds": 0}}
 

@@ -52,6 +52,7 @@ BEFORE_STARTED = (
     "wsproto",
     "h11",
     "crw.host.transport",
+    "crw.host.websocket",
     "crw.host.client",
     "crw.host.protocol",
     "crw.actors.host_reader",

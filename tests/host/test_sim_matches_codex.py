@@ -27,8 +27,9 @@ from crw.host.connect import connect_host
 from crw.host.mock_model import MockModel, fail
 from crw.host.protocol import Notification
 from crw.host.sim.server import connect_in_memory, open_sim_host
-from crw.host.transport import JsonLinesTransport, WebSocketTransport
+from crw.host.transport import JsonLinesTransport
 from crw.host.uri import parse_host_uri
+from crw.host.websocket import WebSocketTransport
 from tests.host.codex_env import WAIT, codex_env
 
 pytestmark = pytest.mark.codex

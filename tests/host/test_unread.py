@@ -16,8 +16,8 @@ import trio
 from crw.host.client import HostClient
 from crw.host.connect import connect_host
 from crw.host.sim.server import open_sim_host, serve_unix
-from crw.host.transport import WebSocketTransport
 from crw.host.uri import parse_host_uri
+from crw.host.websocket import WebSocketTransport
 
 FOLLOWED = frozenset({"turn/completed"})
 

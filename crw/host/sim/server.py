@@ -62,13 +62,8 @@ from crw.host.sim.state import (
     spawn_call,
     user_message,
 )
-from crw.host.transport import (
-    HostUnavailable,
-    JsonLinesTransport,
-    Transport,
-    encode,
-    websocket_server,
-)
+from crw.host.transport import HostUnavailable, JsonLinesTransport, Transport, encode
+from crw.host.websocket import websocket_server
 from crw.private import PRIVATE_FILE
 
 OUTBOX = 4096
