@@ -18,9 +18,9 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 import trio
 
-from crw.host.mock_model import (
+from crw.host.mock_model import MockModel
+from crw.host.mock_replies import (
     FunctionCall,
-    MockModel,
     ModelRequest,
     Usage,
     calls,

@@ -24,7 +24,8 @@ import trio
 
 from crw.host.client import HostClient, HostRequestError, open_client
 from crw.host.connect import connect_host
-from crw.host.mock_model import MockModel, fail
+from crw.host.mock_model import MockModel
+from crw.host.mock_replies import fail
 from crw.host.protocol import Notification
 from crw.host.sim.server import connect_in_memory, open_sim_host
 from crw.host.transport import JsonLinesTransport
