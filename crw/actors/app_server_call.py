@@ -49,7 +49,7 @@ from crw.engine.rundir import PRIVATE_DIR
 from crw.engine.template import render_task
 from crw.engine.workflow import Workflow
 from crw.engine.workflow_nodes import Node
-from crw.host.client import HostRequestError, unknown_thread
+from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.journal.rows import (
     Allocation,

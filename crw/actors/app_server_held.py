@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from crw.engine import app_held, app_resume, step_input
-from crw.host.client import HostRequestError
+from crw.host.errors import HostRequestError
 from crw.host.protocol import Thread
 from crw.journal.rows import StepPublished
 

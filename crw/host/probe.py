@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from crw.engine.facts import HostModel
-from crw.host.client import HostRequestError
+from crw.host.errors import HostRequestError
 from crw.host.transport import HostError
 from crw.host.uri import HostUri
 

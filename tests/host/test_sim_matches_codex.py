@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 import trio
 
-from crw.host.client import HostClient, HostRequestError, open_client
+from crw.host.client import HostClient, open_client
 from crw.host.connect import connect_host
+from crw.host.errors import HostRequestError
 from crw.host.mock_model import MockModel
 from crw.host.mock_replies import fail
 from crw.host.protocol import Notification
