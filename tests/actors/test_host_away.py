@@ -25,7 +25,8 @@ from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunSpec, WorkflowRef
 from crw.engine.workflow import load_workflow
 from crw.host.client import open_client
-from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import SimHost, open_sim_host
 from crw.journal.log import read_journal
 from crw.settings import Settings
 from tests.actors.test_app_server_run import CHAIN

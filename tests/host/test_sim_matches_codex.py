@@ -28,7 +28,8 @@ from crw.host.errors import HostRequestError
 from crw.host.mock_model import MockModel
 from crw.host.mock_replies import fail
 from crw.host.protocol import Notification
-from crw.host.sim.server import connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import open_sim_host
 from crw.host.transport import JsonLinesTransport
 from crw.host.uri import parse_host_uri
 from crw.host.websocket import WebSocketTransport
