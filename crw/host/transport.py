@@ -13,7 +13,7 @@ This module owns what both framings share: the encoder, the ordered send under a
 lock, decoding and the notifications dropped unread. Foreign errors (closed
 streams, broken sockets, malformed JSON) are mapped here, once, to
 `HostUnavailable`. It never knows a JSON-RPC method's meaning: routing replies and
-notifications is `crw.host.client`'s.
+notifications is `crw.host.rpc`'s.
 """
 
 from __future__ import annotations
