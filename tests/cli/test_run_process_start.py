@@ -54,6 +54,7 @@ BEFORE_STARTED = (
     "crw.host.transport",
     "crw.host.websocket",
     "crw.host.client",
+    "crw.host.rpc",
     "crw.host.protocol",
     "crw.actors.host_reader",
     "crw.engine.bind",
