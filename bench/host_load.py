@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 from crw.actors.host_reader import FOLLOWED  # noqa: E402
 from crw.host.protocol import NOTIFICATION_METHODS  # noqa: E402
 from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402
-from crw.host.transport import WebSocketTransport, websocket_client  # noqa: E402
+from crw.host.websocket import WebSocketTransport, websocket_client  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 SCHEMA = {"type": "object", "required": ["verdict"], "properties": {"verdict": {"enum": ["ok"]}}}

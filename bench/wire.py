@@ -32,7 +32,8 @@ sys.path.insert(0, str(REPO))
 from crw.actors.host_reader import FOLLOWED  # noqa: E402
 from crw.host.protocol import NOTIFICATION_METHODS  # noqa: E402
 from crw.host.sim.server import open_sim_host  # noqa: E402
-from crw.host.transport import HostUnavailable, WebSocketTransport  # noqa: E402
+from crw.host.transport import HostUnavailable  # noqa: E402
+from crw.host.websocket import WebSocketTransport  # noqa: E402
 
 INSTANT = {"match": {}, "behaviour": {"seconds": 0}}
 
@@ -41,18 +42,18 @@ async def one_call() -> list[str]:
     """The encoded messages one connection of the host gets for one subagent call."""
     with tempfile.TemporaryDirectory(prefix="crw-wire-") as tmp:
         async with open_sim_host(Path(tmp)) as host:
-            conn = host._connect()
+            conn = host.connect()
             conn.initialized = True
-            host._receive(conn, {"id": 1, "method": "sim/script", "params": INSTANT})
-            host._receive(conn, {"id": 2, "method": "sim/startOwner", "params": {}})
+            host.receive(conn, {"id": 1, "method": "sim/script", "params": INSTANT})
+            host.receive(conn, {"id": 2, "method": "sim/startOwner", "params": {}})
             owner = next(iter(host.state.threads))
             _drain(conn.outgoing)
             spawn = {"parentThreadId": owner, "message": "crw-flow-op: c/t1-a1\nAnswer ok."}
-            host._receive(conn, {"id": 3, "method": "sim/spawnAgent", "params": spawn})
+            host.receive(conn, {"id": 3, "method": "sim/spawnAgent", "params": spawn})
             await trio.sleep(0.05)  # the instant turn runs to its end
             agent = list(host.state.threads)[1]
             read = {"threadId": agent, "includeTurns": True}
-            host._receive(conn, {"id": 4, "method": "thread/read", "params": read})
+            host.receive(conn, {"id": 4, "method": "thread/read", "params": read})
             return _drain(conn.outgoing)
 
 

@@ -47,8 +47,9 @@ from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair
 from crw.engine.rundir import PRIVATE_DIR
 from crw.engine.template import render_task
-from crw.engine.workflow import Node, Workflow
-from crw.host.client import HostRequestError, unknown_thread
+from crw.engine.workflow import Workflow
+from crw.engine.workflow_nodes import Node
+from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.journal.rows import (
     Allocation,

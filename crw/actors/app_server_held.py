@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from crw.engine import app_held, app_resume, step_input
 from crw.engine.packet import Packet
-from crw.host.client import HostRequestError
+from crw.host.errors import HostRequestError
 from crw.host.protocol import Thread
 from crw.journal.rows import RowModel, StepPublished
 

@@ -15,7 +15,7 @@ from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import JournalWriter
 from crw.engine import interrupt
 from crw.engine.harvest import CallEnd
-from crw.host.client import HostRequestError
+from crw.host.errors import HostRequestError
 from crw.journal.rows import StepPublished, Tokens
 
 

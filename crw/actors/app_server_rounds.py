@@ -32,7 +32,7 @@ from crw.engine.gate import RunSpent, call_id
 from crw.engine.harvest import CallEnd
 from crw.engine.rundir import PRIVATE_DIR
 from crw.engine.template import render_task
-from crw.engine.workflow import Node, Review
+from crw.engine.workflow_nodes import Node, Review
 from crw.host.protocol import Thread
 from crw.journal.replay import TERMINAL_ROWS
 from crw.journal.rows import CheckpointStarted, Held, Prepared, RowModel, Tokens, parse_row

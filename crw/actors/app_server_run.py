@@ -23,7 +23,7 @@ from crw.actors.gate import run_gate
 from crw.engine import interrupt
 from crw.engine.gate import RunSpent, taken
 from crw.engine.harvest import CallEnd
-from crw.engine.workflow import Node
+from crw.engine.workflow_nodes import Node
 from crw.journal.replay import RunState
 
 

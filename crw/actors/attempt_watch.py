@@ -16,7 +16,7 @@ import trio
 
 from crw.actors.host_reader import HostReader
 from crw.engine import lost
-from crw.host.client import HostRequestError, unknown_thread
+from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.settings import Settings

@@ -16,7 +16,7 @@ from crw.engine import answer, decision, harvest, packet, step_input
 from crw.engine.decision import InPlace
 from crw.engine.role_names import WRITING_ROLES
 from crw.engine.roles import RolePair
-from crw.engine.workflow import Node
+from crw.engine.workflow_nodes import Node
 from crw.host.protocol import Thread
 from crw.journal.rows import StepPublished, Tokens, TokensUnmeasured, TurnStarted
 

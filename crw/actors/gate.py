@@ -24,7 +24,8 @@ from crw.actors.control import RunControl
 from crw.actors.journal_writer import JournalWriter
 from crw.engine import gate, interrupt
 from crw.engine.harvest import CallEnd
-from crw.engine.workflow import Node, Workflow
+from crw.engine.workflow import Workflow
+from crw.engine.workflow_nodes import Node
 from crw.journal.rows import Paused, Tokens
 
 RunCall = Callable[[Node, str, Mapping[str, Any]], Awaitable[CallEnd]]

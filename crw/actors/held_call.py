@@ -18,7 +18,7 @@ import trio
 
 from crw.engine import decision
 from crw.engine.harvest import CallEnd
-from crw.host.client import HostRequestError, unknown_thread
+from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import InterruptRequested, StepPublished

@@ -33,8 +33,8 @@ import trio
 from crw.actors.host_watch import HostWatch
 from crw.actors.spawn_index import OwnerSpawns
 from crw.engine import unreachable
-from crw.host.client import HostClient, HostRequestError
-from crw.host.errors import HostUnavailable
+from crw.host.client import HostClient
+from crw.host.errors import HostRequestError, HostUnavailable
 from crw.host.protocol import (
     ErrorNotification,
     Notification,

@@ -20,7 +20,7 @@ import trio
 
 from crw.bus import steps as bus
 from crw.engine import late_strays
-from crw.host.client import HostRequestError, unknown_thread
+from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.transport import HostUnavailable
 
 if TYPE_CHECKING:

@@ -52,7 +52,8 @@ from crw.engine.roles import RolePair, default_agent_type
 from crw.engine.rundir import PRIVATE_DIR, RunDir
 from crw.engine.session_progress import CallProgress, progress
 from crw.engine.template import render_task
-from crw.engine.workflow import Node, Workflow
+from crw.engine.workflow import Workflow
+from crw.engine.workflow_nodes import Node
 from crw.host.protocol import Thread
 from crw.journal.rows import (
     Allocation,

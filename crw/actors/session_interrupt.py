@@ -23,7 +23,7 @@ from crw.bus import steps as bus
 from crw.engine import interrupt, outcome
 from crw.engine.harvest import CallEnd
 from crw.engine.session_progress import progress
-from crw.host.client import HostRequestError
+from crw.host.errors import HostRequestError
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import RowModel, StepPublished, Tokens

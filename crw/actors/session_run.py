@@ -29,8 +29,8 @@ from crw.engine import interrupt, supersede
 from crw.engine.gate import RunSpent, taken
 from crw.engine.harvest import CallEnd
 from crw.engine.replies import CallRecords, decide_late, reads_host
-from crw.engine.workflow import Node
-from crw.host.client import HostRequestError, unknown_thread
+from crw.engine.workflow_nodes import Node
+from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.replay import TERMINAL_ROWS, RunState

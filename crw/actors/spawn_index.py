@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import trio
 
 from crw.engine.bind import spawn_marker
-from crw.host.client import HostRequestError, unknown_thread
+from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 
 LISTING_SETTLE_S = 5

@@ -27,7 +27,7 @@ from crw.bus.inbox import Report
 from crw.engine import bind, ledger_join
 from crw.engine.harvest import CallEnd
 from crw.engine.replies import call_record, reads_host
-from crw.host.client import HostRequestError, unknown_thread
+from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import RowModel, SessionHostWarning, StepPublished

@@ -24,7 +24,7 @@ import trio
 from crw.actors import evidence_records
 from crw.bus import steps as bus
 from crw.engine import supersede
-from crw.host.client import HostRequestError, unknown_thread
+from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import RowModel, Superseded

@@ -35,7 +35,7 @@ from crw.actors.journal_writer import JournalWriter
 from crw.bus import outbox
 from crw.engine import wake as plan
 from crw.engine.rundir import RunDir
-from crw.host.client import HostRequestError
+from crw.host.errors import HostRequestError
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import Escalation, MessageDelivery, SessionWake
 from crw.settings import Settings

@@ -233,7 +233,8 @@ def _codex_demo(state_dir: Path, json: bool, where: dict[str, Any]) -> int:
     process), offline: its model is crw's mock of the Responses API on 127.0.0.1."""
     import json as json_text
 
-    from crw.host.mock_model import MockModel, invalid, text, write_codex_home
+    from crw.host.mock_model import MockModel, write_codex_home
+    from crw.host.mock_replies import invalid, text
 
     say: Say = (lambda line: None) if json else output.say
     with MockModel() as model:

@@ -112,7 +112,7 @@ def _line(step: dict[str, Any], agent: str, command: str | None) -> str:
 
 async def _refused(socket: str, call: Any) -> str:
     """The host call's agent; a refusal of the host as one line naming the socket."""
-    from crw.host.client import HostRequestError
+    from crw.host.errors import HostRequestError
 
     try:
         return str(await call)

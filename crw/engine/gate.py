@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crw.engine import review
-from crw.engine.workflow import Node, Workflow
+from crw.engine.workflow import Workflow
+from crw.engine.workflow_nodes import Node
 from crw.journal.replay import TERMINAL_ROWS, RunState
 from crw.journal.rows import Ended, Tokens
 

@@ -29,7 +29,8 @@ from typing import Any
 from crw.engine._tomlsource import TomlSource, one_line, read_toml
 from crw.engine.held_reasons import held_by_pause
 from crw.engine.roles import RolePair, RoleTable
-from crw.engine.workflow import Review, Workflow
+from crw.engine.workflow import Workflow
+from crw.engine.workflow_nodes import Review
 from crw.journal.replay import TERMINAL_ROWS
 from crw.journal.rows import Completed, Held, RowModel
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from crw.engine import conversation, review
 from crw.engine.gate import call_id
-from crw.engine.workflow import Node
+from crw.engine.workflow_nodes import Node
 
 Row = Mapping[str, Any]
 

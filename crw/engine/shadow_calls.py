@@ -28,7 +28,7 @@ from typing import Any
 
 from crw.engine import harvest, lost, review
 from crw.engine.outcome import turn_tokens
-from crw.engine.workflow import Review
+from crw.engine.workflow_nodes import Review
 from crw.host.protocol import AgentMessage, Turn
 from crw.journal.rows import Held, RowModel, StepPublished, Tokens
 

@@ -100,7 +100,7 @@ async def _websocket(uri: HostUri) -> AsyncIterator[Transport]:
     # The framing (wsproto, h11) is imported by the first connection: a run
     # process writes its started row before it connects.
     from crw.host.client import CLOSE_TIMEOUT
-    from crw.host.transport import websocket_client
+    from crw.host.websocket import websocket_client
 
     with trio.fail_after(CONNECT_TIMEOUT):
         stream, host = await _open_stream(uri)

@@ -14,7 +14,7 @@ from typing import Any
 
 import trio
 
-from crw.host.client import HostRequestError
+from crw.host.errors import HostRequestError
 from crw.host.transport import HostError
 from crw.host.uri import HostUri
 

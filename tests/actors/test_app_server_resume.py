@@ -30,7 +30,8 @@ from crw.engine import packet, step_input
 from crw.engine.roles import RolePair, RoleTable
 from crw.engine.workflow import Workflow, load_workflow
 from crw.host.client import open_client
-from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import SimHost, open_sim_host
 from crw.host.sim.state import Thread
 from crw.journal.log import read_journal
 from crw.journal.rows import Prepared, RowModel

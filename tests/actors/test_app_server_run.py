@@ -27,7 +27,8 @@ from crw.clock import fixed_clock
 from crw.engine.roles import RoleTable
 from crw.engine.workflow import Workflow, load_workflow
 from crw.host.client import HostClient, open_client
-from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import SimHost, open_sim_host
 from crw.journal.log import read_journal
 from crw.journal.replay import RunState, replay
 from crw.settings import DEFAULT_SETTINGS, Settings

@@ -19,7 +19,8 @@ from crw.actors.host_reader import FOLLOWED_APP_SERVER, ModelUnreachable, open_h
 from crw.engine import unreachable
 from crw.host.client import open_client
 from crw.host.protocol import TurnError
-from crw.host.sim.server import connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import open_sim_host
 from crw.settings import DEFAULT_SETTINGS, Settings
 from tests.actors.test_app_server_run import harness, kinds, terminal
 from tests.actors.test_host_reader import _start
@@ -94,7 +95,7 @@ async def test_a_model_response_between_retries_starts_the_bound_again(
             await trio.sleep(30)
             tokens = {"total": usage, "last": usage, "modelContextWindow": 1000}
             params = {"threadId": thread_id, "turnId": turn_id, "tokenUsage": tokens}
-            sim._notify("thread/tokenUsage/updated", params, sim.state.threads[thread_id])
+            sim.broadcast.notify("thread/tokenUsage/updated", params, sim.state.threads[thread_id])
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(respond_at_30)

@@ -16,7 +16,8 @@ from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
 from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
-from crw.engine.workflow import Node, Workflow
+from crw.engine.workflow import Workflow
+from crw.engine.workflow_nodes import Node
 from crw.journal.log import read_journal
 from crw.journal.rows import Completed, Tokens
 from tests.engine.test_gate import chain, independent

@@ -23,7 +23,7 @@ from crw.bus import inbox as reports
 from crw.cli.answer import append_row
 from crw.engine.decision import Choice, Record, decide_answer
 from crw.engine.rundir import RunDir
-from crw.host.client import HostRequestError
+from crw.host.errors import HostRequestError
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import Held, Started

@@ -23,7 +23,8 @@ from crw.clock import fixed_clock
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunSpec
 from crw.host.client import open_client
-from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import SimHost, open_sim_host
 from crw.journal.log import read_journal
 from crw.settings import Settings
 from tests.actors.test_app_server_run import CHAIN

@@ -15,7 +15,8 @@ from crw.actors import attempt_watch, host_reader
 from crw.actors.host_reader import HostReader, open_host_reader
 from crw.engine import lost
 from crw.host.client import HostClient, open_client
-from crw.host.sim.server import connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import open_sim_host
 from crw.host.transport import HostUnavailable
 from crw.settings import Settings
 

@@ -10,7 +10,8 @@ from trio.testing import MockClock
 
 from crw.actors.host_reader import open_host_reader
 from crw.host.client import open_client
-from crw.host.sim.server import connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import open_sim_host
 from crw.settings import Settings
 
 

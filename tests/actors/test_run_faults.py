@@ -32,7 +32,8 @@ from crw.engine.runspec import Backend, RunSpec, WorkflowRef
 from crw.engine.workflow import load_workflow
 from crw.errors import RefusedError
 from crw.host.client import HostClient, open_client
-from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host, serve_connection
+from crw.host.sim.connection import connect_in_memory, serve_connection
+from crw.host.sim.server import SimHost, open_sim_host
 from crw.host.transport import JsonLinesTransport
 from crw.journal.log import read_journal
 from crw.settings import Settings
@@ -56,7 +57,7 @@ class Links:
         client, server = trio.testing.memory_stream_pair()
         end = JsonLinesTransport(server, name="a client")
         self.ends.append(end)
-        self.sim._nursery.start_soon(serve_connection, self.sim, end)
+        self.sim.nursery.start_soon(serve_connection, self.sim, end)
         async with open_client(JsonLinesTransport(client, name="the simulated host")) as host:
             yield host
 

@@ -257,7 +257,7 @@ class ComesBack:
         elif self.back_at is None and now >= self.first_unknown + self.h.settings.lost_after:
             self.back_at = now
             self.h.sim.state.threads[self.agent] = self.gone
-            self.h.sim._end_turn(self.gone, self.gone.turns[-1], "completed")
+            self.h.sim.turns.end_turn(self.gone, self.gone.turns[-1], "completed")
         return read
 
     def forget(self) -> None:

@@ -34,7 +34,8 @@ from crw.engine.rundir import RunDir
 from crw.engine.workflow import load_workflow
 from crw.host.client import HostClient, open_client
 from crw.host.protocol import ThreadStatus
-from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import SimHost, open_sim_host
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import RowModel

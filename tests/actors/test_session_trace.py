@@ -21,7 +21,8 @@ from trio.testing import MockClock
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
 from crw.host.client import open_client
-from crw.host.sim.server import connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import open_sim_host
 from crw.journal.log import read_journal
 from crw.settings import Settings
 from tests.actors.test_session_resume import remembering, run_until_killed

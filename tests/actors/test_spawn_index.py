@@ -23,7 +23,8 @@ from crw.actors.session_run import close_left_open
 from crw.bus.steps import list_closes
 from crw.engine.rundir import RunDir
 from crw.host.client import HostClient, open_client
-from crw.host.sim.server import connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import open_sim_host
 from crw.journal.replay import CallState, RunState
 from crw.settings import Settings
 

@@ -27,7 +27,8 @@ from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunSpec
 from crw.engine.wake import batch_of
 from crw.host.client import HostClient, open_client
-from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import SimHost, open_sim_host
 from crw.host.sim.state import turn_text
 from crw.journal.log import read_journal
 from crw.settings import Settings

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crw.engine.packet import MARKER_PREFIX
-from crw.host.mock_model import (
+from crw.host.mock_replies import (
     FunctionCall,
     ModelRequest,
     Reply,
@@ -224,7 +224,7 @@ class SubagentPolicy:
     arrived: dict[str, threading.Event] = field(default_factory=dict)
     usage: dict[str, Usage] = field(default_factory=dict)
     unreachable: frozenset[str] = frozenset()
-    """Their request finds the model's endpoint gone (`mock_model.unreachable`)."""
+    """Their request finds the model's endpoint gone (`mock_replies.unreachable`)."""
 
     def hold(self, marker: str) -> None:
         self.held[marker] = threading.Event()

@@ -13,7 +13,8 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 
 from crw.engine.packet import output_contract, spawn_message
-from crw.host.mock_model import MockModel, ModelRequest, Reply, valid
+from crw.host.mock_model import MockModel
+from crw.host.mock_replies import ModelRequest, Reply, valid
 
 SCHEMA = {"type": "object", "required": ["files"], "properties": {"files": {"type": "array"}}}
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from crw.host.mock_model import CODEX_MODEL, Usage
+from crw.host.mock_model import CODEX_MODEL
+from crw.host.mock_replies import Usage
 from tests.codex_owner.harness import PAIRS, TERMINAL, owned_run, roles_toml
 from tests.codex_owner.policy import (
     MARKER_LINE,

@@ -2,7 +2,7 @@
 
 The owner's model, and the first three calls' subagents, are the mock model; when
 the review's subagent (spawned by the owner with the real multi_agent_v1 tools)
-sends its first request, the mock's endpoint goes away (`mock_model.unreachable`:
+sends its first request, the mock's endpoint goes away (`mock_replies.unreachable`:
 that connection dropped, every later one refused). Codex 0.163.0 (the provider's
 stream retries on) does not fail the turn: it only retries it, `error {willRetry:
 true}` "Reconnecting... waiting for network" on the subagent's thread, as for a

@@ -18,7 +18,9 @@ from crw.engine.gate import (
     next_attempt,
     ready,
 )
-from crw.engine.workflow import Graph, Node, Workflow
+from crw.engine.workflow import Workflow
+from crw.engine.workflow_graph import Graph
+from crw.engine.workflow_nodes import Node
 from crw.journal.replay import replay
 from crw.journal.rows import Tokens
 

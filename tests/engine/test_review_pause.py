@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from crw.engine import review
-from crw.engine.workflow import Review
+from crw.engine.workflow_nodes import Review
 
 DONE: dict[str, Any] = {"row": "completed", "result": {"summary": "x"}}
 REJECTED: dict[str, Any] = {"row": "completed", "result": {"verdict": "reject", "findings": ["f"]}}

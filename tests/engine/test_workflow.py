@@ -15,9 +15,12 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 import crw.engine.workflow as workflow_module
+import crw.engine.workflow_graph as workflow_graph_module
+import crw.engine.workflow_nodes as workflow_nodes_module
 from crw.engine._tomlsource import TomlSource
 from crw.engine.template import Placeholder
-from crw.engine.workflow import Graph, Workflow, load_workflow
+from crw.engine.workflow import Workflow, load_workflow
+from crw.engine.workflow_graph import Graph
 from crw.errors import InputError
 from tests.steps import count_lines
 
@@ -658,7 +661,7 @@ def test_loading_a_workflow_grows_in_proportion_to_its_nodes(tmp_path: Path) -> 
     counted = {}
     for n in (500, 2000):
         path = write(tmp_path, big_workflow(n, refer_to_first=True))
-        with count_lines(workflow_module) as lines:
+        with count_lines(workflow_module, workflow_graph_module, workflow_nodes_module) as lines:
             load_workflow(path).order()
         counted[n] = lines.n
     assert counted[2000] <= 4.4 * counted[500], counted
@@ -675,7 +678,7 @@ def test_a_schema_file_every_node_names_is_read_once_a_load(tmp_path: Path) -> N
     import crw.engine.schema_refs as schema_refs
 
     with patch.object(
-        workflow_module, "read_schema_file", wraps=schema_refs.read_schema_file
+        workflow_nodes_module, "read_schema_file", wraps=schema_refs.read_schema_file
     ) as reads:
         workflow = load_workflow(path)
     assert reads.call_count == 1

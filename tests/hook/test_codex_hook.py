@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import trio
 
-from crw.host.mock_model import CODEX_MODEL, FunctionCall, MockModel, calls, text, write_codex_home
+from crw.host.mock_model import CODEX_MODEL, MockModel, write_codex_home
+from crw.host.mock_replies import FunctionCall, calls, text
 from tests.hook.spawn_helpers import PAIRS, RUN, bind_thread, ledger_lines
 from tests.hook.test_install import crw
 from tests.host.codex_env import WAIT, Rpc, initialized, private_app_server

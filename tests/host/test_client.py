@@ -18,8 +18,9 @@ import trio.testing
 from trio_websocket import wrap_server_stream
 
 import crw.host.connect as connect_module
-from crw.host.client import HANDSHAKE_TIMEOUT, HostClient, HostRequestError, open_client
+from crw.host.client import HANDSHAKE_TIMEOUT, HostClient, open_client
 from crw.host.connect import codex_binary, connect_host
+from crw.host.errors import HostRequestError
 from crw.host.protocol import (
     NOTIFICATION_METHODS,
     HostProtocolError,

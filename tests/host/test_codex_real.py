@@ -18,9 +18,9 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 import trio
 
-from crw.host.mock_model import (
+from crw.host.mock_model import MockModel
+from crw.host.mock_replies import (
     FunctionCall,
-    MockModel,
     ModelRequest,
     Usage,
     calls,
@@ -32,7 +32,8 @@ from crw.host.mock_model import (
     valid,
 )
 from crw.host.sim.instance import example_instance
-from crw.host.transport import JsonLinesTransport, WebSocketTransport, websocket_client
+from crw.host.transport import JsonLinesTransport
+from crw.host.websocket import WebSocketTransport, websocket_client
 from tests.host.codex_env import Rpc, SharedServer, initialized, private_app_server
 
 pytestmark = pytest.mark.codex

@@ -27,7 +27,8 @@ from crw.engine.workflow import load_workflow
 from crw.host.client import HostClient, open_client
 from crw.host.connect import connect_host
 from crw.host.mock_model import write_codex_home
-from crw.host.sim.server import connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import open_sim_host
 from crw.host.uri import parse_host_uri
 from crw.journal.log import read_journal
 from crw.journal.replay import replay

@@ -25,15 +25,8 @@ from crw.clock import fixed_clock
 from crw.engine.roles import RoleTable
 from crw.engine.workflow import load_workflow
 from crw.host.connect import connect_host
-from crw.host.mock_model import (
-    FunctionCall,
-    MockModel,
-    Usage,
-    calls,
-    fail,
-    invalid,
-    valid,
-)
+from crw.host.mock_model import MockModel
+from crw.host.mock_replies import FunctionCall, Usage, calls, fail, invalid, valid
 from crw.host.uri import HostUri, parse_host_uri
 from crw.journal.log import read_journal
 from crw.journal.replay import RunState, replay

@@ -22,13 +22,17 @@ from typing import Any
 import pytest
 import trio
 
-from crw.host.client import HostClient, HostRequestError, open_client
+from crw.host.client import HostClient, open_client
 from crw.host.connect import connect_host
-from crw.host.mock_model import MockModel, fail
+from crw.host.errors import HostRequestError
+from crw.host.mock_model import MockModel
+from crw.host.mock_replies import fail
 from crw.host.protocol import Notification
-from crw.host.sim.server import connect_in_memory, open_sim_host
-from crw.host.transport import JsonLinesTransport, WebSocketTransport
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import open_sim_host
+from crw.host.transport import JsonLinesTransport
 from crw.host.uri import parse_host_uri
+from crw.host.websocket import WebSocketTransport
 from tests.host.codex_env import WAIT, codex_env
 
 pytestmark = pytest.mark.codex

@@ -15,9 +15,10 @@ import trio
 
 from crw.host.client import HostClient
 from crw.host.connect import connect_host
-from crw.host.sim.server import open_sim_host, serve_unix
-from crw.host.transport import WebSocketTransport
+from crw.host.sim.connection import serve_unix
+from crw.host.sim.server import open_sim_host
 from crw.host.uri import parse_host_uri
+from crw.host.websocket import WebSocketTransport
 
 FOLLOWED = frozenset({"turn/completed"})
 
@@ -32,7 +33,7 @@ async def owner_and_run(
         home = Path(tmp) / "home"
         home.mkdir()
         async with open_sim_host(home) as host:
-            await host._nursery.start(serve_unix, host, Path(tmp) / "host.sock")
+            await host.nursery.start(serve_unix, host, Path(tmp) / "host.sock")
             uri = parse_host_uri(f"unix:{Path(tmp) / 'host.sock'}")
             async with (
                 connect_host(uri, follows=owner_follows) as owner,

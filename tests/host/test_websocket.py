@@ -16,13 +16,9 @@ import wsproto
 from wsproto.events import AcceptConnection, Ping, Pong, Request, TextMessage
 
 import crw.host.transport as transport_module
-from crw.host.transport import (
-    HostUnavailable,
-    WebSocketTransport,
-    encode,
-    websocket_client,
-    websocket_server,
-)
+import crw.host.websocket as websocket_module
+from crw.host.transport import HostUnavailable, encode
+from crw.host.websocket import WebSocketTransport, websocket_client, websocket_server
 
 
 class CountingStream(trio.abc.Stream):
@@ -149,7 +145,7 @@ async def test_a_lost_socket_ends_send_and_receive_naming_the_host() -> None:
 async def test_a_message_over_the_limit_closes_the_connection(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(transport_module, "MAX_LINE", 1000)
+    monkeypatch.setattr(websocket_module, "MAX_LINE", 1000)
     async with server_for_peer() as (server, peer):
         await peer.send_message("[" + "1," * 2000 + "1]")
         with pytest.raises(HostUnavailable, match="over 1000 bytes"):

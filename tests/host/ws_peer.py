@@ -1,5 +1,5 @@
 """trio-websocket, an independent WebSocket implementation, as the peer of crw's
-own (`crw.host.transport.WebSocketTransport`): its handshake and framing must
+own (`crw.host.websocket.WebSocketTransport`): its handshake and framing must
 meet another implementation's, not only themselves."""
 
 from __future__ import annotations

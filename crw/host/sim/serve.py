@@ -19,7 +19,8 @@ import trio
 
 from crw.errors import RefusedError
 from crw.host.sim.catalog import Catalog
-from crw.host.sim.server import open_sim_host, serve_unix
+from crw.host.sim.connection import serve_unix
+from crw.host.sim.server import open_sim_host
 from crw.private import make_dirs
 
 

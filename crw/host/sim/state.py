@@ -182,7 +182,7 @@ class Turn:
         return {
             "id": self.id,
             "rootTurnId": self.id,
-            "items": list(items),  # items are never changed in place (`SimHost._item`)
+            "items": list(items),  # items are never changed in place (`Turns.item`)
             "itemsView": items_view,
             "status": self.status,
             "error": copy.deepcopy(self.error),

@@ -9,7 +9,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from crw.host.sim.server import SimHost, connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import SimHost, open_sim_host
 from crw.host.transport import Transport
 
 Note = dict[str, Any]

@@ -250,7 +250,7 @@ async def test_a_path_escaping_the_workspace_is_refused_by_sim_script(
             await _script(client, {"writes": {"../x.txt": "x"}})
     assert raised.value.code == -32600
     assert "leaves the workspace" in raised.value.message
-    assert host.scripts == []
+    assert host.turns.scripts == []
 
 
 async def test_git_s_directory_in_any_case_is_refused_by_sim_script(
@@ -263,4 +263,4 @@ async def test_git_s_directory_in_any_case_is_refused_by_sim_script(
     assert raised.value.message == (
         "sim/script: writes path '.GIT/config' is inside .git; write work files only"
     )
-    assert host.scripts == []
+    assert host.turns.scripts == []

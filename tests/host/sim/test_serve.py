@@ -18,8 +18,9 @@ import trio
 import trio_websocket
 
 from crw.errors import RefusedError
+from crw.host.sim.connection import serve_unix
 from crw.host.sim.serve import serve_command
-from crw.host.sim.server import open_sim_host, serve_unix
+from crw.host.sim.server import open_sim_host
 from tests.host.sim.support import RawClient, text_input
 from tests.host.ws_peer import TrioWebSocketPeer
 

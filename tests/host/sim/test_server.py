@@ -13,7 +13,8 @@ import trio
 import trio.testing
 
 from crw.host.sim import state
-from crw.host.sim.server import connect_in_memory, open_sim_host
+from crw.host.sim.connection import connect_in_memory
+from crw.host.sim.server import open_sim_host
 from tests.host.sim.support import (
     SCHEMA,
     RawClient,

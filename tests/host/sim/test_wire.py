@@ -12,8 +12,9 @@ import pytest
 import trio
 import trio.testing
 
-import crw.host.sim.server as server_module
-from crw.host.sim.server import open_sim_host, serve_connection
+import crw.host.sim.broadcast as broadcast_module
+from crw.host.sim.connection import serve_connection
+from crw.host.sim.server import open_sim_host
 from crw.host.transport import HostUnavailable, encode
 from tests.host.sim.support import client_of
 
@@ -27,7 +28,7 @@ async def test_a_notification_to_every_connection_is_encoded_once(
         encoded.append(message.get("method"))
         return encode(message)
 
-    monkeypatch.setattr(server_module, "encode", counting)
+    monkeypatch.setattr(broadcast_module, "encode", counting)
     async with open_sim_host(tmp_path / "home") as host:
         clients = [await client_of(host) for _ in range(3)]
         owner = (await clients[0].request("sim/startOwner", {}))["threadId"]
