@@ -83,11 +83,32 @@ def extract(text: str) -> Extracted:
         whole = None
     if isinstance(whole, dict):
         return Extracted(whole, extracted=False, raw_text=text)
+    found = _ending_object(_body(text))
+    if found is None:
+        return Extracted(None, extracted=False, raw_text=text)
+    return Extracted(found[0], extracted=True, raw_text=text)
+
+
+def object_span(text: str) -> tuple[int, int] | None:
+    """Where, in `text`, the object `extract` takes out of prose stands (start,
+    end); None when no object ends the message."""
+    body = _body(text)
+    found = _ending_object(body)
+    return None if found is None else (found[1], len(body))
+
+
+def _body(text: str) -> str:
+    """The message without the whitespace and closing code fence that end it."""
     body = text.rstrip()
     if body.endswith(_CLOSING_FENCE):
         body = body[: -len(_CLOSING_FENCE)].rstrip()
+    return body
+
+
+def _ending_object(body: str) -> tuple[Any, int] | None:
+    """The JSON value that ends `body` and where it starts, from its earliest "{"
+    (the outermost one); None when there is none."""
     start = body.find("{")
-    # The earliest "{" whose object runs to the end is the outermost one.
     while start >= 0:
         try:
             value, end = _DECODER.raw_decode(body, start)
@@ -95,9 +116,9 @@ def extract(text: str) -> Extracted:
             pass
         else:
             if end == len(body):
-                return Extracted(value, extracted=True, raw_text=text)
+                return value, start
         start = body.find("{", start + 1)
-    return Extracted(None, extracted=False, raw_text=text)
+    return None
 
 
 def canonical(value: Any) -> str:

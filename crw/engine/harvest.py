@@ -5,9 +5,9 @@ schema validation of `answer`, the failed-turn outcomes of `outcome`, and the on
 repair. Both backends' call actors act on it.
 
 The completed row keeps the result once: `result` is its canonical JSON (the text
-its result_digest is over), and `raw_text`, the message as it was, only when the
-result was taken out of prose (`extracted`); a message that is the object itself
-says nothing its result does not.
+its result_digest is over); a result taken out of prose (`extracted`) keeps the
+prose around it (`prose`, `result_at`: `crw.engine.prose`), and a message that is
+the object itself says nothing its result does not.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from crw.engine import answer, outcome
+from crw.engine import answer, outcome, prose
 from crw.engine.schema_check import CHECK_SECONDS
 from crw.host.protocol import AgentMessage, Turn
 from crw.journal.rows import Completed, Held, NullModel, RowModel, Tokens
@@ -91,11 +91,19 @@ def decide(
         return CallEnd(Held(call=call, reason="host_failure", error=error, tokens=tokens))
     verdict = answer.judge(messages(turn), schema, max_bytes, check_seconds)
     if isinstance(verdict, answer.Valid):
+        result = canonical_result(verdict.result)
+        cut = (
+            prose.split(verdict.raw_text, result, verdict.result_digest)
+            if verdict.extracted
+            else None
+        )
         row = Completed(
             call=call,
-            result=canonical_result(verdict.result),
+            result=result,
             result_digest=verdict.result_digest,
-            raw_text=verdict.raw_text if verdict.extracted else None,
+            raw_text=verdict.raw_text if verdict.extracted and cut is None else None,
+            prose=cut[0] if cut is not None else None,
+            result_at=cut[1] if cut is not None else None,
             extracted=verdict.extracted,
             tokens=tokens,
             attempt=attempt,

@@ -169,6 +169,12 @@ class Completed(RowModel):
     result: Any = None
     result_digest: str | None = None
     raw_text: str | None = None
+    """A crw before `prose`: the message as it was, when the result was taken out of
+    prose; `prose` and `result_at` say it without the result's text now."""
+    prose: str | None = None
+    """An extracted result's message without the result's text (`crw.engine.prose`)."""
+    result_at: int | None = None
+    """Where in `prose` the result's text stood."""
     extracted: bool | None = None
     tokens: Tokens | None = None
     pending_tree: str | None = None
@@ -298,6 +304,10 @@ class StepPublished(RowModel):
     agent_id: str | None = None
     note: str | None = None
     previous_answer: Any = None
+    previous_answer_in: str | None = None
+    """A later step repairing an answer an earlier step row of the call holds (the
+    attempt after a lost repair, a held repair taken again): that row's marker,
+    instead of a copy in `previous_answer` (`crw.engine.step_input`)."""
     tokens_seen: Tokens | None = None
     call_tokens: Tokens | None = None
     conversation_turn: int | None = None

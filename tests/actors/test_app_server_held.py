@@ -168,7 +168,8 @@ async def test_a_call_held_in_its_repair_goes_on_with_that_repair(
     _, repair, again = steps(rows)
     assert place(again) == (3, "build.1/t3", "build.1/t3-a2", 2, 2, "build.1/t2-a1")
     assert again["repair"] is True and again["action"] == "send_input"
-    assert again["previous_answer"] == repair["previous_answer"]
+    assert "previous_answer" not in again  # named, not copied: the repair's row holds it
+    assert again["previous_answer_in"] == repair["marker"] and repair["previous_answer"]
     assert again["repair_errors"] == repair["repair_errors"]
     assert "## Task\n" not in again["input"]  # the task is the thread's first turn
     assert again["input"].startswith(f"crw-flow-op: build.1/t3-a2\n{again['note']}\n\n")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from crw.engine import answer, harvest
+from crw.engine import answer, harvest, prose
 from crw.host.protocol import AgentMessage, Turn, TurnError
 from crw.journal.log import encode_body
 from crw.journal.rows import Completed, Held, NullModel, Tokens
@@ -51,13 +51,36 @@ def test_answer_taken_whole_keeps_no_raw_text() -> None:
     assert len(encode_body(end.row)) < 110_000
 
 
-def test_answer_extracted_from_prose_keeps_the_message_as_it_was() -> None:
-    """spec: HARV-5, HARV-7"""
-    text = 'Done, here it is:\n{"files": ["a.py"]}'
+def test_answer_extracted_from_prose_keeps_its_prose_and_its_result_once() -> None:
+    """spec: HARV-5, HARV-7 (the message reads back with its result's canonical JSON)"""
+    marker = "m" * 5_000
+    text = f'Done, here it is:\n```json\n{{"files": ["a.py"], "z": "{marker}", "a": 1}}\n```\n'
     end = harvest.decide("build.1", SCHEMA, turn(text=text), TOKENS, repaired=False)
     assert isinstance(end.row, Completed)
-    assert end.row.raw_text == text and end.row.extracted is True
-    assert end.row.result == {"files": ["a.py"]}
+    assert end.row.raw_text is None and end.row.extracted is True
+    assert end.row.result == {"a": 1, "files": ["a.py"], "z": marker}
+    assert end.row.prose == "Done, here it is:\n```json\n\n```\n"
+    assert encode_body(end.row).count(marker.encode()) == 1
+    again = prose.of_row(end.row.model_dump())
+    assert again == f"Done, here it is:\n```json\n{answer.canonical(end.row.result)}\n```\n"
+    twice = harvest.decide("build.1", SCHEMA, turn(text=again), TOKENS, repaired=False)
+    assert isinstance(twice.row, Completed)
+    assert twice.row.model_dump() == end.row.model_dump()
+
+
+def test_a_message_its_prose_would_not_read_back_keeps_it_whole() -> None:
+    """A cut that would not give the same result back is not made: the row keeps
+    the message as it was (`raw_text`), as a crw before prose did."""
+    text = 'Done:\n{"files": []}'
+    assert prose.split(text, {"files": []}, answer.digest({"files": []})) == ("Done:\n", 6)
+    assert prose.split(text, {"files": []}, answer.digest({"files": [1]})) is None
+    assert prose.split("no object here", {}, answer.digest({})) is None
+
+
+def test_a_completed_row_of_a_crw_before_prose_reads_its_message_whole() -> None:
+    old = {"row": "completed", "result": {"files": []}, "raw_text": 'x\n{ "files": [] }'}
+    assert prose.of_row({**old, "extracted": True}) == old["raw_text"]
+    assert prose.of_row({"row": "completed", "result": {"files": []}}) == '{"files": []}'
 
 
 @pytest.mark.parametrize(
