@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from crw.engine import schema_check
@@ -61,6 +61,8 @@ class Extracted:
     result: dict[str, Any] | None
     extracted: bool
     raw_text: str
+    span: tuple[int, int] | None = field(default=None, compare=False)
+    """Where an object taken out of prose stands in `raw_text` (start, end)."""
 
 
 def _refuse_constant(name: str) -> Any:
@@ -86,15 +88,7 @@ def extract(text: str) -> Extracted:
     found = _ending_object(_body(text))
     if found is None:
         return Extracted(None, extracted=False, raw_text=text)
-    return Extracted(found[0], extracted=True, raw_text=text)
-
-
-def object_span(text: str) -> tuple[int, int] | None:
-    """Where, in `text`, the object `extract` takes out of prose stands (start,
-    end); None when no object ends the message."""
-    body = _body(text)
-    found = _ending_object(body)
-    return None if found is None else (found[1], len(body))
+    return Extracted(found[0], extracted=True, raw_text=text, span=found[1])
 
 
 def _body(text: str) -> str:
@@ -105,9 +99,9 @@ def _body(text: str) -> str:
     return body
 
 
-def _ending_object(body: str) -> tuple[Any, int] | None:
-    """The JSON value that ends `body` and where it starts, from its earliest "{"
-    (the outermost one); None when there is none."""
+def _ending_object(body: str) -> tuple[Any, tuple[int, int]] | None:
+    """The JSON value that ends `body` and where it stands (start, end), from its
+    earliest "{" (the outermost one); None when there is none."""
     start = body.find("{")
     while start >= 0:
         try:
@@ -116,7 +110,7 @@ def _ending_object(body: str) -> tuple[Any, int] | None:
             pass
         else:
             if end == len(body):
-                return value, start
+                return value, (start, end)
         start = body.find("{", start + 1)
     return None
 
@@ -157,6 +151,8 @@ class Valid:
     result_digest: str
     raw_text: str
     extracted: bool
+    span: tuple[int, int] | None = field(default=None, compare=False)
+    """Where the result taken out of prose stands in `raw_text` (start, end)."""
 
 
 @dataclass(frozen=True)
@@ -234,4 +230,4 @@ def judge(
         return Unchecked(f"$: {err}", text)
     if errors:
         return Invalid(errors, text)
-    return Valid(found.result, digest(found.result), text, found.extracted)
+    return Valid(found.result, digest(found.result), text, found.extracted, found.span)

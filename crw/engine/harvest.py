@@ -5,9 +5,11 @@ schema validation of `answer`, the failed-turn outcomes of `outcome`, and the on
 repair. Both backends' call actors act on it.
 
 The completed row keeps the result once: `result` is its canonical JSON (the text
-its result_digest is over); a result taken out of prose (`extracted`) keeps the
-prose around it (`prose`, `result_at`: `crw.engine.prose`), and a message that is
-the object itself says nothing its result does not.
+its result_digest is over), and `raw_text`, the message as it was, only when the
+result was taken out of prose (`extracted`); a message that is the object itself
+says nothing its result does not. A result taken out of prose is kept once: the
+row names where it stands in `raw_text` (`result_span`) and the journal writes no
+`result` beside it (`crw.journal.result_span`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from crw.engine import answer, outcome, prose
+from crw.engine import answer, outcome
 from crw.engine.schema_check import CHECK_SECONDS
 from crw.host.protocol import AgentMessage, Turn
+from crw.journal import result_span
 from crw.journal.rows import Completed, Held, NullModel, RowModel, Tokens
 
 
@@ -57,6 +60,25 @@ def canonical_result(result: Mapping[str, Any]) -> Any:
     return json.loads(answer.canonical(result))
 
 
+def span_of(verdict: answer.Valid) -> list[int] | None:
+    """Where the result taken out of `verdict`'s message stands in it, when the
+    journal reads that slice back as exactly the result (its digest): the row
+    then keeps the message alone (`crw.journal.result_span`); else None, and the
+    row keeps its `result` beside the message."""
+    text, span = verdict.raw_text, verdict.span
+    if span is None or not result_span.reads_back(text):
+        return None
+    try:
+        again = result_span.result_in(text, span)
+    except (ValueError, RecursionError):
+        return None
+    try:
+        same = answer.digest(again) == verdict.result_digest
+    except ValueError:  # a number JSON cannot write back (1e400)
+        return None
+    return list(span) if same else None
+
+
 def decide(
     call: str,
     schema: Mapping[str, Any],
@@ -91,19 +113,12 @@ def decide(
         return CallEnd(Held(call=call, reason="host_failure", error=error, tokens=tokens))
     verdict = answer.judge(messages(turn), schema, max_bytes, check_seconds)
     if isinstance(verdict, answer.Valid):
-        result = canonical_result(verdict.result)
-        cut = (
-            prose.split(verdict.raw_text, result, verdict.result_digest)
-            if verdict.extracted
-            else None
-        )
         row = Completed(
             call=call,
-            result=result,
+            result=canonical_result(verdict.result),
             result_digest=verdict.result_digest,
-            raw_text=verdict.raw_text if verdict.extracted and cut is None else None,
-            prose=cut[0] if cut is not None else None,
-            result_at=cut[1] if cut is not None else None,
+            raw_text=verdict.raw_text if verdict.extracted else None,
+            result_span=span_of(verdict) if verdict.extracted else None,
             extracted=verdict.extracted,
             tokens=tokens,
             attempt=attempt,

@@ -4,8 +4,8 @@ decisions the run's code makes from them differ from what the rows record.
 Each check drives the function the call actors drive, with the inputs the trace
 keeps:
 
-- harvest: a terminal completed row's answer (its prose with its result back in
-  when it was taken out of prose, else its `result`) as the turn's final message, through
+- harvest: a terminal completed row's answer (`raw_text` when it was taken out of
+  prose, else its `result`) as the turn's final message, through
   `harvest.decide` with the call's schema, the repair flag, attempt and k of the
   step it answered; a review call's end through `review.settle_review`;
 - repair: a repair step's `previous_answer` (its own, or the one of the row it
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crw.engine import harvest, lost, prose, review, step_input
+from crw.engine import harvest, lost, review, step_input
 from crw.engine.outcome import turn_tokens
 from crw.engine.workflow import Review
 from crw.host.protocol import AgentMessage, Turn
@@ -95,8 +95,10 @@ def _turn(text: str) -> Turn:
 
 
 def answer_text(row: Row) -> str:
-    """The turn's answer as the completed row keeps it (`prose.of_row`)."""
-    return prose.of_row(row)
+    """The turn's answer as the completed row keeps it."""
+    if row.get("extracted") and isinstance(row.get("raw_text"), str):
+        return str(row["raw_text"])
+    return json.dumps(row.get("result"))
 
 
 def last_step(trace: CallTrace) -> StepPublished:

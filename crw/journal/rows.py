@@ -169,12 +169,11 @@ class Completed(RowModel):
     result: Any = None
     result_digest: str | None = None
     raw_text: str | None = None
-    """A crw before `prose`: the message as it was, when the result was taken out of
-    prose; `prose` and `result_at` say it without the result's text now."""
-    prose: str | None = None
-    """An extracted result's message without the result's text (`crw.engine.prose`)."""
-    result_at: int | None = None
-    """Where in `prose` the result's text stood."""
+    """The message as it was, when the result was taken out of prose (HARV-7)."""
+    result_span: list[int] | None = None
+    """Where the result's object stands in `raw_text` ([start, end], characters):
+    the journal writes no `result` beside it and reads it back from there
+    (`crw.journal.result_span`)."""
     extracted: bool | None = None
     tokens: Tokens | None = None
     pending_tree: str | None = None

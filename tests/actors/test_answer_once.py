@@ -3,7 +3,7 @@ repairs in `previous_answer` alone, its input refers to it (`input_answer_at`),
 and the subagent is sent the whole input, naming the answer, on both backends and
 from a run process killed after any row of the repair's path; a later step that
 repairs the same answer names that row (`previous_answer_in`), and a result taken
-out of prose is kept once (`prose`, `result_at`)."""
+out of prose is kept once, in the message as it was (`raw_text`, `result_span`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import trio
 from trio.testing import MockClock
 
 import tests.actors.test_app_server_run as app_server
-from crw.engine import answer, packet, prose, step_input
+from crw.engine import answer, packet, step_input
 from crw.host.sim.server import SimHost
 from crw.journal.rows import StepPublished
 from tests.actors.test_session_lost import lost_owner, steps
@@ -135,12 +135,16 @@ def times_in_journal(path: Path, mark: str) -> int:
 
 
 def assert_prose_reads_back(rows: list[dict[str, Any]]) -> None:
-    """The completed row keeps the prose around its result, and the two give the
-    message back, the result's JSON canonical (`crw.engine.prose`)."""
+    """The completed row keeps the message as it was and, in place of a copy of
+    the result, where it stands in it (`result_span`); the result reads back from
+    there, canonical (`crw.journal.result_span`)."""
     completed = last(rows, "completed")
-    assert completed["extracted"] is True and "raw_text" not in completed
+    assert completed["extracted"] is True
+    assert completed["raw_text"] == f"{PROSE}\n\n" + json.dumps(FIXED_MARKED)
+    start, end = completed["result_span"]
+    assert json.loads(completed["raw_text"][start:end]) == FIXED_MARKED
     assert completed["result"] == FIXED_MARKED
-    assert prose.of_row(completed) == f"{PROSE}\n\n" + answer.canonical(completed["result"])
+    assert list(completed["result"]) == sorted(FIXED_MARKED)
 
 
 async def test_session_answer_in_prose_is_in_the_journal_once(
@@ -212,3 +216,46 @@ async def test_session_lost_repair_then_respawn_keeps_the_answer_once(
     assert state == "ended" and rows[-1]["status"] == "completed"
     report = shadow_of(tmp_path, rows, 3)
     assert report.points == [] and report.checked["repair"] == 2 and report.checked["lost"] == 1
+
+
+KEPT_MARK = "kept-once-" + "k" * 5_000
+IRREGULAR = (
+    "Found them:\n```json\n"
+    f'{{ "files" :[ "b.py","a.py" ],\n  "note":{{"z":1 , "a":[2,{{"y":"{KEPT_MARK}", "b":4}}]}} }}'
+    "\n```\n"
+)
+"""A message whose object has its own spaces and key order, after prose."""
+CANONICAL = {"files": ["b.py", "a.py"], "note": {"a": [2, {"b": 4, "y": KEPT_MARK}], "z": 1}}
+"""Its result as the row reads it: its keys sorted at every level (HARV-6)."""
+
+
+async def test_session_answer_in_prose_is_kept_byte_for_byte_and_read_as_before(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-5, HARV-6, HARV-7: the completed row keeps the message as it was,
+    byte for byte, once; its result (canonical, keys sorted at every level) reads
+    back from where it stands in it, for the replay, the next call's task and the
+    shadow replay."""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "explore.1/t1-*"}, text=IRREGULAR)
+        state, rows = await h.go()
+        assert times_in_journal(h.run.journal, KEPT_MARK) == 1
+        (line,) = [
+            ln
+            for ln in journal_lines(h.run.journal)
+            if (row := json.loads(ln))["row"] == "completed" and row["call"] == "explore.1"
+        ]
+    stored = json.loads(line)
+    assert stored["raw_text"] == IRREGULAR and "result" not in stored
+    start, end = stored["result_span"]
+    assert IRREGULAR[start:end] == IRREGULAR[IRREGULAR.index("{") : IRREGULAR.rindex("}") + 1]
+    assert stored["result_digest"] == answer.digest(CANONICAL) and stored["extracted"] is True
+    completed = next(r for r in rows if r["row"] == "completed" and r["call"] == "explore.1")
+    assert completed["result"] == CANONICAL
+    assert json.dumps(completed["result"]) == json.dumps(CANONICAL)  # keys sorted, as before
+    build = next(r for r in rows if r["row"] == "step_published" and r["call"] == "build.1")
+    task = await trio.Path(build["packet"]).read_text()  # the gate's input: the result
+    assert 'Fix it, starting from ["b.py", "a.py"].' in task
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    report = shadow_of(tmp_path, rows, 3)
+    assert report.points == [] and report.checked["harvest"] == 3

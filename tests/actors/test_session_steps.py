@@ -131,7 +131,7 @@ async def test_prose_before_the_json_is_extracted_on_a_session_turn(
     done = next(r for r in rows if r["row"] == "completed" and r["call"] == "explore.1")
     assert kinds(rows, "explore.1").count("step_published") == 1  # no repair
     assert done["result"] == {"files": ["b.py", "a.py"]} and done["extracted"] is True
-    assert done["prose"].startswith("Found:\n") and "raw_text" not in done  # kept once
+    assert done["raw_text"].startswith("Found:\n")
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
