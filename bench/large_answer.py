@@ -59,8 +59,9 @@ FORMS = ("before-fold", "copies", "now")
 """How the rows keep the answers: `before-fold` as a crw before `step_input`
 (the repair row holds the answer in its input and its previous_answer, the
 attempt after a lost repair a copy, the completed row its message and its
-result), `copies` as main before `previous_answer_in` and `prose` (the repair row
-holds it once, the rest as before-fold), `now` as the run's code writes them."""
+result), `copies` as main before `previous_answer_in` and `result_span` (the
+repair row holds it once, the rest as before-fold), `now` as the run's code writes
+them (the completed row its message, with the span its result stands in)."""
 
 
 def call_life(n: int, mb: float, form: str, lost: bool) -> list[list[RowModel]]:
@@ -112,8 +113,9 @@ def call_life(n: int, mb: float, form: str, lost: bool) -> list[list[RowModel]]:
     end = harvest.decide(call, SCHEMA, turn, tokens, repaired=True, attempt=attempt, k=2)
     assert isinstance(end.row, Completed)
     done = end.row
+    assert done.raw_text == said and done.result_span is not None
     if form != "now":
-        done = done.model_copy(update={"raw_text": said, "prose": None, "result_at": None})
+        done = done.model_copy(update={"result_span": None})
     return [*batches, [done]]
 
 
