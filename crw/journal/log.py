@@ -160,7 +160,7 @@ def encode_body(row: RowModel) -> bytes:
         TypeError: a field is not JSON-serializable.
     """
     extra = row.model_extra or {}
-    spanned = getattr(row, "result_span", None) is not None
+    spanned = getattr(row, "result_span", None) is not None and row.row == "completed"
     if FRAMING in extra or CHECKSUM in extra:
         raise ValueError(f"a row may not have a field named {FRAMING!r} or {CHECKSUM!r}: {extra}")
     if None not in extra.values():
