@@ -464,7 +464,7 @@ async def _go_on(
         decision = app_resume.decide(open_call, thread)
     assert open_call.step is not None
     step = StepPublished.model_validate(dict(open_call.step))
-    text = app_resume.turn_text(step_input.of(step), actor.tools)
+    text = app_resume.turn_text(step_input.of(step, rows), actor.tools)
     if decision.action == "start_thread":
         await actor.make_workspace()
         return await actor.turns(await actor.start_thread(), step, None, text)

@@ -60,4 +60,4 @@ async def retake(
             await reader.interrupt(thread.id, turn_id)
         await reader.wait_turn(thread.id, turn_id)
     await actor.commit([step])
-    return step, app_resume.turn_text(step_input.of(step), actor.tools)
+    return step, app_resume.turn_text(step_input.of(step, rows), actor.tools)

@@ -71,7 +71,8 @@ class CallSteps:
             note=plan.note,
             **repair,
         )
-        return step.model_copy(update={"replaces_turn": plan.replaces_turn, "repair": plan.repair})
+        step = step.model_copy(update={"replaces_turn": plan.replaces_turn, "repair": plan.repair})
+        return step_input.refer(step, plan.previous_answer_in)
 
     def _spawn_step(
         self,

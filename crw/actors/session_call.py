@@ -44,7 +44,7 @@ from crw.actors.step_binder import StepBinder
 from crw.actors.step_writer import StepWriter
 from crw.bus import steps as bus
 from crw.clock import WallClock
-from crw.engine import answer, harvest, interrupt, lost, outcome
+from crw.engine import answer, harvest, interrupt, lost, outcome, step_input
 from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
 from crw.engine.replies import CallRecords
@@ -345,10 +345,11 @@ class SessionCall(CallSteps):
             attempt=following.attempt,
             conversation_turn=following.conversation_turn,
             replaces_turn=following.replaces_turn,
-            previous_answer=following.previous_answer,
+            previous_answer=step_input.answer_in(self.rows, following.previous_answer_in),
             repair_errors=following.repair_errors,
         )
         spawn = spawn.model_copy(update={"call_tokens": step.call_tokens})
+        spawn = step_input.refer(spawn, following.previous_answer_in)
         self.state.go_on_with(spawn.model_dump())
         return await self._publish(spawn)
 

@@ -109,7 +109,7 @@ class StepWriter:
         elif step.action == "spawn":
             text = self.call.packet_text(
                 note=step.note,
-                previous_answer=step.previous_answer,
+                previous_answer=step_input.answer_of(step, self.call.rows),
                 repair_errors=step.repair_errors,
             )
         return (
@@ -124,7 +124,7 @@ class StepWriter:
                 agent_type=step.agent_type or self.call.pair.agent_type,
                 model=step.model,
                 reasoning_effort=step.effort,
-                message=step_input.of(step),
+                message=step_input.of(step, self.call.rows),
                 packet=step.packet or "",
                 workspace=str(self.call.workspace),
                 agent_id=step.agent_id,

@@ -24,6 +24,7 @@ from crw.engine.shadow import Report, framing_points, shadow
 from crw.engine.workflow import load_workflow
 from crw.errors import InputError
 from crw.journal.framing import whole_line
+from crw.journal.result_span import with_results
 from crw.journal.rows import Tokens
 
 Line = tuple[int, dict[str, Any] | None, str | None]
@@ -41,6 +42,7 @@ def shadow_command(run: str, *, state: str | None, json: bool) -> int:
         )
     lines = read_lines(run_dir.journal)
     rows = [row for _, row, _ in lines if row is not None]
+    with_results(rows)  # a result kept as a span of its message, as `decode` reads it
     report = shadow(rows, workflow, spec.pool, spec.run_settings().max_attempts, _total)
     report.points = framing_points(lines) + report.points
     payload = _payload(spec.id, report)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from crw.engine import schema_check
@@ -61,6 +61,8 @@ class Extracted:
     result: dict[str, Any] | None
     extracted: bool
     raw_text: str
+    span: tuple[int, int] | None = field(default=None, compare=False)
+    """Where an object taken out of prose stands in `raw_text` (start, end)."""
 
 
 def _refuse_constant(name: str) -> Any:
@@ -83,11 +85,24 @@ def extract(text: str) -> Extracted:
         whole = None
     if isinstance(whole, dict):
         return Extracted(whole, extracted=False, raw_text=text)
+    found = _ending_object(_body(text))
+    if found is None:
+        return Extracted(None, extracted=False, raw_text=text)
+    return Extracted(found[0], extracted=True, raw_text=text, span=found[1])
+
+
+def _body(text: str) -> str:
+    """The message without the whitespace and closing code fence that end it."""
     body = text.rstrip()
     if body.endswith(_CLOSING_FENCE):
         body = body[: -len(_CLOSING_FENCE)].rstrip()
+    return body
+
+
+def _ending_object(body: str) -> tuple[Any, tuple[int, int]] | None:
+    """The JSON value that ends `body` and where it stands (start, end), from its
+    earliest "{" (the outermost one); None when there is none."""
     start = body.find("{")
-    # The earliest "{" whose object runs to the end is the outermost one.
     while start >= 0:
         try:
             value, end = _DECODER.raw_decode(body, start)
@@ -95,9 +110,9 @@ def extract(text: str) -> Extracted:
             pass
         else:
             if end == len(body):
-                return Extracted(value, extracted=True, raw_text=text)
+                return value, (start, end)
         start = body.find("{", start + 1)
-    return Extracted(None, extracted=False, raw_text=text)
+    return None
 
 
 def canonical(value: Any) -> str:
@@ -136,6 +151,8 @@ class Valid:
     result_digest: str
     raw_text: str
     extracted: bool
+    span: tuple[int, int] | None = field(default=None, compare=False)
+    """Where the result taken out of prose stands in `raw_text` (start, end)."""
 
 
 @dataclass(frozen=True)
@@ -213,4 +230,4 @@ def judge(
         return Unchecked(f"$: {err}", text)
     if errors:
         return Invalid(errors, text)
-    return Valid(found.result, digest(found.result), text, found.extracted)
+    return Valid(found.result, digest(found.result), text, found.extracted, found.span)

@@ -70,7 +70,7 @@ def retake(
         previous_answer=plan.previous_answer,
         repair_errors=plan.repair_errors,
     )
-    return step_input.fold(step)
+    return step_input.refer(step_input.fold(step), plan.previous_answer_in)
 
 
 def running_turns(thread: Thread) -> list[str]:

@@ -81,7 +81,9 @@ def conversation(call: str, rows: Iterable[Row]) -> list[Turn]:
                 turn_id=row.get("turn_id"),
                 thread_id=agent,
                 input=step_input.full(
-                    step.get("input"), step.get("previous_answer"), step.get("input_answer_at")
+                    step.get("input"),
+                    step_input.answer_of(step, steps.values()),
+                    step.get("input_answer_at"),
                 ),
             )
     return [places[place] for place in sorted(places)]

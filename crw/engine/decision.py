@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from crw.engine import step_input
 from crw.engine.bind import find_marker_turn
 from crw.engine.held_fix import SPAWN_FAILED
 from crw.engine.role_names import WRITING_ROLES
@@ -188,6 +189,9 @@ class InPlace:
     replaces_turn: str | None = None
     repair: bool = False
     previous_answer: Any = None
+    previous_answer_in: str | None = None
+    """The marker of the step row that holds `previous_answer`: the new step's
+    row names it rather than copy it (`step_input.refer`)."""
     repair_errors: list[str] | None = None
     note: str | None = None
 
@@ -219,7 +223,8 @@ def in_place(
         conversation_turn=int(step.get("conversation_turn") or (2 if repair else 1)),
         replaces_turn=str(step.get("marker")) if bound else None,
         repair=repair,
-        previous_answer=step.get("previous_answer") if repair else None,
+        previous_answer=step_input.answer_of(step, rows) if repair else None,
+        previous_answer_in=step_input.holder(step) if repair else None,
         repair_errors=step.get("repair_errors") if repair else None,
         note=held_note(rows, role, workspace, attempt + 1),
     )

@@ -7,7 +7,9 @@ repair. Both backends' call actors act on it.
 The completed row keeps the result once: `result` is its canonical JSON (the text
 its result_digest is over), and `raw_text`, the message as it was, only when the
 result was taken out of prose (`extracted`); a message that is the object itself
-says nothing its result does not.
+says nothing its result does not. A result taken out of prose is kept once: the
+row names where it stands in `raw_text` (`result_span`) and the journal writes no
+`result` beside it (`crw.journal.result_span`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from crw.engine import answer, outcome
 from crw.engine.schema_check import CHECK_SECONDS
 from crw.host.protocol import AgentMessage, Turn
+from crw.journal import result_span
 from crw.journal.rows import Completed, Held, NullModel, RowModel, Tokens
 
 
@@ -55,6 +58,25 @@ def canonical_result(result: Mapping[str, Any]) -> Any:
     """`result` as its canonical JSON reads back: the keys sorted at every level,
     so the row's `result` is the text its result_digest is computed over (HARV-6)."""
     return json.loads(answer.canonical(result))
+
+
+def span_of(verdict: answer.Valid) -> list[int] | None:
+    """Where the result taken out of `verdict`'s message stands in it, when the
+    journal reads that slice back as exactly the result (its digest): the row
+    then keeps the message alone (`crw.journal.result_span`); else None, and the
+    row keeps its `result` beside the message."""
+    text, span = verdict.raw_text, verdict.span
+    if span is None or not result_span.reads_back(text):
+        return None
+    try:
+        again = result_span.result_in(text, span)
+    except (ValueError, RecursionError):
+        return None
+    try:
+        same = answer.digest(again) == verdict.result_digest
+    except ValueError:  # a number JSON cannot write back (1e400)
+        return None
+    return list(span) if same else None
 
 
 def decide(
@@ -96,6 +118,7 @@ def decide(
             result=canonical_result(verdict.result),
             result_digest=verdict.result_digest,
             raw_text=verdict.raw_text if verdict.extracted else None,
+            result_span=span_of(verdict) if verdict.extracted else None,
             extracted=verdict.extracted,
             tokens=tokens,
             attempt=attempt,

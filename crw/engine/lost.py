@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from crw.engine import step_input
 from crw.engine.bind import find_marker_turn
 from crw.engine.gate import ATTEMPTS_EXHAUSTED, next_attempt
 from crw.host.protocol import Thread, Turn
@@ -222,7 +223,9 @@ class NextAttempt:
     attempt: int
     conversation_turn: int
     replaces_turn: str | None
-    previous_answer: object
+    previous_answer_in: str | None
+    """The marker of the step row that holds the answer the repair repairs
+    (`step_input.holder`): the new step's row names it, and carries no copy."""
     repair_errors: list[str] | None
 
 
@@ -240,6 +243,6 @@ def after_lost(call: str, step: StepPublished, max_attempts: int) -> NextAttempt
         attempt=following,
         conversation_turn=step.conversation_turn or k,
         replaces_turn=step.marker,
-        previous_answer=step.previous_answer,
+        previous_answer_in=step_input.holder(step),
         repair_errors=step.repair_errors,
     )

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crw.engine import gate, review, shadow_calls, supersede
+from crw.engine import gate, review, shadow_calls, step_input, supersede
 from crw.engine.shadow_calls import CallTrace, Point, ReadTotal
 from crw.engine.workflow import Workflow
 from crw.journal.replay import RunState, replay
@@ -120,7 +120,7 @@ def _call_row(walk: _Walk, trace: CallTrace, row: Row, line: int) -> list[Point]
         walk.count("lost")
         points += shadow_calls.check_after_lost(trace, row, line)
     if kind == "step_published":
-        if row.get("repair") and row.get("previous_answer") is not None:
+        if row.get("repair") and step_input.answer_of(row, trace.steps) is not None:
             walk.count("repair")
             points += shadow_calls.check_repair(trace, row, line)
         trace.steps.append(row)

@@ -8,7 +8,8 @@ keeps:
   prose, else its `result`) as the turn's final message, through
   `harvest.decide` with the call's schema, the repair flag, attempt and k of the
   step it answered; a review call's end through `review.settle_review`;
-- repair: a repair step's `previous_answer` through `harvest.decide` (it must
+- repair: a repair step's `previous_answer` (its own, or the one of the row it
+  names) through `harvest.decide` (it must
   decide the repair, and the errors it names);
 - tokens: the session call's figure (`outcome.turn_tokens` of the rollout's total
   and the step's tokens_seen, plus its call_tokens), an App Server call's thread
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crw.engine import harvest, lost, review
+from crw.engine import harvest, lost, review, step_input
 from crw.engine.outcome import turn_tokens
 from crw.engine.workflow_nodes import Review
 from crw.host.protocol import AgentMessage, Turn
@@ -123,7 +124,7 @@ def check_turn(trace: CallTrace, row: Row, line: int) -> list[Point]:
 def check_repair(trace: CallTrace, row: Row, line: int) -> list[Point]:
     """A repair step: the previous answer must break the schema (harvest decides
     the repair) with the errors the step names."""
-    previous = row.get("previous_answer")
+    previous = step_input.answer_of(row, trace.steps)
     text = previous if isinstance(previous, str) else json.dumps(previous)
     turn = _turn(text)
     end = harvest.decide(trace.call, trace.schema, turn, Tokens(), repaired=False)

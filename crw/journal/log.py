@@ -44,6 +44,7 @@ from crw.journal.framing import CHECKSUM as CHECKSUM
 from crw.journal.framing import FRAMING as FRAMING
 from crw.journal.framing import encode_batch as encode_batch
 from crw.journal.framing import ends_whole, later_frame, paused_gc, whole_batches, whole_line
+from crw.journal.result_span import SPAN_FIELD, with_results
 from crw.private import PRIVATE_FILE, umask_takes
 from crw.text import escape_surrogates
 
@@ -57,6 +58,8 @@ log = logging.getLogger("crw.journal")
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _UNSTAMPED = {"seq", "at"}
 """The fields `encode_body` leaves out: the writer's, set when it commits."""
+_SPANNED = {*_UNSTAMPED, "result"}
+"""And of a row whose result stands in its raw_text (`crw.journal.result_span`)."""
 _REPLACEMENT = "\ufffd".encode()
 
 
@@ -148,13 +151,16 @@ class JournalCorruptError(RefusedError):
 def encode_body(row: RowModel) -> bytes:
     """The row's fields as the inside of a JSON object, UTF-8, without `seq` and
     `at` (the writer sets them when it commits) and without braces. A lone
-    surrogate is written as its `\\uXXXX` escape (see the module's "Text").
+    surrogate is written as its `\\uXXXX` escape (see the module's "Text"). A
+    completed row with a `result_span` is written without its `result`, which
+    its raw_text holds (`crw.journal.result_span`; `decode` puts it back).
 
     Raises:
         ValueError: the row has a field named like a framing member.
         TypeError: a field is not JSON-serializable.
     """
     extra = row.model_extra or {}
+    spanned = getattr(row, "result_span", None) is not None and row.row == "completed"
     if FRAMING in extra or CHECKSUM in extra:
         raise ValueError(f"a row may not have a field named {FRAMING!r} or {CHECKSUM!r}: {extra}")
     if None not in extra.values():
@@ -165,7 +171,8 @@ def encode_body(row: RowModel) -> bytes:
         # serializer is called as model_dump_json calls it, for its UTF-8 bytes, not
         # decoded to text and encoded back (5 rows a call).
         try:
-            data = row.__pydantic_serializer__.to_json(row, exclude=_UNSTAMPED, exclude_none=True)
+            left_out = _SPANNED if spanned else _UNSTAMPED
+            data = row.__pydantic_serializer__.to_json(row, exclude=left_out, exclude_none=True)
         except ValueError:
             pass
         else:
@@ -176,6 +183,8 @@ def encode_body(row: RowModel) -> bytes:
     fields = dump_row(row)  # keeps an unknown field's null, which exclude_none would drop
     fields.pop("seq", None)
     fields.pop("at", None)
+    if spanned:
+        fields.pop("result", None)
     return escape_surrogates(_ENCODER.encode(fields)[1:-1]).encode()
 
 
@@ -185,15 +194,28 @@ def decode(data: bytes, path: Path, *, after: int = 0) -> JournalRead:
     `after` is the seq of the row just before `data`, when `data` is the journal's
     tail from the end of an earlier read (offsets are then the tail's).
 
+    A completed row that keeps its result as a span of its raw_text reads with its
+    `result` (`crw.journal.result_span`), as every row that keeps one.
+
     Raises:
         JournalCorruptError: a line that ends with its newline is damaged, or
             another damage a crash cannot leave (`crw.journal.framing`).
     """
+    spans = SPAN_FIELD in data
     with paused_gc():
         whole = whole_batches(data, after)
         if whole is not None:
-            return JournalRead(whole[0], len(data), whole[1], None)
-        return _decode_lines(data, path, after)
+            read = JournalRead(whole[0], len(data), whole[1], None)
+        else:
+            try:
+                read = _decode_lines(data, path, after)
+            except JournalCorruptError as err:
+                if spans:
+                    with_results(err.intact.rows)
+                raise
+    if spans:
+        with_results(read.rows)
+    return read
 
 
 def _decode_lines(data: bytes, path: Path, after: int) -> JournalRead:

@@ -169,6 +169,11 @@ class Completed(RowModel):
     result: Any = None
     result_digest: str | None = None
     raw_text: str | None = None
+    """The message as it was, when the result was taken out of prose (HARV-7)."""
+    result_span: list[int] | None = None
+    """Where the result's object stands in `raw_text` ([start, end], characters):
+    the journal writes no `result` beside it and reads it back from there
+    (`crw.journal.result_span`)."""
     extracted: bool | None = None
     tokens: Tokens | None = None
     pending_tree: str | None = None
@@ -298,6 +303,10 @@ class StepPublished(RowModel):
     agent_id: str | None = None
     note: str | None = None
     previous_answer: Any = None
+    previous_answer_in: str | None = None
+    """A later step repairing an answer an earlier step row of the call holds (the
+    attempt after a lost repair, a held repair taken again): that row's marker,
+    instead of a copy in `previous_answer` (`crw.engine.step_input`)."""
     tokens_seen: Tokens | None = None
     call_tokens: Tokens | None = None
     conversation_turn: int | None = None

@@ -12,6 +12,7 @@ MockClock. The decision row is appended as `crw flow answer` appends it.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,13 @@ import trio
 from trio.testing import MockClock
 
 from crw.cli.answer import append_row
-from crw.engine import packet
+from crw.engine import packet, step_input
+from crw.engine.answer import digest as answer_digest
 from crw.engine.decision import Choice, Record, decide_answer
 from crw.engine.rundir import RunDir
 from crw.engine.workflow import load_workflow
 from crw.journal.replay import replay
-from crw.journal.rows import Held, Started
+from crw.journal.rows import Held, Started, StepPublished
 from tests.actors.spies import TurnsAtCommit
 from tests.actors.test_app_server_resume import (
     KEY,
@@ -168,7 +170,8 @@ async def test_a_call_held_in_its_repair_goes_on_with_that_repair(
     _, repair, again = steps(rows)
     assert place(again) == (3, "build.1/t3", "build.1/t3-a2", 2, 2, "build.1/t2-a1")
     assert again["repair"] is True and again["action"] == "send_input"
-    assert again["previous_answer"] == repair["previous_answer"]
+    assert "previous_answer" not in again  # named, not copied: the repair's row holds it
+    assert again["previous_answer_in"] == repair["marker"] and repair["previous_answer"]
     assert again["repair_errors"] == repair["repair_errors"]
     assert "## Task\n" not in again["input"]  # the task is the thread's first turn
     assert again["input"].startswith(f"crw-flow-op: build.1/t3-a2\n{again['note']}\n\n")
@@ -338,3 +341,33 @@ async def test_a_call_its_deadline_held_goes_on_on_its_thread_when_answered_retr
         "crw-flow-op: build.1/t2-a2",
         "crw-flow-op: build.1/t3-a2",
     ]
+
+
+@pytest.mark.parametrize("kind", ["step_published", "turn_started"])
+async def test_a_repair_taken_again_names_the_answer_and_a_dead_process_sends_it_whole(
+    tmp_path: Path, autojump_clock: MockClock, kind: str
+) -> None:
+    """spec: ATT-33, ATT-35, STEP-59: the repair taken again on the thread names
+    the repair's row (`previous_answer_in`) rather than copying the answer; the
+    process that goes on after a death sends the same text, the answer whole, and
+    the journal holds the answer once."""
+    async with host(tmp_path) as h:
+        await held_by_restart(h, nth=2)
+        answer(h)
+        assert await h.process(kill_after(kind)) is None
+        await trio.sleep(120)
+        assert await h.process() == "ended"
+        rows = h.rows()
+        sent = h.thread(CALL).wire(include_turns=True)["turns"]
+        journal = await trio.Path(h.run_dir / "journal.jsonl").read_bytes()
+    _, repair, again = steps(rows)
+    assert again["previous_answer_in"] == repair["marker"] and "previous_answer" not in again
+    assert thread_turns(h)[-1] == f"crw-flow-op: {again['marker']}"
+    text = turn_text(sent[-1])
+    assert text.count(packet.fenced_answer(repair["previous_answer"])) == 1
+    assert (
+        answer_digest(step_input.of(StepPublished.model_validate(again), rows))
+        == (again["input_digest"])
+    )
+    assert journal.count(json.dumps(repair["previous_answer"])[1:-1].encode()) == 1
+    assert last_end(rows)["row"] == "completed"

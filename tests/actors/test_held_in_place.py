@@ -242,7 +242,8 @@ async def test_a_call_held_in_its_repair_goes_on_with_that_repair_also_after_a_r
     assert (step["k"], step["attempt"], step["action"], step["repair"]) == (3, 2, "spawn", True)
     assert (step["conversation_turn"], step["replaces_turn"]) == (2, f"{CALL}/t2-a1")
     repaired = last(held, "step_published")
-    assert step["previous_answer"] == repaired["previous_answer"] == '{"wrong": 1}'
+    assert repaired["previous_answer"] == '{"wrong": 1}' and "previous_answer" not in step
+    assert step["previous_answer_in"] == repaired["marker"]
     assert step["repair_errors"] == repaired["repair_errors"]
     packet = packet_of(step)  # written by the resumed process, from the row alone
     assert packet.count("## Task\n") == 1 and packet.count("Fix it, starting from") == 1

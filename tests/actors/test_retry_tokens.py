@@ -175,7 +175,8 @@ async def test_a_retried_repair_whose_subagent_the_hold_closed_goes_to_a_new_sub
     )
     assert (step["conversation_turn"], step["repair"]) == (2, True)
     assert step.get("replaces_turn") is None  # the repair never ran: no turn to replace
-    assert step["previous_answer"] == unsent["previous_answer"] == '{"wrong": 1}'
+    assert unsent["previous_answer"] == '{"wrong": 1}' and "previous_answer" not in step
+    assert step["previous_answer_in"] == unsent["marker"]
     assert step["repair_errors"] == unsent["repair_errors"]
     assert "the call was held (deadline" in step["note"]
     assert last(rows, "thread_started")["thread_id"] != first

@@ -517,7 +517,8 @@ async def test_a_lost_repair_turn_is_taken_again_by_a_spawn_that_carries_the_rep
     assert repair["action"] == "send_input" and again["action"] == "spawn"
     assert (again["k"], again["attempt"], again["conversation_turn"]) == (2, 2, 2)
     assert again["replaces_turn"] == repair["marker"] == f"{CALL}/t2-a1"
-    assert again["previous_answer"] == repair["previous_answer"]
+    assert "previous_answer" not in again  # named, not copied: the repair's row holds it
+    assert again["previous_answer_in"] == repair["marker"] and repair["previous_answer"]
     assert again["repair_errors"] == repair["repair_errors"] and again["repair"] is True
     assert last(rows, "completed")["attempt"] == 2
     assert state == "ended" and rows[-1]["status"] == "completed"

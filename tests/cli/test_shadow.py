@@ -278,3 +278,33 @@ def test_an_unknown_run_or_a_changed_workflow_is_an_input_error(
     assert changed.code == 2
     assert "changed since the run started" in changed.stderr
     assert len(changed.stderr.strip().splitlines()) == 1
+
+
+def _reversed(value: Any) -> Any:
+    """`value` with its keys in reverse order at every level."""
+    if isinstance(value, dict):
+        return {key: _reversed(value[key]) for key in reversed(value)}
+    if isinstance(value, list):
+        return [_reversed(item) for item in value]
+    return value
+
+
+def test_a_result_kept_as_a_span_of_its_message_replays_equal(
+    crw: Crw, demos: dict[str, Path]
+) -> None:
+    """A completed row that keeps the message as it was (its own spaces and key
+    order) and where its result stands in it, and no `result`, reads and replays
+    as the row with its result: the gate's admissions, the review rounds and the
+    harvest. spec: GEN-13, HARV-6, HARV-7"""
+    run = _copy(crw, demos, "session")
+    rows = _rows(run)
+    end = rows[_find(rows, "completed", "build.4")]  # the review that accepted
+    prose = "Done, here it is:\n\n"
+    message = prose + json.dumps(_reversed(end["result"]), indent=1) + "\n"
+    end |= {"raw_text": message, "extracted": True}
+    end["result_span"] = [len(prose), len(message) - 1]
+    del end["result"]
+    _write(run, rows)
+    result = _shadow(crw, run, "--json")
+    assert result.code == 0, result.stdout + result.stderr
+    assert result.json()["equal"] is True

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from crw.engine import answer, harvest
 from crw.host.protocol import AgentMessage, Turn, TurnError
-from crw.journal.log import encode_body
+from crw.journal import result_span
+from crw.journal.log import decode, encode_batch, encode_body
 from crw.journal.rows import Completed, Held, NullModel, Tokens
 
 SCHEMA: dict[str, Any] = {"type": "object", "required": ["files"]}
@@ -51,13 +53,51 @@ def test_answer_taken_whole_keeps_no_raw_text() -> None:
     assert len(encode_body(end.row)) < 110_000
 
 
-def test_answer_extracted_from_prose_keeps_the_message_as_it_was() -> None:
-    """spec: HARV-5, HARV-7"""
-    text = 'Done, here it is:\n{"files": ["a.py"]}'
+def test_answer_extracted_from_prose_keeps_the_message_as_it_was_and_the_result_once() -> None:
+    """spec: HARV-5, HARV-6, HARV-7: the message byte for byte, with its own spaces
+    and key order; the result where it stands in it, its canonical JSON read back."""
+    marker = "m" * 5_000
+    obj = f'{{ "z" :"{marker}",\n\t"files": [ "a.py" ] ,"a":1 }}'
+    text = f"Done, here it is:\n```json\n{obj}\n```\n"
     end = harvest.decide("build.1", SCHEMA, turn(text=text), TOKENS, repaired=False)
     assert isinstance(end.row, Completed)
     assert end.row.raw_text == text and end.row.extracted is True
-    assert end.row.result == {"files": ["a.py"]}
+    assert end.row.result == {"a": 1, "files": ["a.py"], "z": marker}
+    assert list(end.row.result) == ["a", "files", "z"]  # canonical, as before
+    assert end.row.result_span == [text.index("{"), text.index("{") + len(obj)]
+    body = encode_body(end.row)
+    assert body.count(marker.encode()) == 1 and b'"result":' not in body
+    (read,) = decode(encode_batch(1, "t", [body]), Path("j")).rows
+    assert read["raw_text"] == text and read["result"] == end.row.result
+    assert list(read["result"]) == ["a", "files", "z"]
+    assert read["result_digest"] == answer.digest(end.row.result)
+
+
+def test_a_message_whose_slice_would_not_read_back_keeps_its_result() -> None:
+    """The row names a span only when the journal reads that slice back as exactly
+    the result: else it keeps `result` beside the message, as a crw before did."""
+    text = 'Done:\n{"files": [], "n": 1}'
+    end = harvest.decide("build.1", SCHEMA, turn(text=text), TOKENS, repaired=False)
+    assert isinstance(end.row, Completed) and end.row.result_span == [6, len(text)]
+    paired = 'Done \ud83d\ude00:\n{"files": []}'  # a pair the journal reads back as one
+    end = harvest.decide("build.1", SCHEMA, turn(text=paired), TOKENS, repaired=False)
+    assert isinstance(end.row, Completed) and end.row.result_span is None
+    assert end.row.raw_text == paired and b'"result":{"files":[]}' in encode_body(end.row)
+    valid = answer.Valid({"files": [1]}, answer.digest({"files": [1]}), text, True, (6, 26))
+    assert harvest.span_of(valid) is None  # the slice gives another result
+
+
+def test_a_completed_row_without_a_span_reads_as_it_did() -> None:
+    """A row a crw before wrote (result and raw_text) reads its result, not the
+    message's; a span that gives nothing leaves the row without a result."""
+    raw = 'x\n{"files": [1]}'
+    old: dict[str, Any] = {"row": "completed", "result": {"files": []}, "raw_text": raw}
+    spanned: dict[str, Any] = {"row": "completed", "raw_text": raw, "result_span": [2, 16]}
+    rows = [dict(old), spanned]
+    broken: dict[str, Any] = {"row": "completed", "raw_text": "x", "result_span": [0, 1]}
+    result_span.with_results([*rows, broken])
+    assert rows == [old, {**spanned, "result": {"files": [1]}}]
+    assert "result" not in broken
 
 
 @pytest.mark.parametrize(

@@ -175,9 +175,15 @@ def test_the_attempt_after_a_lost_one_runs_the_same_turn_again() -> None:
         attempt=2,
         conversation_turn=2,
         replaces_turn="build.1/t2-a1",
-        previous_answer="{}",
+        previous_answer_in="build.1/t2-a1",
         repair_errors=["x"],
     )
+    # A lost step that names the row holding its answer passes that name on.
+    named = repair.model_copy(
+        update={"previous_answer": None, "previous_answer_in": "build.1/t2-a0"}
+    )
+    again = lost.after_lost("build.1", named, max_attempts=3)
+    assert isinstance(again, lost.NextAttempt) and again.previous_answer_in == "build.1/t2-a0"
 
 
 def test_past_the_attempt_budget_the_call_is_held() -> None:
