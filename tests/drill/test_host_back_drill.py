@@ -146,3 +146,18 @@ def test_rm_of_a_run_that_waits_for_its_host_leaves_no_process_behind(
     flow(crw, "rm", run.id, "--json")
     wait_until("the waiting process is gone", lambda: not alive(pid))
     assert not run.root.exists()
+
+
+def test_a_resume_while_the_run_waits_is_the_one_that_goes_on_and_the_waiter_stops(
+    crw: Crw, tmp_path: Path
+) -> None:
+    """A resume by hand while the host is still away: its process pauses the run
+    again and waits in turn; the first waiter sees the journal move on and stops,
+    writing nothing: one waiter at a time."""
+    run, first = _paused_nowhere(crw, tmp_path)
+    second = flow(crw, "resume", run.id, "--detach", "--json")["pid"]
+    wait_until("the first waiter is gone", lambda: not alive(first))
+    wait_until("the resumed process waits", lambda: getattr(waiting(run), "pid", 0) == second)
+    rows = read_journal(run.journal).rows
+    assert [r["row"] for r in rows] == ["started", "paused", "started", "paused"]
+    assert [r["pid"] for r in rows if r["row"] == "started"] == [first, second]
