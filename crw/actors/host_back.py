@@ -15,13 +15,15 @@ The run process that paused the run (its paused row durable, its locks let go,
 - when the host answers, hands the run to `go_on` (the launch `crw flow resume
   --detach` makes, under the run's launch lock, refused there as a resume is:
   a run a process holds, one that ended, or one whose journal moved on);
-- when `host_wait` runs out, stops; the run stays paused and its log says so.
+- when `host_wait` runs out, stops; the run stays paused and its log says so
+  (the log gets one line when the wait ends, whichever way, and none before).
 
 The waiter writes no row: a by-hand resume and this one write the same.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -159,15 +161,10 @@ def wait_then_go_on(
     if lock is None:
         log.warning("run %s: another process waits for its host; this one stops", spec.id)
         return None
+    # Nothing said until the wait ends: the process's log is complete when its
+    # process lock goes (`crw.actors.run`); `status` shows the wait meanwhile.
+    gc.enable()  # a long wait: its probes' garbage is collected
     with held(lock):
-        log.warning(
-            "run %s waits for its host (pid %d) until %s: it goes on by itself when the "
-            "host answers; to go on now, bring the host back, then: crw flow resume %s",
-            spec.id,
-            waiting.pid,
-            waiting.until,
-            spec.id,
-        )
         outcome = trio.run(
             _until_told,
             run_dir.journal,

@@ -17,6 +17,7 @@ process) exits 2.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -89,6 +90,14 @@ def run_and_wait(run: str, *, state: str | None) -> int:
     from crw.actors.run import run_command
 
     code = run_command(run, state=state)
+    # The collector stays off for what follows (the process ends after it), as for
+    # the start-up; a wait that is made turns it on (`wait_then_go_on`).
+    gc.disable()
+    _wait_for_host(run, state)
+    return code
+
+
+def _wait_for_host(run: str, state: str | None) -> None:
     from crw.actors.host_back import journal_size, wait_then_go_on
 
     state_dir = resolve_state(state, os.environ, Path.cwd())
@@ -104,7 +113,6 @@ def run_and_wait(run: str, *, state: str | None) -> int:
         return launch_resume(run_dir, state_dir, spec, check)[0].pid
 
     wait_then_go_on(run_dir, spec, go_on)
-    return code
 
 
 def resume_command(run: str, *, detach: bool, state: str | None, json: bool) -> int:
