@@ -66,6 +66,7 @@ def test_an_app_server_run_whose_host_was_stopped_goes_on_by_itself_when_it_answ
     wait_until("the run pauses", lambda: app_drill.rows()[-1]["row"] == "paused")
     paused = app_drill.rows()
     assert paused[-1]["reason"] == "host_unavailable"
+    assert [r["row"] for r in paused if r.get("call") == CALL][-1] == "turn_started"
     first = next(r for r in paused if r["row"] == "started")["pid"]
     wait_until("its process waits for the host", lambda: waiting(run) is not None)
     status = flow(app_drill.crw, "status", run.id, "--json")
@@ -79,20 +80,30 @@ def test_an_app_server_run_whose_host_was_stopped_goes_on_by_itself_when_it_answ
     os.kill(host, signal.SIGCONT)
     rows = app_drill.finish()
     assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
-    after = [r["row"] for r in rows[len(paused) :]]
-    assert after[0] == "started" and after[-1] == "ended"
-    assert [r["row"] for r in rows[len(paused) :] if r.get("call") == CALL] == ["completed"]
-    assert "paused" not in after and "held" not in {r["row"] for r in rows}
+    # paused; what a resume writes (its started row); build.1 in place; the rest; ended
+    assert [(r["row"], r.get("call")) for r in rows[len(paused) - 1 :]] == [
+        ("paused", None),
+        ("started", None),
+        ("completed", CALL),
+        ("prepared", "review.1"),
+        ("step_published", "review.1"),
+        ("thread_started", "review.1"),
+        ("turn_started", "review.1"),
+        ("completed", "review.1"),
+        ("ended", None),
+    ]
+    assert "held" not in {r["row"] for r in rows}
     second = rows[len(paused)]["pid"]
     assert second != first
     wait_until("the waiting process is gone", lambda: not alive(first))
+    assert f"its host answers again; resumed in process {second}" in run.log.read_text()
 
 
-def _paused_nowhere(crw: Crw, tmp_path: Path) -> tuple[RunDir, int]:
+def _paused_nowhere(crw: Crw, tmp_path: Path, host_wait: int = 600) -> tuple[RunDir, int]:
     """A run on a host that is nowhere, paused host_unavailable; its waiting pid."""
     workflow = tmp_path / "wf.toml"
     text = (EXAMPLES / "fix-issue.toml").read_text().replace("schemas/", f"{EXAMPLES}/schemas/")
-    workflow.write_text(text + "\n[settings]\nhost_wait = 600\n")
+    workflow.write_text(text + f"\n[settings]\nhost_wait = {host_wait}\n")
     host = f"unix:{tmp_path / 'nowhere.sock'}"
     out = crw.start(str(workflow), "--backend", "app-server", "--host", host)
     assert out.code == 0, out.stderr
@@ -161,3 +172,16 @@ def test_a_resume_while_the_run_waits_is_the_one_that_goes_on_and_the_waiter_sto
     rows = read_journal(run.journal).rows
     assert [r["row"] for r in rows] == ["started", "paused", "started", "paused"]
     assert [r["pid"] for r in rows if r["row"] == "started"] == [first, second]
+
+
+def test_a_wait_that_runs_out_leaves_the_run_paused_and_its_log_says_so(
+    crw: Crw, tmp_path: Path
+) -> None:
+    """host_wait bounds the wait: the process exits, the run stays paused for a resume."""
+    run, pid = _paused_nowhere(crw, tmp_path, host_wait=4)
+    before = run.journal.read_bytes()
+    wait_until("the waiting process is gone", lambda: not alive(pid))
+    assert run.journal.read_bytes() == before and waiting(run) is None
+    log = run.log.read_text()
+    assert "its host did not answer within host_wait (4 s); the run stays paused" in log
+    assert f"crw flow resume {run.id}" in log.splitlines()[-1]
