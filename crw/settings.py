@@ -30,6 +30,9 @@ class Settings:
     """The HostReader's fallback poll of a waited thread; notifications wake it sooner."""
     host_timeout: float = 60.0
     """A host request unanswered this long makes the host HostUnavailable."""
+    host_wait: float = 60 * 60
+    """How long a run process that paused the run host_unavailable waits for the
+    host to answer again, then goes on with it (`crw.actors.host_back`); 0: no wait."""
     unreachable_after: float = 60.0
     """A turn the host keeps retrying (`error {willRetry: true}`) this long with no
     model response is a host failure: the call is held (`crw.engine.unreachable`)."""

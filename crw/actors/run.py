@@ -17,8 +17,8 @@ A fault stops the process with one line (`crw.actors.faults`): a host it cannot
 reach, or one that goes away mid-run, pauses the run (host_unavailable; the calls
 in flight keep their rows and a resume goes on with them in place); a run file it
 cannot write pauses it (write_failed, with the error and the file); a journal it
-cannot append stops it with the line alone. Nothing is retried: the run waits
-for `crw flow resume`.
+cannot append stops it with the line alone. Nothing is retried here: a paused
+run waits for `crw flow resume`, or for its host (`crw.actors.host_back`).
 """
 
 from __future__ import annotations

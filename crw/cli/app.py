@@ -398,9 +398,9 @@ def list_(
 @flow.command(name="_run", show=False)
 def run_process(run: str, /, *, state: State = None) -> int:
     """The detached run process (started by `start` and `resume`)."""
-    from crw.actors.run import run_command
+    from crw.cli.resume import run_and_wait
 
-    return run_command(run, state=state)
+    return run_and_wait(run, state=state)
 
 
 # show and watch: the run's history, and its live view.

@@ -117,9 +117,9 @@ def hot_command(argv: Sequence[str]) -> Callable[[], int] | None:
     verb, arguments = parsed
     if verb == "_run":  # a long process: the collector runs once it has started up
         gc.disable()  # before its imports, which make long-lived objects only
-        from crw.actors.run import run_command
+        from crw.cli.resume import run_and_wait
 
-        return lambda: run_command(**arguments)
+        return lambda: run_and_wait(**arguments)
     gc.disable()
     if verb == "next":
         from crw.cli.next import next_command

@@ -28,6 +28,7 @@ from typing import Any
 
 from crw.binding.owner import close_open_line
 from crw.cli.output import emit
+from crw.engine.host_wait import stop_waiter
 from crw.engine.locks import RunHeldError, holder_pid, launch_lock, run_lock, start_lock
 from crw.engine.rundir import FLOW, RunDir, find_run, resolve_state
 from crw.errors import CrwError, InputError, RefusedError
@@ -42,6 +43,7 @@ TAIL_BYTES = 65536
 def rm_command(run: str, *, state: str | None, json: bool) -> int:
     """Remove one run that is not live."""
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    stop_waiter(run_dir)  # the process of a run paused host_unavailable that waits for its host
     with _quiet(run_dir) as refusal:
         if refusal is not None:
             raise RefusedError(refusal)

@@ -34,6 +34,7 @@ from crw.actors.run_end import end_run
 from crw.bus import control
 from crw.cli.output import emit
 from crw.clock import system_clock
+from crw.engine.host_wait import stop_waiter
 from crw.engine.launch import launch_run_process
 from crw.engine.locks import RunHeldError, is_launching, launch_lock, run_is_live, run_lock
 from crw.engine.rundir import RunDir, find_run, resolve_state
@@ -67,9 +68,10 @@ def control_command(op: control.Op, run: str, *, wait: float, state: str | None,
     state_dir = resolve_state(state, os.environ, Path.cwd())
     run_dir = find_run(state_dir, run)
     target = Target(run_dir, read_run_spec(run_dir.run_json), state_dir)
+    stop_waiter(run_dir)  # a run paused host_unavailable goes on by itself no more
     before = _read(run_dir)
     _refuse_ended(op, target, before)
-    if op == "pause" and before.state == "paused" and not run_is_live(run_dir):
+    if op == "pause" and before.state == "paused" and not _coming(run_dir):
         return _print(op, target, before, before, json, via="none")
     request = control.Request.new(run_dir.id, op, system_clock())
     try:
@@ -81,6 +83,12 @@ def control_command(op: control.Op, run: str, *, wait: float, state: str | None,
         ) from err
     after, via, pid = _stop(op, target, before, wait)
     return _print(op, target, before, after, json, via=via, pid=pid)
+
+
+def _coming(run_dir: RunDir) -> bool:
+    """Whether a process holds the run or is being launched for it (a waiter for
+    the host told to stop may have launched one just before)."""
+    return run_is_live(run_dir) or is_launching(run_dir)
 
 
 def _refuse_ended(op: str, target: Target, run: RunState) -> None:

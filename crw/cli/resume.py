@@ -17,9 +17,11 @@ process) exits 2.
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from crw.cli.output import emit
 from crw.engine.launch_record import LaunchFailure
@@ -35,6 +37,9 @@ from crw.engine.runspec import RunSpec, check_backend, read_run_spec
 from crw.errors import RefusedError
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
+
+if TYPE_CHECKING:
+    from crw.engine.launch import Launch
 
 
 def check_resumable(run_dir: RunDir, spec: RunSpec) -> None:
@@ -59,6 +64,57 @@ def not_resumed(run_id: str, failure: LaunchFailure) -> str:
     )
 
 
+def launch_resume(
+    run_dir: RunDir, state_dir: Path, spec: RunSpec, check: Callable[[], None]
+) -> tuple[Launch, Literal["started", "coming_up"]]:
+    """Launch the run's process detached under its launch lock (`check` refuses a
+    launch that must not happen), and wait up to start_wait for its started row.
+
+    Raises:
+        RefusedError: the process stopped before its started row (recorded for
+            `status`), or what `check` or the launch raise.
+    """
+    from crw.engine.launch import launch_once
+
+    launch = launch_once(run_dir, state_dir, spec.env_overrides(), os.environ, check)
+    came = launch.settle(spec.run_settings().start_wait)
+    if isinstance(came, LaunchFailure):
+        raise RefusedError(not_resumed(spec.id, came))
+    return launch, came
+
+
+def run_and_wait(run: str, *, state: str | None) -> int:
+    """`crw flow _run RUN`: the run process; then, when it paused the run
+    host_unavailable, its wait for the host and the resume when the host answers
+    (`crw.actors.host_back`), as `crw flow resume RUN --detach` resumes it."""
+    from crw.actors.run import run_command
+
+    code = run_command(run, state=state)
+    # The collector stays off for what follows (the process ends after it), as for
+    # the start-up; a wait that is made turns it on (`wait_then_go_on`).
+    gc.disable()
+    _wait_for_host(run, state)
+    return code
+
+
+def _wait_for_host(run: str, state: str | None) -> None:
+    from crw.actors.host_back import journal_size, wait_then_go_on
+
+    state_dir = resolve_state(state, os.environ, Path.cwd())
+    run_dir = find_run(state_dir, run)
+    spec = read_run_spec(run_dir.run_json)
+
+    def go_on(end: int) -> int:
+        def check() -> None:
+            if journal_size(run_dir.journal) != end:
+                raise RefusedError(f"run {spec.id} went on meanwhile (its journal moved on)")
+            check_resumable(run_dir, spec)
+
+        return launch_resume(run_dir, state_dir, spec, check)[0].pid
+
+    wait_then_go_on(run_dir, spec, go_on)
+
+
 def resume_command(run: str, *, detach: bool, state: str | None, json: bool) -> int:
     state_dir = resolve_state(state, os.environ, Path.cwd())
     run_dir = find_run(state_dir, run)
@@ -72,19 +128,10 @@ def resume_command(run: str, *, detach: bool, state: str | None, json: bool) -> 
         )
     payload: dict[str, Any] = {"run": spec.id, "run_dir": str(run_dir.root), "detached": detach}
     if detach:
-        from crw.engine.launch import launch_once
-
-        launch = launch_once(
-            run_dir,
-            state_dir,
-            spec.env_overrides(),
-            os.environ,
-            lambda: check_resumable(run_dir, spec),
+        launch, came = launch_resume(
+            run_dir, state_dir, spec, lambda: check_resumable(run_dir, spec)
         )
         payload["pid"] = launch.pid
-        came = launch.settle(spec.run_settings().start_wait)
-        if isinstance(came, LaunchFailure):
-            raise RefusedError(not_resumed(spec.id, came))
         said = f"run {spec.id} resumed in process {launch.pid}"
         if came == "coming_up":
             said += f"; it is still coming up: follow it with crw flow next {spec.id}"

@@ -21,6 +21,7 @@ from crw.cli.output import emit
 from crw.cli.run_spec import spec_json, workflow_file, workflow_nodes
 from crw.cli.status_text import human, todo
 from crw.engine.held_fix import answer_choices, with_fix
+from crw.engine.host_wait import waiting
 from crw.engine.launch_record import read_failure
 from crw.engine.locks import holder_pid, is_held
 from crw.engine.run_view import outcome, progress, seconds_between
@@ -53,6 +54,8 @@ def status_command(
     payload["live"] = live
     payload["holder_pid"] = holder_pid(run_dir.run_lock) if live else None
     payload["corrupt"] = corrupt
+    waiter = waiting(run_dir) if run_state.state == "paused" and not live else None
+    payload["host_wait"] = waiter.to_json() if waiter is not None else None
     failure = None if live else read_failure(run_dir)
     payload["launch_failed"] = failure.to_json() if failure is not None else None
     payload["todo"] = todo(payload, state_ref, workflow, _closes_left(run_dir))
@@ -107,7 +110,9 @@ def status_payload(
     null), corrupt (null, or {journal, offset, valid_at, reason, damage, fix} when
     the state is `corrupt`; valid_at null when no whole rows follow the damage),
     launch_failed (null, or {pid, reason, at} of the last launch whose process
-    stopped before its started row, while no process holds the run) and todo
+    stopped before its started row, while no process holds the run), host_wait
+    (null, or {pid, until} of the process that waits for the host of a run paused
+    host_unavailable, to go on with it when it answers: `crw.actors.host_back`) and todo
     ([{do, command}]: what to do next)."""
     view = outcome(run)
     done, total = progress(run, nodes)

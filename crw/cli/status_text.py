@@ -128,6 +128,14 @@ def _paused(payload: dict[str, Any], state_ref: str) -> dict[str, str | None]:
             command("status", run, state_ref, "--results"),
         )
     if reason == "host_unavailable":
+        waiter = payload.get("host_wait")
+        if waiter is not None:
+            return _item(
+                f"its host could not be reached (above); process {waiter['pid']} waits for it "
+                f"until {when(waiter['until'])} and the run goes on by itself when it answers; "
+                "to go on now, start the host, then",
+                resume,
+            )
         return _item("its host could not be reached (above): start the host, then", resume)
     if reason == "write_failed":
         return _item("a file could not be written (above): free space or fix it, then", resume)
@@ -169,6 +177,12 @@ def _head(payload: dict[str, Any]) -> list[str]:
     lines = [head]
     if payload["state"] == "paused":
         lines.append(f"  paused: {outcome['reason']}")
+        waiter = payload.get("host_wait")
+        if waiter is not None:
+            lines.append(
+                f"  waits for its host: process {waiter['pid']} until {when(waiter['until'])}; "
+                "goes on by itself when the host answers"
+            )
     if outcome["unfinished"]:
         ends = ", ".join(f"{node} {end}" for node, end in outcome["unfinished"].items())
         lines += _wrap(f"not completed: {ends}", "  ")

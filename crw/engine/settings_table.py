@@ -5,7 +5,8 @@
     max_attempts = 5
 
 Every key is a field of `crw.settings.Settings`; a key left out keeps its
-default. A duration is a positive number of seconds, `max_attempts` and
+default. A duration is a positive number of seconds (`host_wait` 0 or more: 0
+turns the wait off), `max_attempts` and
 `answer_max_bytes` positive whole numbers, `trace` (SessionConfig.Trace) true or
 false. A refusal is the workflow's one line (`<file>:<line>: [settings]: <what>; <fix>`).
 """
@@ -25,6 +26,8 @@ KEYS = tuple(field.name for field in fields(Settings))
 """The keys `[settings]` knows, in the order docs/timers.md lists them."""
 _WHOLE = {"max_attempts": 3, "answer_max_bytes": 1048576}
 """The keys that are whole numbers, each with the example its refusal gives."""
+_ZERO_OFF = {"host_wait": 3600}
+"""The durations 0 turns off, each with the example its refusal gives."""
 
 
 class SettingsTable(BaseModel):
@@ -39,6 +42,7 @@ class SettingsTable(BaseModel):
     poll_interval: float | None = None
     host_poll_interval: float | None = None
     host_timeout: float | None = None
+    host_wait: float | None = None
     unreachable_after: float | None = None
     inbox_poll: float | None = None
     start_wait: float | None = None
@@ -63,6 +67,13 @@ class SettingsTable(BaseModel):
             raise crw_error(f"{key} = {shown} is not {kind}", f"write it as {example}")
         if whole and not isinstance(value, int):
             raise crw_error(f"{key} = {value} is not {kind}", f"write it as {example}")
+        if key in _ZERO_OFF:
+            if value < 0:
+                raise crw_error(
+                    f"{key} = {value} is negative",
+                    f"give it 0 (no wait) or above, as {key} = {_ZERO_OFF[key]}",
+                )
+            return value
         if value <= 0:
             raise crw_error(f"{key} = {value} is not positive", f"give it above 0, as {example}")
         return value

@@ -85,6 +85,15 @@ def crw(tmp_path: Path) -> Iterator[Crw]:
     runner.reap()
 
 
+def waiting_for_no_host(root: Path) -> Path:
+    """examples/fix-issue.toml written into `root` with `host_wait = 0`: a run of it
+    paused host_unavailable does not wait for its host (its process exits)."""
+    text = (EXAMPLES / "fix-issue.toml").read_text().replace("schemas/", f"{EXAMPLES}/schemas/")
+    path = root / "fix-issue.toml"
+    path.write_text(text + "\n[settings]\nhost_wait = 0\n")
+    return path
+
+
 def wait_for_exit(run_dir: Path, timeout: float = 10) -> None:
     """The foundation's run process stops after its started row: wait until it has
     removed its process lock file (it does so last, after the run lock)."""

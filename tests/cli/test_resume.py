@@ -8,14 +8,15 @@ from pathlib import Path
 from crw.engine.rundir import RunDir
 from crw.host.sim.process import launch_sim, stop_sim
 from crw.journal.log import read_journal
-from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
+from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit, waiting_for_no_host
 
 WORKFLOW = str(EXAMPLES / "fix-issue.toml")
 
 
 def test_paused_run_resumes_in_the_foreground_and_ends(crw: Crw, tmp_path: Path) -> None:
     sim_socket = tmp_path / "h.sock"
-    out = crw.start(WORKFLOW, "--backend", "app-server", "--host", f"unix:{sim_socket}").json()
+    no_wait = str(waiting_for_no_host(tmp_path))  # no wait to race the resume by hand
+    out = crw.start(no_wait, "--backend", "app-server", "--host", f"unix:{sim_socket}").json()
     run = RunDir(Path(out["run_dir"]))
     wait_for_exit(run.root)
     rows = read_journal(run.journal).rows

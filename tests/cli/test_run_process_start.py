@@ -17,7 +17,7 @@ from pathlib import Path
 from crw.cli.hot import hot_command
 from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
-from tests.cli.conftest import EXAMPLES, Crw, imported, wait_for_exit
+from tests.cli.conftest import Crw, imported, wait_for_exit, waiting_for_no_host
 
 NOT_NEEDED = (
     "cyclopts",
@@ -80,7 +80,7 @@ def run_again(crw: Crw, *args: str) -> list[str]:
     """Start a run of fix-issue.toml with `args` (it pauses host_unavailable: no
     host), then run its process again in a fresh interpreter, which pauses again;
     every module that process imported."""
-    out = crw.start(str(EXAMPLES / "fix-issue.toml"), *args).json()
+    out = crw.start(str(waiting_for_no_host(crw.state.parent)), *args).json()
     run = RunDir(Path(out["run_dir"]))
     wait_for_exit(run.root)
     again = ("flow", "_run", run.id, "--state", str(crw.state))
@@ -128,7 +128,7 @@ def test_the_run_process_starts_up_without_a_collection(crw: Crw) -> None:
     """The run process of a session run, from its start to its host (none here: it
     pauses), makes no collection: its imports, the workflow and the journal it
     reads live as long as the process (the collector runs once the calls do)."""
-    out = crw.start(str(EXAMPLES / "fix-issue.toml"), "--owner", "o").json()
+    out = crw.start(str(waiting_for_no_host(crw.state.parent)), "--owner", "o").json()
     run = RunDir(Path(out["run_dir"]))
     wait_for_exit(run.root)
     done = subprocess.run(

@@ -14,7 +14,7 @@ import pytest
 from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
 from crw.settings import Settings
-from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
+from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit, waiting_for_no_host
 
 WORKFLOW = str(EXAMPLES / "fix-issue.toml")
 
@@ -195,7 +195,7 @@ def test_a_slow_start_is_reported_coming_up_and_keeps_the_start_lock(
 
     monkeypatch.chdir(crw.state.parent)
     outcome = start_run(
-        Path(WORKFLOW),
+        waiting_for_no_host(crw.state.parent),  # the child exits once paused
         backend="session",
         owner="owner-1",
         host=None,

@@ -10,10 +10,11 @@ holds (it keeps its state in memory), which no real host does to a live owner;
 the proxy takes away exactly what a host that goes away takes: the run's
 connection, while the turns on the host go on.
 
-The run must pause (paused host_unavailable, its process gone, no call held),
-`status` and `next` must say so and start nothing, and once the host is back
-`crw flow resume` must go on with the calls in place: the run completes with
-no turn started twice for one marker.
+The run must pause (paused host_unavailable, its locks let go, no call held),
+its process waiting for the host; `status` and `next` must say so and start
+nothing, and once the host is back the run must go on by itself, as `crw flow
+resume --detach` goes on, with the calls in place: the run completes with no
+turn started twice for one marker, and no `resume` typed.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from crw.engine.host_wait import waiting
 from crw.engine.locks import held_process_tokens
 from crw.engine.rundir import RunDir
 from tests.drill.test_crash_drill import CALL, Drill, alive, drill_at, served, wait_until
@@ -137,10 +139,11 @@ def drill(tmp_path: Path) -> Iterator[FaultDrill]:
         yield made
 
 
-def test_a_host_that_goes_away_mid_run_pauses_it_and_resume_goes_on_in_place(
+def test_a_host_that_goes_away_mid_run_pauses_it_and_it_goes_on_in_place_when_back(
     drill: FaultDrill,
 ) -> None:
-    """spec: CMD-NEXT-2, CMD-NEXT-20"""
+    """spec: CMD-NEXT-2, CMD-NEXT-20 (a session run: the same wait as the App
+    Server drill's, tests/drill/test_host_back_drill.py)"""
     drill.start_through_proxy()
     run = drill.run
     assert run is not None
@@ -150,7 +153,7 @@ def test_a_host_that_goes_away_mid_run_pauses_it_and_resume_goes_on_in_place(
     )
     drill.proxy.stop()
     first = next(r for r in drill.rows() if r["row"] == "started")
-    wait_until("the run process is gone", lambda: not alive(first["pid"]))
+    wait_until("the run process waits for its host", lambda: waiting(run) is not None)
     wait_until("its process lock is let go", lambda: held_process_tokens(run) == [])
     paused = drill.rows()
     assert paused[-1]["row"] == "paused" and paused[-1]["reason"] == "host_unavailable"
@@ -160,16 +163,19 @@ def test_a_host_that_goes_away_mid_run_pauses_it_and_resume_goes_on_in_place(
     status = drill.flow("status")
     assert status["state"] == "paused" and status["holder_pid"] is None
     assert status["paused"]["reason"] == "host_unavailable"
+    assert status["host_wait"]["pid"] == first["pid"] and alive(first["pid"])
     answer = drill.flow("next")
     assert answer["state"] == "paused" and "resumed_pid" not in answer
     assert "host_unavailable" in answer["hint"] and "crw flow resume" in answer["hint"]
     assert drill.rows() == paused  # neither next nor the owner's started a process
 
-    drill.proxy.start()
-    resumed = drill.flow("resume", "--detach")
+    drill.proxy.start()  # no resume: the waiting process launches it
     rows = drill.finish()
     assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
-    assert [r["pid"] for r in rows if r["row"] == "started"] == [first["pid"], resumed["pid"]]
+    pids = [r["pid"] for r in rows if r["row"] == "started"]
+    assert pids[0] == first["pid"] and len(pids) == 2 and pids[1] != pids[0]
+    assert rows[len(paused)]["row"] == "started"  # what a resume writes first
+    wait_until("the waiting process is gone", lambda: not alive(first["pid"]))
     after = rows[len(paused) :]
     assert [r["row"] for r in after if r.get("call") == CALL] == ["completed"]  # in place
     assert "held" not in {r["row"] for r in rows}

@@ -8,7 +8,8 @@ run's probe (once every `host_timeout`, 2 s here, from the workflow's
 `host_timeout`, and after SIGCONT a resume goes on with the call in place. In the
 second an app-server run's host process is SIGKILLed mid-turn: the run must pause
 host_unavailable (no call held host_failure), and `status` must say so and name
-the resume. A stopped host is sent SIGCONT before it is killed at teardown.
+the resume. Both with `host_wait = 0`: the process exits, and the run waits for
+`crw flow resume`. A stopped host is sent SIGCONT before it is killed at teardown.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ from tests.drill.test_crash_drill import (
 TIMEOUT = 2.0
 """The workflow's host_timeout (s)."""
 SLOW_BUILD = {"match": {"marker": f"{CALL}/*"}, "behaviour": {"seconds": 8.0}}
-SETTINGS = f"\n[settings]\nhost_timeout = {TIMEOUT}\n"
+SETTINGS = f"\n[settings]\nhost_timeout = {TIMEOUT}\nhost_wait = 0\n"
+"""host_wait = 0: the process exits once the run is paused, waiting for no host
+(tests/drill/test_host_back_drill.py has the wait)."""
 
 
 def host_pid(drill: Drill) -> int:
@@ -114,6 +117,7 @@ def test_a_session_run_whose_host_is_stopped_mid_turn_pauses_and_goes_on_after_i
     assert not {"held", "interrupt_requested"} & {r["row"] for r in paused}
     status = flow(drill, "status", "--json")
     assert (status["state"], status["paused"]["reason"]) == ("paused", "host_unavailable")
+    assert status["host_wait"] is None
 
     os.kill(host_pid(drill), signal.SIGCONT)
     flow(drill, "resume", "--detach", "--json")

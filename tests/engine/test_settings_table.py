@@ -109,3 +109,14 @@ def test_a_bad_setting_is_one_line_naming_the_file_the_key_and_the_fix(
     with pytest.raises(InputError) as refused:
         load_workflow(path)
     assert str(refused.value) == f"{path}:4: {message}"
+
+
+def test_host_wait_is_an_hour_unless_set_and_0_turns_it_off(tmp_path: Path) -> None:
+    """A run paused host_unavailable waits for its host (docs/timers.md)."""
+    assert Settings().host_wait == 3600
+    assert load_workflow(workflow(tmp_path, "host_wait = 0")).settings.host_wait == 0
+    with pytest.raises(InputError) as refused:
+        load_workflow(workflow(tmp_path, "host_wait = -1"))
+    assert str(refused.value).endswith(
+        "[settings]: host_wait = -1 is negative; give it 0 (no wait) or above, as host_wait = 3600"
+    )

@@ -1,0 +1,103 @@
+"""The wait of a run paused host_unavailable for its host (`crw.actors.host_back`):
+its probes' schedule, its bound, and what ends it; under a MockClock."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from crw.actors.host_back import wait_for_host
+from crw.engine.host_wait import next_interval, paused_here
+from crw.settings import Settings
+
+SETTINGS = Settings(host_wait=10.0, host_timeout=4.0, poll_interval=2.0)
+
+
+def journal(tmp_path: Path) -> tuple[Path, int]:
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(b'{"row": "paused"}\n')
+    return path, path.stat().st_size
+
+
+def run(wait: Callable[[], Awaitable[tuple[str, float]]]) -> tuple[str, float]:
+    return trio.run(wait, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def test_the_wait_is_bounded_by_host_wait_its_probes_doubling_up_to_host_timeout(
+    tmp_path: Path,
+) -> None:
+    """A host that never answers: probes 1 s after the pause, then 2 s, then every
+    host_timeout (4 s); the wait ends at host_wait (10 s), the run left paused."""
+    path, end = journal(tmp_path)
+    probed: list[float] = []
+
+    async def never() -> bool:
+        probed.append(trio.current_time())
+        return False
+
+    async def wait() -> tuple[str, float]:
+        with trio.fail_after(3600):
+            outcome = await wait_for_host(path, end, SETTINGS, never)
+        return outcome, trio.current_time()
+
+    assert run(wait) == ("ran_out", 10.0)
+    assert probed == [1.0, 3.0, 7.0]
+
+
+def test_a_host_that_answers_ends_the_wait_at_that_probe(tmp_path: Path) -> None:
+    path, end = journal(tmp_path)
+    answers = iter([False, False, True])
+
+    async def third() -> bool:
+        return next(answers)
+
+    async def wait() -> tuple[str, float]:
+        outcome = await wait_for_host(path, end, SETTINGS, third)
+        return outcome, trio.current_time()
+
+    assert run(wait) == ("answered", 7.0)
+
+
+@pytest.mark.parametrize("moved", ["appended", "removed"])
+def test_a_journal_that_moves_on_ends_the_wait_within_a_poll(tmp_path: Path, moved: str) -> None:
+    """A resume's started row, a cancel's ended row (or the run removed): the run
+    went on without the waiter, which stops, probing no more."""
+    path, end = journal(tmp_path)
+    probed: list[float] = []
+
+    async def never() -> bool:
+        probed.append(trio.current_time())
+        return False
+
+    async def wait() -> tuple[str, float]:
+        async with trio.open_nursery() as nursery:
+
+            async def move() -> None:
+                await trio.sleep(3.5)
+                if moved == "appended":
+                    with path.open("ab") as file:
+                        file.write(b'{"row": "started"}\n')
+                else:
+                    path.unlink()
+
+            nursery.start_soon(move)
+            outcome = await wait_for_host(path, end, SETTINGS, never)
+        return outcome, trio.current_time()
+
+    outcome, at = run(wait)
+    assert outcome == "went_on" and 3.5 <= at <= 3.5 + SETTINGS.poll_interval
+    assert probed == [1.0, 3.0]
+
+
+def test_the_wait_is_made_only_by_the_process_whose_paused_row_ends_the_journal() -> None:
+    started = {"seq": 1, "row": "started", "pid": 7}
+    paused = {"seq": 2, "row": "paused", "reason": "host_unavailable"}
+    assert paused_here([started, paused], 7) == 2
+    assert paused_here([started, paused], 8) is None  # another process paused it
+    assert paused_here([started, {**paused, "reason": "paused"}], 7) is None
+    assert paused_here([started, paused, {"seq": 3, "row": "started", "pid": 9}], 7) is None
+    assert next_interval(1.0, 60.0) == 2.0 and next_interval(40.0, 60.0) == 60.0
