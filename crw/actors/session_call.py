@@ -18,6 +18,8 @@ its effect:
 
 The decisions are the engine's pure functions (bind, harvest, outcome); this
 module moves data between them, the journal, the bus, the inbox and the reader.
+Its parts (`step_writer`, `step_binder`, `held_call`, `session_interrupt`,
+`call_trace`) each declare the narrow face of the call they read; none imports it.
 """
 
 from __future__ import annotations
