@@ -1,8 +1,9 @@
 """The steps and rows a session call builds: its packet, its spawn, send_input and
 repair steps, and the turn_started and tokens_unmeasured rows of a step.
 
-Pure builders over the call's fields (a mixin of `SessionCall`): nothing here
-commits, writes a file or waits; the call publishes what they build.
+Pure builders over the call's fields (a mixin of `SessionCall`, which holds the
+fields it declares): nothing here commits, writes a file or waits; the call
+publishes what they build. It sets only the step writer's `built` packet.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from crw.host.protocol import Thread
 from crw.journal.rows import StepPublished, Tokens, TokensUnmeasured, TurnStarted
 
 if TYPE_CHECKING:
-    from crw.actors.session_call import SessionContext
+    from crw.actors.session_context import SessionContext
     from crw.actors.step_writer import StepWriter
 
 
@@ -122,7 +123,14 @@ class CallSteps:
             repair_errors=extra.get("repair_errors"),
             replaces_turn=extra.get("replaces_turn"),
         )
-        return with_evidence(self, self.rows, step)
+        return with_evidence(
+            self.rows,
+            step,
+            workflow=self.ctx.workflow,
+            run_id=self.ctx.run_id,
+            call=self.call,
+            node=self.node,
+        )
 
     def _turn_started(self, step: StepPublished, turn_id: str) -> TurnStarted:
         return TurnStarted(

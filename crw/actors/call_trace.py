@@ -6,25 +6,60 @@ cwd for the bound subagent) and runs the digests in a worker thread. A bind's
 digests ride on its turn_started row, so a resumed process compares the harvest
 with the bind an earlier process recorded. Nothing here refuses or stops a call:
 write isolation is recorded, never enforced (HARV-43).
+
+It reads of its call only `TracedCall` (its id, role, workspace, rows, bound
+thread, and of the run its settings, directory and id) and returns rows: it
+commits and writes nothing.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from crw.engine.rundir import RunDir
 from crw.engine.runspec import read_run_spec
+from crw.engine.session_progress import CallProgress
+from crw.engine.workflow_nodes import Node
 from crw.errors import CrwError
 from crw.journal.rows import RowModel, StepPublished, ThreadStarted, TurnStarted
+from crw.settings import Settings
 
 if TYPE_CHECKING:  # the trace (git) is imported by a run that takes it alone
-    from crw.actors.session_call import SessionCall
     from crw.workspace import trace
 
 
-async def traced_bind(actor: SessionCall, rows: list[RowModel]) -> list[RowModel]:
+class TracedRun(Protocol):
+    """What the trace reads of the call's run (`SessionContext`)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def run(self) -> RunDir: ...
+    @property
+    def run_id(self) -> str: ...
+
+
+class TracedCall(Protocol):
+    """What the trace reads of a call (`SessionCall`)."""
+
+    @property
+    def ctx(self) -> TracedRun: ...
+    @property
+    def call(self) -> str: ...
+    @property
+    def node(self) -> Node: ...
+    @property
+    def workspace(self) -> Path: ...
+    @property
+    def rows(self) -> list[dict[str, Any]]: ...
+    @property
+    def state(self) -> CallProgress: ...
+
+
+async def traced_bind(actor: TracedCall, rows: list[RowModel]) -> list[RowModel]:
     """`rows` as the call commits them: a bind's turn_started (a spawn's, a repair's,
     an adopted turn's) carries the digests taken now (HARV-44); rows of a run
     without the trace, or with no turn_started, are as they were."""
@@ -44,7 +79,7 @@ async def traced_bind(actor: SessionCall, rows: list[RowModel]) -> list[RowModel
     ]
 
 
-async def trace_warnings(actor: SessionCall, step: StepPublished) -> list[RowModel]:
+async def trace_warnings(actor: TracedCall, step: StepPublished) -> list[RowModel]:
     """The flow warnings of the harvest of `step`'s turn: its digests now against
     those its bind recorded (HARV-45..47); none when the bind recorded none."""
     if not actor.ctx.settings.trace:
@@ -59,7 +94,7 @@ async def trace_warnings(actor: SessionCall, step: StepPublished) -> list[RowMod
     return trace.warnings(actor.call, actor.node.role, before, after, site)
 
 
-async def _site(actor: SessionCall, host_cwd: str | None) -> trace.Site:
+async def _site(actor: TracedCall, host_cwd: str | None) -> trace.Site:
     from crw.workspace import trace
 
     run = actor.ctx.run

@@ -8,33 +8,73 @@ looked up by its marker first (and published again only when nothing is found),
 else a new attempt takes the delivered turn again on a new subagent; so does a
 repair the hold kept from its subagent (closed with the hold), which goes to a
 new one (STEP-26).
+
+It reads of the call only `HeldCall` (its rows and state, and of the run the
+host reader and the poll interval); it commits the interrupt_requested rows,
+sets `resumed` and the state's step, and publishes the step through the call.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Protocol
 
 import trio
 
+from crw.actors.host_reader import HostReader
 from crw.engine import decision
+from crw.engine.decision import InPlace
 from crw.engine.harvest import CallEnd
+from crw.engine.session_progress import CallProgress
+from crw.engine.workflow_nodes import Node
 from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
-from crw.journal.rows import InterruptRequested, StepPublished
-
-if TYPE_CHECKING:
-    from crw.actors.session_call import SessionCall
+from crw.journal.rows import InterruptRequested, RowModel, StepPublished
+from crw.settings import Settings
 
 
-async def go_on_in_place(call: SessionCall) -> StepPublished | CallEnd:
+class HeldRun(Protocol):
+    """What a retried call's going on reads of its run (`SessionContext`)."""
+
+    @property
+    def reader(self) -> HostReader: ...
+    @property
+    def settings(self) -> Settings: ...
+
+
+class HeldCall(Protocol):
+    """What a retried call's going on reads of the call (`SessionCall`), sets
+    (`resumed`, the steps and pairs in `state`) and asks of it."""
+
+    resumed: bool
+
+    @property
+    def ctx(self) -> HeldRun: ...
+    @property
+    def call(self) -> str: ...
+    @property
+    def node(self) -> Node: ...
+    @property
+    def workspace(self) -> Path: ...
+    @property
+    def rows(self) -> list[dict[str, Any]]: ...
+    @property
+    def state(self) -> CallProgress: ...
+    async def commit(self, rows: list[RowModel]) -> None: ...
+    def in_place_step(self, plan: InPlace) -> StepPublished: ...
+    async def current_step(self) -> StepPublished | CallEnd: ...
+    async def publish(self, step: StepPublished) -> StepPublished: ...
+
+
+async def go_on_in_place(call: HeldCall) -> StepPublished | CallEnd:
     """The step the retried call goes on with, published when it is a new one."""
     threads = {
         thread_id: await shown_not_running(call, thread_id) for thread_id in _held_subagents(call)
     }
     state = call.state
     if state.step is None:  # held before its first step: it publishes it now
-        return await call._current_step()
+        return await call.current_step()
     held_back = decision.undelivered(state.step, threads.get(str(state.step.get("agent_id"))))
     plan = decision.in_place(call.rows, call.node.role, str(call.workspace), undelivered=held_back)
     if plan.look_up:
@@ -45,10 +85,10 @@ async def go_on_in_place(call: SessionCall) -> StepPublished | CallEnd:
         thread = state.thread
         state.pairs.append({"model": thread.get("model"), "effort": thread.get("effort")})
     state.step, state.thread, state.turn = step.model_dump(), None, None
-    return await call._publish(step)
+    return await call.publish(step)
 
 
-def _held_subagents(call: SessionCall) -> list[str]:
+def _held_subagents(call: HeldCall) -> list[str]:
     """Every subagent the call's rows bound, each once, in the order they were bound."""
     ids = [
         str(row["thread_id"])
@@ -58,7 +98,7 @@ def _held_subagents(call: SessionCall) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-async def shown_not_running(call: SessionCall, thread_id: str) -> Thread | None:
+async def shown_not_running(call: HeldCall, thread_id: str) -> Thread | None:
     """Read `thread_id` until it is not active; a running turn is interrupted once,
     its interrupt_requested row durable before the interrupt is sent (ATT-31). A
     thread the host does not know runs nothing. Returns the thread as last read,
@@ -81,7 +121,7 @@ async def shown_not_running(call: SessionCall, thread_id: str) -> Thread | None:
         await trio.sleep(call.ctx.settings.poll_interval)
 
 
-async def _interrupt(call: SessionCall, thread_id: str, turn_id: str) -> None:
+async def _interrupt(call: HeldCall, thread_id: str, turn_id: str) -> None:
     """Send the interrupt; a refusal (the turn ended between the read and the
     interrupt, or the host closed the thread) is left to the next read."""
     try:
@@ -97,7 +137,7 @@ def _running_turns(thread: Thread) -> list[str]:
     return [turn.id for turn in thread.turns if turn.status == "inProgress"]
 
 
-def _interrupt_row(call: SessionCall, turn_id: str) -> InterruptRequested:
+def _interrupt_row(call: HeldCall, turn_id: str) -> InterruptRequested:
     """The intent to interrupt `turn_id`, naming the step and attempt it was bound to."""
     bound = [r for r in call.rows if r.get("row") == "turn_started" and r.get("turn_id") == turn_id]
     step = bound[-1] if bound else (call.state.step or {})

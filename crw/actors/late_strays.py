@@ -24,7 +24,7 @@ from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.transport import HostUnavailable
 
 if TYPE_CHECKING:
-    from crw.actors.session_call import SessionContext
+    from crw.actors.session_context import SessionContext
 
 log = logging.getLogger("crw.session")
 

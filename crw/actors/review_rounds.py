@@ -19,7 +19,8 @@ from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from crw.actors.session_call import SessionCall, SessionContext
+from crw.actors.session_call import SessionCall
+from crw.actors.session_context import SessionContext
 from crw.engine import conversation, harvest, interrupt, review, rounds
 from crw.engine.gate import RunSpent, call_id
 from crw.engine.harvest import CallEnd

@@ -343,7 +343,7 @@ class Backend:
         # control and the call records after the started row.
         from crw.actors.control import RunControl
         from crw.actors.inbox import Inbox
-        from crw.actors.session_call import SessionContext
+        from crw.actors.session_context import SessionContext
         from crw.actors.session_run import answer_unrouted, run_session_calls
         from crw.engine.replies import CallRecords
 

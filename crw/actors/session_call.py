@@ -18,13 +18,14 @@ its effect:
 
 The decisions are the engine's pure functions (bind, harvest, outcome); this
 module moves data between them, the journal, the bus, the inbox and the reader.
+Its parts (`step_writer`, `step_binder`, `held_call`, `session_interrupt`,
+`call_trace`) each declare the narrow face of the call they read; none imports it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,25 +35,21 @@ from crw.actors import evidence_records, executor_git, off_loop
 from crw.actors.attempt_watch import follow
 from crw.actors.call_steps import CallSteps
 from crw.actors.call_trace import trace_warnings, traced_bind
-from crw.actors.control import CallStop, Interrupted, RunControl
+from crw.actors.control import CallStop, Interrupted
 from crw.actors.held_call import go_on_in_place
-from crw.actors.host_reader import HostReader, ModelUnreachable
-from crw.actors.inbox import Inbox
-from crw.actors.journal_writer import JournalWriter
+from crw.actors.host_reader import ModelUnreachable
+from crw.actors.session_context import SessionContext
 from crw.actors.session_interrupt import interrupt_call
 from crw.actors.step_binder import StepBinder
 from crw.actors.step_writer import StepWriter
 from crw.bus import steps as bus
-from crw.clock import WallClock
 from crw.engine import answer, harvest, interrupt, lost, outcome, step_input
 from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
-from crw.engine.replies import CallRecords
 from crw.engine.roles import RolePair, default_agent_type
-from crw.engine.rundir import PRIVATE_DIR, RunDir
+from crw.engine.rundir import PRIVATE_DIR
 from crw.engine.session_progress import CallProgress, progress
 from crw.engine.template import render_task
-from crw.engine.workflow import Workflow
 from crw.engine.workflow_nodes import Node
 from crw.host.protocol import Thread
 from crw.journal.rows import (
@@ -63,39 +60,7 @@ from crw.journal.rows import (
     StepPublished,
     Tokens,
 )
-from crw.settings import Settings
-from crw.workspace.placer import Placer, allocation_of
-
-
-@dataclass(frozen=True)
-class SessionContext:
-    """What a session call needs from its run; shared by every call of the run."""
-
-    journal: JournalWriter
-    reader: HostReader
-    inbox: Inbox
-    workflow: Workflow
-    run: RunDir
-    run_id: str
-    owner: str
-    tmpdir: str | None
-    pairs: Mapping[str, RolePair]
-    settings: Settings
-    clock: WallClock
-    records: CallRecords = field(default_factory=CallRecords)
-    """Every call's record, from the rows read at start and each commit since."""
-    control: RunControl = field(default_factory=RunControl)
-    """The run's stop: a pause or cancellation interrupts every call in flight."""
-    on_commit: Callable[[list[dict[str, Any]]], None] | None = None
-    """Told every row a call commits (the wake scheduler's waiting steps)."""
-    placer: Placer | None = None
-    """Makes each call's P (None: a plain directory under the run, as without git)."""
-    git_rows: executor_git.GitRows = field(default_factory=dict)
-    """The run's prepared and crw_commit rows, which an executor's harvest reads
-    (`crw.actors.executor_git`), kept as calls commit."""
-    strays: set[str] = field(default_factory=set)
-    """The duplicates this process gave a close step (`StepBinder.close_strays`,
-    `crw.actors.late_strays`): each gets one."""
+from crw.workspace.placer import allocation_of
 
 
 class SessionCall(CallSteps):
@@ -159,13 +124,14 @@ class SessionCall(CallSteps):
             step = await self._prepare()
         else:  # the directory an earlier process made, or meant to make
             await self._make_workspace()
-            await evidence_records.restore(self)  # the record's copies its rows name
+            # The flow evidence record's copies its rows name.
+            await evidence_records.restore(self.rows, self.ctx.run_id, self.call)
             if interrupt.held_by_pause(self.state.ended):  # the run resumed after a pause
                 self.state.retry, self.state.ended = self.state.ended, None
             if self.state.retry is not None:  # a held call answered retry, or paused
                 step = await go_on_in_place(self)
             else:
-                step = await self._current_step()
+                step = await self.current_step()
         while True:
             if isinstance(step, CallEnd):
                 return step
@@ -280,7 +246,7 @@ class SessionCall(CallSteps):
         else:
             placer.make(allocation, self.node.id)
 
-    async def _current_step(self) -> StepPublished | CallEnd:
+    async def current_step(self) -> StepPublished | CallEnd:
         """The step the call goes on with: the newest published one, the next
         attempt after a lost one (ATT-29), or the first."""
         if self.state.step is not None:
@@ -294,9 +260,9 @@ class SessionCall(CallSteps):
             if self.state.lost is not None:
                 return await self._after_lost(step, self.state.lost.get("agent_id"))
             return step
-        return await self._publish(self._spawn_step(k=1, attempt=1, conversation_turn=1))
+        return await self.publish(self._spawn_step(k=1, attempt=1, conversation_turn=1))
 
-    async def _publish(self, step: StepPublished) -> StepPublished:
+    async def publish(self, step: StepPublished) -> StepPublished:
         """Commit the step's intent, then write its files (STEP-21)."""
         await self.commit([step])
         await self.steps.write(step)
@@ -351,7 +317,7 @@ class SessionCall(CallSteps):
         spawn = spawn.model_copy(update={"call_tokens": step.call_tokens})
         spawn = step_input.refer(spawn, following.previous_answer_in)
         self.state.go_on_with(spawn.model_dump())
-        return await self._publish(spawn)
+        return await self.publish(spawn)
 
     async def _bound_turn(self, step: StepPublished) -> tuple[str, str] | lost.Lost | CallEnd:
         """The subagent and turn of `step`: bound already (retract the step file a
@@ -395,7 +361,7 @@ class SessionCall(CallSteps):
         """The one repair: send_input on the open subagent, a spawn when it is closed."""
         repair = self.repair_step(step, thread, named, seen, call_tokens)
         self.state.go_on_with(repair.model_dump())
-        return await self._publish(repair)
+        return await self.publish(repair)
 
     async def close_subagent(self, attempt: int, agent_id: str, *, durable: bool = True) -> None:
         """The subagent's close step, once the call has its terminal row (HARV-56).

@@ -10,30 +10,63 @@ acts on it, each row durable before its effect:
     held (the reason), then the subagent's close step
 
 A call with no bound subagent retracts its step, sends nothing and is held.
+
+It reads of the call only `InterruptedCall` (its id and rows, and of the run its
+directory, host reader and poll interval); it commits through the call, counts
+the turn's tokens in the run's figure and asks the call to close its subagent.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import trio
 
+from crw.actors.host_reader import HostReader
 from crw.bus import steps as bus
 from crw.engine import interrupt, outcome
+from crw.engine.gate import RunSpent
 from crw.engine.harvest import CallEnd
+from crw.engine.rundir import RunDir
 from crw.engine.session_progress import progress
 from crw.host.errors import HostRequestError
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import RowModel, StepPublished, Tokens
+from crw.settings import Settings
 
-if TYPE_CHECKING:
-    from crw.actors.session_call import SessionCall
+
+class InterruptedRun(Protocol):
+    """What the interrupt path reads of the call's run (`SessionContext`)."""
+
+    @property
+    def run(self) -> RunDir: ...
+    @property
+    def reader(self) -> HostReader: ...
+    @property
+    def settings(self) -> Settings: ...
+
+
+class InterruptedCall(Protocol):
+    """What the interrupt path reads of the call (`SessionCall`) and asks of it."""
+
+    @property
+    def ctx(self) -> InterruptedRun: ...
+    @property
+    def call(self) -> str: ...
+    @property
+    def rows(self) -> list[dict[str, Any]]: ...
+    @property
+    def spent(self) -> RunSpent: ...
+    async def commit(self, rows: list[RowModel]) -> None: ...
+    async def close_subagent(
+        self, attempt: int, agent_id: str, *, durable: bool = True
+    ) -> None: ...
 
 
 async def interrupt_call(
-    call: SessionCall, reason: str, error: str | None = None, *, requested: bool = False
+    call: InterruptedCall, reason: str, error: str | None = None, *, requested: bool = False
 ) -> CallEnd:
     """End `call` held for `reason` once the turn the interrupt reaches is over.
 
@@ -71,7 +104,7 @@ async def interrupt_call(
 
 
 async def _stop_turn(
-    call: SessionCall, step: StepPublished, thread_id: str, turn_id: str
+    call: InterruptedCall, step: StepPublished, thread_id: str, turn_id: str
 ) -> Tokens:
     """Send the interrupt and read the thread until it is no longer active
     (HARV-31); the call's tokens, this turn's counted when its rollout reads."""
@@ -93,7 +126,7 @@ async def _stop_turn(
     return spent
 
 
-async def _settle(call: SessionCall, thread_id: str, turn_id: str) -> Thread | None:
+async def _settle(call: InterruptedCall, thread_id: str, turn_id: str) -> Thread | None:
     """The thread once the turn is over; None when the host does not know it."""
     while True:
         try:
@@ -109,7 +142,7 @@ async def _settle(call: SessionCall, thread_id: str, turn_id: str) -> Thread | N
         await trio.sleep(call.ctx.settings.poll_interval)
 
 
-async def _read(call: SessionCall, thread_id: str) -> Thread | None:
+async def _read(call: InterruptedCall, thread_id: str) -> Thread | None:
     """The subagent as the host shows it; None when the host does not know it."""
     try:
         return await call.ctx.reader.read(thread_id)

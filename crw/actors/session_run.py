@@ -21,7 +21,8 @@ import trio
 from crw.actors import late_strays
 from crw.actors.gate import run_gate
 from crw.actors.review_rounds import run_rounds
-from crw.actors.session_call import SessionCall, SessionContext
+from crw.actors.session_call import SessionCall
+from crw.actors.session_context import SessionContext
 from crw.actors.supersede import supersede_call
 from crw.bus import steps as bus
 from crw.bus.inbox import Report

@@ -9,37 +9,94 @@ that wait in the inbox first, then looks the step up, and only then writes the
 step again (ATT-18..21).
 
 The decisions are the engine's pure functions; the binder moves data between
-them, the inbox, the host reader and the call's journal.
+them, the inbox, the host reader and the call's journal. It reads of its call
+only `BinderCall` (its rows, state, pair, stop and step writer; it sets
+`resumed` and the bound thread, and commits through the call) and of the run only
+`BinderRun`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import trio
 
 from crw.actors import evidence_records
+from crw.actors.control import CallStop
+from crw.actors.host_reader import HostReader
+from crw.actors.inbox import Inbox
+from crw.actors.step_writer import StepWriter
 from crw.binding import ledger
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
 from crw.engine import bind, ledger_join
 from crw.engine.harvest import CallEnd
 from crw.engine.replies import call_record, reads_host
+from crw.engine.roles import RolePair
+from crw.engine.rundir import RunDir
+from crw.engine.session_progress import CallProgress
+from crw.engine.workflow import Workflow
+from crw.engine.workflow_nodes import Node
 from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import RowModel, SessionHostWarning, StepPublished
+from crw.settings import Settings
 
-if TYPE_CHECKING:
-    from crw.actors.session_call import SessionCall, SessionContext
+
+class BinderCall(Protocol):
+    """What the binder reads of its call (`SessionCall`), sets (`resumed`, and the
+    bound thread in `state`) and asks of it (`commit`)."""
+
+    resumed: bool
+
+    @property
+    def call(self) -> str: ...
+    @property
+    def node(self) -> Node: ...
+    @property
+    def pair(self) -> RolePair: ...
+    @property
+    def workspace(self) -> Path: ...
+    @property
+    def rows(self) -> list[dict[str, Any]]: ...
+    @property
+    def state(self) -> CallProgress: ...
+    @property
+    def stop(self) -> CallStop: ...
+    @property
+    def steps(self) -> StepWriter: ...
+    async def commit(self, rows: list[RowModel]) -> None: ...
+
+
+class BinderRun(Protocol):
+    """What the binder reads of its run (`SessionContext`)."""
+
+    @property
+    def inbox(self) -> Inbox: ...
+    @property
+    def reader(self) -> HostReader: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def workflow(self) -> Workflow: ...
+    @property
+    def run(self) -> RunDir: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def strays(self) -> set[str]: ...
 
 
 class StepBinder:
     """The bind of one call's waiting step; `await_bind` returns its subagent and turn."""
 
-    def __init__(self, actor: SessionCall, ctx: SessionContext) -> None:
+    def __init__(self, actor: BinderCall, ctx: BinderRun) -> None:
         self.actor = actor
         self.ctx = ctx
         self.retries: dict[tuple[int, int, str | None], int] = {}
@@ -157,7 +214,15 @@ class StepBinder:
         if isinstance(decision, bind.SpawnFailed):
             return await self._hold_failed(step, decision, report)
         if isinstance(decision, bind.Bound) and decision.thread_started is not None:
-            placed = await evidence_records.place(self.actor, step, decision.thread_started)
+            placed = await evidence_records.place(
+                step,
+                decision.thread_started,
+                rows=self.actor.rows,
+                evidence_cwd=self.ctx.workflow.evidence_cwd,
+                run_id=self.ctx.run_id,
+                call=self.actor.call,
+                commit=self.actor.commit,
+            )
             if isinstance(placed, bind.SpawnFailed):  # the subagent stays unbound
                 return await self._hold_failed(step, placed, report)
             decision = dataclasses.replace(decision, thread_started=placed)

@@ -7,29 +7,66 @@ it is the flow warning step_unwritten at the 1st, 10th, 100th, … failure
 its turn is bound, and a closing step_unwritten says which (written true/false).
 The files are rebuilt from the row alone, so a resumed process writes the same
 files the dead one meant to.
+
+It reads of its call only `StepSource` (the call's id, role, pair, workspace and
+packet builder) and of the run only `WriterRun` (its directory and id, the clock
+and the journal, where it commits the step_unwritten rows); it writes the step's
+files and the flow evidence record's copies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Protocol
 
 import trio
 
 from crw.actors import evidence_records
+from crw.actors.journal_writer import JournalWriter
 from crw.bus import steps as bus
 from crw.bus.unwritten import UnwrittenTracker
+from crw.clock import WallClock
 from crw.engine import step_input
+from crw.engine.roles import RolePair
+from crw.engine.rundir import RunDir
+from crw.engine.workflow_nodes import Node
 from crw.journal.rows import StepPublished, StepUnwritten
 
-if TYPE_CHECKING:
-    from crw.actors.session_call import SessionCall, SessionContext
+
+class StepSource(Protocol):
+    """What the writer reads of its call (`SessionCall`)."""
+
+    @property
+    def call(self) -> str: ...
+    @property
+    def node(self) -> Node: ...
+    @property
+    def pair(self) -> RolePair: ...
+    @property
+    def workspace(self) -> Path: ...
+    @property
+    def rows(self) -> list[dict[str, Any]]: ...
+    def packet_text(self, **extra: Any) -> str: ...
+
+
+class WriterRun(Protocol):
+    """What the writer reads of its run (`SessionContext`)."""
+
+    @property
+    def run(self) -> RunDir: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def clock(self) -> WallClock: ...
+    @property
+    def journal(self) -> JournalWriter: ...
 
 
 class StepWriter:
     """The files of one call's newest step, and the record of failing to write them."""
 
-    def __init__(self, call: SessionCall, ctx: SessionContext) -> None:
+    def __init__(self, call: StepSource, ctx: WriterRun) -> None:
         self.call = call
         self.ctx = ctx
         self.pending: StepPublished | None = None
@@ -46,7 +83,7 @@ class StepWriter:
         if before is not None and step.evidence_assignment:
             await trio.to_thread.run_sync(before)  # the evidence copies may lie in P
             before = None
-        await evidence_records.refresh(self.ctx, step)
+        await evidence_records.refresh(self.ctx.run_id, step)
         self.unwritten = UnwrittenTracker(
             call=self.call.call,
             k=step.k or 1,

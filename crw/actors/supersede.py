@@ -31,7 +31,7 @@ from crw.journal.rows import RowModel, Superseded
 from crw.workspace.placer import release_all
 
 if TYPE_CHECKING:
-    from crw.actors.session_call import SessionContext
+    from crw.actors.session_context import SessionContext
 
 Rows = MutableSequence[dict[str, Any]]
 
@@ -55,7 +55,7 @@ async def supersede_call(ctx: SessionContext, restart: supersede.Restart, rows: 
         verdict = supersede.judge(restart, rows, threads, interrupted)
         if isinstance(verdict, supersede.Supersede):
             await _commit(ctx, rows, [verdict.row])
-            await evidence_records.release(ctx, restart.call, rows)
+            await evidence_records.release(ctx.run_id, restart.call, rows)
             for attempt, agent in verdict.closes:
                 await trio.to_thread.run_sync(
                     bus.write_close, ctx.run, restart.call, attempt, agent

@@ -23,7 +23,7 @@ from trio.testing import MockClock
 from crw.actors.host_reader import HostReader, open_host_reader
 from crw.actors.inbox import Inbox
 from crw.actors.journal_writer import open_journal_writer
-from crw.actors.session_call import SessionContext
+from crw.actors.session_context import SessionContext
 from crw.actors.session_run import answer_unrouted, run_session_calls
 from crw.bus import inbox as reports
 from crw.bus import steps as bus

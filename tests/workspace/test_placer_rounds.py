@@ -16,7 +16,7 @@ from trio.testing import MockClock
 
 import tests.actors.test_session_run as session_run
 from crw.actors.journal_writer import open_journal_writer
-from crw.actors.session_call import SessionContext
+from crw.actors.session_context import SessionContext
 from crw.journal.rows import RowModel
 from crw.workspace import commit
 from crw.workspace.placer import Placer

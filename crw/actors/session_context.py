@@ -1,0 +1,58 @@
+"""The run's part of every session call: what each call of the run shares.
+
+A `SessionContext` is made once by the run (`crw.actors.run`) and handed to each
+`SessionCall`; the call's parts (`step_binder`, `step_writer`, `held_call`,
+`session_interrupt`, `call_trace`) are typed against the narrow face of it, or
+of the call, that each reads, declared in its own module, so none imports the
+call back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from crw.actors import executor_git
+from crw.actors.control import RunControl
+from crw.actors.host_reader import HostReader
+from crw.actors.inbox import Inbox
+from crw.actors.journal_writer import JournalWriter
+from crw.clock import WallClock
+from crw.engine.replies import CallRecords
+from crw.engine.roles import RolePair
+from crw.engine.rundir import RunDir
+from crw.engine.workflow import Workflow
+from crw.settings import Settings
+from crw.workspace.placer import Placer
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    """What a session call needs from its run; shared by every call of the run."""
+
+    journal: JournalWriter
+    reader: HostReader
+    inbox: Inbox
+    workflow: Workflow
+    run: RunDir
+    run_id: str
+    owner: str
+    tmpdir: str | None
+    pairs: Mapping[str, RolePair]
+    settings: Settings
+    clock: WallClock
+    records: CallRecords = field(default_factory=CallRecords)
+    """Every call's record, from the rows read at start and each commit since."""
+    control: RunControl = field(default_factory=RunControl)
+    """The run's stop: a pause or cancellation interrupts every call in flight."""
+    on_commit: Callable[[list[dict[str, Any]]], None] | None = None
+    """Told every row a call commits (the wake scheduler's waiting steps)."""
+    placer: Placer | None = None
+    """Makes each call's P (None: a plain directory under the run, as without git)."""
+    git_rows: executor_git.GitRows = field(default_factory=dict)
+    """The run's prepared and crw_commit rows, which an executor's harvest reads
+    (`crw.actors.executor_git`), kept as calls commit."""
+    strays: set[str] = field(default_factory=set)
+    """The duplicates this process gave a close step (`StepBinder.close_strays`,
+    `crw.actors.late_strays`): each gets one."""
