@@ -30,6 +30,14 @@ schema = { type = "object", required = ["name"], properties = { name = { pattern
 """
 
 
+@pytest.fixture
+def autojump_clock() -> MockClock:
+    """pytest-trio's own autojumping clock, not the suite's (tests/mock_clock.py):
+    here a worker thread checks for a second or more on purpose, and the run's
+    timers must go on meanwhile, as they do on a real clock."""
+    return MockClock(autojump_threshold=0)
+
+
 async def test_answer_that_cannot_be_checked_in_time_ends_the_call_null_model(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
