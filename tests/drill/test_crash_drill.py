@@ -251,6 +251,10 @@ def drill(tmp_path: Path) -> Iterator[Drill]:
         made.reap()
 
 
+pytestmark = pytest.mark.xdist_group("test_crash_drill")
+"""One xdist worker runs the whole module: its tests share the module's costly set-up."""
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The results of the uninterrupted run of the same workflow."""

@@ -1,13 +1,17 @@
-"""The drills' table: each drill says what it found (`found`), and the run prints a
-table of drill x outcome at its end. With `CRW_DRILLS_TABLE=PATH` the run also
+"""The drills' table, a plugin of the whole suite (tests/conftest.py loads it): each
+drill says what it found (`found`, in tests/drills/conftest.py), and the run prints
+a table of drill x outcome at its end. With `CRW_DRILLS_TABLE=PATH` the run also
 writes the table, as markdown, into PATH between its two `<!-- drills -->` lines
-(`make drills-table` regenerates docs/drills.md so)."""
+(`make drills-table` regenerates docs/drills.md so).
+
+Under pytest-xdist the workers run the drills and the controller, which sees every
+report, keeps the table and writes it once, its rows in the order the tests were
+collected (as a run without workers has them)."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +21,7 @@ HEADER = ("tier", "point", "stop", "held", "end", "outcome")
 MARK = "<!-- drills -->"
 _found: dict[str, tuple[str, str, str, dict[str, Any]]] = {}
 _outcome: dict[str, str] = {}
-
-
-@pytest.fixture
-def found(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
-    """What the drill found: its test fills `held` (the held reason) and `end`, and
-    `point` and `stop` when its parameters do not name them."""
-    seen: dict[str, Any] = {}
-    yield seen
-    request.node.user_properties.append(("drill", seen))
+_order: dict[str, int] = {}
 
 
 def _ours(nodeid: str) -> bool:
@@ -47,11 +43,20 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _found[report.nodeid] = (tier, point, stop, seen)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """The controller's order of the tests, each worker having collected them all."""
+    if not _order:
+        _order.update((nodeid, index) for index, nodeid in enumerate(ids))
+
+
 def table() -> list[tuple[str, ...]]:
+    ran = sorted(_found, key=lambda nodeid: _order.get(nodeid, len(_order)))
     return [
         (tier, point, stop, seen.get("held", "-"), seen.get("end", "-"), _outcome[nodeid])
-        for nodeid, (tier, point, stop, seen) in _found.items()
+        for nodeid in ran
         if nodeid in _outcome
+        for tier, point, stop, seen in [_found[nodeid]]
     ]
 
 
@@ -60,9 +65,9 @@ def markdown(rows: list[tuple[str, ...]]) -> str:
     return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows)])
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     rows = table()
-    if not rows:
+    if not rows or hasattr(config, "workerinput"):
         return
     widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
     terminalreporter.section("drills")
