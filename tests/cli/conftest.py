@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.deadlines import LOADED
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
@@ -85,7 +87,7 @@ def crw(tmp_path: Path) -> Iterator[Crw]:
     runner.reap()
 
 
-def wait_for_exit(run_dir: Path, timeout: float = 10) -> None:
+def wait_for_exit(run_dir: Path, timeout: float = LOADED) -> None:
     """The foundation's run process stops after its started row: wait until it has
     removed its process lock file (it does so last, after the run lock)."""
     deadline = time.monotonic() + timeout
