@@ -1,7 +1,8 @@
 # Two entry points for a fresh machine with Python 3.11 and pip:
 #   make demo   runs the demo end to end
-#   make test   lints (ruff; lint-imports: the layers, no import circle),
-#               type-checks and runs the whole test suite (what CI runs)
+#   make test   lints (ruff; lint-imports: the layers, no import circle), type-checks
+#               and runs the whole test suite on 4 workers (what CI runs;
+#               docs/performance.md, "The suite")
 #   make drills the interrupt/pause drills alone (part of make test); drills-table
 #               runs them and writes their table into docs/drills.md
 #   make chromium installs Debian's chromium when /usr/bin/chromium is missing (CI
@@ -32,8 +33,13 @@ bytecode: $(STAMP)
 demo: bytecode
 	$(BIN)/crw flow demo
 
+# The suite on WORKERS pytest-xdist workers (most tests wait on processes, sockets
+# and fsyncs, so more workers than the 2 cores CI has), a module whose tests share a
+# costly set-up on one of them (its xdist_group); the 20 slowest tests printed last,
+# so drift is seen. `make test WORKERS=0` runs it in this one process.
+WORKERS ?= 4
 test: lint typecheck bytecode
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --durations=20
 
 drills: bytecode
 	$(BIN)/python -m pytest -q tests/drills

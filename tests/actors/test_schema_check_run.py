@@ -30,14 +30,24 @@ schema = { type = "object", required = ["name"], properties = { name = { pattern
 """
 
 
+@pytest.fixture
+def autojump_clock() -> MockClock:
+    """pytest-trio's own autojumping clock, not the suite's (tests/mock_clock.py):
+    here a worker thread checks for a second or more on purpose, and the run's
+    timers must go on meanwhile, as they do on a real clock."""
+    return MockClock(autojump_threshold=0)
+
+
 async def test_answer_that_cannot_be_checked_in_time_ends_the_call_null_model(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    began = time.monotonic()
+    began = time.process_time()
     async with harness(tmp_path, EVIL) as h:
         await h.script({"marker": "explore.1/*"}, answer={"name": "a" * 30 + "!"})
         state, rows = await h.run()
-    assert time.monotonic() - began < 5.0
+    # CPU, not wall time (which grows with the machine's load): about 1 s, the
+    # check's budget once; a run that spun on the answer would burn on.
+    assert time.process_time() - began < 5.0
     assert kinds(rows, "explore.1") == [
         "prepared",
         "step_published",

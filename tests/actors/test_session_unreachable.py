@@ -63,13 +63,14 @@ async def test_a_subagent_turn_the_host_only_retries_is_interrupted_and_held_hos
     held = last(rows, "held")
     assert (held["reason"], held["error"]) == ("host_failure", ERROR)
     assert kinds(rows, "review.1") == []
-    # Bounded: given up at unreachable_after past the first retry, not at LostAfter.
-    # Timed at the intent's commit, not when the run stopped: each thread hop after
-    # it (the interrupt, the held row) may let the autojumping clock skip a poll.
+    # Bounded: given up at the first poll unreachable_after past the first retry,
+    # not at LostAfter. Timed at the intent's commit, not when the run stopped. The
+    # clock takes no virtual time for a worker thread's work (tests/mock_clock.py),
+    # so the figure is the same on a loaded machine.
     given_up = 1 + DEFAULT_SETTINGS.unreachable_after
     (decided,) = at_commit.at
     waited = round(decided - started, 6)  # the mock clock's sums of tenths
-    assert given_up <= waited < given_up + 2 * DEFAULT_SETTINGS.poll_interval
+    assert given_up <= waited < given_up + DEFAULT_SETTINGS.poll_interval
 
 
 async def test_a_held_unreachable_call_answered_retry_goes_on_with_a_new_attempt(

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,10 +43,13 @@ def processes_under(where: Path) -> list[int]:
 
 
 @pytest.fixture
-def where(tmp_path: Path) -> Iterator[Path]:
+def where() -> Iterator[Path]:
     """A directory for the bench's state; whatever still runs under it at teardown
-    is killed by pid."""
-    yield tmp_path
-    for pid in processes_under(tmp_path):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    is killed by pid, then it is removed. A short one in /tmp, not `tmp_path`: the
+    host's unix socket lies a few levels below it, a socket path holds ~107 bytes,
+    and an xdist worker's `tmp_path` is longer by its `popen-gwN/`."""
+    with tempfile.TemporaryDirectory(prefix="crw-bench-", dir="/tmp") as short:
+        yield Path(short)
+        for pid in processes_under(Path(short)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.deadlines import LOADED
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
@@ -94,7 +96,7 @@ def waiting_for_no_host(root: Path) -> Path:
     return path
 
 
-def wait_for_exit(run_dir: Path, timeout: float = 10) -> None:
+def wait_for_exit(run_dir: Path, timeout: float = LOADED) -> None:
     """The foundation's run process stops after its started row: wait until it has
     removed its process lock file (it does so last, after the run lock)."""
     deadline = time.monotonic() + timeout

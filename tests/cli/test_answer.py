@@ -18,6 +18,7 @@ from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, Result, wait_for_exit
 from tests.cli.test_next import RUN, _append_rows, _make_run
+from tests.deadlines import LOADED
 
 CALL = "build.1"
 HELD: list[dict[str, Any]] = [
@@ -175,7 +176,7 @@ def test_answer_stores_its_row_after_the_drained_process_and_before_the_resume(
     pid = result.json()["resumed_pid"]
     assert isinstance(pid, int)
     crw.pids.append(pid)  # reaped at teardown
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + LOADED
     while not any(r.get("pid") == pid for r in _rows(run)):  # its started row
         assert time.monotonic() < deadline, (run.root / "run.log").read_text()
         time.sleep(0.05)

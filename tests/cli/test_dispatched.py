@@ -25,6 +25,7 @@ from crw.journal.log import encode_batch, encode_body, read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import Ended, RowModel, Started
 from tests.cli.conftest import EXAMPLES, Crw, Result
+from tests.deadlines import LOADED
 
 REPORT_MEMBERS = {"id", "run", "call", "k", "attempt", "agent_id", "reported_at"}
 
@@ -207,7 +208,7 @@ def test_run_that_ends_while_waited_on_is_answered_refused(crw: Crw, run: RunDir
         lock.release()
 
     def end_once_reported() -> None:  # the command read a live run and wrote its report
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + LOADED
         while not list(run.inbox.glob("*.json")) and time.monotonic() < deadline:
             time.sleep(0.01)
         end()

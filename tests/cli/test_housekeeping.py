@@ -25,6 +25,7 @@ from crw.journal.snapshot import replay_journal
 from tests.cli.conftest import Crw, Result, wait_for_exit
 from tests.cli.test_dispatched import WORKFLOW
 from tests.cli.test_resume_env import sim as sim
+from tests.deadlines import LOADED
 
 
 def _flow(crw: Crw, *args: str) -> Result:
@@ -41,7 +42,7 @@ def _live_run(crw: Crw, sim: Path, owner: str | None = None) -> tuple[str, int]:
     assert start.code == 0, start.stderr
     run = start.json()["run"]
     step = crw.state / "flow" / run / "steps" / "explore.1" / "t1-a1.json"
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + LOADED
     while not step.exists():
         assert time.monotonic() < deadline, "the run published no step"
         time.sleep(0.05)
@@ -91,7 +92,7 @@ def test_rm_removes_a_crashed_run_and_closes_the_line_it_left_open(crw: Crw, sim
     owner = crw("host", "sim", "owner", "start", "--socket", str(sim), "--json").json()
     run, pid = _live_run(crw, sim, owner["thread_id"])
     os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + LOADED
     while run_is_live(RunDir.of(crw.state, run)):  # the kernel lets a dead process's locks go
         assert time.monotonic() < deadline, "the killed run process still holds the run"
         time.sleep(0.02)

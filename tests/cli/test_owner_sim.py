@@ -18,6 +18,7 @@ import trio
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, Result, wait_for_exit
 from tests.cli.test_resume_env import sim as sim
+from tests.deadlines import LOADED
 
 WORKFLOW = """\
 name = "hand"
@@ -134,7 +135,7 @@ def test_owner_spawn_of_a_step_file_prints_the_dispatched_command_with_its_state
     owner = _owner(crw, "start", "--socket", str(sim), "--json").json()["thread_id"]
     run = crw.start(str(workflow), "--owner", owner, "--host", f"unix:{sim}").json()["run"]
     step = crw.state / "flow" / run / "steps" / "explore.1" / "t1-a1.json"
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + LOADED
     while not step.exists():
         assert time.monotonic() < deadline, "no step file"
         time.sleep(0.05)

@@ -34,6 +34,7 @@ from crw.journal.log import read_journal
 from tests.cli.conftest import EXAMPLES, Crw, Result, wait_for_exit
 from tests.cli.test_answer import _answer, _held_run, _refused
 from tests.cli.test_next import RUN, _append_rows, _make_run
+from tests.deadlines import LOADED
 from tests.drill.test_crash_drill import _host
 
 WORKFLOW = str(EXAMPLES / "fix-issue.toml")
@@ -48,7 +49,7 @@ def sim(tmp_path: Path) -> Iterator[Path]:
     stop_sim(host)
 
 
-def _wait(what: str, done: Any, timeout: float = 20) -> None:
+def _wait(what: str, done: Any, timeout: float = LOADED) -> None:
     deadline = time.monotonic() + timeout
     while not done():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"

@@ -23,6 +23,10 @@ from tests.cli.conftest import Crw, Result
 Rows = list[dict[str, Any]]
 
 
+pytestmark = pytest.mark.xdist_group("test_shadow")
+"""One xdist worker runs the whole module: its tests share the module's costly set-up."""
+
+
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """The run directory of one finished demo run per backend."""

@@ -15,6 +15,7 @@ from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal
 from crw.settings import Settings
 from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit, waiting_for_no_host
+from tests.deadlines import LOADED
 
 WORKFLOW = str(EXAMPLES / "fix-issue.toml")
 
@@ -209,7 +210,7 @@ def test_a_slow_start_is_reported_coming_up_and_keeps_the_start_lock(
     assert any("still coming up" in warning for warning in outcome.warnings)
     run = outcome.run
     assert is_held(run.start_lock) or read_journal(run.journal).rows  # handed to the child
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + LOADED
     while not read_journal(run.journal).rows and time.monotonic() < deadline:
         time.sleep(0.02)
     wait_for_exit(run.root)

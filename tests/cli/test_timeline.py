@@ -48,6 +48,10 @@ SVG = "{http://www.w3.org/2000/svg}"
 BROWSER_TIMEOUT = 60.0
 
 
+pytestmark = pytest.mark.xdist_group("test_timeline")
+"""One xdist worker runs the whole module: its tests share the module's costly set-up."""
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Crw, dict[str, Any]]]:
     """The demo's run, ended: `crw flow demo --json`'s output."""

@@ -95,6 +95,10 @@ def drill(tmp_path: Path) -> Iterator[AppDrill]:
         yield made
 
 
+pytestmark = pytest.mark.xdist_group("test_app_server_crash_drill")
+"""One xdist worker runs the whole module: its tests share the module's costly set-up."""
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The results of the undisturbed run of the same workflow."""

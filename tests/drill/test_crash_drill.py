@@ -45,6 +45,7 @@ from crw.host.uri import parse_host_uri
 from crw.journal.log import read_journal
 from tests.actors.test_app_server_run import CHAIN
 from tests.cli.conftest import REPO, Crw
+from tests.deadlines import LOADED
 
 CALL = "build.1"
 WORKFLOW = CHAIN.replace('name = "chain"\npool = 2', 'name = "drill"\npool = 1')
@@ -54,7 +55,7 @@ SCRIPTS = [
 ]
 DEADLINE = 20.0
 """Seconds any one wait of the drill may take before it fails."""
-RUN_DEADLINE = 15.0
+RUN_DEADLINE = LOADED
 """Seconds a run may take to its end (one takes ~5)."""
 
 
@@ -268,6 +269,10 @@ def served(made: D, reap: Callable[[D], None] | None = None) -> Iterator[D]:
 def drill(tmp_path: Path) -> Iterator[Drill]:
     with served(drill_at(Drill, tmp_path)) as made:
         yield made
+
+
+pytestmark = pytest.mark.xdist_group("test_crash_drill")
+"""One xdist worker runs the whole module: its tests share the module's costly set-up."""
 
 
 @pytest.fixture(scope="module")

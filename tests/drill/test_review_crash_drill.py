@@ -52,6 +52,10 @@ def drill(tmp_path: Path) -> Iterator[ReviewDrill]:
         yield made
 
 
+pytestmark = pytest.mark.xdist_group("test_review_crash_drill")
+"""One xdist worker runs the whole module: its tests share the module's costly set-up."""
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The results of the uninterrupted run."""

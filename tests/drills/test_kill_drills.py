@@ -101,6 +101,10 @@ def drill(tmp_path: Path) -> Iterator[KillDrill]:
         yield made
 
 
+pytestmark = pytest.mark.xdist_group("test_kill_drills")
+"""One xdist worker runs the whole module: its tests share the module's costly set-up."""
+
+
 @pytest.fixture(scope="module")
 def references(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, dict[str, Any]]:
     """The results of each workflow (plain, reviewed) run undisturbed."""

@@ -93,6 +93,10 @@ def git_drill(tmp_path: Path) -> Iterator[GitDrill]:
         yield made
 
 
+pytestmark = pytest.mark.xdist_group("test_release_drills")
+"""One xdist worker runs the whole module: its tests share the module's costly set-up."""
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """What the undisturbed run leaves in the checkout once it ended on its own,

@@ -133,7 +133,9 @@ def test_run_that_no_path_can_hold_is_one_line_input_error(tmp_path: Path, run: 
     with pytest.raises(InputError) as caught:
         find_run(tmp_path, run)
     message = str(caught.value)
-    assert "\n" not in message and "\x00" not in message and len(message) < 300
+    # Short whatever the state directory's path (an xdist worker's is longer).
+    short = message.replace(str(tmp_path), "")
+    assert "\n" not in message and "\x00" not in message and len(short) < 200
     assert message.endswith(f"list the runs with: crw flow list --state {tmp_path}")
 
 

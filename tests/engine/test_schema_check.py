@@ -19,11 +19,13 @@ from crw.engine import answer, harvest
 from crw.engine.schema_check import CHECK_SECONDS, SchemaCheckTimedOut, check
 from crw.host.protocol import Turn
 from crw.journal.rows import Tokens
+from tests.deadlines import LOADED
 
 EVIL = "^(a|a)*$"
 LONG = "a" * 30 + "!"
 BOUND = 5.0
-"""Seconds a test allows where the unbounded check would take hours."""
+"""Seconds of the checking thread's CPU a test allows where the unbounded check
+would take hours (CPU, as the budget is: wall time grows with the machine's load)."""
 
 SCHEMAS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "pattern": ({"properties": {"s": {"pattern": EVIL}}}, {"s": LONG}),
@@ -42,10 +44,10 @@ SCHEMAS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 @pytest.mark.parametrize("keyword", list(SCHEMAS))
 def test_backtracking_pattern_ends_the_check_in_bounded_time(keyword: str) -> None:
     schema, result = SCHEMAS[keyword]
-    began = time.monotonic()
+    began = time.thread_time()
     with pytest.raises(SchemaCheckTimedOut, match="took longer than"):
         check(result, schema)
-    assert time.monotonic() - began < BOUND
+    assert time.thread_time() - began < BOUND
 
 
 def test_patterns_still_judge_answers() -> None:
@@ -64,11 +66,11 @@ def test_patterns_still_judge_answers() -> None:
 
 def test_the_bound_is_shared_by_every_match_of_a_check() -> None:
     schema = {"type": "array", "items": {"pattern": EVIL}}
-    began = time.monotonic()
+    began = time.thread_time()
     with pytest.raises(SchemaCheckTimedOut):
         check([LONG] * 20, schema)
     # One bound per match would take 20 of them.
-    assert time.monotonic() - began < BOUND < 20 * CHECK_SECONDS
+    assert time.thread_time() - began < BOUND < 20 * CHECK_SECONDS
 
 
 def test_unchecked_answer_is_judged_unchecked() -> None:
@@ -89,9 +91,9 @@ def test_answer_that_cannot_be_checked_in_time_ends_null_model_without_repair() 
             ],
         }
     )
-    began = time.monotonic()
+    began = time.thread_time()
     end = harvest.decide("a.1", schema, turn, Tokens(total=5), repaired=False)
-    assert time.monotonic() - began < BOUND
+    assert time.thread_time() - began < BOUND
     assert end.row is not None and end.pause is None
     assert end.row.model_dump(exclude_none=True) == {
         "row": "null_model",
@@ -118,7 +120,7 @@ def test_unique_items_over_thousands_of_objects_ends_the_check_within_its_budget
     with pytest.raises(SchemaCheckTimedOut) as timed_out:
         check(MANY, UNIQUE)
     assert time.thread_time() - cpu < CHECK_SECONDS + SLACK
-    assert time.monotonic() - began < 30  # CPU is the budget; wall time waits on the machine
+    assert time.monotonic() - began < LOADED  # CPU is the budget; wall time waits on the machine
     assert str(timed_out.value) == (
         f"checking the answer against its schema took longer than {CHECK_SECONDS:g} s"
     )
@@ -179,7 +181,7 @@ def test_a_backtracking_pattern_stays_within_its_cpu_budget_on_a_busy_machine() 
     with pytest.raises(SchemaCheckTimedOut, match="took longer than"):
         check({"s": "a" * 41 + "!"}, SCHEMAS["pattern"][0])
     assert time.thread_time() - cpu < CHECK_SECONDS + SLACK
-    assert time.monotonic() - began < 30
+    assert time.monotonic() - began < LOADED  # a hang guard: CPU is the budget
 
 
 def test_a_schema_that_refers_to_itself_without_end_is_unchecked_not_a_crash() -> None:

@@ -61,6 +61,10 @@ class Journal:
     ends: list[tuple[int, int]]
 
 
+pytestmark = pytest.mark.xdist_group("test_damage")
+"""One xdist worker runs the whole module: its tests share the module's costly set-up."""
+
+
 @pytest.fixture(scope="module", params=["one_row_batches", "several_row_batches"])
 def journal(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Journal:
     """The journal of the app-server backend's chain workflow run to its end."""
