@@ -10,7 +10,7 @@ from typing import Annotated
 
 from cyclopts import App, Parameter
 
-from crw.cli.app import Json, State
+from crw.cli.params import Json, State
 
 hook = App(name="hook", help="The spawn hook Codex runs before the owner's tool calls.")
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from cyclopts import App, Parameter
 
-from crw.cli.app import Json, _one_line
+from crw.cli.params import Json, one_line_id
 
 owner = App(name="owner", help="Play the owner thread by hand on the simulated host.")
 Socket = Annotated[str, Parameter(name="--socket", help="The simulated host's unix socket.")]
@@ -15,7 +15,7 @@ OwnerThread = Annotated[
     str | None,
     Parameter(
         name="--owner",
-        validator=_one_line,
+        validator=one_line_id,
         help="The owner thread (the id owner start printed; default: $CRW_OWNER_THREAD, "
         "else the owner the step's run records).",
     ),
