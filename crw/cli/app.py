@@ -15,8 +15,11 @@ import sys
 
 from cyclopts import App
 
-from crw.cli import demo_commands, owner_commands, read_commands, run_commands
+from crw.cli.demo import commands as demo_commands
 from crw.cli.entry import one_line, run_command
+from crw.cli.owner import commands as owner_commands
+from crw.cli.read import commands as read_commands
+from crw.cli.run import commands as run_commands
 
 app = App(
     name="crw",
@@ -34,7 +37,7 @@ app.command(flow)
 app.command(host)
 host.command(sim)
 flow.command(schema)
-flow.command("crw.cli.hook_app:hook")
+flow.command("crw.cli.owner.hook_app:hook")
 
 flow.command(run_commands.start)
 flow.command(read_commands.status)
@@ -54,7 +57,7 @@ schema.command(read_commands.rows)
 sim.command(demo_commands.serve)
 flow.command(read_commands.timeline)
 sim.command(
-    "crw.cli.owner_sim_app:owner", help="Play the owner thread by hand on the simulated host."
+    "crw.cli.demo.owner_sim_app:owner", help="Play the owner thread by hand on the simulated host."
 )
 flow.command(run_commands.rm)
 flow.command(run_commands.gc)

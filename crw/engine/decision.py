@@ -19,7 +19,7 @@ A held call waits for a person's decision (`crw flow answer RUN CALL --retry |
   restarts too, once no process runs it.
 
 `decide_answer` judges a command's answer against the rows; `in_place` is how a
-retried call goes on. The actors act: `crw.cli.answer` appends the row,
+retried call goes on. The actors act: `crw.cli.run.answer` appends the row,
 `crw.actors.held_call` goes on with the call.
 """
 

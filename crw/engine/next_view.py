@@ -5,7 +5,7 @@ what the command read.
 steps, agents.max_threads, whether a process holds the run and the role store's
 pairs, and answers the state, the steps with the host call each takes, the slots,
 the spawn formats and a hint. It reads no file and writes nothing (CMD-NEXT-16):
-the command (`crw.cli.next`) reads, waits, resumes and removes handed-out close
+the command (`crw.cli.owner.next`) reads, waits, resumes and removes handed-out close
 steps.
 
 Readings fixed here:

@@ -3,7 +3,7 @@ bars on a time axis, its repairs, losses, interrupts, holds and reviews as marks
 each turn's tokens, a legend and the run's own marks (a process started, paused,
 ended) across every lane.
 
-Pure: rows in, shapes out (`layout`); `crw.cli.timeline` draws them as SVG. A run
+Pure: rows in, shapes out (`layout`); `crw.cli.read.timeline` draws them as SVG. A run
 of more than `MAX_LANES` calls keeps its lanes readable: it shows the calls that
 are not simply completed first, then others spread evenly over the run, and a
 lane on top that counts every call in flight; the note says how many are left

@@ -21,7 +21,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.cli.answer import append_row
+from crw.cli.run.answer import append_row
 from crw.engine import packet, step_input
 from crw.engine.answer import digest as answer_digest
 from crw.engine.decision import Choice, Record, decide_answer

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from crw.bus.inbox import Report, read_reports, write_reply
-from crw.cli.dispatched import NOT_HELD, reply_line
+from crw.cli.owner.dispatched import NOT_HELD, reply_line
 from crw.engine.locks import run_lock
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec

@@ -14,8 +14,8 @@ from crw.bus import dirwatch
 from crw.bus import inbox as inbox_module
 from crw.bus.dirwatch import DirWatch
 from crw.bus.inbox import Report, write_reply, write_report
-from crw.cli import dispatched as dispatched_module
-from crw.cli.dispatched import POLL, Clock, await_reply
+from crw.cli.owner import dispatched as dispatched_module
+from crw.cli.owner.dispatched import POLL, Clock, await_reply
 from crw.engine.locks import run_lock
 from crw.engine.rundir import RunDir
 

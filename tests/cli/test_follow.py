@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from crw.cli.follow import JournalTail, RunWake
+from crw.cli.read.follow import JournalTail, RunWake
 from crw.engine.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import Completed, Ended, Prepared, RowModel

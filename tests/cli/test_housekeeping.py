@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from crw.binding.owner import bind_owner, orchestrator_line, owner_file
-from crw.cli.housekeeping import close_line
+from crw.cli.run.housekeeping import close_line
 from crw.engine.locks import run_is_live, run_lock
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from crw.cli import next as next_module
+from crw.cli.owner import next as next_module
 from crw.engine.rundir import RunDir
 from tests.cli.conftest import Crw
 from tests.cli.test_next import RUN, _step, held

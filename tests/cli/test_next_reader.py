@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from crw.cli import next as next_module
-from crw.cli.store_pairs import store_pairs
+from crw.cli.owner import next as next_module
+from crw.cli.owner.store_pairs import store_pairs
 from crw.engine.rundir import RunDir
 from crw.journal import snapshot
 from crw.journal.log import encode_batch, encode_body
@@ -70,7 +70,7 @@ def test_a_state_without_a_role_store_answers_undecided_pairs_without_pydantic(
 
     assert store_pairs(tmp_path) == RoleTable.undecided().role_pairs()
     probe = (
-        "import sys; from pathlib import Path; from crw.cli.store_pairs import store_pairs; "
+        "import sys; from pathlib import Path; from crw.cli.owner.store_pairs import store_pairs; "
         f"store_pairs(Path({str(tmp_path)!r})); print('pydantic' in sys.modules)"
     )
     out = subprocess.run(
@@ -162,7 +162,8 @@ def test_a_store_that_reads_the_holders_pins_is_compared_without_pydantic(
     other = {**pins, "executor": {"agent_type": "executor"}}
     assert store_pairs(tmp_path, other) == pins
     probe = (
-        "import sys, json; from pathlib import Path; from crw.cli.store_pairs import store_pairs; "
+        "import sys, json; from pathlib import Path; "
+        "from crw.cli.owner.store_pairs import store_pairs; "
         f"store_pairs(Path({str(tmp_path)!r}), json.loads({json.dumps(json.dumps(pins))})); "
         "print('pydantic' in sys.modules)"
     )

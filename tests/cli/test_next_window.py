@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from crw.cli import next as next_module
+from crw.cli.owner import next as next_module
 from crw.engine.locks import hold_run, run_lock, start_lock, take_process_lock
 from crw.engine.rundir import RunDir
 from crw.journal.log import read_journal

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from crw.binding.owner import bind_owner
-from crw.cli import start as start_module
+from crw.cli.run import start as start_module
 from crw.engine.locks import hold_run, is_held, start_lock
 from crw.engine.rundir import RunDir
 from crw.engine.tmploc import dir_from

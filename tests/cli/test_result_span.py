@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from crw.cli.status import status_command
+from crw.cli.read.status import status_command
 from crw.engine import answer, harvest
 from crw.engine.rundir import RunDir
 from crw.host.protocol import AgentMessage, Turn

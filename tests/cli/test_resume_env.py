@@ -3,7 +3,7 @@ backend a resume goes on with, the env every launch gives the run's process, and
 the pool a resume holds.
 
 How the spec's Go-era names map onto crw: engine.StartedBackend is
-`crw.cli.resume.check_backend` (the started row's backend, or the spec's when no
+`crw.cli.run.resume.check_backend` (the started row's backend, or the spec's when no
 process stored one); the internal/flow/sessionhost adapter is the session backend
 of `crw.actors.run` on the run's host; the run's FileStepBus is its step files
 (`crw/bus/steps.py`, `<run>/steps/`); crw has no engine `crw flow resume RUN
@@ -395,7 +395,7 @@ def test_the_foreground_resume_runs_below_the_recorded_env_and_puts_back_the_she
     it takes a lock, so the temp files it makes lie below it whatever the shell's
     TMPDIR was (and whatever gettempdir() had answered before), and puts back the
     shell's when the run is done (a run whose host is gone pauses at once)."""
-    from crw.cli.resume import resume_command
+    from crw.cli.run.resume import resume_command
 
     run = _make_run(crw)
     recorded = crw.env["TMPDIR"]

@@ -109,7 +109,8 @@ def test_an_app_server_run_imports_none_of_the_session_backend(crw: Crw) -> None
 
 COLLECTIONS = """
 import gc, json, sys
-from crw.cli import hook, hot, main
+from crw.cli.owner import hook
+from crw.cli import hot, main
 before = [generation["collections"] for generation in gc.get_stats()]
 sys.argv = ["crw", *sys.argv[1:]]
 try:
@@ -121,7 +122,7 @@ json.dump({"code": code, "collections": [b - a for a, b in zip(before, after)]},
 """
 """Runs `crw` in a fresh interpreter and reports, on stderr, the exit code and the
 collections of each generation its process made once it read its command line
-(the modules that read it, `crw.cli.hook` and `crw.cli.hot`, imported before)."""
+(the modules that read it, `crw.cli.owner.hook` and `crw.cli.hot`, imported before)."""
 
 
 def test_the_run_process_starts_up_without_a_collection(crw: Crw) -> None:

@@ -190,7 +190,7 @@ def test_a_slow_start_is_reported_coming_up_and_keeps_the_start_lock(
     """spec: BIND-LINE-19, BIND-LINE-20: the start lock is held until the run's
     process holds the run lock, however long it takes; a live child is never
     reported as not started."""
-    from crw.cli.start import start_run
+    from crw.cli.run.start import start_run
     from crw.engine.locks import is_held
     from crw.settings import Settings
 

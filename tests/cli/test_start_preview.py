@@ -443,7 +443,7 @@ def test_the_start_asks_the_host_once_the_runs_process_is_launched(
     """The host's part of the preview is asked after the launch, while the process
     imports (it asks its host nothing before its started row); the owner's binding
     is judged as it was before the start bound it (no line of another run)."""
-    from crw.cli import preview
+    from crw.cli.run import preview
     from crw.host.probe import HostProbe
 
     events: list[str] = []

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from crw.cli.timeline import COLOURS
+from crw.cli.read.timeline import COLOURS
 from crw.engine.locks import run_is_live
 from crw.engine.timeline import (
     AXIS_H,

@@ -9,8 +9,8 @@ from typing import Any
 import pygit2
 import pytest
 
-from crw.cli.answer import append_row
-from crw.cli.housekeeping import rm_command
+from crw.cli.run.answer import append_row
+from crw.cli.run.housekeeping import rm_command
 from crw.engine.rundir import RunDir
 from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
 from crw.errors import RefusedError

@@ -67,7 +67,7 @@ def git_workflow(state_dir: Path) -> Path:
     """examples/git-demo.toml of the source tree crw runs from, copied to
     `state_dir` with `repo = "sample"` put first: the sample is the run's
     repository, whatever checkout the demo runs from."""
-    path = Path(__file__).resolve().parents[2] / "examples" / "git-demo.toml"
+    path = Path(__file__).resolve().parents[3] / "examples" / "git-demo.toml"
     if not path.is_file():
         raise InputError(f"the demo workflow {path} is missing; run the demo from a crw checkout")
     copy = state_dir / path.name

@@ -25,7 +25,7 @@ from crw import codex_config
 from crw.binding.owner import bind_owner, orchestrator_line
 from crw.cli.entry import one_line
 from crw.cli.output import emit
-from crw.cli.preview import Preview, SessionStart, app_server_preview, session_judged
+from crw.cli.run.preview import Preview, SessionStart, app_server_preview, session_judged
 from crw.engine.evidence_cwd import check_evidence_cwd
 from crw.engine.launch import launch_run_process
 from crw.engine.locks import run_is_live, start_lock

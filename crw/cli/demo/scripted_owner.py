@@ -106,7 +106,7 @@ class ScriptedOwner:
 
     async def next(self) -> dict[str, Any]:
         """`crw flow next RUN --wait S --json`: its answer."""
-        from crw.cli.next import next_command
+        from crw.cli.owner.next import next_command
 
         _, answer = await _cli_json(
             next_command, self.run, wait=self.wait, state=self.state, json=True
@@ -132,7 +132,7 @@ class ScriptedOwner:
 
     async def dispatched(self, step: dict[str, Any], agent: str) -> dict[str, Any]:
         """`crw flow dispatched RUN CALL --agent ID --k K --attempt N --json`: the reply."""
-        from crw.cli.dispatched import dispatched_command
+        from crw.cli.owner.dispatched import dispatched_command
 
         _, reply = await _cli_json(
             dispatched_command,

@@ -22,7 +22,7 @@ def spawn(*, state: State = None) -> int:
 
     Always exit 0: an input it cannot read (over 4 MiB, not strict JSON) and an
     argument other than --state are warnings on stderr, and the call goes ahead."""
-    from crw.cli.hook import spawn_command
+    from crw.cli.owner.hook import spawn_command
 
     return spawn_command(state)
 
@@ -52,6 +52,6 @@ def install(
         The state directory the hook reads (default: $CRW_STATE, else .crw/ at the root
         of the repository the owner thread works in).
     """
-    from crw.cli.hook_install import install_command
+    from crw.cli.owner.hook_install import install_command
 
     return install_command(codex_home=codex_home, host=host, state=state, json=json)

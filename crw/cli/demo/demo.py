@@ -7,7 +7,7 @@ review round runs: a fix continues build.1, a second review accepts), runs
 `examples/demo.toml`, stops the host and prints a summary table and the round.
 
 - session (the default): an owner thread on the host (`sim/startOwner`) and a
-  session run bound to it; a scripted owner (`crw.cli.owner`) takes the steps as
+  session run bound to it; a scripted owner (`crw.cli.demo.scripted_owner`) takes the steps as
   a Codex owner would, with `crw flow next` and `crw flow dispatched`, and the
   demo prints each step and the run's reply.
 - app-server: the detached run process opens a thread per call (the fix a fork
@@ -15,7 +15,7 @@ review round runs: a fix continues build.1, a second review accepts), runs
 
 It runs in `--state` or $CRW_STATE (kept), else in a new temporary directory that
 it removes when it ends, whatever the end, unless `--keep`. `--git` runs the git
-variant instead (`crw.cli.demo_git`): an executor under review editing a sample
+variant instead (`crw.cli.demo.demo_git`): an executor under review editing a sample
 repository, and the node's branch that holds the result.
 """
 
@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli import output
-from crw.cli.demo_summary import detail, reviews, summary
+from crw.cli.demo.demo_summary import detail, reviews, summary
 from crw.cli.output import emit
-from crw.cli.start import StartOutcome, start_run
-from crw.cli.status import status_payload
+from crw.cli.read.status import status_payload
+from crw.cli.run.start import StartOutcome, start_run
 from crw.errors import InputError, RefusedError
 from crw.host.sim.process import launch_sim, stop_sim
 from crw.journal.log import read_journal
@@ -81,7 +81,7 @@ def _plain() -> Variant:
 
 
 def _git(state_dir: Path, say: Say) -> tuple[Variant, Any]:
-    from crw.cli import demo_git
+    from crw.cli.demo import demo_git
 
     sample = demo_git.make_sample(state_dir / demo_git.SAMPLE_DIR)
     workflow = demo_git.git_workflow(state_dir)
@@ -100,7 +100,7 @@ def _git(state_dir: Path, say: Say) -> tuple[Variant, Any]:
 
 def demo_workflow() -> Path:
     """examples/demo.toml of the source tree crw runs from."""
-    path = Path(__file__).resolve().parents[2] / "examples" / "demo.toml"
+    path = Path(__file__).resolve().parents[3] / "examples" / "demo.toml"
     if not path.is_file():
         raise InputError(f"the demo workflow {path} is missing; run the demo from a crw checkout")
     return path
@@ -168,7 +168,7 @@ def _sim_demo(
     payload |= {"run_dir": str(outcome.run.root), "pid": outcome.pid, "host_pid": sim.pid}
     text = summary(rows)
     if sample is not None:
-        from crw.cli import demo_git
+        from crw.cli.demo import demo_git
 
         extra["git"] = demo_git.report(sample, outcome.spec.id, rows)
         text = "\n".join([text, *demo_git.report_lines(extra["git"])])
@@ -182,7 +182,7 @@ def _session_demo(
     """Start a session run bound to a fresh owner thread and play its owner."""
     import trio
 
-    from crw.cli.owner import ScriptedOwner, Taken
+    from crw.cli.demo.scripted_owner import ScriptedOwner, Taken
     from crw.host.connect import connect_host
     from crw.host.uri import parse_host_uri
 

@@ -45,7 +45,7 @@ def demo(
         The git variant: an executor under review edits a sample git repository
         the demo makes; the node's branch holds the result (simulated host only).
     """
-    from crw.cli.demo import demo_command
+    from crw.cli.demo.demo import demo_command
 
     return demo_command(state=state, json=json, backend=backend, host=host, keep=keep, git=git)
 

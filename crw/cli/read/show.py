@@ -5,7 +5,7 @@ journal, from its start. Each row is one line (`crw.engine.row_lines`): its time
 (UTC), seq, call, kind and key fields. `--call` keeps the rows of one call;
 `--json` prints each row as the journal holds it, one JSON object a line (JSON
 Lines), framing left out. `--follow` goes on printing the rows the run commits
-(`crw.cli.follow`) until the run ends (exit 0), or until no process runs it
+(`crw.cli.read.follow`) until the run ends (exit 0), or until no process runs it
 (paused, crashed, waiting for an answer: exit 1, with a line saying so); Ctrl-C
 stops it quietly (exit 130, as every command).
 
@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli.entry import one_line
-from crw.cli.follow import JournalTail, Rows, follow
 from crw.cli.output import json_text, say, say_json
+from crw.cli.read.follow import JournalTail, Rows, follow
 from crw.engine.locks import run_is_live
 from crw.engine.row_lines import row_line
 from crw.engine.rundir import RunDir, find_run, resolve_state

@@ -33,7 +33,7 @@ def status(
     results
         Show each completed call's answer too (reads the whole journal).
     """
-    from crw.cli.status import status_command
+    from crw.cli.read.status import status_command
 
     return status_command(run, state=state, json=json, all_calls=all_calls, results=results)
 
@@ -54,7 +54,7 @@ def list_(
         List every run (by default an ended run whose last row is over 7 days old
         is left out).
     """
-    from crw.cli.list import list_command
+    from crw.cli.read.list import list_command
 
     return list_command(state=state, json=json, all_runs=all_runs)
 
@@ -85,7 +85,7 @@ def show(
     follow
         Go on printing the rows the run commits until the run ends.
     """
-    from crw.cli.show import show_command
+    from crw.cli.read.show import show_command
 
     return show_command(run, call=call, follow_run=follow, state=state, json=json)
 
@@ -110,7 +110,7 @@ def watch(
     run
         The run id, or the path of its run directory.
     """
-    from crw.cli.watch import watch_command
+    from crw.cli.read.watch import watch_command
 
     return watch_command(run, state=state, json=json)
 
@@ -141,7 +141,7 @@ def timeline(
     out
         The file to write: FILE.svg, or FILE.html (a page that shows the SVG).
     """
-    from crw.cli.timeline import timeline_command
+    from crw.cli.read.timeline import timeline_command
 
     return timeline_command(run, out=out, state=state, json=json, all_calls=all_calls)
 
@@ -158,7 +158,7 @@ def shadow(run: str, /, *, state: State = None, json: Json = False) -> int:
     run
         The run id, or the path of its run directory.
     """
-    from crw.cli.shadow import shadow_command
+    from crw.cli.read.shadow import shadow_command
 
     return shadow_command(run, state=state, json=json)
 

@@ -5,7 +5,7 @@ the simulated host (`crw host sim serve --socket S`).
 session run is started with (`crw flow start WORKFLOW --owner ID --host unix:S`).
 `spawn`, `send` and `close` make one step's host call as that owner (`--owner`,
 else $CRW_OWNER_THREAD, else the owner the step's run records), the way the
-demo's scripted owner does (`crw.cli.owner.take_on_host`), and print the subagent
+demo's scripted owner does (`crw.cli.demo.scripted_owner.take_on_host`), and print the subagent
 and the exact `crw flow dispatched` command that reports it. A step is read from
 STEP, a file or `-` (stdin): a step file of the run directory
 (`steps/<call>/t<k>-a<n>.json`, or a close step `close-a<n>-<agent>.json`), one
@@ -55,7 +55,7 @@ def owner_step_command(
     """Make the host call of the step STEP names (`action` must be its action)."""
     import trio
 
-    from crw.cli.owner import take_on_host
+    from crw.cli.demo.scripted_owner import take_on_host
 
     taken, then = _read_step(step, action, call)
     thread = owner or os.environ.get(OWNER_ENV) or ""

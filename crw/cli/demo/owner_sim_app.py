@@ -1,5 +1,5 @@
 """The `crw host sim owner` commands in the command tree (`app.py` registers the
-group): play the owner thread by hand on the simulated host (`crw.cli.owner_sim`)."""
+group): play the owner thread by hand on the simulated host (`crw.cli.demo.owner_sim`)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ PickCall = Annotated[
 @owner.command(name="start")
 def owner_start(*, socket: Socket, json: Json = False) -> int:
     """Open an owner thread on the simulated host and print its id."""
-    from crw.cli.owner_sim import owner_start_command
+    from crw.cli.demo.owner_sim import owner_start_command
 
     return owner_start_command(socket=socket, json=json)
 
@@ -44,7 +44,7 @@ def _owner_step(action: Literal["spawn", "send", "close"]) -> Any:
         call: PickCall = None,
         json: Json = False,
     ) -> int:
-        from crw.cli.owner_sim import owner_step_command
+        from crw.cli.demo.owner_sim import owner_step_command
 
         return owner_step_command(action, step, socket=socket, owner=owner, call=call, json=json)
 

@@ -42,7 +42,7 @@ from crw.binding.lines import is_segment, owner_file, read_last_line
 from crw.bus.inbox import read_reports
 from crw.bus.steps import read_bus, remove_close
 from crw.cli.output import emit
-from crw.cli.store_pairs import store_pairs
+from crw.cli.owner.store_pairs import store_pairs
 from crw.codex_config import max_threads
 from crw.engine.launch_record import LaunchFailure, holds_launch, read_failure, stamps
 from crw.engine.locks import (
@@ -343,7 +343,7 @@ def _resume(run_dir: RunDir, state_dir: Path) -> tuple[int | None, str | None]:
     and wait for the child's started row (up to STARTING_WINDOW_S); the child's
     pid, or None when another command is launching it (the run is then starting),
     and why the resume did not start when it did not (warned)."""
-    from crw.cli.resume import check_resumable
+    from crw.cli.run.resume import check_resumable
     from crw.engine.launch import launch_once
     from crw.engine.runspec import read_run_spec
 

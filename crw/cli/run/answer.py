@@ -31,7 +31,7 @@ from typing import Any
 
 from crw.actors.run_end import end_run
 from crw.cli.output import emit
-from crw.cli.resume import check_resumable, not_resumed
+from crw.cli.run.resume import check_resumable, not_resumed
 from crw.clock import system_clock
 from crw.engine.decision import (
     CHOICES,

@@ -20,7 +20,7 @@ def next_(run: str, /, *, wait: Seconds = 0, state: State = None, json: Json = F
     wait
         Wait up to this many seconds for a step or a change of the run's state.
     """
-    from crw.cli.next import next_command
+    from crw.cli.owner.next import next_command
 
     return next_command(run, wait=wait, state=state, json=json)
 
@@ -62,7 +62,7 @@ def dispatched(
     wait
         Seconds to wait for the run's reply; then the report is answered queued.
     """
-    from crw.cli.dispatched import dispatched_command
+    from crw.cli.owner.dispatched import dispatched_command
 
     return dispatched_command(
         run,

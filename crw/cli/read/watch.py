@@ -1,7 +1,7 @@
 """`crw flow watch RUN`: a run's live view, until the run ends.
 
 It reads the run directory only, like `show`, and wakes when the run commits rows
-(`crw.cli.follow`: an inotify watch, no polling). On a terminal it draws, with
+(`crw.cli.read.follow`: an inotify watch, no polling). On a terminal it draws, with
 rich, a bar of the calls done of all, the calls in flight (state, attempt, turns,
 how long since each was prepared), the tokens the ended calls counted and the
 last rows. Piped, it prints each new row's line (as `show` does) and a progress
@@ -27,10 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crw.cli.follow import JournalTail, Rows, follow
 from crw.cli.output import say, say_json
-from crw.cli.run_spec import spec_json, workflow_file, workflow_nodes
-from crw.cli.show import RowPrinter, stopped
+from crw.cli.read.follow import JournalTail, Rows, follow
+from crw.cli.read.run_spec import spec_json, workflow_file, workflow_nodes
+from crw.cli.read.show import RowPrinter, stopped
 from crw.engine.run_view import DONE, call_views, progress
 from crw.engine.rundir import RunDir, find_run, resolve_state
 from crw.journal.log import JournalCorruptError

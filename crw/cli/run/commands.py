@@ -49,7 +49,7 @@ def start(
         state at each bind and harvest, and warn when a call wrote where its role
         should not (as [settings] trace = true; docs/workspaces.md).
     """
-    from crw.cli.start import start_command
+    from crw.cli.run.start import start_command
 
     return start_command(
         workflow,
@@ -73,7 +73,7 @@ def resume(run: str, /, *, detach: bool = False, state: State = None, json: Json
     detach
         Launch the run process in the background instead of running it here.
     """
-    from crw.cli.resume import resume_command
+    from crw.cli.run.resume import resume_command
 
     return resume_command(run, detach=detach, state=state, json=json)
 
@@ -91,7 +91,7 @@ def pause(run: str, /, *, wait: Seconds = 120.0, state: State = None, json: Json
     wait
         Seconds to wait for the run process to answer.
     """
-    from crw.cli.pause import pause_command
+    from crw.cli.run.pause import pause_command
 
     return pause_command(run, wait=wait, state=state, json=json)
 
@@ -109,7 +109,7 @@ def cancel(run: str, /, *, wait: Seconds = 120.0, state: State = None, json: Jso
     wait
         Seconds to wait for the run process to answer.
     """
-    from crw.cli.cancel import cancel_command
+    from crw.cli.run.cancel import cancel_command
 
     return cancel_command(run, wait=wait, state=state, json=json)
 
@@ -150,7 +150,7 @@ def answer(
     wait
         Seconds to wait for a run process that still runs other calls to end.
     """
-    from crw.cli.answer import answer_command, one_choice
+    from crw.cli.run.answer import answer_command, one_choice
 
     return answer_command(
         run,
@@ -171,7 +171,7 @@ def rm(run: str, /, *, state: State = None, json: Json = False) -> int:
     run
         The run id, or the path of its run directory.
     """
-    from crw.cli.housekeeping import rm_command
+    from crw.cli.run.housekeeping import rm_command
 
     return rm_command(run, state=state, json=json)
 
@@ -192,13 +192,13 @@ def gc(
     dry_run
         List what would be removed; remove nothing.
     """
-    from crw.cli.housekeeping import gc_command
+    from crw.cli.run.housekeeping import gc_command
 
     return gc_command(ended_before=ended_before, dry_run=dry_run, state=state, json=json)
 
 
 def run_process(run: str, /, *, state: State = None) -> int:
     """The detached run process (started by `start` and `resume`)."""
-    from crw.cli.resume import run_and_wait
+    from crw.cli.run.resume import run_and_wait
 
     return run_and_wait(run, state=state)

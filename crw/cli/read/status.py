@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit
-from crw.cli.run_spec import spec_json, workflow_file, workflow_nodes
-from crw.cli.status_text import human, todo
+from crw.cli.read.run_spec import spec_json, workflow_file, workflow_nodes
+from crw.cli.read.status_text import human, todo
 from crw.engine.held_fix import answer_choices, with_fix
 from crw.engine.host_wait import waiting
 from crw.engine.launch_record import read_failure
@@ -74,7 +74,7 @@ def _read(run_dir: RunDir, *, live: bool, results: bool) -> tuple[RunState, dict
             return replay(err.intact.rows), err.report()
     # Read a piece at a time, each replayed and let go: the state keeps the
     # results, not every row's text. Only --results needs the follower's reader.
-    from crw.cli.follow import JournalTail
+    from crw.cli.read.follow import JournalTail
 
     tail = JournalTail(run_dir.journal)
     try:

@@ -21,10 +21,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from crw.cli.list_table import age, backend, fit
 from crw.cli.output import emit
-from crw.cli.run_spec import spec_json, workflow_file, workflow_nodes
-from crw.cli.status_text import short_tokens
+from crw.cli.read.list_table import age, backend, fit
+from crw.cli.read.run_spec import spec_json, workflow_file, workflow_nodes
+from crw.cli.read.status_text import short_tokens
 from crw.engine.locks import holder_pid, run_is_live
 from crw.engine.run_view import outcome, parse_at, progress
 from crw.engine.rundir import RunDir, list_runs, resolve_state
