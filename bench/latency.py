@@ -45,7 +45,7 @@ from crw.bus.inbox import Report, reply_path, write_report  # noqa: E402
 from crw.cli.demo.scripted_owner import ScriptedOwner  # noqa: E402
 from crw.cli.run.start import StartOutcome, start_run  # noqa: E402
 from crw.clock import system_clock  # noqa: E402
-from crw.engine.rundir import RunDir  # noqa: E402
+from crw.engine.run.rundir import RunDir  # noqa: E402
 from crw.host.client import HostClient  # noqa: E402
 from crw.host.connect import connect_host  # noqa: E402
 from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402

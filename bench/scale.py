@@ -62,7 +62,7 @@ from crw.cli.owner.dispatched import await_reply  # noqa: E402
 from crw.cli.owner.next import next_command  # noqa: E402, F401 - imported before the timer
 from crw.cli.run.start import start_run  # noqa: E402
 from crw.clock import system_clock  # noqa: E402
-from crw.engine.rundir import RunDir  # noqa: E402
+from crw.engine.run.rundir import RunDir  # noqa: E402
 from crw.errors import CrwError  # noqa: E402
 from crw.host.client import HostClient  # noqa: E402
 from crw.host.connect import connect_host  # noqa: E402

@@ -14,7 +14,7 @@ journal writer before the run goes on:
     turn_started        schema: its text names the tools too
     completed | null_model | held, or the run's paused
 
-A call an earlier process left open goes on in place, as `crw.engine.app_resume`
+A call an earlier process left open goes on in place, as `crw.engine.holds.app_resume`
 decides from its rows and the host's read of its resumed thread; so does a held
 call answered retry, or held by a pause when the run resumes: its delivered turn
 is taken again by a new turn on its thread (`crw.actors.app_server_held`).
@@ -41,14 +41,16 @@ from crw.actors.control import CallStop, Interrupted, RunControl
 from crw.actors.host_reader import HostReader, ModelUnreachable
 from crw.actors.journal_writer import JournalWriter
 from crw.clock import system_clock
-from crw.engine import answer, app_resume, harvest, outcome, packet, step_input
-from crw.engine.harvest import CallEnd
-from crw.engine.role_names import WRITING_ROLES
-from crw.engine.roles import RolePair
-from crw.engine.rundir import PRIVATE_DIR
-from crw.engine.template import render_task
-from crw.engine.workflow import Workflow
-from crw.engine.workflow_nodes import Node
+from crw.engine.answers import answer, harvest, outcome
+from crw.engine.answers.harvest import CallEnd
+from crw.engine.config.role_names import WRITING_ROLES
+from crw.engine.config.roles import RolePair
+from crw.engine.config.template import render_task
+from crw.engine.config.workflow import Workflow
+from crw.engine.config.workflow_nodes import Node
+from crw.engine.holds import app_resume
+from crw.engine.run.rundir import PRIVATE_DIR
+from crw.engine.steps import packet, step_input
 from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.journal.rows import (

@@ -32,7 +32,7 @@ import trio
 
 from crw.actors.host_watch import HostWatch
 from crw.actors.spawn_index import OwnerSpawns
-from crw.engine import unreachable
+from crw.engine.answers import unreachable
 from crw.host.client import HostClient
 from crw.host.errors import HostRequestError, HostUnavailable
 from crw.host.protocol import (
@@ -75,7 +75,7 @@ class _Watch:
 
 class ModelUnreachable(Exception):
     """The host kept retrying a turn past `Settings.unreachable_after`; the
-    message is the held row's error (`crw.engine.unreachable`)."""
+    message is the held row's error (`crw.engine.answers.unreachable`)."""
 
 
 FOLLOWED_APP_SERVER = frozenset({"thread/tokenUsage/updated", "turn/completed", "error"})

@@ -41,14 +41,14 @@ from crw.actors.journal_writer import JournalWriter, open_journal_writer
 from crw.actors.run_end import end_run
 from crw.clock import WallClock, system_clock
 from crw.codex_config import session_pool
-from crw.engine.launch_check import changed_workflow
-from crw.engine.launch_record import clear_failure
-from crw.engine.locks import ProcessLock, hold_run
-from crw.engine.review import check_fix_efforts
-from crw.engine.roles import RoleTable, load_roles, pin_rows
-from crw.engine.rundir import RunDir, find_run, resolve_state
-from crw.engine.runspec import RunSpec, check_backend, read_run_spec, recorded_env
-from crw.engine.workflow import Workflow, load_workflow
+from crw.engine.calls.review import check_fix_efforts
+from crw.engine.config.roles import RoleTable, load_roles, pin_rows
+from crw.engine.config.workflow import Workflow, load_workflow
+from crw.engine.run.launch_check import changed_workflow
+from crw.engine.run.launch_record import clear_failure
+from crw.engine.run.locks import ProcessLock, hold_run
+from crw.engine.run.rundir import RunDir, find_run, resolve_state
+from crw.engine.run.runspec import RunSpec, check_backend, read_run_spec, recorded_env
 from crw.errors import CrwError, InputError, RefusedError
 from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
@@ -345,7 +345,7 @@ class Backend:
         from crw.actors.inbox import Inbox
         from crw.actors.session_context import SessionContext
         from crw.actors.session_run import answer_unrouted, run_session_calls
-        from crw.engine.replies import CallRecords
+        from crw.engine.steps.replies import CallRecords
 
         records = CallRecords(rows)  # kept up to date by each call's commits
         inbox = Inbox(

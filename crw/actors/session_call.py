@@ -1,7 +1,7 @@
 """The session call actor: the run starts no thread and no turn of its own.
 
 One Trio task per admitted call, entered with the call's rows, going on from its
-last row (`crw.engine.session_progress`). Its life, each row committed before
+last row (`crw.engine.calls.session_progress`). Its life, each row committed before
 its effect:
 
     prepared +        the allocation every attempt shares (P: `crw.workspace.placer`)
@@ -43,14 +43,17 @@ from crw.actors.session_interrupt import interrupt_call
 from crw.actors.step_binder import StepBinder
 from crw.actors.step_writer import StepWriter
 from crw.bus import steps as bus
-from crw.engine import answer, harvest, interrupt, lost, outcome, step_input
-from crw.engine.gate import RunSpent
-from crw.engine.harvest import CallEnd
-from crw.engine.roles import RolePair, default_agent_type
-from crw.engine.rundir import PRIVATE_DIR
-from crw.engine.session_progress import CallProgress, progress
-from crw.engine.template import render_task
-from crw.engine.workflow_nodes import Node
+from crw.engine.answers import answer, harvest, outcome
+from crw.engine.answers.harvest import CallEnd
+from crw.engine.calls import lost
+from crw.engine.calls.gate import RunSpent
+from crw.engine.calls.session_progress import CallProgress, progress
+from crw.engine.config.roles import RolePair, default_agent_type
+from crw.engine.config.template import render_task
+from crw.engine.config.workflow_nodes import Node
+from crw.engine.holds import interrupt
+from crw.engine.run.rundir import PRIVATE_DIR
+from crw.engine.steps import step_input
 from crw.host.protocol import Thread
 from crw.journal.rows import (
     Allocation,

@@ -291,7 +291,7 @@ class StepPublished(RowModel):
     input: str | None = None
     input_answer_at: int | None = None
     """A repair's input without its previous answer, which goes back in here
-    (`crw.engine.step_input`): the row keeps the answer once."""
+    (`crw.engine.steps.step_input`): the row keeps the answer once."""
     input_digest: str | None = None
     packet: str | None = None
     packet_digest: str | None = None
@@ -306,7 +306,7 @@ class StepPublished(RowModel):
     previous_answer_in: str | None = None
     """A later step repairing an answer an earlier step row of the call holds (the
     attempt after a lost repair, a held repair taken again): that row's marker,
-    instead of a copy in `previous_answer` (`crw.engine.step_input`)."""
+    instead of a copy in `previous_answer` (`crw.engine.steps.step_input`)."""
     tokens_seen: Tokens | None = None
     call_tokens: Tokens | None = None
     conversation_turn: int | None = None

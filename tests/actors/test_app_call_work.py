@@ -16,8 +16,9 @@ from trio.testing import MockClock
 
 from crw.actors import host_reader
 from crw.actors.host_reader import HostReader
-from crw.engine import packet, schema_check
-from crw.engine.gate import RunSpent
+from crw.engine.answers import schema_check
+from crw.engine.calls.gate import RunSpent
+from crw.engine.steps import packet
 from crw.host.protocol import Notification, Turn
 from crw.journal.replay import RunState, replay
 from crw.journal.rows import Tokens

@@ -17,9 +17,9 @@ from crw.actors.control import RunControl
 from crw.actors.journal_writer import open_journal_writer
 from crw.bus import control as requests
 from crw.clock import fixed_clock
-from crw.engine.roles import RoleTable
-from crw.engine.rundir import RunDir
-from crw.engine.workflow import load_workflow
+from crw.engine.config.roles import RoleTable
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from crw.journal.replay import RunState, replay
 from crw.journal.rows import RowModel

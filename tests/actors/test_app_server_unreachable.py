@@ -16,7 +16,7 @@ import trio
 from trio.testing import MockClock
 
 from crw.actors.host_reader import FOLLOWED_APP_SERVER, ModelUnreachable, open_host_reader
-from crw.engine import unreachable
+from crw.engine.answers import unreachable
 from crw.host.client import open_client
 from crw.host.protocol import TurnError
 from crw.host.sim.connection import connect_in_memory

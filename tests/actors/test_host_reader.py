@@ -13,7 +13,7 @@ from trio.testing import MockClock
 
 from crw.actors import attempt_watch, host_reader
 from crw.actors.host_reader import HostReader, open_host_reader
-from crw.engine import lost
+from crw.engine.calls import lost
 from crw.host.client import HostClient, open_client
 from crw.host.sim.connection import connect_in_memory
 from crw.host.sim.server import open_sim_host

@@ -202,7 +202,7 @@ async def test_a_short_turns_rollout_is_read_without_a_worker_thread_hop(
     worker-thread hop; a larger one in a worker thread, one hop a call. The tokens
     are the same either way."""
     from crw.actors import session_call
-    from crw.engine import outcome
+    from crw.engine.answers import outcome
 
     if limit is not None:
         monkeypatch.setattr(session_call, "INLINE_ROLLOUT", limit)

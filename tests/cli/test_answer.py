@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from crw.engine.locks import hold_run, is_held
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import hold_run, is_held
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, Result, wait_for_exit
 from tests.cli.test_next import RUN, _append_rows, _make_run

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from crw.cli.app import app
 from crw.cli.hot import parse, parse_serve
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import UnknownRow
 from tests.cli.conftest import EXAMPLES, Crw, imported, wait_for_exit

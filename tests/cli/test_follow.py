@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from crw.cli.read.follow import JournalTail, RunWake
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import Completed, Ended, Prepared, RowModel
 from tests.cli.test_status import _journal_line

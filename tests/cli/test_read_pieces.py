@@ -13,7 +13,7 @@ import pytest
 import crw.cli.read.follow as follow
 from crw.cli.read.show import show_command
 from crw.cli.read.status import status_command
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
 from tests.cli.test_status import _journal_line
 

@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 import trio
 
-from crw.engine.locks import hold_run, is_held
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import hold_run, is_held
+from crw.engine.run.rundir import RunDir
 from crw.host.sim.process import launch_sim, stop_sim
 from crw.journal.log import read_journal
 from tests.cli.conftest import EXAMPLES, Crw, Result, wait_for_exit

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from crw.cli.hot import hot_command
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, imported, wait_for_exit, waiting_for_no_host
 
@@ -28,8 +28,8 @@ NOT_NEEDED = (
     "crw.workspace.trace",
     "crw.workspace.worktrees",
     "crw.actors.app_server",
-    "crw.engine.app_held",
-    "crw.engine.app_resume",
+    "crw.engine.holds.app_held",
+    "crw.engine.holds.app_resume",
     "regex",
     "urllib.request",
     "http.client",
@@ -57,10 +57,10 @@ BEFORE_STARTED = (
     "crw.host.rpc",
     "crw.host.protocol",
     "crw.actors.host_reader",
-    "crw.engine.bind",
-    "crw.engine.interrupt",
+    "crw.engine.steps.bind",
+    "crw.engine.holds.interrupt",
     "crw.actors.control",
-    "crw.engine.replies",
+    "crw.engine.steps.replies",
 )
 """What the run process's module (all it imports before its started row) leaves to
 its first connection to the host: the WebSocket framing, the client and its

@@ -16,9 +16,9 @@ import pytest
 import trio
 
 from crw.binding.install import Config, with_hook
-from crw.engine.facts import SESSION_FACTS
-from crw.engine.locks import is_held, run_lock, start_lock
-from crw.engine.rundir import RunDir
+from crw.engine.owner.facts import SESSION_FACTS
+from crw.engine.run.locks import is_held, run_lock, start_lock
+from crw.engine.run.rundir import RunDir
 from crw.host.probe import PROBE_TIMEOUT
 from crw.host.sim.process import launch_sim, stop_sim
 from tests.cli.conftest import EXAMPLES, Crw, start_in_process, wait_for_exit

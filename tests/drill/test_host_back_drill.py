@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from crw.engine.host_wait import waiting
-from crw.engine.rundir import RunDir
+from crw.engine.run.host_wait import waiting
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import EXAMPLES, Crw
 from tests.drill.test_app_server_crash_drill import AppDrill

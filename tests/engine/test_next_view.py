@@ -5,15 +5,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from crw.engine.next_view import (
+from crw.engine.config.roles import ROLES
+from crw.engine.owner.next_view import (
     NEXT_WAIT_S,
     WAIT_AGENT_TIMEOUT_MS,
     NextRead,
     next_view,
     should_resume,
 )
-from crw.engine.roles import ROLES
-from crw.engine.step_file import CloseStep, StepFile
+from crw.engine.steps.step_file import CloseStep, StepFile
 
 PINNED = {
     "architect": {"agent_type": "architect", "model": "gpt-5", "effort": "high"},
@@ -466,8 +466,8 @@ def test_a_run_paused_at_its_token_ceiling_is_not_told_to_resume() -> None:
 def test_an_answer_replays_the_rows_once(monkeypatch: Any) -> None:
     """spec: CMD-NEXT-1. However many decisions the answer takes (starting, resume,
     can do nothing, the view and its hint), the rows are replayed once."""
-    from crw.engine import next_state
-    from crw.engine import next_view as view_module
+    from crw.engine.owner import next_state
+    from crw.engine.owner import next_view as view_module
     from crw.journal.replay import replay
 
     replays: list[int] = []

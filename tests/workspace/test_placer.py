@@ -11,8 +11,8 @@ import pytest
 
 from crw.cli.run.answer import append_row
 from crw.cli.run.housekeeping import rm_command
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunSpec, WorkflowRef, write_run_spec
 from crw.errors import RefusedError
 from crw.journal.rows import Allocation, Prepared
 from crw.workspace import worktrees

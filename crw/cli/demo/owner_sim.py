@@ -87,7 +87,7 @@ def _run_owner(step: dict[str, Any]) -> str:
     Raises:
         InputError: the step names no run directory whose run.json names an owner.
     """
-    from crw.engine.runspec import read_run_spec
+    from crw.engine.run.runspec import read_run_spec
 
     run_json = Path(str(step.get("packet"))).parents[2] / "run.json"
     try:
@@ -189,7 +189,7 @@ def _pick(steps: list[Any], action: Action, call: str | None, where: str) -> Any
 
 def _as_next_item(data: Any, where: str, path: Path | None) -> dict[str, Any]:
     """An item of next's `steps`: as given, or made from a step file or close step file."""
-    from crw.engine.step_file import CloseStep, StepFile
+    from crw.engine.steps.step_file import CloseStep, StepFile
 
     if isinstance(data, dict) and isinstance(data.get("host_call"), dict):
         return data
@@ -204,7 +204,7 @@ def _as_next_item(data: Any, where: str, path: Path | None) -> dict[str, Any]:
             f"{where} holds no step ({err}); pass a step file of the run directory, "
             "or what crw flow next RUN --json printed"
         ) from None
-    from crw.engine.next_view import tool_call
+    from crw.engine.owner.next_view import tool_call
 
     call = tool_call(step) | {"then": _dispatched(step, path)}
     return step.to_json() | {"host_call": call}

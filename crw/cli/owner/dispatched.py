@@ -37,12 +37,12 @@ from crw.bus.dirwatch import DirWatch
 from crw.bus.inbox import Report, read_reply, read_reports, write_report
 from crw.cli.output import emit
 from crw.clock import system_clock
+from crw.engine.config.workflow import load_workflow
 from crw.engine.held_fix import SPAWN_FAILED, answer_choices, held_fix
-from crw.engine.locks import run_is_live
-from crw.engine.replies import call_record, late_failed
-from crw.engine.rundir import RunDir, find_run, resolve_state
-from crw.engine.runspec import RunSpec, read_run_spec
-from crw.engine.workflow import load_workflow
+from crw.engine.run.locks import run_is_live
+from crw.engine.run.rundir import RunDir, find_run, resolve_state
+from crw.engine.run.runspec import RunSpec, read_run_spec
+from crw.engine.steps.replies import call_record, late_failed
 from crw.errors import InputError, RefusedError
 from crw.journal.log import decode
 from crw.journal.replay import RunState
@@ -58,7 +58,7 @@ watch: the longest it sleeps without looking for the reply too)."""
 NOT_HELD = "no process holds the run; it answers when it reaches the step"
 
 _CALL = re.compile(r"(?P<node>.+)\.[1-9][0-9]*")
-"""A call id: `<node>.<n>` (crw.engine.gate.call_id)."""
+"""A call id: `<node>.<n>` (crw.engine.calls.gate.call_id)."""
 
 
 def dispatched_command(

@@ -100,7 +100,7 @@ def _decide(call: dict[str, Any], state: str | None, env: Mapping[str, str]) -> 
     from crw.binding.ledger import append_decision, read_binding
     from crw.binding.spawn import decide_spawn
     from crw.clock import system_clock
-    from crw.engine.rundir import resolve_state
+    from crw.engine.run.rundir import resolve_state
 
     owner = str(call.get("session_id") or env.get("CODEX_THREAD_ID") or "")
     cwd = call.get("cwd")

@@ -8,7 +8,7 @@ it removes a close step's file once it has printed it (CMD-NEXT-15), and it
 resumes a run no process holds that goes on, as `crw flow resume RUN --detach`
 does (CMD-NEXT-18), waiting for that process's started row. A resume refused, or
 whose process stopped before its started row, or the record of such a launch
-(`crw.engine.launch_record`) while no process holds the run, is the answer's
+(`crw.engine.run.launch_record`) while no process holds the run, is the answer's
 `launch_refused`: no step of a dead process is handed out. While the files such
 a launch stopped on are as it left them (`launch_record.holds_launch`), next
 launches no process again: a fault the user must fix is not launched once per
@@ -44,15 +44,7 @@ from crw.bus.steps import read_bus, remove_close
 from crw.cli.output import emit
 from crw.cli.owner.store_pairs import store_pairs
 from crw.codex_config import max_threads
-from crw.engine.launch_record import LaunchFailure, holds_launch, read_failure, stamps
-from crw.engine.locks import (
-    RunHeldError,
-    held_process_tokens,
-    is_held,
-    is_launching,
-    run_is_live,
-)
-from crw.engine.next_view import (
+from crw.engine.owner.next_view import (
     RESUMABLE_STATES,
     STARTING_WINDOW_S,
     NextRead,
@@ -63,7 +55,15 @@ from crw.engine.next_view import (
     next_view,
     should_resume,
 )
-from crw.engine.rundir import RunDir, find_run, resolve_state
+from crw.engine.run.launch_record import LaunchFailure, holds_launch, read_failure, stamps
+from crw.engine.run.locks import (
+    RunHeldError,
+    held_process_tokens,
+    is_held,
+    is_launching,
+    run_is_live,
+)
+from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.errors import CrwError, InputError
 from crw.journal.log import JournalCorruptError, TornTail, read_journal
 from crw.journal.replay import RunState, replay
@@ -231,9 +231,9 @@ class _Reader:
 
     def ready_nodes(self, run: RunState) -> tuple[str, ...] | None:
         """The nodes the gate would admit now (None: the workflow cannot be read)."""
-        from crw.engine.gate import ready
-        from crw.engine.runspec import read_run_spec
-        from crw.engine.workflow import load_workflow
+        from crw.engine.calls.gate import ready
+        from crw.engine.config.workflow import load_workflow
+        from crw.engine.run.runspec import read_run_spec
 
         try:
             spec = read_run_spec(self.run_dir.run_json)
@@ -344,8 +344,8 @@ def _resume(run_dir: RunDir, state_dir: Path) -> tuple[int | None, str | None]:
     pid, or None when another command is launching it (the run is then starting),
     and why the resume did not start when it did not (warned)."""
     from crw.cli.run.resume import check_resumable
-    from crw.engine.launch import launch_once
-    from crw.engine.runspec import read_run_spec
+    from crw.engine.run.launch import launch_once
+    from crw.engine.run.runspec import read_run_spec
 
     def check() -> None:
         check_resumable(run_dir, spec)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from crw.engine.role_names import ROLES, default_agent_type
+from crw.engine.config.role_names import ROLES, default_agent_type
 from crw.errors import CrwError
 
 log = logging.getLogger("crw.next")
@@ -29,7 +29,7 @@ def store_pairs(
     plain = plain_pairs(path) if pinned is not None else None
     if plain is not None and plain == pinned:
         return plain
-    from crw.engine.roles import RoleTable, load_roles
+    from crw.engine.config.roles import RoleTable, load_roles
 
     try:
         return load_roles(path).role_pairs()

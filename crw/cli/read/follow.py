@@ -26,8 +26,8 @@ from typing import Any
 from inotify_simple import INotify
 from inotify_simple import flags as inotify_flags
 
-from crw.engine.locks import run_is_live
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import run_is_live
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import JournalCorruptError, TornTail, decode
 from crw.journal.replay import RunState, replay
 

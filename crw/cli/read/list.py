@@ -25,9 +25,9 @@ from crw.cli.output import emit
 from crw.cli.read.list_table import age, backend, fit
 from crw.cli.read.run_spec import spec_json, workflow_file, workflow_nodes
 from crw.cli.read.status_text import short_tokens
-from crw.engine.locks import holder_pid, run_is_live
-from crw.engine.run_view import outcome, parse_at, progress
-from crw.engine.rundir import RunDir, list_runs, resolve_state
+from crw.engine.run.locks import holder_pid, run_is_live
+from crw.engine.run.rundir import RunDir, list_runs, resolve_state
+from crw.engine.views.run_view import outcome, parse_at, progress
 from crw.errors import CrwError
 from crw.journal.log import JournalCorruptError, decode
 from crw.journal.replay import RunState, replay

@@ -10,7 +10,7 @@ import json as json_module
 import re
 from typing import Any
 
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 
 
 def spec_json(run: RunDir) -> dict[str, Any]:

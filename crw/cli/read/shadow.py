@@ -5,7 +5,7 @@ It reads the run directory alone (run.json, journal.jsonl, the workflow run.json
 names, the rollout files thread_started rows name), asks no host and writes
 nothing. Every line is read as it is, checksum or not, so a journal edited by hand
 is replayed, and its framing damage reported beside the decisions
-(`crw.engine.shadow`). Exit 0 equal, 1 differ, 2 input error.
+(`crw.engine.views.shadow`). Exit 0 equal, 1 differ, 2 input error.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit
-from crw.engine.outcome import read_rollout_total
-from crw.engine.rundir import find_run, resolve_state
-from crw.engine.runspec import read_run_spec
-from crw.engine.shadow import Report, framing_points, shadow
-from crw.engine.workflow import load_workflow
+from crw.engine.answers.outcome import read_rollout_total
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.rundir import find_run, resolve_state
+from crw.engine.run.runspec import read_run_spec
+from crw.engine.views.shadow import Report, framing_points, shadow
 from crw.errors import InputError
 from crw.journal.framing import whole_line
 from crw.journal.result_span import with_results

@@ -1,7 +1,7 @@
 """`crw flow show RUN`: the run's history, one line per journal row.
 
 It reads the run directory only, never a lock it would hold and never a row: the
-journal, from its start. Each row is one line (`crw.engine.row_lines`): its time
+journal, from its start. Each row is one line (`crw.engine.views.row_lines`): its time
 (UTC), seq, call, kind and key fields. `--call` keeps the rows of one call;
 `--json` prints each row as the journal holds it, one JSON object a line (JSON
 Lines), framing left out. `--follow` goes on printing the rows the run commits
@@ -31,9 +31,9 @@ from typing import Any
 from crw.cli.entry import one_line
 from crw.cli.output import json_text, say, say_json
 from crw.cli.read.follow import JournalTail, Rows, follow
-from crw.engine.locks import run_is_live
-from crw.engine.row_lines import row_line
-from crw.engine.rundir import RunDir, find_run, resolve_state
+from crw.engine.run.locks import run_is_live
+from crw.engine.run.rundir import RunDir, find_run, resolve_state
+from crw.engine.views.row_lines import row_line
 from crw.errors import InputError
 from crw.journal.log import JournalCorruptError
 

@@ -21,11 +21,11 @@ from crw.cli.output import emit
 from crw.cli.read.run_spec import spec_json, workflow_file, workflow_nodes
 from crw.cli.read.status_text import human, todo
 from crw.engine.held_fix import answer_choices, with_fix
-from crw.engine.host_wait import waiting
-from crw.engine.launch_record import read_failure
-from crw.engine.locks import holder_pid, is_held
-from crw.engine.run_view import outcome, progress, seconds_between
-from crw.engine.rundir import RunDir, find_run, resolve_state
+from crw.engine.run.host_wait import waiting
+from crw.engine.run.launch_record import read_failure
+from crw.engine.run.locks import holder_pid, is_held
+from crw.engine.run.rundir import RunDir, find_run, resolve_state
+from crw.engine.views.run_view import outcome, progress, seconds_between
 from crw.journal.log import JournalCorruptError
 from crw.journal.replay import CallState, RunState, replay
 from crw.journal.snapshot import replay_journal
@@ -100,7 +100,7 @@ def status_payload(
 ) -> dict[str, Any]:
     """The `--json` object: run, state, backend, processes, ended_status, paused
     ({reason, error, file} of a paused run, else null), outcome ({state, reason,
-    unfinished, held}: `crw.engine.run_view.Outcome`), started_at, last_at,
+    unfinished, held}: `crw.engine.views.run_view.Outcome`), started_at, last_at,
     progress ({done, total}: `run_view.progress`, the workflow's `nodes` at least),
     calls [{call, node, role, state, attempts, turns,
     tokens, started_at, ended_at, seconds, reason, and for a held call its answer:

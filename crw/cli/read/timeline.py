@@ -1,7 +1,7 @@
 """`crw flow timeline RUN --out FILE.svg|.html`: the run's timeline as a picture.
 
 It reads the run directory only (the journal), lays the rows out with
-`crw.engine.timeline.layout` and draws the shapes as SVG (an HTML page holds the
+`crw.engine.views.timeline.layout` and draws the shapes as SVG (an HTML page holds the
 same SVG). Every text a row may carry (a call id, a reason, a host's error) is
 escaped for XML: markup characters as entities, a lone surrogate or a control
 character XML cannot hold as U+FFFD. The file is written whole or not at all.
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit, format_tokens
-from crw.engine.timeline import MARK_KINDS, MAX_LANES, TURN_KINDS, Shape, Timeline, layout
+from crw.engine.views.timeline import MARK_KINDS, MAX_LANES, TURN_KINDS, Shape, Timeline, layout
 from crw.errors import InputError
 from crw.text import replace_surrogates
 
@@ -66,8 +66,8 @@ def xml_text(text: str) -> str:
 def timeline_command(
     run: str, *, out: str, state: str | None, json: bool, all_calls: bool = False
 ) -> int:
-    from crw.engine.locks import is_held
-    from crw.engine.rundir import find_run, resolve_state
+    from crw.engine.run.locks import is_held
+    from crw.engine.run.rundir import find_run, resolve_state
     from crw.journal.log import read_journal
     from crw.private import write_atomic
 

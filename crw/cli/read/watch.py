@@ -8,7 +8,7 @@ last rows. Piped, it prints each new row's line (as `show` does) and a progress
 line whenever the count of calls done changes, and once the run ended. `--json`
 prints the view as one JSON object a line, each time it changes.
 
-Calls done of all as `status` and `list` count them (`crw.engine.run_view.progress`:
+Calls done of all as `status` and `list` count them (`crw.engine.views.run_view.progress`:
 the calls so far, a superseded one through the call that runs its node again,
 and at least one a workflow node; an ended run counts its nodes). A call is in
 flight until it completed, ended null_model, was skipped or superseded.
@@ -31,8 +31,8 @@ from crw.cli.output import say, say_json
 from crw.cli.read.follow import JournalTail, Rows, follow
 from crw.cli.read.run_spec import spec_json, workflow_file, workflow_nodes
 from crw.cli.read.show import RowPrinter, stopped
-from crw.engine.run_view import DONE, call_views, progress
-from crw.engine.rundir import RunDir, find_run, resolve_state
+from crw.engine.run.rundir import RunDir, find_run, resolve_state
+from crw.engine.views.run_view import DONE, call_views, progress
 from crw.journal.log import JournalCorruptError
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class WatchView:
     def payload(self, now: datetime) -> dict[str, Any]:
         """{run, state, done, total, in_flight: [{call, role, state, attempt, turns,
         elapsed}], tokens}: `elapsed` in seconds since the call was prepared;
-        done and total as `crw.engine.run_view.progress` counts them."""
+        done and total as `crw.engine.views.run_view.progress` counts them."""
         run = self.tail.state
         done, total = progress(run, self.nodes)
         return {
@@ -167,7 +167,7 @@ def live_view(view: WatchView, now: datetime) -> RenderableType:
     from rich.text import Text
 
     from crw.cli.entry import one_line
-    from crw.engine.row_lines import row_line
+    from crw.engine.views.row_lines import row_line
 
     payload = view.payload(now)
     bar = Table.grid(padding=(0, 1))

@@ -1,6 +1,6 @@
 """`crw flow answer RUN CALL --retry|--skip|--abort|--restart [--no-resume] [--wait S] [--json]`.
 
-The decision for a held call (`crw.engine.decision`): a `decision` row appended to
+The decision for a held call (`crw.engine.holds.decision`): a `decision` row appended to
 the run's journal, then the run resumed (unless --no-resume; an abort ends the
 run, so nothing resumes). A run whose process still runs other calls is drained
 first: the command waits up to --wait seconds for that process to let the run
@@ -33,7 +33,7 @@ from crw.actors.run_end import end_run
 from crw.cli.output import emit
 from crw.cli.run.resume import check_resumable, not_resumed
 from crw.clock import system_clock
-from crw.engine.decision import (
+from crw.engine.holds.decision import (
     CHOICES,
     Already,
     Answer,
@@ -42,14 +42,14 @@ from crw.engine.decision import (
     Refused,
     decide_answer,
 )
-from crw.engine.launch_check import resume_blocker
-from crw.engine.launch_record import LaunchFailure
-from crw.engine.locks import RunHeldError, RunLock, holder_pid, run_is_live, run_lock
-from crw.engine.next_state import RESUMABLE_STATES, open_calls
-from crw.engine.rundir import RunDir, find_run, resolve_state
-from crw.engine.runspec import RunSpec, check_backend, read_run_spec
-from crw.engine.supersede import node_of
-from crw.engine.tmploc import recorded_problem
+from crw.engine.holds.supersede import node_of
+from crw.engine.owner.next_state import RESUMABLE_STATES, open_calls
+from crw.engine.run.launch_check import resume_blocker
+from crw.engine.run.launch_record import LaunchFailure
+from crw.engine.run.locks import RunHeldError, RunLock, holder_pid, run_is_live, run_lock
+from crw.engine.run.rundir import RunDir, find_run, resolve_state
+from crw.engine.run.runspec import RunSpec, check_backend, read_run_spec
+from crw.engine.run.tmploc import recorded_problem
 from crw.errors import InputError, RefusedError
 from crw.journal.log import JournalFile, encode_batch, encode_body, read_journal
 from crw.journal.replay import RunState, replay
@@ -205,7 +205,7 @@ def _resume(run_dir: RunDir, state_dir: Path, spec: RunSpec, said: str) -> tuple
         RefusedError: the process stopped before its started row (`said`, the
             answer recorded, then the process's line).
     """
-    from crw.engine.launch import launch_once
+    from crw.engine.run.launch import launch_once
 
     try:
         launch = launch_once(

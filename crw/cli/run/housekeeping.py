@@ -28,9 +28,9 @@ from typing import Any
 
 from crw.binding.owner import close_open_line
 from crw.cli.output import emit
-from crw.engine.host_wait import stop_waiter
-from crw.engine.locks import RunHeldError, holder_pid, launch_lock, run_lock, start_lock
-from crw.engine.rundir import FLOW, RunDir, find_run, resolve_state
+from crw.engine.run.host_wait import stop_waiter
+from crw.engine.run.locks import RunHeldError, holder_pid, launch_lock, run_lock, start_lock
+from crw.engine.run.rundir import FLOW, RunDir, find_run, resolve_state
 from crw.errors import CrwError, InputError, RefusedError
 from crw.journal.snapshot import replay_journal
 from crw.workspace.release import release_run

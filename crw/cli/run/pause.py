@@ -34,12 +34,12 @@ from crw.actors.run_end import end_run
 from crw.bus import control
 from crw.cli.output import emit
 from crw.clock import system_clock
-from crw.engine.host_wait import stop_waiter
-from crw.engine.launch import launch_run_process
-from crw.engine.locks import RunHeldError, is_launching, launch_lock, run_is_live, run_lock
-from crw.engine.rundir import RunDir, find_run, resolve_state
-from crw.engine.runspec import RunSpec, read_run_spec
-from crw.engine.tmploc import recorded_problem
+from crw.engine.run.host_wait import stop_waiter
+from crw.engine.run.launch import launch_run_process
+from crw.engine.run.locks import RunHeldError, is_launching, launch_lock, run_is_live, run_lock
+from crw.engine.run.rundir import RunDir, find_run, resolve_state
+from crw.engine.run.runspec import RunSpec, read_run_spec
+from crw.engine.run.tmploc import recorded_problem
 from crw.errors import RefusedError
 from crw.journal.log import decode
 from crw.journal.replay import TERMINAL_ROWS, RunState, replay
@@ -181,8 +181,8 @@ def _write_rows(op: control.Op, target: Target, run: RunState) -> None:
     import trio
 
     from crw.actors.journal_writer import open_journal_writer
-    from crw.engine import interrupt
-    from crw.engine.workflow import load_workflow
+    from crw.engine.config.workflow import load_workflow
+    from crw.engine.holds import interrupt
 
     nodes = [node.id for node in load_workflow(Path(target.spec.workflow.path)).nodes]
     finished = {c.node: c.state for c in run.calls.values() if c.node is not None}

@@ -2,7 +2,7 @@
 
 This module reads what the facts need (the owner's binding, config.toml, the file
 system, the host through `crw.host.probe`) and hands it to the pure judgements of
-`crw.engine.facts`. A session run is judged on all eight facts; an app-server run
+`crw.engine.owner.facts`. A session run is judged on all eight facts; an app-server run
 on verifier_prerequisites alone (it has no owner, hook or session host), so its
 start asks no host and stays as fast as before.
 """
@@ -18,13 +18,13 @@ from typing import Any
 from crw import codex_config
 from crw.binding.install import read_config, spawn_hooks
 from crw.binding.lines import flow_bound_dir, is_segment, owner_file, read_last_line, untrusted
-from crw.engine import facts
-from crw.engine.facts import Fact
-from crw.engine.locks import run_is_live
-from crw.engine.next_view import spawn_formats
-from crw.engine.roles import RoleTable
-from crw.engine.rundir import RunDir
-from crw.engine.workflow import Workflow
+from crw.engine.config.roles import RoleTable
+from crw.engine.config.workflow import Workflow
+from crw.engine.owner import facts
+from crw.engine.owner.facts import Fact
+from crw.engine.owner.next_view import spawn_formats
+from crw.engine.run.locks import run_is_live
+from crw.engine.run.rundir import RunDir
 from crw.errors import InputError
 from crw.host.probe import HostProbe, probe_host
 from crw.host.uri import HostUri

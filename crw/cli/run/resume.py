@@ -24,22 +24,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from crw.cli.output import emit
-from crw.engine.launch_record import LaunchFailure
-from crw.engine.locks import (
+from crw.engine.run.launch_record import LaunchFailure
+from crw.engine.run.locks import (
     RunHeldError,
     holder_pid,
     is_launching,
     launch_lock_path,
     run_is_live,
 )
-from crw.engine.rundir import RunDir, find_run, resolve_state
-from crw.engine.runspec import RunSpec, check_backend, read_run_spec
+from crw.engine.run.rundir import RunDir, find_run, resolve_state
+from crw.engine.run.runspec import RunSpec, check_backend, read_run_spec
 from crw.errors import RefusedError
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 
 if TYPE_CHECKING:
-    from crw.engine.launch import Launch
+    from crw.engine.run.launch import Launch
 
 
 def check_resumable(run_dir: RunDir, spec: RunSpec) -> None:
@@ -74,7 +74,7 @@ def launch_resume(
         RefusedError: the process stopped before its started row (recorded for
             `status`), or what `check` or the launch raise.
     """
-    from crw.engine.launch import launch_once
+    from crw.engine.run.launch import launch_once
 
     launch = launch_once(run_dir, state_dir, spec.env_overrides(), os.environ, check)
     came = launch.settle(spec.run_settings().start_wait)

@@ -26,16 +26,16 @@ from crw.binding.owner import bind_owner, orchestrator_line
 from crw.cli.entry import one_line
 from crw.cli.output import emit
 from crw.cli.run.preview import Preview, SessionStart, app_server_preview, session_judged
-from crw.engine.evidence_cwd import check_evidence_cwd
-from crw.engine.launch import launch_run_process
-from crw.engine.locks import run_is_live, start_lock
-from crw.engine.repo import run_repository
-from crw.engine.review import check_fix_efforts
-from crw.engine.roles import RoleTable, load_roles
-from crw.engine.rundir import RunDir, loose_state, new_run_id, resolve_state
-from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings, write_run_spec
-from crw.engine.tmploc import dir_from
-from crw.engine.workflow import load_workflow
+from crw.engine.calls.review import check_fix_efforts
+from crw.engine.config.evidence_cwd import check_evidence_cwd
+from crw.engine.config.repo import run_repository
+from crw.engine.config.roles import RoleTable, load_roles
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.launch import launch_run_process
+from crw.engine.run.locks import run_is_live, start_lock
+from crw.engine.run.rundir import RunDir, loose_state, new_run_id, resolve_state
+from crw.engine.run.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings, write_run_spec
+from crw.engine.run.tmploc import dir_from
 from crw.errors import InputError, RefusedError
 from crw.host.uri import parse_host_uri, session_host
 from crw.journal.log import read_journal
