@@ -246,7 +246,8 @@ async def _journaled(
         await owner_line.bind_started(state_dir, spec.owner, spec.id, started[0])
         # The host's reader (its client, protocol and the bind's markers) after the
         # started row, which `crw flow start` waits for.
-        from crw.actors.host_reader import followed, open_host_reader
+        from crw.actors.host_reader import open_host_reader
+        from crw.actors.thread_watches import followed
 
         follows = followed(spec.backend)
 
@@ -314,7 +315,7 @@ class Backend:
     async def app_server(self, rows: list[dict[str, Any]], replayed: RunState) -> str:
         # The App Server backend's modules are imported by its runs alone; the run
         # control (and the bus's step files) after the started row.
-        from crw.actors.app_server_call import CallContext
+        from crw.actors.app_server_context import CallContext
         from crw.actors.app_server_run import run_app_server_calls
         from crw.actors.control import RunControl
 
