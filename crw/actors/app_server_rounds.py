@@ -26,7 +26,9 @@ from typing import Any
 
 import trio
 
-from crw.actors.app_server_call import AppServerCall, CallContext, run_actor
+from crw.actors.app_server_call import AppServerCall
+from crw.actors.app_server_context import CallContext
+from crw.actors.app_server_life import run_actor
 from crw.engine.answers import outcome
 from crw.engine.answers.harvest import CallEnd
 from crw.engine.calls import conversation, review, rounds

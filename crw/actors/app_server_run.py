@@ -17,7 +17,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from crw.actors.app_server_call import CallContext, run_app_server_call
+from crw.actors.app_server_context import CallContext
+from crw.actors.app_server_life import run_app_server_call
 from crw.actors.app_server_rounds import run_app_rounds
 from crw.actors.gate import run_gate
 from crw.engine.answers.harvest import CallEnd

@@ -24,7 +24,6 @@ Its parts (`step_writer`, `step_binder`, `held_call`, `session_interrupt`,
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from crw.actors.call_trace import trace_warnings, traced_bind
 from crw.actors.control import CallStop, Interrupted
 from crw.actors.held_call import go_on_in_place
 from crw.actors.host_reader import ModelUnreachable
+from crw.actors.rollout_tokens import rollout_total
 from crw.actors.session_context import SessionContext
 from crw.actors.session_interrupt import interrupt_call
 from crw.actors.step_binder import StepBinder
@@ -380,24 +380,6 @@ class SessionCall(CallSteps):
             bus.write_close(self.ctx.run, self.call, attempt, agent_id, durable=False)
             return
         await trio.to_thread.run_sync(bus.write_close, self.ctx.run, self.call, attempt, agent_id)
-
-
-INLINE_ROLLOUT = 64 * 1024
-"""A rollout up to this size (bytes) is read in the loop's thread: a stat, an open
-and a read of a file the host has just written, where a worker-thread hop costs
-the loop its scheduling and hand-off; a larger one (a long turn's) is read in a
-worker thread, as every one was."""
-
-
-async def rollout_total(path: Path) -> Tokens | None:
-    """`outcome.read_rollout_total(path)`, in the loop's thread when it is small."""
-    try:
-        small = os.stat(path).st_size <= INLINE_ROLLOUT
-    except OSError:  # none to read: read_rollout_total answers None at once
-        small = True
-    if small:
-        return outcome.read_rollout_total(path)
-    return await trio.to_thread.run_sync(outcome.read_rollout_total, path)
 
 
 def _tokens(value: Tokens | None) -> Tokens:

@@ -14,6 +14,11 @@ Every field is optional: a row of an older journal may lack any of them, and a
 field that is None is left out of the line. Enumerations are `str` unless the spec
 fixes the set, so a reason a later crw adds still reads. The models are flat and
 run no validators of their own: a journal of 100,000 rows is read in one pass.
+
+It is one module, past 400 lines, on purpose: it is one table of row kinds, read
+beside the spec's Row table and docs/rows.md, and the `Row` union, `ROW_KINDS` and
+`crw schema rows` are made from every kind at once; split by call and run, a
+reader would look for a kind in two places and the union would import both.
 """
 
 from __future__ import annotations

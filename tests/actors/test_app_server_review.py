@@ -18,7 +18,7 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.actors.app_server_call import CallContext
+from crw.actors.app_server_context import CallContext
 from crw.actors.app_server_run import run_app_server_calls
 from crw.actors.control import RunControl
 from crw.actors.journal_writer import open_journal_writer

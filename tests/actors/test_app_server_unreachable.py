@@ -15,7 +15,8 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.actors.host_reader import FOLLOWED_APP_SERVER, ModelUnreachable, open_host_reader
+from crw.actors.host_reader import ModelUnreachable, open_host_reader
+from crw.actors.thread_watches import FOLLOWED_APP_SERVER
 from crw.engine.answers import unreachable
 from crw.host.client import open_client
 from crw.host.protocol import TurnError

@@ -57,6 +57,7 @@ BEFORE_STARTED = (
     "crw.host.rpc",
     "crw.host.protocol",
     "crw.actors.host_reader",
+    "crw.actors.thread_watches",
     "crw.engine.steps.bind",
     "crw.engine.holds.interrupt",
     "crw.actors.control",
