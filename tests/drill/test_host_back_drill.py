@@ -76,6 +76,8 @@ def test_an_app_server_run_whose_host_was_stopped_goes_on_by_itself_when_it_answ
     assert status["todo"][0]["command"].startswith(f"crw flow resume {run.id} --detach")
     human = flow(app_drill.crw, "status", run.id)
     assert f"waits for its host: process {first} until" in human
+    told = flow(app_drill.crw, "next", run.id, "--json")
+    assert told["state"] == "paused" and f"its process {first} waits for the host" in told["hint"]
 
     os.kill(host, signal.SIGCONT)
     rows = app_drill.finish()

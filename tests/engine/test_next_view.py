@@ -105,6 +105,21 @@ def test_held_call_waits_on_a_decision_and_a_paused_run_is_paused() -> None:
     assert "paused (host_unavailable)" in paused.hint and "crw flow resume r1" in paused.hint
 
 
+def test_a_run_whose_process_waits_for_its_host_is_said_to_go_on_by_itself() -> None:
+    """A run paused host_unavailable whose process waits for the host: the hint says
+    it goes on by itself, asks again with --wait (never at once, which would spin),
+    and still names the resume that goes on now."""
+    rows = [*RUNNING, {"row": "paused", "reason": "host_unavailable"}]
+    waiting = next_view(read(rows, held=False, host_waiter=(4242, "2026-12-06T10:00:00Z")))
+    assert waiting.state == "paused"
+    assert "its process 4242 waits for the host until 2026-12-06T10:00:00Z" in waiting.hint
+    assert "goes on by itself" in waiting.hint
+    assert "crw flow next r1 --wait 30" in waiting.hint
+    assert "to go on now instead: crw flow resume r1 --detach" in waiting.hint
+    alone = next_view(read(rows, held=False))
+    assert "by itself" not in alone.hint and "crw flow resume r1 --detach" in alone.hint
+
+
 def test_each_held_call_is_shown_with_its_reason_and_the_exact_answer_commands() -> None:
     """spec: CMD-NEXT-2: the hint names each held call's reason and the command that
     answers it; --json lists them under held, with each answer's command."""

@@ -202,8 +202,19 @@ class _Reader:
             owner_line=line,
             owner_line_problem=problem,
             wait=self.wait,
+            host_waiter=self._host_waiter(run),
             replayed=run,
         )
+
+    def _host_waiter(self, run: RunState) -> tuple[int, str] | None:
+        """The process that waits for the host of a run paused host_unavailable;
+        read only for such a run (its module stays off next's cold path)."""
+        if run.paused_reason != "host_unavailable":
+            return None
+        from crw.engine.run.host_wait import waiting
+
+        waiter = waiting(self.run_dir)
+        return (waiter.pid, waiter.until) if waiter is not None else None
 
     def _launch_failure(self) -> tuple[str | None, bool]:
         """Why no process could start for a run none holds (the resume this command

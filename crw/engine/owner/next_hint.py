@@ -142,6 +142,15 @@ def _state_sentences(state: str, paused_reason: str | None, read: NextRead) -> l
             f"pauses again at once); read its results with {read.command('status', '--json')} "
             "and start a new run with a higher ceiling for the rest."
         ]
+    if state == "paused" and read.host_waiter is not None:
+        pid, until = read.host_waiter
+        resume = read.command("resume", "--detach")
+        again = read.command("next", f"--wait {read.wait:g}" if read.wait > 0 else "--wait 30")
+        return [
+            f"The run is paused ({paused_reason}); its process {pid} waits for the host "
+            f"until {until} and goes on by itself when it answers: ask again with {again}, "
+            f"which answers when the run's state changes; to go on now instead: {resume}."
+        ]
     if state == "paused":
         resume = read.command("resume", "--detach")
         return [f"The run is paused ({paused_reason}); go on with: {resume}."]

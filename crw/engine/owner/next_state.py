@@ -59,6 +59,10 @@ class NextRead:
     owner_line: Mapping[str, Any] | None = None
     owner_line_problem: str | None = None
     wait: float = 0.0
+    host_waiter: tuple[int, str] | None = None
+    """The process that waits for the host of a run paused host_unavailable, and
+    until when (ISO 8601): the run goes on by itself when the host answers
+    (`crw.engine.run.host_wait`); None: none waits."""
     launch_refused: str | None = None
     """Why no process could start for a run none holds (the resume next tried was
     refused, or its process, or the last launched, stopped before its started
