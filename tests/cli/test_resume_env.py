@@ -192,15 +192,10 @@ def _paused(crw: Crw, tmp_path: Path, workflow: str | None = None) -> RunDir:
     return run
 
 
+NODE = '[[node]]\nid = "n{n}"\nrole = "explorer"\ntask = "Look."\nschema = {{ type = "object" }}\n'
 WIDE = (
-    """\
-name = "wide"
-pool = 4
-"""
-    + "".join(
-        f'[[node]]\nid = "n{n}"\nrole = "explorer"\ntask = "Look."\nschema = {{ type = "object" }}\n'
-        for n in range(4)
-    )
+    'name = "wide"\npool = 4\n'
+    + "".join(NODE.format(n=n) for n in range(4))
     + "[settings]\nhost_wait = 0\n"
 )
 
