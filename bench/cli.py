@@ -55,8 +55,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from crw.bus.steps import list_bus  # noqa: E402
-from crw.cli.start import start_run  # noqa: E402
-from crw.engine.rundir import RunDir  # noqa: E402
+from crw.cli.run.start import start_run  # noqa: E402
+from crw.engine.run.rundir import RunDir  # noqa: E402
 from crw.host.connect import connect_host  # noqa: E402
 from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402
 from crw.host.uri import parse_host_uri  # noqa: E402

@@ -28,7 +28,7 @@ import trio
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from crw.actors.host_reader import FOLLOWED  # noqa: E402
+from crw.actors.thread_watches import FOLLOWED  # noqa: E402
 from crw.host.protocol import NOTIFICATION_METHODS  # noqa: E402
 from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402
 from crw.host.websocket import WebSocketTransport, websocket_client  # noqa: E402

@@ -35,7 +35,8 @@ sys.path.insert(0, str(REPO))
 from cli import finished_run  # noqa: E402
 from journal_file import write_batches  # noqa: E402
 
-from crw.engine import answer, harvest, packet, step_input  # noqa: E402
+from crw.engine.answers import answer, harvest  # noqa: E402
+from crw.engine.steps import packet, step_input  # noqa: E402
 from crw.host.protocol import AgentMessage, Turn  # noqa: E402
 from crw.journal.rows import (  # noqa: E402
     Completed,

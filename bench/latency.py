@@ -2,7 +2,7 @@
 
 Starts `crw host sim serve` and a session run (`crw flow start … --backend
 session`, a real detached run process) of a workflow of N independent nodes in a
-temporary state directory, and plays the run's owner (`crw.cli.owner`: `crw flow
+temporary state directory, and plays the run's owner (`crw.cli.demo.scripted_owner`: `crw flow
 next` in-process, the subagents spawned on the simulated host). It measures:
 
 - bound: from just before the dispatch report is written (with the function
@@ -42,10 +42,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from crw.bus.inbox import Report, reply_path, write_report  # noqa: E402
-from crw.cli.owner import ScriptedOwner  # noqa: E402
-from crw.cli.start import StartOutcome, start_run  # noqa: E402
+from crw.cli.demo.scripted_owner import ScriptedOwner  # noqa: E402
+from crw.cli.run.start import StartOutcome, start_run  # noqa: E402
 from crw.clock import system_clock  # noqa: E402
-from crw.engine.rundir import RunDir  # noqa: E402
+from crw.engine.run.rundir import RunDir  # noqa: E402
 from crw.host.client import HostClient  # noqa: E402
 from crw.host.connect import connect_host  # noqa: E402
 from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402

@@ -44,9 +44,9 @@ sys.path.insert(0, str(REPO / "bench"))
 import scale  # noqa: E402
 
 import crw.journal.snapshot as snapshot_module  # noqa: E402
-from crw.cli.next import next_command  # noqa: E402
-from crw.cli.owner import DONE_STATES, IDLE_PAUSE  # noqa: E402
-from crw.engine.rundir import RunDir  # noqa: E402
+from crw.cli.demo.scripted_owner import DONE_STATES, IDLE_PAUSE  # noqa: E402
+from crw.cli.owner.next import next_command  # noqa: E402
+from crw.engine.run.rundir import RunDir  # noqa: E402
 
 COUNTS: Counter[str] = Counter()
 

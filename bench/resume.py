@@ -38,9 +38,9 @@ from typing import Any
 import trio
 from scale import SCHEMA, Trial, add_tmp_argument, host_client, start, trial_with_host, workflow
 
-from crw.engine.launch import launch_once
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import read_run_spec
+from crw.engine.run.launch import launch_once
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import read_run_spec
 from crw.journal.log import read_journal
 
 CALLS = 10_000

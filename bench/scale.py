@@ -57,12 +57,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from crw.bus.inbox import Report, write_report  # noqa: E402
-from crw.cli.dispatched import await_reply  # noqa: E402
-from crw.cli.next import next_command  # noqa: E402, F401 - imported before the timer
-from crw.cli.owner import DONE_STATES, IDLE_PAUSE, ScriptedOwner  # noqa: E402
-from crw.cli.start import start_run  # noqa: E402
+from crw.cli.demo.scripted_owner import DONE_STATES, IDLE_PAUSE, ScriptedOwner  # noqa: E402
+from crw.cli.owner.dispatched import await_reply  # noqa: E402
+from crw.cli.owner.next import next_command  # noqa: E402, F401 - imported before the timer
+from crw.cli.run.start import start_run  # noqa: E402
 from crw.clock import system_clock  # noqa: E402
-from crw.engine.rundir import RunDir  # noqa: E402
+from crw.engine.run.rundir import RunDir  # noqa: E402
 from crw.errors import CrwError  # noqa: E402
 from crw.host.client import HostClient  # noqa: E402
 from crw.host.connect import connect_host  # noqa: E402

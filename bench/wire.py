@@ -29,7 +29,7 @@ from wsproto.events import AcceptConnection, Request
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from crw.actors.host_reader import FOLLOWED  # noqa: E402
+from crw.actors.thread_watches import FOLLOWED  # noqa: E402
 from crw.host.protocol import NOTIFICATION_METHODS  # noqa: E402
 from crw.host.sim.server import open_sim_host  # noqa: E402
 from crw.host.transport import HostUnavailable  # noqa: E402

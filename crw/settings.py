@@ -2,7 +2,7 @@
 
 Durations are seconds on Trio's clock, so a test under
 `trio.testing.MockClock(autojump_threshold=0)` passes them in milliseconds. A
-workflow sets any of them in its `[settings]` table (`crw.engine.settings_table`,
+workflow sets any of them in its `[settings]` table (`crw.engine.config.settings_table`,
 docs/timers.md); the start records them all in run.json, and every process of the
 run uses what it recorded (`RunSpec.run_settings`).
 """
@@ -35,7 +35,7 @@ class Settings:
     host to answer again, then goes on with it (`crw.actors.host_back`); 0: no wait."""
     unreachable_after: float = 60.0
     """A turn the host keeps retrying (`error {willRetry: true}`) this long with no
-    model response is a host failure: the call is held (`crw.engine.unreachable`)."""
+    model response is a host failure: the call is held (`crw.engine.answers.unreachable`)."""
     inbox_poll: float = 0.01
     """How often the run reads its inbox for dispatch reports (a directory listing)."""
     start_wait: float = 15.0
@@ -44,7 +44,7 @@ class Settings:
     """The gate's attempt budget; past it the call is held attempts_exhausted."""
     answer_max_bytes: int = 1024 * 1024
     """The largest answer a call may give, in UTF-8 bytes; a larger one ends the call
-    null_model (answer_too_large), unparsed and with no repair (`crw.engine.answer`)."""
+    null_model (answer_too_large), unparsed and with no repair (`crw.engine.answers.answer`)."""
     trace: bool = False
     """SessionConfig.Trace: digests of P, the owner's checkout and the run's shared
     state at each bind and harvest, and a flow warning when they differ

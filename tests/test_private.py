@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from crw.binding.owner import LOCK_NAME, _flow_bound_lock, flow_bound_dir
-from crw.engine.locks import hold_run, start_lock
-from crw.engine.rundir import RunDir, loose_state
+from crw.engine.run.locks import hold_run, start_lock
+from crw.engine.run.rundir import RunDir, loose_state
 from crw.private import loose, make_dirs, open_file
 from tests.umask import umask_set
 

@@ -13,8 +13,8 @@ import pytest
 
 from crw import rawfile
 from crw.bus import inbox
-from crw.engine.outcome import read_rollout_total, tokens_from_rollout
-from crw.engine.rundir import RunDir
+from crw.engine.answers.outcome import read_rollout_total, tokens_from_rollout
+from crw.engine.run.rundir import RunDir
 from tests.engine.test_outcome import token_line, usage, write_rollout
 
 

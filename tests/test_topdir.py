@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.topdir import spread_subdirectories, spreads_subdirectories
 from tests.ext4 import skip_unless_ext4
 

@@ -14,10 +14,9 @@ journal writer before the run goes on:
     turn_started        schema: its text names the tools too
     completed | null_model | held, or the run's paused
 
-A call an earlier process left open goes on in place, as `crw.engine.app_resume`
-decides from its rows and the host's read of its resumed thread; so does a held
-call answered retry, or held by a pause when the run resumes: its delivered turn
-is taken again by a new turn on its thread (`crw.actors.app_server_held`).
+Where a call begins (its first step, or where an earlier process left it) is
+`crw.actors.app_server_life`'s to say; what it takes from its run is
+`crw.actors.app_server_context`'s.
 
 Everything it decides is decided by the engine's pure functions (`answer.judge`,
 `harvest.decide`, `app_resume.decide`, the token reading); this module only moves
@@ -26,34 +25,29 @@ data between them, the journal and the host reader.
 
 from __future__ import annotations
 
-import functools
-import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from crw.actors import app_server_held, executor_git, off_loop
+from crw.actors import executor_git, off_loop
+from crw.actors.app_server_context import CallContext
 from crw.actors.app_server_interrupt import stop_turn
-from crw.actors.control import CallStop, Interrupted, RunControl
-from crw.actors.host_reader import HostReader, ModelUnreachable
-from crw.actors.journal_writer import JournalWriter
+from crw.actors.control import CallStop, Interrupted
+from crw.actors.host_reader import ModelUnreachable
 from crw.clock import system_clock
-from crw.engine import answer, app_resume, harvest, outcome, packet, step_input
-from crw.engine.harvest import CallEnd
-from crw.engine.role_names import WRITING_ROLES
-from crw.engine.roles import RolePair
-from crw.engine.rundir import PRIVATE_DIR
-from crw.engine.template import render_task
-from crw.engine.workflow import Workflow
-from crw.engine.workflow_nodes import Node
-from crw.host.errors import HostRequestError, unknown_thread
+from crw.engine.answers import answer, harvest, outcome
+from crw.engine.answers.harvest import CallEnd
+from crw.engine.config.role_names import WRITING_ROLES
+from crw.engine.config.template import render_task
+from crw.engine.config.workflow_nodes import Node
+from crw.engine.holds import app_resume
+from crw.engine.run.rundir import PRIVATE_DIR
+from crw.engine.steps import packet, step_input
 from crw.host.protocol import Thread
 from crw.journal.rows import (
     Allocation,
-    Held,
     Prepared,
     RowModel,
     StepPublished,
@@ -61,69 +55,8 @@ from crw.journal.rows import (
     Tokens,
     TurnStarted,
 )
-from crw.settings import DEFAULT_SETTINGS, Settings
 from crw.workspace.names import DIRECTORY
-from crw.workspace.placer import Placer, allocation_of
-
-
-@dataclass(frozen=True)
-class CallContext:
-    """What a call needs from its run; shared by every call of the run."""
-
-    journal: JournalWriter
-    reader: HostReader
-    workflow: Workflow
-    run_dir: Path
-    tmpdir: str | None
-    pairs: Mapping[str, RolePair]
-    control: RunControl = field(default_factory=RunControl)
-    """The run's stop: a pause or cancellation interrupts every call in flight."""
-    placer: Placer | None = None
-    """Makes each call's P (None: a plain directory under the run, as without git)."""
-    git_rows: executor_git.GitRows = field(default_factory=dict)
-    """The run's prepared and crw_commit rows, which an executor's harvest reads
-    (`crw.actors.executor_git`), kept as calls commit."""
-    settings: Settings = DEFAULT_SETTINGS
-    """The run's settings (the harvest's answer_max_bytes)."""
-
-    @functools.cached_property
-    def tools(self) -> RunTools:
-        """What every call of the run takes from it, made at its first call."""
-        return RunTools.of(self)
-
-
-@dataclass(frozen=True)
-class RunTools:
-    """The run's tool entries as every call's thread and turn text carry them, and
-    the paths its packets name: the same for each call of a run, so made once a
-    run, not once a call (a 10,000-call run would make them 10,000 times)."""
-
-    config: Mapping[str, str]
-    """thread/start's and thread/resume's leaf config keys (never changed: shared)."""
-    section: str | None
-    """The Repository tools section every turn text ends with."""
-    go_root: str | None
-    run_json: str
-    workflow_file: str
-    calls: Path
-    """`<run>/calls`, where a call's P is when no placer decides it."""
-
-    @classmethod
-    def of(cls, ctx: CallContext) -> RunTools:
-        go_root = ctx.workflow.verifier.go_root if ctx.workflow.verifier else None
-        run_json, workflow_file = str(ctx.run_dir / "run.json"), str(ctx.workflow.path)
-        # The tool entries are taken from the call's run and journaled nowhere
-        # (STEP-60): the config keys of every thread/start and thread/resume, and
-        # the Repository tools section every turn text ends with.
-        entries = packet.tool_entries(ctx.tmpdir, go_root)
-        return cls(
-            config=packet.shell_environment_config(entries, os.environ.get("PATH")),
-            section=packet.tools_section(ctx.tmpdir, go_root, run_json, workflow_file),
-            go_root=go_root,
-            run_json=run_json,
-            workflow_file=workflow_file,
-            calls=ctx.run_dir / "calls",
-        )
+from crw.workspace.placer import allocation_of
 
 
 class AppServerCall:
@@ -403,73 +336,3 @@ class AppServerCall:
         if self.rollout is not None:
             return outcome.read_rollout_total(self.rollout) or Tokens()
         return Tokens()
-
-
-async def run_app_server_call(
-    ctx: CallContext,
-    node: Node,
-    call: str,
-    results: Mapping[str, Any],
-    rows: Sequence[Mapping[str, Any]] = (),
-) -> CallEnd:
-    """Run one call to its end; `results` are the results of the node's needs, and
-    `rows` the call's rows an earlier process wrote (a call it left open goes on)."""
-    return await run_actor(AppServerCall(ctx, node, call, results), rows)
-
-
-async def run_actor(actor: AppServerCall, rows: Sequence[Mapping[str, Any]] = ()) -> CallEnd:
-    """Run `actor`'s call to its end, going on from `rows` when an earlier process
-    left it open. A host that cannot be reached (its connection lost, a request or
-    the reader's probe unanswered within `Settings.host_timeout`) raises
-    HostUnavailable out of it with the call's rows as they are: the run pauses
-    host_unavailable, and a resumed process goes on with the call in place."""
-    with actor.ctx.control.enter(actor.node.timeout) as actor.stop:
-        open_call = app_resume.generation(rows)
-        await actor.allocate(rows)
-        if open_call is None:
-            step, text = actor.first_step()
-            await actor.commit([*actor.opening(), step])
-            await actor.make_workspace()
-            return await actor.turns(await actor.start_thread(), step, None, text)
-        return await _go_on(actor, open_call, rows)
-
-
-async def _go_on(
-    actor: AppServerCall, open_call: app_resume.Generation, rows: Sequence[Mapping[str, Any]]
-) -> CallEnd:
-    """Go on with a call an earlier process left open, or a hold answered retry
-    or paused, as `app_resume` decides from its rows and the host's read of its
-    resumed thread; a held call's delivered turn is taken again (`app_server_held`)."""
-    thread = None
-    if open_call.thread_id is not None:
-        try:
-            thread = await actor.resume_thread(open_call.thread_id)
-        except HostRequestError as err:
-            # codex writes a thread's rollout with its first turn and cannot resume
-            # a thread that has none: it never took a turn, so another is started.
-            if not unknown_thread(err) or open_call.turn_id is not None:
-                row = Held(call=actor.call, reason="host_failure", error=str(err))
-                await actor.commit([row])
-                return CallEnd(row)
-    if open_call.held is not None and thread is not None:
-        retaken = await app_server_held.retake(actor, actor.ctx.reader, rows, thread)
-        if retaken is not None:
-            step, text = retaken
-            return await actor.turns(thread.id, step, None, text)
-    decision = app_resume.decide(open_call, thread)
-    if decision.action == "publish":
-        step, _ = actor.first_step()
-        await actor.commit([step])
-        open_call = replace(open_call, step=step.model_dump(exclude_none=True))
-        decision = app_resume.decide(open_call, thread)
-    assert open_call.step is not None
-    step = StepPublished.model_validate(dict(open_call.step))
-    text = app_resume.turn_text(step_input.of(step, rows), actor.tools)
-    if decision.action == "start_thread":
-        await actor.make_workspace()
-        return await actor.turns(await actor.start_thread(), step, None, text)
-    assert thread is not None
-    if decision.action == "adopt":
-        assert decision.turn_id is not None
-        await actor.commit([actor.turn_started(step, decision.turn_id)])
-    return await actor.turns(thread.id, step, decision.turn_id, text)

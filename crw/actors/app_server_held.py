@@ -3,7 +3,7 @@
 On its thread, resumed with the leaf keys (`AppServerCall.resume_thread`): the
 thread's running turns are interrupted first, each interrupt_requested row
 (reason held) durable before turn/interrupt, and each turn followed until it
-ended (ATT-30, ATT-31); then the step `crw.engine.app_held.retake` decides is
+ended (ATT-30, ATT-31); then the step `crw.engine.holds.app_held.retake` decides is
 committed, and its turn is started by the call's turns loop, once (ATT-32..34).
 """
 
@@ -13,8 +13,9 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from crw.engine import app_held, app_resume, step_input
-from crw.engine.packet import Packet
+from crw.engine.holds import app_held, app_resume
+from crw.engine.steps import step_input
+from crw.engine.steps.packet import Packet
 from crw.host.errors import HostRequestError
 from crw.host.protocol import Thread
 from crw.journal.rows import RowModel, StepPublished

@@ -1,5 +1,5 @@
 """An App Server call's interrupt: a pause, a cancellation, its node's deadline,
-or a model the host cannot reach (`crw.engine.unreachable`).
+or a model the host cannot reach (`crw.engine.answers.unreachable`).
 
 The run opened the call's thread, so it interrupts the turn itself: the
 `interrupt_requested` row (reason, op, attempt, turn_id) is durable before
@@ -13,8 +13,8 @@ import contextlib
 
 from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import JournalWriter
-from crw.engine import interrupt
-from crw.engine.harvest import CallEnd
+from crw.engine.answers.harvest import CallEnd
+from crw.engine.holds import interrupt
 from crw.host.errors import HostRequestError
 from crw.journal.rows import StepPublished, Tokens
 

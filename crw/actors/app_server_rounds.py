@@ -1,8 +1,8 @@
 """A reviewed node's calls on the App Server backend: the call, its reviews and fixes.
 
-The same round as on the session backend (`crw.engine.review` decides each next
-call from the calls' terminal rows, `crw.engine.rounds` makes it), each call an
-App Server call going on from its own rows (`crw.engine.app_resume`), so a
+The same round as on the session backend (`crw.engine.calls.review` decides each next
+call from the calls' terminal rows, `crw.engine.calls.rounds` makes it), each call an
+App Server call going on from its own rows (`crw.engine.holds.app_resume`), so a
 process that resumes a run inside a round goes on from the round's last row.
 
 A fix is a continuation (`resume: handle`) on a thread of its own, with its own
@@ -26,13 +26,17 @@ from typing import Any
 
 import trio
 
-from crw.actors.app_server_call import AppServerCall, CallContext, run_actor
-from crw.engine import conversation, interrupt, outcome, review, rounds
-from crw.engine.gate import RunSpent, call_id
-from crw.engine.harvest import CallEnd
-from crw.engine.rundir import PRIVATE_DIR
-from crw.engine.template import render_task
-from crw.engine.workflow_nodes import Node, Review
+from crw.actors.app_server_call import AppServerCall
+from crw.actors.app_server_context import CallContext
+from crw.actors.app_server_life import run_actor
+from crw.engine.answers import outcome
+from crw.engine.answers.harvest import CallEnd
+from crw.engine.calls import conversation, review, rounds
+from crw.engine.calls.gate import RunSpent, call_id
+from crw.engine.config.template import render_task
+from crw.engine.config.workflow_nodes import Node, Review
+from crw.engine.holds import interrupt
+from crw.engine.run.rundir import PRIVATE_DIR
 from crw.host.protocol import Thread
 from crw.journal.replay import TERMINAL_ROWS
 from crw.journal.rows import CheckpointStarted, Held, Prepared, RowModel, Tokens, parse_row

@@ -3,10 +3,10 @@
 A process that starts over an existing journal takes the completed calls'
 results as they are. A call some earlier process left open (no terminal row)
 goes on in place, from its rows and the host's read of its thread
-(`crw.engine.app_resume`): a turn that completed while no process watched is
+(`crw.engine.holds.app_resume`): a turn that completed while no process watched is
 harvested, a running one is waited for, a turn never started is started once.
 The calls a pause held (`crw flow pause`, a usage or rate limit) go on in place
-too, as a held call answered retry does (`crw.engine.app_held`): the turn the
+too, as a held call answered retry does (`crw.engine.holds.app_held`): the turn the
 pause stopped is taken again by a new turn on the call's thread, at the next k
 and the same conversation place, never sent twice and no answer lost.
 """
@@ -17,13 +17,14 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from crw.actors.app_server_call import CallContext, run_app_server_call
+from crw.actors.app_server_context import CallContext
+from crw.actors.app_server_life import run_app_server_call
 from crw.actors.app_server_rounds import run_app_rounds
 from crw.actors.gate import run_gate
-from crw.engine import interrupt
-from crw.engine.gate import RunSpent, taken
-from crw.engine.harvest import CallEnd
-from crw.engine.workflow_nodes import Node
+from crw.engine.answers.harvest import CallEnd
+from crw.engine.calls.gate import RunSpent, taken
+from crw.engine.config.workflow_nodes import Node
+from crw.engine.holds import interrupt
 from crw.journal.replay import RunState
 
 

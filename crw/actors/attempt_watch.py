@@ -1,13 +1,13 @@
 """Following a bound attempt's subagent until its marker turn ends or it is lost.
 
-The call actor's read loop around the lost rule (`crw.engine.lost.judge`): read
+The call actor's read loop around the lost rule (`crw.engine.calls.lost.judge`): read
 the thread through the HostReader, judge the read, and wait as the decision says
 (for the thread's next change, or the decision's deadline). A host that went away
 (the connection is down, or the host stopped answering the reader's probe while
 the turn is followed: `crw.actors.host_watch`) raises HostUnavailable out of it:
 the run pauses. A marker turn the host only retries (`error {willRetry: true}`,
 no model response) for `Settings.unreachable_after` raises ModelUnreachable
-(`crw.engine.unreachable`).
+(`crw.engine.answers.unreachable`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import trio
 
 from crw.actors.host_reader import HostReader
-from crw.engine import lost
+from crw.engine.calls import lost
 from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable

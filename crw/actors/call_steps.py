@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from crw.actors.evidence_records import with_evidence
 from crw.bus import steps as bus
-from crw.engine import answer, decision, harvest, packet, step_input
-from crw.engine.decision import InPlace
-from crw.engine.role_names import WRITING_ROLES
-from crw.engine.roles import RolePair
-from crw.engine.workflow_nodes import Node
+from crw.engine.answers import answer, harvest
+from crw.engine.config.role_names import WRITING_ROLES
+from crw.engine.config.roles import RolePair
+from crw.engine.config.workflow_nodes import Node
+from crw.engine.holds import decision
+from crw.engine.holds.decision import InPlace
+from crw.engine.steps import packet, step_input
 from crw.host.protocol import Thread
 from crw.journal.rows import StepPublished, Tokens, TokensUnmeasured, TurnStarted
 

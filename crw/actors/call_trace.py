@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import read_run_spec
-from crw.engine.session_progress import CallProgress
-from crw.engine.workflow_nodes import Node
+from crw.engine.calls.session_progress import CallProgress
+from crw.engine.config.workflow_nodes import Node
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import read_run_spec
 from crw.errors import CrwError
 from crw.journal.rows import RowModel, StepPublished, ThreadStarted, TurnStarted
 from crw.settings import Settings

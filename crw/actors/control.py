@@ -22,7 +22,7 @@ import trio
 
 from crw.bus import control as requests
 from crw.engine.held_reasons import DEADLINE
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 
 CONTROL_POLL = 0.25
 """Seconds between two reads of the inbox for a control request (a person's

@@ -14,10 +14,10 @@ from typing import Any
 
 import trio
 
-from crw.engine.bind import SpawnFailed
+from crw.engine.config.workflow import Workflow
+from crw.engine.config.workflow_nodes import Node
 from crw.engine.held_fix import EVIDENCE_ASSIGNMENT_FAILED
-from crw.engine.workflow import Workflow
-from crw.engine.workflow_nodes import Node
+from crw.engine.steps.bind import SpawnFailed
 from crw.journal.rows import Held, RowModel, StepPublished, ThreadStarted
 from crw.workspace import evidence
 

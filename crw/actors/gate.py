@@ -22,10 +22,11 @@ import trio
 
 from crw.actors.control import RunControl
 from crw.actors.journal_writer import JournalWriter
-from crw.engine import gate, interrupt
-from crw.engine.harvest import CallEnd
-from crw.engine.workflow import Workflow
-from crw.engine.workflow_nodes import Node
+from crw.engine.answers.harvest import CallEnd
+from crw.engine.calls import gate
+from crw.engine.config.workflow import Workflow
+from crw.engine.config.workflow_nodes import Node
+from crw.engine.holds import interrupt
 from crw.journal.rows import Paused, Tokens
 
 RunCall = Callable[[Node, str, Mapping[str, Any]], Awaitable[CallEnd]]

@@ -3,7 +3,7 @@
 First the subagents of its held attempts are shown not running: each is read, and
 a running turn is interrupted (its interrupt_requested row durable first) and the
 thread read again until it is not active. Then the call goes on as
-`crw.engine.decision.in_place` decides: the step published and never bound is
+`crw.engine.holds.decision.in_place` decides: the step published and never bound is
 looked up by its marker first (and published again only when nothing is found),
 else a new attempt takes the delivered turn again on a new subagent; so does a
 repair the hold kept from its subagent (closed with the hold), which goes to a
@@ -22,11 +22,11 @@ from typing import Any, Protocol
 import trio
 
 from crw.actors.host_reader import HostReader
-from crw.engine import decision
-from crw.engine.decision import InPlace
-from crw.engine.harvest import CallEnd
-from crw.engine.session_progress import CallProgress
-from crw.engine.workflow_nodes import Node
+from crw.engine.answers.harvest import CallEnd
+from crw.engine.calls.session_progress import CallProgress
+from crw.engine.config.workflow_nodes import Node
+from crw.engine.holds import decision
+from crw.engine.holds.decision import InPlace
 from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable

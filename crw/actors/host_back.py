@@ -3,7 +3,7 @@
 The run process that paused the run (its paused row durable, its locks let go,
 `crw.actors.run`) stays to wait for the host on run.json's URI, for the run's
 `host_wait` (docs/timers.md; 0: no wait, the process exits as before). It holds
-`host_wait.lock` meanwhile (`crw.engine.host_wait`: `status` shows the wait) and:
+`host_wait.lock` meanwhile (`crw.engine.run.host_wait`: `status` shows the wait) and:
 
 - probes the host with one cheap request (`thread/loaded/list {limit: 1}` on a
   fresh connection, given `host_timeout` to answer) 1 s after the pause, then at
@@ -34,7 +34,7 @@ from typing import Literal
 
 import trio
 
-from crw.engine.host_wait import (
+from crw.engine.run.host_wait import (
     FIRST_PROBE,
     Waiting,
     held,
@@ -42,8 +42,8 @@ from crw.engine.host_wait import (
     paused_here,
     take_wait_lock,
 )
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunSpec
 from crw.errors import CrwError
 from crw.host.errors import HostError, HostUnavailable
 from crw.journal.log import read_journal

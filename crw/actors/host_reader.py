@@ -11,7 +11,8 @@ Calls never talk to the host themselves; they ask the reader. It
   read; it polls only as a fallback, every `Settings.host_poll_interval`, in case
   a notification was lost or never sent;
 - keeps the newest token usage each thread reported, until the call it is for
-  forgets the thread (for at most UNCLAIMED_KEPT threads no call asked about);
+  forgets the thread (for at most UNCLAIMED_KEPT threads no call asked about):
+  what it was told of each thread is `crw.actors.thread_watches`'s;
 - turns a host that stops answering into one typed error, `HostUnavailable`,
   raised to every caller, who decides what it means for its call; a connection
   that is lost wakes every waiter at once, to meet it;
@@ -25,82 +26,23 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
 from crw.actors.host_watch import HostWatch
 from crw.actors.spawn_index import OwnerSpawns
-from crw.engine import unreachable
+from crw.actors.thread_watches import FOLLOWED, ThreadWatch, ThreadWatches
+from crw.engine.answers import unreachable
 from crw.host.client import HostClient
 from crw.host.errors import HostRequestError, HostUnavailable
-from crw.host.protocol import (
-    ErrorNotification,
-    Notification,
-    Thread,
-    ThreadStatusChanged,
-    ThreadTokenUsage,
-    TokenUsageUpdated,
-    Turn,
-    TurnNotification,
-)
+from crw.host.protocol import Thread, ThreadTokenUsage, Turn
 from crw.settings import DEFAULT_SETTINGS, Settings
-
-
-@dataclass
-class _Watch:
-    """What the reader knows of one thread: its change signal, its in-flight read."""
-
-    changed: trio.Event = field(default_factory=trio.Event)
-    generation: int = 0
-    """Counts the changes the host announced for the thread."""
-    reading: tuple[int, trio.Event] | None = None
-    """The read in flight: the generation it started at, and its end."""
-    last: Thread | None = None
-    last_generation: int = 0
-    """The generation `last`'s read started at: it shows every change announced
-    up to it, and maybe none after."""
-    error: BaseException | None = None
-    usage: ThreadTokenUsage | None = None
-    ended: dict[str, Turn] = field(default_factory=dict)
-    """The turns `turn/completed` announced, by id (their status and error are the
-    final ones; their items are a summary)."""
-    ended_generation: dict[str, int] = field(default_factory=dict)
-    """The generation each of `ended` was announced at."""
-    retrying: dict[str, unreachable.Retrying] = field(default_factory=dict)
-    """The turns the host is retrying (`error {willRetry: true}`) since their last
-    model response, by id."""
 
 
 class ModelUnreachable(Exception):
     """The host kept retrying a turn past `Settings.unreachable_after`; the
-    message is the held row's error (`crw.engine.unreachable`)."""
-
-
-FOLLOWED_APP_SERVER = frozenset({"thread/tokenUsage/updated", "turn/completed", "error"})
-"""The notifications an App Server run's reader follows: a turn's end, its tokens and
-the host's retries. Its waits read the thread on these and poll between them."""
-
-FOLLOWED = FOLLOWED_APP_SERVER | {"turn/started", "thread/status/changed"}
-"""The notifications a session run's reader follows: an App Server run's, and the
-changes that wake its followers (a subagent's turn starting, a thread's status for
-the lost rule, the owner's for the wake). A turn brings ten or more; the others
-(each item with its text, every thread's start) never reach a reader: nothing in
-it waits on them."""
-
-
-UNCLAIMED_KEPT = 1024
-"""The most threads the reader keeps what notifications told of (token usage, an
-ended turn, retries) while no call has asked about them. The host sends a
-subagent's notifications to every client, so a run on a shared host hears other
-runs' subagents, and its own before they are bound; past this, the oldest of
-them is dropped, and a run's memory does not grow with the host's threads."""
-
-
-def followed(backend: str) -> frozenset[str]:
-    """The notifications a run on `backend` follows, the rest opted out of at the host."""
-    return FOLLOWED_APP_SERVER if backend == "app-server" else FOLLOWED
+    message is the held row's error (`crw.engine.answers.unreachable`)."""
 
 
 class HostReader:
@@ -112,9 +54,8 @@ class HostReader:
         self._client = client
         self._settings = settings
         self._follows = follows
-        self._watches: dict[str, _Watch] = {}
-        self._unclaimed: dict[str, None] = {}
-        """The watched threads no caller has asked about yet, oldest first."""
+        self._watches = ThreadWatches()
+        """What the host's notifications and reads told of each thread."""
         self.reads = 0
         """thread/read requests sent (tests assert the coalescing with it)."""
         self.lists = 0
@@ -128,29 +69,6 @@ class HostReader:
         """Whether the connection to the host is up (a request that timed out on a
         live connection leaves it up)."""
         return self._client.connected
-
-    def _watch(self, thread_id: str) -> _Watch:
-        """The thread's watch, made if need be, claimed by a caller: kept until
-        `forget`."""
-        watch = self._watches.get(thread_id)
-        if watch is None:  # made once a thread, not once a look (several a notification)
-            watch = self._watches[thread_id] = _Watch()
-        elif self._unclaimed:
-            self._unclaimed.pop(thread_id, None)
-        return watch
-
-    def _told(self, thread_id: str) -> _Watch:
-        """The thread's watch for what a notification told of it; one made here is
-        unclaimed until a caller asks about the thread, and the oldest unclaimed
-        one goes once there are more than UNCLAIMED_KEPT."""
-        watch = self._watches.get(thread_id)
-        if watch is None:
-            watch = self._watches[thread_id] = _Watch()
-            self._unclaimed[thread_id] = None
-            if len(self._unclaimed) > UNCLAIMED_KEPT:
-                oldest = next(iter(self._unclaimed))
-                del self._unclaimed[oldest], self._watches[oldest]
-        return watch
 
     async def _call(self, what: str, request: Callable[[], Any]) -> Any:
         """One host request under the reader's answer deadline."""
@@ -168,7 +86,7 @@ class HostReader:
         the host announced; else it waits for it and reads again, so no caller
         takes an answer older than the change that woke it.
         """
-        watch = self._watch(thread_id)
+        watch = self._watches.claim(thread_id)
         while watch.reading is not None:
             generation, done = watch.reading
             await done.wait()
@@ -205,7 +123,7 @@ class HostReader:
         return thread.model_copy(update={"turns": []})  # type: ignore[no-any-return]
 
     @staticmethod
-    def _answer(watch: _Watch) -> Thread:
+    def _answer(watch: ThreadWatch) -> Thread:
         if watch.error is not None:
             raise watch.error
         assert watch.last is not None
@@ -237,7 +155,7 @@ class HostReader:
         with self.following():  # the host is probed while the turn is followed
             interrupted_since: float | None = None
             while True:
-                watch = self._watch(thread_id)
+                watch = self._watches.claim(thread_id)
                 changed = watch.changed
                 thread = await self.read(thread_id)
                 turn = next((t for t in thread.turns if t.id == turn_id), None)
@@ -271,9 +189,9 @@ class HostReader:
             ModelUnreachable: the host has retried the turn for
                 `Settings.unreachable_after` with no model response.
         """
-        return self._until_given_up(self._watch(thread_id), turn_id, now, wait)
+        return self._until_given_up(self._watches.claim(thread_id), turn_id, now, wait)
 
-    def _until_given_up(self, watch: _Watch, turn_id: str, now: float, wait: float) -> float:
+    def _until_given_up(self, watch: ThreadWatch, turn_id: str, now: float, wait: float) -> float:
         """How long to wait before the turn's retries are judged again (at most
         `wait`); raises ModelUnreachable once they are past the bound."""
         retrying, after = watch.retrying.get(turn_id), self._settings.unreachable_after
@@ -286,25 +204,16 @@ class HostReader:
     def changed(self, thread_id: str) -> trio.Event:
         """The event the thread's next change sets: take it before a read, then wait
         on it, so no change between the read and the wait is missed."""
-        return self._watch(thread_id).changed
+        return self._watches.claim(thread_id).changed
 
     def announced(self, thread_id: str, turn_id: str) -> Turn | None:
         """The turn as `turn/completed` announced it (its final status and error), if it did."""
-        watch = self._watches.get(thread_id)
-        return watch.ended.get(turn_id) if watch else None
+        return self._watches.announced(thread_id, turn_id)
 
     def announced_before_read(self, thread_id: str, turn_id: str) -> Turn | None:
-        """`announced`, if the end was announced before the thread's last read
-        began: that read then shows the ended turn, items and all. An end announced
-        while the read was on its way is not given (None): that read may hold the
-        turn as it was before its end, without its answer, and the end's signal
-        wakes the caller to read again."""
-        watch = self._watches.get(thread_id)
-        if watch is None or turn_id not in watch.ended:
-            return None
-        if watch.ended_generation[turn_id] > watch.last_generation:
-            return None
-        return watch.ended[turn_id]
+        """`announced`, if announced before the thread's last read began
+        (`ThreadWatches.announced_before_read`)."""
+        return self._watches.announced_before_read(thread_id, turn_id)
 
     async def spawned(self, owner: str, marker: str, bound: Thread | None = None) -> list[Thread]:
         """The owner's subagents whose first message carries `marker`, each read now
@@ -351,13 +260,11 @@ class HostReader:
         """Drop what the reader holds of a thread no call waits on any more (its
         last read, with every item of its turns): a run's memory then grows with
         the calls in flight, not with the calls it ran."""
-        self._watches.pop(thread_id, None)
-        self._unclaimed.pop(thread_id, None)
+        self._watches.forget(thread_id)
 
     def usage(self, thread_id: str) -> ThreadTokenUsage | None:
         """The newest token usage the host reported for the thread, if any."""
-        watch = self._watches.get(thread_id)
-        return watch.usage if watch else None
+        return self._watches.usage(thread_id)
 
     async def start_thread(self, **params: Any) -> Thread:
         return await self._call("thread/start", lambda: self._client.thread_start(**params))  # type: ignore[no-any-return]
@@ -384,44 +291,9 @@ class HostReader:
             f"turn/interrupt {turn_id}", lambda: self._client.turn_interrupt(thread_id, turn_id)
         )
 
-    def _signal(self, thread_id: str) -> None:
-        watch = self._watches.get(thread_id)
-        if watch is not None:
-            watch.generation += 1
-            watch.changed.set()
-            watch.changed = trio.Event()
-
-    def _on_notification(self, note: Notification) -> None:
-        params = note.parse()
-        if isinstance(params, TokenUsageUpdated):
-            total = params.tokenUsage.total
-            # codex reports an exceeded context window as a usage whose total is the
-            # whole window and every part 0: no tokens were counted for it.
-            if total.inputTokens or total.outputTokens or not total.totalTokens:
-                self._told(params.threadId).usage = params.tokenUsage
-            if params.turnId is not None:  # a model response: the model is reached
-                self._told(params.threadId).retrying.pop(params.turnId, None)
-            # No waiter is woken: a count ends nothing, and a read now would answer
-            # every item of the turn so far, at each of a long turn's responses.
-        elif isinstance(params, ErrorNotification):
-            if params.willRetry and params.turnId is not None:
-                watch = self._told(params.threadId)
-                before = watch.retrying.get(params.turnId)
-                now = trio.current_time()
-                watch.retrying[params.turnId] = unreachable.retried(before, params.error, now)
-            self._signal(params.threadId)
-        elif isinstance(params, TurnNotification):
-            if note.method == "turn/completed":
-                watch = self._told(params.threadId)
-                watch.ended[params.turn.id] = params.turn
-                watch.ended_generation[params.turn.id] = watch.generation + 1  # its signal's
-            self._signal(params.threadId)
-        elif isinstance(params, ThreadStatusChanged):
-            self._signal(params.threadId)
-
     async def _follow(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with self._client.notifications(
-            methods=self._follows, handler=self._on_notification
+            methods=self._follows, handler=self._watches.on_notification
         ) as notes:  # handled in the client's reader task: none is buffered here
             task_status.started()
             with contextlib.suppress(trio.EndOfChannel):  # raises what the handler raised
@@ -430,8 +302,7 @@ class HostReader:
         # polling. A lost connection wakes them at once, so each reads the host now
         # and meets HostUnavailable.
         if not self.connected:
-            for thread_id in list(self._watches):
-                self._signal(thread_id)
+            self._watches.signal_all()
 
 
 @asynccontextmanager

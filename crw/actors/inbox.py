@@ -4,7 +4,7 @@
 directory every `Settings.inbox_poll` and hands each report to the call actor
 that waits on that call's step (its subscription, a bounded channel). A report
 no call waits for is answered here, from the call's rows
-(`crw.engine.replies`): its attempt ended (close), its turn is bound already
+(`crw.engine.steps.replies`): its attempt ended (close), its turn is bound already
 (bound again, no row), or its step was never published (refused without a
 subagent, close with one: an early report); a close for a subagent the call never
 bound waits for the host's snapshot of it (another run's is refused); one that
@@ -26,7 +26,7 @@ import trio
 from crw.bus import inbox as files
 from crw.bus import live
 from crw.bus.dirwatch import DirWatch
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.settings import Settings
 
 SWEEP_POLLS = 10

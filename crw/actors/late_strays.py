@@ -1,4 +1,4 @@
-"""The run's sweep for duplicates of ended calls' steps (`crw.engine.late_strays`).
+"""The run's sweep for duplicates of ended calls' steps (`crw.engine.steps.late_strays`).
 
 While the run's calls run, once a call has ended, every poll interval the sweep
 takes the subagents the marker index learned since (the lookups' looks,
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from crw.bus import steps as bus
-from crw.engine import late_strays
+from crw.engine.steps import late_strays
 from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.transport import HostUnavailable
 

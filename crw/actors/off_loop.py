@@ -1,7 +1,7 @@
 """The harvest decision with its schema check off the run's event loop.
 
 `harvest.decide` checks the answer against its schema, which may take up to
-CHECK_SECONDS of CPU (crw.engine.schema_check bounds it with its thread's CPU
+CHECK_SECONDS of CPU (crw.engine.answers.schema_check bounds it with its thread's CPU
 time): on the loop, the run would answer nothing meanwhile, not even a pause.
 Nearly every check takes microseconds, and a worker-thread hop costs the loop
 more than that: so the check is tried on the loop within ON_LOOP_SECONDS, and
@@ -17,7 +17,7 @@ from typing import Any
 
 import trio
 
-from crw.engine import harvest
+from crw.engine.answers import harvest
 from crw.host.protocol import Turn
 from crw.journal.rows import NullModel, Tokens
 

@@ -26,8 +26,8 @@ from typing import Any
 import trio
 
 from crw.binding.owner import bind_owner, orchestrator_line
-from crw.engine.locks import run_is_live
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import run_is_live
+from crw.engine.run.rundir import RunDir
 
 log = logging.getLogger("crw.owner_line")
 

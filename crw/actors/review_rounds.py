@@ -1,10 +1,10 @@
 """A reviewed node's calls on the session backend: the call, its reviews and fixes.
 
-`run_rounds` runs the calls `crw.engine.review` decides, one after another, each a
+`run_rounds` runs the calls `crw.engine.calls.review` decides, one after another, each a
 `SessionCall` going on from its own rows, so a process that resumes a run inside
 a round goes on from the round's last row. A review call ends held
 review_rejected when it rejects after the last fix round; a fix call is a
-continuation of the node's conversation (`crw.engine.conversation`): a spawn step
+continuation of the node's conversation (`crw.engine.calls.conversation`): a spawn step
 on a new subagent, its packet the journal's record of the handle's turns and a
 file with the handle's answer, refused pair_refused when the role's decided pair
 differs from the pair the handle's subagent ran, or when the review's fix_effort
@@ -21,12 +21,14 @@ from typing import Any
 
 from crw.actors.session_call import SessionCall
 from crw.actors.session_context import SessionContext
-from crw.engine import conversation, harvest, interrupt, review, rounds
-from crw.engine.gate import RunSpent, call_id
-from crw.engine.harvest import CallEnd
-from crw.engine.rundir import PRIVATE_DIR
-from crw.engine.template import render_task
-from crw.engine.workflow_nodes import Node, Review
+from crw.engine.answers import harvest
+from crw.engine.answers.harvest import CallEnd
+from crw.engine.calls import conversation, review, rounds
+from crw.engine.calls.gate import RunSpent, call_id
+from crw.engine.config.template import render_task
+from crw.engine.config.workflow_nodes import Node, Review
+from crw.engine.holds import interrupt
+from crw.engine.run.rundir import PRIVATE_DIR
 from crw.host.protocol import Thread
 from crw.journal.rows import (
     Allocation,

@@ -7,11 +7,12 @@ refuses a mixed resume (the started row's backend is not run.json's), opens the
 journal writer and commits its started row (backend, process, pid, role_pairs,
 policy_digest), and a policy_repinned row after it when the role store reads other
 pairs than the run's newest pins. It then connects to the run's host and runs the
-workflow's calls on the backend run.json names: the app-server backend opens a
-thread per call (`app_server_run`); the session backend publishes steps for the
-owner and binds the subagents it reports (`session_run`, with the Inbox actor),
-with at most min(pool, agents.max_threads - 1) calls in flight, agents.max_threads
-read again by every process of the run.
+workflow's calls on the backend run.json names (`crw.actors.backend`): the
+app-server backend opens a thread per call (`app_server_run`); the session
+backend publishes steps for the owner and binds the subagents it reports
+(`session_run`, with the Inbox actor), with at most min(pool,
+agents.max_threads - 1) calls in flight, agents.max_threads read again by every
+process of the run.
 
 A fault stops the process with one line (`crw.actors.faults`): a host it cannot
 reach, or one that goes away mid-run, pauses the run (host_unavailable; the calls
@@ -29,26 +30,25 @@ import gc
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
-from crw.actors import effect_proofs, executor_git, faults, owner_line
+from crw.actors import effect_proofs, faults, owner_line
+from crw.actors.backend import Backend
 from crw.actors.crash import crash_hook
-from crw.actors.journal_writer import JournalWriter, open_journal_writer
+from crw.actors.journal_writer import open_journal_writer
 from crw.actors.run_end import end_run
 from crw.clock import WallClock, system_clock
-from crw.codex_config import session_pool
-from crw.engine.launch_check import changed_workflow
-from crw.engine.launch_record import clear_failure
-from crw.engine.locks import ProcessLock, hold_run
-from crw.engine.review import check_fix_efforts
-from crw.engine.roles import RoleTable, load_roles, pin_rows
-from crw.engine.rundir import RunDir, find_run, resolve_state
-from crw.engine.runspec import RunSpec, check_backend, read_run_spec, recorded_env
-from crw.engine.workflow import Workflow, load_workflow
+from crw.engine.calls.review import check_fix_efforts
+from crw.engine.config.roles import RoleTable, load_roles, pin_rows
+from crw.engine.config.workflow import Workflow, load_workflow
+from crw.engine.run.launch_check import changed_workflow
+from crw.engine.run.launch_record import clear_failure
+from crw.engine.run.locks import ProcessLock, hold_run
+from crw.engine.run.rundir import RunDir, find_run, resolve_state
+from crw.engine.run.runspec import RunSpec, check_backend, read_run_spec, recorded_env
 from crw.errors import CrwError, InputError, RefusedError
 from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
@@ -58,13 +58,6 @@ from crw.journal.rows import Paused
 from crw.journal.snapshot import save_snapshot
 from crw.journal.streamed import replay_pieces
 from crw.settings import Settings
-from crw.workspace.placer import Placer
-from crw.workspace.release import placer_of
-
-if TYPE_CHECKING:
-    from crw.actors.control import RunControl
-    from crw.actors.host_reader import HostReader
-    from crw.actors.wake import WakeScheduler
 
 log = logging.getLogger("crw.run")
 
@@ -246,7 +239,8 @@ async def _journaled(
         await owner_line.bind_started(state_dir, spec.owner, spec.id, started[0])
         # The host's reader (its client, protocol and the bind's markers) after the
         # started row, which `crw flow start` waits for.
-        from crw.actors.host_reader import followed, open_host_reader
+        from crw.actors.host_reader import open_host_reader
+        from crw.actors.thread_watches import followed
 
         follows = followed(spec.backend)
 
@@ -282,123 +276,3 @@ async def _journaled(
                 raise
             await journal.commit([Paused(reason=fault.reason, error=fault.error, file=fault.file)])
             return fault
-
-
-@dataclass(frozen=True)
-class Backend:
-    """What both backends' runs are made of, once the host is connected."""
-
-    journal: JournalWriter
-    reader: HostReader
-    workflow: Workflow
-    run_dir: RunDir
-    spec: RunSpec
-    roles: RoleTable
-    settings: Settings
-    clock: WallClock
-    token: str | None
-    """The process lock's token (the step index's name), if it holds one."""
-    started_up: Callable[[], None] = _nothing
-    """Called once, just before the calls run: the process's start-up is done."""
-
-    @property
-    def tmpdir(self) -> str | None:
-        return self.spec.env.TMPDIR if self.spec.env else None
-
-    @property
-    def placer(self) -> Placer | None:
-        """The run's placer, from run.json's repository and head (a run started
-        without them, or outside any checkout, works in plain directories)."""
-        return placer_of(self.spec, self.run_dir)
-
-    async def app_server(self, rows: list[dict[str, Any]], replayed: RunState) -> str:
-        # The App Server backend's modules are imported by its runs alone; the run
-        # control (and the bus's step files) after the started row.
-        from crw.actors.app_server_call import CallContext
-        from crw.actors.app_server_run import run_app_server_calls
-        from crw.actors.control import RunControl
-
-        control = RunControl(run=self.run_dir)
-        ctx = CallContext(
-            journal=self.journal,
-            reader=self.reader,
-            workflow=self.workflow,
-            run_dir=self.run_dir.root,
-            tmpdir=self.tmpdir,
-            pairs=self.roles.roles,
-            control=control,
-            placer=self.placer,
-            git_rows=executor_git.keep(rows) if self.placer is not None else {},
-            settings=self.settings,
-        )
-        async with trio.open_nursery() as nursery:
-            await nursery.start(control.watch)  # a request waiting is read before any call
-            self.started_up()
-            state = await run_app_server_calls(ctx, self.spec.pool, replayed, rows)
-            nursery.cancel_scope.cancel()
-        return state
-
-    async def session(self, rows: list[dict[str, Any]], replayed: RunState) -> str:
-        # The session backend's modules are imported by its runs alone; the run
-        # control and the call records after the started row.
-        from crw.actors.control import RunControl
-        from crw.actors.inbox import Inbox
-        from crw.actors.session_context import SessionContext
-        from crw.actors.session_run import answer_unrouted, run_session_calls
-        from crw.engine.replies import CallRecords
-
-        records = CallRecords(rows)  # kept up to date by each call's commits
-        inbox = Inbox(
-            self.run_dir,
-            self.spec.id,
-            self.settings,
-            lambda report: answer_unrouted(records, self.reader.read, report),
-            token=self.token,
-        )
-        control = RunControl(run=self.run_dir)
-        wakes = self._wakes(control, rows)
-        ctx = SessionContext(
-            journal=self.journal,
-            reader=self.reader,
-            inbox=inbox,
-            workflow=self.workflow,
-            run=self.run_dir,
-            run_id=self.spec.id,
-            owner=self.spec.owner or "",
-            tmpdir=self.tmpdir,
-            pairs=self.roles.roles,
-            settings=self.settings,
-            clock=self.clock,
-            records=records,
-            control=control,
-            on_commit=wakes.saw if wakes is not None else None,
-            placer=self.placer,
-            git_rows=executor_git.keep(rows) if self.placer is not None else {},
-        )
-        async with trio.open_nursery() as nursery:
-            await nursery.start(control.watch)  # a request waiting is read before any call
-            await nursery.start(inbox.run)
-            if wakes is not None:
-                await nursery.start(wakes.run)
-            pool = session_pool(self.spec.pool, os.environ)  # agents.max_threads of today
-            self.started_up()
-            state = await run_session_calls(ctx, pool, replayed, rows)
-            nursery.cancel_scope.cancel()
-        return state
-
-    def _wakes(self, control: RunControl, rows: list[dict[str, Any]]) -> WakeScheduler | None:
-        """The run's wake scheduler, when it has an owner to wake."""
-        if not self.spec.owner:
-            return None
-        from crw.actors.wake import WakeScheduler
-
-        return WakeScheduler(
-            journal=self.journal,
-            reader=self.reader,
-            run=self.run_dir,
-            run_id=self.spec.id,
-            owner=self.spec.owner,
-            settings=self.settings,
-            control=control,
-            rows=rows,
-        )

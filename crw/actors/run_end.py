@@ -18,8 +18,8 @@ from pathlib import Path
 
 from crw.binding.owner import close_owner
 from crw.bus.ended import clean_ended
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunSpec
 from crw.workspace.release import release_run
 
 log = logging.getLogger("crw.run_end")

@@ -1,7 +1,7 @@
 """The session call actor: the run starts no thread and no turn of its own.
 
 One Trio task per admitted call, entered with the call's rows, going on from its
-last row (`crw.engine.session_progress`). Its life, each row committed before
+last row (`crw.engine.calls.session_progress`). Its life, each row committed before
 its effect:
 
     prepared +        the allocation every attempt shares (P: `crw.workspace.placer`)
@@ -24,7 +24,6 @@ Its parts (`step_writer`, `step_binder`, `held_call`, `session_interrupt`,
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,19 +37,23 @@ from crw.actors.call_trace import trace_warnings, traced_bind
 from crw.actors.control import CallStop, Interrupted
 from crw.actors.held_call import go_on_in_place
 from crw.actors.host_reader import ModelUnreachable
+from crw.actors.rollout_tokens import rollout_total
 from crw.actors.session_context import SessionContext
 from crw.actors.session_interrupt import interrupt_call
 from crw.actors.step_binder import StepBinder
 from crw.actors.step_writer import StepWriter
 from crw.bus import steps as bus
-from crw.engine import answer, harvest, interrupt, lost, outcome, step_input
-from crw.engine.gate import RunSpent
-from crw.engine.harvest import CallEnd
-from crw.engine.roles import RolePair, default_agent_type
-from crw.engine.rundir import PRIVATE_DIR
-from crw.engine.session_progress import CallProgress, progress
-from crw.engine.template import render_task
-from crw.engine.workflow_nodes import Node
+from crw.engine.answers import answer, harvest, outcome
+from crw.engine.answers.harvest import CallEnd
+from crw.engine.calls import lost
+from crw.engine.calls.gate import RunSpent
+from crw.engine.calls.session_progress import CallProgress, progress
+from crw.engine.config.roles import RolePair, default_agent_type
+from crw.engine.config.template import render_task
+from crw.engine.config.workflow_nodes import Node
+from crw.engine.holds import interrupt
+from crw.engine.run.rundir import PRIVATE_DIR
+from crw.engine.steps import step_input
 from crw.host.protocol import Thread
 from crw.journal.rows import (
     Allocation,
@@ -377,24 +380,6 @@ class SessionCall(CallSteps):
             bus.write_close(self.ctx.run, self.call, attempt, agent_id, durable=False)
             return
         await trio.to_thread.run_sync(bus.write_close, self.ctx.run, self.call, attempt, agent_id)
-
-
-INLINE_ROLLOUT = 64 * 1024
-"""A rollout up to this size (bytes) is read in the loop's thread: a stat, an open
-and a read of a file the host has just written, where a worker-thread hop costs
-the loop its scheduling and hand-off; a larger one (a long turn's) is read in a
-worker thread, as every one was."""
-
-
-async def rollout_total(path: Path) -> Tokens | None:
-    """`outcome.read_rollout_total(path)`, in the loop's thread when it is small."""
-    try:
-        small = os.stat(path).st_size <= INLINE_ROLLOUT
-    except OSError:  # none to read: read_rollout_total answers None at once
-        small = True
-    if small:
-        return outcome.read_rollout_total(path)
-    return await trio.to_thread.run_sync(outcome.read_rollout_total, path)
 
 
 def _tokens(value: Tokens | None) -> Tokens:

@@ -19,10 +19,10 @@ from crw.actors.host_reader import HostReader
 from crw.actors.inbox import Inbox
 from crw.actors.journal_writer import JournalWriter
 from crw.clock import WallClock
-from crw.engine.replies import CallRecords
-from crw.engine.roles import RolePair
-from crw.engine.rundir import RunDir
-from crw.engine.workflow import Workflow
+from crw.engine.config.roles import RolePair
+from crw.engine.config.workflow import Workflow
+from crw.engine.run.rundir import RunDir
+from crw.engine.steps.replies import CallRecords
 from crw.settings import Settings
 from crw.workspace.placer import Placer
 

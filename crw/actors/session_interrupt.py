@@ -1,7 +1,7 @@
 """A session call's interrupt path: a pause, a cancellation, a deadline, or a
-model the host cannot reach (`crw.engine.unreachable`) reached it.
+model the host cannot reach (`crw.engine.answers.unreachable`) reached it.
 
-The decision is `crw.engine.interrupt.plan` over the call's rows; this module
+The decision is `crw.engine.holds.interrupt.plan` over the call's rows; this module
 acts on it, each row durable before its effect:
 
     (look_up)   the known subagent's turn for the step bound first: turn_started
@@ -25,11 +25,12 @@ import trio
 
 from crw.actors.host_reader import HostReader
 from crw.bus import steps as bus
-from crw.engine import interrupt, outcome
-from crw.engine.gate import RunSpent
-from crw.engine.harvest import CallEnd
-from crw.engine.rundir import RunDir
-from crw.engine.session_progress import progress
+from crw.engine.answers import outcome
+from crw.engine.answers.harvest import CallEnd
+from crw.engine.calls.gate import RunSpent
+from crw.engine.calls.session_progress import progress
+from crw.engine.holds import interrupt
+from crw.engine.run.rundir import RunDir
 from crw.host.errors import HostRequestError
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable

@@ -26,11 +26,11 @@ from crw.actors.session_context import SessionContext
 from crw.actors.supersede import supersede_call
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
-from crw.engine import interrupt, supersede
-from crw.engine.gate import RunSpent, taken
-from crw.engine.harvest import CallEnd
-from crw.engine.replies import CallRecords, decide_late, reads_host
-from crw.engine.workflow_nodes import Node
+from crw.engine.answers.harvest import CallEnd
+from crw.engine.calls.gate import RunSpent, taken
+from crw.engine.config.workflow_nodes import Node
+from crw.engine.holds import interrupt, supersede
+from crw.engine.steps.replies import CallRecords, decide_late, reads_host
 from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from crw.engine.bind import spawn_marker
+from crw.engine.steps.bind import spawn_marker
 from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 

@@ -1,7 +1,7 @@
 """Binding a session call's waiting step: the owner's reports and the marker lookup.
 
 While a step waits, its call's binder answers each dispatch report the inbox
-hands it (the reply table, `crw.engine.bind.decide_report`) and, at every poll,
+hands it (the reply table, `crw.engine.steps.bind.decide_report`) and, at every poll,
 looks the step's marker up on the host, so a subagent spawned, or a repair sent,
 and never reported is bound all the same (DISP-25, DISP-26). A bind commits its
 rows in one batch before its reply (BIND-6). A resumed call answers the reports
@@ -32,14 +32,14 @@ from crw.actors.step_writer import StepWriter
 from crw.binding import ledger
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
-from crw.engine import bind, ledger_join
-from crw.engine.harvest import CallEnd
-from crw.engine.replies import call_record, reads_host
-from crw.engine.roles import RolePair
-from crw.engine.rundir import RunDir
-from crw.engine.session_progress import CallProgress
-from crw.engine.workflow import Workflow
-from crw.engine.workflow_nodes import Node
+from crw.engine.answers.harvest import CallEnd
+from crw.engine.calls.session_progress import CallProgress
+from crw.engine.config.roles import RolePair
+from crw.engine.config.workflow import Workflow
+from crw.engine.config.workflow_nodes import Node
+from crw.engine.run.rundir import RunDir
+from crw.engine.steps import bind, ledger_join
+from crw.engine.steps.replies import call_record, reads_host
 from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable

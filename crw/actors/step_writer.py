@@ -27,10 +27,10 @@ from crw.actors.journal_writer import JournalWriter
 from crw.bus import steps as bus
 from crw.bus.unwritten import UnwrittenTracker
 from crw.clock import WallClock
-from crw.engine import step_input
-from crw.engine.roles import RolePair
-from crw.engine.rundir import RunDir
-from crw.engine.workflow_nodes import Node
+from crw.engine.config.roles import RolePair
+from crw.engine.config.workflow_nodes import Node
+from crw.engine.run.rundir import RunDir
+from crw.engine.steps import step_input
 from crw.journal.rows import StepPublished, StepUnwritten
 
 

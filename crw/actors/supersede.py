@@ -1,6 +1,6 @@
 """A restarted call is superseded once its subagents run nothing (ATT-36).
 
-The judgement is `crw.engine.supersede.judge` over the call's rows and the host's
+The judgement is `crw.engine.holds.supersede.judge` over the call's rows and the host's
 snapshots of its subagents; this module acts on it, each row durable before its
 effect:
 
@@ -23,7 +23,7 @@ import trio
 
 from crw.actors import evidence_records
 from crw.bus import steps as bus
-from crw.engine import supersede
+from crw.engine.holds import supersede
 from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable

@@ -2,7 +2,7 @@
 
 One task under the run nursery of a session run owns every timer of waking the
 owner. The calls tell it what they commit (`saw`, a watched value, never a
-file poll); the decisions are `crw.engine.wake`'s. Its life, for each wake:
+file poll); the decisions are `crw.engine.owner.wake`'s. Its life, for each wake:
 
     outbox/<id>.json   the staged session_step_waiting message (StageWake):
                        made once per logical id; one held already stages nothing
@@ -33,8 +33,8 @@ from crw.actors.control import RunControl
 from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import JournalWriter
 from crw.bus import outbox
-from crw.engine import wake as plan
-from crw.engine.rundir import RunDir
+from crw.engine.owner import wake as plan
+from crw.engine.run.rundir import RunDir
 from crw.host.errors import HostRequestError
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import Escalation, MessageDelivery, SessionWake

@@ -37,7 +37,7 @@ from crw.binding.lines import append_lines, is_segment, untrusted, validate_line
 from crw.binding.lines import flow_bound_dir as flow_bound_dir
 from crw.binding.lines import owner_file as owner_file
 from crw.binding.lines import read_last_line as read_last_line
-from crw.engine.role_names import ROLES, default_agent_type
+from crw.engine.config.role_names import ROLES, default_agent_type
 from crw.private import PRIVATE_FILE, make_dirs
 
 LOCK_NAME = "flow-bound.lock"

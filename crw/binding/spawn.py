@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crw.binding.hook_input import SPAWN_TOOL
-from crw.engine.role_names import ROLES, default_agent_type
+from crw.engine.config.role_names import ROLES, default_agent_type
 
 EVENT = "PreToolUse"
 ROLE_HEADER = "CRW-ROLE:"

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from crw.engine.rundir import PRIVATE_DIR, RunDir
+from crw.engine.run.rundir import PRIVATE_DIR, RunDir
 from crw.private import write_atomic
 
 Op = Literal["pause", "cancel"]

@@ -18,7 +18,7 @@ import logging
 import os
 
 from crw.bus import live
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.private import write_atomic
 
 log = logging.getLogger("crw.bus")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from crw.engine.rundir import PRIVATE_DIR, RunDir
+from crw.engine.run.rundir import PRIVATE_DIR, RunDir
 from crw.private import write_atomic
 from crw.rawfile import read_bytes
 

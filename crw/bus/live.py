@@ -57,7 +57,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crw.engine.rundir import PRIVATE_DIR, PRIVATE_FILE, RunDir
+from crw.engine.run.rundir import PRIVATE_DIR, PRIVATE_FILE, RunDir
 from crw.rawfile import read_bytes
 
 LINK = ".live"
@@ -320,7 +320,7 @@ def live_calls(run: RunDir) -> list[str] | None:
     """The call directories the index of the process holding the run marks; None
     when there is no such index, or a line of it is not one its holder writes
     (then every call's directory is listed)."""
-    from crw.engine.locks import is_held  # the lock check only when an index is there
+    from crw.engine.run.locks import is_held  # the lock check only when an index is there
 
     try:
         name = os.readlink(run.steps / LINK)

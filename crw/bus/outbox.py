@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.private import fsync_dir, write_atomic
 
 

@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from crw.bus import live
-from crw.engine.markers import marker, op
-from crw.engine.rundir import PRIVATE_DIR, RunDir
+from crw.engine.run.rundir import PRIVATE_DIR, RunDir
+from crw.engine.steps.markers import marker, op
 
 # The step file's and the close step's members are the engine's (its views read
 # them); the bus writes and reads the files, and names the types for its callers.
-from crw.engine.step_file import CloseStep as CloseStep
-from crw.engine.step_file import StepFile as StepFile
+from crw.engine.steps.step_file import CloseStep as CloseStep
+from crw.engine.steps.step_file import StepFile as StepFile
 from crw.private import fsync_dir, write_atomic
 from crw.rawfile import read_stat
 

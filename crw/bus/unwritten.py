@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from crw.engine.markers import marker
+from crw.engine.steps.markers import marker
 from crw.journal.rows import StepAction, StepUnwritten
 
 

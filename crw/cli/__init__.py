@@ -9,8 +9,8 @@ def main() -> None:
     every tool call), every other one is parsed by it (`app.py`)."""
     import sys
 
-    from crw.cli.hook import hook_fast
     from crw.cli.hot import hot_command
+    from crw.cli.owner.hook import hook_fast
 
     command = hook_fast(sys.argv[1:]) or hot_command(sys.argv[1:])
     if command is None:

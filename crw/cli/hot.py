@@ -117,15 +117,15 @@ def hot_command(argv: Sequence[str]) -> Callable[[], int] | None:
     verb, arguments = parsed
     if verb == "_run":  # a long process: the collector runs once it has started up
         gc.disable()  # before its imports, which make long-lived objects only
-        from crw.cli.resume import run_and_wait
+        from crw.cli.run.resume import run_and_wait
 
         return lambda: run_and_wait(**arguments)
     gc.disable()
     if verb == "next":
-        from crw.cli.next import next_command
+        from crw.cli.owner.next import next_command
 
         return lambda: next_command(**arguments)
-    from crw.cli.status import status_command
+    from crw.cli.read.status import status_command
 
     return lambda: status_command(**arguments)
 

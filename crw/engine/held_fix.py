@@ -4,7 +4,7 @@ could not reach its model, or its flow evidence record could not be placed.
 A dispatch report of a failed spawn (`crw flow dispatched ... --failed`) holds
 the call `spawn_failed` with the host's tool output as the held row's error; a
 turn the host kept retrying because its model cannot be reached holds it
-`host_failure` with an error that begins UNREACHABLE (`crw.engine.unreachable`);
+`host_failure` with an error that begins UNREACHABLE (`crw.engine.answers.unreachable`);
 a bind that cannot write its step's flow evidence record holds it
 `evidence_assignment_failed` with the file and the OS error.
 `crw flow next` and `crw flow status` show such a call with `error` and `fix`:

@@ -1,6 +1,6 @@
 """The reasons a call is held by an interrupt, and whether a hold was a pause's.
 
-Apart from the interrupt decisions (`crw.engine.interrupt`, which re-exports them)
+Apart from the interrupt decisions (`crw.engine.holds.interrupt`, which re-exports them)
 so that what only names them, the review rules and the run control, does not
 import those decisions, the bind's rules and the host's protocol with them: a run
 process needs none of these before its started row.

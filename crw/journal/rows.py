@@ -14,6 +14,11 @@ Every field is optional: a row of an older journal may lack any of them, and a
 field that is None is left out of the line. Enumerations are `str` unless the spec
 fixes the set, so a reason a later crw adds still reads. The models are flat and
 run no validators of their own: a journal of 100,000 rows is read in one pass.
+
+It is one module, past 400 lines, on purpose: it is one table of row kinds, read
+beside the spec's Row table and docs/rows.md, and the `Row` union, `ROW_KINDS` and
+`crw schema rows` are made from every kind at once; split by call and run, a
+reader would look for a kind in two places and the union would import both.
 """
 
 from __future__ import annotations
@@ -291,7 +296,7 @@ class StepPublished(RowModel):
     input: str | None = None
     input_answer_at: int | None = None
     """A repair's input without its previous answer, which goes back in here
-    (`crw.engine.step_input`): the row keeps the answer once."""
+    (`crw.engine.steps.step_input`): the row keeps the answer once."""
     input_digest: str | None = None
     packet: str | None = None
     packet_digest: str | None = None
@@ -306,7 +311,7 @@ class StepPublished(RowModel):
     previous_answer_in: str | None = None
     """A later step repairing an answer an earlier step row of the call holds (the
     attempt after a lost repair, a held repair taken again): that row's marker,
-    instead of a copy in `previous_answer` (`crw.engine.step_input`)."""
+    instead of a copy in `previous_answer` (`crw.engine.steps.step_input`)."""
     tokens_seen: Tokens | None = None
     call_tokens: Tokens | None = None
     conversation_turn: int | None = None

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crw.engine.role_names import WRITING_ROLES
+from crw.engine.config.role_names import WRITING_ROLES
 from crw.journal.rows import EvidencePlaced
 from crw.private import make_dirs, write_atomic
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crw.engine.role_names import WRITING_ROLES
+from crw.engine.config.role_names import WRITING_ROLES
 from crw.journal.rows import Allocation
 from crw.workspace.names import CHECKOUT, DIRECTORY, SCRATCH, WORKTREE, branch_of, node_ref
 
@@ -41,7 +41,7 @@ QA_CAPTURE = "capture"
 
 def is_executor(role: str) -> bool:
     """An executor role: executor and its tier executor-t1, the roles whose calls
-    change their workspace (`crw.engine.role_names.WRITING_ROLES`; the spec pairs
+    change their workspace (`crw.engine.config.role_names.WRITING_ROLES`; the spec pairs
     executor-t1 with the executor's agent type)."""
     return role in WRITING_ROLES
 

@@ -19,8 +19,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec, read_run_spec
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunSpec, read_run_spec
 from crw.errors import CrwError
 from crw.journal.log import read_journal
 from crw.workspace import evidence

@@ -37,7 +37,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import FileStatus
 
-from crw.engine.rundir import STATE_DIR_NAME
+from crw.engine.run.rundir import STATE_DIR_NAME
 from crw.journal.rows import (
     ExecutorWroteOutside,
     ReadRoleWrote,

@@ -31,7 +31,7 @@ from typing import Protocol
 
 import pygit2
 
-from crw.engine.rundir import PRIVATE_DIR
+from crw.engine.run.rundir import PRIVATE_DIR
 from crw.errors import RefusedError
 from crw.journal.rows import Allocation
 from crw.workspace.names import CHECKOUT, DIRECTORY, WORKTREE, node_ref, worktree_name

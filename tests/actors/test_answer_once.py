@@ -16,7 +16,8 @@ import trio
 from trio.testing import MockClock
 
 import tests.actors.test_app_server_run as app_server
-from crw.engine import answer, packet, step_input
+from crw.engine.answers import answer
+from crw.engine.steps import packet, step_input
 from crw.host.sim.server import SimHost
 from crw.journal.rows import StepPublished
 from tests.actors.test_session_lost import lost_owner, steps

@@ -14,10 +14,11 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.actors import host_reader
-from crw.actors.host_reader import HostReader
-from crw.engine import packet, schema_check
-from crw.engine.gate import RunSpent
+from crw.actors import thread_watches
+from crw.actors.thread_watches import ThreadWatches
+from crw.engine.answers import schema_check
+from crw.engine.calls.gate import RunSpent
+from crw.engine.steps import packet
 from crw.host.protocol import Notification, Turn
 from crw.journal.replay import RunState, replay
 from crw.journal.rows import Tokens
@@ -84,18 +85,18 @@ async def test_a_call_hops_to_no_worker_thread_and_takes_only_the_notifications_
     parsed: Counter[str] = Counter()
     parse = Notification.parse
     followed: Counter[str] = Counter()
-    follow = HostReader._on_notification
+    follow = ThreadWatches.on_notification
 
     def counted(note: Notification) -> Any:
         parsed[note.method] += 1
         return parse(note)
 
-    def taken(reader: HostReader, note: Notification) -> None:
+    def taken(watches: ThreadWatches, note: Notification) -> None:
         followed[note.method] += 1
-        follow(reader, note)
+        follow(watches, note)
 
     monkeypatch.setattr(Notification, "parse", counted)
-    monkeypatch.setattr(HostReader, "_on_notification", taken)
+    monkeypatch.setattr(ThreadWatches, "on_notification", taken)
     async with harness(tmp_path, _wide(CALLS)) as h:
         hops: list[Any] = []
         _counting(monkeypatch, trio.to_thread, "run_sync", hops)
@@ -207,7 +208,7 @@ async def test_a_plain_calls_thread_is_watched_once_and_its_ended_turn_taken_as_
     """spec: HARV-2 (the turn's end is what turn/completed announced; a read made
     after it shows that end already, and is taken as it is, not copied)"""
     watches: list[Any] = []
-    _counting(monkeypatch, host_reader, "_Watch", watches)
+    _counting(monkeypatch, thread_watches, "ThreadWatch", watches)
     copies: list[Any] = []
     _counting(monkeypatch, Turn, "model_copy", copies)
     async with harness(tmp_path, _wide(CALLS)) as h:

@@ -21,12 +21,12 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.cli.answer import append_row
-from crw.engine import packet, step_input
-from crw.engine.answer import digest as answer_digest
-from crw.engine.decision import Choice, Record, decide_answer
-from crw.engine.rundir import RunDir
-from crw.engine.workflow import load_workflow
+from crw.cli.run.answer import append_row
+from crw.engine.answers.answer import digest as answer_digest
+from crw.engine.config.workflow import load_workflow
+from crw.engine.holds.decision import Choice, Record, decide_answer
+from crw.engine.run.rundir import RunDir
+from crw.engine.steps import packet, step_input
 from crw.journal.replay import replay
 from crw.journal.rows import Held, Started, StepPublished
 from tests.actors.spies import TurnsAtCommit

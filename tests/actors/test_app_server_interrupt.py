@@ -11,15 +11,15 @@ from typing import Any
 import trio
 from trio.testing import MockClock
 
-from crw.actors.app_server_call import CallContext
+from crw.actors.app_server_context import CallContext
 from crw.actors.app_server_run import run_app_server_calls
 from crw.actors.control import RunControl
 from crw.actors.journal_writer import open_journal_writer
 from crw.bus import control as requests
 from crw.clock import fixed_clock
-from crw.engine.roles import RoleTable
-from crw.engine.rundir import RunDir
-from crw.engine.workflow import load_workflow
+from crw.engine.config.roles import RoleTable
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from crw.journal.replay import RunState, replay
 from crw.journal.rows import RowModel

@@ -21,14 +21,15 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.actors.app_server_call import CallContext
+from crw.actors.app_server_context import CallContext
 from crw.actors.app_server_run import run_app_server_calls
-from crw.actors.host_reader import FOLLOWED_APP_SERVER, open_host_reader
+from crw.actors.host_reader import open_host_reader
 from crw.actors.journal_writer import open_journal_writer
+from crw.actors.thread_watches import FOLLOWED_APP_SERVER
 from crw.clock import fixed_clock
-from crw.engine import packet, step_input
-from crw.engine.roles import RolePair, RoleTable
-from crw.engine.workflow import Workflow, load_workflow
+from crw.engine.config.roles import RolePair, RoleTable
+from crw.engine.config.workflow import Workflow, load_workflow
+from crw.engine.steps import packet, step_input
 from crw.host.client import open_client
 from crw.host.sim.connection import connect_in_memory
 from crw.host.sim.server import SimHost, open_sim_host

@@ -18,16 +18,16 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.actors.app_server_call import CallContext
+from crw.actors.app_server_context import CallContext
 from crw.actors.app_server_run import run_app_server_calls
 from crw.actors.control import RunControl
 from crw.actors.journal_writer import open_journal_writer
 from crw.bus import control as requests
 from crw.clock import fixed_clock
-from crw.engine import answer
-from crw.engine.roles import RolePair, RoleTable
-from crw.engine.rundir import RunDir
-from crw.engine.workflow import load_workflow
+from crw.engine.answers import answer
+from crw.engine.config.roles import RolePair, RoleTable
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.rundir import RunDir
 from crw.host.sim.server import SimHost, open_sim_host
 from crw.host.sim.state import SimState
 from crw.journal.log import read_journal

@@ -19,13 +19,14 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.actors.app_server_call import CallContext
+from crw.actors.app_server_context import CallContext
 from crw.actors.app_server_run import run_app_server_calls
-from crw.actors.host_reader import FOLLOWED_APP_SERVER, HostReader, open_host_reader
+from crw.actors.host_reader import HostReader, open_host_reader
 from crw.actors.journal_writer import open_journal_writer
+from crw.actors.thread_watches import FOLLOWED_APP_SERVER
 from crw.clock import fixed_clock
-from crw.engine.roles import RoleTable
-from crw.engine.workflow import Workflow, load_workflow
+from crw.engine.config.roles import RoleTable
+from crw.engine.config.workflow import Workflow, load_workflow
 from crw.host.client import HostClient, open_client
 from crw.host.sim.connection import connect_in_memory
 from crw.host.sim.server import SimHost, open_sim_host

@@ -15,8 +15,9 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.actors.host_reader import FOLLOWED_APP_SERVER, ModelUnreachable, open_host_reader
-from crw.engine import unreachable
+from crw.actors.host_reader import ModelUnreachable, open_host_reader
+from crw.actors.thread_watches import FOLLOWED_APP_SERVER
+from crw.engine.answers import unreachable
 from crw.host.client import open_client
 from crw.host.protocol import TurnError
 from crw.host.sim.connection import connect_in_memory

@@ -23,7 +23,7 @@ from trio.testing import MockClock
 import tests.actors.test_session_run as session_run
 from crw.actors.journal_writer import open_journal_writer
 from crw.bus import steps as bus
-from crw.engine.next_view import NextRead, held_calls
+from crw.engine.owner.next_view import NextRead, held_calls
 from crw.journal.log import read_journal
 from crw.journal.rows import RowModel
 from crw.workspace import evidence

@@ -10,14 +10,14 @@ from typing import Any
 from unittest.mock import patch
 
 import crw.actors.gate as gate_actor
-import crw.engine.gate as gate_engine
+import crw.engine.calls.gate as gate_engine
 from crw.actors.gate import run_gate
 from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
-from crw.engine.gate import RunSpent
-from crw.engine.harvest import CallEnd
-from crw.engine.workflow import Workflow
-from crw.engine.workflow_nodes import Node
+from crw.engine.answers.harvest import CallEnd
+from crw.engine.calls.gate import RunSpent
+from crw.engine.config.workflow import Workflow
+from crw.engine.config.workflow_nodes import Node
 from crw.journal.log import read_journal
 from crw.journal.rows import Completed, Tokens
 from tests.engine.test_gate import chain, independent

@@ -20,9 +20,9 @@ import tests.actors.test_session_run as session_run
 from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import open_journal_writer
 from crw.bus import inbox as reports
-from crw.cli.answer import append_row
-from crw.engine.decision import Choice, Record, decide_answer
-from crw.engine.rundir import RunDir
+from crw.cli.run.answer import append_row
+from crw.engine.holds.decision import Choice, Record, decide_answer
+from crw.engine.run.rundir import RunDir
 from crw.host.errors import HostRequestError
 from crw.journal.log import read_journal
 from crw.journal.replay import replay

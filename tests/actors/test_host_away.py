@@ -20,8 +20,8 @@ from trio.testing import MockClock
 
 from crw.actors.run import run_process
 from crw.clock import fixed_clock
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunSpec
 from crw.host.client import open_client
 from crw.host.sim.connection import connect_in_memory
 from crw.host.sim.server import SimHost, open_sim_host

@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 from crw.actors.host_back import wait_for_host
-from crw.engine.host_wait import next_interval, paused_here
+from crw.engine.run.host_wait import next_interval, paused_here
 from crw.settings import Settings
 
 SETTINGS = Settings(host_wait=10.0, host_timeout=4.0, poll_interval=2.0)

@@ -11,9 +11,10 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.actors import attempt_watch, host_reader
+from crw.actors import attempt_watch, thread_watches
 from crw.actors.host_reader import HostReader, open_host_reader
-from crw.engine import lost
+from crw.actors.thread_watches import ThreadWatches
+from crw.engine.calls import lost
 from crw.host.client import HostClient, open_client
 from crw.host.sim.connection import connect_in_memory
 from crw.host.sim.server import open_sim_host
@@ -75,7 +76,7 @@ async def test_reader_polls_when_no_notification_comes(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The reader hands its handler to the client when it subscribes: patched before.
-    monkeypatch.setattr(HostReader, "_on_notification", lambda self, note: None)
+    monkeypatch.setattr(ThreadWatches, "on_notification", lambda self, note: None)
     async with reader_on_sim(tmp_path, Settings(host_poll_interval=30)) as (client, reader):
         thread_id, turn_id = await _start(reader, client, seconds=5)
         start = trio.current_time()
@@ -172,7 +173,7 @@ async def test_threads_no_caller_asked_about_are_kept_to_a_bound_oldest_dropped_
     shared host hears other runs' threads end and count tokens. What it is told of
     threads no call asked about is kept for the newest UNCLAIMED_KEPT of them; a
     thread a call asked about is kept until the call forgets it."""
-    monkeypatch.setattr(host_reader, "UNCLAIMED_KEPT", 2)
+    monkeypatch.setattr(thread_watches, "UNCLAIMED_KEPT", 2)
     async with reader_on_sim(tmp_path, Settings(host_poll_interval=600)) as (client, reader):
         await client.request("sim/script", {"match": {"marker": "*"}, "behaviour": {"seconds": 1}})
         threads: list[tuple[str, str]] = []

@@ -11,7 +11,7 @@ from trio.testing import MockClock
 from crw.actors.inbox import Inbox
 from crw.bus import inbox as files
 from crw.bus.inbox import Report, write_report
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.settings import DEFAULT_SETTINGS
 from tests.actors.spies import names_read
 

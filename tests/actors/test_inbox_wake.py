@@ -14,7 +14,7 @@ from crw.actors.inbox import SWEEP_POLLS, Inbox
 from crw.bus import inbox as files
 from crw.bus.dirwatch import DirWatch
 from crw.bus.inbox import Report, write_report
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.settings import DEFAULT_SETTINGS, Settings
 
 FAR = 1000.0

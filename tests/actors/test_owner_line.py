@@ -20,9 +20,9 @@ from crw.actors.run import run_process
 from crw.binding import owner as owner_module
 from crw.binding.owner import BindResult, LastLine, bind_owner, orchestrator_line, owner_file
 from crw.binding.owner import read_last_line as last_line_of
-from crw.engine.locks import hold_run
-from crw.engine.roles import RoleTable
-from crw.engine.rundir import RunDir
+from crw.engine.config.roles import RoleTable
+from crw.engine.run.locks import hold_run
+from crw.engine.run.rundir import RunDir
 from crw.host.connect import connect_host
 from crw.journal.log import read_journal
 from tests.actors.test_run import _run

@@ -15,9 +15,9 @@ from trio.testing import MockClock
 import tests.actors.test_session_run as session_run
 from crw.actors.journal_writer import open_journal_writer
 from crw.clock import fixed_clock
-from crw.engine import answer
-from crw.engine.next_view import NextRead, held_calls
-from crw.engine.roles import RolePair
+from crw.engine.answers import answer
+from crw.engine.config.roles import RolePair
+from crw.engine.owner.next_view import NextRead, held_calls
 from crw.journal.log import encode_batch, encode_body, read_journal
 from crw.journal.rows import Started, parse_row
 from tests.actors.test_session_resume import KillPoint, remembering

@@ -17,11 +17,11 @@ from crw.actors import run as run_module
 from crw.actors.journal_writer import AfterCommit, JournalWriter, open_journal_writer
 from crw.actors.run import run_process
 from crw.clock import WallClock, fixed_clock, system_clock
-from crw.engine.locks import is_held, run_lock
-from crw.engine.roles import load_roles
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings
-from crw.engine.workflow import load_workflow
+from crw.engine.config.roles import load_roles
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.locks import is_held, run_lock
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings
 from crw.journal.log import JournalRead, read_journal
 from crw.settings import Settings
 from tests.cli.conftest import EXAMPLES
@@ -261,7 +261,7 @@ async def test_process_lock_that_cannot_be_taken_gives_a_started_row_naming_no_p
     """spec: BIND-LINE-18"""
     run, spec = _run(tmp_path)
     # A directory where the process lock file would go: even root cannot lock it.
-    monkeypatch.setattr("crw.engine.locks._new_token", lambda: "blocked")
+    monkeypatch.setattr("crw.engine.run.locks._new_token", lambda: "blocked")
     run.process_lock("blocked").mkdir()
     with caplog.at_level(logging.WARNING):
         await run_process(run, spec, run.root.parents[1])
@@ -303,7 +303,7 @@ async def test_a_resume_under_a_changed_role_store_repins_and_records_the_change
 
 
 async def test_run_held_by_another_process_is_refused_before_any_row(tmp_path: Path) -> None:
-    from crw.engine.locks import RunHeldError
+    from crw.engine.run.locks import RunHeldError
 
     run, spec = _run(tmp_path)
     with run_lock(run), pytest.raises(RunHeldError):
@@ -328,7 +328,7 @@ async def test_a_paused_process_warns_of_its_host_before_it_lets_its_process_loc
     """The host_unavailable warning is the process's last word on run.log: it is
     logged before the process lock file is removed, which is what a waiter for the
     process's end looks at."""
-    from crw.engine.locks import ProcessLock
+    from crw.engine.run.locks import ProcessLock
 
     run, spec = _run(tmp_path, backend="app-server")
     warned_at_release: list[bool] = []

@@ -27,9 +27,9 @@ from crw.actors import run as run_module
 from crw.actors.run import run_process
 from crw.bus import steps as bus
 from crw.clock import fixed_clock
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import Backend, RunSpec, WorkflowRef
-from crw.engine.workflow import load_workflow
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import Backend, RunSpec, WorkflowRef
 from crw.errors import RefusedError
 from crw.host.client import HostClient, open_client
 from crw.host.sim.connection import connect_in_memory, serve_connection
@@ -339,7 +339,7 @@ async def test_a_defect_deep_in_a_call_comes_out_alone(
 ) -> None:
     """An error that is no fault is raised as itself, not inside the exception
     groups of the nurseries it came through, and writes no paused row."""
-    from crw.engine import harvest
+    from crw.engine.answers import harvest
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("a defect")

@@ -12,9 +12,9 @@ import pytest
 from trio.testing import MockClock
 
 from crw.bus import control as requests
-from crw.engine import schema_check
-from crw.engine.rundir import RunDir
-from crw.engine.schema_check import CHECK_SECONDS
+from crw.engine.answers import schema_check
+from crw.engine.answers.schema_check import CHECK_SECONDS
+from crw.engine.run.rundir import RunDir
 from tests.actors.test_app_server_interrupt import go
 from tests.actors.test_app_server_run import harness, kinds, terminal
 

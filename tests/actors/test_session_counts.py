@@ -201,11 +201,11 @@ async def test_a_short_turns_rollout_is_read_without_a_worker_thread_hop(
     up to INLINE_ROLLOUT bytes (a short turn's) is read in the loop's thread, no
     worker-thread hop; a larger one in a worker thread, one hop a call. The tokens
     are the same either way."""
-    from crw.actors import session_call
-    from crw.engine import outcome
+    from crw.actors import rollout_tokens
+    from crw.engine.answers import outcome
 
     if limit is not None:
-        monkeypatch.setattr(session_call, "INLINE_ROLLOUT", limit)
+        monkeypatch.setattr(rollout_tokens, "INLINE_ROLLOUT", limit)
     hops: Counter[str] = Counter()
     run_sync = trio.to_thread.run_sync
 

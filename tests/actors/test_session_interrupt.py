@@ -23,7 +23,7 @@ from crw.actors.session_run import run_session_calls
 from crw.bus import control as requests
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
-from crw.cli.answer import append_row
+from crw.cli.run.answer import append_row
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import InterruptRequested, RowModel

@@ -24,7 +24,7 @@ from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import open_journal_writer
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
-from crw.engine.lost import HostRead, Unknown
+from crw.engine.calls.lost import HostRead, Unknown
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.log import encode_batch, encode_body, read_journal

@@ -17,10 +17,10 @@ from trio.testing import MockClock
 
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
-from crw.engine import bind
-from crw.engine.bind import MAX_RETRIES
-from crw.engine.packet import spawn_message
-from crw.engine.roles import RolePair
+from crw.engine.config.roles import RolePair
+from crw.engine.steps import bind
+from crw.engine.steps.bind import MAX_RETRIES
+from crw.engine.steps.packet import spawn_message
 from crw.host.sim.state import Thread as SimThread
 from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
 

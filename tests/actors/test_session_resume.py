@@ -25,7 +25,7 @@ import tests.actors.test_session_run as session_run
 from crw.actors.journal_writer import open_journal_writer
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body, read_journal
 from crw.journal.rows import RowModel, parse_row
 from tests.actors.test_session_run import RUN_ID, Harness, Owner, harness, kinds

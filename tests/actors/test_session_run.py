@@ -28,10 +28,10 @@ from crw.actors.session_run import answer_unrouted, run_session_calls
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
 from crw.clock import fixed_clock
-from crw.engine.replies import CallRecords
-from crw.engine.roles import RolePair, RoleTable
-from crw.engine.rundir import RunDir
-from crw.engine.workflow import load_workflow
+from crw.engine.config.roles import RolePair, RoleTable
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.rundir import RunDir
+from crw.engine.steps.replies import CallRecords
 from crw.host.client import HostClient, open_client
 from crw.host.protocol import ThreadStatus
 from crw.host.sim.connection import connect_in_memory
@@ -456,7 +456,7 @@ async def test_unreadable_rollout_leaves_the_turn_unmeasured(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec: HARV-26"""
-    from crw.engine import outcome
+    from crw.engine.answers import outcome
 
     monkeypatch.setattr(outcome, "read_rollout_total", lambda path: None)
     async with harness(tmp_path) as h:

@@ -15,7 +15,7 @@ from trio.testing import MockClock
 
 from crw.actors.journal_writer import JournalWriter
 from crw.bus import steps as bus
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from crw.journal.rows import RowModel
 from tests.actors.test_session_run import close_after_first_turn, harness, kinds
@@ -193,7 +193,7 @@ async def test_each_spawn_step_builds_its_packet_once(
     """spec: STEP-21, STEP-55: the packet whose digest step_published records is
     the text written to the packet file, built once a spawn step (a resumed process
     builds it again from the row alone)."""
-    from crw.engine import packet
+    from crw.engine.steps import packet
 
     built: list[str] = []
     build = packet.build_packet

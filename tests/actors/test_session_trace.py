@@ -18,8 +18,8 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunSpec, WorkflowRef, write_run_spec
 from crw.host.client import open_client
 from crw.host.sim.connection import connect_in_memory
 from crw.host.sim.server import open_sim_host

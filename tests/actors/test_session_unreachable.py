@@ -16,7 +16,7 @@ from pathlib import Path
 
 from trio.testing import MockClock
 
-from crw.engine import interrupt
+from crw.engine.holds import interrupt
 from crw.journal.log import read_journal
 from crw.settings import DEFAULT_SETTINGS
 from tests.actors.test_held_in_place import answer

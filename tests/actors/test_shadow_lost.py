@@ -1,4 +1,4 @@
-"""`crw.engine.shadow` on session runs with lost attempts, run end to end on the
+"""`crw.engine.views.shadow` on session runs with lost attempts, run end to end on the
 simulated host: what follows a lost attempt is decided again by `lost.after_lost`."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 
 from trio.testing import MockClock
 
-from crw.engine.outcome import read_rollout_total
-from crw.engine.shadow import Report, shadow
-from crw.engine.workflow import load_workflow
+from crw.engine.answers.outcome import read_rollout_total
+from crw.engine.config.workflow import load_workflow
+from crw.engine.views.shadow import Report, shadow
 from tests.actors.test_session_lost import CALL, lost_owner
 from tests.actors.test_session_run import harness
 

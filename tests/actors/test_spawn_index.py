@@ -21,7 +21,7 @@ from trio.testing import MockClock
 from crw.actors.host_reader import HostReader, open_host_reader
 from crw.actors.session_run import close_left_open
 from crw.bus.steps import list_closes
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.host.client import HostClient, open_client
 from crw.host.sim.connection import connect_in_memory
 from crw.host.sim.server import open_sim_host

@@ -15,7 +15,7 @@ from trio.testing import MockClock
 
 import tests.actors.test_session_run as session_run
 from crw.actors.journal_writer import open_journal_writer
-from crw.engine import outcome
+from crw.engine.answers import outcome
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from tests.actors.test_session_resume import KillPoint, remembering

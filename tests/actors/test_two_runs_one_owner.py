@@ -21,8 +21,8 @@ from crw.actors.inbox import Inbox
 from crw.actors.session_run import answer_unrouted, run_session_calls
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
-from crw.engine.replies import CallRecords
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
+from crw.engine.steps.replies import CallRecords
 from crw.host.client import HostClient, open_client
 from crw.host.sim.connection import connect_in_memory
 from crw.host.sim.server import SimHost, open_sim_host

@@ -22,10 +22,10 @@ from trio.testing import MockClock
 from crw.actors.host_reader import HostReader
 from crw.actors.run import run_process
 from crw.clock import fixed_clock
-from crw.engine import wake as plan
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec
-from crw.engine.wake import batch_of
+from crw.engine.owner import wake as plan
+from crw.engine.owner.wake import batch_of
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunSpec
 from crw.host.client import HostClient, open_client
 from crw.host.sim.connection import connect_in_memory
 from crw.host.sim.server import SimHost, open_sim_host

@@ -107,9 +107,9 @@ async def test_the_session_owner_waits_for_its_reply_as_dispatched_does(
 
     from crw.bus import inbox as inbox_module
     from crw.bus.inbox import read_reports, write_reply
-    from crw.cli import dispatched as dispatched_module
-    from crw.engine.locks import run_lock
-    from crw.engine.rundir import RunDir
+    from crw.cli.owner import dispatched as dispatched_module
+    from crw.engine.run.locks import run_lock
+    from crw.engine.run.rundir import RunDir
 
     scale = load_bench("scale", monkeypatch)
     hops: list[Any] = []

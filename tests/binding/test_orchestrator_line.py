@@ -11,8 +11,8 @@ import pytest
 
 from crw.binding.lines import ORCHESTRATOR, owner_file
 from crw.binding.owner import bind_owner
-from crw.cli.start import _bind_owner
-from crw.engine.roles import load_roles
+from crw.cli.run.start import _bind_owner
+from crw.engine.config.roles import load_roles
 from crw.errors import InputError
 from tests.hook.spawn_helpers import OWNER, PAIRS, RUN, allow, entry, run_hook, spawn_input
 

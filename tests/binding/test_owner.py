@@ -23,7 +23,7 @@ from crw.binding.owner import (
     plan_bind,
     read_last_line,
 )
-from crw.engine.role_names import ROLES
+from crw.engine.config.role_names import ROLES
 
 OWNER = "019a-thread"
 
@@ -194,7 +194,7 @@ _STARTER = """
 import json, os, sys, time
 from pathlib import Path
 from crw.binding.owner import bind_owner
-from crw.engine.role_names import ROLES
+from crw.engine.config.role_names import ROLES
 
 state, owner, run_id, go = Path(sys.argv[1]), sys.argv[2], sys.argv[3], Path(sys.argv[4])
 print("ready", flush=True)

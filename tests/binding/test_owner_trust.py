@@ -19,7 +19,7 @@ from crw.binding.owner import (
     owner_file,
     read_last_line,
 )
-from crw.engine.role_names import ROLES
+from crw.engine.config.role_names import ROLES
 from tests.oscalls import os_calls
 
 OWNER = "019a-thread"

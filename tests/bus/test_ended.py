@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from crw.bus.ended import clean_ended
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 
 
 def test_the_end_removes_the_handled_reports_and_the_replies_by_one_listing_each(

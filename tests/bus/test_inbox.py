@@ -19,7 +19,7 @@ from crw.bus.inbox import (
     write_reply,
     write_report,
 )
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from tests.oscalls import os_calls
 
 

@@ -24,8 +24,8 @@ from crw.bus.steps import (
     write_step_file,
 )
 from crw.clock import system_clock
-from crw.engine.locks import ProcessLock, take_process_lock
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import ProcessLock, take_process_lock
+from crw.engine.run.rundir import RunDir
 from tests.bus.test_steps import PACKET, spawn_step
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.private import write_atomic
 from tests.umask import umask_set
 

@@ -20,9 +20,9 @@ from crw.bus.steps import (
     write_close,
     write_step,
 )
-from crw.engine.packet import marker, op, send_input_message, spawn_message
-from crw.engine.rundir import RunDir
-from crw.engine.step_file import CloseStep, StepFile
+from crw.engine.run.rundir import RunDir
+from crw.engine.steps.packet import marker, op, send_input_message, spawn_message
+from crw.engine.steps.step_file import CloseStep, StepFile
 from tests.oscalls import os_calls
 
 STEP_MEMBERS = {

@@ -147,8 +147,8 @@ def start_in_process(
     process: `on_launch(run_dir)`
     sees the run just before its process is launched; the process is waited for
     and reaped by pid, whatever happened. Returns the start's outcome."""
-    from crw.cli import start as start_module
-    from crw.engine.launch import launch_run_process
+    from crw.cli.run import start as start_module
+    from crw.engine.run.launch import launch_run_process
     from tests.cli.test_next import WORKFLOW
 
     children: list[subprocess.Popen[bytes]] = []

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from crw.engine.locks import hold_run, is_held
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import hold_run, is_held
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, Result, wait_for_exit
 from tests.cli.test_next import RUN, _append_rows, _make_run
@@ -194,7 +194,7 @@ def test_answer_appends_its_row_while_it_holds_the_run_lock(
     """spec: CMD-NEXT-27: the decision row reaches the journal while the answer holds
     the run lock (seen by a probe of the lock at the moment of the append), and the
     lock is let go once the row is stored."""
-    from crw.cli.answer import answer_command
+    from crw.cli.run.answer import answer_command
     from crw.journal.log import JournalFile
 
     run = _held_run(crw)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from crw.engine.locks import run_is_live
+from crw.engine.run.locks import run_is_live
 from tests.drill.test_app_server_crash_drill import AppDrill
 from tests.drill.test_crash_drill import drill_at, served, wait_until
 

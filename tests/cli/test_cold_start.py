@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from crw.cli.app import app
 from crw.cli.hot import parse, parse_serve
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import UnknownRow
 from tests.cli.conftest import EXAMPLES, Crw, imported, wait_for_exit
@@ -70,7 +70,7 @@ def test_status_of_an_ended_run_reads_no_step_bus_and_lists_no_runs(crw: Crw) ->
     run = ended_run(crw)
     result, modules = imported(crw, "flow", "status", run.id, "--state", str(crw.state), "--json")
     assert result.code == 0 and json.loads(result.stdout)["state"] == "ended"
-    needless = ("crw.bus", "crw.cli.list", "crw.engine.next_")
+    needless = ("crw.bus", "crw.cli.read.list", "crw.engine.next_")
     assert [m for m in modules if m.startswith(needless)] == []
 
 

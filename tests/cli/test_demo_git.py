@@ -12,7 +12,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from crw.cli.demo_git import BUILD_WRITES, FIX_WRITES, SAMPLE
+from crw.cli.demo.demo_git import BUILD_WRITES, FIX_WRITES, SAMPLE
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw
 from tests.cli.test_demo import _assert_stopped, _demo

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from crw.bus.inbox import Report, read_reports, write_reply
-from crw.cli.dispatched import NOT_HELD, reply_line
-from crw.engine.locks import run_lock
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
-from crw.engine.workflow import load_workflow
+from crw.cli.owner.dispatched import NOT_HELD, reply_line
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.locks import run_lock
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunSpec, WorkflowRef, write_run_spec
 from crw.journal.log import encode_batch, encode_body, read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import Ended, RowModel, Started

@@ -14,10 +14,10 @@ from crw.bus import dirwatch
 from crw.bus import inbox as inbox_module
 from crw.bus.dirwatch import DirWatch
 from crw.bus.inbox import Report, write_reply, write_report
-from crw.cli import dispatched as dispatched_module
-from crw.cli.dispatched import POLL, Clock, await_reply
-from crw.engine.locks import run_lock
-from crw.engine.rundir import RunDir
+from crw.cli.owner import dispatched as dispatched_module
+from crw.cli.owner.dispatched import POLL, Clock, await_reply
+from crw.engine.run.locks import run_lock
+from crw.engine.run.rundir import RunDir
 
 
 @pytest.fixture
@@ -150,8 +150,8 @@ def test_a_report_reads_the_run_from_its_snapshot_not_every_row(
     of a run no process holds need the calls' states: they are read from the
     replay snapshot and the rows after it, never by decoding the whole journal
     (29 ms a report at 557 calls, where the snapshot's read took 2.4)."""
-    from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
-    from crw.engine.workflow import load_workflow
+    from crw.engine.config.workflow import load_workflow
+    from crw.engine.run.runspec import RunSpec, WorkflowRef, write_run_spec
     from crw.journal import snapshot
     from tests.cli.conftest import EXAMPLES
 

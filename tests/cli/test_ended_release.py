@@ -17,9 +17,9 @@ from typing import Any
 import pygit2
 import pytest
 
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
-from crw.engine.workflow import load_workflow
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunSpec, WorkflowRef, write_run_spec
 from crw.journal.log import read_journal
 from crw.workspace import evidence
 from crw.workspace.placer import Placer

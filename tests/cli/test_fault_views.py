@@ -8,7 +8,7 @@ from typing import Any
 import trio
 
 from crw.actors.journal_writer import open_journal_writer
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.journal.rows import Paused, Prepared, RowModel, Started
 from tests.cli.conftest import Crw
 from tests.cli.test_next import RUN, new_run

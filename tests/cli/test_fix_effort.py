@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from crw.actors.run import run_process
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef
-from crw.engine.workflow import load_workflow
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunEnv, RunSpec, WorkflowRef
 from crw.errors import InputError
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from crw.cli.follow import JournalTail, RunWake
-from crw.engine.rundir import RunDir
+from crw.cli.read.follow import JournalTail, RunWake
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import Completed, Ended, Prepared, RowModel
 from tests.cli.test_status import _journal_line

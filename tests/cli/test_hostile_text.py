@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import UnknownRow
 from tests.cli.conftest import Crw, Result

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from crw.binding.owner import bind_owner, orchestrator_line, owner_file
-from crw.cli.housekeeping import close_line
-from crw.engine.locks import run_is_live, run_lock
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
-from crw.engine.workflow import load_workflow
+from crw.cli.run.housekeeping import close_line
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.locks import run_is_live, run_lock
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunSpec, WorkflowRef, write_run_spec
 from crw.errors import CrwError
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import Ended, RowModel, Started

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from tests.cli.conftest import EXAMPLES, Crw, Result, wait_for_exit
 
 WORKFLOW = str(EXAMPLES / "fix-issue.toml")

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, Result, wait_for_exit
 from tests.cli.test_next import RUN, _make_run, _step

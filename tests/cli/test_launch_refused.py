@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from crw.engine.rundir import RunDir
-from crw.engine.workflow import load_workflow
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import EXAMPLES, Crw, Result, wait_for_exit
 from tests.cli.test_answer import _answer, _held_run

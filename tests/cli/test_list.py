@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import UnknownRow
 from tests.cli.conftest import Crw

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crw.cli.list_table import HEADER, STATE_KEPT, age, backend, fit
+from crw.cli.read.list_table import HEADER, STATE_KEPT, age, backend, fit
 
 RUN = "fix-issue-20261201-031000-abcd"
 """A run of examples/fix-issue.toml: the longest id a typical row has."""

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from crw.binding.lines import append_lines
-from crw.engine.locks import hold_run
-from crw.engine.role_names import ROLES, default_agent_type
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunEnv, RunSpec, WorkflowRef, write_run_spec
-from crw.engine.workflow import load_workflow
+from crw.engine.config.role_names import ROLES, default_agent_type
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.locks import hold_run
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunEnv, RunSpec, WorkflowRef, write_run_spec
 from crw.journal.log import encode_batch, encode_body, read_journal
 from crw.journal.rows import UnknownRow
 from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from crw.engine.locks import hold_run, run_lock
-from crw.engine.roles import load_roles
+from crw.engine.config.roles import load_roles
+from crw.engine.run.locks import hold_run, run_lock
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw
 from tests.cli.test_next import RUN, _append_rows, _make_run, bind_line

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from crw.cli import next as next_module
-from crw.engine.rundir import RunDir
+from crw.cli.owner import next as next_module
+from crw.engine.run.rundir import RunDir
 from tests.cli.conftest import Crw
 from tests.cli.test_next import RUN, _step, held
 from tests.cli.test_next_window import FakeClock

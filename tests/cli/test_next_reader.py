@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from crw.cli import next as next_module
-from crw.cli.store_pairs import store_pairs
-from crw.engine.rundir import RunDir
+from crw.cli.owner import next as next_module
+from crw.cli.owner.store_pairs import store_pairs
+from crw.engine.run.rundir import RunDir
 from crw.journal import snapshot
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.replay import replay
@@ -66,11 +66,11 @@ def test_a_state_without_a_role_store_answers_undecided_pairs_without_pydantic(
 ) -> None:
     """spec: CMD-NEXT-35. The store's pairs of a state directory with no roles.toml
     are every role undecided, read without importing the role store's models."""
-    from crw.engine.roles import RoleTable
+    from crw.engine.config.roles import RoleTable
 
     assert store_pairs(tmp_path) == RoleTable.undecided().role_pairs()
     probe = (
-        "import sys; from pathlib import Path; from crw.cli.store_pairs import store_pairs; "
+        "import sys; from pathlib import Path; from crw.cli.owner.store_pairs import store_pairs; "
         f"store_pairs(Path({str(tmp_path)!r})); print('pydantic' in sys.modules)"
     )
     out = subprocess.run(
@@ -131,7 +131,7 @@ def test_next_of_an_ended_run_answers_from_its_snapshot_without_building_a_call(
     """spec: CMD-NEXT-1. The answer about a finished run (its state, ended_state,
     slots, hint) names no call: `next` reads it from the snapshot without building
     one of the run's calls (10,000 in a run of 10,000 calls)."""
-    from crw.engine.next_view import next_view
+    from crw.engine.owner.next_view import next_view
 
     run = RunDir(tmp_path / "run")
     run.create()
@@ -154,7 +154,7 @@ def test_a_store_that_reads_the_holders_pins_is_compared_without_pydantic(
     """spec: CMD-NEXT-37. A holder's pins are compared with the store on every read;
     a plain store that reads the pins is read without the role store's models, and
     one that reads other pairs by the role store itself."""
-    from crw.engine.roles import load_roles
+    from crw.engine.config.roles import load_roles
 
     (tmp_path / "roles.toml").write_text('[executor]\nmodel = "m1"\neffort = "high"\n')
     pins = load_roles(tmp_path / "roles.toml").role_pairs()
@@ -162,7 +162,8 @@ def test_a_store_that_reads_the_holders_pins_is_compared_without_pydantic(
     other = {**pins, "executor": {"agent_type": "executor"}}
     assert store_pairs(tmp_path, other) == pins
     probe = (
-        "import sys, json; from pathlib import Path; from crw.cli.store_pairs import store_pairs; "
+        "import sys, json; from pathlib import Path; "
+        "from crw.cli.owner.store_pairs import store_pairs; "
         f"store_pairs(Path({str(tmp_path)!r}), json.loads({json.dumps(json.dumps(pins))})); "
         "print('pydantic' in sys.modules)"
     )

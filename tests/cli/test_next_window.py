@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from crw.cli import next as next_module
-from crw.engine.locks import hold_run, run_lock, start_lock, take_process_lock
-from crw.engine.rundir import RunDir
+from crw.cli.owner import next as next_module
+from crw.engine.run.locks import hold_run, run_lock, start_lock, take_process_lock
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, wait_for_exit
 from tests.cli.test_next import RUN, _append_rows, _make_run, bind_line

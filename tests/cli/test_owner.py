@@ -1,4 +1,4 @@
-"""The scripted owner (`crw.cli.owner`) takes each step once.
+"""The scripted owner (`crw.cli.demo.scripted_owner`) takes each step once.
 
 A step `crw flow next` marks `reported` gets no host call and no report; a step
 the owner made a subagent for, published again by a resumed run, is reported
@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-from crw.cli.owner import ScriptedOwner, Taken
+from crw.cli.demo.scripted_owner import ScriptedOwner, Taken
 
 
 class Host:

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from crw.binding.owner import bind_owner
-from crw.cli import start as start_module
-from crw.engine.locks import hold_run, is_held, start_lock
-from crw.engine.rundir import RunDir
-from crw.engine.tmploc import dir_from
+from crw.cli.run import start as start_module
+from crw.engine.run.locks import hold_run, is_held, start_lock
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.tmploc import dir_from
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, start_in_process
 from tests.cli.test_next import RUN, _make_run

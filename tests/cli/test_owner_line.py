@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from crw.binding.owner import bind_owner, orchestrator_line, owner_file, read_last_line
-from crw.engine.locks import hold_run, is_held
-from crw.engine.roles import RoleTable, load_roles
-from crw.engine.rundir import RunDir
+from crw.engine.config.roles import RoleTable, load_roles
+from crw.engine.run.locks import hold_run, is_held
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, start_in_process, wait_for_exit
 from tests.cli.test_answer import _held_run

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from crw.engine.locks import run_is_live
+from crw.engine.run.locks import run_is_live
 from tests.cli.conftest import wait_for_exit
 from tests.drill.test_crash_drill import CALL, Drill, drill_at, kill, served, wait_until
 

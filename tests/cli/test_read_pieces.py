@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-import crw.cli.follow as follow
-from crw.cli.show import show_command
-from crw.cli.status import status_command
-from crw.engine.rundir import RunDir
+import crw.cli.read.follow as follow
+from crw.cli.read.show import show_command
+from crw.cli.read.status import status_command
+from crw.engine.run.rundir import RunDir
 from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
 from tests.cli.test_status import _journal_line
 

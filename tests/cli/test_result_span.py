@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from crw.cli.status import status_command
-from crw.engine import answer, harvest
-from crw.engine.rundir import RunDir
+from crw.cli.read.status import status_command
+from crw.engine.answers import answer, harvest
+from crw.engine.run.rundir import RunDir
 from crw.host.protocol import AgentMessage, Turn
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import Prepared, Tokens

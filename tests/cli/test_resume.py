@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.host.sim.process import launch_sim, stop_sim
 from crw.journal.log import read_journal
 from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit, waiting_for_no_host
@@ -56,7 +56,7 @@ def test_mixed_resume_is_an_input_error_before_any_row(crw: Crw) -> None:
 
 
 def test_resume_of_a_run_a_process_holds_is_refused(crw: Crw) -> None:
-    from crw.engine.locks import run_lock
+    from crw.engine.run.locks import run_lock
 
     out = crw.start(WORKFLOW, "--owner", "o").json()
     run = RunDir(Path(out["run_dir"]))

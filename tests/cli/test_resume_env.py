@@ -3,7 +3,7 @@ backend a resume goes on with, the env every launch gives the run's process, and
 the pool a resume holds.
 
 How the spec's Go-era names map onto crw: engine.StartedBackend is
-`crw.cli.resume.check_backend` (the started row's backend, or the spec's when no
+`crw.cli.run.resume.check_backend` (the started row's backend, or the spec's when no
 process stored one); the internal/flow/sessionhost adapter is the session backend
 of `crw.actors.run` on the run's host; the run's FileStepBus is its step files
 (`crw/bus/steps.py`, `<run>/steps/`); crw has no engine `crw flow resume RUN
@@ -27,11 +27,11 @@ from typing import Any
 import pytest
 import trio
 
-from crw.engine.locks import hold_run, is_held
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import hold_run, is_held
+from crw.engine.run.rundir import RunDir
 from crw.host.sim.process import launch_sim, stop_sim
 from crw.journal.log import read_journal
-from tests.cli.conftest import EXAMPLES, Crw, Result, wait_for_exit
+from tests.cli.conftest import EXAMPLES, Crw, Result, wait_for_exit, waiting_for_no_host
 from tests.cli.test_answer import _answer, _held_run, _refused
 from tests.cli.test_next import RUN, _append_rows, _make_run
 from tests.deadlines import LOADED
@@ -177,10 +177,13 @@ def test_a_spec_written_before_the_record_leaves_the_callers_env(
         assert _values(pid, "TMPDIR") == expected
 
 
-def _paused(crw: Crw, tmp_path: Path, workflow: str = WORKFLOW) -> RunDir:
+def _paused(crw: Crw, tmp_path: Path, workflow: str | None = None) -> RunDir:
     """A session run whose first process found no host at `tmp_path/h.sock` and
-    paused before it admitted a call."""
+    paused before it admitted a call; its workflow sets host_wait = 0, so that no
+    process stays to wait for the host and go on by itself (it would race the
+    resume each test makes)."""
     socket = tmp_path / "h.sock"
+    workflow = workflow or str(waiting_for_no_host(tmp_path))
     out = crw.start(workflow, "--owner", "owner-1", "--host", f"unix:{socket}")
     assert out.code == 0, out.stderr
     run = RunDir(Path(out.json()["run_dir"]))
@@ -189,12 +192,11 @@ def _paused(crw: Crw, tmp_path: Path, workflow: str = WORKFLOW) -> RunDir:
     return run
 
 
-WIDE = """\
-name = "wide"
-pool = 4
-""" + "".join(
-    f'[[node]]\nid = "n{n}"\nrole = "explorer"\ntask = "Look."\nschema = {{ type = "object" }}\n'
-    for n in range(4)
+NODE = '[[node]]\nid = "n{n}"\nrole = "explorer"\ntask = "Look."\nschema = {{ type = "object" }}\n'
+WIDE = (
+    'name = "wide"\npool = 4\n'
+    + "".join(NODE.format(n=n) for n in range(4))
+    + "[settings]\nhost_wait = 0\n"
 )
 
 
@@ -395,7 +397,7 @@ def test_the_foreground_resume_runs_below_the_recorded_env_and_puts_back_the_she
     it takes a lock, so the temp files it makes lie below it whatever the shell's
     TMPDIR was (and whatever gettempdir() had answered before), and puts back the
     shell's when the run is done (a run whose host is gone pauses at once)."""
-    from crw.cli.resume import resume_command
+    from crw.cli.run.resume import resume_command
 
     run = _make_run(crw)
     recorded = crw.env["TMPDIR"]
@@ -444,7 +446,13 @@ def test_a_child_the_run_starts_after_its_lock_makes_its_temp_files_below_the_re
     codex.chmod(0o755)
     recorded = crw.env["TMPDIR"]
     out = crw.start(
-        WORKFLOW, "--backend", "app-server", "--host", "codex", "--codex-bin", str(codex)
+        str(waiting_for_no_host(tmp_path)),
+        "--backend",
+        "app-server",
+        "--host",
+        "codex",
+        "--codex-bin",
+        str(codex),
     )
     assert out.code == 0, out.stderr
     run = RunDir(Path(out.json()["run_dir"]))

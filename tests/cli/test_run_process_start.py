@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from crw.cli.hot import hot_command
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, imported, wait_for_exit, waiting_for_no_host
 
@@ -28,8 +28,8 @@ NOT_NEEDED = (
     "crw.workspace.trace",
     "crw.workspace.worktrees",
     "crw.actors.app_server",
-    "crw.engine.app_held",
-    "crw.engine.app_resume",
+    "crw.engine.holds.app_held",
+    "crw.engine.holds.app_resume",
     "regex",
     "urllib.request",
     "http.client",
@@ -57,10 +57,11 @@ BEFORE_STARTED = (
     "crw.host.rpc",
     "crw.host.protocol",
     "crw.actors.host_reader",
-    "crw.engine.bind",
-    "crw.engine.interrupt",
+    "crw.actors.thread_watches",
+    "crw.engine.steps.bind",
+    "crw.engine.holds.interrupt",
     "crw.actors.control",
-    "crw.engine.replies",
+    "crw.engine.steps.replies",
 )
 """What the run process's module (all it imports before its started row) leaves to
 its first connection to the host: the WebSocket framing, the client and its
@@ -109,7 +110,8 @@ def test_an_app_server_run_imports_none_of_the_session_backend(crw: Crw) -> None
 
 COLLECTIONS = """
 import gc, json, sys
-from crw.cli import hook, hot, main
+from crw.cli.owner import hook
+from crw.cli import hot, main
 before = [generation["collections"] for generation in gc.get_stats()]
 sys.argv = ["crw", *sys.argv[1:]]
 try:
@@ -121,7 +123,7 @@ json.dump({"code": code, "collections": [b - a for a, b in zip(before, after)]},
 """
 """Runs `crw` in a fresh interpreter and reports, on stderr, the exit code and the
 collections of each generation its process made once it read its command line
-(the modules that read it, `crw.cli.hook` and `crw.cli.hot`, imported before)."""
+(the modules that read it, `crw.cli.owner.hook` and `crw.cli.hot`, imported before)."""
 
 
 def test_the_run_process_starts_up_without_a_collection(crw: Crw) -> None:

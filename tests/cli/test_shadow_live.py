@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crw.engine.locks import run_is_live
+from crw.engine.run.locks import run_is_live
 from tests.drill.test_crash_drill import CALL, Drill, drill, kill, killed_and_resumed, wait_until
 
 __all__ = ["drill"]  # the drill's fixture: a sim host served, every process reaped

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from crw.cli.entry import one_line
-from crw.engine.row_lines import row_line
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
+from crw.engine.views.row_lines import row_line
 from crw.text import replace_surrogates
 from tests.cli.conftest import EXAMPLES, REPO, Crw, Result, wait_for_exit
 from tests.cli.test_status import _journal_line

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from tests.cli.conftest import Crw, Result
 from tests.cli.test_dispatched import inbox_reports, live_run
 from tests.cli.test_dispatched import run as run

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from crw.settings import Settings
 from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit, waiting_for_no_host
@@ -154,7 +154,7 @@ def test_malformed_workflow_is_an_input_error_and_creates_no_run(crw: Crw, tmp_p
 
 
 def test_second_start_on_an_owner_bound_to_a_live_run_warns_and_does_not_bind(crw: Crw) -> None:
-    from crw.engine.locks import run_lock
+    from crw.engine.run.locks import run_lock
 
     first = crw.start(WORKFLOW, "--owner", "shared-owner").json()
     run = RunDir(Path(first["run_dir"]))
@@ -190,8 +190,8 @@ def test_a_slow_start_is_reported_coming_up_and_keeps_the_start_lock(
     """spec: BIND-LINE-19, BIND-LINE-20: the start lock is held until the run's
     process holds the run lock, however long it takes; a live child is never
     reported as not started."""
-    from crw.cli.start import start_run
-    from crw.engine.locks import is_held
+    from crw.cli.run.start import start_run
+    from crw.engine.run.locks import is_held
     from crw.settings import Settings
 
     monkeypatch.chdir(crw.state.parent)

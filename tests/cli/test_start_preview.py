@@ -16,9 +16,9 @@ import pytest
 import trio
 
 from crw.binding.install import Config, with_hook
-from crw.engine.facts import SESSION_FACTS
-from crw.engine.locks import is_held, run_lock, start_lock
-from crw.engine.rundir import RunDir
+from crw.engine.owner.facts import SESSION_FACTS
+from crw.engine.run.locks import is_held, run_lock, start_lock
+from crw.engine.run.rundir import RunDir
 from crw.host.probe import PROBE_TIMEOUT
 from crw.host.sim.process import launch_sim, stop_sim
 from tests.cli.conftest import EXAMPLES, Crw, start_in_process, wait_for_exit
@@ -443,7 +443,7 @@ def test_the_start_asks_the_host_once_the_runs_process_is_launched(
     """The host's part of the preview is asked after the launch, while the process
     imports (it asks its host nothing before its started row); the owner's binding
     is judged as it was before the start bound it (no line of another run)."""
-    from crw.cli import preview
+    from crw.cli.run import preview
     from crw.host.probe import HostProbe
 
     events: list[str] = []

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import jsonschema  # type: ignore[import-untyped]
 
-from crw.engine.locks import run_lock
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import run_lock
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body
 from crw.journal.rows import UnknownRow
 from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from crw.engine.locks import run_is_live
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import run_is_live
+from crw.engine.run.rundir import RunDir
 from tests.cli.test_pause_cancel import HANG
 from tests.drill.test_crash_drill import CALL, Drill, alive, results, wait_until
 from tests.drill.test_crash_drill import drill as drill  # the fixture: a served sim host

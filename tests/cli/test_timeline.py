@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from crw.cli.timeline import COLOURS
-from crw.engine.locks import run_is_live
-from crw.engine.timeline import (
+from crw.cli.read.timeline import COLOURS
+from crw.engine.run.locks import run_is_live
+from crw.engine.views.timeline import (
     AXIS_H,
     HEADER_H,
     LABEL_W,

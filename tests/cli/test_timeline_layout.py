@@ -14,8 +14,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crw.cli.timeline import COLOURS, render_html, render_svg
-from crw.engine.timeline import LABEL_W, MARGIN, PLOT_W, Shape, Timeline, layout
+from crw.cli.read.timeline import COLOURS, render_html, render_svg
+from crw.engine.views.timeline import LABEL_W, MARGIN, PLOT_W, Shape, Timeline, layout
 
 T0 = datetime(2026, 1, 1, 10, 0, 0, tzinfo=UTC)
 LEFT = MARGIN + LABEL_W

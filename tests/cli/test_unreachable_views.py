@@ -3,7 +3,7 @@ its model: the host's words (the held row's error) and what to do."""
 
 from __future__ import annotations
 
-from crw.engine import unreachable
+from crw.engine.answers import unreachable
 from crw.host.protocol import TurnError
 from crw.journal.rows import Held, Prepared, Started
 from tests.cli.conftest import Crw

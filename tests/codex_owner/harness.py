@@ -31,7 +31,7 @@ from typing import Any
 
 import trio
 
-from crw.engine.rundir import find_run, list_runs
+from crw.engine.run.rundir import find_run, list_runs
 from crw.host.connect import connect_host
 from crw.host.mock_model import CODEX_MODEL, MockModel, write_codex_home
 from crw.host.uri import HostUri

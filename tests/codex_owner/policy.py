@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from crw.engine.packet import MARKER_PREFIX
+from crw.engine.steps.packet import MARKER_PREFIX
 from crw.host.mock_replies import (
     FunctionCall,
     ModelRequest,

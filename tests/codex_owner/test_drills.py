@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import trio
 
-from crw.engine.locks import holder_pid
-from crw.engine.rundir import find_run
+from crw.engine.run.locks import holder_pid
+from crw.engine.run.rundir import find_run
 from crw.host.connect import connect_host
 from crw.host.uri import HostUri
 from tests.codex_owner.harness import TERMINAL, OwnedRun, owned_run

@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema  # type: ignore[import-untyped]
 import pytest
 
-from crw.engine.packet import output_contract, spawn_message
+from crw.engine.steps.packet import output_contract, spawn_message
 from crw.host.mock_model import MockModel
 from crw.host.mock_replies import ModelRequest, Reply, valid
 

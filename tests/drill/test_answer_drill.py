@@ -5,7 +5,7 @@ Every process is reaped by pid at teardown (the drill fixture)."""
 
 from __future__ import annotations
 
-from crw.engine.locks import run_is_live
+from crw.engine.run.locks import run_is_live
 from tests.drill.test_crash_drill import CALL, Drill, drill, wait_until
 
 __all__ = ["drill"]

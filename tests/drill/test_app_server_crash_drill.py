@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 import trio
 
-from crw.engine.bind import turn_marker
-from crw.engine.locks import held_process_tokens
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import held_process_tokens
+from crw.engine.run.rundir import RunDir
+from crw.engine.steps.bind import turn_marker
 from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
 from tests.drill.test_crash_drill import RUN_DEADLINE, Drill, alive, drill_at, served, wait_until

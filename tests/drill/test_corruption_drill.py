@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from crw.engine.locks import held_process_tokens
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import held_process_tokens
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import JournalCorruptError
 from tests.cli.conftest import Result
 from tests.drill.test_crash_drill import CALL, Drill, alive, drill_at, kill, served, wait_until

@@ -35,9 +35,9 @@ from typing import Any, TypeVar
 import pytest
 import trio
 
-from crw.engine.bind import turn_marker
-from crw.engine.locks import held_process_tokens, run_is_live
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import held_process_tokens, run_is_live
+from crw.engine.run.rundir import RunDir
+from crw.engine.steps.bind import turn_marker
 from crw.host.client import HostClient
 from crw.host.connect import connect_host
 from crw.host.transport import HostUnavailable

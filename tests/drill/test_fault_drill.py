@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from crw.engine.host_wait import waiting
-from crw.engine.locks import held_process_tokens
-from crw.engine.rundir import RunDir
+from crw.engine.run.host_wait import waiting
+from crw.engine.run.locks import held_process_tokens
+from crw.engine.run.rundir import RunDir
 from tests.drill.test_crash_drill import CALL, Drill, alive, drill_at, served, wait_until
 
 SLOW_BUILD = {"match": {"marker": f"{CALL}/*"}, "behaviour": {"seconds": 2.0}}

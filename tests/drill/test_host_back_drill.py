@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from crw.engine.host_wait import waiting
-from crw.engine.rundir import RunDir
+from crw.engine.run.host_wait import waiting
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.cli.conftest import EXAMPLES, Crw
 from tests.drill.test_app_server_crash_drill import AppDrill
@@ -76,6 +76,8 @@ def test_an_app_server_run_whose_host_was_stopped_goes_on_by_itself_when_it_answ
     assert status["todo"][0]["command"].startswith(f"crw flow resume {run.id} --detach")
     human = flow(app_drill.crw, "status", run.id)
     assert f"waits for its host: process {first} until" in human
+    told = flow(app_drill.crw, "next", run.id, "--json")
+    assert told["state"] == "paused" and f"its process {first} waits for the host" in told["hint"]
 
     os.kill(host, signal.SIGCONT)
     rows = app_drill.finish()

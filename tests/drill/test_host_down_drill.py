@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from crw.engine.locks import held_process_tokens
+from crw.engine.run.locks import held_process_tokens
 from tests.drill.test_app_server_crash_drill import AppDrill
 from tests.drill.test_crash_drill import (
     CALL,

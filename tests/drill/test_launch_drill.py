@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from tests.drill.test_crash_drill import (
     CALL,
     Drill,

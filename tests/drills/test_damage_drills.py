@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from crw.engine.locks import held_process_tokens, run_is_live
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import held_process_tokens, run_is_live
+from crw.engine.run.rundir import RunDir
 from tests.drill.test_corruption_drill import CorruptDrill, assert_refused
 from tests.drill.test_crash_drill import Drill, drill_at, served
 

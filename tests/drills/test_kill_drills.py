@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from crw.engine.locks import run_is_live
+from crw.engine.run.locks import run_is_live
 from tests.drill.test_crash_drill import WORKFLOW, Drill, drill_at, results, served, wait_until
 
 REVIEWED = WORKFLOW.replace(

@@ -26,8 +26,8 @@ import pytest
 
 from crw.bus import inbox
 from crw.bus import steps as bus
-from crw.engine.locks import is_launching, run_is_live
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import is_launching, run_is_live
+from crw.engine.run.rundir import RunDir
 from crw.journal.replay import replay
 from tests.drill.test_crash_drill import Drill, alive, drill_at, kill, served, wait_until
 

@@ -23,7 +23,7 @@ from typing import Any
 import pygit2
 import pytest
 
-from crw.engine.locks import run_is_live
+from crw.engine.run.locks import run_is_live
 from tests.drill.test_crash_drill import drill_at, served, wait_until
 from tests.drills.test_kill_drills import QUICK, REJECT, REVIEWED, TIMEOUT, KillDrill
 from tests.workspace.gitrepo import make_repo

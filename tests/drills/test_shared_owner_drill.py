@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
 from tests.drill.test_crash_drill import Drill, drill_at, kill, served
 

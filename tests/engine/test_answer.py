@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crw.engine.answer import (
+from crw.engine.answers.answer import (
     NO_OBJECT,
     Empty,
     Extracted,

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from crw.engine import packet
-from crw.engine.app_resume import Generation, Resume, decide, generation, turn_text
+from crw.engine.holds.app_resume import Generation, Resume, decide, generation, turn_text
+from crw.engine.steps import packet
 from crw.host.protocol import Thread
 from tests.engine.test_packet import GO, RUN_JSON, WORKFLOW, app_args, app_journal, app_turn
 

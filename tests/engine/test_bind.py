@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from crw.engine.bind import (
+from crw.engine.config.roles import RolePair
+from crw.engine.steps.bind import (
     MAX_RETRIES,
     AttemptState,
     Bound,
@@ -24,9 +25,8 @@ from crw.engine.bind import (
     strays,
     turn_marker,
 )
-from crw.engine.packet import send_input_message, spawn_message
-from crw.engine.replies import CallRecord
-from crw.engine.roles import RolePair
+from crw.engine.steps.packet import send_input_message, spawn_message
+from crw.engine.steps.replies import CallRecord
 from crw.host.protocol import Thread
 from crw.journal.rows import ThreadStarted, TurnStarted
 

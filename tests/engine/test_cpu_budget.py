@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from crw.engine import cpu_budget
+from crw.engine.answers import cpu_budget
 
 BUDGET = 0.1
 SLACK = 0.3

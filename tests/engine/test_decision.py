@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crw.engine.decision import Already, Record, Refused, decide_answer, in_place
+from crw.engine.holds.decision import Already, Record, Refused, decide_answer, in_place
 from crw.journal.replay import replay
 
 CALL = "build.1"

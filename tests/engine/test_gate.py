@@ -9,7 +9,7 @@ from unittest.mock import patch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crw.engine.gate import (
+from crw.engine.calls.gate import (
     MAX_ATTEMPTS,
     Admission,
     RunSpent,
@@ -18,9 +18,9 @@ from crw.engine.gate import (
     next_attempt,
     ready,
 )
-from crw.engine.workflow import Workflow
-from crw.engine.workflow_graph import Graph
-from crw.engine.workflow_nodes import Node
+from crw.engine.config.workflow import Workflow
+from crw.engine.config.workflow_graph import Graph
+from crw.engine.config.workflow_nodes import Node
 from crw.journal.replay import replay
 from crw.journal.rows import Tokens
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from crw.engine import answer, harvest
+from crw.engine.answers import answer, harvest
 from crw.host.protocol import AgentMessage, Turn, TurnError
 from crw.journal import result_span
 from crw.journal.log import decode, encode_batch, encode_body

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from crw.engine import interrupt
-from crw.engine.session_progress import progress
-from crw.engine.workflow import load_workflow
+from crw.engine.calls.session_progress import progress
+from crw.engine.config.workflow import load_workflow
+from crw.engine.holds import interrupt
 from crw.errors import InputError
 from crw.journal.rows import StepPublished
 

@@ -1,5 +1,5 @@
 """A duplicate spawned for a step whose call has ended: which subagents the run
-closes, and the several_spawns row it writes once (`crw.engine.late_strays`)."""
+closes, and the several_spawns row it writes once (`crw.engine.steps.late_strays`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from crw.engine import late_strays, markers
-from crw.engine.late_strays import Step
-from crw.engine.replies import call_record
+from crw.engine.steps import late_strays, markers
+from crw.engine.steps.late_strays import Step
+from crw.engine.steps.replies import call_record
 from tests.engine.test_bind import (
     AGENT,
     OTHER_AGENT,

@@ -1,5 +1,5 @@
 """Whether `next` launches a run's process again after a launch that stopped
-before its started row (`crw.engine.launch_record.holds_launch`, pure), the
+before its started row (`crw.engine.run.launch_record.holds_launch`, pure), the
 stamps it compares, the record's round trip, and what next says and does while
 a launch is held back."""
 
@@ -9,7 +9,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from crw.engine.launch_record import (
+from crw.engine.owner.next_state import should_resume
+from crw.engine.owner.next_view import next_view
+from crw.engine.run.launch_record import (
     LaunchFailure,
     holds_launch,
     launch_files,
@@ -18,9 +20,7 @@ from crw.engine.launch_record import (
     stamp,
     stamps,
 )
-from crw.engine.next_state import should_resume
-from crw.engine.next_view import next_view
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from tests.engine.test_next_view import RUNNING, read
 
 JOURNAL = "/s/flow/r1/journal.jsonl"

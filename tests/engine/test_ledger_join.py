@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from crw.engine.bind import PublishedStep
-from crw.engine.ledger_join import Joined, join
-from crw.engine.packet import spawn_message
+from crw.engine.steps.bind import PublishedStep
+from crw.engine.steps.ledger_join import Joined, join
+from crw.engine.steps.packet import spawn_message
 from crw.host.protocol import Turn
 
 RUN = "run-1"

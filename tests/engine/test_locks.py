@@ -18,8 +18,8 @@ import filelock
 import pytest
 from filelock import UnixFileLock
 
-from crw.engine import locks
-from crw.engine.locks import (
+from crw.engine.run import locks
+from crw.engine.run.locks import (
     RunHeldError,
     held_process_tokens,
     hold_run,
@@ -29,15 +29,15 @@ from crw.engine.locks import (
     start_lock,
     take_process_lock,
 )
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 
 # Takes one lock of the run, prints a line once it holds it (the process lock's
 # token, else "held"), and keeps it until its stdin closes.
 _HOLDER = """
 import sys
 from pathlib import Path
-from crw.engine import locks
-from crw.engine.rundir import RunDir
+from crw.engine.run import locks
+from crw.engine.run.rundir import RunDir
 
 kind, root = sys.argv[1], Path(sys.argv[2])
 run = RunDir(root)
@@ -284,8 +284,8 @@ def test_a_take_rides_out_a_probe_in_flight(run: RunDir) -> None:
 _LAUNCHED = """
 import sys
 from pathlib import Path
-from crw.engine.locks import hold_run
-from crw.engine.rundir import RunDir
+from crw.engine.run.locks import hold_run
+from crw.engine.run.rundir import RunDir
 
 sys.stdin.readline()
 with hold_run(RunDir(Path(sys.argv[1]))):

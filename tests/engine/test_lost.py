@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from crw.engine import lost
-from crw.engine.lost import Ended, Found, Lost, Seen, Unknown, Unreadable, Wait, judge
+from crw.engine.calls import lost
+from crw.engine.calls.lost import Ended, Found, Lost, Seen, Unknown, Unreadable, Wait, judge
 from crw.host.protocol import Thread, Turn
 from crw.journal.rows import Held, StepPublished, Tokens
 from crw.settings import Settings

@@ -5,15 +5,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from crw.engine.next_view import (
+from crw.engine.config.roles import ROLES
+from crw.engine.owner.next_view import (
     NEXT_WAIT_S,
     WAIT_AGENT_TIMEOUT_MS,
     NextRead,
     next_view,
     should_resume,
 )
-from crw.engine.roles import ROLES
-from crw.engine.step_file import CloseStep, StepFile
+from crw.engine.steps.step_file import CloseStep, StepFile
 
 PINNED = {
     "architect": {"agent_type": "architect", "model": "gpt-5", "effort": "high"},
@@ -103,6 +103,21 @@ def test_held_call_waits_on_a_decision_and_a_paused_run_is_paused() -> None:
     paused = next_view(read([*RUNNING, {"row": "paused", "reason": "host_unavailable"}]))
     assert paused.state == "paused"
     assert "paused (host_unavailable)" in paused.hint and "crw flow resume r1" in paused.hint
+
+
+def test_a_run_whose_process_waits_for_its_host_is_said_to_go_on_by_itself() -> None:
+    """A run paused host_unavailable whose process waits for the host: the hint says
+    it goes on by itself, asks again with --wait (never at once, which would spin),
+    and still names the resume that goes on now."""
+    rows = [*RUNNING, {"row": "paused", "reason": "host_unavailable"}]
+    waiting = next_view(read(rows, held=False, host_waiter=(4242, "2026-12-06T10:00:00Z")))
+    assert waiting.state == "paused"
+    assert "its process 4242 waits for the host until 2026-12-06T10:00:00Z" in waiting.hint
+    assert "goes on by itself" in waiting.hint
+    assert "crw flow next r1 --wait 30" in waiting.hint
+    assert "to go on now instead: crw flow resume r1 --detach" in waiting.hint
+    alone = next_view(read(rows, held=False))
+    assert "by itself" not in alone.hint and "crw flow resume r1 --detach" in alone.hint
 
 
 def test_each_held_call_is_shown_with_its_reason_and_the_exact_answer_commands() -> None:
@@ -466,8 +481,8 @@ def test_a_run_paused_at_its_token_ceiling_is_not_told_to_resume() -> None:
 def test_an_answer_replays_the_rows_once(monkeypatch: Any) -> None:
     """spec: CMD-NEXT-1. However many decisions the answer takes (starting, resume,
     can do nothing, the view and its hint), the rows are replayed once."""
-    from crw.engine import next_state
-    from crw.engine import next_view as view_module
+    from crw.engine.owner import next_state
+    from crw.engine.owner import next_view as view_module
     from crw.journal.replay import replay
 
     replays: list[int] = []

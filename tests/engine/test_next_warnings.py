@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from crw.engine.next_view import NextRead, next_view
-from crw.engine.roles import ROLES
+from crw.engine.config.roles import ROLES
+from crw.engine.owner.next_view import NextRead, next_view
 from tests.engine.test_next_view import PINNED, STORE, read, row, started
 
 SECOND = 10**9

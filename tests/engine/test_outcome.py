@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from crw.engine.outcome import (
+from crw.engine.answers.outcome import (
     FailureOutcome,
     codex_error_kind,
     failure_outcome,

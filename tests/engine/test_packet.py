@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from crw.engine.app_resume import turn_text
-from crw.engine.decision import earlier_attempts
-from crw.engine.packet import (
+from crw.engine.config.roles import ROLES
+from crw.engine.holds.app_resume import turn_text
+from crw.engine.holds.decision import earlier_attempts
+from crw.engine.steps.packet import (
     Packet,
     ToolEntry,
     build_packet,
@@ -26,7 +27,6 @@ from crw.engine.packet import (
     tool_entries,
     tools_section,
 )
-from crw.engine.roles import ROLES
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

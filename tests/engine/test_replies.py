@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crw.engine.replies import CallRecord, CallRecords, call_record, decide_late, reads_host
+from crw.engine.steps.replies import CallRecord, CallRecords, call_record, decide_late, reads_host
 from tests.engine.test_bind import OTHER_AGENT, RUN, host_turn, spawn_text, subagent, user_message
 
 A = "agent-a"

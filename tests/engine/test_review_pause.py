@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from crw.engine import review
-from crw.engine.workflow_nodes import Review
+from crw.engine.calls import review
+from crw.engine.config.workflow_nodes import Review
 
 DONE: dict[str, Any] = {"row": "completed", "result": {"summary": "x"}}
 REJECTED: dict[str, Any] = {"row": "completed", "result": {"verdict": "reject", "findings": ["f"]}}

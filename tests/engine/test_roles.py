@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crw.engine.roles import ROLES, RolePair, RoleTable, default_agent_type, load_roles
+from crw.engine.config.roles import ROLES, RolePair, RoleTable, default_agent_type, load_roles
 from crw.errors import InputError
 
 EXAMPLES = Path(__file__).parents[2] / "examples"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from crw.engine.row_lines import DETAILS, row_detail, row_line
+from crw.engine.views.row_lines import DETAILS, row_detail, row_line
 from crw.journal.rows import ROW_KINDS, parse_row
 
 TOKENS = {"input": 90, "output": 30, "total": 120}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from crw.engine.run_view import call_views, outcome, progress
+from crw.engine.views.run_view import call_views, outcome, progress
 from crw.journal.replay import replay
 
 

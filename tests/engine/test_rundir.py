@@ -9,7 +9,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from crw.engine.rundir import RunDir, find_run, list_runs, new_run_id, resolve_state
+from crw.engine.run.rundir import RunDir, find_run, list_runs, new_run_id, resolve_state
 from crw.errors import InputError, RefusedError
 
 

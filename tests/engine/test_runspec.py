@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from crw.engine.runspec import (
+from crw.engine.run.runspec import (
     RunEnv,
     RunSpec,
     WorkflowRef,

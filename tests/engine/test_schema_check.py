@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from crw.engine import answer, harvest
-from crw.engine.schema_check import CHECK_SECONDS, SchemaCheckTimedOut, check
+from crw.engine.answers import answer, harvest
+from crw.engine.answers.schema_check import CHECK_SECONDS, SchemaCheckTimedOut, check
 from crw.host.protocol import Turn
 from crw.journal.rows import Tokens
 from tests.deadlines import LOADED

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 
-from crw.engine.schema_check import SchemaCheckTimedOut, check
+from crw.engine.answers.schema_check import SchemaCheckTimedOut, check
 
 BUDGET = 0.05
 """The test's budget: small, so that each example that runs it out is quick."""

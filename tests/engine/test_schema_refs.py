@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from crw.engine import answer
-from crw.engine.workflow import load_workflow
+from crw.engine.answers import answer
+from crw.engine.config.workflow import load_workflow
 from crw.errors import InputError
 
 FIX = "refer within the schema (#/...) or to a JSON file in the workflow's directory"

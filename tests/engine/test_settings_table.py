@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from crw.engine.settings_table import KEYS
-from crw.engine.workflow import load_workflow
+from crw.engine.config.settings_table import KEYS
+from crw.engine.config.workflow import load_workflow
 from crw.errors import InputError
 from crw.settings import Settings
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from crw.actors.session_run import answer_unrouted
 from crw.bus.inbox import Report
-from crw.engine.bind import AttemptState, Reply, SpawnFailed
-from crw.engine.replies import CallRecords
+from crw.engine.steps.bind import AttemptState, Reply, SpawnFailed
+from crw.engine.steps.replies import CallRecords
 from crw.host.protocol import Thread
 from tests.engine.test_bind import AGENT, decide, repair_step, report
 

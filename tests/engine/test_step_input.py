@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from crw.engine import conversation, packet, step_input
+from crw.engine.calls import conversation
+from crw.engine.steps import packet, step_input
 from crw.journal.rows import StepPublished
 
 ANSWER = '{"summary": 5, "note": "``` fenced"}'

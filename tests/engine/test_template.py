@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from crw.engine.template import Placeholder, TemplateError, parse_template, render_task
+from crw.engine.config.template import Placeholder, TemplateError, parse_template, render_task
 
 
 def test_template_parses_placeholders_and_escaped_braces() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from crw.engine import tmploc
-from crw.engine.tmploc import TmpLocError, check_dir, dir_from
+from crw.engine.run import tmploc
+from crw.engine.run.tmploc import TmpLocError, check_dir, dir_from
 from crw.errors import RefusedError
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from crw.engine import wake
-from crw.engine.wake import Escalate, Timers, Waiting, Wake, WakePlan, fold
+from crw.engine.owner import wake
+from crw.engine.owner.wake import Escalate, Timers, Waiting, Wake, WakePlan, fold
 
 TIMERS = Timers(wake_after=900.0, renotify_max=3600.0, unresponsive_after=7200.0)
 

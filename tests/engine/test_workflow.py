@@ -14,13 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
-import crw.engine.workflow as workflow_module
-import crw.engine.workflow_graph as workflow_graph_module
-import crw.engine.workflow_nodes as workflow_nodes_module
-from crw.engine._tomlsource import TomlSource
-from crw.engine.template import Placeholder
-from crw.engine.workflow import Workflow, load_workflow
-from crw.engine.workflow_graph import Graph
+import crw.engine.config.workflow as workflow_module
+import crw.engine.config.workflow_graph as workflow_graph_module
+import crw.engine.config.workflow_nodes as workflow_nodes_module
+from crw.engine.config._tomlsource import TomlSource
+from crw.engine.config.template import Placeholder
+from crw.engine.config.workflow import Workflow, load_workflow
+from crw.engine.config.workflow_graph import Graph
 from crw.errors import InputError
 from tests.steps import count_lines
 
@@ -675,7 +675,7 @@ def test_a_schema_file_every_node_names_is_read_once_a_load(tmp_path: Path) -> N
         for i in range(200)
     )
     path = write(tmp_path, f'name = "w"\n{nodes}', **{"s.json": '{"type": "object"}'})
-    import crw.engine.schema_refs as schema_refs
+    import crw.engine.config.schema_refs as schema_refs
 
     with patch.object(
         workflow_nodes_module, "read_schema_file", wraps=schema_refs.read_schema_file

@@ -15,7 +15,7 @@ from typing import Any
 
 from crw.binding.ledger import ledger_file
 from crw.binding.owner import bind_owner
-from crw.cli.hook import spawn_command
+from crw.cli.owner.hook import spawn_command
 
 OWNER = "019a-owner"
 RUN = "fix-20261130-abc"

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from crw.cli.hook import spawn_command
+from crw.cli.owner.hook import spawn_command
 from tests.hook.spawn_helpers import OWNER, bind, spawn_input
 
 CHAR = st.one_of(

@@ -387,7 +387,7 @@ def test_hook_input_that_is_not_json_goes_ahead(
     no requirement names)."""
     import io
 
-    from crw.cli.hook import spawn_command
+    from crw.cli.owner.hook import spawn_command
 
     out = io.StringIO()
     assert spawn_command(str(tmp_path), stdin=io.BytesIO(b"{"), stdout=out, environ={}) == 0

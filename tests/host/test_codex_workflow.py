@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 import trio
 
-from crw.actors.app_server_call import CallContext
+from crw.actors.app_server_context import CallContext
 from crw.actors.app_server_run import run_app_server_calls
-from crw.actors.host_reader import FOLLOWED_APP_SERVER, open_host_reader
+from crw.actors.host_reader import open_host_reader
 from crw.actors.journal_writer import open_journal_writer
+from crw.actors.thread_watches import FOLLOWED_APP_SERVER
 from crw.clock import fixed_clock
-from crw.engine.roles import RoleTable
-from crw.engine.workflow import load_workflow
+from crw.engine.config.roles import RoleTable
+from crw.engine.config.workflow import load_workflow
 from crw.host.connect import connect_host
 from crw.host.mock_model import MockModel
 from crw.host.mock_replies import FunctionCall, Usage, calls, fail, invalid, valid

@@ -12,7 +12,7 @@ import pytest
 import crw.journal.framing as framing
 import crw.journal.log as log
 from crw.actors import run as run_module
-from crw.engine.rundir import RunDir
+from crw.engine.run.rundir import RunDir
 from crw.journal import snapshot, streamed
 from crw.journal.log import encode_batch, encode_body, read_journal
 from crw.journal.replay import replay

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from trio.testing import MockClock, memory_stream_pair
 
 import crw.text
-from crw.engine.template import render_task
+from crw.engine.config.template import render_task
 from crw.host.transport import JsonLinesTransport
 from crw.journal.log import CHECKSUM, FRAMING, decode, encode_batch, encode_body
 from crw.journal.rows import ROW_KINDS, RowModel, UnknownRow, dump_row, parse_row

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crw.engine.replies import call_record
-from crw.engine.session_progress import progress
-from crw.engine.workflow import load_workflow
+from crw.engine.calls.session_progress import progress
+from crw.engine.config.workflow import load_workflow
+from crw.engine.steps.replies import call_record
 from crw.journal.replay import replay
 from crw.workspace import evidence
 

@@ -9,10 +9,10 @@ from typing import Any
 import pygit2
 import pytest
 
-from crw.cli.answer import append_row
-from crw.cli.housekeeping import rm_command
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
+from crw.cli.run.answer import append_row
+from crw.cli.run.housekeeping import rm_command
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunSpec, WorkflowRef, write_run_spec
 from crw.errors import RefusedError
 from crw.journal.rows import Allocation, Prepared
 from crw.workspace import worktrees

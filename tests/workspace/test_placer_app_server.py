@@ -12,7 +12,7 @@ import pytest
 from trio.testing import MockClock
 
 import tests.actors.test_app_server_resume as app_resume
-from crw.actors.app_server_call import CallContext
+from crw.actors.app_server_context import CallContext
 from crw.host.sim.server import open_sim_host
 from crw.workspace.commit import node_tip
 from crw.workspace.placer import Placer

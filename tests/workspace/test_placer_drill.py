@@ -11,7 +11,7 @@ from typing import Any
 import pygit2
 import pytest
 
-from crw.engine.locks import run_is_live
+from crw.engine.run.locks import run_is_live
 from tests.drill.test_crash_drill import Drill, drill_at, killed_and_resumed, served, wait_until
 from tests.workspace.gitrepo import make_repo
 

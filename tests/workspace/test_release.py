@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crw.cli.answer import append_row
-from crw.engine.rundir import RunDir
-from crw.engine.runspec import RunSpec, WorkflowRef, write_run_spec
+from crw.cli.run.answer import append_row
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunSpec, WorkflowRef, write_run_spec
 from crw.journal.rows import EvidencePlaced, Prepared
 from crw.workspace import evidence
 from crw.workspace.release import release_run

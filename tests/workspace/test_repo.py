@@ -8,9 +8,9 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from crw.cli.preview import Preview, workspaces
-from crw.engine.repo import RunRepository, checkout_root, run_repository
-from crw.engine.workflow import load_workflow
+from crw.cli.run.preview import Preview, workspaces
+from crw.engine.config.repo import RunRepository, checkout_root, run_repository
+from crw.engine.config.workflow import load_workflow
 from crw.errors import InputError
 from tests.workspace.gitrepo import commit_files, make_repo
 

@@ -11,7 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-from crw.engine.packet import spawn_message
+from crw.engine.steps.packet import spawn_message
 from crw.host.sim.behaviour import Behaviour
 from crw.host.sim.files import (
     SIM_EMAIL,

@@ -1,0 +1,77 @@
+"""The owner's commands in the command tree: `crw flow next` and `crw flow dispatched`.
+
+The plain command line of `next` runs without the tree (`crw.cli.hot`): a change
+of its parameters here is a change there too. `crw.cli.app` wires them.
+"""
+
+from __future__ import annotations
+
+from crw.cli.params import Id, Json, Seconds, State, Whole
+
+
+def next_(run: str, /, *, wait: Seconds = 0, state: State = None, json: Json = False) -> int:
+    """Answer a run's state, its steps and the host call each takes, the slots, the
+    spawn formats and a hint; resume a run no process holds.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    wait
+        Wait up to this many seconds for a step or a change of the run's state.
+    """
+    from crw.cli.owner.next import next_command
+
+    return next_command(run, wait=wait, state=state, json=json)
+
+
+def dispatched(
+    run: str,
+    call: Id,
+    /,
+    *,
+    k: Whole,
+    attempt: Whole,
+    agent: Id | None = None,
+    failed: str | None = None,
+    wait: Seconds = 120.0,
+    state: State = None,
+    json: Json = False,
+) -> int:
+    """Report the subagent dispatched for a step, or that the host refused its
+    spawn, and print the run's reply.
+
+    Exit 0 when the run bound it, or held the call for a refused spawn; 1 on any
+    other reply (queued included).
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    call
+        The step's call id (the step's `call`).
+    agent
+        The subagent's id (the agent_id spawn_agent answered).
+    failed
+        The tool's output of a spawn_agent the host refused (no subagent): the
+        call is held spawn_failed until the role's pair is fixed and it is answered.
+    k
+        The step's turn k.
+    attempt
+        The step's attempt n.
+    wait
+        Seconds to wait for the run's reply; then the report is answered queued.
+    """
+    from crw.cli.owner.dispatched import dispatched_command
+
+    return dispatched_command(
+        run,
+        call,
+        agent=agent,
+        failed=failed,
+        k=k,
+        attempt=attempt,
+        wait=wait,
+        state=state,
+        json=json,
+    )

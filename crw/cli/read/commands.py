@@ -1,0 +1,176 @@
+"""The commands that read a run and change nothing, in the command tree: `status`,
+`list`, `show`, `watch`, `timeline`, `shadow`, and `crw schema rows`.
+
+The plain command line of `status` runs without the tree (`crw.cli.hot`): a change
+of its parameters here is a change there too. `crw.cli.app` wires them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from cyclopts import Parameter
+
+from crw.cli.params import AllCalls, Id, Json, State
+
+
+def status(
+    run: str,
+    /,
+    *,
+    state: State = None,
+    json: Json = False,
+    all_calls: AllCalls = False,
+    results: Annotated[bool, Parameter(negative="")] = False,
+) -> int:
+    """Show a run's outcome, each call's state, attempt, turns, tokens and time,
+    why a call did not complete, and what to do next.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    results
+        Show each completed call's answer too (reads the whole journal).
+    """
+    from crw.cli.read.status import status_command
+
+    return status_command(run, state=state, json=json, all_calls=all_calls, results=results)
+
+
+def list_(
+    *,
+    state: State = None,
+    json: Json = False,
+    all_runs: Annotated[bool, Parameter(name="--all", negative="")] = False,
+) -> int:
+    """List the runs under the state directory, newest first: each one's backend,
+    state with its reason, calls done/total, tokens, start, last row and whether a
+    process holds it.
+
+    Parameters
+    ----------
+    all_runs
+        List every run (by default an ended run whose last row is over 7 days old
+        is left out).
+    """
+    from crw.cli.read.list import list_command
+
+    return list_command(state=state, json=json, all_runs=all_runs)
+
+
+def show(
+    run: str,
+    /,
+    *,
+    call: Id | None = None,
+    follow: Annotated[bool, Parameter(negative="")] = False,
+    state: State = None,
+    json: Annotated[
+        bool,
+        Parameter(name="--json", negative="", help="Print each row as one JSON object a line."),
+    ] = False,
+) -> int:
+    """Show a run's history: one line per journal row (time, seq, call, kind, key fields).
+
+    Exit 0; with --follow, 0 once the run ends, 1 when no process runs it (paused,
+    crashed, waiting for an answer).
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    call
+        Show only this call's rows.
+    follow
+        Go on printing the rows the run commits until the run ends.
+    """
+    from crw.cli.read.show import show_command
+
+    return show_command(run, call=call, follow_run=follow, state=state, json=json)
+
+
+def watch(
+    run: str,
+    /,
+    *,
+    state: State = None,
+    json: Annotated[
+        bool,
+        Parameter(name="--json", negative="", help="Print the view as one JSON object a line."),
+    ] = False,
+) -> int:
+    """Watch a run live: calls done of all, the calls in flight, tokens, the last rows.
+
+    A terminal gets a live view; a pipe gets the new rows as plain lines. It ends
+    with the run: exit 0 once the run ends, 1 when no process runs it.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    """
+    from crw.cli.read.watch import watch_command
+
+    return watch_command(run, state=state, json=json)
+
+
+def timeline(
+    run: str,
+    /,
+    *,
+    out: str,
+    state: State = None,
+    json: Json = False,
+    all_calls: Annotated[
+        bool,
+        Parameter(
+            name="--all",
+            negative="",
+            help="A lane for every call (a run of more than 100 shows 100 and counts the rest).",
+        ),
+    ] = False,
+) -> int:
+    """Draw a run's timeline: a lane per call, its attempts and turns as bars on a
+    time axis, repairs, losses, interrupts, holds and reviews marked, tokens per turn.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    out
+        The file to write: FILE.svg, or FILE.html (a page that shows the SVG).
+    """
+    from crw.cli.read.timeline import timeline_command
+
+    return timeline_command(run, out=out, state=state, json=json, all_calls=all_calls)
+
+
+def shadow(run: str, /, *, state: State = None, json: Json = False) -> int:
+    """Replay a run from its journal and run directory (no host) through the run's
+    own decisions, name its recorded backend, and report each point where they
+    differ from the recorded rows.
+
+    Exit 0 equal, 1 differ, 2 input error.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    """
+    from crw.cli.read.shadow import shadow_command
+
+    return shadow_command(run, state=state, json=json)
+
+
+def rows(*, json: Json = False) -> int:
+    """Print the JSON Schema of every row kind of the journal.
+
+    The schema is JSON either way; --json is accepted for symmetry.
+    """
+    import json as json_module
+
+    from crw.journal.rows import rows_json_schema
+
+    print(json_module.dumps(rows_json_schema(), indent=2))
+    return 0

@@ -1,0 +1,171 @@
+"""Following a run's journal as it grows: what `show --follow` and `watch` share.
+
+`JournalTail` reads the rows appended since its last read, whole batches only (a
+batch the run is writing this moment is read once it is whole). `follow` hands
+each new piece of rows to its caller until the run ends or no process runs it.
+
+It sleeps between reads, never polls: an inotify watch on the run's directory
+wakes it when the journal is appended to, or when a lock of the run is let go
+(the file closed after its holder wrote to it: a run process that exited or was
+killed, a command that wrote a row, `crw flow start` handing over). The watch is
+made before the first read, so no append is missed between the two. A wake with
+nothing new costs a read of the journal's tail. In case an event is lost (the
+kernel's queue overflowed) it also wakes every SAFETY_WAKE seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from inotify_simple import INotify
+from inotify_simple import flags as inotify_flags
+
+from crw.engine.run.locks import run_is_live
+from crw.engine.run.rundir import RunDir
+from crw.journal.log import JournalCorruptError, TornTail, decode
+from crw.journal.replay import RunState, replay
+
+SAFETY_WAKE = 5.0
+"""Seconds between wakes when no event comes: bounds the wait after a lost event."""
+PIECE = 4 * 1024 * 1024
+"""About how many bytes of journal `JournalTail.pieces` reads at a time."""
+
+Rows = list[dict[str, Any]]
+
+
+@dataclass
+class JournalTail:
+    """The rows of `journal` read so far, and the run state they replay to."""
+
+    journal: Path
+    offset: int = 0
+    last_seq: int = 0
+    state: RunState = field(default_factory=RunState)
+    ended: bool = False
+    """An ended row was read: the run is over and its journal grows no more."""
+    torn: TornTail | None = None
+    """What the last read left for later: a batch not whole yet (a live run is
+    writing it), or a torn tail (a run no process holds)."""
+
+    def read(self) -> Rows:
+        """The whole batches appended since the last read.
+
+        Raises:
+            JournalCorruptError: damage that is not a torn tail, its offsets the
+                whole journal's; `intact` holds the new rows before the damage.
+        """
+        return self._read(None)[0]
+
+    def pieces(self, size: int | None = None) -> Iterator[Rows]:
+        """The whole batches appended since the last read, about `size` bytes of
+        journal (default PIECE) at a time (a batch larger is a piece of its own), each read when
+        it is asked for: a reader that shows or replays a piece and lets it go
+        holds one piece, never the whole journal's rows.
+
+        Raises:
+            JournalCorruptError: as `read`; `intact` holds the piece's rows before it.
+        """
+        size = PIECE if size is None else size
+        while True:
+            rows, more = self._read(size)
+            if rows:
+                yield rows
+            if not more:
+                return
+            if not rows:  # no whole batch in the piece: a larger batch
+                size *= 2
+
+    def _read(self, limit: int | None) -> tuple[Rows, bool]:
+        """The whole batches in the next `limit` bytes (None: all), and whether
+        the journal held more than that when it was read."""
+        try:
+            with self.journal.open("rb") as file:
+                file.seek(self.offset)
+                data = file.read(-1 if limit is None else limit)
+        except FileNotFoundError:
+            return [], False
+        more = limit is not None and len(data) == limit
+        if more:  # whole lines only: a cut batch is read again with the next piece
+            data = data[: data.rfind(b"\n") + 1]
+        try:
+            read = decode(data, self.journal, after=self.last_seq)
+        except JournalCorruptError as err:
+            if self.offset:
+                raise err.shifted(self.offset) from None
+            raise
+        torn = read.torn  # its offset the whole journal's, as a damage's
+        self.torn = dataclasses.replace(torn, offset=self.offset + torn.offset) if torn else None
+        self.offset += read.end
+        self.last_seq = read.last_seq
+        replay(read.rows, into=self.state)
+        self.ended = self.ended or any(row.get("row") == "ended" for row in read.rows)
+        return read.rows, more
+
+
+class RunWake:
+    """An inotify watch on a run's directory: `wait` returns once the journal
+    grew or a lock of the run was let go, or after `timeout` seconds."""
+
+    MASK = inotify_flags.MODIFY | inotify_flags.CLOSE_WRITE | inotify_flags.MOVED_TO
+    CREATE = inotify_flags.CREATE
+
+    def __init__(self, run: RunDir) -> None:
+        self._names = {run.journal.name, run.run_lock.name, run.start_lock.name}
+        self._inotify = INotify()
+        try:
+            self._inotify.add_watch(run.root, self.MASK | self.CREATE)
+        except OSError:
+            self._inotify.close()
+            raise
+
+    def __enter__(self) -> RunWake:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._inotify.close()
+
+    def wait(self, timeout: float) -> None:
+        """Sleep until an event of the journal or a lock (or a lost one: the queue
+        overflowed), or `timeout` seconds; events of other files sleep on."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            for event in self._inotify.read(timeout=max(1, int(left * 1000))):
+                if event.name in self._names or event.mask & inotify_flags.Q_OVERFLOW:
+                    return
+
+
+def follow(
+    run: RunDir, tail: JournalTail, show: Callable[[Rows], None], every: float = SAFETY_WAKE
+) -> bool:
+    """Show each piece of new rows as the run commits it, until the run ends
+    (True) or no process runs it (False: paused, crashed, waiting for an answer).
+    `show` is called at each wake, with the rows read (none, after `every` seconds
+    without an event: a live view redraws its clock then).
+
+    Raises:
+        JournalCorruptError: as `JournalTail.read`; the rows before it are shown.
+    """
+    with RunWake(run) as wake:
+        while True:
+            # Liveness first: a process that let the run go wrote its last rows
+            # before, so the read after it sees them all.
+            live = run_is_live(run)
+            try:
+                rows = tail.read()
+            except JournalCorruptError as err:
+                show(err.intact.rows)
+                raise
+            show(rows)
+            if tail.ended:
+                return True
+            if not live:
+                return False
+            wake.wait(every)

@@ -1,0 +1,191 @@
+"""`crw flow list`: the runs under the state directory, newest first.
+
+Each run is read from its tail, not its whole journal: run.json (plain JSON), the
+replay snapshot a run's process leaves beside the journal when it exits (and
+`status`/`next` refresh), and the journal's rows after the snapshot's end, folded
+on. The snapshot is taken as the journal's first `end` bytes without reading them
+(its own seal is checked; the journal's rows from `end` must go on from its last
+seq, else it is not taken). A run with no snapshot it can take, or more than
+`TAIL_MAX` bytes of journal after it, is read as `status` reads it (which leaves a
+snapshot, so the next list reads its tail). Nothing is locked and no row is written.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import shlex
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from crw.cli.output import emit
+from crw.cli.read.list_table import age, backend, fit
+from crw.cli.read.run_spec import spec_json, workflow_file, workflow_nodes
+from crw.cli.read.status_text import short_tokens
+from crw.engine.run.locks import holder_pid, run_is_live
+from crw.engine.run.rundir import RunDir, list_runs, resolve_state
+from crw.engine.views.run_view import outcome, parse_at, progress
+from crw.errors import CrwError
+from crw.journal.log import JournalCorruptError, decode
+from crw.journal.replay import RunState, replay
+from crw.journal.snapshot import SNAPSHOT, peek_snapshot, replay_journal
+
+TAIL_MAX = 1 << 20
+"""The most journal bytes after the snapshot (or of a journal without one) a list
+decodes; a run with more is read as `status` reads it."""
+ENDED_SHOWN = timedelta(days=7)
+"""Without --all, an ended run whose last row is older than this is not listed."""
+
+
+@dataclass(frozen=True)
+class Tail:
+    """A run's state and how it was read: `tail` (the snapshot and the rows after
+    it, or a journal of at most TAIL_MAX bytes) or `whole`."""
+
+    state: RunState
+    read: str
+
+
+def read_tail(run: RunDir) -> Tail:
+    """The run's state, from its snapshot and the journal's rows after it.
+
+    Raises:
+        OSError: the journal cannot be read.
+        JournalCorruptError: the journal is damaged (not a torn tail).
+    """
+    snapshot = peek_snapshot(run.root / SNAPSHOT)
+    try:
+        size = run.journal.stat().st_size
+    except FileNotFoundError:
+        return Tail(replay(()), "tail")
+    start = snapshot.end if snapshot is not None and snapshot.end <= size else 0
+    if size - start <= TAIL_MAX:
+        with run.journal.open("rb") as file:
+            file.seek(start)
+            data = file.read()
+        into = snapshot.state if snapshot is not None and start else None
+        if not data:
+            return Tail(into if into is not None else replay(()), "tail")
+        try:
+            read = decode(data, run.journal, after=into.last_seq if into is not None else 0)
+        except JournalCorruptError:
+            read = None  # read whole below: the damage is reported with its offsets
+        if read is not None and read.end > 0:
+            return Tail(replay(read.rows, into=into), "tail")
+    return Tail(replay_journal(run.journal, live=run_is_live(run))[0], "whole")
+
+
+def list_command(*, state: str | None, json: bool, all_runs: bool = False) -> int:
+    gc.disable()  # a short process that keeps what it reads, as `crw.cli.hot` says
+    state_dir = resolve_state(state, os.environ, Path.cwd())
+    runs = [listed(RunDir.of(state_dir, run_id)) for run_id in list_runs(state_dir)]
+    runs.sort(key=lambda entry: (entry["started_at"] or "", entry["run"]), reverse=True)
+    now = datetime.now(UTC)
+    shown = runs if all_runs else [entry for entry in runs if not _old_ended(entry, now)]
+    payload = {"state_dir": str(state_dir), "runs": shown, "hidden": len(runs) - len(shown)}
+    emit(json, payload, lambda: _human(payload, state_dir, now))
+    return 0
+
+
+def listed(run: RunDir) -> dict[str, Any]:
+    """One run's entry: run, workflow (its name), workflow_file, backend, state,
+    reason (a paused run's, an ended run's status, a corrupt or unreadable
+    journal's damage), calls {done, total}, tokens, started_at, last_at, live,
+    pid (the holder's, when live) and read (tail or whole)."""
+    spec = spec_json(run)
+    live = run_is_live(run)
+    entry: dict[str, Any] = {
+        "run": run.id,
+        "workflow": _name(spec, run.id),
+        "workflow_file": workflow_file(spec),
+        "backend": spec.get("backend"),
+        "live": live,
+        "pid": holder_pid(run.run_lock) if live else None,
+    }
+    try:
+        tail = read_tail(run)
+    except JournalCorruptError as err:
+        return entry | _unread("corrupt", err.damage)
+    except (CrwError, OSError) as err:
+        return entry | _unread("unreadable", str(err))
+    view = outcome(tail.state)
+    ended = tail.state.state == "ended"  # an ended run counts the nodes its ended row names
+    done, total = progress(tail.state, 0 if ended else workflow_nodes(entry["workflow_file"]))
+    return entry | {
+        "backend": tail.state.backend or entry["backend"],
+        "state": view.state,
+        "reason": view.reason,
+        "calls": {"done": done, "total": total},
+        "tokens": tail.state.spent,
+        "started_at": tail.state.started_at,
+        "last_at": tail.state.last_at,
+        "read": tail.read,
+    }
+
+
+def _unread(state: str, reason: str) -> dict[str, Any]:
+    """The entry of a run whose journal cannot be read: its state and why."""
+    return {
+        "state": state,
+        "reason": reason,
+        "calls": None,
+        "tokens": None,
+        "started_at": None,
+        "last_at": None,
+        "read": "whole",
+    }
+
+
+def _name(spec: dict[str, Any], run_id: str) -> str | None:
+    """The workflow's name: the run id's head (`<name>-YYYYMMDD-HHMMSS-xxxx`), else
+    the workflow file's stem."""
+    head, *stamp = run_id.rsplit("-", 3)
+    if len(stamp) == 3 and stamp[0].isdigit() and stamp[1].isdigit():
+        return head
+    path = workflow_file(spec)
+    return Path(path).stem if path is not None else None
+
+
+def _old_ended(entry: dict[str, Any], now: datetime) -> bool:
+    last = parse_at(entry["last_at"])
+    return entry["state"] == "ended" and last is not None and now - last > ENDED_SHOWN
+
+
+def _age(at: str | None, now: datetime) -> str:
+    """The age of `at`: `12s`, `5m`, `3h`, `4d`; `-` for none."""
+    then = parse_at(at)
+    return age(None if then is None else max(0, int((now - then).total_seconds())))
+
+
+def _human(payload: dict[str, Any], state_dir: Path, now: datetime) -> str:
+    runs = payload["runs"]
+    if not runs and not payload["hidden"]:
+        return f"no runs under {state_dir / 'flow'}; start one with: crw flow start WORKFLOW"
+    width = shutil.get_terminal_size((80, 24)).columns
+    lines = fit([_cells(entry, now) for entry in runs], width)
+    if payload["hidden"]:
+        days = ENDED_SHOWN.days
+        lines.append(
+            f"({payload['hidden']} ended runs older than {days} days not shown: --all lists them)"
+        )
+    lines.append(f"see one with: crw flow status RUN --state {shlex.quote(str(state_dir))}")
+    return "\n".join(lines)
+
+
+def _cells(entry: dict[str, Any], now: datetime) -> tuple[str, ...]:
+    state = entry["state"]
+    if entry["reason"] and state not in ("corrupt", "unreadable"):
+        state += f" ({entry['reason'].partition(':')[0]})"
+    calls, tokens = entry["calls"], entry["tokens"]
+    return (
+        entry["run"],
+        backend(entry["backend"]),
+        state,
+        f"{calls['done']}/{calls['total']}" if calls else "-",
+        short_tokens(tokens["total"]) if tokens else "-",
+        _age(entry["last_at"], now),
+        "yes" if entry["live"] else "no",
+    )

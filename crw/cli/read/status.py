@@ -1,0 +1,188 @@
+"""`crw flow status RUN`: the run's outcome and each call's, read through replay.
+
+It reads the run directory only (CMD-START-1, CMD-START-2): run.json and the
+journal, never a lock it would hold and never a row. A corrupt journal (damage
+that is not a torn tail, `crw.journal.log`) shows the run as `corrupt`: where the
+damage is and what to do, and the calls as the rows before the damage leave them.
+`--results` reads the whole journal (the replay snapshot keeps no answer), a
+piece at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from crw.cli.output import emit
+from crw.cli.read.run_spec import spec_json, workflow_file, workflow_nodes
+from crw.cli.read.status_text import human, todo
+from crw.engine.held_fix import answer_choices, with_fix
+from crw.engine.run.host_wait import waiting
+from crw.engine.run.launch_record import read_failure
+from crw.engine.run.locks import holder_pid, is_held
+from crw.engine.run.rundir import RunDir, find_run, resolve_state
+from crw.engine.views.run_view import outcome, progress, seconds_between
+from crw.journal.log import JournalCorruptError
+from crw.journal.replay import CallState, RunState, replay
+from crw.journal.snapshot import replay_journal
+
+log = logging.getLogger("crw.journal")
+
+
+def status_command(
+    run: str,
+    *,
+    state: str | None,
+    json: bool,
+    all_calls: bool = False,
+    results: bool = False,
+) -> int:
+    run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    live = is_held(run_dir.run_lock)
+    run_state, corrupt = _read(run_dir, live=live, results=results)
+    if corrupt is not None:
+        run_state.state = "corrupt"
+    state_ref = shlex.quote(state) if state is not None else ""
+    workflow = workflow_file(spec_json(run_dir))
+    nodes = 0 if run_state.state == "ended" else workflow_nodes(workflow)
+    payload = status_payload(run_dir.root.name, run_state, state_ref, results=results, nodes=nodes)
+    payload["run_dir"] = str(run_dir.root)
+    payload["live"] = live
+    payload["holder_pid"] = holder_pid(run_dir.run_lock) if live else None
+    payload["corrupt"] = corrupt
+    waiter = waiting(run_dir) if run_state.state == "paused" and not live else None
+    payload["host_wait"] = waiter.to_json() if waiter is not None else None
+    failure = None if live else read_failure(run_dir)
+    payload["launch_failed"] = failure.to_json() if failure is not None else None
+    payload["todo"] = todo(payload, state_ref, workflow, _closes_left(run_dir))
+    emit(json, payload, lambda: human(payload, all_calls=all_calls))
+    return 0
+
+
+def _read(run_dir: RunDir, *, live: bool, results: bool) -> tuple[RunState, dict[str, Any] | None]:
+    """The run's state: through the replay snapshot, or with `results` from the
+    whole journal (a torn tail warned about unless the run is `live`); and the
+    report of a corrupt journal's damage (the state the rows before it leave)."""
+    if not results:
+        try:
+            return replay_journal(run_dir.journal, live=live)[0], None
+        except JournalCorruptError as err:
+            return replay(err.intact.rows), err.report()
+    # Read a piece at a time, each replayed and let go: the state keeps the
+    # results, not every row's text. Only --results needs the follower's reader.
+    from crw.cli.read.follow import JournalTail
+
+    tail = JournalTail(run_dir.journal)
+    try:
+        for _ in tail.pieces():
+            pass
+    except JournalCorruptError as err:
+        return replay(err.intact.rows, into=tail.state), err.report()
+    if tail.torn is not None and not live:
+        log.warning("%s", tail.torn.message)
+    return tail.state, None
+
+
+def _closes_left(run_dir: RunDir) -> bool:
+    """Whether close steps wait in steps/ for the owner."""
+    try:
+        return any(run_dir.steps.glob("*/close-*.json"))
+    except OSError:
+        return False
+
+
+def status_payload(
+    run_id: str, run: RunState, state_ref: str = "", *, results: bool = False, nodes: int = 0
+) -> dict[str, Any]:
+    """The `--json` object: run, state, backend, processes, ended_status, paused
+    ({reason, error, file} of a paused run, else null), outcome ({state, reason,
+    unfinished, held}: `crw.engine.views.run_view.Outcome`), started_at, last_at,
+    progress ({done, total}: `run_view.progress`, the workflow's `nodes` at least),
+    calls [{call, node, role, state, attempts, turns,
+    tokens, started_at, ended_at, seconds, reason, and for a held call its answer:
+    the command of each answer; with `results` its result}], tokens. `state_ref`
+    is the --state those commands pass (empty: none). The command adds run_dir,
+    live (whether a process holds the run lock), holder_pid (that process's pid, or
+    null), corrupt (null, or {journal, offset, valid_at, reason, damage, fix} when
+    the state is `corrupt`; valid_at null when no whole rows follow the damage),
+    launch_failed (null, or {pid, reason, at} of the last launch whose process
+    stopped before its started row, while no process holds the run), host_wait
+    (null, or {pid, until} of the process that waits for the host of a run paused
+    host_unavailable, to go on with it when it answers: `crw.actors.host_back`) and todo
+    ([{do, command}]: what to do next)."""
+    view = outcome(run)
+    done, total = progress(run, nodes)
+    now = datetime.now(UTC)
+    return {
+        "run": run_id,
+        "state": run.state,
+        "backend": run.backend,
+        "processes": run.processes,
+        "ended_status": run.ended_status,
+        "paused": (
+            {"reason": run.paused_reason, "error": run.paused_error, "file": run.paused_file}
+            if run.state == "paused"
+            else None
+        ),
+        "outcome": {
+            "state": view.state,
+            "reason": view.reason,
+            "unfinished": view.unfinished,
+            "held": view.held,
+        },
+        "started_at": run.started_at,
+        "last_at": run.last_at,
+        "progress": {"done": done, "total": total},
+        "calls": [
+            _call(call, now, run_id, state_ref, run.backend, results) for call in run.calls.values()
+        ],
+        "tokens": run.spent,
+    }
+
+
+def _call(
+    call: CallState,
+    now: datetime,
+    run_id: str,
+    state_ref: str,
+    backend: str | None,
+    results: bool,
+) -> dict[str, Any]:
+    """A call's entry, made from its state at once (10,000 in a big run's status:
+    no `run_view.CallView` in between)."""
+    entry: dict[str, Any] = {
+        "call": call.call,
+        "node": call.node,
+        "role": call.role,
+        "state": call.state,
+        "attempts": call.attempt,
+        "turns": call.turns,
+        "tokens": call.tokens,
+        "started_at": call.started_at,
+        "ended_at": call.ended_at,
+        "seconds": seconds_between(call.started_at, call.ended_at, now),
+        "reason": call.reason,
+    }
+    if call.state == "held":
+        entry |= with_fix(_held(run_id, call.call, call.reason, state_ref, backend), call.error)
+    if call.by:
+        entry["by"] = call.by
+    if results:
+        entry["result"] = call.result
+    return entry
+
+
+def _held(
+    run_id: str, call: str, reason: str | None, state_ref: str, backend: str | None
+) -> dict[str, Any]:
+    """A held call's reason and the exact command of each answer (docs/decisions.md)."""
+    state = f" --state {state_ref}" if state_ref else ""
+    answer = {
+        choice: f"crw flow answer {run_id} {call} --{choice}{state}"
+        for choice in answer_choices(backend)
+    }
+    return {"reason": reason or "held", "answer": answer}

@@ -1,0 +1,204 @@
+"""The commands of a run's life in the command tree: `crw flow start`, `resume`,
+`pause`, `cancel`, `answer`, `rm`, `gc` and the run process `_run`.
+
+Each parses its command line (cyclopts reads the signature and the docstring) and
+imports what it needs only when it runs; `crw.cli.app` wires them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from cyclopts import Parameter
+
+from crw.cli.params import Id, Json, Seconds, State, one_line_id
+
+
+def start(
+    workflow: str,
+    /,
+    *,
+    backend: Literal["session", "app-server"] = "session",
+    owner: Annotated[str | None, Parameter(validator=one_line_id)] = None,
+    host: str | None = None,
+    codex_bin: str | None = None,
+    trace: Annotated[bool, Parameter(negative="")] = False,
+    state: State = None,
+    json: Json = False,
+) -> int:
+    """Start a run of WORKFLOW in a detached run process.
+
+    Parameters
+    ----------
+    workflow
+        The workflow TOML file.
+    backend
+        session (the owner thread's subagents run the calls) or app-server (the run
+        opens a thread per call).
+    owner
+        The owner thread of a session run (default: $CRW_OWNER_THREAD, else
+        $CODEX_THREAD_ID, which Codex sets in a thread's shell).
+    host
+        The host URI: unix:PATH, ws://127.0.0.1:PORT, or codex (app-server backend
+        only). A session run defaults to the codex daemon's control socket.
+    codex_bin
+        The codex binary of a private codex host (default: the one the
+        openai-codex-cli-bin package installs, else codex on PATH).
+    trace
+        SessionConfig.Trace: digest P, the owner's checkout and the run's shared
+        state at each bind and harvest, and warn when a call wrote where its role
+        should not (as [settings] trace = true; docs/workspaces.md).
+    """
+    from crw.cli.run.start import start_command
+
+    return start_command(
+        workflow,
+        backend=backend,
+        owner=owner,
+        host=host,
+        codex_bin=codex_bin,
+        state=state,
+        json=json,
+        trace=trace,
+    )
+
+
+def resume(run: str, /, *, detach: bool = False, state: State = None, json: Json = False) -> int:
+    """Go on with a run from its journal, on the backend its started row records.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    detach
+        Launch the run process in the background instead of running it here.
+    """
+    from crw.cli.run.resume import resume_command
+
+    return resume_command(run, detach=detach, state=state, json=json)
+
+
+def pause(run: str, /, *, wait: Seconds = 120.0, state: State = None, json: Json = False) -> int:
+    """Pause a run: interrupt its calls' running turns and hold each call (paused).
+
+    Exit 0 once the run is paused (or was), 1 when it ended or did not answer.
+    `crw flow resume RUN` goes on: the held calls run again.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    wait
+        Seconds to wait for the run process to answer.
+    """
+    from crw.cli.run.pause import pause_command
+
+    return pause_command(run, wait=wait, state=state, json=json)
+
+
+def cancel(run: str, /, *, wait: Seconds = 120.0, state: State = None, json: Json = False) -> int:
+    """Cancel a run: interrupt its calls' running turns, hold each call (cancelled)
+    and end the run (cancelled); the owner closes the subagents.
+
+    Exit 0 once the run is cancelled, 1 when it had ended or did not answer.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    wait
+        Seconds to wait for the run process to answer.
+    """
+    from crw.cli.run.cancel import cancel_command
+
+    return cancel_command(run, wait=wait, state=state, json=json)
+
+
+def answer(
+    run: str,
+    call: Id,
+    /,
+    *,
+    retry: Annotated[bool, Parameter(negative="")] = False,
+    skip: Annotated[bool, Parameter(negative="")] = False,
+    abort: Annotated[bool, Parameter(negative="")] = False,
+    restart: Annotated[bool, Parameter(negative="")] = False,
+    no_resume: Annotated[bool, Parameter(name="--no-resume", negative="")] = False,
+    wait: Seconds = 60.0,
+    state: State = None,
+    json: Json = False,
+) -> int:
+    """Answer a held call of a run waiting_decision, then resume the run.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    call
+        The held call's id (as status and next name it).
+    retry
+        The call goes on in place: a new attempt takes its turn again.
+    skip
+        The call's node ends skipped, without a result; the nodes that need it never run.
+    abort
+        The run ends (aborted).
+    restart
+        The call's node runs again in a new call, once the call's subagents run
+        nothing; an open call of a run no process holds restarts too.
+    no_resume
+        Record the answer only; resume the run later with crw flow resume RUN --detach.
+    wait
+        Seconds to wait for a run process that still runs other calls to end.
+    """
+    from crw.cli.run.answer import answer_command, one_choice
+
+    return answer_command(
+        run,
+        call,
+        choice=one_choice(retry=retry, skip=skip, abort=abort, restart=restart),
+        resume=not no_resume,
+        wait=wait,
+        state=state,
+        json=json,
+    )
+
+
+def rm(run: str, /, *, state: State = None, json: Json = False) -> int:
+    """Remove a run's directory; a live run (a process holds it) is refused.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    """
+    from crw.cli.run.housekeeping import rm_command
+
+    return rm_command(run, state=state, json=json)
+
+
+def gc(
+    *,
+    ended_before: str,
+    dry_run: Annotated[bool, Parameter(name="--dry-run", negative="")] = False,
+    state: State = None,
+    json: Json = False,
+) -> int:
+    """Remove the runs that ended before a date; live runs are skipped.
+
+    Parameters
+    ----------
+    ended_before
+        YYYY-MM-DD or an ISO 8601 time (UTC unless it names a zone).
+    dry_run
+        List what would be removed; remove nothing.
+    """
+    from crw.cli.run.housekeeping import gc_command
+
+    return gc_command(ended_before=ended_before, dry_run=dry_run, state=state, json=json)
+
+
+def run_process(run: str, /, *, state: State = None) -> int:
+    """The detached run process (started by `start` and `resume`)."""
+    from crw.cli.run.resume import run_and_wait
+
+    return run_and_wait(run, state=state)

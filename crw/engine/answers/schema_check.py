@@ -1,0 +1,135 @@
+"""An answer checked against its schema in bounded time, retrieving nothing.
+
+A check may take without end: `uniqueItems` compares every pair of items (an
+array of 6,000 objects takes minutes), and jsonschema matches `pattern` with the
+standard library's `re`, which backtracks without end on `^(a|a)*$` against 30
+characters. So the whole check runs under a budget of CHECK_SECONDS of its
+thread's CPU time (crw.engine.answers.cpu_budget stops it when spent), and every pattern
+is matched by the `regex` package with a timeout of what is left of it (regex
+stops itself: the budget's stop cannot land inside a C call). A check that runs
+out, or recurses without end (a `$ref` to itself), raises `SchemaCheckTimedOut`
+and the call ends null_model (`schema_check_timed_out`). The run's actors check
+in a worker thread: the event loop answers meanwhile. Refs resolve in the schema
+alone (crw.engine.config.schema_refs bundled the files it names at load); the registry
+refuses to retrieve anything.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import jsonschema._utils  # type: ignore[import-untyped]
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
+
+from crw.engine.answers import cpu_budget
+from crw.engine.config.schema_refs import refusing_registry
+
+CHECK_SECONDS = 1.0
+"""The CPU time one check of an answer may take, every keyword and pattern together."""
+
+
+class SchemaCheckTimedOut(Exception):
+    """The check of an answer could not finish within its budget."""
+
+
+class _PatternOverBudget(Exception):
+    """Matching `pattern` took what was left of the check's budget."""
+
+    def __init__(self, pattern: str) -> None:
+        super().__init__(pattern)
+        self.pattern = pattern
+
+
+def search(pattern: str, text: str) -> Any:
+    """`re.search(pattern, text)` with the `regex` package, bounded by what is left
+    of the budget of the check under way (none outside a check): regex counts the
+    process's CPU time, never less than the check's thread spent. `regex` is
+    imported by the first pattern matched: a schema without one never needs it."""
+    import regex  # type: ignore[import-untyped]
+
+    left = cpu_budget.remaining()
+    if left is None:
+        return regex.search(pattern, text)
+    try:
+        return regex.search(pattern, text, timeout=left)
+    except TimeoutError:
+        raise _PatternOverBudget(pattern) from None
+
+
+class _BoundedRe:
+    """The `re` that jsonschema's helpers see: additionalProperties and
+    unevaluatedProperties match patternProperties through `jsonschema._utils.re`
+    directly, past any keyword a validator overrides."""
+
+    search = staticmethod(search)
+
+
+jsonschema._utils.re = _BoundedRe()
+
+
+def _pattern(
+    validator: Any, pattern: str, instance: object, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not search(pattern, str(instance)):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(
+    validator: Any, patterns: Mapping[str, Any], instance: object, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    assert isinstance(instance, Mapping)
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+_Validator = validators.extend(
+    Draft202012Validator, {"pattern": _pattern, "patternProperties": _pattern_properties}
+)
+
+
+@functools.lru_cache(maxsize=64)
+def _validator(schema: str) -> Any:
+    """The validator of the schema whose JSON text is `schema`, made once for the
+    calls of every node that has it (its making costs more than most checks)."""
+    return _Validator(json.loads(schema), registry=refusing_registry())
+
+
+def check(result: Any, schema: Mapping[str, Any], seconds: float = CHECK_SECONDS) -> list[str]:
+    """Every way `result` fails the JSON Schema `schema` (Draft 2020-12), one line
+    each, `<JSON path>: <message>`, sorted. Empty when it passes.
+
+    Raises:
+        SchemaCheckTimedOut: the check took longer than `seconds` of CPU (by
+            default CHECK_SECONDS), or recursed without end.
+    """
+    try:
+        return cpu_budget.run(functools.partial(_errors, result, schema), seconds)
+    except _PatternOverBudget as over:
+        raise SchemaCheckTimedOut(
+            f"matching the pattern {over.pattern!r} took longer than {seconds:g} s"
+        ) from None
+    except cpu_budget.BudgetSpent:
+        raise SchemaCheckTimedOut(
+            f"checking the answer against its schema took longer than {seconds:g} s"
+        ) from None
+    except RecursionError:
+        raise SchemaCheckTimedOut(
+            "checking the answer against its schema recursed without end"
+            " (a $ref that refers to itself, or an answer nested too deep)"
+        ) from None
+
+
+def _errors(result: Any, schema: Mapping[str, Any]) -> list[str]:
+    validator = _validator(json.dumps(schema))
+    return sorted(
+        f"{error.json_path}: {' '.join(str(error.message).splitlines())}"
+        for error in validator.iter_errors(result)
+    )
