@@ -16,7 +16,9 @@ spawned since the last look:
   and a later turn (a repair) is looked up on its one known subagent directly. A
   subagent listed closed (notLoaded) is never read;
 - one look serves every waiting call: a look under way, or begun less than
-  `max_age` ago (the poll interval), is shared;
+  `max_age` ago (the poll interval), is shared; but a call asking for the strays
+  of a subagent it bound that no look listed yet gets a look begun after it asked
+  (an older look cannot show the strays the owner spawned before that subagent);
 - the run's sweep for duplicates of ended calls' steps (`crw.actors.late_strays`)
   takes the subagents indexed since its last look (`since`).
 
@@ -71,10 +73,12 @@ class OwnerSpawns:
 
         `bound` is the subagent a call bound, as its bind read it: it is indexed
         from that read (no look reads it), and it is left out of the answer
-        unread (the caller asks for the others: strays)."""
+        unread (the caller asks for the others: strays). A `bound` no look listed
+        yet is asked about after a look begun now."""
+        fresh = bound is not None and bound.id not in self.seen
         if bound is not None:
             self.learn(bound)
-        await self._look()
+        await self._look(fresh=fresh)
         found = []
         for thread_id in list(self.by_marker.get(marker, ())):
             if bound is not None and thread_id == bound.id:
@@ -94,14 +98,19 @@ class OwnerSpawns:
             await self._look()
         return self.order[seen:], len(self.order)
 
-    async def _look(self) -> None:
+    async def _look(self, *, fresh: bool = False) -> None:
         """List the subagents created since the last look and read the new ones,
-        or share the look under way or just made."""
+        or share the look under way or just made; `fresh`: only a look begun
+        after this one was asked for is shared."""
         if self.looking is not None:
             await self.looking.wait()
-            return
+            if not fresh:
+                return
+            if self.looking is not None:  # begun after the ask
+                await self.looking.wait()
+                return
         now = trio.current_time()
-        if self.looked_at is not None and now - self.looked_at < self.max_age:
+        if not fresh and self.looked_at is not None and now - self.looked_at < self.max_age:
             return
         self.looking = looking = trio.Event()
         try:

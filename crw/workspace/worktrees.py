@@ -10,6 +10,12 @@ resumes to the same P:
                             it is behind it), the worktree added on it
     P's directory alone     libgit2 stopped after its mkdir: an empty P is removed
                             and made again
+    a half-made worktree    libgit2's add cut before its checkout ended (it writes
+                            the record `.git/worktrees/<name>`, P, P's `.git` file,
+                            the record's commondir, gitdir and HEAD, P's files,
+                            the record's index, in that order): a record without
+                            all four is removed, with P (libgit2's files alone:
+                            no call ran in a P not made yet), and P made again
     worktree record alone   P was deleted (or never checked out): the stale record
                             is pruned and P made again at the same path
     P made                  kept as it is (a checkout's HEAD is detached when the
@@ -46,6 +52,10 @@ class Placer(Protocol):
     @property
     def repository(self) -> str | None: ...
 
+
+_WHOLE = ("commondir", "gitdir", "HEAD", "index")
+"""The files of a worktree's record libgit2's add writes last (the index once P's
+files are checked out): a record without one of them is a half-made worktree."""
 
 _TEMPORARY = "refs/heads/crw/{run}/checkout-{name}"
 """The branch a checkout is added on before its HEAD is detached (libgit2 adds a
@@ -93,6 +103,11 @@ def make(placer: Placer, allocation: Allocation, node: str) -> None:
     assert start is not None, "a worktree allocation records its start commit"
     repo = pygit2.Repository(placer.repository)
     name = worktree_name(placer.run_id, path)
+    record = Path(repo.path) / "worktrees" / name
+    if record.is_dir() and not all((record / part).exists() for part in _WHOLE):
+        shutil.rmtree(record)  # a half-made worktree: P could not be opened, or lacks files
+        if (path / ".git").exists():
+            shutil.rmtree(path)
     if (path / ".git").exists():  # made: kept as it is
         if allocation.kind == CHECKOUT:
             _detach(repo, path, start, _temporary(placer.run_id, name))

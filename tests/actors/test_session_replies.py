@@ -367,14 +367,23 @@ async def _spawn_explore_again_once_it_ended(h: Harness) -> tuple[str, list[dict
     return state, rows, duplicate
 
 
+@pytest.mark.parametrize("late", [0.0, 2.0], ids=["at-once", "as-the-lookup-looks"])
 async def test_a_step_spawned_three_times_is_warned_about_once(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, late: float
 ) -> None:
     """spec: ROWS-14, DISP-16: a duplicate found at the bind, then another spawned
     after the call's terminal row: both closed, one several_spawns row (the
-    journal's, read again before the second is written)."""
-    async with harness(tmp_path) as h:
-        take, explore, extra = h.owner._take, [], []
+    journal's, read again before the second is written). `late`: the owner's first
+    look at the steps, the second as the call's marker lookup looks (its poll
+    interval), before the owner spawns: the bind's look for strays is a later one."""
+    async with harness(tmp_path, poll=2.0) as h:
+        take, explore, extra, play = h.owner._take, [], [], h.owner.play
+
+        async def late_play() -> None:
+            await trio.sleep(late)
+            await play()
+
+        h.owner.play = late_play  # type: ignore[method-assign]
 
         async def spawn_before_and_after(step: bus.StepFile) -> str:
             if step.call == "explore.1":

@@ -212,9 +212,10 @@ class Drill:
         for pid in {*self.crw.pids, *run_pids}:
             kill(pid)
 
-    def take_run_lock_once_released(self) -> int:
-        """Hold the run lock from the moment the run process lets it go (it died),
-        before any `crw flow next` can see the run unheld; the lock's descriptor."""
+    def take_run_lock_once_released(self, timeout: float = DEADLINE) -> int:
+        """Hold the run lock from the moment the run process lets it go (it died,
+        within `timeout` seconds), before any `crw flow next` can see the run
+        unheld; the lock's descriptor."""
         assert self.run is not None
         fd = os.open(self.run.run_lock, os.O_RDWR | os.O_CLOEXEC)
         taken = threading.Event()
@@ -225,7 +226,7 @@ class Drill:
 
         threading.Thread(target=take, daemon=True).start()
         # On a timeout the descriptor stays open: the blocked thread still uses it.
-        assert taken.wait(DEADLINE), "the run process never let its run lock go"
+        assert taken.wait(timeout), "the run process never let its run lock go"
         return fd
 
     def pause_owner(self) -> None:

@@ -25,15 +25,30 @@ from typing import Any
 import pytest
 
 from crw.engine.run.locks import run_is_live
-from tests.drill.test_crash_drill import WORKFLOW, Drill, drill_at, results, served, wait_until
+from tests.drill.test_crash_drill import (
+    DEADLINE,
+    WORKFLOW,
+    Drill,
+    drill_at,
+    results,
+    served,
+    wait_until,
+)
 
 REVIEWED = WORKFLOW.replace(
     'task = "Fix it, starting from {explore.files}."\n',
     'task = "Fix it, starting from {explore.files}."\nreview = { role = "reviewer", rounds = 1 }\n',
 )
 REJECT = {"verdict": "reject", "findings": ["name the files"]}
-TIMEOUT = 3
-"""The build node's deadline, in seconds, in the deadline drill."""
+TIMEOUT = 30
+"""The build node's deadline, in seconds, in the deadline drill. It counts from the
+call's start, and the drill proves the interrupt of a bound turn, so it must
+outlast the call's worktree, its step, the owner's spawn (a `crw flow next` and a
+`crw flow dispatched`, each a Python process) and the bind: 1-2 s on a quiet
+machine, 8 s and more under load. A deadline reached before the bind holds the
+call with no interrupt_requested, as the spec says (a spawn step no subagent was
+bound to has no turn to interrupt): the drill waits for the bind, then for the
+process's end."""
 QUICK = {"seconds": 0.1}
 
 
@@ -133,14 +148,14 @@ def dead(drill: KillDrill) -> list[dict[str, Any]]:
     return rows
 
 
-def at_point(drill: KillDrill, case: Case) -> None:
+def at_point(drill: KillDrill, case: Case, within: float = DEADLINE) -> None:
     def there() -> bool:
         rows = drill.rows()
         return any(
             r["row"] == "turn_started" and r["call"] == case.call and r["k"] == case.k for r in rows
         )
 
-    wait_until(f"{case.call} runs turn {case.k}", there)
+    wait_until(f"{case.call} runs turn {case.k}", there, within)
 
 
 def stop(drill: KillDrill, case: Case) -> dict[str, Any] | None:
@@ -152,7 +167,9 @@ def stop(drill: KillDrill, case: Case) -> dict[str, Any] | None:
         # answered turn is bound), and the owner's next resumes a run no process
         # holds: the drill holds the run lock from the moment the killed process
         # lets it go until the owner is paused.
-        lock = drill.take_run_lock_once_released()
+        if case.stop == "timeout":  # bound, the turn runs until the deadline
+            at_point(drill, case, within=TIMEOUT)
+        lock = drill.take_run_lock_once_released(TIMEOUT + DEADLINE)
         try:
             if case.stop != "timeout":
                 at_point(drill, case)

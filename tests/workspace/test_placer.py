@@ -148,7 +148,7 @@ def _crash(crash: str, repo: pygit2.Repository, placer: Placer, allocation: Allo
     path = Path(str(allocation.workspace))
     temporary = f"refs/heads/crw/{RUN}/checkout-{worktree_name(RUN, path)}"
     start = pygit2.Oid(hex=str(allocation.start_commit))
-    if crash in ("branch_only", "empty_directory", "not_detached"):
+    if crash in ("branch_only", "empty_directory", "not_detached", *HALF_MADE):
         ref = repo.references.create(allocation.branch or temporary, start)
     if crash == "empty_directory":  # libgit2 made P, then the process died
         path.mkdir(parents=True)
@@ -162,12 +162,42 @@ def _crash(crash: str, repo: pygit2.Repository, placer: Placer, allocation: Allo
     if crash == "record_only":  # P made, then deleted: the repository's record stays
         placer.make(allocation, "n")
         shutil.rmtree(path)
+    if crash in HALF_MADE:  # libgit2's add cut where HALF_MADE says
+        path.parent.mkdir(parents=True, exist_ok=True)
+        repo.add_worktree(worktree_name(RUN, path), str(path), ref)
+        record = Path(repo.path) / "worktrees" / worktree_name(RUN, path)
+        for name in HALF_MADE[crash]:
+            (record / name).unlink()
+        if crash == "record_directory":
+            shutil.rmtree(path)
+        else:
+            (path / "a.txt").unlink()  # the checkout had not written it yet
+
+
+HALF_MADE = {
+    "record_directory": ["commondir", "gitdir", "HEAD", "index"],
+    "git_file_only": ["commondir", "gitdir", "HEAD", "index"],
+    "record_no_head": ["HEAD", "index"],
+    "checkout_cut": ["index"],
+}
+"""A worktree libgit2's add left half made (it writes, in order: the record's
+directory `.git/worktrees/<name>`, P, P's `.git` file, the record's commondir,
+gitdir and HEAD, the checked-out files, the record's index): the record files
+a crash point lacks (P opens as a repository only from HEAD on)."""
 
 
 @pytest.mark.parametrize("role", ["executor", "reviewer"])
 @pytest.mark.parametrize(
     "crash",
-    ["nothing", "branch_only", "branch_lock", "empty_directory", "record_only", "not_detached"],
+    [
+        "nothing",
+        "branch_only",
+        "branch_lock",
+        "empty_directory",
+        "record_only",
+        "not_detached",
+        *HALF_MADE,
+    ],
 )
 def test_every_crash_point_before_p_is_made_resumes_to_the_same_p(
     tmp_path: Path, role: str, crash: str
