@@ -43,9 +43,11 @@ KILLS = 20
 DELAYS = (0.25, 0.02, 0.05, 0.02, 0.1, 0.02)
 """The longest a run process lives after its `started` row, in turn (seconds): it
 is SIGKILLed sooner the moment the first report of a step lands in the inbox."""
-MAX_DEMOS = 3
-"""The demos the kills may take: one nearly always; a second when a fast machine
-ends the first before its twentieth kill."""
+MAX_DEMOS = 8
+"""The demos the kills may take: one nearly always on a quiet machine; more when
+the first ends before its twentieth kill, a fast machine or a loaded one (under a
+CPU hog the resumes come slowly and a demo ends after 4-6 kills). A bound, so a
+drill that can kill no process ends."""
 DEMO_DEADLINE = 80.0
 """Seconds the killed demo may take to its end."""
 
