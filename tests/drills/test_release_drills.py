@@ -24,6 +24,7 @@ import pygit2
 import pytest
 
 from crw.engine.run.locks import run_is_live
+from tests.deadlines import LOADED
 from tests.drill.test_crash_drill import drill_at, served, wait_until
 from tests.drills.test_kill_drills import QUICK, REJECT, REVIEWED, TIMEOUT, KillDrill
 from tests.workspace.gitrepo import make_repo
@@ -118,7 +119,8 @@ def held(drill: KillDrill, reason: str) -> list[dict[str, Any]]:
     def there() -> bool:
         return any(r["row"] == "held" and r.get("reason") == reason for r in drill.rows())
 
-    wait_until(f"build.1 is held {reason}", there)
+    # A deadline hold comes TIMEOUT seconds after build.1 starts, whatever the load.
+    wait_until(f"build.1 is held {reason}", there, timeout=TIMEOUT + LOADED)
     drill.pause_owner()
     assert drill.run is not None
     run = drill.run
