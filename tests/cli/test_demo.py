@@ -229,3 +229,33 @@ def test_demo_keeps_its_temporary_state_with_keep_and_runs_in_crw_state(crw: Crw
     assert (done.json()["state_dir"], done.json()["kept"]) == (str(mine), True)
     assert Path(done.json()["run_dir"]).parent == mine / "flow"
     assert (Path(done.json()["run_dir"]) / "journal.jsonl").is_file()
+
+
+def test_the_demo_reads_its_workspaces_only_once_no_process_holds_the_run(
+    tmp_path: Path,
+) -> None:
+    """The process that ended the demo's run need not be the one the demo started
+    (a resume launched by `next`, or by a person, may have ended it): the demo
+    waits until no process holds the run, so its end has released what the run
+    held before the report reads the workspaces (the owner-kill drill read a
+    worktree being removed)."""
+    import fcntl
+    import threading
+    import time
+
+    from crw.cli.demo.demo import _await_released
+    from crw.engine.run.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.root.mkdir()
+    fd = os.open(run.run_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    released_at: list[float] = []
+
+    def release() -> None:
+        released_at.append(time.monotonic())
+        os.close(fd)
+
+    threading.Timer(0.3, release).start()
+    _await_released(run)
+    assert released_at and time.monotonic() >= released_at[0]

@@ -35,6 +35,8 @@ from crw.cli.demo.demo_summary import detail, reviews, summary
 from crw.cli.output import emit
 from crw.cli.read.status import status_payload
 from crw.cli.run.start import StartOutcome, start_run
+from crw.engine.run.locks import run_is_live
+from crw.engine.run.rundir import RunDir
 from crw.errors import InputError, RefusedError
 from crw.host.sim.process import launch_sim, stop_sim
 from crw.journal.log import read_journal
@@ -160,6 +162,7 @@ def _sim_demo(
         else:
             outcome = _app_server_demo(state_dir, socket, say, variant)
         _await_exit(outcome.pid)
+        _await_released(outcome.run)
     finally:
         stop_sim(sim)
     rows = read_journal(outcome.run.journal).rows
@@ -323,6 +326,16 @@ def _await_exit(pid: int | None) -> None:
             return
         if done:
             return
+        time.sleep(0.02)
+
+
+def _await_released(run: RunDir) -> None:
+    """Wait (a while) until no process holds the run: the process that ended it,
+    which need not be the one the demo started (a resume launched by `next`, or by
+    a person, may have ended it), has then released what the run held (its end:
+    `crw.actors.run_end`), and the worktrees the report reads are as it left them."""
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while run_is_live(run) and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
