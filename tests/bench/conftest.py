@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.processes import processes_under
+
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
 
 
@@ -28,18 +30,6 @@ def load_bench(name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setitem(sys.modules, spec.name, module)
     spec.loader.exec_module(module)
     return module
-
-
-def processes_under(where: Path) -> list[int]:
-    """The pids of the processes whose command line names `where` (the host's
-    socket and the run's state directory are under it)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            with contextlib.suppress(OSError):
-                if str(where).encode() in (entry / "cmdline").read_bytes():
-                    pids.append(int(entry.name))
-    return pids
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench.conftest import processes_under
+from tests.processes import processes_under
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "large_answer.py"
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.bench.conftest import processes_under
+from tests.processes import processes_under
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "resume.py"
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.bench.conftest import load_bench, processes_under
+from tests.bench.conftest import load_bench
+from tests.processes import processes_under
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "scale.py"
 FIGURES = {

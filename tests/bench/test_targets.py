@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.bench.conftest import load_bench, processes_under
+from tests.bench.conftest import load_bench
+from tests.processes import processes_under
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.deadlines import LOADED
+from tests.processes import processes_under
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -72,7 +73,11 @@ class Crw:
         return self("flow", "start", *args, "--state", str(self.state), "--json", env=env)
 
     def reap(self) -> None:
-        for pid in self.pids:
+        """Kill the processes the commands started: those whose pid a command
+        printed, and every other whose command line names the state directory (a
+        run process a start without --json launched, one that stays to wait for
+        its host after a host_unavailable pause)."""
+        for pid in [*self.pids, *processes_under(self.state)]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
