@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from pathlib import Path
 from typing import Any, Protocol
 
 import trio
@@ -28,15 +27,13 @@ from crw.actors import evidence_records
 from crw.actors.control import CallStop
 from crw.actors.host_reader import HostReader
 from crw.actors.inbox import Inbox
-from crw.actors.step_writer import StepWriter
+from crw.actors.step_writer import StepSource, StepWriter
 from crw.binding import ledger
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
 from crw.engine.answers.harvest import CallEnd
 from crw.engine.calls.session_progress import CallProgress
-from crw.engine.config.roles import RolePair
 from crw.engine.config.workflow import Workflow
-from crw.engine.config.workflow_nodes import Node
 from crw.engine.run.rundir import RunDir
 from crw.engine.steps import bind, ledger_join
 from crw.engine.steps.replies import call_record, reads_host
@@ -47,22 +44,13 @@ from crw.journal.rows import RowModel, SessionHostWarning, StepPublished
 from crw.settings import Settings
 
 
-class BinderCall(Protocol):
-    """What the binder reads of its call (`SessionCall`), sets (`resumed`, and the
-    bound thread in `state`) and asks of it (`commit`)."""
+class BinderCall(StepSource, Protocol):
+    """What the binder reads of its call (`SessionCall`) beyond what its step
+    writer does, sets (`resumed`, and the bound thread in `state`) and asks of it
+    (`commit`)."""
 
     resumed: bool
 
-    @property
-    def call(self) -> str: ...
-    @property
-    def node(self) -> Node: ...
-    @property
-    def pair(self) -> RolePair: ...
-    @property
-    def workspace(self) -> Path: ...
-    @property
-    def rows(self) -> list[dict[str, Any]]: ...
     @property
     def state(self) -> CallProgress: ...
     @property
