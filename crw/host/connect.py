@@ -186,3 +186,19 @@ def codex_binary(explicit: str | None = None) -> str:
     if found is None:
         raise HostUnavailable(f"no codex binary found: {INSTALL_CODEX}")
     return found
+
+
+def found_codex_binary(explicit: str | None = None) -> str:
+    """The binary `codex_binary` names, as exec would find it (a bare name on PATH);
+    what a start checks before a run on a private `codex` host exists.
+
+    Raises:
+        HostUnavailable: none is named, or the one named is not an executable file.
+    """
+    binary = codex_binary(explicit)
+    found = shutil.which(binary)
+    if found is None:
+        raise HostUnavailable(
+            f"the codex binary {binary} is not an executable file: {INSTALL_CODEX}"
+        )
+    return found

@@ -1,7 +1,8 @@
-"""What the start preview asks a session run's host, bounded in time.
+"""What the start preview asks a run's shared host, bounded in time.
 
-One connection: initialize, `thread/read` of the owner thread, `model/list` (every
-page) and `hooks/list`. The whole probe gets PROBE_TIMEOUT seconds: a host that
+One connection: initialize, then, for a session run, `thread/read` of the owner
+thread, `model/list` (every page) and `hooks/list`; an app-server run's start asks
+the handshake alone. The whole probe gets PROBE_TIMEOUT seconds: a host that
 never answers costs the start that much and a warning, never a hang. A request the
 host refuses leaves its part unknown.
 """
@@ -42,17 +43,18 @@ class HostProbe:
     hooks: list[dict[str, Any]] | None = field(default=None)
 
 
-def probe_host(uri: HostUri, owner: str | None, cwd: Path) -> HostProbe:
-    """Ask the host `uri` what the facts need; see the module docstring. A shell
+def probe_host(uri: HostUri, owner: str | None, cwd: Path, *, asks: bool = True) -> HostProbe:
+    """Ask the host `uri` what the facts need; see the module docstring (`asks`
+    False: its handshake alone, all an app-server run's facts need). A shell
     that may open no socket (codex's workspace-write sandbox without network
     access: trio cannot even make its wakeup socket) knows nothing of the host."""
     try:
-        return trio.run(_probe, uri, owner, cwd)
+        return trio.run(_probe, uri, owner, cwd, asks)
     except OSError as err:
         return HostProbe(error=f"cannot open a socket here to reach the host {uri}: {err}")
 
 
-async def _probe(uri: HostUri, owner: str | None, cwd: Path) -> HostProbe:
+async def _probe(uri: HostUri, owner: str | None, cwd: Path, asks: bool) -> HostProbe:
     from crw.host.connect import connect_host
 
     probe = HostProbe(error=f"the host {uri} did not answer within {PROBE_TIMEOUT:g} s")
@@ -60,6 +62,8 @@ async def _probe(uri: HostUri, owner: str | None, cwd: Path) -> HostProbe:
         try:
             async with connect_host(uri, follows=frozenset()) as client:
                 probe.error = None
+                if not asks:
+                    return probe
                 if owner:
                     probe.owner_error = await _owner_error(client, owner)
                 probe.models = await _models(client)

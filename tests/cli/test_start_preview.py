@@ -136,12 +136,12 @@ def test_session_start_lists_the_facts_and_an_app_server_start_the_verifiers(
 ) -> None:
     """spec: CMD-START-18, FACTS-10: a session run is judged on the six session facts
     and spawn_hook and host_reachable; verifier_prerequisites is judged for every
-    run, the app-server run's only fact."""
+    run, and an app-server run's host_reachable besides (tests/cli/test_start_host_check.py)."""
     workflow = _workflow(tmp_path, verifier=str(tmp_path / "no-go"))
     session = crw.start(workflow, "--owner", "o").json()
     app = crw.start(workflow, "--backend", "app-server").json()
     assert [fact["name"] for fact in session["facts"]] == list(SESSION_FACTS)
-    assert [fact["name"] for fact in app["facts"]] == ["verifier_prerequisites"]
+    assert [fact["name"] for fact in app["facts"]] == ["verifier_prerequisites", "host_reachable"]
     for out in (session, app):
         warning = _warned(out)["verifier_prerequisites"]
         assert f"{tmp_path / 'no-go' / 'bin' / 'go'} is not there" in warning

@@ -3,8 +3,8 @@
 This module reads what the facts need (the owner's binding, config.toml, the file
 system, the host through `crw.host.probe`) and hands it to the pure judgements of
 `crw.engine.owner.facts`. A session run is judged on all eight facts; an app-server run
-on verifier_prerequisites alone (it has no owner, hook or session host), so its
-start asks no host and stays as fast as before.
+on verifier_prerequisites and host_reachable (it has no owner or hook): its start asks
+a shared host its handshake alone, and a private `codex` host nothing.
 """
 
 from __future__ import annotations
@@ -89,11 +89,28 @@ def workspaces(repository: str | None, head: str | None) -> dict[str, Any]:
     }
 
 
-def app_server_preview(
-    workflow: Workflow, repository: str | None = None, head: str | None = None
-) -> Preview:
-    """An app-server run's preview: verifier_prerequisites, judged for every run."""
-    return Preview(facts=[_verifier(workflow)], workspaces=workspaces(repository, head))
+def app_server_judged(
+    workflow: Workflow,
+    host: HostUri,
+    codex_bin: str | None,
+    repository: str | None = None,
+    head: str | None = None,
+) -> Callable[[], Preview]:
+    """An app-server run's preview: verifier_prerequisites, judged for every run, and
+    host_reachable. A private `codex` host is `codex_bin`, the binary the start
+    found (it refuses when there is none); a shared host is asked for its handshake
+    when the answer is called, as a session start asks its host."""
+    verifier = _verifier(workflow)
+    where = workspaces(repository, head)
+
+    def with_host() -> Preview:
+        error = None
+        if host.kind != "codex":
+            error = probe_host(host, None, Path.cwd(), asks=False).error
+        reach = facts.host_reachable(str(host), error, None, None, codex_bin)
+        return Preview(facts=[verifier, reach], workspaces=where)
+
+    return with_host
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """`crw flow start WORKFLOW`: validate, record the run, bind the owner, launch.
 
 The order is the spec's: every refusal (the workflow, the role store, the owner,
-the host, the TMPDIR) comes before the run directory or its spec exists, before
-any process starts and before the owner is bound (CMD-START-14). The start takes
+the host: a private codex host whose binary cannot be found included, the TMPDIR)
+comes before the run directory or its spec exists, before any process starts and
+before the owner is bound (CMD-START-14). The start takes
 the run's start lock before it binds the owner and hands it to the run's process,
 which holds it until it holds the run lock (BIND-LINE-19), however long it takes
 to come up. The start then waits up to `Settings.start_wait` for the process's
@@ -16,7 +17,6 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from crw import codex_config
 from crw.binding.owner import bind_owner, orchestrator_line
 from crw.cli.entry import one_line
 from crw.cli.output import emit
-from crw.cli.run.preview import Preview, SessionStart, app_server_preview, session_judged
+from crw.cli.run.preview import Preview, SessionStart, app_server_judged, session_judged
 from crw.engine.calls.review import check_fix_efforts
 from crw.engine.config.evidence_cwd import check_evidence_cwd
 from crw.engine.config.repo import run_repository
@@ -133,11 +133,12 @@ def start_run(
                 f"the owner thread {one_line(owner)} (from --owner, $CRW_OWNER_THREAD or "
                 "$CODEX_THREAD_ID) holds a control character; pass the thread id as codex shows it"
             )
-        host_uri = str(session_host(host, environ))
+        uri = session_host(host, environ)
         pool = codex_config.session_pool(pool, environ)
     else:
-        host_uri = str(parse_host_uri(host or "codex"))
+        uri = parse_host_uri(host or "codex")
         owner = None
+    codex_path = _codex_found(codex_bin) if uri.kind == "codex" else None
     tmpdir = dir_from(environ)  # asked once, here; refuses before anything is written
     repository = run_repository(workflow.repo, workflow.head, state_dir, workflow.path)
     check_evidence_cwd(workflow, repository.path)
@@ -153,7 +154,7 @@ def start_run(
         pool=pool,
         repository=repository.path,
         head=repository.head,
-        host=host_uri,
+        host=str(uri),
         owner=owner,
         env=RunEnv(TMPDIR=tmpdir),
         codex_bin=codex_bin,
@@ -161,13 +162,12 @@ def start_run(
     )
     settings = settings if settings is not None else workflow.settings
     outcome = StartOutcome(run=run, spec=spec, warnings=loose)
-    with_host: Callable[[], Preview] | None = None
     if backend == "session":
         start = SessionStart(
             state_dir,
             run,
             owner,
-            parse_host_uri(host_uri),
+            uri,
             roles,
             workflow,
             pool,
@@ -177,7 +177,7 @@ def start_run(
         )
         with_host = session_judged(start)  # the owner's binding as it is before the bind
     else:
-        outcome.preview = app_server_preview(workflow, spec.repository, spec.head)
+        with_host = app_server_judged(workflow, uri, codex_path, spec.repository, spec.head)
     with start_lock(run) as lock:
         write_run_spec(run.run_json, spec)
         if owner is not None:
@@ -185,8 +185,7 @@ def start_run(
         child = launch_run_process(run, state_dir, spec.env_overrides(), environ, lock)
     # The child holds the start lock now, until it holds the run lock.
     outcome.pid = child.pid
-    if with_host is not None:  # asked while the process imports (it asks its host later)
-        outcome.preview = with_host()
+    outcome.preview = with_host()  # asked while the process imports (it asks its host later)
     came = _await_started(run, child.pid, settings.start_wait)
     if came == "exited":
         raise RefusedError(
@@ -201,6 +200,18 @@ def start_run(
             f"follow it with crw flow next {run_id}"
         )
     return outcome
+
+
+def _codex_found(codex_bin: str | None) -> str:
+    """The binary of the private `codex` host a run would start: a start that finds
+    none is refused before the run exists, since nothing would ever start its host."""
+    from crw.host.connect import found_codex_binary
+    from crw.host.errors import HostUnavailable
+
+    try:
+        return found_codex_binary(codex_bin)
+    except HostUnavailable as err:
+        raise InputError(f"the host codex cannot be started: {err}") from err
 
 
 def _bind_owner(state_dir: Path, owner: str, run_id: str, roles: RoleTable) -> list[str]:

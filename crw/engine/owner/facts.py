@@ -18,8 +18,10 @@ and starts the run whatever they say. A session run is judged on all eight:
 - spawn_hook: `crw flow hook spawn` is installed in config.toml and trusted;
 - host_reachable: the host answers and the owner thread is on it.
 
-An app-server run has no owner, no hook and no session host: it is judged on
-verifier_prerequisites alone, "judged for every run" (FACTS-10).
+An app-server run has no owner and no hook: it is judged on verifier_prerequisites,
+"judged for every run" (FACTS-10), and host_reachable: a shared host answers its
+handshake; a private `codex` host is the binary its start found (a start that
+finds none is refused, since nothing would ever start that host).
 """
 
 from __future__ import annotations
@@ -259,10 +261,15 @@ def spawn_hook(config: str, installed: bool, trust: str | None, unreadable: str 
 
 
 def host_reachable(
-    host: str, error: str | None, owner: str | None, owner_error: str | None
+    host: str,
+    error: str | None,
+    owner: str | None,
+    owner_error: str | None,
+    codex_bin: str | None = None,
 ) -> Fact:
     """The host answers (`error`: why not) and the owner thread is on it
-    (`owner_error`: why not; not asked without an owner)."""
+    (`owner_error`: why not; not asked without an owner); `codex_bin`: the binary
+    of a private `codex` host, in the fact's detail."""
     problems = []
     if error is not None:
         problems.append(f"{error} (until it answers, the run pauses)")
@@ -271,4 +278,5 @@ def host_reachable(
             f"owner thread {owner} is not on the host {host} ({owner_error}): the run waits "
             "for an owner that never comes; pass the thread id codex shows (--owner)"
         )
-    return _fact("host_reachable", problems, host=host)
+    detail = {"codex_bin": codex_bin} if codex_bin is not None else {}
+    return _fact("host_reachable", problems, host=host, **detail)
