@@ -1,6 +1,7 @@
 """The crw-flow skill reaches a real codex 0.163 owner's model once `crw flow codex
 install` has run against its running app-server (offline, the mock model), and not
-before; the skill names only commands crw has; docs/codex.md shows it in full."""
+before, and the agent types it adds are ones that host spawns; the skill names only
+commands crw has; docs/codex.md shows it in full."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import trio
 from crw.binding.codex_setup import skill_text
 from crw.host.connect import connect_host
 from crw.host.mock_model import MockModel, write_codex_home
+from crw.host.mock_replies import FunctionCall, calls, text
 from crw.host.uri import HostUri
 from tests.host.codex_env import shared_app_server
 
@@ -120,6 +122,46 @@ async def test_the_skill_reaches_the_owners_model_after_the_install_and_not_befo
                 install(home, state, work, f"unix:{socket}")
                 after = await first_request(model, socket, work)
     assert line in skills_listed(after)
+
+
+async def spawn_output(model: MockModel, socket: Path, cwd: Path, key: str) -> str:
+    """The tool output of an owner's spawn_agent of agent type `architect` (a new
+    thread whose model spawns once, then ends its turn)."""
+    spawn = {"agent_type": "architect", "message": "Look around.", "fork_context": False}
+    model.script(
+        key, calls(FunctionCall("spawn_agent", spawn, namespace="multi_agent_v1")), text("done")
+    )
+    async with connect_host(HostUri("unix", str(socket))) as client:
+        thread = (await client.request("thread/start", {"cwd": str(cwd)}))["thread"]["id"]
+        turn = {"threadId": thread, "input": [{"type": "text", "text": key}]}
+        await client.request("turn/start", turn)
+    with trio.fail_after(ASKED):
+        while True:
+            for request in model.requests:
+                if key not in request.user_text:
+                    continue
+                for item in request.body.get("input") or []:
+                    if item.get("type") == "function_call_output":
+                        return str(item.get("output"))
+            await trio.sleep(0.05)
+
+
+@pytest.mark.codex
+async def test_the_agent_types_it_adds_are_ones_the_running_host_spawns(tmp_path: Path) -> None:
+    """Before the install codex refuses a spawn of the architect role's agent type;
+    after it (its `[agents.architect]` table), a new thread's spawn makes a subagent."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with MockModel() as model:
+        home = write_codex_home(tmp_path / "codex-home", model.url)
+        with tempfile.TemporaryDirectory(prefix="crw-sock-", dir="/tmp") as short:
+            socket = Path(short) / "app-server.sock"
+            with shared_app_server(home, socket, tmp_path / "app-server.log"):
+                before = await spawn_output(model, socket, work, "spawn-before")
+                assert before == "unknown agent_type 'architect'"
+                install(home, tmp_path / "state", work, f"unix:{socket}")
+                after = await spawn_output(model, socket, work, "spawn-after")
+    assert json.loads(after)["agent_id"]
 
 
 def test_the_skill_is_package_data_with_the_front_matter_codex_reads() -> None:
