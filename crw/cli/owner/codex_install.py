@@ -151,33 +151,34 @@ def _settle(plan: Plan, uri: HostUri, *, given_host: bool) -> bool | None:
     if not given_host and not Path(uri.target).exists():
         plan.hook.warnings.append(unanswered(uri, plan.home))
         return None
-    listed: list[bool] = []
+    answers: list[dict[str, Any]] = []
 
     async def reload(client: Any) -> None:
         from crw.host.errors import HostRequestError
 
         try:
-            answer = await client.request(
-                "skills/list", {"cwds": [str(Path.cwd())], "forceReload": True}
+            answers.append(
+                await client.request(
+                    "skills/list", {"cwds": [str(Path.cwd())], "forceReload": True}
+                )
             )
         except HostRequestError as err:
             plan.hook.warnings.append(f"the host {uri} does not list skills: {err}")
-            listed.append(False)
-            return
-        found = any(
-            skill.get("name") == SKILL_NAME and Path(str(skill.get("path"))) == plan.skill
-            for entry in answer.get("data", [])
-            for skill in entry.get("skills", [])
-        )
-        if not found:
-            plan.hook.warnings.append(
-                f"the host {uri} does not list the skill {plan.skill}; is it running on "
-                f"{plan.home}?"
-            )
-        listed.append(found)
 
     trio.run(trust, plan.hook, uri, plan.home, reload)
-    return listed[0] if listed else False
+    if not answers:
+        return False
+    ours = os.path.realpath(plan.skill)  # codex lists the canonical path
+    found = any(
+        skill.get("name") == SKILL_NAME and os.path.realpath(str(skill.get("path"))) == ours
+        for entry in answers[0].get("data", [])
+        for skill in entry.get("skills", [])
+    )
+    if not found:
+        plan.hook.warnings.append(
+            f"the host {uri} does not list the skill {plan.skill}; is it running on {plan.home}?"
+        )
+    return found
 
 
 def _view(plan: Plan, uri: HostUri) -> str:
