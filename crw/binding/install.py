@@ -119,8 +119,8 @@ def with_hook(config: Config, command: str) -> str:
             are written as an inline array, say).
     """
     entry = hook_entry(command)
-    text = _joined(config.text, f"\n{entry}" if config.text else entry)
-    if _reads(text, lambda data: command in spawn_hooks(data)):
+    text = joined(config.text, f"\n{entry}" if config.text else entry)
+    if reads_back(text, lambda data: command in spawn_hooks(data)):
         return text
     raise ByHand(
         f"cannot append the spawn hook to {config.path}: its hooks are not written as "
@@ -147,7 +147,7 @@ def with_command(config: Config, stale: list[str], command: str) -> str:
             lambda found: found.group(1) + json.dumps(command),
             text,
         )
-    if _reads(text, lambda data: set(spawn_hooks(data)) == {command}):
+    if reads_back(text, lambda data: set(spawn_hooks(data)) == {command}):
         return text
     raise RefusedError(
         f"cannot update the spawn hook in {config.path}: write "
@@ -174,8 +174,8 @@ def with_trust(config: Config, key: str, digest: str) -> str:
         head, _, _ = found.group().rpartition("\n")
         text = config.text[: found.start()] + f"{head}\n{line}" + config.text[found.end() :]
     else:
-        text = _joined(config.text, f"\n{header}\n{line}\n")
-    if _reads(text, lambda data: _trusted(data, key) == digest):
+        text = joined(config.text, f"\n{header}\n{line}\n")
+    if reads_back(text, lambda data: _trusted(data, key) == digest):
         return text
     raise RefusedError(
         f"cannot record the spawn hook's trust in {config.path}; add by hand: {header} {line}"
@@ -188,11 +188,11 @@ def _trusted(data: dict[str, Any], key: str) -> object:
     return entry.get("trusted_hash") if isinstance(entry, dict) else None
 
 
-def _joined(text: str, tail: str) -> str:
+def joined(text: str, tail: str) -> str:
     return text + ("\n" if text and not text.endswith("\n") else "") + tail
 
 
-def _reads(text: str, holds: Any) -> bool:
+def reads_back(text: str, holds: Any) -> bool:
     try:
         return bool(holds(tomli.loads(text)))
     except (tomli.TOMLDecodeError, AttributeError):
@@ -214,7 +214,7 @@ def write_config(path: Path, text: str) -> Path:
             mode = target.stat().st_mode & 0o7777
         except FileNotFoundError:
             mode = 0o600
-        fd, temporary = tempfile.mkstemp(prefix=".config.toml.", dir=target.parent)
+        fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     except OSError as err:
         raise _unwritten(path, target, err) from None
     try:

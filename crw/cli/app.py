@@ -38,6 +38,7 @@ app.command(host)
 host.command(sim)
 flow.command(schema)
 flow.command("crw.cli.owner.hook_app:hook")
+flow.command("crw.cli.owner.codex_app:codex")
 
 flow.command(run_commands.start)
 flow.command(read_commands.status)

@@ -15,6 +15,7 @@ the config file cannot be read, or not as TOML.
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,16 +99,29 @@ def install_hook(home: Path, uri: HostUri, state: str | None, *, given_host: boo
         written = write_config(config.path, text)
         installed.target = written if config.path.is_symlink() else None
     if not given_host and not Path(uri.target).exists():
-        installed.warnings.append(
-            f"not trusted: no app-server answers on {uri}; start codex on {home} and install "
-            "again, or pass --host unix:PATH (a running app-server) or --host codex"
-        )
+        installed.warnings.append(unanswered(uri, home))
         return installed
-    trio.run(_trust, installed, uri, home)
+    trio.run(trust, installed, uri, home)
     return installed
 
 
-async def _trust(installed: Installed, uri: HostUri, home: Path) -> None:
+def unanswered(uri: HostUri, home: Path) -> str:
+    """The warning of an install that asks no host: none was given, and the daemon's
+    socket is not there."""
+    return (
+        f"not trusted: no app-server answers on {uri}; start codex on {home} and install "
+        "again, or pass --host unix:PATH (a running app-server) or --host codex"
+    )
+
+
+async def trust(
+    installed: Installed,
+    uri: HostUri,
+    home: Path,
+    also: Callable[[Any], Awaitable[None]] | None = None,
+) -> None:
+    """Record the hook's trust as the host `uri` lists it (on `home`); `also` asks
+    the same connection more, first."""
     from crw.host.connect import connect_host
     from crw.host.transport import HostError
 
@@ -116,6 +130,8 @@ async def _trust(installed: Installed, uri: HostUri, home: Path) -> None:
         async with connect_host(
             uri, env=env | {"CODEX_HOME": str(home)}, follows=frozenset()
         ) as client:
+            if also is not None:
+                await also(client)
             listed = await _listed(client, installed)
             if listed is None:
                 return
