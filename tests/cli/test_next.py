@@ -175,6 +175,11 @@ def test_json_answers_the_state_steps_slots_spawn_formats_and_hint(crw: Crw, hel
         f"crw flow dispatched {RUN} build.1 --agent <agent_id> --k 1 --attempt 2 "
         f"--state {crw.state}"
     )
+    assert spawn["host_call"]["on_failure"] == (
+        f"crw flow dispatched {RUN} build.1 --k 1 --attempt 2 --failed '<tool_output>' "
+        f"--state {crw.state}"
+    )
+    assert "on_failure" not in out["steps"][0]["host_call"]  # a close reports nothing
     assert out["slots"] == {"limit": 3, "open": 1, "agents": ["thr-a"]}
     assert len(out["spawn_formats"]) == 6
     assert 'close_agent(target="thr-a")' in out["hint"]
@@ -267,7 +272,7 @@ def test_paused_run_is_not_resumed(crw: Crw) -> None:
 
 
 def test_human_form_shows_state_steps_slots_and_hint(crw: Crw, held: RunDir) -> None:
-    """spec: CMD-NEXT-1, CMD-NEXT-5"""
+    """spec: CMD-NEXT-1, CMD-NEXT-5 (a spawn's `then` and `on_failure` lines)"""
     _step(held, "build.1")
     result = crw("flow", "next", RUN, "--state", str(crw.state))
     assert result.code == 0, result.stderr
@@ -275,6 +280,11 @@ def test_human_form_shows_state_steps_slots_and_hint(crw: Crw, held: RunDir) -> 
     assert lines[0] == f"run {RUN}: running"
     assert any(line.strip().startswith("spawn_agent {") for line in lines)
     assert any("then: crw flow dispatched" in line for line in lines)
+    on_failure = [line.strip() for line in lines if "on_failure:" in line]
+    assert on_failure == [
+        f"on_failure: crw flow dispatched {RUN} build.1 --k 1 --attempt 1 "
+        f"--failed '<tool_output>' --state {crw.state}"
+    ]
     assert any(line.strip() == "slots: 0 of 6 open" for line in lines)
     assert lines[-1].startswith("hint: ")
 

@@ -4,6 +4,11 @@ with its fix. Run directories built by hand, as in test_next."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +17,8 @@ from crw.engine.run.rundir import RunDir
 from tests.cli.conftest import Crw, Result
 from tests.cli.test_dispatched import inbox_reports, live_run
 from tests.cli.test_dispatched import run as run
-from tests.cli.test_next import RUN, _append_rows, _make_run, _next
+from tests.cli.test_next import RUN, _append_rows, _make_run, _next, _step
+from tests.codex_owner.fill import fill, values_of
 
 REFUSED = "unknown agent_type 'architect'"
 STEP = {
@@ -187,3 +193,42 @@ def test_next_and_status_show_the_held_call_with_the_hosts_message_and_fix(crw: 
     human = crw("flow", "status", RUN, "--state", str(crw.state)).stdout.splitlines()
     at = human.index(f"    held (spawn_failed): {REFUSED}")
     assert human[at + 1] == f"    fix: {fix(answer)}"
+
+
+HOSTILE = (
+    "Unknown model `gpt-5.4-mini` for spawn_agent. Available models: gpt-5.5\n"
+    "unknown agent_type 'architect' $(touch pwned) \"q\" \\ <tool_output> ;"
+)
+"""A tool output a shell would expand, split or end: backticks, `$(…)`, both
+quotes, a backslash, a newline, the placeholder's own text and a `;`."""
+
+
+def test_a_spawn_steps_on_failure_filled_as_documented_reports_the_output_unchanged(
+    crw: Crw,
+) -> None:
+    """spec: CMD-NEXT-5 (the engine's `on_failure`, docs/session.md): next's spawn
+    step carries the report of a refused spawn; filled as docs/session.md says (the
+    output inside its single quotes, each `'` written `'\\''`) and run by a shell,
+    it reports the tool's output byte for byte and runs nothing of it."""
+    run = _make_run(crw)
+    _append_rows(run, STEP)
+    _step(run, "build.1")
+    on_failure = _next(crw)["steps"][0]["host_call"]["on_failure"]
+    command = fill(on_failure, values_of(HOSTILE))
+    assert command is not None and command.startswith(f"crw flow dispatched {RUN} build.1 ")
+    bin_dir = str(Path(sys.executable).parent)
+    env = crw.env | {"PATH": f"{bin_dir}{os.pathsep}{crw.env['PATH']}"}
+    shell = subprocess.run(
+        ["bash", "-c", f"{command} --json --wait 1"],
+        env=env,
+        cwd=crw.state.parent,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shell.returncode == 1 and json.loads(shell.stdout)["reply"] == "queued", shell.stderr
+    [report] = inbox_reports(run)
+    assert (report["call"], report["k"], report["attempt"]) == ("build.1", 1, 1)
+    assert (report["agent_id"], report["failed"]) == (None, HOSTILE)
+    assert not (crw.state.parent / "pwned").exists()

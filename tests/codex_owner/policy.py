@@ -22,7 +22,7 @@ import json
 import re
 import shlex
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -253,10 +253,11 @@ class SubagentPolicy:
 
 @dataclass
 class Policies:
-    """The mock model's policy: the owner's for the owner thread, the subagents'
-    for a conversation that begins with a step marker."""
+    """The mock model's policy: the owner's for the owner thread (an OwnerPolicy,
+    or the FollowingOwner of follower.py), the subagents' for a conversation that
+    begins with a step marker."""
 
-    owner: OwnerPolicy
+    owner: Callable[[ModelRequest], Reply]
     subagent: SubagentPolicy
 
     def __call__(self, request: ModelRequest) -> Reply:

@@ -180,7 +180,8 @@ def test_step_carries_the_step_files_members_and_its_host_call() -> None:
 
 
 def test_spawn_step_is_spawn_agent_then_dispatched() -> None:
-    """spec: CMD-NEXT-5"""
+    """spec: CMD-NEXT-5 (and the engine's `on_failure`, docs/session.md: the report
+    of a spawn the host refused, its placeholder in single quotes)"""
     step = spawn()
     call = next_view(read(RUNNING, steps=[step])).steps[0]["host_call"]
     assert call == {
@@ -193,7 +194,17 @@ def test_spawn_step_is_spawn_agent_then_dispatched() -> None:
             "fork_context": False,
         },
         "then": "crw flow dispatched r1 build.1 --agent <agent_id> --k 1 --attempt 1",
+        "on_failure": "crw flow dispatched r1 build.1 --k 1 --attempt 1 --failed '<tool_output>'",
     }
+
+
+def test_a_later_attempts_on_failure_names_its_turn_and_attempt() -> None:
+    """The failure report names the step's own k and attempt (a repair spawned on a
+    new subagent, a later attempt), as its `then` does."""
+    call = next_view(read(RUNNING, steps=[spawn(k=2, attempt=3)])).steps[0]["host_call"]
+    assert call["on_failure"] == (
+        "crw flow dispatched r1 build.1 --k 2 --attempt 3 --failed '<tool_output>'"
+    )
 
 
 def test_spawn_of_an_undecided_pair_leaves_model_and_effort_out() -> None:
@@ -233,6 +244,9 @@ def test_commands_name_the_state_directory_the_owner_gave() -> None:
     """spec: CMD-NEXT-5"""
     view = next_view(read(RUNNING, steps=[spawn()], state_ref="/s"))
     assert view.steps[0]["host_call"]["then"].endswith("--attempt 1 --state /s")
+    assert view.steps[0]["host_call"]["on_failure"].endswith(
+        "--attempt 1 --failed '<tool_output>' --state /s"
+    )
     assert f"crw flow next r1 --wait {NEXT_WAIT_S} --state /s" in view.hint
 
 

@@ -12,7 +12,7 @@ Before anything is written: a call the run's workflow does not have is an input
 error (exit 2), and a run that has ended answers `refused` at once (exit 1); the
 inbox is left as it was.
 
-A report of a spawn the host refused (`--failed "<the tool's output>"`, no
+A report of a spawn the host refused (`--failed '<tool_output>'`, no
 subagent) holds the call `spawn_failed` with that output: the run answers it
 `held` (exit 0) and `crw flow next` / `crw flow status` show the call with its
 fix. It is refused (exit 1) before anything is written unless it names the step

@@ -438,4 +438,6 @@ def _step_lines(step: dict[str, Any]) -> list[str]:
     lines = [title, f"    {call['tool']} {arguments}"]
     if "then" in call:
         lines.append(f"    then: {call['then']}")
+    if "on_failure" in call:
+        lines.append(f"    on_failure: {call['on_failure']}")
     return lines

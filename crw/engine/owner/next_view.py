@@ -207,10 +207,31 @@ def dispatched_command(read: NextRead, step: StepFile) -> str:
     )
 
 
+TOOL_OUTPUT = "<tool_output>"
+"""The placeholder of a spawn step's `on_failure`, inside single quotes: the owner
+puts the tool's output in its place, each `'` of it written `'\\''` (docs/session.md)."""
+
+
+def failed_command(read: NextRead, step: StepFile) -> str:
+    """The command that reports that the host refused the step's spawn: `crw flow
+    dispatched RUN CALL --k K --attempt N --failed '<tool_output>'` (the run holds
+    the call spawn_failed)."""
+    return read.command(
+        "dispatched",
+        f"{step.call} --k {step.k} --attempt {step.attempt} --failed '{TOOL_OUTPUT}'",
+    )
+
+
 def host_call(step: StepFile, read: NextRead) -> dict[str, Any]:
-    """The tool call a step takes, with the live argument names, and the command
-    after it: spawn_agent for a spawn, send_input(target, message) for a send_input."""
-    return tool_call(step) | {"then": dispatched_command(read, step)}
+    """The tool call a step takes, with the live argument names, the command after
+    it (`then`) and, for a spawn, the command after a spawn the host refused
+    (`on_failure`): spawn_agent for a spawn, send_input(target, message) for a
+    send_input (a send_input has no failure report: the run refuses `--failed` for
+    it)."""
+    call = tool_call(step) | {"then": dispatched_command(read, step)}
+    if step.action == "spawn":
+        call["on_failure"] = failed_command(read, step)
+    return call
 
 
 def tool_call(step: StepFile) -> dict[str, Any]:
