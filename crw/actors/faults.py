@@ -59,7 +59,7 @@ def classify(exc: BaseException, run_id: str, journal: Path) -> Fault | None:
     leaves = root_causes(exc)
     if not all(isinstance(leaf, JournalWriteError | OSError | HostUnavailable) for leaf in leaves):
         return None
-    resume = f"then go on with: crw flow resume {run_id}"
+    resume = f"then go on with: crw flow resume {run_id} --detach"
     for leaf in leaves:
         if isinstance(leaf, JournalWriteError):
             cause = leaf.__cause__ if isinstance(leaf.__cause__, OSError) else None

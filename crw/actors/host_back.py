@@ -184,7 +184,7 @@ def wait_then_go_on(
         elif outcome == "ran_out":
             log.warning(
                 "run %s: its host did not answer within host_wait (%g s); the run stays "
-                "paused: bring the host back, then: crw flow resume %s",
+                "paused: bring the host back, then: crw flow resume %s --detach",
                 spec.id,
                 settings.host_wait,
                 spec.id,

@@ -102,7 +102,8 @@ async def test_report_repeating_a_bind_is_answered_bound_and_writes_nothing(
 async def test_report_after_the_call_was_answered_is_answered_close(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
-    """spec: DISP-13, on the run's path for a report no call actor waits for."""
+    """spec: DISP-13, on the run's path for a report no call actor waits for: the
+    call's own subagent, answered, is told so plainly."""
     async with harness(tmp_path) as h:
         take, late = h.owner._take, []
 
@@ -115,7 +116,7 @@ async def test_report_after_the_call_was_answered_is_answered_close(
         h.owner._take = report_explore_late  # type: ignore[method-assign]
         _, rows = await h.go()
     assert [(r["reply"], r["reason"]) for r in late] == [
-        ("close", "an attempt that ended (answered)")
+        ("close", "already bound by its marker and answered; close it")
     ]
     assert kinds(rows, "explore.1") == DONE
 

@@ -60,7 +60,10 @@ def test_pause_interrupts_the_live_run_then_cancel_ends_it_and_both_are_idempote
 
     again = drill.crw("flow", "pause", run, "--state", state)
     assert again.code == 0
-    assert again.stdout == f"run {run} is already paused; resume it with: crw flow resume {run}\n"
+    assert again.stdout == (
+        f"run {run} is already paused; resume it with: crw flow resume {run} --detach "
+        f"--state {state}\n"
+    )
 
     cancelled = drill.crw("flow", "cancel", run, "--state", state, "--json")
     assert cancelled.code == 0, cancelled.stderr
@@ -74,7 +77,7 @@ def test_pause_interrupts_the_live_run_then_cancel_ends_it_and_both_are_idempote
     assert refused.code == 1
     assert refused.stderr == (
         f"crw: error: run {run} has ended (cancelled); there is nothing to cancel; "
-        f"see it with: crw flow status {run}\n"
+        f"see it with: crw flow status {run} --state {state}\n"
     )
     assert drill.rows() == rows
 
@@ -148,7 +151,8 @@ def test_resume_after_a_pause_runs_the_held_call_again_and_completes(drill: Dril
     paused = drill.crw("flow", "pause", run, "--state", state)
     assert paused.code == 0, paused.stderr
     assert paused.stdout == (
-        f"run {run} paused; held: {CALL}; resume it with: crw flow resume {run}\n"
+        f"run {run} paused; held: {CALL}; resume it with: crw flow resume {run} --detach "
+        f"--state {state}\n"
     )
     wait_until("the run is let go", lambda: not run_is_live(drill.run))
     drill.host("sim/script", {"match": {"marker": f"{CALL}/t2-a2"}, "behaviour": {}})

@@ -203,7 +203,7 @@ def test_a_reply_that_cannot_be_written_pauses_the_run_with_one_line(drill: Faul
     [line] = log.splitlines()
     assert line.startswith(f"crw: error: run {run.id} paused (write_failed): {run.replies}: ")
     assert "put back the directory" in line
-    assert line.endswith(f"then go on with: crw flow resume {run.id}")
+    assert line.endswith(f"then go on with: crw flow resume {run.id} --detach")
     status = drill.flow("status")
     assert status["state"] == "paused" and status["paused"]["reason"] == "write_failed"
     assert "write_failed" in drill.flow("next")["hint"]

@@ -73,6 +73,23 @@ def test_unknown_calls_calls_not_held_and_runs_not_waiting_are_refused() -> None
     assert "is paused, not waiting_decision; go on with crw flow resume r1" in paused.line
 
 
+def test_a_held_call_of_an_ended_run_is_refused_with_the_start_that_runs_it_again() -> None:
+    """Nothing runs a call of an ended run: every answer, --restart too, is refused in
+    one line that names the command starting the workflow again; an abort said again
+    is still `Already` (it finishes an end a crash cut short)."""
+    ended = [*HELD, {"row": "cancelled"}, {"row": "ended", "status": "cancelled"}]
+    mine = [r for r in ended if r.get("call") == CALL]
+    again = "crw flow start w.toml --backend session --host unix:/h.sock --owner o"
+    for choice in ("retry", "skip", "abort", "restart"):
+        verdict = decide_answer(replay(ended), mine, "r1", CALL, choice, again=again)
+        assert verdict == Refused(
+            "run r1 has ended (cancelled): its call build.1 takes no answer, nothing would "
+            f"run it; to run it again, start a new run: {again}"
+        )
+    aborted = [*HELD, row("decision", choice="abort"), {"row": "ended", "status": "aborted"}]
+    assert answer(aborted, "abort") == Already("abort")
+
+
 def test_a_delivered_turn_goes_on_as_a_new_attempt_at_the_next_k() -> None:
     """spec: ATT-32, STEP-53"""
     plan = in_place([*HELD, row("decision", choice="retry")], "executor", "/w/p")

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from crw.engine.steps.replies import CallRecord, CallRecords, call_record, decide_late, reads_host
+from crw.engine.steps.replies import (
+    ALREADY_ANSWERED,
+    CallRecord,
+    CallRecords,
+    call_record,
+    decide_late,
+    reads_host,
+)
 from tests.engine.test_bind import OTHER_AGENT, RUN, host_turn, spawn_text, subagent, user_message
 
 A = "agent-a"
@@ -80,11 +87,26 @@ def test_turn_1_of_a_repair_spawned_on_a_new_subagent_is_its_first_subagents() -
 
 
 def test_report_for_an_attempt_that_ended_answered_is_answered_close() -> None:
-    """spec: DISP-13"""
+    """spec: DISP-13, CMD-DISP-6: the subagent the call bound and was answered by is
+    told so plainly (a close, no fault); any other of the ended call as before."""
     for end in ("completed", "null_model"):
         record = call_record([*REPAIR_WAITS, turn(2), {"row": end, "call": "build.1"}])
         reply = decide_late(2, 1, A, record)
-        assert (reply.kind, reply.reason) == ("close", "an attempt that ended (answered)")
+        assert (reply.kind, reply.reason) == ("close", ALREADY_ANSWERED)
+        assert ALREADY_ANSWERED == "already bound by its marker and answered; close it"
+        other = decide_late(2, 1, B, record)
+        assert (other.kind, other.reason) == ("close", "an attempt that ended (answered)")
+
+
+def test_a_lost_attempts_subagent_of_an_answered_call_is_not_told_it_answered() -> None:
+    """spec: DISP-13, DISP-14: only the answering attempt's subagent reads
+    ALREADY_ANSWERED; the lost attempt's is closed as an attempt that ended."""
+    lost = {"row": "session_attempt_lost", "call": "build.1", "attempt": 1}
+    rows = [PREPARED, step(1, action="spawn"), thread(A), turn(1), lost]
+    rows += [step(1, 2, action="spawn"), thread(B, 2), turn(1, 2)]
+    record = call_record([*rows, {"row": "completed", "call": "build.1"}])
+    assert decide_late(1, 1, A, record).reason == "an attempt that ended (answered)"
+    assert decide_late(1, 2, B, record).reason == ALREADY_ANSWERED
 
 
 def test_report_for_a_held_call_is_answered_close() -> None:
@@ -165,7 +187,7 @@ def test_late_report_of_this_runs_own_subagent_is_answered_close_without_the_hos
     record = call_record(ENDED)
     assert not reads_host(A, record)
     assert not reads_host(None, record)
-    assert decide_late(2, 1, A, record).reason == "an attempt that ended (answered)"
+    assert decide_late(2, 1, A, record).reason == ALREADY_ANSWERED
     mine = subagent([host_turn("turn-1", user_message(spawn_text()))], id=OTHER_AGENT)
     reply = decide_late(1, 1, OTHER_AGENT, record, run=RUN, thread=mine)
     assert (reply.kind, reply.reason) == ("close", "an attempt that ended (answered)")

@@ -42,7 +42,7 @@ from crw.engine.held_fix import SPAWN_FAILED, answer_choices, held_fix
 from crw.engine.run.locks import run_is_live
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.engine.run.runspec import RunSpec, read_run_spec
-from crw.engine.steps.replies import call_record, late_failed
+from crw.engine.steps.replies import ALREADY_ANSWERED, call_record, late_failed
 from crw.errors import InputError, RefusedError
 from crw.journal.log import decode
 from crw.journal.replay import RunState
@@ -299,6 +299,11 @@ def reply_line(reply: dict[str, Any]) -> str:
         return f"bound: {call} attempt {attempt} is {agent}{flags}"
     if kind == "pair_mismatch":
         return f"pair_mismatch: close {agent} and spawn again with {_pair(reply.get('pair'))}"
+    if kind == "close" and reason == ALREADY_ANSWERED:  # the run's own, done: no fault
+        return (
+            f"close: {agent} is {call}'s subagent, {reason} (nothing is wrong: every "
+            "reply but bound exits 1)"
+        )
     if kind == "close":
         return f"close: close {agent}" + (f" ({reason})" if reason else "")
     if kind == "held":

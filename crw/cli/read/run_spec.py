@@ -1,6 +1,7 @@
 """What `status`, `list` and `watch` read of a run's run.json and workflow file,
 without the models that load them: run.json as plain JSON, the workflow file it
-names, and that file's node count. Standard library only: the commands start cold.
+names, that file's node count, and the start that runs it again on the same host
+and owner. Standard library only: the commands start cold.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import functools
 import json as json_module
 import re
+import shlex
 from typing import Any
 
 from crw.engine.run.rundir import RunDir
@@ -27,6 +29,30 @@ def workflow_file(spec: dict[str, Any]) -> str | None:
     workflow = spec.get("workflow")
     path = workflow.get("path") if isinstance(workflow, dict) else None
     return path if isinstance(path, str) else None
+
+
+def start_again(spec: dict[str, Any], state_ref: str) -> str | None:
+    """The `crw flow start` that runs the run's workflow again where the run ran:
+    its backend, the host run.json records (a session run's default host is the
+    socket the start resolved then, not the one $CODEX_HOME names now), its owner
+    thread and the codex binary of a private host; None when run.json names no
+    workflow file. `state_ref` is the --state as the user gave it (quoted), or ""."""
+    workflow = workflow_file(spec)
+    if workflow is None:
+        return None
+    words = ["crw", "flow", "start", shlex.quote(workflow)]
+    for flag, key in (
+        ("--backend", "backend"),
+        ("--host", "host"),
+        ("--owner", "owner"),
+        ("--codex-bin", "codex_bin"),
+    ):
+        value = spec.get(key)
+        if isinstance(value, str) and value:
+            words += [flag, shlex.quote(value)]
+    if state_ref:
+        words += ["--state", state_ref]
+    return " ".join(words)
 
 
 _NODE_TABLE = re.compile(rb"^[ \t]*\[\[[ \t]*node[ \t]*\]\]", re.MULTILINE)

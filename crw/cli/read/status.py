@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit
-from crw.cli.read.run_spec import spec_json, workflow_file, workflow_nodes
+from crw.cli.read.run_spec import spec_json, start_again, workflow_file, workflow_nodes
 from crw.cli.read.status_text import human, todo
 from crw.engine.held_fix import answer_choices, with_fix
 from crw.engine.run.host_wait import waiting
@@ -47,8 +47,8 @@ def status_command(
     if corrupt is not None:
         run_state.state = "corrupt"
     state_ref = shlex.quote(state) if state is not None else ""
-    workflow = workflow_file(spec_json(run_dir))
-    nodes = 0 if run_state.state == "ended" else workflow_nodes(workflow)
+    spec = spec_json(run_dir)
+    nodes = 0 if run_state.state == "ended" else workflow_nodes(workflow_file(spec))
     payload = status_payload(run_dir.root.name, run_state, state_ref, results=results, nodes=nodes)
     payload["run_dir"] = str(run_dir.root)
     payload["live"] = live
@@ -58,7 +58,8 @@ def status_command(
     payload["host_wait"] = waiter.to_json() if waiter is not None else None
     failure = None if live else read_failure(run_dir)
     payload["launch_failed"] = failure.to_json() if failure is not None else None
-    payload["todo"] = todo(payload, state_ref, workflow, _closes_left(run_dir))
+    again = start_again(spec, state_ref)
+    payload["todo"] = todo(payload, state_ref, again, _closes_left(run_dir))
     emit(json, payload, lambda: human(payload, all_calls=all_calls))
     return 0
 
@@ -103,8 +104,9 @@ def status_payload(
     unfinished, held}: `crw.engine.views.run_view.Outcome`), started_at, last_at,
     progress ({done, total}: `run_view.progress`, the workflow's `nodes` at least),
     calls [{call, node, role, state, attempts, turns,
-    tokens, started_at, ended_at, seconds, reason, and for a held call its answer:
-    the command of each answer; with `results` its result}], tokens. `state_ref`
+    tokens, started_at, ended_at, seconds, reason, and for a held call of a run
+    not ended its answer: the command of each answer (a held call of an ended run
+    takes none: `crw flow answer` refuses it); with `results` its result}], tokens. `state_ref`
     is the --state those commands pass (empty: none). The command adds run_dir,
     live (whether a process holds the run lock), holder_pid (that process's pid, or
     null), corrupt (null, or {journal, offset, valid_at, reason, damage, fix} when
@@ -137,9 +139,7 @@ def status_payload(
         "started_at": run.started_at,
         "last_at": run.last_at,
         "progress": {"done": done, "total": total},
-        "calls": [
-            _call(call, now, run_id, state_ref, run.backend, results) for call in run.calls.values()
-        ],
+        "calls": [_call(call, now, run_id, state_ref, run, results) for call in run.calls.values()],
         "tokens": run.spent,
     }
 
@@ -149,7 +149,7 @@ def _call(
     now: datetime,
     run_id: str,
     state_ref: str,
-    backend: str | None,
+    run: RunState,
     results: bool,
 ) -> dict[str, Any]:
     """A call's entry, made from its state at once (10,000 in a big run's status:
@@ -167,8 +167,8 @@ def _call(
         "seconds": seconds_between(call.started_at, call.ended_at, now),
         "reason": call.reason,
     }
-    if call.state == "held":
-        entry |= with_fix(_held(run_id, call.call, call.reason, state_ref, backend), call.error)
+    if call.state == "held" and run.state != "ended":
+        entry |= with_fix(_held(run_id, call.call, call.reason, state_ref, run.backend), call.error)
     if call.by:
         entry["by"] = call.by
     if results:

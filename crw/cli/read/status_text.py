@@ -9,7 +9,6 @@ own line (a command is never cut, so it can be copied whole).
 from __future__ import annotations
 
 import json
-import shlex
 import textwrap
 from collections import Counter
 from typing import Any
@@ -62,15 +61,16 @@ def _item(do: str, cmd: str | None = None) -> dict[str, str | None]:
 
 
 def todo(
-    payload: dict[str, Any], state_ref: str, workflow: str | None, closes_left: bool
+    payload: dict[str, Any], state_ref: str, again: str | None, closes_left: bool
 ) -> list[dict[str, str | None]]:
     """What the owner or the user does next: [{do, command}] (command None when
-    there is none to run)."""
+    there is none to run). `again` is the start that runs an ended run's workflow
+    again on its host and owner (`run_spec.start_again`)."""
     run, state = payload["run"], payload["state"]
     if state == "corrupt":
         return [_item(payload["corrupt"]["fix"])]
     if state == "ended":
-        return _ended(payload, state_ref, workflow, closes_left)
+        return _ended(payload, state_ref, again, closes_left)
     failed = payload["launch_failed"]
     if failed is not None:  # what a resume runs into until it is fixed
         held = [_answer(call) for call in payload["calls"] if "answer" in call]
@@ -100,7 +100,7 @@ def todo(
 
 
 def _ended(
-    payload: dict[str, Any], state_ref: str, workflow: str | None, closes_left: bool
+    payload: dict[str, Any], state_ref: str, again: str | None, closes_left: bool
 ) -> list[dict[str, str | None]]:
     items = []
     if closes_left:
@@ -110,10 +110,6 @@ def _ended(
     status = payload["ended_status"]
     if status == "completed":
         return [*items, _item("nothing more to do: every node completed")]
-    again = None
-    if workflow is not None:
-        state = f" --state {state_ref}" if state_ref else ""
-        again = f"crw flow start {shlex.quote(workflow)} --backend {payload['backend']}{state}"
     why = f"the run is over ({status}): each call above says why; to run it again, start a new run"
     return [*items, _item(why, again)]
 
@@ -259,6 +255,8 @@ def _call_lines(call: dict[str, Any], widths: tuple[int, int]) -> list[str]:
         others = ", ".join(f"--{choice}" for choice in call["answer"] if choice != "retry")
         answer = f"{call['answer']['retry']} (or {others})"
         lines.append(f"    held ({call['reason']}): answer with {answer}")
+    elif call["state"] == "held":  # of an ended run: nothing answers it
+        lines.append(f"    held ({call['reason']}): the run has ended; it takes no answer")
     elif call["state"] in ("null_model", "lost") and call["reason"]:
         lines.append(f"    {call['state']}: {call['reason']}")
     if "result" in call and call["state"] == "completed":

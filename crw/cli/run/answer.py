@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import time
 from pathlib import Path
 from typing import Any
 
 from crw.actors.run_end import end_run
 from crw.cli.output import emit
+from crw.cli.read.run_spec import start_again
 from crw.cli.run.resume import check_resumable, not_resumed
 from crw.clock import system_clock
 from crw.engine.holds.decision import (
@@ -88,12 +90,14 @@ def answer_command(
     resumes = resume and choice != "abort"
     seq: int | None = None
     # Refuse at once what no drain changes; the same answer again drains nothing.
-    if isinstance(_judge(run_dir, spec.id, call, choice, live=run_is_live(run_dir)), Record):
+    again = start_again(spec.to_json(), shlex.quote(state) if state is not None else "")
+    live = run_is_live(run_dir)
+    if isinstance(_judge(run_dir, spec.id, call, choice, live=live, again=again), Record):
         if resumes:  # the resume it would start is refused before anything changes
             check_backend(replay(read_journal(run_dir.journal).rows), spec)
             _check_env(spec)
         with _drained(run_dir, spec.id, wait):
-            verdict = _judge(run_dir, spec.id, call, choice)
+            verdict = _judge(run_dir, spec.id, call, choice, again=again)
             seq = append_row(run_dir, verdict.row) if isinstance(verdict, Record) else None
             if choice == "abort":  # the run ended: no process is there to end it
                 end_run(run_dir, state_dir, spec)
@@ -143,11 +147,19 @@ def _state_note(run_dir: RunDir, after: RunState) -> str:
 
 
 def _judge(
-    run_dir: RunDir, run_id: str, call: str, choice: Choice, *, live: bool = False
+    run_dir: RunDir,
+    run_id: str,
+    call: str,
+    choice: Choice,
+    *,
+    live: bool = False,
+    again: str | None = None,
 ) -> Record | Already:
     rows = read_journal(run_dir.journal).rows
     mine = [row for row in rows if row.get("call") == call]
-    verdict: Answer = decide_answer(replay(rows), mine, run_id, call, choice, live=live)
+    verdict: Answer = decide_answer(
+        replay(rows), mine, run_id, call, choice, live=live, again=again
+    )
     if isinstance(verdict, Refused):
         raise RefusedError(verdict.line)
     return verdict

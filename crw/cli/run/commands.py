@@ -82,7 +82,7 @@ def pause(run: str, /, *, wait: Seconds = 120.0, state: State = None, json: Json
     """Pause a run: interrupt its calls' running turns and hold each call (paused).
 
     Exit 0 once the run is paused (or was), 1 when it ended or did not answer.
-    `crw flow resume RUN` goes on: the held calls run again.
+    `crw flow resume RUN --detach` goes on: the held calls run again.
 
     Parameters
     ----------

@@ -24,6 +24,7 @@ ended run refuses with one line (exit 1). Nothing is written before the checks.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import time
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from typing import Any
 from crw.actors.run_end import end_run
 from crw.bus import control
 from crw.cli.output import emit
+from crw.cli.read.status_text import command
 from crw.clock import system_clock
 from crw.engine.run.host_wait import stop_waiter
 from crw.engine.run.launch import launch_run_process
@@ -57,6 +59,12 @@ class Target:
     run_dir: RunDir
     spec: RunSpec
     state_dir: Path
+    state_ref: str = ""
+    """The --state the command was given (quoted), which its hints pass on; "" for none."""
+
+    def command(self, verb: str, *extra: str) -> str:
+        """`crw flow VERB RUN EXTRA --state S`: a hint's command, as the user types it."""
+        return command(verb, self.spec.id, self.state_ref, *extra)
 
 
 def pause_command(run: str, *, wait: float, state: str | None, json: bool) -> int:
@@ -67,7 +75,8 @@ def control_command(op: control.Op, run: str, *, wait: float, state: str | None,
     """Pause or cancel `run`; prints what was done, returns the exit code."""
     state_dir = resolve_state(state, os.environ, Path.cwd())
     run_dir = find_run(state_dir, run)
-    target = Target(run_dir, read_run_spec(run_dir.run_json), state_dir)
+    state_ref = shlex.quote(state) if state is not None else ""
+    target = Target(run_dir, read_run_spec(run_dir.run_json), state_dir, state_ref)
     stop_waiter(run_dir)  # a run paused host_unavailable goes on by itself no more
     before = _read(run_dir)
     _refuse_ended(op, target, before)
@@ -95,7 +104,7 @@ def _refuse_ended(op: str, target: Target, run: RunState) -> None:
     if run.state == "ended":
         raise RefusedError(
             f"run {target.spec.id} has ended ({run.ended_status}); there is nothing to {op}; "
-            f"see it with: crw flow status {target.spec.id}"
+            f"see it with: {target.command('status')}"
         )
 
 
@@ -116,7 +125,7 @@ def _stop(
             raise RefusedError(
                 f"run {target.spec.id} did not answer the {op} within {wait:g} s; its request "
                 f"waits in {target.run_dir.inbox} and the run acts on it when its calls reach "
-                f"a wait: follow it with: crw flow status {target.spec.id}"
+                f"a wait: follow it with: {target.command('status')}"
             )
         if run_is_live(target.run_dir) or is_launching(target.run_dir):
             time.sleep(POLL)
@@ -239,31 +248,35 @@ def _print(
         payload["pid"] = pid
     if not stopped:
         payload["reason"] = after.paused_why or after.ended_status
-        emit(as_json, payload, _unstopped(op, run_id, after))
+        emit(as_json, payload, _unstopped(op, target, after))
         return 1
-    emit(as_json, payload, _done(op, run_id, held, via))
+    emit(as_json, payload, _done(op, target, held, via))
     return 0
 
 
-def _done(op: str, run_id: str, held: list[str], via: str) -> str:
+def _done(op: str, target: Target, held: list[str], via: str) -> str:
+    """The line of a pause or cancel done. A pause names the detached resume: the
+    foreground one runs the run in the terminal, silent until the run ends."""
+    run_id, resume = target.spec.id, target.command("resume", "--detach")
     if via == "none":
-        return f"run {run_id} is already paused; resume it with: crw flow resume {run_id}"
+        return f"run {run_id} is already paused; resume it with: {resume}"
     calls = f"; held: {', '.join(held)}" if held else ""
     if op == "pause":
-        return f"run {run_id} paused{calls}; resume it with: crw flow resume {run_id}"
+        return f"run {run_id} paused{calls}; resume it with: {resume}"
     return (
         f"run {run_id} cancelled{calls}; the owner closes its subagents "
-        f"(close steps in: crw flow next {run_id})"
+        f"(close steps in: {target.command('next')})"
     )
 
 
-def _unstopped(op: str, run_id: str, after: RunState) -> str:
+def _unstopped(op: str, target: Target, after: RunState) -> str:
+    run_id, status = target.spec.id, target.command("status")
     if after.state == "ended":
         return (
             f"run {run_id} ended ({after.ended_status}) before the {op} reached it; "
-            f"see it with: crw flow status {run_id}"
+            f"see it with: {status}"
         )
     return (
         f"run {run_id} did not {op}: it is {after.state} ({after.paused_why}); "
-        f"see why with: crw flow status {run_id}, then run the {op} again"
+        f"see why with: {status}, then run the {op} again"
     )

@@ -190,7 +190,7 @@ def start_run(
     if came == "exited":
         raise RefusedError(
             f"run {run_id} did not start: its process (pid {child.pid}) exited without "
-            f"a started row; see {run.log}, then resume it with: crw flow resume {run_id}"
+            f"a started row; see {run.log}, then resume it with: crw flow resume {run_id} --detach"
         )
     outcome.started = came == "started"
     if not outcome.started:

@@ -91,19 +91,24 @@ def decide_answer(
     choice: Choice,
     *,
     live: bool = False,
+    again: str | None = None,
 ) -> Answer:
-    """The answer `choice` to `call` of `run`: refused (an unknown call, an answer
-    that differs from the one given, a call not held, a run not waiting_decision),
-    the same answer given already, or the decision row to append. A restart takes
-    an open call too, unless `live` (a process holds the run: it runs the call)."""
+    """The answer `choice` to `call` of `run`: refused (an unknown call, a run that
+    has ended, an answer that differs from the one given, a call not held, a run
+    not waiting_decision), the same answer given already, or the decision row to
+    append. A restart takes an open call too, unless `live` (a process holds the
+    run: it runs the call). `again` is the command that starts the run's workflow
+    again, which the refusal of an ended run names."""
     state = run.calls.get(call)
     if state is None:
         return Refused(f"run {run_id} has no call {call}; its calls: crw flow status {run_id}")
     if choice == RESTART:
-        return _restart(run, call_rows, run_id, call, live=live)
+        return _restart(run, call_rows, run_id, call, live=live, again=again)
     held, given = answered(call_rows)
     if given == choice:
         return Already(choice)
+    if run.state == "ended":
+        return Refused(_ended_line(run, run_id, call, again))
     if given is not None:
         return Refused(
             f"call {call} of run {run_id} was answered {given} already; an answer is given "
@@ -125,8 +130,23 @@ def decide_answer(
 _OPEN = frozenset({"prepared", "waiting_session", "running", "lost"})
 
 
+def _ended_line(run: RunState, run_id: str, call: str, again: str | None) -> str:
+    """Why a call of an ended run takes no answer, and what runs its work again."""
+    start = f": {again}" if again else " of its workflow (crw flow start WORKFLOW)"
+    return (
+        f"run {run_id} has ended ({run.ended_status}): its call {call} takes no answer, "
+        f"nothing would run it; to run it again, start a new run{start}"
+    )
+
+
 def _restart(
-    run: RunState, call_rows: Sequence[Row], run_id: str, call: str, *, live: bool
+    run: RunState,
+    call_rows: Sequence[Row],
+    run_id: str,
+    call: str,
+    *,
+    live: bool,
+    again: str | None = None,
 ) -> Answer:
     state = run.calls[call]
     if any(r.get("row") == "decision" and r.get("choice") == RESTART for r in call_rows):
@@ -137,7 +157,7 @@ def _restart(
             f"calls only: answer call {call} --retry or --skip"
         )
     if run.state == "ended":
-        return Refused(f"run {run_id} has ended; there is nothing to restart")
+        return Refused(_ended_line(run, run_id, call, again))
     held, given = answered(call_rows)
     if state.state == "held" and given is not None:
         return Refused(

@@ -26,6 +26,10 @@ ReplyKind = Literal["bound", "pair_mismatch", "retry", "refused", "close", "held
 ANSWERED = frozenset({"completed", "null_model"})
 """Terminal rows of a call whose attempt ended answered (DISP-13)."""
 ENDED = ANSWERED | {"held", "superseded"}
+ALREADY_ANSWERED = "already bound by its marker and answered; close it"
+"""The close reason of a report of the subagent the call bound and was answered by
+(DISP-13): the run found it by its marker before the report came. Nothing is wrong;
+the reply still exits 1, as every reply but bound does (CMD-DISP-6)."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +204,8 @@ def _late_rows(
     """`decide_late` from the rows alone."""
     if failed is not None:
         return Reply("refused", late_failed(k, attempt, record))
+    if record.ended in ANSWERED and _answered_by(k, attempt, agent_id, record):
+        return Reply("close", ALREADY_ANSWERED)  # DISP-13: the step's own subagent
     if record.ended is not None:
         why = "answered" if record.ended in ANSWERED else record.ended
         return Reply("close", f"an attempt that ended ({why})")  # DISP-13
@@ -213,6 +219,17 @@ def _late_rows(
     if agent_id is None:
         return Reply("refused", "a report without a subagent for a step the run did not publish")
     return Reply("close", "a step the run did not publish (an early report)")  # DISP-15
+
+
+def _answered_by(k: int, attempt: int, agent_id: str | None, record: CallRecord) -> bool:
+    """Whether `agent_id` is the subagent the call bound to step (`k`, `attempt`) of
+    the attempt that answered it (not a lost one's)."""
+    return (
+        agent_id is not None
+        and attempt == record.attempt
+        and attempt not in record.lost
+        and record.turns.get((attempt, k)) == agent_id
+    )
 
 
 def late_failed(k: int, attempt: int, record: CallRecord) -> str:
