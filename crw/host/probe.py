@@ -1,10 +1,11 @@
 """What the start preview asks a run's shared host, bounded in time.
 
 One connection: initialize, then, for a session run, `thread/read` of the owner
-thread, `model/list` (every page) and `hooks/list`; an app-server run's start asks
-the handshake alone. The whole probe gets PROBE_TIMEOUT seconds: a host that
-never answers costs the start that much and a warning, never a hang. A request the
-host refuses leaves its part unknown.
+thread, `model/list` (every page), `hooks/list` and `sim/catalog` (the simulated
+host says there what it takes; codex refuses it); an app-server run's start asks
+the handshake alone. The whole probe gets PROBE_TIMEOUT seconds (or the timeout
+given): a host that never answers costs the start that much and a warning, never
+a hang. A request the host refuses leaves its part unknown.
 """
 
 from __future__ import annotations
@@ -31,6 +32,20 @@ class HostModel:
 
     model: str
     efforts: tuple[str, ...] = ()
+    default: bool = False
+    """The host's default model (`isDefault`)."""
+
+
+@dataclass(frozen=True)
+class HostTakes:
+    """What a host that says so takes (the simulated host's `sim/catalog`): the
+    models and the agent types, None when it takes any; the model a thread gets
+    that names none; the config.toml whose `[agents.<name>]` tables it knows."""
+
+    models: tuple[str, ...] | None
+    agent_types: frozenset[str] | None
+    default_model: str
+    config: str
 
 
 @dataclass
@@ -41,24 +56,36 @@ class HostProbe:
     owner_error: str | None = None
     models: list[HostModel] | None = None
     hooks: list[dict[str, Any]] | None = field(default=None)
+    takes: HostTakes | None = None
+    """What the host says it takes; None when it does not say (codex)."""
 
 
-def probe_host(uri: HostUri, owner: str | None, cwd: Path, *, asks: bool = True) -> HostProbe:
-    """Ask the host `uri` what the facts need; see the module docstring (`asks`
-    False: its handshake alone, all an app-server run's facts need). A shell
-    that may open no socket (codex's workspace-write sandbox without network
-    access: trio cannot even make its wakeup socket) knows nothing of the host."""
+def probe_host(
+    uri: HostUri,
+    owner: str | None,
+    cwd: Path,
+    timeout: float = PROBE_TIMEOUT,
+    *,
+    asks: bool = True,
+) -> HostProbe:
+    """Ask the host `uri` what the facts need, in `timeout` seconds; see the module
+    docstring (`asks` False: its handshake alone, all an app-server run's facts
+    need). A shell that may open no socket (codex's workspace-write sandbox without
+    network access: trio cannot even make its wakeup socket) knows nothing of the
+    host."""
     try:
-        return trio.run(_probe, uri, owner, cwd, asks)
+        return trio.run(_probe, uri, owner, cwd, timeout, asks)
     except OSError as err:
         return HostProbe(error=f"cannot open a socket here to reach the host {uri}: {err}")
 
 
-async def _probe(uri: HostUri, owner: str | None, cwd: Path, asks: bool) -> HostProbe:
+async def _probe(
+    uri: HostUri, owner: str | None, cwd: Path, seconds: float, asks: bool
+) -> HostProbe:
     from crw.host.connect import connect_host
 
-    probe = HostProbe(error=f"the host {uri} did not answer within {PROBE_TIMEOUT:g} s")
-    with trio.move_on_after(PROBE_TIMEOUT):
+    probe = HostProbe(error=f"the host {uri} did not answer within {seconds:g} s")
+    with trio.move_on_after(seconds):
         try:
             async with connect_host(uri, follows=frozenset()) as client:
                 probe.error = None
@@ -68,6 +95,7 @@ async def _probe(uri: HostUri, owner: str | None, cwd: Path, asks: bool) -> Host
                     probe.owner_error = await _owner_error(client, owner)
                 probe.models = await _models(client)
                 probe.hooks = await _hooks(client, cwd)
+                probe.takes = await _takes(client)
         except HostError as err:
             probe.error = str(err)
     return probe
@@ -97,9 +125,10 @@ async def _models(client: Any) -> list[HostModel] | None:
 
 
 def _model(entry: dict[str, Any]) -> HostModel:
-    efforts = entry.get("supportedReasoningEfforts") or []
-    names = [e.get("reasoningEffort") for e in efforts if isinstance(e, dict)]
-    return HostModel(str(entry.get("model")), tuple(name for name in names if name))
+    listed = entry.get("supportedReasoningEfforts") or []
+    names = [e.get("reasoningEffort") for e in listed if isinstance(e, dict)]
+    efforts = tuple(str(name) for name in names if name)
+    return HostModel(str(entry.get("model")), efforts, entry.get("isDefault") is True)
 
 
 async def _hooks(client: Any, cwd: Path) -> list[dict[str, Any]] | None:
@@ -109,3 +138,17 @@ async def _hooks(client: Any, cwd: Path) -> list[dict[str, Any]] | None:
         return None
     entries = answer.get("data") or []
     return [hook for entry in entries for hook in entry.get("hooks") or []]
+
+
+async def _takes(client: Any) -> HostTakes | None:
+    try:
+        answer = await client.request("sim/catalog", {})
+    except HostRequestError:
+        return None
+    models, types = answer.get("models"), answer.get("agentTypes")
+    return HostTakes(
+        tuple(str(model) for model in models) if isinstance(models, list) else None,
+        frozenset(str(name) for name in types) if isinstance(types, list) else None,
+        str(answer.get("defaultModel")),
+        str(answer.get("config")),
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -16,7 +17,7 @@ import pytest
 import trio
 
 from crw.binding.install import Config, with_hook
-from crw.engine.owner.facts import SESSION_FACTS
+from crw.engine.owner.facts import CODEX_INSTALL, SESSION_FACTS
 from crw.engine.run.locks import is_held, run_lock, start_lock
 from crw.engine.run.rundir import RunDir
 from crw.host.probe import PROBE_TIMEOUT
@@ -204,7 +205,7 @@ def test_role_models_checks_models_and_agent_types_against_the_host(
 ) -> None:
     """spec: FACTS-5: the six pairs, and the fixes for what the host would refuse: a
     model outside its model/list, an effort that model does not take, an agent type
-    neither built in nor an [agents.<type>] table of config.toml."""
+    neither built in nor an [agents.<type>] table of the host's config.toml."""
     roles = ROLES.replace(
         'model = "gpt-5-mini"\neffort = "low"\n[reviewer]',
         'model = "gpt-5.4-mini"\neffort = "low"\n[reviewer]',
@@ -216,7 +217,9 @@ def test_role_models_checks_models_and_agent_types_against_the_host(
     _roles(crw, roles)
     with _sim(tmp_path, models=("gpt-5", "gpt-5-mini")) as (host, owner):
         out = crw.start(WORKFLOW, "--host", host, "--owner", owner).json()
-        _config(crw, '[agents.architect]\ndescription = "designs"\n')
+    config = tmp_path / "sim-home" / "config.toml"  # the host's, read as it starts
+    config.write_text('[agents.architect]\ndescription = "designs"\n')
+    with _sim(tmp_path, models=("gpt-5", "gpt-5-mini")) as (host, owner):
         fixed = crw.start(WORKFLOW, "--host", host, "--owner", owner).json()
     fact = _facts(out)["role_models"]
     assert fact["pairs"]["executor-t1"] == {
@@ -229,11 +232,37 @@ def test_role_models_checks_models_and_agent_types_against_the_host(
         "gpt-5-mini): its spawns fail; set [executor-t1] model to one it serves",
         "critic's effort xhigh is not one gpt-5-mini takes (low, medium, high): "
         "set [critic] effort to one of them",
-        "agent_type architect (architect) is unknown to the host, which knows default, "
-        "explorer, worker: its spawns fail; add an [agents.architect] table with a "
-        "description to config.toml, or set the role's agent_type to one it knows",
+        "agent type architect (architect) is unknown to the host, which knows default, "
+        "explorer, worker: their spawns fail; add [agents.architect] with a description "
+        f"to {config} (crw flow codex install writes them), or give the roles a type it knows",
     ]
-    assert not any("agent_type" in p for p in _facts(fixed)["role_models"]["problems"])
+    assert not any("agent type" in p for p in _facts(fixed)["role_models"]["problems"])
+
+
+def test_the_preview_on_a_simulated_host_without_a_catalog_warns_of_no_agent_type(
+    crw: Crw, tmp_path: Path
+) -> None:
+    """spec: FACTS-5: a simulated host made without --models refuses no spawn: the
+    sample store's types (architect, executor, reviewer, none built in) are no
+    warning there, and no config.toml is named; on a host made with --models the
+    same store is warned about, naming the config.toml that host reads."""
+    crw.state.mkdir(parents=True)
+    shutil.copy(EXAMPLES / "roles.toml", crw.state / "roles.toml")
+    with _sim(tmp_path) as (host, owner):
+        any_type = _facts(crw.start(WORKFLOW, "--host", host, "--owner", owner).json())
+    any_type = any_type["role_models"]
+    assert not any("agent type" in p or "config.toml" in p for p in any_type["problems"])
+    assert any_type["problems"]  # the sample leaves critic's model undecided: still said
+    with _sim(tmp_path / "strict", models=("gpt-5", "gpt-5-codex", "gpt-5-mini")) as (h, o):
+        strict = _facts(crw.start(WORKFLOW, "--host", h, "--owner", o).json())["role_models"]
+    config = tmp_path / "strict" / "sim-home" / "config.toml"
+    assert [p for p in strict["problems"] if "agent type" in p] == [
+        "agent types architect (architect), executor (executor, executor-t1), reviewer "
+        "(reviewer, critic) are unknown to the host, which knows default, explorer, worker: "
+        "their spawns fail; add [agents.architect], [agents.executor], [agents.reviewer] "
+        f"with a description to {config} ({CODEX_INSTALL} writes them), or give the roles "
+        "a type it knows"
+    ]
 
 
 def test_role_models_warns_of_a_role_without_a_pair_or_an_effort(crw: Crw) -> None:

@@ -73,4 +73,5 @@ def test_the_facts_read_the_real_hosts_models_agent_types_hooks_and_threads(
     served = [p for p in problems if p.startswith("architect's model gpt-5.4-mini is not served")]
     assert len(served) == 1 and CODEX_MODEL in served[0], problems
     assert not any(p.startswith("explorer's") for p in problems), problems
-    assert any(p.startswith("agent_type architect (architect) is unknown") for p in problems)
+    unknown = [p for p in problems if p.startswith("agent types architect (architect), ")]
+    assert len(unknown) == 1 and "are unknown to the host" in unknown[0], problems

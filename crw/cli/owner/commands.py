@@ -1,10 +1,15 @@
-"""The owner's commands in the command tree: `crw flow next` and `crw flow dispatched`.
+"""The owner's commands in the command tree: `crw flow next`, `crw flow dispatched`
+and `crw flow init`.
 
 The plain command line of `next` runs without the tree (`crw.cli.hot`): a change
 of its parameters here is a change there too. `crw.cli.app` wires them.
 """
 
 from __future__ import annotations
+
+from typing import Annotated
+
+from cyclopts import Parameter
 
 from crw.cli.params import Id, Json, Seconds, State, Whole
 
@@ -75,3 +80,32 @@ def dispatched(
         state=state,
         json=json,
     )
+
+
+def init(
+    *,
+    host: str | None = None,
+    model: str | None = None,
+    force: Annotated[bool, Parameter(negative="")] = False,
+    state: State = None,
+    json: Json = False,
+) -> int:
+    """Write the role store, roles.toml in the state directory: the six roles, each on a model the
+    host serves and the effort its role asks for. Exit 1 when a store is there
+    already (pass --force) or the host cannot be asked.
+
+    Parameters
+    ----------
+    host
+        The host to ask its models (model/list): unix:PATH, ws://127.0.0.1:PORT, or
+        codex (a private codex app-server). Default: the codex daemon's socket when
+        it is there, else codex.
+    model
+        The model every role gets (default: config.toml's model when the host
+        serves it, else the host's default model).
+    force
+        Replace a role store that is there.
+    """
+    from crw.cli.owner.init import init_command
+
+    return init_command(host=host, model=model, state=state, force=force, json=json)

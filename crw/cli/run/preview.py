@@ -140,7 +140,6 @@ def session_judged(start: SessionStart) -> Callable[[], Preview]:
     config = codex_config.read_config(home)
     max_threads = codex_config.max_threads(start.environ)
     pairs = start.roles.role_pairs()
-    agent_types = frozenset(codex_config.BUILT_IN_AGENT_TYPES) | codex_config.agent_tables(config)
     reviews = [(n.id, n.role, n.review.role) for n in start.workflow.nodes if n.review]
     owner_bound = facts.owner_bound(_owner_read(start))
     writable = facts.owner_state_writable(_unwritable(start), _distrusted(start.state))
@@ -151,9 +150,11 @@ def session_judged(start: SessionStart) -> Callable[[], Preview]:
 
     def with_host() -> Preview:
         probe = probe_host(start.host, start.owner, Path.cwd())
+        agent_types, tables = known_agent_types(probe, home, config)
+        roles = facts.RoleRead(pairs, probe.models, agent_types, reviews, str(tables))
         judged = [
             owner_bound,
-            facts.role_models(facts.RoleRead(pairs, probe.models, agent_types, reviews)),
+            facts.role_models(roles),
             writable,
             slots,
             multi_agent,
@@ -164,6 +165,18 @@ def session_judged(start: SessionStart) -> Callable[[], Preview]:
         return Preview(spawn_formats(pairs), pool, judged, workspaces(start.repository, start.head))
 
     return with_host
+
+
+def known_agent_types(
+    probe: HostProbe, home: Path, config: Mapping[str, Any]
+) -> tuple[frozenset[str] | None, Path]:
+    """The agent types the host knows (None: any) and the config.toml whose
+    `[agents.<name>]` tables it knows: what it says (the simulated host), else
+    codex's built-in types and the tables of `home`'s config.toml, read (`config`)."""
+    if probe.takes is not None:
+        return probe.takes.agent_types, Path(probe.takes.config)
+    tables = codex_config.agent_tables(config)
+    return frozenset(codex_config.BUILT_IN_AGENT_TYPES) | tables, home / "config.toml"
 
 
 def _owner_read(start: SessionStart) -> facts.OwnerRead:

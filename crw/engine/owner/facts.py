@@ -8,8 +8,9 @@ and starts the run whatever they say. A session run is judged on all eight:
 - role_models: the six pairs, a role without a model or an effort, a model the
   host does not serve (its `model/list`), an effort that model does not take, an
   agent_type the host does not know (codex: its built-in types and the
-  `[agents.<name>]` tables of config.toml), a reviewed node whose review runs on
-  the pair that wrote the answer (same-thread review);
+  `[agents.<name>]` tables of config.toml; a simulated host made without a
+  catalog knows any), a reviewed node whose review runs on the pair that wrote
+  the answer (same-thread review);
 - owner_state_writable: the run directory, the flow-bound directory, the host's
   socket and the repository;
 - subagent_slots: agents.max_threads leaves a slot for a call;
@@ -32,6 +33,10 @@ from typing import Any
 
 from crw.engine.config.role_names import ROLES
 from crw.host.probe import HostModel
+
+CODEX_INSTALL = "crw flow codex install"
+"""The command that writes the `[agents.<type>]` tables of the six roles into
+config.toml."""
 
 SESSION_FACTS = (
     "owner_bound",
@@ -111,13 +116,15 @@ def owner_bound(read: OwnerRead) -> Fact:
 @dataclass(frozen=True)
 class RoleRead:
     """What role_models judges: the role store's decided parts of each role, the
-    host's models (None or none: not known) and agent types, and the workflow's reviews as
-    (node id, the node's role, the review's role)."""
+    host's models (None or none: not known) and agent types (None: it takes any),
+    the workflow's reviews as (node id, the node's role, the review's role), and
+    the config.toml whose `[agents.<name>]` tables the host knows."""
 
     pairs: Mapping[str, Mapping[str, str]]
     models: Sequence[HostModel] | None
-    agent_types: frozenset[str]
+    agent_types: frozenset[str] | None
     reviews: Sequence[tuple[str, str, str]] = ()
+    config: str = "config.toml"
 
 
 def role_models(read: RoleRead) -> Fact:
@@ -140,7 +147,8 @@ def role_models(read: RoleRead) -> Fact:
         )
     if read.models:  # a host that lists none (or was not asked) leaves models unchecked
         problems += _served(pairs, {model.model: model for model in read.models})
-    problems += _agent_types(pairs, read.agent_types)
+    if read.agent_types is not None:  # a host that takes any type refuses none
+        problems += _agent_types(pairs, read.agent_types, read.config)
     for node, role, reviewer in read.reviews:
         if _same_pair(pairs[role], pairs[reviewer]):
             problems.append(
@@ -169,18 +177,26 @@ def _served(pairs: Mapping[str, Mapping[str, str]], served: Mapping[str, HostMod
     return problems
 
 
-def _agent_types(pairs: Mapping[str, Mapping[str, str]], known: frozenset[str]) -> list[str]:
-    """An agent_type the host does not know, once per type with the roles of it."""
+def _agent_types(
+    pairs: Mapping[str, Mapping[str, str]], known: frozenset[str], config: str
+) -> list[str]:
+    """The agent types the host does not know, in one problem: each with its roles,
+    and the one fix (the tables in the host's config.toml) for all of them."""
     unknown: dict[str, list[str]] = {}
     for role in ROLES:
         agent_type = pairs[role].get("agent_type")
         if agent_type and agent_type not in known:
             unknown.setdefault(agent_type, []).append(role)
+    if not unknown:
+        return []
+    types = ", ".join(f"{name} ({', '.join(roles)})" for name, roles in unknown.items())
+    tables = ", ".join(f"[agents.{name}]" for name in unknown)
     return [
-        f"agent_type {agent_type} ({', '.join(roles)}) is unknown to the host, which knows "
-        f"{', '.join(sorted(known))}: its spawns fail; add an [agents.{agent_type}] table with "
-        "a description to config.toml, or set the role's agent_type to one it knows"
-        for agent_type, roles in unknown.items()
+        f"agent type{'s' if len(unknown) > 1 else ''} {types} "
+        f"{'are' if len(unknown) > 1 else 'is'} unknown to the host, which "
+        f"knows {', '.join(sorted(known))}: their spawns fail; add {tables} with a "
+        f"description to {config} ({CODEX_INSTALL} writes them), or give the roles a "
+        "type it knows"
     ]
 
 

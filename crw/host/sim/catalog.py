@@ -8,6 +8,9 @@ CODEX_HOME's config.toml, each with codex's words as the tool output
 (`codex-rs/core/src/tools/handlers/multi_agents_common.rs`, `agent/role.rs`). The
 real host leaves a started collabAgentToolCall item of the refused spawn; the sim
 records no item. A host made without one lists no models and refuses no spawn.
+
+`sim/catalog` says which of the two the host is (codex has no such method: the
+start's facts and `crw flow init` judge it by its model/list and config.toml).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.codex_config import BUILT_IN_AGENT_TYPES, agent_tables, read_config
-from crw.host.sim.state import RpcError, invalid_request
+from crw.host.sim.state import DEFAULT_MODEL, RpcError, invalid_request
 
 EFFORTS = ("low", "medium", "high")
 """The efforts each catalog model takes; a spawn without one runs at medium."""
@@ -79,4 +82,17 @@ def _model(name: str, default: bool) -> dict[str, Any]:
         ],
         "inputModalities": ["text", "image"],
         "supportsPersonality": False,
+    }
+
+
+def sim_catalog(catalog: Catalog | None, codex_home: Path) -> dict[str, Any]:
+    """`sim/catalog`: the models it serves and the agent types it knows, each null
+    when it takes any (a host made without a catalog); `defaultModel`, the model a
+    thread gets that names none; `config`, the config.toml whose `[agents.<name>]`
+    tables it knows (read when it was made)."""
+    return {
+        "models": list(catalog.models) if catalog is not None else None,
+        "agentTypes": sorted(catalog.agent_types) if catalog is not None else None,
+        "defaultModel": catalog.models[0] if catalog and catalog.models else DEFAULT_MODEL,
+        "config": str(codex_home / "config.toml"),
     }

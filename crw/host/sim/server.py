@@ -30,7 +30,7 @@ import trio
 from crw.host.sim import rollout
 from crw.host.sim.behaviour import Script
 from crw.host.sim.broadcast import Broadcast
-from crw.host.sim.catalog import Catalog, model_list
+from crw.host.sim.catalog import Catalog, model_list, sim_catalog
 from crw.host.sim.connection import Connection
 from crw.host.sim.state import (
     RpcError,
@@ -87,6 +87,7 @@ class SimHost:
             "turn/start": self._turn_start,
             "turn/interrupt": self._turn_interrupt,
             "model/list": lambda conn, params: model_list(self.catalog, params),
+            "sim/catalog": lambda conn, params: sim_catalog(self.catalog, self.codex_home),
             "sim/startOwner": self._start_owner,
             "sim/spawnAgent": self._spawn_agent,
             "sim/sendInput": self._send_input,

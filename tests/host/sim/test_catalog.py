@@ -103,3 +103,30 @@ async def test_a_host_without_a_catalog_lists_no_models_and_refuses_no_spawn(
         spawned = await client.request("sim/spawnAgent", spawn)
     assert listed == {"data": [], "nextCursor": None}
     assert spawned["agentId"]
+
+
+async def test_sim_catalog_says_what_the_host_takes(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """What the start's facts and `crw flow init` read of a simulated host: the
+    catalog's models and agent types (built in and its config.toml's tables), or
+    null for a host that takes any; the model a thread without one gets."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[agents.critic]\ndescription = "reviews"\n')
+    async with _host(home) as (client, _):
+        strict = await client.request("sim/catalog", {})
+    async with _host(tmp_path / "any", catalog=False) as (client, _):
+        any_ = await client.request("sim/catalog", {})
+    assert strict == {
+        "models": list(MODELS),
+        "agentTypes": ["critic", "default", "explorer", "worker"],
+        "defaultModel": "gpt-5",
+        "config": str(home / "config.toml"),
+    }
+    assert any_ == {
+        "models": None,
+        "agentTypes": None,
+        "defaultModel": "sim-model",
+        "config": str(tmp_path / "any" / "config.toml"),
+    }
