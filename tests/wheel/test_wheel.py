@@ -43,14 +43,24 @@ PIP = (sys.executable, "-m", "pip", "--disable-pip-version-check")
 
 @dataclass(frozen=True)
 class Installed:
+    """The wheel and the venv it is installed in."""
+
     wheel: Path
     venv: Path
+
+
+@dataclass(frozen=True)
+class User:
+    """Runs the installed `crw` as a user does: its own TMPDIR and CODEX_HOME, no
+    CRW_ or PYTHON variable, the venv's bin first on PATH."""
+
+    installed: Installed
     tmp: Path
     env: dict[str, str]
 
     def crw(self, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(self.venv / "bin" / "crw"), *args],
+            [str(self.installed.venv / "bin" / "crw"), *args],
             env=self.env,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
@@ -103,23 +113,38 @@ def _install(wheel: Path, venv: Path) -> None:
         _run(*offline)
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
-    tmp = tmp_path_factory.mktemp("wheel")
-    wheel = _build(tmp)
-    venv = tmp / "venv"
-    _run(sys.executable, "-m", "venv", "--without-pip", venv)
-    _install(wheel, venv)
-    (tmp / "tmp").mkdir()
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Installed:
+    """Built and installed once a session, under the session's temporary directory:
+    the xdist workers that run this module's tests share it."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base if worker_id == "master" else base.parent) / "crw-wheel"
+    with FileLock(f"{root}.lock"):
+        ready = root / "installed"
+        if not ready.exists():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            wheel = _build(root)
+            _run(sys.executable, "-m", "venv", "--without-pip", root / "venv")
+            _install(wheel, root / "venv")
+            ready.write_text(str(wheel), encoding="utf-8")
+        return Installed(Path(ready.read_text(encoding="utf-8")), root / "venv")
+
+
+@pytest.fixture
+def user(installed: Installed, tmp_path: Path) -> Iterator[User]:
+    """The installed crw; every process it leaves (a demo's host or run process:
+    their command lines name `tmp_path`, the demo's TMPDIR) is killed after."""
+    (tmp_path / "tmp").mkdir()
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("CRW_", "CODEX_", "PYTHON", "VIRTUAL_ENV"))
     }
-    env |= {"TMPDIR": str(tmp / "tmp"), "CODEX_HOME": str(tmp / "codex-home")}
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    yield Installed(wheel, venv, tmp, env)
-    for pid in processes_under(tmp):
+    env |= {"TMPDIR": str(tmp_path / "tmp"), "CODEX_HOME": str(tmp_path / "codex-home")}
+    env["PATH"] = f"{installed.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    yield User(installed, tmp_path, env)
+    for pid in processes_under(tmp_path):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
@@ -151,31 +176,31 @@ def test_the_wheel_carries_metadata_an_index_accepts_and_the_examples(
     assert not [name for name in names if name.startswith(("examples/", "tests/"))]
 
 
-def test_crw_version_prints_the_installed_version(installed: Installed) -> None:
+def test_crw_version_prints_the_installed_version(user: User) -> None:
     """`crw --version` and `crw flow --version`: crw-flow's version as installed,
     the one crw.__version__ writes once."""
     for args in (("--version",), ("flow", "--version")):
-        done = installed.crw(*args, cwd=installed.tmp)
+        done = user.crw(*args, cwd=user.tmp)
         assert (done.returncode, done.stdout.strip()) == (0, crw.__version__), done.stderr
 
 
 @pytest.mark.parametrize("variant", [(), ("--git",), ("--backend", "app-server")])
-def test_the_demo_runs_from_an_empty_directory(
-    installed: Installed, variant: tuple[str, ...]
-) -> None:
-    """spec: GEN-1 — the installed crw, not the checkout's, finds its examples."""
-    empty = installed.tmp / f"empty{'-'.join(variant)}"
+def test_the_demo_runs_from_an_empty_directory(user: User, variant: tuple[str, ...]) -> None:
+    """The installed crw, not the checkout's, runs the demo (each variant) and finds
+    its examples in the installed package; nothing is written where it runs."""
+    empty = user.tmp / "empty"
     empty.mkdir()
+    venv = user.installed.venv
     module = subprocess.run(
-        [str(installed.venv / "bin" / "python"), "-c", "import crw; print(crw.__file__)"],
-        env=installed.env,
+        [str(venv / "bin" / "python"), "-c", "import crw; print(crw.__file__)"],
+        env=user.env,
         cwd=empty,
         capture_output=True,
         text=True,
         timeout=LOADED,
     )
-    assert Path(module.stdout.strip()).is_relative_to(installed.venv), module.stderr
-    done = installed.crw("flow", "demo", *variant, cwd=empty)
+    assert Path(module.stdout.strip()).is_relative_to(venv), module.stderr
+    done = user.crw("flow", "demo", *variant, cwd=empty)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     assert "run ended: completed" in done.stdout
     assert not list(empty.iterdir())  # the demo kept its state in a temporary directory
