@@ -154,7 +154,8 @@ def test_the_wheel_carries_metadata_an_index_accepts_and_the_examples(
 ) -> None:
     """The core metadata validates as a package index reads it (packaging, the
     classifiers PyPI knows); the codex extra pins the host the suite runs against;
-    the examples are package data."""
+    every file of the package that is no module (the examples, the role
+    overlays) is package data."""
     with zipfile.ZipFile(installed.wheel) as archive:
         names = set(archive.namelist())
         info = f"crw_flow-{crw.__version__}.dist-info"
@@ -171,8 +172,12 @@ def test_the_wheel_carries_metadata_an_index_accepts_and_the_examples(
         if r.marker and r.marker.evaluate({"extra": "codex"})
     }
     assert codex == {("openai-codex-cli-bin", "==0.163.0")}
-    shipped = {str(path.relative_to(REPO)) for path in (REPO / "crw" / "examples").rglob("*.*")}
-    assert shipped and shipped <= names
+    data = {
+        str(path.relative_to(REPO))
+        for path in (REPO / "crw").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".py"
+    }
+    assert "crw/examples/demo.toml" in data and data - names == set()  # every data file ships
     assert not [name for name in names if name.startswith(("examples/", "tests/"))]
 
 
