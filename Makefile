@@ -36,7 +36,9 @@ demo: bytecode
 # The suite on WORKERS pytest-xdist workers (most tests wait on processes, sockets
 # and fsyncs, so more workers than the 2 cores CI has), a module whose tests share a
 # costly set-up on one of them (its xdist_group); the 20 slowest tests printed last,
-# so drift is seen. `make test WORKERS=0` runs it in this one process.
+# so drift is seen. `make test WORKERS=0` runs it in this one process. tests/wheel
+# installs crw's wheel into a fresh venv, its dependencies from .venv/wheels
+# (downloaded once, the versions requirements.lock pins; `make clean` drops them).
 WORKERS ?= 4
 test: lint typecheck bytecode
 	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --durations=20

@@ -6,7 +6,7 @@ Three figures (the targets in brackets), each the median of --runs processes:
   (10,000) independent one-turn calls [150 ms];
 - `status_finished`: `crw flow status RUN --json` on the same run [300 ms];
 - `next_live`: `crw flow next RUN --json` on a live session run of
-  examples/demo.toml, its first step waiting (nobody takes it) [100 ms].
+  crw/examples/demo.toml, its first step waiting (nobody takes it) [100 ms].
 
 The finished run is real: `crw host sim serve` with instant turns, the
 app-server backend, pool 8, its detached run process waited for (about 30 s at
@@ -149,7 +149,7 @@ def live_run(state: Path) -> tuple[str, int, Callable[[], None]]:
     try:
         owner = trio.run(host_request, socket, "sim/startOwner", {})["threadId"]
         outcome = start_run(
-            REPO / "examples" / "demo.toml",
+            REPO / "crw" / "examples" / "demo.toml",
             backend="session",
             owner=str(owner),
             host=f"unix:{socket}",

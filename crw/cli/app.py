@@ -21,12 +21,27 @@ from crw.cli.owner import commands as owner_commands
 from crw.cli.read import commands as read_commands
 from crw.cli.run import commands as run_commands
 
+# The distribution that installs the package `crw` (pyproject.toml, `name`).
+DISTRIBUTION = "crw-flow"
+
+
+def installed_version() -> str:
+    """What `crw --version` prints: the version of the installed crw-flow."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return f"unknown ({DISTRIBUTION} is not installed: pip install crw-flow)"
+
+
 app = App(
     name="crw",
     help="crw: durable agent workflows.",
     exit_on_error=False,
     print_error=False,
     help_on_error=False,
+    version=installed_version,
     version_flags=["--version"],
 )
 flow = App(name="flow", help="Start, step and inspect workflow runs.")

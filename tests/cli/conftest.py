@@ -24,7 +24,7 @@ from tests.deadlines import LOADED
 from tests.processes import processes_under
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "examples"
+EXAMPLES = REPO / "crw" / "examples"
 
 
 @dataclass

@@ -35,7 +35,7 @@ WORKFLOW = EXAMPLES / "fix-issue.toml"
 
 @pytest.fixture
 def run(crw: Crw) -> RunDir:
-    """Run r1 of examples/fix-issue.toml (nodes explore and build), no row yet."""
+    """Run r1 of crw/examples/fix-issue.toml (nodes explore and build), no row yet."""
     run = RunDir.of(crw.state, "r1")
     run.create()
     ref = WorkflowRef(path=str(WORKFLOW), digest=load_workflow(WORKFLOW).digest)

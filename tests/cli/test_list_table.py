@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from crw.cli.read.list_table import HEADER, STATE_KEPT, age, backend, fit
 
 RUN = "fix-issue-20261201-031000-abcd"
-"""A run of examples/fix-issue.toml: the longest id a typical row has."""
+"""A run of crw/examples/fix-issue.toml: the longest id a typical row has."""
 TYPICAL = [
     (RUN, "sess", "waiting_decision", "12/14", "812.4k", "59m", "yes"),
     (RUN, "app", "ended (completed)", "14/14", "1.2M", "23h", "no"),

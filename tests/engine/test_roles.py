@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from crw.engine.config.roles import ROLES, RolePair, RoleTable, default_agent_type, load_roles
 from crw.errors import InputError
 
-EXAMPLES = Path(__file__).parents[2] / "examples"
+EXAMPLES = Path(__file__).parents[2] / "crw" / "examples"
 
 
 def write(directory: Path, text: str) -> Path:

@@ -24,7 +24,7 @@ from crw.engine.config.workflow_graph import Graph
 from crw.errors import InputError
 from tests.steps import count_lines
 
-EXAMPLES = Path(__file__).parents[2] / "examples"
+EXAMPLES = Path(__file__).parents[2] / "crw" / "examples"
 
 NODE_A = """\
 [[node]]
@@ -93,7 +93,7 @@ def test_example_names_only_files_that_exist_and_a_go_root_that_is_there(name: s
     text = (EXAMPLES / name).read_text()
     cited = re.findall(r"[\w./-]+\.(?:md|json|toml)\b", text)
     missing = [
-        c for c in cited if not (EXAMPLES.parent / c).exists() and not (EXAMPLES / c).exists()
+        c for c in cited if not (EXAMPLES.parents[1] / c).exists() and not (EXAMPLES / c).exists()
     ]
     assert missing == []
     workflow = load_workflow(EXAMPLES / name)

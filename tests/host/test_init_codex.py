@@ -66,7 +66,7 @@ def test_init_on_the_real_host_writes_a_store_its_start_takes(
         for name in out["agent_types_unknown"]:
             config.write(f'\n[agents.{name}]\ndescription = "The crw flow {name} role."\n')
     owner = trio.run(_owner_thread, socket, tmp_path)
-    workflow = str(REPO / "examples" / "fix-issue.toml")
+    workflow = str(REPO / "crw" / "examples" / "fix-issue.toml")
     args = ("flow", "start", workflow, "--host", host, "--owner", owner, "--state", str(state))
     result = _crw(*args, "--json", home=home, cwd=tmp_path)
     started: dict[str, Any] = json.loads(result.stdout) if result.returncode == 0 else {}

@@ -59,7 +59,7 @@ def test_the_facts_read_the_real_hosts_models_agent_types_hooks_and_threads(
     installed = _crw("flow", "hook", "install", "--host", f"unix:{socket}", home=home, cwd=tmp_path)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     owner = trio.run(_owner_thread, socket, tmp_path)
-    workflow = str(REPO / "examples" / "fix-issue.toml")
+    workflow = str(REPO / "crw" / "examples" / "fix-issue.toml")
     args = ("flow", "start", workflow, "--host", f"unix:{socket}", "--owner", owner)
     result = _crw(*args, "--state", str(state), "--json", home=home, cwd=tmp_path)
     out: dict[str, Any] = json.loads(result.stdout) if result.returncode == 0 else {}

@@ -4,7 +4,7 @@ It starts the simulated host (`crw host sim serve`) in a state directory, script
 every turn to take SIM_SECONDS, one call to answer against its schema first (so
 the run sends its repair turn) and the first review of `build` to reject (so one
 review round runs: a fix continues build.1, a second review accepts), runs
-`examples/demo.toml`, stops the host and prints a summary table and the round.
+`crw/examples/demo.toml`, stops the host and prints a summary table and the round.
 
 - session (the default): an owner thread on the host (`sim/startOwner`) and a
   session run bound to it; a scripted owner (`crw.cli.demo.scripted_owner`) takes the steps as
@@ -32,6 +32,7 @@ from typing import Any
 
 from crw.cli import output
 from crw.cli.demo.demo_summary import detail, reviews, summary
+from crw.cli.examples import example
 from crw.cli.output import emit
 from crw.cli.read.status import status_payload
 from crw.cli.run.start import StartOutcome, start_run
@@ -101,11 +102,8 @@ def _git(state_dir: Path, say: Say) -> tuple[Variant, Any]:
 
 
 def demo_workflow() -> Path:
-    """examples/demo.toml of the source tree crw runs from."""
-    path = Path(__file__).resolve().parents[3] / "examples" / "demo.toml"
-    if not path.is_file():
-        raise InputError(f"the demo workflow {path} is missing; run the demo from a crw checkout")
-    return path
+    """crw's examples/demo.toml (package data: a checkout and a wheel alike)."""
+    return example("demo.toml")
 
 
 def demo_command(

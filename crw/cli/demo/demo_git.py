@@ -1,7 +1,7 @@
 """`crw flow demo --git`: the demo on a git repository.
 
 It makes a small sample repository with pygit2 in the demo's state directory
-(one commit on `main`), starts a copy of `examples/git-demo.toml` that names it
+(one commit on `main`), starts a copy of `crw/examples/git-demo.toml` that names it
 (`repo = "sample"`: the run's repository) and scripts the simulated subagents to edit files in
 their workspace (`writes`, docs/host.md): build.1, the executor, changes
 `src/greet.py`; build.2, the reviewer, rejects once for a missing test; build.3,
@@ -22,6 +22,7 @@ from typing import Any
 
 import pygit2
 
+from crw.cli.examples import example
 from crw.errors import InputError
 
 NODE = "build"
@@ -64,12 +65,10 @@ class Sample:
 
 
 def git_workflow(state_dir: Path) -> Path:
-    """examples/git-demo.toml of the source tree crw runs from, copied to
-    `state_dir` with `repo = "sample"` put first: the sample is the run's
-    repository, whatever checkout the demo runs from."""
-    path = Path(__file__).resolve().parents[3] / "examples" / "git-demo.toml"
-    if not path.is_file():
-        raise InputError(f"the demo workflow {path} is missing; run the demo from a crw checkout")
+    """crw's examples/git-demo.toml (package data), copied to `state_dir` with
+    `repo = "sample"` put first: the sample is the run's repository, whatever
+    directory the demo runs from."""
+    path = example("git-demo.toml")
     copy = state_dir / path.name
     text = path.read_text(encoding="utf-8")
     copy.write_text(f'repo = "{SAMPLE_DIR}"  # added by crw flow demo --git\n{text}', "utf-8")
