@@ -27,6 +27,8 @@ CONNECT_TIMEOUT = 10.0
 """How long opening a socket and its WebSocket upgrade may take."""
 CHILD_EXIT_GRACE = 5.0
 """How long a codex child may take to exit once its stdin is closed."""
+CODEX_BIN_VARIABLE = "CRW_CODEX_BIN"
+"""The environment variable naming the codex binary when `--codex-bin` does not."""
 INSTALL_CODEX = "pip install openai-codex-cli-bin==0.163.0, or pass --codex-bin PATH"
 
 
@@ -168,15 +170,15 @@ async def _stop(process: trio.Process) -> None:
         await process.wait()
 
 
-def codex_binary(explicit: str | None = None) -> str:
-    """The codex binary to run: `explicit`, else the one bundled by the
-    `openai-codex-cli-bin` package, else `codex` on PATH.
+def codex_binary(explicit: str | None = None, environ: Mapping[str, str] = os.environ) -> str:
+    """The codex binary to run: `explicit` (`--codex-bin`), else `$CRW_CODEX_BIN`,
+    else the one bundled by the `openai-codex-cli-bin` package, else `codex` on PATH.
 
     Raises:
         HostUnavailable: none of them is there; says how to install one.
     """
-    if explicit:
-        return explicit
+    if explicit or environ.get(CODEX_BIN_VARIABLE):
+        return explicit or environ[CODEX_BIN_VARIABLE]
     try:
         import codex_cli_bin
 

@@ -1,4 +1,5 @@
-"""The real `codex app-server` 0.163.0, offline: its home, its environment, its process.
+"""The real `codex app-server`, offline: its home, its environment, its process.
+The binary is the test's (`$CRW_CODEX_BIN`: 0.163.0 and the npm one, tests/codex_bins.py).
 
 Every process started here writes its stdout/stderr to a log file, never to the
 test's, and is reaped by pid: closing stdin first (that stops a stdio server),
@@ -20,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import codex_cli_bin
 import trio
 
+from crw.host.connect import codex_binary as crw_codex_binary
 from crw.host.mock_model import CODEX_MODEL as CODEX_MODEL
 from crw.host.mock_model import write_codex_home
 from crw.host.transport import JsonLinesTransport, Transport
@@ -37,7 +38,9 @@ STOP_TIMEOUT = 5.0
 
 
 def codex_binary() -> Path:
-    return Path(codex_cli_bin.bundled_codex_path())
+    """The binary crw would run: `$CRW_CODEX_BIN` (tests/codex_bins.py sets it), else
+    the wheel's."""
+    return Path(crw_codex_binary())
 
 
 def codex_home(tmp_path: Path, model_url: str) -> Path:

@@ -555,9 +555,11 @@ def child_pids() -> set[int]:
     return pids
 
 
-def test_codex_binary_prefers_the_explicit_path_then_the_bundled_one() -> None:
-    assert codex_binary("/opt/codex") == "/opt/codex"
-    assert Path(codex_binary(None)).name == "codex"
+def test_codex_binary_prefers_the_explicit_path_then_crw_codex_bin_then_the_bundled_one() -> None:
+    named = {"CRW_CODEX_BIN": "/npm/codex"}
+    assert codex_binary("/opt/codex", named) == "/opt/codex"
+    assert codex_binary(None, named) == "/npm/codex"
+    assert Path(codex_binary(None, {})).name == "codex"
 
 
 async def test_missing_codex_binary_is_unavailable_naming_it(tmp_path: Path) -> None:
