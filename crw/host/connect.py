@@ -5,8 +5,10 @@ commands). The connection's client is `crw.host.client.HostClient`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -141,6 +143,7 @@ async def _codex_child(
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL if log is None else log,
                 env=None if env is None else dict(env),
+                start_new_session=True,  # its group: a launcher's child is killed with it
             )
         finally:
             if log is not None:
@@ -159,14 +162,18 @@ async def _codex_child(
 
 
 async def _stop(process: trio.Process) -> None:
-    """Closing stdin stops the server; one that lingers past CHILD_EXIT_GRACE is killed."""
+    """Closing stdin stops the server; one that lingers past CHILD_EXIT_GRACE is killed
+    with its process group: npm's `codex` is a launcher whose child is the server
+    (on a Node without execve), and killing the launcher alone would leave it."""
     for pipe in (process.stdin, process.stdout):
         if pipe is not None:
             await pipe.aclose()
     with trio.move_on_after(CHILD_EXIT_GRACE):
         await process.wait()
     if process.returncode is None:
-        process.kill()
+        # Not reaped yet, so the group is still the child's: its id cannot be reused.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         await process.wait()
 
 
