@@ -7,6 +7,9 @@
 #               runs them and writes their table into docs/drills.md
 #   make chromium installs Debian's chromium when /usr/bin/chromium is missing (CI
 #               does, so the timeline's browser test runs; without it it is skipped)
+#   make codex-next installs the newer codex (.codex-npm/package.json pins
+#               @openai/codex) with npm ci into .codex-npm/node_modules; the real-host
+#               tests then run on it too (CI does; without it they are skipped)
 #   make bytecode compiles crw's modules (demo, test, drills and bench do it first)
 #   make targets runs every bench the scale targets name and says which are met
 #               (bench/targets.py, about fifteen minutes; exit 1 when one is not)
@@ -16,7 +19,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test drills drills-table lint typecheck bench targets bytecode clean chromium
+.PHONY: demo test drills drills-table lint typecheck bench targets bytecode clean chromium codex-next
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -69,6 +72,16 @@ chromium:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+
+# The npm package whole, as `npm install -g @openai/codex` lays it out (its
+# launcher, the platform package and its resources), from the registry by the
+# committed lock; done again only when the lock changes.
+CODEX_NEXT := .codex-npm/node_modules/.package-lock.json
+codex-next: $(CODEX_NEXT)
+
+$(CODEX_NEXT): .codex-npm/package.json .codex-npm/package-lock.json
+	npm ci --prefix .codex-npm --no-audit --no-fund --loglevel=error
+	touch $(CODEX_NEXT)
 
 clean:
 	rm -rf $(VENV)

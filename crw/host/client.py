@@ -40,6 +40,9 @@ class HostClient(RpcClient):
     """The typed requests over one connection. Use `open_client` or
     `connect_host`, which run the reader (`run`) and close the connection."""
 
+    user_agent: str | None = None
+    """What the host said of itself at `initialize` (codex: `<client>/<its version> …`)."""
+
     async def initialize(self, client_name: str, version: str) -> dict[str, Any]:
         """Open the session: `initialize`, then the `initialized` notification.
 
@@ -56,6 +59,8 @@ class HostClient(RpcClient):
                 "capabilities": capabilities,
             },
         )
+        agent = result.get("userAgent") if isinstance(result, dict) else None
+        self.user_agent = agent if isinstance(agent, str) else None
         await self.notify("initialized")
         return result
 

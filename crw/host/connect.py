@@ -5,8 +5,10 @@ commands). The connection's client is `crw.host.client.HostClient`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -27,6 +29,8 @@ CONNECT_TIMEOUT = 10.0
 """How long opening a socket and its WebSocket upgrade may take."""
 CHILD_EXIT_GRACE = 5.0
 """How long a codex child may take to exit once its stdin is closed."""
+CODEX_BIN_VARIABLE = "CRW_CODEX_BIN"
+"""The environment variable naming the codex binary when `--codex-bin` does not."""
 INSTALL_CODEX = "pip install openai-codex-cli-bin==0.163.0, or pass --codex-bin PATH"
 
 
@@ -139,6 +143,7 @@ async def _codex_child(
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL if log is None else log,
                 env=None if env is None else dict(env),
+                start_new_session=True,  # its group: a launcher's child is killed with it
             )
         finally:
             if log is not None:
@@ -157,26 +162,30 @@ async def _codex_child(
 
 
 async def _stop(process: trio.Process) -> None:
-    """Closing stdin stops the server; one that lingers past CHILD_EXIT_GRACE is killed."""
+    """Closing stdin stops the server; one that lingers past CHILD_EXIT_GRACE is killed
+    with its process group: npm's `codex` is a launcher whose child is the server
+    (on a Node without execve), and killing the launcher alone would leave it."""
     for pipe in (process.stdin, process.stdout):
         if pipe is not None:
             await pipe.aclose()
     with trio.move_on_after(CHILD_EXIT_GRACE):
         await process.wait()
     if process.returncode is None:
-        process.kill()
+        # Not reaped yet, so the group is still the child's: its id cannot be reused.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         await process.wait()
 
 
-def codex_binary(explicit: str | None = None) -> str:
-    """The codex binary to run: `explicit`, else the one bundled by the
-    `openai-codex-cli-bin` package, else `codex` on PATH.
+def codex_binary(explicit: str | None = None, environ: Mapping[str, str] = os.environ) -> str:
+    """The codex binary to run: `explicit` (`--codex-bin`), else `$CRW_CODEX_BIN`,
+    else the one bundled by the `openai-codex-cli-bin` package, else `codex` on PATH.
 
     Raises:
         HostUnavailable: none of them is there; says how to install one.
     """
-    if explicit:
-        return explicit
+    if explicit or environ.get(CODEX_BIN_VARIABLE):
+        return explicit or environ[CODEX_BIN_VARIABLE]
     try:
         import codex_cli_bin
 

@@ -1,6 +1,7 @@
 """What the start preview asks a run's shared host, bounded in time.
 
-One connection: initialize, then, for a session run, `thread/read` of the owner
+One connection: initialize (the host's version, from its userAgent), then, for a
+session run, `thread/read` of the owner
 thread, `model/list` (every page), `hooks/list` and `sim/catalog` (the simulated
 host says there what it takes; codex refuses it); an app-server run's start asks
 the handshake alone. The whole probe gets PROBE_TIMEOUT seconds (or the timeout
@@ -19,6 +20,7 @@ import trio
 from crw.host.errors import HostRequestError
 from crw.host.transport import HostError
 from crw.host.uri import HostUri
+from crw.host.version import host_version
 
 PROBE_TIMEOUT = 3.0
 """Seconds the whole probe of the host may take."""
@@ -58,6 +60,8 @@ class HostProbe:
     hooks: list[dict[str, Any]] | None = field(default=None)
     takes: HostTakes | None = None
     """What the host says it takes; None when it does not say (codex)."""
+    version: str | None = None
+    """The host as the preview names it (`codex 0.169.0`; crw.host.version)."""
 
 
 def probe_host(
@@ -89,6 +93,7 @@ async def _probe(
         try:
             async with connect_host(uri, follows=frozenset()) as client:
                 probe.error = None
+                probe.version = host_version(client.user_agent)
                 if not asks:
                     return probe
                 if owner:

@@ -15,6 +15,7 @@ import tomli
 
 from crw.binding.install import Config, spawn_hooks, with_command, with_trust
 from crw.errors import RefusedError
+from crw.host.connect import CODEX_BIN_VARIABLE
 from crw.host.mock_model import MockModel, write_codex_home
 from tests.hook.spawn_helpers import OWNER, bind, ledger_lines, spawn_input
 
@@ -22,7 +23,13 @@ USER_CONFIG = '# mine\nmodel = "gpt-5.5"\n\n[features]\nplugins = false\napps = 
 
 
 def crw(*args: str, home: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CRW_", "CODEX_"))}
+    """`crw ARGS` without the caller's CRW_ and CODEX_ variables, but the codex binary
+    of the test (`--host codex` runs it: tests/codex_bins.py)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CRW_", "CODEX_")) or k == CODEX_BIN_VARIABLE
+    }
     return subprocess.run(
         [sys.executable, "-m", "crw", *args],
         input=stdin,

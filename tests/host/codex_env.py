@@ -1,8 +1,11 @@
-"""The real `codex app-server` 0.163.0, offline: its home, its environment, its process.
+"""The real `codex app-server`, offline: its home, its environment, its process.
+The binary is the test's (`$CRW_CODEX_BIN`: 0.163.0 and the npm one, tests/codex_bins.py).
 
 Every process started here writes its stdout/stderr to a log file, never to the
 test's, and is reaped by pid: closing stdin first (that stops a stdio server),
-then SIGTERM, then SIGKILL. `Rpc` speaks to it raw over either framing. See
+then SIGTERM, then SIGKILL, each to its process group (its own: npm's `codex` is
+a launcher whose child is the server, which a signal to the launcher alone
+would leave behind). `Rpc` speaks to it raw over either framing. See
 docs/host-testing.md for what was seen running it.
 """
 
@@ -20,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import codex_cli_bin
 import trio
 
+from crw.host.connect import codex_binary as crw_codex_binary
 from crw.host.mock_model import CODEX_MODEL as CODEX_MODEL
 from crw.host.mock_model import write_codex_home
 from crw.host.transport import JsonLinesTransport, Transport
@@ -37,7 +40,9 @@ STOP_TIMEOUT = 5.0
 
 
 def codex_binary() -> Path:
-    return Path(codex_cli_bin.bundled_codex_path())
+    """The binary crw would run: `$CRW_CODEX_BIN` (tests/codex_bins.py sets it), else
+    the wheel's."""
+    return Path(crw_codex_binary())
 
 
 def codex_home(tmp_path: Path, model_url: str) -> Path:
@@ -82,6 +87,7 @@ def start_shared_app_server(home: Path, socket_path: Path, log_path: Path) -> Sh
             stdout=log,
             stderr=log,
             env=codex_env(home),
+            start_new_session=True,
         )
     try:
         _wait_until_listening(process, socket_path, log_path)
@@ -110,14 +116,21 @@ def _tail(log_path: Path) -> str:
 
 
 def reap(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL after STOP_TIMEOUT; returns once the pid is reaped."""
+    """SIGTERM, then SIGKILL after STOP_TIMEOUT, to its process group; returns once
+    the pid is reaped."""
     if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
+        _signal_group(process.pid, signal.SIGTERM)
         try:
             process.wait(STOP_TIMEOUT)
         except subprocess.TimeoutExpired:
-            process.kill()
+            _signal_group(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def _signal_group(pid: int, signal_to_send: signal.Signals) -> None:
+    """The group of a child not yet reaped (its id cannot have been reused)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal_to_send)
 
 
 @contextlib.contextmanager
@@ -145,6 +158,7 @@ async def private_app_server(home: Path, log_path: Path) -> AsyncIterator[JsonLi
             stdout=subprocess.PIPE,
             stderr=log,
             env=codex_env(home),
+            start_new_session=True,
         )
     assert process.stdin is not None and process.stdout is not None
     transport = JsonLinesTransport(
@@ -162,7 +176,7 @@ async def _stop(process: trio.Process, transport: JsonLinesTransport) -> None:
         await transport.aclose()
     for signal_to_send in (None, signal.SIGTERM, signal.SIGKILL):
         if signal_to_send is not None and process.returncode is None:
-            process.send_signal(signal_to_send)
+            _signal_group(process.pid, signal_to_send)
         with trio.move_on_after(STOP_TIMEOUT):
             await process.wait()
             return

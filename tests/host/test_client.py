@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -555,9 +557,11 @@ def child_pids() -> set[int]:
     return pids
 
 
-def test_codex_binary_prefers_the_explicit_path_then_the_bundled_one() -> None:
-    assert codex_binary("/opt/codex") == "/opt/codex"
-    assert Path(codex_binary(None)).name == "codex"
+def test_codex_binary_prefers_the_explicit_path_then_crw_codex_bin_then_the_bundled_one() -> None:
+    named = {"CRW_CODEX_BIN": "/npm/codex"}
+    assert codex_binary("/opt/codex", named) == "/opt/codex"
+    assert codex_binary(None, named) == "/npm/codex"
+    assert Path(codex_binary(None, {})).name == "codex"
 
 
 async def test_missing_codex_binary_is_unavailable_naming_it(tmp_path: Path) -> None:
@@ -587,10 +591,59 @@ async def test_codex_child_that_lingers_is_killed_and_logs_its_stderr(
     assert log.read_text() == "started with MARK=m1\n"
 
 
+LAUNCHER = """\
+import subprocess, sys
+child = subprocess.Popen([sys.executable, sys.argv[0] + ".real"])
+open(sys.argv[0] + ".child", "w").write(str(child.pid))
+sys.exit(child.wait())
+"""
+"""A launcher as npm's `codex` is on a Node without execve: the server its child,
+its stdio inherited."""
+
+
+def alive(pid: int) -> bool:
+    """The process is there and not a zombie waiting for its reaper."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+async def test_a_lingering_codex_behind_a_launcher_is_killed_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """codex installed by npm runs behind a launcher (node); a server that lingers
+    after its stdin closed is killed with its whole process group, never left
+    behind as an orphan."""
+    monkeypatch.setattr(connect_module, "CHILD_EXIT_GRACE", 0.2)
+    script = tmp_path / "codex"
+    script.write_text(f"#!{sys.executable}\n{LAUNCHER}")
+    script.chmod(0o755)
+    (tmp_path / "codex.real").write_text(LINGERING_CODEX)
+    server = 0
+    try:
+        async with connect_host(parse_host_uri("codex"), codex_bin=str(script)) as client:
+            assert await client.thread_loaded_list() == ["t1"]
+            server = int(await trio.Path(f"{script}.real.pid").read_text())
+            assert alive(server)
+        with trio.fail_after(10):  # killed at once; a leftover sleeps for 60 s
+            while True:
+                if not alive(server):
+                    break
+                await trio.sleep(0.02)
+    finally:
+        if server:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server, signal.SIGKILL)
+
+
+@pytest.mark.codex
 async def test_real_codex_app_server_handshakes_and_lists_loaded_threads(
     tmp_path: Path,
 ) -> None:
-    """The real `codex app-server` 0.163.0 over stdio, offline; no model is asked."""
+    """The real `codex app-server` (each binary: tests/codex_bins.py) over stdio,
+    offline; no model is asked."""
     try:
         binary = codex_binary(None)
     except HostUnavailable as err:

@@ -1,4 +1,4 @@
-"""The start preview's facts against the real shared `codex app-server` 0.163.0
+"""The start preview's facts against the real shared `codex app-server` (each binary)
 (offline, mock model): its `model/list`, its agent types, its `hooks/list` trust
 and its threads are what role_models, spawn_hook and host_reachable read."""
 
@@ -17,6 +17,7 @@ import pytest
 import trio
 
 from crw.host.uri import HostUri
+from tests.codex_bins import CodexBin
 from tests.host.codex_env import CODEX_MODEL, SharedServer, codex_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,10 +46,11 @@ async def _owner_thread(socket: Path, cwd: Path) -> str:
 
 @pytest.mark.codex
 def test_the_facts_read_the_real_hosts_models_agent_types_hooks_and_threads(
-    tmp_path: Path, codex_home_dir: Path, shared_codex_server: SharedServer
+    tmp_path: Path, codex_home_dir: Path, shared_codex_server: SharedServer, codex_bin: CodexBin
 ) -> None:
     """spec: FACTS-5 (a model codex does not serve and an agent type it does not
-    know, as the real host would refuse their spawns)"""
+    know, as the real host would refuse their spawns); the preview names the
+    codex that answered."""
     socket, home = shared_codex_server.socket_path, codex_home_dir
     state = tmp_path / "state"
     state.mkdir()
@@ -66,6 +68,7 @@ def test_the_facts_read_the_real_hosts_models_agent_types_hooks_and_threads(
     with contextlib.suppress(ProcessLookupError, TypeError):
         os.kill(out.get("pid"), signal.SIGKILL)  # type: ignore[arg-type]
     assert result.returncode == 0, result.stderr
+    assert out["host_version"] == f"codex {codex_bin.version}"
     facts = {fact["name"]: fact for fact in out["facts"]}
     assert facts["host_reachable"]["ok"] is True, facts["host_reachable"]
     assert (facts["spawn_hook"]["ok"], facts["spawn_hook"]["trust"]) == (True, "trusted")

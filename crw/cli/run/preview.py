@@ -1,10 +1,12 @@
-"""The start preview: the six roles' spawn formats, the session pool and the facts.
+"""The start preview: the host it talks to, the six roles' spawn formats, the
+session pool and the facts.
 
 This module reads what the facts need (the owner's binding, config.toml, the file
 system, the host through `crw.host.probe`) and hands it to the pure judgements of
 `crw.engine.owner.facts`. A session run is judged on all eight facts; an app-server run
 on verifier_prerequisites and host_reachable (it has no owner or hook): its start asks
-a shared host its handshake alone, and a private `codex` host nothing.
+a shared host its handshake alone (which names its version), and of a private
+`codex` host's binary only its `--version`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from crw.engine.run.rundir import RunDir
 from crw.errors import InputError
 from crw.host.probe import HostProbe, probe_host
 from crw.host.uri import HostUri
+from crw.host.version import binary_version
 
 
 @dataclass
@@ -39,9 +42,13 @@ class Preview:
     facts: list[Fact] = field(default_factory=list)
     workspaces: dict[str, Any] = field(default_factory=dict)
     """Where the calls work: the run's repository and head, or plain directories."""
+    host_version: str | None = None
+    """The host the run talks to, as it names itself (`codex 0.169.0`, the simulated
+    host); None: not known (not reached, or a preview that asked nothing)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "host_version": self.host_version,
             "spawn_formats": self.spawn_formats,
             "session_pool": self.pool or None,
             "facts": [fact.to_json() for fact in self.facts],
@@ -49,7 +56,7 @@ class Preview:
         }
 
     def lines(self) -> list[str]:
-        out = []
+        out = [f"  host: {self.host_version or 'not reached, its version unknown'}"]
         if self.spawn_formats:
             out.append("  spawn formats (the owner's spawn_agent of each role):")
             out += [f"    {f['role']:<12} {f['format']}" for f in self.spawn_formats]
@@ -106,9 +113,12 @@ def app_server_judged(
     def with_host() -> Preview:
         error = None
         if host.kind != "codex":
-            error = probe_host(host, None, Path.cwd(), asks=False).error
+            probe = probe_host(host, None, Path.cwd(), asks=False)
+            error, version = probe.error, probe.version
+        else:  # the run starts the child later: its binary says which it is
+            version = binary_version(codex_bin) if codex_bin else None
         reach = facts.host_reachable(str(host), error, None, None, codex_bin)
-        return Preview(facts=[verifier, reach], workspaces=where)
+        return Preview(facts=[verifier, reach], workspaces=where, host_version=version)
 
     return with_host
 
@@ -162,7 +172,8 @@ def session_judged(start: SessionStart) -> Callable[[], Preview]:
             _spawn_hook(home / "config.toml", probe),
             facts.host_reachable(str(start.host), probe.error, start.owner, probe.owner_error),
         ]
-        return Preview(spawn_formats(pairs), pool, judged, workspaces(start.repository, start.head))
+        where = workspaces(start.repository, start.head)
+        return Preview(spawn_formats(pairs), pool, judged, where, probe.version)
 
     return with_host
 
