@@ -245,11 +245,14 @@ def test_the_preview_on_a_simulated_host_without_a_catalog_warns_of_no_agent_typ
     """spec: FACTS-5: a simulated host made without --models refuses no spawn: the
     sample store's types (architect, executor, reviewer, none built in) are no
     warning there, and no config.toml is named; on a host made with --models the
-    same store is warned about, naming the config.toml that host reads."""
+    same store is warned about, naming the config.toml that host reads. The
+    simulated host runs no hooks: no spawn_hook warning names a config.toml there."""
     crw.state.mkdir(parents=True)
     shutil.copy(EXAMPLES / "roles.toml", crw.state / "roles.toml")
     with _sim(tmp_path) as (host, owner):
         any_type = _facts(crw.start(WORKFLOW, "--host", host, "--owner", owner).json())
+    hook = any_type["spawn_hook"]
+    assert hook["problems"] == [] and hook["hooks"] == "not run by this host"
     any_type = any_type["role_models"]
     assert not any("agent type" in p or "config.toml" in p for p in any_type["problems"])
     assert any_type["problems"]  # the sample leaves critic's model undecided: still said

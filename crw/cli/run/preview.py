@@ -249,7 +249,10 @@ def _verifier(workflow: Workflow) -> Fact:
 
 def _spawn_hook(path: Path, probe: HostProbe) -> Fact:
     """Installed when config.toml has the hook; trusted as the host's hooks/list
-    says, else as config.toml records a trusted_hash for a hook of that file."""
+    says, else as config.toml records a trusted_hash for a hook of that file. A
+    host that says what it takes (the simulated host's sim/catalog) runs no hooks."""
+    if probe.takes is not None:
+        return facts.spawn_hook(str(path), False, None, None, runs_hooks=False)
     try:
         config = read_config(path)
     except InputError as err:

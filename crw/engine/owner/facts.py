@@ -256,10 +256,21 @@ def verifier_prerequisites(go_root: str | None, go_missing: str | None) -> Fact:
     return _fact("verifier_prerequisites", problems, go_root=go_root)
 
 
-def spawn_hook(config: str, installed: bool, trust: str | None, unreadable: str | None) -> Fact:
+def spawn_hook(
+    config: str,
+    installed: bool,
+    trust: str | None,
+    unreadable: str | None,
+    *,
+    runs_hooks: bool = True,
+) -> Fact:
     """The hook is in `config` (config.toml) and trusted: `trust` is the host's
     trustStatus, or "recorded" when only config.toml's trusted_hash says so (None:
-    no trust at all)."""
+    no trust at all). A host that runs no hooks (`runs_hooks` False: the simulated
+    host, whose spawns are made as the step gives them) needs none: nothing to say
+    of a config.toml it never reads."""
+    if not runs_hooks:
+        return _fact("spawn_hook", [], trust=None, hooks="not run by this host")
     problems = []
     if unreadable is not None:
         problems.append(f"cannot read {config} ({unreadable}); fix it, then crw flow hook install")
