@@ -6,7 +6,8 @@ looks the step's marker up on the host, so a subagent spawned, or a repair sent,
 and never reported is bound all the same (DISP-25, DISP-26). A bind commits its
 rows in one batch before its reply (BIND-6). A resumed call answers the reports
 that wait in the inbox first, then looks the step up, and only then writes the
-step again (ATT-18..21).
+step again (ATT-18..21); a held call's step, which its hold retracted, is
+published again: its row first (`session_progress.publish_again`).
 
 The decisions are the engine's pure functions; the binder moves data between
 them, the inbox, the host reader and the call's journal. It reads of its call
@@ -32,7 +33,7 @@ from crw.binding import ledger
 from crw.bus import steps as bus
 from crw.bus.inbox import Report
 from crw.engine.answers.harvest import CallEnd
-from crw.engine.calls.session_progress import CallProgress
+from crw.engine.calls.session_progress import CallProgress, publish_again
 from crw.engine.config.workflow import Workflow
 from crw.engine.run.rundir import RunDir
 from crw.engine.steps import bind, ledger_join
@@ -127,7 +128,8 @@ class StepBinder:
         """Answer first the reports that wait in the inbox (ATT-18), then look the
         step up on the host (ATT-19; a repair is never sent twice, ATT-20): a spawn
         by the spawn hook's ledger joined with the owner's turns (HOOK-17), then by
-        its marker; else publish the same step again: write its files (ATT-21)."""
+        its marker; else publish the same step again: write its files (ATT-21), its
+        row first when a hold ended the row it had (ATT-35, STEP-21)."""
         await self.ctx.inbox.poll()
         while True:
             try:
@@ -141,6 +143,9 @@ class StepBinder:
         if bound is None:
             bound = await self._look_up(step)
         if bound is None and self.actor.stop.reason is None:  # a stopped run writes none
+            again = publish_again(self.actor.rows)  # a hold ended the step's row: anew
+            if again is not None:
+                await self.actor.commit([again])
             await self.actor.steps.write(step)
         return bound
 

@@ -20,6 +20,7 @@ import tests.actors.test_session_run as session_run
 from crw.actors.host_reader import HostReader
 from crw.actors.journal_writer import open_journal_writer
 from crw.bus import inbox as reports
+from crw.bus import steps as steps_bus
 from crw.cli.run.answer import append_row
 from crw.engine.holds.decision import Choice, Record, decide_answer
 from crw.engine.run.rundir import RunDir
@@ -316,6 +317,45 @@ async def test_a_held_calls_unbound_step_binds_the_report_that_waits_for_it(
         "completed",
     ]
     assert last(rows, "thread_started")["thread_id"] == waiting.agent_id
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+@pytest.mark.parametrize("how", ["paused", "retry"])
+async def test_a_held_calls_unbound_step_nobody_took_is_published_again_row_first(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """spec: ATT-35, ATT-21, STEP-21: the call was held (a pause the run resumes
+    from, or a deadline answered retry) while its step waited for a spawn nobody
+    made. Its marker finds nothing, so the same step is published again: its
+    step_published row (k, attempt, marker, input of the first; no call_tokens)
+    is committed before the step file is written, then the owner's spawn binds."""
+    async with harness(tmp_path) as h:
+        dead = await run_until_killed(h, monkeypatch, "step_published")
+        append_row(h.run, Started(backend="session"))
+        if how == "paused":
+            append_row(h.run, Held(call=CALL, reason="paused"))
+        else:
+            append_row(h.run, Held(call=CALL, reason="deadline"))
+            answer(h.run, "retry")
+        held = read_journal(h.run.journal).rows
+        first = last(dead, "step_published")
+        journal_at_write: list[Rows] = []  # the journal as the step file is written
+
+        def write_step_file(run: RunDir, step: Any) -> None:
+            journal_at_write.append(read_journal(run.journal).rows)
+            real(run, step)
+
+        real = steps_bus.write_step_file
+        monkeypatch.setattr(steps_bus, "write_step_file", write_step_file)
+        state, rows = await h.go()
+    after = kinds(rows[len(held) :], CALL)
+    assert after == [*BOUND, "completed"]
+    again = last(rows, "step_published")
+    same = ("k", "attempt", "op", "marker", "action", "input_digest", "packet")
+    assert {k: again.get(k) for k in same} == {k: first.get(k) for k in same}
+    assert again["seq"] > len(held) and again.get("call_tokens") is None
+    (written,) = journal_at_write[:1]  # the first file written is this step's
+    assert written[-1]["seq"] == again["seq"]  # its row durable first, the newest
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 

@@ -425,6 +425,16 @@ def test_the_packet_after_a_retried_then_lost_attempt_lists_both_and_is_no_repai
     assert "Attempt 2 of this call was cut off before it answered; this is attempt 3." in text
 
 
+def test_a_step_published_again_after_its_hold_is_listed_once() -> None:
+    """spec: STEP-53, ATT-35: attempt 1's step was held unbound (a pause), published
+    again on the resume, then bound and held again: the packet of attempt 2 names
+    its marker once, with how it ended last."""
+    paused = {"row": "held", "call": "build.1", "reason": "paused"}
+    rows = [_step(1, 1, 1), paused, _step(1, 1, 1), paused]
+    text = _packet_after(rows, place=1, attempt=2)
+    assert "- attempt 1: build.1/t1-a1: held (paused)\n" in text
+
+
 def test_the_packet_of_a_repair_on_a_new_subagent_says_repair_and_has_the_answer() -> None:
     """spec: STEP-53, ATT-46: the repair turn (conversation turn 2) spawned again
     after its attempt was lost says it is the repair, lists the lost attempt and

@@ -7,6 +7,11 @@ up (reports first, then the host) or publishes the same step again; after
 `turn_started` it retracts the dead process's step file and reads the turn; after
 `session_attempt_lost` it closes the old subagent and spawns the next attempt. This
 module reads the rows into the facts that decide which; the call actor acts.
+
+A held call that goes on in place (answered retry, or held by a pause when the
+run resumes) with its step published and never bound looks it up by its marker
+first too; but its hold retracted the step and its rows read it held, so the
+step written again is published again, its row first (`publish_again`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crw.journal.replay import TERMINAL_ROWS
+from crw.journal.rows import StepPublished
 
 Row = Mapping[str, Any]
 
@@ -83,6 +89,25 @@ def progress(rows: Iterable[Row]) -> CallProgress:
         elif kind == "decision" and row.get("choice") == "retry" and state.ended is not None:
             state.retry, state.ended = state.ended, None
     return state
+
+
+def publish_again(rows: Iterable[Row]) -> StepPublished | None:
+    """The row a call's step written again after its look-up found nothing is
+    committed with (ATT-21, ATT-35), before its files (STEP-21). None while the
+    newest step_published row is still the intent of the step's files: a process
+    died waiting for its bind, and the resumed one writes the files that row
+    meant. The same step again (its k, attempt, op, marker, input, packet and
+    conversation place) when a terminal row came after that row: the hold
+    retracted the step file and ended the row's intent, and every reader of the
+    rows (`next`, `status`, the owner's wake) reads the call held until a row
+    says it waits again. Its call_tokens are left out: the held row counted them
+    (HARV-24). None too for a step whose turn was bound: nothing is written again."""
+    state = progress(rows)
+    held = state.ended is not None or state.retry is not None
+    if state.step is None or state.turn is not None or not held:
+        return None
+    again = {k: v for k, v in state.step.items() if k not in ("seq", "at", "call_tokens")}
+    return StepPublished.model_validate(again)
 
 
 def _pair(thread_started: Row) -> dict[str, Any]:

@@ -291,7 +291,8 @@ def _held_why(held: Row) -> str:
 
 
 def earlier_attempts(rows: Sequence[Row]) -> list[str]:
-    """One line per attempt the rows name: its turns (markers) and how it ended."""
+    """One line per attempt the rows name: its turns (markers, each once: a step
+    published again after its hold is the same turn) and how it ended."""
     turns: dict[int, list[str]] = {}
     ends: dict[int, str] = {}
     attempt = 0
@@ -299,7 +300,9 @@ def earlier_attempts(rows: Sequence[Row]) -> list[str]:
         kind = row.get("row")
         if kind == "step_published":
             attempt = int(row.get("attempt") or 1)
-            turns.setdefault(attempt, []).append(str(row.get("marker")))
+            markers = turns.setdefault(attempt, [])
+            if str(row.get("marker")) not in markers:
+                markers.append(str(row.get("marker")))
         elif kind == "session_attempt_lost":
             ends[int(row.get("attempt") or attempt)] = f"lost ({row.get('reason')})"
         elif kind == "held" and attempt:
