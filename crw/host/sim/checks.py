@@ -33,9 +33,13 @@ def check_behaviour(value: Any) -> None:
         if not isinstance(value.get(key, ""), str):
             raise invalid_request(f"sim/script: {key} must be a string, not {value[key]!r}")
     if value.get("phase", "final_answer") not in PHASES:
-        raise invalid_request(f"sim/script: phase must be one of {PHASES}")
+        raise invalid_request(
+            f"sim/script: phase must be {_one_of(PHASES)}, not {json.dumps(value['phase'])}"
+        )
     if value.get("vanish") not in (None, *VANISH):
-        raise invalid_request(f"sim/script: vanish must be one of {VANISH}")
+        raise invalid_request(
+            f"sim/script: vanish must be {_one_of(VANISH)}, not {json.dumps(value['vanish'])}"
+        )
     fail = value.get("fail")
     if fail is not None and not _failure(fail):
         raise invalid_request(
@@ -50,6 +54,10 @@ def check_behaviour(value: Any) -> None:
         raise invalid_request("sim/script: responses must be an integer >= 1")
     if "reject" in value and ("answer" in value or "text" in value):
         raise invalid_request("sim/script: reject is an answer of its own: drop answer and text")
+
+
+def _one_of(values: tuple[str | None, ...]) -> str:
+    return " or ".join(json.dumps(v) for v in values)
 
 
 def _known() -> str:
