@@ -200,3 +200,14 @@ def test_no_host_on_the_socket_is_refused_naming_the_serve_command(tmp_path: Pat
     out = script(made, "build.1", '{"hang": true}')
     assert out.code == 1
     assert f"start one with: crw host sim serve --socket {made.socket}" in out.stderr
+
+
+def test_help_names_each_behaviour_with_its_line(tmp_path: Path) -> None:
+    made = drill_at(AppTry, tmp_path / "run")
+    listing = made.crw("host", "sim", "--help")
+    assert "script  Script how the simulated host's turns behave" in listing.stdout
+    out = made.crw("host", "sim", "script", "--help")
+    assert out.code == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    for key, line in BEHAVIOURS.items():
+        assert f"{key}: {line}" in text

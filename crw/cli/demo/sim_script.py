@@ -177,10 +177,10 @@ def _set(params: dict[str, Any], hidden: list[dict[str, str]], socket: str) -> s
     if hidden:
         names = ", ".join(_target(m) for m in hidden)
         lines.append(
-            f"it decides the turns of the older scripts of {names} now "
-            "(the newest that matches wins): script those again to have them win"
+            f"it decides the turns of the older scripts of {names} now (the newest that "
+            f"matches wins): script those again to have them win; list them: "
+            f"crw host sim script --socket {socket} --list"
         )
-    lines.append(f"list the scripts: crw host sim script --socket {socket} --list")
     return "\n".join(lines)
 
 
