@@ -75,6 +75,7 @@ flow.command(read_commands.timeline)
 sim.command(
     "crw.cli.demo.owner_sim_app:owner", help="Play the owner thread by hand on the simulated host."
 )
+sim.command("crw.cli.demo.sim_script_app:script", help=demo_commands.SCRIPT_HELP)
 flow.command(owner_commands.init)
 flow.command(run_commands.rm)
 flow.command(run_commands.gc)

@@ -1,5 +1,5 @@
 """The demo and the simulated host in the command tree: `crw flow demo` and
-`crw host sim serve`. `crw.cli.app` wires them.
+`crw host sim serve`, and the help of `crw host sim script`. `crw.cli.app` wires them.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from cyclopts import Parameter
 
 from crw.cli.params import Json
+from crw.host.sim.keys import BEHAVIOURS
 
 DemoState = Annotated[
     str | None,
@@ -70,3 +71,18 @@ def serve(*, socket: str, codex_home: str | None = None, models: str | None = No
     from crw.host.sim.serve import serve_command
 
     return serve_command(Path(socket), Path(codex_home) if codex_home else None, models)
+
+
+SCRIPT_HELP = (
+    """Script how the simulated host's turns behave: a repair, a rejected review, a lost attempt.
+
+TARGET is a call (`build.1`: each of its turns), a turn marker or glob
+(`build.1/t1-a1`, `build.*/*`), or `*` (every turn). BEHAVIOUR is a JSON object of
+these keys. The newest script that matches a turn decides it; a turn no script
+matches answers a valid instance of its schema after 1 s.
+
+"""
+    + "\n".join(f"- `{key}`: {line}" for key, line in BEHAVIOURS.items())
+    + "\n"
+)
+"""`crw host sim script --help`: every behaviour the host knows, one line each."""

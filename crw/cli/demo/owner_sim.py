@@ -35,7 +35,7 @@ def owner_start_command(*, socket: str, json: bool) -> int:
     import trio
 
     async def start() -> str:
-        async with _connected(socket) as client:
+        async with connect_sim(socket) as client:
             return str((await client.request("sim/startOwner", {}))["threadId"])
 
     thread = trio.run(start)
@@ -63,7 +63,7 @@ def owner_step_command(
         thread = _run_owner(taken)
 
     async def take() -> str:
-        async with _connected(socket) as client:
+        async with connect_sim(socket) as client:
             return await _refused(socket, take_on_host(client, thread, taken))
 
     agent = trio.run(take)
@@ -123,7 +123,9 @@ async def _refused(socket: str, call: Any) -> str:
         ) from None
 
 
-def _connected(socket: str) -> Any:
+def connect_sim(socket: str) -> Any:
+    """A client of the simulated host on `socket` (a missing socket: refused, naming
+    the command that starts one)."""
     from crw.host.connect import connect_host
     from crw.host.uri import parse_host_uri
 

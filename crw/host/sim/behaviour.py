@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
+from crw.host.sim.checks import check_behaviour, rejection
 from crw.host.sim.files import NO_FILES, FileEffects, effects_from_wire
 from crw.host.sim.instance import example_instance
 from crw.host.sim.state import Usage, invalid_request
@@ -25,12 +26,6 @@ _ROLE = re.compile(r"^CRW-ROLE:\s*(\S+)\s*$", re.MULTILINE)
 _PACKET = re.compile(r"^Read the task packet (.+?) in full and follow it exactly\.", re.MULTILINE)
 _CONTRACT = "## Output contract"
 
-PHASES = ("final_answer", "commentary", "partial_answer", None)
-VANISH = ("notLoaded", "systemError")
-_KEYS = frozenset(
-    {"answer", "text", "phase", "prose", "invalidFirst", "hang", "fail", "vanish"}
-    | {"seconds", "responses", "tokens", "unreachable", "writes", "commit", "slowStop"}
-)
 _FAILURE_MESSAGES = {
     "usageLimitExceeded": "Quota exceeded. Check your plan and billing details.",
     "contextWindowExceeded": "Codex ran out of room in the model's context window.",
@@ -166,33 +161,24 @@ class Behaviour:
 
     @classmethod
     def from_wire(cls, value: Any) -> Behaviour:
-        """Read `behaviour` of `sim/script`; a malformed one is a -32600 error."""
-        if not isinstance(value, dict) or not set(value) <= _KEYS:
-            raise invalid_request(f"sim/script: behaviour takes only {sorted(_KEYS)}")
-        if value.get("phase", "final_answer") not in PHASES:
-            raise invalid_request(f"sim/script: phase must be one of {PHASES}")
-        if value.get("vanish") not in (None, *VANISH):
-            raise invalid_request(f"sim/script: vanish must be one of {VANISH}")
-        seconds = value.get("seconds", 1.0)
-        if not isinstance(seconds, int | float) or seconds < 0:
-            raise invalid_request("sim/script: seconds must be a number >= 0")
-        responses = value.get("responses", 1)
-        if not isinstance(responses, int) or isinstance(responses, bool) or responses < 1:
-            raise invalid_request("sim/script: responses must be an integer >= 1")
+        """Read `behaviour` of `sim/script`; a malformed one is a -32600 error
+        that names the key and what it takes."""
+        check_behaviour(value)
+        answer = rejection(value["reject"]) if "reject" in value else value.get("answer")
         return cls(
-            answer=value.get("answer"),
-            has_answer="answer" in value,
+            answer=answer,
+            has_answer="answer" in value or "reject" in value,
             text=value.get("text"),
             phase=value.get("phase", "final_answer"),
             prose=value.get("prose"),
-            invalid_first=bool(value.get("invalidFirst", False)),
-            hang=bool(value.get("hang", False)),
+            invalid_first=value.get("invalidFirst", False),
+            hang=value.get("hang", False),
             fail=value.get("fail"),
             vanish=value.get("vanish"),
-            seconds=float(seconds),
-            responses=responses,
+            seconds=float(value.get("seconds", 1.0)),
+            responses=value.get("responses", 1),
             tokens=_tokens(value["tokens"]) if "tokens" in value else None,
-            unreachable=bool(value.get("unreachable", False)),
+            unreachable=value.get("unreachable", False),
             files=effects_from_wire(value),
             slow_stop=SlowStop.from_wire(value["slowStop"]) if "slowStop" in value else None,
         )
@@ -200,8 +186,11 @@ class Behaviour:
 
 def _tokens(value: Any) -> Usage:
     if not isinstance(value, dict) or not set(value) <= set(_TOKEN_KEYS):
-        raise invalid_request(f"sim/script: tokens takes only {sorted(_TOKEN_KEYS)}")
-    parts = {_TOKEN_KEYS[k]: int(v) for k, v in value.items()}
+        raise invalid_request(f"sim/script: tokens takes only {', '.join(_TOKEN_KEYS)}")
+    for key, count in value.items():
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise invalid_request(f"sim/script: tokens.{key} must be an integer >= 0")
+    parts = {_TOKEN_KEYS[k]: v for k, v in value.items()}
     return Usage(**parts)
 
 
@@ -212,14 +201,15 @@ class Script:
     behaviour: Behaviour
     marker: str | None = None
     role: str | None = None
+    wire: dict[str, Any] = field(default_factory=dict, compare=False)
+    """`{match, behaviour}` as it was sent: what `sim/scripts` lists."""
 
     @classmethod
     def from_wire(cls, params: dict[str, Any]) -> Script:
-        match = params.get("match") or {}
-        if not isinstance(match, dict) or not set(match) <= {"marker", "role"}:
-            raise invalid_request("sim/script: match takes only marker and role")
+        match = match_of(params)
         behaviour = Behaviour.from_wire(params.get("behaviour", {}))
-        return cls(behaviour, match.get("marker"), match.get("role"))
+        wire = {"match": match, "behaviour": params.get("behaviour", {})}
+        return cls(behaviour, match.get("marker"), match.get("role"), wire)
 
     def matches(self, marker: str | None, roles: set[str]) -> bool:
         """`marker` is a glob over the turn's marker; `role` names the header's
@@ -227,6 +217,16 @@ class Script:
         if self.marker is not None and (marker is None or not fnmatchcase(marker, self.marker)):
             return False
         return self.role is None or self.role in roles
+
+
+def match_of(params: dict[str, Any]) -> dict[str, str]:
+    """`match` of a `sim/script` or `sim/unscript` request: {marker?, role?}."""
+    match = params.get("match") or {}
+    if not isinstance(match, dict) or not set(match) <= {"marker", "role"}:
+        raise invalid_request("sim/script: match takes only marker and role")
+    if not all(isinstance(v, str) for v in match.values()):
+        raise invalid_request("sim/script: match.marker and match.role must be strings")
+    return dict(match)
 
 
 def choose(scripts: list[Script], marker: str | None, roles: set[str]) -> Behaviour:

@@ -28,7 +28,7 @@ from typing import Any
 import trio
 
 from crw.host.sim import rollout
-from crw.host.sim.behaviour import Script
+from crw.host.sim.behaviour import Script, match_of
 from crw.host.sim.broadcast import Broadcast
 from crw.host.sim.catalog import Catalog, model_list, sim_catalog
 from crw.host.sim.connection import Connection
@@ -93,6 +93,8 @@ class SimHost:
             "sim/sendInput": self._send_input,
             "sim/closeAgent": self._close_agent,
             "sim/script": self._script,
+            "sim/scripts": self._scripts,
+            "sim/unscript": self._unscript,
             "sim/stats": self._stats,
             "sim/restart": self._restart,
         }
@@ -277,6 +279,19 @@ class SimHost:
     def _script(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         self.turns.scripts.append(Script.from_wire(params))
         return {}
+
+    def _scripts(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """The scripts set, oldest first, each `{match, behaviour}` as it was sent
+        (the newest one that matches a turn decides it)."""
+        return {"scripts": [script.wire for script in self.turns.scripts]}
+
+    def _unscript(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """Remove every script whose match is exactly `match`; how many went."""
+        match = match_of(params)
+        kept = [s for s in self.turns.scripts if s.wire["match"] != match]
+        removed = len(self.turns.scripts) - len(kept)
+        self.turns.scripts[:] = kept
+        return {"removed": removed}
 
     def _restart(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         """The host process restarts on the same CODEX_HOME, as host-protocol.md
