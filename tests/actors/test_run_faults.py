@@ -330,7 +330,7 @@ async def test_immutable_journal_stops_the_process_before_any_row(
         f"run {RUN_ID} stopped: cannot write its journal {run.dir.journal}: "
         f"Operation not permitted (EPERM); clear its immutable flag (chattr -i "
         f"{run.dir.journal}) or give this user write access to it, then go on with: "
-        f"crw flow resume {RUN_ID}"
+        f"crw flow resume {RUN_ID} --detach"
     )
 
 

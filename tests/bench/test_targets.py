@@ -86,13 +86,14 @@ def test_a_bench_past_its_limit_is_interrupted_and_leaves_no_process(
 ) -> None:
     """A bench that runs too long is stopped as Ctrl-C stops it, so it reaps the
     host and the run it started (a SIGKILL would leave both running); its targets
-    are unmet with the reason."""
+    are unmet with the reason. (How long the bench takes to reap is the machine's
+    load, not asserted: a bench killed after STOP_GRACE leaves its processes, which
+    is what fails.)"""
     monkeypatch.setattr(targets, "BENCH_LIMIT", 4.0)
     bench = ["scale.py", "--backend", "app-server", "--sizes", "10000", "--limit", "600"]
     monkeypatch.setitem(targets.BENCHES, "scale_app_server", bench)
     record = targets.run_bench("scale_app_server", where)
     assert record["error"] == "did not finish in 4 s"
-    assert record["seconds"] < 4.0 + targets.STOP_GRACE
     assert processes_under(where) == []
     lines = targets.judge({"scale_app_server": record})
     assert [line["met"] for line in lines] == [False, False, False]

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.cli.conftest import Crw, Result, wait_for_exit
+from tests.cli.conftest import Crw, wait_for_exit
 from tests.cli.test_hints import _literally, _rows, _started, _wait
-from tests.cli.test_owner_sim import VERB, _owner, _report, _script
+from tests.cli.test_owner_sim import VERB, _owner, _report, _script, bound
 from tests.cli.test_resume_env import sim as sim
 from tests.deadlines import LOADED
 
@@ -53,17 +53,6 @@ def _next(crw: Crw, run: str, tmp_path: Path, wait: str = "0") -> dict[str, Any]
     return answer.json()
 
 
-def _bound(reply: Result) -> str:
-    """The report's reply; "bound" too when the run bound the subagent by its
-    marker and answered it before the report came (a loaded machine: the turn
-    ended first), which `dispatched` answers `close` with exit 1 (DISP-13)."""
-    answer = reply.json()
-    if answer["reply"] == "close" and answer["reason"].startswith("already bound by its marker"):
-        return "bound"
-    assert reply.code == 0, reply.stdout + reply.stderr
-    return str(answer["reply"])
-
-
 def _owner_loop(crw: Crw, sim: Path, run: str, tmp_path: Path) -> list[tuple[str, int, str]]:
     """The owner's loop, as a step tells it: `next --wait`, each step's host call
     and the report it prints, until the run ends; (call, k, reply) of each spawn
@@ -83,7 +72,7 @@ def _owner_loop(crw: Crw, sim: Path, run: str, tmp_path: Path) -> list[tuple[str
             assert done.code == 0, done.stderr
             if verb != "close":
                 reply = _report(crw, done.stdout)
-                taken.append((step["call"], step["k"], _bound(reply)))
+                taken.append((step["call"], step["k"], bound(reply)))
     assert answer["ended_status"] == "completed", answer
     wait_for_exit(crw.state / "flow" / run)
     return taken

@@ -25,13 +25,14 @@ from crw.engine.views.row_lines import row_line
 from crw.text import replace_surrogates
 from tests.cli.conftest import EXAMPLES, REPO, Crw, Result, wait_for_exit
 from tests.cli.test_status import _journal_line
+from tests.deadlines import LOADED
 from tests.drill.test_crash_drill import CALL, Drill, kill, wait_until
 
 pytest_plugins = ["tests.drill.test_crash_drill"]  # its `drill`: a run on its own sim host
 
 HANG = {"match": {"marker": f"{CALL}/*"}, "behaviour": {"hang": True}}
-FOLLOW_END = 15.0
-"""Seconds a follower may take to exit once its run ended."""
+FOLLOW_END = LOADED
+"""Seconds a follower may take to exit once its run ended (a loaded machine's)."""
 
 
 def line(row: dict[str, Any]) -> str:
