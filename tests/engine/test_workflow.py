@@ -250,7 +250,7 @@ def test_not_utf8_is_refused_with_its_line(tmp_path: Path) -> None:
         (
             'name = "w"\ncolour = "red"\n' + NODE_A,
             "2: unknown key 'colour'; remove it or use one of: name, pool, token_ceiling,"
-            " repo, head, verifier, settings, evidence_cwd, node",
+            " repo, head, verifier, settings, evidence_cwd, inputs, node",
         ),
         (
             'name = "w"\n',

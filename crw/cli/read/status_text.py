@@ -192,6 +192,7 @@ def _head(payload: dict[str, Any]) -> list[str]:
     progress = payload["progress"]
     lines.append(f"  calls: {progress['done']} of {progress['total']} done")
     lines.append(f"  tokens: {format_tokens(payload['tokens'])}")
+    lines += _inputs(payload.get("inputs"))
     failed = payload["launch_failed"]
     if failed and payload["state"] != "ended":
         lines += _wrap(f"its last resume did not start: {failed['reason']}", "  ")
@@ -200,6 +201,21 @@ def _head(payload: dict[str, Any]) -> list[str]:
         lines += [f"  {corrupt['damage']}", f"  {corrupt['fix']}"]
         lines.append("  the calls as the rows before the damage leave them:")
     return lines
+
+
+def _inputs(inputs: dict[str, Any] | None) -> list[str]:
+    """The run's inputs, one a line: a value shortened to a line, a file by path and digest."""
+    if not inputs:
+        return []
+    out = ["  inputs:"]
+    for name, value in inputs.items():
+        if isinstance(value, dict):
+            shown = f"file {value.get('path')} ({str(value.get('digest'))[:19]})"
+        else:
+            shown = json.dumps(value, ensure_ascii=False)
+        line = f"    {name} = {shown}"
+        out.append(line if len(line) <= WIDTH else line[: WIDTH - 4] + " ...")
+    return out
 
 
 def _wrap(text: str, indent: str) -> list[str]:
