@@ -204,16 +204,15 @@ def _head(payload: dict[str, Any]) -> list[str]:
 
 
 def _inputs(inputs: dict[str, Any] | None) -> list[str]:
-    """The run's inputs, one a line: a value shortened to a line, a file by path and digest."""
+    """The run's inputs, one a line: a value cut to the width, a file by path and digest."""
     if not inputs:
         return []
     out = ["  inputs:"]
     for name, value in inputs.items():
-        if isinstance(value, dict):
-            shown = f"file {value.get('path')} ({str(value.get('digest'))[:19]})"
-        else:
-            shown = json.dumps(value, ensure_ascii=False)
-        line = f"    {name} = {shown}"
+        if isinstance(value, dict):  # its path whole: a path cut short names no file
+            out.append(f"    {name} = file {value.get('path')} ({str(value.get('digest'))[:19]})")
+            continue
+        line = f"    {name} = {json.dumps(value, ensure_ascii=False)}"
         out.append(line if len(line) <= WIDTH else line[: WIDTH - 4] + " ...")
     return out
 
