@@ -13,8 +13,14 @@ from cyclopts import Parameter
 
 from crw.cli.params import Id, Json, Seconds, State, one_line_id
 
-Inputs = Annotated[list[str] | None, Parameter(name="--input")]
-InputFiles = Annotated[list[str] | None, Parameter(name="--input-file")]
+Inputs = Annotated[
+    list[str] | None,
+    Parameter(name="--input", negative="", consume_multiple=False, metavar="NAME=VALUE"),
+]
+InputFiles = Annotated[
+    list[str] | None,
+    Parameter(name="--input-file", negative="", consume_multiple=False, metavar="NAME=PATH"),
+]
 
 
 def start(
@@ -55,10 +61,10 @@ def start(
         state at each bind and harvest, and warn when a call wrote where its role
         should not (as [settings] trace = true; docs/workspaces.md).
     inputs
-        NAME=VALUE: a value of the workflow's input NAME (a string, int or bool
-        input); repeat it for each input.
+        The value of the workflow's input NAME (a string, int or bool input);
+        repeat it for each input.
     input_files
-        NAME=PATH: the file of the workflow's file input NAME; repeat it for each.
+        The file of the workflow's file input NAME; repeat it for each.
     dry_run
         Make every check of the start and show the plan as crw flow validate does;
         start nothing.
@@ -126,9 +132,9 @@ def validate(
     codex_bin
         The codex binary of a private codex host, as crw flow start takes it.
     inputs
-        NAME=VALUE: a value of the workflow's input NAME; repeat it for each input.
+        The value of the workflow's input NAME; repeat it for each input.
     input_files
-        NAME=PATH: the file of the workflow's file input NAME; repeat it for each.
+        The file of the workflow's file input NAME; repeat it for each.
     """
     from crw.cli.run.validate import validate_command
 
