@@ -226,3 +226,23 @@ def test_an_app_server_run_in_a_git_workspace_renders_its_inputs(
     digest = "sha256:" + hashlib.sha256(b"ISSUE-TEXT").hexdigest()
     path = str((tmp_path / "issue.md").resolve())
     assert _started(run)[0]["inputs"] == {"issue": {"path": path, "digest": digest}, "who": "bob"}
+
+
+def test_validate_refuses_what_start_refuses_in_the_same_line(crw: Crw, tmp_path: Path) -> None:
+    """A check of the start beyond the workflow file (an evidence cwd outside the
+    repository, judged against the repository the start resolves) refuses validate
+    and start --dry-run with start's own line, exit 2, nothing written."""
+    make_repo(tmp_path / "project")
+    workflow = tmp_path / "project" / "w.toml"
+    workflow.write_text(
+        'name = "w"\nevidence_cwd = "/etc"\n[[node]]\nid = "a"\nrole = "explorer"\n'
+        'task = "Look."\nschema = { type = "object" }\n'
+    )
+    lines = set()
+    for command in (["start"], ["validate"], ["start", "--dry-run"]):
+        result = crw("flow", *command, str(workflow), "--state", str(crw.state))
+        assert result.code == 2, (command, result.stdout, result.stderr)
+        lines.add(result.stderr)
+    (line,) = lines
+    assert line.startswith(f'crw: error: {workflow}:2: evidence_cwd = "/etc" lies outside'), line
+    assert not (crw.state / "flow").exists()
