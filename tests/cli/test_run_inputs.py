@@ -100,6 +100,7 @@ def test_inputs_render_into_the_task_are_recorded_and_a_resume_reads_them_from_t
         "strict": True,
     }
     assert json.loads(run.run_json.read_text())["inputs"] == recorded
+    assert out.json()["inputs"] == recorded  # the start says what it recorded
     assert TASK in _packet(run)
     status = crw("flow", "status", run.id, "--state", str(crw.state), "--json")
     assert status.json()["inputs"] == recorded

@@ -192,7 +192,7 @@ def _head(payload: dict[str, Any]) -> list[str]:
     progress = payload["progress"]
     lines.append(f"  calls: {progress['done']} of {progress['total']} done")
     lines.append(f"  tokens: {format_tokens(payload['tokens'])}")
-    lines += _inputs(payload.get("inputs"))
+    lines += input_lines(payload.get("inputs"))
     failed = payload["launch_failed"]
     if failed and payload["state"] != "ended":
         lines += _wrap(f"its last resume did not start: {failed['reason']}", "  ")
@@ -203,7 +203,7 @@ def _head(payload: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _inputs(inputs: dict[str, Any] | None) -> list[str]:
+def input_lines(inputs: dict[str, Any] | None) -> list[str]:
     """The run's inputs, one a line: a value cut to the width, a file by path and digest."""
     if not inputs:
         return []

@@ -26,6 +26,7 @@ from crw import codex_config
 from crw.binding.owner import bind_owner, orchestrator_line
 from crw.cli.entry import one_line
 from crw.cli.output import emit
+from crw.cli.read.status_text import input_lines
 from crw.cli.run.preview import Preview, SessionStart, app_server_judged, session_judged
 from crw.engine.calls.review import check_fix_efforts
 from crw.engine.config.evidence_cwd import check_evidence_cwd
@@ -94,6 +95,7 @@ def start_command(
         "pid": outcome.pid,
         "started": outcome.started,
         "warnings": outcome.warnings,
+        "inputs": outcome.spec.inputs,
         **outcome.preview.to_json(),
         "next": steps,
     }
@@ -102,6 +104,7 @@ def start_command(
         f"run {outcome.spec.id} {verb} ({outcome.spec.backend} backend, pool {outcome.spec.pool})"
     ]
     lines.append(f"  run directory: {outcome.run.root}")
+    lines += input_lines(outcome.spec.inputs)
     lines += outcome.preview.lines()
     lines += [f"  warning: {warning}" for warning in outcome.warnings]
     lines.append(f"  its process (pid {outcome.pid}) runs the calls on host {outcome.spec.host}")
