@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from crw.actors import executor_git
 from crw.actors.control import RunControl
@@ -44,6 +45,8 @@ class CallContext:
     (`crw.actors.executor_git`), kept as calls commit."""
     settings: Settings = DEFAULT_SETTINGS
     """The run's settings (the harvest's answer_max_bytes)."""
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    """What `{inputs.NAME}` stands for in the run's tasks."""
 
     @functools.cached_property
     def tools(self) -> RunTools:

@@ -51,5 +51,13 @@ async def run_app_server_calls(
         return await run_app_server_call(ctx, node, call, needs, by_call.get(call, ()))
 
     return await run_gate(
-        ctx.journal, ctx.workflow, pool, results, finished, run_call, spent, ctx.control
+        ctx.journal,
+        ctx.workflow,
+        pool,
+        results,
+        finished,
+        run_call,
+        spent,
+        ctx.control,
+        inputs=ctx.inputs,
     )

@@ -10,8 +10,8 @@ to the host: the run process (`crw.actors.run`) does, before it hands over here.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -51,6 +51,8 @@ class Backend:
     """The process lock's token (the step index's name), if it holds one."""
     started_up: Callable[[], None]
     """Called once, just before the calls run: the process's start-up is done."""
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    """What `{inputs.NAME}` stands for in the run's tasks (`task_inputs`)."""
 
     @property
     def tmpdir(self) -> str | None:
@@ -81,6 +83,7 @@ class Backend:
             placer=self.placer,
             git_rows=executor_git.keep(rows) if self.placer is not None else {},
             settings=self.settings,
+            inputs=self.inputs,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call
@@ -125,6 +128,7 @@ class Backend:
             on_commit=wakes.saw if wakes is not None else None,
             placer=self.placer,
             git_rows=executor_git.keep(rows) if self.placer is not None else {},
+            inputs=self.inputs,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call

@@ -24,6 +24,7 @@ from crw.actors.control import RunControl
 from crw.actors.journal_writer import JournalWriter
 from crw.engine.answers.harvest import CallEnd
 from crw.engine.calls import gate
+from crw.engine.config.inputs import INPUTS
 from crw.engine.config.workflow import Workflow
 from crw.engine.config.workflow_nodes import Node
 from crw.engine.holds import interrupt
@@ -43,19 +44,23 @@ async def run_gate(
     spent: gate.RunSpent,
     control: RunControl | None = None,
     first: Mapping[str, int] | None = None,
+    inputs: Mapping[str, Any] | None = None,
 ) -> str:
     """Run the calls the rows leave to run; returns the run's state as the process
     leaves it (ended, paused, waiting_decision). `spent` is the run's running token
     figure: each call's terminal row settles its part of it. Once `control` stops
     the run (a pause or cancellation), only the calls an earlier process left open
     are admitted, to be interrupted, and the run's own row ends it. `first`: the
-    ordinal of a restarted node's new call (else its call is `<node>.1`)."""
+    ordinal of a restarted node's new call (else its call is `<node>.1`). `inputs`:
+    the run's inputs, which a task names as `{inputs.NAME}`."""
     paused: str | None = None
     running: set[str] = set()
     send, receive = trio.open_memory_channel[tuple[str, CallEnd]](max(pool, 1))
 
     async def call_task(node: Node) -> None:
         needs = {need: results[need] for need in node.needs}
+        if inputs:
+            needs[INPUTS] = inputs
         call = gate.call_id(node.id, (first or {}).get(node.id, 1))
         end = await run_call(node, call, needs)
         tokens = getattr(end.row, "tokens", None)

@@ -47,6 +47,7 @@ from crw.engine.config.workflow import Workflow, load_workflow
 from crw.engine.run.launch_check import changed_workflow
 from crw.engine.run.launch_record import clear_failure
 from crw.engine.run.locks import ProcessLock, hold_run
+from crw.engine.run.run_inputs import task_inputs
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.engine.run.runspec import RunSpec, check_backend, read_run_spec, recorded_env
 from crw.errors import CrwError, InputError, RefusedError
@@ -128,6 +129,7 @@ async def run_process(
     if changed is not None:
         raise InputError(changed)
     check_fix_efforts(workflow, roles, state_dir / "roles.toml")  # a role store changed since
+    inputs = task_inputs(spec, run_dir)  # from the run, never from a command line
     with hold_run(run_dir) as lock:
         history = read_journal(run_dir.journal)  # decoded and replayed once a process
         past = replay(history.rows)
@@ -149,6 +151,7 @@ async def run_process(
                 state_dir,
                 sync_in_thread,
                 started_up,
+                inputs,
             )
         except BaseException as exc:
             fault = faults.classify(exc, spec.id, run_dir.journal)
@@ -203,6 +206,7 @@ async def _journaled(
     state_dir: Path,
     sync_in_thread: bool,
     started_up: Callable[[], None] = _nothing,
+    inputs: dict[str, Any] | None = None,
 ) -> str | faults.Fault:
     """Record the started row and run; a fault the journal can still record is
     recorded (paused) and returned. Raises what it cannot record. `past` is the
@@ -225,6 +229,7 @@ async def _journaled(
                 backend=spec.backend,
                 process=process_lock.token if process_lock else None,
                 pid=os.getpid(),
+                inputs=spec.inputs,
             )
         )
         clear_failure(run_dir)  # this launch did not fail: `status` says no earlier one
@@ -266,6 +271,7 @@ async def _journaled(
                     clock,
                     token,
                     started_up,
+                    inputs or {},
                 )
                 if spec.backend == "session":
                     return await run.session(rows, replayed)

@@ -53,6 +53,8 @@ class SessionContext:
     git_rows: executor_git.GitRows = field(default_factory=dict)
     """The run's prepared and crw_commit rows, which an executor's harvest reads
     (`crw.actors.executor_git`), kept as calls commit."""
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    """What `{inputs.NAME}` stands for in the run's tasks."""
     strays: set[str] = field(default_factory=set)
     """The duplicates this process gave a close step (`StepBinder.close_strays`,
     `crw.actors.late_strays`): each gets one."""

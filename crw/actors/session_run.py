@@ -115,7 +115,16 @@ async def run_session_calls(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(late_strays.sweep, ctx)  # duplicates of ended calls' steps
         state = await run_gate(
-            ctx.journal, ctx.workflow, pool, results, finished, run_call, spent, ctx.control, first
+            ctx.journal,
+            ctx.workflow,
+            pool,
+            results,
+            finished,
+            run_call,
+            spent,
+            ctx.control,
+            first,
+            inputs=ctx.inputs,
         )
         nursery.cancel_scope.cancel()
     return state

@@ -56,6 +56,7 @@ flow.command("crw.cli.owner.hook_app:hook")
 flow.command("crw.cli.owner.codex_app:codex")
 
 flow.command(run_commands.start)
+flow.command(run_commands.validate)
 flow.command(read_commands.status)
 flow.command(owner_commands.next_, name="next")
 flow.command(owner_commands.dispatched)

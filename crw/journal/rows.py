@@ -151,6 +151,8 @@ class Started(RowModel):
     pid: int | None = None
     role_pairs: RolePairs | None = None
     policy_digest: str | None = None
+    inputs: dict[str, Any] | None = None
+    """The run's inputs as run.json records them (a file input by path and digest)."""
 
 
 class Prepared(RowModel):

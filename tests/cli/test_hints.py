@@ -240,3 +240,26 @@ def test_the_start_hint_of_an_app_server_run_names_its_private_hosts_binary() ->
         "--codex-bin /opt/codex/bin/codex --state '/s t'"
     )
     assert start_again({"backend": "session"}, "") is None
+
+
+def test_the_start_hint_gives_the_runs_inputs_again() -> None:
+    """A run with inputs is started again with the values run.json records, a file
+    input from the path its start read."""
+    from crw.cli.read.run_spec import start_again
+
+    spec = {
+        "workflow": {"path": "/w/a.toml", "digest": "d"},
+        "backend": "app-server",
+        "host": "codex",
+        "inputs": {
+            "issue": {"path": "/w/my issue.md", "digest": "sha256:ab"},
+            "attempts": 2,
+            "strict": False,
+            "who": "bob smith",
+        },
+    }
+    assert start_again(spec, "") == (
+        "crw flow start /w/a.toml --backend app-server --host codex "
+        "--input-file 'issue=/w/my issue.md' --input attempts=2 --input strict=false "
+        "--input 'who=bob smith'"
+    )

@@ -250,7 +250,7 @@ def test_not_utf8_is_refused_with_its_line(tmp_path: Path) -> None:
         (
             'name = "w"\ncolour = "red"\n' + NODE_A,
             "2: unknown key 'colour'; remove it or use one of: name, pool, token_ceiling,"
-            " repo, head, verifier, settings, evidence_cwd, node",
+            " repo, head, verifier, settings, evidence_cwd, inputs, node",
         ),
         (
             'name = "w"\n',
@@ -454,8 +454,11 @@ def test_line_finder_skips_brackets_inside_strings_and_multiline_values() -> Non
 # --- generated workflows ----------------------------------------------------------
 
 IDS = st.lists(
-    st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True), min_size=1, max_size=7, unique=True
-)
+    st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True).filter(lambda id_: id_ != "inputs"),
+    min_size=1,
+    max_size=7,
+    unique=True,
+)  # `inputs` is reserved: it names the run's inputs
 ROLE_NAMES = ["architect", "executor", "executor-t1", "reviewer", "explorer", "critic"]
 
 

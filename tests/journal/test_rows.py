@@ -47,6 +47,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "pid": 4242,
         "role_pairs": PAIRS,
         "policy_digest": DIGEST,
+        "inputs": {"issue": {"path": "/work/issue.md", "digest": DIGEST}, "attempts": 2},
     },
     "prepared": {
         "node": "build",

@@ -35,7 +35,8 @@ def start_again(spec: dict[str, Any], state_ref: str) -> str | None:
     """The `crw flow start` that runs the run's workflow again where the run ran:
     its backend, the host run.json records (a session run's default host is the
     socket the start resolved then, not the one $CODEX_HOME names now), its owner
-    thread and the codex binary of a private host; None when run.json names no
+    thread, the codex binary of a private host and its inputs (a file input by the
+    path its start read); None when run.json names no
     workflow file. `state_ref` is the --state as the user gave it (quoted), or ""."""
     workflow = workflow_file(spec)
     if workflow is None:
@@ -50,9 +51,22 @@ def start_again(spec: dict[str, Any], state_ref: str) -> str | None:
         value = spec.get(key)
         if isinstance(value, str) and value:
             words += [flag, shlex.quote(value)]
+    words += _input_flags(spec.get("inputs"))
     if state_ref:
         words += ["--state", state_ref]
     return " ".join(words)
+
+
+def _input_flags(inputs: object) -> list[str]:
+    """The `--input` and `--input-file` flags that give a run's recorded inputs again."""
+    words: list[str] = []
+    for name, value in (inputs if isinstance(inputs, dict) else {}).items():
+        if isinstance(value, dict):
+            words += ["--input-file", shlex.quote(f"{name}={value.get('path')}")]
+        else:
+            shown = str(value).lower() if isinstance(value, bool) else str(value)
+            words += ["--input", shlex.quote(f"{name}={shown}")]
+    return words
 
 
 _NODE_TABLE = re.compile(rb"^[ \t]*\[\[[ \t]*node[ \t]*\]\]", re.MULTILINE)

@@ -54,6 +54,7 @@ def status_command(
     payload["live"] = live
     payload["holder_pid"] = holder_pid(run_dir.run_lock) if live else None
     payload["corrupt"] = corrupt
+    payload["inputs"] = spec.get("inputs") or None
     waiter = waiting(run_dir) if run_state.state == "paused" and not live else None
     payload["host_wait"] = waiter.to_json() if waiter is not None else None
     failure = None if live else read_failure(run_dir)
@@ -109,7 +110,8 @@ def status_payload(
     takes none: `crw flow answer` refuses it); with `results` its result}], tokens. `state_ref`
     is the --state those commands pass (empty: none). The command adds run_dir,
     live (whether a process holds the run lock), holder_pid (that process's pid, or
-    null), corrupt (null, or {journal, offset, valid_at, reason, damage, fix} when
+    null), inputs (null, or the run's inputs as run.json records them),
+    corrupt (null, or {journal, offset, valid_at, reason, damage, fix} when
     the state is `corrupt`; valid_at null when no whole rows follow the damage),
     launch_failed (null, or {pid, reason, at} of the last launch whose process
     stopped before its started row, while no process holds the run), host_wait

@@ -192,6 +192,7 @@ def _head(payload: dict[str, Any]) -> list[str]:
     progress = payload["progress"]
     lines.append(f"  calls: {progress['done']} of {progress['total']} done")
     lines.append(f"  tokens: {format_tokens(payload['tokens'])}")
+    lines += input_lines(payload.get("inputs"))
     failed = payload["launch_failed"]
     if failed and payload["state"] != "ended":
         lines += _wrap(f"its last resume did not start: {failed['reason']}", "  ")
@@ -200,6 +201,20 @@ def _head(payload: dict[str, Any]) -> list[str]:
         lines += [f"  {corrupt['damage']}", f"  {corrupt['fix']}"]
         lines.append("  the calls as the rows before the damage leave them:")
     return lines
+
+
+def input_lines(inputs: dict[str, Any] | None) -> list[str]:
+    """The run's inputs, one a line: a value cut to the width, a file by path and digest."""
+    if not inputs:
+        return []
+    out = ["  inputs:"]
+    for name, value in inputs.items():
+        if isinstance(value, dict):  # its path whole: a path cut short names no file
+            out.append(f"    {name} = file {value.get('path')} ({str(value.get('digest'))[:19]})")
+            continue
+        line = f"    {name} = {json.dumps(value, ensure_ascii=False)}"
+        out.append(line if len(line) <= WIDTH else line[: WIDTH - 4] + " ...")
+    return out
 
 
 def _wrap(text: str, indent: str) -> list[str]:

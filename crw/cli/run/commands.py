@@ -13,6 +13,15 @@ from cyclopts import Parameter
 
 from crw.cli.params import Id, Json, Seconds, State, one_line_id
 
+Inputs = Annotated[
+    list[str] | None,
+    Parameter(name="--input", negative="", consume_multiple=False, metavar="NAME=VALUE"),
+]
+InputFiles = Annotated[
+    list[str] | None,
+    Parameter(name="--input-file", negative="", consume_multiple=False, metavar="NAME=PATH"),
+]
+
 
 def start(
     workflow: str,
@@ -23,6 +32,9 @@ def start(
     host: str | None = None,
     codex_bin: str | None = None,
     trace: Annotated[bool, Parameter(negative="")] = False,
+    inputs: Inputs = None,
+    input_files: InputFiles = None,
+    dry_run: Annotated[bool, Parameter(name="--dry-run", negative="")] = False,
     state: State = None,
     json: Json = False,
 ) -> int:
@@ -48,7 +60,31 @@ def start(
         SessionConfig.Trace: digest P, the owner's checkout and the run's shared
         state at each bind and harvest, and warn when a call wrote where its role
         should not (as [settings] trace = true; docs/workspaces.md).
+    inputs
+        The value of the workflow's input NAME (a string, int or bool input);
+        repeat it for each input.
+    input_files
+        The file of the workflow's file input NAME; repeat it for each.
+    dry_run
+        Make every check of the start and show the plan as crw flow validate does;
+        start nothing.
     """
+    if dry_run:
+        from crw.cli.run.validate import validate_command
+
+        return validate_command(
+            workflow,
+            backend=backend,
+            owner=owner,
+            host=host,
+            codex_bin=codex_bin,
+            state=state,
+            json=json,
+            trace=trace,
+            inputs=inputs,
+            input_files=input_files,
+            dry_run=True,
+        )
     from crw.cli.run.start import start_command
 
     return start_command(
@@ -60,6 +96,58 @@ def start(
         state=state,
         json=json,
         trace=trace,
+        inputs=inputs,
+        input_files=input_files,
+    )
+
+
+def validate(
+    workflow: str,
+    /,
+    *,
+    backend: Literal["session", "app-server"] = "session",
+    owner: Annotated[str | None, Parameter(validator=one_line_id)] = None,
+    host: str | None = None,
+    codex_bin: str | None = None,
+    inputs: Inputs = None,
+    input_files: InputFiles = None,
+    state: State = None,
+    json: Json = False,
+) -> int:
+    """Check WORKFLOW as crw flow start would, and show the run it would make;
+    start nothing, ask no host.
+
+    Exit 0 when the start would be taken, 2 with the one line that refuses it.
+
+    Parameters
+    ----------
+    workflow
+        The workflow TOML file.
+    backend
+        session or app-server, as crw flow start takes it.
+    owner
+        The owner thread of a session run, as crw flow start takes it.
+    host
+        The host URI, as crw flow start takes it (it is not asked).
+    codex_bin
+        The codex binary of a private codex host, as crw flow start takes it.
+    inputs
+        The value of the workflow's input NAME; repeat it for each input.
+    input_files
+        The file of the workflow's file input NAME; repeat it for each.
+    """
+    from crw.cli.run.validate import validate_command
+
+    return validate_command(
+        workflow,
+        backend=backend,
+        owner=owner,
+        host=host,
+        codex_bin=codex_bin,
+        state=state,
+        json=json,
+        inputs=inputs,
+        input_files=input_files,
     )
 
 

@@ -151,11 +151,7 @@ def session_judged(start: SessionStart) -> Callable[[], Preview]:
     max_threads = codex_config.max_threads(start.environ)
     pairs = start.roles.role_pairs()
     reviews = [(n.id, n.role, n.review.role) for n in start.workflow.nodes if n.review]
-    owner_bound = facts.owner_bound(_owner_read(start))
-    writable = facts.owner_state_writable(_unwritable(start), _distrusted(start.state))
-    slots = facts.subagent_slots(max_threads)
-    multi_agent = facts.multi_agent_v1(codex_config.multi_agent_v2(config))
-    verifier = _verifier(start.workflow)
+    owner_bound, writable, slots, multi_agent, verifier = session_facts(start, config)
     pool = {"pool": start.pool, "workflow_pool": start.workflow.pool, "max_threads": max_threads}
 
     def with_host() -> Preview:
@@ -176,6 +172,24 @@ def session_judged(start: SessionStart) -> Callable[[], Preview]:
         return Preview(spawn_formats(pairs), pool, judged, where, probe.version)
 
     return with_host
+
+
+def session_facts(start: SessionStart, config: Mapping[str, Any]) -> list[Fact]:
+    """The facts a session start judges without its host: owner_bound,
+    owner_state_writable, subagent_slots, multi_agent_v1 and verifier_prerequisites
+    (`config`: codex's config.toml, read)."""
+    return [
+        facts.owner_bound(_owner_read(start)),
+        facts.owner_state_writable(_unwritable(start), _distrusted(start.state)),
+        facts.subagent_slots(codex_config.max_threads(start.environ)),
+        facts.multi_agent_v1(codex_config.multi_agent_v2(config)),
+        _verifier(start.workflow),
+    ]
+
+
+def app_server_facts(workflow: Workflow) -> list[Fact]:
+    """The facts an app-server start judges without its host: verifier_prerequisites."""
+    return [_verifier(workflow)]
 
 
 def known_agent_types(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,19 +26,22 @@ from crw import codex_config
 from crw.binding.owner import bind_owner, orchestrator_line
 from crw.cli.entry import one_line
 from crw.cli.output import emit
+from crw.cli.read.status_text import input_lines
 from crw.cli.run.preview import Preview, SessionStart, app_server_judged, session_judged
 from crw.engine.calls.review import check_fix_efforts
 from crw.engine.config.evidence_cwd import check_evidence_cwd
-from crw.engine.config.repo import run_repository
+from crw.engine.config.inputs import RunInput, fill_inputs, parse_pairs
+from crw.engine.config.repo import RunRepository, run_repository
 from crw.engine.config.roles import RoleTable, load_roles
-from crw.engine.config.workflow import load_workflow
+from crw.engine.config.workflow import Workflow, load_workflow
 from crw.engine.run.launch import launch_run_process
 from crw.engine.run.locks import run_is_live, start_lock
+from crw.engine.run.run_inputs import write_inputs
 from crw.engine.run.rundir import RunDir, loose_state, new_run_id, resolve_state
 from crw.engine.run.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings, write_run_spec
 from crw.engine.run.tmploc import dir_from
 from crw.errors import InputError, RefusedError
-from crw.host.uri import parse_host_uri, session_host
+from crw.host.uri import HostUri, parse_host_uri, session_host
 from crw.journal.log import read_journal
 from crw.settings import Settings
 
@@ -62,6 +66,8 @@ def start_command(
     state: str | None,
     json: bool,
     trace: bool = False,
+    inputs: list[str] | None = None,
+    input_files: list[str] | None = None,
 ) -> int:
     outcome = start_run(
         Path(workflow),
@@ -72,6 +78,8 @@ def start_command(
         state=state,
         environ=os.environ,
         trace=trace,
+        inputs=inputs or (),
+        input_files=input_files or (),
     )
     state = f"--state {outcome.run.root.parents[1]}"
     steps = None
@@ -87,6 +95,7 @@ def start_command(
         "pid": outcome.pid,
         "started": outcome.started,
         "warnings": outcome.warnings,
+        "inputs": outcome.spec.inputs,
         **outcome.preview.to_json(),
         "next": steps,
     }
@@ -95,6 +104,7 @@ def start_command(
         f"run {outcome.spec.id} {verb} ({outcome.spec.backend} backend, pool {outcome.spec.pool})"
     ]
     lines.append(f"  run directory: {outcome.run.root}")
+    lines += input_lines(outcome.spec.inputs)
     lines += outcome.preview.lines()
     lines += [f"  warning: {warning}" for warning in outcome.warnings]
     lines.append(f"  its process (pid {outcome.pid}) runs the calls on host {outcome.spec.host}")
@@ -105,7 +115,27 @@ def start_command(
     return 0
 
 
-def start_run(
+@dataclass(frozen=True)
+class StartPlan:
+    """What every check of a start found, before anything is written: the run
+    `start` records, and what `validate` (and `start --dry-run`) shows."""
+
+    state_dir: Path
+    workflow: Workflow
+    recorded: Settings
+    roles: RoleTable
+    backend: str
+    owner: str | None
+    uri: HostUri
+    pool: int
+    codex_path: str | None
+    tmpdir: str
+    repository: RunRepository
+    inputs: dict[str, RunInput]
+    warnings: list[str]
+
+
+def check_start(
     workflow_path: Path,
     *,
     backend: str,
@@ -114,13 +144,24 @@ def start_run(
     state: str | None,
     environ: os._Environ[str] | dict[str, str],
     codex_bin: str | None = None,
-    settings: Settings | None = None,
     trace: bool = False,
-) -> StartOutcome:
-    """Refuse or record, bind and launch a run; see the module docstring. `trace`
-    (`--trace`) records SessionConfig.Trace on, whatever `[settings]` says."""
+    inputs: Sequence[str] = (),
+    input_files: Sequence[str] = (),
+) -> StartPlan:
+    """Every check a start makes before the run exists (CMD-START-14), asking no host
+    and writing nothing.
+
+    Raises:
+        InputError: the workflow, its inputs, the role store, the owner, the host's
+            URI, the codex binary, the TMPDIR or the repository is refused.
+    """
+    values = parse_pairs(inputs, "--input")
+    files = parse_pairs(input_files, "--input-file")
     state_dir = resolve_state(state, environ, Path.cwd())
     workflow = load_workflow(workflow_path)
+    filled = fill_inputs(
+        str(workflow_path), workflow.inputs, workflow.input_lines, values, files, Path.cwd()
+    )
     recorded = replace(workflow.settings, trace=True) if trace else workflow.settings
     roles = load_roles(state_dir / "roles.toml")
     check_fix_efforts(workflow, roles, state_dir / "roles.toml")
@@ -142,11 +183,58 @@ def start_run(
     tmpdir = dir_from(environ)  # asked once, here; refuses before anything is written
     repository = run_repository(workflow.repo, workflow.head, state_dir, workflow.path)
     check_evidence_cwd(workflow, repository.path)
+    return StartPlan(
+        state_dir,
+        workflow,
+        recorded,
+        roles,
+        backend,
+        owner,
+        uri,
+        pool,
+        codex_path,
+        tmpdir,
+        repository,
+        filled,
+        loose_state(state_dir),
+    )
 
+
+def start_run(
+    workflow_path: Path,
+    *,
+    backend: str,
+    owner: str | None,
+    host: str | None,
+    state: str | None,
+    environ: os._Environ[str] | dict[str, str],
+    codex_bin: str | None = None,
+    settings: Settings | None = None,
+    trace: bool = False,
+    inputs: Sequence[str] = (),
+    input_files: Sequence[str] = (),
+) -> StartOutcome:
+    """Refuse or record, bind and launch a run; see the module docstring. `trace`
+    (`--trace`) records SessionConfig.Trace on, whatever `[settings]` says;
+    `inputs` and `input_files` are the `NAME=VALUE` of `--input` and `--input-file`."""
+    plan = check_start(
+        workflow_path,
+        backend=backend,
+        owner=owner,
+        host=host,
+        state=state,
+        environ=environ,
+        codex_bin=codex_bin,
+        trace=trace,
+        inputs=inputs,
+        input_files=input_files,
+    )
+    state_dir, workflow, roles, pool = plan.state_dir, plan.workflow, plan.roles, plan.pool
+    owner, uri, repository = plan.owner, plan.uri, plan.repository
     run_id = new_run_id(workflow.name, _dt.datetime.now(_dt.UTC))
     run = RunDir(state_dir / "flow" / run_id)
-    loose = loose_state(state_dir)  # as the user left them, before the run makes any
     run.create()
+    recorded_inputs = write_inputs(run, plan.inputs)  # the copies before run.json names them
     spec = RunSpec(
         id=run_id,
         workflow=WorkflowRef(path=str(workflow.path), digest=workflow.digest),
@@ -156,12 +244,13 @@ def start_run(
         head=repository.head,
         host=str(uri),
         owner=owner,
-        env=RunEnv(TMPDIR=tmpdir),
+        env=RunEnv(TMPDIR=plan.tmpdir),
         codex_bin=codex_bin,
-        settings=recorded_settings(recorded),
+        settings=recorded_settings(plan.recorded),
+        inputs=recorded_inputs,
     )
     settings = settings if settings is not None else workflow.settings
-    outcome = StartOutcome(run=run, spec=spec, warnings=loose)
+    outcome = StartOutcome(run=run, spec=spec, warnings=plan.warnings)
     if backend == "session":
         start = SessionStart(
             state_dir,
@@ -177,7 +266,7 @@ def start_run(
         )
         with_host = session_judged(start)  # the owner's binding as it is before the bind
     else:
-        with_host = app_server_judged(workflow, uri, codex_path, spec.repository, spec.head)
+        with_host = app_server_judged(workflow, uri, plan.codex_path, spec.repository, spec.head)
     with start_lock(run) as lock:
         write_run_spec(run.run_json, spec)
         if owner is not None:

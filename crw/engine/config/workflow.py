@@ -53,6 +53,7 @@ from pydantic import (
 )
 
 from crw.engine.config._tomlsource import Loc, TomlSource, crw_error, read_toml, validation_error
+from crw.engine.config.inputs import INPUT_KEYS, InputDecl
 from crw.engine.config.repo import named_checkout
 from crw.engine.config.settings_table import KEYS as SETTINGS_KEYS
 from crw.engine.config.settings_table import SettingsTable
@@ -70,6 +71,7 @@ _TOP_KEYS = (
     "verifier",
     "settings",
     "evidence_cwd",
+    "inputs",
     "node",
 )
 _NODE_KEYS = ("id", "role", "task", "schema", "needs", "review", "timeout", "qa")
@@ -88,7 +90,16 @@ class _WorkflowFile(BaseModel):
     verifier: Verifier | None = None
     settings: SettingsTable | None = None
     evidence_cwd: StrictStr | None = None
+    inputs: dict[str, InputDecl] = {}
     nodes: tuple[Node, ...] = Field(alias="node")
+
+    @field_validator("inputs")
+    @classmethod
+    def _input_names(cls, value: dict[str, InputDecl]) -> dict[str, InputDecl]:
+        for name in value:
+            if SLUG.fullmatch(name) is None:
+                raise crw_error(f"[inputs.{json.dumps(name)}] is not a slug", SLUG_FIX)
+        return value
 
     @field_validator("repo")
     @classmethod
@@ -152,6 +163,10 @@ class Workflow(BaseModel):
     """The run's evidence cwd (`evidence_cwd = "PATH"`, absolute, symlinks resolved;
     `crw.engine.config.evidence_cwd` confines it when the run starts): a gated executor
     role's steps have a flow evidence record (`crw.workspace.evidence`); None: none."""
+    inputs: dict[str, InputDecl] = {}
+    """The run inputs `[inputs.NAME]` declares, in file order (`crw.engine.config.inputs`)."""
+    input_lines: dict[str, int] = {}
+    """The line of each input's table in the file, for a refusal of its value."""
 
     _graph: Graph | None = PrivateAttr(default=None)
 
@@ -196,7 +211,8 @@ def load_workflow(path: Path) -> Workflow:
         raise validation_error(
             file, TomlSource(text), err, lambda loc: _context(table, loc), missing=_MISSING
         ) from None
-    graph = check_graph(file, text, parsed.nodes)
+    graph = check_graph(file, text, parsed.nodes, parsed.inputs)
+    source = TomlSource(text) if parsed.inputs else None
     workflow = Workflow(
         name=parsed.name,
         pool=parsed.pool,
@@ -211,6 +227,12 @@ def load_workflow(path: Path) -> Workflow:
         ),
         path=absolute,
         digest="sha256:" + hashlib.sha256(data).hexdigest(),
+        inputs=parsed.inputs,
+        input_lines={
+            name: line
+            for name in parsed.inputs
+            if source is not None and (line := source.line_of(("inputs", name))) is not None
+        },
     )
     workflow._graph = graph
     return workflow
@@ -224,6 +246,8 @@ def _context(table: dict[str, Any], loc: Loc) -> tuple[str, tuple[str, ...]]:
         return "[verifier]", ("go_root",)
     if loc[0] == "settings":
         return "[settings]", SETTINGS_KEYS
+    if loc[0] == "inputs":
+        return f"[inputs.{loc[1]}]", INPUT_KEYS
     if loc[0] != "node" or not isinstance(loc[1], int) or len(loc) < 3:
         return "", _TOP_KEYS
     label = _node_label(table, loc[1])

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import NoReturn
 
 from crw.engine.config._tomlsource import TomlSource, one_line
+from crw.engine.config.inputs import INPUTS
+from crw.engine.config.template import Placeholder
 from crw.engine.config.workflow_nodes import Node
 
 
@@ -61,10 +64,13 @@ class Graph:
         )
 
 
-def check_graph(file: str, text: str, nodes: tuple[Node, ...]) -> Graph:
-    """Ids unique, needs known and acyclic, templates within each node's needs;
-    returns the graph. Each need and placeholder is looked at a bounded number of
-    times; the file's lines are mapped (`TomlSource`) only to tell a refusal."""
+def check_graph(
+    file: str, text: str, nodes: tuple[Node, ...], inputs: Collection[str] = ()
+) -> Graph:
+    """Ids unique, needs known and acyclic, templates within each node's needs and
+    the declared `inputs` (`{inputs.NAME}`); returns the graph. Each need and
+    placeholder is looked at a bounded number of times; the file's lines are
+    mapped (`TomlSource`) only to tell a refusal."""
 
     def refuse(index: int, key: str, what: str, fix: str) -> NoReturn:
         source = TomlSource(text)
@@ -104,7 +110,11 @@ def check_graph(file: str, text: str, nodes: tuple[Node, ...]) -> Graph:
     for index, node in enumerate(nodes):
         direct = set(node.needs)
         for placeholder in node.placeholders():
-            if placeholder.node == node.id:
+            if placeholder.node == INPUTS:
+                if placeholder.path[0] in inputs and len(placeholder.path) == 1:
+                    continue
+                what, fix = _input_refusal(placeholder, inputs)
+            elif placeholder.node == node.id:
                 what, fix = (
                     f"task {placeholder} refers to its own result",
                     "refer to a node it needs",
@@ -121,6 +131,34 @@ def check_graph(file: str, text: str, nodes: tuple[Node, ...]) -> Graph:
                 continue
             refuse(index, "task", what, fix)
     return graph
+
+
+def _input_refusal(placeholder: Placeholder, inputs: Collection[str]) -> tuple[str, str]:
+    name = placeholder.path[0]
+    if name in inputs:
+        return (
+            f"task {placeholder} names a field of input '{name}', which has none",
+            f"write {{inputs.{name}}}",
+        )
+    known = ", ".join(f"{{inputs.{known}}}" for known in inputs)
+    declare = f"declare [inputs.{name}] in the workflow"
+    return (
+        f"task {placeholder} names no declared input",
+        f"{declare}, or use one of: {known}" if known else declare,
+    )
+
+
+def levels(graph: Graph, nodes: tuple[Node, ...]) -> list[list[str]]:
+    """The nodes by level: a node with no needs is on level 0, any other one level
+    below its deepest need; each level in file order. The nodes of one level can
+    run at once."""
+    depth: dict[str, int] = {}
+    for node in graph.order:
+        depth[node.id] = 1 + max((depth[need] for need in node.needs), default=-1)
+    out: list[list[str]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+    for node in nodes:
+        out[depth[node.id]].append(node.id)
+    return out
 
 
 def _find_cycle(nodes: tuple[Node, ...]) -> list[str]:

@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from crw.engine.config._tomlsource import crw_error
+from crw.engine.config.inputs import INPUTS
 from crw.engine.config.roles import Role, checked_name
 from crw.engine.config.schema_refs import bundle, read_schema_file
 from crw.engine.config.template import SLUG, Placeholder, TemplateError, parse_template
@@ -100,6 +101,11 @@ class Node(BaseModel):
     def _slug(cls, value: str) -> str:
         if SLUG.fullmatch(value) is None:
             raise crw_error(f"id = {json.dumps(value)} is not a slug", SLUG_FIX)
+        if value == INPUTS:
+            raise crw_error(
+                f'id = "{INPUTS}" is reserved: a task names the run\'s inputs as {{inputs.NAME}}',
+                "give the node another id",
+            )
         return value
 
     @field_validator("task")

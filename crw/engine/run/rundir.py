@@ -81,6 +81,11 @@ class RunDir:
         return self.root / "journal.jsonl"
 
     @cached_property
+    def inputs(self) -> Path:
+        """The run's copies of its file inputs, one file per input name."""
+        return self.root / "inputs"
+
+    @cached_property
     def steps(self) -> Path:
         return self.root / "steps"
 

@@ -73,6 +73,11 @@ class RunSpec(BaseModel):
     workflow's `[settings]`: every process of the run uses them. None: a spec
     written before the record, whose run uses the defaults."""
 
+    inputs: dict[str, Any] | None = None
+    """The run's inputs as the start filled them: a string, int or bool value, or
+    for a file input `{path, digest}` (its copy is the run's `inputs/NAME`). None:
+    a workflow without inputs, or a spec written before them."""
+
     def run_settings(self) -> Settings:
         """The settings the run's processes use: the recorded ones (a key this crw
         does not know is left out, one it knows and the spec lacks is its default)."""
@@ -92,7 +97,7 @@ class RunSpec(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The JSON object of run.json; `env` is left out when the spec has none."""
         data = self.model_dump(mode="json")
-        for optional in ("env", "codex_bin", "settings"):
+        for optional in ("env", "codex_bin", "settings", "inputs"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
