@@ -17,7 +17,7 @@ from trio.testing import MockClock
 
 from tests.mock_clock import holding_jumps
 
-pytest_plugins = ["tests.drills.table"]
+pytest_plugins = ["tests.drills.table", "tests.xdist_groups"]
 
 
 @pytest.fixture
