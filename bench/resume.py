@@ -8,10 +8,15 @@ directory under `--tmp` (the system temp directory) with a fresh `crw host sim s
    run's first `prepared` row: the workflow's load, the run directory, the launch,
    the run process's own load of the workflow and its first admission (`start_s`;
    `start_run_s` is the part in the starting process).
-2. The run goes on until half its calls have completed; then its process is killed
-   with SIGKILL (a crash: whatever was in flight stays in flight).
+2. The run goes on until half its calls have completed: its process SIGKILLs
+   itself right after the completed row of the call admitted at the midpoint is
+   durable (`CRW_CRASH_AFTER`, `crw.actors.crash`: a crash, whatever was in flight
+   stays in flight). The kill point is the run's, not the bench's: a bench that
+   looked at the journal too late (a loaded machine) killed a run that had
+   already ended, and nothing was left to resume.
 3. The run is resumed as `crw flow resume RUN --detach` resumes it (the launch
-   under the run's launch lock), timed to the `at` of the first row the new
+   under the run's launch lock; a process that exits without its started row
+   fails the bench with the line it gave), timed to the `at` of the first row the new
    process writes (`first_row_s`: its started row, after the workflow's load and the
    journal's replay through its snapshot) and to the first row after that
    (`first_call_row_s`: the journal read whole, the calls replayed, the gate's
@@ -38,7 +43,9 @@ from typing import Any
 import trio
 from scale import SCHEMA, Trial, add_tmp_argument, host_client, start, trial_with_host, workflow
 
+from crw.actors.crash import VARIABLE
 from crw.engine.run.launch import launch_once
+from crw.engine.run.launch_record import LaunchFailure
 from crw.engine.run.rundir import RunDir
 from crw.engine.run.runspec import read_run_spec
 from crw.journal.log import read_journal
@@ -56,7 +63,6 @@ class Tail:
     def __init__(self, journal: Path) -> None:
         self.journal = journal
         self.offset = 0
-        self.completed = 0
 
     def rows(self) -> list[dict[str, Any]]:
         """The whole lines appended since the last look."""
@@ -69,7 +75,6 @@ class Tail:
         end = data.rfind(b"\n") + 1
         self.offset += end
         rows = [json.loads(line) for line in data[:end].splitlines()]
-        self.completed += sum(1 for row in rows if row["row"] == "completed")
         return rows
 
 
@@ -88,18 +93,30 @@ def until(tail: Tail, found: Any, limit: float) -> dict[str, Any]:
     raise TimeoutError(f"no such row within {limit:g} s")
 
 
-def kill_at_midpoint(trial: Trial, tail: Tail, limit: float) -> None:
-    """SIGKILL the run process once half the calls have completed; reap it."""
+def kill_point(calls: int) -> str:
+    """The run process's kill point (CRW_CRASH_AFTER): the completed row of the call
+    of the node admitted at the midpoint (the gate admits the nodes in order, a
+    pool at a time), so about half the calls have completed and the run has not
+    ended."""
+    return f"completed@n{calls // 2 - 1:05d}.1"
+
+
+def died_at_midpoint(trial: Trial, run: RunDir, limit: float) -> None:
+    """Reap the run process once it killed itself at its kill point; raise when it
+    lives after `limit` seconds or stopped another way (the run ended, paused)."""
     assert trial.pid is not None
     deadline = time.monotonic() + limit
-    while tail.completed < trial.calls // 2:
+    while True:
+        pid, status = os.waitpid(trial.pid, os.WNOHANG)
+        if pid:
+            break
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{tail.completed} of {trial.calls} calls completed in {limit:g} s")
-        tail.rows()
+            raise TimeoutError(f"the run process did not reach its midpoint in {limit:g} s")
         time.sleep(LOOK)
-    os.kill(trial.pid, signal.SIGKILL)
-    os.waitpid(trial.pid, 0)
     trial.pid = None
+    last = read_journal(run.journal).rows[-1]["row"]
+    if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != signal.SIGKILL:
+        raise RuntimeError(f"the run process exited ({status}, last row {last}); see {run.log}")
 
 
 async def script_host(trial: Trial) -> None:
@@ -113,20 +130,30 @@ def measure(trial: Trial, limit: float) -> dict[str, Any]:
     (wf.parent / "s.json").write_text(json.dumps(SCHEMA))
     trio.run(script_host, trial)
     t0 = time.time()
-    start(trial, wf, None)
+    start(trial, wf, None, {VARIABLE: kill_point(trial.calls)})
     start_run_s = time.time() - t0
     run = RunDir(trial.state / "flow" / trial.run_id)
     tail = Tail(run.journal)
     prepared = until(tail, lambda row: row["row"] == "prepared", limit)
-    kill_at_midpoint(trial, tail, limit)
+    died_at_midpoint(trial, run, limit)
     rows_at_kill = read_journal(run.journal).last_seq
     tail.rows()
     spec = read_run_spec(run.run_json)
     t1 = time.time()
-    child = launch_once(run, trial.state, spec.env_overrides(), trial.environ(), lambda: None)
-    trial.pid = child.pid
-    first = until(tail, lambda row: row["seq"] > rows_at_kill, limit)
-    after = until(tail, lambda row: row["seq"] > first["seq"], limit)
+    launch = launch_once(run, trial.state, spec.env_overrides(), trial.environ(), lambda: None)
+    trial.pid = launch.pid
+    try:
+        settled = launch.settle(limit)
+        if isinstance(settled, LaunchFailure):
+            raise RuntimeError(f"the resumed process did not start: {settled.reason}")
+        if settled != "started":
+            raise TimeoutError(f"the resumed process wrote no started row in {limit:g} s")
+        first = until(tail, lambda row: row["seq"] > rows_at_kill, limit)
+        after = until(tail, lambda row: row["seq"] > first["seq"], limit)
+    finally:  # what was measured is in its rows: the resumed process is not needed
+        launch.child.kill()
+        launch.child.wait()
+        trial.pid = None
     return {
         "calls": trial.calls,
         "rows_at_kill": rows_at_kill,

@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,16 +195,17 @@ async def host_client(socket: Path) -> AsyncIterator[HostClient]:
         yield client
 
 
-def start(trial: Trial, wf: Path, owner: str | None) -> None:
-    """`crw flow start`'s work; the run process's pid is kept before anything can
-    cancel the bench, so it is reaped whatever happens next."""
+def start(trial: Trial, wf: Path, owner: str | None, env: Mapping[str, str] | None = None) -> None:
+    """`crw flow start`'s work (with `env` added to the run process's environment);
+    the run process's pid is kept before anything can cancel the bench, so it is
+    reaped whatever happens next."""
     outcome = start_run(
         wf,
         backend=trial.backend,
         owner=owner,
         host=f"unix:{trial.socket}",
         state=str(trial.state),
-        environ=trial.environ(),
+        environ=trial.environ() | dict(env or {}),
     )
     trial.pid, trial.run_id = outcome.pid, outcome.spec.id
 

@@ -109,7 +109,7 @@ def test_report_to_a_run_no_process_holds_is_answered_queued(crw: Crw, run: RunD
     """spec: CMD-DISP-1, CMD-DISP-6, CMD-DISP-7, CMD-DISP-9, DISP-1"""
     started = time.monotonic()
     result = dispatched(crw, "--json")
-    assert time.monotonic() - started < 15  # answered at once, not after --wait
+    assert time.monotonic() - started < 20  # answered at once, not after the 20 s --wait
     assert result.code == 1, result.stderr
     out = result.json()
     assert out["reply"] == "queued" and out["reason"] == NOT_HELD

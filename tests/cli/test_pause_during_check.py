@@ -6,7 +6,6 @@ all reaped by pid at teardown (the drill's `reap`)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,9 +42,10 @@ def test_pause_answers_within_its_wait_while_the_run_checks_a_long_answer(drill:
         return status.get(started[-1]["thread_id"]) not in {None, "active"}
 
     wait_until("big's turn ended on the host (its check begins)", big_answered)
-    began = time.monotonic()
+    # Answered within its wait: a pause that waits WAIT s for no answer exits 1
+    # ("did not answer the pause within"). Its wall time is not asserted: it adds
+    # the command's own start, seconds on a loaded machine.
     paused = drill.crw("flow", "pause", run, "--state", state, "--wait", str(WAIT), "--json")
-    took = time.monotonic() - began
     assert paused.code == 0, paused.stderr
-    assert paused.json()["state"] == "paused" and took < WAIT
+    assert paused.json()["state"] == "paused"
     paused_while_checking(drill.rows())

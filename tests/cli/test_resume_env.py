@@ -333,7 +333,9 @@ def test_an_unusable_recorded_tmpdir_refuses_every_relaunch_before_anything_chan
         before = _files(run)
         begun = time.monotonic()
         refused = _answer(crw, "--retry", "--wait", "30")
-        assert time.monotonic() - begun < 15  # refused at once, not after the drain
+        # refused at once, not after the 30 s the drain may wait (the command's own
+        # start is seconds on a loaded machine: no tighter bound)
+        assert time.monotonic() - begun < 30
         assert _files(run) == before
     _refused(refused, 1, f"run_env_unusable: run {RUN}: {words}")
     recorded = _answer(crw, "--retry", "--no-resume")

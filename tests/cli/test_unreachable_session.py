@@ -69,9 +69,12 @@ def test_a_subagent_whose_model_cannot_be_reached_is_held_with_the_hosts_words(
         "(Connection failed: error sending request) [responseStreamDisconnected]"
     )
     # The first retry comes after the step was published (the turn it retries
-    # starts once the owner took the step), and the hold within the bound of it.
+    # starts once the owner took the step), so the hold comes no sooner than the
+    # bound after it. The drill's deadline is the hang guard; the upper bound is
+    # proved under a MockClock (tests/actors/test_session_unreachable.py): here
+    # the time includes the owner's processes on a loaded machine.
     took = seconds(held) - seconds(rows[1])
-    assert GIVE_UP <= took < GIVE_UP + 10, took
+    assert took >= GIVE_UP, took
 
     status = flow(drill, "status", "--json")
     (call,) = [c for c in status["calls"] if c["call"] == CALL]

@@ -13,7 +13,6 @@ turn and holds the call host_failure with what the host said.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -38,9 +37,10 @@ async def test_a_subagent_whose_model_goes_away_is_held_with_the_hosts_words(
     with owned_run(tmp_path, policies, retries=2) as setup:
         await setup.begin(workflow)
         bound = await setup.until_row("turn_started", lambda r: r.get("call") == CALL)
-        began = time.monotonic()
+        # until_row's deadline is the hang guard; that the hold comes within the
+        # bound is proved under a MockClock (tests/actors/test_session_unreachable.py):
+        # here the time would be the loaded machine's.
         held = await setup.until_row("held")
-        took = time.monotonic() - began
         rows = setup.rows()
 
     mine = [r for r in rows if r.get("call") == CALL]
@@ -60,7 +60,6 @@ async def test_a_subagent_whose_model_goes_away_is_held_with_the_hosts_words(
         "(Connection failed: error sending request) [responseStreamDisconnected], "
     ), held["error"]
     assert asked["error"] == held["error"]
-    assert took < GIVE_UP + 10, took
     ends = {r["call"]: r["row"] for r in rows if r["row"] in ("completed", "held")}
     assert ends == {
         "explore.1": "completed",

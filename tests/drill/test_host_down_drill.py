@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,10 +106,11 @@ def test_a_session_run_whose_host_is_stopped_mid_turn_pauses_and_goes_on_after_i
     drill.start(crash_after=None)
     wait_until(f"{CALL}'s turn starts", lambda: turn_started(drill))
     os.kill(host_pid(drill), signal.SIGSTOP)
-    stopped = time.monotonic()
+    # Paused by the probe (its error below), not "running" for good: the wait's
+    # deadline is the hang guard. That the probe pauses within host_timeout of a
+    # probe is proved under a MockClock (tests/actors/test_host_frozen.py): here
+    # the time to the paused row would be the loaded machine's.
     paused = paused_and_gone(drill)
-    took = time.monotonic() - stopped
-    assert took <= 2 * TIMEOUT + 3, took
     assert paused[-1]["reason"] == "host_unavailable"
     assert "did not answer thread/loaded/list" in paused[-1]["error"]
     assert [r["row"] for r in paused if r.get("call") == CALL][-1] == "turn_started"

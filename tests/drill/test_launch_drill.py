@@ -133,11 +133,9 @@ def kill_while_owners_call_next(drill: LaunchDrill, poller: Poller) -> int:
         newest = drill.started()[-1]["pid"]
         kill(newest)
         kills += 1
-        wait_until("the killed process is gone", lambda n=newest: not alive(n), 10)
+        wait_until("the killed process is gone", lambda n=newest: not alive(n))
         wait_until(
-            "next resumes the run",
-            lambda c=count: len(drill.started()) > c or drill.ended(),
-            30,
+            "next resumes the run", lambda c=count: len(drill.started()) > c or drill.ended()
         )
     return kills
 

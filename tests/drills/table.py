@@ -34,7 +34,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         _outcome[report.nodeid] = "xfailed" if hasattr(report, "wasxfail") else report.outcome
     if report.when == "teardown":
-        params = re.search(r"\[(.*)\]$", report.nodeid)
+        params = re.search(r"\[(.*)\](?:@[\w.-]+)?$", report.nodeid)  # @group: xdist's
         point, stop = params.group(1).split("-", 1) if params else ("", "")
         tier = "in-process" if "test_interrupt_drills" in report.nodeid else "process"
         seen = dict(report.user_properties).get("drill")

@@ -13,7 +13,6 @@ Every process is reaped by pid at teardown (the crash drill's `reap`).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,10 @@ import pytest
 
 from crw.engine.run.locks import held_process_tokens, run_is_live
 from crw.engine.run.rundir import RunDir
+from tests.deadlines import LOADED
 from tests.drill.test_corruption_drill import CorruptDrill, assert_refused
-from tests.drill.test_crash_drill import Drill, drill_at, served
+from tests.drill.test_crash_drill import Drill, alive, drill_at, served, wait_until
+from tests.processes import processes_under
 
 
 @pytest.fixture
@@ -70,7 +71,11 @@ def test_a_completed_run_whose_ended_line_is_damaged_is_corrupt_and_gets_no_proc
 
     assert_refused(drill.crw("flow", "next", run.id, *state, "--json"), run, offset)
     assert_refused(drill.crw("flow", "resume", run.id, "--detach", *state), run, offset)
-    time.sleep(1)  # a process the commands started would have written its row by now
+    # A process the commands launched would be there now (a command launches before
+    # it answers); the run's own process, which wrote the ended row, is let go.
+    ran = [r["pid"] for r in rows if r["row"] == "started"]
+    wait_until("the run's own process is gone", lambda: not any(map(alive, ran)), LOADED)
+    assert processes_under(Path(run.id)) == []  # no `crw flow _run RUN` process
     assert not run_is_live(run) and held_process_tokens(run) == []
     assert run.journal.read_bytes() == damaged  # no row, no cut: no started row after ended
     turns_after, _ = drill.subagent_turns()

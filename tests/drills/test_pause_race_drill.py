@@ -5,17 +5,28 @@ hang until they are interrupted; the drill plays the owner itself (it spawns eac
 step's subagent on the host and writes its dispatch report), so no `crw flow
 next` resumes the run behind its back. Each round: the call's turn runs, the
 drill SIGKILLs the run process, then starts `crw flow pause RUN` and `crw flow
-resume RUN --detach` at once as two processes (in one order on even rounds, the
-other on odd ones, so either can launch first), and asserts that exactly one
-process wrote a `started` row after the kill, that it is neither command (the
-pause never becomes the run's process), and that the run ends paused with no
-process holding it. Then it resumes the run for the next round. A round takes
-4-7 s on 2 cores (most of it the start of five Python processes): 20 rounds,
-80-140 s. Every process is reaped by pid at teardown (the crash drill's `reap`).
+resume RUN --detach` as two processes, and asserts that exactly one process
+wrote a `started` row after the kill, that it is neither command (the pause
+never becomes the run's process), and that the run ends paused with no process
+holding it. Then it resumes the run for the next round.
+
+Started at once, the resume launched the run's process in 18 of 20 rounds (the
+pause's request reached it) and the pause in 2 (the resume refused: "being
+launched by another command"). So the rounds play each interleaving on purpose
+(PLAYS), twice: both at once, in either order; one command's launch held under
+way (its process and the run process it launched SIGSTOPped, as a loaded
+machine leaves them without CPU) while the other comes: the resume refused
+while the pause launches, or the pause's request in the inbox before the
+resumed process reads it; and the pause once the resumed process runs. A round
+takes 3-7 s (most of it the start of five Python processes): 10 rounds. Every
+process is reaped by pid at teardown (the crash drill's `reap`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,9 +40,9 @@ from crw.bus import steps as bus
 from crw.engine.run.locks import is_launching, run_is_live
 from crw.engine.run.rundir import RunDir
 from crw.journal.replay import replay
+from tests.deadlines import LOADED
 from tests.drill.test_crash_drill import Drill, alive, drill_at, kill, served, wait_until
 
-ROUNDS = 20
 WORKFLOW = """
 name = "race"
 pool = 1
@@ -44,6 +55,32 @@ schema = { type = "object", required = ["summary"], properties = { summary = { t
 """
 CALL = "build.1"
 EXTRA = {"pause": [], "resume": ["--detach"]}
+PLAYS = [
+    ("pause", "resume", "at_once"),
+    ("resume", "pause", "at_once"),
+    ("pause", "resume", "launching"),  # the resume while the pause's launch is held
+    ("resume", "pause", "launching"),  # the pause's request while the resume's launch is held
+    ("resume", "pause", "running"),  # the pause once the resumed process wrote its started row
+]
+"""Each round's first command, second command, and when the second starts."""
+ROUNDS = 2 * len(PLAYS)
+
+
+def requested(run: RunDir) -> bool:
+    """Whether a control request (a pause's) waits in the run's inbox."""
+    return any(run.inbox.glob("*.control"))
+
+
+def children(pid: int) -> list[int]:
+    """The pids of the processes whose parent is `pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
 
 
 @dataclass
@@ -108,6 +145,46 @@ class Race(Drill):
         wait_until("no process holds the run", lambda: not run_is_live(run))
         wait_until("no launch is under way", lambda: not is_launching(run))
 
+    def started_after(self, seq: int) -> bool:
+        return any(r["row"] == "started" for r in self.rows()[seq:])
+
+    @contextlib.contextmanager
+    def launch_held(self, command: subprocess.Popen[bytes]) -> Iterator[None]:
+        """Once `command`'s launch of the run's process is under way, SIGSTOP it and
+        the process it launched; SIGCONT both at the end."""
+        assert self.run is not None
+        run = self.run
+        wait_until("the launch is under way", lambda: is_launching(run) or run_is_live(run), LOADED)
+        os.kill(command.pid, signal.SIGSTOP)  # it launches nothing more
+        held = [command.pid, *children(command.pid)]
+        try:
+            for pid in held[1:]:
+                os.kill(pid, signal.SIGSTOP)
+            yield
+        finally:
+            for pid in held:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+
+    def race(self, first: str, second: str, when: str, dead: int) -> dict[str, Any]:
+        """Start `first`, then `second` at once or at the moment `when` names; the
+        two commands, by name."""
+        assert self.run is not None
+        run = self.run
+        ran = {first: self.command(first, *EXTRA[first])}
+        if when == "running":
+            wait_until("the resumed process runs", lambda: self.started_after(dead), LOADED)
+        if when != "launching":
+            ran[second] = self.command(second, *EXTRA[second])
+            return ran
+        with self.launch_held(ran[first]):
+            ran[second] = self.command(second, *EXTRA[second])
+            if second == "resume":  # refused: a launch is under way
+                ran[second].wait(timeout=LOADED)
+            else:
+                wait_until("the pause's request is in the inbox", lambda: requested(run), LOADED)
+        return ran
+
 
 @pytest.fixture
 def race(tmp_path: Path) -> Iterator[Race]:
@@ -128,8 +205,7 @@ def test_a_pause_racing_a_resume_never_runs_the_run_and_it_ends_paused(
         wait_until("the killed process is gone", lambda: not alive(victim))  # noqa: B023
         race.let_go()
         dead = len(race.rows())
-        first, second = ("pause", "resume") if round_ % 2 == 0 else ("resume", "pause")
-        ran = {name: race.command(name, *EXTRA[name]) for name in (first, second)}
+        ran = race.race(*PLAYS[round_ % len(PLAYS)], dead)
         assert ran["pause"].wait(timeout=60) == 0, (race.root / "crw.stderr").read_text()
         ran["resume"].wait(timeout=60)
         race.let_go()

@@ -7,7 +7,6 @@ import os
 import signal
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -36,6 +35,7 @@ from crw.host.transport import (
     encode,
 )
 from crw.host.uri import parse_host_uri
+from tests.deadlines import LOADED
 from tests.host.ws_peer import TrioWebSocketPeer
 
 
@@ -658,13 +658,11 @@ async def test_real_codex_app_server_handshakes_and_lists_loaded_threads(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX_"))}
     env["CODEX_HOME"] = str(home)
     before = child_pids()
-    started = time.monotonic()
-    with trio.fail_after(20):
+    with trio.fail_after(LOADED):  # a hang guard: the binary's start is the machine's
         async with connect_host(
             parse_host_uri("codex"), env=env, stderr=tmp_path / "host.log"
         ) as client:
             assert await client.thread_loaded_list() == []
-    assert time.monotonic() - started < 10
     assert child_pids() <= before
 
 

@@ -120,7 +120,9 @@ async def test_model_that_refuses_connections_holds_the_call_with_the_hosts_erro
     )
     assert "check the model provider's base_url" in held["error"]
     assert state == "waiting_decision"
-    assert GIVE_UP <= took < GIVE_UP + 10
+    # not given up before its bound; RUN_LIMIT is the hang guard, and
+    # the upper bound is proved under a MockClock (tests/actors/test_session_unreachable.py)
+    assert took >= GIVE_UP
     assert replay(rows).calls["explore.1"].state == "held"
 
 
