@@ -9,6 +9,9 @@ process left. Figures, the median of --runs processes of
 
 - `list_ms` (and `list_cpu_ms`): every run read from its tail (its snapshot, and
   no row after it);
+- `list_filtered_ms`: the same with every filter given (`--status ended
+  --workflow cold --since 2000-01-01 --limit 5`), which keep 5 of the runs: each
+  run is read all the same (the newest five by their started rows);
 - `list_nosnapshot_ms`: the snapshots removed first, so each journal (a small one,
   under list's 1 MiB tail) is decoded whole.
 
@@ -62,7 +65,10 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE",)}
         env |= {"PYTHONPATH": str(REPO), "PYTHONPYCACHEPREFIX": str(Path(tmp) / "pyc")}
         argv = [sys.executable, "-m", "crw", "flow", "list", "--state", str(state), "--json"]
-        figures: dict[str, Any] = measure({"list": (argv, env)}, args.runs, Path(tmp))
+        filtered = [*argv, "--status", "ended", "--workflow", "cold", "--since", "2000-01-01"]
+        filtered += ["--limit", "5"]
+        timed = {"list": (argv, env), "list_filtered": (filtered, env)}
+        figures: dict[str, Any] = measure(timed, args.runs, Path(tmp))
         for snapshot in (state / "flow").glob(f"*/{SNAPSHOT}"):
             snapshot.unlink()
         bare = measure({"list_nosnapshot": (argv, env)}, args.runs, Path(tmp))
@@ -81,6 +87,10 @@ def main() -> None:
     print(
         f"  from the tails: {figures['list_ms']:.1f} ms ({figures['ms_per_run']} ms a run), "
         f"cpu {figures['list_cpu_ms']:.1f} ms"
+    )
+    print(
+        f"  filtered:       {figures['list_filtered_ms']:.1f} ms, "
+        f"cpu {figures['list_filtered_cpu_ms']:.1f} ms"
     )
     print(
         f"  no snapshots:   {figures['list_nosnapshot_ms']:.1f} ms, "

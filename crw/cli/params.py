@@ -60,3 +60,14 @@ State = Annotated[
         help="The state directory (default: $CRW_STATE, else .crw/ at the repository root).",
     ),
 ]
+
+
+def _count(type_: Any, tokens: Sequence[Token]) -> int:
+    """A number of things, 1 or more, written as digits."""
+    text = tokens[0].value
+    if _WHOLE.fullmatch(text) is None or int(text) < 1:
+        raise ValueError(f"{text} is no number of runs; pass a whole number, 1 or more")
+    return int(text)
+
+
+Count = Annotated[int, Parameter(converter=_count)]

@@ -104,6 +104,22 @@ def swap(
         tx.set_target(name, new, message=message)
 
 
+def remove(repo: pygit2.Repository, name: str, old: str) -> None:
+    """Delete `name` if it holds `old`, under its lock as `swap` moves one.
+
+    Raises:
+        SwapFailed: the ref held another value, or none; nothing was changed.
+        RefLocked: its lock stayed taken.
+    """
+    repo = common(repo, name)
+    with repo.transaction() as tx:
+        _lock(repo, tx, name)
+        found = read(repo, name)
+        if found != old:
+            raise SwapFailed(name, old, found)
+        tx.remove(name)
+
+
 def _lock(repo: pygit2.Repository, tx: pygit2.transaction.ReferenceTransaction, name: str) -> None:
     """Lock `name` in `tx`, waiting while another mover holds it (a swap holds its
     lock for a moment), so the value read next is the winner's.

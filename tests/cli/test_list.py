@@ -92,7 +92,12 @@ def test_list_shows_each_run_newest_first_read_from_its_tail(drill: Drill) -> No
 
 
 def test_list_of_an_empty_state_directory_says_how_to_start_one(crw: Crw) -> None:
-    assert listed(crw, "--json") == {"state_dir": str(crw.state), "runs": [], "hidden": 0}
+    assert listed(crw, "--json") == {
+        "state_dir": str(crw.state),
+        "runs": [],
+        "hidden": 0,
+        "more": 0,
+    }
     assert listed(crw) == [
         f"no runs under {crw.state / 'flow'}; start one with: crw flow start WORKFLOW"
     ]

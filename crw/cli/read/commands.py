@@ -11,7 +11,7 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from crw.cli.params import AllCalls, Id, Json, State
+from crw.cli.params import AllCalls, Count, Id, Json, State
 
 
 def status(
@@ -40,6 +40,10 @@ def status(
 
 def list_(
     *,
+    status: Annotated[list[str] | None, Parameter(negative="")] = None,
+    workflow: str | None = None,
+    since: str | None = None,
+    limit: Count | None = None,
     state: State = None,
     json: Json = False,
     all_runs: Annotated[bool, Parameter(name="--all", negative="")] = False,
@@ -50,13 +54,32 @@ def list_(
 
     Parameters
     ----------
+    status
+        Only the runs in this state (running, waiting_session, waiting_decision,
+        paused, ended, ...) or ended with this status (completed, failed, aborted,
+        cancelled); repeat it, or give S,T, for either.
+    workflow
+        Only the runs of this workflow: its name (a run id's head) or its file.
+    since
+        Only the runs started since WHEN: YYYY-MM-DD, an ISO 8601 time, or an age
+        such as 2h or 7d (then ended runs older than 7 days are listed too).
+    limit
+        Only the newest N runs of those the other filters leave.
     all_runs
         List every run (by default an ended run whose last row is over 7 days old
         is left out).
     """
     from crw.cli.read.list import list_command
 
-    return list_command(state=state, json=json, all_runs=all_runs)
+    return list_command(
+        state=state,
+        json=json,
+        all_runs=all_runs,
+        status=status or (),
+        workflow=workflow,
+        since=since,
+        limit=limit,
+    )
 
 
 def show(

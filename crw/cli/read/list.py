@@ -8,6 +8,9 @@ on. The snapshot is taken as the journal's first `end` bytes without reading the
 seq, else it is not taken). A run with no snapshot it can take, or more than
 `TAIL_MAX` bytes of journal after it, is read as `status` reads it (which leaves a
 snapshot, so the next list reads its tail). Nothing is locked and no row is written.
+
+The filters (`list_filter`) are judged before the journal is read where they can
+be (`--workflow`, from run.json), else on the entry; `--limit` cuts what is left.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ import gc
 import os
 import shlex
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit
+from crw.cli.read.list_filter import list_filters
 from crw.cli.read.list_table import age, backend, fit
 from crw.cli.read.run_spec import spec_json, workflow_file, workflow_nodes
 from crw.cli.read.status_text import short_tokens
@@ -78,24 +83,49 @@ def read_tail(run: RunDir) -> Tail:
     return Tail(replay_journal(run.journal, live=run_is_live(run))[0], "whole")
 
 
-def list_command(*, state: str | None, json: bool, all_runs: bool = False) -> int:
+def list_command(
+    *,
+    state: str | None,
+    json: bool,
+    all_runs: bool = False,
+    status: Sequence[str] = (),
+    workflow: str | None = None,
+    since: str | None = None,
+    limit: int | None = None,
+) -> int:
     gc.disable()  # a short process that keeps what it reads, as `crw.cli.hot` says
-    state_dir = resolve_state(state, os.environ, Path.cwd())
-    runs = [listed(RunDir.of(state_dir, run_id)) for run_id in list_runs(state_dir)]
-    runs.sort(key=lambda entry: (entry["started_at"] or "", entry["run"]), reverse=True)
     now = datetime.now(UTC)
-    shown = runs if all_runs else [entry for entry in runs if not _old_ended(entry, now)]
-    payload = {"state_dir": str(state_dir), "runs": shown, "hidden": len(runs) - len(shown)}
-    emit(json, payload, lambda: _human(payload, state_dir, now))
+    chosen = list_filters(status, workflow, since, limit, now, Path.cwd())
+    state_dir = resolve_state(state, os.environ, Path.cwd())
+    runs = []
+    for run_id in list_runs(state_dir):
+        run = RunDir.of(state_dir, run_id)
+        spec = spec_json(run)
+        if chosen.of_workflow(_name(spec, run_id), workflow_file(spec)):
+            runs.append(listed(run, spec))
+    runs = [entry for entry in runs if chosen.keeps(entry)]
+    runs.sort(key=lambda entry: (entry["started_at"] or "", entry["run"]), reverse=True)
+    window = all_runs or chosen.since is not None  # --since is a window of its own
+    shown = runs if window else [entry for entry in runs if not _old_ended(entry, now)]
+    cut = shown[: chosen.limit] if chosen.limit is not None else shown
+    payload = {
+        "state_dir": str(state_dir),
+        "runs": cut,
+        "hidden": len(runs) - len(shown),
+        "more": len(shown) - len(cut),
+    }
+    narrowed = bool(chosen.statuses or workflow or since)
+    emit(json, payload, lambda: _human(payload, state_dir, now, narrowed))
     return 0
 
 
-def listed(run: RunDir) -> dict[str, Any]:
+def listed(run: RunDir, spec: dict[str, Any] | None = None) -> dict[str, Any]:
     """One run's entry: run, workflow (its name), workflow_file, backend, state,
     reason (a paused run's, an ended run's status, a corrupt or unreadable
     journal's damage), calls {done, total}, tokens, started_at, last_at, live,
-    pid (the holder's, when live) and read (tail or whole)."""
-    spec = spec_json(run)
+    pid (the holder's, when live) and read (tail or whole). `spec` is its run.json
+    when read already."""
+    spec = spec_json(run) if spec is None else spec
     live = run_is_live(run)
     entry: dict[str, Any] = {
         "run": run.id,
@@ -160,12 +190,19 @@ def _age(at: str | None, now: datetime) -> str:
     return age(None if then is None else max(0, int((now - then).total_seconds())))
 
 
-def _human(payload: dict[str, Any], state_dir: Path, now: datetime) -> str:
+def _human(payload: dict[str, Any], state_dir: Path, now: datetime, narrowed: bool) -> str:
     runs = payload["runs"]
     if not runs and not payload["hidden"]:
+        if narrowed:
+            return (
+                f"no run under {state_dir / 'flow'} matches; list every run with: "
+                f"crw flow list --all --state {shlex.quote(str(state_dir))}"
+            )
         return f"no runs under {state_dir / 'flow'}; start one with: crw flow start WORKFLOW"
     width = shutil.get_terminal_size((80, 24)).columns
     lines = fit([_cells(entry, now) for entry in runs], width)
+    if payload["more"]:
+        lines.append(f"({payload['more']} older runs not shown: a higher --limit lists them)")
     if payload["hidden"]:
         days = ENDED_SHOWN.days
         lines.append(

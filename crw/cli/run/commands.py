@@ -266,23 +266,48 @@ def rm(run: str, /, *, state: State = None, json: Json = False) -> int:
 
 def gc(
     *,
-    ended_before: str,
+    ended_before: str | None = None,
+    older_than: str | None = None,
+    refs: Annotated[bool, Parameter(negative="")] = False,
+    repo: str | None = None,
+    yes: Annotated[bool, Parameter(negative="")] = False,
     dry_run: Annotated[bool, Parameter(name="--dry-run", negative="")] = False,
     state: State = None,
     json: Json = False,
 ) -> int:
-    """Remove the runs that ended before a date; live runs are skipped.
+    """Remove the runs that ended before a date or longer ago than an age (live
+    runs are skipped); with --refs, list the refs of runs that no longer exist
+    (--yes deletes them).
 
     Parameters
     ----------
     ended_before
         YYYY-MM-DD or an ISO 8601 time (UTC unless it names a zone).
+    older_than
+        An age such as 7d, 12h or 1h30m: the runs that ended longer ago than that.
+    refs
+        List the refs refs/crw/flow/RUN/... of the runs that no longer exist in the
+        state directory (after the runs this gc removes); delete nothing without --yes.
+    repo
+        The checkout whose refs --refs prunes (default: the one that holds the
+        state directory).
+    yes
+        Delete the refs --refs lists.
     dry_run
         List what would be removed; remove nothing.
     """
     from crw.cli.run.housekeeping import gc_command
 
-    return gc_command(ended_before=ended_before, dry_run=dry_run, state=state, json=json)
+    return gc_command(
+        ended_before=ended_before,
+        older_than=older_than,
+        refs=refs,
+        repo=repo,
+        yes=yes,
+        dry_run=dry_run,
+        state=state,
+        json=json,
+    )
 
 
 def run_process(run: str, /, *, state: State = None) -> int:

@@ -1,4 +1,5 @@
-"""`crw flow rm RUN` and `crw flow gc --ended-before DATE`: remove runs' directories.
+"""`crw flow rm RUN` and `crw flow gc --ended-before DATE | --older-than AGE [--refs]`:
+remove runs' directories (and, with --refs, the refs of runs gone: `gc_refs`).
 
 A live run is never removed: the command takes the run's start lock, launch lock
 and run lock (each without waiting), so no process holds the run, none is being
@@ -21,13 +22,16 @@ import datetime as _dt
 import json as json_module
 import logging
 import os
+import shlex
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from crw.binding.owner import close_open_line
+from crw.cli import when
 from crw.cli.output import emit
+from crw.cli.run.gc_refs import REMOVED_PREFIX, prune_refs, refs_lines, refs_repository
 from crw.engine.run.host_wait import stop_waiter
 from crw.engine.run.locks import RunHeldError, holder_pid, launch_lock, run_lock, start_lock
 from crw.engine.run.rundir import FLOW, RunDir, find_run, resolve_state
@@ -35,7 +39,6 @@ from crw.errors import CrwError, InputError, RefusedError
 from crw.journal.snapshot import replay_journal
 from crw.workspace.release import release_run
 
-REMOVED_PREFIX = ".removed-"
 TAIL_BYTES = 65536
 """How much of a journal's end is read for its last row's time."""
 
@@ -60,10 +63,73 @@ def rm_command(run: str, *, state: str | None, json: bool) -> int:
     return 0
 
 
-def gc_command(*, ended_before: str, dry_run: bool, state: str | None, json: bool) -> int:
-    """Remove every run that ended before `ended_before` and is not live."""
-    before = parse_date(ended_before)
-    flow = resolve_state(state, os.environ, Path.cwd()) / FLOW
+def gc_command(
+    *,
+    ended_before: str | None,
+    dry_run: bool,
+    state: str | None,
+    json: bool,
+    older_than: str | None = None,
+    refs: bool = False,
+    repo: str | None = None,
+    yes: bool = False,
+) -> int:
+    """Remove every run that ended before `ended_before` (or longer than
+    `older_than` ago) and is not live; with `refs`, then list (delete, with `yes`)
+    the refs of the runs that no longer exist. Every value is judged before
+    anything is removed."""
+    before = _gc_before(ended_before, older_than, refs=refs, yes=yes, dry_run=dry_run)
+    state_dir = resolve_state(state, os.environ, Path.cwd())
+    root = refs_repository(state_dir, repo) if refs else None
+    payload: dict[str, Any] = {"dry_run": dry_run}
+    lines: list[str] = []
+    if before is not None:
+        payload |= _gc_runs(state_dir / FLOW, before, dry_run) | {"older_than": older_than}
+        lines = _gc_lines(payload)
+    if root is not None:
+        gone = [entry["run"] for entry in payload.get("removed", ())]
+        payload["refs"] = prune_refs(state_dir, root, gone=gone, dry_run=dry_run or not yes)
+        again = ["crw", "flow", "gc"]
+        if dry_run and before is not None:  # the runs' refs go once the runs do
+            again += ["--ended-before", ended_before] if ended_before else []
+            again += ["--older-than", older_than] if older_than else []
+        again += ["--refs", "--yes", *(["--repo", repo] if repo else []), "--state", str(state_dir)]
+        lines += refs_lines(payload["refs"], shlex.join(again))
+    emit(json, payload, "\n".join(lines))
+    return 0
+
+
+def _gc_before(
+    ended_before: str | None, older_than: str | None, *, refs: bool, yes: bool, dry_run: bool
+) -> _dt.datetime | None:
+    """The time the runs to remove ended before; None when only refs are pruned.
+
+    Raises:
+        InputError: no choice, two, or values that are none.
+    """
+    if ended_before is not None and older_than is not None:
+        raise InputError("--ended-before and --older-than both say which runs to remove; give one")
+    if yes and not refs:
+        raise InputError(
+            "--yes confirms deleting the refs --refs lists; add --refs, or leave --yes out"
+        )
+    if yes and dry_run:
+        raise InputError("--yes deletes and --dry-run deletes nothing; leave one out")
+    if ended_before is not None:
+        return when.date("--ended-before", ended_before)
+    if older_than is not None:
+        now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
+        return when.ago("--older-than", older_than, now)
+    if not refs:
+        raise InputError(
+            "gc needs what to remove: --ended-before DATE or --older-than AGE (runs that "
+            "ended before), or --refs (the refs of runs that no longer exist)"
+        )
+    return None
+
+
+def _gc_runs(flow: Path, before: _dt.datetime, dry_run: bool) -> dict[str, Any]:
+    """Remove (or, on a dry run, list) the runs of `flow` that ended before `before`."""
     removed: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     for root in _entries(flow):
@@ -83,14 +149,7 @@ def gc_command(*, ended_before: str, dry_run: bool, state: str | None, json: boo
                 if not dry_run:
                     _remove(RunDir(root))
                 removed.append({"run": root.name} | again | {"closed_line": closed})
-    payload = {
-        "ended_before": before.isoformat().replace("+00:00", "Z"),
-        "dry_run": dry_run,
-        "removed": removed,
-        "skipped": skipped,
-    }
-    emit(json, payload, _gc_lines(payload))
-    return 0
+    return {"ended_before": when.iso(before), "removed": removed, "skipped": skipped}
 
 
 def parse_date(text: str) -> _dt.datetime:
@@ -99,14 +158,7 @@ def parse_date(text: str) -> _dt.datetime:
     Raises:
         InputError: not a date.
     """
-    try:
-        value = _dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise InputError(
-            f"--ended-before {json_module.dumps(text)} is no date; pass YYYY-MM-DD or an "
-            "ISO 8601 time such as 2026-11-30T12:00:00Z"
-        ) from None
-    return value if value.tzinfo else value.replace(tzinfo=_dt.UTC)
+    return when.date("--ended-before", text)
 
 
 @contextlib.contextmanager
@@ -231,7 +283,7 @@ def _said(status: dict[str, Any]) -> str:
     return str(status["state"])
 
 
-def _gc_lines(payload: dict[str, Any]) -> str:
+def _gc_lines(payload: dict[str, Any]) -> list[str]:
     verb = "would remove" if payload["dry_run"] else "removed"
     lines = [
         f"{verb} run {r['run']} (ended {r['ended_status']} at {r['ended_at']})"
@@ -239,8 +291,11 @@ def _gc_lines(payload: dict[str, Any]) -> str:
         for r in payload["removed"]
     ]
     lines += [f"skipped: {s['reason']}" for s in payload["skipped"]]
+    window = f"ended before {payload['ended_before']}"
+    if payload["older_than"]:
+        window += f", {payload['older_than']} ago"
     lines.append(
         f"gc: {len(payload['removed'])} run(s) {verb}, {len(payload['skipped'])} live skipped "
-        f"(ended before {payload['ended_before']})"
+        f"({window})"
     )
-    return "\n".join(lines)
+    return lines

@@ -251,6 +251,7 @@ def start_run(
     )
     settings = settings if settings is not None else workflow.settings
     outcome = StartOutcome(run=run, spec=spec, warnings=plan.warnings)
+    outcome.warnings += _excluded(state_dir)
     if backend == "session":
         start = SessionStart(
             state_dir,
@@ -289,6 +290,15 @@ def start_run(
             f"follow it with crw flow next {run_id}"
         )
     return outcome
+
+
+def _excluded(state_dir: Path) -> list[str]:
+    """The state directory added to its checkout's info/exclude, so git shows no
+    untracked `.crw/`; the warning when it cannot be."""
+    from crw.workspace.exclude import exclude_state
+
+    warning = exclude_state(state_dir)
+    return [warning] if warning else []
 
 
 def _codex_found(codex_bin: str | None) -> str:
