@@ -43,8 +43,9 @@ def status_command(
     results: bool = False,
 ) -> int:
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    # The start lock first: the run's process lets it go once it holds the run lock.
+    starting = is_held(run_dir.start_lock)
     live = is_held(run_dir.run_lock)
-    starting = not live and is_held(run_dir.start_lock)  # its start hands it on
     run_state, corrupt = _read(run_dir, live=live, results=results)
     if corrupt is not None:
         run_state.state = "corrupt"

@@ -86,7 +86,7 @@ class WatchView:
         shows them (`crw.engine.views.counts`: a run no process holds has none in
         flight, and is `crashed` when it needs one)."""
         run = self.tail.state
-        live = run.state in ("ended", "paused") or run_is_live(self.run_dir)
+        live = run.state in ("ended", "paused") or self._live()
         counted = counts(run, {} if run.state == "ended" else self.plan, live=live)
         flying = frozenset(counted.in_flight)
         return {
@@ -109,6 +109,19 @@ class WatchView:
             ],
             "tokens": run.spent,
         }
+
+    def _live(self) -> bool:
+        """Whether a process holds the run, or rows came that the view has not
+        read yet (a process writes its last rows before it lets its locks go: read
+        after the locks, the journal's size says whether they are read; a torn
+        tail left by a process that died is no row to come)."""
+        if run_is_live(self.run_dir):
+            return True
+        try:
+            unread = self.run_dir.journal.stat().st_size > self.tail.offset
+        except OSError:
+            return False
+        return unread and self.tail.torn is None
 
 
 def _watch_json(run_dir: RunDir, tail: JournalTail, view: WatchView) -> bool:
