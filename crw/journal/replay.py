@@ -89,6 +89,14 @@ class CallState:
     """A held, null_model or lost call's reason."""
     error: str | None = None
     """A held call's error (spawn_failed: the host's message)."""
+    errors: list[str] | None = None
+    """A null_model call's errors: its last answer's schema errors (answer_too_large:
+    one line naming its size and the cap)."""
+    verdict: str | None = None
+    """The `verdict` of the call's answer (a completed row's result, or a held
+    review_rejected row's), when it has one: a review's accept or reject."""
+    findings: int | None = None
+    """How many `findings` that answer names."""
     thread_id: str | None = None
     pair: dict[str, str | None] | None = None
     prior_pairs: list[Any] = field(default_factory=list)
@@ -309,7 +317,9 @@ def _step_published(run: RunState, call: CallState, row: Row) -> None:
     call.attempt = int(row.get("attempt") or call.attempt)
     # A send_input step goes to the bound subagent: the call still runs.
     if row.get("action") != "send_input":
-        call.state = "waiting_session"
+        # An App Server call waits for no session: its run opens the thread.
+        backend = call.backend or run.backend
+        call.state = "running" if backend == "app-server" else "waiting_session"
         run.bound.pop(call.call, None)
 
 
@@ -343,12 +353,21 @@ def _terminal(run: RunState, call: CallState, row: Row) -> None:
         tokens = token_parts(counted)
         call.tokens = add_tokens(call.tokens, tokens)
         run.spent = add_tokens(run.spent, tokens)
-    call.state = row["row"]
+    kind = call.state = row["row"]
     call.reason, call.error = row.get("reason"), row.get("error")
     call.ended_at = row.get("at")
     run.bound.pop(call.call, None)
-    if row["row"] == "completed":
-        call.result = row.get("result")
+    errors = row.get("errors") if kind == "null_model" else None
+    call.errors = [str(error) for error in errors] if isinstance(errors, list) else None
+    result = row.get("result")
+    if kind == "completed":
+        call.result = result
+    if type(result) is dict and isinstance(result.get("verdict"), str):
+        findings = result.get("findings")
+        call.verdict = result["verdict"]
+        call.findings = len(findings) if isinstance(findings, list) else 0
+    else:
+        call.verdict = call.findings = None
 
 
 def _decision(run: RunState, call: CallState, row: Row) -> None:

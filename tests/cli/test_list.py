@@ -54,10 +54,14 @@ def test_list_shows_each_run_newest_first_read_from_its_tail(drill: Drill) -> No
     runs = {entry["run"]: entry for entry in view["runs"]}
     assert list(runs) == [running, crashed, finished]
     assert [(e["state"], e["reason"], e["live"], e["calls"]) for e in runs.values()] == [
-        ("running", None, True, {"done": 1, "total": 3}),
-        ("waiting_session", None, False, {"done": 0, "total": 3}),
-        ("ended", "completed", False, {"done": 3, "total": 3}),
-    ]
+        ("running", None, True, {"done": 1, "total": 3, "in_flight": 1, "held": 0, "nodes": None}),
+        ("crashed", None, False, {"done": 0, "total": 3, "in_flight": 0, "held": 0, "nodes": None}),
+        ("ended", "completed", False,
+         {"done": 3, "total": 3, "in_flight": 0, "held": 0, "nodes": {"completed": 3, "total": 3}}),
+    ]  # fmt: skip
+    assert runs[crashed]["rows_state"] == "waiting_session"
+    resume = f"crw flow resume {crashed} --detach --state {drill.crw.state}"
+    assert [e["resume"] for e in runs.values()] == [None, resume, None]
     assert runs[running]["pid"] == pid and runs[crashed]["pid"] is None
     assert {(e["workflow"], e["backend"], e["read"]) for e in runs.values()} == {
         ("drill", "session", "tail")
@@ -76,7 +80,7 @@ def test_list_shows_each_run_newest_first_read_from_its_tail(drill: Drill) -> No
     assert [line.split()[0] for line in human[1:4]] == [running, crashed, finished]
     assert human[1].split()[1:4] == ["sess", "running", "1/3"]
     assert human[1].endswith("yes")
-    assert human[2].split()[2:4] == ["waiting_session", "0/3"] and human[2].endswith("no")
+    assert human[2].split()[2:4] == ["crashed", "0/3"] and human[2].endswith("no")
     assert human[3].split()[2:5] == ["ended", "(completed)", "3/3"]
     assert [line.split()[1:] for line in listed(drill.crw, env={"COLUMNS": "40"})[:2]] == [
         ["STATE"],
@@ -84,6 +88,8 @@ def test_list_shows_each_run_newest_first_read_from_its_tail(drill: Drill) -> No
     ]  # a narrow terminal: the run id and its state
     assert human[4:] == [
         "(1 ended runs older than 7 days not shown: --all lists them)",
+        f"{crashed} crashed (its process is gone); go on with:",
+        f"  {resume}",
         f"see one with: crw flow status RUN --state {drill.crw.state}",
     ]
     every = listed(drill.crw, "--json", "--all")

@@ -58,7 +58,8 @@ def test_status_of_a_finished_run_tells_its_outcome_calls_and_answers(drill: Dri
     assert view["outcome"] == {
         "state": "ended", "reason": "completed", "unfinished": {}, "held": [],
     }  # fmt: skip
-    assert view["progress"] == {"done": 3, "total": 3}
+    nodes = {"completed": 3, "total": 3}
+    assert view["progress"] == {"done": 3, "total": 3, "in_flight": 0, "held": 0, "nodes": nodes}
     assert view["started_at"] == rows[0]["at"] and view["last_at"] == rows[-1]["at"]
     calls = {call["call"]: call for call in view["calls"]}
     assert list(calls) == ["explore.1", "build.1", "review.1"]
@@ -77,7 +78,8 @@ def test_status_of_a_finished_run_tells_its_outcome_calls_and_answers(drill: Dri
     human = status(drill, "--results")
     assert human[0] == f"run {run}: ended (completed)"
     assert "  calls: 3 of 3 done" in human
-    assert human[human.index("  calls: 3 of 3 done") + 2].split() == [
+    assert human[human.index("  calls: 3 of 3 done") + 1] == "  nodes: 3 of 3 completed"
+    assert human[human.index("  calls: 3 of 3 done") + 3].split() == [
         "call", "role", "state", "att", "turns", "tokens", "time",
     ]  # fmt: skip
     assert [line.split()[:5] for line in human if line.startswith("  build.1 ")] == [
@@ -101,7 +103,8 @@ def test_status_of_a_running_run_shows_its_holder_the_call_in_flight_and_the_own
     pid = next(r["pid"] for r in drill.rows() if r["row"] == "started")
     view = status(drill, "--json")
     assert (view["state"], view["live"], view["holder_pid"]) == ("running", True, pid)
-    assert view["progress"] == {"done": 1, "total": 3}  # review not admitted yet
+    # review not admitted yet; build in flight
+    assert view["progress"] == {"done": 1, "total": 3, "in_flight": 1, "held": 0, "nodes": None}
     build = next(call for call in view["calls"] if call["call"] == CALL)
     assert (build["state"], build["turns"], build["ended_at"]) == ("running", 1, None)
     assert build["seconds"] >= 0  # until now
@@ -126,7 +129,8 @@ def test_status_of_a_crashed_run_says_no_process_holds_it_and_how_to_go_on(drill
     drill.run = crashed_run(drill)
     run, state = drill.run.id, str(drill.crw.state)
     view = status(drill, "--json")
-    assert (view["state"], view["live"], view["holder_pid"]) == ("waiting_session", False, None)
+    assert (view["state"], view["live"], view["holder_pid"]) == ("crashed", False, None)
+    assert view["rows_state"] == "waiting_session"
     assert [(c["call"], c["state"], c["attempts"]) for c in view["calls"]] == [
         ("explore.1", "waiting_session", 1)
     ]
@@ -135,8 +139,9 @@ def test_status_of_a_crashed_run_says_no_process_holds_it_and_how_to_go_on(drill
         {"do": "its process is gone (crashed or killed); go on with", "command": resume}
     ]
     human = status(drill)
-    assert human[:2] == [
-        f"run {run}: waiting_session",
+    assert human[:3] == [
+        f"run {run}: crashed",
+        "  its process is gone: no paused or ended row, its rows leave it waiting_session",
         "  session backend, process 1; no process holds it",
     ]
     assert human[-3:] == [

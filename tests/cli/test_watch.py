@@ -110,6 +110,7 @@ def test_watch_of_a_finished_run_piped_prints_its_rows_and_the_calls_done(
             "state": "ended",
             "done": 3,
             "total": 3,
+            "held": 0,
             "in_flight": [],
             "tokens": json.loads(objects[0])["tokens"] | {"total": tokens},
         }
@@ -158,10 +159,11 @@ def test_watch_of_a_running_run_follows_it_to_its_end(
     assert plain.code == 0, plain.stderr
     lines = plain.stdout.splitlines()
     assert [text for text in lines if not text.startswith("-- ")] == list(map(line, every))
-    assert lines[-1] == progress(drill.run.id, "ended", 1, 3, 1, total_tokens(every))
+    # The calls it ran: explore done, build held (cancelled); none in flight.
+    assert lines[-1] == progress(drill.run.id, "ended", 1, 2, 0, total_tokens(every))
     last = json.loads(followers.ended("json", as_json).stdout.splitlines()[-1])
-    assert (last["state"], last["done"], last["total"]) == ("ended", 1, 3)
-    assert [(call["call"], call["state"]) for call in last["in_flight"]] == [(CALL, "held")]
+    assert (last["state"], last["done"], last["total"], last["held"]) == ("ended", 1, 2, 1)
+    assert last["in_flight"] == []
     assert terminal.child.wait(timeout=FOLLOW_END) == 0
 
 
@@ -170,6 +172,6 @@ def test_watch_of_a_crashed_run_says_no_process_runs_it(drill: Drill) -> None:
     assert drill.run is not None
     code, lines, stderr = watch(drill)
     assert code == 1
-    running = progress(drill.run.id, "running", 1, 3, 1, total_tokens(rows))
-    assert lines == [*map(line, rows), running]
+    crashed_ = progress(drill.run.id, "crashed", 1, 3, 0, total_tokens(rows))
+    assert lines == [*map(line, rows), crashed_]  # its process is gone: none in flight
     assert stderr.startswith(f"crw: no process runs run {drill.run.id} (its rows leave it running)")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from crw.engine.views.run_view import call_views, outcome, progress
+from crw.engine.views.counts import counts
+from crw.engine.views.run_view import call_views, outcome
 from crw.journal.replay import replay
 
 
@@ -72,7 +73,8 @@ def test_an_ended_run_names_its_status_and_the_nodes_that_did_not_complete() -> 
     view = outcome(run)
     assert (view.state, view.reason) == ("ended", "failed")
     assert view.unfinished == {"b": "null_model", "c": "unrun"}
-    assert progress(run) == (2, 3)
+    assert (counts(run).done, counts(run).total) == (2, 2)  # the calls it ran
+    assert (counts(run).nodes_completed, counts(run).nodes) == (1, 3)
     assert (run.started_at, run.last_at) == (_at(0), _at(13))
 
 
@@ -89,8 +91,11 @@ def test_a_paused_run_names_its_reason_and_a_held_call_is_not_done() -> None:
     run = replay([*ROWS[:6], held, paused])
     view = outcome(run)
     assert (view.state, view.reason) == ("paused", "write_failed: /x/steps/b.1: disk full")
-    assert view.held == [] and progress(run) == (1, 2)  # the resume runs b.1 again
-    assert progress(run, nodes=4) == (1, 4)  # two nodes not admitted yet
+    counted = counts(run)
+    assert view.held == [] and (counted.done, counted.total) == (1, 2)  # b.1 goes on
+    assert (counted.held, counted.in_flight) == (1, ())  # a paused run has none in flight
+    plan = {"a": 1, "b": 1, "c": 1, "d": 2}
+    assert counts(run, plan).total == 5  # c's call, d's call and its review to come
 
 
 def test_a_run_waiting_on_a_decision_names_its_held_calls() -> None:

@@ -28,11 +28,12 @@ from typing import Any
 from crw.cli.output import emit
 from crw.cli.read.list_filter import list_filters
 from crw.cli.read.list_table import age, backend, fit
-from crw.cli.read.run_spec import spec_json, workflow_file, workflow_nodes
+from crw.cli.read.run_spec import spec_json, workflow_file, workflow_plan
 from crw.cli.read.status_text import short_tokens
 from crw.engine.run.locks import holder_pid, run_is_live
 from crw.engine.run.rundir import RunDir, list_runs, resolve_state
-from crw.engine.views.run_view import outcome, parse_at, progress
+from crw.engine.views.counts import counts, shown_state
+from crw.engine.views.run_view import outcome, parse_at
 from crw.errors import CrwError
 from crw.journal.log import JournalCorruptError, decode
 from crw.journal.replay import RunState, replay
@@ -97,12 +98,13 @@ def list_command(
     now = datetime.now(UTC)
     chosen = list_filters(status, workflow, since, limit, now, Path.cwd())
     state_dir = resolve_state(state, os.environ, Path.cwd())
+    state_ref = shlex.quote(str(state_dir))
     runs = []
     for run_id in list_runs(state_dir):
         run = RunDir.of(state_dir, run_id)
         spec = spec_json(run)
         if chosen.of_workflow(_name(spec, run_id), workflow_file(spec)):
-            runs.append(listed(run, spec))
+            runs.append(listed(run, state_ref, spec))
     runs = [entry for entry in runs if chosen.keeps(entry)]
     runs.sort(key=lambda entry: (entry["started_at"] or "", entry["run"]), reverse=True)
     window = all_runs or chosen.since is not None  # --since is a window of its own
@@ -119,11 +121,15 @@ def list_command(
     return 0
 
 
-def listed(run: RunDir, spec: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One run's entry: run, workflow (its name), workflow_file, backend, state,
-    reason (a paused run's, an ended run's status, a corrupt or unreadable
-    journal's damage), calls {done, total}, tokens, started_at, last_at, live,
-    pid (the holder's, when live) and read (tail or whole). `spec` is its run.json
+def listed(run: RunDir, state_ref: str = "", spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One run's entry: run, workflow (its name), workflow_file, backend, state
+    (`crashed` when no process holds a run that needs one: `counts.shown_state`),
+    rows_state (the state its rows leave it in), reason (a paused run's, an ended
+    run's status, a corrupt or unreadable journal's damage), calls ({done, total,
+    in_flight, held, nodes}: `crw.engine.views.counts`, as status counts them),
+    tokens, started_at, last_at, live, pid (the holder's, when live), read (tail
+    or whole) and resume (a crashed run's command that goes on with it, else null;
+    `state_ref` is the --state it passes, empty for none). `spec` is its run.json
     when read already."""
     spec = spec_json(run) if spec is None else spec
     live = run_is_live(run)
@@ -142,13 +148,16 @@ def listed(run: RunDir, spec: dict[str, Any] | None = None) -> dict[str, Any]:
     except (CrwError, OSError) as err:
         return entry | _unread("unreadable", str(err))
     view = outcome(tail.state)
-    ended = tail.state.state == "ended"  # an ended run counts the nodes its ended row names
-    done, total = progress(tail.state, 0 if ended else workflow_nodes(entry["workflow_file"]))
+    ended = tail.state.state == "ended"  # an ended run counts the calls it ran
+    plan = {} if ended else workflow_plan(entry["workflow_file"])
+    state = shown_state(view.state, live)
     return entry | {
         "backend": tail.state.backend or entry["backend"],
-        "state": view.state,
+        "state": state,
+        "rows_state": view.state,
         "reason": view.reason,
-        "calls": {"done": done, "total": total},
+        "resume": _resume(run, state_ref) if state == "crashed" else None,
+        "calls": counts(tail.state, plan, live=live).to_json(),
         "tokens": tail.state.spent,
         "started_at": tail.state.started_at,
         "last_at": tail.state.last_at,
@@ -160,13 +169,21 @@ def _unread(state: str, reason: str) -> dict[str, Any]:
     """The entry of a run whose journal cannot be read: its state and why."""
     return {
         "state": state,
+        "rows_state": None,
         "reason": reason,
+        "resume": None,
         "calls": None,
         "tokens": None,
         "started_at": None,
         "last_at": None,
         "read": "whole",
     }
+
+
+def _resume(run: RunDir, state_ref: str) -> str:
+    """The command that goes on with a crashed run."""
+    state = f" --state {state_ref}" if state_ref else ""
+    return f"crw flow resume {run.id} --detach{state}"
 
 
 def _name(spec: dict[str, Any], run_id: str) -> str | None:
@@ -208,6 +225,10 @@ def _human(payload: dict[str, Any], state_dir: Path, now: datetime, narrowed: bo
         lines.append(
             f"({payload['hidden']} ended runs older than {days} days not shown: --all lists them)"
         )
+    for entry in runs:
+        if entry["resume"]:
+            lines += [f"{entry['run']} crashed (its process is gone); go on with:",
+                      f"  {entry['resume']}"]  # fmt: skip
     lines.append(f"see one with: crw flow status RUN --state {shlex.quote(str(state_dir))}")
     return "\n".join(lines)
 

@@ -37,6 +37,7 @@ STATES = (
     "waiting_decision",
     "paused",
     "ended",
+    "crashed",
     "corrupt",
     "unreadable",
 )

@@ -1,6 +1,6 @@
 """What `status`, `list` and `watch` read of a run's run.json and workflow file,
 without the models that load them: run.json as plain JSON, the workflow file it
-names, that file's node count, and the start that runs it again on the same host
+names, that file's nodes and the calls each needs, and the start that runs it again on the same host
 and owner. Standard library only: the commands start cold.
 """
 
@@ -69,18 +69,48 @@ def _input_flags(inputs: object) -> list[str]:
     return words
 
 
-_NODE_TABLE = re.compile(rb"^[ \t]*\[\[[ \t]*node[ \t]*\]\]", re.MULTILINE)
+_WORKFLOW_LINE = re.compile(
+    rb"^[ \t]*(?:\[(\[?)[ \t]*([^\]\n]*?)[ \t]*\]|(id|review)[ \t]*=[ \t]*"
+    rb"(?:\"([^\"\n]*)\"|'([^'\n]*)')?)",
+    re.MULTILINE,
+)
+"""The lines of a workflow file `workflow_plan` reads: a table's header (`[[node]]`,
+`[node.review]`, any other), and a node's `id = "…"` and `review = …`."""
 
 
 @functools.cache
-def workflow_nodes(path: str | None) -> int:
-    """How many nodes the workflow file has now, counted by its `[[node]]` lines
-    (a parse of a workflow of 10,000 nodes would cost status its cold start);
-    0 when it cannot be read."""
+def workflow_plan(path: str | None) -> dict[str, int]:
+    """Each node of the workflow file as it is now, and the calls it needs at
+    least: 1, 2 for a node with a review (its call and the review). Read from its
+    lines (`[[node]]`, `id = "…"`, `review = …` or `[node.review]`), not parsed: a
+    parse of a workflow of 10,000 nodes would cost status its cold start; {} when
+    it cannot be read."""
     if path is None:
-        return 0
+        return {}
     try:
         with open(path, "rb") as file:
-            return len(_NODE_TABLE.findall(file.read()))
+            text = file.read()
     except OSError:
-        return 0
+        return {}
+    plan: dict[str, int] = {}
+    node: list[Any] | None = None  # [id, reviewed] of the [[node]] table read now
+    nodes: list[list[Any]] = []
+    for line in _WORKFLOW_LINE.finditer(text):
+        array, table, key, double, single = line.groups()
+        if table is not None:
+            name = table.replace(b" ", b"").replace(b"\t", b"")
+            if array and name == b"node":
+                node = [None, False]
+                nodes.append(node)
+            elif array or not name.startswith(b"node."):
+                node = None
+            elif name == b"node.review" and node is not None:
+                node[1] = True
+        elif node is not None and key == b"review":
+            node[1] = True
+        elif node is not None and node[0] is None:
+            value = double if double is not None else single
+            node[0] = value.decode("utf-8", "replace") if value is not None else None
+    for index, (node_id, reviewed) in enumerate(nodes):
+        plan[node_id if node_id is not None else f"#{index}"] = 2 if reviewed else 1
+    return plan

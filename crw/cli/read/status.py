@@ -18,14 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit
-from crw.cli.read.run_spec import spec_json, start_again, workflow_file, workflow_nodes
+from crw.cli.read.run_spec import spec_json, start_again, workflow_file, workflow_plan
 from crw.cli.read.status_text import human, todo
 from crw.engine.held_fix import answer_choices, with_fix
 from crw.engine.run.host_wait import waiting
 from crw.engine.run.launch_record import read_failure
 from crw.engine.run.locks import holder_pid, is_held
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
-from crw.engine.views.run_view import outcome, progress, seconds_between
+from crw.engine.views.counts import counts, reviews, shown_state
+from crw.engine.views.run_view import outcome, seconds_between
 from crw.journal.log import JournalCorruptError
 from crw.journal.replay import CallState, RunState, replay
 from crw.journal.snapshot import replay_journal
@@ -42,14 +43,18 @@ def status_command(
     results: bool = False,
 ) -> int:
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    # The start lock first: the run's process lets it go once it holds the run lock.
+    starting = is_held(run_dir.start_lock)
     live = is_held(run_dir.run_lock)
     run_state, corrupt = _read(run_dir, live=live, results=results)
     if corrupt is not None:
         run_state.state = "corrupt"
     state_ref = shlex.quote(state) if state is not None else ""
     spec = spec_json(run_dir)
-    nodes = 0 if run_state.state == "ended" else workflow_nodes(workflow_file(spec))
-    payload = status_payload(run_dir.root.name, run_state, state_ref, results=results, nodes=nodes)
+    plan = {} if run_state.state == "ended" else workflow_plan(workflow_file(spec))
+    payload = status_payload(
+        run_dir.root.name, run_state, state_ref, results=results, plan=plan, live=live or starting
+    )
     payload["run_dir"] = str(run_dir.root)
     payload["live"] = live
     payload["holder_pid"] = holder_pid(run_dir.run_lock) if live else None
@@ -98,14 +103,25 @@ def _closes_left(run_dir: RunDir) -> bool:
 
 
 def status_payload(
-    run_id: str, run: RunState, state_ref: str = "", *, results: bool = False, nodes: int = 0
+    run_id: str,
+    run: RunState,
+    state_ref: str = "",
+    *,
+    results: bool = False,
+    plan: dict[str, int] | None = None,
+    live: bool = True,
 ) -> dict[str, Any]:
-    """The `--json` object: run, state, backend, processes, ended_status, paused
+    """The `--json` object: run, state (`crashed` when no process holds a run
+    that needs one, `counts.shown_state`), rows_state (the state as the rows
+    leave it), backend, processes, ended_status, paused
     ({reason, error, file} of a paused run, else null), outcome ({state, reason,
     unfinished, held}: `crw.engine.views.run_view.Outcome`), started_at, last_at,
-    progress ({done, total}: `run_view.progress`, the workflow's `nodes` at least),
-    calls [{call, node, role, state, attempts, turns,
-    tokens, started_at, ended_at, seconds, reason, and for a held call of a run
+    progress ({done, total, in_flight, held, nodes}: `crw.engine.views.counts`,
+    over the calls listed and what the workflow's `plan` still needs; `live`:
+    whether a process holds the run), calls [{call, node, role, state, attempts,
+    turns, tokens, started_at, ended_at, seconds, reason, errors (a null_model
+    call's), review ({of, verdict, findings}: a review call's verdict and how
+    many findings it names, once it answered), and for a held call of a run
     not ended its answer: the command of each answer (a held call of an ended run
     takes none: `crw flow answer` refuses it); with `results` its result}], tokens. `state_ref`
     is the --state those commands pass (empty: none). The command adds run_dir,
@@ -119,11 +135,12 @@ def status_payload(
     host_unavailable, to go on with it when it answers: `crw.actors.host_back`) and todo
     ([{do, command}]: what to do next)."""
     view = outcome(run)
-    done, total = progress(run, nodes)
     now = datetime.now(UTC)
+    judged = reviews(run.calls.values())
     return {
         "run": run_id,
-        "state": run.state,
+        "state": shown_state(run.state, live),
+        "rows_state": run.state,
         "backend": run.backend,
         "processes": run.processes,
         "ended_status": run.ended_status,
@@ -140,8 +157,11 @@ def status_payload(
         },
         "started_at": run.started_at,
         "last_at": run.last_at,
-        "progress": {"done": done, "total": total},
-        "calls": [_call(call, now, run_id, state_ref, run, results) for call in run.calls.values()],
+        "progress": counts(run, plan, live=live).to_json(),
+        "calls": [
+            _call(call, now, run_id, state_ref, run, results, judged.get(call.call))
+            for call in run.calls.values()
+        ],
         "tokens": run.spent,
     }
 
@@ -153,9 +173,10 @@ def _call(
     state_ref: str,
     run: RunState,
     results: bool,
+    judged: str | None,
 ) -> dict[str, Any]:
     """A call's entry, made from its state at once (10,000 in a big run's status:
-    no `run_view.CallView` in between)."""
+    no `run_view.CallView` in between); `judged`: the call a review call judges."""
     entry: dict[str, Any] = {
         "call": call.call,
         "node": call.node,
@@ -173,6 +194,10 @@ def _call(
         entry |= with_fix(_held(run_id, call.call, call.reason, state_ref, run.backend), call.error)
     if call.by:
         entry["by"] = call.by
+    if call.errors is not None:
+        entry["errors"] = call.errors
+    if judged is not None and call.verdict is not None:
+        entry["review"] = {"of": judged, "verdict": call.verdict, "findings": call.findings}
     if results:
         entry["result"] = call.result
     return entry

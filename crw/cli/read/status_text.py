@@ -1,9 +1,10 @@
 """The human form of `crw flow status`, and what to do next.
 
 Readable at 80 columns: the run's outcome on its first lines, one table row a
-call (call, role, state, attempt, turns, tokens, time), the reason of a call that
-did not complete under it, and the exact commands of what to do next, each on its
-own line (a command is never cut, so it can be copied whole).
+call (call, role, state, attempt, turns, tokens, time), under it why a call did
+not complete (a null_model call's schema errors) and what a review decided, and
+the exact commands of what to do next, each on its own line (a command is never
+cut, so it can be copied whole).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ SUMMARY_OVER = 40
 SHOWN = 10
 """How many calls of each kind a summary lists: the last ones, and those not completed."""
 WIDTH = 80
+ERRORS_SHOWN = 3
+"""How many of a null_model call's errors the human form lists."""
 
 
 def duration(seconds: float | None) -> str:
@@ -83,10 +86,10 @@ def todo(
         return [_paused(payload, state_ref)]
     if state == "waiting_decision":
         return [_answer(call) for call in payload["calls"] if "answer" in call]
-    if not payload["live"]:
+    if state == "crashed":
         why = (
             "its process exited before it started (see run.log)"
-            if state == "starting"
+            if payload["rows_state"] == "starting"
             else "its process is gone (crashed or killed)"
         )
         return [_item(f"{why}; go on with", command("resume", run, state_ref, "--detach"))]
@@ -171,6 +174,12 @@ def _head(payload: dict[str, Any]) -> list[str]:
     if payload["state"] == "ended":
         head += f" ({outcome['reason']})"
     lines = [head]
+    if payload["state"] == "crashed":
+        lines += _wrap(
+            f"its process is gone: no paused or ended row, its rows leave it "
+            f"{payload['rows_state']}",
+            "  ",
+        )
     if payload["state"] == "paused":
         lines.append(f"  paused: {outcome['reason']}")
         waiter = payload.get("host_wait")
@@ -189,8 +198,10 @@ def _head(payload: dict[str, Any]) -> list[str]:
     else:
         lines.append(f"  {held}")
     lines.append(f"  started {when(payload['started_at'])}, last row {when(payload['last_at'])}")
-    progress = payload["progress"]
-    lines.append(f"  calls: {progress['done']} of {progress['total']} done")
+    lines.append(f"  calls: {calls_line(payload['progress'])}")
+    nodes = payload["progress"]["nodes"]
+    if nodes is not None:
+        lines.append(f"  nodes: {nodes['completed']} of {nodes['total']} completed")
     lines.append(f"  tokens: {format_tokens(payload['tokens'])}")
     lines += input_lines(payload.get("inputs"))
     failed = payload["launch_failed"]
@@ -215,6 +226,17 @@ def input_lines(inputs: dict[str, Any] | None) -> list[str]:
         line = f"    {name} = {json.dumps(value, ensure_ascii=False)}"
         out.append(line if len(line) <= WIDTH else line[: WIDTH - 4] + " ...")
     return out
+
+
+def calls_line(progress: dict[str, Any]) -> str:
+    """`7 of 7 done`, `3 of 5 done, 1 in flight, 1 held`: the calls as
+    `crw.engine.views.counts` counts them."""
+    line = f"{progress['done']} of {progress['total']} done"
+    if progress["in_flight"]:
+        line += f", {progress['in_flight']} in flight"
+    if progress["held"]:
+        line += f", {progress['held']} held"
+    return line
 
 
 def _wrap(text: str, indent: str) -> list[str]:
@@ -261,6 +283,8 @@ def _call_lines(call: dict[str, Any], widths: tuple[int, int]) -> list[str]:
     """The call's line; under it why it did not complete and how to answer it, or
     the call that runs its node again; with --results its answer."""
     lines = [_call_line(call, widths)]
+    if "review" in call:
+        lines.append(f"    {review_line(call['review'])}")
     if "by" in call:
         node = call["node"] or call["call"].rpartition(".")[0]
         lines.append(f"    restarted: node {node} runs again as {call['by']}")
@@ -272,12 +296,38 @@ def _call_lines(call: dict[str, Any], widths: tuple[int, int]) -> list[str]:
         lines.append(f"    held ({call['reason']}): answer with {answer}")
     elif call["state"] == "held":  # of an ended run: nothing answers it
         lines.append(f"    held ({call['reason']}): the run has ended; it takes no answer")
-    elif call["state"] in ("null_model", "lost") and call["reason"]:
+    elif call["state"] == "null_model":
+        lines += _why_null(call)
+    elif call["state"] == "lost" and call["reason"]:
         lines.append(f"    {call['state']}: {call['reason']}")
     if "result" in call and call["state"] == "completed":
         text = json.dumps(call["result"], ensure_ascii=False)
         lines += textwrap.wrap(f"answer: {text}", WIDTH, initial_indent="    ",
                                subsequent_indent="      ")  # fmt: skip
+    return lines
+
+
+def review_line(review: dict[str, Any]) -> str:
+    """`review of build.1: reject (1 finding)`."""
+    count = review["findings"] or 0
+    return (
+        f"review of {review['of']}: {review['verdict']} "
+        f"({count} finding{'s' if count != 1 else ''})"
+    )
+
+
+def _why_null(call: dict[str, Any]) -> list[str]:
+    """A null_model call's reason and its last answer's errors (the first
+    ERRORS_SHOWN of them; --json has all)."""
+    errors = call.get("errors") or []
+    head = f"null_model ({call['reason']})" if call["reason"] else "null_model"
+    if not errors:
+        return [f"    {head}"]
+    lines = [f"    {head}: {'the error' if len(errors) == 1 else 'the errors'} of its last answer:"]
+    for error in errors[:ERRORS_SHOWN]:
+        lines += _wrap(error, "      ")
+    if len(errors) > ERRORS_SHOWN:
+        lines.append(f"      ... and {len(errors) - ERRORS_SHOWN} more (--json lists them)")
     return lines
 
 

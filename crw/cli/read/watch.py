@@ -8,10 +8,10 @@ last rows. Piped, it prints each new row's line (as `show` does) and a progress
 line whenever the count of calls done changes, and once the run ended. `--json`
 prints the view as one JSON object a line, each time it changes.
 
-Calls done of all as `status` and `list` count them (`crw.engine.views.run_view.progress`:
-the calls so far, a superseded one through the call that runs its node again,
-and at least one a workflow node; an ended run counts its nodes). A call is in
-flight until it completed, ended null_model, was skipped or superseded.
+Calls done of all, and in flight, as `status` and `list` count them
+(`crw.engine.views.counts`: every call the rows name, review rounds included, and
+the calls the workflow's nodes still need at least); a paused or ended run has
+none in flight, and a held call waits: it is not in flight.
 
 Exit 0 once the run ends; 1 when no process runs it (paused, crashed, waiting for
 an answer: a line says so) or its journal is corrupt; Ctrl-C stops it quietly
@@ -29,17 +29,17 @@ from typing import TYPE_CHECKING, Any
 
 from crw.cli.output import say, say_json
 from crw.cli.read.follow import JournalTail, Rows, follow
-from crw.cli.read.run_spec import spec_json, workflow_file, workflow_nodes
+from crw.cli.read.run_spec import spec_json, workflow_file, workflow_plan
 from crw.cli.read.show import RowPrinter, stopped
+from crw.engine.run.locks import run_is_live
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
-from crw.engine.views.run_view import DONE, call_views, progress
+from crw.engine.views.counts import counts, shown_state
+from crw.engine.views.run_view import call_views
 from crw.journal.log import JournalCorruptError
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-ENDED = DONE | {"superseded"}
-"""A call in none of these states is in flight (held ones too: they wait)."""
 LAST_ROWS = 8
 """How many of the last rows the live view shows."""
 TICK = 1.0
@@ -50,7 +50,7 @@ move on. Each is a read of the journal's tail, not of the whole journal."""
 def watch_command(run: str, *, state: str | None, json: bool) -> int:
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
     tail = JournalTail(run_dir.journal)
-    view = WatchView(run_dir, tail, workflow_nodes(workflow_file(spec_json(run_dir))))
+    view = WatchView(run_dir, tail, workflow_plan(workflow_file(spec_json(run_dir))))
     try:
         if json:
             ended = _watch_json(run_dir, tail, view)
@@ -70,26 +70,31 @@ def watch_command(run: str, *, state: str | None, json: bool) -> int:
 class WatchView:
     """What the view shows: the run's rows so far, folded, and the last of them."""
 
-    def __init__(self, run_dir: RunDir, tail: JournalTail, nodes: int) -> None:
+    def __init__(self, run_dir: RunDir, tail: JournalTail, plan: dict[str, int]) -> None:
         self.run_dir = run_dir
         self.tail = tail
-        self.nodes = nodes
+        self.plan = plan
         self.last: deque[dict[str, Any]] = deque(maxlen=LAST_ROWS)
 
     def add(self, rows: Rows) -> None:
         self.last.extend(rows)
 
     def payload(self, now: datetime) -> dict[str, Any]:
-        """{run, state, done, total, in_flight: [{call, role, state, attempt, turns,
-        elapsed}], tokens}: `elapsed` in seconds since the call was prepared;
-        done and total as `crw.engine.views.run_view.progress` counts them."""
+        """{run, state, done, total, held, in_flight: [{call, role, state, attempt,
+        turns, elapsed}], tokens}: `elapsed` in seconds since the call was
+        prepared; state, done, total, held and the calls in flight as `status`
+        shows them (`crw.engine.views.counts`: a run no process holds has none in
+        flight, and is `crashed` when it needs one)."""
         run = self.tail.state
-        done, total = progress(run, self.nodes)
+        live = run.state in ("ended", "paused") or self._live()
+        counted = counts(run, {} if run.state == "ended" else self.plan, live=live)
+        flying = frozenset(counted.in_flight)
         return {
             "run": self.run_dir.id,
-            "state": run.state,
-            "done": done,
-            "total": total,
+            "state": shown_state(run.state, live),
+            "done": counted.done,
+            "total": counted.total,
+            "held": counted.held,
             "in_flight": [
                 {
                     "call": call.call,
@@ -100,10 +105,23 @@ class WatchView:
                     "elapsed": None if call.seconds is None else round(call.seconds, 1),
                 }
                 for call in call_views(run, now)
-                if call.state not in ENDED
+                if call.call in flying
             ],
             "tokens": run.spent,
         }
+
+    def _live(self) -> bool:
+        """Whether a process holds the run, or rows came that the view has not
+        read yet (a process writes its last rows before it lets its locks go: read
+        after the locks, the journal's size says whether they are read; a torn
+        tail left by a process that died is no row to come)."""
+        if run_is_live(self.run_dir):
+            return True
+        try:
+            unread = self.run_dir.journal.stat().st_size > self.tail.offset
+        except OSError:
+            return False
+        return unread and self.tail.torn is None
 
 
 def _watch_json(run_dir: RunDir, tail: JournalTail, view: WatchView) -> bool:

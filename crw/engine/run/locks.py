@@ -386,5 +386,7 @@ def is_launching(run: RunDir) -> bool:
 
 
 def run_is_live(run: RunDir) -> bool:
-    """Whether `run` is live: its run lock or its start lock is held (BIND-LINE-20)."""
-    return is_held(run.run_lock) or is_held(run.start_lock)
+    """Whether `run` is live: its run lock or its start lock is held (BIND-LINE-20).
+    The start lock is asked first: the run's process lets it go only once it
+    holds the run lock, so a run coming up is never read as held by neither."""
+    return is_held(run.start_lock) or is_held(run.run_lock)

@@ -7,7 +7,8 @@ prepared row's `at`) and ended (its newest terminal row's `at`), how long it too
 (until `now` for a call not ended), and the held, null_model or lost reason. The
 run's outcome is its state with the reason: a paused run's reason, an ended run's
 status and the nodes that did not complete, a run waiting on a decision's held
-calls. Standard library only: `status --json` starts cold and fast.
+calls. How many calls are done of all: `crw.engine.views.counts`. Standard
+library only: `status --json` starts cold and fast.
 """
 
 from __future__ import annotations
@@ -17,9 +18,6 @@ from datetime import datetime
 from typing import Any
 
 from crw.journal.replay import RunState
-
-DONE = frozenset({"completed", "null_model", "skipped"})
-"""The states of a call that ended for good: no decision sends it on."""
 
 
 @dataclass(slots=True)
@@ -122,17 +120,3 @@ def outcome(run: RunState) -> Outcome:
     if run.state == "waiting_decision":  # a paused run's held calls go on when it resumes
         held = [call.call for call in run.calls.values() if call.state == "held"]
     return Outcome(run.state, reason, unfinished, held)
-
-
-def progress(run: RunState, nodes: int = 0) -> tuple[int, int]:
-    """Calls done (completed, null_model, skipped) and calls in all. An ended run
-    counts its nodes, as its ended row gives each one's end (a node that never ran
-    is not done); a run not ended its calls so far, a superseded call counting
-    through the call that runs its node again, and at least the workflow's `nodes`
-    (the calls not admitted yet)."""
-    if isinstance(run.ended_state, dict):
-        ends = [str(end) for end in run.ended_state.values()]
-    else:
-        ends = [call.state for call in run.calls.values() if call.state != "superseded"]
-        ends += ["unrun"] * (nodes - len(ends))
-    return sum(end in DONE for end in ends), len(ends)
