@@ -63,7 +63,7 @@ def test_list_filters_narrow_what_each_other_leaves(crw: Crw) -> None:
     --limit (the newest N, the rest counted as more), alone and together."""
     done = _run(crw, FIX, timedelta(hours=1), "aaaa", Ended(status="completed"))
     failed = _run(crw, FIX, timedelta(hours=3), "bbbb", Ended(status="failed"))
-    running = _run(crw, DEMO, timedelta(minutes=30), "cccc")
+    running = _run(crw, DEMO, timedelta(minutes=30), "cccc")  # no process: crashed
     paused = _run(crw, FIX, timedelta(days=2), "dddd", Paused(reason="host_unavailable"))
     old = _run(crw, FIX, timedelta(days=20), "eeee", Ended(status="failed"))
 
@@ -71,8 +71,9 @@ def test_list_filters_narrow_what_each_other_leaves(crw: Crw) -> None:
     assert _ids(crw, "--status", "failed") == ([failed], 1, 0)
     assert _ids(crw, "--status", "failed", "--since", "30d") == ([failed, old], 0, 0)
     assert _ids(crw, "--status", "ended", "--all") == ([done, failed, old], 0, 0)
-    assert _ids(crw, "--status", "running,paused") == ([running, paused], 0, 0)
-    assert _ids(crw, "--status", "running", "--status", "completed") == ([running, done], 0, 0)
+    assert _ids(crw, "--status", "crashed,paused") == ([running, paused], 0, 0)
+    assert _ids(crw, "--status", "crashed", "--status", "completed") == ([running, done], 0, 0)
+    assert _ids(crw, "--status", "running") == ([], 0, 0)  # listed as no process runs it
     assert _ids(crw, "--workflow", "fix-issue", "--limit", "2") == ([done, failed], 1, 1)
     assert _ids(crw, "--workflow", str(DEMO)) == ([running], 0, 0)
     assert _ids(crw, "--since", "2h") == ([running, done], 0, 0)
@@ -106,7 +107,7 @@ def test_list_filter_errors_are_one_line_exit_2(crw: Crw) -> None:
     _run(crw, FIX, timedelta(hours=1), "aaaa", Ended(status="completed"))
     cases = {
         ("--status", "done"): '--status "done" is no run state; pass one of starting, '
-        "running, waiting_session, waiting_decision, paused, ended, corrupt, unreadable, "
+        "running, waiting_session, waiting_decision, paused, ended, crashed, corrupt, unreadable, "
         "or an ended run's status: completed, failed, aborted, cancelled",
         ("--since", "yesterday"): '--since "yesterday" is no time; pass YYYY-MM-DD or an '
         "ISO 8601 time such as 2026-11-30T12:00:00Z, or an age such as 30m, 2h, 7d or "
