@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from cyclopts import Parameter
 
-from crw.cli.params import Id, Json, Seconds, State, one_line_id
+from crw.cli.params import Id, Json, MaybeSeconds, Seconds, State, one_line_id
 
 
 def start(
@@ -23,10 +23,14 @@ def start(
     host: str | None = None,
     codex_bin: str | None = None,
     trace: Annotated[bool, Parameter(negative="")] = False,
+    wait: Annotated[bool, Parameter(negative="")] = False,
+    timeout: MaybeSeconds = None,
     state: State = None,
     json: Json = False,
 ) -> int:
     """Start a run of WORKFLOW in a detached run process.
+
+    With --wait, wait for its outcome and exit by it, as crw flow wait does.
 
     Parameters
     ----------
@@ -48,6 +52,10 @@ def start(
         SessionConfig.Trace: digest P, the owner's checkout and the run's shared
         state at each bind and harvest, and warn when a call wrote where its role
         should not (as [settings] trace = true; docs/workspaces.md).
+    wait
+        Then wait for the run's outcome, showing its progress (crw flow wait).
+    timeout
+        With --wait: give up waiting after this many seconds (exit 124).
     """
     from crw.cli.run.start import start_command
 
@@ -60,6 +68,8 @@ def start(
         state=state,
         json=json,
         trace=trace,
+        wait=wait,
+        timeout=timeout,
     )
 
 
