@@ -255,7 +255,8 @@ def test_a_run_whose_process_died_is_waited_on_until_it_is_resumed_and_ends(
         ),
         LOADED,
     )
-    wait_until("its locks are let go", lambda: not run_is_live(drill.run))  # type: ignore[arg-type]
+    dir_ = drill.run
+    wait_until("its locks are let go", lambda: not run_is_live(dir_))
 
     resume = f"crw flow resume {run} --detach --state {state}"
     timed = crw(drill, "flow", "wait", run, "--timeout", "0")
