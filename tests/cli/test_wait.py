@@ -10,7 +10,10 @@ on until it is resumed. Every process is reaped by pid at teardown (the drill's
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import pty
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,7 +24,7 @@ import pytest
 
 from crw.engine.run.locks import run_is_live
 from crw.engine.run.rundir import RunDir
-from tests.cli.conftest import REPO, Result
+from tests.cli.conftest import REPO, Crw, Result
 from tests.cli.test_show import Followers, watching
 from tests.deadlines import LOADED
 from tests.drill.test_app_server_crash_drill import AppDrill
@@ -50,7 +53,7 @@ def followers(drill: AppDrill) -> Iterator[Followers]:
             child.wait(timeout=10)
 
 
-def crw(drill: AppDrill, *args: str) -> Result:
+def cli(drill: AppDrill, *args: str) -> Result:
     """`crw ARGS --state S`, piped, its output as it is."""
     done = subprocess.run(
         [sys.executable, "-m", "crw", *args, "--state", str(drill.crw.state)],
@@ -65,7 +68,7 @@ def start_waiting(drill: AppDrill, *args: str) -> Result:
     argv = ["flow", "start", str(drill.workflow), "--backend", "app-server",
             "--host", f"unix:{drill.socket}", "--wait", *args]  # fmt: skip
     try:
-        return crw(drill, *argv)
+        return cli(drill, *argv)
     finally:
         drill.run = RunDir(next((drill.crw.state / "flow").iterdir()))
 
@@ -104,7 +107,7 @@ def test_start_wait_shows_progress_piped_and_exits_0_when_the_run_completes(
         f"its answers: crw flow result {run} --state {state}"
     )
 
-    again = crw(drill, "flow", "wait", run, "--json")
+    again = cli(drill, "flow", "wait", run, "--json")
     assert again.code == 0, again.stderr
     out = again.json()
     assert (out["outcome"], out["exit"], out["state"], out["live"]) == (
@@ -115,12 +118,12 @@ def test_start_wait_shows_progress_piped_and_exits_0_when_the_run_completes(
     )
     assert (out["done"], out["total"], out["tokens"]["total"]) == (3, 3, tokens(rows))
 
-    answers = crw(drill, "flow", "result", run, "--json")
+    answers = cli(drill, "flow", "result", run, "--json")
     assert answers.code == 0, answers.stderr
     completed = {r["call"]: r["result"] for r in rows if r["row"] == "completed"}
     by_node = {"explore": "explore.1", "build": CALL, "review": "review.1"}
     assert answers.json()["answers"] == {node: completed[call] for node, call in by_node.items()}
-    build = crw(drill, "flow", "result", run, "--call", CALL)
+    build = cli(drill, "flow", "result", run, "--call", CALL)
     assert (build.code, json.loads(build.stdout)) == (0, completed[CALL])
 
 
@@ -140,20 +143,20 @@ def test_a_null_model_fails_the_run_and_start_wait_json_exits_1_with_one_object(
     assert out["wait"]["outcome"] == "failed" and out["wait"]["exit"] == 1
     assert out["wait"]["unfinished"] == {"build": "null_model", "review": "unrun"}
 
-    human = crw(drill, "flow", "wait", run)
+    human = cli(drill, "flow", "wait", run)
     assert human.code == 1
     assert human.stdout.splitlines()[-1].startswith(
         f"run {run} failed: build null_model, review unrun (2/3 calls done"
     )
     assert human.stdout.splitlines()[-1].endswith(f"see why: crw flow status {run} --state {state}")
-    result = crw(drill, "flow", "result", run, "--json")
+    result = cli(drill, "flow", "result", run, "--json")
     assert result.code == 1
     assert list(result.json()["answers"]) == ["explore"]
     assert result.json()["nodes"][1:] == [
         {"node": "build", "end": "null_model", "call": None},
         {"node": "review", "end": "unrun", "call": None},
     ]
-    none = crw(drill, "flow", "result", run, "--call", CALL)
+    none = cli(drill, "flow", "result", run, "--call", CALL)
     assert none.code == 1
     assert none.stdout == (
         f"call {CALL} of run {run} has no answer: it is null_model (schema_invalid_after_repair); "
@@ -180,16 +183,16 @@ def test_a_held_call_ends_the_wait_with_3_once_no_process_runs_the_run(
         f"(crw flow status {run} --state {state} names each command)"
     )
     assert out[-2].startswith(f"-- run {run} waiting_decision: 1/3 calls done")
-    held = crw(drill, "flow", "wait", run, "--json")
+    held = cli(drill, "flow", "wait", run, "--json")
     assert held.code == 3
     assert (held.json()["outcome"], held.json()["held"]) == ("waiting_decision", [CALL])
-    result = crw(drill, "flow", "result", run)
+    result = cli(drill, "flow", "result", run)
     assert result.code == 3
     assert result.stdout == (
         f"run {run} has not ended (waiting_decision): it has no final answers yet; "
         f"see what it waits for with: crw flow status {run} --state {state}\n"
     )
-    assert crw(drill, "flow", "result", run, "--call", "explore.1").code == 0
+    assert cli(drill, "flow", "result", run, "--call", "explore.1").code == 0
 
 
 def test_pause_ends_the_wait_with_4_a_timeout_with_124_and_cancel_with_5(
@@ -201,14 +204,14 @@ def test_pause_ends_the_wait_with_4_a_timeout_with_124_and_cancel_with_5(
     run, state = drill.run.id, str(drill.crw.state)
     turn_runs(drill)
 
-    timed = crw(drill, "flow", "wait", run, "--timeout", "0.5")
+    timed = cli(drill, "flow", "wait", run, "--timeout", "0.5")
     assert timed.code == 124, timed.stderr
     assert timed.stdout.splitlines() == [
         progress(run, "running", 1, 3, 1, tokens(drill.rows())),
         f"run {run} has not ended after 0.5s (running, 1/3 calls done, tokens "
         f"{tokens(drill.rows())}); wait again with: crw flow wait {run} --state {state}",
     ]
-    as_json = crw(drill, "flow", "wait", run, "--timeout", "0", "--json")
+    as_json = cli(drill, "flow", "wait", run, "--timeout", "0", "--json")
     assert (as_json.code, as_json.json()["outcome"], as_json.json()["live"]) == (
         124,
         "timeout",
@@ -217,7 +220,7 @@ def test_pause_ends_the_wait_with_4_a_timeout_with_124_and_cancel_with_5(
 
     piped = followers.start("paused", "flow", "wait", run)
     wait_until("the waiter sleeps on an inotify watch", lambda: watching(piped.pid), LOADED)
-    assert crw(drill, "flow", "pause", run).code == 0
+    assert cli(drill, "flow", "pause", run).code == 0
     paused = followers.ended("paused", piped)
     assert paused.code == 4, paused.stdout
     assert paused.stdout.splitlines()[-1] == (
@@ -225,17 +228,17 @@ def test_pause_ends_the_wait_with_4_a_timeout_with_124_and_cancel_with_5(
     )
     assert paused.stdout.splitlines()[-2].startswith(f"-- run {run} paused: 1/3 calls done")
 
-    resumed = crw(drill, "flow", "resume", run, "--detach", "--json")
+    resumed = cli(drill, "flow", "resume", run, "--detach", "--json")
     assert resumed.code == 0, resumed.stderr
     turn_runs(drill, 2)  # the paused call runs again, and hangs again
     cancelled_waiter = followers.start("cancelled", "flow", "wait", run, "--json")
     wait_until("the waiter sleeps", lambda: watching(cancelled_waiter.pid), LOADED)
-    assert crw(drill, "flow", "cancel", run).code == 0
+    assert cli(drill, "flow", "cancel", run).code == 0
     cancelled = followers.ended("cancelled", cancelled_waiter)
     assert cancelled.code == 5, cancelled.stdout
     out = json.loads(cancelled.stdout)
     assert (out["outcome"], out["exit"], out["reason"]) == ("cancelled", 5, "cancelled")
-    result = crw(drill, "flow", "result", run, "--json")
+    result = cli(drill, "flow", "result", run, "--json")
     assert (result.code, list(result.json()["answers"])) == (5, ["explore"])
 
 
@@ -259,7 +262,7 @@ def test_a_run_whose_process_died_is_waited_on_until_it_is_resumed_and_ends(
     wait_until("its locks are let go", lambda: not run_is_live(dir_))
 
     resume = f"crw flow resume {run} --detach --state {state}"
-    timed = crw(drill, "flow", "wait", run, "--timeout", "0")
+    timed = cli(drill, "flow", "wait", run, "--timeout", "0")
     assert timed.code == 124
     assert timed.stdout.splitlines()[-1].endswith(
         f"; no process runs it: resume it with {resume}; "
@@ -270,7 +273,87 @@ def test_a_run_whose_process_died_is_waited_on_until_it_is_resumed_and_ends(
     wait_until("the waiter says no process runs the run",
                lambda: gone in followers.output("wait"), LOADED)  # fmt: skip
     assert waiter.poll() is None
-    assert crw(drill, "flow", "resume", run, "--detach").code == 0
+    assert cli(drill, "flow", "resume", run, "--detach").code == 0
     ended = followers.ended("wait", waiter)
     assert ended.code == 0, ended.stdout
     assert ended.stdout.splitlines()[-1].startswith(f"run {run} completed (3/3 calls done")
+
+
+def test_result_of_the_demo_run_gives_each_node_the_answer_its_review_accepted(
+    crw: Crw,
+) -> None:
+    """The demo's build is reviewed: build.2 rejects build.1, build.3 fixes it and
+    build.4 accepts: build's answer is build.3's. On a terminal `wait` draws its
+    rich line; --call prints one call's answer as JSON whatever it is."""
+    demo = crw("flow", "demo", "--state", str(crw.state), "--json")
+    assert demo.code == 0, demo.stderr
+    crw.pids += [demo.json()["host_pid"]]
+    run = demo.json()["run"]
+    state = ("--state", str(crw.state))
+    status = crw("flow", "status", run, "--results", "--json", *state).json()
+    answer = {call["call"]: call["result"] for call in status["calls"]}
+
+    result = crw("flow", "result", run, "--json", *state)
+    assert result.code == 0, result.stderr
+    assert result.json() == {
+        "run": run,
+        "outcome": "completed",
+        "exit": 0,
+        "answers": {
+            "explore": answer["explore.1"],
+            "plan": answer["plan.1"],
+            "build": answer["build.3"],
+            "critique": answer["critique.1"],
+        },
+        "nodes": [
+            {"node": node, "end": "completed", "call": call}
+            for node, call in [
+                ("explore", "explore.1"),
+                ("plan", "plan.1"),
+                ("build", "build.3"),
+                ("critique", "critique.1"),
+            ]
+        ],
+    }
+    human = crw("flow", "result", run, *state)
+    assert human.code == 0
+    lines = human.stdout.splitlines()
+    assert lines[0] == f"run {run} ended completed: 4 of 4 nodes answered"
+    build = lines.index("build (build.3):")
+    assert (
+        json.loads("\n".join(lines[build + 1 : lines.index("critique (critique.1):")]))
+        == (answer["build.3"])
+    )
+    review = crw("flow", "result", run, "--call", "build.2", *state)
+    assert (review.code, json.loads(review.stdout)["verdict"]) == (0, "reject")
+    missing = crw("flow", "result", run, "--call", "build.9", *state)
+    assert missing.code == 2
+    assert missing.stderr.startswith(f'crw: error: run {run} has no call "build.9" (its calls: ')
+
+    drawn = on_a_terminal(crw, "flow", "wait", run, *state)
+    assert f"waiting for run {run} (Ctrl-C stops the wait, not the run)" in drawn
+    assert "\x1b[" in drawn and "━" in drawn, "no rich drawing"
+    assert "4/4 calls done, 0 in flight, tokens" in drawn and ", ended" in drawn
+    assert f"run {run} completed (4/4 calls done" in drawn
+
+
+def on_a_terminal(runner: Crw, *args: str) -> str:
+    """`crw ARGS` on a pseudo-terminal, once it exited 0: what it drew."""
+    main, side = pty.openpty()
+    env = runner.env | {"TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "crw", *args], stdin=subprocess.DEVNULL, stdout=side,
+        stderr=subprocess.DEVNULL, env=env, cwd=REPO,
+    )  # fmt: skip
+    os.close(side)
+    drawn = b""
+    try:
+        with contextlib.suppress(OSError):  # EIO: the child closed its side
+            while chunk := os.read(main, 65536):
+                drawn += chunk
+        assert child.wait(timeout=LOADED) == 0
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+        os.close(main)
+    return drawn.decode(errors="replace")

@@ -11,9 +11,10 @@ died has not ended: it waits on (a resume goes on with it) and says so once.
 
 On a terminal the progress is one rich line (calls done of all, in flight,
 tokens, the run's state, the time waited), redrawn at each wake and every TICK
-seconds; piped, a plain line each time the run's state, its counts or whether a
-process holds it change. --json prints no progress: one JSON object at the end.
-The last line (or the object) says the outcome and what to do next.
+seconds; piped, a plain line each time the run's state (running and
+waiting_session alike), its counts or whether a process holds it change. --json
+prints no progress: one JSON object at the end. The last line (or the object)
+says the outcome and what to do next.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ from crw.journal.log import JournalCorruptError
 
 TICK = 1.0
 """Seconds between redraws of the terminal's line when no row comes (its clock)."""
+
+GOING = frozenset({"running", "waiting_session"})
+"""States a piped progress line does not tell apart (a session run's steps)."""
 
 Payload = dict[str, Any]
 
@@ -169,7 +173,15 @@ class _Plain(_Shown):
 
     def __call__(self, payload: Payload, live: bool) -> None:
         flight = len(payload["in_flight"])
-        key = (payload["state"], payload["done"], payload["total"], flight, live)
+        # A session run goes between running and waiting_session at each step: no line.
+        going = payload["state"] in GOING
+        key = (
+            "going" if going else payload["state"],
+            payload["done"],
+            payload["total"],
+            flight,
+            live,
+        )
         if key == self.last:
             return
         self.last = key
