@@ -357,3 +357,13 @@ def on_a_terminal(runner: Crw, *args: str) -> str:
         child.wait(timeout=10)
         os.close(main)
     return drawn.decode(errors="replace")
+
+
+def test_start_timeout_without_wait_is_refused_before_any_run_exists(crw: Crw) -> None:
+    refused = crw("flow", "start", str(REPO / "crw/examples/demo.toml"), "--timeout", "5",
+                  "--state", str(crw.state))  # fmt: skip
+    assert refused.code == 2
+    assert refused.stderr == (
+        "crw: error: --timeout is how long --wait waits: pass --wait too, or drop --timeout\n"
+    )
+    assert not (crw.state / "flow").exists()

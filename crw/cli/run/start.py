@@ -65,6 +65,8 @@ def start_command(
     wait: bool = False,
     timeout: float | None = None,
 ) -> int:
+    if timeout is not None and not wait:
+        raise InputError("--timeout is how long --wait waits: pass --wait too, or drop --timeout")
     outcome = start_run(
         Path(workflow),
         backend=backend,
