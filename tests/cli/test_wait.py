@@ -24,11 +24,13 @@ import pytest
 
 from crw.engine.run.locks import run_is_live
 from crw.engine.run.rundir import RunDir
-from tests.cli.conftest import REPO, Crw, Result
+from tests.cli.conftest import REPO, Crw, Result, wait_for_exit
 from tests.cli.test_show import Followers, watching
+from tests.cli.test_status import WORKFLOW as STATUS_WORKFLOW
+from tests.cli.test_status import _journal_line as journal_line
 from tests.deadlines import LOADED
 from tests.drill.test_app_server_crash_drill import AppDrill
-from tests.drill.test_crash_drill import CALL, alive, drill_at, served, wait_until
+from tests.drill.test_crash_drill import CALL, Drill, alive, drill_at, served, wait_until
 
 HANG = {"match": {"marker": f"{CALL}/*"}, "behaviour": {"hang": True}}
 FAIL = {"match": {"marker": f"{CALL}/t1-*"},
@@ -167,7 +169,8 @@ def test_a_null_model_fails_the_run_and_start_wait_json_exits_1_with_one_object(
 def test_a_held_call_ends_the_wait_with_3_once_no_process_runs_the_run(
     drill: AppDrill, followers: Followers
 ) -> None:
-    """spec: ATT-32 (a held call waits on a decision)."""
+    """The host fails build's turn: the call is held, the run's process leaves the
+    run waiting_decision, and only then does the waiter end (docs/decisions.md)."""
     drill.host("sim/script", FAIL)
     drill.start(crash_after=None)
     assert drill.run is not None
@@ -367,3 +370,60 @@ def test_start_timeout_without_wait_is_refused_before_any_run_exists(crw: Crw) -
         "crw: error: --timeout is how long --wait waits: pass --wait too, or drop --timeout\n"
     )
     assert not (crw.state / "flow").exists()
+
+
+def test_wait_and_result_of_a_corrupt_journal_say_where_the_damage_is(crw: Crw) -> None:
+    """Exit 1 with the damage and its fix: in one line each, or as JSON on stdout."""
+    out = crw.start(STATUS_WORKFLOW, "--owner", "o").json()
+    run = RunDir(Path(out["run_dir"]))
+    wait_for_exit(run.root)
+    with open(run.journal, "a") as journal:
+        damaged_at = journal.tell()
+        journal.write(journal_line(3, "prepared", call="a.1").replace("prepared", "pr3pared"))
+        journal.write(journal_line(4, "prepared", call="b.1"))
+    state = ("--state", str(crw.state))
+    for command in ("wait", "result"):
+        human = crw("flow", command, out["run"], *state)
+        assert human.code == 1, human.stderr
+        assert human.stdout.startswith(
+            f"run {out['run']}: journal {run.journal} is damaged at byte {damaged_at} ("
+        )
+        as_json = crw("flow", command, out["run"], *state, "--json")
+        assert as_json.code == 1
+        assert as_json.json()["corrupt"]["offset"] == damaged_at
+        assert "kept as it is" in as_json.json()["fix"]
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[Drill]:
+    """A session run's drill: the owner process takes its steps."""
+    with served(drill_at(Drill, tmp_path / "session")) as made:
+        yield made
+
+
+def test_wait_follows_a_session_run_through_the_owner_s_steps_to_its_end(
+    session: Drill, followers_of_session: Followers
+) -> None:
+    """spec: GEN-1 (a session run's calls are the owner's subagents): the waiter
+    ends with the run the owner plays to its end, exit 0, its lines piped."""
+    session.start(crash_after=None)
+    assert session.run is not None
+    run = session.run.id
+    waiter = followers_of_session.start("session", "flow", "wait", run)
+    rows = session.finish()
+    ended = followers_of_session.ended("session", waiter)
+    assert ended.code == 0, ended.stdout + ended.stderr
+    lines = ended.stdout.splitlines()
+    assert lines[-2] == progress(run, "ended", 3, 3, 0, tokens(rows))
+    assert lines[-1].startswith(f"run {run} completed (3/3 calls done, tokens {tokens(rows)})")
+
+
+@pytest.fixture
+def followers_of_session(session: Drill) -> Iterator[Followers]:
+    made = Followers(session.root, session.crw)
+    try:
+        yield made
+    finally:
+        for child in made.children:
+            child.kill()
+            child.wait(timeout=10)
