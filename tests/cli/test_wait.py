@@ -100,9 +100,8 @@ def test_start_wait_shows_progress_piped_and_exits_0_when_the_run_completes(
     assert lines[0].startswith(f"run {run} started (app-server backend")
     steps = [line for line in lines if line.startswith("-- run ")]
     assert steps[-1] == progress(run, "ended", 3, 3, 0, tokens(rows))
-    assert any(
-        line.startswith(f"-- run {run} running: 1/3 calls done, 1 in flight") for line in steps
-    )
+    flight = [line.split(": ")[1] for line in steps if ": 1/3 calls done, 1 in flight" in line]
+    assert flight == ["1/3 calls done, 1 in flight, tokens " + flight[0].rsplit(" ", 1)[1]], steps
     assert len(set(steps)) == len(steps)  # a line when something changed, never the same again
     assert lines[-1] == (
         f"run {run} completed (3/3 calls done, tokens {tokens(rows)}); "
