@@ -27,8 +27,8 @@ def _whole_number(type_: Any, tokens: Sequence[Token]) -> int:
     return int(text)
 
 
-def _seconds(type_: Any, value: float) -> None:
-    if not math.isfinite(value) or value < 0:
+def _seconds(type_: Any, value: float | None) -> None:
+    if value is not None and (not math.isfinite(value) or value < 0):
         raise ValueError(f"{value:g} is not a number of seconds; pass a finite number >= 0")
 
 
@@ -42,6 +42,8 @@ def one_line_id(type_: Any, value: str | None) -> None:
 
 Whole = Annotated[int, Parameter(converter=_whole_number)]
 Seconds = Annotated[float, Parameter(validator=_seconds)]
+MaybeSeconds = Annotated[float | None, Parameter(validator=_seconds)]
+"""Seconds, or None when the option is not given (no limit)."""
 Id = Annotated[str, Parameter(validator=one_line_id)]
 
 Json = Annotated[bool, Parameter(name="--json", negative="", help="Print one JSON object.")]

@@ -1,5 +1,5 @@
 """The commands that read a run and change nothing, in the command tree: `status`,
-`list`, `show`, `watch`, `timeline`, `shadow`, and `crw schema rows`.
+`list`, `show`, `watch`, `wait`, `result`, `timeline`, `shadow`, and `crw schema rows`.
 
 The plain command line of `status` runs without the tree (`crw.cli.hot`): a change
 of its parameters here is a change there too. `crw.cli.app` wires them.
@@ -11,7 +11,7 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from crw.cli.params import AllCalls, Count, Id, Json, State
+from crw.cli.params import AllCalls, Count, Id, Json, MaybeSeconds, State
 
 
 def status(
@@ -136,6 +136,51 @@ def watch(
     from crw.cli.read.watch import watch_command
 
     return watch_command(run, state=state, json=json)
+
+
+def wait(
+    run: str,
+    /,
+    *,
+    timeout: MaybeSeconds = None,
+    state: State = None,
+    json: Json = False,
+) -> int:
+    """Wait for a run's outcome, showing its progress, and exit by it.
+
+    Exit 0 completed, 1 failed or aborted, 3 waiting for a decision (a held call),
+    4 paused, 5 cancelled, 124 --timeout ran out. A run whose process died has not
+    ended: it waits on until the run is resumed and ends, or the timeout.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    timeout
+        Give up after this many seconds (exit 124); default: no limit.
+    """
+    from crw.cli.read.wait import wait_command
+
+    return wait_command(run, timeout=timeout, state=state, json=json)
+
+
+def result(run: str, /, *, call: Id | None = None, state: State = None, json: Json = False) -> int:
+    """Print a run's final answers: each completed node's answer, each other node's end.
+
+    Exit as wait would with no time to wait: 0 completed, 1 failed or aborted, 5
+    cancelled; a run not ended says so, 3 waiting for a decision, 4 paused, 124
+    still going. With --call, 0 when the call has an answer, 1 when it has none.
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    call
+        Print only this call's answer.
+    """
+    from crw.cli.read.result import result_command
+
+    return result_command(run, call=call, state=state, json=json)
 
 
 def timeline(

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from cyclopts import Parameter
 
-from crw.cli.params import Id, Json, Seconds, State, one_line_id
+from crw.cli.params import Id, Json, MaybeSeconds, Seconds, State, one_line_id
 
 Inputs = Annotated[
     list[str] | None,
@@ -35,10 +35,14 @@ def start(
     inputs: Inputs = None,
     input_files: InputFiles = None,
     dry_run: Annotated[bool, Parameter(name="--dry-run", negative="")] = False,
+    wait: Annotated[bool, Parameter(negative="")] = False,
+    timeout: MaybeSeconds = None,
     state: State = None,
     json: Json = False,
 ) -> int:
     """Start a run of WORKFLOW in a detached run process.
+
+    With --wait, wait for its outcome and exit by it, as crw flow wait does.
 
     Parameters
     ----------
@@ -68,6 +72,10 @@ def start(
     dry_run
         Make every check of the start and show the plan as crw flow validate does;
         start nothing.
+    wait
+        Then wait for the run's outcome, showing its progress (crw flow wait).
+    timeout
+        With --wait: give up waiting after this many seconds (exit 124).
     """
     if dry_run:
         from crw.cli.run.validate import validate_command
@@ -98,6 +106,8 @@ def start(
         trace=trace,
         inputs=inputs,
         input_files=input_files,
+        wait=wait,
+        timeout=timeout,
     )
 
 

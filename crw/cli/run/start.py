@@ -25,7 +25,7 @@ from typing import Any
 from crw import codex_config
 from crw.binding.owner import bind_owner, orchestrator_line
 from crw.cli.entry import one_line
-from crw.cli.output import emit
+from crw.cli.output import emit, say
 from crw.cli.read.status_text import input_lines
 from crw.cli.run.preview import Preview, SessionStart, app_server_judged, session_judged
 from crw.engine.calls.review import check_fix_efforts
@@ -68,7 +68,11 @@ def start_command(
     trace: bool = False,
     inputs: list[str] | None = None,
     input_files: list[str] | None = None,
+    wait: bool = False,
+    timeout: float | None = None,
 ) -> int:
+    if timeout is not None and not wait:
+        raise InputError("--timeout is how long --wait waits: pass --wait too, or drop --timeout")
     outcome = start_run(
         Path(workflow),
         backend=backend,
@@ -111,8 +115,24 @@ def start_command(
     if steps is not None:
         lines.append(f"  take its steps with: {steps}")
     lines.append(f"  see it with: crw flow status {outcome.spec.id} {state}")
+    if wait:  # `crw flow wait`'s progress and outcome after the start's lines
+        return start_and_wait(outcome.run, payload, lines, json=json, timeout=timeout)
     emit(json, payload, "\n".join(lines))
     return 0
+
+
+def start_and_wait(
+    run: RunDir, payload: dict[str, Any], lines: list[str], *, json: bool, timeout: float | None
+) -> int:
+    """`start --wait`: the start's lines, then wait for the run's outcome and exit
+    by it; with --json one object, the start's with `wait` (`crw flow wait --json`'s)."""
+    from crw.cli.read.wait import wait_run
+
+    if not json:
+        say("\n".join(lines))
+    code, waited, line = wait_run(run, timeout=timeout, state=str(run.root.parents[1]), json=json)
+    emit(json, payload | {"wait": waited}, line)
+    return code
 
 
 @dataclass(frozen=True)
