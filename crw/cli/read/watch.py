@@ -166,7 +166,7 @@ def live_view(view: WatchView, now: datetime) -> RenderableType:
     from rich.table import Table
     from rich.text import Text
 
-    from crw.cli.entry import one_line
+    from crw.cli.output import one_line
     from crw.engine.views.row_lines import row_line
 
     payload = view.payload(now)
