@@ -5,9 +5,17 @@ The CLI maps `InputError` to exit 2 and `RefusedError` to exit 1.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class CrwError(Exception):
     """Base of crw's own errors; `str(err)` is the one line shown to the user."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.members: dict[str, Any] = {}
+        """What the error's JSON object (`--json`) carries besides `error` and
+        `fix`: what a script needs to act on it (the entry to add by hand)."""
 
 
 class InputError(CrwError):

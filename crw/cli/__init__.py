@@ -19,5 +19,6 @@ def main() -> None:
         run()
     else:
         from crw.cli.entry import run_command
+        from crw.cli.output import wants_json
 
-        run_command(command)
+        run_command(command, as_json=wants_json(sys.argv[1:]))

@@ -16,7 +16,7 @@ import sys
 from cyclopts import App
 
 from crw.cli.demo import commands as demo_commands
-from crw.cli.entry import one_line, run_command
+from crw.cli.entry import run_command
 from crw.cli.owner import commands as owner_commands
 from crw.cli.read import commands as read_commands
 from crw.cli.run import commands as run_commands
@@ -52,8 +52,11 @@ app.command(flow)
 app.command(host)
 host.command(sim)
 flow.command(schema)
-flow.command("crw.cli.owner.hook_app:hook")
-flow.command("crw.cli.owner.codex_app:codex")
+flow.command(
+    "crw.cli.owner.hook_app:hook",
+    help="The spawn hook Codex runs before the owner's tool calls: install it, or run it.",
+)
+flow.command("crw.cli.owner.codex_app:codex", help="Set up Codex to own crw flow runs.")
 
 flow.command(run_commands.start)
 flow.command(run_commands.validate)
@@ -88,11 +91,53 @@ def run(argv: list[str] | None = None) -> None:
     """Parse `argv`, run the command, and exit with its code."""
     from cyclopts import CycloptsError
 
-    def command() -> object:
-        try:
-            return app(sys.argv[1:] if argv is None else argv, result_action="return_value")
-        except CycloptsError as err:
-            print(f"crw: error: {one_line(str(err).strip())} (see --help)", file=sys.stderr)
-            sys.exit(2)
+    from crw.cli.output import wants_json
 
-    run_command(command)
+    tokens = sys.argv[1:] if argv is None else argv
+
+    def command() -> object:
+        from crw.errors import InputError
+
+        try:
+            return app(tokens, result_action="return_value")
+        except CycloptsError as err:
+            raise InputError(usage_error(err)) from None
+
+    run_command(command, as_json=wants_json(tokens))
+
+
+def usage_error(err: Exception) -> str:
+    """The one line a command line cyclopts cannot bind gets: for a missing value,
+    which parameter and what it means (from the command's docstring), and always
+    where the command's help is."""
+    from cyclopts import CycloptsError, MissingArgumentError
+
+    assert isinstance(err, CycloptsError)
+    chain = " ".join(["crw", *(err.command_chain or ())])
+    missing = err.argument if isinstance(err, MissingArgumentError) else None
+    if missing is None or missing.token_count()[0] != 1:
+        return f"{str(err).strip().rstrip('.')}; see {chain} --help"
+    assert isinstance(err, MissingArgumentError)
+    name = err.keyword or missing.name
+    meaning = _meaning(err, missing.name)
+    if missing.field_info.is_keyword:
+        what = f"{name} needs a value" if err.keyword else f"{name} is missing"
+        how = f"pass {name} {missing.name.lstrip('-').upper().replace('-', '_')}"
+    else:
+        what, how = f"{name} is missing", "pass it"
+    return f"{chain}: {what}{f' ({meaning})' if meaning else ''}; {how} (see {chain} --help)"
+
+
+def _meaning(err: Exception, name: str) -> str:
+    """What the parameter `name` of the command `err` names is, as its docstring
+    says it ("the step's turn k"); "" when it says nothing."""
+    from cyclopts import CycloptsError
+
+    assert isinstance(err, CycloptsError)
+    if err.app is None:
+        return ""
+    for argument in err.app.assemble_argument_collection(parse_docstring=True):
+        if argument.name == name and argument.parameter.help:
+            text = " ".join(argument.parameter.help.split()).rstrip(".")
+            return text[:1].lower() + text[1:] if text[1:2].islower() else text
+    return ""

@@ -1,8 +1,9 @@
 """How every command runs, whether the command tree (`app.py`) parsed its command
 line or the hot path (`hot.py`) did: warnings as `crw: warning: ...` lines on
-stderr, a CrwError as one `crw: error: ...` line and its exit code (2 input error,
-1 refused or failed), a reader that went away as no error, and the command's own
-code else (0 ok). Standard library only.
+stderr, a CrwError as one `crw: error: ...` line (with --json, a JSON object on
+stdout: `crw.cli.output.say_error`) and its exit code (2 input error, 1 refused or
+failed), a reader that went away as no error, and the command's own code else (0
+ok). Standard library only, and `crw.cli.output`.
 """
 
 from __future__ import annotations
@@ -11,33 +12,11 @@ import gc
 import io
 import logging
 import os
-import re
 import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-_OBEYED = "\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
-"""What a terminal obeys rather than shows, beyond C0: DEL and C1 (CSI among them),
-the bidi embeddings, overrides and isolates (they reorder the text around them);
-and a lone surrogate, which no output encoding holds."""
-_CONTROL = re.compile(f"[\x00-\x1f{_OBEYED}]")
-_TERMINAL = re.compile(f"[\x00-\x08\x0b-\x1f{_OBEYED}]")
-
-
-def _escaped(found: re.Match[str]) -> str:
-    return found.group().encode("unicode_escape").decode()
-
-
-def one_line(text: str) -> str:
-    """`text` with each control character, bidi control and lone surrogate escaped
-    (`\\n`, `\\u202e`, `\\ud800`), so an error stays one line, shown as written."""
-    return _CONTROL.sub(_escaped, text)
-
-
-def terminal_text(text: str) -> str:
-    """`text` as `one_line` escapes it, its newlines and tabs kept: what every
-    command prints for a person."""
-    return _TERMINAL.sub(_escaped, text)
+from crw.cli.output import say_error, terminal_text
 
 
 class _OneLine(logging.Formatter):
@@ -45,8 +24,9 @@ class _OneLine(logging.Formatter):
         return f"crw: {record.levelname.lower()}: {terminal_text(record.getMessage())}"
 
 
-def run_command(command: Callable[[], object]) -> NoReturn:
-    """Run `command` and exit with its code, or with the code of its error."""
+def run_command(command: Callable[[], object], *, as_json: bool = False) -> NoReturn:
+    """Run `command` and exit with its code, or with the code of its error (a JSON
+    object on stdout when the command line asked for `as_json`)."""
     from crw.errors import CrwError, InputError
 
     for stream in (sys.stdout, sys.stderr):
@@ -60,7 +40,7 @@ def run_command(command: Callable[[], object]) -> NoReturn:
     try:
         code = command()
     except CrwError as err:
-        print(f"crw: error: {one_line(str(err))}", file=sys.stderr)
+        say_error(str(err), as_json=as_json, members=err.members)
         sys.exit(2 if isinstance(err, InputError) else 1)
     except BrokenPipeError:
         # The reader went away (`crw flow schema rows | head`): not an error of ours.

@@ -2,22 +2,49 @@
 
 Any text a run's journal holds reaches the output as it is written: a person's
 form through `say`, which escapes what a terminal would obey instead of show
-(`crw.cli.entry.terminal_text`: control characters but newline and tab, bidi
+(`terminal_text`: control characters but newline and tab, bidi
 controls, a lone surrogate); JSON through `json_text`, which a strict reader reads
 whatever the text (a lone surrogate as its `\\uXXXX` escape) and whatever the
 locale (all ASCII when stdout is not UTF-8). `crw.cli.entry.run_command` makes
 stdout show what its encoding cannot hold as an escape, never raise.
+
+An error is one line, `what; how to fix it`: `crw: error: LINE` on stderr for a
+person, and with --json `{"error": what, "fix": how}` on stdout (`say_error`),
+whatever the command. Standard library only (and `crw.text`).
 """
 
 from __future__ import annotations
 
 import json as json_module
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from crw.cli.entry import terminal_text
 from crw.text import escape_surrogates
+
+_OBEYED = "\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+"""What a terminal obeys rather than shows, beyond C0: DEL and C1 (CSI among them),
+the bidi embeddings, overrides and isolates (they reorder the text around them);
+and a lone surrogate, which no output encoding holds."""
+_CONTROL = re.compile(f"[\x00-\x1f{_OBEYED}]")
+_TERMINAL = re.compile(f"[\x00-\x08\x0b-\x1f{_OBEYED}]")
+
+
+def _escaped(found: re.Match[str]) -> str:
+    return found.group().encode("unicode_escape").decode()
+
+
+def one_line(text: str) -> str:
+    """`text` with each control character, bidi control and lone surrogate escaped
+    (`\\n`, `\\u202e`, `\\ud800`), so an error stays one line, shown as written."""
+    return _CONTROL.sub(_escaped, text)
+
+
+def terminal_text(text: str) -> str:
+    """`text` as `one_line` escapes it, its newlines and tabs kept: what every
+    command prints for a person."""
+    return _TERMINAL.sub(_escaped, text)
 
 
 def emit(as_json: bool, payload: dict[str, Any], human: str | Callable[[], str]) -> None:
@@ -53,6 +80,35 @@ def json_text(value: Any) -> str:
     if encoding not in ("utf8", "utf_8"):
         return json_module.dumps(value, check_circular=False)
     return escape_surrogates(json_module.dumps(value, ensure_ascii=False, check_circular=False))
+
+
+def wants_json(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON: `--json` among its options (before a
+    `--`, after which every token is a value)."""
+    for token in argv:
+        if token == "--":
+            return False
+        if token == "--json":
+            return True
+    return False
+
+
+def error_parts(line: str) -> tuple[str, str | None]:
+    """An error's line split into what went wrong and how to fix it, at its last
+    `; ` (every error of crw reads `what, where; what to do`); no fix when the line
+    names none."""
+    what, sep, fix = line.rpartition("; ")
+    return (what, fix) if sep and what and fix else (line, None)
+
+
+def say_error(line: str, *, as_json: bool, members: dict[str, Any] | None = None) -> None:
+    """Print an error: `{"error": ..., "fix": ..., **members}` on stdout with
+    --json, else `crw: error: LINE` on stderr."""
+    if as_json:
+        what, fix = error_parts(line)
+        say_json({"error": what, "fix": fix} | (members or {}))
+    else:
+        print(f"crw: error: {one_line(line)}", file=sys.stderr, flush=True)
 
 
 def format_tokens(tokens: dict[str, int]) -> str:

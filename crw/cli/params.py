@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from cyclopts import Parameter, Token
 
-from crw.cli.entry import one_line
+from crw.cli.output import one_line
 
 _WHOLE = re.compile(r"[0-9]+")
 

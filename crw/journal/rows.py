@@ -1,7 +1,7 @@
 """The row catalogue: one pydantic model per row kind, one union on `row`.
 
 Every row a run writes is one of these models. The names are the spec's
-(../shared/spec/session-calls.md) and ARCHITECTURE.md's: a reader greps the spec
+(docs/spec.md) and ARCHITECTURE.md's: a reader greps the spec
 word and finds the model. A field the catalogue does not know is kept on read
 (`extra="allow"`) and written back unchanged; a kind it does not know reads as
 `UnknownRow`, so a journal written by a later crw never fails to read.

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from crw.cli.output import one_line
 from tests.deadlines import LOADED
 from tests.processes import processes_under
 
@@ -37,6 +38,17 @@ class Result:
         value = json.loads(self.stdout)
         assert isinstance(value, dict)
         return value
+
+    def error(self) -> str:
+        """The error as a person sees it on stderr (`crw: error: LINE`); of a --json
+        command, its `{"error", "fix"}` object on stdout joined back into that line
+        (and then stderr is empty)."""
+        if self.stderr or not self.stdout.startswith('{"error": '):
+            return self.stderr
+        assert self.stderr == ""
+        error = self.json()
+        fix = f"; {error['fix']}" if error["fix"] is not None else ""
+        return f"crw: error: {one_line(error['error'] + fix)}\n"
 
 
 class Crw:
@@ -180,3 +192,15 @@ def start_in_process(
                 os.kill(child.pid, signal.SIGKILL)
             child.wait(timeout=10)
     return outcome
+
+
+def unfolded(lines: list[str], at: int) -> str:
+    """The line `lines[at]` of a human form with the lines it was folded into
+    (each indented two more than it) joined back, one space between."""
+    indent = len(lines[at]) - len(lines[at].lstrip()) + 2
+    parts = [lines[at]]
+    for line in lines[at + 1 :]:
+        if not line.startswith(" " * indent) or line[indent] == " ":
+            break
+        parts.append(line.strip())
+    return " ".join(parts)

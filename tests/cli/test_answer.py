@@ -46,8 +46,7 @@ def _rows(run: RunDir) -> list[dict[str, Any]]:
 
 def _refused(result: Result, code: int, words: str) -> None:
     assert result.code == code, result
-    assert result.stdout == ""
-    line = result.stderr.strip()
+    line = result.error().strip()
     assert "\n" not in line and words in line, line
 
 

@@ -51,7 +51,7 @@ def test_a_fix_effort_the_role_store_contradicts_stops_the_start(crw: Crw, tmp_p
     store.write_text('[executor]\nmodel = "m1"\neffort = "medium"\n')
     result = crw.start(str(workflow), "--owner", "o")
     assert result.code == 2
-    assert result.stderr == f"crw: error: {refusal(workflow, store)}\n"
+    assert result.error() == f"crw: error: {refusal(workflow, store)}\n"
     assert not (crw.state / "flow").exists()
 
 

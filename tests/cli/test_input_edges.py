@@ -19,8 +19,10 @@ WORKFLOW = str(EXAMPLES / "fix-issue.toml")
 
 
 def refused(result: Result) -> str:
-    """The one line of an input error, with no traceback."""
+    """The one line of an input error, with no traceback (a --json command's error
+    object, `crw.start`'s among them, as that line)."""
     assert result.code == 2, result.stderr
+    result = Result(result.code, "", result.error())
     assert result.stderr.startswith("crw: error: ") and result.stderr.count("\n") == 1
     assert "Traceback" not in result.stderr
     return result.stderr

@@ -203,7 +203,7 @@ def test_a_journal_that_stays_unwritable_is_launched_again_by_resume_only(
     assert _next(crw).code == 0
     resumed = crw("flow", "resume", RUN, "--detach", "--state", str(crw.state), "--json")
     assert resumed.code == 1, (fault.kind, resumed.stdout)
-    assert f"cannot write its journal {run.journal}" in resumed.stderr
+    assert f"cannot write its journal {run.journal}" in resumed.error()
     assert len(_errors(run)) == 2, fault.kind
     _names_error_and_fix(_next(crw).json(), crw, run)
     assert len(_errors(run)) == 2, fault.kind

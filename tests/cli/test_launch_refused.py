@@ -51,8 +51,7 @@ def _edit(workflow: Path) -> None:
 
 def _one_line(result: Result, code: int, *words: str) -> str:
     assert result.code == code, result
-    assert result.stdout == ""
-    line = result.stderr.strip()
+    line = result.error().strip()
     assert "\n" not in line, line
     for word in words:
         assert word in line, line

@@ -72,7 +72,9 @@ def new_run(crw: Crw) -> RunDir:
     return run
 
 
-def _step(run: RunDir, call: str, k: int = 1, attempt: int = 1) -> dict[str, Any]:
+def _step(
+    run: RunDir, call: str, k: int = 1, attempt: int = 1, message: str | None = None
+) -> dict[str, Any]:
     """Write a spawn step file (its packet first), atomically, as the run does."""
     directory = run.steps / call
     directory.mkdir(parents=True, exist_ok=True)
@@ -89,7 +91,7 @@ def _step(run: RunDir, call: str, k: int = 1, attempt: int = 1) -> dict[str, Any
         "agent_type": "executor",
         "model": None,
         "reasoning_effort": None,
-        "message": f"crw-flow-op: {call}/t{k}-a{attempt}\nCRW-ROLE: executor\n",
+        "message": message or f"crw-flow-op: {call}/t{k}-a{attempt}\nCRW-ROLE: executor\n",
         "packet": str(packet),
         "workspace": "/work/p",
         "agent_id": None,
@@ -287,6 +289,35 @@ def test_human_form_shows_state_steps_slots_and_hint(crw: Crw, held: RunDir) -> 
     ]
     assert any(line.strip() == "slots: 0 of 6 open" for line in lines)
     assert lines[-1].startswith("hint: ")
+
+
+SPAWN_MESSAGE = (
+    "crw-flow-op: build.1/t1-a1\nCRW-ROLE: executor\n\nYour shell starts in a directory that "
+    "is NOT your workspace. Your workspace is /work/p: run every command with workdir "
+    "/work/p and edit only by absolute paths under /work/p.\nRead the task packet "
+    + "/state/flow/r/steps/build.1/packet-t1-a1.md "
+    * 4
+    + "in full and follow it exactly. You are a leaf subagent: never spawn agents.\nYour "
+    "final message is exactly the JSON object the packet names, and nothing else.\n"
+)
+
+
+def test_human_form_cuts_a_spawn_message_to_its_marker_and_names_the_packet(
+    crw: Crw, held: RunDir
+) -> None:
+    """A person reads the step, not a 700-character line: the message's first line,
+    its length, the packet; --json keeps the message whole."""
+    step = _step(held, "build.1", message=SPAWN_MESSAGE)
+    result = crw("flow", "next", RUN, "--state", str(crw.state))
+    assert result.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    (call,) = [line for line in lines if line.strip().startswith("spawn_agent {")]
+    assert '"message": "crw-flow-op: build.1/t1-a1\\n…"' in call
+    assert len(call) < 160 and SPAWN_MESSAGE[100:140] not in result.stdout
+    assert f"    message: {len(SPAWN_MESSAGE)} characters in all (--json has it whole)" in lines
+    assert f"    packet: {step['packet']}" in lines
+    whole = crw("flow", "next", RUN, "--state", str(crw.state), "--json").json()
+    assert whole["steps"][0]["host_call"]["arguments"]["message"] == SPAWN_MESSAGE
 
 
 def test_negative_wait_is_an_input_error(crw: Crw, held: RunDir) -> None:

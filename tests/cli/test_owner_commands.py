@@ -40,7 +40,7 @@ def test_owner_commands_read_the_run_directory_and_write_no_row(crw: Crw, tmp_pa
     assert report.json()["reply"] == "queued" and len(list(run.inbox.glob("*.json"))) == 1
     assert after == before
     elsewhere = crw("flow", "status", RUN, "--state", str(tmp_path / "other"), "--json")
-    assert elsewhere.code == 2 and str(tmp_path / "other" / "flow") in elsewhere.stderr
+    assert elsewhere.code == 2 and str(tmp_path / "other" / "flow") in elsewhere.error()
 
 
 def test_start_lock_is_held_from_before_the_bind_until_the_process_holds_the_run(

@@ -79,6 +79,12 @@ def test_pause_interrupts_the_live_run_then_cancel_ends_it_and_both_are_idempote
         f"crw: error: run {run} has ended (cancelled); there is nothing to cancel; "
         f"see it with: crw flow status {run} --state {state}\n"
     )
+    as_json = drill.crw("flow", "cancel", run, "--state", state, "--json")
+    assert as_json.code == 1 and as_json.stderr == ""
+    assert as_json.json() == {
+        "error": f"run {run} has ended (cancelled); there is nothing to cancel",
+        "fix": f"see it with: crw flow status {run} --state {state}",
+    }
     assert drill.rows() == rows
 
 

@@ -250,9 +250,9 @@ def _mixed(run: RunDir) -> bytes:
 
 
 def _refused_as_mixed(result: Result) -> None:
-    assert result.code == 2 and result.stdout == ""
+    assert result.code == 2
     assert "started on the session backend and its run.json names app-server: a mixed " in (
-        result.stderr
+        result.error()
     )
 
 

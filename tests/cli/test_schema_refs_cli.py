@@ -36,7 +36,7 @@ def test_schema_ref_to_a_url_is_refused_at_start_and_never_fetched(
         path = write(tmp_path, f'{{ properties = {{ x = {{ "$ref" = "{url}" }} }} }}')
         result = crw.start(str(path), "--owner", "o")
         assert result.code == 2, result.stderr
-        assert result.stderr == (
+        assert result.error() == (
             f"crw: error: {path}:7: node 'explore': schema $ref {json.dumps(url)} in w.toml"
             " is a URL, which crw never fetches; refer within the schema (#/...)"
             " or to a JSON file in the workflow's directory\n"

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from crw.cli.entry import one_line
+from crw.cli.output import one_line
 from crw.engine.run.rundir import RunDir
 from crw.engine.views.row_lines import row_line
 from crw.text import replace_surrogates

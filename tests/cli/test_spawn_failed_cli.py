@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from crw.engine.run.rundir import RunDir
-from tests.cli.conftest import Crw, Result
+from tests.cli.conftest import Crw, Result, unfolded
 from tests.cli.test_dispatched import inbox_reports, live_run
 from tests.cli.test_dispatched import run as run
 from tests.cli.test_next import RUN, _append_rows, _make_run, _next, _step
@@ -192,7 +192,7 @@ def test_next_and_status_show_the_held_call_with_the_hosts_message_and_fix(crw: 
     )
     human = crw("flow", "status", RUN, "--state", str(crw.state)).stdout.splitlines()
     at = human.index(f"    held (spawn_failed): {REFUSED}")
-    assert human[at + 1] == f"    fix: {fix(answer)}"
+    assert unfolded(human, at + 1) == f"    fix: {fix(answer)}"
 
 
 HOSTILE = (

@@ -101,7 +101,7 @@ def test_unusable_tmpdir_stops_the_start_before_anything_is_written(
     tmpdir = make(tmp_path)  # type: ignore[operator]
     result = crw.start(WORKFLOW, "--owner", "o", env=crw.env | {"TMPDIR": tmpdir})
     assert result.code == 1
-    assert reason in result.stderr and result.stderr.count("\n") == 1
+    assert reason in result.error() and result.error().count("\n") == 1
     assert _runs(crw) == []
     assert not (crw.state / "flow-bound").exists()
 
@@ -113,7 +113,7 @@ def test_owner_defaults_to_the_codex_thread_of_the_shell(crw: Crw) -> None:
 
 def test_session_run_refuses_the_private_codex_host(crw: Crw) -> None:
     result = crw.start(WORKFLOW, "--owner", "o", "--host", "codex")
-    assert result.code == 1 and "share its owner's host" in result.stderr
+    assert result.code == 1 and "share its owner's host" in result.error()
     assert _runs(crw) == []
 
 
@@ -149,7 +149,7 @@ def test_malformed_workflow_is_an_input_error_and_creates_no_run(crw: Crw, tmp_p
     bad.write_text('name = "x"\n[[node]]\nid = "a"\nrole = "wizard"\ntask = "t"\nschema = {}\n')
     result = crw.start(str(bad), "--owner", "o")
     assert result.code == 2
-    assert str(bad) in result.stderr and result.stderr.count("\n") == 1
+    assert str(bad) in result.error() and result.error().count("\n") == 1
     assert _runs(crw) == []
 
 

@@ -46,14 +46,14 @@ def _nothing_written(crw: Crw) -> None:
 
 
 def _refused(result: Result, line: str) -> None:
-    assert (result.code, result.stdout, result.stderr) == (2, "", line)
+    assert (result.code, result.error()) == (2, line)
 
 
 def test_an_app_server_start_with_no_codex_binary_is_refused_before_a_run_exists(
     crw: Crw, tmp_path: Path
 ) -> None:
     """spec: CMD-START-4 (the private host it would start cannot be: one line, exit 2,
-    nothing written, no process; --json the same, nothing on stdout)"""
+    nothing written, no process; with --json the same line as its error object)"""
     workflow = str(waiting_for_no_host(tmp_path))
     env = _without_codex(crw, tmp_path)
     _refused(crw.start(workflow, "--backend", "app-server", env=env), NO_CODEX)

@@ -41,8 +41,8 @@ def test_a_bad_repo_refuses_the_start_and_writes_nothing(crw: Crw, tmp_path: Pat
     wf = workflow_file(tmp_path / "flows", 'repo = "../missing"\n')
     result = crw.start(str(wf), "--backend", "app-server")
     assert result.code != 0
-    assert f'{wf}:2: repo = "../missing" is not a git checkout' in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert f'{wf}:2: repo = "../missing" is not a git checkout' in result.error()
+    assert len(result.error().strip().splitlines()) == 1
     assert not (crw.state / "flow").exists() or not list((crw.state / "flow").iterdir())
 
 
@@ -61,11 +61,11 @@ def test_an_evidence_cwd_outside_the_repository_refuses_the_start(
     wf = workflow_file(tmp_path / "project" / "flows", top)
     result = crw.start(str(wf), "--backend", "app-server")
     assert result.code == 2, result.stderr
-    assert result.stderr.startswith(
+    assert result.error().startswith(
         f'crw: error: {wf}:3: evidence_cwd = "{given}" lies outside the run\'s repository '
         f"{(tmp_path / 'project').resolve()} or the workflow's directory {wf.parent.resolve()}"
     )
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert len(result.error().strip().splitlines()) == 1
     assert not (crw.state / "flow").exists() or not list((crw.state / "flow").iterdir())
 
 

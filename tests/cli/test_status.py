@@ -133,8 +133,8 @@ def test_status_of_a_journal_damaged_in_the_middle_shows_the_run_corrupt(crw: Cr
 def test_status_of_an_unknown_run_is_an_input_error(crw: Crw) -> None:
     result = crw("flow", "status", "no-such-run", "--state", str(crw.state), "--json")
     assert result.code == 2
-    assert "no-such-run" in result.stderr and result.stderr.count("\n") == 1
-    assert result.stderr.endswith(f"list the runs with: crw flow list --state {crw.state}\n")
+    assert "no-such-run" in result.error() and result.error().count("\n") == 1
+    assert result.error().endswith(f"list the runs with: crw flow list --state {crw.state}\n")
 
 
 def test_schema_rows_prints_a_valid_json_schema_of_every_kind(crw: Crw) -> None:

@@ -85,8 +85,8 @@ def assert_refused(result: Result, run: RunDir, offset: int) -> None:
     """`result` is a refusal of the run whose journal is damaged at `offset`: exit 1
     and one line naming the file, the byte, and that the file is kept."""
     assert result.code == 1, result.stdout + result.stderr
-    assert result.stderr.count("\n") == 1, result.stderr
-    line = result.stderr
+    line = result.error()
+    assert line.count("\n") == 1, line
     assert f"journal {run.journal} is damaged at byte {offset}" in line
     assert "corrupt" in line and "kept as it is" in line
 

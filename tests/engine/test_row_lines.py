@@ -101,7 +101,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], str]] = {
         {"wake_id": "w3", "ops": ["a.1/t1", "b.1/t1"], "owner": "own-1",
          "owner_status": "idle", "renotify": 1, "waiting_seconds": 30.0, "staged": True,
          "reason": "steps_ready"},
-        "w3, 2 ops, owner own-1, idle, renotify 1, waited 30.0s, staged: steps_ready",
+        "w3, 2 ops, owner own-1, idle, renotify 1, waited 30s, staged: steps_ready",
     ),
     "message_delivery": (
         {"wake_id": "w3", "status": "delivered", "via": "turn", "turn_id": "t-5"},
@@ -121,7 +121,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "escalation": (
         {"reason": "unresponsive", "ops": ["a.1/t1"], "waiting_seconds": 600.0, "owner": "o"},
-        "unresponsive: ops a.1/t1, waited 600.0s, owner o",
+        "unresponsive: ops a.1/t1, waited 10m00s, owner o",
     ),
     "step_unwritten": (
         {"marker": "a.1/t1-a1", "action": "spawn", "error": "ENOSPC", "failures": 3},

@@ -236,7 +236,11 @@ def test_install_into_inline_hooks_prints_toml_to_paste_and_exits_1(tmp_path: Pa
     command = f"{Path(sys.executable).parent / 'crw'} flow hook spawn"
     assert spawn_hooks(tomli.loads(result.stdout)) == [command]
     assert (home / "config.toml").read_text() == inline
-    as_json = json.loads(crw("flow", "hook", "install", "--json", home=home).stdout)
+    refused = crw("flow", "hook", "install", "--json", home=home)
+    as_json = json.loads(refused.stdout)  # one object: the error with the entry
+    assert refused.returncode == 1 and refused.stderr == ""
+    assert as_json["error"].startswith(f"cannot append the spawn hook to {home / 'config.toml'}")
+    assert as_json["fix"].startswith("add the entry printed on stdout by hand")
     assert spawn_hooks(tomli.loads(as_json["entry"])) == [command]
 
 

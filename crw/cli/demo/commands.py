@@ -59,7 +59,8 @@ def serve(*, socket: str, codex_home: str | None = None, models: str | None = No
     socket
         The unix socket path to listen on; crw reaches it as --host unix:PATH.
     codex_home
-        Where its rollout files go (default: a new temporary directory).
+        Where its rollout files go (default: a new temporary directory, removed
+        when it stops).
     models
         Its model catalog, comma-separated (gpt-5,gpt-5-mini): model/list lists
         them and a spawn of another model, or of an agent_type that is neither

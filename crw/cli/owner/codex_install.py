@@ -46,7 +46,7 @@ from crw.binding.install import (
     with_hook,
     write_config,
 )
-from crw.cli.output import emit
+from crw.cli.output import emit, say
 from crw.cli.owner.hook_install import Installed, trust, unanswered
 from crw.host.uri import HostUri, default_session_host, parse_host_uri
 
@@ -116,7 +116,9 @@ def install_command(
     try:
         plan = plan_install(home, state, roles)
     except ByHand as refused:
-        emit(json, {"config": str(home / "config.toml"), "entry": refused.entry}, refused.entry)
+        if not json:
+            say(refused.entry)
+        refused.members = {"config": str(home / "config.toml"), "entry": refused.entry}
         raise
     view = _view(plan, uri)
     if plan.changes and not yes:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from crw.binding.hook_input import INPUT_LIMIT, read_hook_input
-from crw.cli.entry import one_line
+from crw.cli.output import one_line
 
 SPAWN_ARGV = ("flow", "hook", "spawn")
 HELP = ("--help", "-h")

@@ -12,7 +12,10 @@ from cyclopts import App, Parameter
 
 from crw.cli.params import Json, State
 
-hook = App(name="hook", help="The spawn hook Codex runs before the owner's tool calls.")
+hook = App(
+    name="hook",
+    help="The spawn hook Codex runs before the owner's tool calls: install it, or run it.",
+)
 
 
 @hook.command

@@ -32,7 +32,7 @@ from crw.binding.install import (
     with_trust,
     write_config,
 )
-from crw.cli.output import emit
+from crw.cli.output import emit, say
 from crw.host.uri import HostUri, default_session_host, parse_host_uri
 
 TRUSTED = "trusted"
@@ -58,8 +58,9 @@ def install_command(
     try:
         installed = install_hook(home, uri, state, given_host=host is not None)
     except ByHand as refused:
-        by_hand = {"config": str(home / "config.toml"), "entry": refused.entry}
-        emit(json, by_hand, refused.entry.rstrip("\n"))
+        if not json:
+            say(refused.entry.rstrip("\n"))
+        refused.members = {"config": str(home / "config.toml"), "entry": refused.entry}
         raise
     payload: dict[str, Any] = {
         "config": str(installed.config),

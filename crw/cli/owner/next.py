@@ -429,13 +429,24 @@ def human(view: NextView) -> str:
 
 
 def _step_lines(step: dict[str, Any]) -> list[str]:
+    """A step's title, its host call with the message cut to its first line (the
+    marker: the whole message is in the packet's step and in --json), the packet,
+    and the commands after it."""
     call = step["host_call"]
-    arguments = json_module.dumps(call["arguments"], ensure_ascii=False)
+    shown = dict(call["arguments"])
+    message = shown.get("message")
+    if isinstance(message, str) and "\n" in message:
+        shown["message"] = message.partition("\n")[0] + "\n…"
+    arguments = json_module.dumps(shown, ensure_ascii=False)
     if step["action"] == "close":
         title = f"  close {step['call']} a{step['attempt']} {step['agent_id']}"
     else:
         title = f"  step {step['op']}-a{step['attempt']} {step['action']} ({step['role']})"
     lines = [title, f"    {call['tool']} {arguments}"]
+    if isinstance(message, str) and message != shown["message"]:
+        lines.append(f"    message: {len(message):,} characters in all (--json has it whole)")
+    if step.get("packet"):
+        lines.append(f"    packet: {step['packet']}")
     if "then" in call:
         lines.append(f"    then: {call['then']}")
     if "on_failure" in call:

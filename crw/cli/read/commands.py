@@ -48,9 +48,10 @@ def list_(
     json: Json = False,
     all_runs: Annotated[bool, Parameter(name="--all", negative="")] = False,
 ) -> int:
-    """List the runs under the state directory, newest first: each one's backend,
-    state with its reason, calls done/total, tokens, start, last row and whether a
-    process holds it.
+    """List the runs under the state directory, newest first: each one's id (which
+    carries its start time), backend, state with its reason, calls done/total,
+    tokens, the age of its last row and whether a process holds it (--json adds
+    started_at, last_at and the pid).
 
     Parameters
     ----------

@@ -28,8 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from crw.cli.entry import one_line
-from crw.cli.output import json_text, say, say_json
+from crw.cli.output import json_text, one_line, say, say_json
 from crw.cli.read.follow import JournalTail, Rows, follow
 from crw.engine.run.locks import run_is_live
 from crw.engine.run.rundir import RunDir, find_run, resolve_state

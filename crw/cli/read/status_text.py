@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 from crw.cli.output import format_tokens
+from crw.engine.views.durations import duration
 
 SUMMARY_OVER = 40
 """A run of more calls is summarised in the human form (--all lists them all)."""
@@ -23,20 +24,9 @@ SHOWN = 10
 WIDTH = 80
 ERRORS_SHOWN = 3
 """How many of a null_model call's errors the human form lists."""
-
-
-def duration(seconds: float | None) -> str:
-    """`8.2s`, `42s`, `3m05s`, `2h07m`; `-` for none."""
-    if seconds is None:
-        return "-"
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+CALL_WIDTH = 20
+"""The call column's widest: a row of a longer call id and the longest role
+(executor-t1) still fits WIDTH."""
 
 
 def short_tokens(total: int) -> str:
@@ -240,14 +230,22 @@ def calls_line(progress: dict[str, Any]) -> str:
 
 
 def _wrap(text: str, indent: str) -> list[str]:
+    """`text` folded at WIDTH; a word (a path, a command's argument) is never cut."""
     return textwrap.wrap(
-        text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False
+        text,
+        WIDTH,
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+        break_on_hyphens=False,
+        break_long_words=False,
     )
 
 
 def _widths(calls: list[dict[str, Any]]) -> tuple[int, int]:
+    """The widths of the call and role columns: the longest of each, the call's
+    at most CALL_WIDTH (a longer call id is on a line of its own)."""
     return (
-        max(4, *(len(call["call"]) for call in calls)),
+        min(CALL_WIDTH, max(4, *(len(call["call"]) for call in calls))),
         max(4, *(len(call["role"] or "-") for call in calls)),
     )
 
@@ -259,10 +257,18 @@ def _table(calls: list[dict[str, Any]]) -> list[str]:
 
 
 def _row(widths: tuple[int, int], *cells: str) -> str:
+    """The row's line; a call id wider than its column goes on a line of its own
+    above the row (never cut: it is what `answer` and `show --call` take)."""
     call, role, state, attempt, turns, tokens, time = cells
+    above = ""
+    if len(call) > widths[0]:
+        above, call = f"  {call}\n", ""
     return (
-        f"  {call:<{widths[0]}} {role:<{widths[1]}} {state:<15} "
-        f"{attempt:>3} {turns:>5} {tokens:>7} {time:>7}"
+        above
+        + (
+            f"  {call:<{widths[0]}} {role:<{widths[1]}} {state:<15} "
+            f"{attempt:>3} {turns:>5} {tokens:>7} {time:>7}"
+        ).rstrip()
     )
 
 
@@ -289,7 +295,8 @@ def _call_lines(call: dict[str, Any], widths: tuple[int, int]) -> list[str]:
         node = call["node"] or call["call"].rpartition(".")[0]
         lines.append(f"    restarted: node {node} runs again as {call['by']}")
     elif "fix" in call:
-        lines += [f"    held ({call['reason']}): {call['error']}", f"    fix: {call['fix']}"]
+        lines += _wrap(f"held ({call['reason']}): {call['error']}", "    ")
+        lines += _wrap(f"fix: {call['fix']}", "    ")
     elif "answer" in call:
         others = ", ".join(f"--{choice}" for choice in call["answer"] if choice != "retry")
         answer = f"{call['answer']['retry']} (or {others})"

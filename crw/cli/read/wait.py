@@ -226,7 +226,7 @@ class _Live(_Shown):
             self.progress.stop()
 
     def __call__(self, payload: Payload, live: bool) -> None:
-        from crw.cli.entry import one_line
+        from crw.cli.output import one_line
 
         if self.task is None:
             say(f"waiting for run {payload['run']} (Ctrl-C stops the wait, not the run)")

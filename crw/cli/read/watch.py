@@ -184,7 +184,8 @@ def live_view(view: WatchView, now: datetime) -> RenderableType:
     from rich.table import Table
     from rich.text import Text
 
-    from crw.cli.entry import one_line
+    from crw.cli.output import one_line
+    from crw.engine.views.durations import duration
     from crw.engine.views.row_lines import row_line
 
     payload = view.payload(now)
@@ -201,7 +202,7 @@ def live_view(view: WatchView, now: datetime) -> RenderableType:
         calls.add_row(
             one_line(call["call"]), one_line(call["role"] or "-"), call["state"],
             str(call["attempt"]), str(call["turns"]),
-            f"{elapsed:.0f}s" if elapsed is not None else "-",
+            duration(elapsed),
         )  # fmt: skip
     last = [Text(one_line(row_line(row)), no_wrap=True, overflow="ellipsis") for row in view.last]
     tokens = Text(f"tokens {payload['tokens']['total']} (of the calls that ended)")

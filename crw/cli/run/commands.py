@@ -61,9 +61,10 @@ def start(
         The codex binary of a private codex host (default: the one the
         openai-codex-cli-bin package installs, else codex on PATH).
     trace
-        SessionConfig.Trace: digest P, the owner's checkout and the run's shared
-        state at each bind and harvest, and warn when a call wrote where its role
-        should not (as [settings] trace = true; docs/workspaces.md).
+        Record where each call writes: warn in the run's rows when a call changed
+        files its role may not (a reviewer that edits, an executor that writes in
+        your checkout instead of its worktree). Nothing is blocked; each turn costs
+        a git status or two. As [settings] trace = true; docs/workspaces.md.
     inputs
         The value of the workflow's input NAME (a string, int or bool input);
         repeat it for each input.

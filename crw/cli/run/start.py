@@ -24,8 +24,7 @@ from typing import Any
 
 from crw import codex_config
 from crw.binding.owner import bind_owner, orchestrator_line
-from crw.cli.entry import one_line
-from crw.cli.output import emit, say
+from crw.cli.output import emit, one_line, say
 from crw.cli.read.status_text import input_lines
 from crw.cli.run.preview import Preview, SessionStart, app_server_judged, session_judged
 from crw.engine.calls.review import check_fix_efforts

@@ -19,6 +19,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from crw.engine.views.durations import duration
+
 Row = Mapping[str, Any]
 
 KIND_WIDTH = 20
@@ -225,7 +227,7 @@ def _session_wake(row: Row) -> str:
             _when(row.get("owner"), f"owner {row.get('owner')}"),
             row.get("owner_status"),
             _when(row.get("renotify"), f"renotify {row.get('renotify')}"),
-            _when(waiting, f"waited {waiting}s"),
+            _when(waiting, f"waited {duration(waiting)}"),
             _when(row.get("staged"), "staged"),
         ),
         _parts(row.get("reason"), row.get("error")),
@@ -258,7 +260,7 @@ def _escalation(row: Row) -> str:
         row.get("reason") or "escalation",
         _parts(
             _when(ops, f"ops {', '.join(str(op) for op in ops or ())}"),
-            _when(waiting, f"waited {waiting}s"),
+            _when(waiting, f"waited {duration(waiting)}"),
             _when(row.get("owner"), f"owner {row.get('owner')}"),
         ),
     )

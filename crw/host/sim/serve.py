@@ -26,8 +26,8 @@ from crw.private import make_dirs
 
 def serve_command(socket: Path, codex_home: Path | None, models: str | None = None) -> int:
     """Serve a fresh simulated host on `socket`; its rollout files go under
-    `codex_home` (default: a new temporary directory); `models`, a comma-separated
-    catalog, makes it list those models and refuse spawns as codex does
+    `codex_home` (default: a new temporary directory, removed when it stops);
+    `models`, a comma-separated catalog, makes it list those models and refuse spawns as codex does
     (`crw.host.sim.catalog`). Prints `listening on unix:<path>` once it listens.
     Returns 0 when stopped by a signal.
 
@@ -36,14 +36,23 @@ def serve_command(socket: Path, codex_home: Path | None, models: str | None = No
     """
     path = socket.absolute()
     _clear_stale(path)
-    home = codex_home or Path(tempfile.mkdtemp(prefix="crw-sim-home-"))
-    make_dirs(home)
-    names = tuple(name.strip() for name in (models or "").split(",") if name.strip())
-    catalog = Catalog.of(names, home) if models is not None else None
-    error = trio.run(_serve, path, home, catalog)
+    if codex_home is not None:
+        error = _serve_in(path, codex_home, models)
+    else:  # a home of its own, removed when it stops (a signal included)
+        with tempfile.TemporaryDirectory(
+            prefix="crw-sim-home-", ignore_cleanup_errors=True
+        ) as made:
+            error = _serve_in(path, Path(made), models)
     if error is not None:
         raise RefusedError(f"cannot listen on unix:{path}: {error.strerror or error}")
     return 0
+
+
+def _serve_in(path: Path, home: Path, models: str | None) -> OSError | None:
+    make_dirs(home)
+    names = tuple(name.strip() for name in (models or "").split(",") if name.strip())
+    catalog = Catalog.of(names, home) if models is not None else None
+    return trio.run(_serve, path, home, catalog)
 
 
 def _clear_stale(path: Path) -> None:
