@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,6 +140,27 @@ def test_an_out_that_is_neither_svg_nor_html_or_whose_directory_is_missing_is_re
     assert missing.stderr == (
         f"crw: error: --out {gone}: the directory {gone.parent} does not exist; make it\n"
     )
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600)])
+def test_the_picture_gets_the_users_umask_like_any_file_the_user_asks_for(
+    demo: tuple[Crw, dict[str, Any]], tmp_path: Path, umask: int, mode: int
+) -> None:
+    """The file is the user's, not one of the run's own (those stay 0600)."""
+    crw, ran = demo
+    out = tmp_path / "t.svg"
+    command = ["flow", "timeline", ran["run"], "--state", str(crw.state), "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "crw", *command],
+        env=crw.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+        umask=umask,
+    )
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_mode & 0o777 == mode
+    assert [p.name for p in tmp_path.iterdir()] == ["t.svg"]  # no temporary file left
 
 
 def test_a_running_then_crashed_then_paused_run_has_its_timeline(

@@ -230,3 +230,17 @@ def test_a_long_lane_label_is_cut_to_its_column_and_its_tooltip_holds_it_whole()
     (label,) = of(layout(rows, run="r"), {"lane_label"})
     assert label.label == "implement_the_whole_feature_n…"
     assert label.title.startswith(f"{call}: executor, node implement_the_whole_feature_now")
+
+
+def test_a_skipped_calls_grey_band_is_in_the_legend() -> None:
+    rows = [
+        row(0, "prepared", "work.1", node="work", role="explorer"),
+        *turn_rows(0, "work.1", 1, 1, action="spawn"),
+        row(2, "held", "work.1", reason="deadline"),
+        row(3, "decision", "work.1", choice="skip"),
+    ]
+    timeline = layout(rows, run="r")
+    (band,) = of(timeline, {k for k in COLOURS if k.startswith("span_")})
+    assert band.kind == "span_skipped"
+    legend = {s.kind.removeprefix("legend:"): s.label for s in timeline.shapes if s.label}
+    assert legend["span_skipped"] == "call skipped"

@@ -64,6 +64,7 @@ LEGEND = (
     ("span_running", "call running"),
     ("span_held", "call held"),
     ("span_waiting_session", "call waiting"),
+    ("span_skipped", "call skipped"),
     ("run_started", "process started"),
     ("run_paused", "run paused"),
     ("run_ended", "run ended"),
