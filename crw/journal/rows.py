@@ -167,6 +167,9 @@ class Prepared(RowModel):
     ordinal: int | None = None
     resume: str | None = None
     """A continuation's handle: the call whose conversation it goes on from."""
+    review: str | None = None
+    """A review call: the call whose answer it judges (a call whose role is
+    reviewer or critic and that reviews no call has none)."""
 
 
 class Completed(RowModel):

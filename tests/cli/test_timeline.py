@@ -112,8 +112,7 @@ def test_the_timeline_of_the_demo_run_draws_a_lane_per_call_and_json_says_what_i
     assert circles == [
         "build.2: review: reject (1 finding)",
         "build.4: review: accept (0 findings)",
-        "critique.1: review: accept (0 findings)",
-    ]
+    ]  # critique.1, a critic node whose answer has a verdict, reviews no call
     tokens = {call["call"]: call["tokens"]["total"] for call in ran["calls"]}
     shown = laid_out(ran["run_dir"])
     per_turn = [(s.title.split(" ")[0], s.tokens) for s in shown.shapes if s.kind in TURN_KINDS]

@@ -59,7 +59,7 @@ def journal() -> list[dict[str, Any]]:
         row(5, "held", "work.1", reason="paused", tokens={"total": 40}),
         row(5, "paused", reason="paused"),
         row(6, "started", backend="session", pid=8),
-        row(8, "prepared", "review.1", node="review", role="reviewer"),
+        row(8, "prepared", "review.1", node="review", role="reviewer", review="build.1"),
         *turn_rows(8, "review.1", 1, 1, action="spawn"),
         row(9, "completed", "review.1", result={"verdict": "reject", "findings": ["x"]},
             tokens={"total": 30}),
@@ -244,3 +244,23 @@ def test_a_skipped_calls_grey_band_is_in_the_legend() -> None:
     assert band.kind == "span_skipped"
     legend = {s.kind.removeprefix("legend:"): s.label for s in timeline.shapes if s.label}
     assert legend["span_skipped"] == "call skipped"
+
+
+def test_only_a_review_call_carries_a_verdict_not_a_plain_critic_whose_answer_has_one() -> None:
+    """critique.1 is a critic node whose schema asks for a verdict; build.2 is the
+    review of build.1 (its prepared row names the call it judges)."""
+    verdict = {"verdict": "accept", "findings": []}
+    rows = [
+        row(0, "prepared", "build.2", node="build", role="reviewer", review="build.1"),
+        *turn_rows(0, "build.2", 1, 1, action="spawn"),
+        row(2, "completed", "build.2", result=verdict),
+        row(2, "prepared", "critique.1", node="critique", role="critic"),
+        *turn_rows(2, "critique.1", 1, 1, action="spawn"),
+        row(4, "completed", "critique.1", result=verdict),
+    ]
+    timeline = layout(rows, run="r")
+    marks = [s.title for s in of(timeline, {"review_accept", "review_reject"})]
+    assert marks == ["build.2: review: accept (0 findings)"]
+    labels = {s.title.split(":")[0]: s.title for s in of(timeline, {"lane_label"})}
+    assert labels["build.2"].endswith("; reviews build.1")
+    assert "reviews" not in labels["critique.1"]

@@ -57,6 +57,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "input_digest": DIGEST,
         "ordinal": 3,
         "resume": "build.1",
+        "review": "build.2",
     },
     "completed": {
         "result": {"files": ["a.py"], "notes": None},

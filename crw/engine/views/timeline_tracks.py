@@ -74,6 +74,8 @@ class Track:
     """As the replay reads it (`CallState.state`)."""
     reason: str | None = None
     resume: str | None = None
+    review: str | None = None
+    """A review call: the call whose answer it judges (its prepared row says)."""
     tokens: dict[str, int] = field(default_factory=lambda: token_parts(None))
     attempts: list[Attempt] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
@@ -168,6 +170,7 @@ def _attempt(track: Track, n: int, t: float) -> None:
 
 def _prepared(track: Track, row: Row, t: float) -> None:
     track.resume = row.get("resume") or track.resume
+    track.review = row.get("review") or track.review
 
 
 def _step(track: Track, row: Row, t: float) -> None:
@@ -226,15 +229,17 @@ def _terminal(track: Track, row: Row, t: float) -> None:
     for attempt in track.attempts:
         attempt.end = t if attempt.end is None else attempt.end
     track.end = t
-    mark = _terminal_mark(kind, row)
+    mark = _terminal_mark(kind, row, review=track.review is not None)
     if mark is not None:
         track.marks.append(Mark(mark[0], t, mark[1]))
 
 
-def _terminal_mark(kind: str, row: Row) -> tuple[str, str] | None:
+def _terminal_mark(kind: str, row: Row, *, review: bool) -> tuple[str, str] | None:
+    """The mark a terminal row leaves: a review's verdict (only a review call's: a
+    plain node whose answer has a `verdict` is no review), or what ended the call."""
     result = row.get("result")
     verdict = result.get("verdict") if isinstance(result, Mapping) else None
-    if kind == "completed" and isinstance(verdict, str):
+    if kind == "completed" and review and isinstance(verdict, str):
         found = result.get("findings") if isinstance(result, Mapping) else None
         count = len(found) if isinstance(found, list) else 0
         text = f"review: {verdict} ({count} finding{'s' if count != 1 else ''})"
