@@ -20,6 +20,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,14 @@ def test_the_timeline_of_the_demo_run_draws_a_lane_per_call_and_json_says_what_i
     per_turn = [(s.title.split(" ")[0], s.tokens) for s in shown.shapes if s.kind in TURN_KINDS]
     for call, total in tokens.items():  # the turns' tokens add up to the call's
         assert sum((t or {}).get("total", 0) for c, t in per_turn if c == call) == total > 0
+
+    # Each session bind records when the host started the turn: its bar starts there.
+    rows = read_journal(Path(ran["run_dir"]) / "journal.jsonl").rows
+    bound = [r for r in rows if r["row"] == "turn_started"]
+    assert len(bound) == 8
+    for r in bound:
+        at = datetime.fromisoformat(r["at"]).timestamp()
+        assert isinstance(r["host_started_at"], int) and at - 60 < r["host_started_at"] <= at
 
     page = timeline(crw, ran["run"], tmp_path / "demo.html")
     assert page["format"] == "html" and page["lanes"] == calls

@@ -264,3 +264,29 @@ def test_only_a_review_call_carries_a_verdict_not_a_plain_critic_whose_answer_ha
     labels = {s.title.split(":")[0]: s.title for s in of(timeline, {"lane_label"})}
     assert labels["build.2"].endswith("; reviews build.1")
     assert "reviews" not in labels["critique.1"]
+
+
+def test_a_session_turn_bound_after_it_ended_is_drawn_from_the_hosts_start_of_it() -> None:
+    """The owner reported the spawn late: the bind at 6 s found a turn the host
+    started at 2 s and ended by then (it completes at 6.5 s). Its bar runs from
+    2 s, not a sliver from the bind; a host start before the step was published
+    (the host's seconds are whole) is taken as the step's time. spec: BIND-5"""
+    host = int((T0 + timedelta(seconds=2)).timestamp())
+    rows = [
+        row(0, "prepared", "build.1", node="build", role="executor"),
+        row(1.5, "step_published", "build.1", k=1, attempt=1, action="spawn"),
+        row(6, "thread_started", "build.1", attempt=1),
+        row(6, "turn_started", "build.1", k=1, attempt=1, host_started_at=host),
+        row(6.5, "completed", "build.1", tokens={"total": 10}),
+        row(0, "prepared", "plan.1", node="plan", role="architect"),
+        row(4, "step_published", "plan.1", k=1, attempt=1, action="spawn"),
+        row(5, "turn_started", "plan.1", k=1, attempt=1, host_started_at=host),
+        row(5.5, "completed", "plan.1", tokens={"total": 10}),
+        row(10, "ended", status="completed"),
+    ]
+    build, plan = of(layout(rows, run="r"), {"turn"})
+    assert (build.x, build.x + build.w) == (x(2), x(6.5))
+    assert (plan.x, plan.x + plan.w) == (x(4), x(5.5))
+    without = [{k: v for k, v in r.items() if k != "host_started_at"} for r in rows]
+    sliver, _ = of(layout(without, run="r"), {"turn"})  # an older journal's row: the bind's time
+    assert (sliver.x, sliver.x + sliver.w) == (x(6), x(6.5))

@@ -4,7 +4,10 @@ run's own marks (a process started, paused, ended).
 Pure: rows in (as `crw.journal.log` reads them, in journal order), tracks out;
 `crw.engine.views.timeline` lays them out. Times are seconds from the run's first row.
 A turn runs from its `turn_started` row to the next row of its call that ends it
-(a step published, a lost attempt, a terminal row); an open one runs to `now`.
+(a step published, a lost attempt, a terminal row); an open one runs to `now`. A
+session turn bound after it started (the owner reported it late, or the run found
+it by its marker, perhaps after it ended) runs from the host's start of the turn
+its row records (`host_started_at`), never before its step was published.
 """
 
 from __future__ import annotations
@@ -82,6 +85,8 @@ class Track:
     marks: list[Mark] = field(default_factory=list)
     steps: dict[int, Row] = field(default_factory=dict)
     """The newest step_published row of each k."""
+    published: dict[int, float] = field(default_factory=dict)
+    """When the newest step of each k was published."""
 
     @property
     def notable(self) -> bool:
@@ -147,7 +152,21 @@ class _Reader:
         if track is None:
             node = row.get("node") or call.rpartition(".")[0]
             track = self.calls[call] = Track(call, str(node), str(row.get("role") or "-"), t)
+        if kind == "turn_started":
+            t = _turn_start(track, row, t, self.start)
         _CALL_ROWS[kind](track, row, t)
+
+
+def _turn_start(track: Track, row: Row, t: float, run_start: datetime) -> float:
+    """When the turn began: its bind's time `t`, or the host's start of the turn
+    when the row records an earlier one (Unix seconds, so cut to the second: never
+    before the turn's step was published)."""
+    host = row.get("host_started_at")
+    if not isinstance(host, int) or isinstance(host, bool):
+        return t
+    began = host - run_start.timestamp()
+    published = track.published.get(int(row.get("k") or 0), track.start)
+    return max(published, min(t, began))
 
 
 def _close(track: Track, end: float) -> None:
@@ -176,7 +195,7 @@ def _prepared(track: Track, row: Row, t: float) -> None:
 def _step(track: Track, row: Row, t: float) -> None:
     _end_turn(track, t, "step")
     k = int(row.get("k") or 0)
-    track.steps[k] = row
+    track.steps[k], track.published[k] = row, t
     call_tokens = row.get("call_tokens")
     if call_tokens is not None and track.turns and track.turns[-1].tokens_after is None:
         track.turns[-1].tokens_after = add_tokens(track.tokens, token_parts(call_tokens))
