@@ -135,8 +135,12 @@ def write_atomic(
     directory, name = os.path.split(path)
     temp = os.fspath(temp) if temp is not None else os.path.join(directory, f".{name}.tmp")
     try:
-        mode = PRIVATE_FILE if private else USER_FILE
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+        flags, mode = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE
+        if not private:  # a temporary file left behind would keep its mode: made anew
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            flags, mode = flags | os.O_EXCL, USER_FILE
+        fd = os.open(temp, flags, mode)
         try:
             if private and umask_takes(PRIVATE_FILE):  # else the open made it 0600 already
                 os.fchmod(fd, PRIVATE_FILE)
