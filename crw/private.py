@@ -21,6 +21,8 @@ import stat
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 """The modes of every directory and file crw makes: the user's alone."""
+USER_FILE = 0o666
+"""The mode a file the user names (`--out FILE`) is opened with: the umask decides."""
 OPEN_TO_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 """The bits that make a directory crw keeps its state in loose: another user
 could remove, rename or replace what is in it."""
@@ -113,12 +115,15 @@ def write_atomic(
     temp: str | os.PathLike[str] | None = None,
     *,
     durable: bool = True,
+    private: bool = True,
 ) -> None:
     """Write `data` to `path` atomically: the temporary name `temp` in the same
     directory (default `.<name>.tmp`), private to the user (0600 whatever the
     umask: chmodded when the umask takes a bit of 0600), fsync, rename, fsync the
     directory. With `durable` False neither fsync is made: a reader sees the whole
-    file or none, and a power loss may take it. The paths are joined as strings
+    file or none, and a power loss may take it. With `private` False the file
+    gets the mode any file the user makes gets (0666 less the umask): a file the
+    user asked for by name, not one of crw's own. The paths are joined as strings
     (a session call writes four files: no path object is built for them).
 
     Raises:
@@ -130,9 +135,14 @@ def write_atomic(
     directory, name = os.path.split(path)
     temp = os.fspath(temp) if temp is not None else os.path.join(directory, f".{name}.tmp")
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE)
+        flags, mode = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE
+        if not private:  # a temporary file left behind would keep its mode: made anew
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            flags, mode = flags | os.O_EXCL, USER_FILE
+        fd = os.open(temp, flags, mode)
         try:
-            if umask_takes(PRIVATE_FILE):  # else the open made it 0600 already
+            if private and umask_takes(PRIVATE_FILE):  # else the open made it 0600 already
                 os.fchmod(fd, PRIVATE_FILE)
             view = memoryview(data)
             while view:

@@ -13,7 +13,7 @@ import pytest
 from crw.binding.owner import LOCK_NAME, _flow_bound_lock, flow_bound_dir
 from crw.engine.run.locks import hold_run, start_lock
 from crw.engine.run.rundir import RunDir, loose_state
-from crw.private import loose, make_dirs, open_file
+from crw.private import loose, make_dirs, open_file, write_atomic
 from tests.umask import umask_set
 
 UMASKS = [
@@ -166,3 +166,16 @@ def test_an_evidence_records_directories_under_the_cwd_are_0700(tmp_path: Path, 
     while made != cwd:
         assert mode(made) == 0o700, made
         made = made.parent
+
+
+def test_a_file_the_user_names_gets_the_umasks_mode_even_over_a_left_temporary(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "t.svg"
+    left = tmp_path / ".t.svg.tmp"
+    left.write_bytes(b"half")
+    left.chmod(0o600)  # what a write cut short left, made private
+    with umask_set(0o022):
+        write_atomic(out, b"<svg/>", durable=False, private=False)
+    assert (out.read_bytes(), out.stat().st_mode & 0o777) == (b"<svg/>", 0o644)
+    assert not left.exists()

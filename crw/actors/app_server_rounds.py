@@ -65,6 +65,10 @@ class ReviewCall(RoundCall):
         super().__init__(*args, **kwargs)
         self.review, self.ordinal = review, ordinal
 
+    def prepared(self) -> Prepared:
+        """The prepared row names the call it judges."""
+        return super().prepared().model_copy(update={"review": review.judged_call(self.call)})
+
     async def commit(self, rows: list[RowModel]) -> None:
         await super().commit([review.settle_review(self.review, self.ordinal, r) for r in rows])
 

@@ -134,7 +134,9 @@ class CallSteps:
             node=self.node,
         )
 
-    def _turn_started(self, step: StepPublished, turn_id: str) -> TurnStarted:
+    def _turn_started(
+        self, step: StepPublished, turn_id: str, host_started_at: int | None = None
+    ) -> TurnStarted:
         return TurnStarted(
             call=self.call,
             k=step.k,
@@ -144,6 +146,7 @@ class CallSteps:
             marker=step.marker,
             conversation_turn=step.conversation_turn,
             replaces_turn=step.replaces_turn,
+            host_started_at=host_started_at,
         )
 
     def repair_step(

@@ -53,6 +53,14 @@ class ReviewCall(SessionCall):
         super().__init__(*args)
         self.review, self.ordinal = review, ordinal
 
+    def prepared_rows(self) -> list[RowModel]:
+        """The prepared row names the call it judges."""
+        judged = review.judged_call(self.call)
+        return [
+            row.model_copy(update={"review": judged}) if isinstance(row, Prepared) else row
+            for row in super().prepared_rows()
+        ]
+
     async def commit(self, rows: list[RowModel]) -> None:
         settled = [review.settle_review(self.review, self.ordinal, row) for row in rows]
         await super().commit(settled)

@@ -347,7 +347,7 @@ class SessionCall(CallSteps):
         if isinstance(found, lost.Lost):
             return found
         assert isinstance(found, lost.Found)
-        await self.commit([self._turn_started(step, found.turn_id)])
+        await self.commit([self._turn_started(step, found.turn_id, found.started_at)])
         await trio.to_thread.run_sync(
             bus.retract_step, self.ctx.run, self.call, step.k or 1, step.attempt or 1
         )

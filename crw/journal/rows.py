@@ -167,6 +167,9 @@ class Prepared(RowModel):
     ordinal: int | None = None
     resume: str | None = None
     """A continuation's handle: the call whose conversation it goes on from."""
+    review: str | None = None
+    """A review call: the call whose answer it judges (a call whose role is
+    reviewer or critic and that reviews no call has none)."""
 
 
 class Completed(RowModel):
@@ -358,6 +361,10 @@ class TurnStarted(RowModel):
     marker: str | None = None
     conversation_turn: int | None = None
     replaces_turn: int | str | None = None
+    host_started_at: int | None = None
+    """A session bind's: when the host says the turn started (its `startedAt`, Unix
+    seconds), which is before the bind when the owner reported it late or the run
+    found it by its marker: the timeline draws the turn from it."""
     trace: TraceDigests | None = None
     """With SessionConfig.Trace: the digests taken at the bind, which the harvest
     compares with its own."""

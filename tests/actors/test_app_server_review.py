@@ -112,6 +112,8 @@ async def test_a_rejection_runs_a_fix_on_a_fork_of_the_node_thread(
     assert not [r for r in rows if r["row"] == "checkpoint_started"]
     # The review: the reviewer judges build.1's answer, in build.1's workspace.
     assert one(rows, "build.2", "prepared")["role"] == "reviewer"
+    assert one(rows, "build.2", "prepared")["review"] == "build.1"  # the call it judges
+    assert [one(rows, c, "prepared").get("review") for c in ("build.1", "build.3")] == [None] * 2
     assert one(rows, "build.2", "completed")["result"] == REJECT
     first = one(rows, "build.1", "prepared")
     assert first["allocation"]["workspace"] in one(rows, "build.2", "step_published")["input"]

@@ -82,6 +82,8 @@ async def test_a_rejection_runs_a_fix_that_continues_the_node_on_a_new_subagent(
     calls = [r["call"] for r in rows if r["row"] == "prepared"]
     assert calls[:4] == ["build.1", "build.2", "build.3", "build.4"]
     assert one(rows, "build.2", "prepared")["role"] == "reviewer"
+    assert one(rows, "build.2", "prepared")["review"] == "build.1"  # the call it judges
+    assert [one(rows, c, "prepared").get("review") for c in ("build.1", "build.3")] == [None] * 2
     assert one(rows, "build.2", "completed")["result"] == REJECT
     # The fix: a continuation of build.1, in build.1's workspace, a spawn step
     # on a new subagent with its own thread_started row.

@@ -17,8 +17,10 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -111,13 +113,20 @@ def test_the_timeline_of_the_demo_run_draws_a_lane_per_call_and_json_says_what_i
     assert circles == [
         "build.2: review: reject (1 finding)",
         "build.4: review: accept (0 findings)",
-        "critique.1: review: accept (0 findings)",
-    ]
+    ]  # critique.1, a critic node whose answer has a verdict, reviews no call
     tokens = {call["call"]: call["tokens"]["total"] for call in ran["calls"]}
     shown = laid_out(ran["run_dir"])
     per_turn = [(s.title.split(" ")[0], s.tokens) for s in shown.shapes if s.kind in TURN_KINDS]
     for call, total in tokens.items():  # the turns' tokens add up to the call's
         assert sum((t or {}).get("total", 0) for c, t in per_turn if c == call) == total > 0
+
+    # Each session bind records when the host started the turn: its bar starts there.
+    rows = read_journal(Path(ran["run_dir"]) / "journal.jsonl").rows
+    bound = [r for r in rows if r["row"] == "turn_started"]
+    assert len(bound) == 8
+    for r in bound:
+        at = datetime.fromisoformat(r["at"]).timestamp()
+        assert isinstance(r["host_started_at"], int) and at - 60 < r["host_started_at"] <= at
 
     page = timeline(crw, ran["run"], tmp_path / "demo.html")
     assert page["format"] == "html" and page["lanes"] == calls
@@ -139,6 +148,27 @@ def test_an_out_that_is_neither_svg_nor_html_or_whose_directory_is_missing_is_re
     assert missing.stderr == (
         f"crw: error: --out {gone}: the directory {gone.parent} does not exist; make it\n"
     )
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600)])
+def test_the_picture_gets_the_users_umask_like_any_file_the_user_asks_for(
+    demo: tuple[Crw, dict[str, Any]], tmp_path: Path, umask: int, mode: int
+) -> None:
+    """The file is the user's, not one of the run's own (those stay 0600)."""
+    crw, ran = demo
+    out = tmp_path / "t.svg"
+    command = ["flow", "timeline", ran["run"], "--state", str(crw.state), "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "crw", *command],
+        env=crw.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+        umask=umask,
+    )
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_mode & 0o777 == mode
+    assert [p.name for p in tmp_path.iterdir()] == ["t.svg"]  # no temporary file left
 
 
 def test_a_running_then_crashed_then_paused_run_has_its_timeline(

@@ -59,7 +59,7 @@ def journal() -> list[dict[str, Any]]:
         row(5, "held", "work.1", reason="paused", tokens={"total": 40}),
         row(5, "paused", reason="paused"),
         row(6, "started", backend="session", pid=8),
-        row(8, "prepared", "review.1", node="review", role="reviewer"),
+        row(8, "prepared", "review.1", node="review", role="reviewer", review="build.1"),
         *turn_rows(8, "review.1", 1, 1, action="spawn"),
         row(9, "completed", "review.1", result={"verdict": "reject", "findings": ["x"]},
             tokens={"total": 30}),
@@ -230,3 +230,63 @@ def test_a_long_lane_label_is_cut_to_its_column_and_its_tooltip_holds_it_whole()
     (label,) = of(layout(rows, run="r"), {"lane_label"})
     assert label.label == "implement_the_whole_feature_n…"
     assert label.title.startswith(f"{call}: executor, node implement_the_whole_feature_now")
+
+
+def test_a_skipped_calls_grey_band_is_in_the_legend() -> None:
+    rows = [
+        row(0, "prepared", "work.1", node="work", role="explorer"),
+        *turn_rows(0, "work.1", 1, 1, action="spawn"),
+        row(2, "held", "work.1", reason="deadline"),
+        row(3, "decision", "work.1", choice="skip"),
+    ]
+    timeline = layout(rows, run="r")
+    (band,) = of(timeline, {k for k in COLOURS if k.startswith("span_")})
+    assert band.kind == "span_skipped"
+    legend = {s.kind.removeprefix("legend:"): s.label for s in timeline.shapes if s.label}
+    assert legend["span_skipped"] == "call skipped"
+
+
+def test_only_a_review_call_carries_a_verdict_not_a_plain_critic_whose_answer_has_one() -> None:
+    """critique.1 is a critic node whose schema asks for a verdict; build.2 is the
+    review of build.1 (its prepared row names the call it judges)."""
+    verdict = {"verdict": "accept", "findings": []}
+    rows = [
+        row(0, "prepared", "build.2", node="build", role="reviewer", review="build.1"),
+        *turn_rows(0, "build.2", 1, 1, action="spawn"),
+        row(2, "completed", "build.2", result=verdict),
+        row(2, "prepared", "critique.1", node="critique", role="critic"),
+        *turn_rows(2, "critique.1", 1, 1, action="spawn"),
+        row(4, "completed", "critique.1", result=verdict),
+    ]
+    timeline = layout(rows, run="r")
+    marks = [s.title for s in of(timeline, {"review_accept", "review_reject"})]
+    assert marks == ["build.2: review: accept (0 findings)"]
+    labels = {s.title.split(":")[0]: s.title for s in of(timeline, {"lane_label"})}
+    assert labels["build.2"].endswith("; reviews build.1")
+    assert "reviews" not in labels["critique.1"]
+
+
+def test_a_session_turn_bound_after_it_ended_is_drawn_from_the_hosts_start_of_it() -> None:
+    """The owner reported the spawn late: the bind at 6 s found a turn the host
+    started at 2 s and ended by then (it completes at 6.5 s). Its bar runs from
+    2 s, not a sliver from the bind; a host start before the step was published
+    (the host's seconds are whole) is taken as the step's time. spec: BIND-5"""
+    host = int((T0 + timedelta(seconds=2)).timestamp())
+    rows = [
+        row(0, "prepared", "build.1", node="build", role="executor"),
+        row(1.5, "step_published", "build.1", k=1, attempt=1, action="spawn"),
+        row(6, "thread_started", "build.1", attempt=1),
+        row(6, "turn_started", "build.1", k=1, attempt=1, host_started_at=host),
+        row(6.5, "completed", "build.1", tokens={"total": 10}),
+        row(0, "prepared", "plan.1", node="plan", role="architect"),
+        row(4, "step_published", "plan.1", k=1, attempt=1, action="spawn"),
+        row(5, "turn_started", "plan.1", k=1, attempt=1, host_started_at=host),
+        row(5.5, "completed", "plan.1", tokens={"total": 10}),
+        row(10, "ended", status="completed"),
+    ]
+    build, plan = of(layout(rows, run="r"), {"turn"})
+    assert (build.x, build.x + build.w) == (x(2), x(6.5))
+    assert (plan.x, plan.x + plan.w) == (x(4), x(5.5))
+    without = [{k: v for k, v in r.items() if k != "host_started_at"} for r in rows]
+    sliver, _ = of(layout(without, run="r"), {"turn"})  # an older journal's row: the bind's time
+    assert (sliver.x, sliver.x + sliver.w) == (x(6), x(6.5))

@@ -417,6 +417,7 @@ def test_bind_writes_thread_started_and_turn_started_with_every_field() -> None:
         marker=MARKER,
         conversation_turn=1,
         replaces_turn=None,
+        host_started_at=1795982910,  # the host's startedAt: the timeline draws the turn from it
     )
 
 
@@ -540,6 +541,7 @@ def test_send_input_binds_turn_started_only() -> None:
         marker="build.1/t2-a1",
         conversation_turn=2,
         replaces_turn=None,
+        host_started_at=1795982910,
     )
 
 

@@ -133,6 +133,11 @@ def test_an_adopted_subagent_is_found_by_its_marker_or_lost_after_lost_after() -
     """spec: ATT-23"""
     found = judge(thread("notLoaded"), Seen(), 0.0, SETTINGS, turn_id=None, marker=MARKER)
     assert found == Found(TURN)
+    started = thread("idle").model_copy(deep=True)
+    started.turns[0].startedAt = 1795982910
+    assert judge(started, Seen(), 0.0, SETTINGS, turn_id=None, marker=MARKER) == Found(
+        TURN, 1795982910
+    )  # the adopted turn's turn_started records when the host started it
     missing = judge(Unknown(), Seen(), 0.0, SETTINGS, turn_id=None, marker=MARKER)
     assert isinstance(missing, Wait)
     late = judge(Unknown(), missing.seen, 600.0, SETTINGS, turn_id=None, marker=MARKER)

@@ -156,6 +156,12 @@ def test_each_kind_shows_its_key_fields(kind: str) -> None:
     assert row_line(row) == f"10:00:01.234     7 build.1        {kind:<20} {detail}"
 
 
+def test_a_review_calls_prepared_row_names_the_call_it_judges() -> None:
+    row = {"row": "prepared", "call": "build.2", "node": "build", "role": "reviewer"}
+    assert row_detail(row | {"review": "build.1"}) == "node build, role reviewer, reviews build.1"
+    assert row_detail(row) == "node build, role reviewer"  # a reviewer node of its own
+
+
 def test_a_row_without_its_fields_still_reads() -> None:
     """Every field is optional (a row of an older journal): the line names the kind."""
     for kind in ROW_KINDS:

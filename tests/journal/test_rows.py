@@ -57,6 +57,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "input_digest": DIGEST,
         "ordinal": 3,
         "resume": "build.1",
+        "review": "build.2",
     },
     "completed": {
         "result": {"files": ["a.py"], "notes": None},
@@ -159,6 +160,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "turn_id": "turn-3",
         "conversation_turn": 1,
         "replaces_turn": 1,
+        "host_started_at": 1795982910,
         "trace": {"workspace": DIGEST, "outside": DIGEST, "checkout": "/src", "shared": DIGEST},
     },
     "interrupt_requested": {

@@ -4,7 +4,8 @@ It reads the run directory only (the journal), lays the rows out with
 `crw.engine.views.timeline.layout` and draws the shapes as SVG (an HTML page holds the
 same SVG). Every text a row may carry (a call id, a reason, a host's error) is
 escaped for XML: markup characters as entities, a lone surrogate or a control
-character XML cannot hold as U+FFFD. The file is written whole or not at all.
+character XML cannot hold as U+FFFD. The file is written whole or not at all,
+with the user's umask like any file the user names.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def timeline_command(
     svg = render_svg(timeline)
     text = render_html(timeline.title, svg) if kind == "html" else svg
     data = text.encode("utf-8")
-    write_atomic(target, data, durable=False)
+    write_atomic(target, data, durable=False, private=False)  # the user's file
     payload: dict[str, Any] = {
         "run": run_dir.root.name,
         "out": str(target),

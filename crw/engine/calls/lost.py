@@ -89,6 +89,8 @@ class Found:
     """The marker turn shows on the adopted subagent: bind it (turn_started)."""
 
     turn_id: str
+    started_at: int | None = None
+    """When the host says the turn started (`Turn.startedAt`)."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ def judge(
     thread = read if isinstance(read, Thread) else None
     turn = _turn(thread, turn_id, marker)
     if turn_id is None and turn is not None:
-        return Found(turn.id)
+        return Found(turn.id, turn.startedAt)
     if turn is not None and announced is not None:
         turn = turn.model_copy(update={"status": announced.status, "error": announced.error})
     host_status = thread.status.type if thread is not None else "unknown"

@@ -112,6 +112,12 @@ def ends_of(
         ends.append(end)
 
 
+def judged_call(call: str) -> str:
+    """The call a review call `<node>.<n>` judges: the one before it, `<node>.<n-1>`."""
+    node, _, n = call.rpartition(".")
+    return f"{node}.{int(n) - 1}"
+
+
 def fixes_before(ordinal: int) -> int:
     """How many fix rounds ran before the review call `ordinal` (2, 4, ...)."""
     return (ordinal - 2) // 2

@@ -380,6 +380,7 @@ def marker_turn_started(step: PublishedStep | StepPublished, turn: Turn) -> Turn
         marker=step.marker,
         conversation_turn=step.conversation_turn,
         replaces_turn=step.replaces_turn,
+        host_started_at=turn.startedAt,
     )
 
 

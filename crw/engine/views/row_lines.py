@@ -99,6 +99,7 @@ def _prepared(row: Row) -> str:
         _when(row.get("node"), f"node {row.get('node')}"),
         _when(row.get("role"), f"role {row.get('role')}"),
         _when(row.get("resume"), f"continues {row.get('resume')}"),
+        _when(row.get("review"), f"reviews {row.get('review')}"),
         workspace,
     )
 

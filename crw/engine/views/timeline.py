@@ -64,6 +64,7 @@ LEGEND = (
     ("span_running", "call running"),
     ("span_held", "call held"),
     ("span_waiting_session", "call waiting"),
+    ("span_skipped", "call skipped"),
     ("run_started", "process started"),
     ("run_paused", "run paused"),
     ("run_ended", "run ended"),
@@ -183,6 +184,7 @@ def _lane(track: Track, y: float, scale: _Scale) -> list[Shape]:
     about = f"{track.call}: {track.role}, node {track.node}, {track.state}"
     about += f" ({track.reason})" if track.reason else ""
     about += f"; continues {track.resume}" if track.resume else ""
+    about += f"; reviews {track.review}" if track.review else ""
     span_kind = f"span_{track.state}"
     shapes = [
         Shape("lane_label", MARGIN, y + LANE_H / 2, title=about, label=label),

@@ -4,7 +4,10 @@ run's own marks (a process started, paused, ended).
 Pure: rows in (as `crw.journal.log` reads them, in journal order), tracks out;
 `crw.engine.views.timeline` lays them out. Times are seconds from the run's first row.
 A turn runs from its `turn_started` row to the next row of its call that ends it
-(a step published, a lost attempt, a terminal row); an open one runs to `now`.
+(a step published, a lost attempt, a terminal row); an open one runs to `now`. A
+session turn bound after it started (the owner reported it late, or the run found
+it by its marker, perhaps after it ended) runs from the host's start of the turn
+its row records (`host_started_at`), never before its step was published.
 """
 
 from __future__ import annotations
@@ -74,12 +77,16 @@ class Track:
     """As the replay reads it (`CallState.state`)."""
     reason: str | None = None
     resume: str | None = None
+    review: str | None = None
+    """A review call: the call whose answer it judges (its prepared row says)."""
     tokens: dict[str, int] = field(default_factory=lambda: token_parts(None))
     attempts: list[Attempt] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
     steps: dict[int, Row] = field(default_factory=dict)
     """The newest step_published row of each k."""
+    published: dict[int, float] = field(default_factory=dict)
+    """When the newest step of each k was published."""
 
     @property
     def notable(self) -> bool:
@@ -145,7 +152,21 @@ class _Reader:
         if track is None:
             node = row.get("node") or call.rpartition(".")[0]
             track = self.calls[call] = Track(call, str(node), str(row.get("role") or "-"), t)
+        if kind == "turn_started":
+            t = _turn_start(track, row, t, self.start)
         _CALL_ROWS[kind](track, row, t)
+
+
+def _turn_start(track: Track, row: Row, t: float, run_start: datetime) -> float:
+    """When the turn began: its bind's time `t`, or the host's start of the turn
+    when the row records an earlier one (Unix seconds, so cut to the second: never
+    before the turn's step was published)."""
+    host = row.get("host_started_at")
+    if not isinstance(host, int) or isinstance(host, bool):
+        return t
+    began = host - run_start.timestamp()
+    published = track.published.get(int(row.get("k") or 0), track.start)
+    return max(published, min(t, began))
 
 
 def _close(track: Track, end: float) -> None:
@@ -168,12 +189,13 @@ def _attempt(track: Track, n: int, t: float) -> None:
 
 def _prepared(track: Track, row: Row, t: float) -> None:
     track.resume = row.get("resume") or track.resume
+    track.review = row.get("review") or track.review
 
 
 def _step(track: Track, row: Row, t: float) -> None:
     _end_turn(track, t, "step")
     k = int(row.get("k") or 0)
-    track.steps[k] = row
+    track.steps[k], track.published[k] = row, t
     call_tokens = row.get("call_tokens")
     if call_tokens is not None and track.turns and track.turns[-1].tokens_after is None:
         track.turns[-1].tokens_after = add_tokens(track.tokens, token_parts(call_tokens))
@@ -226,15 +248,17 @@ def _terminal(track: Track, row: Row, t: float) -> None:
     for attempt in track.attempts:
         attempt.end = t if attempt.end is None else attempt.end
     track.end = t
-    mark = _terminal_mark(kind, row)
+    mark = _terminal_mark(kind, row, review=track.review is not None)
     if mark is not None:
         track.marks.append(Mark(mark[0], t, mark[1]))
 
 
-def _terminal_mark(kind: str, row: Row) -> tuple[str, str] | None:
+def _terminal_mark(kind: str, row: Row, *, review: bool) -> tuple[str, str] | None:
+    """The mark a terminal row leaves: a review's verdict (only a review call's: a
+    plain node whose answer has a `verdict` is no review), or what ended the call."""
     result = row.get("result")
     verdict = result.get("verdict") if isinstance(result, Mapping) else None
-    if kind == "completed" and isinstance(verdict, str):
+    if kind == "completed" and review and isinstance(verdict, str):
         found = result.get("findings") if isinstance(result, Mapping) else None
         count = len(found) if isinstance(found, list) else 0
         text = f"review: {verdict} ({count} finding{'s' if count != 1 else ''})"
