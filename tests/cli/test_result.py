@@ -74,8 +74,8 @@ def test_result_of_the_demo_run_gives_each_node_the_answer_its_review_accepted(
     drawn = on_a_terminal(crw, "flow", "wait", run, *state)
     assert f"waiting for run {run} (Ctrl-C stops the wait, not the run)" in drawn
     assert "\x1b[" in drawn and "━" in drawn, "no rich drawing"
-    assert "4/4 calls done, 0 in flight, tokens" in drawn and ", ended" in drawn
-    assert f"run {run} completed (4/4 calls done" in drawn
+    assert "7/7 calls done, 0 in flight, tokens" in drawn and ", ended" in drawn
+    assert f"run {run} completed (7/7 calls done" in drawn
 
 
 def on_a_terminal(runner: Crw, *args: str) -> str:

@@ -142,7 +142,7 @@ def test_a_null_model_fails_the_run_and_start_wait_json_exits_1_with_one_object(
     human = cli(drill, "flow", "wait", run)
     assert human.code == 1
     assert human.stdout.splitlines()[-1].startswith(
-        f"run {run} failed: build null_model, review unrun (2/3 calls done"
+        f"run {run} failed: build null_model, review unrun (2/2 calls done"
     )
     assert human.stdout.splitlines()[-1].endswith(f"see why: crw flow status {run} --state {state}")
     result = cli(drill, "flow", "result", run, "--json")
