@@ -29,8 +29,10 @@ the processes it started. Exit 0 when every target is met, 1 when one is not.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import operator
+import os
 import signal
 import subprocess
 import sys
@@ -176,7 +178,7 @@ def run_bench(name: str, tmp: Path) -> dict[str, Any]:
         try:
             out, err = bench.communicate(timeout=BENCH_LIMIT)
         except subprocess.TimeoutExpired:
-            _stop(bench)
+            _stop(bench, tmp)
             record["error"] = f"did not finish in {BENCH_LIMIT:g} s"
         else:
             record |= _figures(bench.returncode, out, err)
@@ -184,16 +186,31 @@ def run_bench(name: str, tmp: Path) -> dict[str, Any]:
     return record
 
 
-def _stop(bench: subprocess.Popen[str]) -> None:
+def _stop(bench: subprocess.Popen[str], tmp: Path) -> None:
     """Interrupt a bench that ran too long, as Ctrl-C would: it reaps the run and
     host processes it started on its way out (a SIGKILL would leave them). Killed
-    if it has not ended after STOP_GRACE seconds."""
+    if it has not ended after STOP_GRACE seconds (a loaded machine), and then every
+    process it left whose command line names `tmp` with it."""
     bench.send_signal(signal.SIGINT)
     try:
         bench.communicate(timeout=STOP_GRACE)
     except subprocess.TimeoutExpired:
         bench.kill()
         bench.communicate()
+        for pid in _left_under(tmp):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _left_under(where: Path) -> list[int]:
+    """The pids of the processes whose command line names `where`, this one left out."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if str(where).encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+    return pids
 
 
 def _figures(code: int, out: str, err: str) -> dict[str, Any]:

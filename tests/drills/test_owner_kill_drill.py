@@ -48,7 +48,7 @@ MAX_DEMOS = 8
 the first ends before its twentieth kill, a fast machine or a loaded one (under a
 CPU hog the resumes come slowly and a demo ends after 4-6 kills). A bound, so a
 drill that can kill no process ends."""
-DEMO_DEADLINE = 80.0
+DEMO_DEADLINE = 180.0
 """Seconds the killed demo may take to its end."""
 
 
