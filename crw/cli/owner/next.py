@@ -42,13 +42,13 @@ from crw.binding.lines import is_segment, owner_file, read_last_line
 from crw.bus.inbox import read_reports
 from crw.bus.steps import read_bus, remove_close
 from crw.cli.output import emit
+from crw.cli.owner.next_text import human
 from crw.cli.owner.store_pairs import store_pairs
 from crw.codex_config import max_threads
 from crw.engine.owner.next_view import (
     RESUMABLE_STATES,
     STARTING_WINDOW_S,
     NextRead,
-    NextView,
     can_do_nothing,
     is_starting,
     needs_ready_nodes,
@@ -404,51 +404,3 @@ def _wait(reader: _Reader, first: NextRead, wait: float, clock: Clock) -> NextRe
 
 def _state(read: NextRead) -> str:
     return "starting" if is_starting(read) else read.run_state.state
-
-
-def human(view: NextView) -> str:
-    """The state line, each step with its host call, the slots, the spawn formats
-    and the hint."""
-    head = f"run {view.run}: {view.state}"
-    if view.state == "ended":
-        head += f" ({view.ended_status})"
-    lines = [head]
-    if not view.steps:
-        lines.append("  no step")
-    for step in view.steps:
-        lines += _step_lines(step)
-    slots = view.slots
-    agents = f": {', '.join(slots.agents)}" if slots.agents else ""
-    lines.append(f"  slots: {slots.open} of {slots.limit} open{agents}")
-    if view.spawn_formats:
-        lines.append("  spawn formats:")
-        lines += [f"    {f['role']:<12} {f['format']}" for f in view.spawn_formats]
-    lines.append(f"hint: {view.hint}")
-    lines += [f"warning: {warning}" for warning in view.warnings]
-    return "\n".join(lines)
-
-
-def _step_lines(step: dict[str, Any]) -> list[str]:
-    """A step's title, its host call with the message cut to its first line (the
-    marker: the whole message is in the packet's step and in --json), the packet,
-    and the commands after it."""
-    call = step["host_call"]
-    shown = dict(call["arguments"])
-    message = shown.get("message")
-    if isinstance(message, str) and "\n" in message:
-        shown["message"] = message.partition("\n")[0] + "\n…"
-    arguments = json_module.dumps(shown, ensure_ascii=False)
-    if step["action"] == "close":
-        title = f"  close {step['call']} a{step['attempt']} {step['agent_id']}"
-    else:
-        title = f"  step {step['op']}-a{step['attempt']} {step['action']} ({step['role']})"
-    lines = [title, f"    {call['tool']} {arguments}"]
-    if isinstance(message, str) and message != shown["message"]:
-        lines.append(f"    message: {len(message):,} characters in all (--json has it whole)")
-    if step.get("packet"):
-        lines.append(f"    packet: {step['packet']}")
-    if "then" in call:
-        lines.append(f"    then: {call['then']}")
-    if "on_failure" in call:
-        lines.append(f"    on_failure: {call['on_failure']}")
-    return lines
