@@ -115,12 +115,14 @@ def test_list_filter_errors_are_one_line_exit_2(crw: Crw) -> None:
         ("--since", "0d"): '--since "0d" is no age; pass an age such as 30m, 2h, 7d or '
         "1h30m (s, m, h, d, w), more than 0",
         ("--limit", "0"): "Invalid value for --limit: 0 is no number of runs; pass a whole "
-        "number, 1 or more (see --help)",
+        "number, 1 or more; see crw flow list --help",
         ("--limit", "1.5"): "Invalid value for --limit: 1.5 is no number of runs; pass a "
-        "whole number, 1 or more (see --help)",
+        "whole number, 1 or more; see crw flow list --help",
         ("--workflow", " "): "--workflow is empty; pass a workflow's name (a run id's head) "
         "or its file",
     }
     for args, said in cases.items():
-        result = _list(crw, *args, "--json")
+        result = _list(crw, *args)
         assert (result.code, result.stdout, result.stderr) == (2, "", f"crw: error: {said}\n")
+        result = _list(crw, *args, "--json")  # the same line, as {"error", "fix"} on stdout
+        assert (result.code, result.stderr, result.error()) == (2, "", f"crw: error: {said}\n")

@@ -62,7 +62,13 @@ class Followers:
         return (self.root / f"{name}.out").read_text()
 
     def ended(self, name: str, child: subprocess.Popen[bytes]) -> Result:
-        code = child.wait(timeout=FOLLOW_END)
+        try:
+            code = child.wait(timeout=FOLLOW_END)
+        except subprocess.TimeoutExpired:
+            status = Path(f"/proc/{child.pid}/status").read_text().splitlines()
+            signals = [line for line in status if line.startswith(("SigBlk", "SigIgn", "SigCgt"))]
+            stack = Path(f"/proc/{child.pid}/wchan").read_text()
+            raise AssertionError(f"{name} did not exit: {signals}, wchan {stack}") from None
         return Result(code, self.output(name), (self.root / f"{name}.err").read_text())
 
     def reap(self) -> None:
