@@ -5,10 +5,18 @@ state in `tmp_path`, its own CODEX_HOME, sockets in fresh `/tmp/crw-sock-*`
 directories and ports the kernel picks, so an ordinary test needs nothing more.
 `autojump_clock` is pytest-trio's, made to hold its jumps while a worker thread
 works (tests/mock_clock.py).
+
+Ctrl-C reaches every process a test starts as it reaches a command typed at a
+terminal: a suite started in the background (`make test &`, `nohup`, a CI runner's
+job) inherits SIGINT ignored, every process it starts would too, and a test that
+sends SIGINT (`show --follow`'s Ctrl-C, a bench stopped at its limit) would wait
+for a process that never hears it. `pytest_configure` gives SIGINT back its
+default handling, which children get at exec.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +26,13 @@ from trio.testing import MockClock
 from tests.mock_clock import holding_jumps
 
 pytest_plugins = ["tests.drills.table", "tests.codex_bins"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGINT handled as in a terminal (the module docstring), in the controller
+    and in each xdist worker alike."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
