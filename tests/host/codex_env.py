@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -71,6 +72,31 @@ class SharedServer:
     log_path: Path
     started_in: float
     """Seconds from spawn until the socket accepted a connection."""
+
+
+def crw_on(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`crw ARGS` in `cwd` on the CODEX_HOME `home` (codex_env's, no CRW_ variable
+    of this process), its temporary files under `cwd`."""
+    env = {k: v for k, v in codex_env(home).items() if not k.startswith("CRW_")}
+    return subprocess.run(
+        [sys.executable, "-m", "crw", *args],
+        env=env | {"TMPDIR": str(cwd)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+
+
+async def owner_thread(socket_path: Path, cwd: Path) -> str:
+    """A thread started on the shared app-server at `socket_path`: an owner's id."""
+    from crw.host.connect import connect_host
+    from crw.host.uri import HostUri
+
+    async with connect_host(HostUri("unix", str(socket_path))) as client:
+        started = await client.request("thread/start", {"cwd": str(cwd)})
+        return str(started["thread"]["id"])
 
 
 def start_shared_app_server(home: Path, socket_path: Path, log_path: Path) -> SharedServer:

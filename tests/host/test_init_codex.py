@@ -8,8 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,31 +15,9 @@ import pytest
 import trio
 
 from crw.engine.owner.facts import CODEX_INSTALL
-from crw.host.uri import HostUri
-from tests.host.codex_env import CODEX_MODEL, SharedServer, codex_env
+from tests.host.codex_env import CODEX_MODEL, SharedServer, crw_on, owner_thread
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _crw(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in codex_env(home).items() if not k.startswith("CRW_")}
-    return subprocess.run(
-        [sys.executable, "-m", "crw", *args],
-        env=env | {"TMPDIR": str(cwd)},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-    )
-
-
-async def _owner_thread(socket: Path, cwd: Path) -> str:
-    from crw.host.connect import connect_host
-
-    async with connect_host(HostUri("unix", str(socket))) as client:
-        started = await client.request("thread/start", {"cwd": str(cwd)})
-        return str(started["thread"]["id"])
 
 
 @pytest.mark.codex
@@ -53,7 +29,7 @@ def test_init_on_the_real_host_writes_a_store_its_start_takes(
     tables in config.toml the start judges the store ok, its models checked."""
     socket, home, state = shared_codex_server.socket_path, codex_home_dir, tmp_path / "state"
     host = f"unix:{socket}"
-    init = _crw(
+    init = crw_on(
         "flow", "init", "--host", host, "--state", str(state), "--json", home=home, cwd=tmp_path
     )
     assert init.returncode == 0, init.stderr
@@ -65,10 +41,10 @@ def test_init_on_the_real_host_writes_a_store_its_start_takes(
     with (home / "config.toml").open("a") as config:
         for name in out["agent_types_unknown"]:
             config.write(f'\n[agents.{name}]\ndescription = "The crw flow {name} role."\n')
-    owner = trio.run(_owner_thread, socket, tmp_path)
+    owner = trio.run(owner_thread, socket, tmp_path)
     workflow = str(REPO / "crw" / "examples" / "fix-issue.toml")
     args = ("flow", "start", workflow, "--host", host, "--owner", owner, "--state", str(state))
-    result = _crw(*args, "--json", home=home, cwd=tmp_path)
+    result = crw_on(*args, "--json", home=home, cwd=tmp_path)
     started: dict[str, Any] = json.loads(result.stdout) if result.returncode == 0 else {}
     with contextlib.suppress(ProcessLookupError, TypeError):
         os.kill(started.get("pid"), signal.SIGKILL)  # type: ignore[arg-type]

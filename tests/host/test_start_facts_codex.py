@@ -8,40 +8,16 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from crw.host.uri import HostUri
 from tests.codex_bins import CodexBin
-from tests.host.codex_env import CODEX_MODEL, SharedServer, codex_env
+from tests.host.codex_env import CODEX_MODEL, SharedServer, crw_on, owner_thread
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _crw(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in codex_env(home).items() if not k.startswith("CRW_")}
-    return subprocess.run(
-        [sys.executable, "-m", "crw", *args],
-        env=env | {"TMPDIR": str(cwd)},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-    )
-
-
-async def _owner_thread(socket: Path, cwd: Path) -> str:
-    from crw.host.connect import connect_host
-
-    async with connect_host(HostUri("unix", str(socket))) as client:
-        started = await client.request("thread/start", {"cwd": str(cwd)})
-        return str(started["thread"]["id"])
 
 
 @pytest.mark.codex
@@ -58,12 +34,14 @@ def test_the_facts_read_the_real_hosts_models_agent_types_hooks_and_threads(
         f'[architect]\nagent_type = "architect"\nmodel = "gpt-5.4-mini"\neffort = "high"\n'
         f'[explorer]\nagent_type = "explorer"\nmodel = "{CODEX_MODEL}"\neffort = "low"\n'
     )
-    installed = _crw("flow", "hook", "install", "--host", f"unix:{socket}", home=home, cwd=tmp_path)
+    installed = crw_on(
+        "flow", "hook", "install", "--host", f"unix:{socket}", home=home, cwd=tmp_path
+    )
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    owner = trio.run(_owner_thread, socket, tmp_path)
+    owner = trio.run(owner_thread, socket, tmp_path)
     workflow = str(REPO / "crw" / "examples" / "fix-issue.toml")
     args = ("flow", "start", workflow, "--host", f"unix:{socket}", "--owner", owner)
-    result = _crw(*args, "--state", str(state), "--json", home=home, cwd=tmp_path)
+    result = crw_on(*args, "--state", str(state), "--json", home=home, cwd=tmp_path)
     out: dict[str, Any] = json.loads(result.stdout) if result.returncode == 0 else {}
     with contextlib.suppress(ProcessLookupError, TypeError):
         os.kill(out.get("pid"), signal.SIGKILL)  # type: ignore[arg-type]
