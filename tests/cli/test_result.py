@@ -110,6 +110,20 @@ def test_start_timeout_without_wait_is_refused_before_any_run_exists(crw: Crw) -
     assert not (crw.state / "flow").exists()
 
 
+def test_start_dry_run_with_wait_is_refused_rather_than_ignored(crw: Crw) -> None:
+    """A dry run starts nothing, so --wait (or --timeout) beside it is a mistake
+    said in one line, with nothing written."""
+    demo = str(REPO / "crw/examples/demo.toml")
+    for extra in (("--wait",), ("--wait", "--timeout", "5"), ("--timeout", "5")):
+        refused = crw("flow", "start", demo, "--dry-run", *extra, "--state", str(crw.state))
+        assert refused.code == 2, refused.stderr
+        assert refused.stderr == (
+            "crw: error: --dry-run starts no run, so there is nothing to --wait for: "
+            "drop --wait (and --timeout), or drop --dry-run\n"
+        )
+        assert not (crw.state / "flow").exists()
+
+
 def test_wait_and_result_of_a_corrupt_journal_say_where_the_damage_is(crw: Crw) -> None:
     """Exit 1 with the damage and its fix: in one line each, or as JSON on stdout."""
     out = crw.start(STATUS_WORKFLOW, "--owner", "o").json()

@@ -78,6 +78,13 @@ def start(
     timeout
         With --wait: give up waiting after this many seconds (exit 124).
     """
+    if dry_run and (wait or timeout is not None):
+        from crw.errors import InputError
+
+        raise InputError(
+            "--dry-run starts no run, so there is nothing to --wait for: drop --wait "
+            "(and --timeout), or drop --dry-run"
+        )
     if dry_run:
         from crw.cli.run.validate import validate_command
 
