@@ -1,0 +1,156 @@
+"""`crw flow call RUN CALL`: one call of a run, whole (`crw.engine.views.call_detail`).
+
+It reads the run directory only, never a lock it would hold and never a row: the
+call's state from the replay snapshot (`replay_journal`, as `status`), then the
+call's own rows (`crw.journal.call_rows`: a byte search of the journal, only the
+lines that name the call parsed), its packet files, the schema, and on a git
+workspace the files its crw.commit changed. `--transcript` asks the run's host
+for the turn's items (`thread/read`); a host that cannot give them is one line.
+A call the run does not have is one line naming the run's calls (exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+from crw.cli.output import say_json
+from crw.cli.read.run_spec import spec_json
+from crw.engine.run.locks import is_held
+from crw.engine.run.rundir import RunDir, find_run, resolve_state
+from crw.engine.views.call_detail import CallDetail, TranscriptView, call_detail
+from crw.engine.views.counts import reviews
+from crw.errors import InputError, RefusedError
+from crw.journal.call_rows import call_rows
+from crw.journal.log import JournalCorruptError
+from crw.journal.replay import RunState, replay
+from crw.journal.snapshot import replay_journal
+
+REVIEW_ROLES = frozenset({"reviewer", "critic"})
+CALLS_NAMED = 10
+"""The most calls the error of an unknown call names."""
+
+
+def call_command(
+    run: str,
+    call: str,
+    *,
+    state: str | None,
+    json: bool,
+    answer_only: bool = False,
+    transcript: bool = False,
+) -> int:
+    run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    live = is_held(run_dir.run_lock)
+    try:
+        run_state, read = replay_journal(run_dir.journal, live=live)
+    except JournalCorruptError as err:
+        raise RefusedError(f"{err.damage}; {err.FIX}") from None
+    state_ref = shlex.quote(state) if state is not None else ""
+    if not _has_call(run_state, call):
+        raise InputError(_no_such_call(run_dir, call, run_state, state_ref))
+    rows = call_rows(run_dir.journal, call, read.end)
+    detail = _detail(run_dir, run_state, call, rows, state_ref, transcript)
+    if answer_only:
+        return _answer_only(detail, json)
+    if json:
+        say_json(detail.to_json())
+    else:
+        from crw.cli.read.call_text import show
+
+        show(detail)
+    return 0
+
+
+def _detail(
+    run_dir: RunDir,
+    run: RunState,
+    call: str,
+    rows: list[dict[str, Any]],
+    state_ref: str,
+    ask_host: bool,
+) -> CallDetail:
+    from crw.cli.read import call_sources
+
+    # The call's state is its rows' replay (no run row moves a call): the replay
+    # snapshot's 10,000 settled calls are not built, and its result is there.
+    state = replay(rows).calls[call]
+    spec = spec_json(run_dir)
+    prepared = next((row for row in rows if row.get("row") == "prepared"), {})
+    judged = prepared.get("review")
+    if judged is None and state.verdict is not None and state.role in REVIEW_ROLES:
+        judged = reviews(run.calls.values()).get(call)  # a journal from before `review`
+    paths = [r["packet"] for r in rows if isinstance(r.get("packet"), str)]
+    commit = next((r.get("commit") for r in rows if r.get("row") == "crw_commit"), None)
+    allocation = prepared.get("allocation") or {}
+    changed = None
+    if isinstance(commit, str):
+        changed = call_sources.changed_files(allocation.get("workspace"), commit)
+    detail = call_detail(
+        run_dir.id,
+        state,
+        rows,
+        backend=run.backend,
+        run_ended=run.state == "ended",
+        state_ref=state_ref,
+        judged=judged,
+        packets=call_sources.packets(paths),
+        schema=call_sources.schema_of(spec, state.node, bool(judged or prepared.get("review"))),
+        changed=changed,
+    )
+    if not ask_host:
+        return detail
+    turn = next((t for a in reversed(detail.attempts) for t in reversed(a.turns)), None)
+    host = spec.get("host")
+    text = call_sources.transcript(
+        host if isinstance(host, str) else None,
+        turn.thread_id if turn is not None else None,
+        turn.turn_id if turn is not None else None,
+    )
+    return _with_transcript(detail, text)
+
+
+def _has_call(run: RunState, call: str) -> bool:
+    """Whether the run's rows name `call`, its settled calls left unbuilt."""
+    deferred = run.deferred_calls()
+    if deferred is None:
+        return call in run.calls
+    return call in deferred.open or call in deferred.settled
+
+
+def _with_transcript(detail: CallDetail, text: TranscriptView) -> CallDetail:
+    from dataclasses import replace
+
+    return replace(detail, transcript=text)
+
+
+def _answer_only(detail: CallDetail, json: bool) -> int:
+    """Print the call's answer alone (JSON, indented for a person); exit 1 when it
+    has none."""
+    import json as json_module
+
+    from crw.cli.output import say
+
+    if detail.answer is None:
+        say(f"call {detail.call} has no answer: it is {detail.state}")
+        return 1
+    if json:
+        say_json(detail.answer.result)
+    else:
+        say(json_module.dumps(detail.answer.result, indent=2, ensure_ascii=False))
+    return 0
+
+
+def _no_such_call(run_dir: RunDir, call: str, run: RunState, state_ref: str) -> str:
+    import json as json_module
+
+    names = list(run.calls)
+    listed = ", ".join(names[:CALLS_NAMED]) or "none yet"
+    more = f" and {len(names) - CALLS_NAMED} more" if len(names) > CALLS_NAMED else ""
+    flag = f" --state {state_ref}" if state_ref else ""
+    return (
+        f"run {run_dir.id} has no call {json_module.dumps(call)} (its calls: {listed}{more}); "
+        f"name one as crw flow status {run_dir.id}{flag} lists them"
+    )

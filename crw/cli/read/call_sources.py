@@ -1,0 +1,194 @@
+"""What `crw flow call` reads beside a call's rows: its packet files, the schema
+its answer was checked against, the files its crw.commit changed, and the
+host's transcript of a turn. Each gives what it found, or one line saying why
+not; none raises for what a run directory, a repository or a host may lack.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from crw.engine.views.call_detail import ChangedFile, SchemaView, TranscriptItem, TranscriptView
+
+PACKET_MAX = 1 << 20
+"""The most bytes of a packet file shown: a packet is a few KiB."""
+TRANSCRIPT_TIMEOUT = 10.0
+"""How long the host may take to connect and answer `thread/read`."""
+
+
+def packets(paths: Iterable[str]) -> dict[str, str | OSError]:
+    """Each packet file's text (up to PACKET_MAX bytes), or the error reading it."""
+    found: dict[str, str | OSError] = {}
+    for path in paths:
+        try:
+            with open(path, "rb") as file:
+                found[path] = file.read(PACKET_MAX).decode("utf-8", "replace")
+        except OSError as err:
+            found[path] = err
+    return found
+
+
+def schema_of(spec: Mapping[str, Any], node: str | None, review: bool) -> SchemaView:
+    """The schema the call's answer was checked against: crw's verdict schema for a
+    review call, else the node's in the workflow file run.json names (its `schema`
+    file, or inline), with a note when that file changed since the run started."""
+    if review:
+        from crw.engine.calls.review import VERDICT_SCHEMA
+
+        return SchemaView("review", None, VERDICT_SCHEMA, None)
+    workflow = spec.get("workflow")
+    where = workflow.get("path") if isinstance(workflow, Mapping) else None
+    if not isinstance(where, str) or node is None:
+        return SchemaView("unknown", None, None, "run.json names no workflow file")
+    path = Path(where)
+    try:
+        data = path.read_bytes()
+        entry = _node_table(data.decode("utf-8"), node)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        return SchemaView("unknown", where, None, f"the workflow file cannot be read: {err}")
+    recorded = workflow.get("digest") if isinstance(workflow, Mapping) else None
+    note = None
+    if recorded is not None and "sha256:" + hashlib.sha256(data).hexdigest() != recorded:
+        note = f"{where} changed since the run started: this is its schema now"
+    value = entry.get("schema") if entry is not None else None
+    if isinstance(value, dict):
+        return SchemaView("inline", where, value, note)
+    if not isinstance(value, str):
+        return SchemaView("unknown", where, None, f"node {node} is not in {where} now")
+    file = path.parent / value
+    try:
+        schema = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return SchemaView("file", str(file), None, f"the schema file cannot be read: {err}")
+    return SchemaView("file", str(file), schema, note)
+
+
+_NODE_HEADER = re.compile(r"^[ \t]*\[\[[ \t]*node[ \t]*\]\]", re.MULTILINE)
+_ARRAY_HEADER = re.compile(r"^[ \t]*\[\[", re.MULTILINE)
+
+
+def _node_table(text: str, node: str) -> dict[str, Any] | None:
+    """The `[[node]]` table of `node` in a workflow file's `text`: the block its
+    `id` line stands in parsed alone (a parse of a 10,000-node file costs most of
+    the command), or the whole file parsed when no line gives the id as a string."""
+    quoted = "|".join(re.escape(q) for q in (json.dumps(node), f"'{node}'"))
+    found = re.search(rf"^[ \t]*id[ \t]*=[ \t]*(?:{quoted})[ \t]*(?:#.*)?$", text, re.MULTILINE)
+    if found is not None:
+        heads = [m.start() for m in _NODE_HEADER.finditer(text, 0, found.start())]
+        after = _ARRAY_HEADER.search(text, found.end())
+        if heads:
+            block = text[heads[-1] : after.start() if after is not None else len(text)]
+            nodes = tomllib.loads(block).get("node")
+            if isinstance(nodes, list) and nodes and nodes[0].get("id") == node:
+                return nodes[0] if isinstance(nodes[0], dict) else None
+    nodes = tomllib.loads(text).get("node")
+    if not isinstance(nodes, list):
+        return None
+    return next((n for n in nodes if isinstance(n, dict) and n.get("id") == node), None)
+
+
+_STATUS = {
+    "A": "added",
+    "D": "deleted",
+    "M": "modified",
+    "R": "renamed",
+    "C": "copied",
+    "T": "type changed",
+}
+
+
+def changed_files(workspace: str | None, commit: str | None) -> tuple[ChangedFile, ...] | str:
+    """The files `commit` changed from its first parent, read from the repository
+    of the call's worktree `workspace`; or why they could not be read."""
+    import pygit2
+
+    if workspace is None or commit is None:
+        return "the call names no workspace or commit"
+    try:
+        repo = pygit2.Repository(workspace)
+        target = repo.revparse_single(commit).peel(pygit2.Commit)
+        if target.parents:
+            diff = repo.diff(target.parents[0], target)
+        else:  # a root commit: every file added
+            diff = target.tree.diff_to_tree(swap=True)
+        diff.find_similar()
+        return tuple(
+            ChangedFile(delta.new_file.path, _STATUS.get(delta.status_char(), delta.status_char()))
+            for delta in diff.deltas
+        )
+    except (pygit2.GitError, KeyError, ValueError, OSError) as err:
+        return f"the repository at {workspace} cannot be read: {err}"
+
+
+def transcript(host: str | None, thread_id: str | None, turn_id: str | None) -> TranscriptView:
+    """The host's items of turn `turn_id` of `thread_id` (`thread/read`), or, in
+    `error`, why the host cannot give it (a private host, one that is gone, a
+    thread or turn it no longer knows)."""
+    import trio
+
+    from crw.errors import CrwError
+    from crw.host.errors import HostError
+    from crw.host.uri import parse_host_uri
+
+    def gone(why: str) -> TranscriptView:
+        return TranscriptView(thread_id, turn_id, None, (), why)
+
+    if thread_id is None or turn_id is None:
+        return gone("the call took no turn the rows name")
+    if host is None or host == "codex":
+        return gone("the run's host was its own codex child, which ends with its process")
+    try:
+        uri = parse_host_uri(host)
+    except CrwError as err:
+        return gone(str(err))
+
+    async def read() -> dict[str, Any]:
+        from crw.host.connect import connect_host
+
+        async with connect_host(uri) as client:
+            answer = await client.request(
+                "thread/read", {"threadId": thread_id, "includeTurns": True}
+            )
+        return answer if isinstance(answer, dict) else {}
+
+    try:
+        answer = trio.run(_within, read)
+    except (HostError, CrwError, OSError) as err:
+        return gone(f"the host {host} cannot give it: {err}")
+    if answer is None:
+        return gone(f"the host {host} did not answer in {TRANSCRIPT_TIMEOUT:g} s")
+    thread = answer.get("thread") if isinstance(answer.get("thread"), dict) else {}
+    turn = next((t for t in thread.get("turns") or [] if t.get("id") == turn_id), None)
+    if turn is None:
+        return gone(f"the host's thread {thread_id} holds no turn {turn_id} now")
+    items = tuple(_item(item) for item in turn.get("items") or [] if isinstance(item, dict))
+    return TranscriptView(thread_id, turn_id, turn.get("status"), items, None)
+
+
+async def _within(read: Any) -> Any:
+    import trio
+
+    with trio.move_on_after(TRANSCRIPT_TIMEOUT):
+        return await read()
+    return None
+
+
+def _item(item: Mapping[str, Any]) -> TranscriptItem:
+    """A host item as a type and its text: a message's text, a command and its
+    output, or the item's other fields as JSON."""
+    kind = str(item.get("type") or "?")
+    text = item.get("text")
+    if isinstance(text, str):
+        return TranscriptItem(kind, text)
+    content = item.get("content")
+    if isinstance(content, list):
+        parts = [c.get("text") for c in content if isinstance(c, dict)]
+        return TranscriptItem(kind, "\n".join(p for p in parts if isinstance(p, str)))
+    rest = {key: value for key, value in item.items() if key not in ("type", "id")}
+    return TranscriptItem(kind, json.dumps(rest, ensure_ascii=False, sort_keys=True))
