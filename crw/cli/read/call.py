@@ -84,10 +84,11 @@ def _detail(
         judged = reviews(run.calls.values()).get(call)  # a journal from before `review`
     paths = [r["packet"] for r in rows if isinstance(r.get("packet"), str)]
     commit = next((r.get("commit") for r in rows if r.get("row") == "crw_commit"), None)
-    allocation = prepared.get("allocation") or {}
     changed = None
     if isinstance(commit, str):
-        changed = call_sources.changed_files(allocation.get("workspace"), commit)
+        repository = spec.get("repository")
+        where = repository if isinstance(repository, str) else None
+        changed = call_sources.changed_files(where, commit)
     detail = call_detail(
         run_dir.id,
         state,

@@ -103,15 +103,16 @@ _STATUS = {
 }
 
 
-def changed_files(workspace: str | None, commit: str | None) -> tuple[ChangedFile, ...] | str:
-    """The files `commit` changed from its first parent, read from the repository
-    of the call's worktree `workspace`; or why they could not be read."""
+def changed_files(repository: str | None, commit: str | None) -> tuple[ChangedFile, ...] | str:
+    """The files `commit` changed from its first parent, read from the run's
+    `repository` (run.json's: the call's worktree is gone once released, its
+    commits are not); or why they could not be read."""
     import pygit2
 
-    if workspace is None or commit is None:
-        return "the call names no workspace or commit"
+    if repository is None or commit is None:
+        return "run.json names no repository"
     try:
-        repo = pygit2.Repository(workspace)
+        repo = pygit2.Repository(repository)
         target = repo.revparse_single(commit).peel(pygit2.Commit)
         if target.parents:
             diff = repo.diff(target.parents[0], target)
@@ -123,7 +124,7 @@ def changed_files(workspace: str | None, commit: str | None) -> tuple[ChangedFil
             for delta in diff.deltas
         )
     except (pygit2.GitError, KeyError, ValueError, OSError) as err:
-        return f"the repository at {workspace} cannot be read: {err}"
+        return f"the repository at {repository} cannot be read: {err}"
 
 
 def transcript(host: str | None, thread_id: str | None, turn_id: str | None) -> TranscriptView:
@@ -160,7 +161,7 @@ def transcript(host: str | None, thread_id: str | None, turn_id: str | None) -> 
     try:
         answer = trio.run(_within, read)
     except (HostError, CrwError, OSError) as err:
-        return gone(f"the host {host} cannot give it: {err}")
+        return gone(str(err))
     if answer is None:
         return gone(f"the host {host} did not answer in {TRANSCRIPT_TIMEOUT:g} s")
     thread = answer.get("thread") if isinstance(answer.get("thread"), dict) else {}

@@ -41,7 +41,7 @@ def _pretty(value: Any) -> Text:
 
 def show(detail: CallDetail) -> None:
     """Print `detail` for a person on stdout."""
-    Console(highlight=False, soft_wrap=False).print(render(detail))
+    Console(highlight=False, soft_wrap=True).print(render(detail))
 
 
 def render(detail: CallDetail) -> RenderableType:
@@ -117,13 +117,14 @@ def _attempt(a: AttemptView) -> list[RenderableType]:
             out.append(_line("  input", f"{len(step.input)} characters ({step.input_digest})"))
         if step.note:
             out.append(_line("  note", step.note))
-    table = Table("turn", "attempt", "turn id", "started", "ended", "outcome", box=None)
-    table.columns[2].overflow = "fold"
+    table = Table("turn", "turn id", "started", "ended", "outcome", box=None, padding=(0, 1, 0, 0))
+    table.caption = "tNr: a repair turn" if any(t.repair for t in a.turns) else None
+    for column in table.columns[:4]:  # an id is copied whole; the outcome wraps
+        column.no_wrap = True
     for turn in a.turns:
         outcome = turn.outcome + (f" (interrupt: {turn.interrupt})" if turn.interrupt else "")
         table.add_row(
-            _t(f"t{turn.k}" + (" repair" if turn.repair else "")),
-            _t(turn.attempt),
+            _t(f"t{turn.k}" + ("r" if turn.repair else "")),
             _t(turn.turn_id),
             _t(_clock(turn.started_at)),
             _t(_clock(turn.ended_at)),
@@ -135,7 +136,7 @@ def _attempt(a: AttemptView) -> list[RenderableType]:
 
 
 def _tokens(d: CallDetail) -> list[RenderableType]:
-    table = Table("turn", *TOKEN_PARTS, box=None)
+    table = Table("turn", *TOKEN_PARTS, box=None, padding=(0, 1, 0, 0))
     for attempt in d.attempts:
         for turn in attempt.turns:
             label = f"t{turn.k} a{turn.attempt}"
