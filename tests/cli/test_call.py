@@ -6,11 +6,13 @@ real one, reaped by pid at teardown."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from crw.cli.demo.demo_git import BUILD_WRITES, FIX_WRITES
 from crw.host.sim.process import launch_sim, stop_sim
 from tests.cli.conftest import Crw, Result
 
@@ -168,3 +170,33 @@ def test_hostile_answer_text_is_printed_as_text(served: tuple[Crw, str]) -> None
     assert done.code == 0, done.stderr
     assert "[bold red]BOOM[/]" in done.stdout and "[link=http://x]y[/link]" in done.stdout
     assert "\x1b" not in done.stdout
+
+
+def test_an_executor_on_git_shows_its_crw_commit_and_the_files_it_changed(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The git demo's build and fix calls: each one's crw.commit and the files it
+    changed from the commit before it, read from the run's repository after the
+    run released the worktree (spec: HARV-54)."""
+    root = tmp_path_factory.mktemp("git")
+    (root / "tmp").mkdir()
+    crw = Crw(root / "state", root / "tmp")
+    try:
+        done = crw(
+            "flow", "demo", "--git", "--backend", "app-server", "--json", "--state", str(crw.state)
+        )
+        assert done.code == 0, done.stderr
+        crw.pids.append(done.json()["host_pid"])
+        run = done.json()["run"]
+        for name, writes in (("build.1", BUILD_WRITES), ("build.3", FIX_WRITES)):
+            view = call(crw, run, name, "--json").json()
+            workspace = view["workspace"]
+            assert workspace["kind"] == "worktree" and workspace["branch"].endswith("/build.1")
+            assert re.fullmatch("[0-9a-f]{40}", workspace["commit"]["commit"])
+            assert workspace["commit"]["node_ref"].endswith("/nodes/build")
+            assert workspace["changed_error"] is None
+            assert {f["path"] for f in workspace["changed_files"]} == set(writes)
+        human = call(crw, run, "build.3")
+        assert "crw.commit: " in human.stdout and "tests/test_greet.py" in human.stdout
+    finally:
+        crw.reap()

@@ -11,13 +11,14 @@ from typing import Any
 from crw.engine.steps import step_input
 from crw.engine.steps.packet import repair_text
 from crw.engine.views.call_detail import (
+    NOTE_ROWS,
     CallDetail,
     ChangedFile,
     SchemaView,
     call_detail,
 )
 from crw.journal.replay import replay
-from crw.journal.rows import StepPublished, dump_row
+from crw.journal.rows import ROW_KINDS, StepPublished, dump_row
 
 SCHEMA = {"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}
 P = "/s/flow/r/calls/a.1"
@@ -328,3 +329,49 @@ def test_a_session_wake_of_the_call_is_a_note() -> None:
     detail = view([*rows, wake])
     assert [note.kind for note in detail.notes] == ["session_wake"]
     assert detail.rows[-1].call is None
+
+
+CALL_KINDS = sorted(
+    set(ROW_KINDS)
+    - {"started", "paused", "cancelled", "ended", "role_store_changed", "policy_repinned"}
+)
+"""Every kind of row a call can have (docs/rows.md): all but the run's own."""
+
+
+def test_every_kind_of_row_a_call_can_have_is_in_the_view() -> None:
+    """Each row of the call is in `rows` with the line `crw flow show` gives it, and
+    each that is neither a step, a bind, a turn nor an end is a note too."""
+    kinds = ["prepared", *(kind for kind in CALL_KINDS if kind != "prepared")]
+    rows = rows_of(*({"row": kind} for kind in kinds))
+    detail = view(rows)
+    assert [entry.kind for entry in detail.rows] == kinds
+    assert all(entry.detail is not None for entry in detail.rows)
+    assert {note.kind for note in detail.notes} == set(kinds) & NOTE_ROWS
+    assert set(CALL_KINDS) - {"prepared"} - NOTE_ROWS == {
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "session_attempt_lost",
+        "completed",
+        "crw_commit",
+        "null_model",
+        "held",
+        "superseded",
+    }
+
+
+def test_a_review_held_rejected_keeps_the_reviewers_answer() -> None:
+    rows = rows_of(
+        prepared(role="reviewer", review="a.0"),
+        spawn(),
+        *bound(),
+        {
+            "row": "held",
+            "reason": "review_rejected",
+            "result": {"verdict": "reject", "findings": ["x"]},
+        },
+    )
+    detail = view(rows, judged="a.0")
+    assert (detail.state, detail.reason) == ("held", "review_rejected")
+    assert detail.answer is not None and detail.answer.result["verdict"] == "reject"
+    assert detail.review == {"of": "a.0", "verdict": "reject", "findings": 1}
