@@ -15,6 +15,7 @@ import pytest
 from crw.cli.demo.demo_git import BUILD_WRITES, FIX_WRITES
 from crw.host.sim.process import launch_sim, stop_sim
 from tests.cli.conftest import Crw, Result
+from tests.cli.test_hostile_text import hostile_run
 
 pytestmark = pytest.mark.xdist_group("test_call")
 """One xdist worker runs the whole module: its tests share the module's runs."""
@@ -126,6 +127,8 @@ def test_answer_only_prints_the_answer(demo: tuple[Crw, str]) -> None:
     done = call(crw, run, "build.1", "--answer-only")
     assert done.code == 0, done.stderr
     assert json.loads(done.stdout) == call(crw, run, "build.1", "--json").json()["answer"]["result"]
+    one_line = call(crw, run, "build.1", "--answer-only", "--json")
+    assert one_line.json() == {"result": json.loads(done.stdout)}
 
 
 def test_a_call_the_run_does_not_have_names_the_runs_calls(demo: tuple[Crw, str]) -> None:
@@ -200,3 +203,18 @@ def test_an_executor_on_git_shows_its_crw_commit_and_the_files_it_changed(
         assert "crw.commit: " in human.stdout and "tests/test_greet.py" in human.stdout
     finally:
         crw.reap()
+
+
+def test_answer_only_of_a_call_with_no_answer_says_why(crw: Crw) -> None:
+    run = hostile_run(crw)
+    done = call(crw, run.id, "build.1", "--answer-only")
+    assert done.code == 1
+    assert (
+        done.stdout.startswith("call build.1 of run nasty-")
+        and "held (host_failure)" in done.stdout
+    )
+    error = call(crw, run.id, "build.1", "--answer-only", "--json").json()
+    assert (error["state"], error["fix"]) == (
+        "held",
+        f"see why with: crw flow call {run.id} build.1 --state {crw.state}",
+    )

@@ -54,7 +54,7 @@ def call_command(
     rows = call_rows(run_dir.journal, call, read.end)
     detail = _detail(run_dir, run_state, call, rows, state_ref, transcript)
     if answer_only:
-        return _answer_only(detail, json)
+        return _answer_only(detail, json, state_ref)
     if json:
         say_json(detail.to_json())
     else:
@@ -127,21 +127,28 @@ def _with_transcript(detail: CallDetail, text: TranscriptView) -> CallDetail:
     return replace(detail, transcript=text)
 
 
-def _answer_only(detail: CallDetail, json: bool) -> int:
-    """Print the call's answer alone (JSON, indented for a person); exit 1 when it
-    has none."""
+def _answer_only(detail: CallDetail, json: bool, state_ref: str) -> int:
+    """Print the call's answer alone (JSON, indented for a person; one line with
+    `json`); exit 1 when it has none, saying why as `crw flow result --call` does."""
     import json as json_module
 
-    from crw.cli.output import say
+    from crw.cli.output import emit
 
-    if detail.answer is None:
-        say(f"call {detail.call} has no answer: it is {detail.state}")
-        return 1
-    if json:
-        say_json(detail.answer.result)
-    else:
-        say(json_module.dumps(detail.answer.result, indent=2, ensure_ascii=False))
-    return 0
+    if detail.answer is not None:
+        result = detail.answer.result
+        emit(
+            json,
+            {"result": result},
+            lambda: json_module.dumps(result, indent=2, ensure_ascii=False),
+        )
+        return 0
+    why = f"{detail.state} ({detail.reason})" if detail.reason else detail.state
+    error = f"call {detail.call} of run {detail.run} has no answer: it is {why}"
+    flag = f" --state {state_ref}" if state_ref else ""
+    fix = f"see why with: crw flow call {detail.run} {detail.call}{flag}"
+    payload = {"run": detail.run, "call": detail.call, "state": detail.state, "error": error}
+    emit(json, payload | {"fix": fix}, f"{error}; {fix}")
+    return 1
 
 
 def _no_such_call(run_dir: RunDir, call: str, run: RunState, state_ref: str) -> str:
