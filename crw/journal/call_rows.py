@@ -30,30 +30,34 @@ def call_rows(journal: Path, call: str, end: int) -> list[dict[str, Any]]:
     Raises:
         OSError: the journal cannot be read.
     """
-    with journal.open("rb") as file:
-        if end <= 0:
-            return []
-        with mmap.mmap(file.fileno(), end, access=mmap.ACCESS_READ) as data:
-            # One needle for both: `"call":"<call>"` and `"<call>/t…` (an op, a
-            # marker) each hold `"<call>`; a call whose id it begins (build.10 of
-            # build.1) is left out once its line is parsed.
-            name = json.dumps(call, ensure_ascii=False).encode()
-            mine = [row for row in _rows_with(data, [name[:-1]], end) if _belongs(row, call)]
-            wakes = {
-                row["wake_id"]
-                for row in mine
-                if row.get("row") == "session_wake" and isinstance(row.get("wake_id"), str)
-            }
-            if wakes:
-                ids = [b'"wake_id":' + json.dumps(w, ensure_ascii=False).encode() for w in wakes]
-                known = {row.get("seq") for row in mine}
-                mine += [
-                    row
-                    for row in _rows_with(data, ids, end)
-                    if row.get("row") == "message_delivery" and row.get("seq") not in known
-                ]
-                mine.sort(key=lambda row: int(row.get("seq") or 0))
+    if end <= 0:
+        return []
+    with journal.open("rb") as file, mmap.mmap(file.fileno(), end, access=mmap.ACCESS_READ) as data:
+        mine = _found(data, call, end)
     with_results(mine)
+    return mine
+
+
+def _found(data: mmap.mmap, call: str, end: int) -> list[dict[str, Any]]:
+    # One needle for both: `"call":"<call>"` and `"<call>/t…` (an op, a marker)
+    # each hold `"<call>`; a call whose id it begins (build.10 of build.1) is left
+    # out once its line is parsed.
+    name = json.dumps(call, ensure_ascii=False).encode()
+    mine = [row for row in _rows_with(data, [name[:-1]], end) if _belongs(row, call)]
+    wakes = {
+        row["wake_id"]
+        for row in mine
+        if row.get("row") == "session_wake" and isinstance(row.get("wake_id"), str)
+    }
+    if wakes:
+        ids = [b'"wake_id":' + json.dumps(w, ensure_ascii=False).encode() for w in wakes]
+        known = {row.get("seq") for row in mine}
+        mine += [
+            row
+            for row in _rows_with(data, ids, end)
+            if row.get("row") == "message_delivery" and row.get("seq") not in known
+        ]
+        mine.sort(key=lambda row: int(row.get("seq") or 0))
     return mine
 
 

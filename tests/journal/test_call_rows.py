@@ -67,3 +67,7 @@ def test_rows_past_the_end_are_not_read(tmp_path: Path) -> None:
         file.write(b'{"seq":5,"row":"held","call":"a.1"')  # a torn tail
     assert [row["seq"] for row in call_rows(journal, "a.1", end)] == [2, 4]
     assert call_rows(journal, "a.1", 0) == []
+
+
+def test_a_run_with_no_journal_yet_has_no_rows(tmp_path: Path) -> None:
+    assert call_rows(tmp_path / "journal.jsonl", "a.1", 0) == []
