@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from crw.cli.demo.demo_git import BUILD_WRITES, FIX_WRITES
+from crw.cli.read.call_transcript import transcript
 from crw.host.sim.process import launch_sim, stop_sim
 from tests.cli.conftest import Crw, Result
 from tests.cli.test_hostile_text import hostile_run
@@ -218,3 +219,12 @@ def test_answer_only_of_a_call_with_no_answer_says_why(crw: Crw) -> None:
         "held",
         f"see why with: crw flow call {run.id} build.1 --state {crw.state}",
     )
+
+
+def test_a_private_host_or_no_turn_gives_no_transcript_without_asking() -> None:
+    assert transcript("codex", "th", "tu").error == (
+        "the run's host was its own codex child, which ends with its process"
+    )
+    assert transcript("unix:/x.sock", None, None).error == "the call took no turn the rows name"
+    gone = transcript("unix:/nonexistent/host.sock", "th", "tu")
+    assert gone.items == () and gone.error is not None and "cannot reach the host" in gone.error

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from crw.cli.output import say_json
 from crw.cli.read.run_spec import spec_json
 from crw.engine.run.locks import is_held
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
-from crw.engine.views.call_detail import CallDetail, TranscriptView, call_detail
+from crw.engine.views.call_detail import CallDetail, call_detail
+from crw.engine.views.call_turns import TurnView
 from crw.engine.views.counts import reviews
 from crw.errors import InputError, RefusedError
 from crw.journal.call_rows import call_rows
@@ -51,8 +52,18 @@ def call_command(
     state_ref = shlex.quote(state) if state is not None else ""
     if not _has_call(run_state, call):
         raise InputError(_no_such_call(run_dir, call, run_state, state_ref))
-    rows = call_rows(run_dir.journal, call, read.end)
-    detail = _detail(run_dir, run_state, call, rows, state_ref, transcript)
+    detail = read_call(run_dir, run_state, read.end, call, state_ref=state_ref)
+    if transcript:
+        from crw.cli.read.call_transcript import transcript as asked
+
+        host = spec_json(run_dir).get("host")
+        turn = newest_turn(detail)
+        text = asked(
+            host if isinstance(host, str) else None,
+            turn.thread_id if turn is not None else None,
+            turn.turn_id if turn is not None else None,
+        )
+        detail = replace(detail, transcript=text)
     if answer_only:
         return _answer_only(detail, json, state_ref)
     if json:
@@ -64,16 +75,15 @@ def call_command(
     return 0
 
 
-def _detail(
-    run_dir: RunDir,
-    run: RunState,
-    call: str,
-    rows: list[dict[str, Any]],
-    state_ref: str,
-    ask_host: bool,
+def read_call(
+    run_dir: RunDir, run: RunState, end: int, call: str, *, state_ref: str = ""
 ) -> CallDetail:
+    """The view of `call` (which `run`, the replay of the journal's first `end`
+    bytes, names): its rows, packets, schema and, on git, changed files read; no
+    transcript. `state_ref`: the --state the answer commands name (empty: none)."""
     from crw.cli.read import call_sources
 
+    rows = call_rows(run_dir.journal, call, end)
     # The call's state is its rows' replay (no run row moves a call): the replay
     # snapshot's 10,000 settled calls are not built, and its result is there.
     state = replay(rows).calls[call]
@@ -89,7 +99,7 @@ def _detail(
         repository = spec.get("repository")
         where = repository if isinstance(repository, str) else None
         changed = call_sources.changed_files(where, commit)
-    detail = call_detail(
+    return call_detail(
         run_dir.id,
         state,
         rows,
@@ -101,16 +111,11 @@ def _detail(
         schema=call_sources.schema_of(spec, state.node, bool(judged or prepared.get("review"))),
         changed=changed,
     )
-    if not ask_host:
-        return detail
-    turn = next((t for a in reversed(detail.attempts) for t in reversed(a.turns)), None)
-    host = spec.get("host")
-    text = call_sources.transcript(
-        host if isinstance(host, str) else None,
-        turn.thread_id if turn is not None else None,
-        turn.turn_id if turn is not None else None,
-    )
-    return _with_transcript(detail, text)
+
+
+def newest_turn(detail: CallDetail) -> TurnView | None:
+    """The call's newest turn, whose transcript `--transcript` asks the host for."""
+    return next((t for a in reversed(detail.attempts) for t in reversed(a.turns)), None)
 
 
 def _has_call(run: RunState, call: str) -> bool:
@@ -119,12 +124,6 @@ def _has_call(run: RunState, call: str) -> bool:
     if deferred is None:
         return call in run.calls
     return call in deferred.open or call in deferred.settled
-
-
-def _with_transcript(detail: CallDetail, text: TranscriptView) -> CallDetail:
-    from dataclasses import replace
-
-    return replace(detail, transcript=text)
 
 
 def _answer_only(detail: CallDetail, json: bool, state_ref: str) -> int:

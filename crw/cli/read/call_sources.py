@@ -1,7 +1,7 @@
 """What `crw flow call` reads beside a call's rows: its packet files, the schema
-its answer was checked against, the files its crw.commit changed, and the
-host's transcript of a turn. Each gives what it found, or one line saying why
-not; none raises for what a run directory, a repository or a host may lack.
+its answer was checked against and the files its crw.commit changed (the host's
+transcript of a turn: `call_transcript`). Each gives what it found, or one line
+saying why not; none raises for what a run directory or a repository may lack.
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from crw.engine.views.call_detail import ChangedFile, SchemaView, TranscriptItem, TranscriptView
+from crw.engine.views.call_detail import ChangedFile, SchemaView
 
 PACKET_MAX = 1 << 20
 """The most bytes of a packet file shown: a packet is a few KiB."""
-TRANSCRIPT_TIMEOUT = 10.0
-"""How long the host may take to connect and answer `thread/read`."""
 
 
 def packets(paths: Iterable[str]) -> dict[str, str | OSError]:
@@ -125,71 +123,3 @@ def changed_files(repository: str | None, commit: str | None) -> tuple[ChangedFi
         )
     except (pygit2.GitError, KeyError, ValueError, OSError) as err:
         return f"the repository at {repository} cannot be read: {err}"
-
-
-def transcript(host: str | None, thread_id: str | None, turn_id: str | None) -> TranscriptView:
-    """The host's items of turn `turn_id` of `thread_id` (`thread/read`), or, in
-    `error`, why the host cannot give it (a private host, one that is gone, a
-    thread or turn it no longer knows)."""
-    import trio
-
-    from crw.errors import CrwError
-    from crw.host.errors import HostError
-    from crw.host.uri import parse_host_uri
-
-    def gone(why: str) -> TranscriptView:
-        return TranscriptView(thread_id, turn_id, None, (), why)
-
-    if thread_id is None or turn_id is None:
-        return gone("the call took no turn the rows name")
-    if host is None or host == "codex":
-        return gone("the run's host was its own codex child, which ends with its process")
-    try:
-        uri = parse_host_uri(host)
-    except CrwError as err:
-        return gone(str(err))
-
-    async def read() -> dict[str, Any]:
-        from crw.host.connect import connect_host
-
-        async with connect_host(uri) as client:
-            answer = await client.request(
-                "thread/read", {"threadId": thread_id, "includeTurns": True}
-            )
-        return answer if isinstance(answer, dict) else {}
-
-    try:
-        answer = trio.run(_within, read)
-    except (HostError, CrwError, OSError) as err:
-        return gone(str(err))
-    if answer is None:
-        return gone(f"the host {host} did not answer in {TRANSCRIPT_TIMEOUT:g} s")
-    thread = answer.get("thread") if isinstance(answer.get("thread"), dict) else {}
-    turn = next((t for t in thread.get("turns") or [] if t.get("id") == turn_id), None)
-    if turn is None:
-        return gone(f"the host's thread {thread_id} holds no turn {turn_id} now")
-    items = tuple(_item(item) for item in turn.get("items") or [] if isinstance(item, dict))
-    return TranscriptView(thread_id, turn_id, turn.get("status"), items, None)
-
-
-async def _within(read: Any) -> Any:
-    import trio
-
-    with trio.move_on_after(TRANSCRIPT_TIMEOUT):
-        return await read()
-    return None
-
-
-def _item(item: Mapping[str, Any]) -> TranscriptItem:
-    """A host item as a type and its text: a message's text, a command and its
-    output, or the item's other fields as JSON."""
-    kind = str(item.get("type") or "?")
-    text = item.get("text")
-    if isinstance(text, str):
-        return TranscriptItem(kind, text)
-    content = item.get("content")
-    if isinstance(content, list):
-        parts = [c.get("text") for c in content if isinstance(c, dict)]
-        return TranscriptItem(kind, "\n".join(p for p in parts if isinstance(p, str)))
-    rest = {key: value for key, value in item.items() if key not in ("type", "id")}
-    return TranscriptItem(kind, json.dumps(rest, ensure_ascii=False, sort_keys=True))
