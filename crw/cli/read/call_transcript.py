@@ -53,7 +53,7 @@ async def read_transcript(
         return gone(f"the host {host} did not answer in {TRANSCRIPT_TIMEOUT:g} s")
     thread = answer.get("thread")
     thread = thread if isinstance(thread, dict) else {}
-    turn = next((t for t in thread.get("turns") or [] if t.get("id") == thread_id), None)
+    turn = next((t for t in thread.get("turns") or [] if t.get("id") == turn_id), None)
     if turn is None:
         return gone(f"the host's thread {thread_id} holds no turn {turn_id} now")
     items = tuple(_item(item) for item in turn.get("items") or [] if isinstance(item, dict))
