@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 from crw.cli.output import say_json
@@ -110,6 +111,7 @@ def read_call(
         packets=call_sources.packets(paths),
         schema=call_sources.schema_of(spec, state.node, bool(judged or prepared.get("review"))),
         changed=changed,
+        now=datetime.now(UTC),
     )
 
 
