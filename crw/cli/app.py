@@ -61,6 +61,7 @@ flow.command("crw.cli.owner.codex_app:codex", help="Set up Codex to own crw flow
 flow.command(run_commands.start)
 flow.command(run_commands.validate)
 flow.command(read_commands.status)
+flow.command(read_commands.call)
 flow.command(owner_commands.next_, name="next")
 flow.command(owner_commands.dispatched)
 flow.command(run_commands.resume)

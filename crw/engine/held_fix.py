@@ -60,6 +60,19 @@ def held_fix(reason: str | None, answer: Mapping[str, str], error: str | None = 
     )
 
 
+def held_entry(
+    run_id: str, call: str, reason: str | None, state_ref: str, backend: str | None
+) -> dict[str, Any]:
+    """A held call's reason and the exact command of each answer (docs/decisions.md);
+    `state_ref` is the --state those commands pass (empty: none)."""
+    state = f" --state {state_ref}" if state_ref else ""
+    answer = {
+        choice: f"crw flow answer {run_id} {call} --{choice}{state}"
+        for choice in answer_choices(backend)
+    }
+    return {"reason": reason or "held", "answer": answer}
+
+
 def with_fix(held: dict[str, Any], error: str | None) -> dict[str, Any]:
     """A held call's entry of `next` and `status` ({call?, reason, answer}), with
     the held row's `error` and the `fix` when its reason has a fix of its own."""

@@ -104,6 +104,8 @@ def ended_failed(command: tuple[str, ...]) -> int:
         ("result", "--call", "explore.1"),
         ("list",),
         ("next",),
+        ("call", "explore.1"),
+        ("call", "build.1"),
     ],
 )
 def test_terminal_text_escapes_what_a_terminal_would_obey(
@@ -114,6 +116,8 @@ def test_terminal_text_escapes_what_a_terminal_would_obey(
     result = read(crw, locale, *args)
     assert result.code == ended_failed(command), result.stderr
     assert run.id in result.stdout or command[-1] == "explore.1"  # a call's answer alone
+    if command[0] == "call":
+        assert "a\\ud800b" in result.stdout  # the answer is shown, escaped
     assert RAW.findall(result.stdout + result.stderr) == []
 
 
@@ -130,6 +134,8 @@ def test_terminal_text_escapes_what_a_terminal_would_obey(
         ("result", "--call", "explore.1", "--json"),
         ("list", "--json"),
         ("next", "--json"),
+        ("call", "explore.1", "--json"),
+        ("call", "build.1", "--json"),
     ],
 )
 def test_json_output_is_json_a_strict_reader_reads(
@@ -146,6 +152,11 @@ def test_json_output_is_json_a_strict_reader_reads(
         assert isinstance(status, dict)
         explore = status["calls"][0]
         assert explore["result"] == {"summary": NASTY, NASTY: [NASTY]}
+    if command[:2] == ("call", "explore.1"):
+        (view,) = values
+        assert isinstance(view, dict)
+        assert view["answer"]["result"] == {"summary": NASTY, NASTY: [NASTY]}
+        assert view["answer"]["raw_text"] == NASTY
     if command[0] == "show":
         completed = next(v for v in values if isinstance(v, dict) and v["row"] == "completed")
         assert isinstance(completed, dict) and completed["raw_text"] == NASTY

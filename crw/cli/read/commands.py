@@ -1,5 +1,5 @@
 """The commands that read a run and change nothing, in the command tree: `status`,
-`list`, `show`, `watch`, `wait`, `result`, `timeline`, `shadow`, and `crw schema rows`.
+`call`, `list`, `show`, `watch`, `wait`, `result`, `timeline`, `shadow`, and `crw schema rows`.
 
 The plain command line of `status` runs without the tree (`crw.cli.hot`): a change
 of its parameters here is a change there too. `crw.cli.app` wires them.
@@ -36,6 +36,41 @@ def status(
     from crw.cli.read.status import status_command
 
     return status_command(run, state=state, json=json, all_calls=all_calls, results=results)
+
+
+def call(
+    run: str,
+    call: Id,
+    /,
+    *,
+    state: State = None,
+    json: Json = False,
+    answer_only: Annotated[bool, Parameter(negative="")] = False,
+    transcript: Annotated[bool, Parameter(negative="")] = False,
+) -> int:
+    """Show one call of a run: its state and reason, attempts and turns, the packet
+    each step gave, the answer and its schema, the repair, tokens by part and turn,
+    and its workspace (on git, crw.commit and the files it changed).
+
+    Exit 2 for a call the run does not have (the line names its calls).
+
+    Parameters
+    ----------
+    run
+        The run id, or the path of its run directory.
+    call
+        The call, `<node>.<n>`, as `crw flow status` lists it.
+    answer_only
+        Print only the call's answer (exit 1 when it has none).
+    transcript
+        Ask the run's host for the newest turn's items (`thread/read`); one line
+        says when the host cannot give them.
+    """
+    from crw.cli.read.call import call_command
+
+    return call_command(
+        run, call, state=state, json=json, answer_only=answer_only, transcript=transcript
+    )
 
 
 def list_(

@@ -20,7 +20,7 @@ from typing import Any
 from crw.cli.output import emit
 from crw.cli.read.run_spec import spec_json, start_again, workflow_file, workflow_plan
 from crw.cli.read.status_text import human, todo
-from crw.engine.held_fix import answer_choices, with_fix
+from crw.engine.held_fix import held_entry, with_fix
 from crw.engine.run.host_wait import waiting
 from crw.engine.run.launch_record import read_failure
 from crw.engine.run.locks import holder_pid, is_held
@@ -191,7 +191,9 @@ def _call(
         "reason": call.reason,
     }
     if call.state == "held" and run.state != "ended":
-        entry |= with_fix(_held(run_id, call.call, call.reason, state_ref, run.backend), call.error)
+        entry |= with_fix(
+            held_entry(run_id, call.call, call.reason, state_ref, run.backend), call.error
+        )
     if call.by:
         entry["by"] = call.by
     if call.errors is not None:
@@ -201,15 +203,3 @@ def _call(
     if results:
         entry["result"] = call.result
     return entry
-
-
-def _held(
-    run_id: str, call: str, reason: str | None, state_ref: str, backend: str | None
-) -> dict[str, Any]:
-    """A held call's reason and the exact command of each answer (docs/decisions.md)."""
-    state = f" --state {state_ref}" if state_ref else ""
-    answer = {
-        choice: f"crw flow answer {run_id} {call} --{choice}{state}"
-        for choice in answer_choices(backend)
-    }
-    return {"reason": reason or "held", "answer": answer}

@@ -17,10 +17,12 @@ as it did.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crw.engine.steps.packet import fenced_answer
-from crw.journal.rows import StepPublished
+
+if TYPE_CHECKING:  # the models are pydantic's: a reader of plain rows does not load them
+    from crw.journal.rows import StepPublished
 
 Row = Mapping[str, Any]
 
