@@ -30,6 +30,7 @@ from crw.engine.run.locks import run_is_live
 from crw.engine.run.rundir import RunDir
 from crw.journal.log import JournalCorruptError, TornTail, decode
 from crw.journal.replay import RunState, replay
+from crw.journal.stores import store_at
 
 SAFETY_WAKE = 5.0
 """Seconds between wakes when no event comes: bounds the wait after a lost event."""
@@ -85,7 +86,7 @@ class JournalTail:
         """The whole batches in the next `limit` bytes (None: all), and whether
         the journal held more than that when it was read."""
         try:
-            with self.journal.open("rb") as file:
+            with store_at(self.journal).open_bytes() as file:
                 file.seek(self.offset)
                 data = file.read(-1 if limit is None else limit)
         except FileNotFoundError:
@@ -116,7 +117,10 @@ class RunWake:
     CREATE = inotify_flags.CREATE
 
     def __init__(self, run: RunDir) -> None:
-        self._names = {run.journal.name, run.run_lock.name, run.start_lock.name}
+        wake = store_at(run.journal).wake_file  # None: the safety wake reads the tail
+        self._names = {run.run_lock.name, run.start_lock.name}
+        if wake is not None:
+            self._names.add(wake.name)
         self._inotify = INotify()
         try:
             self._inotify.add_watch(run.root, self.MASK | self.CREATE)

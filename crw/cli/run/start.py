@@ -41,7 +41,7 @@ from crw.engine.run.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settin
 from crw.engine.run.tmploc import dir_from
 from crw.errors import InputError, RefusedError
 from crw.host.uri import HostUri, parse_host_uri, session_host
-from crw.journal.log import read_journal
+from crw.journal.stores import read_run_journal
 from crw.settings import Settings
 
 
@@ -360,4 +360,4 @@ def _await_started(run: RunDir, pid: int, timeout: float) -> str:
 
 
 def _has_started(run: RunDir) -> bool:
-    return any(row.get("row") == "started" for row in read_journal(run.journal).rows)
+    return any(row.get("row") == "started" for row in read_run_journal(run.journal).rows)
