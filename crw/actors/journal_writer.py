@@ -231,7 +231,8 @@ async def _run_writer(
                         group.append(receive.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                await _write_group(journal, group, clock, in_thread)
+                # An append that waits on the network never blocks the loop.
+                await _write_group(journal, group, clock, in_thread or journal.blocking)
         finally:
             while True:
                 try:
