@@ -97,6 +97,19 @@ def create_schema(conn: Conn) -> None:
         conn.execute(SCHEMA.encode())  # a constant, several statements: no parameter
 
 
+def ensure_schema(url: str) -> None:
+    """Connect to `url` and create the journal's table where it is missing.
+
+    Raises:
+        OSError: the database cannot be reached or the table made.
+    """
+    with connect(url) as conn:
+        try:
+            create_schema(conn)
+        except Exception as err:
+            raise _store_error(url, "create the journal's table in", err) from err
+
+
 class PostgresJournal:
     """The `JournalStore` of run `run` in the database at `url`; `path`, the run's
     `journal.jsonl`, names the journal in a damage's message."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from crw.errors import InputError
+from crw.errors import InputError, RefusedError
 from crw.journal.file_store import FileJournal
 from crw.journal.log import JournalRead
 from crw.journal.store import JournalStore
@@ -70,6 +70,25 @@ def check_db_url(url: str) -> None:
             f"--db {url!r} is not a PostgreSQL URL; give postgresql://USER@HOST/DATABASE "
             "(or leave --db and CRW_DB unset for the journal file)"
         )
+
+
+def journal_db_ready(url: str) -> None:
+    """Check that a run can keep its journal at `url`: a PostgreSQL URL whose
+    database answers, its journal's table made where it is missing.
+
+    Raises:
+        InputError: not a PostgreSQL URL.
+        RefusedError: the database cannot be reached (one line: which, why, what to do).
+    """
+    check_db_url(url)
+    from crw.journal.postgres import ensure_schema
+
+    try:
+        ensure_schema(url)
+    except OSError as err:
+        raise RefusedError(
+            f"{err.strerror}; start the database or fix --db / CRW_DB, then start again"
+        ) from err
 
 
 def read_run_journal(journal: Path) -> JournalRead:
