@@ -46,5 +46,8 @@ class FileJournal:
     def wake_file(self) -> Path:
         return self.path
 
+    def open_wake(self) -> None:
+        return None
+
     def files(self) -> tuple[Path, ...]:
         return (self.path,)

@@ -21,6 +21,15 @@ from typing import Protocol
 from crw.journal.log import JournalRead
 
 
+class StoreError(OSError):
+    """An error of a store that is no file (the database is down, another writer
+    took the run): `fix` says what to do, where a file's error names the disk."""
+
+    def __init__(self, code: int, message: str, fix: str) -> None:
+        super().__init__(code, message)
+        self.fix = fix
+
+
 class JournalAppender(Protocol):
     """The open journal, for its one writer: appends whole batches durably."""
 
@@ -42,6 +51,19 @@ class JournalAppender(Protocol):
         Raises:
             OSError: the group is not durable (the store's error mapped to it).
         """
+        ...
+
+    def close(self) -> None: ...
+
+
+class AppendWake(Protocol):
+    """A store's wake on append for live views: readable (`fileno`) when rows may
+    have been appended; a hint only, the view reads the rows after its last seq."""
+
+    def fileno(self) -> int: ...
+
+    def woken(self) -> bool:
+        """Take what the wake heard: whether it names this run's rows."""
         ...
 
     def close(self) -> None: ...
@@ -106,6 +128,15 @@ class JournalStore(Protocol):
     def wake_file(self) -> Path | None:
         """The file whose change means rows were appended, which live views watch;
         None: no file changes, live views read the tail at each safety wake."""
+        ...
+
+    def open_wake(self) -> AppendWake | None:
+        """A wake on append for a store whose appends change no file (None: the
+        live views watch `wake_file`).
+
+        Raises:
+            OSError: the store cannot be reached.
+        """
         ...
 
     def files(self) -> tuple[Path, ...]:

@@ -7,11 +7,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psycopg
 
-from crw.journal.stores import DB_MEMBER
+from crw.cli.read.follow import RunWake
+from crw.engine.run.rundir import RunDir
+from crw.journal.log import encode_batch, encode_body
+from crw.journal.rows import Started
+from crw.journal.stores import DB_MEMBER, store_at
 from tests.cli.conftest import Crw
 from tests.deadlines import LOADED
 from tests.drill.test_crash_drill import Drill
@@ -89,3 +94,26 @@ def test_start_with_a_database_that_does_not_answer_is_refused_and_makes_nothing
     assert "could not connect to the PostgreSQL database none" in said
     assert "start the database or fix --db / CRW_DB" in said
     assert not (crw.state / "flow").exists() or not list((crw.state / "flow").iterdir())
+
+
+def test_a_live_view_wakes_on_the_notify_of_its_runs_commit(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """`show --follow` and `watch` sleep on RunWake: for a run in PostgreSQL it wakes
+    on the NOTIFY its commit sent (no journal file changes), not a safety wake."""
+    runs = []
+    for run_id in ("r1", "r2"):
+        run = RunDir.of(tmp_path / "state", run_id)
+        run.root.mkdir(parents=True)
+        run.run_json.write_text(json.dumps({"id": run_id, DB_MEMBER: postgres_url}))
+        runs.append(run)
+    appenders = [store_at(run.journal).open_appender() for run in runs]
+    body = encode_body(Started.model_validate({"call": "c"}))
+    with RunWake(runs[0]) as wake:
+        appenders[1].append(encode_batch(1, "2026-12-06T00:00:00Z", [body]), 1)  # another run's
+        appenders[0].append(encode_batch(1, "2026-12-06T00:00:00Z", [body]), 1)
+        began = time.monotonic()
+        wake.wait(60.0)  # the safety wake's bound, made long
+        assert time.monotonic() - began < 30.0
+    for appender in appenders:
+        appender.close()

@@ -5,6 +5,7 @@ Real PostgreSQL (tests/postgres.py's throwaway cluster), no mock of the database
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
@@ -15,12 +16,13 @@ import trio
 from crw.actors.journal_writer import JournalWriteError, open_journal_writer
 from crw.clock import fixed_clock
 from crw.journal.file_store import FileJournal
-from crw.journal.log import read_journal
-from crw.journal.postgres import PostgresJournal, connect
+from crw.journal.log import encode_batch, encode_body, read_journal
+from crw.journal.postgres import CHANNEL, PostgresJournal, connect
 from crw.journal.replay import replay
 from crw.journal.rows import RowModel, Started
 from crw.journal.snapshot import replay_journal
 from crw.journal.stores import DB_MEMBER, store_at
+from tests.deadlines import LOADED
 from tests.postgres import postgres_cluster as postgres_cluster
 from tests.postgres import postgres_url as postgres_url
 
@@ -142,3 +144,71 @@ def test_the_writer_commits_with_synchronous_commit_on(postgres_url: str) -> Non
         assert conn.execute(b"SHOW synchronous_commit").fetchone() == ("off",)
     with connect(postgres_url) as conn:
         assert conn.execute(b"SHOW synchronous_commit").fetchone() == ("on",)
+
+
+def _batch(seq: int, text: str) -> bytes:
+    return encode_batch(seq, STAMP, [encode_body(Started.model_validate({"call": text}))])
+
+
+def _lines(url: str) -> list[tuple[int, str]]:
+    with psycopg.connect(url) as conn:
+        found = conn.execute(b"SELECT seq, line FROM crw_journal ORDER BY seq").fetchall()
+    return [(seq, json.loads(bytes(line))["call"]) for seq, line in found]
+
+
+def test_a_fenced_writer_commits_nothing_and_stays_fenced(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """A second writer takes the run (its epoch raised): the first one's next group
+    commit changes nothing and raises, and so does every one after it."""
+    store = store_at(_run_dir(tmp_path, "r1", postgres_url))
+    first = store.open_appender()
+    first.append(_batch(1, "a"), 1)
+    second = store.open_appender()
+    with pytest.raises(OSError, match="fenced") as fenced:
+        first.append(_batch(2, "late"), 1)
+    assert fenced.value.errno == errno.ESTALE
+    second.append(_batch(2, "b"), 1)
+    with pytest.raises(OSError, match="fenced"):
+        first.append(_batch(3, "later"), 1)
+    assert _lines(postgres_url) == [(1, "a"), (2, "b")]
+    first.close()
+    second.close()
+
+
+def test_another_machine_takes_the_run_only_once_the_lease_lapsed(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Machine m2 is refused the run m1 writes while m1's lease runs; once it lapsed
+    (m1's machine died) m2 takes it, and m1's late commit is refused."""
+    store = store_at(_run_dir(tmp_path, "r1", postgres_url))
+    monkeypatch.setenv("CRW_MACHINE", "m1")
+    first = store.open_appender()
+    first.append(_batch(1, "a"), 1)
+    monkeypatch.setenv("CRW_MACHINE", "m2")
+    with pytest.raises(OSError, match="held by machine m1 until") as held:
+        store.open_appender()
+    assert held.value.errno == errno.EBUSY
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(b"UPDATE crw_runs SET lease_until = now() - interval '1 second'")
+    second = store.open_appender()
+    with pytest.raises(OSError, match="fenced"):
+        first.append(_batch(2, "late"), 1)
+    second.append(_batch(2, "b"), 1)
+    assert _lines(postgres_url) == [(1, "a"), (2, "b")]
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute(b"SELECT epoch, machine FROM crw_runs").fetchall() == [(2, "m2")]
+    first.close()
+    second.close()
+
+
+def test_a_group_commit_notifies_its_run_and_last_seq(tmp_path: Path, postgres_url: str) -> None:
+    """A listener on the journal's channel hears `RUN SEQ` once the group commits."""
+    store = store_at(_run_dir(tmp_path, "r1", postgres_url))
+    appender = store.open_appender()
+    with psycopg.connect(postgres_url, autocommit=True) as listener:
+        listener.execute(f"LISTEN {CHANNEL}".encode())
+        appender.append(_batch(1, "a") + _batch(2, "b"), 2)
+        heard = [n.payload for n in listener.notifies(timeout=LOADED, stop_after=1)]
+    assert heard == ["r1 2"]
+    appender.close()

@@ -16,6 +16,7 @@ kernel's queue overflowed) it also wakes every SAFETY_WAKE seconds.
 from __future__ import annotations
 
 import dataclasses
+import select
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -117,16 +118,21 @@ class RunWake:
     CREATE = inotify_flags.CREATE
 
     def __init__(self, run: RunDir) -> None:
-        wake = store_at(run.journal).wake_file  # None: the safety wake reads the tail
+        store = store_at(run.journal)
         self._names = {run.run_lock.name, run.start_lock.name}
-        if wake is not None:
-            self._names.add(wake.name)
+        if store.wake_file is not None:
+            self._names.add(store.wake_file.name)
         self._inotify = INotify()
         try:
             self._inotify.add_watch(run.root, self.MASK | self.CREATE)
+            self._store_wake = store.open_wake()  # a store's own wake (NOTIFY), if any
         except OSError:
             self._inotify.close()
             raise
+        self._poll = select.poll()
+        self._poll.register(self._inotify.fileno(), select.POLLIN)
+        if self._store_wake is not None:
+            self._poll.register(self._store_wake.fileno(), select.POLLIN)
 
     def __enter__(self) -> RunWake:
         return self
@@ -135,13 +141,22 @@ class RunWake:
         self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._inotify.close()
+        if self._store_wake is not None:
+            self._store_wake.close()
 
     def wait(self, timeout: float) -> None:
         """Sleep until an event of the journal or a lock (or a lost one: the queue
-        overflowed), or `timeout` seconds; events of other files sleep on."""
+        overflowed), or the store's wake names the run, or `timeout` seconds;
+        events of other files sleep on."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
-            for event in self._inotify.read(timeout=max(1, int(left * 1000))):
+            ready = {fd for fd, _ in self._poll.poll(max(1, int(left * 1000)))}
+            store = self._store_wake
+            if store is not None and store.fileno() in ready and store.woken():
+                return
+            if self._inotify.fileno() not in ready:
+                continue
+            for event in self._inotify.read(timeout=0):
                 if event.name in self._names or event.mask & inotify_flags.Q_OVERFLOW:
                     return
 
