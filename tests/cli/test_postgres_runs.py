@@ -13,16 +13,15 @@ from pathlib import Path
 import psycopg
 
 from crw.cli.read.follow import RunWake
+from crw.engine.run.launch import Launch
 from crw.engine.run.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body
-from crw.journal.rows import Started
+from crw.journal.rows import Started, UnknownRow
 from crw.journal.stores import DB_MEMBER, store_at
 from tests.cli.conftest import Crw
 from tests.deadlines import LOADED
 from tests.drill.test_crash_drill import Drill
 from tests.drill.test_crash_drill import drill as drill  # the fixture: a served sim host
-from tests.postgres import postgres_cluster as postgres_cluster
-from tests.postgres import postgres_url as postgres_url
 
 
 def _pg_rows(url: str, run: str) -> list[bytes]:
@@ -36,11 +35,21 @@ def _pg_rows(url: str, run: str) -> list[bytes]:
 def test_a_run_on_postgres_runs_to_its_end_and_every_command_reads_it(
     drill: Drill, postgres_url: str
 ) -> None:
-    """spec: CMD-START. Started with CRW_DB: run.json names the database, every row is
-    in PostgreSQL (the run's journal.jsonl stays empty), and status, show and list,
-    each a new process, read the run from there."""
-    drill.crw.env["CRW_DB"] = postgres_url
-    drill.start(crash_after=None)
+    """spec: CMD-START. Started with --db: the start sees its started row, run.json
+    names the database, every row is in PostgreSQL (the run's journal.jsonl stays
+    empty), and status, show and list, each a new process, read the run from there."""
+    out = drill.crw.start(
+        str(drill.workflow), "--owner", drill.owner_thread, "--host", f"unix:{drill.socket}",
+        "--db", postgres_url,
+    )  # fmt: skip
+    assert out.code == 0, out.stderr
+    assert out.json()["started"] is True
+    drill.run = RunDir(Path(out.json()["run_dir"]))
+    drill.owner = drill.spawn(
+        "tests.drill.owner", drill.run.id, "--state", str(drill.crw.state),
+        "--socket", str(drill.socket), "--owner", drill.owner_thread,
+        "--control", str(drill.control),
+    )  # fmt: skip
     drill.run_deadline = LOADED
     rows = drill.finish()
     assert drill.run is not None
@@ -51,7 +60,6 @@ def test_a_run_on_postgres_runs_to_its_end_and_every_command_reads_it(
     assert len(lines) == len(rows) and rows[-1]["row"] == "ended"
     assert [json.loads(line)["seq"] for line in lines] == list(range(1, len(rows) + 1))
 
-    del drill.crw.env["CRW_DB"]  # the commands find the store in run.json alone
     state = ("--state", str(drill.crw.state))
     status = drill.crw("flow", "status", run, *state, "--json")
     assert status.code == 0, status.stderr
@@ -82,9 +90,7 @@ def test_start_with_a_db_that_is_not_postgresql_is_refused_and_makes_nothing(crw
     assert not (crw.state / "flow").exists() or not list((crw.state / "flow").iterdir())
 
 
-def test_start_with_a_database_that_does_not_answer_is_refused_and_makes_nothing(
-    crw: Crw, postgres_cluster: object
-) -> None:
+def test_start_with_a_database_that_does_not_answer_is_refused_and_makes_nothing(crw: Crw) -> None:
     """A PostgreSQL URL whose server is not there: one line naming it, exit 1, no run."""
     workflow = Path(__file__).resolve().parents[2] / "crw" / "examples" / "fix-issue.toml"
     url = f"postgresql://crw@/none?host={crw.state.parent}&port=1"
@@ -117,3 +123,19 @@ def test_a_live_view_wakes_on_the_notify_of_its_runs_commit(
         assert time.monotonic() - began < 30.0
     for appender in appenders:
         appender.close()
+
+
+def test_a_launch_sees_its_started_row_in_postgresql(tmp_path: Path, postgres_url: str) -> None:
+    """`resume --detach` and `next` wait for the launched process's started row
+    (`Launch.settle`): read from the run's store, not its empty journal.jsonl."""
+    run = RunDir.of(tmp_path / "state", "r1")
+    run.root.mkdir(parents=True)
+    run.run_json.write_text(json.dumps({"id": "r1", DB_MEMBER: postgres_url}))
+    child = subprocess.Popen(["true"], stdin=subprocess.DEVNULL)
+    child.wait()
+    appender = store_at(run.journal).open_appender()
+    row = encode_body(UnknownRow.model_validate({"row": "started", "pid": child.pid}))
+    appender.append(encode_batch(1, "2026-12-06T00:00:00Z", [row]), 1)
+    appender.close()
+    launch = Launch(run, tmp_path / "state", child, 0, 0, 0)
+    assert launch.settle(LOADED) == "started"

@@ -17,8 +17,6 @@ from tests.drill.test_crash_drill import (
 )
 from tests.drill.test_crash_drill import drill as drill  # the fixture: a served sim host
 from tests.drill.test_crash_drill import reference as reference  # the uninterrupted run's
-from tests.postgres import postgres_cluster as postgres_cluster
-from tests.postgres import postgres_url as postgres_url
 
 pytestmark = pytest.mark.xdist_group("test_crash_drill_postgres")
 """One xdist worker runs the whole module: its tests share the reference run and the cluster."""

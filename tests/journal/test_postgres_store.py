@@ -23,8 +23,6 @@ from crw.journal.rows import RowModel, Started
 from crw.journal.snapshot import replay_journal
 from crw.journal.stores import DB_MEMBER, store_at
 from tests.deadlines import LOADED
-from tests.postgres import postgres_cluster as postgres_cluster
-from tests.postgres import postgres_url as postgres_url
 
 STAMP = "2026-12-06T14:00:00.000000Z"
 
