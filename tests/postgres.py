@@ -97,6 +97,7 @@ def postgres_cluster() -> Iterator[Cluster]:
             ]
         ),
         check=True,
+        cwd=base,  # nobody's: the test's own directory may be closed to it
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -109,6 +110,7 @@ def postgres_cluster() -> Iterator[Cluster]:
                     *("-p", str(port), "-c", "listen_addresses=", "-c", "max_connections=200"),
                 ]
             ),
+            cwd=base,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -122,6 +124,7 @@ def postgres_cluster() -> Iterator[Cluster]:
         pid = _postmaster_pid(data)
         subprocess.run(
             _as_user([str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
+            cwd=base,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
