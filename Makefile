@@ -5,6 +5,8 @@
 #               docs/performance.md, "The suite")
 #   make drills the interrupt/pause drills alone (part of make test); drills-table
 #               runs them and writes their table into docs/drills.md
+#   make postgres installs Debian's postgresql when its server binaries are missing
+#               (the PostgreSQL journal store's tests start a cluster of their own)
 #   make chromium installs Debian's chromium when /usr/bin/chromium is missing (CI
 #               does, so the timeline's browser test runs; without it it is skipped)
 #   make codex-next installs the newer codex (.codex-npm/package.json pins
@@ -19,7 +21,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test drills drills-table lint typecheck bench targets bytecode clean chromium codex-next
+.PHONY: demo test drills drills-table lint typecheck bench targets bytecode clean chromium codex-next postgres
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +74,15 @@ chromium:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+
+# PostgreSQL's server binaries (initdb, pg_ctl, postgres) for the tests of the
+# PostgreSQL journal store, which start a throwaway cluster of their own (CI does;
+# without them those tests are skipped, and fail with CI set).
+postgres:
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql; }
 
 # The npm package whole, as `npm install -g @openai/codex` lays it out (its
 # launcher, the platform package and its resources), from the registry by the

@@ -27,6 +27,7 @@ from typing import Literal, NoReturn
 
 from crw.actors.journal_writer import JournalWriteError
 from crw.host.errors import HostUnavailable
+from crw.journal.store import StoreError
 
 FaultReason = Literal["journal_unwritable", "write_failed", "host_unavailable"]
 
@@ -103,6 +104,8 @@ def fix(err: OSError | None) -> str:
     it, root too, is EPERM)."""
     if err is None:
         return "check the disk"
+    if isinstance(err, StoreError):  # a journal in a database: no disk of this machine's
+        return err.fix
     if err.errno == errno.EPERM and err.filename is not None:
         file = shlex.quote(os.fsdecode(err.filename))
         return f"clear its immutable flag (chattr -i {file}) or give this user write access to it"

@@ -46,7 +46,7 @@ from crw.engine.run.rundir import RunDir
 from crw.engine.run.runspec import RunSpec
 from crw.errors import CrwError
 from crw.host.errors import HostError, HostUnavailable
-from crw.journal.log import read_journal
+from crw.journal.stores import read_run_journal
 from crw.settings import Settings
 
 log = logging.getLogger("crw.run")
@@ -149,7 +149,7 @@ def wait_then_go_on(
     if settings.host_wait <= 0:
         return None
     try:
-        read = read_journal(run_dir.journal)
+        read = read_run_journal(run_dir.journal)
     except (CrwError, OSError):
         return None
     if paused_here(read.rows, os.getpid()) is None:

@@ -21,8 +21,10 @@ import trio
 
 from crw.clock import WallClock, system_clock
 from crw.errors import RefusedError
-from crw.journal.log import JournalFile, JournalRead, encode_batch, encode_body
+from crw.journal.log import JournalRead, encode_batch, encode_body
 from crw.journal.rows import RowModel
+from crw.journal.store import JournalAppender
+from crw.journal.stores import store_at
 
 QUEUE_BOUND = 256
 """Requests the channel buffers. Every commit awaits its reply, so each committing
@@ -195,7 +197,7 @@ async def open_journal_writer(
             it is and nothing is appended (`crw.journal.log`).
     """
     try:
-        journal = await trio.to_thread.run_sync(JournalFile.open, path, known)
+        journal = await trio.to_thread.run_sync(store_at(path).open_appender, known)
     except OSError as err:
         raise JournalWriteError(
             f"could not open the journal {path}: {err.strerror or err}; "
@@ -212,7 +214,7 @@ async def open_journal_writer(
 
 
 async def _run_writer(
-    journal: JournalFile,
+    journal: JournalAppender,
     receive: trio.MemoryReceiveChannel[_Commit],
     clock: WallClock,
     in_thread: bool,
@@ -229,7 +231,8 @@ async def _run_writer(
                         group.append(receive.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                await _write_group(journal, group, clock, in_thread)
+                # An append that waits on the network never blocks the loop.
+                await _write_group(journal, group, clock, in_thread or journal.blocking)
         finally:
             while True:
                 try:
@@ -243,7 +246,7 @@ async def _run_writer(
 
 
 async def _write_group(
-    journal: JournalFile, group: list[_Commit], clock: WallClock, in_thread: bool
+    journal: JournalAppender, group: list[_Commit], clock: WallClock, in_thread: bool
 ) -> None:
     """Write one group as one `write` and one fsync, then answer its requests."""
     at = clock()

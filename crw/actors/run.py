@@ -53,10 +53,11 @@ from crw.engine.run.runspec import RunSpec, check_backend, read_run_spec, record
 from crw.errors import CrwError, InputError, RefusedError
 from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
-from crw.journal.log import JournalRead, decode, read_journal
+from crw.journal.log import JournalRead, decode
 from crw.journal.replay import RunState, replay
 from crw.journal.rows import Paused
 from crw.journal.snapshot import save_snapshot
+from crw.journal.stores import read_run_journal, store_at
 from crw.journal.streamed import replay_pieces
 from crw.settings import Settings
 
@@ -131,7 +132,7 @@ async def run_process(
     check_fix_efforts(workflow, roles, state_dir / "roles.toml")  # a role store changed since
     inputs = task_inputs(spec, run_dir)  # from the run, never from a command line
     with hold_run(run_dir) as lock:
-        history = read_journal(run_dir.journal)  # decoded and replayed once a process
+        history = read_run_journal(run_dir.journal)  # decoded and replayed once a process
         past = replay(history.rows)
         check_backend(past, spec)  # a mixed resume launched by hand writes no row
         if past.ended_status is not None:  # a late launch: a run that ended gets no row
@@ -179,9 +180,8 @@ async def run_process(
 
 def _appended(journal: Path, history: JournalRead) -> list[dict[str, Any]]:
     """The rows committed after `history` (the writer cut any torn tail at its end)."""
-    with journal.open("rb") as file:
-        file.seek(history.end)
-        return decode(file.read(), journal, after=history.last_seq).rows
+    data = store_at(journal).read_from(history.end)
+    return decode(data, journal, after=history.last_seq).rows
 
 
 def _keep_snapshot(run_dir: RunDir) -> None:

@@ -320,6 +320,9 @@ class JournalFile:
     decides which thread runs it. Not safe for concurrent use; one writer owns it.
     """
 
+    blocking = False
+    """An append waits on the local disk only (`crw.journal.store.JournalAppender`)."""
+
     def __init__(self, path: Path, fd: int, read: JournalRead) -> None:
         self.path = path
         self.last_seq = read.last_seq

@@ -43,6 +43,7 @@ from typing import Any
 from crw.journal.framing import paused_gc
 from crw.journal.log import JournalCorruptError, JournalRead, decode
 from crw.journal.replay import SETTLED_STATES, CallState, DeferredCalls, RunState, replay
+from crw.journal.stores import store_at
 
 log = logging.getLogger("crw.journal")
 
@@ -114,10 +115,7 @@ class Fold:
 
 def read_fold(journal: Path, *, live: bool = False) -> tuple[Fold, JournalRead]:
     """`replay_journal`'s read, as a `Fold` to fold on with `fold_on`."""
-    try:
-        file = journal.open("rb")
-    except FileNotFoundError:
-        return Fold(replay(()), 0, 0, 0), JournalRead([], 0, 0, None)
+    file = store_at(journal).open_bytes()
     with file:
         snapshot = _load(journal.parent / SNAPSHOT, file)
         tail: JournalRead | None = None
@@ -178,17 +176,17 @@ CRC_PIECE = 1 << 18
 """The bytes `_crc_of` reads at a time, into one buffer."""
 
 
-def _load(path: Path, journal: io.BufferedReader) -> Snapshot | None:
+def _load(path: Path, journal: io.BufferedIOBase) -> Snapshot | None:
     """The snapshot, when it is this crw's and matches the journal's bytes."""
     snapshot = peek_snapshot(path)
-    if snapshot is None or snapshot.end > os.fstat(journal.fileno()).st_size:
+    if snapshot is None or snapshot.end > journal.seek(0, io.SEEK_END):
         return None
     if _crc_of(journal, snapshot.end) != snapshot.crc:
         return None
     return snapshot
 
 
-def _crc_of(journal: io.BufferedReader, end: int) -> int | None:
+def _crc_of(journal: io.BufferedIOBase, end: int) -> int | None:
     """The CRC-32 of the journal's first `end` bytes (None: it has fewer), read a
     piece at a time into one buffer: the journal under a snapshot is most of a
     big run's, and is not kept (a new buffer of its size costs a page fault per

@@ -17,6 +17,7 @@ from pathlib import Path
 from crw.journal.framing import FRAMING
 from crw.journal.log import decode
 from crw.journal.replay import RunState, replay
+from crw.journal.stores import store_at
 
 PIECE = 1 << 20
 """Bytes read at a time (a piece grows until it holds a whole batch)."""
@@ -46,7 +47,7 @@ def replay_pieces(journal: Path, piece: int | None = None) -> Replayed:
     state = RunState()
     size = piece or PIECE
     end = crc = last_seq = 0
-    with journal.open("rb") as file:
+    with store_at(journal).open_bytes() as file:
         pending = b""
         while True:
             more = file.read(size)

@@ -22,7 +22,7 @@ from typing import Any
 from crw.engine.run.rundir import RunDir
 from crw.engine.run.runspec import RunSpec, read_run_spec
 from crw.errors import CrwError
-from crw.journal.log import read_journal
+from crw.journal.stores import read_run_journal
 from crw.workspace import evidence
 from crw.workspace.placer import Placer, release_all
 
@@ -46,7 +46,7 @@ def release_run(run: RunDir, spec: RunSpec | None = None, *, records: bool = Tru
         placer = placer_of(spec, run)
         if placer is None and not records:
             return
-        rows = read_journal(run.journal).rows
+        rows = read_run_journal(run.journal).rows
     except (CrwError, OSError) as err:
         log.warning("cannot release what run %s holds in the checkout: %s", run.id, err)
         return

@@ -42,7 +42,7 @@ from crw.host.client import HostClient
 from crw.host.connect import connect_host
 from crw.host.transport import HostUnavailable
 from crw.host.uri import parse_host_uri
-from crw.journal.log import read_journal
+from crw.journal.stores import read_run_journal
 from tests.actors.test_app_server_run import CHAIN
 from tests.cli.conftest import REPO, Crw
 from tests.deadlines import LOADED
@@ -188,7 +188,7 @@ class Drill:
 
     def rows(self) -> list[dict[str, Any]]:
         assert self.run is not None
-        return read_journal(self.run.journal).rows
+        return read_run_journal(self.run.journal).rows
 
     def finish(self) -> list[dict[str, Any]]:
         """Wait for the owner to see the run end; the run's rows."""

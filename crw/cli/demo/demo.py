@@ -40,8 +40,8 @@ from crw.engine.run.locks import run_is_live
 from crw.engine.run.rundir import RunDir
 from crw.errors import InputError, RefusedError
 from crw.host.sim.process import launch_sim, stop_sim
-from crw.journal.log import read_journal
 from crw.journal.replay import replay
+from crw.journal.stores import read_run_journal
 from crw.private import make_dirs
 
 REPAIRED_CALL = "build.1"
@@ -163,7 +163,7 @@ def _sim_demo(
         _await_released(outcome.run)
     finally:
         stop_sim(sim)
-    rows = read_journal(outcome.run.journal).rows
+    rows = read_run_journal(outcome.run.journal).rows
     run = replay(rows)
     payload: dict[str, Any] = status_payload(outcome.spec.id, run)
     payload |= {"run_dir": str(outcome.run.root), "pid": outcome.pid, "host_pid": sim.pid}
@@ -257,7 +257,7 @@ def _codex_demo(state_dir: Path, json: bool, where: dict[str, Any]) -> int:
         say(f"  run {outcome.spec.id} (pid {outcome.pid}): {outcome.run.root}")
         _follow(outcome.run.journal, say)
         _await_exit(outcome.pid)
-    rows = read_journal(outcome.run.journal).rows
+    rows = read_run_journal(outcome.run.journal).rows
     run = replay(rows)
     payload: dict[str, Any] = status_payload(outcome.spec.id, run)
     payload |= {
@@ -342,7 +342,7 @@ def _follow(journal: Path, say: Say) -> list[dict[str, Any]]:
     deadline = time.monotonic() + RUN_TIMEOUT
     shown = 0
     while True:
-        rows = read_journal(journal).rows
+        rows = read_run_journal(journal).rows
         for row in rows[shown:]:
             say(f"  {row['seq']:>3} {row.get('call') or '':<12} {row['row']:<15} {detail(row)}")
         shown = len(rows)

@@ -47,6 +47,7 @@ from crw.errors import InputError, RefusedError
 from crw.journal.log import decode
 from crw.journal.replay import RunState
 from crw.journal.snapshot import replay_journal
+from crw.journal.stores import store_at
 
 DEFAULT_WAIT = 120.0
 POLL = 0.02
@@ -333,6 +334,6 @@ def _run_state(run: RunDir) -> RunState:
 
 def _journal_bytes(run: RunDir) -> bytes:
     try:
-        return run.journal.read_bytes()
+        return store_at(run.journal).read_from(0)
     except FileNotFoundError:
         return b""

@@ -65,9 +65,11 @@ from crw.engine.run.locks import (
 )
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.errors import CrwError, InputError
-from crw.journal.log import JournalCorruptError, TornTail, read_journal
+from crw.journal.log import JournalCorruptError, TornTail
 from crw.journal.replay import RunState, replay
 from crw.journal.snapshot import Fold, fold_on, read_fold
+from crw.journal.store import JournalStore
+from crw.journal.stores import read_run_journal, store_at
 from crw.rawfile import read_bytes, read_from
 
 log = logging.getLogger("crw.next")
@@ -271,6 +273,9 @@ class _Reader:
         starts from the run's replay snapshot. A torn tail is warned about at the
         first read only, unless a process holds the run."""
         path = self.run_dir.journal
+        store = store_at(path)
+        if store.wake_file is None:  # no file to stat: fold on what the store appended
+            return self._fold_store(store)
         try:
             stat = path.stat()
         except FileNotFoundError:
@@ -294,6 +299,15 @@ class _Reader:
                     log.warning("%s", TornTail(path, start + torn.offset, torn.reason).message)
         self._fold, self._stamp, self._ino = fold, stamp, stat.st_ino
         self._run = fold.state
+        return self._run
+
+    def _fold_store(self, store: JournalStore) -> RunState:
+        """`_journal` for a store that is no file: the rows after the fold's end."""
+        if self._fold is None:
+            self._fold = self._cold()
+        else:
+            fold_on(store.path, self._fold, store.read_from(self._fold.end))
+        self._run = self._fold.state
         return self._run
 
     def _cold(self) -> Fold:
@@ -360,7 +374,7 @@ def _resume(run_dir: RunDir, state_dir: Path) -> tuple[int | None, str | None]:
 
     def check() -> None:
         check_resumable(run_dir, spec)
-        if replay(read_journal(run_dir.journal).rows).state not in RESUMABLE_STATES:
+        if replay(read_run_journal(run_dir.journal).rows).state not in RESUMABLE_STATES:
             raise _Settled  # a process that raced this launch paused the run meanwhile
 
     try:

@@ -16,6 +16,7 @@ kernel's queue overflowed) it also wakes every SAFETY_WAKE seconds.
 from __future__ import annotations
 
 import dataclasses
+import select
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from crw.engine.run.locks import run_is_live
 from crw.engine.run.rundir import RunDir
 from crw.journal.log import JournalCorruptError, TornTail, decode
 from crw.journal.replay import RunState, replay
+from crw.journal.stores import store_at
 
 SAFETY_WAKE = 5.0
 """Seconds between wakes when no event comes: bounds the wait after a lost event."""
@@ -85,7 +87,7 @@ class JournalTail:
         """The whole batches in the next `limit` bytes (None: all), and whether
         the journal held more than that when it was read."""
         try:
-            with self.journal.open("rb") as file:
+            with store_at(self.journal).open_bytes() as file:
                 file.seek(self.offset)
                 data = file.read(-1 if limit is None else limit)
         except FileNotFoundError:
@@ -116,13 +118,21 @@ class RunWake:
     CREATE = inotify_flags.CREATE
 
     def __init__(self, run: RunDir) -> None:
-        self._names = {run.journal.name, run.run_lock.name, run.start_lock.name}
+        store = store_at(run.journal)
+        self._names = {run.run_lock.name, run.start_lock.name}
+        if store.wake_file is not None:
+            self._names.add(store.wake_file.name)
         self._inotify = INotify()
         try:
             self._inotify.add_watch(run.root, self.MASK | self.CREATE)
+            self._store_wake = store.open_wake()  # a store's own wake (NOTIFY), if any
         except OSError:
             self._inotify.close()
             raise
+        self._poll = select.poll()
+        self._poll.register(self._inotify.fileno(), select.POLLIN)
+        if self._store_wake is not None:
+            self._poll.register(self._store_wake.fileno(), select.POLLIN)
 
     def __enter__(self) -> RunWake:
         return self
@@ -131,13 +141,22 @@ class RunWake:
         self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._inotify.close()
+        if self._store_wake is not None:
+            self._store_wake.close()
 
     def wait(self, timeout: float) -> None:
         """Sleep until an event of the journal or a lock (or a lost one: the queue
-        overflowed), or `timeout` seconds; events of other files sleep on."""
+        overflowed), or the store's wake names the run, or `timeout` seconds;
+        events of other files sleep on."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
-            for event in self._inotify.read(timeout=max(1, int(left * 1000))):
+            ready = {fd for fd, _ in self._poll.poll(max(1, int(left * 1000)))}
+            store = self._store_wake
+            if store is not None and store.fileno() in ready and store.woken():
+                return
+            if self._inotify.fileno() not in ready:
+                continue
+            for event in self._inotify.read(timeout=0):
                 if event.name in self._names or event.mask & inotify_flags.Q_OVERFLOW:
                     return
 

@@ -38,6 +38,7 @@ from crw.errors import CrwError
 from crw.journal.log import JournalCorruptError, decode
 from crw.journal.replay import RunState, replay
 from crw.journal.snapshot import SNAPSHOT, peek_snapshot, replay_journal
+from crw.journal.stores import store_at
 
 TAIL_MAX = 1 << 20
 """The most journal bytes after the snapshot (or of a journal without one) a list
@@ -62,6 +63,8 @@ def read_tail(run: RunDir) -> Tail:
         OSError: the journal cannot be read.
         JournalCorruptError: the journal is damaged (not a torn tail).
     """
+    if store_at(run.journal).wake_file is None:  # no file to take the tail of
+        return Tail(replay_journal(run.journal, live=run_is_live(run))[0], "whole")
     snapshot = peek_snapshot(run.root / SNAPSHOT)
     try:
         size = run.journal.stat().st_size

@@ -26,6 +26,7 @@ from crw.errors import InputError
 from crw.journal.framing import whole_line
 from crw.journal.result_span import with_results
 from crw.journal.rows import Tokens
+from crw.journal.stores import store_at
 
 Line = tuple[int, dict[str, Any] | None, str | None]
 
@@ -58,7 +59,7 @@ def read_lines(journal: Path) -> list[Line]:
     """Each line of the journal: its number, its row (None: not a JSON object)
     and its framing damage (None: whole)."""
     try:
-        data = journal.read_bytes()
+        data = store_at(journal).read_from(0)
     except OSError as err:
         raise InputError(
             f"cannot read {journal}: {err.strerror or err}; name a run whose journal exists"

@@ -69,7 +69,7 @@ def timeline_command(
 ) -> int:
     from crw.engine.run.locks import is_held
     from crw.engine.run.rundir import find_run, resolve_state
-    from crw.journal.log import read_journal
+    from crw.journal.stores import read_run_journal
     from crw.private import write_atomic
 
     target = Path(out)
@@ -80,7 +80,7 @@ def timeline_command(
         raise InputError(f"--out {out}: the directory {target.parent} does not exist; make it")
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
     live = is_held(run_dir.run_lock)
-    rows = read_journal(run_dir.journal).rows
+    rows = read_run_journal(run_dir.journal).rows
     now = datetime.now(UTC) if live else None
     timeline = layout(rows, run=run_dir.root.name, now=now, max_lanes=0 if all_calls else MAX_LANES)
     svg = render_svg(timeline)

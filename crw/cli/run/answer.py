@@ -53,8 +53,9 @@ from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.engine.run.runspec import RunSpec, check_backend, read_run_spec
 from crw.engine.run.tmploc import recorded_problem
 from crw.errors import InputError, RefusedError
-from crw.journal.log import JournalFile, encode_batch, encode_body, read_journal
+from crw.journal.log import encode_batch, encode_body
 from crw.journal.replay import RunState, replay
+from crw.journal.stores import read_run_journal, store_at
 
 DRAIN_POLL = 0.1
 """Seconds between two tries at the run lock while the run's process runs."""
@@ -94,7 +95,7 @@ def answer_command(
     live = run_is_live(run_dir)
     if isinstance(_judge(run_dir, spec.id, call, choice, live=live, again=again), Record):
         if resumes:  # the resume it would start is refused before anything changes
-            check_backend(replay(read_journal(run_dir.journal).rows), spec)
+            check_backend(replay(read_run_journal(run_dir.journal).rows), spec)
             _check_env(spec)
         with _drained(run_dir, spec.id, wait):
             verdict = _judge(run_dir, spec.id, call, choice, again=again)
@@ -121,7 +122,7 @@ def answer_command(
     if resumes and seq is not None:
         payload["resumed_pid"], how = _resume(run_dir, state_dir, spec, said)
         said += f"; {how}"
-    after = replay(read_journal(run_dir.journal).rows)
+    after = replay(read_run_journal(run_dir.journal).rows)
     if seq is not None and not resumes and choice != "abort":
         blocker = resume_blocker(run_dir, spec, after)
         payload["resume_refused"] = blocker
@@ -155,7 +156,7 @@ def _judge(
     live: bool = False,
     again: str | None = None,
 ) -> Record | Already:
-    rows = read_journal(run_dir.journal).rows
+    rows = read_run_journal(run_dir.journal).rows
     mine = [row for row in rows if row.get("call") == call]
     verdict: Answer = decide_answer(
         replay(rows), mine, run_id, call, choice, live=live, again=again
@@ -187,7 +188,7 @@ def _drained(run_dir: RunDir, run_id: str, wait: float) -> RunLock:
             if time.monotonic() >= deadline:
                 break
             time.sleep(DRAIN_POLL)
-    running = len(open_calls(replay(read_journal(run_dir.journal).rows)))
+    running = len(open_calls(replay(read_run_journal(run_dir.journal).rows)))
     pid = holder_pid(run_dir.run_lock)
     process = f"process {pid}" if pid else "process"
     raise RefusedError(
@@ -199,7 +200,7 @@ def _drained(run_dir: RunDir, run_id: str, wait: float) -> RunLock:
 
 def append_row(run_dir: RunDir, row: Any) -> int:
     """Append `row` as one batch, durable before this returns; its seq."""
-    journal = JournalFile.open(run_dir.journal)
+    journal = store_at(run_dir.journal).open_appender()
     try:
         seq = journal.last_seq + 1
         journal.append(encode_batch(seq, system_clock(), [encode_body(row)]), 1)

@@ -37,6 +37,7 @@ def start(
     dry_run: Annotated[bool, Parameter(name="--dry-run", negative="")] = False,
     wait: Annotated[bool, Parameter(negative="")] = False,
     timeout: MaybeSeconds = None,
+    db: str | None = None,
     state: State = None,
     json: Json = False,
 ) -> int:
@@ -77,6 +78,10 @@ def start(
         Then wait for the run's outcome, showing its progress (crw flow wait).
     timeout
         With --wait: give up waiting after this many seconds (exit 124).
+    db
+        Keep the run's journal in this PostgreSQL database
+        (postgresql://USER@HOST/DATABASE; default: $CRW_DB, else the run's
+        journal file). The run remembers it; docs/postgres.md.
     """
     if dry_run and (wait or timeout is not None):
         from crw.errors import InputError
@@ -116,6 +121,7 @@ def start(
         input_files=input_files,
         wait=wait,
         timeout=timeout,
+        db=db,
     )
 
 

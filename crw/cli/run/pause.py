@@ -45,6 +45,7 @@ from crw.engine.run.tmploc import recorded_problem
 from crw.errors import RefusedError
 from crw.journal.log import decode
 from crw.journal.replay import TERMINAL_ROWS, RunState, replay
+from crw.journal.stores import store_at
 
 DEFAULT_WAIT = 120.0
 POLL = 0.05
@@ -211,7 +212,7 @@ def _read(run_dir: RunDir) -> RunState:
     """The run as its journal reads now; a batch the live run is writing this
     moment reads as a torn tail, no fault of the journal's."""
     try:
-        data = run_dir.journal.read_bytes()
+        data = store_at(run_dir.journal).read_from(0)
     except FileNotFoundError:
         data = b""
     return replay(decode(data, run_dir.journal).rows)

@@ -35,8 +35,8 @@ from crw.engine.run.locks import (
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.engine.run.runspec import RunSpec, check_backend, read_run_spec
 from crw.errors import RefusedError
-from crw.journal.log import read_journal
 from crw.journal.replay import replay
+from crw.journal.stores import read_run_journal
 
 if TYPE_CHECKING:
     from crw.engine.run.launch import Launch
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 def check_resumable(run_dir: RunDir, spec: RunSpec) -> None:
     """Refuse a resume that must not happen, before anything of the run changes."""
-    run = replay(read_journal(run_dir.journal).rows)
+    run = replay(read_run_journal(run_dir.journal).rows)
     check_backend(run, spec)
     if run_is_live(run_dir):
         pid = holder_pid(run_dir.run_lock)
@@ -141,7 +141,7 @@ def resume_command(run: str, *, detach: bool, state: str | None, json: bool) -> 
     from crw.actors.run import run_command
 
     run_command(spec.id, state=str(state_dir))
-    after = replay(read_journal(run_dir.journal).rows)
+    after = replay(read_run_journal(run_dir.journal).rows)
     payload |= {"state": after.state, "ended_status": after.ended_status}
     emit(json, payload, f"run {spec.id}: {after.state}")
     return 0

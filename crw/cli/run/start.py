@@ -41,7 +41,7 @@ from crw.engine.run.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settin
 from crw.engine.run.tmploc import dir_from
 from crw.errors import InputError, RefusedError
 from crw.host.uri import HostUri, parse_host_uri, session_host
-from crw.journal.log import read_journal
+from crw.journal.stores import journal_db_ready, read_run_journal
 from crw.settings import Settings
 
 
@@ -69,6 +69,7 @@ def start_command(
     input_files: list[str] | None = None,
     wait: bool = False,
     timeout: float | None = None,
+    db: str | None = None,
 ) -> int:
     if timeout is not None and not wait:
         raise InputError("--timeout is how long --wait waits: pass --wait too, or drop --timeout")
@@ -83,6 +84,7 @@ def start_command(
         trace=trace,
         inputs=inputs or (),
         input_files=input_files or (),
+        db=db,
     )
     state = f"--state {outcome.run.root.parents[1]}"
     steps = None
@@ -232,10 +234,15 @@ def start_run(
     trace: bool = False,
     inputs: Sequence[str] = (),
     input_files: Sequence[str] = (),
+    db: str | None = None,
 ) -> StartOutcome:
     """Refuse or record, bind and launch a run; see the module docstring. `trace`
     (`--trace`) records SessionConfig.Trace on, whatever `[settings]` says;
-    `inputs` and `input_files` are the `NAME=VALUE` of `--input` and `--input-file`."""
+    `inputs` and `input_files` are the `NAME=VALUE` of `--input` and `--input-file`;
+    `db` (`--db`, else $CRW_DB) the database that keeps the run's journal."""
+    journal_db = db or environ.get("CRW_DB") or None
+    if journal_db is not None:
+        journal_db_ready(journal_db)  # before anything is made: a bad URL changes nothing
     plan = check_start(
         workflow_path,
         backend=backend,
@@ -267,6 +274,7 @@ def start_run(
         codex_bin=codex_bin,
         settings=recorded_settings(plan.recorded),
         inputs=recorded_inputs,
+        journal_db=journal_db,
     )
     settings = settings if settings is not None else workflow.settings
     outcome = StartOutcome(run=run, spec=spec, warnings=plan.warnings)
@@ -360,4 +368,4 @@ def _await_started(run: RunDir, pid: int, timeout: float) -> str:
 
 
 def _has_started(run: RunDir) -> bool:
-    return any(row.get("row") == "started" for row in read_journal(run.journal).rows)
+    return any(row.get("row") == "started" for row in read_run_journal(run.journal).rows)

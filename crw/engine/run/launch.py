@@ -38,6 +38,7 @@ from crw.engine.run.tmploc import recorded_problem
 from crw.errors import RefusedError
 from crw.journal.log import JournalCorruptError, decode
 from crw.journal.snapshot import read_fold
+from crw.journal.stores import store_at
 from crw.private import open_file
 
 ERROR_PREFIX = "crw: error: "
@@ -121,9 +122,8 @@ class Launch:
     def _started(self) -> bool:
         """Whether the journal holds the child's started row after the mark."""
         try:
-            with self.run.journal.open("rb") as file:
-                file.seek(self.journal_end)
-                rows = decode(file.read(), self.run.journal, after=self.last_seq).rows
+            data = store_at(self.run.journal).read_from(self.journal_end)
+            rows = decode(data, self.run.journal, after=self.last_seq).rows
         except (OSError, JournalCorruptError):
             return False  # the child finds the damage itself, and says so
         return any(row.get("row") == "started" and row.get("pid") == self.pid for row in rows)

@@ -78,6 +78,10 @@ class RunSpec(BaseModel):
     for a file input `{path, digest}` (its copy is the run's `inputs/NAME`). None:
     a workflow without inputs, or a spec written before them."""
 
+    journal_db: str | None = None
+    """The PostgreSQL database that keeps the run's journal (`--db`, $CRW_DB); None:
+    its journal.jsonl (`crw.journal.stores` reads this member)."""
+
     def run_settings(self) -> Settings:
         """The settings the run's processes use: the recorded ones (a key this crw
         does not know is left out, one it knows and the spec lacks is its default)."""
@@ -97,7 +101,7 @@ class RunSpec(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The JSON object of run.json; `env` is left out when the spec has none."""
         data = self.model_dump(mode="json")
-        for optional in ("env", "codex_bin", "settings", "inputs"):
+        for optional in ("env", "codex_bin", "settings", "inputs", "journal_db"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

@@ -1,0 +1,365 @@
+"""The PostgreSQL store: a run's journal as rows of the table `crw_journal`.
+
+One row a journal line, keyed `(run, seq)`: `line` holds the line's bytes exactly
+as the file journal frames them (`crw.journal.framing`: its `commit_seq`, its
+CRC-32, its newline) and `at_byte` the line's offset in the journal's bytes, so
+the rows read back in seq order are the bytes the file would hold, and every
+reader decodes and replays them as it does a file's. A group commit is one
+transaction inserting its lines with one statement (`unnest` of three arrays),
+`synchronous_commit` on: a row acknowledged is durable on the server. A
+transaction is whole or absent, so the store never holds a torn tail.
+
+psycopg 3 is blocking here: the journal writer runs every append in its worker
+thread (`JournalAppender.blocking`), and a command's read is a short blocking
+query, as a file read is (psycopg's async side is asyncio's, not Trio's).
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from crw.journal.log import JournalRead, decode
+from crw.journal.store import StoreError
+
+if TYPE_CHECKING:
+    import psycopg
+
+    Conn = psycopg.Connection[tuple[Any, ...]]
+
+TABLE = "crw_journal"
+RUNS = "crw_runs"
+CHANNEL = "crw_journal"
+"""The channel each group commit notifies, in its transaction: `RUN SEQ`, the run
+and its last seq (a hint for live views, which read the rows by seq)."""
+LEASE_SECONDS = 60.0
+"""How long a writer's lease lasts past its last commit: another machine may take
+the run once it lapsed (the writer's machine takes it back at once)."""
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    run text NOT NULL,
+    seq bigint NOT NULL,
+    at_byte bigint NOT NULL,
+    line bytea NOT NULL,
+    PRIMARY KEY (run, seq)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS {TABLE}_at ON {TABLE} (run, at_byte);
+CREATE TABLE IF NOT EXISTS {RUNS} (
+    run text PRIMARY KEY,
+    epoch bigint NOT NULL,
+    machine text NOT NULL,
+    lease_until timestamptz NOT NULL
+);
+"""
+"""The journal's table (a line, its run, its seq and its offset in the run's
+bytes) and the runs' (each run's writer: its epoch, machine and lease)."""
+_SCHEMA_LOCK = 0x63727700
+"""The advisory lock two first writers take so that one creates the table."""
+_INSERT = (
+    f"INSERT INTO {TABLE} (run, seq, at_byte, line) "
+    "SELECT %s, s, a, l FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[]) AS t(s, a, l)"
+)
+_BYTES_FROM = (
+    f"SELECT string_agg(line, ''::bytea ORDER BY seq) FROM {TABLE} WHERE run = %s AND at_byte >= %s"
+)
+_ROWS_AFTER = (
+    f"SELECT string_agg(line, ''::bytea ORDER BY seq) FROM {TABLE} WHERE run = %s AND seq > %s"
+)
+_LAST = f"SELECT coalesce(max(seq), 0) FROM {TABLE} WHERE run = %s"
+_TAKE = f"""
+INSERT INTO {RUNS} AS r (run, epoch, machine, lease_until)
+VALUES (%s, 1, %s, now() + make_interval(secs => %s))
+ON CONFLICT (run) DO UPDATE
+SET epoch = r.epoch + 1, machine = excluded.machine, lease_until = excluded.lease_until
+WHERE r.lease_until < now() OR r.machine = excluded.machine
+RETURNING epoch
+"""
+"""Take the run: raise its epoch, when its lease lapsed or this machine holds it."""
+_HOLDER = f"SELECT machine, lease_until FROM {RUNS} WHERE run = %s"
+_RENEW = (
+    f"UPDATE {RUNS} SET lease_until = now() + make_interval(secs => %s) "
+    "WHERE run = %s AND epoch = %s"
+)
+"""The first statement of every group commit: no row when another writer took the run."""
+_NOTIFY = "SELECT pg_notify(%s, %s)"
+
+
+def machine_id() -> str:
+    """This machine's name in the runs table: $CRW_MACHINE, else the host name."""
+    return os.environ.get("CRW_MACHINE") or socket.gethostname()
+
+
+def where(url: str) -> str:
+    """The database `url` names, for a message: its host and name, never its password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        info = conninfo_to_dict(url)
+    except Exception:
+        return "a PostgreSQL database"
+    name = info.get("dbname") or info.get("user") or "?"
+    return f"PostgreSQL database {name} on {info.get('host') or 'localhost'}"
+
+
+_REACH = "check that the database is up and reachable at the URL run.json's journal_db names"
+
+
+def _store_error(url: str, what: str, err: Exception) -> StoreError:
+    """`err` (psycopg's) as the OSError a journal's reader and writer know."""
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return StoreError(errno.EIO, f"could not {what} the {where(url)}: {first}", _REACH)
+
+
+def connect(url: str) -> Conn:
+    """A connection with `synchronous_commit` on, whatever the server's default.
+
+    Raises:
+        OSError: the database cannot be reached.
+    """
+    import psycopg
+
+    try:
+        conn = psycopg.connect(url, options="-c synchronous_commit=on")
+    except psycopg.Error as err:
+        raise _store_error(url, "connect to", err) from err
+    return conn
+
+
+def create_schema(conn: Conn) -> None:
+    """Create the journal's table where it is missing (one creator at a time)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        conn.execute(SCHEMA.encode())  # a constant, several statements: no parameter
+
+
+def ensure_schema(url: str) -> None:
+    """Connect to `url` and create the journal's table where it is missing.
+
+    Raises:
+        OSError: the database cannot be reached or the table made.
+    """
+    with connect(url) as conn:
+        try:
+            create_schema(conn)
+        except Exception as err:
+            raise _store_error(url, "create the journal's table in", err) from err
+
+
+class PostgresJournal:
+    """The `JournalStore` of run `run` in the database at `url`; `path`, the run's
+    `journal.jsonl`, names the journal in a damage's message."""
+
+    def __init__(self, url: str, run: str, path: Path) -> None:
+        self.url = url
+        self.run = run
+        self.path = path
+
+    @property
+    def location(self) -> str:
+        return f"run {self.run} in the {where(self.url)}"
+
+    @contextmanager
+    def _reading(self) -> Iterator[Conn]:
+        import psycopg
+
+        conn = connect(self.url)
+        try:
+            with conn:
+                yield conn
+        except psycopg.errors.UndefinedTable:
+            raise _Empty from None
+        except psycopg.Error as err:
+            raise _store_error(self.url, "read the journal from", err) from err
+
+    def _bytes(self, query: str, after: int) -> bytes:
+        try:
+            with self._reading() as conn:
+                found = conn.execute(query.encode(), (self.run, after)).fetchone()
+        except _Empty:
+            return b""
+        return bytes(found[0]) if found is not None and found[0] is not None else b""
+
+    def read(self, after: int = 0) -> JournalRead:
+        return decode(self._bytes(_ROWS_AFTER, after), self.path, after=after)
+
+    def last_seq(self) -> int:
+        try:
+            with self._reading() as conn:
+                found = conn.execute(_LAST.encode(), (self.run,)).fetchone()
+        except _Empty:
+            return 0
+        return int(found[0]) if found is not None else 0
+
+    def open_bytes(self) -> io.BufferedIOBase:
+        return io.BytesIO(self.read_from(0))
+
+    def read_from(self, offset: int) -> bytes:
+        return self._bytes(_BYTES_FROM, offset)
+
+    def open_appender(self, known: JournalRead | None = None) -> PostgresAppender:
+        conn = connect(self.url)
+        try:
+            try:
+                create_schema(conn)
+            except Exception as err:
+                raise _store_error(self.url, "create the journal's table in", err) from err
+            read = known if known is not None else self.read()
+            epoch = self._take(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return PostgresAppender(self, conn, read.last_seq, read.end, epoch)
+
+    def _take(self, conn: Conn) -> int:
+        """Take the run for this writer: its new epoch.
+
+        Raises:
+            OSError: another machine holds the run's lease (EBUSY), or the
+                database failed.
+        """
+        import psycopg
+
+        machine = machine_id()
+        try:
+            with conn.transaction():
+                taken = conn.execute(_TAKE.encode(), (self.run, machine, LEASE_SECONDS)).fetchone()
+                holder = conn.execute(_HOLDER.encode(), (self.run,)).fetchone()
+        except psycopg.Error as err:
+            raise _store_error(self.url, "take the run in", err) from err
+        if taken is None:
+            held_by, until = holder if holder is not None else ("?", "?")
+            raise StoreError(
+                errno.EBUSY,
+                f"run {self.run} is held by machine {held_by} until {until} (its writer's lease)",
+                f"resume it on {held_by}, or here once its lease has lapsed",
+            )
+        return int(taken[0])
+
+    @property
+    def wake_file(self) -> None:
+        return None
+
+    def open_wake(self) -> PostgresWake:
+        import psycopg
+
+        conn = connect(self.url)
+        try:
+            conn.autocommit = True
+            conn.execute(f"LISTEN {CHANNEL}".encode())
+        except psycopg.Error as err:
+            conn.close()
+            raise _store_error(self.url, "listen on", err) from err
+        return PostgresWake(conn, self.run)
+
+    def files(self) -> tuple[Path, ...]:
+        return ()
+
+
+class PostgresWake:
+    """A LISTEN on CHANNEL: readable when a group commit of some run notified."""
+
+    def __init__(self, conn: Conn, run: str) -> None:
+        self._conn = conn
+        self._prefix = f"{run} "
+
+    def fileno(self) -> int:
+        return self._conn.fileno()
+
+    def woken(self) -> bool:
+        import psycopg
+
+        try:
+            heard = [n.payload for n in self._conn.notifies(timeout=0)]
+        except psycopg.Error:
+            return True  # the connection is gone: the caller reads, as after a lost event
+        return any(payload.startswith(self._prefix) for payload in heard)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class _Fenced(Exception):
+    """The run's epoch is no longer this writer's: the transaction is rolled back."""
+
+
+class _Empty(Exception):
+    """The journal's table is not there yet: no run has written a row."""
+
+
+class PostgresAppender:
+    """The open journal of a run in PostgreSQL, for its one writer (one connection,
+    one transaction a group)."""
+
+    blocking = True
+
+    def __init__(
+        self,
+        store: PostgresJournal,
+        conn: Conn,
+        last_seq: int,
+        end: int,
+        epoch: int,
+    ) -> None:
+        self._store = store
+        self._conn = conn
+        self.epoch = epoch
+        """The run's epoch this writer took: its commits count only while it stands."""
+        self._fenced: OSError | None = None
+        self.last_seq = last_seq
+        """The seq of the last durable row."""
+        self._end = end
+
+    def append(self, data: bytes, rows: int) -> None:
+        """Insert the group's lines (one a row) in one transaction, committed with
+        `synchronous_commit` on: durable when this returns; none of them on failure.
+        The transaction renews the writer's lease where its epoch still stands and
+        changes nothing where another writer took the run (fenced: this and every
+        later append raise), and notifies CHANNEL as it commits.
+
+        Raises:
+            OSError: the transaction failed (the connection is made again next
+                time), or the writer is fenced (ESTALE).
+        """
+        import psycopg
+
+        if self._fenced is not None:
+            raise self._fenced
+        run = self._store.run
+        lines = [line + b"\n" for line in data.split(b"\n")[:-1]]
+        if len(lines) != rows:
+            raise ValueError(f"a group of {rows} rows holds {len(lines)} lines")
+        seqs = list(range(self.last_seq + 1, self.last_seq + 1 + rows))
+        offsets, at = [], self._end
+        for line in lines:
+            offsets.append(at)
+            at += len(line)
+        try:
+            if self._conn.closed:
+                self._conn = connect(self._store.url)
+            with self._conn.transaction():
+                renewed = self._conn.execute(_RENEW.encode(), (LEASE_SECONDS, run, self.epoch))
+                if renewed.rowcount != 1:
+                    raise _Fenced
+                self._conn.execute(_INSERT.encode(), (run, seqs, offsets, lines))
+                self._conn.execute(_NOTIFY.encode(), (CHANNEL, f"{run} {seqs[-1]}"))
+        except _Fenced:
+            self._fenced = StoreError(
+                errno.ESTALE,
+                f"run {run} was taken by another writer (this one's epoch {self.epoch} is "
+                "fenced): its rows were not written, and this process stops",
+                "another process took the run and goes on with it",
+            )
+            raise self._fenced from None
+        except psycopg.Error as err:
+            raise _store_error(self._store.url, "write the journal to", err) from err
+        self.last_seq += rows
+        self._end = at
+
+    def close(self) -> None:
+        self._conn.close()
