@@ -18,8 +18,13 @@ import mmap
 from pathlib import Path
 from typing import Any
 
+from crw.journal.file_store import FileJournal
 from crw.journal.framing import CHECKSUM, FRAMING, whole_line
 from crw.journal.result_span import with_results
+from crw.journal.stores import store_at
+
+Buffer = mmap.mmap | bytes
+"""The journal's bytes: the file mapped, or a database's read."""
 
 
 def call_rows(journal: Path, call: str, end: int) -> list[dict[str, Any]]:
@@ -32,13 +37,20 @@ def call_rows(journal: Path, call: str, end: int) -> list[dict[str, Any]]:
     """
     if end <= 0:
         return []
-    with journal.open("rb") as file, mmap.mmap(file.fileno(), end, access=mmap.ACCESS_READ) as data:
-        mine = _found(data, call, end)
+    store = store_at(journal)
+    if isinstance(store, FileJournal):
+        with (
+            journal.open("rb") as file,
+            mmap.mmap(file.fileno(), end, access=mmap.ACCESS_READ) as data,
+        ):
+            mine = _found(data, call, end)
+    else:  # a database's journal: its bytes, as the file would hold them
+        mine = _found(store.read_from(0)[:end], call, end)
     with_results(mine)
     return mine
 
 
-def _found(data: mmap.mmap, call: str, end: int) -> list[dict[str, Any]]:
+def _found(data: Buffer, call: str, end: int) -> list[dict[str, Any]]:
     # One needle for both: `"call":"<call>"` and `"<call>/t…` (an op, a marker)
     # each hold `"<call>`; a call whose id it begins (build.10 of build.1) is left
     # out once its line is parsed.
@@ -61,7 +73,7 @@ def _found(data: mmap.mmap, call: str, end: int) -> list[dict[str, Any]]:
     return mine
 
 
-def _rows_with(data: mmap.mmap, needles: list[bytes], end: int) -> list[dict[str, Any]]:
+def _rows_with(data: Buffer, needles: list[bytes], end: int) -> list[dict[str, Any]]:
     """The whole, checksummed lines of `data[:end]` that hold any of `needles`,
     parsed, in order (a line that fails its checksum is left out: the journal's
     reader reports damage, this one only looks)."""

@@ -77,6 +77,15 @@ def test_a_run_on_postgres_runs_to_its_end_and_every_command_reads_it(
     entries = {entry["run"]: entry for entry in listed.json()["runs"]}
     assert (entries[run]["state"], entries[run]["reason"]) == ("ended", "completed")
     assert entries[run]["calls"]["done"] == entries[run]["calls"]["total"] == 3
+    done = next(row for row in rows if row["row"] == "completed")
+    call = drill.crw("flow", "call", run, done["call"], *state, "--json")
+    assert call.code == 0, call.stderr
+    assert (call.json()["state"], call.json()["answer"]["result"]) == (
+        "completed",
+        done["result"],
+    )
+    shown_seqs = {row["seq"] for row in call.json()["rows"]}
+    assert {row["seq"] for row in rows if row.get("call") == done["call"]} <= shown_seqs
 
 
 def test_start_with_a_db_that_is_not_postgresql_is_refused_and_makes_nothing(crw: Crw) -> None:
