@@ -60,6 +60,7 @@ flow.command("crw.cli.owner.codex_app:codex", help="Set up Codex to own crw flow
 
 flow.command(run_commands.start)
 flow.command(run_commands.validate)
+flow.command(run_commands.rerun)
 flow.command(read_commands.status)
 flow.command(owner_commands.next_, name="next")
 flow.command(owner_commands.dispatched)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,15 +29,23 @@ from crw.cli.read.status_text import input_lines
 from crw.cli.run.preview import Preview, SessionStart, app_server_judged, session_judged
 from crw.engine.calls.review import check_fix_efforts
 from crw.engine.config.evidence_cwd import check_evidence_cwd
-from crw.engine.config.inputs import RunInput, fill_inputs, parse_pairs
+from crw.engine.config.inputs import RunInput, fill_inputs, parse_pairs, refill_inputs
 from crw.engine.config.repo import RunRepository, run_repository
 from crw.engine.config.roles import RoleTable, load_roles
 from crw.engine.config.workflow import Workflow, load_workflow
 from crw.engine.run.launch import launch_run_process
 from crw.engine.run.locks import run_is_live, start_lock
+from crw.engine.run.rerun import Reuse, write_reused
 from crw.engine.run.run_inputs import write_inputs
 from crw.engine.run.rundir import RunDir, loose_state, new_run_id, resolve_state
-from crw.engine.run.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings, write_run_spec
+from crw.engine.run.runspec import (
+    RerunOf,
+    RunEnv,
+    RunSpec,
+    WorkflowRef,
+    recorded_settings,
+    write_run_spec,
+)
 from crw.engine.run.tmploc import dir_from
 from crw.errors import InputError, RefusedError
 from crw.host.uri import HostUri, parse_host_uri, session_host
@@ -53,6 +61,8 @@ class StartOutcome:
     started: bool = False
     warnings: list[str] = field(default_factory=list)
     preview: Preview = field(default_factory=Preview)
+    reuse: Reuse | None = None
+    """A rerun's: what it takes from its source (`crw flow rerun`)."""
 
 
 def start_command(
@@ -84,6 +94,12 @@ def start_command(
         inputs=inputs or (),
         input_files=input_files or (),
     )
+    return report_start(outcome, json=json, wait=wait, timeout=timeout)
+
+
+def report_start(outcome: StartOutcome, *, json: bool, wait: bool, timeout: float | None) -> int:
+    """What `start` (and `rerun`) print of the run they started, then with `wait` its
+    outcome as `crw flow wait` reports it; the exit code."""
     state = f"--state {outcome.run.root.parents[1]}"
     steps = None
     if outcome.spec.backend == "session":
@@ -99,6 +115,7 @@ def start_command(
         "started": outcome.started,
         "warnings": outcome.warnings,
         "inputs": outcome.spec.inputs,
+        "rerun": _rerun_json(outcome.reuse),
         **outcome.preview.to_json(),
         "next": steps,
     }
@@ -107,6 +124,7 @@ def start_command(
         f"run {outcome.spec.id} {verb} ({outcome.spec.backend} backend, pool {outcome.spec.pool})"
     ]
     lines.append(f"  run directory: {outcome.run.root}")
+    lines += _rerun_lines(outcome.reuse)
     lines += input_lines(outcome.spec.inputs)
     lines += outcome.preview.lines()
     lines += [f"  warning: {warning}" for warning in outcome.warnings]
@@ -118,6 +136,27 @@ def start_command(
         return start_and_wait(outcome.run, payload, lines, json=json, timeout=timeout)
     emit(json, payload, "\n".join(lines))
     return 0
+
+
+def _rerun_json(reuse: Reuse | None) -> dict[str, Any] | None:
+    if reuse is None:
+        return None
+    return {
+        "run": reuse.source,
+        "node": reuse.start_from,
+        "reused": list(reuse.nodes),
+        "afresh": list(reuse.afresh),
+    }
+
+
+def _rerun_lines(reuse: Reuse | None) -> list[str]:
+    if reuse is None:
+        return []
+    taken = ", ".join(reuse.nodes) or "nothing"
+    return [
+        f"  rerun of {reuse.source} from {reuse.start_from}: reuses {taken}; "
+        f"runs {', '.join(reuse.afresh)} afresh"
+    ]
 
 
 def start_and_wait(
@@ -166,9 +205,11 @@ def check_start(
     trace: bool = False,
     inputs: Sequence[str] = (),
     input_files: Sequence[str] = (),
+    source_inputs: Mapping[str, RunInput] | None = None,
 ) -> StartPlan:
     """Every check a start makes before the run exists (CMD-START-14), asking no host
-    and writing nothing.
+    and writing nothing. `source_inputs`: a rerun's source inputs, which `inputs` and
+    `input_files` override (`refill_inputs`).
 
     Raises:
         InputError: the workflow, its inputs, the role store, the owner, the host's
@@ -178,9 +219,13 @@ def check_start(
     files = parse_pairs(input_files, "--input-file")
     state_dir = resolve_state(state, environ, Path.cwd())
     workflow = load_workflow(workflow_path)
-    filled = fill_inputs(
-        str(workflow_path), workflow.inputs, workflow.input_lines, values, files, Path.cwd()
-    )
+    declared, lines = workflow.inputs, workflow.input_lines
+    if source_inputs is None:
+        filled = fill_inputs(str(workflow_path), declared, lines, values, files, Path.cwd())
+    else:
+        filled = refill_inputs(
+            str(workflow_path), declared, lines, source_inputs, values, files, Path.cwd()
+        )
     recorded = replace(workflow.settings, trace=True) if trace else workflow.settings
     roles = load_roles(state_dir / "roles.toml")
     check_fix_efforts(workflow, roles, state_dir / "roles.toml")
@@ -232,10 +277,14 @@ def start_run(
     trace: bool = False,
     inputs: Sequence[str] = (),
     input_files: Sequence[str] = (),
+    source_inputs: Mapping[str, RunInput] | None = None,
+    reuse: Reuse | None = None,
 ) -> StartOutcome:
     """Refuse or record, bind and launch a run; see the module docstring. `trace`
     (`--trace`) records SessionConfig.Trace on, whatever `[settings]` says;
-    `inputs` and `input_files` are the `NAME=VALUE` of `--input` and `--input-file`."""
+    `inputs` and `input_files` are the `NAME=VALUE` of `--input` and `--input-file`.
+    A rerun (`crw flow rerun`) gives its source's inputs (`source_inputs`) and its `reuse`,
+    whose rows the run's reused.json keeps before run.json names the source."""
     plan = check_start(
         workflow_path,
         backend=backend,
@@ -247,6 +296,7 @@ def start_run(
         trace=trace,
         inputs=inputs,
         input_files=input_files,
+        source_inputs=source_inputs,
     )
     state_dir, workflow, roles, pool = plan.state_dir, plan.workflow, plan.roles, plan.pool
     owner, uri, repository = plan.owner, plan.uri, plan.repository
@@ -254,6 +304,8 @@ def start_run(
     run = RunDir(state_dir / "flow" / run_id)
     run.create()
     recorded_inputs = write_inputs(run, plan.inputs)  # the copies before run.json names them
+    if reuse is not None:  # its rows before run.json names the source
+        write_reused(run.reused, reuse)
     spec = RunSpec(
         id=run_id,
         workflow=WorkflowRef(path=str(workflow.path), digest=workflow.digest),
@@ -267,9 +319,10 @@ def start_run(
         codex_bin=codex_bin,
         settings=recorded_settings(plan.recorded),
         inputs=recorded_inputs,
+        rerun=RerunOf(run=reuse.source, node=reuse.start_from) if reuse is not None else None,
     )
     settings = settings if settings is not None else workflow.settings
-    outcome = StartOutcome(run=run, spec=spec, warnings=plan.warnings)
+    outcome = StartOutcome(run=run, spec=spec, warnings=plan.warnings, reuse=reuse)
     outcome.warnings += _excluded(state_dir)
     if backend == "session":
         start = SessionStart(

@@ -48,6 +48,16 @@ class RunEnv(BaseModel):
     TMPDIR: str
 
 
+class RerunOf(BaseModel):
+    """A rerun's source (`crw flow rerun`): the run whose answers it reuses and the
+    node from which it runs afresh; the reused rows are the run's reused.json."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    run: str
+    node: str
+
+
 class RunSpec(BaseModel):
     """The content of run.json."""
 
@@ -78,6 +88,9 @@ class RunSpec(BaseModel):
     for a file input `{path, digest}` (its copy is the run's `inputs/NAME`). None:
     a workflow without inputs, or a spec written before them."""
 
+    rerun: RerunOf | None = None
+    """A rerun's source (None: a run started with `crw flow start`)."""
+
     def run_settings(self) -> Settings:
         """The settings the run's processes use: the recorded ones (a key this crw
         does not know is left out, one it knows and the spec lacks is its default)."""
@@ -97,7 +110,7 @@ class RunSpec(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The JSON object of run.json; `env` is left out when the spec has none."""
         data = self.model_dump(mode="json")
-        for optional in ("env", "codex_bin", "settings", "inputs"):
+        for optional in ("env", "codex_bin", "settings", "inputs", "rerun"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
