@@ -1,0 +1,99 @@
+"""The rerun's kill drill: real processes, a rerun killed around its reused rows.
+
+A source run of the drill's workflow (explore, build, review) ends failed (build
+null_model) on a `crw host sim serve` host; a rerun from build is started with
+`CRW_CRASH_AFTER` (its detached run process SIGKILLs itself right after the row is
+durable): after its started row, before the reused batch, or after the reused
+batch, before any call. Once the process is gone it is resumed with `crw flow
+resume RUN --detach`. Every kill point must end as the undisturbed rerun does:
+completed, explore's reused row written once with the source's answer, every
+result the same, and no turn for explore on the host.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crw.engine.run.locks import held_process_tokens
+from crw.engine.run.rundir import RunDir
+from tests.cli.test_rerun import GOOD, failed_run, rows_of
+from tests.cli.test_wait import cli
+from tests.drill.test_app_server_crash_drill import AppDrill
+from tests.drill.test_crash_drill import RUN_DEADLINE, alive, drill_at, kill, served, wait_until
+
+pytestmark = pytest.mark.xdist_group("test_rerun_drill")
+
+
+def _reap(drill: AppDrill) -> None:
+    drill.reap()
+    for path in (drill.crw.state / "flow").iterdir():
+        for row in rows_of(drill, path.name):
+            if row["row"] == "started":
+                kill(row["pid"])
+
+
+@pytest.fixture
+def drill(tmp_path: Path) -> Iterator[AppDrill]:
+    with served(drill_at(AppDrill, tmp_path / "run"), _reap) as made:
+        yield made
+
+
+def rerun(drill: AppDrill, source: str, crash_after: str | None) -> RunDir:
+    env = drill.crw.env | ({"CRW_CRASH_AFTER": crash_after} if crash_after else {})
+    done = drill.crw("flow", "rerun", source, "--from", "build", "--json",
+                     "--state", str(drill.crw.state), env=env)  # fmt: skip
+    assert done.code == 0, done.stderr
+    return RunDir(Path(done.json()["run_dir"]))
+
+
+def ended(drill: AppDrill, run: RunDir) -> list[dict[str, Any]]:
+    def over() -> bool:
+        rows = rows_of(drill, run.id)
+        return bool(rows) and rows[-1]["row"] == "ended"
+
+    wait_until("the rerun ends", over, RUN_DEADLINE)
+    return rows_of(drill, run.id)
+
+
+@pytest.mark.parametrize(
+    "crash_after",
+    [
+        pytest.param("started", id="started, before the reused rows"),
+        pytest.param("reused@explore.1", id="reused, before any call"),
+    ],
+)
+def test_a_rerun_killed_around_its_reused_rows_resumes_to_the_same_end(
+    drill: AppDrill, crash_after: str
+) -> None:
+    source = failed_run(drill)
+    taken = next(
+        r for r in rows_of(drill, source) if r["row"] == "completed" and r["call"] == "explore.1"
+    )
+    drill.host("sim/script", GOOD)
+    run = rerun(drill, source, crash_after)
+    first = next(r for r in rows_of(drill, run.id) if r["row"] == "started")
+    wait_until("the killed run process is gone", lambda: not alive(first["pid"]))
+    wait_until("its process lock is let go", lambda: held_process_tokens(run) == [])
+    dead = [r["row"] for r in rows_of(drill, run.id)]
+    assert dead[-1] != "ended" and ("reused" in dead) == crash_after.startswith("reused")
+
+    resumed = cli(drill, "flow", "resume", run.id, "--detach", "--json")
+    assert resumed.code == 0, resumed.stderr
+    rows = ended(drill, run)
+    assert rows[-1]["status"] == "completed"
+    explore = [r for r in rows if r.get("call") == "explore.1"]
+    assert [r["row"] for r in explore] == ["reused", "completed"]
+    assert explore[1]["result"] == taken["result"]
+    started = [i for i, r in enumerate(rows) if r["row"] == "started"]
+    assert len(started) == 2
+    at = started[0] if crash_after.startswith("reused") else started[1]
+    assert rows[at + 1]["row"] == "reused"  # the batch right after a started row, once
+    assert {r["call"] for r in rows if r["row"] == "turn_started"} == {"build.1", "review.1"}
+    shadow = cli(drill, "flow", "shadow", run.id, "--json")
+    assert shadow.code == 0, shadow.stdout
+    assert json.loads(shadow.stdout)["points"] == []
