@@ -60,7 +60,7 @@ class Reuse:
     nodes: tuple[str, ...]
     """The nodes that take the source's answers, in the workflow's order."""
     afresh: tuple[str, ...]
-    """The nodes that run, in the workflow's order."""
+    """The nodes that run: every other node, in the workflow's order."""
     rows: tuple[RowModel, ...]
     """The reused and completed rows of each reused call, in order: one batch."""
 
@@ -185,7 +185,7 @@ def plan_reuse(
         source=source,
         start_from=start_from,
         nodes=tuple(reused),
-        afresh=tuple(node.id for node in workflow.order() if node.id in afresh),
+        afresh=tuple(node.id for node in workflow.order() if node.id not in reused),
         rows=tuple(out),
     )
 
