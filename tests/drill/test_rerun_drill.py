@@ -21,10 +21,21 @@ import pytest
 
 from crw.engine.run.locks import held_process_tokens
 from crw.engine.run.rundir import RunDir
+from crw.journal.log import read_journal
 from tests.cli.test_rerun import GOOD, failed_run, rows_of
-from tests.cli.test_wait import cli
+from tests.cli.test_wait import BROKEN, cli
 from tests.drill.test_app_server_crash_drill import AppDrill
-from tests.drill.test_crash_drill import RUN_DEADLINE, alive, drill_at, kill, served, wait_until
+from tests.drill.test_crash_drill import (
+    RUN_DEADLINE,
+    Drill,
+    alive,
+    drill_at,
+    kill,
+    served,
+    wait_until,
+)
+
+CALL0 = "explore.1"
 
 pytestmark = pytest.mark.xdist_group("test_rerun_drill")
 
@@ -97,3 +108,46 @@ def test_a_rerun_killed_around_its_reused_rows_resumes_to_the_same_end(
     shadow = cli(drill, "flow", "shadow", run.id, "--json")
     assert shadow.code == 0, shadow.stdout
     assert json.loads(shadow.stdout)["points"] == []
+
+
+def test_a_session_rerun_reuses_explore_and_the_owner_runs_the_rest(tmp_path: Path) -> None:
+    """On the session backend, the owner played by the drill's owner process: the
+    source ends failed, the rerun (on the source's owner and host) writes explore's
+    reused rows and publishes steps only for build and review."""
+
+    def reap(drill: Drill) -> None:
+        drill.reap()
+        for path in (drill.crw.state / "flow").iterdir():
+            for row in read_journal(RunDir(path).journal).rows:
+                if row["row"] == "started":
+                    kill(row["pid"])
+
+    with served(drill_at(Drill, tmp_path / "run"), reap) as drill:
+        drill.host("sim/script", BROKEN)
+        drill.start(crash_after=None)
+        assert drill.finish()[-1]["status"] == "failed"
+        assert drill.run is not None
+        source = drill.run.id
+        taken = next(r for r in drill.rows() if r["row"] == "completed" and r["call"] == CALL0)
+        drill.host("sim/script", GOOD)
+
+        done = drill.crw("flow", "rerun", source, "--from", "build", "--json",
+                         "--state", str(drill.crw.state))  # fmt: skip
+        assert done.code == 0, done.stderr
+        assert done.json()["backend"] == "session" and done.json()["owner"] == drill.owner_thread
+        drill.run = RunDir(Path(done.json()["run_dir"]))
+        drill.owner = drill.spawn(
+            "tests.drill.owner", drill.run.id, "--state", str(drill.crw.state),
+            "--socket", str(drill.socket), "--owner", drill.owner_thread,
+            "--control", str(drill.control),
+        )  # fmt: skip
+        rows = drill.finish()
+        assert rows[-1]["status"] == "completed"
+        explore = [r for r in rows if r.get("call") == CALL0]
+        assert [r["row"] for r in explore] == ["reused", "completed"]
+        assert explore[1]["result"] == taken["result"]
+        published = {r["call"] for r in rows if r["row"] == "step_published"}
+        assert published == {"build.1", "review.1"}
+        turns, _ = drill.subagent_turns()
+        # the host's turns of both runs: explore's the source's alone, build's one each
+        assert (turns["explore.1/t1-a1"], turns["build.1/t1-a1"]) == (1, 2), turns
