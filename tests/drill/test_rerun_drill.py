@@ -22,6 +22,7 @@ import pytest
 from crw.engine.run.locks import held_process_tokens
 from crw.engine.run.rundir import RunDir
 from crw.journal.log import read_journal
+from crw.workspace import refs
 from tests.cli.test_rerun import GOOD, failed_run, rows_of
 from tests.cli.test_wait import BROKEN, cli
 from tests.drill.test_app_server_crash_drill import AppDrill
@@ -34,6 +35,7 @@ from tests.drill.test_crash_drill import (
     served,
     wait_until,
 )
+from tests.workspace.gitrepo import make_repo
 
 CALL0 = "explore.1"
 
@@ -54,9 +56,11 @@ def drill(tmp_path: Path) -> Iterator[AppDrill]:
         yield made
 
 
-def rerun(drill: AppDrill, source: str, crash_after: str | None) -> RunDir:
+def rerun(
+    drill: AppDrill, source: str, crash_after: str | None, start_from: str = "build"
+) -> RunDir:
     env = drill.crw.env | ({"CRW_CRASH_AFTER": crash_after} if crash_after else {})
-    done = drill.crw("flow", "rerun", source, "--from", "build", "--json",
+    done = drill.crw("flow", "rerun", source, "--from", start_from, "--json",
                      "--state", str(drill.crw.state), env=env)  # fmt: skip
     assert done.code == 0, done.stderr
     return RunDir(Path(done.json()["run_dir"]))
@@ -151,3 +155,43 @@ def test_a_session_rerun_reuses_explore_and_the_owner_runs_the_rest(tmp_path: Pa
         turns, _ = drill.subagent_turns()
         # the host's turns of both runs: explore's the source's alone, build's one each
         assert (turns["explore.1/t1-a1"], turns["build.1/t1-a1"]) == (1, 2), turns
+
+
+def test_a_git_rerun_keeps_a_reused_executors_crw_commit_on_its_node_branch(
+    tmp_path: Path,
+) -> None:
+    """A run in a git checkout: build, an executor, writes a file and its
+    crw.commit advances the node branch; a rerun from review reuses build, and its
+    own node branch refs/crw/flow/<rerun>/nodes/build holds that commit (a
+    crw_commit row in the reused batch, durable before the ref moves; the rerun's
+    effect proofs hold it)."""
+    project = tmp_path / "project"
+    repo = make_repo(project)
+
+    with served(drill_at(AppDrill, tmp_path / "run"), _reap) as drill:
+        text = drill.workflow.read_text()
+        drill.workflow.write_text(text.replace("pool = 1\n", f'pool = 1\nrepo = "{project}"\n'))
+        writes = {"seconds": 0.1, "writes": {"fix.py": "fixed\n"}}
+        drill.host("sim/script", {"match": {"marker": "build.1/*"}, "behaviour": writes})
+        drill.start(crash_after=None)
+        source_rows = drill.finish()
+        assert source_rows[-1]["status"] == "completed"
+        assert drill.run is not None
+        source = drill.run.id
+        made = next(r for r in source_rows if r["row"] == "crw_commit")
+        assert refs.read(repo, made["node_ref"]) == made["commit"]
+
+        run = rerun(drill, source, None, start_from="review")
+        rows = ended(drill, run)
+        assert rows[-1]["status"] == "completed" and "held" not in {r["row"] for r in rows}
+        build = [r for r in rows if r.get("call") == "build.1"]
+        assert [r["row"] for r in build] == ["reused", "completed", "crw_commit"]
+        kept = build[2]
+        node_ref = f"refs/crw/flow/{run.id}/nodes/build"
+        assert (kept["node_ref"], kept["commit"], kept["tree"]) == (
+            node_ref, made["commit"], made["tree"],
+        )  # fmt: skip
+        assert "node_old" not in kept and "head_ref" not in kept
+        assert refs.read(repo, node_ref) == made["commit"]
+        assert refs.read(repo, made["node_ref"]) == made["commit"]  # the source's, as it was
+        assert {r["call"] for r in rows if r["row"] == "turn_started"} == {"review.1"}

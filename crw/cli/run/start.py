@@ -15,6 +15,7 @@ exited without a started row: exit 1).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -51,6 +52,7 @@ from crw.errors import InputError, RefusedError
 from crw.host.uri import HostUri, parse_host_uri, session_host
 from crw.journal.log import read_journal
 from crw.settings import Settings
+from crw.workspace.names import node_ref
 
 
 @dataclass
@@ -305,6 +307,7 @@ def start_run(
     run.create()
     recorded_inputs = write_inputs(run, plan.inputs)  # the copies before run.json names them
     if reuse is not None:  # its rows before run.json names the source
+        reuse = reuse.for_run(functools.partial(node_ref, run_id))
         write_reused(run.reused, reuse)
     spec = RunSpec(
         id=run_id,

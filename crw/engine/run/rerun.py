@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,15 @@ from crw.engine.config.workflow import Workflow
 from crw.engine.holds import supersede
 from crw.errors import InputError, RefusedError
 from crw.journal.replay import RunState, replay
-from crw.journal.rows import Completed, Reused, RowModel, Tokens, dump_row, parse_row
+from crw.journal.rows import (
+    Completed,
+    CrwCommit,
+    Reused,
+    RowModel,
+    Tokens,
+    dump_row,
+    parse_row,
+)
 
 Row = Mapping[str, Any]
 
@@ -42,11 +50,11 @@ _COPIED = (
     "result_span",
     "extracted",
     "pending_tree",
-    "executor_head_moved",
     "attempt",
     "k",
 )
-"""The completed row's fields a reused call keeps: all but its tokens."""
+"""The completed row's fields a reused call keeps: all but its tokens and the
+executor's moved HEAD (the source's stray ref keeps it; the rerun made no worktree)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,18 @@ class Reuse:
     """The nodes that run: every other node, in the workflow's order."""
     rows: tuple[RowModel, ...]
     """The reused and completed rows of each reused call, in order: one batch."""
+
+    def for_run(self, node_ref: Callable[[str], str]) -> Reuse:
+        """The rows for the rerun whose node branches `node_ref` names (of a node):
+        each reused crw.commit advances the rerun's node branch, created against
+        no ref, to the source's commit."""
+        rows = tuple(
+            row.model_copy(update={"node_ref": node_ref(str(row.node))})
+            if isinstance(row, CrwCommit)
+            else row
+            for row in self.rows
+        )
+        return replace(self, rows=rows)
 
     def to_json(self) -> dict[str, Any]:
         """What `reused.json` holds: the rows as their journal lines' objects."""
@@ -247,4 +267,9 @@ def _call_rows(
         review=review.judged_call(new) if judged else None,
     )
     body = {key: completed[key] for key in _COPIED if completed.get(key) is not None}
-    return [reused, Completed.model_validate(body | {"call": new})]
+    out: list[RowModel] = [reused, Completed.model_validate(body | {"call": new})]
+    made = next((row for row in reversed(calls) if row.get("row") == "crw_commit"), None)
+    if made is not None and completed.get("pending_tree"):  # the node branch keeps it
+        kept = {key: made.get(key) for key in ("node", "tree", "start", "commit", "when")}
+        out.append(CrwCommit.model_validate(kept | {"call": new}))
+    return out
