@@ -75,6 +75,8 @@ def test_a_rerun_from_the_failed_node_reuses_what_it_needs_and_completes(
     from build reuses explore's answer and runs build and review afresh."""
     source = failed_run(drill)
     source_rows = rows_of(drill, source)
+    todo = cli(drill, "flow", "status", source, "--json").json()["todo"]
+    assert f"crw flow rerun {source} --from build --state " in todo[-1]["command"]
     drill.host("sim/script", GOOD)
 
     done = cli(drill, "flow", "rerun", source, "--from", "build", "--wait", "--json")
@@ -143,6 +145,9 @@ def test_a_rerun_refuses_in_one_line_and_writes_nothing(drill: AppDrill) -> None
     refused(cli(drill, "flow", "rerun", source, "--from", "build", "--workflow", str(edited)),
             "node explore's answer does not pass its schema", "'risk' is a required property",
             "--from explore")  # fmt: skip
+
+    undeclared = cli(drill, "flow", "rerun", source, "--from", "build", "--input", "issue=7")
+    refused(undeclared, "no input 'issue' is declared")
 
     drill.workflow.write_text(drill.workflow.read_text() + "\n# edited\n")
     changed = cli(drill, "flow", "rerun", source, "--from", "build")

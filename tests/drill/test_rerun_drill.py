@@ -155,6 +155,9 @@ def test_a_session_rerun_reuses_explore_and_the_owner_runs_the_rest(tmp_path: Pa
         turns, _ = drill.subagent_turns()
         # the host's turns of both runs: explore's the source's alone, build's one each
         assert (turns["explore.1/t1-a1"], turns["build.1/t1-a1"]) == (1, 2), turns
+        shadow = drill.crw("flow", "shadow", drill.run.id, "--json",
+                           "--state", str(drill.crw.state))  # fmt: skip
+        assert shadow.code == 0 and shadow.json()["backend"] == "session", shadow.stdout
 
 
 def test_a_git_rerun_keeps_a_reused_executors_crw_commit_on_its_node_branch(
