@@ -173,3 +173,22 @@ def test_a_reruns_inputs_are_the_sources_unless_given_anew(tmp_path: Path) -> No
                       tmp_path)  # fmt: skip
     with pytest.raises(InputError, match="input 'issue': is required"):
         refill_inputs("w.toml", workflow.inputs, workflow.input_lines, {}, {}, {}, tmp_path)
+
+
+def test_a_rerun_of_a_rerun_takes_the_reused_answers_with_the_tokens_first_spent(
+    tmp_path: Path,
+) -> None:
+    """A rerun's own reused calls are reused again: the source named is the rerun,
+    the tokens not spent again those its source first counted."""
+    workflow = _load(tmp_path)
+    first = plan_reuse("src", ROWS, workflow, "ship", FIX)
+    rows = [{"row": "started"}, *(dump_row(row) for row in first.rows)]
+    again = plan_reuse("rerun1", rows, workflow, "ship", FIX)
+    assert again.nodes == first.nodes
+    reused = [dump_row(row) for row in again.rows if row.row == "reused"]
+    assert [(r["source_run"], r["source_call"], r["saved_tokens"]) for r in reused] == [
+        ("rerun1", "explore.1", {"total": 10}),
+        ("rerun1", "build.1", {"total": 20}),
+        ("rerun1", "build.2", {"total": 5}),
+    ]
+    assert reused[2]["review"] == "build.1"

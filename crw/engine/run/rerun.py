@@ -256,6 +256,11 @@ def _call_rows(
     prepared = next((row for row in calls if row.get("row") == "prepared"), {})
     judged = prepared.get("review")
     node, _, _ = new.rpartition(".")
+    earlier = next((row for row in calls if row.get("row") == "reused"), None)
+    saved = Tokens(**state.calls[call].tokens)
+    if earlier is not None:  # a rerun's reused call: what its own source spent
+        saved = Tokens.model_validate(earlier.get("saved_tokens") or {})
+        judged = earlier.get("review")
     reused = Reused(
         call=new,
         node=node,
@@ -263,7 +268,7 @@ def _call_rows(
         source_run=source,
         source_call=call,
         result_digest=completed.get("result_digest"),
-        saved_tokens=Tokens(**state.calls[call].tokens),
+        saved_tokens=saved,
         review=review.judged_call(new) if judged else None,
     )
     body = {key: completed[key] for key in _COPIED if completed.get(key) is not None}
