@@ -16,7 +16,8 @@ import os
 import shlex
 from pathlib import Path
 
-from crw.cli.run.start import report_start, start_run
+from crw.cli.run.start import start_run
+from crw.cli.run.start_report import report_start
 from crw.engine.config.workflow import load_workflow
 from crw.engine.run.rerun import plan_reuse
 from crw.engine.run.run_inputs import run_inputs
