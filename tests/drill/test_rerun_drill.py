@@ -160,14 +160,21 @@ def test_a_session_rerun_reuses_explore_and_the_owner_runs_the_rest(tmp_path: Pa
         assert shadow.code == 0 and shadow.json()["backend"] == "session", shadow.stdout
 
 
+@pytest.mark.parametrize(
+    "crash_after",
+    [
+        pytest.param(None, id="undisturbed"),
+        pytest.param("reused@build.1", id="killed after the reused batch, before the ref"),
+    ],
+)
 def test_a_git_rerun_keeps_a_reused_executors_crw_commit_on_its_node_branch(
-    tmp_path: Path,
+    tmp_path: Path, crash_after: str | None
 ) -> None:
     """A run in a git checkout: build, an executor, writes a file and its
     crw.commit advances the node branch; a rerun from review reuses build, and its
     own node branch refs/crw/flow/<rerun>/nodes/build holds that commit (a
     crw_commit row in the reused batch, durable before the ref moves; the rerun's
-    effect proofs hold it)."""
+    effect proofs hold it), killed after that batch or not."""
     project = tmp_path / "project"
     repo = make_repo(project)
 
@@ -184,13 +191,21 @@ def test_a_git_rerun_keeps_a_reused_executors_crw_commit_on_its_node_branch(
         made = next(r for r in source_rows if r["row"] == "crw_commit")
         assert refs.read(repo, made["node_ref"]) == made["commit"]
 
-        run = rerun(drill, source, None, start_from="review")
+        run = rerun(drill, source, crash_after, start_from="review")
+        node_ref = f"refs/crw/flow/{run.id}/nodes/build"
+        if crash_after is not None:  # the row is durable, the ref not moved yet
+            first = next(r for r in rows_of(drill, run.id) if r["row"] == "started")
+            wait_until("the killed run process is gone", lambda: not alive(first["pid"]))
+            wait_until("its process lock is let go", lambda: held_process_tokens(run) == [])
+            assert rows_of(drill, run.id)[-1]["row"] == "crw_commit"
+            assert refs.read(repo, node_ref) is None
+            resumed = cli(drill, "flow", "resume", run.id, "--detach", "--json")
+            assert resumed.code == 0, resumed.stderr
         rows = ended(drill, run)
         assert rows[-1]["status"] == "completed" and "held" not in {r["row"] for r in rows}
         build = [r for r in rows if r.get("call") == "build.1"]
         assert [r["row"] for r in build] == ["reused", "completed", "crw_commit"]
         kept = build[2]
-        node_ref = f"refs/crw/flow/{run.id}/nodes/build"
         assert (kept["node_ref"], kept["commit"], kept["tree"]) == (
             node_ref, made["commit"], made["tree"],
         )  # fmt: skip
