@@ -123,7 +123,8 @@ def usage_error(err: Exception) -> str:
     meaning = _meaning(err, missing.name)
     if missing.field_info.is_keyword:
         what = f"{name} needs a value" if err.keyword else f"{name} is missing"
-        how = f"pass {name} {missing.name.lstrip('-').upper().replace('-', '_')}"
+        value = missing.parameter.metavar or missing.name.lstrip("-").upper().replace("-", "_")
+        how = f"pass {name} {value}"
     else:
         what, how = f"{name} is missing", "pass it"
     return f"{chain}: {what}{f' ({meaning})' if meaning else ''}; {how} (see {chain} --help)"
