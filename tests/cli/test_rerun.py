@@ -153,3 +153,34 @@ def test_a_rerun_refuses_in_one_line_and_writes_nothing(drill: AppDrill) -> None
     changed = cli(drill, "flow", "rerun", source, "--from", "build")
     refused(changed, "changed since the run started", f"--workflow {drill.workflow} --from build")
     assert runs(drill) == before
+
+
+def test_a_rerun_takes_the_sources_inputs_unless_given_anew(drill: AppDrill) -> None:
+    """The source's inputs by default (its run.json), `--input` gives one anew:
+    the rerun's run.json and started row record them, and its afresh node's task
+    reads them."""
+    text = drill.workflow.read_text()
+    head, sep, nodes = text.partition("[[node]]")
+    inputs = '[inputs.issue]\n[inputs.area]\ndefault = "core"\n\n'
+    task = nodes.replace("Fix it, starting from", "Fix {inputs.issue} in {inputs.area}, from")
+    drill.workflow.write_text(head + inputs + sep + task)
+    done = cli(drill, "flow", "start", str(drill.workflow), "--backend", "app-server",
+               "--host", f"unix:{drill.socket}", "--input", "issue=bug 7",
+               "--input", "area=ui", "--wait", "--json")  # fmt: skip
+    assert done.code == 0, done.stderr
+    source = str(json.loads(done.stdout)["run"])
+
+    kept = cli(drill, "flow", "rerun", source, "--from", "build", "--wait", "--json")
+    assert kept.code == 0, kept.stderr
+    assert kept.json()["inputs"] == {"issue": "bug 7", "area": "ui"}
+    anew = cli(drill, "flow", "rerun", source, "--from", "build", "--input", "issue=bug 8",
+               "--wait", "--json")  # fmt: skip
+    assert anew.code == 0, anew.stderr
+    rerun = anew.json()["run"]
+    spec = json.loads((drill.crw.state / "flow" / rerun / "run.json").read_text())
+    assert spec["inputs"] == {"issue": "bug 8", "area": "ui"}
+    assert spec["rerun"] == {"run": source, "node": "build"}
+    rows = rows_of(drill, rerun)
+    assert next(r for r in rows if r["row"] == "started")["inputs"] == spec["inputs"]
+    build = next(r for r in rows if r["row"] == "step_published" and r["call"] == "build.1")
+    assert "Fix bug 8 in ui, from " in build["input"]
