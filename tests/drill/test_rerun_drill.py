@@ -114,10 +114,20 @@ def test_a_rerun_killed_around_its_reused_rows_resumes_to_the_same_end(
     assert json.loads(shadow.stdout)["points"] == []
 
 
-def test_a_session_rerun_reuses_explore_and_the_owner_runs_the_rest(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "crash_after",
+    [
+        pytest.param(None, id="undisturbed"),
+        pytest.param("reused@explore.1", id="killed after the reused batch"),
+    ],
+)
+def test_a_session_rerun_reuses_explore_and_the_owner_runs_the_rest(
+    tmp_path: Path, crash_after: str | None
+) -> None:
     """On the session backend, the owner played by the drill's owner process: the
     source ends failed, the rerun (on the source's owner and host) writes explore's
-    reused rows and publishes steps only for build and review."""
+    reused rows and publishes steps only for build and review. Killed right after
+    the reused batch, the owner's `crw flow next` resumes it and it ends the same."""
 
     def reap(drill: Drill) -> None:
         drill.reap()
@@ -135,8 +145,9 @@ def test_a_session_rerun_reuses_explore_and_the_owner_runs_the_rest(tmp_path: Pa
         taken = next(r for r in drill.rows() if r["row"] == "completed" and r["call"] == CALL0)
         drill.host("sim/script", GOOD)
 
+        env = drill.crw.env | ({"CRW_CRASH_AFTER": crash_after} if crash_after else {})
         done = drill.crw("flow", "rerun", source, "--from", "build", "--json",
-                         "--state", str(drill.crw.state))  # fmt: skip
+                         "--state", str(drill.crw.state), env=env)  # fmt: skip
         assert done.code == 0, done.stderr
         assert done.json()["backend"] == "session" and done.json()["owner"] == drill.owner_thread
         drill.run = RunDir(Path(done.json()["run_dir"]))
@@ -147,6 +158,7 @@ def test_a_session_rerun_reuses_explore_and_the_owner_runs_the_rest(tmp_path: Pa
         )  # fmt: skip
         rows = drill.finish()
         assert rows[-1]["status"] == "completed"
+        assert sum(r["row"] == "started" for r in rows) == (2 if crash_after else 1)
         explore = [r for r in rows if r.get("call") == CALL0]
         assert [r["row"] for r in explore] == ["reused", "completed"]
         assert explore[1]["result"] == taken["result"]
