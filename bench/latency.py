@@ -43,7 +43,8 @@ sys.path.insert(0, str(REPO))
 
 from crw.bus.inbox import Report, reply_path, write_report  # noqa: E402
 from crw.cli.demo.scripted_owner import ScriptedOwner  # noqa: E402
-from crw.cli.run.start import StartOutcome, start_run  # noqa: E402
+from crw.cli.run.start import start_run  # noqa: E402
+from crw.cli.run.start_report import StartOutcome  # noqa: E402
 from crw.clock import system_clock  # noqa: E402
 from crw.engine.run.rundir import RunDir  # noqa: E402
 from crw.host.client import HostClient  # noqa: E402

@@ -29,7 +29,7 @@ import functools
 import gc
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from crw.engine.config.workflow import Workflow, load_workflow
 from crw.engine.run.launch_check import changed_workflow
 from crw.engine.run.launch_record import clear_failure
 from crw.engine.run.locks import ProcessLock, hold_run
+from crw.engine.run.rerun import read_reused
 from crw.engine.run.run_inputs import task_inputs
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.engine.run.runspec import RunSpec, check_backend, read_run_spec, recorded_env
@@ -55,7 +56,7 @@ from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
 from crw.journal.log import JournalRead, decode
 from crw.journal.replay import RunState, replay
-from crw.journal.rows import Paused
+from crw.journal.rows import Paused, RowModel
 from crw.journal.snapshot import save_snapshot
 from crw.journal.stores import read_run_journal, store_at
 from crw.journal.streamed import replay_pieces
@@ -131,6 +132,7 @@ async def run_process(
         raise InputError(changed)
     check_fix_efforts(workflow, roles, state_dir / "roles.toml")  # a role store changed since
     inputs = task_inputs(spec, run_dir)  # from the run, never from a command line
+    reused = read_reused(run_dir.reused, spec.id) if spec.rerun is not None else []
     with hold_run(run_dir) as lock:
         history = read_run_journal(run_dir.journal)  # decoded and replayed once a process
         past = replay(history.rows)
@@ -153,6 +155,7 @@ async def run_process(
                 sync_in_thread,
                 started_up,
                 inputs,
+                reused,
             )
         except BaseException as exc:
             fault = faults.classify(exc, spec.id, run_dir.journal)
@@ -207,11 +210,13 @@ async def _journaled(
     sync_in_thread: bool,
     started_up: Callable[[], None] = _nothing,
     inputs: dict[str, Any] | None = None,
+    reused: Sequence[RowModel] = (),
 ) -> str | faults.Fault:
     """Record the started row and run; a fault the journal can still record is
     recorded (paused) and returned. Raises what it cannot record. `past` is the
     journal as the process found it, and its replay (folded on with the started
-    row: the journal is decoded once)."""
+    row: the journal is decoded once). `reused`: a rerun's reused rows, committed
+    in one batch after the first started row that finds none in the journal."""
     hook = crash_hook(os.environ)
     async with open_journal_writer(
         run_dir.journal,
@@ -233,6 +238,8 @@ async def _journaled(
             )
         )
         clear_failure(run_dir)  # this launch did not fail: `status` says no earlier one
+        if reused and not any(row.get("row") == "reused" for row in history.rows):
+            await journal.commit(list(reused))  # before any call: the gate takes them
         started = _appended(run_dir.journal, history)
         rows = history.rows + started
         replay(started, into=replayed)

@@ -60,6 +60,7 @@ flow.command("crw.cli.owner.codex_app:codex", help="Set up Codex to own crw flow
 
 flow.command(run_commands.start)
 flow.command(run_commands.validate)
+flow.command(run_commands.rerun)
 flow.command(read_commands.status)
 flow.command(read_commands.call)
 flow.command(owner_commands.next_, name="next")
@@ -123,7 +124,8 @@ def usage_error(err: Exception) -> str:
     meaning = _meaning(err, missing.name)
     if missing.field_info.is_keyword:
         what = f"{name} needs a value" if err.keyword else f"{name} is missing"
-        how = f"pass {name} {missing.name.lstrip('-').upper().replace('-', '_')}"
+        value = missing.parameter.metavar or missing.name.lstrip("-").upper().replace("-", "_")
+        how = f"pass {name} {value}"
     else:
         what, how = f"{name} is missing", "pass it"
     return f"{chain}: {what}{f' ({meaning})' if meaning else ''}; {how} (see {chain} --help)"

@@ -107,6 +107,9 @@ class CallState:
     """The `at` of the call's prepared row."""
     ended_at: str | None = None
     """The `at` of the call's newest terminal row, until a decision sends it on."""
+    reused: str | None = None
+    """A rerun's call that took its source's answer (a reused row): `<run>/<call>`
+    of the source call that answered."""
 
 
 @dataclass
@@ -312,6 +315,12 @@ def _prepared(run: RunState, call: CallState, row: Row) -> None:
     call.started_at = call.started_at or row.get("at")
 
 
+def _reused(run: RunState, call: CallState, row: Row) -> None:
+    """A rerun's call opened by its source's answer (its completed row follows)."""
+    _prepared(run, call, row)
+    call.reused = f"{row.get('source_run')}/{row.get('source_call')}"
+
+
 def _step_published(run: RunState, call: CallState, row: Row) -> None:
     call.k = int(row.get("k") or call.k)
     call.attempt = int(row.get("attempt") or call.attempt)
@@ -384,6 +393,7 @@ def _decision(run: RunState, call: CallState, row: Row) -> None:
 
 _CALL_HANDLERS: dict[str, Callable[[RunState, CallState, Row], None]] = {
     "prepared": _prepared,
+    "reused": _reused,
     "step_published": _step_published,
     "thread_started": _thread_started,
     "turn_started": _turn_started,

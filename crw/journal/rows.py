@@ -192,6 +192,27 @@ class Completed(RowModel):
     k: int | None = None
 
 
+class Reused(RowModel):
+    """A call of a rerun that takes a completed answer of its source run instead of
+    running (`crw flow rerun`): written by the rerun's process in place of the
+    call's prepared and turn rows, with the source's completed row after it in
+    the same batch (engine row)."""
+
+    row: Literal["reused"] = "reused"
+    node: str | None = None
+    role: str | None = None
+    source_run: str | None = None
+    """The run whose answer the call takes."""
+    source_call: str | None = None
+    """The call of `source_run` that answered."""
+    result_digest: str | None = None
+    """The answer's digest, as the source's completed row records it."""
+    saved_tokens: Tokens | None = None
+    """What the source's call counted: tokens not spent again (no run's figure)."""
+    review: str | None = None
+    """A review call's judged call in this run (`<node>.<n-1>`), as `prepared`'s."""
+
+
 class CrwCommit(RowModel):
     """crw.commit of an executor call (engine row): the pending tree committed on
     the commit its worktree was to be at, the worktree's HEAD moved to it from the
@@ -547,6 +568,7 @@ Row = Annotated[
     Annotated[Started, Tag("started")]
     | Annotated[Prepared, Tag("prepared")]
     | Annotated[Completed, Tag("completed")]
+    | Annotated[Reused, Tag("reused")]
     | Annotated[CrwCommit, Tag("crw_commit")]
     | Annotated[NullModel, Tag("null_model")]
     | Annotated[Held, Tag("held")]

@@ -29,6 +29,12 @@ EXAMPLES: dict[str, tuple[dict[str, Any], str]] = {
         f"turn 3, attempt 2, tokens 120, result {'a' * 12}, taken out of prose, "
         f"executor committed {'d' * 12}",
     ),
+    "reused": (
+        {"node": "build", "role": "executor", "source_run": "r0", "source_call": "build.2",
+         "result_digest": "sha256:" + "d" * 64, "saved_tokens": {"total": 812}},
+        f"node build, role executor, the answer of r0/build.2, result {'d' * 12}, "
+        "tokens 812 not spent again",
+    ),
     "crw_commit": (
         {"commit": "e" * 40, "start": "c" * 40, "node_ref": "refs/crw/flow/r1/nodes/build"},
         f"commit {'e' * 12}, on {'c' * 12}, advances refs/crw/flow/r1/nodes/build",

@@ -75,6 +75,15 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "attempt": 1,
         "k": 2,
     },
+    "reused": {
+        "node": "build",
+        "role": "executor",
+        "source_run": "fix-issue-20250101-100000-ab12",
+        "source_call": "build.2",
+        "result_digest": DIGEST,
+        "saved_tokens": TOKENS,
+        "review": "build.1",
+    },
     "crw_commit": {
         "node": "build",
         "tree": "7ree",

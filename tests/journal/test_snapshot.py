@@ -15,7 +15,7 @@ import pytest
 from crw.journal import snapshot
 from crw.journal.log import JournalCorruptError, encode_batch, encode_body, read_journal
 from crw.journal.replay import RunState, replay
-from crw.journal.rows import Completed, Ended, Prepared, Started, ThreadStarted, Tokens
+from crw.journal.rows import Completed, Ended, Prepared, Reused, Started, ThreadStarted, Tokens
 from tests.journal.decoding import count_decoded_lines
 
 STAMP = "2026-11-29T19:35:51.123456Z"
@@ -256,3 +256,29 @@ def test_a_snapshot_is_read_without_a_copy_of_its_body(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert taken is not None and taken.end == journal.stat().st_size
     assert size > 200_000 and peak < 3 * size, (peak, size)
+
+
+def test_a_reruns_reused_calls_read_the_same_through_the_snapshot(
+    tmp_path: Path, decoded: list[int]
+) -> None:
+    """A reused row opens its call as a prepared row does and names its source;
+    its completed row ends it with no token of the run (`saved_tokens` is no
+    figure): the snapshot keeps all of it."""
+    journal = tmp_path / "journal.jsonl"
+    rows = [
+        Reused(call="n0.1", node="n0", role="explorer", source_run="r0", source_call="n0.2",
+               result_digest="sha256:d", saved_tokens=Tokens(total=90)),
+        Completed(call="n0.1", result={"n": 0}, result_digest="sha256:d"),
+    ]  # fmt: skip
+    with journal.open("ab") as file:
+        file.write(encode_batch(1, STAMP, [encode_body(Started(backend="app-server"))]))
+        file.write(encode_batch(2, STAMP, [encode_body(row) for row in rows]))
+    _append(journal, 4, range(1, 3))
+    first, _ = snapshot.replay_journal(journal)
+    call = first.calls["n0.1"]
+    assert (call.node, call.role, call.state, call.reused) == (
+        "n0", "explorer", "completed", "r0/n0.2",
+    )  # fmt: skip
+    assert (call.tokens["total"], first.spent["total"]) == (0, 1 + 2)
+    again, _ = snapshot.replay_journal(journal)
+    assert again == without_results(journal) and again.calls["n0.1"].reused == "r0/n0.2"

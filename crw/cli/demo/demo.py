@@ -35,7 +35,8 @@ from crw.cli.demo.demo_summary import detail, reviews, summary
 from crw.cli.examples import example
 from crw.cli.output import emit
 from crw.cli.read.status import status_payload
-from crw.cli.run.start import StartOutcome, start_run
+from crw.cli.run.start import start_run
+from crw.cli.run.start_report import StartOutcome
 from crw.engine.run.locks import run_is_live
 from crw.engine.run.rundir import RunDir
 from crw.errors import InputError, RefusedError

@@ -131,7 +131,8 @@ def listed(run: RunDir, state_ref: str = "", spec: dict[str, Any] | None = None)
     run's status, a corrupt or unreadable journal's damage), calls ({done, total,
     in_flight, held, nodes}: `crw.engine.views.counts`, as status counts them),
     tokens, started_at, last_at, live, pid (the holder's, when live), read (tail
-    or whole) and resume (a crashed run's command that goes on with it, else null;
+    or whole), rerun (a rerun's {run, node}: its source and the node it ran afresh
+    from, else null) and resume (a crashed run's command that goes on with it, else null;
     `state_ref` is the --state it passes, empty for none). `spec` is its run.json
     when read already."""
     spec = spec_json(run) if spec is None else spec
@@ -141,6 +142,7 @@ def listed(run: RunDir, state_ref: str = "", spec: dict[str, Any] | None = None)
         "workflow": _name(spec, run.id),
         "workflow_file": workflow_file(spec),
         "backend": spec.get("backend"),
+        "rerun": spec.get("rerun") or None,
         "live": live,
         "pid": holder_pid(run.run_lock) if live else None,
     }
@@ -228,6 +230,10 @@ def _human(payload: dict[str, Any], state_dir: Path, now: datetime, narrowed: bo
         lines.append(
             f"({payload['hidden']} ended runs older than {days} days not shown: --all lists them)"
         )
+    for entry in runs:
+        rerun = entry.get("rerun")
+        if isinstance(rerun, dict):
+            lines.append(f"{entry['run']} reruns {rerun.get('run')} from {rerun.get('node')}")
     for entry in runs:
         if entry["resume"]:
             lines += [f"{entry['run']} crashed (its process is gone); go on with:",

@@ -60,6 +60,7 @@ def status_command(
     payload["holder_pid"] = holder_pid(run_dir.run_lock) if live else None
     payload["corrupt"] = corrupt
     payload["inputs"] = spec.get("inputs") or None
+    payload["rerun"] = spec.get("rerun") or None
     waiter = waiting(run_dir) if run_state.state == "paused" and not live else None
     payload["host_wait"] = waiter.to_json() if waiter is not None else None
     failure = None if live else read_failure(run_dir)
@@ -126,7 +127,9 @@ def status_payload(
     takes none: `crw flow answer` refuses it); with `results` its result}], tokens. `state_ref`
     is the --state those commands pass (empty: none). The command adds run_dir,
     live (whether a process holds the run lock), holder_pid (that process's pid, or
-    null), inputs (null, or the run's inputs as run.json records them),
+    null), inputs (null, or the run's inputs as run.json records them), rerun
+    (null, or a rerun's {run, node}: its source run and the node it ran afresh
+    from; each call it took from the source has reused, `<run>/<call>`),
     corrupt (null, or {journal, offset, valid_at, reason, damage, fix} when
     the state is `corrupt`; valid_at null when no whole rows follow the damage),
     launch_failed (null, or {pid, reason, at} of the last launch whose process
@@ -196,6 +199,8 @@ def _call(
         )
     if call.by:
         entry["by"] = call.by
+    if call.reused:
+        entry["reused"] = call.reused
     if call.errors is not None:
         entry["errors"] = call.errors
     if judged is not None and call.verdict is not None:

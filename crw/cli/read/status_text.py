@@ -104,7 +104,16 @@ def _ended(
     if status == "completed":
         return [*items, _item("nothing more to do: every node completed")]
     why = f"the run is over ({status}): each call above says why; to run it again, start a new run"
-    return [*items, _item(why, again)]
+    items.append(_item(why, again))
+    failed = [node for node, end in payload["outcome"]["unfinished"].items() if end != "unrun"]
+    if status == "failed" and failed:  # what completed before it need not run again
+        node = failed[0]
+        rerun = command("rerun", payload["run"], state_ref, f"--from {node}")
+        fix = f"or fix node {node}'s task or schema and rerun from it, reusing the answers"
+        items.append(
+            _item(f"{fix} before it (an edited copy of the workflow: --workflow FILE)", rerun)
+        )
+    return items
 
 
 def _paused(payload: dict[str, Any], state_ref: str) -> dict[str, str | None]:
@@ -193,6 +202,7 @@ def _head(payload: dict[str, Any]) -> list[str]:
     if nodes is not None:
         lines.append(f"  nodes: {nodes['completed']} of {nodes['total']} completed")
     lines.append(f"  tokens: {format_tokens(payload['tokens'])}")
+    lines += rerun_lines(payload.get("rerun"), payload["calls"])
     lines += input_lines(payload.get("inputs"))
     failed = payload["launch_failed"]
     if failed and payload["state"] != "ended":
@@ -202,6 +212,15 @@ def _head(payload: dict[str, Any]) -> list[str]:
         lines += [f"  {corrupt['damage']}", f"  {corrupt['fix']}"]
         lines.append("  the calls as the rows before the damage leave them:")
     return lines
+
+
+def rerun_lines(rerun: dict[str, Any] | None, calls: list[dict[str, Any]]) -> list[str]:
+    """A rerun's source: the run, the node it ran afresh from, the nodes it reused."""
+    if not rerun:
+        return []
+    nodes = list(dict.fromkeys(str(call["node"]) for call in calls if call.get("reused")))
+    taken = f" ({', '.join(nodes)} reused)" if nodes else ""
+    return _wrap(f"rerun of {rerun.get('run')} from {rerun.get('node')}{taken}", "  ")
 
 
 def input_lines(inputs: dict[str, Any] | None) -> list[str]:
@@ -277,7 +296,7 @@ def _call_line(call: dict[str, Any], widths: tuple[int, int]) -> str:
         widths,
         call["call"],
         call["role"] or "-",
-        call["state"],
+        "reused" if call.get("reused") else call["state"],
         str(call["attempts"]),
         str(call["turns"]),
         short_tokens(call["tokens"]["total"]),
@@ -291,6 +310,8 @@ def _call_lines(call: dict[str, Any], widths: tuple[int, int]) -> list[str]:
     lines = [_call_line(call, widths)]
     if "review" in call:
         lines.append(f"    {review_line(call['review'])}")
+    if "reused" in call:
+        lines.append(f"    reused: the answer of {call['reused']}")
     if "by" in call:
         node = call["node"] or call["call"].rpartition(".")[0]
         lines.append(f"    restarted: node {node} runs again as {call['by']}")

@@ -125,6 +125,58 @@ def start(
     )
 
 
+def rerun(
+    run: str,
+    /,
+    *,
+    start_from: Annotated[str, Parameter(name="--from", metavar="NODE", validator=one_line_id)],
+    workflow: Annotated[str | None, Parameter(metavar="WF")] = None,
+    inputs: Inputs = None,
+    input_files: InputFiles = None,
+    wait: Annotated[bool, Parameter(negative="")] = False,
+    timeout: MaybeSeconds = None,
+    state: State = None,
+    json: Json = False,
+) -> int:
+    """Start a new run that takes RUN's answers up to a node and runs the node afresh.
+
+    Every node the --from node does not lead to takes the answer it completed with
+    in RUN (recorded as reused, its tokens not spent again); the node and every node
+    that needs it run afresh, on RUN's backend, host and owner. Then as crw flow start.
+
+    Parameters
+    ----------
+    run
+        The run to take the answers from (its id, or its directory).
+    start_from
+        The first node to run afresh: every node it needs must have completed in RUN.
+    workflow
+        An edited workflow to run (default: the file RUN was started with, unchanged);
+        each reused answer must still pass its node's schema in it.
+    inputs
+        The value of the workflow's input NAME, instead of RUN's; repeat it for each.
+    input_files
+        The file of the workflow's file input NAME, instead of RUN's; repeat it for each.
+    wait
+        Then wait for the run's outcome, showing its progress (crw flow wait).
+    timeout
+        With --wait: give up waiting after this many seconds (exit 124).
+    """
+    from crw.cli.run.rerun import rerun_command
+
+    return rerun_command(
+        run,
+        start_from=start_from,
+        workflow=workflow,
+        inputs=inputs,
+        input_files=input_files,
+        wait=wait,
+        timeout=timeout,
+        state=state,
+        json=json,
+    )
+
+
 def validate(
     workflow: str,
     /,

@@ -15,44 +15,43 @@ exited without a started row: exit 1).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from crw import codex_config
 from crw.binding.owner import bind_owner, orchestrator_line
-from crw.cli.output import emit, one_line, say
-from crw.cli.read.status_text import input_lines
-from crw.cli.run.preview import Preview, SessionStart, app_server_judged, session_judged
+from crw.cli.output import one_line
+from crw.cli.run.preview import SessionStart, app_server_judged, session_judged
+from crw.cli.run.start_report import StartOutcome, report_start
 from crw.engine.calls.review import check_fix_efforts
 from crw.engine.config.evidence_cwd import check_evidence_cwd
-from crw.engine.config.inputs import RunInput, fill_inputs, parse_pairs
+from crw.engine.config.inputs import RunInput, fill_inputs, parse_pairs, refill_inputs
 from crw.engine.config.repo import RunRepository, run_repository
 from crw.engine.config.roles import RoleTable, load_roles
 from crw.engine.config.workflow import Workflow, load_workflow
 from crw.engine.run.launch import launch_run_process
 from crw.engine.run.locks import run_is_live, start_lock
+from crw.engine.run.rerun import Reuse, write_reused
 from crw.engine.run.run_inputs import write_inputs
 from crw.engine.run.rundir import RunDir, loose_state, new_run_id, resolve_state
-from crw.engine.run.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings, write_run_spec
+from crw.engine.run.runspec import (
+    RerunOf,
+    RunEnv,
+    RunSpec,
+    WorkflowRef,
+    recorded_settings,
+    write_run_spec,
+)
 from crw.engine.run.tmploc import dir_from
 from crw.errors import InputError, RefusedError
 from crw.host.uri import HostUri, parse_host_uri, session_host
 from crw.journal.stores import journal_db_ready, read_run_journal
 from crw.settings import Settings
-
-
-@dataclass
-class StartOutcome:
-    run: RunDir
-    spec: RunSpec
-    pid: int | None = None
-    started: bool = False
-    warnings: list[str] = field(default_factory=list)
-    preview: Preview = field(default_factory=Preview)
+from crw.workspace.names import node_ref
 
 
 def start_command(
@@ -86,54 +85,7 @@ def start_command(
         input_files=input_files or (),
         db=db,
     )
-    state = f"--state {outcome.run.root.parents[1]}"
-    steps = None
-    if outcome.spec.backend == "session":
-        steps = f"crw flow next {outcome.spec.id} --wait 30 {state}"
-    payload: dict[str, Any] = {
-        "run": outcome.spec.id,
-        "run_dir": str(outcome.run.root),
-        "backend": outcome.spec.backend,
-        "pool": outcome.spec.pool,
-        "owner": outcome.spec.owner,
-        "host": outcome.spec.host,
-        "pid": outcome.pid,
-        "started": outcome.started,
-        "warnings": outcome.warnings,
-        "inputs": outcome.spec.inputs,
-        **outcome.preview.to_json(),
-        "next": steps,
-    }
-    verb = "started" if outcome.started else "is starting"
-    lines = [
-        f"run {outcome.spec.id} {verb} ({outcome.spec.backend} backend, pool {outcome.spec.pool})"
-    ]
-    lines.append(f"  run directory: {outcome.run.root}")
-    lines += input_lines(outcome.spec.inputs)
-    lines += outcome.preview.lines()
-    lines += [f"  warning: {warning}" for warning in outcome.warnings]
-    lines.append(f"  its process (pid {outcome.pid}) runs the calls on host {outcome.spec.host}")
-    if steps is not None:
-        lines.append(f"  take its steps with: {steps}")
-    lines.append(f"  see it with: crw flow status {outcome.spec.id} {state}")
-    if wait:  # `crw flow wait`'s progress and outcome after the start's lines
-        return start_and_wait(outcome.run, payload, lines, json=json, timeout=timeout)
-    emit(json, payload, "\n".join(lines))
-    return 0
-
-
-def start_and_wait(
-    run: RunDir, payload: dict[str, Any], lines: list[str], *, json: bool, timeout: float | None
-) -> int:
-    """`start --wait`: the start's lines, then wait for the run's outcome and exit
-    by it; with --json one object, the start's with `wait` (`crw flow wait --json`'s)."""
-    from crw.cli.read.wait import wait_run
-
-    if not json:
-        say("\n".join(lines))
-    code, waited, line = wait_run(run, timeout=timeout, state=str(run.root.parents[1]), json=json)
-    emit(json, payload | {"wait": waited}, line)
-    return code
+    return report_start(outcome, json=json, wait=wait, timeout=timeout)
 
 
 @dataclass(frozen=True)
@@ -168,9 +120,11 @@ def check_start(
     trace: bool = False,
     inputs: Sequence[str] = (),
     input_files: Sequence[str] = (),
+    source_inputs: Mapping[str, RunInput] | None = None,
 ) -> StartPlan:
     """Every check a start makes before the run exists (CMD-START-14), asking no host
-    and writing nothing.
+    and writing nothing. `source_inputs`: a rerun's source inputs, which `inputs` and
+    `input_files` override (`refill_inputs`).
 
     Raises:
         InputError: the workflow, its inputs, the role store, the owner, the host's
@@ -180,9 +134,13 @@ def check_start(
     files = parse_pairs(input_files, "--input-file")
     state_dir = resolve_state(state, environ, Path.cwd())
     workflow = load_workflow(workflow_path)
-    filled = fill_inputs(
-        str(workflow_path), workflow.inputs, workflow.input_lines, values, files, Path.cwd()
-    )
+    declared, lines = workflow.inputs, workflow.input_lines
+    if source_inputs is None:
+        filled = fill_inputs(str(workflow_path), declared, lines, values, files, Path.cwd())
+    else:
+        filled = refill_inputs(
+            str(workflow_path), declared, lines, source_inputs, values, files, Path.cwd()
+        )
     recorded = replace(workflow.settings, trace=True) if trace else workflow.settings
     roles = load_roles(state_dir / "roles.toml")
     check_fix_efforts(workflow, roles, state_dir / "roles.toml")
@@ -235,11 +193,15 @@ def start_run(
     inputs: Sequence[str] = (),
     input_files: Sequence[str] = (),
     db: str | None = None,
+    source_inputs: Mapping[str, RunInput] | None = None,
+    reuse: Reuse | None = None,
 ) -> StartOutcome:
     """Refuse or record, bind and launch a run; see the module docstring. `trace`
     (`--trace`) records SessionConfig.Trace on, whatever `[settings]` says;
     `inputs` and `input_files` are the `NAME=VALUE` of `--input` and `--input-file`;
-    `db` (`--db`, else $CRW_DB) the database that keeps the run's journal."""
+    `db` (`--db`, else $CRW_DB) the database that keeps the run's journal.
+    A rerun (`crw flow rerun`) gives its source's inputs (`source_inputs`) and its `reuse`,
+    whose rows the run's reused.json keeps before run.json names the source."""
     journal_db = db or environ.get("CRW_DB") or None
     if journal_db is not None:
         journal_db_ready(journal_db)  # before anything is made: a bad URL changes nothing
@@ -254,6 +216,7 @@ def start_run(
         trace=trace,
         inputs=inputs,
         input_files=input_files,
+        source_inputs=source_inputs,
     )
     state_dir, workflow, roles, pool = plan.state_dir, plan.workflow, plan.roles, plan.pool
     owner, uri, repository = plan.owner, plan.uri, plan.repository
@@ -261,6 +224,9 @@ def start_run(
     run = RunDir(state_dir / "flow" / run_id)
     run.create()
     recorded_inputs = write_inputs(run, plan.inputs)  # the copies before run.json names them
+    if reuse is not None:  # its rows before run.json names the source
+        reuse = reuse.for_run(functools.partial(node_ref, run_id))
+        write_reused(run.reused, reuse)
     spec = RunSpec(
         id=run_id,
         workflow=WorkflowRef(path=str(workflow.path), digest=workflow.digest),
@@ -275,9 +241,10 @@ def start_run(
         settings=recorded_settings(plan.recorded),
         inputs=recorded_inputs,
         journal_db=journal_db,
+        rerun=RerunOf(run=reuse.source, node=reuse.start_from) if reuse is not None else None,
     )
     settings = settings if settings is not None else workflow.settings
-    outcome = StartOutcome(run=run, spec=spec, warnings=plan.warnings)
+    outcome = StartOutcome(run=run, spec=spec, warnings=plan.warnings, reuse=reuse)
     outcome.warnings += _excluded(state_dir)
     if backend == "session":
         start = SessionStart(

@@ -171,6 +171,35 @@ def fill_inputs(
     return out
 
 
+def refill_inputs(
+    file: str,
+    declared: Mapping[str, InputDecl],
+    lines: Mapping[str, int],
+    recorded: Mapping[str, RunInput],
+    values: Mapping[str, str],
+    files: Mapping[str, str],
+    cwd: Path,
+) -> dict[str, RunInput]:
+    """A rerun's inputs: the source run's `recorded` ones, each that `values` or
+    `files` names given anew, an input the workflow declares and the source had
+    not filled as `fill_inputs` fills it; a recorded input the workflow no longer
+    declares is dropped.
+
+    Raises:
+        InputError: as `fill_inputs`.
+    """
+    for name in (*values, *files):
+        if name not in declared:
+            known = ", ".join(declared) or "none (add an [inputs.NAME] table)"
+            raise one_line(file, None, f"no input '{name}' is declared", f"use one of: {known}")
+    given = {*values, *files}
+    kept = {name: value for name, value in recorded.items() if name in declared}
+    kept = {name: value for name, value in kept.items() if name not in given}
+    anew = {name: decl for name, decl in declared.items() if name not in kept}
+    filled = kept | fill_inputs(file, anew, lines, values, files, cwd)
+    return {name: filled[name] for name in declared if name in filled}
+
+
 def _read_value(kind: str, text: str, refuse: Any) -> str | int | bool:
     if kind == "int":
         try:

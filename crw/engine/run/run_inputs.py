@@ -52,10 +52,23 @@ def task_inputs(spec: RunSpec, run: RunDir) -> dict[str, Any]:
     Raises:
         InputError: a copy is missing or is not the file the start recorded.
     """
-    out: dict[str, Any] = {}
+    return {
+        name: given.text if given.path is not None else given.value
+        for name, given in run_inputs(spec, run).items()
+    }
+
+
+def run_inputs(spec: RunSpec, run: RunDir) -> dict[str, RunInput]:
+    """The run's inputs as the start filled them: a file input's text read from the
+    run's copy (what a rerun takes by default).
+
+    Raises:
+        InputError: a copy is missing or is not the file the start recorded.
+    """
+    out: dict[str, RunInput] = {}
     for name, recorded in (spec.inputs or {}).items():
         if not isinstance(recorded, dict):
-            out[name] = recorded
+            out[name] = RunInput(value=recorded)
             continue
         copy = run.inputs / name
         try:
@@ -70,5 +83,6 @@ def task_inputs(spec: RunSpec, run: RunDir) -> dict[str, Any]:
                 f"run {spec.id}: its input {name} ({copy}) is not the file it was started "
                 f"with ({recorded.get('digest')}); restore that file there"
             )
-        out[name] = data.decode("utf-8", errors="replace")
+        text = data.decode("utf-8", errors="replace")
+        out[name] = RunInput(path=recorded.get("path"), digest=recorded.get("digest"), text=text)
     return out

@@ -86,6 +86,11 @@ class RunDir:
         return self.root / "inputs"
 
     @cached_property
+    def reused(self) -> Path:
+        """A rerun's reused rows (`crw.engine.run.rerun`), written before run.json."""
+        return self.root / "reused.json"
+
+    @cached_property
     def steps(self) -> Path:
         return self.root / "steps"
 

@@ -48,6 +48,16 @@ class RunEnv(BaseModel):
     TMPDIR: str
 
 
+class RerunOf(BaseModel):
+    """A rerun's source (`crw flow rerun`): the run whose answers it reuses and the
+    node from which it runs afresh; the reused rows are the run's reused.json."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    run: str
+    node: str
+
+
 class RunSpec(BaseModel):
     """The content of run.json."""
 
@@ -81,6 +91,8 @@ class RunSpec(BaseModel):
     journal_db: str | None = None
     """The PostgreSQL database that keeps the run's journal (`--db`, $CRW_DB); None:
     its journal.jsonl (`crw.journal.stores` reads this member)."""
+    rerun: RerunOf | None = None
+    """A rerun's source (None: a run started with `crw flow start`)."""
 
     def run_settings(self) -> Settings:
         """The settings the run's processes use: the recorded ones (a key this crw
@@ -101,7 +113,7 @@ class RunSpec(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The JSON object of run.json; `env` is left out when the spec has none."""
         data = self.model_dump(mode="json")
-        for optional in ("env", "codex_bin", "settings", "inputs", "journal_db"):
+        for optional in ("env", "codex_bin", "settings", "inputs", "journal_db", "rerun"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

@@ -104,6 +104,18 @@ def _prepared(row: Row) -> str:
     )
 
 
+def _reused(row: Row) -> str:
+    saved = row.get("saved_tokens")
+    total = saved.get("total") if isinstance(saved, Mapping) else None
+    return _parts(
+        _when(row.get("node"), f"node {row.get('node')}"),
+        _when(row.get("role"), f"role {row.get('role')}"),
+        f"the answer of {row.get('source_run')}/{row.get('source_call')}",
+        _when(row.get("result_digest"), f"result {_short(row.get('result_digest'))}"),
+        _when(total, f"tokens {total} not spent again"),
+    )
+
+
 def _completed(row: Row) -> str:
     moved = row.get("executor_head_moved")
     head = moved.get("head") if isinstance(moved, Mapping) else None
@@ -297,6 +309,7 @@ def _unknown(row: Row) -> str:
 DETAILS: dict[str, Callable[[Row], str]] = {
     "started": _started,
     "prepared": _prepared,
+    "reused": _reused,
     "completed": _completed,
     "crw_commit": _crw_commit,
     "null_model": _null_model,

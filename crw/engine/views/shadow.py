@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from crw.engine.answers import answer, schema_check
 from crw.engine.calls import gate, review
 from crw.engine.config.workflow import Workflow
 from crw.engine.holds import supersede
@@ -87,6 +88,8 @@ def _decide(walk: _Walk, row: Row, line: int) -> list[Point]:
         walk.cancelled = True
     if kind == "prepared":
         return _prepared(walk, row, line)
+    if kind == "reused":
+        return _reused(walk, row, line)
     if kind == "ended":
         return _ended(walk, row, line)
     call = str(row.get("call") or "")
@@ -136,6 +139,9 @@ def _call_row(walk: _Walk, trace: CallTrace, row: Row, line: int) -> list[Point]
         points += shadow_calls.check_turn(trace, row, line)
     elif kind == "session_attempt_lost":
         shadow_calls.lost_next(trace, walk.max_attempts)
+    elif kind == "completed" and trace.reused:
+        walk.count("reused")
+        points += _reused_answer(trace, row, line)
     elif kind == "completed":
         walk.count("harvest")
         measured = shadow_calls.expected_tokens(
@@ -181,6 +187,39 @@ def _prepared(walk: _Walk, row: Row, line: int) -> list[Point]:
         for key, value in want.items()
         if row.get(key) != value
     ]
+
+
+def _reused(walk: _Walk, row: Row, line: int) -> list[Point]:
+    """A rerun's call opened by its source's answer: of a node of the workflow, not
+    one the rerun runs (the gate admits none before the reused rows)."""
+    call, node_id = str(row.get("call")), str(row.get("node"))
+    node = next((n for n in walk.workflow.nodes if n.id == node_id), None)
+    if node is None:
+        return [_at(row, line, "reused", f"node {node_id}", "the workflow has no such node")]
+    trace = CallTrace(call, node_id, node.output_schema, node.review, _ordinal(call), reused=True)
+    trace.review_call = row.get("review") is not None
+    if trace.review_call:
+        trace.schema = review.VERDICT_SCHEMA
+    walk.calls[call] = trace
+    if any(t.node == node_id and not t.reused for t in walk.calls.values()):
+        return [_at(row, line, "reused", f"{call} reused", f"node {node_id} runs in this run")]
+    return []
+
+
+def _reused_answer(trace: CallTrace, row: Row, line: int) -> list[Point]:
+    """The completed row of a reused call: its result is the digest's and passes
+    its node's schema."""
+    result = row.get("result")
+    points = []
+    if answer.digest(result) != row.get("result_digest"):
+        points.append(_at(row, line, "reused", "result_digest", "the result's digest"))
+    try:
+        errors = schema_check.check(result, trace.schema)
+    except schema_check.SchemaCheckTimedOut as err:
+        errors = [str(err)]
+    if errors:
+        points.append(_at(row, line, "reused", "a reused answer", f"schema: {errors[0]}"))
+    return points
 
 
 def _taken(walk: _Walk) -> tuple[dict[str, Any], dict[str, str]]:

@@ -52,6 +52,8 @@ GIVEN = (
     "the tokens of a call whose rollout file cannot be read, or an App Server fix call's "
     "(its forked thread's figure comes from the host's notifications): counted as "
     "'tokens taken as given'",
+    "a rerun's reused answer (reused): its source run's, as the completed row after it "
+    "records it; its digest and its node's schema are checked, its turns are the source's",
 )
 """What a shadow replay takes from the rows as recorded, not decided again."""
 
@@ -86,6 +88,8 @@ class CallTrace:
     threads: list[Row] = field(default_factory=list)
     lost_next: lost.NextAttempt | Held | None = None
     unmeasured: bool = False
+    reused: bool = False
+    """A rerun's call that took its source's answer (a reused row opened it)."""
 
 
 def _turn(text: str) -> Turn:
