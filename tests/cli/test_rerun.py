@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from crw.engine.run.rundir import RunDir
-from crw.journal.log import read_journal
+from crw.journal.stores import read_run_journal
 from tests.cli.conftest import Result
 from tests.cli.test_wait import BROKEN, cli
 from tests.drill.test_app_server_crash_drill import AppDrill
@@ -32,7 +32,7 @@ GOOD = {"match": {"marker": "build.1/*"}, "behaviour": {"seconds": 0.1}}
 def _reap(drill: AppDrill) -> None:
     drill.reap()
     for run in runs(drill):
-        for row in read_journal(run.journal).rows:
+        for row in read_run_journal(run.journal).rows:
             if row["row"] == "started":
                 kill(row["pid"])
 
@@ -58,7 +58,7 @@ def failed_run(drill: AppDrill) -> str:
 
 
 def rows_of(drill: AppDrill, run: str) -> list[dict[str, Any]]:
-    return read_journal(RunDir(drill.crw.state / "flow" / run).journal).rows
+    return read_run_journal(RunDir(drill.crw.state / "flow" / run).journal).rows
 
 
 def refused(done: Result, *words: str) -> str:
@@ -121,6 +121,30 @@ def test_a_rerun_from_the_failed_node_reuses_what_it_needs_and_completes(
 
     shadow = cli(drill, "flow", "shadow", rerun, "--json")
     assert shadow.code == 0 and shadow.json()["points"] == [], shadow.stdout
+
+
+def test_a_rerun_of_a_run_kept_in_postgresql_reads_it_there_and_keeps_its_store(
+    drill: AppDrill, postgres_url: str
+) -> None:
+    """A source whose journal is in PostgreSQL (`--db`): the rerun reads its rows
+    from there (its journal.jsonl is empty) and its own rows go to the same
+    database, as run.json says."""
+    drill.host("sim/script", BROKEN)
+    done = cli(drill, "flow", "start", str(drill.workflow), "--backend", "app-server",
+               "--host", f"unix:{drill.socket}", "--db", postgres_url,
+               "--wait", "--json")  # fmt: skip
+    assert done.code == 1, done.stderr
+    source = str(json.loads(done.stdout)["run"])
+    assert (drill.crw.state / "flow" / source / "journal.jsonl").stat().st_size == 0
+    drill.host("sim/script", GOOD)
+    done = cli(drill, "flow", "rerun", source, "--from", "build", "--wait", "--json")
+    assert done.code == 0, done.stderr
+    rerun = RunDir(drill.crw.state / "flow" / json.loads(done.stdout)["run"])
+    assert json.loads(rerun.run_json.read_text())["journal_db"] == postgres_url
+    assert rerun.journal.stat().st_size == 0
+    rows = read_run_journal(rerun.journal).rows
+    assert [r["row"] for r in rows if r.get("call") == "explore.1"] == ["reused", "completed"]
+    assert rows[-1]["status"] == "completed"
 
 
 def test_a_rerun_refuses_in_one_line_and_writes_nothing(drill: AppDrill) -> None:
