@@ -77,7 +77,8 @@ def run_command(run: str, *, state: str | None) -> int:
         state_dir = resolve_state(state, os.environ, Path.cwd())
         run_dir = find_run(state_dir, run)
         spec = read_run_spec(run_dir.run_json)
-        with recorded_env(spec, os.environ):  # before any lock; put back when the run is done
+        # Before any lock; put back when the run is done. Files as the start read them.
+        with recorded_env(spec, os.environ), spec.file_limit():
             # The loop goes on while the journal syncs (`open_journal_writer`).
             entry = functools.partial(
                 run_process, sync_in_thread=True, started_up=_collect_from_here
