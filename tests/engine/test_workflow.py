@@ -722,6 +722,25 @@ def test_loading_a_workflow_grows_in_proportion_to_its_nodes(tmp_path: Path) -> 
     assert counted[2000] <= 4.4 * counted[500], counted
 
 
+def test_an_acyclic_workflow_is_ordered_once_and_its_plain_tasks_parsed_at_once(
+    tmp_path: Path,
+) -> None:
+    """A load walks the needs once (the order, `Graph.of`); the walk that names a
+    cycle runs only when there is one. A task with no brace is one piece of text,
+    parsed without a step per character run: what keeps a 100,000-node load near
+    a second of CPU (docs/performance.md)."""
+    path = write(tmp_path, big_workflow(300, refer_to_first=False))
+    with patch.object(
+        workflow_graph_module, "_find_cycle", side_effect=AssertionError("walked twice")
+    ):
+        load_workflow(path)
+    template_module = __import__("crw.engine.config.template", fromlist=["_BRACE"])
+    with patch.object(template_module, "_BRACE") as brace:
+        assert template_module.parse_template("Answer ok.") == ["Answer ok."]
+        assert template_module.parse_template("") == []
+    assert brace.search.call_count == 0
+
+
 def test_a_schema_file_every_node_names_is_read_once_a_load(tmp_path: Path) -> None:
     """Nodes that share a schema file share its one read: loading grows with the
     nodes, not with nodes times the file's size."""
