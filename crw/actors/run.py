@@ -166,6 +166,9 @@ async def run_process(
             records = workflow.evidence_cwd is not None
             end = functools.partial(end_run, run_dir, state_dir, spec, records=records)
             await trio.to_thread.run_sync(end)
+        # The run's own state goes before the snapshot's replay builds its own, so
+        # the process's peak is the larger of the two, not their sum.
+        del roles, workflow, history, past
         _keep_snapshot(run_dir)
         if not isinstance(outcome, str) and outcome.reason == "host_unavailable":
             # Said while the run is held: whoever waits for the process lock file to
@@ -189,7 +192,9 @@ def _keep_snapshot(run_dir: RunDir) -> None:
     """Leave the replay snapshot of the journal as this process leaves it, so the
     owner's next `status` or `next` reads only what later processes append. The
     journal is replayed a piece at a time: decoded whole, a big run's rows would be
-    the process's peak memory."""
+    the process's peak memory. What the run left in cycles (its tasks, their
+    exceptions) is collected first, so the replay reuses its memory."""
+    gc.collect()
     with contextlib.suppress(CrwError, OSError):  # else the commands read it whole
         replayed = replay_pieces(run_dir.journal)
         save_snapshot(run_dir.journal, replayed.state, replayed.end, replayed.crc)
