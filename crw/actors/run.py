@@ -196,7 +196,7 @@ def _keep_snapshot(run_dir: RunDir) -> None:
     exceptions) is collected first, so the replay reuses its memory."""
     gc.collect()
     with contextlib.suppress(CrwError, OSError):  # else the commands read it whole
-        replayed = replay_pieces(run_dir.journal)
+        replayed = replay_pieces(run_dir.journal, results=False)  # it keeps none
         save_snapshot(run_dir.journal, replayed.state, replayed.end, replayed.crc)
 
 

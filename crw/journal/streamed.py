@@ -35,10 +35,13 @@ class Replayed:
     crc: int
 
 
-def replay_pieces(journal: Path, piece: int | None = None) -> Replayed:
+def replay_pieces(journal: Path, piece: int | None = None, *, results: bool = True) -> Replayed:
     """Replay `journal` a piece of whole batches at a time (`piece` bytes and more,
     PIECE by default): the same state as a replay of its whole batches read at
-    once. Reading stops at a torn tail.
+    once. Reading stops at a torn tail. Without `results`, no call keeps its
+    result (a snapshot keeps none, and a big run's results are most of its rows):
+    the state is then the snapshot's, `result` aside the same (replay reads no
+    call's result back).
 
     Raises:
         OSError: the journal cannot be read.
@@ -48,6 +51,12 @@ def replay_pieces(journal: Path, piece: int | None = None) -> Replayed:
     end = crc = 0
     for read, data in pieces(journal, piece):
         replay(read.rows, into=state)
+        if not results:
+            for row in read.rows:
+                done = row.get("row") == "completed"
+                call = state.calls.get(str(row.get("call"))) if done else None
+                if call is not None:
+                    call.result = None
         crc = zlib.crc32(memoryview(data)[: read.end], crc)
         end += read.end
     return Replayed(state, end, crc)

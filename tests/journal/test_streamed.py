@@ -105,3 +105,15 @@ def test_the_snapshot_a_leaving_process_writes_is_byte_for_byte_the_whole_replay
     assert written == (whole.root / snapshot.SNAPSHOT).read_bytes()
     assert written[:9] == b"%08x\n" % zlib.crc32(written[9:])
     assert snapshot.replay_journal(pieced.journal)[0] == without_results(pieced.journal)
+
+
+def test_the_exit_replay_keeps_no_result(tmp_path: Path) -> None:
+    """The snapshot keeps no call's result, so the exit's replay drops each as it
+    folds its piece: a big run's results are most of its journal, and were held
+    whole while the snapshot was written."""
+    journal = tmp_path / "journal.jsonl"
+    _append(journal, 1, range(50))
+    replayed = streamed.replay_pieces(journal, 512, results=False)
+    assert [call.result for call in replayed.state.calls.values()] == [None] * 50
+    assert replayed.state == without_results(journal)
+    assert streamed.replay_pieces(journal, 512).state.calls["n7.1"].result == {"n": 7}
