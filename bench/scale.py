@@ -68,6 +68,7 @@ from crw.host.client import HostClient  # noqa: E402
 from crw.host.connect import connect_host  # noqa: E402
 from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402
 from crw.host.uri import parse_host_uri  # noqa: E402
+from crw.settings import MAX_FILE_BYTES, MAX_FILE_BYTES_ENV  # noqa: E402
 
 POOL = 8
 SIZES = (100, 1000, 10000)
@@ -198,14 +199,17 @@ async def host_client(socket: Path) -> AsyncIterator[HostClient]:
 def start(trial: Trial, wf: Path, owner: str | None, env: Mapping[str, str] | None = None) -> None:
     """`crw flow start`'s work (with `env` added to the run process's environment);
     the run process's pid is kept before anything can cancel the bench, so it is
-    reaped whatever happens next."""
+    reaped whatever happens next. A workflow over the default file limit (past
+    some 13,000 nodes) is started with `$CRW_MAX_FILE_BYTES` set to its size."""
+    size = wf.stat().st_size
+    limit = {MAX_FILE_BYTES_ENV: str(size)} if size > MAX_FILE_BYTES else {}
     outcome = start_run(
         wf,
         backend=trial.backend,
         owner=owner,
         host=f"unix:{trial.socket}",
         state=str(trial.state),
-        environ=trial.environ() | dict(env or {}),
+        environ=trial.environ() | limit | dict(env or {}),
     )
     trial.pid, trial.run_id = outcome.pid, outcome.spec.id
 

@@ -9,7 +9,12 @@ run uses what it recorded (`RunSpec.run_settings`).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
+
+from crw.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -52,3 +57,55 @@ class Settings:
 
 
 DEFAULT_SETTINGS = Settings()
+
+
+MAX_FILE_BYTES_ENV = "CRW_MAX_FILE_BYTES"
+"""The environment variable that raises (or lowers) the largest file crw reads."""
+MAX_FILE_BYTES = 1 << 20
+"""The largest workflow, role store, schema or input file read by default (1 MiB):
+a guard against reading a wrong path's gigabytes, not a limit of the design (a
+100,000-node workflow is some 8 MB)."""
+
+
+_RECORDED_LIMIT: ContextVar[int | None] = ContextVar("crw_max_file_bytes", default=None)
+"""The limit a started run records (run.json's max_file_bytes), while `file_limit` holds."""
+
+
+def max_file_bytes(environ: Mapping[str, str]) -> int:
+    """The largest file crw reads: the run's recorded limit inside `file_limit`,
+    else `$CRW_MAX_FILE_BYTES` (bytes) when set, else MAX_FILE_BYTES. It is not a
+    workflow's `[settings]` key, as the limit guards the read of the workflow itself.
+
+    Raises:
+        InputError: the variable is set to anything but a whole number of bytes
+            of at least 1.
+    """
+    recorded = _RECORDED_LIMIT.get()
+    if recorded is not None:
+        return recorded
+    given = environ.get(MAX_FILE_BYTES_ENV)
+    if given is None or given == "":
+        return MAX_FILE_BYTES
+    try:
+        value = int(given.strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError(
+            f"{MAX_FILE_BYTES_ENV}={given!r} is not a number of bytes; "
+            f"set it to a whole number such as {8 * MAX_FILE_BYTES}, or unset it"
+        )
+    return value
+
+
+@contextlib.contextmanager
+def file_limit(limit: int | None) -> Iterator[None]:
+    """Read files up to `limit` bytes inside (None: as the environment says): a
+    started run's processes read its files with the limit its start recorded,
+    whatever shell they run in. Trio's tasks and worker threads started inside
+    inherit it."""
+    token = _RECORDED_LIMIT.set(limit)
+    try:
+        yield
+    finally:
+        _RECORDED_LIMIT.reset(token)

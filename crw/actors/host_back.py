@@ -24,6 +24,7 @@ The waiter writes no row: a by-hand resume and this one write the same.
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import os
 import signal
@@ -46,7 +47,7 @@ from crw.engine.run.rundir import RunDir
 from crw.engine.run.runspec import RunSpec
 from crw.errors import CrwError
 from crw.host.errors import HostError, HostUnavailable
-from crw.journal.stores import read_run_journal
+from crw.journal.streamed import pieces
 from crw.settings import Settings
 
 log = logging.getLogger("crw.run")
@@ -134,6 +135,42 @@ async def _until_told(journal: Path, end: int, settings: Settings, probe: Probe)
     return outcome
 
 
+TAIL = 64 << 10
+"""The journal's last bytes `paused_end` reads first: its last row is in them."""
+
+
+def paused_end(journal: Path, pid: int) -> int | None:
+    """The end of the journal's whole batches when its last row is the paused
+    host_unavailable row of the process `pid` (`paused_here`); else None. The
+    journal is read a piece at a time, and only when its last line is such a
+    row: a run that ended, the most common exit, costs one read of its tail, not
+    the decode of every row (for a big run, the process's peak memory).
+
+    Raises what `crw.journal.streamed.pieces` raises.
+    """
+    with journal.open("rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        file.seek(max(0, size - TAIL))
+        tail = file.read()
+    lines = tail.rsplit(b"\n", 2)
+    if tail.endswith(b"\n") and len(lines) == 3:  # a whole last line, another before it
+        try:
+            last = json.loads(lines[1])
+        except ValueError:
+            last = None
+        kind = (last.get("row"), last.get("reason")) if isinstance(last, dict) else None
+        if kind is not None and kind != ("paused", "host_unavailable"):
+            return None
+    end, last_row, started = 0, None, None
+    for read, _ in pieces(journal):
+        end += read.end
+        if read.rows:
+            last_row = read.rows[-1]
+        started = next((r for r in reversed(read.rows) if r.get("row") == "started"), started)
+    rows = [row for row in (started, last_row) if row is not None]
+    return end if paused_here(rows, pid) is not None else None
+
+
 def wait_then_go_on(
     run_dir: RunDir,
     spec: RunSpec,
@@ -149,12 +186,11 @@ def wait_then_go_on(
     if settings.host_wait <= 0:
         return None
     try:
-        read = read_run_journal(run_dir.journal)
+        end = paused_end(run_dir.journal, os.getpid())
     except (CrwError, OSError):
         return None
-    if paused_here(read.rows, os.getpid()) is None:
+    if end is None:
         return None
-    end = read.end
     until = datetime.now(UTC) + timedelta(seconds=settings.host_wait)
     waiting = Waiting(os.getpid(), until.isoformat(timespec="seconds").replace("+00:00", "Z"))
     lock = take_wait_lock(run_dir, waiting, timeout=2 * settings.poll_interval + 1)

@@ -79,7 +79,8 @@ def run_command(run: str, *, state: str | None) -> int:
         state_dir = resolve_state(state, os.environ, Path.cwd())
         run_dir = find_run(state_dir, run)
         spec = read_run_spec(run_dir.run_json)
-        with recorded_env(spec, os.environ):  # before any lock; put back when the run is done
+        # Before any lock; put back when the run is done. Files as the start read them.
+        with recorded_env(spec, os.environ), spec.file_limit():
             # The loop goes on while the journal syncs (`open_journal_writer`).
             entry = functools.partial(
                 run_process, sync_in_thread=True, started_up=_collect_from_here
@@ -169,6 +170,9 @@ async def run_process(
             records = workflow.evidence_cwd is not None
             end = functools.partial(end_run, run_dir, state_dir, spec, records=records)
             await trio.to_thread.run_sync(end)
+        # The run's own state goes before the snapshot's replay builds its own, so
+        # the process's peak is the larger of the two, not their sum.
+        del roles, workflow, history, past
         _keep_snapshot(run_dir)
         if not isinstance(outcome, str) and outcome.reason == "host_unavailable":
             # Said while the run is held: whoever waits for the process lock file to
@@ -191,9 +195,11 @@ def _keep_snapshot(run_dir: RunDir) -> None:
     """Leave the replay snapshot of the journal as this process leaves it, so the
     owner's next `status` or `next` reads only what later processes append. The
     journal is replayed a piece at a time: decoded whole, a big run's rows would be
-    the process's peak memory."""
+    the process's peak memory. What the run left in cycles (its tasks, their
+    exceptions) is collected first, so the replay reuses its memory."""
+    gc.collect()
     with contextlib.suppress(CrwError, OSError):  # else the commands read it whole
-        replayed = replay_pieces(run_dir.journal)
+        replayed = replay_pieces(run_dir.journal, results=False)  # it keeps none
         save_snapshot(run_dir.journal, replayed.state, replayed.end, replayed.crc)
 
 

@@ -306,7 +306,8 @@ def _save(path: Path, state: RunState, end: int, crc: int) -> _Pack:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as file:
             payload = marshal.dumps(body)
-            file.write(b"%08x\n" % zlib.crc32(payload) + payload)
+            file.write(b"%08x\n" % zlib.crc32(payload))  # apart: the payload not copied
+            file.write(payload)
         os.replace(temp, path)
     except (OSError, ValueError):
         temp.unlink(missing_ok=True)

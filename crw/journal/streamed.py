@@ -11,11 +11,12 @@ so the rows held at once stay bounded by the piece, whatever the journal's size.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from crw.journal.framing import FRAMING
-from crw.journal.log import decode
+from crw.journal.log import JournalRead, decode
 from crw.journal.replay import RunState, replay
 from crw.journal.stores import store_at
 
@@ -35,35 +36,61 @@ class Replayed:
     crc: int
 
 
-def replay_pieces(journal: Path, piece: int | None = None) -> Replayed:
+def replay_pieces(journal: Path, piece: int | None = None, *, results: bool = True) -> Replayed:
     """Replay `journal` a piece of whole batches at a time (`piece` bytes and more,
     PIECE by default): the same state as a replay of its whole batches read at
-    once. Reading stops at a torn tail.
+    once. Reading stops at a torn tail. Without `results`, no call keeps its
+    result (a snapshot keeps none, and a big run's results are most of its rows):
+    the state is then the snapshot's, `result` aside the same (replay reads no
+    call's result back).
 
     Raises:
         OSError: the journal cannot be read.
         JournalCorruptError: the journal is damaged (not a torn tail).
     """
     state = RunState()
+    end = crc = 0
+    for read, data in pieces(journal, piece):
+        replay(read.rows, into=state)
+        if not results:
+            for row in read.rows:
+                done = row.get("row") == "completed"
+                call = state.calls.get(str(row.get("call"))) if done else None
+                if call is not None:
+                    call.result = None
+        crc = zlib.crc32(memoryview(data)[: read.end], crc)
+        end += read.end
+    return Replayed(state, end, crc)
+
+
+def pieces(journal: Path, piece: int | None = None) -> Iterator[tuple[JournalRead, bytes]]:
+    """The journal's whole batches a piece at a time (`piece` bytes and more, PIECE
+    by default), each piece's read and its bytes (the read's offsets are the
+    piece's); the rows held at once stay bounded by the piece. Reading stops at a
+    torn tail.
+
+    Raises:
+        OSError: the journal cannot be read.
+        JournalCorruptError: the journal is damaged (not a torn tail).
+    """
     size = piece or PIECE
-    end = crc = last_seq = 0
+    last_seq = 0
     with store_at(journal).open_bytes() as file:
         pending = b""
         while True:
             more = file.read(size)
             data = pending + more
             if not data:
-                return Replayed(state, end, crc)
+                return
             cut = batches_end(data) if more else len(data)
             if more and cut == 0:  # no batch closes in it yet: read on
                 pending = data
                 continue
             read = decode(data[:cut], journal, after=last_seq)
-            replay(read.rows, into=state)
-            crc = zlib.crc32(memoryview(data)[: read.end], crc)
-            end, last_seq = end + read.end, read.last_seq
+            last_seq = read.last_seq
+            yield read, data
             if not more or read.torn is not None:
-                return Replayed(state, end, crc)
+                return
             pending = data[cut:]
 
 

@@ -10,9 +10,14 @@ import pytest
 import trio
 import trio.testing
 
-from crw.actors.host_back import wait_for_host
+from crw.actors import host_back
+from crw.actors.host_back import paused_end, wait_for_host
 from crw.engine.run.host_wait import next_interval, paused_here
+from crw.journal import streamed
+from crw.journal.log import encode_batch, encode_body, read_journal
+from crw.journal.rows import Ended, Paused, RowModel, Started
 from crw.settings import Settings
+from tests.journal.test_snapshot import STAMP, _append
 
 SETTINGS = Settings(host_wait=10.0, host_timeout=4.0, poll_interval=2.0)
 
@@ -101,3 +106,42 @@ def test_the_wait_is_made_only_by_the_process_whose_paused_row_ends_the_journal(
     assert paused_here([started, {**paused, "reason": "paused"}], 7) is None
     assert paused_here([started, paused, {"seq": 3, "row": "started", "pid": 9}], 7) is None
     assert next_interval(1.0, 60.0) == 2.0 and next_interval(40.0, 60.0) == 60.0
+
+
+def _run_journal(tmp_path: Path, last: list[RowModel]) -> Path:
+    """A journal of 300 completed calls by the process pid 7, then the rows `last`."""
+    tmp_path.mkdir(exist_ok=True)
+    path = tmp_path / "journal.jsonl"
+    seq = _append(path, 1, range(300))
+    with path.open("ab") as file:
+        file.write(encode_batch(seq, STAMP, [encode_body(Started(backend="app-server", pid=7))]))
+        if last:
+            file.write(encode_batch(seq + 1, STAMP, [encode_body(row) for row in last]))
+    return path
+
+
+def test_a_process_leaving_an_ended_run_reads_only_the_journals_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run process's last look at its journal (is there a host to wait for?)
+    decodes no row of a run that ended: decoded whole, a big run's rows were the
+    process's peak memory, past the run's own."""
+    path = _run_journal(tmp_path, [Ended(status="completed")])
+
+    def whole(*_: object, **__: object) -> object:
+        raise AssertionError("the whole journal was read")
+
+    monkeypatch.setattr(host_back, "pieces", whole)
+    assert paused_end(path, 7) is None
+
+
+def test_a_process_that_paused_the_run_finds_the_journals_end_a_piece_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paused = Paused(reason="host_unavailable", error="gone")
+    path = _run_journal(tmp_path, [paused])
+    monkeypatch.setattr(streamed, "PIECE", 4096)
+    assert paused_end(path, 7) == read_journal(path).end == path.stat().st_size
+    assert paused_end(path, 8) is None  # another process paused it
+    path = _run_journal(tmp_path / "other", [Paused(reason="paused")])
+    assert paused_end(path, 7) is None

@@ -153,3 +153,17 @@ def test_spec_without_settings_reads_as_the_defaults(tmp_path: Path) -> None:
     assert read_run_spec(path).run_settings() == Settings()
     partial = _spec(settings={"lost_after": 30, "a_later_setting": 1})
     assert partial.run_settings() == Settings(lost_after=30)
+
+
+def test_spec_records_the_start_file_limit_only_when_given(tmp_path: Path) -> None:
+    """The limit `$CRW_MAX_FILE_BYTES` gave the start is a member of its own (no
+    variable of the environment is recorded, CMD-START-11); without it run.json is
+    as before."""
+    path = tmp_path / "run.json"
+    write_run_spec(path, _spec(env=RunEnv(TMPDIR="/tmp")))
+    assert "max_file_bytes" not in json.loads(path.read_text())
+    assert read_run_spec(path).max_file_bytes is None
+    write_run_spec(path, _spec(env=RunEnv(TMPDIR="/tmp"), max_file_bytes=8 << 20))
+    assert json.loads(path.read_text())["max_file_bytes"] == 8 << 20
+    spec = read_run_spec(path)
+    assert spec.max_file_bytes == 8 << 20 and spec.env_overrides() == {"TMPDIR": "/tmp"}

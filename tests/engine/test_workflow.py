@@ -603,9 +603,61 @@ def test_workflow_that_is_a_directory_is_refused(tmp_path: Path) -> None:
     )
 
 
-def test_workflow_over_a_mebibyte_is_refused(tmp_path: Path) -> None:
+def test_workflow_over_a_mebibyte_is_refused_with_how_to_raise_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CRW_MAX_FILE_BYTES", raising=False)
     path = write(tmp_path, 'name = "w"\n' + "# padding\n" * 110_000 + NODE_A)
-    assert refusal(path) == (f"{path}: the workflow is larger than 1048576 bytes; make it smaller")
+    size = path.stat().st_size
+    assert refusal(path) == (
+        f"{path}: the workflow is larger than 1048576 bytes; make it smaller, "
+        f"or set CRW_MAX_FILE_BYTES={size} (bytes) or more"
+    )
+
+
+def test_crw_max_file_bytes_lets_a_larger_workflow_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limit is a guard a user raises: the refusal's own fix loads the file."""
+    path = write(tmp_path, 'name = "w"\n' + "# padding\n" * 110_000 + NODE_A)
+    monkeypatch.setenv("CRW_MAX_FILE_BYTES", str(path.stat().st_size))
+    assert [node.id for node in load_workflow(path).nodes] == ["a"]
+    monkeypatch.setenv("CRW_MAX_FILE_BYTES", str(path.stat().st_size - 1))
+    assert "is larger than" in refusal(path)
+
+
+def test_crw_max_file_bytes_can_lower_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(tmp_path, 'name = "w"\n' + NODE_A)
+    monkeypatch.setenv("CRW_MAX_FILE_BYTES", "10")
+    assert refusal(path).startswith(f"{path}: the workflow is larger than 10 bytes;")
+
+
+@pytest.mark.parametrize("value", ["lots", "0", "-5", "1.5"])
+def test_crw_max_file_bytes_that_is_not_a_size_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    path = write(tmp_path, 'name = "w"\n' + NODE_A)
+    monkeypatch.setenv("CRW_MAX_FILE_BYTES", value)
+    assert refusal(path) == (
+        f"CRW_MAX_FILE_BYTES={value!r} is not a number of bytes; "
+        "set it to a whole number such as 8388608, or unset it"
+    )
+
+
+def test_a_runs_recorded_limit_wins_over_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A started run's processes read with the limit its start recorded, whatever
+    the shell they run in says (`RunSpec.file_limit`)."""
+    from crw.settings import file_limit
+
+    path = write(tmp_path, 'name = "w"\n' + "# padding\n" * 110_000 + NODE_A)
+    monkeypatch.delenv("CRW_MAX_FILE_BYTES", raising=False)
+    with file_limit(2 << 20):
+        assert [node.id for node in load_workflow(path).nodes] == ["a"]
+    assert "is larger than 1048576 bytes" in refusal(path)
 
 
 def test_workflow_path_with_a_newline_is_named_on_one_line(tmp_path: Path) -> None:
@@ -668,6 +720,25 @@ def test_loading_a_workflow_grows_in_proportion_to_its_nodes(tmp_path: Path) -> 
             load_workflow(path).order()
         counted[n] = lines.n
     assert counted[2000] <= 4.4 * counted[500], counted
+
+
+def test_an_acyclic_workflow_is_ordered_once_and_its_plain_tasks_parsed_at_once(
+    tmp_path: Path,
+) -> None:
+    """A load walks the needs once (the order, `Graph.of`); the walk that names a
+    cycle runs only when there is one. A task with no brace is one piece of text,
+    parsed without a step per character run: what keeps a 100,000-node load near
+    a second of CPU (docs/performance.md)."""
+    path = write(tmp_path, big_workflow(300, refer_to_first=False))
+    with patch.object(
+        workflow_graph_module, "_find_cycle", side_effect=AssertionError("walked twice")
+    ):
+        load_workflow(path)
+    template_module = __import__("crw.engine.config.template", fromlist=["_BRACE"])
+    with patch.object(template_module, "_BRACE") as brace:
+        assert template_module.parse_template("Answer ok.") == ["Answer ok."]
+        assert template_module.parse_template("") == []
+    assert brace.search.call_count == 0
 
 
 def test_a_schema_file_every_node_names_is_read_once_a_load(tmp_path: Path) -> None:

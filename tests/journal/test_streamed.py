@@ -84,3 +84,36 @@ def test_pieces_stop_at_a_torn_tail(tmp_path: Path) -> None:
     assert (replayed.end, replayed.crc) == (len(whole), zlib.crc32(whole))
     assert replayed.state == replay(read_journal(journal).rows)
     assert "n9.1" not in replayed.state.calls
+
+
+def test_the_snapshot_a_leaving_process_writes_is_byte_for_byte_the_whole_replays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run process's exit snapshot (the journal replayed a piece at a time,
+    its header and payload written apart) is the file a snapshot of the journal
+    replayed at once is, and a replay from it is the replay from scratch."""
+    whole, pieced = RunDir(tmp_path / "whole"), RunDir(tmp_path / "pieced")
+    for run in (whole, pieced):
+        run.create()
+        _append(run.journal, 1, range(300))
+    monkeypatch.setattr(streamed, "PIECE", 4096)
+    run_module._keep_snapshot(pieced)
+    data = whole.journal.read_bytes()
+    state = replay(read_journal(whole.journal).rows)
+    snapshot.save_snapshot(whole.journal, state, len(data), zlib.crc32(data))
+    written = (pieced.root / snapshot.SNAPSHOT).read_bytes()
+    assert written == (whole.root / snapshot.SNAPSHOT).read_bytes()
+    assert written[:9] == b"%08x\n" % zlib.crc32(written[9:])
+    assert snapshot.replay_journal(pieced.journal)[0] == without_results(pieced.journal)
+
+
+def test_the_exit_replay_keeps_no_result(tmp_path: Path) -> None:
+    """The snapshot keeps no call's result, so the exit's replay drops each as it
+    folds its piece: a big run's results are most of its journal, and were held
+    whole while the snapshot was written."""
+    journal = tmp_path / "journal.jsonl"
+    _append(journal, 1, range(50))
+    replayed = streamed.replay_pieces(journal, 512, results=False)
+    assert [call.result for call in replayed.state.calls.values()] == [None] * 50
+    assert replayed.state == without_results(journal)
+    assert streamed.replay_pieces(journal, 512).state.calls["n7.1"].result == {"n": 7}

@@ -128,7 +128,8 @@ def _check_call(spec: RunSpec, run: RunState, call: str) -> None:
     if call in run.calls:
         return
     try:
-        workflow = load_workflow(Path(spec.workflow.path))
+        with spec.file_limit():
+            workflow = load_workflow(Path(spec.workflow.path))
     except InputError:
         return  # the workflow cannot be read now: the run judges the report
     nodes = [node.id for node in workflow.nodes]

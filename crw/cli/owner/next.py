@@ -250,7 +250,8 @@ class _Reader:
 
         try:
             spec = read_run_spec(self.run_dir.run_json)
-            workflow = load_workflow(Path(spec.workflow.path))
+            with spec.file_limit():
+                workflow = load_workflow(Path(spec.workflow.path))
         except (CrwError, OSError) as err:
             log.warning("run %s: cannot read its workflow: %s", self.run_dir.id, err)
             return None

@@ -34,7 +34,8 @@ Line = tuple[int, dict[str, Any] | None, str | None]
 def shadow_command(run: str, *, state: str | None, json: bool) -> int:
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
     spec = read_run_spec(run_dir.run_json)
-    workflow = load_workflow(Path(spec.workflow.path))
+    with spec.file_limit():
+        workflow = load_workflow(Path(spec.workflow.path))
     if workflow.digest != spec.workflow.digest:
         raise InputError(
             f"run {spec.id}: the workflow {spec.workflow.path} changed since the run started "

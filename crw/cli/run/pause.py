@@ -194,7 +194,8 @@ def _write_rows(op: control.Op, target: Target, run: RunState) -> None:
     from crw.engine.config.workflow import load_workflow
     from crw.engine.holds import interrupt
 
-    nodes = [node.id for node in load_workflow(Path(target.spec.workflow.path)).nodes]
+    with target.spec.file_limit():
+        nodes = [node.id for node in load_workflow(Path(target.spec.workflow.path)).nodes]
     finished = {c.node: c.state for c in run.calls.values() if c.node is not None}
     request = control.first_request(target.run_dir)
     reason = control.REASONS[op]

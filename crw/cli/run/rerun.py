@@ -25,6 +25,7 @@ from crw.engine.run.rundir import find_run, resolve_state
 from crw.engine.run.runspec import read_run_spec
 from crw.errors import InputError
 from crw.journal.stores import read_run_journal
+from crw.settings import MAX_FILE_BYTES_ENV, file_limit, max_file_bytes
 
 
 def rerun_command(
@@ -50,7 +51,12 @@ def rerun_command(
     if state is not None:
         fix += f" --state {shlex.quote(state)}"
     path = Path(workflow) if workflow is not None else Path(source.workflow.path)
-    loaded = load_workflow(path)
+    # The source's raised file limit holds for its rerun unless the shell sets one.
+    environ = dict(os.environ)
+    if source.max_file_bytes is not None:
+        environ.setdefault(MAX_FILE_BYTES_ENV, str(source.max_file_bytes))
+    with file_limit(max_file_bytes(environ)):
+        loaded = load_workflow(path)
     if workflow is None and loaded.digest != source.workflow.digest:
         raise InputError(
             f"run {source.id}: its workflow {path} changed since the run started; "
@@ -66,7 +72,7 @@ def rerun_command(
         owner=source.owner,
         host=source.host,
         state=state,
-        environ=os.environ,
+        environ=environ,
         codex_bin=source.codex_bin,
         trace=bool(settings.get("trace")),
         inputs=inputs or (),

@@ -50,7 +50,7 @@ from crw.engine.run.tmploc import dir_from
 from crw.errors import InputError, RefusedError
 from crw.host.uri import HostUri, parse_host_uri, session_host
 from crw.journal.stores import journal_db_ready, read_run_journal
-from crw.settings import Settings
+from crw.settings import MAX_FILE_BYTES_ENV, Settings, file_limit, max_file_bytes
 from crw.workspace.names import node_ref
 
 
@@ -130,6 +130,36 @@ def check_start(
         InputError: the workflow, its inputs, the role store, the owner, the host's
             URI, the codex binary, the TMPDIR or the repository is refused.
     """
+    with file_limit(max_file_bytes(environ)):  # the caller's, which the run records
+        return _check_start(
+            workflow_path,
+            backend=backend,
+            owner=owner,
+            host=host,
+            state=state,
+            environ=environ,
+            codex_bin=codex_bin,
+            trace=trace,
+            inputs=inputs,
+            input_files=input_files,
+            source_inputs=source_inputs,
+        )
+
+
+def _check_start(
+    workflow_path: Path,
+    *,
+    backend: str,
+    owner: str | None,
+    host: str | None,
+    state: str | None,
+    environ: os._Environ[str] | dict[str, str],
+    codex_bin: str | None,
+    trace: bool,
+    inputs: Sequence[str],
+    input_files: Sequence[str],
+    source_inputs: Mapping[str, RunInput] | None,
+) -> StartPlan:
     values = parse_pairs(inputs, "--input")
     files = parse_pairs(input_files, "--input-file")
     state_dir = resolve_state(state, environ, Path.cwd())
@@ -237,6 +267,7 @@ def start_run(
         host=str(uri),
         owner=owner,
         env=RunEnv(TMPDIR=plan.tmpdir),
+        max_file_bytes=_file_limit(environ),
         codex_bin=codex_bin,
         settings=recorded_settings(plan.recorded),
         inputs=recorded_inputs,
@@ -336,3 +367,8 @@ def _await_started(run: RunDir, pid: int, timeout: float) -> str:
 
 def _has_started(run: RunDir) -> bool:
     return any(row.get("row") == "started" for row in read_run_journal(run.journal).rows)
+
+
+def _file_limit(environ: Mapping[str, str]) -> int | None:
+    """The limit `$CRW_MAX_FILE_BYTES` sets, as the run records it (None: not set)."""
+    return max_file_bytes(environ) if environ.get(MAX_FILE_BYTES_ENV) else None

@@ -106,7 +106,8 @@ class Admission:
         for node in self._graph.order:
             if node.id in done or node.id in taken:
                 continue
-            missing = sum(1 for need in node.needs if need not in done)
+            needs = node.needs
+            missing = sum(1 for need in needs if need not in done) if needs else 0
             self._missing[node.id] = missing
             if missing == 0:
                 self._ready.append(self._graph.position[node.id])

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from crw.errors import InputError
+from crw.settings import MAX_FILE_BYTES_ENV, max_file_bytes
 
 Loc = tuple[str | int, ...]
 
@@ -72,10 +73,6 @@ def read_toml(path: Path, what: str) -> tuple[bytes, str, dict[str, Any]]:
     return data, text, table
 
 
-MAX_FILE_BYTES = 1 << 20
-"""The largest workflow, role store or schema file read (1 MiB)."""
-
-
 class UnreadableFile(Exception):
     """A file that is not read: `what` went wrong, `fix` is what to do."""
 
@@ -86,7 +83,8 @@ class UnreadableFile(Exception):
 
 
 def read_regular_file(path: Path, what: str) -> bytes:
-    """The bytes of the regular file at `path` (a `what`), at most MAX_FILE_BYTES.
+    """The bytes of the regular file at `path` (a `what`), at most `max_file_bytes`
+    (1 MiB unless `$CRW_MAX_FILE_BYTES` says otherwise).
 
     The file is opened without blocking and checked before it is read, so a FIFO,
     a device such as /dev/zero or a directory is refused at once, not read forever.
@@ -94,7 +92,9 @@ def read_regular_file(path: Path, what: str) -> bytes:
     Raises:
         FileNotFoundError: there is no file at `path`.
         UnreadableFile: not a regular file, too large, or unreadable.
+        InputError: `$CRW_MAX_FILE_BYTES` is not a number of bytes.
     """
+    limit = max_file_bytes(os.environ)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -103,16 +103,21 @@ def read_regular_file(path: Path, what: str) -> bytes:
         reason = err.strerror if isinstance(err, OSError) else str(err)
         raise UnreadableFile(f"cannot read the {what}: {reason}", "check the path") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
             raise UnreadableFile(f"the {what} is not a regular file", "give a file's path")
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+            data = handle.read(limit + 1)
     except OSError as err:
         raise UnreadableFile(f"cannot read the {what}: {err.strerror}", "check the path") from None
     finally:
         os.close(fd)
-    if len(data) > MAX_FILE_BYTES:
-        raise UnreadableFile(f"the {what} is larger than {MAX_FILE_BYTES} bytes", "make it smaller")
+    if len(data) > limit:
+        raise UnreadableFile(
+            f"the {what} is larger than {limit} bytes",
+            f"make it smaller, or set {MAX_FILE_BYTES_ENV}={max(status.st_size, len(data))}"
+            " (bytes) or more",
+        )
     return data
 
 

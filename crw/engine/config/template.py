@@ -47,6 +47,8 @@ def parse_template(text: str) -> list[str | Placeholder]:
     Raises:
         TemplateError: an unclosed `{`, a lone `}`, or a placeholder not `{node.field}`.
     """
+    if "{" not in text and "}" not in text:  # most tasks: text alone, in one piece
+        return [text] if text else []
     parts: list[str | Placeholder] = []
     literal: list[str] = []
     i = 0

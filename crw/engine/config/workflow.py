@@ -60,6 +60,7 @@ from crw.engine.config.settings_table import SettingsTable
 from crw.engine.config.template import SLUG
 from crw.engine.config.workflow_graph import Graph, check_graph
 from crw.engine.config.workflow_nodes import SLUG_FIX, Node, Verifier
+from crw.journal.framing import paused_gc
 from crw.settings import Settings
 
 _TOP_KEYS = (
@@ -200,6 +201,11 @@ def load_workflow(path: Path) -> Workflow:
             Schema, duplicate ids, an unknown need, a cycle in needs, a template
             that refers to a node outside its needs. Nothing is written.
     """
+    with paused_gc():  # a 100,000-node workflow is millions of objects, none garbage
+        return _load(path)
+
+
+def _load(path: Path) -> Workflow:
     data, text, table = read_toml(path, "workflow")
     file = str(path)
     absolute = path.resolve()

@@ -87,7 +87,7 @@ def check_graph(
             )
         first_at[node.id] = index
     for index, node in enumerate(nodes):
-        counts = Counter(node.needs)
+        counts = Counter(node.needs) if len(set(node.needs)) < len(node.needs) else None
         for need in node.needs:
             if need not in first_at:
                 known = ", ".join(first_at)
@@ -97,15 +97,18 @@ def check_graph(
                     f"needs '{need}', but there is no node '{need}'",
                     f"use one of: {known}",
                 )
-            if counts[need] > 1:
+            if counts is not None and counts[need] > 1:
                 refuse(index, "needs", f"needs '{need}' twice", "list it once")
-    cycle = _find_cycle(nodes)
-    if cycle:
+    try:
+        graph = Graph.of(nodes)  # the needs are known and once each: it fails on a cycle
+    except ValueError:
+        cycle = _find_cycle(nodes)  # the first in file order, to name it
+        if not cycle:
+            raise
         start = first_at[cycle[0]]
         refuse(
             start, "needs", f"needs form a cycle: {' -> '.join(cycle)}", "remove one of these needs"
         )
-    graph = Graph.of(nodes)
     within = _Ancestors(nodes, graph)
     for index, node in enumerate(nodes):
         direct = set(node.needs)

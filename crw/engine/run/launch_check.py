@@ -41,7 +41,8 @@ def resume_blocker(run_dir: RunDir, spec: RunSpec, run: RunState) -> str | None:
         return f"run_env_unusable: run {spec.id}: {problem}"
     try:
         check_backend(run, spec)
-        changed = changed_workflow(spec, load_workflow(Path(spec.workflow.path)))
+        with spec.file_limit():
+            changed = changed_workflow(spec, load_workflow(Path(spec.workflow.path)))
     except CrwError as err:
         return str(err)
     if changed is not None:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from crw.engine.run.tmploc import recorded_problem
 from crw.errors import InputError, RefusedError
-from crw.settings import Settings
+from crw.settings import Settings, file_limit
 
 if TYPE_CHECKING:
     from crw.journal.replay import RunState
@@ -83,6 +83,11 @@ class RunSpec(BaseModel):
     workflow's `[settings]`: every process of the run uses them. None: a spec
     written before the record, whose run uses the defaults."""
 
+    max_file_bytes: int | None = None
+    """The largest file the run's processes read (workflow, role store, schemas), as
+    the start had it from `$CRW_MAX_FILE_BYTES`; None: the default
+    (`crw.settings.max_file_bytes`)."""
+
     inputs: dict[str, Any] | None = None
     """The run's inputs as the start filled them: a string, int or bool value, or
     for a file input `{path, digest}` (its copy is the run's `inputs/NAME`). None:
@@ -101,6 +106,10 @@ class RunSpec(BaseModel):
         recorded = {key: value for key, value in (self.settings or {}).items() if key in known}
         return Settings(**recorded)  # type: ignore[arg-type]
 
+    def file_limit(self) -> contextlib.AbstractContextManager[None]:
+        """Inside, files are read up to the limit the start recorded (`max_file_bytes`)."""
+        return file_limit(self.max_file_bytes)
+
     def env_overrides(self) -> dict[str, str]:
         """The variables a launched or running process gets from the spec, one entry each.
 
@@ -113,7 +122,9 @@ class RunSpec(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The JSON object of run.json; `env` is left out when the spec has none."""
         data = self.model_dump(mode="json")
-        for optional in ("env", "codex_bin", "settings", "inputs", "journal_db", "rerun"):
+        for optional in (
+            "env", "codex_bin", "settings", "inputs", "journal_db", "rerun", "max_file_bytes"
+        ):  # fmt: skip
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
