@@ -93,7 +93,9 @@ def test_objects_the_process_froze_stay_frozen_after_a_read(
     try:
         before = gc.get_freeze_count()
         read = read_journal(path)
-        assert gc.get_freeze_count() == before
+        # Neither unfrozen (0) nor frozen anew (more): a frozen object that dies
+        # meanwhile (another test's leftovers in this worker) may lower the count.
+        assert 0 < gc.get_freeze_count() <= before
         assert not _in_oldest_generation(frozen) and not _in_oldest_generation(read.rows)
     finally:
         gc.unfreeze()
