@@ -15,13 +15,14 @@
 #   make bytecode compiles crw's modules (demo, test, drills and bench do it first)
 #   make targets runs every bench the scale targets name and says which are met
 #               (bench/targets.py, about fifteen minutes; exit 1 when one is not)
+#   make bench-syncs counts a session call's syncs and files (strace; installs it)
 # Each makes .venv and installs the pinned tree first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test drills drills-table lint typecheck bench targets bytecode clean chromium codex-next postgres
+.PHONY: demo test drills drills-table lint typecheck bench bench-syncs strace targets bytecode clean chromium codex-next postgres
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +69,17 @@ bench: bytecode
 
 targets: bytecode
 	$(BIN)/python bench/targets.py
+
+# A session call's syncs and files, counted by strace attached to the run process
+# (bench/session_syncs.py); strace is installed from Debian when it is missing.
+bench-syncs: bytecode strace
+	$(BIN)/python bench/session_syncs.py --sizes 1000,10000 --trace-sizes 1000
+
+strace:
+	command -v strace >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq strace; }
 
 chromium:
 	test -x /usr/bin/chromium || { \

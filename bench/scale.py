@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,6 +131,8 @@ class Trial:
     pid: int | None = None
     rss_kb: int | None = None
     cpu_s: float | None = None
+    sys_s: float | None = None
+    """The kernel's part of cpu_s (ru_stime)."""
     run_id: str = ""
     served: Counter[str] = field(default_factory=Counter)
     notified: Counter[str] = field(default_factory=Counter)
@@ -145,9 +147,13 @@ class Trial:
         return env | {"CODEX_HOME": str(self.state / "codex-home")}
 
 
-async def drive(trial: Trial, limit: float) -> float:
+async def drive(
+    trial: Trial, limit: float, started: Callable[[Trial], None] | None = None
+) -> float:
     """Start the run, play its owner if it is a session run, wait for its process
-    to exit; the seconds from the start to its ended row."""
+    to exit; the seconds from the start to its ended row. `started` (a blocking
+    function) is called with the trial once its run process is up, before the
+    owner plays (`bench/session_syncs.py` attaches strace there)."""
     wf = trial.state.parent / "scale.toml"
     wf.write_text(workflow(trial.calls))
     (wf.parent / "s.json").write_text(json.dumps(SCHEMA))
@@ -161,6 +167,8 @@ async def drive(trial: Trial, limit: float) -> float:
         t0 = time.time()
         with trio.fail_after(limit):
             await trio.to_thread.run_sync(start, trial, wf, owner)
+            if started is not None:
+                await trio.to_thread.run_sync(started, trial)
             async with trio.open_nursery() as nursery:
                 if owner is not None:
                     player = FastOwner(
@@ -229,6 +237,7 @@ async def wait_exit(trial: Trial) -> None:
             if pid:
                 trial.rss_kb, trial.pid = usage.ru_maxrss, None
                 trial.cpu_s = usage.ru_utime + usage.ru_stime
+                trial.sys_s = usage.ru_stime
                 return
             if pidfd is None:
                 await trio.sleep(REAP_POLL)

@@ -53,6 +53,11 @@ class ReviewCall(SessionCall):
         super().__init__(*args)
         self.review, self.ordinal = review, ordinal
 
+    @property
+    def durable_packet(self) -> bool:
+        """No call continues a review call: its packets are not synced."""
+        return False
+
     def prepared_rows(self) -> list[RowModel]:
         """The prepared row names the call it judges."""
         judged = review.judged_call(self.call)
@@ -80,6 +85,11 @@ class ContinuationCall(SessionCall):
         self.effort: str | None = None
         self.digest = ""
         self.checkpoint: str | None = None
+
+    @property
+    def durable_packet(self) -> bool:
+        """A later fix call may continue this one: its packets are synced."""
+        return True
 
     def _spawn_step(
         self, *, k: int, attempt: int, conversation_turn: int, note: str | None = None, **extra: Any

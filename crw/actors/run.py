@@ -232,6 +232,8 @@ async def _journaled(
         sync_in_thread=sync_in_thread,
     ) as journal:
         history, replayed = past
+        if spec.backend == "session":  # before the started row: `next` hands steps out after it
+            await _retract_torn(run_dir, replayed, history.rows)
         await journal.commit(
             pin_rows(  # the pins, and their change since the earlier process's
                 roles,
@@ -295,3 +297,17 @@ async def _journaled(
                 raise
             await journal.commit([Paused(reason=fault.reason, error=fault.error, file=fault.file)])
             return fault
+
+
+async def _retract_torn(run_dir: RunDir, replayed: RunState, rows: list[dict[str, Any]]) -> None:
+    """The step file of each step bound to no subagent whose packet a power loss
+    took or tore, retracted (`crw.engine.steps.unbound`): its call writes both
+    again from its row, or binds what the owner took before the loss."""
+    from crw.bus.steps import retract_torn
+    from crw.engine.steps.unbound import unbound_spawns
+
+    published = unbound_spawns(replayed.calls, rows)
+    if published:
+        retracted = await trio.to_thread.run_sync(retract_torn, run_dir, published)
+        if retracted:
+            log.info("retracted steps whose packets are not whole: %s", ", ".join(retracted))

@@ -202,10 +202,23 @@ class SessionCall(CallSteps):
         if self.allocation is None:
             self.allocation = await self._allocate()
         await self.commit([*self.prepared_rows(), step])
-        # P after the prepared row is durable (STEP-2), then the step's files, in one
-        # worker-thread hop: a hop costs the run's loop its scheduling and hand-off.
-        await self.steps.write(step, before=self._make_p)
+        # P after the prepared row is durable (STEP-2), then the step's files: in one
+        # worker-thread hop when the placer makes P or a sync is made (a hop costs the
+        # run's loop its scheduling and hand-off), in the loop's thread when P is one
+        # mkdir and nothing is synced.
+        if self.ctx.placer is None and not self.durable_packet:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            self._make_p()
+            await self.steps.write(step)
+        else:
+            await self.steps.write(step, before=self._make_p)
         return step
+
+    @property
+    def durable_packet(self) -> bool:
+        """Whether a later call's packet may name this call's packets: a reviewed
+        node's call, which its fix calls continue (its packets are synced)."""
+        return self.node.review is not None
 
     def prepared_rows(self) -> list[RowModel]:
         """The rows that open the call: its prepared row."""

@@ -129,7 +129,11 @@ class StepBinder:
         step up on the host (ATT-19; a repair is never sent twice, ATT-20): a spawn
         by the spawn hook's ledger joined with the owner's turns (HOOK-17), then by
         its marker; else publish the same step again: write its files (ATT-21), its
-        row first when a hold ended the row it had (ATT-35, STEP-21)."""
+        row first when a hold ended the row it had (ATT-35, STEP-21). Its packet,
+        unsynced, is mended first: a report or a subagent found binds the step with
+        the step file as it is, and none may be taken with a torn packet."""
+        if self.actor.stop.reason is None:  # a stopped run writes none
+            await self.actor.steps.mend(step)
         await self.ctx.inbox.poll()
         while True:
             try:

@@ -6,7 +6,9 @@ it is the flow warning step_unwritten at the 1st, 10th, 100th, … failure
 (`crw.bus.unwritten`), the step is written again at each poll until it can be or
 its turn is bound, and a closing step_unwritten says which (written true/false).
 The files are rebuilt from the row alone, so a resumed process writes the same
-files the dead one meant to.
+files the dead one meant to: they are not synced (`crw.bus.steps`), and a resumed
+call mends the packet of its unbound step before anything else (`mend`).
+A call whose packet a later packet names (`durable_packet`) syncs it.
 
 It reads of its call only `StepSource` (the call's id, role, pair, workspace and
 packet builder) and of the run only `WriterRun` (its directory and id, the clock
@@ -47,6 +49,8 @@ class StepSource(Protocol):
     def workspace(self) -> Path: ...
     @property
     def rows(self) -> list[dict[str, Any]]: ...
+    @property
+    def durable_packet(self) -> bool: ...
     def packet_text(self, **extra: Any) -> str: ...
 
 
@@ -100,23 +104,26 @@ class StepWriter:
         if step is None or tracker is None:
             return
         step_file, text = self.files(step)
-        run = self.ctx.run
+        run, durable = self.ctx.run, self.call.durable_packet
 
         def work() -> OSError | None:
             if before is not None:
                 before()
             try:
-                bus.write_packet(run, step_file, text)
+                bus.write_packet(run, step_file, text, durable=durable)
             except OSError as err:
                 return err
             return None
 
-        failed = await trio.to_thread.run_sync(work)
+        if durable or before is not None:  # a sync, or P's making: off the loop's thread
+            failed = await trio.to_thread.run_sync(work)
+        else:  # a few syscalls, no sync: a worker-thread hop would cost more
+            await trio.lowlevel.checkpoint_if_cancelled()
+            failed = work()
         if failed is None:
             # Unsynced, so written in the loop's thread, as a bind's reply and the
-            # close step are: in the worker its syscalls were GIL hand-offs with
-            # the loop. No checkpoint since the hop, so a call cancelled while its
-            # packet was written still gets its step file, as in one hop.
+            # close step are. No checkpoint since the packet's write, so a call
+            # cancelled meanwhile still gets its step file, as in one hop.
             try:
                 bus.write_step_file(run, step_file)
             except OSError as err:
@@ -128,6 +135,28 @@ class StepWriter:
             row = tracker.written()
         if row is not None:
             await self.ctx.journal.commit([row])
+
+    async def mend(self, step: StepPublished) -> None:
+        """Before a resumed call goes on with `step`, published by an earlier
+        process and bound to no subagent: its packet written again from the row
+        when it is not whole (ATT-21; a power loss may take an unsynced packet or
+        leave it torn while its step file survives, and a step file is taken as
+        it is). A packet that cannot be written takes the step file with it, so no
+        subagent is spawned on a torn packet; the step is written again later."""
+        if step.action != "spawn" or not step.packet or not step.packet_digest:
+            return
+        step_file, text = self.files(step)
+        run, digest, durable = self.ctx.run, step.packet_digest, self.call.durable_packet
+
+        def work() -> None:
+            if bus.packet_whole(run, step_file.call, step_file.k, step_file.attempt, digest):
+                return
+            try:
+                bus.write_packet(run, step_file, text, durable=durable)
+            except OSError:
+                bus.retract_step(run, step_file.call, step_file.k, step_file.attempt)
+
+        await trio.to_thread.run_sync(work)
 
     def bound(self) -> StepUnwritten | None:
         """The step's turn was bound: nothing more to write; the closing row

@@ -6,9 +6,19 @@ The run process writes a step after its step_published row is durable: the packe
 one file per subagent (STEP-29). Each file is written atomically (`write_atomic`), so
 a reader sees a whole file or none.
 
-These are blocking functions: the run's actors call them from a worker thread. A
-write that fails raises OSError and leaves no partial file; the caller records
-step_unwritten (crw/bus/unwritten.py).
+Neither is synced, nor is the directory that holds them: the row that announces a
+step is durable before its files exist, and a process that takes the run again
+makes the files of a step no subagent was bound to again from that row (the
+packet, when it is not whole, first: `packet_whole`; then both, ATT-21), so a power
+loss that takes them, or leaves a packet torn, costs a rewrite, never a step. A
+packet a later call's packet names (a reviewed node's, whose fix calls continue
+it) is the exception: it is synced, directory entries and all (`durable`), since
+nothing rewrites the packet of a call that ended.
+
+These are blocking functions, each a few syscalls when not durable: the run's
+actors call those in the event loop's thread, and a durable write from a worker
+thread. A write that fails raises OSError and leaves no partial file; the caller
+records step_unwritten (crw/bus/unwritten.py).
 """
 
 from __future__ import annotations
@@ -18,12 +28,13 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from crw.bus import live
+from crw.engine.answers.answer import digest
 from crw.engine.run.rundir import PRIVATE_DIR, RunDir
 from crw.engine.steps.markers import marker, op
 
@@ -32,7 +43,7 @@ from crw.engine.steps.markers import marker, op
 from crw.engine.steps.step_file import CloseStep as CloseStep
 from crw.engine.steps.step_file import StepFile as StepFile
 from crw.private import fsync_dir, write_atomic
-from crw.rawfile import read_stat
+from crw.rawfile import read_bytes, read_stat
 
 log = logging.getLogger("crw.bus")
 
@@ -75,16 +86,18 @@ def _close_path(run: RunDir, call: str, attempt: int, agent_id: str) -> str:
     return os.path.join(_call_dir(run, call), f"close-a{attempt}-{agent_id}.json")
 
 
-def _ensure_dir(directory: str) -> None:
-    """Make a call's directory, its entry durable, unless it is there: one
-    `mkdir` a write (no stat first, nor of its parent, which the run made)."""
+def _ensure_dir(directory: str, *, durable: bool) -> None:
+    """Make a call's directory unless it is there, its entry durable when
+    `durable`: one `mkdir` a write (no stat first, nor of its parent, which the
+    run made)."""
     try:
         os.mkdir(directory, PRIVATE_DIR)
     except FileExistsError:
         return
     except FileNotFoundError:  # steps/ itself is gone: made again, as a run makes it
         os.makedirs(directory, mode=PRIVATE_DIR, exist_ok=True)
-    fsync_dir(os.path.dirname(directory))
+    if durable:
+        fsync_dir(os.path.dirname(directory))
 
 
 def _encode(value: dict[str, Any]) -> bytes:
@@ -113,18 +126,20 @@ _quote: Callable[[str], str] = json.encoder.encode_basestring
 """A JSON string as json writes it with ensure_ascii=False (its C escaper)."""
 
 
-def write_step(run: RunDir, step: StepFile, packet_text: str | None) -> None:
+def write_step(
+    run: RunDir, step: StepFile, packet_text: str | None, *, durable: bool = False
+) -> None:
     """Write the step's packet, then its step file, each atomically (STEP-21):
     `write_packet`, then `write_step_file`.
 
     `step.packet` is meant to be the packet path `step_paths` names; a step
     without a packet (a send_input: its message is all it says) passes None.
 
-    The packet is durable before the step file is there (a later packet, a
-    continuation's, may name it); the step file is not synced: a process that
-    dies, or a power loss, before its step is bound leaves a step its resumed
-    process publishes again, files and all (ATT-21), and a bound step's file is
-    retracted.
+    Nothing is synced unless `durable` (the packet then, before the step file is
+    there: a later packet, a continuation's, names it): a process that dies, or a
+    power loss, before its step is bound leaves a step its resumed process
+    writes again from its row, files and all (ATT-21), and a bound step's file
+    is retracted.
 
     Raises:
         OSError: a write failed. The step file is then absent (STEP-30); the
@@ -132,14 +147,16 @@ def write_step(run: RunDir, step: StepFile, packet_text: str | None) -> None:
         ValueError: the call id is not one path segment, or op or marker disagree
             with call, k and attempt.
     """
-    write_packet(run, step, packet_text)
+    write_packet(run, step, packet_text, durable=durable)
     write_step_file(run, step)
 
 
-def write_packet(run: RunDir, step: StepFile, packet_text: str | None) -> None:
+def write_packet(
+    run: RunDir, step: StepFile, packet_text: str | None, *, durable: bool = False
+) -> None:
     """The first half of `write_step`: the call's directory and the step's packet
-    (None: no packet), durable. Its syncs keep it off an event loop's thread;
-    `write_step_file`, unsynced, may follow there.
+    (None: no packet), atomically; synced, the directory's entries too, when
+    `durable` (which keeps it off an event loop's thread).
 
     Raises:
         OSError: a write failed; the step file must not be written.
@@ -149,10 +166,22 @@ def write_packet(run: RunDir, step: StepFile, packet_text: str | None) -> None:
         raise ValueError(f"op {step.op!r} or marker {step.marker!r} is not the step's")
     packet_path, _ = _step_paths(run, step.call, step.k, step.attempt)
     # Not marked in the live index: a packet is no step, and a reader would list the
-    # call's directory for nothing while the packet is synced (`write_step_file` marks).
-    _ensure_dir(os.path.dirname(packet_path))
+    # call's directory for nothing while the packet is written (`write_step_file` marks).
+    _ensure_dir(os.path.dirname(packet_path), durable=durable)
     if packet_text is not None:
-        write_atomic(packet_path, packet_text.encode())
+        write_atomic(packet_path, packet_text.encode(), durable=durable)
+
+
+def packet_whole(run: RunDir, call: str, k: int, attempt: int, packet_digest: str) -> bool:
+    """Whether the packet of `marker(call, k, attempt)` is there with the text its
+    row's `packet_digest` names (a power loss may take an unsynced packet, or
+    leave it torn, while its step file survives)."""
+    packet_path, _ = _step_paths(run, call, k, attempt)
+    try:
+        text = read_bytes(packet_path).decode()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return digest(text) == packet_digest
 
 
 def write_step_file(run: RunDir, step: StepFile) -> None:
@@ -167,6 +196,20 @@ def write_step_file(run: RunDir, step: StepFile) -> None:
     _, step_path = _step_paths(run, step.call, step.k, step.attempt)
     with live.writing(run, step.call, os.path.basename(step_path)):
         write_atomic(step_path, _encode(step.to_json()), durable=False)
+
+
+def retract_torn(run: RunDir, published: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Retract the step file of each of the `published` step rows (each a spawn
+    step bound to no subagent, `crw.engine.steps.unbound`) whose packet is not
+    whole, so no subagent is spawned on a packet a power loss took or tore; the
+    markers of those retracted, in order."""
+    retracted = []
+    for row in published:
+        call, k, attempt = str(row["call"]), int(row["k"]), int(row["attempt"])
+        if not packet_whole(run, call, k, attempt, str(row["packet_digest"])):
+            retract_step(run, call, k, attempt)
+            retracted.append(str(row["marker"]))
+    return retracted
 
 
 def retract_step(run: RunDir, call: str, k: int, attempt: int) -> None:
@@ -189,9 +232,13 @@ def write_close(
         ValueError: the call or agent id is not one path segment.
     """
     path = _close_path(run, call, attempt, agent_id)
+    data = _encode(CloseStep(call, attempt, agent_id).to_json())
     with live.writing(run, call, os.path.basename(path), close=True):
-        _ensure_dir(os.path.dirname(path))
-        write_atomic(path, _encode(CloseStep(call, attempt, agent_id).to_json()), durable=durable)
+        try:  # the call's directory is there: its step was written in it
+            write_atomic(path, data, durable=durable)
+        except FileNotFoundError:  # no step of the call was ever written
+            _ensure_dir(os.path.dirname(path), durable=durable)
+            write_atomic(path, data, durable=durable)
 
 
 def remove_close(run: RunDir, call: str, attempt: int, agent_id: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -427,3 +428,27 @@ async def test_a_fix_effort_that_differs_from_the_effort_the_handle_ran_is_refus
     assert len(h.owner.spawned) == spawned and not of(rows, "ship.1", "prepared")
     (waiting,) = held_calls(NextRead(run="run-1", rows=rows))
     assert (waiting["call"], waiting["reason"]) == ("build.3", "pair_refused")
+
+
+async def test_the_packets_a_fix_names_are_synced_and_no_other(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-54, STEP-21: a fix call's packet names the packet of the call it
+    continues, which nothing writes again once that call ended: the packets of a
+    reviewed node's call and of its fix calls (a later fix continues a fix) are
+    synced; the review call's and a plain call's are not (a resumed process writes
+    an unbound step's files again from its row)."""
+    synced: list[str] = []
+    fsync = os.fsync
+
+    def counted(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counted)
+    async with harness(tmp_path) as h:
+        await reviewed(tmp_path, h)
+        state, rows = await h.go()
+    assert state == "ended" and rows[-1]["status"] == "completed"
+    packets = {Path(p).parent.name for p in synced if Path(p).name.startswith(".packet-")}
+    assert packets == {"build.1", "build.3"}

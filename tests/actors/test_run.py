@@ -16,13 +16,16 @@ import trio
 from crw.actors import run as run_module
 from crw.actors.journal_writer import AfterCommit, JournalWriter, open_journal_writer
 from crw.actors.run import run_process
+from crw.bus import steps as bus
 from crw.clock import WallClock, fixed_clock, system_clock
+from crw.engine.answers.answer import digest
 from crw.engine.config.roles import load_roles
 from crw.engine.config.workflow import load_workflow
 from crw.engine.run.locks import is_held, run_lock
 from crw.engine.run.rundir import RunDir
 from crw.engine.run.runspec import RunEnv, RunSpec, WorkflowRef, recorded_settings
 from crw.journal.log import JournalRead, read_journal
+from crw.journal.rows import Allocation, Prepared, StepPublished
 from crw.settings import Settings
 from tests.cli.conftest import EXAMPLES
 
@@ -403,3 +406,58 @@ async def test_a_resumed_process_decodes_the_journal_it_finds_once(
     rows = read_journal(run.journal).rows
     assert [row["row"] for row in rows] == ["started", "paused"] * 4
     assert len(resumed) == 6 + 1
+
+
+async def test_a_resumed_session_run_retracts_a_step_whose_packet_a_power_loss_tore(
+    tmp_path: Path,
+) -> None:
+    """spec: ATT-21, STEP-21: the step files are not synced, so a power loss may
+    keep a step file whole beside a packet it tore or took; before its started row
+    (after which `next` hands the run's steps out) the process retracts each such
+    step of a call waiting on it, so no subagent is spawned on that packet. A step
+    whose packet is whole keeps its file."""
+    run, spec = _run(tmp_path)
+    text = "# Task\n\nFind the bug.\n"
+    rows: list[Any] = []
+    for call in ("explore.1", "build.1"):
+        packet = bus.step_paths(run, call, 1, 1)[0]
+        workspace = str(run.calls / call)
+        rows += [
+            Prepared(
+                call=call,
+                node=call.split(".")[0],
+                role="explorer",
+                backend="session",
+                allocation=Allocation(workspace=workspace, kind="directory"),
+                input_digest="sha256:0",
+            ),
+            StepPublished(
+                call=call,
+                k=1,
+                op=f"{call}/t1",
+                marker=f"{call}/t1-a1",
+                attempt=1,
+                action="spawn",
+                input="spawn",
+                input_digest=digest("spawn"),
+                packet=str(packet),
+                packet_digest=digest(text),
+                role="explorer",
+                agent_type="explorer",
+                workspace=workspace,
+                conversation_turn=1,
+            ),
+        ]
+        step = bus.StepFile(
+            call=call, k=1, attempt=1, op=f"{call}/t1", marker=f"{call}/t1-a1",
+            role="explorer", action="spawn", agent_type="explorer", model=None,
+            reasoning_effort=None, message="spawn", packet=str(packet), workspace=workspace,
+            agent_id=None,
+        )  # fmt: skip
+        bus.write_step(run, step, text)
+    bus.step_paths(run, "build.1", 1, 1)[0].write_text(text[:6])  # torn
+    async with open_journal_writer(run.journal) as journal:
+        await journal.commit(rows)
+    await run_process(run, spec, run.root.parents[1])
+    assert read_journal(run.journal).rows[-1]["row"] == "paused"  # its host is not there
+    assert [s.call for s in bus.list_steps(run)] == ["explore.1"]

@@ -45,46 +45,6 @@ async def test_a_turn_the_bind_read_shows_ended_is_harvested_without_another_rea
     }
 
 
-class _Hops:
-    """Numbers every worker-thread hop (`trio.to_thread.run_sync`) and records in
-    which hop each spied step of a call ran."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.events: list[tuple[str, str, int]] = []
-        self._hops = 0
-        self._hop = threading.local()
-        run_sync = trio.to_thread.run_sync
-
-        async def numbered_hop(fn: Any, *args: Any, **kwargs: Any) -> Any:
-            self._hops += 1
-            number = self._hops
-
-            def numbered() -> Any:
-                self._hop.number = number
-                return fn(*args)
-
-            return await run_sync(numbered, **kwargs)
-
-        monkeypatch.setattr(trio.to_thread, "run_sync", numbered_hop)
-
-    def saw(self, kind: str, call: str) -> None:
-        """Step `kind` of `call` runs now, in the current worker-thread hop."""
-        self.events.append((kind, call, self._hop.number))
-
-
-async def _run_each_call_in_one_hop(tmp_path: Path, hops: _Hops, kinds: list[str]) -> None:
-    """Run the three calls to their end: each call's spied steps are `kinds`, in
-    order, all in one worker-thread hop."""
-    async with harness(tmp_path) as h:
-        await h.script({"marker": "*"}, seconds=0)
-        state, _rows = await h.go()
-    assert state == "ended"
-    for call in ("explore.1", "build.1", "review.1"):
-        mine = [(kind, number) for kind, c, number in hops.events if c == call]
-        assert [kind for kind, _ in mine] == kinds
-        assert mine[0][1] == mine[1][1]
-
-
 async def test_a_bound_steps_retraction_its_reply_and_the_close_step_take_no_worker_thread_hop(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -92,10 +52,10 @@ async def test_a_bound_steps_retraction_its_reply_and_the_close_step_take_no_wor
     packet; a bind's rows are committed, then the step file is retracted and only
     then the report answered bound (an owner that has the reply never sees the
     step again); the close step follows the call's terminal row. None of them is
-    synced, and all four are written in the loop's thread: a call's only
-    worker-thread hop is its step's packet (and the journal's, inline here). A hop's
-    syscalls cost the run process more CPU than in the loop (wakes, thread naming,
-    GIL hand-offs)."""
+    synced, and all four are written in the loop's thread, as the packet and P are
+    (a plain call takes no worker-thread hop but the journal's, inline here; one a
+    call before, the packet's). A hop's syscalls cost the run process more CPU than
+    in the loop (wakes, thread naming, GIL hand-offs)."""
     from crw.bus import inbox as files
     from crw.bus import steps as bus
 
@@ -142,32 +102,42 @@ async def test_a_bound_steps_retraction_its_reply_and_the_close_step_take_no_wor
         assert kinds(rows, call)[-1] == "completed"
     # The harness's owner lists the bus from a worker thread; the journal's open is one.
     del hops["list_steps"], hops["open"]
-    assert hops == {"work": 3}
+    assert hops == {}
 
 
-async def test_a_new_calls_directory_and_its_first_steps_files_are_one_worker_thread_hop(
+async def test_a_new_calls_directory_and_its_first_steps_files_take_no_worker_thread_hop(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec: STEP-2, STEP-21: a new call's prepared and step_published rows are
     durable first; then its directory P is made and only then the step's packet
-    written, both in one worker thread, one hop a call (two before)."""
+    written, both in the loop's thread when P is a plain directory and nothing is
+    synced (one worker-thread hop a call before, two before that)."""
     from crw.actors.session_call import SessionCall
     from crw.bus import steps as bus
 
-    hops = _Hops(monkeypatch)
+    events: list[tuple[str, str, bool]] = []
+    loop = threading.get_ident()
     make_p, write_packet = SessionCall._make_p, bus.write_packet
 
     def made(self: SessionCall) -> None:
-        hops.saw("P", self.call)
+        events.append(("P", self.call, threading.get_ident() == loop))
         make_p(self)
 
-    def written(run: Any, step: Any, text: str | None) -> None:
-        hops.saw("packet", step.call)
-        write_packet(run, step, text)
+    def written(run: Any, step: Any, text: str | None, **kwargs: Any) -> None:
+        events.append(("packet", step.call, threading.get_ident() == loop))
+        write_packet(run, step, text, **kwargs)
 
     monkeypatch.setattr(SessionCall, "_make_p", made)
     monkeypatch.setattr(bus, "write_packet", written)
-    await _run_each_call_in_one_hop(tmp_path, hops, ["P", "packet"])
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "*"}, seconds=0)
+        state, _rows = await h.go()
+    assert state == "ended"
+    for call in ("explore.1", "build.1", "review.1"):
+        assert [(kind, in_loop) for kind, c, in_loop in events if c == call] == [
+            ("P", True),
+            ("packet", True),
+        ]
 
 
 async def test_a_session_calls_commits_ask_for_no_stamped_copies(

@@ -369,9 +369,9 @@ async def test_a_run_stopped_as_it_resumes_holds_the_open_call_without_writing_i
         written: list[str] = []
         original = bus.write_packet
 
-        def write_packet(run: Any, step: bus.StepFile, text: str | None) -> None:
+        def write_packet(run: Any, step: bus.StepFile, text: str | None, **kwargs: Any) -> None:
             written.append(step.call)
-            original(run, step, text)
+            original(run, step, text, **kwargs)
 
         monkeypatch.setattr(bus, "write_packet", write_packet)
         requests.write_request(h.run, requests.Request.new(h.run.id, "pause", "t"))

@@ -181,6 +181,35 @@ async def test_last_row_step_published_answers_the_waiting_report_first(
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
+@pytest.mark.parametrize(
+    "left", [b"", b"# Task\n\nHalf of it", None], ids=["empty", "torn", "gone"]
+)
+async def test_last_row_step_published_mends_a_packet_a_power_loss_took(
+    tmp_path: Path, autojump_clock: MockClock, left: bytes | None
+) -> None:
+    """spec: ATT-18, ATT-21, STEP-21: the packet is not synced, so a power loss may
+    leave it empty, torn or gone while the step file and the owner's report
+    survive; the resumed call writes it again from its step_published row before it
+    answers the report (which binds the step with no other write of its files)."""
+    async with harness(tmp_path, poll=600) as h:
+        owner = remembering(h)
+        dead = await run_until_owner_took(h, owner, k=1)
+        step = last(dead, "step_published")
+        packet, step_file = bus.step_paths(h.run, CALL, 1, 1)
+        assert step_file.exists()  # the step survived: the owner took it
+        whole = packet.read_bytes()
+        if left is None:
+            packet.unlink()
+        else:
+            packet.write_bytes(left)
+        assert not bus.packet_whole(h.run, CALL, 1, 1, step["packet_digest"])
+        state, rows = await h.go()
+    assert kinds(rows[len(dead) :], CALL) == ["thread_started", "turn_started", "completed"]
+    assert packet.read_bytes() == whole
+    assert bus.packet_whole(h.run, CALL, 1, 1, step["packet_digest"])
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
 async def test_last_row_step_published_binds_a_spawn_found_by_its_marker(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:

@@ -425,11 +425,11 @@ async def test_step_that_cannot_be_written_warns_at_1_and_10_then_closes(
     failures = {"left": 12}
     write_packet = bus.write_packet
 
-    def full_disk(run: RunDir, step: bus.StepFile, text: str) -> None:
+    def full_disk(run: RunDir, step: bus.StepFile, text: str, *, durable: bool = False) -> None:
         if step.call == "explore.1" and failures["left"]:
             failures["left"] -= 1
             raise OSError(errno.ENOSPC, "No space left on device")
-        write_packet(run, step, text)
+        write_packet(run, step, text, durable=durable)
 
     monkeypatch.setattr(bus, "write_packet", full_disk)
     async with harness(tmp_path) as h:

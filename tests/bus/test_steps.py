@@ -13,13 +13,16 @@ import pytest
 from crw.bus.steps import (
     list_closes,
     list_steps,
+    packet_whole,
     read_bus,
     remove_close,
     retract_step,
+    retract_torn,
     step_paths,
     write_close,
     write_step,
 )
+from crw.engine.answers.answer import digest
 from crw.engine.run.rundir import RunDir
 from crw.engine.steps.packet import marker, op, send_input_message, spawn_message
 from crw.engine.steps.step_file import CloseStep, StepFile
@@ -292,20 +295,50 @@ def _synced_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return synced
 
 
-def test_a_spawn_step_syncs_its_packet_and_directories_not_its_step_file(
-    run: RunDir, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """spec: STEP-21, ATT-21: the packet a later packet may name (a continuation's)
-    is durable: its data, its name in the call's directory and that directory in
-    steps/; the step file is not synced on its own (a resumed process publishes an
-    unbound step again, its files written anew): 3 fsyncs a first spawn, where there
-    were 5."""
+def test_a_spawn_step_makes_no_fsync(run: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
+    """spec: STEP-21, ATT-21: the step_published row is durable before the files,
+    and a resumed process writes an unbound step's files again from it (a packet
+    that is not whole first): neither file nor directory is synced (3 fsyncs a
+    first spawn before)."""
     synced = _synced_paths(monkeypatch)
     write_step(run, spawn_step(run), PACKET)
+    assert synced == []
+    assert _files(run) == ["steps/build.1/packet-t1-a1.md", "steps/build.1/t1-a1.json"]
+
+
+def test_a_durable_spawn_step_syncs_its_packet_and_directories_not_its_step_file(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: STEP-21, STEP-54: a packet a later packet names (a reviewed node's,
+    which its fix calls continue) is durable: its data, its name in the call's
+    directory and that directory in steps/; the step file is not synced."""
+    synced = _synced_paths(monkeypatch)
+    write_step(run, spawn_step(run), PACKET, durable=True)
     call_dir = run.steps / "build.1"
     tmp_packet = str(call_dir / ".packet-t1-a1.md.tmp")
     assert synced == [str(run.steps), tmp_packet, str(call_dir)]
     assert _files(run) == ["steps/build.1/packet-t1-a1.md", "steps/build.1/t1-a1.json"]
+
+
+def test_a_close_step_of_a_call_without_a_step_makes_its_directory(run: RunDir) -> None:
+    """spec: STEP-28"""
+    write_close(run, "review.1", 1, "thread-b", durable=False)
+    assert [(c.call, c.agent_id) for c in list_closes(run)] == [("review.1", "thread-b")]
+
+
+def test_a_packet_is_whole_only_with_the_text_its_row_names(run: RunDir) -> None:
+    """spec: ATT-21: what a resumed process checks before it goes on with a step
+    no subagent was bound to: a packet missing, torn or other is not whole."""
+    step = spawn_step(run)
+    whole = digest(PACKET)
+    assert not packet_whole(run, "build.1", 1, 1, whole)  # missing
+    write_step(run, step, PACKET)
+    assert packet_whole(run, "build.1", 1, 1, whole)
+    packet, _ = step_paths(run, "build.1", 1, 1)
+    packet.write_bytes(PACKET.encode()[: len(PACKET) // 2])  # torn
+    assert not packet_whole(run, "build.1", 1, 1, whole)
+    packet.write_bytes(b"\xff\xfe")  # not text
+    assert not packet_whole(run, "build.1", 1, 1, whole)
 
 
 def test_a_send_input_step_makes_no_fsync(run: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -430,7 +463,7 @@ def test_a_new_calls_step_makes_its_directory_with_one_mkdir_and_no_stat(
     write_step(run, step, PACKET)
     assert made == ["build.1"] and statted == []
     write_close(run, "build.1", 1, "thread-1")
-    assert made == ["build.1", "build.1"] and statted == []  # there: EEXIST, no sync
+    assert made == ["build.1"] and statted == []  # its step's directory holds it: no mkdir
     assert stat(run.steps / "build.1").st_mode & 0o777 == 0o700
 
 
@@ -477,3 +510,23 @@ def test_step_and_close_files_are_the_bytes_indented_json_wrote_without_its_pyth
     monkeypatch.setattr(json.encoder, "_make_iterencode", counted)
     assert [steps._encode(v) for v in values] == expected
     assert len(indenting) == 2  # the float and bool members, and the nested value, alone
+
+
+def test_a_step_whose_packet_is_not_whole_is_retracted_before_a_resume_hands_it_out(
+    run: RunDir,
+) -> None:
+    """spec: ATT-21, STEP-21: a power loss kept a step file and tore or took its
+    unsynced packet: the file is retracted, so no subagent is spawned on that
+    packet (its call writes both again from its row); a step whose packet is whole
+    keeps its file."""
+    torn, gone, whole = (spawn_step(run, call) for call in ("a.1", "b.1", "c.1"))
+    for step in (torn, gone, whole):
+        write_step(run, step, PACKET)
+    step_paths(run, "a.1", 1, 1)[0].write_text(PACKET[:5])
+    step_paths(run, "b.1", 1, 1)[0].unlink()
+    rows = [
+        {"call": s.call, "k": 1, "attempt": 1, "marker": s.marker, "packet_digest": digest(PACKET)}
+        for s in (torn, gone, whole)
+    ]
+    assert retract_torn(run, rows) == ["a.1/t1-a1", "b.1/t1-a1"]
+    assert list_steps(run) == [whole]

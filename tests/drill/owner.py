@@ -5,7 +5,9 @@ plays what Codex's owner thread does, with the owner's commands: it runs
 `crw flow next RUN --json --wait 1`, takes each step once through the simulated
 host (`sim/spawnAgent`, `sim/sendInput`), reports it with `crw flow dispatched …
 --json`, closes the subagents of close steps (and of `close` replies), and exits 0
-once the run has ended. It outlives the run processes, so it remembers the steps
+once the run has ended. Before it spawns a subagent it reads the step's packet as
+a subagent would, and notes its digest (`took`, `packet_digest`: null when the
+packet is missing or not text). It outlives the run processes, so it remembers the steps
 it took: a step the files show again is not taken twice.
 
 The drill pauses it around a resume: while `<control>/pause` exists the owner
@@ -23,6 +25,7 @@ from typing import Any
 
 import trio
 
+from crw.engine.answers.answer import digest
 from crw.host.client import HostClient
 from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
@@ -85,6 +88,8 @@ class Owner:
             await self.host("sim/sendInput", params)
             agent = str(step["agent_id"])
         else:
+            marker = f"{step['call']}/t{step['k']}-a{step['attempt']}"
+            self.note(took=marker, packet_digest=_packet_digest(step.get("packet")))
             params = {
                 "parentThreadId": self.thread,
                 "agentType": step["agent_type"],
@@ -122,6 +127,15 @@ class Owner:
         result = await self.client.request(method, params)
         self.note(host=method, params={k: v for k, v in params.items() if k != "message"})
         return result
+
+
+def _packet_digest(packet: str | None) -> str | None:
+    """The digest of the packet's text as its row names it, or None when there is
+    no packet to read."""
+    try:
+        return digest(Path(packet).read_bytes().decode()) if packet else None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 async def main(args: argparse.Namespace) -> None:

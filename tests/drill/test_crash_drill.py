@@ -303,9 +303,12 @@ KILL_POINTS = [  # prepared is committed with the first step_published: one poin
 ]
 
 
-def killed_and_resumed(drill: Drill, crash_after: str) -> list[dict[str, Any]]:
-    """Start the run with the kill point, resume it once its process is gone, and
-    let the owner play to the end; the run's rows."""
+def killed_and_resumed(
+    drill: Drill, crash_after: str, meanwhile: Callable[[Drill], None] | None = None
+) -> list[dict[str, Any]]:
+    """Start the run with the kill point, resume it once its process is gone (after
+    `meanwhile`, which may leave the run directory as a power loss would), and let
+    the owner play to the end; the run's rows."""
     drill.start(crash_after)
     run = drill.run
     assert run is not None
@@ -320,6 +323,8 @@ def killed_and_resumed(drill: Drill, crash_after: str) -> list[dict[str, Any]]:
         killed = crash_after.split("@")[1].split("#")[0]
         assert [r["row"] for r in dead if r.get("call") == killed][-1] == kind
         drill.pause_owner()
+        if meanwhile is not None:
+            meanwhile(drill)
     finally:
         os.close(lock)
     try:
