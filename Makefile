@@ -5,8 +5,9 @@
 #               docs/performance.md, "The suite")
 #   make drills the interrupt/pause drills alone (part of make test); drills-table
 #               runs them and writes their table into docs/drills.md
-#   make chromium installs Debian's chromium when /usr/bin/chromium is missing (CI
-#               does, so the timeline's browser test runs; without it it is skipped)
+#   make chromium installs Debian's chromium and chromium-driver when either is
+#               missing (CI does, so the timeline's and the web view's browser tests
+#               run; without them they are skipped, and fail under CI)
 #   make codex-next installs the newer codex (.codex-npm/package.json pins
 #               @openai/codex) with npm ci into .codex-npm/node_modules; the real-host
 #               tests then run on it too (CI does; without it they are skipped)
@@ -68,10 +69,10 @@ targets: bytecode
 	$(BIN)/python bench/targets.py
 
 chromium:
-	test -x /usr/bin/chromium || { \
+	{ test -x /usr/bin/chromium && test -x /usr/bin/chromedriver; } || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; }
 
 # The npm package whole, as `npm install -g @openai/codex` lays it out (its
 # launcher, the platform package and its resources), from the registry by the
