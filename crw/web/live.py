@@ -13,7 +13,7 @@ are sent at most every GAP seconds (a busy run's appends coalesce).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ async def _woken(fd: int) -> None:
         await trio.lowlevel.wait_readable(fd)
 
 
-async def run_events(run: RunDir, state_dir: Path) -> AsyncIterator[str]:
+async def run_events(run: RunDir, state_dir: Path) -> AsyncGenerator[str]:
     """A run's events: `calls` (the entries of the calls its new rows name, as
     status shows them), `rows` (the new rows' lines, as show prints them) and
     `run` (its state, progress and whether a process holds it) when they change."""
@@ -133,7 +133,7 @@ class StateWake:
         )
 
 
-async def runs_events(state_dir: Path) -> AsyncIterator[str]:
+async def runs_events(state_dir: Path) -> AsyncGenerator[str]:
     """The runs list's events: `runs` each time a run was made or removed, or a
     run's journal or locks changed (the page then fetches its table again)."""
     wake = StateWake(state_dir)
