@@ -23,6 +23,7 @@ from inotify_simple import INotify
 from inotify_simple import flags as inotify_flags
 
 from crw.cli.read.follow import SAFETY_WAKE, JournalTail, RunWake
+from crw.cli.read.run_spec import spec_json, workflow_file, workflow_plan
 from crw.cli.read.status import call_entry
 from crw.engine.run.locks import run_is_live
 from crw.engine.run.rundir import FLOW, RunDir, list_runs
@@ -51,6 +52,7 @@ async def run_events(run: RunDir, state_dir: Path) -> AsyncGenerator[str]:
     status shows them), `rows` (the new rows' lines, as show prints them) and
     `run` (its state, progress and whether a process holds it) when they change."""
     ref = state_ref(state_dir)
+    plan = workflow_plan(workflow_file(spec_json(run)))  # as status counts a run not ended
     with RunWake(run) as wake:
         state, read = replay_journal(run.journal, live=True)
         tail = JournalTail(run.journal, offset=read.end, last_seq=read.last_seq, state=state)
@@ -66,7 +68,8 @@ async def run_events(run: RunDir, state_dir: Path) -> AsyncGenerator[str]:
                 named = {row["call"] for row in rows if isinstance(row.get("call"), str)}
                 yield event("calls", _calls(tail, named, run.id, ref))
                 yield event("rows", [row_item(row) for row in rows])
-            progress = counts(tail.state, None, live=live).to_json()
+            ended = tail.state.state == "ended"
+            progress = counts(tail.state, {} if ended else plan, live=live).to_json()
             now = (shown_state(tail.state.state, live), live, json.dumps(progress))
             if now != shown:
                 shown = now
@@ -79,7 +82,7 @@ async def run_events(run: RunDir, state_dir: Path) -> AsyncGenerator[str]:
 def _calls(tail: JournalTail, named: set[str], run_id: str, ref: str) -> list[dict[str, Any]]:
     state = tail.state
     now = datetime.now(UTC)
-    judged = reviews(state.calls[call] for call in named if call in state.calls)
+    judged = reviews(state.calls.values())
     return [
         call_cells(call_entry(state.calls[call], now, run_id, ref, state, False, judged.get(call)))
         for call in sorted(named)
