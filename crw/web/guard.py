@@ -33,11 +33,10 @@ class Guard:
     loopback_only: bool = True
 
     def bound(self, host: str, port: int) -> None:
-        """The server listens on `host`:`port`: its origins are that and, on the
-        loopback, the other loopback names a browser may use."""
-        names = {host}
-        if is_loopback(host):
-            names |= {"127.0.0.1", "localhost", "[::1]"}
+        """The server listens on `host`:`port`: its origins are that and the
+        loopback names a browser on this machine may use for it."""
+        shown = f"[{host}]" if ":" in host else host
+        names = {shown, "127.0.0.1", "localhost", "[::1]"}
         self.origins = {f"http://{name}:{port}" for name in names}
 
     def knows(self, token: str | None) -> bool:
