@@ -37,7 +37,7 @@ COOKIE = "crw_ui_token"
 SECURITY_HEADERS = {
     "content-security-policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
-        "object-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+        "object-src 'self'; frame-ancestors 'self'; form-action 'self'; base-uri 'none'"
     ),
     "x-content-type-options": "nosniff",
     "referrer-policy": "same-origin",

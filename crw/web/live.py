@@ -33,7 +33,10 @@ from crw.journal.snapshot import replay_journal
 from crw.web.views import call_cells, row_item, state_ref
 
 GAP = 0.25
-"""Seconds at least between two events of one stream."""
+"""Seconds at least between two events of a run's stream."""
+RUNS_GAP = 1.0
+"""Seconds at least between two events of the runs list's stream: each makes the
+page read every run's tail again."""
 
 
 def event(name: str, data: Any) -> str:
@@ -142,7 +145,7 @@ async def runs_events(state_dir: Path) -> AsyncGenerator[str]:
     wake = StateWake(state_dir)
     try:
         while True:
-            await trio.sleep(GAP)
+            await trio.sleep(RUNS_GAP)
             await _woken(wake.fileno())
             wake.rescan()
             if wake.woke():

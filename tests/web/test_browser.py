@@ -38,7 +38,10 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--window-size=1280,1000"]  # fmt: skip
+         "--window-size=1280,1000", "--force-device-scale-factor=1",
+         "--hide-scrollbars"]  # fmt: skip
+STATE_FILL = {"completed": (0xE2, 0xF3, 0xE2), "held": (0xF8, 0xDC, 0xDC)}
+"""The fill of a call's state cell (crw/web/static/ui.css), looked for in the screenshot."""
 
 pytestmark = pytest.mark.xdist_group("test_web_browser")
 """One xdist worker runs the module: its tests share one browser."""
@@ -259,10 +262,34 @@ def test_a_held_call_is_answered_retry_by_the_button_and_the_run_completes(
             lambda: _run_state(browser) == "ended",
         )
         assert _cell(browser, "explore.1", "state") == "completed"
+        _screenshot_shows_each_call_completed(browser, drill.root)
     rows = drill.finish()
     assert rows[-1]["status"] == "completed"
     decisions = [r for r in rows if r["row"] == "decision"]
     assert [(d["call"], d["choice"]) for d in decisions] == [("explore.1", "retry")]
+
+
+def _screenshot_shows_each_call_completed(browser: Any, root: Path) -> None:
+    """The page drawn: each call's state cell has the completed fill at its place
+    (checked by pixels, as the timeline's test does). With CRW_UI_SCREENSHOT set
+    the picture is kept there (docs/ui-run.png is made so)."""
+    from PIL import Image
+
+    png = root / "run-page.png"
+    browser.execute_script("document.getElementById('calls').scrollIntoView()")
+    assert browser.save_screenshot(str(png))
+    cells = browser.execute_script(
+        "return [...document.querySelectorAll('#calls td[data-field=state]')].map(td => {"
+        "  const r = td.getBoundingClientRect(); return [r.left, r.top]; })"
+    )
+    assert len(cells) == 3  # explore.1, build.1, review.1
+    with Image.open(png) as picture:
+        image = picture.convert("RGB")
+        for left, top in cells:
+            assert image.getpixel((int(left) + 2, int(top) + 2)) == STATE_FILL["completed"]
+    if os.environ.get("CRW_UI_SCREENSHOT"):
+        browser.execute_script("window.scrollTo(0, 0)")
+        browser.save_screenshot(os.environ["CRW_UI_SCREENSHOT"])
 
 
 def _post(ui: Served, path: str, form: dict[str, str], headers: dict[str, str]) -> int:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from crw.cli.read.follow import SAFETY_WAKE
 from crw.web import live, views
+from tests.deadlines import LOADED
 from tests.web.runs import COMPLETED, append, call_rows, started, write_run
 
 RUN = "chain-20261201-000000-aaaa"
@@ -22,14 +22,21 @@ def parsed(text: str) -> tuple[str, object]:
     return head.removeprefix("event: "), json.loads(data.removeprefix("data: "))
 
 
+@pytest.fixture
+def no_safety_wake(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The streams' safety wake an hour away: only the journal's wake wakes them."""
+    monkeypatch.setattr(live, "SAFETY_WAKE", 3600.0)
+
+
+@pytest.mark.usefixtures("no_safety_wake")
 async def test_a_row_appended_wakes_the_run_stream_with_the_calls_it_changed(
     tmp_path: Path,
 ) -> None:
-    """No poll: the safety wake is seconds away, the event comes at the append."""
+    """No poll: the event comes at the append (the safety wake is an hour away)."""
     state = tmp_path / "state"
     run = write_run(state, RUN, [started(), *call_rows("build.1", "build", end=None)])
     events = live.run_events(run, state)
-    with trio.fail_after(SAFETY_WAKE / 2):
+    with trio.fail_after(LOADED):
         assert parsed(await events.__anext__())[0] == "run"  # its state at connect
         # Appended once the stream waits on the wake: only the wake can bring it.
         async with trio.open_nursery() as nursery:
@@ -48,15 +55,16 @@ async def test_a_row_appended_wakes_the_run_stream_with_the_calls_it_changed(
     await events.aclose()
 
 
+@pytest.mark.usefixtures("no_safety_wake")
 async def test_a_new_run_wakes_the_runs_stream(tmp_path: Path) -> None:
     state = tmp_path / "state"
     write_run(state, RUN, [started()])
     events = live.runs_events(state)
-    with trio.fail_after(SAFETY_WAKE / 2):
+    with trio.fail_after(LOADED):
         async with trio.open_nursery() as nursery:
 
             async def later() -> None:
-                await trio.sleep(live.GAP * 2)
+                await trio.sleep(0.1)
                 await trio.to_thread.run_sync(
                     lambda: write_run(state, "chain-20261202-000000-bbbb", [started()])
                 )

@@ -1,8 +1,9 @@
 // crw flow ui: live updates by Server-Sent Events (no build step, no library).
 // The runs page fetches its table again on each `runs` event; a run's page sets
 // the cells of the calls a `calls` event names, appends the rows of a `rows`
-// event, and fetches its live part again when the run's state changes or a call
-// it does not show yet appears. Text is set as text, never as markup.
+// event, and fetches its live part again (and redraws its timeline) when the
+// run's state changes, its live part when a call it does not show yet appears.
+// Text is set as text, never as markup.
 "use strict";
 
 (function () {
@@ -69,13 +70,10 @@
     const tbody = table.tBodies[0];
     for (const row of JSON.parse(e.data)) {
       const tr = document.createElement("tr");
-      const seq = document.createElement("td");
-      seq.className = "seq";
-      seq.textContent = String(row.seq);
       const line = document.createElement("td");
       line.className = "line";
       line.textContent = row.text;
-      tr.append(seq, line);
+      tr.append(line);
       tbody.append(tr);
     }
   });
@@ -91,6 +89,14 @@
     const key = run.state + "/" + String(run.live);
     const before = body.dataset.runKey === undefined ? shown : body.dataset.runKey;
     body.dataset.runKey = key;
-    if (before !== key) refetch(body.dataset.part, "live");
+    if (before !== key) {
+      refetch(body.dataset.part, "live");
+      const timeline = document.querySelector("object.timeline");
+      if (timeline) {
+        const url = new URL(timeline.data);
+        url.searchParams.set("at", String(Date.now()));
+        timeline.data = url.toString();
+      }
+    }
   });
 })();
