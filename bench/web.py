@@ -12,7 +12,11 @@ each page is fetched --runs times over HTTP; the figures are medians in ms:
 - `runs_list`: the runs list;
 - `run_part`: the fragment the page fetches again when the run's state changes;
 - `timeline`: the timeline SVG, asked for on its own (the journal read whole);
-- `first_event`: from opening the run's event stream to its first event.
+- `first_event`: from opening the run's event stream to its first event;
+- with `--listed N` (50), N-1 more finished runs beside it (copies of a
+  100-call run under other ids): `runs_list_listed` the runs list of all N, and
+  `runs_event_listed`, from a new run's directory made to the runs list's
+  stream's event (the list then fetched again: `runs_refetch_listed`).
 
 The view and the run are reaped by pid.
 
@@ -25,6 +29,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -55,10 +60,36 @@ def fetch_ms(url: str, *, event: bool = False) -> float:
     return (time.perf_counter() - began) * 1000
 
 
+def listed_figures(state: Path, tmp: Path, origin: str, listed: int, runs: int) -> dict[str, float]:
+    """The runs list with `listed` runs: its fetch, and a new run's event."""
+    small_state = tmp / "small"
+    small = finished_run(small_state, 100)
+    flow = state / "flow"
+    for n in range(listed - 2):
+        shutil.copytree(small_state / "flow" / small, flow / f"copy-20261201-0000{n:02d}-abcd")
+    shutil.copytree(small_state / "flow" / small, flow / small)
+    times = [fetch_ms(f"{origin}/") for _ in range(runs)]
+    waits = []
+    for n in range(runs):
+        with urllib.request.urlopen(f"{origin}/events", timeout=300) as stream:
+            began = time.perf_counter()
+            shutil.copytree(small_state / "flow" / small, flow / f"new-20261201-0000{n:02d}-abcd")
+            while not stream.readline().startswith(b"data:"):
+                pass
+            waits.append((time.perf_counter() - began) * 1000)
+    return {
+        "runs_list_listed_ms": round(statistics.median(times), 1),
+        "runs_event_listed_ms": round(statistics.median(waits), 1),
+        "runs_refetch_listed_ms": round(fetch_ms(f"{origin}/?part=1"), 1),
+        "listed": listed + runs,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--listed", type=int, default=50)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="crw-web-bench-") as tmp:
@@ -94,6 +125,8 @@ def main() -> None:
                 figures[f"{name}_first_ms"] = round(times[0], 1)
             events = [fetch_ms(f"{origin}/runs/{run}/events", event=True) for _ in range(args.runs)]
             figures["first_event_ms"] = round(statistics.median(events), 1)
+            if args.listed > 1:
+                figures |= listed_figures(state, Path(tmp), origin, args.listed, args.runs)
             figures["load"] = os.getloadavg()
             figures["met"] = figures["run_page_ms"] < TARGET_MS  # type: ignore[operator]
         finally:

@@ -29,6 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from crw.engine.run.rundir import RunDir
 from crw.web import decide, live, views
 from crw.web.guard import TOKEN_FIELD, TOKEN_HEADER, Guard
 
@@ -57,117 +58,133 @@ class Ui:
 
 def make_app(ui: Ui) -> Starlette:
     """The app serving `ui`."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(HERE / "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    pages = Pages(ui)
+    routes = [
+        Route("/", pages.runs),
+        Route("/events", pages.runs_events),
+        Route("/runs/{run}", pages.run),
+        Route("/runs/{run}/events", pages.run_events),
+        Route("/runs/{run}/timeline.svg", pages.timeline),
+        Route("/runs/{run}/calls/{call:path}", pages.call),
+        Route("/runs/{run}/do", pages.do, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    return Starlette(routes=routes)
 
-    def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        shown = _shown_token(request, ui.guard)
-        html = env.get_template(name).render(token=shown, state_dir=str(ui.state_dir), **context)
+
+class Pages:
+    """The handlers of the app's routes, over `ui`. The reads of run files run in
+    a worker thread: a 10,000-call run's status takes a few hundred ms."""
+
+    def __init__(self, ui: Ui) -> None:
+        self.ui = ui
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+        )
+
+    def page(self, request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        """Template `name` rendered; the token in it (and its cookie set) only for a
+        reader who showed it."""
+        shown = _shown_token(request, self.ui.guard)
+        template = self.env.get_template(name)
+        html = template.render(token=shown, state_dir=str(self.ui.state_dir), **context)
         response = HTMLResponse(html, status_code=status)
         if shown and request.cookies.get(COOKIE) != shown:
             response.set_cookie(COOKIE, shown, httponly=True, samesite="strict")
         return response
 
-    def missing(request: Request, what: str) -> HTMLResponse:
-        return page(request, "missing.html", 404, what=what)
+    def missing(self, request: Request, what: str) -> HTMLResponse:
+        return self.page(request, "missing.html", 404, what=what)
 
-    async def runs(request: Request) -> Response:
+    def found(self, request: Request) -> RunDir | None:
+        """The run the path names, by its id under the state directory."""
+        return views.known_run(self.ui.state_dir, request.path_params["run"])
+
+    async def run_page(self, run: RunDir, page: int = 1) -> dict[str, Any]:
+        return await trio.to_thread.run_sync(
+            lambda: views.run_page(run, self.ui.state_dir, page=page)
+        )
+
+    async def runs(self, request: Request) -> Response:
         query = request.query_params
         states = frozenset(s for s in query.getlist("state") if s)
         workflow = query.get("workflow") or None
+        number = _page(query.get("page"))
         data = await trio.to_thread.run_sync(
-            lambda: views.runs(
-                ui.state_dir, states=states, workflow=workflow, page=_int(query.get("page"))
-            )
+            lambda: views.runs(self.ui.state_dir, states=states, workflow=workflow, page=number)
         )
         name = "runs_table.html" if query.get("part") else "runs.html"
-        return page(request, name, chosen=sorted(states), workflow=workflow or "", **data)
+        return self.page(request, name, chosen=sorted(states), workflow=workflow or "", **data)
 
-    async def run(request: Request) -> Response:
-        found = views.known_run(ui.state_dir, request.path_params["run"])
+    async def run(self, request: Request) -> Response:
+        found = self.found(request)
         if found is None:
-            return missing(request, f"run {request.path_params['run']}")
+            return self.missing(request, f"run {request.path_params['run']}")
         query = request.query_params
-        data = await trio.to_thread.run_sync(
-            lambda: views.run_page(found, ui.state_dir, page=_int(query.get("page")))
-        )
+        data = await self.run_page(found, _page(query.get("page")))
         actions = decide.offered(data, data["held"])
         if query.get("part"):
-            return page(request, "run_live.html", status=200, run=data, actions=actions)
-        before = _int(query.get("before"), None)
+            return self.page(request, "run_live.html", run=data, actions=actions)
+        before = _offset(query.get("before"))
         rows = await trio.to_thread.run_sync(lambda: views.history(found, before=before))
-        return page(
-            request, "run.html", run=data, actions=actions, history=rows, following=before is None
-        )
+        return self.page(request, "run.html", run=data, actions=actions, history=rows,
+                         following=before is None)  # fmt: skip
 
-    async def call(request: Request) -> Response:
-        found = views.known_run(ui.state_dir, request.path_params["run"])
+    async def call(self, request: Request) -> Response:
+        found = self.found(request)
         if found is None:
-            return missing(request, f"run {request.path_params['run']}")
-        data = await trio.to_thread.run_sync(lambda: views.run_page(found, ui.state_dir, page=1))
+            return self.missing(request, f"run {request.path_params['run']}")
+        data = await self.run_page(found)
         wanted = request.path_params["call"]
         entry = data["by_call"].get(wanted)
         if entry is None:
-            return missing(request, f"call {wanted} of run {found.id}")
-        return page(request, "call.html", run=data, call=views.call_cells(entry))
+            return self.missing(request, f"call {wanted} of run {found.id}")
+        return self.page(request, "call.html", run=data, call=views.call_cells(entry))
 
-    async def timeline(request: Request) -> Response:
-        found = views.known_run(ui.state_dir, request.path_params["run"])
+    async def timeline(self, request: Request) -> Response:
+        found = self.found(request)
         if found is None:
             return PlainTextResponse("no such run", status_code=404)
         svg = await trio.to_thread.run_sync(views.timeline_svg, found)
         return Response(svg, media_type="image/svg+xml")
 
-    async def run_events(request: Request) -> Response:
-        found = views.known_run(ui.state_dir, request.path_params["run"])
+    async def run_events(self, request: Request) -> Response:
+        found = self.found(request)
         if found is None:
             return PlainTextResponse("no such run", status_code=404)
-        return _stream(live.run_events(found, ui.state_dir))
+        return _stream(live.run_events(found, self.ui.state_dir))
 
-    async def runs_events(request: Request) -> Response:
-        return _stream(live.runs_events(ui.state_dir))
+    async def runs_events(self, request: Request) -> Response:
+        return _stream(live.runs_events(self.ui.state_dir))
 
-    async def do(request: Request) -> Response:
+    async def do(self, request: Request) -> Response:
+        """A decision: refused 403 without the token and the same origin, 409 when
+        the run's state does not offer it; else its confirmation, or once
+        confirmed the command run and its output."""
         form = await request.form()
         token = request.headers.get(TOKEN_HEADER) or _text(form.get(TOKEN_FIELD))
-        refused = ui.guard.refuses_write(
-            _client(request),
-            request.headers.get("host"),
-            request.headers.get("origin"),
-            request.headers.get("referer"),
-            token,
-        )
+        headers = request.headers
+        refused = self.ui.guard.refuses_write(_client(request), headers.get("host"),
+                                              headers.get("origin"), headers.get("referer"),
+                                              token)  # fmt: skip
         if refused is not None:
             return PlainTextResponse(f"refused: {refused}", status_code=403)
-        found = views.known_run(ui.state_dir, request.path_params["run"])
+        found = self.found(request)
         if found is None:
-            return missing(request, f"run {request.path_params['run']}")
+            return self.missing(request, f"run {request.path_params['run']}")
         action = decide.Action(
             _text(form.get("verb")), _text(form.get("call")), _text(form.get("choice"))
         )
-        data = await trio.to_thread.run_sync(lambda: views.run_page(found, ui.state_dir, page=1))
+        data = await self.run_page(found)
         if action not in decide.offered(data, data["held"]):
-            return page(request, "refused.html", 409, run=data, action=action)
-        command = decide.argv(action, found.id, ui.state_dir)
+            return self.page(request, "refused.html", 409, run=data, action=action)
+        command = decide.argv(action, found.id, self.ui.state_dir)
         if not form.get("confirmed"):
-            return page(request, "confirm.html", run=data, action=action, command=command)
-        done = await decide.run(command, ui.cwd)
-        return page(request, "done.html", run=data, action=action, done=done)
-
-    routes = [
-        Route("/", runs),
-        Route("/events", runs_events),
-        Route("/runs/{run}", run),
-        Route("/runs/{run}/events", run_events),
-        Route("/runs/{run}/timeline.svg", timeline),
-        Route("/runs/{run}/calls/{call:path}", call),
-        Route("/runs/{run}/do", do, methods=["POST"]),
-        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
-    ]
-    return Starlette(routes=routes, middleware=[])
+            return self.page(request, "confirm.html", run=data, action=action, command=command)
+        done = await decide.run(command, self.ui.cwd)
+        return self.page(request, "done.html", run=data, action=action, done=done)
 
 
 def guarded(app: ASGIApp, guard: Guard) -> ASGIApp:
@@ -219,8 +236,17 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _int(value: str | None, default: int | None = 1) -> Any:
+def _page(value: str | None) -> int:
+    """A page number from the query (1 when none or not a number)."""
     try:
-        return int(value) if value is not None else default
+        return int(value) if value is not None else 1
     except ValueError:
-        return default
+        return 1
+
+
+def _offset(value: str | None) -> int | None:
+    """A journal offset from the query (None when none or not a number)."""
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
