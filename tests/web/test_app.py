@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import html
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from starlette.testclient import TestClient
 
 from crw.web.app import COOKIE, Ui, build
 from crw.web.guard import Guard
+from tests.deadlines import LOADED
 from tests.web.runs import COMPLETED, HELD, HOSTILE, call_rows, started, write_run
 
 ORIGIN = "http://127.0.0.1:8123"
@@ -168,3 +171,22 @@ def test_a_hostile_node_id_call_id_and_answer_render_as_text(tmp_path: Path, gua
         assert "<script>alert" not in body and "<img src=x" not in body
     assert HOSTILE in text(page.text)
     assert "&lt;script&gt;alert(" in page.text and "&lt;img src=x" in page.text
+
+
+def test_a_confirmed_decision_runs_the_command_and_shows_its_line_code_and_output(
+    client: TestClient, guard: Guard, state: Path
+) -> None:
+    """Cancel on the held run: the page runs `crw flow cancel RUN --state S --json`
+    as a process and shows its line, exit code and output as the command gives
+    them (this hand-written run's run.json is one the command refuses, exit 1;
+    the browser test runs an answer that succeeds)."""
+    command = ["crw", "flow", "cancel", HELD_RUN, "--state", str(state), "--json"]
+    direct = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True,
+                            cwd=state.parent, timeout=LOADED, check=False)  # fmt: skip
+    form = {"verb": "cancel", "token": guard.token, "confirmed": "yes"}
+    done = client.post(f"/runs/{HELD_RUN}/do", data=form, headers={"origin": ORIGIN})
+    assert done.status_code == 200
+    shown = text(done.text)
+    assert " ".join(command) in shown
+    assert re.search(rf"exit\s+{direct.returncode}\b", shown)
+    assert direct.stdout.strip() and direct.stdout.strip() in shown
