@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -106,14 +107,51 @@ def _run_cells(entry: dict[str, Any], now: datetime) -> dict[str, Any]:
 def run_page(run: RunDir, state_dir: Path, *, page: int) -> dict[str, Any]:
     """A run's page: `crw flow status --json`'s object, its calls a page of them,
     each with its cells as the page shows them."""
-    payload = run_status(run, state_ref(state_dir))
+    payload = _status(run, state_ref(state_dir))
     calls = payload["calls"]
     chosen = Page.of(len(calls), CALLS_PAGE, page)
-    payload["calls"] = [call_cells(call) for call in chosen.cut(calls, CALLS_PAGE)]
-    payload["calls_page"] = chosen
-    payload["held"] = [call for call in calls if "answer" in call]
-    payload["by_call"] = {call["call"]: call for call in calls}
+    return payload | {
+        "calls": [call_cells(call) for call in chosen.cut(calls, CALLS_PAGE)],
+        "calls_page": chosen,
+        "held": [call for call in calls if "answer" in call],
+        "by_call": {call["call"]: call for call in calls},
+    }
+
+
+_ENDED: dict[Path, tuple[tuple[int, ...], dict[str, Any]]] = {}
+"""The status of the ended runs read last (ENDED_KEPT of them), by run directory,
+with the journal's size and times and steps/'s time it was read at."""
+ENDED_KEPT = 8
+_ENDED_LOCK = threading.Lock()
+
+
+def _status(run: RunDir, ref: str) -> dict[str, Any]:
+    """`run_status` of the run; of an ended run no process holds, the one read
+    before while its journal and steps/ are unchanged (a 10,000-call run's status
+    is built in a few hundred ms; a finished run's page is asked for again and
+    again, by its fragments and its decisions' pages)."""
+    key = _ended_key(run)
+    with _ENDED_LOCK:
+        kept = _ENDED.get(run.root)
+    if key is not None and kept is not None and kept[0] == key:
+        return kept[1]
+    payload = run_status(run, ref)
+    if key is not None and payload["state"] == "ended" and not payload["live"]:
+        with _ENDED_LOCK:
+            _ENDED.pop(run.root, None)
+            _ENDED[run.root] = (key, payload)
+            while len(_ENDED) > ENDED_KEPT:
+                del _ENDED[next(iter(_ENDED))]
     return payload
+
+
+def _ended_key(run: RunDir) -> tuple[int, ...] | None:
+    try:
+        journal = run.journal.stat()
+        steps = run.steps.stat().st_mtime_ns if run.steps.exists() else 0
+    except OSError:
+        return None
+    return (journal.st_size, journal.st_mtime_ns, journal.st_ino, steps)
 
 
 def call_cells(call: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from crw.cli.read.status import run_status
+from crw.engine.run.rundir import RunDir
 from crw.web import live, views
 from tests.deadlines import LOADED
 from tests.web.runs import COMPLETED, append, call_rows, started, write_run
@@ -95,3 +97,24 @@ def test_paging_through_the_rows_shows_each_row_once_in_order(
         assert before is None or page["older"] < before
         before = page["older"]
     assert seen == list(range(1, len(rows) + 1))
+
+
+def test_an_ended_runs_status_is_read_again_only_when_its_journal_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state"
+    run = write_run(state, RUN, [started(), *call_rows("build.1", "build", end=COMPLETED),
+                                 {"row": "ended", "status": "completed"}])  # fmt: skip
+    reads: list[str] = []
+    real = run_status
+
+    def counted(run_dir: RunDir, ref: str) -> dict[str, object]:
+        reads.append(run_dir.id)
+        return real(run_dir, ref)
+
+    monkeypatch.setattr(views, "run_status", counted)
+    first = views.run_page(run, state, page=1)
+    assert views.run_page(run, state, page=1) == first and len(reads) == 1
+    append(run, [{"row": "session_host_warning", "message": "late"}])
+    views.run_page(run, state, page=1)
+    assert len(reads) == 2
