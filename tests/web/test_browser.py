@@ -209,23 +209,17 @@ def test_a_call_goes_from_running_to_completed_on_the_page_without_a_reload(
 ) -> None:
     """The run's page follows its journal (SSE woken by the append): explore.1's
     state cell turns from running to completed while the page stays loaded."""
-    drill.script("explore.1", {"seconds": 8})
-    drill.start(crash_after=None)
-    assert drill.run is not None
+    drill.script("explore.1", {"seconds": 10})
     with serving(drill) as ui:
+        browser.get(ui.url)  # the view is up and the browser warm before the run starts
+        drill.start(crash_after=None)
+        assert drill.run is not None
         _open_run(browser, ui, drill.run.id)
-        _wait(
-            browser,
-            "explore.1 is running",
-            lambda: _cell(browser, "explore.1", "state") == "running",
-        )
+        _wait(browser, "explore.1 is running",
+              lambda: _cell(browser, "explore.1", "state") == "running")  # fmt: skip
         _wait(browser, "explore.1 completed",
               lambda: _cell(browser, "explore.1", "state") == "completed")  # fmt: skip
-        _wait(
-            browser,
-            "the run ended",
-            lambda: _run_state(browser) == "ended",
-        )
+        _wait(browser, "the run ended", lambda: _run_state(browser) == "ended")
         assert _not_reloaded(browser)
     drill.finish()
 
