@@ -5,7 +5,8 @@ text, never markup).
 Routes: `/` the runs, `/runs/{run}` one run (`?page=` its calls, `?before=` its
 rows), `/runs/{run}/calls/{call}` one call, `/runs/{run}/timeline.svg`, the
 events of both lists (`/events`, `/runs/{run}/events`), the fragments a page
-fetches again when an event says so (`?part=1`), and `POST /runs/{run}/do` the
+fetches again when an event says so (`?part=1` a run's live part, `?part=rows`
+its last page of rows), and `POST /runs/{run}/do` the
 decisions (a confirmation first, then the command and its output).
 
 Every request is answered only to a loopback client naming the server's Host; a
@@ -123,11 +124,14 @@ class Pages:
         if found is None:
             return self.missing(request, f"run {request.path_params['run']}")
         query = request.query_params
+        before = _offset(query.get("before"))
+        if query.get("part") == "rows":
+            rows = await trio.to_thread.run_sync(lambda: views.history(found, before=None))
+            return self.page(request, "rows_body.html", history=rows)
         data = await self.run_page(found, _page(query.get("page")))
         actions = decide.offered(data, data["held"])
         if query.get("part"):
             return self.page(request, "run_live.html", run=data, actions=actions)
-        before = _offset(query.get("before"))
         rows = await trio.to_thread.run_sync(lambda: views.history(found, before=before))
         return self.page(request, "run.html", run=data, actions=actions, history=rows,
                          following=before is None)  # fmt: skip

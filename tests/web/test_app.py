@@ -83,6 +83,8 @@ def test_the_run_page_shows_status_calls_its_next_commands_and_its_rows(
     assert f"crw flow answer {HELD_RUN} build.1 --retry --state {state}" in shown
     assert "started app-server backend" in shown  # its rows, as show prints them
     assert f'href="/runs/{HELD_RUN}/calls/build.1"' in page.text
+    rows = client.get(f"/runs/{HELD_RUN}", params={"part": "rows"}).text
+    assert re.findall(r'data-seq="(\d+)"', rows) == ["1", "2", "3", "4", "5"]
     assert client.get("/runs/nope").status_code == 404
 
 

@@ -200,6 +200,14 @@ def _open_run(browser: Any, ui: Served, run: str) -> None:
     browser.execute_script("window.crwNotReloaded = true")
 
 
+def _seqs(browser: Any) -> list[int]:
+    """The seqs of the rows the run page lists."""
+    seqs = browser.execute_script(
+        "return [...document.querySelectorAll('#rows-body tr')].map(tr => Number(tr.dataset.seq))"
+    )
+    return [int(seq) for seq in seqs]
+
+
 def _not_reloaded(browser: Any) -> bool:
     return bool(browser.execute_script("return window.crwNotReloaded === true"))
 
@@ -220,6 +228,9 @@ def test_a_call_goes_from_running_to_completed_on_the_page_without_a_reload(
         _wait(browser, "explore.1 completed",
               lambda: _cell(browser, "explore.1", "state") == "completed")  # fmt: skip
         _wait(browser, "the run ended", lambda: _run_state(browser) == "ended")
+        # Its rows followed too: each of the journal's once, in order.
+        written = [row["seq"] for row in drill.rows()]
+        _wait(browser, "every row is listed", lambda: _seqs(browser) == written)
         assert _not_reloaded(browser)
     drill.finish()
 

@@ -41,7 +41,10 @@
 
   const events = new EventSource(source);
   body.dataset.live = "connecting";
-  events.onopen = () => { body.dataset.live = "open"; };
+  events.onopen = () => {
+    body.dataset.live = "open";
+    delete body.dataset.runKey; // a stream (re)connected: its first event fetches again
+  };
 
   if (body.dataset.page === "runs") {
     events.addEventListener("runs", () => refetch(partUrl(), "runs-table"));
@@ -64,33 +67,66 @@
     }
   });
 
-  events.addEventListener("rows", (e) => {
-    const table = document.getElementById("rows");
-    if (!table || table.dataset.following !== "yes") return;
-    const tbody = table.tBodies[0];
-    for (const row of JSON.parse(e.data)) {
+  // Rows are appended once each, by seq: a row an event brings while the last
+  // rows are fetched again waits, and is appended after them unless they hold it.
+  let rowsFetching = false;
+  let waitingRows = [];
+
+  function appendRows(rows) {
+    const tbody = document.getElementById("rows-body");
+    const last = tbody.lastElementChild;
+    let seen = last ? Number(last.dataset.seq) : 0;
+    for (const row of rows) {
+      if (row.seq <= seen) continue;
       const tr = document.createElement("tr");
+      tr.dataset.seq = String(row.seq);
       const line = document.createElement("td");
       line.className = "line";
       line.textContent = row.text;
       tr.append(line);
       tbody.append(tr);
+      seen = row.seq;
     }
+  }
+
+  events.addEventListener("rows", (e) => {
+    const table = document.getElementById("rows");
+    if (!table || table.dataset.following !== "yes") return;
+    const rows = JSON.parse(e.data);
+    if (rowsFetching) waitingRows = waitingRows.concat(rows);
+    else appendRows(rows);
   });
 
+  function refetchRows() {
+    rowsFetching = true;
+    fetch(body.dataset.rows, { credentials: "same-origin" })
+      .then((r) => (r.ok ? r.text() : Promise.reject(r.status)))
+      .then((html) => { document.getElementById("rows-body").innerHTML = html; })
+      .catch(() => {})
+      .finally(() => {
+        rowsFetching = false;
+        appendRows(waitingRows);
+        waitingRows = [];
+      });
+  }
+
+  // The page was drawn before its stream connected: the rows written between
+  // are in neither, so the first event of the stream fetches the live part and
+  // the last rows again (drawn after the stream's first read, they hold them).
   events.addEventListener("run", (e) => {
     const run = JSON.parse(e.data);
     const progress = document.getElementById("run-progress");
     if (progress && run.progress) {
       progress.textContent = run.progress.done + "/" + run.progress.total;
     }
-    const state = document.getElementById("run-state");
-    const shown = state ? state.textContent + "/" + state.dataset.live : "";
     const key = run.state + "/" + String(run.live);
-    const before = body.dataset.runKey === undefined ? shown : body.dataset.runKey;
+    const first = body.dataset.runKey === undefined;
+    const changed = !first && body.dataset.runKey !== key;
     body.dataset.runKey = key;
-    if (before !== key) {
-      refetch(body.dataset.part, "live");
+    if (first || changed) refetch(body.dataset.part, "live");
+    const rows = document.getElementById("rows");
+    if (first && rows && rows.dataset.following === "yes") refetchRows();
+    if (changed) {
       const timeline = document.querySelector("object.timeline");
       if (timeline) {
         const url = new URL(timeline.data);
