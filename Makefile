@@ -7,8 +7,9 @@
 #               runs them and writes their table into docs/drills.md
 #   make postgres installs Debian's postgresql when its server binaries are missing
 #               (the PostgreSQL journal store's tests start a cluster of their own)
-#   make chromium installs Debian's chromium when /usr/bin/chromium is missing (CI
-#               does, so the timeline's browser test runs; without it it is skipped)
+#   make chromium installs Debian's chromium and chromium-driver when either is
+#               missing (CI does, so the timeline's and the web view's browser tests
+#               run; without them they are skipped, and fail under CI)
 #   make codex-next installs the newer codex (.codex-npm/package.json pins
 #               @openai/codex) with npm ci into .codex-npm/node_modules; the real-host
 #               tests then run on it too (CI does; without it they are skipped)
@@ -82,10 +83,10 @@ strace:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq strace; }
 
 chromium:
-	test -x /usr/bin/chromium || { \
+	{ test -x /usr/bin/chromium && test -x /usr/bin/chromedriver; } || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; }
 
 # PostgreSQL's server binaries (initdb, pg_ctl, postgres) for the tests of the
 # PostgreSQL journal store, which start a throwaway cluster of their own (CI does;

@@ -87,6 +87,9 @@ sim.command("crw.cli.demo.sim_script_app:script", help=demo_commands.SCRIPT_HELP
 flow.command(owner_commands.init)
 flow.command(run_commands.rm)
 flow.command(run_commands.gc)
+flow.command(
+    "crw.web.command:ui", help="Serve a local web view of the runs, live, with their decisions."
+)
 
 
 def run(argv: list[str] | None = None) -> None:

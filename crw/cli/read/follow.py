@@ -144,6 +144,19 @@ class RunWake:
         if self._store_wake is not None:
             self._store_wake.close()
 
+    def fileno(self) -> int:
+        """The watch's descriptor: readable when an event is pending (an async
+        reader waits on it, then calls `woke`)."""
+        return int(self._inotify.fileno())
+
+    def woke(self) -> bool:
+        """The pending events read without waiting: whether one is the journal's
+        or a lock's (or a lost one)."""
+        return any(
+            event.name in self._names or event.mask & inotify_flags.Q_OVERFLOW
+            for event in self._inotify.read(timeout=0)
+        )
+
     def wait(self, timeout: float) -> None:
         """Sleep until an event of the journal or a lock (or a lost one: the queue
         overflowed), or the store's wake names the run, or `timeout` seconds;

@@ -43,13 +43,22 @@ def status_command(
     results: bool = False,
 ) -> int:
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    state_ref = shlex.quote(state) if state is not None else ""
+    payload = run_status(run_dir, state_ref, results=results)
+    emit(json, payload, lambda: human(payload, all_calls=all_calls))
+    return 0
+
+
+def run_status(run_dir: RunDir, state_ref: str, *, results: bool = False) -> dict[str, Any]:
+    """What `crw flow status --json` prints of `run_dir` (`status_payload` and what
+    the command adds); `state_ref` is the --state its commands pass (empty: none).
+    Read through the replay snapshot unless `results`."""
     # The start lock first: the run's process lets it go once it holds the run lock.
     starting = is_held(run_dir.start_lock)
     live = is_held(run_dir.run_lock)
     run_state, corrupt = _read(run_dir, live=live, results=results)
     if corrupt is not None:
         run_state.state = "corrupt"
-    state_ref = shlex.quote(state) if state is not None else ""
     spec = spec_json(run_dir)
     plan = {} if run_state.state == "ended" else workflow_plan(workflow_file(spec))
     payload = status_payload(
@@ -67,8 +76,7 @@ def status_command(
     payload["launch_failed"] = failure.to_json() if failure is not None else None
     again = start_again(spec, state_ref)
     payload["todo"] = todo(payload, state_ref, again, _closes_left(run_dir))
-    emit(json, payload, lambda: human(payload, all_calls=all_calls))
-    return 0
+    return payload
 
 
 def _read(run_dir: RunDir, *, live: bool, results: bool) -> tuple[RunState, dict[str, Any] | None]:
@@ -162,14 +170,14 @@ def status_payload(
         "last_at": run.last_at,
         "progress": counts(run, plan, live=live).to_json(),
         "calls": [
-            _call(call, now, run_id, state_ref, run, results, judged.get(call.call))
+            call_entry(call, now, run_id, state_ref, run, results, judged.get(call.call))
             for call in run.calls.values()
         ],
         "tokens": run.spent,
     }
 
 
-def _call(
+def call_entry(
     call: CallState,
     now: datetime,
     run_id: str,

@@ -335,6 +335,13 @@ def _call_lines(call: dict[str, Any], widths: tuple[int, int]) -> list[str]:
     return lines
 
 
+def call_notes(call: dict[str, Any]) -> str:
+    """What status prints under a call's line, as one text: its review, why it
+    did not complete and how to answer it, or the call that runs its node again."""
+    lines = _call_lines({key: value for key, value in call.items() if key != "result"}, (0, 0))
+    return " ".join(line.strip() for line in lines[1:])
+
+
 def review_line(review: dict[str, Any]) -> str:
     """`review of build.1: reject (1 finding)`."""
     count = review["findings"] or 0

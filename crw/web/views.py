@@ -1,0 +1,235 @@
+"""What the pages show, read as the commands read it: the runs as `crw flow list`
+lists them (`crw.cli.read.list.listed`), a run as `crw flow status --json` shows it
+(`crw.cli.read.status.run_status`, through the replay snapshot), its rows as
+`crw flow show` prints them (`crw.engine.views.row_lines`), a page at a time.
+
+No request reads a whole journal: a run's page replays the snapshot and the rows
+after it, its calls and its rows come a page at a time, and a page of rows is a
+window of the journal's bytes read from its end (HISTORY_BYTES), cut to whole
+batches.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from crw.cli.read.list import listed
+from crw.cli.read.list_filter import ENDED, STATES
+from crw.cli.read.list_table import age
+from crw.cli.read.run_spec import spec_json
+from crw.cli.read.status import run_status
+from crw.cli.read.status_text import call_notes, short_tokens
+from crw.engine.run.rundir import RunDir, list_runs
+from crw.engine.views.durations import duration
+from crw.engine.views.row_lines import row_line
+from crw.engine.views.run_view import parse_at
+from crw.journal.log import JournalCorruptError, decode
+
+RUNS_PAGE = 50
+"""Runs a page of the runs list shows."""
+CALLS_PAGE = 100
+"""Calls a page of a run's calls table shows."""
+HISTORY_BYTES = 64 * 1024
+"""About how many bytes of journal a page of a run's rows reads (some 200 rows)."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """Which slice of a list a page shows: `number` from 1, of `pages`."""
+
+    number: int
+    pages: int
+    total: int
+
+    @classmethod
+    def of(cls, total: int, size: int, asked: int) -> Page:
+        pages = max(1, -(-total // size))
+        return cls(min(max(1, asked), pages), pages, total)
+
+    def cut(self, items: list[Any], size: int) -> list[Any]:
+        return items[(self.number - 1) * size : self.number * size]
+
+
+def state_ref(state_dir: Path) -> str:
+    """The --state the commands a page shows pass."""
+    return shlex.quote(str(state_dir))
+
+
+def known_run(state_dir: Path, run: str) -> RunDir | None:
+    """The run `run` names under `state_dir`, only by its id (never a path)."""
+    return RunDir.of(state_dir, run) if run in list_runs(state_dir) else None
+
+
+def runs(
+    state_dir: Path, *, states: frozenset[str], workflow: str | None, page: int
+) -> dict[str, Any]:
+    """The runs list: the entries `crw flow list --json --all` gives, of the
+    states (or ended statuses) and workflow asked, newest first, a page of them."""
+    ref = state_ref(state_dir)
+    entries = []
+    for run_id in list_runs(state_dir):
+        run = RunDir.of(state_dir, run_id)
+        entry = listed(run, ref, spec_json(run))
+        if workflow and entry["workflow"] != workflow:
+            continue
+        if states and not (
+            entry["state"] in states or (entry["state"] == "ended" and entry["reason"] in states)
+        ):
+            continue
+        entries.append(entry)
+    entries.sort(key=lambda entry: (entry["started_at"] or "", entry["run"]), reverse=True)
+    chosen = Page.of(len(entries), RUNS_PAGE, page)
+    now = datetime.now(UTC)
+    return {
+        "runs": [_run_cells(entry, now) for entry in chosen.cut(entries, RUNS_PAGE)],
+        "page": chosen,
+        "states": [*STATES, *ENDED],
+    }
+
+
+def _run_cells(entry: dict[str, Any], now: datetime) -> dict[str, Any]:
+    calls, tokens = entry["calls"], entry["tokens"]
+    last = parse_at(entry["last_at"])
+    return entry | {
+        "calls_text": f"{calls['done']}/{calls['total']}" if calls else "-",
+        "tokens_text": short_tokens(tokens["total"]) if tokens else "-",
+        "started_text": _at(entry["started_at"]),
+        "last_text": age(None if last is None else max(0, int((now - last).total_seconds()))),
+    }
+
+
+def run_page(run: RunDir, state_dir: Path, *, page: int) -> dict[str, Any]:
+    """A run's page: `crw flow status --json`'s object, its calls a page of them,
+    each with its cells as the page shows them."""
+    payload = _status(run, state_ref(state_dir))
+    calls = payload["calls"]
+    chosen = Page.of(len(calls), CALLS_PAGE, page)
+    return payload | {
+        "calls": [call_cells(call) for call in chosen.cut(calls, CALLS_PAGE)],
+        "calls_page": chosen,
+        "held": [call for call in calls if "answer" in call],
+        "by_call": {call["call"]: call for call in calls},
+    }
+
+
+_ENDED: dict[Path, tuple[tuple[int, ...], dict[str, Any]]] = {}
+"""The status of the ended runs read last (ENDED_KEPT of them), by run directory,
+with the journal's size and times and steps/'s time it was read at."""
+ENDED_KEPT = 8
+_ENDED_LOCK = threading.Lock()
+
+
+def _status(run: RunDir, ref: str) -> dict[str, Any]:
+    """`run_status` of the run; of an ended run no process holds, the one read
+    before while its journal and steps/ are unchanged (a 10,000-call run's status
+    is built in a few hundred ms; a finished run's page is asked for again and
+    again, by its fragments and its decisions' pages)."""
+    key = _ended_key(run)
+    with _ENDED_LOCK:
+        kept = _ENDED.get(run.root)
+    if key is not None and kept is not None and kept[0] == key:
+        return kept[1]
+    payload = run_status(run, ref)
+    if key is not None and payload["state"] == "ended" and not payload["live"]:
+        with _ENDED_LOCK:
+            _ENDED.pop(run.root, None)
+            _ENDED[run.root] = (key, payload)
+            while len(_ENDED) > ENDED_KEPT:
+                del _ENDED[next(iter(_ENDED))]
+    return payload
+
+
+def _ended_key(run: RunDir) -> tuple[int, ...] | None:
+    try:
+        journal = run.journal.stat()
+        steps = run.steps.stat().st_mtime_ns if run.steps.exists() else 0
+    except OSError:
+        return None
+    return (journal.st_size, journal.st_mtime_ns, journal.st_ino, steps)
+
+
+def call_cells(call: dict[str, Any]) -> dict[str, Any]:
+    """A call's status entry with its cells as the page shows them (the reason as
+    status prints it under the call's line)."""
+    tokens = call["tokens"]
+    return call | {
+        "tokens_text": short_tokens(tokens["total"]) if tokens else "-",
+        "time_text": duration(call["seconds"]),
+        "reason_text": call_notes(call) or call["reason"] or "",
+    }
+
+
+def history(run: RunDir, *, before: int | None) -> dict[str, Any]:
+    """A page of the run's rows as `crw flow show` prints them: the whole batches
+    in the last HISTORY_BYTES (or more, for a batch larger) of the journal before
+    offset `before` (None: its end), and the offset where the page before it
+    ends (None at the journal's start)."""
+    try:
+        size = run.journal.stat().st_size
+    except FileNotFoundError:
+        return {"lines": [], "older": None, "end": 0}
+    end = size if before is None else max(0, min(before, size))
+    window = HISTORY_BYTES
+    with run.journal.open("rb") as file:
+        while True:
+            start = max(0, end - window)
+            file.seek(start)
+            data = file.read(end - start)
+            begin, after = _batch_start(data) if start else (0, 0)
+            if begin < len(data) or start == 0:
+                break
+            window *= 2  # no batch starts in the window: a batch larger than it
+    try:
+        rows = decode(data[begin:], run.journal, after=after).rows
+    except JournalCorruptError as err:
+        rows = err.intact.rows
+    older = start + begin
+    return {"lines": [row_item(row) for row in rows], "older": older or None, "end": end}
+
+
+def row_item(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as a page lists it: its seq, call and `crw flow show` line."""
+    return {"seq": row.get("seq"), "call": row.get("call"), "text": row_line(row)}
+
+
+def _batch_start(data: bytes) -> tuple[int, int]:
+    """Where the first batch that starts within `data` begins (`data` cut at any
+    byte) and the seq before it: just after the first whole line that closes a
+    batch (seq == commit_seq); (len(data), 0) when none does."""
+    pos = data.find(b"\n") + 1
+    while 0 < pos < len(data):
+        nxt = data.find(b"\n", pos)
+        if nxt < 0:
+            break
+        try:
+            head = json.loads(data[pos : nxt + 1])
+        except ValueError:
+            head = None
+        pos = nxt + 1
+        if isinstance(head, dict) and head.get("seq") == head.get("commit_seq"):
+            return pos, int(head["seq"])
+    return len(data), 0
+
+
+def timeline_svg(run: RunDir) -> str:
+    """The run's timeline as `crw flow timeline --out FILE.svg` draws it (its
+    journal read whole: asked for on its own, never with the page)."""
+    from crw.cli.read.timeline import render_svg
+    from crw.engine.run.locks import is_held
+    from crw.engine.views.timeline import MAX_LANES, layout
+    from crw.journal.log import read_journal
+
+    live = is_held(run.run_lock)
+    rows = read_journal(run.journal).rows
+    now = datetime.now(UTC) if live else None
+    return render_svg(layout(rows, run=run.id, now=now, max_lanes=MAX_LANES))
+
+
+def _at(at: str | None) -> str:
+    return f"{at[:10]} {at[11:19]}" if at and len(at) >= 19 else "-"
