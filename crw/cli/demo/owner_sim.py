@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from crw.cli.output import emit
+from crw.cli.shell import shell_word
 from crw.errors import InputError, RefusedError
 
 Action = Literal["spawn", "send", "close"]
@@ -225,5 +226,5 @@ def _dispatched(step: Any, path: Path | None) -> str:
     agent = step.agent_id or "<agent_id>"
     return (
         f"crw flow dispatched {root.name} {step.call} --agent {agent} --k {step.k} "
-        f"--attempt {step.attempt} --state {root.parents[1]}"
+        f"--attempt {step.attempt} --state {shell_word(root.parents[1])}"
     )

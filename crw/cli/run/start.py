@@ -27,6 +27,7 @@ from crw.binding.owner import bind_owner, orchestrator_line
 from crw.cli.output import emit, one_line, say
 from crw.cli.read.status_text import input_lines
 from crw.cli.run.preview import Preview, SessionStart, app_server_judged, session_judged
+from crw.cli.shell import shell_word
 from crw.engine.calls.review import check_fix_efforts
 from crw.engine.config.evidence_cwd import check_evidence_cwd
 from crw.engine.config.inputs import RunInput, fill_inputs, parse_pairs
@@ -84,7 +85,7 @@ def start_command(
         inputs=inputs or (),
         input_files=input_files or (),
     )
-    state = f"--state {outcome.run.root.parents[1]}"
+    state = f"--state {shell_word(outcome.run.root.parents[1])}"
     steps = None
     if outcome.spec.backend == "session":
         steps = f"crw flow next {outcome.spec.id} --wait 30 {state}"
