@@ -4,6 +4,8 @@ processes, the simulated host, and `bash -c` reading each printed command.
 
 - `start`'s "see it with" and "take its steps with" name the state directory
   quoted;
+- a session run there binds the subagent the owner spawned with the step's message
+  (its packet's path has the space), and `owner spawn`'s report pastes;
 - `validate`'s "start it with" starts what was validated: its backend, host and
   state, and the input's exact value;
 - an ended run's "start a new run" gives the input's newline back, not `\\n`, and
@@ -24,6 +26,7 @@ from typing import Any
 from crw.engine.run.rundir import RunDir
 from crw.host.sim.process import launch_sim, stop_sim
 from tests.cli.conftest import Crw, Result, wait_for_exit
+from tests.cli.test_owner_sim import bound
 from tests.cli.test_resume_env import _wait
 from tests.cli.test_resume_env import sim as sim
 
@@ -97,6 +100,30 @@ def test_start_hints_paste_on_a_state_path_with_a_space(tmp_path: Path, sim: Pat
         assert status.stdout.startswith("run pasted-"), status.stdout
         steps = _pasted(crw, _after(out.stdout, "take its steps with: ").replace("30", "0"))
         assert steps.code == 0, steps.stderr
+    finally:
+        crw.reap()
+
+
+def test_a_session_run_on_a_state_path_with_a_space_binds_its_subagent(
+    tmp_path: Path, sim: Path
+) -> None:
+    """spec: DISP-25: the step's message names its packet under `my state/`, and the
+    run binds the subagent spawned with it."""
+    crw = _spaced(tmp_path)
+    try:
+        owner = crw("host", "sim", "owner", "start", "--socket", str(sim), "--json")
+        thread = str(owner.json()["thread_id"])
+        out = crw(
+            "flow", "start", str(_workflow(tmp_path)), "--host", f"unix:{sim}",
+            "--owner", thread, "--input", "note=x", "--state", str(crw.state), "--json",
+        )  # fmt: skip
+        assert out.code == 0, out.stderr
+        step = crw.state / "flow" / str(out.json()["run"]) / "steps" / "explore.1" / "t1-a1.json"
+        _wait("explore.1's step", step.exists)
+        spawned = crw("host", "sim", "owner", "spawn", str(step), "--socket", str(sim))
+        assert spawned.code == 0, spawned.stderr
+        report = _pasted(crw, _after(spawned.stdout, "report it: ") + " --json")
+        assert bound(report) == "bound"
     finally:
         crw.reap()
 
