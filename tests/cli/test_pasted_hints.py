@@ -12,7 +12,8 @@ processes, the simulated host, and `bash -c` reading each printed command.
   its `--json` fix is that whole command, though the value holds a `; `;
 - `init`'s start line names its host and state quoted;
 - `cancel` of an App Server run names no owner and no `next` (no owner runs it);
-- `gc --json` with nothing to remove says what to pass as its fix.
+- `gc --json` with nothing to remove, and `host sim script --json` of a behaviour
+  that is not JSON, say what to do as their fix.
 """
 
 from __future__ import annotations
@@ -208,3 +209,9 @@ def test_gc_with_nothing_to_remove_has_a_json_fix(crw: Crw) -> None:
         "fix": "pass --ended-before DATE or --older-than AGE (runs that ended before), "
         "or --refs (the refs of runs that no longer exist)",
     }
+
+
+def test_a_behaviour_that_is_not_json_has_a_json_fix(crw: Crw, sim: Path) -> None:
+    out = crw("host", "sim", "script", "--socket", str(sim), "x", "{hang: true}", "--json")
+    assert out.code == 2
+    assert out.json()["fix"] == """write it as '{"invalidFirst": true}'"""

@@ -114,7 +114,7 @@ def parse_behaviour(text: str | None, target: str) -> dict[str, Any]:
     try:
         value = json_module.loads(text)
     except ValueError as err:
-        raise InputError(f"BEHAVIOUR is not JSON ({err}): write it as {EXAMPLE}") from None
+        raise InputError(f"BEHAVIOUR is not JSON ({err}); write it as {EXAMPLE}") from None
     try:
         Behaviour.from_wire(value)
     except RpcError as err:
