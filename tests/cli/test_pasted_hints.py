@@ -12,6 +12,8 @@ processes, the simulated host, and `bash -c` reading each printed command.
   its `--json` fix is that whole command, though the value holds a `; `;
 - `init`'s start line names its host and state quoted;
 - `cancel` of an App Server run names no owner and no `next` (no owner runs it);
+- a guide's `crw/examples/…` path started where no copy is says how to copy them,
+  and the copy it prints makes the same command work;
 - `gc --json` with nothing to remove, and `host sim script --json` of a behaviour
   that is not JSON, say what to do as their fix.
 """
@@ -57,8 +59,8 @@ def _spaced(tmp_path: Path) -> Crw:
 
 
 def _pasted(crw: Crw, line: str) -> Result:
-    """Run a printed `crw …` command line as bash reads it pasted."""
-    assert line.startswith("crw "), line
+    """Run a printed command line (`crw …` runs this checkout's crw) as bash reads it
+    pasted."""
     script = f'crw() {{ "{sys.executable}" -m crw "$@"; }}\n{line}'
     done = subprocess.run(
         ["bash", "-c", script],
@@ -215,3 +217,17 @@ def test_a_behaviour_that_is_not_json_has_a_json_fix(crw: Crw, sim: Path) -> Non
     out = crw("host", "sim", "script", "--socket", str(sim), "x", "{hang: true}", "--json")
     assert out.code == 2
     assert out.json()["fix"] == """write it as '{"invalidFirst": true}'"""
+
+
+def test_the_guides_example_path_names_the_copy_that_makes_it_work(crw: Crw) -> None:
+    crw.state.parent.mkdir(parents=True, exist_ok=True)
+    args = ("flow", "validate", "crw/examples/demo.toml", "--state", str(crw.state))
+    missing = crw(*args, "--json")
+    assert missing.code == 2
+    error = missing.json()
+    assert error["error"] == "crw/examples/demo.toml: no workflow file here"
+    copy = _pasted(crw, error["fix"].split("): ", 1)[1])
+    assert copy.code == 0, copy.stderr
+    valid = crw(*args)
+    assert valid.code == 0, valid.stderr
+    assert valid.stdout.startswith("workflow demo is valid"), valid.stdout
