@@ -10,7 +10,8 @@ processes, the simulated host, and `bash -c` reading each printed command.
   state, and the input's exact value;
 - an ended run's "start a new run" gives the input's newline back, not `\\n`, and
   its `--json` fix is that whole command, though the value holds a `; `;
-- `init`'s start line names its host and state quoted;
+- `init`'s start line names its host and state quoted, and so do `host sim owner
+  start`'s and `host sim script`'s hints their socket;
 - `cancel` of an App Server run names no owner and no `next` (no owner runs it);
 - a guide's `crw/examples/…` path started where no copy is says how to copy them,
   and the copy it prints makes the same command work;
@@ -176,6 +177,19 @@ def test_inits_start_line_pastes_on_a_host_and_state_with_spaces(tmp_path: Path)
         started = _pasted(crw, line)
         assert started.code == 0, started.stderr
         assert _spec(crw, started.stdout.split()[1])["host"] == f"unix:{socket}"
+        owner = crw("host", "sim", "owner", "start", "--socket", str(socket))
+        assert owner.code == 0, owner.stderr
+        line = _after(owner.stdout, "start a session run on it: ")
+        line = line.replace("WORKFLOW", f"'{workflow}' --input note=x")
+        on_owner = _pasted(crw, f"{line} --state '{crw.state}'")
+        assert on_owner.code == 0, on_owner.stderr
+        script = ("host", "sim", "script", "--socket", str(socket))
+        assert crw(*script, "build.1", '{"hang": true}').code == 0
+        wide = crw(*script, "*", '{"seconds": 0.5}')
+        assert wide.code == 0, wide.stderr
+        listed = _pasted(crw, _after(wide.stdout, "list them: "))
+        assert listed.code == 0, listed.stderr
+        assert "build.1/*" in listed.stdout
     finally:
         crw.reap()
         stop_sim(host)

@@ -41,7 +41,7 @@ def owner_start_command(*, socket: str, json: bool) -> int:
 
     thread = trio.run(start)
     host = f"unix:{Path(socket).absolute()}"
-    then = f"crw flow start WORKFLOW --owner {thread} --host {host}"
+    then = f"crw flow start WORKFLOW --owner {thread} --host {shell_word(host)}"
     emit(
         json,
         {"thread_id": thread, "host": host, "then": then},
@@ -133,7 +133,7 @@ def connect_sim(socket: str) -> Any:
     if not Path(socket).exists():
         raise RefusedError(
             f"no simulated host on unix:{socket} (no such socket); start one with: "
-            f"crw host sim serve --socket {socket}"
+            f"crw host sim serve --socket {shell_word(socket)}"
         )
     # Requests only: the host sends this client no notification.
     return connect_host(parse_host_uri(f"unix:{Path(socket).absolute()}"), follows=frozenset())
