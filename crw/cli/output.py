@@ -95,10 +95,47 @@ def wants_json(argv: Sequence[str]) -> bool:
 
 def error_parts(line: str) -> tuple[str, str | None]:
     """An error's line split into what went wrong and how to fix it, at its last
-    `; ` (every error of crw reads `what, where; what to do`); no fix when the line
-    names none."""
-    what, sep, fix = line.rpartition("; ")
-    return (what, fix) if sep and what and fix else (line, None)
+    `; ` (every error of crw reads `what, where; what to do`) outside a quoted word
+    of a command it names (`--input 'note=x; y'`); no fix when the line names none."""
+    cut = -1
+    at = 0
+    while at < len(line):
+        if line.startswith("; ", at):
+            cut = at
+        end = _quoted_word_end(line, at) if at == 0 or line[at - 1] == " " else None
+        at = end if end is not None else at + 1
+    what, fix = line[: max(cut, 0)], line[cut + 2 :]
+    return (what, fix) if cut > 0 and fix else (line, None)
+
+
+def _quoted_word_end(line: str, at: int) -> int | None:
+    """Where the shell word that opens with a quote at `at` ends (`'…'`, `$'…'` or
+    `"…"`, and what follows it up to a space or `; `), as `crw.cli.shell` quotes a value;
+    None when no quote opens there or it is never closed (an apostrophe of prose)."""
+    if not line.startswith(("'", "$'", '"'), at):
+        return None
+    while at < len(line) and line[at] != " " and not line.startswith("; ", at):
+        if line.startswith("$'", at):
+            close = _closing(line, at + 2, "'", escapes=True)
+        elif line[at] in "'\"":
+            close = _closing(line, at + 1, line[at], escapes=line[at] == '"')
+        else:
+            close = at
+        if close is None:
+            return None
+        at = close + 1
+    return at
+
+
+def _closing(line: str, at: int, quote: str, *, escapes: bool) -> int | None:
+    while at < len(line):
+        if escapes and line[at] == "\\":
+            at += 2
+            continue
+        if line[at] == quote:
+            return at
+        at += 1
+    return None
 
 
 def say_error(line: str, *, as_json: bool, members: dict[str, Any] | None = None) -> None:

@@ -49,7 +49,7 @@ import jsonschema  # type: ignore[import-untyped]
 from crw.host.sim.instance import example_instance
 
 CONTRACT_HEADING = "## Output contract"
-PACKET_LINE = re.compile(r"Read the task packet (\S+) in full")
+PACKET_LINE = re.compile(r"Read the task packet (.+?) in full and follow it exactly\.")
 
 
 @dataclass(frozen=True)

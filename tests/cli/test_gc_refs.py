@@ -166,8 +166,8 @@ def test_gc_refusals_are_one_line_and_change_nothing(crw: Crw, tmp_path: Path) -
     plain = tmp_path / "plain"
     plain.mkdir()
     cases = {
-        (): "gc needs what to remove: --ended-before DATE or --older-than AGE (runs that "
-        "ended before), or --refs (the refs of runs that no longer exist)",
+        (): "gc needs what to remove; pass --ended-before DATE or --older-than AGE (runs "
+        "that ended before), or --refs (the refs of runs that no longer exist)",
         ("--older-than", "7"): '--older-than "7" is no age; pass an age such as 30m, 2h, 7d '
         "or 1h30m (s, m, h, d, w)",
         ("--older-than", "7d", "--ended-before", "2026-11-10"): "--ended-before and "

@@ -100,6 +100,12 @@ def test_a_missing_flag_says_which_and_what_it_means(crw: Crw) -> None:
         ),
         ("no fix here", ("no fix here", None)),
         ("trailing; ", ("trailing; ", None)),
+        (
+            "run r has ended; start a new run: crw flow start w.toml --input 'n=x; y'",
+            ("run r has ended", "start a new run: crw flow start w.toml --input 'n=x; y'"),
+        ),
+        ("no file '/tmp/a b'; check the path", ("no file '/tmp/a b'", "check the path")),
+        ("the step's k; pass --k K", ("the step's k", "pass --k K")),
     ],
 )
 def test_an_error_line_splits_at_its_last_semicolon(

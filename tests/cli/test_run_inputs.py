@@ -184,7 +184,9 @@ def test_validate_shows_the_plan_and_start_dry_run_is_the_same(crw: Crw, tmp_pat
     assert "    1: explore\n    2: build\n" in text.stdout
     assert "      review: reviewer, up to 2 round(s)\n" in text.stdout
     assert text.stdout.rstrip().endswith(
-        f"start it with: crw flow start {workflow} --input strict=false --input-file issue=issue.md"
+        f"start it with: crw flow start {workflow} --owner thread-1 --host "
+        f"unix:{tmp_path / 'nobody.sock'} --input strict=false --input-file issue=issue.md "
+        f"--state {crw.state}"
     )
     assert not crw.state.exists()  # nothing written: no state directory, no run
 

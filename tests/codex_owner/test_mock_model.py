@@ -23,10 +23,13 @@ def user(text: str) -> dict[str, object]:
     return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
 
 
+@pytest.mark.parametrize("where", ["state", "my state"])
 def test_a_spawn_message_is_answered_from_the_contract_of_the_packet_it_names(
-    tmp_path: Path,
+    tmp_path: Path, where: str
 ) -> None:
-    packet = tmp_path / "packet.md"
+    """The packet's path may hold a space (a state directory under `my state/`)."""
+    (tmp_path / where).mkdir()
+    packet = tmp_path / where / "packet.md"
     packet.write_text(f"# Task packet\n\n## Task\n\nLook.\n\n{output_contract(SCHEMA)}\n")
     message = spawn_message("explore.1", 1, 1, "explorer", str(tmp_path), str(packet))
     body = {"input": [user("<environment_context>…</environment_context>"), user(message)]}

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from crw.cli.output import emit
+from crw.cli.shell import shell_word
 from crw.errors import InputError, RefusedError
 
 Action = Literal["spawn", "send", "close"]
@@ -40,7 +41,7 @@ def owner_start_command(*, socket: str, json: bool) -> int:
 
     thread = trio.run(start)
     host = f"unix:{Path(socket).absolute()}"
-    then = f"crw flow start WORKFLOW --owner {thread} --host {host}"
+    then = f"crw flow start WORKFLOW --owner {thread} --host {shell_word(host)}"
     emit(
         json,
         {"thread_id": thread, "host": host, "then": then},
@@ -132,7 +133,7 @@ def connect_sim(socket: str) -> Any:
     if not Path(socket).exists():
         raise RefusedError(
             f"no simulated host on unix:{socket} (no such socket); start one with: "
-            f"crw host sim serve --socket {socket}"
+            f"crw host sim serve --socket {shell_word(socket)}"
         )
     # Requests only: the host sends this client no notification.
     return connect_host(parse_host_uri(f"unix:{Path(socket).absolute()}"), follows=frozenset())
@@ -225,5 +226,5 @@ def _dispatched(step: Any, path: Path | None) -> str:
     agent = step.agent_id or "<agent_id>"
     return (
         f"crw flow dispatched {root.name} {step.call} --agent {agent} --k {step.k} "
-        f"--attempt {step.attempt} --state {root.parents[1]}"
+        f"--attempt {step.attempt} --state {shell_word(root.parents[1])}"
     )

@@ -17,6 +17,7 @@ from typing import Any
 
 from crw.cli.demo.owner_sim import connect_sim
 from crw.cli.output import emit, json_text
+from crw.cli.shell import shell_word
 from crw.errors import InputError, RefusedError
 
 EXAMPLE = """'{"invalidFirst": true}'"""
@@ -49,7 +50,7 @@ def script_command(
     if target is None:
         raise InputError(
             f"TARGET is missing: a call (build.1), a turn marker or glob, or *; e.g. "
-            f"crw host sim script --socket {socket} build.1 {EXAMPLE}"
+            f"crw host sim script --socket {shell_word(socket)} build.1 {EXAMPLE}"
         )
     match = match_of(target, role)
     if clear:
@@ -114,7 +115,7 @@ def parse_behaviour(text: str | None, target: str) -> dict[str, Any]:
     try:
         value = json_module.loads(text)
     except ValueError as err:
-        raise InputError(f"BEHAVIOUR is not JSON ({err}): write it as {EXAMPLE}") from None
+        raise InputError(f"BEHAVIOUR is not JSON ({err}); write it as {EXAMPLE}") from None
     try:
         Behaviour.from_wire(value)
     except RpcError as err:
@@ -129,7 +130,7 @@ def _clear(socket: str, match: dict[str, str], json: bool) -> int:
     if not removed:
         raise RefusedError(
             f"no script is set for {_target(match)}; list them: "
-            f"crw host sim script --socket {socket} --list"
+            f"crw host sim script --socket {shell_word(socket)} --list"
         )
     payload = {"socket": _where(socket), "match": match, "removed": removed}
     many = "script" if removed == 1 else "scripts"
@@ -179,7 +180,7 @@ def _set(params: dict[str, Any], hidden: list[dict[str, str]], socket: str) -> s
         lines.append(
             f"it decides the turns of the older scripts of {names} now (the newest that "
             f"matches wins): script those again to have them win; list them: "
-            f"crw host sim script --socket {socket} --list"
+            f"crw host sim script --socket {shell_word(socket)} --list"
         )
     return "\n".join(lines)
 

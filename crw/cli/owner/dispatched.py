@@ -36,6 +36,7 @@ from typing import Any
 from crw.bus.dirwatch import DirWatch
 from crw.bus.inbox import Report, read_reply, read_reports, write_report
 from crw.cli.output import emit
+from crw.cli.shell import shell_word
 from crw.clock import system_clock
 from crw.engine.config.workflow import load_workflow
 from crw.engine.held_fix import SPAWN_FAILED, answer_choices, held_fix
@@ -178,7 +179,7 @@ def _check_failed(run: RunDir, call_rows: list[dict[str, Any]], report: Report) 
 
 def _answers(run_id: str, call: str, state: str | None, backend: str | None) -> dict[str, str]:
     """The command of each answer the held call takes, by choice."""
-    tail = f" --state {state}" if state else ""
+    tail = f" --state {shell_word(state)}" if state else ""
     return {
         choice: f"crw flow answer {run_id} {call} --{choice}{tail}"
         for choice in answer_choices(backend)

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from crw import codex_config
 from crw.cli.output import emit
 from crw.cli.run.preview import known_agent_types
+from crw.cli.shell import shell_word
 from crw.engine.config.role_choice import Choice, choose_pairs, store_text, unknown_types
 from crw.engine.config.role_names import ROLES
 from crw.engine.config.roles import RolePair
@@ -110,8 +111,8 @@ def _check_names(choice: Choice, uri: HostUri) -> None:
 def _start_hint(uri: HostUri, state: Path | None) -> str:
     """The start of a session run on this store (a session run shares its owner's
     host: a private codex host is not one, the daemon's socket is the default)."""
-    where = f" --host {uri}" if uri.kind != "codex" else ""
-    return f"crw flow start WORKFLOW{where}" + (f" --state {state}" if state else "")
+    where = f" --host {shell_word(str(uri))}" if uri.kind != "codex" else ""
+    return f"crw flow start WORKFLOW{where}" + (f" --state {shell_word(state)}" if state else "")
 
 
 def _lines(payload: Mapping[str, Any]) -> list[str]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import functools
 import json as json_module
 import re
-import shlex
 from typing import Any
 
+from crw.cli.shell import shell_word
 from crw.engine.run.rundir import RunDir
 
 
@@ -41,7 +41,7 @@ def start_again(spec: dict[str, Any], state_ref: str) -> str | None:
     workflow = workflow_file(spec)
     if workflow is None:
         return None
-    words = ["crw", "flow", "start", shlex.quote(workflow)]
+    words = ["crw", "flow", "start", shell_word(workflow)]
     for flag, key in (
         ("--backend", "backend"),
         ("--host", "host"),
@@ -50,7 +50,7 @@ def start_again(spec: dict[str, Any], state_ref: str) -> str | None:
     ):
         value = spec.get(key)
         if isinstance(value, str) and value:
-            words += [flag, shlex.quote(value)]
+            words += [flag, shell_word(value)]
     words += _input_flags(spec.get("inputs"))
     if state_ref:
         words += ["--state", state_ref]
@@ -62,10 +62,10 @@ def _input_flags(inputs: object) -> list[str]:
     words: list[str] = []
     for name, value in (inputs if isinstance(inputs, dict) else {}).items():
         if isinstance(value, dict):
-            words += ["--input-file", shlex.quote(f"{name}={value.get('path')}")]
+            words += ["--input-file", shell_word(f"{name}={value.get('path')}")]
         else:
             shown = str(value).lower() if isinstance(value, bool) else str(value)
-            words += ["--input", shlex.quote(f"{name}={shown}")]
+            words += ["--input", shell_word(f"{name}={shown}")]
     return words
 
 

@@ -122,8 +122,8 @@ def _gc_before(
         return when.ago("--older-than", older_than, now)
     if not refs:
         raise InputError(
-            "gc needs what to remove: --ended-before DATE or --older-than AGE (runs that "
-            "ended before), or --refs (the refs of runs that no longer exist)"
+            "gc needs what to remove; pass --ended-before DATE or --older-than AGE (runs "
+            "that ended before), or --refs (the refs of runs that no longer exist)"
         )
     return None
 

@@ -265,6 +265,8 @@ def _done(op: str, target: Target, held: list[str], via: str) -> str:
     calls = f"; held: {', '.join(held)}" if held else ""
     if op == "pause":
         return f"run {run_id} paused{calls}; resume it with: {resume}"
+    if target.spec.backend != "session":  # the run interrupted its own threads' turns
+        return f"run {run_id} cancelled{calls}; see it with: {target.command('status')}"
     return (
         f"run {run_id} cancelled{calls}; the owner closes its subagents "
         f"(close steps in: {target.command('next')})"

@@ -10,6 +10,7 @@ from typing import Any
 from crw.cli.output import emit, say
 from crw.cli.read.status_text import input_lines
 from crw.cli.run.preview import Preview
+from crw.cli.shell import shell_word
 from crw.engine.run.rerun import Reuse
 from crw.engine.run.rundir import RunDir
 from crw.engine.run.runspec import RunSpec
@@ -32,7 +33,7 @@ class StartOutcome:
 def report_start(outcome: StartOutcome, *, json: bool, wait: bool, timeout: float | None) -> int:
     """What `start` (and `rerun`) print of the run they started, then with `wait` its
     outcome as `crw flow wait` reports it; the exit code."""
-    state = f"--state {outcome.run.root.parents[1]}"
+    state = f"--state {shell_word(outcome.run.root.parents[1])}"
     steps = None
     if outcome.spec.backend == "session":
         steps = f"crw flow next {outcome.spec.id} --wait 30 {state}"

@@ -11,6 +11,7 @@ refusal is the start's own one line (exit 2); nothing is written either way.
 from __future__ import annotations
 
 import datetime as _dt
+import json as json_module
 import os
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from crw import codex_config
 from crw.cli.output import emit
 from crw.cli.run.preview import SessionStart, app_server_facts, session_facts, workspaces
 from crw.cli.run.start import StartPlan, check_start
+from crw.cli.shell import shell_join
 from crw.engine.config.inputs import INPUTS
 from crw.engine.config.workflow_graph import levels
 from crw.engine.config.workflow_nodes import Node
@@ -54,9 +56,18 @@ def validate_command(
         input_files=input_files or (),
     )
     payload = plan_payload(plan)
-    flags = [f"--input {given}" for given in inputs or ()]
-    flags += [f"--input-file {given}" for given in input_files or ()]
-    again = None if dry_run else " ".join(["crw flow start", workflow, *flags])
+    words = ["crw", "flow", "start", workflow]
+    if backend != "session":
+        words += ["--backend", backend]
+    for flag, value in (("--owner", owner), ("--host", host), ("--codex-bin", codex_bin)):
+        words += [flag, value] if value is not None else []
+    words += ["--trace"] if trace else []
+    for given in inputs or ():
+        words += ["--input", given]
+    for given in input_files or ():
+        words += ["--input-file", given]
+    words += ["--state", state] if state is not None else []
+    again = None if dry_run else shell_join(words)
     emit(json, payload, lambda: "\n".join(plan_lines(payload, again, dry_run=dry_run)))
     return 0
 
@@ -147,9 +158,11 @@ def plan_lines(payload: dict[str, Any], again: str | None, *, dry_run: bool) -> 
         for name, given in payload["inputs"].items():
             value = given["value"]
             if isinstance(value, dict):
-                value = f"{value['path']} ({value['digest'][:19]})"
+                shown = f"{value['path']} ({value['digest'][:19]})"
+            else:
+                shown = _show(value)
             about = f"  {given['description']}" if given["description"] else ""
-            out.append(f"    {name} ({given['type']}) = {_show(value)}{about}")
+            out.append(f"    {name} ({given['type']}) = {shown}{about}")
     out.append("  levels (the nodes of a level can run at once):")
     out += [f"    {n + 1}: {', '.join(ids)}" for n, ids in enumerate(layers)]
     out.append("  nodes:")
@@ -176,6 +189,10 @@ def plan_lines(payload: dict[str, Any], again: str | None, *, dry_run: bool) -> 
 
 
 def _show(value: Any) -> str:
+    """An input's value on its line: a string as JSON, as status shows it (a newline
+    in it does not break the line)."""
     if value is None:
         return "(none)"
+    if isinstance(value, str):
+        return json_module.dumps(value, ensure_ascii=False)
     return str(value).lower() if isinstance(value, bool) else str(value)

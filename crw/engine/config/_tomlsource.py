@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -41,6 +42,20 @@ def one_line(file: str, line: int | None, what: str, fix: str) -> InputError:
     return InputError(f"{where}: {what}; {fix}")
 
 
+_EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+"""crw's examples, installed with its modules (package data)."""
+
+
+def _missing_fix(path: Path) -> str:
+    """How to find a file not there: `crw/examples/…` the docs name is a copy away."""
+    if path.parts[:2] == ("crw", "examples") and _EXAMPLES.joinpath(*path.parts[2:]).is_file():
+        return (
+            "copy crw's examples here first (they are installed with crw, not in this "
+            f"directory): mkdir -p crw && cp -r {shlex.quote(str(_EXAMPLES))} crw/"
+        )
+    return "check the path"
+
+
 def read_toml(path: Path, what: str) -> tuple[bytes, str, dict[str, Any]]:
     """Read a TOML file: its bytes, its text and its table.
 
@@ -52,7 +67,7 @@ def read_toml(path: Path, what: str) -> tuple[bytes, str, dict[str, Any]]:
     try:
         data = read_regular_file(path, what)
     except FileNotFoundError:
-        raise one_line(file, None, f"no {what} file here", "check the path") from None
+        raise one_line(file, None, f"no {what} file here", _missing_fix(path)) from None
     except UnreadableFile as err:
         raise one_line(file, None, err.what, err.fix) from None
     try:

@@ -21,7 +21,8 @@ from pathlib import PurePosixPath
 from crw.engine.steps.packet import MARKER_PREFIX
 from crw.host.protocol import Thread, Turn, UserMessage
 
-_PACKET = re.compile(r"^Read the task packet (\S+) in full", re.MULTILINE)
+_PACKET = re.compile(r"^Read the task packet (.+?) in full and follow it exactly\.", re.MULTILINE)
+"""The packet's path runs to the sentence's end: a state directory may hold a space."""
 
 
 def marker_of(text: str | None) -> str | None:
