@@ -73,6 +73,10 @@ def test_a_run_moves_to_postgres_and_back_byte_for_byte(crw: Crw, postgres_url: 
     before = run.journal.read_bytes()
     shown = _shown(crw, run.id)
 
+    said = _flow(crw, "import", run.id, "--db", postgres_url)
+    assert said.code == 0, said.stderr
+    assert said.stdout.startswith(f"run {run.id}: 8 rows moved to the PostgreSQL database t")
+    assert _flow(crw, "export", run.id).code == 0
     moved = _flow(crw, "import", run.id, "--db", postgres_url, "--json")
     assert moved.code == 0, moved.stderr
     assert moved.json()["rows"] == 8 and moved.json()["bytes"] == len(before)

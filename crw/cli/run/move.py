@@ -30,7 +30,7 @@ from crw.engine.run.runspec import read_run_spec, write_run_spec
 from crw.errors import InputError, RefusedError
 from crw.journal.log import JournalRead
 from crw.journal.moving import Lines, checked_lines
-from crw.journal.stores import check_db_url, forget_store, journal_db_ready, open_store, store_at
+from crw.journal.stores import check_db_url, forget_store, journal_db_ready, store_at
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -60,8 +60,9 @@ def import_command(run: str, *, db: str | None, state: str | None, json: bool) -
         write_run_spec(run_dir.run_json, spec.model_copy(update={"journal_db": url}))  # (2)
         forget_store(run_dir.journal)
         _durably(_write_file, run_dir.journal, b"")  # (3) the file's copy goes
-    store = open_store(url, run_dir.id, run_dir.journal)
-    return _said(json, run_dir, lines, f"moved to the {store.location}")
+    from crw.journal.postgres import where
+
+    return _said(json, run_dir, lines, f"moved to the {where(url)}")
 
 
 def export_command(run: str, *, to: str | None, state: str | None, json: bool) -> int:
