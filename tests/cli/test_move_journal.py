@@ -65,7 +65,7 @@ def _shown(crw: Crw, run: str) -> tuple[str, dict[str, object]]:
 
 
 def test_a_run_moves_to_postgres_and_back_byte_for_byte(crw: Crw, postgres_url: str) -> None:
-    """spec: CMD-START. import: every row in the database verbatim, run.json names
+    """import: every row in the database verbatim, run.json names
     it, the file emptied, and show and status read the same as from the file;
     export: the file holds the same bytes again, run.json names no database, the
     rows are gone from it; --to copies the journal and changes nothing."""
