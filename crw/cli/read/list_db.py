@@ -53,9 +53,12 @@ def database_lines(section: dict[str, Any]) -> list[str]:
         return [f"no runs in the {section['where']}"]
     lines = [f"runs in the {section['where']}:"]
     width = max(len(run["run"]) for run in runs)
+    machines = max(len(run["machine"] or "-") for run in runs)
     for run in runs:
         machine = run["machine"] or "-"
         lease = f"held until {run['lease_until']}" if run["held"] else "not held"
         here = "" if run["here"] else "  (no run directory on this machine)"
-        lines.append(f"  {run['run']:<{width}}  {machine}  {lease}  {run['last_seq']} rows{here}")
+        lines.append(
+            f"  {run['run']:<{width}}  {machine:<{machines}}  {lease}  {run['last_seq']} rows{here}"
+        )
     return lines
