@@ -39,11 +39,16 @@ class _LeasedAppender:
         self.last_seq = 0
         self.renewals: list[float] = []
         self.fenced_from: float | None = None
+        self.away: set[float] = set()
+        """The times (from 0) at which the database does not answer a renewal."""
+        self.start = clock.current_time()
 
     def renew(self) -> None:
         now = self._clock.current_time()  # a worker thread's: no Trio context
         if self.fenced_from is not None and now >= self.fenced_from:
             raise StoreError(errno.ESTALE, "run r was taken by another writer", "it goes on")
+        if now - self.start in self.away:
+            raise StoreError(errno.EIO, "could not renew the run's lease", "check the database")
         self.renewals.append(now)
 
     def append(self, data: bytes, rows: int) -> None:
@@ -80,6 +85,17 @@ async def test_an_idle_writer_renews_its_lease_every_third_of_it(
         await writer.commit([Started.model_validate({"call": "c", "i": 0})])
         await trio.sleep(25)
     assert [at - start for at in appender.renewals] == [20, 40, 60, 80, 100, 130]
+
+
+async def test_a_renewal_the_database_does_not_answer_is_tried_again(
+    leased: tuple[Path, _LeasedAppender], autojump_clock: MockClock
+) -> None:
+    """The database away at 20 s: the run goes on, and the renewal is made at 40 s."""
+    journal, appender = leased
+    appender.away = {20.0}
+    async with open_journal_writer(journal):
+        await trio.sleep(50)
+    assert [at - appender.start for at in appender.renewals] == [40]
 
 
 async def test_a_renewal_that_finds_the_run_taken_stops_the_writer(
