@@ -13,6 +13,7 @@ read back whole or not at all.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,7 +24,7 @@ from crw.clock import WallClock, system_clock
 from crw.errors import RefusedError
 from crw.journal.log import JournalRead, encode_batch, encode_body
 from crw.journal.rows import RowModel
-from crw.journal.store import JournalAppender
+from crw.journal.store import JournalAppender, renewal_due
 from crw.journal.stores import store_at
 
 QUEUE_BOUND = 256
@@ -204,13 +205,56 @@ async def open_journal_writer(
             "check the run directory's permissions and disk"
         ) from err
     send, receive = trio.open_memory_channel[_Commit](QUEUE_BOUND)
+    lease = _Lease(trio.current_time())
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_run_writer, journal, receive, clock, sync_in_thread)
-            with send:
-                yield JournalWriter(path, send, after_commit)
+            nursery.start_soon(_run_writer, journal, receive, clock, sync_in_thread, lease)
+            if journal.lease is not None:
+                nursery.start_soon(_keep_lease, journal, journal.lease, lease, path)
+            try:
+                with send:
+                    yield JournalWriter(path, send, after_commit)
+            finally:
+                lease.scope.cancel()  # the pending commits still renew it
     finally:
         journal.close()
+
+
+class _Lease:
+    """When the writer's lease was last renewed (Trio time), by a commit or by
+    `_keep_lease`; `scope` ends the renewals."""
+
+    def __init__(self, renewed_at: float) -> None:
+        self.renewed_at = renewed_at
+        self.scope = trio.CancelScope()
+
+    def renewed(self, at: float) -> None:
+        self.renewed_at = max(self.renewed_at, at)
+
+
+async def _keep_lease(journal: JournalAppender, seconds: float, lease: _Lease, path: Path) -> None:
+    """Renew the writer's lease while the run commits nothing (a long turn), so that
+    no other machine takes a run whose process lives. A renewal that finds the run
+    taken (the writer fenced) raises `JournalWriteError`, which stops the run as a
+    fenced commit does; one that fails otherwise is tried again a third of the
+    lease later (the lease outlives two failures)."""
+    tried_at = lease.renewed_at
+    with lease.scope:
+        while True:
+            await trio.sleep_until(renewal_due(max(lease.renewed_at, tried_at), seconds))
+            now = trio.current_time()
+            if renewal_due(lease.renewed_at, seconds) > now:
+                continue  # a commit renewed it meanwhile
+            tried_at = now
+            try:
+                await trio.to_thread.run_sync(journal.renew)
+            except OSError as err:
+                if err.errno != errno.ESTALE:
+                    continue
+                raise JournalWriteError(
+                    f"could not write the journal {path}: {err.strerror or err}"
+                ) from err
+            lease.renewed(now)
 
 
 async def _run_writer(
@@ -218,6 +262,7 @@ async def _run_writer(
     receive: trio.MemoryReceiveChannel[_Commit],
     clock: WallClock,
     in_thread: bool,
+    lease: _Lease,
 ) -> None:
     """Write groups until the send side closes; on exit, answer every request
     still unanswered with "closed" (the writer was cancelled)."""
@@ -232,7 +277,9 @@ async def _run_writer(
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                 # An append that waits on the network never blocks the loop.
-                await _write_group(journal, group, clock, in_thread or journal.blocking)
+                started = trio.current_time()
+                if await _write_group(journal, group, clock, in_thread or journal.blocking):
+                    lease.renewed(started)  # its transaction renewed the lease
         finally:
             while True:
                 try:
@@ -247,8 +294,9 @@ async def _run_writer(
 
 async def _write_group(
     journal: JournalAppender, group: list[_Commit], clock: WallClock, in_thread: bool
-) -> None:
-    """Write one group as one `write` and one fsync, then answer its requests."""
+) -> bool:
+    """Write one group as one `write` and one fsync, then answer its requests:
+    whether it is durable."""
     at = clock()
     first = seq = journal.last_seq + 1
     lines: list[bytes] = []
@@ -267,3 +315,4 @@ async def _write_group(
             request.error = err
     for request in group:
         request.answer()
+    return group[0].error is None

@@ -20,6 +20,7 @@ from crw.cli.entry import run_command
 from crw.cli.owner import commands as owner_commands
 from crw.cli.read import commands as read_commands
 from crw.cli.run import commands as run_commands
+from crw.cli.run import move_commands
 
 # The distribution that installs the package `crw` (pyproject.toml, `name`).
 DISTRIBUTION = "crw-flow"
@@ -87,6 +88,8 @@ sim.command("crw.cli.demo.sim_script_app:script", help=demo_commands.SCRIPT_HELP
 flow.command(owner_commands.init)
 flow.command(run_commands.rm)
 flow.command(run_commands.gc)
+flow.command(move_commands.export)
+flow.command(move_commands.import_, name="import")
 flow.command(
     "crw.web.command:ui", help="Serve a local web view of the runs, live, with their decisions."
 )

@@ -322,6 +322,8 @@ class JournalFile:
 
     blocking = False
     """An append waits on the local disk only (`crw.journal.store.JournalAppender`)."""
+    lease = None
+    """No lease: the run lock, a file lock, holds the run while its process lives."""
 
     def __init__(self, path: Path, fd: int, read: JournalRead) -> None:
         self.path = path
@@ -390,6 +392,9 @@ class JournalFile:
             raise
         self._end += len(data)
         self.last_seq += rows
+
+    def renew(self) -> None:
+        """Nothing to renew: the file store keeps no lease."""
 
     def close(self) -> None:
         os.close(self._fd)

@@ -20,6 +20,7 @@ import errno
 import io
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,8 +40,8 @@ CHANNEL = "crw_journal"
 """The channel each group commit notifies, in its transaction: `RUN SEQ`, the run
 and its last seq (a hint for live views, which read the rows by seq)."""
 LEASE_SECONDS = 60.0
-"""How long a writer's lease lasts past its last commit: another machine may take
-the run once it lapsed (the writer's machine takes it back at once)."""
+"""How long a writer's lease lasts past its last commit or renewal: another machine
+may take the run once it lapsed (the writer's machine takes it back at once)."""
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
     run text NOT NULL,
@@ -297,6 +298,7 @@ class PostgresAppender:
     one transaction a group)."""
 
     blocking = True
+    lease = LEASE_SECONDS
 
     def __init__(
         self,
@@ -314,6 +316,45 @@ class PostgresAppender:
         self.last_seq = last_seq
         """The seq of the last durable row."""
         self._end = end
+        self._one = threading.Lock()
+        """One transaction at a time on the connection: a renewal's thread waits
+        for a group commit's, and the other way round."""
+
+    def renew(self) -> None:
+        """Renew the lease where this writer's epoch still stands (one transaction).
+
+        Raises:
+            OSError: the database failed (the lease stands as it was), or the
+                writer is fenced (ESTALE): so is every later append.
+        """
+        import psycopg
+
+        with self._one:
+            if self._fenced is not None:
+                raise self._fenced
+            try:
+                if self._conn.closed:
+                    self._conn = connect(self._store.url)
+                with self._conn.transaction():
+                    renewed = self._conn.execute(
+                        _RENEW.encode(), (LEASE_SECONDS, self._store.run, self.epoch)
+                    )
+                    if renewed.rowcount != 1:
+                        raise _Fenced
+            except _Fenced:
+                raise self._fence() from None
+            except psycopg.Error as err:
+                raise _store_error(self._store.url, "renew the run's lease in", err) from err
+
+    def _fence(self) -> StoreError:
+        """This writer's epoch is overtaken: it is fenced from now on."""
+        self._fenced = StoreError(
+            errno.ESTALE,
+            f"run {self._store.run} was taken by another writer (this one's epoch "
+            f"{self.epoch} is fenced): its rows were not written, and this process stops",
+            "another process took the run and goes on with it",
+        )
+        return self._fenced
 
     def append(self, data: bytes, rows: int) -> None:
         """Insert the group's lines (one a row) in one transaction, committed with
@@ -340,22 +381,17 @@ class PostgresAppender:
             offsets.append(at)
             at += len(line)
         try:
-            if self._conn.closed:
-                self._conn = connect(self._store.url)
-            with self._conn.transaction():
-                renewed = self._conn.execute(_RENEW.encode(), (LEASE_SECONDS, run, self.epoch))
-                if renewed.rowcount != 1:
-                    raise _Fenced
-                self._conn.execute(_INSERT.encode(), (run, seqs, offsets, lines))
-                self._conn.execute(_NOTIFY.encode(), (CHANNEL, f"{run} {seqs[-1]}"))
+            with self._one:
+                if self._conn.closed:
+                    self._conn = connect(self._store.url)
+                with self._conn.transaction():
+                    renewed = self._conn.execute(_RENEW.encode(), (LEASE_SECONDS, run, self.epoch))
+                    if renewed.rowcount != 1:
+                        raise _Fenced
+                    self._conn.execute(_INSERT.encode(), (run, seqs, offsets, lines))
+                    self._conn.execute(_NOTIFY.encode(), (CHANNEL, f"{run} {seqs[-1]}"))
         except _Fenced:
-            self._fenced = StoreError(
-                errno.ESTALE,
-                f"run {run} was taken by another writer (this one's epoch {self.epoch} is "
-                "fenced): its rows were not written, and this process stops",
-                "another process took the run and goes on with it",
-            )
-            raise self._fenced from None
+            raise self._fence() from None
         except psycopg.Error as err:
             raise _store_error(self._store.url, "write the journal to", err) from err
         self.last_seq += rows

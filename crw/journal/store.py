@@ -30,6 +30,13 @@ class StoreError(OSError):
         self.fix = fix
 
 
+def renewal_due(renewed_at: float, lease: float) -> float:
+    """When a writer whose lease was last renewed at `renewed_at` (by a commit or a
+    renewal) renews it again: a third of the lease later, so that two renewals in a
+    row can fail (the database away a moment) before the lease lapses."""
+    return renewed_at + lease / 3
+
+
 class JournalAppender(Protocol):
     """The open journal, for its one writer: appends whole batches durably."""
 
@@ -42,6 +49,21 @@ class JournalAppender(Protocol):
     def blocking(self) -> bool:
         """Whether an append waits on the network (the writer then always runs it
         in its worker thread, never in the Trio loop)."""
+        ...
+
+    @property
+    def lease(self) -> float | None:
+        """Seconds the writer's hold on the run lasts past its last commit or
+        renewal (`renew`); None: the store keeps no lease (a file lock holds the run)."""
+        ...
+
+    def renew(self) -> None:
+        """Renew the writer's lease while it commits nothing (a store with a lease).
+
+        Raises:
+            OSError: the lease was not renewed; ESTALE: another writer took the run,
+                and this one is fenced (every later append raises too).
+        """
         ...
 
     def append(self, data: bytes, rows: int) -> None:

@@ -47,6 +47,11 @@ def store_at(journal: Path) -> JournalStore:
     return store
 
 
+def forget_store(journal: Path) -> None:
+    """Forget the store this process knew for `journal` (a move changed its run.json)."""
+    _known.pop(journal, None)
+
+
 def open_store(url: str, run: str, journal: Path) -> JournalStore:
     """The store a database URL names for run `run` (`journal` names it in messages).
 

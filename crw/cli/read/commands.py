@@ -82,11 +82,12 @@ def list_(
     state: State = None,
     json: Json = False,
     all_runs: Annotated[bool, Parameter(name="--all", negative="")] = False,
+    db: str | None = None,
 ) -> int:
     """List the runs under the state directory, newest first: each one's id (which
     carries its start time), backend, state with its reason, calls done/total,
     tokens, the age of its last row and whether a process holds it (--json adds
-    started_at, last_at and the pid).
+    started_at, last_at and the pid). With a database, then its runs too.
 
     Parameters
     ----------
@@ -104,6 +105,10 @@ def list_(
     all_runs
         List every run (by default an ended run whose last row is over 7 days old
         is left out).
+    db
+        Also list the runs whose journals this PostgreSQL database keeps (default:
+        $CRW_DB), each with the machine it last ran on and whether its run
+        directory is on this machine.
     """
     from crw.cli.read.list import list_command
 
@@ -115,6 +120,7 @@ def list_(
         workflow=workflow,
         since=since,
         limit=limit,
+        db=db,
     )
 
 

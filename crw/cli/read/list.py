@@ -96,6 +96,7 @@ def list_command(
     workflow: str | None = None,
     since: str | None = None,
     limit: int | None = None,
+    db: str | None = None,
 ) -> int:
     gc.disable()  # a short process that keeps what it reads, as `crw.cli.hot` says
     now = datetime.now(UTC)
@@ -120,7 +121,18 @@ def list_command(
         "more": len(shown) - len(cut),
     }
     narrowed = bool(chosen.statuses or workflow or since)
-    emit(json, payload, lambda: _human(payload, state_dir, now, narrowed))
+    url = db or os.environ.get("CRW_DB")
+    if not url:
+        emit(json, payload, lambda: _human(payload, state_dir, now, narrowed))
+        return 0
+    from crw.cli.read.list_db import database_lines, database_section
+
+    payload["database"] = section = database_section(url, state_dir)
+    emit(
+        json,
+        payload,
+        lambda: "\n".join([_human(payload, state_dir, now, narrowed), *database_lines(section)]),
+    )
     return 0
 
 
