@@ -295,8 +295,9 @@ async def test_v2_spawn_child_thread_and_where_the_task_text_is(tmp_path: Path) 
 
 async def test_v2_followup_send_wait_list_interrupt_answers(tmp_path: Path) -> None:
     """In one owner turn: spawn, wait (ends at the child's final answer), list,
-    send, follow up, wait again; then in the next, interrupt the idle child: each
-    tool's output as the owner's model reads it, and what reaches the child."""
+    send, follow up, wait again; then in the next, by the child's thread id, follow
+    up, wait and interrupt the idle child: each tool's output as the owner's model
+    reads it, and what reaches the child."""
     with MockModel(child_policy) as model:
         home = v2_home(tmp_path, model)
         target = {"target": TASK_NAME}
@@ -310,19 +311,28 @@ async def test_v2_followup_send_wait_list_interrupt_answers(tmp_path: Path) -> N
             calls(v2("wait_agent", timeout_ms=10000)),
             text("owner done"),
         )
-        model.script("STOP IT", calls(v2("interrupt_agent", **target)), text("stopped"))
+
         async with private_app_server(home, tmp_path / "codex.log") as transport:
             rpc = await initialized(Rpc(transport))
             owner = (await rpc.request("thread/start", {"cwd": str(tmp_path)}))["thread"]["id"]
             items = await owner_turn(rpc, owner, "GO V2")
-            await owner_turn(rpc, owner, "STOP IT")
+            [started] = [i for i in items if i.get("kind") == "started"]
+            by_id = {"target": started["agentThreadId"]}
+            model.script(
+                "BY THREAD ID",
+                calls(v2("followup_task", message="FOLLOW-UP BY ID", **by_id)),
+                calls(v2("wait_agent", timeout_ms=10000)),
+                calls(v2("interrupt_agent", **by_id)),
+                text("stopped"),
+            )
+            await owner_turn(rpc, owner, "BY THREAD ID")
     outputs = outputs_by_tool(model)
     assert outputs["spawn_agent"] == [f'{{"task_name":"/root/{TASK_NAME}"}}']
-    assert outputs["wait_agent"] == ['{"message":"Wait completed.","timed_out":false}'] * 2
+    assert outputs["wait_agent"] == ['{"message":"Wait completed.","timed_out":false}'] * 3
     [listed] = outputs["list_agents"]
     agents = {a["agent_name"]: a["agent_status"] for a in json.loads(listed)["agents"]}
     assert agents == {"/root": "running", f"/root/{TASK_NAME}": {"completed": "{}"}}
-    assert (outputs["send_message"], outputs["followup_task"]) == ([""], [""])
+    assert (outputs["send_message"], outputs["followup_task"]) == ([""], ["", ""])
     assert outputs["interrupt_agent"] == ['{"previous_status":{"completed":"{}"}}']
     kinds = [
         (i["type"], i.get("kind") or i.get("tool")) for i in items if i["type"] != "agentMessage"
@@ -334,6 +344,9 @@ async def test_v2_followup_send_wait_list_interrupt_answers(tmp_path: Path) -> N
         for r in model.requests
         for item in r.body["input"]
         if item.get("type") == "agent_message" and item.get("recipient") == f"/root/{TASK_NAME}"
+    ]
+    assert {"type": "encrypted_content", "encrypted_content": "FOLLOW-UP BY ID"} in [
+        part for content in task_messages for part in content
     ]
     sent = {json.dumps(c) for c in task_messages}
     header = {c[0]["text"].split("\n")[0] for c in map(json.loads, sent)}
