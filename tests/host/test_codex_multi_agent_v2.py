@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 import trio
 
-from crw.binding.hook_input import read_hook_input
 from crw.host.mock_model import CODEX_MODEL, MockModel, write_codex_home
 from crw.host.mock_replies import FunctionCall, ModelRequest, Reply, calls, text, valid
 from tests.host.codex_env import (
@@ -40,6 +39,9 @@ TASK = "crw-flow-op: x.1/t1-a1\nCRW-ROLE: explorer\n\nLook around."
 NEW_TASK_HEADER = f"Message Type: NEW_TASK\nTask name: /root/{TASK_NAME}\nSender: /root\nPayload:\n"
 SLEEPY = "SLEEP IN THE SHELL"
 """A task whose child runs `sleep 60` in its shell: a turn that stays active."""
+SPAWNING = "SPAWN ONE YOURSELF"
+"""A task whose child calls spawn_agent for a grandchild."""
+GRANDCHILD = "grandchild"
 
 
 def v2(name: str, **arguments: Any) -> FunctionCall:
@@ -48,10 +50,13 @@ def v2(name: str, **arguments: Any) -> FunctionCall:
 
 def child_policy(request: ModelRequest) -> Reply:
     """A child's task arrives as no user message (the mock's scripts key on those):
-    a task naming SLEEPY runs `sleep 60`; anything else answers `{}`."""
+    a task naming SLEEPY runs `sleep 60`, one naming SPAWNING spawns GRANDCHILD;
+    anything else answers `{}`."""
     newest = request.body["input"][-1]
     if newest.get("type") == "agent_message" and SLEEPY in json.dumps(newest):
         return calls(FunctionCall("exec_command", {"cmd": "sleep 60"}))
+    if newest.get("type") == "agent_message" and SPAWNING in json.dumps(newest):
+        return calls(v2("spawn_agent", task_name=GRANDCHILD, message="x", fork_turns="none"))
     return valid()
 
 
@@ -364,9 +369,10 @@ async def test_v2_followup_send_wait_list_interrupt_answers(tmp_path: Path) -> N
 
 async def test_v2_spawn_hook_sees_the_namespace_glued_to_the_tool_name(tmp_path: Path) -> None:
     """PreToolUse on a v2 spawn: `tool_name` is `collaborationspawn_agent`, so a
-    `spawn_agent` (or `collaboration.spawn_agent`) matcher does not fire and crw's
-    hook input reader takes it for no spawn; `tool_input` is the call's arguments,
-    the message plain."""
+    `spawn_agent` (or `collaboration.spawn_agent`) matcher does not fire;
+    `tool_input` is the call's arguments, the message plain. A child is given no
+    collaboration tools (with `[agents] max_depth = 2` too): its spawn is answered
+    `unsupported call: collaborationspawn_agent`, and no hook runs for it."""
     matchers = (
         "spawn_agent",
         "collaboration.spawn_agent",
@@ -375,16 +381,27 @@ async def test_v2_spawn_hook_sees_the_namespace_glued_to_the_tool_name(tmp_path:
     )
     with MockModel(child_policy) as model:
         home = v2_home(tmp_path, model, matchers)
+        with (home / "config.toml").open("a") as config:
+            config.write("\n[agents]\nmax_depth = 2\n")
         await trust_hooks(home, tmp_path)
-        arguments = {"task_name": TASK_NAME, "message": TASK, "fork_turns": "none"}
+        message = f"{TASK}\n{SPAWNING}"
+        arguments = {"task_name": TASK_NAME, "message": message, "fork_turns": "none"}
         model.script("PLEASE SPAWN", calls(v2("spawn_agent", **arguments)), text("owner done"))
         async with private_app_server(home, tmp_path / "codex.log") as transport:
             rpc = await initialized(Rpc(transport))
             owner = (await rpc.request("thread/start", {"cwd": str(tmp_path)}))["thread"]["id"]
             items = await owner_turn(rpc, owner, "PLEASE SPAWN")
-    [started] = [i for i in items if i["type"] == "subAgentActivity" and i["kind"] == "started"]
+            [started] = [i for i in items if i.get("kind") == "started"]
+            child = started["agentThreadId"]
+            await read_until(
+                rpc, child, lambda t: t["turns"] and t["turns"][-1]["status"] == "completed"
+            )
     runs = hook_runs(tmp_path)
-    spawns = [(m, seen) for m, seen in runs if "spawn_agent" in seen["tool_name"]]
+    assert not [seen for _, seen in runs if seen["tool_input"].get("task_name") == GRANDCHILD]
+    assert outputs_by_tool(model)["spawn_agent"][1] == "unsupported call: collaborationspawn_agent"
+    [asked] = [r for r in model.requests if SPAWNING in json.dumps(r.body["input"][-1])]
+    assert NAMESPACE not in [tool.get("name") for tool in asked.body["tools"]]
+    spawns = [(m, seen) for m, seen in runs if seen["tool_input"] == arguments]
     assert sorted(m for m, _ in spawns) == [".*spawn_agent", "collaborationspawn_agent"]
     seen = spawns[0][1]
     assert seen["tool_name"] == "collaborationspawn_agent"
@@ -392,7 +409,6 @@ async def test_v2_spawn_hook_sees_the_namespace_glued_to_the_tool_name(tmp_path:
     assert (seen["session_id"], seen["hook_event_name"]) == (owner, "PreToolUse")
     assert seen["tool_use_id"] == started["id"]
     assert "agent_id" not in seen
-    assert read_hook_input(json.dumps(seen).encode()).call is None
 
 
 async def test_turn_interrupt_on_a_v2_child_stops_its_turn(tmp_path: Path) -> None:
