@@ -287,7 +287,8 @@ async def test_v2_spawn_child_thread_and_where_the_task_text_is(tmp_path: Path) 
         {"type": "input_text", "text": NEW_TASK_HEADER},
         {"type": "encrypted_content", "encrypted_content": TASK},
     ]
-    assert asked.user_text.startswith("<environment_context>")
+    users = [i for i in asked.body["input"] if i.get("role") == "user"]
+    assert users and all(TASK not in json.dumps(i) for i in users)
     assert asked.body["model"] == CODEX_MODEL
     rollout = read_text(child["path"])
     [meta] = [json.loads(line) for line in rollout.splitlines()][:1]
