@@ -235,6 +235,7 @@ async def test_v2_spawn_child_thread_and_where_the_task_text_is(tmp_path: Path) 
             child = await read_until(
                 rpc, child_id, lambda t: t["turns"] and t["turns"][-1]["status"] == "completed"
             )
+            owner_read = await rpc.request("thread/read", {"threadId": owner, "includeTurns": True})
             listings = [
                 await rpc.request("thread/list", kinds)
                 for kinds in (
@@ -297,6 +298,15 @@ async def test_v2_spawn_child_thread_and_where_the_task_text_is(tmp_path: Path) 
         meta["payload"]["source"]["subagent"]["thread_spawn"]["agent_path"] == f"/root/{TASK_NAME}"
     )
     assert json.dumps(TASK)[1:-1] in rollout
+    [task_line] = [
+        line["payload"]
+        for line in map(json.loads, rollout.splitlines())
+        if line["type"] == "response_item" and line["payload"].get("type") == "agent_message"
+    ]
+    assert task_line["content"][1] == {"type": "encrypted_content", "encrypted_content": TASK}
+    passthrough = task_line["internal_chat_message_metadata_passthrough"]
+    assert passthrough["turn_id"] == child["turns"][0]["id"]
+    assert child["turns"][0]["rootTurnId"] == owner_read["thread"]["turns"][-1]["id"]
 
 
 async def test_v2_followup_send_wait_list_interrupt_answers(tmp_path: Path) -> None:
