@@ -467,8 +467,10 @@ async def test_v2_task_name_is_unique_and_the_owner_thread_finds_its_child(
 ) -> None:
     """A second spawn_agent with a task name the tree holds is refused, as is a
     name outside `[a-z0-9_]`, and neither makes a thread; a 200-character name is
-    taken. After the app-server restarts, thread/list still lists no child, and the
-    owner's thread/read still names each child's path and thread id."""
+    taken. After the app-server restarts, thread/list still lists no child, the
+    owner's thread/read still names each child's path and thread id, and once the
+    owner is resumed the name is still taken (a spawn of it refused) though
+    list_agents lists no child, and a follow-up by name reaches the child."""
     long_name = "a" * 200
     with MockModel(child_policy) as model:
         home = v2_home(tmp_path, model)
@@ -494,12 +496,31 @@ async def test_v2_task_name_is_unique_and_the_owner_thread_finds_its_child(
                 if i["type"] == "subAgentActivity" and i["kind"] == "started"
             }
             child = await rpc.request("thread/read", {"threadId": started[f"/root/{TASK_NAME}"]})
+            await rpc.request("thread/resume", {"threadId": owner})
+            model.script(
+                "AFTER THE RESTART",
+                calls(v2("spawn_agent", task_name=TASK_NAME, message="again", fork_turns="none")),
+                calls(v2("list_agents")),
+                calls(v2("followup_task", target=TASK_NAME, message="go on")),
+                text("owner done"),
+            )
+            resumed = await owner_turn(rpc, owner, "AFTER THE RESTART")
     assert outputs_by_tool(model)["spawn_agent"] == [
         f'{{"task_name":"/root/{TASK_NAME}"}}',
         f"agent path `/root/{TASK_NAME}` already exists",
         "agent_name must use only lowercase letters, digits, and underscores",
         f'{{"task_name":"/root/{long_name}"}}',
+        f"agent path `/root/{TASK_NAME}` already exists",
     ]
+    outputs = outputs_by_tool(model)
+    assert outputs["list_agents"] == [
+        '{"agents":[{"agent_name":"/root","agent_status":"running"}]}'
+    ]
+    assert outputs["followup_task"] == [""]
+    activities = [
+        (i["kind"], i["agentThreadId"]) for i in resumed if i["type"] == "subAgentActivity"
+    ]
+    assert activities[0] == ("interacted", started[f"/root/{TASK_NAME}"])
     assert set(started) == {f"/root/{TASK_NAME}", f"/root/{long_name}"}
     assert [i["id"] for i in items if i.get("kind") == "started"] == [
         i["id"] for i in again["thread"]["turns"][-1]["items"] if i.get("kind") == "started"
