@@ -27,6 +27,16 @@ MAX_DEPTH = 100
 MAX_DIGITS = 4300
 """The most digits of an integer (Python's own limit for reading one)."""
 SPAWN_TOOL = "spawn_agent"
+V2_SPAWN_TOOL = "collaborationspawn_agent"
+"""multi-agent v2's spawn as codex names it to the hook: namespace and name glued
+(docs/host.md, "Multi-agent v2")."""
+SPAWN_TOOLS = frozenset({SPAWN_TOOL, V2_SPAWN_TOOL})
+
+
+def is_spawn_tool(tool_name: object) -> bool:
+    """Whether a hook input's `tool_name` (any JSON value) is a spawn, v1's or v2's."""
+    return isinstance(tool_name, str) and tool_name in SPAWN_TOOLS
+
 
 _UNDECIDED = "the tool call goes ahead undecided"
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -57,7 +67,7 @@ def read_hook_input(raw: bytes) -> HookInput:
         return HookInput(None, f"the hook's input is not JSON ({err}); {_UNDECIDED}")
     if not isinstance(value, dict):
         return HookInput(None, f"the hook's input is not a JSON object; {_UNDECIDED}")
-    if value.get("tool_name") != SPAWN_TOOL:
+    if not is_spawn_tool(value.get("tool_name")):
         return HookInput(None)
     sent = value.get("tool_input")
     if not isinstance(sent, dict):

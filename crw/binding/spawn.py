@@ -11,6 +11,11 @@ of its role's pair (`updatedInput`). The role: the first `CRW-ROLE:` line of the
 message header when it names exactly one of the six, else the agent_type's
 (worker is executor), else explorer. Every decision is one ledger line.
 
+multi-agent v2's spawn (`collaborationspawn_agent`, docs/host.md) is decided
+alike, with v2's fork argument: `fork_turns` absent (v2's default is `all`, a
+full-history fork) is set to `"none"`, `"none"` is kept, anything else is refused
+as a full-history fork. A v2 spawn names no agent_type, so none is compared.
+
 Standard library only: a hook runs on every tool call of the thread.
 """
 
@@ -19,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from crw.binding.hook_input import SPAWN_TOOL
+from crw.binding.hook_input import V2_SPAWN_TOOL, is_spawn_tool
 from crw.engine.config.role_names import ROLES, default_agent_type
 
 EVENT = "PreToolUse"
@@ -40,6 +45,10 @@ _REASONS = {
         "a full-history fork keeps the parent's pair, not its role's; spawn with fork_context=false"
     ),
 }
+_V2_FORK_REASON = (
+    "a full-history fork keeps the parent's pair, not its role's; spawn with fork_turns=\"none\""
+)
+V2_NO_HISTORY = "none"
 
 
 @dataclass(frozen=True)
@@ -114,21 +123,25 @@ def decide_spawn(hook_input: dict[str, Any], line: dict[str, Any] | None) -> Spa
     owner is not bound, and no call of it is decided). A call whose tool_input is
     not an object is not decided either: there is no spawn to keep or refuse."""
     sent = hook_input.get("tool_input")
-    if hook_input.get("tool_name") != SPAWN_TOOL or line is None or not isinstance(sent, dict):
+    tool = hook_input.get("tool_name")
+    if not is_spawn_tool(tool) or line is None or not isinstance(sent, dict):
         return NO_DECISION
+    v2 = tool == V2_SPAWN_TOOL
     given = sent.get("message")
     message = given if isinstance(given, str) else ""
     agent_type = sent.get("agent_type")
     named = header_role(message)
     role = named or type_role(agent_type) or FALLBACK_ROLE
     op = marker_op(message)
-    warnings = _warnings(named, agent_type, op, line)
+    warnings = _warnings(None if v2 else named, agent_type, op, line)
     if hook_input.get("agent_id") is not None:
         return _refuse(hook_input, sent, line, LEAF_REFUSED, role, op, warnings)
-    if _full_history(sent.get("fork_context")):
-        return _refuse(hook_input, sent, line, FORK_REFUSED, role, op, warnings)
+    if _v2_full_history(sent) if v2 else _full_history(sent.get("fork_context")):
+        return _refuse(hook_input, sent, line, FORK_REFUSED, role, op, warnings, v2=v2)
     pair = decided_pair(line, role)
     updated = dict(sent)
+    if v2:
+        updated["fork_turns"] = V2_NO_HISTORY
     if pair is None:
         warnings.append("role_undecided")
     else:
@@ -144,6 +157,12 @@ def _full_history(fork_context: object) -> bool:
     """Whether `fork_context` may ask for a full-history fork: anything but absent
     (None) or false. Compared by identity: 0 is not false here."""
     return fork_context is not None and fork_context is not False
+
+
+def _v2_full_history(sent: dict[str, Any]) -> bool:
+    """Whether a v2 spawn asks for history: `fork_turns` present and not "none"
+    (absent is v2's default `all`, which the allowed spawn is rewritten out of)."""
+    return "fork_turns" in sent and sent["fork_turns"] != V2_NO_HISTORY
 
 
 def _warnings(
@@ -166,11 +185,14 @@ def _refuse(
     role: str,
     op: str | None,
     warnings: list[str],
+    *,
+    v2: bool = False,
 ) -> SpawnDecision:
+    why = _V2_FORK_REASON if v2 and refusal == FORK_REFUSED else _REASONS[refusal]
     reply = {
         "hookEventName": EVENT,
         "permissionDecision": "deny",
-        "permissionDecisionReason": f"{refusal}: {_REASONS[refusal]}",
+        "permissionDecisionReason": f"{refusal}: {why}",
     }
     ledger = _ledger(hook_input, line, "deny", refusal, role, op, sent, warnings)
     return SpawnDecision({"hookSpecificOutput": reply}, ledger)

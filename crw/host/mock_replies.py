@@ -152,17 +152,33 @@ class ModelRequest:
 Policy = Callable[[ModelRequest], Reply]
 
 
+NEW_TASK = "Message Type: NEW_TASK\n"
+"""How a multi-agent v2 task (a spawn's or a follow-up's) begins: it reaches the
+child as an `agent_message` input item, not a user message (docs/host.md)."""
+
+
 def newest_user_text(body: dict[str, Any]) -> str:
-    """The text of the last user message in a Responses request."""
+    """The text of the last user message in a Responses request, or of the last
+    v2 task (`agent_message` whose first part starts NEW_TASK: its parts joined,
+    `encrypted_content` included, which is plain offline), whichever is later."""
     for item in reversed(body.get("input") or []):
-        if isinstance(item, dict) and item.get("role") == "user":
+        if isinstance(item, dict) and (item.get("role") == "user" or _is_v2_task(item)):
             content = item.get("content")
             if isinstance(content, str):
                 return content
             return "\n".join(
-                part.get("text", "") for part in content or [] if isinstance(part, dict)
+                str(part.get("text", part.get("encrypted_content", "")))
+                for part in content or []
+                if isinstance(part, dict)
             )
     return ""
+
+
+def _is_v2_task(item: dict[str, Any]) -> bool:
+    content = item.get("content")
+    first = content[0] if isinstance(content, list) and content else None
+    text = first.get("text") if isinstance(first, dict) else None
+    return item.get("type") == "agent_message" and str(text or "").startswith(NEW_TASK)
 
 
 def contract_schema(message: str) -> Any:
@@ -194,10 +210,10 @@ def failing_instance(schema: Any) -> Any:
 
 def packet_schema(body: dict[str, Any]) -> Any:
     """The contract's schema of the task packet a session spawn message names
-    (`Read the task packet PATH in full`, in any user message of the conversation:
-    a subagent's first one), or None. The packet is a file on this machine."""
+    (`Read the task packet PATH in full`, in any user message or v2 task of the
+    conversation: a subagent's first one), or None. The packet is a file on this machine."""
     for item in body.get("input") or []:
-        if not (isinstance(item, dict) and item.get("role") == "user"):
+        if not (isinstance(item, dict) and (item.get("role") == "user" or _is_v2_task(item))):
             continue
         found = PACKET_LINE.search(newest_user_text({"input": [item]}))
         if found is not None and Path(found.group(1)).is_file():

@@ -92,6 +92,21 @@ class CollabAgentToolCall(_Wire):
     agentsStates: dict[str, CollabAgentState] = Field(default_factory=dict)
 
 
+class SubAgentActivity(_Wire):
+    """On multi-agent v2, the owner's item for a child it spawned (`kind` started),
+    messaged or followed up (`interacted`), or that finished (`completed`)."""
+
+    type: Literal["subAgentActivity"] = "subAgentActivity"
+    id: str
+    """For a spawn, the tool call's id (the spawn hook's `tool_use_id`)."""
+    kind: str = ""
+    agentThreadId: str | None = None
+    agentPath: str | None = None
+    """`/root/<task_name>`."""
+    model: str | None = None
+    reasoningEffort: str | None = None
+
+
 class OtherItem(_Wire):
     """An item of a type crw does not read (commands, reasoning, file changes, …)."""
 
@@ -99,7 +114,7 @@ class OtherItem(_Wire):
     id: str | None = None
 
 
-_ITEM_TAGS = frozenset({"userMessage", "agentMessage", "collabAgentToolCall"})
+_ITEM_TAGS = frozenset({"userMessage", "agentMessage", "collabAgentToolCall", "subAgentActivity"})
 
 
 def _item_tag(value: Any) -> str:
@@ -111,6 +126,7 @@ ThreadItem = Annotated[
     Annotated[UserMessage, Tag("userMessage")]
     | Annotated[AgentMessage, Tag("agentMessage")]
     | Annotated[CollabAgentToolCall, Tag("collabAgentToolCall")]
+    | Annotated[SubAgentActivity, Tag("subAgentActivity")]
     | Annotated[OtherItem, Tag("other")],
     Discriminator(_item_tag),
 ]
@@ -168,6 +184,16 @@ class Thread(_Wire):
     agentRole: str | None = None
     name: str | None = None
     turns: list[Turn] = Field(default_factory=list)
+
+    @property
+    def agent_path(self) -> str | None:
+        """A spawned subagent's path (`source.subAgent.thread_spawn.agent_path`):
+        `/root/<task_name>` on multi-agent v2; None when the host names none."""
+        source = self.source if isinstance(self.source, dict) else {}
+        sub = source.get("subAgent")
+        spawn = sub.get("thread_spawn") if isinstance(sub, dict) else None
+        path = spawn.get("agent_path") if isinstance(spawn, dict) else None
+        return path if isinstance(path, str) else None
 
 
 class TokenBreakdown(_Wire):

@@ -39,6 +39,39 @@ def test_a_spawn_message_is_answered_from_the_contract_of_the_packet_it_names(
     assert "files" in answer
 
 
+def v2_task(text: str, header: str = "NEW_TASK") -> dict[str, object]:
+    """A multi-agent v2 task as codex sends it to a child (docs/host.md)."""
+    head = f"Message Type: {header}\nTask name: /root/crw_x\nSender: /root\nPayload:\n"
+    return {
+        "type": "agent_message",
+        "author": "/root",
+        "recipient": "/root/crw_x",
+        "content": [
+            {"type": "input_text", "text": head},
+            {"type": "encrypted_content", "encrypted_content": text},
+        ],
+    }
+
+
+def test_a_v2_task_is_read_as_the_newest_user_message(tmp_path: Path) -> None:
+    """A v2 child's task is no user message: the mock reads it alike, so a script
+    keyed on its marker, and the contract of the packet it names, answer it; a
+    MESSAGE (send_message) is not a task."""
+    packet = tmp_path / "packet.md"
+    packet.write_text(f"# Task packet\n\n## Task\n\nLook.\n\n{output_contract(SCHEMA)}\n")
+    message = spawn_message("explore.1", 1, 1, "explorer", str(tmp_path), str(packet))
+    body = {"input": [user("<environment_context>…</environment_context>"), v2_task(message)]}
+    events = MockModel().handle("/v1/responses", body)
+    jsonschema.validate(json.loads(events[1]["item"]["content"][0]["text"]), SCHEMA)
+    model = MockModel()
+    model.script("crw-flow-op: explore.1/t1-a1", Reply("text", text="scripted"))
+    assert model.handle("/v1/responses", body)[1]["item"]["content"][0]["text"] == "scripted"
+    noted = {"input": [*body["input"], v2_task("A NOTE", header="MESSAGE")]}
+    assert model.requests[-1].user_text.endswith(message)
+    model.handle("/v1/responses", noted)
+    assert model.requests[-1].user_text.endswith(message)
+
+
 def test_a_client_that_goes_away_before_the_answer_leaves_no_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -1,0 +1,166 @@
+"""The bind decision on codex's multi-agent v2: the subagent found by its task name.
+
+On v2 a child's task is no user message, so its marker and packet cannot be read
+on the host (docs/host.md, "Multi-agent v2"): the step's task name
+(`crw.engine.steps.task_name`) stands where they stand on v1. The owner's thread
+names each child it spawned (a `subAgentActivity` item of kind `started`, its
+`agentPath` `/root/<task_name>`), also after the host restarts; the child's thread
+names its path (`source.subAgent.thread_spawn.agent_path`). The rest is v1's:
+the owner check, the pair check on model and effort (a v2 spawn asks for no agent
+type, so none is compared), the rows of a bind, the replies and their retries.
+Pure, as `crw.engine.steps.bind`; docs/session.md, "Multi-agent v2: binding by task
+name", is the design.
+"""
+
+from __future__ import annotations
+
+from crw.engine.config.roles import RolePair
+from crw.engine.steps.bind import (
+    EFFORT_UNCHECKED,
+    PAIR_UNCHECKED,
+    AttemptState,
+    Bound,
+    Decision,
+    PublishedStep,
+    Reply,
+    _pair_mismatch,
+    _retry,
+    _thread_started,
+    decide_failed,
+    marker_turn_started,
+)
+from crw.engine.steps.task_name import agent_path, name_of_path, task_name
+from crw.host.protocol import SubAgentActivity, Thread, Turn
+
+_HOST_GIVE_UP = (
+    "stop reporting it: the run binds the subagent by its task name once the host answers "
+    "(crw flow next shows the step while it waits)"
+)
+_TURN_GIVE_UP = (
+    "stop reporting it: the run binds it by its task name once its turn shows; if it was "
+    "not spawned (or followed up) with the step's task_name and message, take the step again"
+)
+
+
+def step_task_name(step: PublishedStep) -> str:
+    """The task name of a spawn step's child."""
+    return task_name(step.run, step.marker)
+
+
+def spawned_child(owner_thread: Thread, name: str) -> str | None:
+    """The thread id of the owner's child spawned as `name` (the first `started`
+    subAgentActivity at `/root/<name>` in the owner's turns), else None."""
+    path = agent_path(name)
+    for turn in owner_thread.turns:
+        for item in turn.items:
+            if (
+                isinstance(item, SubAgentActivity)
+                and item.kind == "started"
+                and item.agentPath == path
+                and item.agentThreadId
+            ):
+                return item.agentThreadId
+    return None
+
+
+def already_spawned(step: PublishedStep, failed: str) -> bool:
+    """Whether a refused spawn's output says the step's child exists already (codex
+    keeps one child per name: the step was taken twice)."""
+    return failed.strip() == f"agent path `{agent_path(step_task_name(step))}` already exists"
+
+
+def decide_failed_v2(step: PublishedStep, attempt: AttemptState, failed: str) -> Decision:
+    """A `--failed` report on v2: the step's name taken already is no refused spawn
+    (the run binds that child by its name); any other output is v1's spawn_failed."""
+    if step.action == "spawn" and already_spawned(step, failed):
+        path = agent_path(step_task_name(step))
+        return Reply(
+            "refused",
+            f"{path} is the step's subagent, spawned already: report it with --agent {path}, "
+            "or leave it: the run binds it by its task name",
+        )
+    return decide_failed(step, attempt, failed)
+
+
+def decide_bind_v2(
+    owner: str,
+    step: PublishedStep,
+    attempt: AttemptState,
+    pair: RolePair,
+    agent_id: str | None,
+    thread: Thread | None,
+    host_error: str | None = None,
+    *,
+    after_turn: str | None = None,
+    unknown: bool = False,
+    retries: int = 0,
+) -> Decision:
+    """Whether the child `thread` (`agent_id`'s, or the one the owner's thread names
+    for the step's task name) binds to the published `step`.
+
+    `after_turn`: for a send_input step (a follow-up), the turn id of the attempt's
+    previous step on the child; its turn is the first one after it.
+
+    Raises:
+        ValueError: `thread` is not `agent_id`'s.
+    """
+    if agent_id is not None and thread is not None and thread.id != agent_id:
+        raise ValueError(f"the host snapshot is thread {thread.id}, not {agent_id}")
+    bound_to = attempt.thread_id or (step.agent_id if step.action == "send_input" else None)
+    agent = agent_id if agent_id is not None else (thread.id if thread is not None else None)
+    if bound_to is not None and agent is not None and agent != bound_to:
+        return Reply("close", "a second subagent for a bound attempt")  # DISP-16
+    if unknown:
+        return Reply("refused", f"the host has no thread {agent}: report the step's subagent")
+    if host_error is not None or thread is None:
+        why = f": {host_error}" if host_error else ""
+        return _retry(f"the host cannot be read yet{why}", retries, _HOST_GIVE_UP)  # DISP-9
+    if thread.parentThreadId != owner:
+        return Reply("refused", "not a subagent of the owner thread")  # DISP-3, DISP-12
+    refused = _not_the_steps_child(step, thread)
+    if refused is not None:
+        return refused
+    turn = _step_turn(step, thread, after_turn)
+    if turn is None:
+        return _retry("the step's turn cannot be read yet", retries, _TURN_GIVE_UP)
+    turn_started = marker_turn_started(step, turn)
+    if step.action == "send_input":
+        return Bound(None, turn_started)  # BIND-7
+    mismatch = _pair_mismatch(pair, thread)  # DISP-5, DISP-7
+    if mismatch is not None:
+        return mismatch
+    warnings: list[str] = []
+    if pair.model is None:
+        warnings.append(PAIR_UNCHECKED)  # DISP-17
+    elif pair.effort is None:
+        warnings.append(EFFORT_UNCHECKED)  # DISP-19, DISP-20
+    return Bound(_thread_started(step, attempt, thread, warnings), turn_started, warnings)
+
+
+def _not_the_steps_child(step: PublishedStep, thread: Thread) -> Reply | None:
+    """A spawn step's child is at its task name's path; a follow-up's is the bound
+    child (checked above), spawned under a crw name. The digest in the name is the
+    run's, so a child of another run's step has another path (DISP-10)."""
+    path = thread.agent_path
+    if step.action == "spawn" and path == agent_path(step_task_name(step)):
+        return None
+    if step.action == "send_input" and name_of_path(path) is not None:
+        return None
+    if name_of_path(path) is not None:
+        return Reply("refused", f"the subagent {path} carries another step or run's task name")
+    return Reply(
+        "refused",
+        f"the subagent ({path or 'no path'}) was not spawned with a task name of the run: "
+        "spawn again with the step's task_name and message",
+    )
+
+
+def _step_turn(step: PublishedStep, thread: Thread, after_turn: str | None) -> Turn | None:
+    """A spawn's turn is the child's first; a follow-up's the first after `after_turn`."""
+    if step.action == "spawn":
+        return thread.turns[0] if thread.turns else None
+    ids = [turn.id for turn in thread.turns]
+    if after_turn is None or after_turn not in ids:
+        return None
+    later = thread.turns[ids.index(after_turn) + 1 :]
+    return later[0] if later else None
