@@ -25,7 +25,7 @@ from trio.testing import MockClock
 
 from tests.mock_clock import holding_jumps
 
-pytest_plugins = ["tests.drills.table", "tests.codex_bins", "tests.leaks"]
+pytest_plugins = ["tests.drills.table", "tests.codex_bins", "tests.leaks", "tests.cpu"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
