@@ -9,13 +9,20 @@ seconds, to PATH; `docs/performance.md` ("Where the CPU goes") reads them so:
 
     CRW_TEST_CPU=/tmp/cpu.jsonl make test
     python -m tests.cpu /tmp/cpu.jsonl
+
+`python -m tests.cpu tree CMD...` runs CMD as a child subreaper: every process
+under it, a detached run process too, is reaped here when it ends, so the CPU it
+prints is that of the whole tree (`time CMD` counts only what CMD's own
+descendants waited for).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import resource
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -78,5 +85,30 @@ def summary(path: Path, top: int = 25) -> str:
     return "\n".join(lines)
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def tree(argv: list[str]) -> int:
+    """Run `argv`, reap every orphan it leaves until none is left (60 s at most),
+    print its wall time and the CPU of the whole tree; its exit code."""
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    began = time.monotonic()
+    code = subprocess.call(argv)
+    wall = time.monotonic() - began
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                time.sleep(0.1)
+        except ChildProcessError:
+            break
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"tree: exit {code}, wall {wall:.1f} s, CPU {used.ru_utime:.1f} s user + "
+          f"{used.ru_stime:.1f} s sys", file=sys.stderr)  # fmt: skip
+    return code
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "tree":
+        sys.exit(tree(sys.argv[2:]))
     print(summary(Path(sys.argv[1])))
