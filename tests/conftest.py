@@ -12,6 +12,11 @@ job) inherits SIGINT ignored, every process it starts would too, and a test that
 sends SIGINT (`show --follow`'s Ctrl-C, a bench stopped at its limit) would wait
 for a process that never hears it. `pytest_configure` gives SIGINT back its
 default handling, which children get at exec.
+
+Hypothesis's `deadline` (200 ms an example) and its `too_slow` health check are
+wall-clock bounds: on a loaded machine a property test failed on them
+(`test_gate`'s admission order, 220 ms) though nothing was wrong. The suite's
+profile has neither; a test that sets its own keeps its own.
 """
 
 from __future__ import annotations
@@ -21,11 +26,21 @@ from collections.abc import Iterator
 
 import pytest
 import trio
+from hypothesis import HealthCheck, settings
 from trio.testing import MockClock
 
 from tests.mock_clock import holding_jumps
 
-pytest_plugins = ["tests.drills.table", "tests.codex_bins", "tests.postgres"]
+pytest_plugins = [
+    "tests.drills.table",
+    "tests.codex_bins",
+    "tests.postgres",
+    "tests.leaks",
+    "tests.cpu",
+]
+
+settings.register_profile("crw", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("crw")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from crw.cli.output import one_line
 from tests.deadlines import LOADED
-from tests.processes import processes_under
+from tests.processes import reap_naming
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "crw" / "examples"
@@ -86,12 +86,13 @@ class Crw:
 
     def reap(self) -> None:
         """Kill the processes the commands started: those whose pid a command
-        printed, and every other whose command line names the state directory (a
-        run process a start without --json launched, one that stays to wait for
-        its host after a host_unavailable pause)."""
-        for pid in [*self.pids, *processes_under(self.state)]:
+        printed, and every other whose command line or environment names the state
+        directory (a run process a start without --json launched, one that stays to
+        wait for its host after a host_unavailable pause), again until none is left."""
+        for pid in self.pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        reap_naming(self.state)
 
 
 @pytest.fixture

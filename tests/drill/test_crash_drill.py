@@ -46,6 +46,7 @@ from crw.journal.stores import read_run_journal
 from tests.actors.test_app_server_run import CHAIN
 from tests.cli.conftest import REPO, Crw
 from tests.deadlines import LOADED
+from tests.processes import reap_naming
 
 CALL = "build.1"
 WORKFLOW = CHAIN.replace('name = "chain"\npool = 2', 'name = "drill"\npool = 1')
@@ -205,13 +206,20 @@ class Drill:
         return trio.run(_subagent_turns, self.socket, self.owner_thread)
 
     def reap(self) -> None:
-        for child in self.processes:
+        """Every process the drill started, by pid: the owner first (it starts
+        commands), the host, then every process that names the drill's directory
+        until none is left. A command the owner had in flight outlives the owner's
+        kill, and a `crw flow next` that finds the run unheld (its run process just
+        killed) resumes it (CMD-NEXT-18): the rounds kill that one too, and the run
+        process it launched, which would otherwise wait an hour for its host."""
+        for child in sorted(self.processes, key=lambda child: child is not self.owner):
             kill(child.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=5)
         run_pids = [r["pid"] for r in self.rows() if r["row"] == "started"] if self.run else []
         for pid in {*self.crw.pids, *run_pids}:
             kill(pid)
+        reap_naming(self.root)
 
     def take_run_lock_once_released(self, timeout: float = DEADLINE) -> int:
         """Hold the run lock from the moment the run process lets it go (it died,
