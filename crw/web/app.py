@@ -31,6 +31,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crw.engine.run.rundir import RunDir
+from crw.journal.replay import TOKEN_PARTS
 from crw.web import decide, live, views
 from crw.web.guard import TOKEN_FIELD, TOKEN_HEADER, Guard
 
@@ -84,6 +85,7 @@ class Pages:
             autoescape=True,
             undefined=jinja2.StrictUndefined,
         )
+        self.env.filters["pretty"] = views.pretty
 
     def page(self, request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         """Template `name` rendered; the token in it (and its cookie set) only for a
@@ -145,7 +147,12 @@ class Pages:
         entry = data["by_call"].get(wanted)
         if entry is None:
             return self.missing(request, f"call {wanted} of run {found.id}")
-        return self.page(request, "call.html", run=data, call=views.call_cells(entry))
+        detail = await trio.to_thread.run_sync(
+            lambda: views.call_view(found, self.ui.state_dir, wanted)
+        )
+        actions = [a for a in decide.offered(data, data["held"]) if a.call == wanted]
+        return self.page(request, "call.html", run=data, call=views.call_cells(entry),
+                         detail=detail, actions=actions, parts=TOKEN_PARTS)  # fmt: skip
 
     async def timeline(self, request: Request) -> Response:
         found = self.found(request)
