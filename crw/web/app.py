@@ -17,7 +17,7 @@ the cookie it sets), so another local user cannot read it off a page.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crw.engine.run.rundir import RunDir
+from crw.engine.views.call_detail import CallDetail, TranscriptView
 from crw.journal.replay import TOKEN_PARTS
 from crw.web import decide, live, views
 from crw.web.guard import TOKEN_FIELD, TOKEN_HEADER, Guard
@@ -46,6 +47,8 @@ SECURITY_HEADERS = {
     "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
+TRANSCRIPT_WAIT = 5.0
+"""Seconds a call page asked for its transcript (`?transcript=1`) waits for the host."""
 
 
 @dataclass
@@ -150,9 +153,12 @@ class Pages:
         detail = await trio.to_thread.run_sync(
             lambda: views.call_view(found, self.ui.state_dir, wanted)
         )
+        if detail is not None and request.query_params.get("transcript"):
+            detail = replace(detail, transcript=await _transcript(found, detail))
         actions = [a for a in decide.offered(data, data["held"]) if a.call == wanted]
         return self.page(request, "call.html", run=data, call=views.call_cells(entry),
-                         detail=detail, actions=actions, parts=TOKEN_PARTS)  # fmt: skip
+                         detail=detail, actions=actions, parts=TOKEN_PARTS,
+                         transcript_wait=f"{TRANSCRIPT_WAIT:g}")  # fmt: skip
 
     async def timeline(self, request: Request) -> Response:
         found = self.found(request)
@@ -196,6 +202,22 @@ class Pages:
             return self.page(request, "confirm.html", run=data, action=action, command=command)
         done = await decide.run(command, self.ui.cwd)
         return self.page(request, "done.html", run=data, action=action, done=done)
+
+
+async def _transcript(run: RunDir, detail: CallDetail) -> TranscriptView:
+    """The host's transcript of the call's newest turn, or why the host gave none
+    (it did not answer in TRANSCRIPT_WAIT seconds, or is gone)."""
+    from crw.cli.read.call import newest_turn
+    from crw.cli.read.call_transcript import read_transcript
+    from crw.cli.read.run_spec import spec_json
+
+    host = (await trio.to_thread.run_sync(spec_json, run)).get("host")
+    turn = newest_turn(detail)
+    thread_id, turn_id = (turn.thread_id, turn.turn_id) if turn is not None else (None, None)
+    with trio.move_on_after(TRANSCRIPT_WAIT):
+        return await read_transcript(host if isinstance(host, str) else None, thread_id, turn_id)
+    why = f"the host did not answer in {TRANSCRIPT_WAIT:g} s"
+    return TranscriptView(thread_id, turn_id, None, (), why)
 
 
 def guarded(app: ASGIApp, guard: Guard) -> ASGIApp:

@@ -6,6 +6,7 @@ and hostile text rendered as text."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ from urllib.parse import quote
 import pytest
 from starlette.testclient import TestClient
 
+from crw.cli.read import run_spec
+from crw.web import app
 from crw.web.app import Ui, build
 from crw.web.guard import Guard
 from tests.cli.conftest import Crw
@@ -85,6 +88,38 @@ def test_a_repaired_call_shows_its_turns_packet_answer_schema_repair_and_tokens(
     parts = ("input", "cached_input", "output", "reasoning_output", "total")
     assert "call " + " ".join(str(tokens.get(p, 0)) for p in parts) in flat
     assert f"path {view['workspace']['path']} kind directory" in flat
+    assert 'href="?transcript=1#transcript"' in page.text  # the host is not asked unless told
+    assert "the host cannot give it" not in flat
+
+
+def test_asked_for_the_transcript_a_gone_host_is_one_line(demo: tuple[Crw, str]) -> None:
+    crw, run = demo
+    with client_of(crw.state) as client:
+        page = client.get(f"/runs/{run}/calls/plan.1", params={"transcript": "1"})
+    assert page.status_code == 200
+    (line,) = [ln for ln in text(page.text).splitlines() if "the host cannot give it" in ln]
+    assert "cannot reach the host" in line
+
+
+def test_a_host_that_does_not_answer_is_given_up_on_after_the_wait(
+    demo: tuple[Crw, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host that takes the connection and never answers: the page is answered
+    after TRANSCRIPT_WAIT with why, not held for the host's own timeout."""
+    crw, run = demo
+    where = tmp_path / "mute.sock"
+    mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mute.bind(str(where))
+    mute.listen(1)  # never accepted: a connect succeeds, nothing answers
+    monkeypatch.setattr(app, "TRANSCRIPT_WAIT", 0.3)
+    monkeypatch.setattr(run_spec, "spec_json", lambda _run: {"host": f"unix:{where}"})
+    try:
+        with client_of(crw.state) as client:
+            page = client.get(f"/runs/{run}/calls/plan.1", params={"transcript": "1"})
+    finally:
+        mute.close()
+    assert page.status_code == 200
+    assert "the host cannot give it: the host did not answer in 0.3 s" in squeezed(page.text)
 
 
 def test_a_review_call_shows_its_verdict_and_crws_verdict_schema(demo: tuple[Crw, str]) -> None:
