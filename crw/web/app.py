@@ -3,7 +3,8 @@
 text, never markup).
 
 Routes: `/` the runs, `/runs/{run}` one run (`?page=` its calls, `?before=` its
-rows), `/runs/{run}/calls/{call}` one call, `/runs/{run}/timeline.svg`, the
+rows), `/runs/{run}/calls/{call}` one call (`?transcript=1`: the host asked
+for its newest turn's transcript), `/runs/{run}/timeline.svg`, the
 events of both lists (`/events`, `/runs/{run}/events`), the fragments a page
 fetches again when an event says so (`?part=1` a run's live part, `?part=rows`
 its last page of rows), and `POST /runs/{run}/do` the

@@ -1,7 +1,8 @@
 """What the pages show, read as the commands read it: the runs as `crw flow list`
 lists them (`crw.cli.read.list.listed`), a run as `crw flow status --json` shows it
 (`crw.cli.read.status.run_status`, through the replay snapshot), its rows as
-`crw flow show` prints them (`crw.engine.views.row_lines`), a page at a time.
+`crw flow show` prints them (`crw.engine.views.row_lines`), a page at a time,
+a call as `crw flow call` shows it (`crw.cli.read.call.read_call`).
 
 No request reads a whole journal: a run's page replays the snapshot and the rows
 after it, its calls and its rows come a page at a time, and a page of rows is a
