@@ -11,6 +11,8 @@ each page is fetched --runs times over HTTP; the figures are medians in ms:
 - `rows_page`: the run's page with its oldest rows (`?before=` a small offset);
 - `runs_list`: the runs list;
 - `run_part`: the fragment the page fetches again when the run's state changes;
+- `call_page`: the page of one call in the middle (`crw flow call`'s view: the
+  replay snapshot, then the call's own rows found by a byte search);
 - `timeline`: the timeline SVG, asked for on its own (the journal read whole);
 - `first_event`: from opening the run's event stream to its first event;
 - with `--listed N` (50), N-1 more finished runs beside it (copies of a
@@ -116,6 +118,7 @@ def main() -> None:
                 "rows_page": f"{origin}/runs/{run}?before=70000",
                 "runs_list": f"{origin}/",
                 "run_part": f"{origin}/runs/{run}?part=1",
+                "call_page": f"{origin}/runs/{run}/calls/n{args.calls // 2:05d}.1",
                 "timeline": f"{origin}/runs/{run}/timeline.svg",
             }
             figures: dict[str, object] = {"calls": args.calls, "made_s": round(made_s, 1)}

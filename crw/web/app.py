@@ -3,7 +3,8 @@
 text, never markup).
 
 Routes: `/` the runs, `/runs/{run}` one run (`?page=` its calls, `?before=` its
-rows), `/runs/{run}/calls/{call}` one call, `/runs/{run}/timeline.svg`, the
+rows), `/runs/{run}/calls/{call}` one call (`?transcript=1`: the host asked
+for its newest turn's transcript), `/runs/{run}/timeline.svg`, the
 events of both lists (`/events`, `/runs/{run}/events`), the fragments a page
 fetches again when an event says so (`?part=1` a run's live part, `?part=rows`
 its last page of rows), and `POST /runs/{run}/do` the
@@ -17,7 +18,7 @@ the cookie it sets), so another local user cannot read it off a page.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from crw.engine.run.rundir import RunDir
+from crw.engine.views.call_detail import CallDetail, TranscriptView
+from crw.journal.replay import TOKEN_PARTS
 from crw.web import decide, live, views
 from crw.web.guard import TOKEN_FIELD, TOKEN_HEADER, Guard
 
@@ -45,6 +48,8 @@ SECURITY_HEADERS = {
     "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
+TRANSCRIPT_WAIT = 5.0
+"""Seconds a call page asked for its transcript (`?transcript=1`) waits for the host."""
 
 
 @dataclass
@@ -84,6 +89,7 @@ class Pages:
             autoescape=True,
             undefined=jinja2.StrictUndefined,
         )
+        self.env.filters["pretty"] = views.pretty
 
     def page(self, request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         """Template `name` rendered; the token in it (and its cookie set) only for a
@@ -145,7 +151,15 @@ class Pages:
         entry = data["by_call"].get(wanted)
         if entry is None:
             return self.missing(request, f"call {wanted} of run {found.id}")
-        return self.page(request, "call.html", run=data, call=views.call_cells(entry))
+        detail = await trio.to_thread.run_sync(
+            lambda: views.call_view(found, self.ui.state_dir, wanted)
+        )
+        if detail is not None and request.query_params.get("transcript"):
+            detail = replace(detail, transcript=await _transcript(found, detail))
+        actions = [a for a in decide.offered(data, data["held"]) if a.call == wanted]
+        return self.page(request, "call.html", run=data, call=views.call_cells(entry),
+                         detail=detail, actions=actions, parts=TOKEN_PARTS,
+                         transcript_wait=f"{TRANSCRIPT_WAIT:g}")  # fmt: skip
 
     async def timeline(self, request: Request) -> Response:
         found = self.found(request)
@@ -189,6 +203,22 @@ class Pages:
             return self.page(request, "confirm.html", run=data, action=action, command=command)
         done = await decide.run(command, self.ui.cwd)
         return self.page(request, "done.html", run=data, action=action, done=done)
+
+
+async def _transcript(run: RunDir, detail: CallDetail) -> TranscriptView:
+    """The host's transcript of the call's newest turn, or why the host gave none
+    (it did not answer in TRANSCRIPT_WAIT seconds, or is gone)."""
+    from crw.cli.read.call import newest_turn
+    from crw.cli.read.call_transcript import read_transcript
+    from crw.cli.read.run_spec import spec_json
+
+    host = (await trio.to_thread.run_sync(spec_json, run)).get("host")
+    turn = newest_turn(detail)
+    thread_id, turn_id = (turn.thread_id, turn.turn_id) if turn is not None else (None, None)
+    with trio.move_on_after(TRANSCRIPT_WAIT):
+        return await read_transcript(host if isinstance(host, str) else None, thread_id, turn_id)
+    why = f"the host did not answer in {TRANSCRIPT_WAIT:g} s"
+    return TranscriptView(thread_id, turn_id, None, (), why)
 
 
 def guarded(app: ASGIApp, guard: Guard) -> ASGIApp:

@@ -1,7 +1,8 @@
 """What the pages show, read as the commands read it: the runs as `crw flow list`
 lists them (`crw.cli.read.list.listed`), a run as `crw flow status --json` shows it
 (`crw.cli.read.status.run_status`, through the replay snapshot), its rows as
-`crw flow show` prints them (`crw.engine.views.row_lines`), a page at a time.
+`crw flow show` prints them (`crw.engine.views.row_lines`), a page at a time,
+a call as `crw flow call` shows it (`crw.cli.read.call.read_call`).
 
 No request reads a whole journal: a run's page replays the snapshot and the rows
 after it, its calls and its rows come a page at a time, and a page of rows is a
@@ -19,17 +20,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from crw.cli.read.call import read_call
 from crw.cli.read.list import listed
 from crw.cli.read.list_filter import ENDED, STATES
 from crw.cli.read.list_table import age
 from crw.cli.read.run_spec import spec_json
 from crw.cli.read.status import run_status
 from crw.cli.read.status_text import call_notes, short_tokens
+from crw.engine.run.locks import is_held
 from crw.engine.run.rundir import RunDir, list_runs
+from crw.engine.views.call_detail import CallDetail
 from crw.engine.views.durations import duration
 from crw.engine.views.row_lines import row_line
 from crw.engine.views.run_view import parse_at
 from crw.journal.log import JournalCorruptError, decode
+from crw.journal.snapshot import replay_journal
 
 RUNS_PAGE = 50
 """Runs a page of the runs list shows."""
@@ -163,6 +168,22 @@ def call_cells(call: dict[str, Any]) -> dict[str, Any]:
         "time_text": duration(call["seconds"]),
         "reason_text": call_notes(call) or call["reason"] or "",
     }
+
+
+def call_view(run: RunDir, state_dir: Path, call: str) -> CallDetail | None:
+    """Call `call` of the run as `crw flow call RUN CALL --json` shows it (its rows,
+    packets, schema and, on git, changed files; never the host's transcript), or
+    None when the journal cannot be replayed."""
+    try:
+        run_state, read = replay_journal(run.journal, live=is_held(run.run_lock))
+    except JournalCorruptError:
+        return None
+    return read_call(run, run_state, read.end, call, state_ref=state_ref(state_dir))
+
+
+def pretty(value: Any) -> str:
+    """`value` as indented JSON (a string, for the page to escape)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
 def history(run: RunDir, *, before: int | None) -> dict[str, Any]:

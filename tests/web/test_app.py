@@ -88,12 +88,17 @@ def test_the_run_page_shows_status_calls_its_next_commands_and_its_rows(
     assert client.get("/runs/nope").status_code == 404
 
 
-def test_a_call_page_holds_its_status_line_until_the_call_view_fills_it(
+def test_a_call_page_keeps_its_status_line_and_offers_the_calls_own_answers(
     client: TestClient,
 ) -> None:
     page = client.get(f"/runs/{HELD_RUN}/calls/build.1")
     assert page.status_code == 200
-    assert "build.1 build executor held 0 0 0" in " ".join(text(page.text).split())
+    shown = " ".join(text(page.text).split())
+    assert "build.1 build executor held 0 0 0" in shown
+    assert "error the subagent vanished" in shown  # the held reason's error
+    offered = re.findall(r'data-action="([a-z-]+)" data-call="([^"]*)"', page.text)
+    assert offered == [("answer-retry", "build.1"), ("answer-skip", "build.1"),
+                       ("answer-abort", "build.1")]  # fmt: skip
     assert client.get(f"/runs/{HELD_RUN}/calls/build.9").status_code == 404
 
 

@@ -354,6 +354,14 @@ def test_a_hostile_node_id_and_answer_are_shown_as_text_in_the_browser(
             browser.switch_to.alert.accept()  # the markup's alert() never ran
         browser.get(f"{ui.origin}/runs/{run}/calls/{urllib.parse.quote(call, safe='')}")
         assert HOSTILE in browser.find_element("tag name", "h1").text
+        # The call page's answer, pretty JSON in a <pre>: the characters it holds.
+        assert json.loads(browser.find_element("id", "answer").text) == {"summary": HOSTILE}
+        assert browser.find_elements("css selector", "main img, main script") == []
+        with pytest.raises(NoAlertPresentException):
+            browser.switch_to.alert.accept()
+        browser.get(f"{ui.origin}/runs/{run}/calls/fix.1")
+        state = browser.find_element("id", "call-state").text
+        assert "schema_invalid_after_repair" in state and f"answer: {HOSTILE}" in state
 
 
 def test_sigterm_stops_the_view_cleanly_with_an_event_stream_open(drill: UiDrill) -> None:
