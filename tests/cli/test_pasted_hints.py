@@ -102,7 +102,9 @@ def test_start_hints_paste_on_a_state_path_with_a_space(tmp_path: Path, sim: Pat
         status = _pasted(crw, _after(out.stdout, "see it with: "))
         assert status.code == 0, status.stderr
         assert status.stdout.startswith("run pasted-"), status.stdout
-        steps = _pasted(crw, _after(out.stdout, "take its steps with: ").replace("30", "0"))
+        steps = _pasted(
+            crw, _after(out.stdout, "take its steps with: ").replace("--wait 30", "--wait 0")
+        )
         assert steps.code == 0, steps.stderr
     finally:
         crw.reap()
