@@ -18,6 +18,13 @@ DEADLINE = "deadline"
 and the node's `timeout` run out."""
 
 
+def paused_why(why: str | None) -> str:
+    """What follows "paused" in a line a user reads: `by crw flow pause` for the pause
+    the user asked for (its reason, `paused`, would only repeat the state), else
+    `(why)`: `(host_unavailable: …)`."""
+    return "by crw flow pause" if why in (None, "", PAUSED) else f"({why})"
+
+
 def held_by_pause(ended: Mapping[str, Any] | None) -> bool:
     """A call's terminal row is a pause's hold: the resumed run goes on with the
     call in place, as with a decision to retry (ATT-30)."""

@@ -67,6 +67,15 @@ def test_run_paused_for_its_host_says_so_in_status(crw: Crw) -> None:
     assert f"paused (host_unavailable: {error})" in flow(crw, "next")["hint"]
 
 
+def test_run_paused_by_crw_flow_pause_says_so_plainly(crw: Crw) -> None:
+    """spec: CMD-NEXT-2: the reason `paused` is not repeated after the state."""
+    paused_run(crw, Paused(reason="paused", request="q-1"))
+    assert flow(crw, "status")["paused"]["reason"] == "paused"
+    human = crw("flow", "status", RUN, "--state", str(crw.state)).stdout.splitlines()
+    assert human[1] == "  paused by crw flow pause"
+    assert "The run is paused by crw flow pause;" in flow(crw, "next")["hint"]
+
+
 def test_resumed_run_is_no_longer_shown_paused(crw: Crw) -> None:
     run = paused_run(crw, Paused(reason="host_unavailable", error="gone"))
     commit(run, Started(backend="session", pid=2))

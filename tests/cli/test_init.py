@@ -59,6 +59,14 @@ def test_on_a_simulated_host_that_takes_any_model_init_writes_a_store_start_take
         result = _init(crw, "--host", host, "--json")
         assert result.code == 0, result.stderr
         started = crw.start(WORKFLOW, "--host", host, "--owner", owner).json()
+        env = crw.env | {"CODEX_THREAD_ID": owner}
+        known = crw(
+            "flow", "init", "--state", str(crw.state), "--host", host, "--force", "--json", env=env
+        )
+        assert known.json()["next"] == (
+            f"crw flow start WORKFLOW --host {host} --owner {owner} --state {crw.state}"
+        )
+        assert known.json()["owner_fix"] is None
     out = result.json()
     assert out["path"] == str(crw.state / "roles.toml") and out["replaced"] is False
     assert out["model"] == "sim-model"  # the model the simulated host's threads get
@@ -68,7 +76,10 @@ def test_on_a_simulated_host_that_takes_any_model_init_writes_a_store_start_take
         "effort": "high",
     }
     assert (out["agent_types_unknown"], out["install"]) == ([], None)
-    assert out["next"] == f"crw flow start WORKFLOW --host {host} --state {crw.state}"
+    assert out["next"] == (
+        f"crw flow start WORKFLOW --host {host} --owner THREAD --state {crw.state}"
+    )
+    assert "$CODEX_THREAD_ID" in out["owner_fix"]
     assert load_roles(crw.state / "roles.toml").role_pairs() == out["pairs"]
     fact = _role_models(started)
     assert (fact["ok"], fact["problems"]) == (True, [])
@@ -96,6 +107,14 @@ def test_on_a_host_with_a_catalog_init_takes_its_default_and_names_the_install(
     with _sim(tmp_path, models=("gpt-5", "gpt-5-mini")) as (host, owner):
         again = _init(crw, "--host", host, "--force", "--model", "gpt-5-mini", "--json")
         started = crw.start(WORKFLOW, "--host", host, "--owner", owner).json()
+        env = crw.env | {"CODEX_THREAD_ID": owner}
+        known = crw(
+            "flow", "init", "--state", str(crw.state), "--host", host, "--force", "--json", env=env
+        )
+        assert known.json()["next"] == (
+            f"crw flow start WORKFLOW --host {host} --owner {owner} --state {crw.state}"
+        )
+        assert known.json()["owner_fix"] is None
     assert again.code == 0, again.stderr
     out = again.json()
     assert (out["replaced"], out["model"], out["agent_types_unknown"]) == (True, "gpt-5-mini", [])

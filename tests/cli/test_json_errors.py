@@ -11,7 +11,10 @@ import pytest
 
 from crw.cli.app import app
 from crw.cli.output import error_parts
+from crw.journal.rows import Ended, Started
 from tests.cli.conftest import Crw
+from tests.cli.test_fault_views import commit
+from tests.cli.test_next import RUN, new_run
 
 
 def _json_commands(tree: object = app, chain: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
@@ -112,3 +115,16 @@ def test_an_error_line_splits_at_its_last_semicolon(
     line: str, parts: tuple[str, str | None]
 ) -> None:
     assert error_parts(line) == parts
+
+
+def test_resume_of_an_ended_run_gives_an_action_as_its_fix(crw: Crw) -> None:
+    """An ended run is refused (exit 1), and its `--json` fix is a command to run."""
+    commit(new_run(crw), Started(backend="session", pid=1), Ended(status="completed"))
+    state = str(crw.state)
+    refused = crw("flow", "resume", RUN, "--state", state, "--json")
+    assert refused.code == 1 and refused.stderr == ""
+    assert refused.json() == {
+        "error": f"run {RUN} ended (completed) and resumes no more",
+        "fix": f"see its outcome with crw flow result {RUN} --state {state}, or run it "
+        f"again from a node with crw flow rerun {RUN} --from NODE --state {state}",
+    }

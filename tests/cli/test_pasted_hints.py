@@ -102,7 +102,9 @@ def test_start_hints_paste_on_a_state_path_with_a_space(tmp_path: Path, sim: Pat
         status = _pasted(crw, _after(out.stdout, "see it with: "))
         assert status.code == 0, status.stderr
         assert status.stdout.startswith("run pasted-"), status.stdout
-        steps = _pasted(crw, _after(out.stdout, "take its steps with: ").replace("30", "0"))
+        steps = _pasted(
+            crw, _after(out.stdout, "take its steps with: ").replace("--wait 30", "--wait 0")
+        )
         assert steps.code == 0, steps.stderr
     finally:
         crw.reap()
@@ -172,11 +174,17 @@ def test_inits_start_line_pastes_on_a_host_and_state_with_spaces(tmp_path: Path)
         init = crw("flow", "init", "--host", f"unix:{socket}", "--state", str(crw.state))
         assert init.code == 0, init.stderr
         line = _after(init.stdout, "then start a run: ")
+        assert " --owner THREAD " in line and "THREAD is the owner thread's id" in init.stdout
         workflow = str(_workflow(tmp_path))
-        line = line.replace("WORKFLOW", f"'{workflow}' --input note=x --backend app-server")
-        started = _pasted(crw, line)
+        owner = crw("host", "sim", "owner", "start", "--socket", str(socket))
+        assert owner.code == 0, owner.stderr
+        thread = owner.stdout.splitlines()[0]
+        line = line.replace("WORKFLOW", f"'{workflow}' --input note=x").replace("THREAD", thread)
+        started = _pasted(crw, f"{line} --json")
         assert started.code == 0, started.stderr
-        assert _spec(crw, started.stdout.split()[1])["host"] == f"unix:{socket}"
+        assert _spec(crw, started.json()["run"])["host"] == f"unix:{socket}"
+        (fact,) = [fact for fact in started.json()["facts"] if fact["name"] == "owner_bound"]
+        assert fact["ok"] is True, fact
         owner = crw("host", "sim", "owner", "start", "--socket", str(socket))
         assert owner.code == 0, owner.stderr
         line = _after(owner.stdout, "start a session run on it: ")

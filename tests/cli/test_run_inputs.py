@@ -127,8 +127,8 @@ def _started(run: RunDir) -> list[dict[str, object]]:
 def test_a_missing_ill_typed_or_unknown_input_is_refused_before_any_run_exists(
     crw: Crw, tmp_path: Path
 ) -> None:
-    """Exit 2, one line naming the input and its line in the workflow; no run
-    directory made, by start or validate."""
+    """Exit 2, one line naming the input and its line in the workflow (an input given
+    twice: the input); no run directory made, by start or validate."""
     workflow, _ = _files(tmp_path)
     cases = [
         ([], f"{workflow}:4: input 'issue': is required and has no value (the issue to fix); "),
@@ -139,6 +139,10 @@ def test_a_missing_ill_typed_or_unknown_input_is_refused_before_any_run_exists(
         (
             ["--input-file", "issue=issue.md", "--input", "colour=red"],
             f"{workflow}: no input 'colour' is declared; use one of: issue, attempts, strict",
+        ),
+        (
+            ["--input-file", "issue=issue.md", "--input", "attempts=2", "--input", "attempts=3"],
+            '--input attempts is given twice ("2" and "3"); give each input once',
         ),
     ]
     for args, line in cases:

@@ -214,7 +214,7 @@ def test_a_running_then_crashed_then_paused_run_has_its_timeline(
     assert [t for t in titles if t and t.startswith(("process started", "paused"))] == [
         f"process started (pid {pid})",
         f"process started (pid {here})",
-        "paused: paused",
+        "paused by crw flow pause",
     ]
 
 

@@ -107,7 +107,7 @@ def test_each_call_is_a_lane_of_its_attempts_turns_and_marks_on_the_time_axis() 
         ("held", x(5), "work.1: held: paused"),
         ("review_reject", x(9), "review.1: review: reject (1 finding)"),
         ("run_started", x(0), "process started (pid 7)"),
-        ("run_paused", x(5), "paused: paused"),
+        ("run_paused", x(5), "paused by crw flow pause"),
         ("run_started", x(6), "process started (pid 8)"),
         ("run_ended", x(10), "ended: failed"),
     ]

@@ -221,7 +221,8 @@ def test_pause_ends_the_wait_with_4_a_timeout_with_124_and_cancel_with_5(
     paused = followers.ended("paused", piped)
     assert paused.code == 4, paused.stdout
     assert paused.stdout.splitlines()[-1] == (
-        f"run {run} paused (paused); go on with: crw flow resume {run} --detach --state {state}"
+        f"run {run} paused by crw flow pause; go on with: "
+        f"crw flow resume {run} --detach --state {state}"
     )
     assert paused.stdout.splitlines()[-2].startswith(f"-- run {run} paused: 1/3 calls done")
 

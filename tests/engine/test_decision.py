@@ -55,7 +55,12 @@ def test_the_same_answer_again_is_already_and_another_is_refused() -> None:
     answered = [*HELD, row("decision", choice="retry")]
     assert answer(answered, "retry") == Already("retry")
     refused = answer(answered, "skip")
-    assert isinstance(refused, Refused) and "was answered retry already" in refused.line
+    assert isinstance(refused, Refused)
+    assert refused.line == (
+        "call build.1 of run r1 was answered retry already, and a held call takes one "
+        "answer: the run goes on with retry; see it with crw flow status r1 (go on with "
+        "crw flow resume r1 --detach if no process runs it)"
+    )
 
 
 def test_a_call_held_again_after_a_retry_takes_a_new_answer() -> None:

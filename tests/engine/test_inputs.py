@@ -152,9 +152,15 @@ def test_a_missing_unknown_or_ill_typed_value_is_refused_naming_the_input(
 
 
 def test_a_pair_without_an_equals_sign_is_refused() -> None:
-    assert parse_pairs(["a=1", "b=x=y", "a=2"], "--input") == {"a": "2", "b": "x=y"}
+    assert parse_pairs(["a=1", "b=x=y"], "--input") == {"a": "1", "b": "x=y"}
     with pytest.raises(InputError, match='--input "a" is not NAME=VALUE'):
         parse_pairs(["a"], "--input")
+
+
+def test_a_name_given_twice_is_refused_naming_it() -> None:
+    with pytest.raises(InputError) as given:
+        parse_pairs(["a=1", "b=x", "a=2"], "--input")
+    assert str(given.value) == '--input a is given twice ("1" and "2"); give each input once'
 
 
 def test_a_task_renders_the_recorded_values_and_the_run_copy_of_a_file(tmp_path: Path) -> None:

@@ -71,7 +71,8 @@ def init_command(
     unknown = unknown_types(choice.pairs, known)
     make_dirs(state_dir)
     write_atomic(path, store_text(choice, str(uri)).encode("utf-8"))
-    start = _start_hint(uri, state_dir if state else None)
+    owner = environ.get("CRW_OWNER_THREAD") or environ.get("CODEX_THREAD_ID") or None
+    start = _start_hint(uri, state_dir if state else None, owner)
     payload: dict[str, Any] = {
         "path": str(path),
         "replaced": there,
@@ -82,6 +83,8 @@ def init_command(
         "config": str(tables) if unknown else None,
         "install": CODEX_INSTALL if unknown else None,
         "next": start,
+        "owner": owner,
+        "owner_fix": None if owner else OWNER_FIX,
     }
     emit(json, payload, "\n".join(_lines(payload)))
     return 0
@@ -108,11 +111,23 @@ def _check_names(choice: Choice, uri: HostUri) -> None:
             ) from None
 
 
-def _start_hint(uri: HostUri, state: Path | None) -> str:
+OWNER_FIX = (
+    "THREAD is the owner thread's id: $CODEX_THREAD_ID in a Codex thread's shell, or "
+    "the id `crw host sim owner start --socket PATH` prints on the simulated host"
+)
+"""What the start line's `--owner THREAD` asks for, when init knows no owner."""
+
+
+def _start_hint(uri: HostUri, state: Path | None, owner: str | None) -> str:
     """The start of a session run on this store (a session run shares its owner's
-    host: a private codex host is not one, the daemon's socket is the default)."""
+    host: a private codex host is not one, the daemon's socket is the default). It
+    names the owner init's shell has, else `--owner THREAD`: without one the run
+    starts unbound and waits."""
     where = f" --host {shell_word(str(uri))}" if uri.kind != "codex" else ""
-    return f"crw flow start WORKFLOW{where}" + (f" --state {shell_word(state)}" if state else "")
+    who = f" --owner {shell_word(owner)}" if owner else " --owner THREAD"
+    return f"crw flow start WORKFLOW{where}{who}" + (
+        f" --state {shell_word(state)}" if state else ""
+    )
 
 
 def _lines(payload: Mapping[str, Any]) -> list[str]:
@@ -135,4 +150,6 @@ def _lines(payload: Mapping[str, Any]) -> list[str]:
             f"with: {payload['install']}"
         )
     lines.append(f"  then start a run: {payload['next']}")
+    if payload["owner_fix"]:
+        lines.append(f"  {payload['owner_fix']}")
     return lines

@@ -15,6 +15,7 @@ from collections import Counter
 from typing import Any
 
 from crw.cli.output import format_tokens
+from crw.engine.held_reasons import paused_why
 from crw.engine.views.durations import duration
 
 SUMMARY_OVER = 40
@@ -180,7 +181,10 @@ def _head(payload: dict[str, Any]) -> list[str]:
             "  ",
         )
     if payload["state"] == "paused":
-        lines.append(f"  paused: {outcome['reason']}")
+        why = paused_why(outcome["reason"])
+        lines.append(
+            f"  paused {why}" if why.startswith("by ") else f"  paused: {outcome['reason']}"
+        )
         waiter = payload.get("host_wait")
         if waiter is not None:
             lines.append(

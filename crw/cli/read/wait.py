@@ -32,6 +32,7 @@ from crw.cli.read.follow import SAFETY_WAKE, JournalTail, RunWake
 from crw.cli.read.run_spec import spec_json, workflow_file, workflow_plan
 from crw.cli.read.watch import WatchView
 from crw.engine.held_fix import answer_choices
+from crw.engine.held_reasons import paused_why
 from crw.engine.run.locks import is_launching, run_is_live
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.engine.views.run_outcome import exit_code, settled
@@ -122,7 +123,7 @@ def _last_line(payload: Payload, tail: JournalTail, more: str, timeout: float | 
         return f"run {run} completed ({counts}); its answers: crw flow result {run}{more}"
     if outcome == "paused":
         resume = f"crw flow resume {run} --detach{more}"
-        return f"run {run} paused ({payload['reason']}); go on with: {resume}"
+        return f"run {run} paused {paused_why(payload['reason'])}; go on with: {resume}"
     if outcome == "waiting_decision":
         calls = tail.state.calls
         held = ", ".join(f"{call} ({calls[call].reason or 'held'})" for call in payload["held"])

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from crw.cli.output import emit
+from crw.cli.shell import shell_word
 from crw.engine.run.launch_record import LaunchFailure
 from crw.engine.run.locks import (
     RunHeldError,
@@ -42,8 +43,9 @@ if TYPE_CHECKING:
     from crw.engine.run.launch import Launch
 
 
-def check_resumable(run_dir: RunDir, spec: RunSpec) -> None:
-    """Refuse a resume that must not happen, before anything of the run changes."""
+def check_resumable(run_dir: RunDir, spec: RunSpec, state: str | None = None) -> None:
+    """Refuse a resume that must not happen, before anything of the run changes
+    (`state`: the `--state` the command was given, for the commands it names)."""
     run = replay(read_run_journal(run_dir.journal).rows)
     check_backend(run, spec)
     if run_is_live(run_dir):
@@ -53,7 +55,12 @@ def check_resumable(run_dir: RunDir, spec: RunSpec) -> None:
             f"follow it with: crw flow status {spec.id}"
         )
     if run.state == "ended":
-        raise RefusedError(f"run {spec.id} ended ({run.ended_status}); there is nothing to resume")
+        more = f" --state {shell_word(state)}" if state else ""
+        raise RefusedError(
+            f"run {spec.id} ended ({run.ended_status}) and resumes no more; see its outcome "
+            f"with crw flow result {spec.id}{more}, or run it again from a node with "
+            f"crw flow rerun {spec.id} --from NODE{more}"
+        )
 
 
 def not_resumed(run_id: str, failure: LaunchFailure) -> str:
@@ -119,7 +126,7 @@ def resume_command(run: str, *, detach: bool, state: str | None, json: bool) -> 
     state_dir = resolve_state(state, os.environ, Path.cwd())
     run_dir = find_run(state_dir, run)
     spec = read_run_spec(run_dir.run_json)
-    check_resumable(run_dir, spec)
+    check_resumable(run_dir, spec, state)
     if is_launching(run_dir):
         pid = holder_pid(launch_lock_path(run_dir))
         raise RefusedError(

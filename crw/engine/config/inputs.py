@@ -107,10 +107,11 @@ class RunInput:
 
 
 def parse_pairs(given: Sequence[str], flag: str) -> dict[str, str]:
-    """`NAME=VALUE` arguments of `flag` (`--input`, `--input-file`), the last of a name kept.
+    """`NAME=VALUE` arguments of `flag` (`--input`, `--input-file`), each name once.
 
     Raises:
-        InputError: an argument without `=`.
+        InputError: an argument without `=`, or a name given twice (which value was
+            meant is the user's to say).
     """
     out: dict[str, str] = {}
     for pair in given:
@@ -118,6 +119,11 @@ def parse_pairs(given: Sequence[str], flag: str) -> dict[str, str]:
         if not sep or not name:
             raise InputError(
                 f"{flag} {json.dumps(pair)} is not NAME=VALUE; write it as {flag} NAME=VALUE"
+            )
+        if name in out:
+            raise InputError(
+                f"{flag} {name} is given twice ({json.dumps(out[name])} and "
+                f"{json.dumps(value)}); give each input once"
             )
         out[name] = value
     return out

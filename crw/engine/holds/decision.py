@@ -110,10 +110,7 @@ def decide_answer(
     if run.state == "ended":
         return Refused(_ended_line(run, run_id, call, again))
     if given is not None:
-        return Refused(
-            f"call {call} of run {run_id} was answered {given} already; an answer is given "
-            f"once a hold (see crw flow status {run_id})"
-        )
+        return Refused(_answered_line(run_id, call, given))
     if state.state != "held" or held is None:
         return Refused(
             f"call {call} of run {run_id} is {state.state}, not held; only a held call "
@@ -160,10 +157,7 @@ def _restart(
         return Refused(_ended_line(run, run_id, call, again))
     held, given = answered(call_rows)
     if state.state == "held" and given is not None:
-        return Refused(
-            f"call {call} of run {run_id} was answered {given} already; an answer is given "
-            f"once a hold (see crw flow status {run_id})"
-        )
+        return Refused(_answered_line(run_id, call, given))
     if state.state not in _OPEN and state.state != "held":
         return Refused(
             f"call {call} of run {run_id} is {state.state}; only a held call, or an open "
@@ -311,3 +305,13 @@ def earlier_attempts(rows: Sequence[Row]) -> list[str]:
         f"attempt {n}: {', '.join(markers)}: {ends.get(n, 'stopped')}"
         for n, markers in sorted(turns.items())
     ]
+
+
+def _answered_line(run_id: str, call: str, given: str) -> str:
+    """The refusal of a second answer to one hold: what was answered, and that the
+    run goes on with it."""
+    return (
+        f"call {call} of run {run_id} was answered {given} already, and a held call takes "
+        f"one answer: the run goes on with {given}; see it with crw flow status {run_id} "
+        f"(go on with crw flow resume {run_id} --detach if no process runs it)"
+    )

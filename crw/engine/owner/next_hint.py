@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crw.engine.held_fix import answer_choices, with_fix
+from crw.engine.held_reasons import paused_why
 from crw.engine.owner.next_state import RESUMABLE_STATES, NextRead, can_do_nothing, step_key
 
 WAIT_AGENT_TIMEOUT_MS = 30_000
@@ -86,7 +87,7 @@ def _dead_sentences(
 ) -> list[str]:
     """A run no process holds and none could start for: its state, what stopped
     the launch and what to run once it is fixed; its steps are a dead process's."""
-    sentences = [f"The run is paused ({paused_reason})."] if state == "paused" else []
+    sentences = [f"The run is paused {paused_why(paused_reason)}."] if state == "paused" else []
     if state == "waiting_decision":
         sentences.append(_decision_sentence(read))
     sentences.append(
@@ -147,13 +148,13 @@ def _state_sentences(state: str, paused_reason: str | None, read: NextRead) -> l
         resume = read.command("resume", "--detach")
         again = read.command("next", f"--wait {read.wait:g}" if read.wait > 0 else "--wait 30")
         return [
-            f"The run is paused ({paused_reason}); its process {pid} waits for the host "
+            f"The run is paused {paused_why(paused_reason)}; its process {pid} waits for the host "
             f"until {until} and goes on by itself when it answers: ask again with {again}, "
             f"which answers when the run's state changes; to go on now instead: {resume}."
         ]
     if state == "paused":
         resume = read.command("resume", "--detach")
-        return [f"The run is paused ({paused_reason}); go on with: {resume}."]
+        return [f"The run is paused {paused_why(paused_reason)}; go on with: {resume}."]
     if state == "starting":
         return [f"The run is starting: its process is coming up; {_ask_again(read)}."]
     if state == "waiting_decision":

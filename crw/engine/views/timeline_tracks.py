@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from crw.engine.held_reasons import paused_why
 from crw.engine.views.run_view import parse_at
 from crw.journal.replay import add_tokens, replay, token_parts
 
@@ -296,6 +297,6 @@ _CALL_ROWS = {
 
 _RUN_MARKS = {
     "started": lambda row: f"process started (pid {row.get('pid') or '-'})",
-    "paused": lambda row: f"paused: {row.get('reason') or 'paused'}",
+    "paused": lambda row: f"paused {paused_why(row.get('reason'))}",
     "ended": lambda row: f"ended: {row.get('status') or 'ended'}",
 }

@@ -1,8 +1,8 @@
 """`crw host sim serve --socket PATH`: the simulated host as a shared app-server.
 
-Serves WebSocket over a unix socket until SIGINT or SIGTERM, like `codex
-app-server --listen unix://PATH`. A socket file no server answers on is stale and
-removed first; one a live server answers on is refused.
+Serves WebSocket over a unix socket until SIGINT, SIGTERM or SIGHUP (its terminal
+closed), like `codex app-server --listen unix://PATH`. A socket file no server
+answers on is stale and removed first; one a live server answers on is refused.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
+from types import FrameType
 
 import trio
 
@@ -36,23 +37,58 @@ def serve_command(socket: Path, codex_home: Path | None, models: str | None = No
     """
     path = socket.absolute()
     _clear_stale(path)
+    stop = _Stop()
     if codex_home is not None:
-        error = _serve_in(path, codex_home, models)
-    else:  # a home of its own, removed when it stops (a signal included)
-        with tempfile.TemporaryDirectory(
-            prefix="crw-sim-home-", ignore_cleanup_errors=True
-        ) as made:
-            error = _serve_in(path, Path(made), models)
+        error = _serve_in(path, codex_home, models, stop)
+    else:
+        error = _serve_in_temporary_home(path, models, stop)
     if error is not None:
         raise RefusedError(f"cannot listen on unix:{path}: {error.strerror or error}")
     return 0
 
 
-def _serve_in(path: Path, home: Path, models: str | None) -> OSError | None:
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that stop the server: each removes a temporary home on the way out."""
+
+
+class _Stopped(Exception):
+    """A stop signal came while no trio receiver listened (before or after serving)."""
+
+
+class _Stop:
+    """The Python handler of the stop signals outside trio's receiver: the first
+    raises `_Stopped`, so the temporary home's `with` removes it; any later one, or
+    any once the receiver took one, is ignored while the home is being removed."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if not self.stopping:
+            self.stopping = True
+            raise _Stopped
+
+
+def _serve_in_temporary_home(path: Path, models: str | None, stop: _Stop) -> OSError | None:
+    """Serve in a home of its own, removed however the server stops but SIGKILL."""
+    previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS}
+    try:
+        with tempfile.TemporaryDirectory(
+            prefix="crw-sim-home-", ignore_cleanup_errors=True
+        ) as made:
+            return _serve_in(path, Path(made), models, stop)
+    except _Stopped:
+        return None
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _serve_in(path: Path, home: Path, models: str | None, stop: _Stop) -> OSError | None:
     make_dirs(home)
     names = tuple(name.strip() for name in (models or "").split(",") if name.strip())
     catalog = Catalog.of(names, home) if models is not None else None
-    return trio.run(_serve, path, home, catalog)
+    return trio.run(_serve, path, home, catalog, stop)
 
 
 def _clear_stale(path: Path) -> None:
@@ -77,9 +113,9 @@ def _clear_stale(path: Path) -> None:
     )
 
 
-async def _serve(path: Path, home: Path, catalog: Catalog | None) -> OSError | None:
+async def _serve(path: Path, home: Path, catalog: Catalog | None, stop: _Stop) -> OSError | None:
     """Serve until a signal; the error binding the socket, if it could not."""
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with open_sim_host(home, catalog=catalog) as host, trio.open_nursery() as nursery:
             try:
                 await nursery.start(serve_unix, host, path)
@@ -87,6 +123,7 @@ async def _serve(path: Path, home: Path, catalog: Catalog | None) -> OSError | N
                 return err
             print(f"listening on unix:{path}", flush=True, file=sys.stdout)
             async for _ in signals:
+                stop.stopping = True  # a signal after the receiver closes is ignored
                 nursery.cancel_scope.cancel()
                 break
     return None
