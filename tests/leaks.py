@@ -68,11 +68,35 @@ def started_by(pid: int, base: Path, tests: dict[str, str]) -> str:
     return "an unknown test"
 
 
+OURS = ("python", "crw", "codex", "node", "postgres", "chrom")
+"""The programs the suite starts, by how their executable's name begins."""
+
+
+def ours(pid: int, base: Path) -> bool:
+    """Whether process `pid` is the suite's own: it names `base` in its command line
+    or working directory, or it runs a program the suite starts. A process found
+    only through an environment it inherited is otherwise the user's shell set-up
+    that a real codex's tool shell ran (`~/.bashrc`'s `pyenv init`: a
+    `pyenv-rehash` waiting for its lock); it is killed with the others, never
+    reported as a leak."""
+    proc = Path(f"/proc/{pid}")
+    under = re.compile(re.escape(os.fsencode(base)) + rb"(?=[/\0]|$)")
+    with contextlib.suppress(OSError):
+        if under.search((proc / "cmdline").read_bytes()):
+            return True
+        if under.search(os.fsencode(os.readlink(proc / "cwd")) + b"\0"):
+            return True
+        return Path(os.readlink(proc / "exe")).name.startswith(OURS)
+    return False
+
+
 def leak_report(base: Path, tests: dict[str, str], grace: float = GRACE) -> str | None:
-    """None when no process names `base`; else every one is killed and the report
-    says which (and which test started it)."""
-    found = leaked(base, grace)
+    """None when no process of the suite's own names `base`; else every process
+    that names it is killed and the report says which of its own (and which test
+    started it)."""
+    found = {pid: command for pid, command in leaked(base, grace).items() if ours(pid, base)}
     if not found:
+        reap_naming(base)
         return None
     lines = [f"pid {pid} ({command}), started by {started_by(pid, base, tests)}"
              for pid, command in found.items()]  # fmt: skip

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import REPO
+from tests.leaks import leak_report
 from tests.processes import processes_naming, reap_naming
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
@@ -39,6 +40,31 @@ def test_a_process_is_found_by_the_directory_its_environment_names(reaped: Path)
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_shell_set_up_process_found_by_its_environment_only_is_killed_not_reported(
+    reaped: Path,
+) -> None:
+    """A program the suite does not start (the user's `pyenv-rehash` that a real
+    codex's tool shell ran), named only by the TMPDIR it inherited, is killed and
+    is no leak; a program of the suite's own so named is one."""
+    (reaped / "tmp").mkdir()
+    env = os.environ | {"TMPDIR": str(reaped / "tmp")}
+    shell = subprocess.Popen(["sleep", "120"], env=env, cwd="/", start_new_session=True)
+    try:
+        assert leak_report(reaped, {}, grace=0) is None
+        assert shell.wait(timeout=10) == -9
+    finally:
+        shell.kill()
+        shell.wait()
+    ours = subprocess.Popen(SLEEP, env=env, cwd="/", start_new_session=True)
+    try:
+        report = leak_report(reaped, {}, grace=0)
+        assert report is not None and f"pid {ours.pid} " in report
+        assert ours.wait(timeout=10) == -9
+    finally:
+        ours.kill()
+        ours.wait()
 
 
 INNER = """

@@ -47,7 +47,6 @@ from crw.engine.config.workflow import Workflow, load_workflow
 from crw.engine.run.launch_check import changed_workflow
 from crw.engine.run.launch_record import clear_failure
 from crw.engine.run.locks import ProcessLock, hold_run
-from crw.engine.run.rerun import read_reused
 from crw.engine.run.run_inputs import task_inputs
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.engine.run.runspec import RunSpec, check_backend, read_run_spec, recorded_env
@@ -133,7 +132,11 @@ async def run_process(
         raise InputError(changed)
     check_fix_efforts(workflow, roles, state_dir / "roles.toml")  # a role store changed since
     inputs = task_inputs(spec, run_dir)  # from the run, never from a command line
-    reused = read_reused(run_dir.reused, spec.id) if spec.rerun is not None else []
+    reused: list[Any] = []
+    if spec.rerun is not None:  # a rerun's rows; its reuse rules load only for one
+        from crw.engine.run.rerun import read_reused
+
+        reused = read_reused(run_dir.reused, spec.id)
     with hold_run(run_dir) as lock:
         history = read_run_journal(run_dir.journal)  # decoded and replayed once a process
         past = replay(history.rows)
@@ -191,13 +194,21 @@ def _appended(journal: Path, history: JournalRead) -> list[dict[str, Any]]:
     return decode(data, journal, after=history.last_seq).rows
 
 
+COLLECT_BEFORE_SNAPSHOT = 8 << 20
+"""Journal bytes from which the exit collects before its snapshot's replay (some
+3,000 calls): below, what the run left in cycles is too little to matter."""
+
+
 def _keep_snapshot(run_dir: RunDir) -> None:
     """Leave the replay snapshot of the journal as this process leaves it, so the
     owner's next `status` or `next` reads only what later processes append. The
     journal is replayed a piece at a time: decoded whole, a big run's rows would be
     the process's peak memory. What the run left in cycles (its tasks, their
-    exceptions) is collected first, so the replay reuses its memory."""
-    gc.collect()
+    exceptions) is collected first when the journal is big, so the replay reuses
+    its memory (a small run's exit makes no collection)."""
+    with contextlib.suppress(OSError):
+        if run_dir.journal.stat().st_size >= COLLECT_BEFORE_SNAPSHOT:
+            gc.collect()
     with contextlib.suppress(CrwError, OSError):  # else the commands read it whole
         replayed = replay_pieces(run_dir.journal, results=False)  # it keeps none
         save_snapshot(run_dir.journal, replayed.state, replayed.end, replayed.crc)

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from crw.bus import live
-from crw.engine.answers.answer import digest
 from crw.engine.run.rundir import PRIVATE_DIR, RunDir
 from crw.engine.steps.markers import marker, op
 
@@ -175,12 +174,15 @@ def write_packet(
 def packet_whole(run: RunDir, call: str, k: int, attempt: int, packet_digest: str) -> bool:
     """Whether the packet of `marker(call, k, attempt)` is there with the text its
     row's `packet_digest` names (a power loss may take an unsynced packet, or
-    leave it torn, while its step file survives)."""
+    leave it torn, while its step file survives). Imports the answer's digest
+    only here, at a resume: the commands that read the bus never load jsonschema."""
     packet_path, _ = _step_paths(run, call, k, attempt)
     try:
         text = read_bytes(packet_path).decode()
     except (OSError, UnicodeDecodeError):
         return False
+    from crw.engine.answers.answer import digest
+
     return digest(text) == packet_digest
 
 

@@ -100,8 +100,9 @@ async def test_a_bound_steps_retraction_its_reply_and_the_close_step_take_no_wor
         mine = [(kind, in_loop) for kind, c, in_loop in events if c == call]
         assert mine == [("step", True), ("retract", True), ("reply", True), ("close", True)]
         assert kinds(rows, call)[-1] == "completed"
-    # The harness's owner lists the bus from a worker thread; the journal's open is one.
-    del hops["list_steps"], hops["open"]
+    # The harness's owner lists the bus from a worker thread; the journal's open
+    # (its store's `open_appender`) is one.
+    del hops["list_steps"], hops["open_appender"]
     assert hops == {}
 
 

@@ -33,6 +33,7 @@ Row = Mapping[str, Any]
 
 NOTE_ROWS = frozenset(
     {
+        "reused",
         "interrupt_requested",
         "decision",
         "evidence_placed",
