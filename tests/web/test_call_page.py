@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -20,26 +19,12 @@ from crw.web import app
 from crw.web.app import Ui, build
 from crw.web.guard import Guard
 from tests.cli.conftest import Crw
+from tests.cli.test_call import demo as demo  # the fixture: the demo's ended session run
 from tests.web.runs import COMPLETED, HOSTILE, call_rows, started, write_run
 from tests.web.test_app import ORIGIN, text
 
 pytestmark = pytest.mark.xdist_group("test_call_page")
 """One xdist worker runs the whole module: its tests share the demo's run."""
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Crw, str]]:
-    """The demo's session run, ended: its Crw and run id."""
-    root = tmp_path_factory.mktemp("demo")
-    (root / "tmp").mkdir()
-    crw = Crw(root / "state", root / "tmp")
-    try:
-        done = crw("flow", "demo", "--state", str(crw.state), "--json")
-        assert done.code == 0, done.stderr
-        crw.pids.append(done.json()["host_pid"])
-        yield crw, done.json()["run"]
-    finally:
-        crw.reap()
 
 
 def client_of(state: Path) -> TestClient:

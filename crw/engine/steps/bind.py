@@ -246,22 +246,13 @@ def decide_bind(
     Raises:
         ValueError: `thread` is not `agent_id`'s.
     """
-    if agent_id is not None and thread is not None and thread.id != agent_id:
-        raise ValueError(f"the host snapshot is thread {thread.id}, not {agent_id}")
-    bound_to = attempt.thread_id or (step.agent_id if step.action == "send_input" else None)
-    agent = agent_id if agent_id is not None else (thread.id if thread is not None else None)
-    if bound_to is not None and agent is not None and agent != bound_to:
-        return Reply("close", "a second subagent for a bound attempt")  # DISP-16
-    if unknown:
-        return Reply(
-            "refused",
-            f"the host has no thread {agent}: report the agent_id spawn_agent answered",
-        )
-    if host_error is not None or thread is None:
-        why = f": {host_error}" if host_error else ""
-        return _retry(f"the host cannot be read yet{why}", retries, _HOST_GIVE_UP)  # DISP-9
-    if thread.parentThreadId != owner:
-        return Reply("refused", "not a subagent of the owner thread")  # DISP-3, DISP-12
+    decided = owners_subagent(
+        owner, step, attempt, agent_id, thread, host_error,
+        unknown=unknown, retries=retries, report="the agent_id spawn_agent answered",
+    )  # fmt: skip
+    if decided is not None:
+        return decided
+    assert thread is not None  # owners_subagent decides a thread not read
     another = other_run(thread, step.run)
     if another is not None:
         return Reply("refused", another)  # DISP-10: the subagent is another run's
@@ -274,7 +265,48 @@ def decide_bind(
     turn_started = marker_turn_started(step, turn)
     if step.action == "send_input":
         return Bound(None, turn_started)  # BIND-7: the subagent's pair was checked at its bind
-    return _bind_spawn(step, attempt, pair, thread, turn_started)
+    return bind_spawn(step, attempt, pair, thread, turn_started)
+
+
+def owners_subagent(
+    owner: str,
+    step: PublishedStep,
+    attempt: AttemptState,
+    agent_id: str | None,
+    thread: Thread | None,
+    host_error: str | None,
+    *,
+    unknown: bool,
+    retries: int,
+    report: str,
+    host_give_up: str = "",
+) -> Decision | None:
+    """The checks every bind makes before it looks at the step's turn, by whatever
+    protocol the subagent was spawned: a second subagent for a bound attempt, a
+    thread the host does not know (`report`: what the owner should report
+    instead), a host not read yet (`host_give_up`: what the owner is told once it
+    reported too often; the marker's words by default), a thread that is not the
+    owner's subagent.
+    None: `thread` is read and is the owner's subagent; the caller goes on.
+
+    Raises:
+        ValueError: `thread` is not `agent_id`'s.
+    """
+    if agent_id is not None and thread is not None and thread.id != agent_id:
+        raise ValueError(f"the host snapshot is thread {thread.id}, not {agent_id}")
+    bound_to = attempt.thread_id or (step.agent_id if step.action == "send_input" else None)
+    agent = agent_id if agent_id is not None else (thread.id if thread is not None else None)
+    if bound_to is not None and agent is not None and agent != bound_to:
+        return Reply("close", "a second subagent for a bound attempt")  # DISP-16
+    if unknown:
+        return Reply("refused", f"the host has no thread {agent}: report {report}")
+    if host_error is not None or thread is None:
+        why = f": {host_error}" if host_error else ""
+        give_up = host_give_up or _HOST_GIVE_UP
+        return _retry(f"the host cannot be read yet{why}", retries, give_up)  # DISP-9
+    if thread.parentThreadId != owner:
+        return Reply("refused", "not a subagent of the owner thread")  # DISP-3, DISP-12
+    return None
 
 
 _HOST_GIVE_UP = (
@@ -296,13 +328,17 @@ def _retry(reason: str, retries: int, give_up: str) -> Reply:
     return Reply("refused", f"{reason} (answered retry {retries} times): {give_up}")
 
 
-def _bind_spawn(
+def bind_spawn(
     step: PublishedStep,
     attempt: AttemptState,
     pair: RolePair,
     thread: Thread,
     turn_started: TurnStarted,
+    *,
+    agent_role: bool = True,
 ) -> Decision:
+    """A spawned subagent's pair checked and its bind decided; `agent_role`: its
+    thread names the agent type it was spawned as (multi-agent v1; v2 names none)."""
     mismatch = _pair_mismatch(pair, thread)
     if mismatch is not None:
         return mismatch
@@ -311,7 +347,7 @@ def _bind_spawn(
         warnings.append(PAIR_UNCHECKED)  # DISP-17
     elif pair.effort is None:
         warnings.append(EFFORT_UNCHECKED)  # DISP-19, DISP-20
-    if thread.agentRole != pair.agent_type:
+    if agent_role and thread.agentRole != pair.agent_type:
         warnings.append(SESSION_AGENT_ROLE_MISMATCH)  # DISP-18: recorded, and bound
     return Bound(_thread_started(step, attempt, thread, warnings), turn_started, warnings)
 

@@ -16,18 +16,16 @@ from __future__ import annotations
 
 from crw.engine.config.roles import RolePair
 from crw.engine.steps.bind import (
-    EFFORT_UNCHECKED,
-    PAIR_UNCHECKED,
     AttemptState,
     Bound,
     Decision,
     PublishedStep,
     Reply,
-    _pair_mismatch,
     _retry,
-    _thread_started,
+    bind_spawn,
     decide_failed,
     marker_turn_started,
+    owners_subagent,
 )
 from crw.engine.steps.task_name import agent_path, name_of_path, task_name
 from crw.host.protocol import SubAgentActivity, Thread, Turn
@@ -104,19 +102,14 @@ def decide_bind_v2(
     Raises:
         ValueError: `thread` is not `agent_id`'s.
     """
-    if agent_id is not None and thread is not None and thread.id != agent_id:
-        raise ValueError(f"the host snapshot is thread {thread.id}, not {agent_id}")
-    bound_to = attempt.thread_id or (step.agent_id if step.action == "send_input" else None)
-    agent = agent_id if agent_id is not None else (thread.id if thread is not None else None)
-    if bound_to is not None and agent is not None and agent != bound_to:
-        return Reply("close", "a second subagent for a bound attempt")  # DISP-16
-    if unknown:
-        return Reply("refused", f"the host has no thread {agent}: report the step's subagent")
-    if host_error is not None or thread is None:
-        why = f": {host_error}" if host_error else ""
-        return _retry(f"the host cannot be read yet{why}", retries, _HOST_GIVE_UP)  # DISP-9
-    if thread.parentThreadId != owner:
-        return Reply("refused", "not a subagent of the owner thread")  # DISP-3, DISP-12
+    decided = owners_subagent(
+        owner, step, attempt, agent_id, thread, host_error,
+        unknown=unknown, retries=retries, report="the step's subagent",
+        host_give_up=_HOST_GIVE_UP,
+    )  # fmt: skip
+    if decided is not None:
+        return decided
+    assert thread is not None  # owners_subagent decides a thread not read
     refused = _not_the_steps_child(step, thread)
     if refused is not None:
         return refused
@@ -126,15 +119,7 @@ def decide_bind_v2(
     turn_started = marker_turn_started(step, turn)
     if step.action == "send_input":
         return Bound(None, turn_started)  # BIND-7
-    mismatch = _pair_mismatch(pair, thread)  # DISP-5, DISP-7
-    if mismatch is not None:
-        return mismatch
-    warnings: list[str] = []
-    if pair.model is None:
-        warnings.append(PAIR_UNCHECKED)  # DISP-17
-    elif pair.effort is None:
-        warnings.append(EFFORT_UNCHECKED)  # DISP-19, DISP-20
-    return Bound(_thread_started(step, attempt, thread, warnings), turn_started, warnings)
+    return bind_spawn(step, attempt, pair, thread, turn_started, agent_role=False)
 
 
 def _not_the_steps_child(step: PublishedStep, thread: Thread) -> Reply | None:
