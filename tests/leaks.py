@@ -73,18 +73,16 @@ OURS = ("python", "crw", "codex", "node", "postgres", "chrom")
 
 
 def ours(pid: int, base: Path) -> bool:
-    """Whether process `pid` is the suite's own: it names `base` in its command line
-    or working directory, or it runs a program the suite starts. A process found
-    only through an environment it inherited is otherwise the user's shell set-up
-    that a real codex's tool shell ran (`~/.bashrc`'s `pyenv init`: a
-    `pyenv-rehash` waiting for its lock); it is killed with the others, never
-    reported as a leak."""
+    """Whether process `pid` is the suite's own: it runs a program the suite
+    starts, or names `base` in its command line. Any other process found through
+    its working directory or an environment it inherited is the user's shell
+    set-up that a real codex's tool shell ran in a test's directory
+    (`~/.bashrc`'s `pyenv init`: a `pyenv-rehash` waiting for its lock, its
+    `sleep 0.1`); it is killed with the others, never reported as a leak."""
     proc = Path(f"/proc/{pid}")
     under = re.compile(re.escape(os.fsencode(base)) + rb"(?=[/\0]|$)")
     with contextlib.suppress(OSError):
         if under.search((proc / "cmdline").read_bytes()):
-            return True
-        if under.search(os.fsencode(os.readlink(proc / "cwd")) + b"\0"):
             return True
         return Path(os.readlink(proc / "exe")).name.startswith(OURS)
     return False

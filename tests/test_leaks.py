@@ -46,11 +46,12 @@ def test_a_shell_set_up_process_found_by_its_environment_only_is_killed_not_repo
     reaped: Path,
 ) -> None:
     """A program the suite does not start (the user's `pyenv-rehash` that a real
-    codex's tool shell ran), named only by the TMPDIR it inherited, is killed and
-    is no leak; a program of the suite's own so named is one."""
+    codex's tool shell ran in a test's directory), named only by its working
+    directory and the TMPDIR it inherited, is killed and is no leak; a program of
+    the suite's own so named is one."""
     (reaped / "tmp").mkdir()
     env = os.environ | {"TMPDIR": str(reaped / "tmp")}
-    shell = subprocess.Popen(["sleep", "120"], env=env, cwd="/", start_new_session=True)
+    shell = subprocess.Popen(["sleep", "120"], env=env, cwd=reaped, start_new_session=True)
     try:
         assert leak_report(reaped, {}, grace=0) is None
         assert shell.wait(timeout=10) == -9
