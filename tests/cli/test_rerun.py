@@ -208,3 +208,27 @@ def test_a_rerun_takes_the_sources_inputs_unless_given_anew(drill: AppDrill) -> 
     assert next(r for r in rows if r["row"] == "started")["inputs"] == spec["inputs"]
     build = next(r for r in rows if r["row"] == "step_published" and r["call"] == "build.1")
     assert "Fix bug 8 in ui, from " in build["input"]
+
+
+def test_a_rerun_of_a_run_started_with_a_raised_file_limit_keeps_that_limit(
+    drill: AppDrill,
+) -> None:
+    """A source whose workflow is over the default 1 MiB, started with
+    `CRW_MAX_FILE_BYTES` raised: its rerun, from a shell that sets no limit,
+    loads the same file under the source's recorded limit and records it too."""
+    limit = 2 * 1024 * 1024
+    drill.workflow.write_text(drill.workflow.read_text() + "#" * (1024 * 1024 + 1) + "\n")
+    drill.host("sim/script", BROKEN)
+    env = drill.crw.env
+    drill.crw.env = env | {"CRW_MAX_FILE_BYTES": str(limit)}
+    try:
+        source = failed_run(drill)
+    finally:
+        drill.crw.env = env
+    assert "CRW_MAX_FILE_BYTES" not in drill.crw.env
+    drill.host("sim/script", GOOD)
+    done = cli(drill, "flow", "rerun", source, "--from", "build", "--wait", "--json")
+    assert done.code == 0, done.stderr
+    rerun = RunDir(drill.crw.state / "flow" / json.loads(done.stdout)["run"])
+    assert json.loads(rerun.run_json.read_text())["max_file_bytes"] == limit
+    assert read_run_journal(rerun.journal).rows[-1]["status"] == "completed"
