@@ -239,17 +239,16 @@ def _batch_start(data: bytes) -> tuple[int, int]:
 
 
 def timeline_svg(run: RunDir) -> str:
-    """The run's timeline as `crw flow timeline --out FILE.svg` draws it (its
-    journal read whole: asked for on its own, never with the page)."""
+    """The run's timeline as `crw flow timeline --out FILE.svg` draws it: from the
+    snapshot of its fold and the rows after it (`crw.cli.read.timeline_read`)."""
     from crw.cli.read.timeline import render_svg
-    from crw.engine.run.locks import is_held
-    from crw.engine.views.timeline import MAX_LANES, layout
-    from crw.journal.log import read_journal
+    from crw.cli.read.timeline_read import read_tracks
+    from crw.engine.views.timeline import MAX_LANES, layout_tracks
 
     live = is_held(run.run_lock)
-    rows = read_journal(run.journal).rows
     now = datetime.now(UTC) if live else None
-    return render_svg(layout(rows, run=run.id, now=now, max_lanes=MAX_LANES))
+    read = read_tracks(run, now=now, live=live)
+    return render_svg(layout_tracks(read, run=run.id, max_lanes=MAX_LANES))
 
 
 def _at(at: str | None) -> str:
