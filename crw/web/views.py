@@ -285,17 +285,36 @@ def _batch_start(data: bytes) -> tuple[int, int]:
     return len(data), 0
 
 
+_TIMELINES: dict[Path, tuple[tuple[int, ...], str]] = {}
+"""The timelines of the runs no process held drawn last (ENDED_KEPT of them), by
+run directory, with the journal's size and times they were drawn at."""
+
+
 def timeline_svg(run: RunDir) -> str:
     """The run's timeline as `crw flow timeline --out FILE.svg` draws it: from the
-    snapshot of its fold and the rows after it (`crw.cli.read.timeline_read`)."""
+    snapshot of its fold and the rows after it (`crw.cli.read.timeline_read`). Of
+    a run no process holds (nothing is drawn up to now) the picture drawn before
+    while its journal is unchanged."""
     from crw.cli.read.timeline import render_svg
     from crw.cli.read.timeline_read import read_tracks
     from crw.engine.views.timeline import MAX_LANES, layout_tracks
 
+    key = _ended_key(run)  # before the read: a change during it draws again next time
     live = is_held(run.run_lock)
+    with _ENDED_LOCK:
+        kept = _TIMELINES.get(run.root)
+    if not live and key is not None and kept is not None and kept[0] == key:
+        return kept[1]
     now = datetime.now(UTC) if live else None
-    read = read_tracks(run, now=now, live=live)
-    return render_svg(layout_tracks(read, run=run.id, max_lanes=MAX_LANES))
+    svg = render_svg(layout_tracks(read_tracks(run, now=now, live=live), run=run.id,
+                                   max_lanes=MAX_LANES))  # fmt: skip
+    if not live and key is not None:
+        with _ENDED_LOCK:
+            _TIMELINES.pop(run.root, None)
+            _TIMELINES[run.root] = (key, svg)
+            while len(_TIMELINES) > ENDED_KEPT:
+                del _TIMELINES[next(iter(_TIMELINES))]
+    return svg
 
 
 def _at(at: str | None) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -158,3 +159,25 @@ async def test_a_wake_of_one_run_reads_that_run_again_not_every_run(
     assert reads == [woken.id]
     shown = {entry["run"]: entry["calls"]["done"] for entry in again["runs"]}
     assert shown[woken.id] == 1 and sum(shown.values()) == 1
+
+
+def test_the_timeline_of_a_run_no_process_holds_is_drawn_again_only_when_its_journal_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crw.cli.read import timeline_read
+
+    state = tmp_path / "state"
+    run = write_run(state, RUN, [started(), *call_rows("build.1", "build", end=COMPLETED),
+                                 {"row": "ended", "status": "completed"}])  # fmt: skip
+    reads: list[str] = []
+    real = timeline_read.read_tracks
+
+    def counted(run_dir: RunDir, **kwargs: Any) -> Any:
+        reads.append(run_dir.id)
+        return real(run_dir, **kwargs)
+
+    monkeypatch.setattr(timeline_read, "read_tracks", counted)
+    first = views.timeline_svg(run)
+    assert views.timeline_svg(run) == first and len(reads) == 1
+    append(run, [{"row": "session_host_warning", "message": "late"}])
+    assert views.timeline_svg(run) != first and len(reads) == 2
