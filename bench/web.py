@@ -13,7 +13,11 @@ each page is fetched --runs times over HTTP; the figures are medians in ms:
 - `run_part`: the fragment the page fetches again when the run's state changes;
 - `call_page`: the page of one call in the middle (`crw flow call`'s view: the
   replay snapshot, then the call's own rows found by a byte search);
-- `timeline`: the timeline SVG, asked for on its own (the journal read whole);
+- `timeline`: the timeline SVG, asked for on its own (the first: the journal
+  folded whole, its fold then kept in `timeline.snapshot`; then the picture
+  kept while the journal is unchanged);
+- `timeline_cli`: `crw flow timeline RUN --out FILE.svg`, a process each (the
+  fold's snapshot and the rows after it);
 - `first_event`: from opening the run's event stream to its first event;
 - with `--listed N` (50), N-1 more finished runs beside it (copies of a
   100-call run under other ids): `runs_list_listed` the runs list of all N, and
@@ -71,6 +75,21 @@ def fetch_ms(url: str, *, event: bool = False) -> float:
         else:
             answer.read()
     return (time.perf_counter() - began) * 1000
+
+
+def timeline_cli_ms(state: Path, run: str, tmp: Path, runs: int) -> float:
+    """The median wall time of `crw flow timeline RUN --out FILE.svg`, a process
+    each (its fold from the snapshot the view's first picture left)."""
+    times = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "crw", "flow", "timeline", run, "--out", str(tmp / "t.svg"),
+             "--state", str(state)],
+            check=True, stdout=subprocess.DEVNULL, env=environ(state), cwd=REPO,
+        )  # fmt: skip
+        times.append((time.perf_counter() - began) * 1000)
+    return round(statistics.median(times), 1)
 
 
 def listed_figures(state: Path, tmp: Path, origin: str, listed: int, runs: int) -> dict[str, float]:
@@ -151,6 +170,7 @@ def main() -> None:
                 figures[f"{name}_first_ms"] = round(times[0], 1)
             events = [fetch_ms(f"{origin}/runs/{run}/events", event=True) for _ in range(args.runs)]
             figures["first_event_ms"] = round(statistics.median(events), 1)
+            figures["timeline_cli_ms"] = timeline_cli_ms(state, run, Path(tmp), args.runs)
             if args.listed > 1 and not args.live:
                 figures |= listed_figures(state, Path(tmp), origin, args.listed, args.runs)
             figures["load"] = os.getloadavg()
