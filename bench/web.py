@@ -13,16 +13,29 @@ each page is fetched --runs times over HTTP; the figures are medians in ms:
 - `run_part`: the fragment the page fetches again when the run's state changes;
 - `call_page`: the page of one call in the middle (`crw flow call`'s view: the
   replay snapshot, then the call's own rows found by a byte search);
-- `timeline`: the timeline SVG, asked for on its own (the journal read whole);
+- `timeline`: the timeline SVG, asked for on its own (the first: the journal
+  folded whole, its fold then kept in `timeline.snapshot`; then the picture
+  kept while the journal is unchanged);
+- `timeline_cli`: `crw flow timeline RUN --out FILE.svg`, a process each (the
+  fold's snapshot and the rows after it);
 - `first_event`: from opening the run's event stream to its first event;
 - with `--listed N` (50), N-1 more finished runs beside it (copies of a
   100-call run under other ids): `runs_list_listed` the runs list of all N, and
   `runs_event_listed`, from a new run's directory made to the runs list's
   stream's event (the list then fetched again: `runs_refetch_listed`).
 
+With `--live`, the run is not waited for before the view serves it: N-1 copies
+of a 100-call run are listed beside it (--listed), and while it runs
+(`bench/web_live.py`) one client follows its event stream and one the runs
+list's, and the runs page and the run's page are fetched in turn:
+`live_run_event_ms` and `live_runs_event_ms` (a row's append to the event that
+brings it reaching the client, median and p95), `live_runs_page_ms` and
+`live_run_page_ms` (median and p95); then the pages above are fetched on the run
+it finished as, 50 runs listed.
+
 The view and the run are reaped by pid.
 
-    .venv/bin/python bench/web.py [--calls N] [--runs N] [--json]
+    .venv/bin/python bench/web.py [--calls N] [--runs N] [--listed N] [--live] [--json]
 """
 
 from __future__ import annotations
@@ -39,6 +52,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,6 +60,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from cli import environ, finished_run  # noqa: E402
+from web_live import live_figures, running_run  # noqa: E402
 
 TARGET_MS = 1000
 
@@ -60,6 +75,21 @@ def fetch_ms(url: str, *, event: bool = False) -> float:
         else:
             answer.read()
     return (time.perf_counter() - began) * 1000
+
+
+def timeline_cli_ms(state: Path, run: str, tmp: Path, runs: int) -> float:
+    """The median wall time of `crw flow timeline RUN --out FILE.svg`, a process
+    each (its fold from the snapshot the view's first picture left)."""
+    times = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "crw", "flow", "timeline", run, "--out", str(tmp / "t.svg"),
+             "--state", str(state)],
+            check=True, stdout=subprocess.DEVNULL, env=environ(state), cwd=REPO,
+        )  # fmt: skip
+        times.append((time.perf_counter() - began) * 1000)
+    return round(statistics.median(times), 1)
 
 
 def listed_figures(state: Path, tmp: Path, origin: str, listed: int, runs: int) -> dict[str, float]:
@@ -92,12 +122,22 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--listed", type=int, default=50)
+    parser.add_argument("--live", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="crw-web-bench-") as tmp:
         state = Path(tmp) / "state"
         made = time.perf_counter()
-        run = finished_run(state, args.calls)
+        stop_run: Callable[[], None] = lambda: None  # noqa: E731
+        if args.live:
+            small_state = Path(tmp) / "small"
+            small = finished_run(small_state, 100)
+            for n in range(args.listed - 1):
+                copy = state / "flow" / f"copy-20261201-0000{n:02d}-abcd"
+                shutil.copytree(small_state / "flow" / small, copy)
+            run, pid, stop_run = running_run(state, args.calls)
+        else:
+            run = finished_run(state, args.calls)
         made_s = time.perf_counter() - made
         view = subprocess.Popen(
             [sys.executable, "-m", "crw", "flow", "ui", "--state", str(state), "--json"],
@@ -122,13 +162,16 @@ def main() -> None:
                 "timeline": f"{origin}/runs/{run}/timeline.svg",
             }
             figures: dict[str, object] = {"calls": args.calls, "made_s": round(made_s, 1)}
+            if args.live:
+                figures |= live_figures(origin, run, state, pid)
             for name, url in pages.items():
                 times = [fetch_ms(url) for _ in range(args.runs)]
                 figures[f"{name}_ms"] = round(statistics.median(times), 1)
                 figures[f"{name}_first_ms"] = round(times[0], 1)
             events = [fetch_ms(f"{origin}/runs/{run}/events", event=True) for _ in range(args.runs)]
             figures["first_event_ms"] = round(statistics.median(events), 1)
-            if args.listed > 1:
+            figures["timeline_cli_ms"] = timeline_cli_ms(state, run, Path(tmp), args.runs)
+            if args.listed > 1 and not args.live:
                 figures |= listed_figures(state, Path(tmp), origin, args.listed, args.runs)
             figures["load"] = os.getloadavg()
             figures["met"] = figures["run_page_ms"] < TARGET_MS  # type: ignore[operator]
@@ -136,6 +179,7 @@ def main() -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(view.pid, signal.SIGKILL)
             view.wait()
+            stop_run()
     if args.json:
         print(json.dumps(figures))
     else:

@@ -173,7 +173,7 @@ def _refresh(journal: Path, fold: Fold, *, rebase: bool = False) -> None:
 
 
 CRC_PIECE = 1 << 18
-"""The bytes `_crc_of` reads at a time, into one buffer."""
+"""The bytes `crc_of` reads at a time, into one buffer."""
 
 
 def _load(path: Path, journal: io.BufferedIOBase) -> Snapshot | None:
@@ -181,12 +181,12 @@ def _load(path: Path, journal: io.BufferedIOBase) -> Snapshot | None:
     snapshot = peek_snapshot(path)
     if snapshot is None or snapshot.end > journal.seek(0, io.SEEK_END):
         return None
-    if _crc_of(journal, snapshot.end) != snapshot.crc:
+    if crc_of(journal, snapshot.end) != snapshot.crc:
         return None
     return snapshot
 
 
-def _crc_of(journal: io.BufferedIOBase, end: int) -> int | None:
+def crc_of(journal: io.BufferedIOBase, end: int) -> int | None:
     """The CRC-32 of the journal's first `end` bytes (None: it has fewer), read a
     piece at a time into one buffer: the journal under a snapshot is most of a
     big run's, and is not kept (a new buffer of its size costs a page fault per

@@ -36,7 +36,7 @@ GAP = 0.25
 """Seconds at least between two events of a run's stream."""
 RUNS_GAP = 1.0
 """Seconds at least between two events of the runs list's stream: each makes the
-page read every run's tail again."""
+page fetch its table again (which reads again the runs that changed)."""
 
 
 def event(name: str, data: Any) -> str:

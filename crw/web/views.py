@@ -27,14 +27,16 @@ from crw.cli.read.list_table import age
 from crw.cli.read.run_spec import spec_json
 from crw.cli.read.status import run_status
 from crw.cli.read.status_text import call_notes, short_tokens
-from crw.engine.run.locks import is_held
+from crw.engine.run.locks import is_held, run_is_live
 from crw.engine.run.rundir import RunDir, list_runs
 from crw.engine.views.call_detail import CallDetail
 from crw.engine.views.durations import duration
 from crw.engine.views.row_lines import row_line
 from crw.engine.views.run_view import parse_at
+from crw.errors import CrwError
 from crw.journal.log import JournalCorruptError, decode
 from crw.journal.snapshot import replay_journal
+from crw.journal.stores import store_at
 
 RUNS_PAGE = 50
 """Runs a page of the runs list shows."""
@@ -78,9 +80,10 @@ def runs(
     states (or ended statuses) and workflow asked, newest first, a page of them."""
     ref = state_ref(state_dir)
     entries = []
-    for run_id in list_runs(state_dir):
-        run = RunDir.of(state_dir, run_id)
-        entry = listed(run, ref, spec_json(run))
+    ids = list_runs(state_dir)
+    _forget_listed(state_dir, ids)
+    for run_id in ids:
+        entry = _listed(RunDir.of(state_dir, run_id), ref)
         if workflow and entry["workflow"] != workflow:
             continue
         if states and not (
@@ -96,6 +99,50 @@ def runs(
         "page": chosen,
         "states": [*STATES, *ENDED],
     }
+
+
+_LISTED: dict[Path, tuple[tuple[int | bool, ...], dict[str, Any]]] = {}
+"""Each run's entry in the runs list, by run directory, with what it was read
+at: its journal's size, times and inode, run.json's, and whether a process held it."""
+_LISTED_LOCK = threading.Lock()
+
+
+def _listed(run: RunDir, ref: str) -> dict[str, Any]:
+    """`crw flow list`'s entry of the run: read again only when its journal or
+    run.json changed or a process took or let go of it since it was read (a runs
+    list woken by one run's append reads that run, not every run's tail)."""
+    key = _listed_key(run)  # before the read: a change during it reads again next time
+    with _LISTED_LOCK:
+        kept = _LISTED.get(run.root)
+    if key is not None and kept is not None and kept[0] == key:
+        return kept[1]
+    entry = listed(run, ref, spec_json(run))
+    if key is not None:
+        with _LISTED_LOCK:
+            _LISTED[run.root] = (key, entry)
+    return entry
+
+
+def _listed_key(run: RunDir) -> tuple[int | bool, ...] | None:
+    """What the run's entry was read at (None: read it every time, as a run whose
+    journal is in a database or not written yet)."""
+    try:
+        if store_at(run.journal).wake_file is None:
+            return None
+        journal, spec = run.journal.stat(), run.run_json.stat()
+        live = run_is_live(run)
+    except (CrwError, OSError):
+        return None
+    return (journal.st_size, journal.st_mtime_ns, journal.st_ino,
+            spec.st_size, spec.st_mtime_ns, live)  # fmt: skip
+
+
+def _forget_listed(state_dir: Path, ids: list[str]) -> None:
+    """Drop the entries of the state's runs that are gone."""
+    flow = RunDir.of(state_dir, "-").root.parent
+    with _LISTED_LOCK:
+        for root in [root for root in _LISTED if root.parent == flow and root.name not in ids]:
+            del _LISTED[root]
 
 
 def _run_cells(entry: dict[str, Any], now: datetime) -> dict[str, Any]:
@@ -238,18 +285,36 @@ def _batch_start(data: bytes) -> tuple[int, int]:
     return len(data), 0
 
 
-def timeline_svg(run: RunDir) -> str:
-    """The run's timeline as `crw flow timeline --out FILE.svg` draws it (its
-    journal read whole: asked for on its own, never with the page)."""
-    from crw.cli.read.timeline import render_svg
-    from crw.engine.run.locks import is_held
-    from crw.engine.views.timeline import MAX_LANES, layout
-    from crw.journal.log import read_journal
+_TIMELINES: dict[Path, tuple[tuple[int, ...], str]] = {}
+"""The timelines of the runs no process held drawn last (ENDED_KEPT of them), by
+run directory, with the journal's size and times they were drawn at."""
 
+
+def timeline_svg(run: RunDir) -> str:
+    """The run's timeline as `crw flow timeline --out FILE.svg` draws it: from the
+    snapshot of its fold and the rows after it (`crw.cli.read.timeline_read`). Of
+    a run no process holds (nothing is drawn up to now) the picture drawn before
+    while its journal is unchanged."""
+    from crw.cli.read.timeline import render_svg
+    from crw.cli.read.timeline_read import read_tracks
+    from crw.engine.views.timeline import MAX_LANES, layout_tracks
+
+    key = _ended_key(run)  # before the read: a change during it draws again next time
     live = is_held(run.run_lock)
-    rows = read_journal(run.journal).rows
+    with _ENDED_LOCK:
+        kept = _TIMELINES.get(run.root)
+    if not live and key is not None and kept is not None and kept[0] == key:
+        return kept[1]
     now = datetime.now(UTC) if live else None
-    return render_svg(layout(rows, run=run.id, now=now, max_lanes=MAX_LANES))
+    svg = render_svg(layout_tracks(read_tracks(run, now=now, live=live), run=run.id,
+                                   max_lanes=MAX_LANES))  # fmt: skip
+    if not live and key is not None:
+        with _ENDED_LOCK:
+            _TIMELINES.pop(run.root, None)
+            _TIMELINES[run.root] = (key, svg)
+            while len(_TIMELINES) > ENDED_KEPT:
+                del _TIMELINES[next(iter(_TIMELINES))]
+    return svg
 
 
 def _at(at: str | None) -> str:

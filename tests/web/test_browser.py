@@ -375,3 +375,97 @@ def test_sigterm_stops_the_view_cleanly_with_an_event_stream_open(drill: UiDrill
 def test_ui_refuses_a_bad_port_in_one_line(drill: UiDrill) -> None:
     out: Result = drill.crw("flow", "ui", "--port", "70000", "--state", str(drill.crw.state))
     assert out.code == 2 and "--port 70000 is no port" in out.stderr
+
+
+def _decide(browser: Any, action: str, command: str) -> str:
+    """Press the run page's `action` button, check the confirmation shows
+    `command`, run it, and check the command ran as shown and exited 0; back to
+    the run's page. The command's output."""
+    button = f'[data-action="{action}"]'
+    _wait(browser, f"the {action} button shows",
+          lambda: browser.find_elements("css selector", button))  # fmt: skip
+    browser.find_element("css selector", button).click()
+    _wait(browser, "the confirmation", lambda: browser.find_elements("id", "confirm"))
+    assert browser.find_element("id", "command").text == command
+    browser.find_element("id", "confirm").click()
+    _wait(browser, "the command's output", lambda: browser.find_elements("id", "code"))
+    assert browser.find_element("id", "command").text == command
+    assert browser.find_element("id", "code").text == "0", browser.page_source
+    output = str(browser.find_element("id", "stdout").text)
+    browser.find_element("id", "back").click()
+    _wait(browser, "the page's event stream is open", lambda: browser.execute_script(
+        "return document.body.dataset.live === 'open'"))  # fmt: skip
+    return output
+
+
+def _kinds(rows: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    return [(row["row"], row.get("call")) for row in rows]
+
+
+def _running(browser: Any, ui: Served, drill: UiDrill) -> str:
+    """Start the drill's run (explore.1's first turn scripted long) and open its
+    page once explore.1 is running; the run's id."""
+    drill.script("explore.1/t1-a1", {"seconds": 600})
+    drill.start(crash_after=None)
+    assert drill.run is not None
+    _open_run(browser, ui, drill.run.id)
+    _wait(browser, "explore.1 is running",
+          lambda: _cell(browser, "explore.1", "state") == "running")  # fmt: skip
+    return drill.run.id
+
+
+def test_pause_then_resume_by_the_buttons_and_the_run_completes(
+    browser: Any, drill: UiDrill
+) -> None:
+    """Pause, confirmed, runs `crw flow pause RUN`: explore.1's turn interrupted,
+    the call held paused, the run paused (the page shows it, and offers resume).
+    Resume, confirmed, runs `crw flow resume RUN --detach`: a new process goes on
+    with explore.1 in place and the run completes, seen on the page without a
+    reload (spec: the rows the commands write, as they are the commands)."""
+    state = drill.crw.state
+    with serving(drill) as ui:
+        run = _running(browser, ui, drill)
+        out = _decide(browser, "pause", f"crw flow pause {run} --state {state} --json")
+        assert json.loads(out)["state"] == "paused"
+        rows = drill.rows()
+        paused = max(n for n, row in enumerate(rows) if row["row"] == "interrupt_requested")
+        assert _kinds(rows[paused:]) == [
+            ("interrupt_requested", "explore.1"), ("held", "explore.1"), ("paused", None),
+        ]  # fmt: skip
+        assert rows[paused]["reason"] == rows[paused + 1]["reason"] == "paused"
+        _wait(browser, "the run is paused", lambda: _run_state(browser) == "paused")
+        assert not browser.find_elements("css selector", '[data-action="pause"]')
+        browser.execute_script("window.crwNotReloaded = true")
+
+        _decide(browser, "resume", f"crw flow resume {run} --detach --state {state} --json")
+        browser.execute_script("window.crwNotReloaded = true")
+        _wait(browser, "the run ended", lambda: _run_state(browser) == "ended")
+        assert _cell(browser, "explore.1", "state") == "completed"
+        assert _not_reloaded(browser)
+    rows = drill.finish()
+    after = _kinds(rows[paused + 3 :])
+    assert after[0] == ("started", None)
+    explore = [kind for kind, call in after if call == "explore.1"]
+    assert explore[-2:] == ["turn_started", "completed"]
+    assert after[-1] == ("ended", None) and rows[-1]["status"] == "completed"
+    assert sum(1 for row in rows if row["row"] == "paused") == 1
+
+
+def test_cancel_by_the_button_ends_the_run_cancelled(browser: Any, drill: UiDrill) -> None:
+    """Cancel, confirmed, runs `crw flow cancel RUN`: explore.1's turn interrupted,
+    the call held cancelled, the run cancelled then ended cancelled; the page
+    shows it ended and offers no decision."""
+    state = drill.crw.state
+    with serving(drill) as ui:
+        run = _running(browser, ui, drill)
+        _decide(browser, "cancel", f"crw flow cancel {run} --state {state} --json")
+        _wait(browser, "the run ended", lambda: _run_state(browser) == "ended")
+        assert not browser.find_elements("css selector", "[data-action]")
+    rows = drill.finish()
+    stopped = max(n for n, row in enumerate(rows) if row["row"] == "interrupt_requested")
+    assert _kinds(rows[stopped:]) == [
+        ("interrupt_requested", "explore.1"), ("held", "explore.1"), ("cancelled", None),
+        ("ended", None),
+    ]  # fmt: skip
+    assert rows[stopped]["reason"] == rows[stopped + 1]["reason"] == "cancelled"
+    assert rows[-1]["status"] == "cancelled"

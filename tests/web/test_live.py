@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -118,3 +119,65 @@ def test_an_ended_runs_status_is_read_again_only_when_its_journal_changed(
     append(run, [{"row": "session_host_warning", "message": "late"}])
     views.run_page(run, state, page=1)
     assert len(reads) == 2
+
+
+@pytest.mark.usefixtures("no_safety_wake")
+async def test_a_wake_of_one_run_reads_that_run_again_not_every_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runs list with 50 runs: one run's append wakes its stream, and the table
+    fetched again on that event reads that run's journal only (the others' entries
+    are kept while their journal, run.json and locks are as they were)."""
+    state = tmp_path / "state"
+    runs = [
+        write_run(
+            state, f"chain-20261201-0000{n:02d}-aaaa", [started(), *call_rows("b.1", "b", end=None)]
+        )
+        for n in range(50)
+    ]
+    reads: list[str] = []
+    from crw.cli.read.list import listed as real
+
+    def counted(run: RunDir, ref: str = "", spec: dict[str, object] | None = None) -> object:
+        reads.append(run.id)
+        return real(run, ref, spec)
+
+    monkeypatch.setattr(views, "listed", counted)
+    first = views.runs(state, states=frozenset(), workflow=None, page=1)
+    assert len(reads) == 50 and len(first["runs"]) == 50
+    reads.clear()
+    events = live.runs_events(state)
+    with trio.fail_after(LOADED):
+        async with trio.open_nursery() as nursery:
+            woken = runs[7]
+            nursery.start_soon(
+                trio.to_thread.run_sync, lambda: append(woken, [{"call": "b.1"} | COMPLETED])
+            )
+            assert parsed(await events.__anext__())[0] == "runs"
+    await events.aclose()
+    again = views.runs(state, states=frozenset(), workflow=None, page=1)
+    assert reads == [woken.id]
+    shown = {entry["run"]: entry["calls"]["done"] for entry in again["runs"]}
+    assert shown[woken.id] == 1 and sum(shown.values()) == 1
+
+
+def test_the_timeline_of_a_run_no_process_holds_is_drawn_again_only_when_its_journal_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crw.cli.read import timeline_read
+
+    state = tmp_path / "state"
+    run = write_run(state, RUN, [started(), *call_rows("build.1", "build", end=COMPLETED),
+                                 {"row": "ended", "status": "completed"}])  # fmt: skip
+    reads: list[str] = []
+    real = timeline_read.read_tracks
+
+    def counted(run_dir: RunDir, **kwargs: Any) -> Any:
+        reads.append(run_dir.id)
+        return real(run_dir, **kwargs)
+
+    monkeypatch.setattr(timeline_read, "read_tracks", counted)
+    first = views.timeline_svg(run)
+    assert views.timeline_svg(run) == first and len(reads) == 1
+    append(run, [{"row": "session_host_warning", "message": "late"}])
+    assert views.timeline_svg(run) != first and len(reads) == 2

@@ -1,8 +1,9 @@
 """`crw flow timeline RUN --out FILE.svg|.html`: the run's timeline as a picture.
 
-It reads the run directory only (the journal), lays the rows out with
-`crw.engine.views.timeline.layout` and draws the shapes as SVG (an HTML page holds the
-same SVG). Every text a row may carry (a call id, a reason, a host's error) is
+It reads the run directory only: the journal's rows folded into tracks (from
+the snapshot of that fold and the rows after it, `crw.cli.read.timeline_read`),
+laid out with `crw.engine.views.timeline.layout_tracks`, drawn as SVG (an HTML
+page holds the same SVG). Every text a row may carry (a call id, a reason, a host's error) is
 escaped for XML: markup characters as entities, a lone surrogate or a control
 character XML cannot hold as U+FFFD. The file is written whole or not at all,
 with the user's umask like any file the user names.
@@ -18,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit, format_tokens
-from crw.engine.views.timeline import MARK_KINDS, MAX_LANES, TURN_KINDS, Shape, Timeline, layout
+from crw.engine.views.timeline import (
+    MARK_KINDS,
+    MAX_LANES,
+    TURN_KINDS,
+    Shape,
+    Timeline,
+    layout_tracks,
+)
 from crw.errors import InputError
 from crw.text import replace_surrogates
 
@@ -67,9 +75,9 @@ def xml_text(text: str) -> str:
 def timeline_command(
     run: str, *, out: str, state: str | None, json: bool, all_calls: bool = False
 ) -> int:
+    from crw.cli.read.timeline_read import read_tracks
     from crw.engine.run.locks import is_held
     from crw.engine.run.rundir import find_run, resolve_state
-    from crw.journal.stores import read_run_journal
     from crw.private import write_atomic
 
     target = Path(out)
@@ -80,9 +88,9 @@ def timeline_command(
         raise InputError(f"--out {out}: the directory {target.parent} does not exist; make it")
     run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
     live = is_held(run_dir.run_lock)
-    rows = read_run_journal(run_dir.journal).rows
     now = datetime.now(UTC) if live else None
-    timeline = layout(rows, run=run_dir.root.name, now=now, max_lanes=0 if all_calls else MAX_LANES)
+    read = read_tracks(run_dir, now=now, live=live)
+    timeline = layout_tracks(read, run=run_dir.root.name, max_lanes=0 if all_calls else MAX_LANES)
     svg = render_svg(timeline)
     text = render_html(timeline.title, svg) if kind == "html" else svg
     data = text.encode("utf-8")

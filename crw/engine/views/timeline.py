@@ -105,7 +105,11 @@ def layout(
 ) -> Timeline:
     """The run's timeline; `now` ends what is still open (a live run), else the
     last row does; `max_lanes` 0 shows every call."""
-    read = tracks(rows, now)
+    return layout_tracks(tracks(rows, now), run=run, max_lanes=max_lanes)
+
+
+def layout_tracks(read: Tracks, *, run: str, max_lanes: int = MAX_LANES) -> Timeline:
+    """The timeline of the tracks `read` (`layout`'s, folded already)."""
     shown = _choose(read.calls, max_lanes)
     load = len(shown) < len(read.calls)
     top = MARGIN + HEADER_H + AXIS_H + (LANE_H if load else 0)
@@ -219,14 +223,16 @@ def _load(calls: Sequence[Track], y: float, scale: _Scale) -> Shape:
     events = sorted(
         [(t.start, 1) for t in calls] + [(scale.end if t.end is None else t.end, -1) for t in calls]
     )
-    level, peak, steps = 0, 1, [(scale.x(0.0), 0)]
+    x = scale.x  # a 10,000-call run's lane has 40,000 points: each step's x once
+    level, peak, steps = 0, 1, [(x(0.0), 0)]
     for at, change in events:
-        steps.append((scale.x(at), level))
+        here = x(at)
+        steps.append((here, level))
         level += change
-        steps.append((scale.x(at), level))
+        steps.append((here, level))
         peak = max(peak, level)
-    base = y + LANE_H - 2
-    points = tuple((x, base - (LANE_H - 4) * n / peak) for x, n in steps)
+    base, height = y + LANE_H - 2, LANE_H - 4
+    points = tuple([(at, base - height * n / peak) for at, n in steps])
     points += ((scale.x(scale.end), base),)
     return Shape("load", MARGIN, y + LANE_H / 2, title=f"calls in flight (at most {peak:,})",
                  label=f"in flight (max {peak:,})", points=points)  # fmt: skip

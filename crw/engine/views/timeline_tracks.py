@@ -2,7 +2,11 @@
 run's own marks (a process started, paused, ended).
 
 Pure: rows in (as `crw.journal.log` reads them, in journal order), tracks out;
-`crw.engine.views.timeline` lays them out. Times are seconds from the run's first row.
+`crw.engine.views.timeline` lays them out. The fold over the rows (`TrackFold`)
+goes on from where it was left and is kept as plain values (`TrackFold.values`,
+`TrackFold.of`), so a reader keeps it beside the journal and folds only the rows
+appended since (`crw.cli.read.timeline_read`): the tracks it gives are those of
+all the rows, to the byte. Times are seconds from the run's first row.
 A turn runs from its `turn_started` row to the next row of its call that ends it
 (a step published, a lost attempt, a terminal row); an open one runs to `now`. A
 session turn bound after it started (the owner reported it late, or the run found
@@ -13,13 +17,13 @@ its row records (`host_started_at`), never before its step was published.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from crw.engine.held_reasons import paused_why
 from crw.engine.views.run_view import parse_at
-from crw.journal.replay import add_tokens, replay, token_parts
+from crw.journal.replay import CallState, add_tokens, replay, token_parts
 
 Row = Mapping[str, Any]
 
@@ -84,8 +88,9 @@ class Track:
     attempts: list[Attempt] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
-    steps: dict[int, Row] = field(default_factory=dict)
-    """The newest step_published row of each k."""
+    steps: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """What a turn reads of the newest step_published row of each k: its `repair`
+    and `call_tokens`."""
     published: dict[int, float] = field(default_factory=dict)
     """When the newest step of each k was published."""
 
@@ -111,24 +116,16 @@ def tracks(rows: Iterable[Row], now: datetime | None = None) -> Tracks:
     (a live run's present), else at the last row's time. Each call's role, node,
     state and reason are as the run's replay reads them (`crw flow status`)."""
     rows = list(rows)
-    reader = _Reader()
+    fold = TrackFold()
     for row in rows:
-        reader.read(row)
-    end = reader.last
-    if now is not None and reader.start is not None:
-        end = max(end, (now - reader.start).total_seconds())
-    calls = list(reader.calls.values())
-    replayed = replay(rows).calls
-    for track in calls:
-        _close(track, end)
-        call = replayed.get(track.call)
-        if call is not None:
-            track.state, track.reason = call.state, call.reason
-            track.node, track.role = call.node or track.node, call.role or track.role
-    return Tracks(reader.start, end, calls, reader.marks)
+        fold.read(row)
+    return fold.tracks(replay(rows).calls, now)
 
 
-class _Reader:
+class TrackFold:
+    """The rows folded so far: each call's track, the run's marks, the first row's
+    time and the last's. `read` folds on; `tracks` ends it."""
+
     def __init__(self) -> None:
         self.start: datetime | None = None
         self.last = 0.0
@@ -156,6 +153,86 @@ class _Reader:
         if kind == "turn_started":
             t = _turn_start(track, row, t, self.start)
         _CALL_ROWS[kind](track, row, t)
+
+    def tracks(self, replayed: Mapping[str, CallState], now: datetime | None) -> Tracks:
+        """The tracks of the rows read, what is open ended at `now` (else at the
+        last row's time), each call as `replayed` (the replay of the same rows)
+        reads it. The fold is spent: its tracks are closed in place."""
+        end = self.last
+        if now is not None and self.start is not None:
+            end = max(end, (now - self.start).total_seconds())
+        calls = list(self.calls.values())
+        for track in calls:
+            _close(track, end)
+            call = replayed.get(track.call)
+            if call is not None:
+                track.state, track.reason = call.state, call.reason
+                track.node, track.role = call.node or track.node, call.role or track.role
+        return Tracks(self.start, end, calls, self.marks)
+
+    def values(self) -> list[Any]:
+        """The fold as plain values (what `marshal` keeps); `TrackFold.of` makes it
+        again."""
+        start = None if self.start is None else self.start.isoformat()
+        calls = [_track_values(track) for track in self.calls.values()]
+        return [start, self.last, calls, [_values(mark, _MARK_FIELDS) for mark in self.marks]]
+
+    @classmethod
+    def of(cls, values: list[Any]) -> TrackFold:
+        """The fold `values` holds.
+
+        Raises:
+            ValueError, TypeError: `values` is not a fold's.
+        """
+        start, last, calls, marks = values
+        fold = cls()
+        fold.start = None if start is None else datetime.fromisoformat(start)
+        fold.last = float(last)
+        fold.calls = {track[0]: _track_of(track) for track in calls}
+        fold.marks = [_made(Mark, _MARK_FIELDS, mark) for mark in marks]
+        return fold
+
+
+def _track_values(track: Track) -> list[Any]:
+    values = {name: getattr(track, name) for name in _TRACK_FIELDS}
+    values["attempts"] = [_values(attempt, _ATTEMPT_FIELDS) for attempt in track.attempts]
+    values["turns"] = [_values(turn, _TURN_FIELDS) for turn in track.turns]
+    values["marks"] = [_values(mark, _MARK_FIELDS) for mark in track.marks]
+    return list(values.values())
+
+
+def _values(made: object, names: tuple[str, ...]) -> list[Any]:
+    return [getattr(made, name) for name in names]
+
+
+def _track_of(values: list[Any]) -> Track:
+    """The track of `values` (`_track_values`'), made without the dataclasses'
+    keyword calls: a 10,000-call run's fold holds some 40,000 of them."""
+    made = dict(zip(_TRACK_FIELDS, values, strict=True))
+    made["attempts"] = [_made(Attempt, _ATTEMPT_FIELDS, attempt) for attempt in made["attempts"]]
+    made["turns"] = [_made(Turn, _TURN_FIELDS, turn) for turn in made["turns"]]
+    made["marks"] = [_made(Mark, _MARK_FIELDS, mark) for mark in made["marks"]]
+    track: Track = object.__new__(Track)
+    track.__dict__ = made
+    return track
+
+
+_T = TypeVar("_T")
+
+
+def _made(kind: type[_T], names: tuple[str, ...], values: list[Any]) -> _T:
+    made: _T = object.__new__(kind)
+    made.__dict__ = dict(zip(names, values, strict=True))
+    return made
+
+
+_TRACK_FIELDS = tuple(f.name for f in fields(Track))
+_ATTEMPT_FIELDS = tuple(f.name for f in fields(Attempt))
+_TURN_FIELDS = tuple(f.name for f in fields(Turn))
+_MARK_FIELDS = tuple(f.name for f in fields(Mark))
+FOLD_FIELDS = (_TRACK_FIELDS, _ATTEMPT_FIELDS, _TURN_FIELDS, _MARK_FIELDS)
+"""The fields a fold's values hold, in order (a snapshot of another crw's fold
+names others)."""
 
 
 def _turn_start(track: Track, row: Row, t: float, run_start: datetime) -> float:
@@ -196,7 +273,8 @@ def _prepared(track: Track, row: Row, t: float) -> None:
 def _step(track: Track, row: Row, t: float) -> None:
     _end_turn(track, t, "step")
     k = int(row.get("k") or 0)
-    track.steps[k], track.published[k] = row, t
+    track.steps[k] = {"repair": row.get("repair"), "call_tokens": row.get("call_tokens")}
+    track.published[k] = t
     call_tokens = row.get("call_tokens")
     if call_tokens is not None and track.turns and track.turns[-1].tokens_after is None:
         track.turns[-1].tokens_after = add_tokens(track.tokens, token_parts(call_tokens))
