@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crw.journal.log import JournalRead, decode
+from crw.journal.pg_run_files import FILES, keep_run_files
+from crw.journal.pg_wake import PostgresWake
 from crw.journal.store import StoreError
 
 if TYPE_CHECKING:
@@ -40,8 +42,9 @@ CHANNEL = "crw_journal"
 """The channel each group commit notifies, in its transaction: `RUN SEQ`, the run
 and its last seq (a hint for live views, which read the rows by seq)."""
 LEASE_SECONDS = 60.0
-"""How long a writer's lease lasts past its last commit or renewal: another machine
-may take the run once it lapsed (the writer's machine takes it back at once)."""
+"""How long a writer's lease lasts past its last commit or renewal, by default:
+another machine may take the run once it lapsed (the writer's machine takes it
+back at once). $CRW_LEASE_SECONDS sets another (`lease_seconds`)."""
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
     run text NOT NULL,
@@ -57,9 +60,17 @@ CREATE TABLE IF NOT EXISTS {RUNS} (
     machine text NOT NULL,
     lease_until timestamptz NOT NULL
 );
+CREATE TABLE IF NOT EXISTS {FILES} (
+    run text NOT NULL,
+    name text NOT NULL,
+    data bytea NOT NULL,
+    PRIMARY KEY (run, name)
+);
 """
 """The journal's table (a line, its run, its seq and its offset in the run's
-bytes) and the runs' (each run's writer: its epoch, machine and lease)."""
+bytes), the runs' (each run's writer: its epoch, machine and lease) and the
+run's files another machine's resume makes its directory from
+(`crw.journal.pg_run_files`)."""
 _SCHEMA_LOCK = 0x63727700
 """The advisory lock two first writers take so that one creates the table."""
 _INSERT = (
@@ -94,6 +105,17 @@ _NOTIFY = "SELECT pg_notify(%s, %s)"
 def machine_id() -> str:
     """This machine's name in the runs table: $CRW_MACHINE, else the host name."""
     return os.environ.get("CRW_MACHINE") or socket.gethostname()
+
+
+def lease_seconds() -> float:
+    """The lease a writer takes and renews: $CRW_LEASE_SECONDS (a positive number of
+    seconds), else LEASE_SECONDS; a value that is no such number is LEASE_SECONDS."""
+    given = os.environ.get("CRW_LEASE_SECONDS", "")
+    try:
+        seconds = float(given)
+    except ValueError:
+        return LEASE_SECONDS
+    return seconds if 0 < seconds < float("inf") else LEASE_SECONDS
 
 
 def where(url: str) -> str:
@@ -212,6 +234,10 @@ class PostgresJournal:
                 raise _store_error(self.url, "create the journal's table in", err) from err
             read = known if known is not None else self.read()
             epoch = self._take(conn)
+            try:
+                keep_run_files(conn, self.run, self.path.parent)
+            except Exception as err:
+                raise _store_error(self.url, "keep the run's files in", err) from err
         except BaseException:
             conn.close()
             raise
@@ -229,7 +255,9 @@ class PostgresJournal:
         machine = machine_id()
         try:
             with conn.transaction():
-                taken = conn.execute(_TAKE.encode(), (self.run, machine, LEASE_SECONDS)).fetchone()
+                taken = conn.execute(
+                    _TAKE.encode(), (self.run, machine, lease_seconds())
+                ).fetchone()
                 holder = conn.execute(_HOLDER.encode(), (self.run,)).fetchone()
         except psycopg.Error as err:
             raise _store_error(self.url, "take the run in", err) from err
@@ -262,29 +290,6 @@ class PostgresJournal:
         return ()
 
 
-class PostgresWake:
-    """A LISTEN on CHANNEL: readable when a group commit of some run notified."""
-
-    def __init__(self, conn: Conn, run: str) -> None:
-        self._conn = conn
-        self._prefix = f"{run} "
-
-    def fileno(self) -> int:
-        return self._conn.fileno()
-
-    def woken(self) -> bool:
-        import psycopg
-
-        try:
-            heard = [n.payload for n in self._conn.notifies(timeout=0)]
-        except psycopg.Error:
-            return True  # the connection is gone: the caller reads, as after a lost event
-        return any(payload.startswith(self._prefix) for payload in heard)
-
-    def close(self) -> None:
-        self._conn.close()
-
-
 class _Fenced(Exception):
     """The run's epoch is no longer this writer's: the transaction is rolled back."""
 
@@ -298,7 +303,6 @@ class PostgresAppender:
     one transaction a group)."""
 
     blocking = True
-    lease = LEASE_SECONDS
 
     def __init__(
         self,
@@ -310,6 +314,8 @@ class PostgresAppender:
     ) -> None:
         self._store = store
         self._conn = conn
+        self.lease = lease_seconds()
+        """Seconds the writer's hold lasts past its last commit or renewal."""
         self.epoch = epoch
         """The run's epoch this writer took: its commits count only while it stands."""
         self._fenced: OSError | None = None
@@ -337,7 +343,7 @@ class PostgresAppender:
                     self._conn = connect(self._store.url)
                 with self._conn.transaction():
                     renewed = self._conn.execute(
-                        _RENEW.encode(), (LEASE_SECONDS, self._store.run, self.epoch)
+                        _RENEW.encode(), (self.lease, self._store.run, self.epoch)
                     )
                     if renewed.rowcount != 1:
                         raise _Fenced
@@ -385,7 +391,7 @@ class PostgresAppender:
                 if self._conn.closed:
                     self._conn = connect(self._store.url)
                 with self._conn.transaction():
-                    renewed = self._conn.execute(_RENEW.encode(), (LEASE_SECONDS, run, self.epoch))
+                    renewed = self._conn.execute(_RENEW.encode(), (self.lease, run, self.epoch))
                     if renewed.rowcount != 1:
                         raise _Fenced
                     self._conn.execute(_INSERT.encode(), (run, seqs, offsets, lines))

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from crw.cli.output import emit
+from crw.cli.run.resume_here import check_lease
 from crw.cli.shell import shell_word
 from crw.engine.run.launch_record import LaunchFailure
 from crw.engine.run.locks import (
@@ -35,7 +36,7 @@ from crw.engine.run.locks import (
 )
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.engine.run.runspec import RunSpec, check_backend, read_run_spec
-from crw.errors import RefusedError
+from crw.errors import InputError, RefusedError
 from crw.journal.replay import replay
 from crw.journal.stores import read_run_journal
 
@@ -48,6 +49,7 @@ def check_resumable(run_dir: RunDir, spec: RunSpec, state: str | None = None) ->
     (`state`: the `--state` the command was given, for the commands it names)."""
     run = replay(read_run_journal(run_dir.journal).rows)
     check_backend(run, spec)
+    check_lease(spec)
     if run_is_live(run_dir):
         pid = holder_pid(run_dir.run_lock)
         raise RunHeldError(
@@ -122,9 +124,33 @@ def _wait_for_host(run: str, state: str | None) -> None:
     wait_then_go_on(run_dir, spec, go_on)
 
 
+def _find_or_fetch(state_dir: Path, run: str) -> RunDir:
+    """The run's directory under `state_dir`; else, for a run the database ($CRW_DB,
+    else the state's default) keeps and this machine has no directory of, the
+    directory made from the database (`crw.cli.run.resume_here`).
+
+    Raises:
+        InputError: no such run here nor in the database.
+    """
+    try:
+        return find_run(state_dir, run)
+    except InputError:
+        from crw.cli.run.default_db import chosen_db
+
+        url = chosen_db(None, state_dir, os.environ)
+        if url is None or os.sep in run:
+            raise
+        from crw.cli.run.resume_here import run_from_database
+
+        made = run_from_database(state_dir, run, url)
+        if made is None:
+            raise
+        return made
+
+
 def resume_command(run: str, *, detach: bool, state: str | None, json: bool) -> int:
     state_dir = resolve_state(state, os.environ, Path.cwd())
-    run_dir = find_run(state_dir, run)
+    run_dir = _find_or_fetch(state_dir, run)
     spec = read_run_spec(run_dir.run_json)
     check_resumable(run_dir, spec, state)
     if is_launching(run_dir):
