@@ -14,6 +14,7 @@ from pathlib import Path
 
 from crw.errors import RefusedError
 from crw.journal.log import JournalCorruptError, decode
+from crw.journal.pg_run_files import FILES
 from crw.journal.postgres import RUNS, TABLE, connect, create_schema, where
 
 _INSERT = (
@@ -119,5 +120,6 @@ def drop_from_postgres(url: str, run: str, epoch: int) -> None:
                 )
                 if gone.rowcount == 1:
                     conn.execute(f"DELETE FROM {TABLE} WHERE run = %s".encode(), (run,))
+                    conn.execute(f"DELETE FROM {FILES} WHERE run = %s".encode(), (run,))
         except psycopg.Error as err:
             raise OSError(f"could not remove the rows from the {where(url)}: {err}") from err
