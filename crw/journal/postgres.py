@@ -71,6 +71,7 @@ CREATE TABLE IF NOT EXISTS {FILES} (
 bytes), the runs' (each run's writer: its epoch, machine and lease) and the
 run's files another machine's resume makes its directory from
 (`crw.journal.pg_run_files`)."""
+_PRESENT = "SELECT count(to_regclass(t)) FROM unnest(%s::text[]) AS t"
 _SCHEMA_LOCK = 0x63727700
 """The advisory lock two first writers take so that one creates the table."""
 _INSERT = (
@@ -155,8 +156,13 @@ def connect(url: str) -> Conn:
 
 
 def create_schema(conn: Conn) -> None:
-    """Create the journal's table where it is missing (one creator at a time)."""
+    """Create the journal's tables where one is missing (one creator at a time); a
+    database that has them all is left alone (a role with no right to create
+    tables may use them)."""
     with conn.transaction():
+        found = conn.execute(_PRESENT.encode(), ([TABLE, RUNS, FILES],)).fetchone()
+        if found is not None and found[0] == 3:
+            return
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         conn.execute(SCHEMA.encode())  # a constant, several statements: no parameter
 

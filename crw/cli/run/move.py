@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from crw.cli.output import emit
+from crw.cli.run.default_db import chosen_db
 from crw.engine.run.locks import RunHeldError, holder_pid, launch_lock, run_lock, start_lock
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.engine.run.runspec import read_run_spec, write_run_spec
@@ -37,12 +38,17 @@ T = TypeVar("T")
 
 
 def import_command(run: str, *, db: str | None, state: str | None, json: bool) -> int:
-    """Move RUN's journal from its file into the database `db` (else $CRW_DB)."""
-    url = db or os.environ.get("CRW_DB")
+    """Move RUN's journal from its file into the database `db` (else $CRW_DB, else
+    the state's default)."""
+    state_dir = resolve_state(state, os.environ, Path.cwd())
+    url = chosen_db(db, state_dir, os.environ)
     if not url:
-        raise InputError("crw flow import needs a database: give --db URL or set CRW_DB")
+        raise InputError(
+            "crw flow import needs a database: give --db URL, set CRW_DB, or record one "
+            "with crw flow init --db URL"
+        )
     check_db_url(url)
-    run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    run_dir = find_run(state_dir, run)
     with _held(run_dir):
         spec = read_run_spec(run_dir.run_json)
         if spec.journal_db is not None:
