@@ -18,17 +18,17 @@ from crw.journal.store import StoreError
 
 _HOLDER = f"""
 SELECT machine, to_char(lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-       greatest(extract(epoch FROM lease_until - now()), 0)
-FROM {RUNS} WHERE run = %s AND lease_until > now() AND machine <> %s FOR UPDATE
+       lease_until > now(), greatest(extract(epoch FROM lease_until - now()), 0)
+FROM {RUNS} WHERE run = %s AND machine <> %s FOR UPDATE
 """
-"""The run's writer of another machine whose lease is live (locked: no writer
-takes the run until the transaction ends)."""
+"""The run's last writer where it is another machine's (locked: no writer takes
+the run until the transaction ends)."""
 
 
 def remove_run_rows(url: str, run: str) -> Lease | None:
     """Delete run `run`'s rows, lease and kept files in the database at `url`, in
-    one transaction; where another machine's writer holds the run's lease, delete
-    nothing and return that lease.
+    one transaction; where another machine's writer took the run last (its lease
+    live or not: the run went on there), delete nothing and return its lease.
 
     Raises:
         OSError: the database cannot be reached or written.
@@ -41,7 +41,7 @@ def remove_run_rows(url: str, run: str) -> Lease | None:
             with conn.transaction():
                 held = conn.execute(_HOLDER.encode(), (run, machine_id())).fetchone()
                 if held is not None:
-                    return Lease(str(held[0]), str(held[1]), True, float(held[2]))
+                    return Lease(str(held[0]), str(held[1]), bool(held[2]), float(held[3]))
                 for table in (TABLE, RUNS, FILES):
                     conn.execute(f"DELETE FROM {table} WHERE run = %s".encode(), (run,))
         except psycopg.Error as err:

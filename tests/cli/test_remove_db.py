@@ -84,6 +84,26 @@ def test_rm_of_a_run_another_machine_holds_is_refused_and_changes_nothing(
     assert _counts(postgres_url, run.id) == {"crw_journal": 1, "crw_runs": 1, "crw_run_files": 1}
 
 
+def test_rm_of_a_stale_copy_of_a_run_another_machine_took_keeps_its_rows(
+    crw: Crw, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another machine took the run last (its lease lapsed since): this machine's
+    directory is a stale copy; rm removes it and leaves the run's rows, saying so."""
+    run = _run(crw, "r-moved", STARTED)
+    assert _flow(crw, "import", run.id, "--db", postgres_url).code == 0
+    monkeypatch.setenv("CRW_MACHINE", "elsewhere")
+    PostgresJournal(postgres_url, run.id, run.journal).open_appender().close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(b"UPDATE crw_runs SET lease_until = now() - interval '1 second'")
+    removed = _flow(crw, "rm", run.id, "--json")
+    assert removed.code == 0, removed.stderr
+    assert removed.json()["rows_kept"] == (
+        "its rows stay in the database: machine elsewhere took the run last, remove it there"
+    )
+    assert not run.root.exists()
+    assert _counts(postgres_url, run.id) == {"crw_journal": 1, "crw_runs": 1, "crw_run_files": 1}
+
+
 def test_gc_removes_an_ended_run_of_the_database_with_its_rows(crw: Crw, postgres_url: str) -> None:
     """gc reads the ended row's time from the database (the journal file is empty)
     and removes the run's directory and rows; an open run stays with its rows."""

@@ -80,8 +80,9 @@ def start(
         With --wait: give up waiting after this many seconds (exit 124).
     db
         Keep the run's journal in this PostgreSQL database
-        (postgresql://USER@HOST/DATABASE; default: $CRW_DB, else the run's
-        journal file). The run remembers it; docs/postgres.md.
+        (postgresql://USER@HOST/DATABASE; default: $CRW_DB, else the state's
+        default from crw flow init --db, else the run's journal file). The run
+        remembers it; docs/postgres.md.
     """
     if dry_run and (wait or timeout is not None):
         from crw.errors import InputError

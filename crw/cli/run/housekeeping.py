@@ -55,13 +55,15 @@ def rm_command(run: str, *, state: str | None, json: bool) -> int:
             raise RefusedError(refusal)
         status = _run_state(run_dir)
         closed = close_line(run_dir)
-        _remove(run_dir)
+        kept = _remove(run_dir)
     emit(
         json,
         {"run": run_dir.id, "run_dir": str(run_dir.root), "removed": True}
         | status
-        | {"closed_line": closed},
-        f"removed run {run_dir.id} ({_said(status)}): {run_dir.root}{_closed(closed)}",
+        | {"closed_line": closed}
+        | ({"rows_kept": kept} if kept else {}),
+        f"removed run {run_dir.id} ({_said(status)}): {run_dir.root}{_closed(closed)}"
+        + (f"; {kept}" if kept else ""),
     )
     return 0
 
@@ -230,9 +232,10 @@ def _closed(owner: str | None) -> str:
     return "" if owner is None else f"; closed owner thread {owner}'s line, which it left open"
 
 
-def _remove(run: RunDir) -> None:
+def _remove(run: RunDir) -> str | None:
     """Rename the run's directory out of the way (durably), delete its rows where a
-    database keeps them, then delete the directory.
+    database keeps them, then delete the directory; why its rows were kept (another
+    machine took the run last), else None.
 
     Raises:
         RefusedError: it cannot be renamed or deleted, or its rows cannot.
@@ -242,13 +245,14 @@ def _remove(run: RunDir) -> None:
     try:
         run.root.rename(aside)
         fsync_dir(aside.parent)  # the intent, before the database's rows go
-        remove_rows(aside)
+        kept = remove_rows(aside)
         shutil.rmtree(aside)
     except OSError as err:
         raise RefusedError(
             f"cannot remove run {run.id} ({err.filename}: {err.strerror or err}); "
             f"make {run.root.parent} writable and run it again"
         ) from None
+    return kept
 
 
 def _entries(flow: Path) -> list[Path]:

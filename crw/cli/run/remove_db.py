@@ -5,7 +5,8 @@ live) is refused: it goes on there. After the run's directory is renamed out of
 the way (the removal's intent, made durable), the run's rows, lease and kept
 files are deleted in one transaction, and only then is the directory deleted: a
 crash between leaves the renamed directory, whose run.json names the rows, and
-the next `gc` deletes them before the directory.
+the next `gc` deletes them before the directory. A run another machine took last
+(it was resumed there) keeps its rows: this machine's directory was a stale copy.
 """
 
 from __future__ import annotations
@@ -51,17 +52,18 @@ def held_elsewhere(run: RunDir) -> str | None:
     )
 
 
-def remove_rows(root: Path) -> None:
+def remove_rows(root: Path) -> str | None:
     """Delete the rows of the run whose (renamed) directory is `root`, where its
-    run.json names a database.
+    run.json names a database; where another machine took the run last, leave
+    them and say so (the run went on there: this directory was a stale copy).
 
     Raises:
-        RefusedError: the database failed, or another machine took the run meanwhile
+        RefusedError: the database failed, or another machine holds the run now
             (the directory stays, for the next gc).
     """
     found = journal_db(root)
     if found is None:
-        return
+        return None
     from crw.journal.pg_remove import remove_run_rows
 
     url, run_id = found
@@ -72,12 +74,17 @@ def remove_rows(root: Path) -> None:
             f"{err.strerror}; run {run_id}'s directory was set aside as {root} and its rows "
             "stay: start the database, then crw flow gc removes both"
         ) from err
-    if held is not None:
+    if held is None:
+        return None
+    if held.live:
         raise RefusedError(
             f"run {run_id} was taken by machine {held.machine} meanwhile (lease until "
             f"{held.until}); its rows stay in the database and its directory here is set "
             f"aside as {root}"
         )
+    return (
+        f"its rows stay in the database: machine {held.machine} took the run last, remove it there"
+    )
 
 
 def last_row_at(run: RunDir) -> str | None:

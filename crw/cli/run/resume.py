@@ -12,7 +12,9 @@ start_wait for the process's started row: a process that stopped before it (its
 workflow changed since the run started) is reported with its line, exit 1. A
 recorded TMPDIR that is missing, not a directory or not writable refuses either
 before anything changes: --detach exits 1 naming it, the foreground (the run
-process) exits 2.
+process) exits 2. A run whose journal is in a database is refused while another
+machine's writer holds its lease; one this state directory has no directory of is
+made from the database once that lease lapsed (`crw.cli.run.resume_here`).
 """
 
 from __future__ import annotations
