@@ -23,46 +23,51 @@ FILES = "crw_run_files"
 RUN_JSON = "run.json"
 KEPT = (RUN_JSON, "reused.json")
 """The run's files kept by name; besides them every file of `inputs/`."""
-_KEEP = (
+KEEP = (
     f"INSERT INTO {FILES} (run, name, data) SELECT %s, n, d "
     "FROM unnest(%s::text[], %s::bytea[]) AS t(n, d) ON CONFLICT (run, name) DO NOTHING"
 )
 _FILES = f"SELECT name, data FROM {FILES} WHERE run = %s"
+_NAMES = f"SELECT name FROM {FILES} WHERE run = %s"
 
 
-def run_files(root: Path) -> dict[str, bytes]:
+def run_files(root: Path, skip: frozenset[str] = frozenset()) -> dict[str, bytes]:
     """The files of the run directory `root` that the database keeps, by their path
-    in it (`inputs/NAME`).
+    in it (`inputs/NAME`), those named in `skip` left unread.
 
     Raises:
         OSError: one cannot be read.
     """
+    inputs = root / "inputs"
+    names = (
+        [*KEPT, *(f"inputs/{p.name}" for p in sorted(inputs.iterdir()))]
+        if inputs.is_dir()
+        else list(KEPT)
+    )
     found: dict[str, bytes] = {}
-    for name in KEPT:
+    for name in names:
+        if name in skip:
+            continue
         try:
             found[name] = (root / name).read_bytes()
         except FileNotFoundError:
             continue
-    inputs = root / "inputs"
-    if inputs.is_dir():
-        for path in sorted(inputs.iterdir()):
-            found[f"inputs/{path.name}"] = path.read_bytes()
     return found
 
 
 def keep_run_files(conn: Conn, run: str, root: Path) -> None:
     """Keep the files of run `run`'s directory `root` in the database, in one
-    transaction (those there already are left as they are: they never change).
+    transaction: those it lacks (the files never change once written).
 
     Raises:
         OSError: a file cannot be read.
         psycopg.Error: the database failed.
     """
-    files = run_files(root)
-    if not files:
-        return
     with conn.transaction():
-        conn.execute(_KEEP.encode(), (run, list(files), list(files.values())))
+        there = frozenset(str(name) for (name,) in conn.execute(_NAMES.encode(), (run,)))
+        files = run_files(root, there)
+        if files:
+            conn.execute(KEEP.encode(), (run, list(files), list(files.values())))
 
 
 def kept_files(conn: Conn, run: str) -> dict[str, bytes]:

@@ -96,3 +96,23 @@ def test_the_lease_is_crw_lease_seconds_else_sixty(monkeypatch: pytest.MonkeyPat
     for wrong in ("", "soon", "0", "-3", "inf", "nan"):
         monkeypatch.setenv("CRW_LEASE_SECONDS", wrong)
         assert lease_seconds() == LEASE_SECONDS == 60.0
+
+
+def test_a_run_imported_into_the_database_is_found_by_another_machine(
+    crw: Crw, tmp_path: Path, postgres_url: str
+) -> None:
+    """import keeps the run's files with its rows (run.json naming the database), so
+    another machine finds a run no process of it ever took: here a session run,
+    refused as such (not `not found`)."""
+    (tmp_path / "a-tmp").mkdir()
+    a = Crw(tmp_path / "a-state", tmp_path / "a-tmp")
+    run = RunDir.of(a.state, "r-imported")
+    run.create()
+    ref = WorkflowRef(path=str(WORKFLOW), digest=load_workflow(WORKFLOW).digest)
+    write_run_spec(run.run_json, RunSpec(id=run.id, workflow=ref, backend="session", pool=2))
+    run.journal.write_bytes(encode_batch(1, AT, [encode_body(Started(backend="session"))]))
+    moved = a("flow", "import", run.id, "--db", postgres_url, "--state", str(a.state))
+    assert moved.code == 0, moved.stderr
+    said = _resume_on_b(crw, postgres_url, run.id)
+    assert said.code == 1
+    assert said.stderr.startswith(f"crw: error: run {run.id} is a session run: ")

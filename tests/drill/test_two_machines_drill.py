@@ -36,7 +36,7 @@ from tests.processes import reap_naming
 
 pytestmark = pytest.mark.xdist_group("test_two_machines_drill")
 
-LEASE = 10.0
+LEASE = 15.0
 """Seconds of the writers' lease: long enough that b's first resume meets a's lease
 live on a loaded machine, short enough for the drill."""
 

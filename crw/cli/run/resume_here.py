@@ -9,15 +9,18 @@ state directory's default, `crw flow init --db`) and makes its directory from
 those files, after every check that can refuse: another machine's live lease, a
 session run (its owner's bus is on its machine), a recorded TMPDIR this machine
 lacks, a workflow file this machine lacks or holds changed. Nothing is made on a
-refusal. The files are written first and run.json last (naming the database as
-this machine reaches it): a directory without run.json is no run, and the next
-resume makes it again.
+refusal. The directory is made beside its place (`.resuming-RUN-…`), run.json
+naming the database as this machine reaches it, and renamed into place once
+whole: no command meets half a run, and a crash leaves only that directory.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from crw.engine.config.workflow import load_workflow
 from crw.engine.run.launch_check import changed_workflow
@@ -26,7 +29,11 @@ from crw.engine.run.rundir import RunDir
 from crw.engine.run.runspec import RunSpec, write_run_spec
 from crw.engine.run.tmploc import recorded_problem
 from crw.errors import CrwError, RefusedError
-from crw.private import write_atomic
+from crw.private import fsync_dir, write_atomic
+
+MAKING_PREFIX = ".resuming-"
+"""A run's directory made from the database before it is renamed into place; a
+crash leaves it (no command reads it: delete it)."""
 
 
 def check_lease(spec: RunSpec) -> None:
@@ -70,20 +77,46 @@ def run_from_database(state: Path, run: str, url: str) -> RunDir | None:
         ) from err
     if RUN_JSON not in files:
         return None
-    spec = RunSpec.model_validate_json(files[RUN_JSON]).model_copy(update={"journal_db": url})
+    try:
+        kept = RunSpec.model_validate_json(files[RUN_JSON])
+    except ValidationError as err:
+        raise RefusedError(
+            f"the run.json the database keeps of run {run} is no run spec "
+            f"({err.errors()[0]['msg']}); resume it on the machine it ran on"
+        ) from None
+    spec = kept.model_copy(update={"journal_db": url})
     check_lease(spec)
     _check_movable(spec)
-    run_dir = RunDir.of(state, spec.id)
-    run_dir.create()
+    return _made(RunDir.of(state, spec.id), files, spec)
+
+
+def _made(run_dir: RunDir, files: dict[str, bytes], spec: RunSpec) -> RunDir:
+    """Make `run_dir` from the kept `files` (run.json as `spec`): in a directory
+    beside it, renamed into place once whole, so that no command meets half a run.
+
+    Raises:
+        RefusedError: it cannot be written, or another command made it meanwhile.
+    """
+    from crw.journal.pg_run_files import RUN_JSON
+
+    making = RunDir(run_dir.root.with_name(f"{MAKING_PREFIX}{spec.id}-{os.urandom(4).hex()}"))
+    making.create()
     try:
         for name, data in files.items():
             if name != RUN_JSON:
-                (run_dir.root / name).parent.mkdir(mode=0o700, exist_ok=True)
-                write_atomic(run_dir.root / name, data)
-        write_run_spec(run_dir.run_json, spec)  # last: the directory is a run from now
-    except BaseException:
-        shutil.rmtree(run_dir.root, ignore_errors=True)
-        raise
+                (making.root / name).parent.mkdir(mode=0o700, exist_ok=True)
+                write_atomic(making.root / name, data)
+        write_run_spec(making.run_json, spec)
+        making.root.rename(run_dir.root)
+        fsync_dir(run_dir.root.parent)
+    except OSError as err:
+        raise RefusedError(
+            f"cannot make run {spec.id}'s directory {run_dir.root} ({err.strerror or err}); "
+            "make the state directory writable (or, if another resume made it, follow the "
+            f"run with crw flow status {spec.id}), then resume again"
+        ) from err
+    finally:
+        shutil.rmtree(making.root, ignore_errors=True)
     return run_dir
 
 
