@@ -149,8 +149,8 @@ def _whole(rows: list[dict[str, Any]], acknowledged: bytes, data: bytes) -> None
 def test_a_run_whose_machine_died_is_taken_by_another_after_its_lease(
     machines: Machines,
 ) -> None:
-    """spec: STEP-57, STEP-59, STEP-60 (a run resumed on another machine follows the
-    call its killed machine left open on the host; no turn sent twice)"""
+    """spec: STEP-59 (the run resumed on another machine follows the turn its killed
+    machine's process started, on the call's resumed thread; no turn sent twice)"""
     a_pid = machines.a_mid_build()
     os.killpg(a_pid, signal.SIGKILL)
     wait_until("a's run process is gone", lambda: not alive(a_pid))
@@ -172,7 +172,8 @@ def test_a_run_whose_machine_died_is_taken_by_another_after_its_lease(
 def test_a_stopped_writer_let_go_on_after_another_took_its_run_is_fenced(
     machines: Machines,
 ) -> None:
-    """spec: STEP-57 (the fenced writer's late commit is refused: it changes nothing)"""
+    """spec: STEP-59. The fenced writer's late commit is refused (it changes nothing),
+    and a's own resume while b holds the run is refused naming b."""
     a_pid = machines.a_mid_build()
     os.killpg(a_pid, signal.SIGSTOP)
     try:
@@ -183,6 +184,11 @@ def test_a_stopped_writer_let_go_on_after_another_took_its_run_is_fenced(
             "b records its started row",
             lambda: [r["pid"] for r in machines.rows() if r["row"] == "started"] == [a_pid, b_pid],
         )
+        assert machines.a.run is not None
+        on_a = machines.a.crw("flow", "resume", machines.a.run.id, "--detach",
+                              "--state", str(machines.a.crw.state))  # fmt: skip
+        assert on_a.code == 1
+        assert f"run {machines.a.run.id} is held by machine b until " in on_a.stderr
     finally:
         os.killpg(a_pid, signal.SIGCONT)
     wait_until("a, fenced, exits", lambda: not alive(a_pid), LOADED)
