@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crw.journal.postgres import RUNS, connect, machine_id, where
+from crw.journal.pg_machine import machine_id
+from crw.journal.postgres import RUNS, connect, where
 from crw.journal.store import StoreError
 
 _HOLDER = f"""

@@ -12,8 +12,9 @@ from __future__ import annotations
 import errno
 
 from crw.journal.pg_lease import Lease
+from crw.journal.pg_machine import machine_id
 from crw.journal.pg_run_files import FILES
-from crw.journal.postgres import RUNS, TABLE, connect, create_schema, machine_id, where
+from crw.journal.postgres import RUNS, TABLE, connect, create_schema, where
 from crw.journal.store import StoreError
 
 _HOLDER = f"""

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import errno
 import io
-import os
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crw.journal.log import JournalRead, decode
+from crw.journal.pg_machine import LEASE_SECONDS as LEASE_SECONDS  # its importers'
+from crw.journal.pg_machine import lease_seconds as lease_seconds
+from crw.journal.pg_machine import machine_id as machine_id
 from crw.journal.pg_run_files import FILES, keep_run_files
 from crw.journal.pg_wake import PostgresWake
 from crw.journal.store import StoreError
@@ -41,10 +42,6 @@ RUNS = "crw_runs"
 CHANNEL = "crw_journal"
 """The channel each group commit notifies, in its transaction: `RUN SEQ`, the run
 and its last seq (a hint for live views, which read the rows by seq)."""
-LEASE_SECONDS = 60.0
-"""How long a writer's lease lasts past its last commit or renewal, by default:
-another machine may take the run once it lapsed (the writer's machine takes it
-back at once). $CRW_LEASE_SECONDS sets another (`lease_seconds`)."""
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
     run text NOT NULL,
@@ -101,22 +98,6 @@ _RENEW = (
 )
 """The first statement of every group commit: no row when another writer took the run."""
 _NOTIFY = "SELECT pg_notify(%s, %s)"
-
-
-def machine_id() -> str:
-    """This machine's name in the runs table: $CRW_MACHINE, else the host name."""
-    return os.environ.get("CRW_MACHINE") or socket.gethostname()
-
-
-def lease_seconds() -> float:
-    """The lease a writer takes and renews: $CRW_LEASE_SECONDS (a positive number of
-    seconds), else LEASE_SECONDS; a value that is no such number is LEASE_SECONDS."""
-    given = os.environ.get("CRW_LEASE_SECONDS", "")
-    try:
-        seconds = float(given)
-    except ValueError:
-        return LEASE_SECONDS
-    return seconds if 0 < seconds < float("inf") else LEASE_SECONDS
 
 
 def where(url: str) -> str:

@@ -14,7 +14,8 @@ from crw.engine.config.workflow import load_workflow
 from crw.engine.run.rundir import RunDir
 from crw.engine.run.runspec import RunSpec, WorkflowRef, write_run_spec
 from crw.journal.log import encode_batch, encode_body
-from crw.journal.postgres import LEASE_SECONDS, PostgresJournal, lease_seconds
+from crw.journal.pg_machine import LEASE_SECONDS, lease_seconds
+from crw.journal.postgres import PostgresJournal
 from crw.journal.rows import Started
 from tests.cli.conftest import Crw, Result
 from tests.cli.test_dispatched import WORKFLOW
