@@ -49,16 +49,18 @@ def _taken_on_a(
     return run
 
 
-def _resume_on_b(crw: Crw, url: str, run: str) -> Result:
-    env = crw.env | {"CRW_DB": url, "CRW_MACHINE": "b"}
-    return crw("flow", "resume", run, "--detach", "--state", str(crw.state), env=env)
+def _resume_on_b(crw: Crw, url: str, run: str, *, by_flag: bool = False) -> Result:
+    """b's resume of `run`, the database named by $CRW_DB (or by --db)."""
+    env = crw.env | {"CRW_MACHINE": "b"} | ({} if by_flag else {"CRW_DB": url})
+    db = ("--db", url) if by_flag else ()
+    return crw("flow", "resume", run, "--detach", *db, "--state", str(crw.state), env=env)
 
 
 def test_a_session_run_is_resumed_only_beside_its_owner(
     crw: Crw, tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = _taken_on_a(tmp_path, postgres_url, "r-session", monkeypatch, owner="thread-1")
-    said = _resume_on_b(crw, postgres_url, run.id)
+    said = _resume_on_b(crw, postgres_url, run.id, by_flag=True)
     assert said.code == 1
     assert said.stderr == (
         f"crw: error: run {run.id} is a session run: its owner thread thread-1 and its step "

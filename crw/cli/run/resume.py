@@ -40,7 +40,7 @@ from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.engine.run.runspec import RunSpec, check_backend, read_run_spec
 from crw.errors import InputError, RefusedError
 from crw.journal.replay import replay
-from crw.journal.stores import read_run_journal
+from crw.journal.stores import check_db_url, read_run_journal
 
 if TYPE_CHECKING:
     from crw.engine.run.launch import Launch
@@ -126,10 +126,10 @@ def _wait_for_host(run: str, state: str | None) -> None:
     wait_then_go_on(run_dir, spec, go_on)
 
 
-def _find_or_fetch(state_dir: Path, run: str) -> RunDir:
-    """The run's directory under `state_dir`; else, for a run the database ($CRW_DB,
-    else the state's default) keeps and this machine has no directory of, the
-    directory made from the database (`crw.cli.run.resume_here`).
+def _find_or_fetch(state_dir: Path, run: str, db: str | None) -> RunDir:
+    """The run's directory under `state_dir`; else, for a run the database (`db`,
+    else $CRW_DB, else the state's default) keeps and this machine has no directory
+    of, the directory made from the database (`crw.cli.run.resume_here`).
 
     Raises:
         InputError: no such run here nor in the database.
@@ -139,9 +139,10 @@ def _find_or_fetch(state_dir: Path, run: str) -> RunDir:
     except InputError:
         from crw.cli.run.default_db import chosen_db
 
-        url = chosen_db(None, state_dir, os.environ)
+        url = chosen_db(db, state_dir, os.environ)
         if url is None or os.sep in run:
             raise
+        check_db_url(url)
         from crw.cli.run.resume_here import run_from_database
 
         made = run_from_database(state_dir, run, url)
@@ -150,9 +151,11 @@ def _find_or_fetch(state_dir: Path, run: str) -> RunDir:
         return made
 
 
-def resume_command(run: str, *, detach: bool, state: str | None, json: bool) -> int:
+def resume_command(
+    run: str, *, detach: bool, state: str | None, json: bool, db: str | None = None
+) -> int:
     state_dir = resolve_state(state, os.environ, Path.cwd())
-    run_dir = _find_or_fetch(state_dir, run)
+    run_dir = _find_or_fetch(state_dir, run, db)
     spec = read_run_spec(run_dir.run_json)
     check_resumable(run_dir, spec, state)
     if is_launching(run_dir):
