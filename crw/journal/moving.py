@@ -14,6 +14,7 @@ from pathlib import Path
 
 from crw.errors import RefusedError
 from crw.journal.log import JournalCorruptError, decode
+from crw.journal.pg_run_files import FILES, KEEP
 from crw.journal.postgres import RUNS, TABLE, connect, create_schema, where
 
 _INSERT = (
@@ -66,11 +67,14 @@ def checked_lines(data: bytes, path: Path, run: str) -> Lines:
     return Lines(lines, read.torn.message if read.torn is not None else None)
 
 
-def copy_to_postgres(url: str, run: str, lines: Lines) -> None:
-    """Insert the run's lines into the database at `url`, in one transaction, and
-    check that it holds them byte for byte. Rows of the run already there are
-    refused, unless they are these very lines (a move that stopped before run.json
-    named the database: it goes on).
+def copy_to_postgres(
+    url: str, run: str, lines: Lines, files: dict[str, bytes] | None = None
+) -> None:
+    """Insert the run's lines into the database at `url`, with the run's `files`
+    (`crw.journal.pg_run_files`: run.json as it will name the database), in one
+    transaction, and check that it holds the lines byte for byte. Rows of the run
+    already there are refused, unless they are these very lines (a move that
+    stopped before run.json named the database: it goes on).
 
     Raises:
         OSError: the database failed.
@@ -94,6 +98,8 @@ def copy_to_postgres(url: str, run: str, lines: Lines) -> None:
                 if not there:
                     seqs = list(range(1, len(lines.lines) + 1))
                     conn.execute(_INSERT.encode(), (run, seqs, lines.offsets(), lines.lines))
+                if files:
+                    conn.execute(KEEP.encode(), (run, list(files), list(files.values())))
             found = conn.execute(_ALL.encode(), (run,)).fetchone()
         except psycopg.Error as err:
             raise OSError(f"could not copy the rows to the {where(url)}: {err}") from err
@@ -119,5 +125,6 @@ def drop_from_postgres(url: str, run: str, epoch: int) -> None:
                 )
                 if gone.rowcount == 1:
                     conn.execute(f"DELETE FROM {TABLE} WHERE run = %s".encode(), (run,))
+                    conn.execute(f"DELETE FROM {FILES} WHERE run = %s".encode(), (run,))
         except psycopg.Error as err:
             raise OSError(f"could not remove the rows from the {where(url)}: {err}") from err

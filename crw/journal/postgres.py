@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import errno
 import io
-import os
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crw.journal.log import JournalRead, decode
+from crw.journal.pg_machine import LEASE_SECONDS as LEASE_SECONDS  # its importers'
+from crw.journal.pg_machine import lease_seconds as lease_seconds
+from crw.journal.pg_machine import machine_id as machine_id
+from crw.journal.pg_run_files import FILES, keep_run_files
+from crw.journal.pg_wake import PostgresWake
 from crw.journal.store import StoreError
 
 if TYPE_CHECKING:
@@ -39,9 +42,6 @@ RUNS = "crw_runs"
 CHANNEL = "crw_journal"
 """The channel each group commit notifies, in its transaction: `RUN SEQ`, the run
 and its last seq (a hint for live views, which read the rows by seq)."""
-LEASE_SECONDS = 60.0
-"""How long a writer's lease lasts past its last commit or renewal: another machine
-may take the run once it lapsed (the writer's machine takes it back at once)."""
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
     run text NOT NULL,
@@ -57,9 +57,18 @@ CREATE TABLE IF NOT EXISTS {RUNS} (
     machine text NOT NULL,
     lease_until timestamptz NOT NULL
 );
+CREATE TABLE IF NOT EXISTS {FILES} (
+    run text NOT NULL,
+    name text NOT NULL,
+    data bytea NOT NULL,
+    PRIMARY KEY (run, name)
+);
 """
 """The journal's table (a line, its run, its seq and its offset in the run's
-bytes) and the runs' (each run's writer: its epoch, machine and lease)."""
+bytes), the runs' (each run's writer: its epoch, machine and lease) and the
+run's files another machine's resume makes its directory from
+(`crw.journal.pg_run_files`)."""
+_PRESENT = "SELECT count(to_regclass(t)) FROM unnest(%s::text[]) AS t"
 _SCHEMA_LOCK = 0x63727700
 """The advisory lock two first writers take so that one creates the table."""
 _INSERT = (
@@ -89,11 +98,6 @@ _RENEW = (
 )
 """The first statement of every group commit: no row when another writer took the run."""
 _NOTIFY = "SELECT pg_notify(%s, %s)"
-
-
-def machine_id() -> str:
-    """This machine's name in the runs table: $CRW_MACHINE, else the host name."""
-    return os.environ.get("CRW_MACHINE") or socket.gethostname()
 
 
 def where(url: str) -> str:
@@ -133,8 +137,13 @@ def connect(url: str) -> Conn:
 
 
 def create_schema(conn: Conn) -> None:
-    """Create the journal's table where it is missing (one creator at a time)."""
+    """Create the journal's tables where one is missing (one creator at a time); a
+    database that has them all is left alone (a role with no right to create
+    tables may use them)."""
     with conn.transaction():
+        found = conn.execute(_PRESENT.encode(), ([TABLE, RUNS, FILES],)).fetchone()
+        if found is not None and found[0] == 3:
+            return
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         conn.execute(SCHEMA.encode())  # a constant, several statements: no parameter
 
@@ -212,6 +221,10 @@ class PostgresJournal:
                 raise _store_error(self.url, "create the journal's table in", err) from err
             read = known if known is not None else self.read()
             epoch = self._take(conn)
+            try:
+                keep_run_files(conn, self.run, self.path.parent)
+            except Exception as err:
+                raise _store_error(self.url, "keep the run's files in", err) from err
         except BaseException:
             conn.close()
             raise
@@ -229,7 +242,9 @@ class PostgresJournal:
         machine = machine_id()
         try:
             with conn.transaction():
-                taken = conn.execute(_TAKE.encode(), (self.run, machine, LEASE_SECONDS)).fetchone()
+                taken = conn.execute(
+                    _TAKE.encode(), (self.run, machine, lease_seconds())
+                ).fetchone()
                 holder = conn.execute(_HOLDER.encode(), (self.run,)).fetchone()
         except psycopg.Error as err:
             raise _store_error(self.url, "take the run in", err) from err
@@ -262,29 +277,6 @@ class PostgresJournal:
         return ()
 
 
-class PostgresWake:
-    """A LISTEN on CHANNEL: readable when a group commit of some run notified."""
-
-    def __init__(self, conn: Conn, run: str) -> None:
-        self._conn = conn
-        self._prefix = f"{run} "
-
-    def fileno(self) -> int:
-        return self._conn.fileno()
-
-    def woken(self) -> bool:
-        import psycopg
-
-        try:
-            heard = [n.payload for n in self._conn.notifies(timeout=0)]
-        except psycopg.Error:
-            return True  # the connection is gone: the caller reads, as after a lost event
-        return any(payload.startswith(self._prefix) for payload in heard)
-
-    def close(self) -> None:
-        self._conn.close()
-
-
 class _Fenced(Exception):
     """The run's epoch is no longer this writer's: the transaction is rolled back."""
 
@@ -298,7 +290,6 @@ class PostgresAppender:
     one transaction a group)."""
 
     blocking = True
-    lease = LEASE_SECONDS
 
     def __init__(
         self,
@@ -310,6 +301,8 @@ class PostgresAppender:
     ) -> None:
         self._store = store
         self._conn = conn
+        self.lease = lease_seconds()
+        """Seconds the writer's hold lasts past its last commit or renewal."""
         self.epoch = epoch
         """The run's epoch this writer took: its commits count only while it stands."""
         self._fenced: OSError | None = None
@@ -337,7 +330,7 @@ class PostgresAppender:
                     self._conn = connect(self._store.url)
                 with self._conn.transaction():
                     renewed = self._conn.execute(
-                        _RENEW.encode(), (LEASE_SECONDS, self._store.run, self.epoch)
+                        _RENEW.encode(), (self.lease, self._store.run, self.epoch)
                     )
                     if renewed.rowcount != 1:
                         raise _Fenced
@@ -385,7 +378,7 @@ class PostgresAppender:
                 if self._conn.closed:
                     self._conn = connect(self._store.url)
                 with self._conn.transaction():
-                    renewed = self._conn.execute(_RENEW.encode(), (LEASE_SECONDS, run, self.epoch))
+                    renewed = self._conn.execute(_RENEW.encode(), (self.lease, run, self.epoch))
                     if renewed.rowcount != 1:
                         raise _Fenced
                     self._conn.execute(_INSERT.encode(), (run, seqs, offsets, lines))

@@ -87,12 +87,14 @@ def init(
     host: str | None = None,
     model: str | None = None,
     force: Annotated[bool, Parameter(negative="")] = False,
+    db: str | None = None,
     state: State = None,
     json: Json = False,
 ) -> int:
     """Write the role store, roles.toml in the state directory: the six roles, each on a model the
     host serves and the effort its role asks for. Exit 1 when a store is there
-    already (pass --force) or the host cannot be asked.
+    already (pass --force) or the host cannot be asked. With --db, set up the
+    database first and record it as the state's default (a store there is kept).
 
     Parameters
     ----------
@@ -105,7 +107,13 @@ def init(
         serves it, else the host's default model).
     force
         Replace a role store that is there.
+    db
+        A PostgreSQL database (postgresql://USER@HOST/DATABASE) for the runs'
+        journals: checked (server version, synchronous_commit), its tables made
+        where missing, and recorded in the state's db.toml, which start takes when
+        neither --db nor $CRW_DB is given. Exit 2 for a URL that is not
+        PostgreSQL's, 1 when the database is down or the role lacks a right.
     """
     from crw.cli.owner.init import init_command
 
-    return init_command(host=host, model=model, state=state, force=force, json=json)
+    return init_command(host=host, model=model, state=state, force=force, json=json, db=db)

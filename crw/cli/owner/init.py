@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from crw import codex_config
 from crw.cli.output import emit
+from crw.cli.owner.init_db import check_database, database_lines, kept_store_line, record_database
 from crw.cli.run.preview import known_agent_types
 from crw.cli.shell import shell_word
 from crw.engine.config.role_choice import Choice, choose_pairs, store_text, unknown_types
@@ -40,12 +41,24 @@ INIT_TIMEOUT = 20.0
 
 
 def init_command(
-    *, host: str | None, model: str | None, state: str | None, force: bool, json: bool
+    *,
+    host: str | None,
+    model: str | None,
+    state: str | None,
+    force: bool,
+    json: bool,
+    db: str | None = None,
 ) -> int:
     environ = os.environ
     state_dir = resolve_state(state, environ, Path.cwd())
     path = state_dir / "roles.toml"
     there = path.exists() or path.is_symlink()
+    database = check_database(db) if db is not None else None
+    if database is not None and db is not None and there and not force:
+        database = record_database(state_dir, db, database)
+        lines = [*database_lines(database), kept_store_line(path)]
+        emit(json, {"path": str(path), "kept": True, "db": database}, "\n".join(lines))
+        return 0
     if there and not force:
         raise RefusedError(
             f"the role store {path} is there already: crw flow init replaces it only when "
@@ -71,6 +84,8 @@ def init_command(
     unknown = unknown_types(choice.pairs, known)
     make_dirs(state_dir)
     write_atomic(path, store_text(choice, str(uri)).encode("utf-8"))
+    if database is not None and db is not None:
+        database = record_database(state_dir, db, database)
     owner = environ.get("CRW_OWNER_THREAD") or environ.get("CODEX_THREAD_ID") or None
     start = _start_hint(uri, state_dir if state else None, owner)
     payload: dict[str, Any] = {
@@ -85,8 +100,10 @@ def init_command(
         "next": start,
         "owner": owner,
         "owner_fix": None if owner else OWNER_FIX,
+        "db": database,
     }
-    emit(json, payload, "\n".join(_lines(payload)))
+    lines = _lines(payload) + (database_lines(database) if database is not None else [])
+    emit(json, payload, "\n".join(lines))
     return 0
 
 

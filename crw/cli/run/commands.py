@@ -80,8 +80,9 @@ def start(
         With --wait: give up waiting after this many seconds (exit 124).
     db
         Keep the run's journal in this PostgreSQL database
-        (postgresql://USER@HOST/DATABASE; default: $CRW_DB, else the run's
-        journal file). The run remembers it; docs/postgres.md.
+        (postgresql://USER@HOST/DATABASE; default: $CRW_DB, else the state's
+        default from crw flow init --db, else the run's journal file). The run
+        remembers it; docs/postgres.md.
     """
     if dry_run and (wait or timeout is not None):
         from crw.errors import InputError
@@ -227,7 +228,10 @@ def validate(
     )
 
 
-def resume(run: str, /, *, detach: bool = False, state: State = None, json: Json = False) -> int:
+def resume(
+    run: str, /, *, detach: bool = False, db: str | None = None, state: State = None,
+    json: Json = False,
+) -> int:  # fmt: skip
     """Go on with a run from its journal, on the backend its started row records.
 
     Parameters
@@ -236,10 +240,14 @@ def resume(run: str, /, *, detach: bool = False, state: State = None, json: Json
         The run id, or the path of its run directory.
     detach
         Launch the run process in the background instead of running it here.
+    db
+        Where to look up a run this state directory has no directory of (another
+        machine's, its lease lapsed): postgresql://USER@HOST/DATABASE (default:
+        $CRW_DB, else the state's default from crw flow init --db).
     """
     from crw.cli.run.resume import resume_command
 
-    return resume_command(run, detach=detach, state=state, json=json)
+    return resume_command(run, detach=detach, state=state, json=json, db=db)
 
 
 def pause(run: str, /, *, wait: Seconds = 120.0, state: State = None, json: Json = False) -> int:

@@ -32,11 +32,14 @@ from crw.binding.owner import close_open_line
 from crw.cli import when
 from crw.cli.output import emit
 from crw.cli.run.gc_refs import REMOVED_PREFIX, prune_refs, refs_lines, refs_repository
+from crw.cli.run.remove_db import held_elsewhere, remove_rows
+from crw.cli.run.remove_db import last_row_at as db_last_row_at
 from crw.engine.run.host_wait import stop_waiter
 from crw.engine.run.locks import RunHeldError, holder_pid, launch_lock, run_lock, start_lock
 from crw.engine.run.rundir import FLOW, RunDir, find_run, resolve_state
 from crw.errors import CrwError, InputError, RefusedError
 from crw.journal.snapshot import replay_journal
+from crw.private import fsync_dir
 from crw.workspace.release import release_run
 
 TAIL_BYTES = 65536
@@ -52,13 +55,15 @@ def rm_command(run: str, *, state: str | None, json: bool) -> int:
             raise RefusedError(refusal)
         status = _run_state(run_dir)
         closed = close_line(run_dir)
-        _remove(run_dir)
+        kept = _remove(run_dir)
     emit(
         json,
         {"run": run_dir.id, "run_dir": str(run_dir.root), "removed": True}
         | status
-        | {"closed_line": closed},
-        f"removed run {run_dir.id} ({_said(status)}): {run_dir.root}{_closed(closed)}",
+        | {"closed_line": closed}
+        | ({"rows_kept": kept} if kept else {}),
+        f"removed run {run_dir.id} ({_said(status)}): {run_dir.root}{_closed(closed)}"
+        + (f"; {kept}" if kept else ""),
     )
     return 0
 
@@ -134,7 +139,12 @@ def _gc_runs(flow: Path, before: _dt.datetime, dry_run: bool) -> dict[str, Any]:
     skipped: list[dict[str, Any]] = []
     for root in _entries(flow):
         if root.name.startswith(REMOVED_PREFIX):
-            if not dry_run:  # a removal a crash cut short
+            if not dry_run:  # a removal a crash cut short: its rows first, then its files
+                try:
+                    remove_rows(root)
+                except RefusedError as err:
+                    skipped.append({"run": root.name, "reason": str(err)})
+                    continue
                 shutil.rmtree(root, ignore_errors=True)
             continue
         ended = _ended_before(RunDir(root), before)
@@ -181,6 +191,11 @@ def _quiet(run: RunDir) -> Iterator[str | None]:
             stack.close()
             yield f"run {run.id} has no run.json: a start is writing it; try again after it"
             return
+        elsewhere = held_elsewhere(run)
+        if elsewhere is not None:
+            stack.close()
+            yield elsewhere
+            return
         yield None
 
 
@@ -217,22 +232,27 @@ def _closed(owner: str | None) -> str:
     return "" if owner is None else f"; closed owner thread {owner}'s line, which it left open"
 
 
-def _remove(run: RunDir) -> None:
-    """Rename the run's directory out of the way, then delete it.
+def _remove(run: RunDir) -> str | None:
+    """Rename the run's directory out of the way (durably), delete its rows where a
+    database keeps them, then delete the directory; why its rows were kept (another
+    machine took the run last), else None.
 
     Raises:
-        RefusedError: it cannot be renamed or deleted.
+        RefusedError: it cannot be renamed or deleted, or its rows cannot.
     """
     release_run(run)  # worktrees and evidence records a cut-short release left
     aside = run.root.with_name(f"{REMOVED_PREFIX}{run.id}-{os.urandom(4).hex()}")
     try:
         run.root.rename(aside)
+        fsync_dir(aside.parent)  # the intent, before the database's rows go
+        kept = remove_rows(aside)
         shutil.rmtree(aside)
     except OSError as err:
         raise RefusedError(
             f"cannot remove run {run.id} ({err.filename}: {err.strerror or err}); "
             f"make {run.root.parent} writable and run it again"
         ) from None
+    return kept
 
 
 def _entries(flow: Path) -> list[Path]:
@@ -255,7 +275,11 @@ def _run_state(run: RunDir) -> dict[str, Any]:
 def _ended_before(run: RunDir, before: _dt.datetime) -> dict[str, Any] | None:
     """The run's end ({ended_status, ended_at}) when it ended before `before`."""
     status = _run_state(run) if run.run_json.is_file() else {"ended_status": None}
-    at = last_row_at(run.journal) if status["ended_status"] is not None else None
+    at = (
+        last_row_at(run.journal) or db_last_row_at(run)
+        if status["ended_status"] is not None
+        else None
+    )
     if at is None or parse_date(at) >= before:
         return None
     return {"ended_status": status["ended_status"], "ended_at": at}

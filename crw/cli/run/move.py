@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from crw.cli.output import emit
+from crw.cli.run.default_db import chosen_db
 from crw.engine.run.locks import RunHeldError, holder_pid, launch_lock, run_lock, start_lock
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
-from crw.engine.run.runspec import read_run_spec, write_run_spec
+from crw.engine.run.runspec import read_run_spec, run_spec_bytes, write_run_spec
 from crw.errors import InputError, RefusedError
 from crw.journal.log import JournalRead
 from crw.journal.moving import Lines, checked_lines
+from crw.journal.pg_run_files import RUN_JSON, run_files
 from crw.journal.stores import check_db_url, forget_store, journal_db_ready, store_at
 
 P = ParamSpec("P")
@@ -37,12 +39,17 @@ T = TypeVar("T")
 
 
 def import_command(run: str, *, db: str | None, state: str | None, json: bool) -> int:
-    """Move RUN's journal from its file into the database `db` (else $CRW_DB)."""
-    url = db or os.environ.get("CRW_DB")
+    """Move RUN's journal from its file into the database `db` (else $CRW_DB, else
+    the state's default)."""
+    state_dir = resolve_state(state, os.environ, Path.cwd())
+    url = chosen_db(db, state_dir, os.environ)
     if not url:
-        raise InputError("crw flow import needs a database: give --db URL or set CRW_DB")
+        raise InputError(
+            "crw flow import needs a database: give --db URL, set CRW_DB, or record one "
+            "with crw flow init --db URL"
+        )
     check_db_url(url)
-    run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    run_dir = find_run(state_dir, run)
     with _held(run_dir):
         spec = read_run_spec(run_dir.run_json)
         if spec.journal_db is not None:
@@ -56,8 +63,10 @@ def import_command(run: str, *, db: str | None, state: str | None, json: bool) -
         journal_db_ready(url)
         from crw.journal.moving import copy_to_postgres
 
-        _durably(copy_to_postgres, url, run_dir.id, lines)  # (1) the rows, durable
-        write_run_spec(run_dir.run_json, spec.model_copy(update={"journal_db": url}))  # (2)
+        moved = spec.model_copy(update={"journal_db": url})
+        files = _durably(run_files, run_dir.root) | {RUN_JSON: run_spec_bytes(moved)}
+        _durably(copy_to_postgres, url, run_dir.id, lines, files)  # (1) rows and files, durable
+        write_run_spec(run_dir.run_json, moved)  # (2)
         forget_store(run_dir.journal)
         _durably(_write_file, run_dir.journal, b"")  # (3) the file's copy goes
     from crw.journal.postgres import where

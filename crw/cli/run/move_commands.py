@@ -30,7 +30,8 @@ def import_(
     run
         The run id, or the path of its run directory.
     db
-        The database: postgresql://USER@HOST/DATABASE (default: $CRW_DB).
+        The database: postgresql://USER@HOST/DATABASE (default: $CRW_DB, else
+        the state's default from crw flow init --db).
     """
     from crw.cli.run.move import import_command
 

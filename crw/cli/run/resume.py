@@ -12,7 +12,9 @@ start_wait for the process's started row: a process that stopped before it (its
 workflow changed since the run started) is reported with its line, exit 1. A
 recorded TMPDIR that is missing, not a directory or not writable refuses either
 before anything changes: --detach exits 1 naming it, the foreground (the run
-process) exits 2.
+process) exits 2. A run whose journal is in a database is refused while another
+machine's writer holds its lease; one this state directory has no directory of is
+made from the database once that lease lapsed (`crw.cli.run.resume_here`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from crw.cli.output import emit
+from crw.cli.run.resume_here import check_lease
 from crw.cli.shell import shell_word
 from crw.engine.run.launch_record import LaunchFailure
 from crw.engine.run.locks import (
@@ -35,9 +38,9 @@ from crw.engine.run.locks import (
 )
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.engine.run.runspec import RunSpec, check_backend, read_run_spec
-from crw.errors import RefusedError
+from crw.errors import InputError, RefusedError
 from crw.journal.replay import replay
-from crw.journal.stores import read_run_journal
+from crw.journal.stores import check_db_url, read_run_journal
 
 if TYPE_CHECKING:
     from crw.engine.run.launch import Launch
@@ -48,6 +51,7 @@ def check_resumable(run_dir: RunDir, spec: RunSpec, state: str | None = None) ->
     (`state`: the `--state` the command was given, for the commands it names)."""
     run = replay(read_run_journal(run_dir.journal).rows)
     check_backend(run, spec)
+    check_lease(spec)
     if run_is_live(run_dir):
         pid = holder_pid(run_dir.run_lock)
         raise RunHeldError(
@@ -122,9 +126,36 @@ def _wait_for_host(run: str, state: str | None) -> None:
     wait_then_go_on(run_dir, spec, go_on)
 
 
-def resume_command(run: str, *, detach: bool, state: str | None, json: bool) -> int:
+def _find_or_fetch(state_dir: Path, run: str, db: str | None) -> RunDir:
+    """The run's directory under `state_dir`; else, for a run the database (`db`,
+    else $CRW_DB, else the state's default) keeps and this machine has no directory
+    of, the directory made from the database (`crw.cli.run.resume_here`).
+
+    Raises:
+        InputError: no such run here nor in the database.
+    """
+    try:
+        return find_run(state_dir, run)
+    except InputError:
+        from crw.cli.run.default_db import chosen_db
+
+        url = chosen_db(db, state_dir, os.environ)
+        if url is None or os.sep in run:
+            raise
+        check_db_url(url)
+        from crw.cli.run.resume_here import run_from_database
+
+        made = run_from_database(state_dir, run, url)
+        if made is None:
+            raise
+        return made
+
+
+def resume_command(
+    run: str, *, detach: bool, state: str | None, json: bool, db: str | None = None
+) -> int:
     state_dir = resolve_state(state, os.environ, Path.cwd())
-    run_dir = find_run(state_dir, run)
+    run_dir = _find_or_fetch(state_dir, run, db)
     spec = read_run_spec(run_dir.run_json)
     check_resumable(run_dir, spec, state)
     if is_launching(run_dir):

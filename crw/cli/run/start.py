@@ -25,6 +25,7 @@ from pathlib import Path
 from crw import codex_config
 from crw.binding.owner import bind_owner, orchestrator_line
 from crw.cli.output import one_line
+from crw.cli.run.default_db import chosen_db
 from crw.cli.run.preview import SessionStart, app_server_judged, session_judged
 from crw.cli.run.start_report import StartOutcome, report_start
 from crw.engine.calls.review import check_fix_efforts
@@ -229,10 +230,11 @@ def start_run(
     """Refuse or record, bind and launch a run; see the module docstring. `trace`
     (`--trace`) records SessionConfig.Trace on, whatever `[settings]` says;
     `inputs` and `input_files` are the `NAME=VALUE` of `--input` and `--input-file`;
-    `db` (`--db`, else $CRW_DB) the database that keeps the run's journal.
+    `db` (`--db`, else $CRW_DB, else the state's default, `crw flow init --db`) the
+    database that keeps the run's journal.
     A rerun (`crw flow rerun`) gives its source's inputs (`source_inputs`) and its `reuse`,
     whose rows the run's reused.json keeps before run.json names the source."""
-    journal_db = db or environ.get("CRW_DB") or None
+    journal_db = chosen_db(db, resolve_state(state, environ, Path.cwd()), environ)
     if journal_db is not None:
         journal_db_ready(journal_db)  # before anything is made: a bad URL changes nothing
     plan = check_start(

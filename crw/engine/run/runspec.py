@@ -180,15 +180,19 @@ def recorded_settings(settings: Settings) -> dict[str, bool | int | float]:
     return asdict(settings)
 
 
+def run_spec_bytes(spec: RunSpec) -> bytes:
+    """run.json's bytes for `spec`, as `write_run_spec` writes them."""
+    return (json.dumps(spec.to_json(), indent=2, ensure_ascii=False) + "\n").encode()
+
+
 def write_run_spec(path: Path, spec: RunSpec) -> None:
     """Write `spec` to `path` atomically: a temporary file beside it, fsync, rename, fsync.
 
     Raises:
         RefusedError: the file cannot be written (the reason names it).
     """
-    text = json.dumps(spec.to_json(), indent=2, ensure_ascii=False) + "\n"
     try:
-        _write_atomically(path, text.encode())
+        _write_atomically(path, run_spec_bytes(spec))
     except OSError as err:
         raise RefusedError(
             f"cannot write {path}: {err.strerror or err}; "

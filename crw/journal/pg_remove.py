@@ -1,0 +1,54 @@
+"""Removing a run from the database: its rows, its `crw_runs` row and its kept
+files, in one transaction, unless another machine's writer holds it now.
+
+`crw flow rm` and `gc` call it once the run's directory is renamed out of the way
+(the removal's intent, durable) and before that directory is deleted, so a crash
+between the two leaves the renamed directory, whose run.json the next `gc` reads
+to remove the rows it names.
+"""
+
+from __future__ import annotations
+
+import errno
+
+from crw.journal.pg_lease import Lease
+from crw.journal.pg_machine import machine_id
+from crw.journal.pg_run_files import FILES
+from crw.journal.postgres import RUNS, TABLE, connect, create_schema, where
+from crw.journal.store import StoreError
+
+_HOLDER = f"""
+SELECT machine, to_char(lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+       lease_until > now(), greatest(extract(epoch FROM lease_until - now()), 0)
+FROM {RUNS} WHERE run = %s AND machine <> %s FOR UPDATE
+"""
+"""The run's last writer where it is another machine's (locked: no writer takes
+the run until the transaction ends)."""
+
+
+def remove_run_rows(url: str, run: str) -> Lease | None:
+    """Delete run `run`'s rows, lease and kept files in the database at `url`, in
+    one transaction; where another machine's writer took the run last (its lease
+    live or not: the run went on there), delete nothing and return its lease.
+
+    Raises:
+        OSError: the database cannot be reached or written.
+    """
+    import psycopg
+
+    with connect(url) as conn:
+        try:
+            create_schema(conn)  # a database no writer of this crw wrote to yet
+            with conn.transaction():
+                held = conn.execute(_HOLDER.encode(), (run, machine_id())).fetchone()
+                if held is not None:
+                    return Lease(str(held[0]), str(held[1]), bool(held[2]), float(held[3]))
+                for table in (TABLE, RUNS, FILES):
+                    conn.execute(f"DELETE FROM {table} WHERE run = %s".encode(), (run,))
+        except psycopg.Error as err:
+            raise StoreError(
+                errno.EIO,
+                f"could not remove run {run}'s rows from the {where(url)}: {err}",
+                "start the database, then remove the run again",
+            ) from err
+    return None
