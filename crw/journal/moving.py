@@ -14,7 +14,8 @@ from pathlib import Path
 
 from crw.errors import RefusedError
 from crw.journal.log import JournalCorruptError, decode
-from crw.journal.postgres import RUNS, TABLE, connect, create_schema, where
+from crw.journal.pg_statements import RUNS, TABLE
+from crw.journal.postgres import connect, create_schema, where
 
 _INSERT = (
     f"INSERT INTO {TABLE} (run, seq, at_byte, line) "
