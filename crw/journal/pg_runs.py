@@ -73,7 +73,7 @@ def database_runs(url: str, tail_max: int = 1 << 20) -> list[DatabaseRun]:
 
     with connect(url) as conn:
         try:
-            found = conn.execute(_RUNS.encode(), {"tail_max": tail_max}).fetchall()
+            found = conn.execute(_RUNS.encode(), {"tail_max": tail_max}, binary=True).fetchall()
         except psycopg.errors.UndefinedTable:
             return []
         except psycopg.Error as err:

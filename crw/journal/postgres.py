@@ -186,7 +186,7 @@ class PostgresJournal:
     def _bytes(self, query: str, after: int) -> bytes:
         try:
             with self._reading() as conn:
-                found = conn.execute(query.encode(), (self.run, after)).fetchone()
+                found = conn.execute(query.encode(), (self.run, after), binary=True).fetchone()
         except _Empty:
             return b""
         return bytes(found[0]) if found is not None and found[0] is not None else b""
@@ -253,7 +253,9 @@ class PostgresJournal:
         and the journal's bytes after it (from `start`, 0 without one), in one query."""
         try:
             with self._reading() as conn:
-                found = conn.execute(SNAPSHOT_AND_TAIL.encode(), {"run": self.run}).fetchone()
+                found = conn.execute(
+                    SNAPSHOT_AND_TAIL.encode(), {"run": self.run}, binary=True
+                ).fetchone()
         except _Empty:
             return None, 0, b""
         sealed, start, tail = found if found is not None else (None, None, None)

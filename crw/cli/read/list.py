@@ -107,13 +107,14 @@ def list_command(
     state_dir = resolve_state(state, os.environ, Path.cwd())
     state_ref = shlex.quote(str(state_dir))
     url = db or os.environ.get("CRW_DB")
+    ids = list_runs(state_dir)
     section = None
     if url:
         from crw.cli.read.list_db import database_section
 
-        section = database_section(url, state_dir, state_ref)
+        section = database_section(url, state_dir, state_ref, frozenset(ids))
     runs = []
-    for run_id in list_runs(state_dir):
+    for run_id in ids:
         run = RunDir.of(state_dir, run_id)
         spec = spec_json(run)
         if chosen.of_workflow(workflow_name(spec, run_id), workflow_file(spec)):

@@ -23,7 +23,7 @@ from crw.cli.read.list_entry import TAIL_MAX, cells, head, of_state, unread
 from crw.cli.read.list_table import fit
 from crw.cli.read.run_spec import spec_json
 from crw.engine.run.locks import holder_pid, run_is_live
-from crw.engine.run.rundir import RunDir
+from crw.engine.run.rundir import FLOW, RunDir, list_runs
 from crw.errors import CrwError, RefusedError
 from crw.journal.log import JournalCorruptError, decode
 from crw.journal.replay import RunState, replay
@@ -34,7 +34,9 @@ DATABASE_KEYS = ("machine", "lease_until", "held", "last_seq", "here")
 """An entry's members beyond a state directory run's: the database's."""
 
 
-def database_section(url: str, state_dir: Path, state_ref: str = "") -> dict[str, Any]:
+def database_section(
+    url: str, state_dir: Path, state_ref: str = "", here: frozenset[str] | None = None
+) -> dict[str, Any]:
     """`--json`'s `database`: {where, runs: [list's entry of each run, and machine,
     lease_until, held, last_seq, here]}, and `read`: each run's entry as the state
     directory's list shows it (without the database's members), by id.
@@ -53,14 +55,16 @@ def database_section(url: str, state_dir: Path, state_ref: str = "") -> dict[str
         fix = "start the database or fix --db / CRW_DB"
         raise RefusedError(f"{err.strerror or err}; {fix}") from err
     this_machine = machine_id()
+    dirs = frozenset(list_runs(state_dir)) if here is None else here
+    flow = state_dir / FLOW
     entries = []
     for found in runs:
-        run = RunDir.of(state_dir, found.run)
-        here = run.run_json.is_file()
-        held_here = here and run_is_live(run)
+        run = RunDir(flow / found.run)  # its paths made only where they are used
+        spec = spec_json(run) if found.run in dirs else {}
+        held_here = bool(spec) and run_is_live(run)
         live = held_here or (found.held and found.machine != this_machine)
         pid = holder_pid(run.run_lock) if held_here else None
-        entry = head(found.run, spec_json(run) if here else {}, live, pid)
+        entry = head(found.run, spec, live, pid)
         state = f" --state {state_ref}" if state_ref else ""
         resume = f"crw flow resume {found.run} --detach{state}"
         try:
@@ -77,7 +81,7 @@ def database_section(url: str, state_dir: Path, state_ref: str = "") -> dict[str
                 "lease_until": found.lease_until,
                 "held": found.held,
                 "last_seq": found.last_seq,
-                "here": here,
+                "here": bool(spec),
             }
         )
     return {
@@ -103,6 +107,8 @@ def _fold(
     snapshot = parse_snapshot(sealed) if sealed is not None else None
     if tail is not None and (sealed is None or (snapshot is not None and snapshot.end == end)):
         into = snapshot.state if snapshot is not None else None
+        if into is not None and not tail:
+            return into, "tail"  # no row after the snapshot
         try:
             read = decode(tail, run.journal, after=into.last_seq if into is not None else 0)
         except JournalCorruptError:
