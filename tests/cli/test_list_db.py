@@ -79,7 +79,7 @@ def test_list_db_shows_the_columns_list_shows_for_the_same_run_on_files(
     the file's list did, for the run here (in both sections, read in the
     database's one query) and once its run directory is gone (another machine's),
     the columns its rows give; the state with its reason, calls done/total,
-    tokens, started, last row, live."""
+    tokens, started, last row, live; no resume command for a run not here."""
     run = _run(crw, "r-cols")
     if not ended:  # its last batch, the ended row, cut: a run whose process is gone
         lines = run.journal.read_bytes().splitlines(keepends=True)
@@ -106,6 +106,8 @@ def test_list_db_shows_the_columns_list_shows_for_the_same_run_on_files(
     rows_keys = ROWS_KEYS if ended else tuple(k for k in ROWS_KEYS if k != "calls")
     assert {k: gone[k] for k in rows_keys} == {k: file_entry[k] for k in rows_keys}
     assert (gone["here"], gone["read"]) == (False, "tail")
+    assert gone["resume"] is None  # it goes on on its machine, not from here
+    assert (file_entry["resume"] is None) == ended
 
 
 def _prefix_snapshot(journal: Path, rows: int) -> None:

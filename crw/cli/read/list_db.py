@@ -66,7 +66,8 @@ def database_section(
         pid = holder_pid(run.run_lock) if held_here else None
         entry = head(found.run, spec, live, pid)
         state = f" --state {state_ref}" if state_ref else ""
-        resume = f"crw flow resume {found.run} --detach{state}"
+        # Another machine's run goes on there: its run directory is not here.
+        resume = f"crw flow resume {found.run} --detach{state}" if spec else None
         try:
             folded, read = _fold(url, run, found.snapshot, found.snapshot_end, found.tail, live)
             entry |= of_state(entry, folded, read, resume)

@@ -36,9 +36,10 @@ def head(run_id: str, spec: dict[str, Any], live: bool, pid: int | None) -> dict
     }
 
 
-def of_state(entry: dict[str, Any], run: RunState, read: str, resume: str) -> dict[str, Any]:
+def of_state(entry: dict[str, Any], run: RunState, read: str, resume: str | None) -> dict[str, Any]:
     """An entry's part read from the run's rows (`run`, their replay; `read`: tail
-    or whole); `resume` is the command that goes on with it, shown when it crashed."""
+    or whole); `resume` is the command that goes on with it, shown when it crashed
+    (None: none here)."""
     view = outcome(run)
     ended = run.state == "ended"  # an ended run counts the calls it ran
     plan = {} if ended else workflow_plan(entry["workflow_file"])
