@@ -18,13 +18,15 @@
 #   make targets runs every bench the scale targets name and says which are met
 #               (bench/targets.py, about fifteen minutes; exit 1 when one is not)
 #   make bench-syncs counts a session call's syncs and files (strace; installs it)
+#   make bench-pg  crw's journal on PostgreSQL beside DBOS and raw inserts, list,
+#               status and the App Server run on it (bench/pg.py; DBOS in .venv-dbos)
 # Each makes .venv and installs the pinned tree first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test drills drills-table lint typecheck bench bench-syncs strace targets bytecode test-bytecode clean chromium codex-next postgres
+.PHONY: demo test drills drills-table lint typecheck bench bench-syncs bench-pg strace targets bytecode test-bytecode clean chromium codex-next postgres
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +86,18 @@ targets: bytecode
 # (bench/session_syncs.py); strace is installed from Debian when it is missing.
 bench-syncs: bytecode strace
 	$(BIN)/python bench/session_syncs.py --sizes 1000,10000 --trace-sizes 1000
+
+# crw's journal on PostgreSQL beside DBOS Transact and raw inserts on one throwaway
+# cluster (bench/pg.py). DBOS, pinned in bench/requirements-dbos.txt, goes into a venv
+# of its own, .venv-dbos: never into crw's install.
+DBOS_VENV := .venv-dbos
+$(DBOS_VENV)/.installed: bench/requirements-dbos.txt
+	$(PYTHON) -m venv $(DBOS_VENV)
+	$(DBOS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/requirements-dbos.txt
+	touch $@
+
+bench-pg: bytecode postgres $(DBOS_VENV)/.installed
+	$(BIN)/python bench/pg.py --dbos-python $(DBOS_VENV)/bin/python --scale 10000
 
 strace:
 	command -v strace >/dev/null || { \

@@ -27,7 +27,10 @@ within --limit seconds is reported as {"skipped": why}; the larger ones are then
 skipped too.
 
     .venv/bin/python bench/scale.py [--json] [--sizes 100,1000,10000]
-        [--backend app-server|session|both] [--limit SECONDS] [--tmp DIR]
+        [--backend app-server|session|both] [--limit SECONDS] [--tmp DIR] [--db URL]
+
+With --db URL each run keeps its journal in that PostgreSQL database (`CRW_DB`);
+bench/pg.py runs the App Server sizes so on its throwaway cluster.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ from crw.host.client import HostClient  # noqa: E402
 from crw.host.connect import connect_host  # noqa: E402
 from crw.host.sim.process import launch_sim, stop_sim  # noqa: E402
 from crw.host.uri import parse_host_uri  # noqa: E402
+from crw.journal.stores import store_at  # noqa: E402
 from crw.settings import MAX_FILE_BYTES, MAX_FILE_BYTES_ENV  # noqa: E402
 
 POOL = 8
@@ -133,6 +137,8 @@ class Trial:
     cpu_s: float | None = None
     sys_s: float | None = None
     """The kernel's part of cpu_s (ru_stime)."""
+    db: str | None = None
+    """The database that keeps the run's journal (`CRW_DB`), None: the file."""
     run_id: str = ""
     served: Counter[str] = field(default_factory=Counter)
     notified: Counter[str] = field(default_factory=Counter)
@@ -144,7 +150,16 @@ class Trial:
 
     def environ(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CRW_", "CODEX_"))}
-        return env | {"CODEX_HOME": str(self.state / "codex-home")}
+        return env | {"CODEX_HOME": str(self.state / "codex-home")} | _db_env(self.db)
+
+
+def _db_env(db: str | None) -> dict[str, str]:
+    return {} if db is None else {"CRW_DB": db}
+
+
+def journal_bytes(run: RunDir) -> bytes:
+    """The run's journal, from whichever store keeps it."""
+    return store_at(run.journal).read_from(0)
 
 
 async def drive(
@@ -269,11 +284,11 @@ def reap(trial: Trial) -> None:
 
 def journal_lines(run: RunDir) -> list[tuple[dict[str, Any], int]]:
     """Each journal line as its object and its size in bytes (newline included)."""
-    return [(json.loads(line), len(line) + 1) for line in run.journal.read_bytes().splitlines()]
+    return [(json.loads(line), len(line) + 1) for line in journal_bytes(run).splitlines()]
 
 
 def ended_at(run: RunDir) -> float:
-    for line in reversed(run.journal.read_bytes().splitlines()):  # the ended row is last
+    for line in reversed(journal_bytes(run).splitlines()):  # the ended row is last
         row = json.loads(line)
         if row["row"] == "ended":
             if row.get("status") != "completed":
@@ -308,7 +323,12 @@ def figures(trial: Trial, wall: float) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def trial_with_host(
-    backend: str, calls: int, where: Path, prefix: str, kept: contextlib.ExitStack | None = None
+    backend: str,
+    calls: int,
+    where: Path,
+    prefix: str,
+    kept: contextlib.ExitStack | None = None,
+    db: str | None = None,
 ) -> Iterator[Trial]:
     """A trial in a fresh state directory under `where` (named `prefix`...) with a
     fresh simulated host (its agents' max_threads the pool's and one: a session
@@ -321,7 +341,7 @@ def trial_with_host(
     at its end instead."""
     with contextlib.ExitStack() as own:
         tmp = (kept or own).enter_context(tempfile.TemporaryDirectory(prefix=prefix, dir=where))
-        trial = Trial(backend, calls, Path(tmp) / "state")
+        trial = Trial(backend, calls, Path(tmp) / "state", db=db)
         trial.state.mkdir()
         (trial.state / "codex-home").mkdir()
         (trial.state / "codex-home" / "config.toml").write_text(
@@ -336,11 +356,16 @@ def trial_with_host(
 
 
 def measure(
-    backend: str, calls: int, limit: float, where: Path, kept: contextlib.ExitStack
+    backend: str,
+    calls: int,
+    limit: float,
+    where: Path,
+    kept: contextlib.ExitStack,
+    db: str | None = None,
 ) -> dict[str, Any]:
     """One size on one backend, in a fresh state directory under `where` (removed
-    when `kept` closes) with a fresh host."""
-    with trial_with_host(backend, calls, where, "crw-scale-", kept) as trial:
+    when `kept` closes) with a fresh host; `db`: the journal in that database."""
+    with trial_with_host(backend, calls, where, "crw-scale-", kept, db) as trial:
         try:
             wall = trio.run(drive, trial, limit)
         except trio.TooSlowError:
@@ -353,21 +378,26 @@ def measure(
 def progress(trial: Trial) -> str:
     """` (N of M calls completed)` once the run has a journal, else nothing."""
     run = RunDir(trial.state / "flow" / trial.run_id)
-    if not trial.run_id or not run.journal.exists():
+    if not trial.run_id or not run.run_json.exists():
         return ""
     done = sum(1 for row, _ in journal_lines(run) if row["row"] == "completed")
     return f" ({done} of {trial.calls} calls completed)"
 
 
 def run_backend(
-    backend: str, sizes: list[int], limit: float, where: Path, kept: contextlib.ExitStack
+    backend: str,
+    sizes: list[int],
+    limit: float,
+    where: Path,
+    kept: contextlib.ExitStack,
+    db: str | None = None,
 ) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for calls in sizes:
         if any("skipped" in r for r in results.values()):
             results[str(calls)] = {"skipped": "a smaller size did not end in time"}
             continue
-        results[str(calls)] = measure(backend, calls, limit, where, kept)
+        results[str(calls)] = measure(backend, calls, limit, where, kept, db)
     base = results[str(sizes[0])]
     for result in results.values():
         if "per_call_ms" in result and "per_call_ms" in base:
@@ -412,6 +442,7 @@ def main() -> None:
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
     parser.add_argument("--backend", choices=["app-server", "session", "both"], default="both")
     parser.add_argument("--limit", type=float, default=LIMIT, help="seconds per size")
+    parser.add_argument("--db", help="a PostgreSQL URL: the runs' journals there (CRW_DB)")
     add_tmp_argument(parser)
     args = parser.parse_args()
     try:
@@ -423,7 +454,9 @@ def main() -> None:
     backends = ["app-server", "session"] if args.backend == "both" else [args.backend]
     compileall.compile_dir(REPO / "crw", quiet=1)  # changed files only; see the docstring
     with contextlib.ExitStack() as kept:  # every size's state, removed at the end
-        results = {KEYS[b]: run_backend(b, sizes, args.limit, args.tmp, kept) for b in backends}
+        results = {
+            KEYS[b]: run_backend(b, sizes, args.limit, args.tmp, kept, args.db) for b in backends
+        }
     print(json.dumps(results) if args.json else table(results), end="\n")
 
 

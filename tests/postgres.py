@@ -49,7 +49,7 @@ class Cluster:
         return f"postgresql://{USER}@/{database}?host={self.base}&port={self.port}"
 
 
-def _binaries() -> Path | None:
+def find_binaries() -> Path | None:
     found = shutil.which("initdb")
     if found and shutil.which("pg_ctl") and shutil.which("postgres"):
         return Path(found).resolve().parent
@@ -77,12 +77,21 @@ def _postmaster_pid(data: Path) -> int | None:
 
 @pytest.fixture(scope="session")
 def postgres_cluster() -> Iterator[Cluster]:
-    binaries = _binaries()
+    binaries = find_binaries()
     if binaries is None:
         message = "PostgreSQL's initdb, pg_ctl and postgres are not installed (make postgres)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
+    with throwaway_cluster(binaries) as cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def throwaway_cluster(binaries: Path, settings: tuple[str, ...] = ()) -> Iterator[Cluster]:
+    """A cluster in a fresh directory under /tmp, started with `settings` (`-c`
+    NAME=VALUE each) besides the fixture's, stopped and removed at the end (also
+    bench/pg.py's)."""
     base = Path(tempfile.mkdtemp(prefix="crw-pg-", dir="/tmp"))
     if os.geteuid() == 0:
         nobody = pwd.getpwnam("nobody")
@@ -108,6 +117,7 @@ def postgres_cluster() -> Iterator[Cluster]:
                 [
                     *(str(binaries / "postgres"), "-D", str(data), "-k", str(base)),
                     *("-p", str(port), "-c", "listen_addresses=", "-c", "max_connections=200"),
+                    *(arg for setting in settings for arg in ("-c", setting)),
                 ]
             ),
             cwd=base,

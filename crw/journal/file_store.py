@@ -42,6 +42,12 @@ class FileJournal:
     def open_appender(self, known: JournalRead | None = None) -> JournalFile:
         return JournalFile.open(self.path, known)
 
+    def snapshot_tail(self) -> None:
+        return None  # replay.snapshot, beside the journal
+
+    def keep_snapshot(self, sealed: bytes, end: int, last_seq: int) -> bool:
+        return False
+
     @property
     def wake_file(self) -> Path:
         return self.path

@@ -15,7 +15,8 @@ from pathlib import Path
 from crw.errors import RefusedError
 from crw.journal.log import JournalCorruptError, decode
 from crw.journal.pg_run_files import FILES, KEEP
-from crw.journal.postgres import RUNS, TABLE, connect, create_schema, where
+from crw.journal.pg_statements import RUNS, SNAPSHOTS, TABLE
+from crw.journal.postgres import connect, create_schema, where
 
 _INSERT = (
     f"INSERT INTO {TABLE} (run, seq, at_byte, line) "
@@ -109,8 +110,8 @@ def copy_to_postgres(
 
 
 def drop_from_postgres(url: str, run: str, epoch: int) -> None:
-    """Remove run `run`'s rows and lease from the database, where the epoch is still
-    `epoch` (the mover's: no writer took the run meanwhile).
+    """Remove run `run`'s rows, lease and snapshot from the database, where the
+    epoch is still `epoch` (the mover's: no writer took the run meanwhile).
 
     Raises:
         OSError: the database failed.
@@ -126,5 +127,6 @@ def drop_from_postgres(url: str, run: str, epoch: int) -> None:
                 if gone.rowcount == 1:
                     conn.execute(f"DELETE FROM {TABLE} WHERE run = %s".encode(), (run,))
                     conn.execute(f"DELETE FROM {FILES} WHERE run = %s".encode(), (run,))
+                    conn.execute(f"DELETE FROM {SNAPSHOTS} WHERE run = %s".encode(), (run,))
         except psycopg.Error as err:
             raise OSError(f"could not remove the rows from the {where(url)}: {err}") from err

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from crw.journal.pg_machine import machine_id
-from crw.journal.postgres import RUNS, connect, where
+from crw.journal.pg_statements import RUNS
+from crw.journal.postgres import connect, where
 from crw.journal.store import StoreError
 
 _HOLDER = f"""

@@ -1,5 +1,5 @@
-"""Removing a run from the database: its rows, its `crw_runs` row and its kept
-files, in one transaction, unless another machine's writer holds it now.
+"""Removing a run from the database: its rows, its `crw_runs` row, its kept
+files and its replay snapshot, in one transaction, unless another machine's writer holds it now.
 
 `crw flow rm` and `gc` call it once the run's directory is renamed out of the way
 (the removal's intent, durable) and before that directory is deleted, so a crash
@@ -14,7 +14,8 @@ import errno
 from crw.journal.pg_lease import Lease
 from crw.journal.pg_machine import machine_id
 from crw.journal.pg_run_files import FILES
-from crw.journal.postgres import RUNS, TABLE, connect, create_schema, where
+from crw.journal.pg_statements import RUNS, SNAPSHOTS, TABLE
+from crw.journal.postgres import connect, create_schema, where
 from crw.journal.store import StoreError
 
 _HOLDER = f"""
@@ -43,7 +44,7 @@ def remove_run_rows(url: str, run: str) -> Lease | None:
                 held = conn.execute(_HOLDER.encode(), (run, machine_id())).fetchone()
                 if held is not None:
                     return Lease(str(held[0]), str(held[1]), bool(held[2]), float(held[3]))
-                for table in (TABLE, RUNS, FILES):
+                for table in (TABLE, RUNS, FILES, SNAPSHOTS):
                     conn.execute(f"DELETE FROM {table} WHERE run = %s".encode(), (run,))
         except psycopg.Error as err:
             raise StoreError(

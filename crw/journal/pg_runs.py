@@ -1,35 +1,66 @@
-"""The runs a PostgreSQL database keeps journals of, for `crw flow list`: each
-run with rows, the machine its writer last ran on and its lease (`crw_runs`)."""
+"""The runs a PostgreSQL database keeps journals of, for `crw flow list`, in one
+query: each run with rows, the machine its writer last ran on and its lease
+(`crw_runs`), its replay snapshot (`crw_snapshots`, where it ends at its row's
+end) and its rows after the snapshot (all of them without one), so list folds
+each run's tail as it does a file run's, and no run's journal is read whole.
+
+The runs are found by a skip over the journal's key (one index probe a run, not a
+scan of every row); a run whose rows after its snapshot are more than `tail_max`
+bytes comes without them (`tail` None): list reads it as `status` does.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crw.journal.postgres import RUNS, TABLE, connect, where
+from crw.journal.pg_statements import RUNS, SNAPSHOTS, TABLE
+from crw.journal.postgres import connect, where
 from crw.journal.store import StoreError
 
 _RUNS = f"""
-SELECT j.run, r.machine, to_char(r.lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-       coalesce(r.lease_until > now(), false), j.last
-FROM (SELECT run, max(seq) AS last FROM {TABLE} GROUP BY run) AS j
-LEFT JOIN {RUNS} AS r USING (run)
-ORDER BY j.run DESC
+WITH RECURSIVE ids(run) AS (
+    (SELECT run FROM {TABLE} ORDER BY run LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.run FROM {TABLE} AS j WHERE j.run > ids.run ORDER BY j.run LIMIT 1)
+    FROM ids WHERE ids.run IS NOT NULL
+)
+SELECT ids.run, r.machine,
+       to_char(r.lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+       coalesce(r.lease_until > now(), false),
+       (SELECT max(seq) FROM {TABLE} AS m WHERE m.run = ids.run),
+       s.snapshot, s.end_byte,
+       (SELECT CASE WHEN coalesce(sum(octet_length(t.line)), 0) <= %(tail_max)s
+                    THEN coalesce(string_agg(t.line, ''::bytea ORDER BY t.seq), ''::bytea) END
+        FROM {TABLE} AS t WHERE t.run = ids.run AND t.seq > coalesce(s.last_seq, 0))
+FROM ids
+LEFT JOIN {RUNS} AS r ON r.run = ids.run
+LEFT JOIN ({SNAPSHOTS} AS s JOIN {TABLE} AS e
+           ON e.run = s.run AND e.seq = s.last_seq
+           AND e.at_byte + octet_length(e.line) = s.end_byte)
+ON s.run = ids.run
+WHERE ids.run IS NOT NULL
+ORDER BY ids.run DESC
 """
 
 
 @dataclass(frozen=True)
 class DatabaseRun:
     """A run with rows in the database: its last seq, the machine of the writer that
-    took it last (None: none has since it was imported) and that writer's lease."""
+    took it last (None: none has since it was imported) and that writer's lease;
+    its snapshot's sealed bytes and end (None: none it can be read from) and the
+    journal's bytes after it (None: more than list reads)."""
 
     run: str
     machine: str | None
     lease_until: str | None
     held: bool
     last_seq: int
+    snapshot: bytes | None = None
+    snapshot_end: int = 0
+    tail: bytes | None = None
 
 
-def database_runs(url: str) -> list[DatabaseRun]:
+def database_runs(url: str, tail_max: int = 1 << 20) -> list[DatabaseRun]:
     """The runs with rows in the database at `url`, by id, newest first (a run id
     carries its start time); none when no run wrote there yet.
 
@@ -42,7 +73,7 @@ def database_runs(url: str) -> list[DatabaseRun]:
 
     with connect(url) as conn:
         try:
-            found = conn.execute(_RUNS.encode()).fetchall()
+            found = conn.execute(_RUNS.encode(), {"tail_max": tail_max}, binary=True).fetchall()
         except psycopg.errors.UndefinedTable:
             return []
         except psycopg.Error as err:
@@ -50,6 +81,15 @@ def database_runs(url: str) -> list[DatabaseRun]:
                 errno.EIO, f"could not read the runs of the {where(url)}: {err}", "check it"
             ) from err
     return [
-        DatabaseRun(str(run), machine, until, bool(held), int(last))
-        for run, machine, until, held, last in found
+        DatabaseRun(
+            str(run),
+            machine,
+            until,
+            bool(held),
+            int(last),
+            None if snapshot is None else bytes(snapshot),
+            int(end or 0),
+            None if tail is None else bytes(tail),
+        )
+        for run, machine, until, held, last, snapshot, end, tail in found
     ]

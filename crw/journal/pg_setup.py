@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crw.journal.pg_run_files import FILES
-from crw.journal.postgres import RUNS, TABLE, connect, create_schema, where
+from crw.journal.postgres import TABLES, connect, create_schema, where
 
 if TYPE_CHECKING:
     import psycopg
@@ -90,7 +89,7 @@ def set_up(url: str) -> Server:
             raise SetupError(
                 f"could not create the tables in the {here}: {_first(err)}", "check it"
             ) from err
-        missing = [table for table in (TABLE, RUNS, FILES) if not _may_use(conn, table)]
+        missing = [table for table in TABLES if not _may_use(conn, table)]
         if missing:
             raise SetupError(
                 f"the role of the URL may not use {', '.join(missing)} in the {here}",

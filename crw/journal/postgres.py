@@ -5,9 +5,12 @@ as the file journal frames them (`crw.journal.framing`: its `commit_seq`, its
 CRC-32, its newline) and `at_byte` the line's offset in the journal's bytes, so
 the rows read back in seq order are the bytes the file would hold, and every
 reader decodes and replays them as it does a file's. A group commit is one
-transaction inserting its lines with one statement (`unnest` of three arrays),
+statement and so one transaction (`pg_statements.COMMIT_GROUP`: the fence, the
+lines inserted from `unnest` of three arrays, the notify), one round trip,
 `synchronous_commit` on: a row acknowledged is durable on the server. A
-transaction is whole or absent, so the store never holds a torn tail.
+transaction is whole or absent, so the store never holds a torn tail. The
+run's replay snapshot is kept in the database too (`crw_snapshots`), so a
+reader on any machine reads a run as its snapshot and the rows after it.
 
 psycopg 3 is blocking here: the journal writer runs every append in its worker
 thread (`JournalAppender.blocking`), and a command's read is a short blocking
@@ -29,6 +32,15 @@ from crw.journal.pg_machine import LEASE_SECONDS as LEASE_SECONDS  # its importe
 from crw.journal.pg_machine import lease_seconds as lease_seconds
 from crw.journal.pg_machine import machine_id as machine_id
 from crw.journal.pg_run_files import FILES, keep_run_files
+from crw.journal.pg_statements import (
+    COMMIT_GROUP,
+    KEEP_SNAPSHOT,
+    RUNS,
+    SNAPSHOT_AND_TAIL,
+    SNAPSHOT_SCHEMA,
+    SNAPSHOTS,
+    TABLE,
+)
 from crw.journal.pg_wake import PostgresWake
 from crw.journal.store import StoreError
 
@@ -37,8 +49,6 @@ if TYPE_CHECKING:
 
     Conn = psycopg.Connection[tuple[Any, ...]]
 
-TABLE = "crw_journal"
-RUNS = "crw_runs"
 CHANNEL = "crw_journal"
 """The channel each group commit notifies, in its transaction: `RUN SEQ`, the run
 and its last seq (a hint for live views, which read the rows by seq)."""
@@ -69,12 +79,10 @@ bytes), the runs' (each run's writer: its epoch, machine and lease) and the
 run's files another machine's resume makes its directory from
 (`crw.journal.pg_run_files`)."""
 _PRESENT = "SELECT count(to_regclass(t)) FROM unnest(%s::text[]) AS t"
+TABLES = [TABLE, RUNS, FILES, SNAPSHOTS]
+"""Every table the store keeps: a database with them all is not asked to create one."""
 _SCHEMA_LOCK = 0x63727700
 """The advisory lock two first writers take so that one creates the table."""
-_INSERT = (
-    f"INSERT INTO {TABLE} (run, seq, at_byte, line) "
-    "SELECT %s, s, a, l FROM unnest(%s::bigint[], %s::bigint[], %s::bytea[]) AS t(s, a, l)"
-)
 _BYTES_FROM = (
     f"SELECT string_agg(line, ''::bytea ORDER BY seq) FROM {TABLE} WHERE run = %s AND at_byte >= %s"
 )
@@ -96,8 +104,7 @@ _RENEW = (
     f"UPDATE {RUNS} SET lease_until = now() + make_interval(secs => %s) "
     "WHERE run = %s AND epoch = %s"
 )
-"""The first statement of every group commit: no row when another writer took the run."""
-_NOTIFY = "SELECT pg_notify(%s, %s)"
+"""A renewal while the writer commits nothing: no row when another writer took the run."""
 
 
 def where(url: str) -> str:
@@ -141,11 +148,12 @@ def create_schema(conn: Conn) -> None:
     database that has them all is left alone (a role with no right to create
     tables may use them)."""
     with conn.transaction():
-        found = conn.execute(_PRESENT.encode(), ([TABLE, RUNS, FILES],)).fetchone()
-        if found is not None and found[0] == 3:
+        found = conn.execute(_PRESENT.encode(), (TABLES,)).fetchone()
+        if found is not None and found[0] == len(TABLES):
             return
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         conn.execute(SCHEMA.encode())  # a constant, several statements: no parameter
+        conn.execute(SNAPSHOT_SCHEMA.encode())
 
 
 def ensure_schema(url: str) -> None:
@@ -190,7 +198,7 @@ class PostgresJournal:
     def _bytes(self, query: str, after: int) -> bytes:
         try:
             with self._reading() as conn:
-                found = conn.execute(query.encode(), (self.run, after)).fetchone()
+                found = conn.execute(query.encode(), (self.run, after), binary=True).fetchone()
         except _Empty:
             return b""
         return bytes(found[0]) if found is not None and found[0] is not None else b""
@@ -225,6 +233,7 @@ class PostgresJournal:
                 keep_run_files(conn, self.run, self.path.parent)
             except Exception as err:
                 raise _store_error(self.url, "keep the run's files in", err) from err
+            conn.autocommit = True  # a group commit is one statement: its own transaction
         except BaseException:
             conn.close()
             raise
@@ -256,6 +265,34 @@ class PostgresJournal:
                 f"resume it on {held_by}, or here once its lease has lapsed",
             )
         return int(taken[0])
+
+    def snapshot_tail(self) -> tuple[bytes | None, int, bytes]:
+        """The run's snapshot (its sealed bytes, None: none that ends at a row's end)
+        and the journal's bytes after it (from `start`, 0 without one), in one query."""
+        try:
+            with self._reading() as conn:
+                found = conn.execute(
+                    SNAPSHOT_AND_TAIL.encode(), {"run": self.run}, binary=True
+                ).fetchone()
+        except _Empty:
+            return None, 0, b""
+        sealed, start, tail = found if found is not None else (None, None, None)
+        if sealed is None:
+            return None, 0, bytes(tail or b"")
+        return bytes(sealed), int(start), bytes(tail or b"")
+
+    def keep_snapshot(self, sealed: bytes, end: int, last_seq: int) -> bool:
+        """Keep the run's snapshot in the database (unless one further on is there).
+
+        Raises:
+            OSError: the database failed.
+        """
+        try:
+            with self._reading() as conn:
+                conn.execute(KEEP_SNAPSHOT.encode(), (self.run, last_seq, end, sealed))
+        except _Empty:
+            return False
+        return True
 
     @property
     def wake_file(self) -> None:
@@ -326,14 +363,11 @@ class PostgresAppender:
             if self._fenced is not None:
                 raise self._fenced
             try:
-                if self._conn.closed:
-                    self._conn = connect(self._store.url)
-                with self._conn.transaction():
-                    renewed = self._conn.execute(
-                        _RENEW.encode(), (self.lease, self._store.run, self.epoch)
-                    )
-                    if renewed.rowcount != 1:
-                        raise _Fenced
+                renewed = self._connection().execute(
+                    _RENEW.encode(), (self.lease, self._store.run, self.epoch)
+                )
+                if renewed.rowcount != 1:
+                    raise _Fenced
             except _Fenced:
                 raise self._fence() from None
             except psycopg.Error as err:
@@ -350,7 +384,7 @@ class PostgresAppender:
         return self._fenced
 
     def append(self, data: bytes, rows: int) -> None:
-        """Insert the group's lines (one a row) in one transaction, committed with
+        """Insert the group's lines (one a row) in one statement, committed with
         `synchronous_commit` on: durable when this returns; none of them on failure.
         The transaction renews the writer's lease where its epoch still stands and
         changes nothing where another writer took the run (fenced: this and every
@@ -373,22 +407,28 @@ class PostgresAppender:
         for line in lines:
             offsets.append(at)
             at += len(line)
+        group = {
+            **{"lease": self.lease, "run": run, "epoch": self.epoch, "channel": CHANNEL},
+            **{"seqs": seqs, "offsets": offsets, "lines": lines, "payload": f"{run} {seqs[-1]}"},
+        }
         try:
             with self._one:
-                if self._conn.closed:
-                    self._conn = connect(self._store.url)
-                with self._conn.transaction():
-                    renewed = self._conn.execute(_RENEW.encode(), (self.lease, run, self.epoch))
-                    if renewed.rowcount != 1:
-                        raise _Fenced
-                    self._conn.execute(_INSERT.encode(), (run, seqs, offsets, lines))
-                    self._conn.execute(_NOTIFY.encode(), (CHANNEL, f"{run} {seqs[-1]}"))
+                if self._connection().execute(COMMIT_GROUP.encode(), group).fetchone() is None:
+                    raise _Fenced
         except _Fenced:
             raise self._fence() from None
         except psycopg.Error as err:
             raise _store_error(self._store.url, "write the journal to", err) from err
         self.last_seq += rows
         self._end = at
+
+    def _connection(self) -> Conn:
+        """The writer's connection (in autocommit: a statement is a transaction),
+        made again when the last one failed."""
+        if self._conn.closed:
+            self._conn = connect(self._store.url)
+            self._conn.autocommit = True
+        return self._conn
 
     def close(self) -> None:
         self._conn.close()

@@ -26,6 +26,13 @@ decoded a sixteenth of the journal beyond the one it found (at least 64 KiB, at
 most 256 KiB: a journal under 64 KiB is read whole, it is fast) or after it read a
 run that ended (its journal grows no more: the next reads decode no row), and never
 fails for it: a run directory it cannot write is read whole next time.
+
+A store that is no file keeps the snapshot itself (`JournalStore.keep_snapshot`:
+PostgreSQL's `crw_snapshots`, read with the rows after it in one query), so a
+run is read from its tail on any machine. Its rows are inserted once and never
+changed: the snapshot is taken where the row it ends at is there and ends where
+it does, and the rows after it go on from its last seq (no CRC read of the bytes
+before it, which would read the journal whole).
 """
 
 from __future__ import annotations
@@ -115,21 +122,12 @@ class Fold:
 
 def read_fold(journal: Path, *, live: bool = False) -> tuple[Fold, JournalRead]:
     """`replay_journal`'s read, as a `Fold` to fold on with `fold_on`."""
-    file = store_at(journal).open_bytes()
-    with file:
-        snapshot = _load(journal.parent / SNAPSHOT, file)
-        tail: JournalRead | None = None
-        if snapshot is not None:
-            file.seek(snapshot.end)
-            data = file.read()
-            try:
-                tail = decode(data, journal, after=snapshot.state.last_seq)
-            except JournalCorruptError:
-                snapshot = None  # the damage is reported with the whole journal's offsets
-        if tail is None or snapshot is None:
-            file.seek(0)
-            data = file.read()
-            tail = decode(data, journal)
+    store = store_at(journal)
+    kept = store.snapshot_tail()
+    if kept is not None:
+        snapshot, data, tail = _kept_tail(journal, kept)
+    else:
+        snapshot, data, tail = _file_tail(journal, store.open_bytes())
     if tail.torn is not None and not live:
         log.warning("%s", tail.torn.message)
     start = snapshot.end if snapshot is not None else 0
@@ -140,6 +138,45 @@ def read_fold(journal: Path, *, live: bool = False) -> tuple[Fold, JournalRead]:
     fold = Fold(state, read.end, crc, start)
     _refresh(journal, fold)
     return fold, read
+
+
+def _file_tail(
+    journal: Path, file: io.BufferedIOBase
+) -> tuple[Snapshot | None, bytes, JournalRead]:
+    """The snapshot beside the journal, when it matches the journal's bytes, and
+    the bytes after it (all of them without one): the bytes decoded and their rows."""
+    with file:
+        snapshot = _load(journal.parent / SNAPSHOT, file)
+        if snapshot is not None:
+            file.seek(snapshot.end)
+            data = file.read()
+            try:
+                return snapshot, data, decode(data, journal, after=snapshot.state.last_seq)
+            except JournalCorruptError:
+                pass  # the damage is reported with the whole journal's offsets
+        file.seek(0)
+        data = file.read()
+    return None, data, decode(data, journal)
+
+
+def _kept_tail(
+    journal: Path, kept: tuple[bytes | None, int, bytes]
+) -> tuple[Snapshot | None, bytes, JournalRead]:
+    """A store's snapshot and its bytes after it (`JournalStore.snapshot_tail`):
+    the snapshot, the bytes decoded and their rows. The store checked that the
+    snapshot ends at its row's end (its rows are never changed); one that is not
+    this crw's, or whose rows after it do not go on from it, is not taken, and
+    the journal is read whole."""
+    sealed, start, data = kept
+    snapshot = parse_snapshot(sealed) if sealed is not None else None
+    if snapshot is not None and snapshot.end == start:
+        try:
+            return snapshot, data, decode(data, journal, after=snapshot.state.last_seq)
+        except JournalCorruptError:
+            pass  # the damage is reported with the whole journal's offsets
+    if start:
+        data = store_at(journal).read_from(0)
+    return None, data, decode(data, journal)
 
 
 def fold_on(journal: Path, fold: Fold, data: bytes) -> JournalRead:
@@ -166,7 +203,7 @@ def _refresh(journal: Path, fold: Fold, *, rebase: bool = False) -> None:
     beyond = fold.end - fold.saved
     refresh = min(REFRESH_BYTES, max(REFRESH_MIN, fold.end // REFRESH_SHARE))
     if beyond >= refresh or (beyond and fold.state.state == "ended"):
-        pack = _save(journal.parent / SNAPSHOT, fold.state, fold.end, fold.crc)
+        pack = _save(journal, fold.state, fold.end, fold.crc)
         fold.saved = fold.end
         if rebase:
             _rebase(fold.state, pack)
@@ -209,6 +246,15 @@ def peek_snapshot(path: Path) -> Snapshot | None:
     the journal (a reader that checks less: `crw flow list`)."""
     try:
         raw = path.read_bytes()
+    except OSError:
+        return None
+    return parse_snapshot(raw)
+
+
+def parse_snapshot(raw: bytes) -> Snapshot | None:
+    """The snapshot whose sealed bytes are `raw` (as its file holds them) when it is
+    this crw's and whole, unchecked against the journal."""
+    try:
         body = memoryview(raw)[_SEAL:]  # not a copy: a big run's snapshot is megabytes
         if raw[:_SEAL] != b"%08x\n" % zlib.crc32(body):
             return None  # damaged or cut short: marshal must never read such bytes
@@ -219,7 +265,7 @@ def peek_snapshot(path: Path) -> Snapshot | None:
         packed = _Packed(*packs)
         with paused_gc():
             opened = {values[0]: _call(values) for _, values in marshal.loads(packed.open)}
-    except (OSError, ValueError, TypeError, EOFError, KeyError, IndexError, AttributeError):
+    except (ValueError, TypeError, EOFError, KeyError, IndexError, AttributeError):
         return None
     state.defer_calls(DeferredCalls(opened, packed.settled_ids, packed.build, packed))
     return Snapshot(end, crc, state)
@@ -287,11 +333,12 @@ def _call(values: list[Any]) -> CallState:
 def save_snapshot(journal: Path, state: RunState, end: int, crc: int) -> None:
     """Keep `state`, the replay of the journal's first `end` bytes (their CRC-32 is
     `crc`), as its snapshot: for a writer that replayed them itself."""
-    _save(journal.parent / SNAPSHOT, state, end, crc)
+    _save(journal, state, end, crc)
 
 
-def _save(path: Path, state: RunState, end: int, crc: int) -> _Pack:
-    """Write the snapshot; its calls as packed (`_Packed`'s fields)."""
+def _save(journal: Path, state: RunState, end: int, crc: int) -> _Pack:
+    """Write the snapshot, in the journal's store where it keeps one (never
+    failing for it), else beside the journal; its calls as packed (`_Packed`'s fields)."""
     pack = _pack(state)
     body = (
         FORMAT,
@@ -301,12 +348,20 @@ def _save(path: Path, state: RunState, end: int, crc: int) -> _Pack:
         {name: getattr(state, name) for name in _RUN_FIELDS},
         pack,
     )
+    payload = marshal.dumps(body)
+    seal = b"%08x\n" % zlib.crc32(payload)
+    try:
+        if store_at(journal).keep_snapshot(seal + payload, end, state.last_seq):
+            return pack
+    except OSError as err:
+        log.info("the replay snapshot was not kept: %s", err)
+        return pack
+    path = journal.parent / SNAPSHOT
     temp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as file:
-            payload = marshal.dumps(body)
-            file.write(b"%08x\n" % zlib.crc32(payload))  # apart: the payload not copied
+            file.write(seal)  # apart: the payload not copied
             file.write(payload)
         os.replace(temp, path)
     except (OSError, ValueError):

@@ -146,6 +146,27 @@ class JournalStore(Protocol):
         """
         ...
 
+    def snapshot_tail(self) -> tuple[bytes | None, int, bytes] | None:
+        """The run's replay snapshot the store keeps (its sealed bytes, None: none
+        that ends at a row's end), where it ends (0 without one) and the journal's
+        bytes from there, in one read; None: the store keeps no snapshot (the
+        file store: `replay.snapshot` lies beside the journal).
+
+        Raises:
+            OSError: the store cannot be read.
+        """
+        ...
+
+    def keep_snapshot(self, sealed: bytes, end: int, last_seq: int) -> bool:
+        """Keep the replay snapshot `sealed` of the journal's first `end` bytes
+        (rows up to `last_seq`) in the store; False: it keeps none (the caller
+        writes the file).
+
+        Raises:
+            OSError: the store cannot be written.
+        """
+        ...
+
     @property
     def wake_file(self) -> Path | None:
         """The file whose change means rows were appended, which live views watch;

@@ -47,6 +47,12 @@ def store_at(journal: Path) -> JournalStore:
     return store
 
 
+def keep_store(journal: Path, store: JournalStore) -> None:
+    """Know `store` as the store of `journal` for this process: a run whose run
+    directory is on another machine (no run.json here names it)."""
+    _known[journal] = store
+
+
 def forget_store(journal: Path) -> None:
     """Forget the store this process knew for `journal` (a move changed its run.json)."""
     _known.pop(journal, None)

@@ -16,7 +16,7 @@ from crw.journal.postgres import PostgresJournal
 from tests.cli.conftest import Crw, Result
 from tests.cli.test_init import WORKFLOW, _sim
 
-TABLES = ["crw_journal", "crw_run_files", "crw_runs"]
+TABLES = ["crw_journal", "crw_run_files", "crw_runs", "crw_snapshots"]
 RIGHTS = "SELECT, INSERT, UPDATE, DELETE"
 
 
@@ -51,7 +51,7 @@ def test_init_db_sets_the_database_up_once_and_start_keeps_its_journal_there(
         assert again.stdout.splitlines()[-1] == (
             f"kept the role store {crw.state / 'roles.toml'} (pass --force to write it anew)"
         )
-        assert "tables crw_journal, crw_runs, crw_run_files ready" in again.stdout
+        assert "tables crw_journal, crw_runs, crw_run_files, crw_snapshots ready" in again.stdout
         assert _tables(postgres_url) == TABLES
         started = crw.start(WORKFLOW, "--host", host, "--owner", owner)
         assert started.code == 0, started.stderr
@@ -110,10 +110,12 @@ def test_init_db_as_a_role_that_may_not_create_or_use_the_tables_is_refused(
     said = _init(crw, "--db", as_role)
     assert said.code == 1
     assert said.stderr == (
-        "crw: error: the role of the URL may not use crw_journal, crw_runs, crw_run_files in "
+        "crw: error: the role of the URL may not use crw_journal, crw_runs, crw_run_files, "
+        "crw_snapshots in "
         f"the PostgreSQL database {postgres_url.split('/')[3].split('?')[0]} on "
         f"{postgres_url.split('host=')[1].split('&')[0]}; GRANT SELECT, INSERT, UPDATE, DELETE "
-        "ON crw_journal, crw_runs, crw_run_files TO the role, then run crw flow init --db again\n"
+        "ON crw_journal, crw_runs, crw_run_files, crw_snapshots TO the role, "
+        "then run crw flow init --db again\n"
     )
     assert not (crw.state / "db.toml").exists()
     with psycopg.connect(postgres_url, autocommit=True) as conn:

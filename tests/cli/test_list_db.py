@@ -5,9 +5,18 @@ directory of it. Real `crw` processes on a throwaway PostgreSQL cluster."""
 from __future__ import annotations
 
 import shutil
+import zlib
+from pathlib import Path
 
 import psycopg
+import pytest
 
+from crw.cli.read.list_db import DATABASE_KEYS
+from crw.journal.log import decode
+from crw.journal.postgres import PostgresJournal
+from crw.journal.replay import replay
+from crw.journal.snapshot import save_snapshot
+from crw.journal.stores import store_at
 from tests.cli.conftest import Crw
 from tests.cli.test_move_journal import _flow, _run
 
@@ -16,8 +25,9 @@ def test_list_names_the_database_runs_their_machine_and_those_not_here(
     crw: Crw, postgres_url: str
 ) -> None:
     """Two runs moved into the database; one's run directory then
-    gone from this machine (it ran on another), whose writer took it last: both
-    listed from the database, the machine named, the one not here marked."""
+    gone from this machine (it ran on another), whose writer took it last and
+    holds its lease: both listed from the database with list's columns, the
+    machine named, the one not here marked, live while that machine's lease runs."""
     here, away = _run(crw, "r-here"), _run(crw, "r-away")
     for run in (here, away):
         assert _flow(crw, "import", run.id, "--db", postgres_url).code == 0
@@ -29,9 +39,10 @@ def test_list_names_the_database_runs_their_machine_and_those_not_here(
     assert listed.code == 0, listed.stderr
     assert [entry["run"] for entry in listed.json()["runs"]] == ["r-here"]
     runs = {entry["run"]: entry for entry in listed.json()["database"]["runs"]}
-    assert runs["r-away"] | {"lease_until": None} == {
+    away_entry = {key: runs["r-away"][key] for key in ("run", *DATABASE_KEYS, "state", "live")}
+    assert away_entry | {"lease_until": None} == {
         "run": "r-away", "machine": "far-box", "lease_until": None, "held": True,
-        "last_seq": 8, "here": False,
+        "last_seq": 8, "here": False, "state": "ended", "live": True,
     }  # fmt: skip
     assert (runs["r-here"]["machine"], runs["r-here"]["here"]) == (None, True)
 
@@ -42,7 +53,8 @@ def test_list_names_the_database_runs_their_machine_and_those_not_here(
     assert any(line.startswith("runs in the PostgreSQL database") for line in lines)
     away_line = next(line for line in lines if line.strip().startswith("r-away"))
     assert "far-box  held until 20" in away_line
-    assert away_line.endswith("8 rows  (no run directory on this machine)")
+    assert " ended (completed) " in away_line
+    assert away_line.endswith("  (no run directory on this machine)")
     assert "no run directory" not in next(line for line in lines if "r-here  " in line)
 
 
@@ -52,3 +64,58 @@ def test_list_without_a_database_lists_only_the_state_directory(crw: Crw) -> Non
     listed = _flow(crw, "list", "--all", "--json")
     assert listed.code == 0, listed.stderr
     assert "database" not in listed.json()
+
+
+ROWS_KEYS = ("state", "rows_state", "reason", "calls", "tokens", "started_at", "last_at", "live")
+"""The columns list reads from a run's rows (the others come from its run.json)."""
+
+
+@pytest.mark.parametrize("ended", [True, False], ids=["ended", "crashed"])
+def test_list_db_shows_the_columns_list_shows_for_the_same_run_on_files(
+    crw: Crw, postgres_url: str, ended: bool
+) -> None:
+    """A run listed from its journal file, then moved into the database with a
+    snapshot of its first rows kept there: `list --db` shows every column as
+    the file's list did, for the run here (in both sections, read in the
+    database's one query) and once its run directory is gone (another machine's),
+    the columns its rows give; the state with its reason, calls done/total,
+    tokens, started, last row, live; no resume command for a run not here."""
+    run = _run(crw, "r-cols")
+    if not ended:  # its last batch, the ended row, cut: a run whose process is gone
+        lines = run.journal.read_bytes().splitlines(keepends=True)
+        run.journal.write_bytes(b"".join(lines[:-1]))
+    on_file = _flow(crw, "list", "--all", "--json")
+    assert on_file.code == 0, on_file.stderr
+    (file_entry,) = on_file.json()["runs"]
+    assert file_entry["state"] == ("ended" if ended else "crashed")
+    assert _flow(crw, "import", run.id, "--db", postgres_url).code == 0
+    _prefix_snapshot(run.journal, rows=4)
+
+    listed = _flow(crw, "list", "--all", "--db", postgres_url, "--json")
+    assert listed.code == 0, listed.stderr
+    (here,) = listed.json()["runs"]
+    (in_db,) = listed.json()["database"]["runs"]
+    assert here == file_entry
+    assert {k: v for k, v in in_db.items() if k not in DATABASE_KEYS} == file_entry
+    assert (in_db["here"], in_db["last_seq"]) == (True, 8 if ended else 7)
+
+    shutil.rmtree(run.root)
+    away = _flow(crw, "list", "--all", "--db", postgres_url, "--json")
+    assert away.code == 0, away.stderr
+    (gone,) = away.json()["database"]["runs"]
+    rows_keys = ROWS_KEYS if ended else tuple(k for k in ROWS_KEYS if k != "calls")
+    assert {k: gone[k] for k in rows_keys} == {k: file_entry[k] for k in rows_keys}
+    assert (gone["here"], gone["read"]) == (False, "tail")
+    assert gone["resume"] is None  # it goes on on its machine, not from here
+    assert (file_entry["resume"] is None) == ended
+
+
+def _prefix_snapshot(journal: Path, rows: int) -> None:
+    """Keep in the database a snapshot of the run's first `rows` rows (a batch's end)."""
+    store = store_at(journal)
+    assert isinstance(store, PostgresJournal)
+    data = store.read_from(0)
+    end = sum(len(line) + 1 for line in data.split(b"\n")[:rows])
+    state = replay(decode(data[:end], journal).rows)
+    save_snapshot(journal, state, end, zlib.crc32(data[:end]))
+    assert store.snapshot_tail()[1] == end

@@ -84,6 +84,7 @@ def test_a_run_moves_to_postgres_and_back_byte_for_byte(crw: Crw, postgres_url: 
     assert b"".join(_db_lines(postgres_url, run.id)) == before
     assert run.journal.read_bytes() == b""
     assert _shown(crw, run.id) == shown
+    assert _db_snapshots(postgres_url) == [run.id]  # status kept the ended run's there
 
     copy = run.root.parent / "copy.jsonl"
     copied = _flow(crw, "export", run.id, "--to", str(copy))
@@ -96,7 +97,13 @@ def test_a_run_moves_to_postgres_and_back_byte_for_byte(crw: Crw, postgres_url: 
     assert run.journal.read_bytes() == before
     assert DB_MEMBER not in json.loads(run.run_json.read_text())
     assert _db_lines(postgres_url, run.id) == []
+    assert _db_snapshots(postgres_url) == []
     assert _shown(crw, run.id) == shown
+
+
+def _db_snapshots(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        return [str(run) for (run,) in conn.execute(b"SELECT run FROM crw_snapshots").fetchall()]
 
 
 def test_a_damaged_line_is_refused_by_its_seq_and_nothing_moves(

@@ -32,7 +32,7 @@ def _counts(url: str, run: str) -> dict[str, int]:
                     f"SELECT count(*) FROM {table} WHERE run = %s".encode(), (run,)
                 ).fetchone()[0]
             )
-            for table in ("crw_journal", "crw_runs", "crw_run_files")
+            for table in ("crw_journal", "crw_runs", "crw_run_files", "crw_snapshots")
         }
 
 
@@ -47,7 +47,10 @@ def _in_database(crw: Crw, url: str, run_id: str, *, ended: bool = True) -> RunD
         "crw_journal": 2 if ended else 1,
         "crw_runs": 1,
         "crw_run_files": 1,
+        "crw_snapshots": 0,
     }
+    with psycopg.connect(url) as conn:  # a reader kept its replay there
+        conn.execute(b"INSERT INTO crw_snapshots VALUES (%s, 1, 0, '')", (run_id,))
     return run
 
 
@@ -61,7 +64,9 @@ def test_rm_of_a_run_in_the_database_deletes_its_rows_lease_and_files(
     removed = _flow(crw, "rm", run.id)
     assert removed.code == 0, removed.stderr
     assert not run.root.exists()
-    assert _counts(postgres_url, run.id) == {"crw_journal": 0, "crw_runs": 0, "crw_run_files": 0}
+    assert _counts(postgres_url, run.id) == dict.fromkeys(
+        ("crw_journal", "crw_runs", "crw_run_files", "crw_snapshots"), 0
+    )
     assert _counts(postgres_url, "r-other")["crw_journal"] == 2
 
 
@@ -81,7 +86,9 @@ def test_rm_of_a_run_another_machine_holds_is_refused_and_changes_nothing(
     assert "it is not removed: remove it on elsewhere, or here once that lease" in refused.stderr
     assert refused.stderr.count("\n") == 1
     assert run.run_json.is_file()
-    assert _counts(postgres_url, run.id) == {"crw_journal": 1, "crw_runs": 1, "crw_run_files": 1}
+    assert _counts(postgres_url, run.id) == {
+        "crw_journal": 1, "crw_runs": 1, "crw_run_files": 1, "crw_snapshots": 0,
+    }  # fmt: skip
 
 
 def test_rm_of_a_stale_copy_of_a_run_another_machine_took_keeps_its_rows(
@@ -101,7 +108,9 @@ def test_rm_of_a_stale_copy_of_a_run_another_machine_took_keeps_its_rows(
         "its rows stay in the database: machine elsewhere took the run last, remove it there"
     )
     assert not run.root.exists()
-    assert _counts(postgres_url, run.id) == {"crw_journal": 1, "crw_runs": 1, "crw_run_files": 1}
+    assert _counts(postgres_url, run.id) == {
+        "crw_journal": 1, "crw_runs": 1, "crw_run_files": 1, "crw_snapshots": 0,
+    }  # fmt: skip
 
 
 def test_gc_removes_an_ended_run_of_the_database_with_its_rows(crw: Crw, postgres_url: str) -> None:
@@ -115,7 +124,9 @@ def test_gc_removes_an_ended_run_of_the_database_with_its_rows(crw: Crw, postgre
     assert [r["run"] for r in done.json()["removed"]] == [run.id]
     assert done.json()["removed"][0]["ended_at"] == ENDED[0]
     assert not run.root.exists() and kept.root.exists()
-    assert _counts(postgres_url, run.id) == {"crw_journal": 0, "crw_runs": 0, "crw_run_files": 0}
+    assert _counts(postgres_url, run.id) == dict.fromkeys(
+        ("crw_journal", "crw_runs", "crw_run_files", "crw_snapshots"), 0
+    )
     assert _counts(postgres_url, kept.id)["crw_journal"] == 1
 
 
@@ -131,4 +142,6 @@ def test_gc_finishes_a_removal_cut_short_after_its_directory_was_set_aside(
     done = _flow(crw, "gc", "--ended-before", "2000-01-01")
     assert done.code == 0, done.stderr
     assert not aside.exists()
-    assert _counts(postgres_url, run.id) == {"crw_journal": 0, "crw_runs": 0, "crw_run_files": 0}
+    assert _counts(postgres_url, run.id) == dict.fromkeys(
+        ("crw_journal", "crw_runs", "crw_run_files", "crw_snapshots"), 0
+    )

@@ -11,6 +11,7 @@ from typing import Any
 from crw.cli.read.run_spec import workflow_plan
 from crw.engine.views.counts import counts, reviews, shown_state
 from crw.journal.replay import replay
+from crw.journal.snapshot import SNAPSHOT, peek_snapshot, save_snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_PLAN = {"explore": 1, "plan": 1, "build": 2, "critique": 1}
@@ -149,3 +150,20 @@ def test_the_plan_of_a_workflow_is_each_node_and_the_calls_it_needs(tmp_path: Pa
     )
     assert workflow_plan(str(table)) == {"a": 2, "b": 1}
     assert workflow_plan(str(tmp_path / "none.toml")) == {}
+
+
+def test_an_ended_run_from_its_snapshot_counts_its_settled_calls_unbuilt(tmp_path: Path) -> None:
+    """The demo's ended run, one call left unsettled before its end, read back from
+    its replay snapshot: the same counts as its rows' replay, and its settled calls
+    still not built (list reads a thousand runs so)."""
+    rows = demo_rows()
+    rows.insert(-1, {"row": "prepared", "call": "extra.1", "node": "extra", "role": "explorer"})
+    whole = replay(rows)
+    journal = tmp_path / "journal.jsonl"
+    save_snapshot(journal, replay(rows), 1, 0)
+    snapshot = peek_snapshot(tmp_path / SNAPSHOT)
+    assert snapshot is not None and snapshot.state.deferred_calls() is not None
+    counted = counts(snapshot.state, live=False)
+    assert counted == counts(whole, live=False)
+    assert (counted.done, counted.total) == (7, 8)
+    assert snapshot.state.deferred_calls() is not None

@@ -28,6 +28,7 @@ def check_database(url: str) -> dict[str, Any]:
     """
     check_db_url(url)
     from crw.journal.pg_setup import SetupError, set_up
+    from crw.journal.postgres import TABLES
 
     try:
         server = set_up(url)
@@ -38,7 +39,7 @@ def check_database(url: str) -> dict[str, Any]:
         "server_version": server.version,
         "synchronous_commit": server.synchronous_commit,
         "fsync": server.fsync,
-        "tables": ["crw_journal", "crw_runs", "crw_run_files"],
+        "tables": list(TABLES),
     }
 
 

@@ -26,23 +26,26 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit
+from crw.cli.read.list_entry import (
+    TAIL_MAX,
+    cells,
+    head,
+    of_state,
+    unread,
+    workflow_name,
+)
 from crw.cli.read.list_filter import list_filters
-from crw.cli.read.list_table import age, backend, fit
-from crw.cli.read.run_spec import spec_json, workflow_file, workflow_plan
-from crw.cli.read.status_text import short_tokens
+from crw.cli.read.list_table import fit
+from crw.cli.read.run_spec import spec_json, workflow_file
 from crw.engine.run.locks import holder_pid, run_is_live
 from crw.engine.run.rundir import RunDir, list_runs, resolve_state
-from crw.engine.views.counts import counts, shown_state
-from crw.engine.views.run_view import outcome, parse_at
+from crw.engine.views.run_view import parse_at
 from crw.errors import CrwError
 from crw.journal.log import JournalCorruptError, decode
 from crw.journal.replay import RunState, replay
 from crw.journal.snapshot import SNAPSHOT, peek_snapshot, replay_journal
-from crw.journal.stores import store_at
+from crw.journal.stores import DB_MEMBER, store_at
 
-TAIL_MAX = 1 << 20
-"""The most journal bytes after the snapshot (or of a journal without one) a list
-decodes; a run with more is read as `status` reads it."""
 ENDED_SHOWN = timedelta(days=7)
 """Without --all, an ended run whose last row is older than this is not listed."""
 
@@ -103,12 +106,23 @@ def list_command(
     chosen = list_filters(status, workflow, since, limit, now, Path.cwd())
     state_dir = resolve_state(state, os.environ, Path.cwd())
     state_ref = shlex.quote(str(state_dir))
+    url = db or os.environ.get("CRW_DB")
+    ids = list_runs(state_dir)
+    section = None
+    if url:
+        from crw.cli.read.list_db import database_section
+
+        section = database_section(url, state_dir, state_ref, frozenset(ids))
     runs = []
-    for run_id in list_runs(state_dir):
+    for run_id in ids:
         run = RunDir.of(state_dir, run_id)
         spec = spec_json(run)
-        if chosen.of_workflow(_name(spec, run_id), workflow_file(spec)):
-            runs.append(listed(run, state_ref, spec))
+        if chosen.of_workflow(workflow_name(spec, run_id), workflow_file(spec)):
+            kept = section["read"].get(run_id) if section is not None else None
+            if kept is not None and spec.get(DB_MEMBER) == url:
+                runs.append(kept)  # read with the database's runs, in its one query
+            else:
+                runs.append(listed(run, state_ref, spec))
     runs = [entry for entry in runs if chosen.keeps(entry)]
     runs.sort(key=lambda entry: (entry["started_at"] or "", entry["run"]), reverse=True)
     window = all_runs or chosen.since is not None  # --since is a window of its own
@@ -121,17 +135,18 @@ def list_command(
         "more": len(shown) - len(cut),
     }
     narrowed = bool(chosen.statuses or workflow or since)
-    url = db or os.environ.get("CRW_DB")
-    if not url:
+    if section is None:
         emit(json, payload, lambda: _human(payload, state_dir, now, narrowed))
         return 0
-    from crw.cli.read.list_db import database_lines, database_section
+    from crw.cli.read.list_db import database_lines
 
-    payload["database"] = section = database_section(url, state_dir)
+    payload["database"] = {"where": section["where"], "runs": section["runs"]}
     emit(
         json,
         payload,
-        lambda: "\n".join([_human(payload, state_dir, now, narrowed), *database_lines(section)]),
+        lambda: "\n".join(
+            [_human(payload, state_dir, now, narrowed), *database_lines(section, now)]
+        ),
     )
     return 0
 
@@ -149,52 +164,14 @@ def listed(run: RunDir, state_ref: str = "", spec: dict[str, Any] | None = None)
     when read already."""
     spec = spec_json(run) if spec is None else spec
     live = run_is_live(run)
-    entry: dict[str, Any] = {
-        "run": run.id,
-        "workflow": _name(spec, run.id),
-        "workflow_file": workflow_file(spec),
-        "backend": spec.get("backend"),
-        "rerun": spec.get("rerun") or None,
-        "live": live,
-        "pid": holder_pid(run.run_lock) if live else None,
-    }
+    entry = head(run.id, spec, live, holder_pid(run.run_lock) if live else None)
     try:
         tail = read_tail(run)
     except JournalCorruptError as err:
-        return entry | _unread("corrupt", err.damage)
+        return entry | unread("corrupt", err.damage)
     except (CrwError, OSError) as err:
-        return entry | _unread("unreadable", str(err))
-    view = outcome(tail.state)
-    ended = tail.state.state == "ended"  # an ended run counts the calls it ran
-    plan = {} if ended else workflow_plan(entry["workflow_file"])
-    state = shown_state(view.state, live)
-    return entry | {
-        "backend": tail.state.backend or entry["backend"],
-        "state": state,
-        "rows_state": view.state,
-        "reason": view.reason,
-        "resume": _resume(run, state_ref) if state == "crashed" else None,
-        "calls": counts(tail.state, plan, live=live).to_json(),
-        "tokens": tail.state.spent,
-        "started_at": tail.state.started_at,
-        "last_at": tail.state.last_at,
-        "read": tail.read,
-    }
-
-
-def _unread(state: str, reason: str) -> dict[str, Any]:
-    """The entry of a run whose journal cannot be read: its state and why."""
-    return {
-        "state": state,
-        "rows_state": None,
-        "reason": reason,
-        "resume": None,
-        "calls": None,
-        "tokens": None,
-        "started_at": None,
-        "last_at": None,
-        "read": "whole",
-    }
+        return entry | unread("unreadable", str(err))
+    return entry | of_state(entry, tail.state, tail.read, _resume(run, state_ref))
 
 
 def _resume(run: RunDir, state_ref: str) -> str:
@@ -203,25 +180,9 @@ def _resume(run: RunDir, state_ref: str) -> str:
     return f"crw flow resume {run.id} --detach{state}"
 
 
-def _name(spec: dict[str, Any], run_id: str) -> str | None:
-    """The workflow's name: the run id's head (`<name>-YYYYMMDD-HHMMSS-xxxx`), else
-    the workflow file's stem."""
-    head, *stamp = run_id.rsplit("-", 3)
-    if len(stamp) == 3 and stamp[0].isdigit() and stamp[1].isdigit():
-        return head
-    path = workflow_file(spec)
-    return Path(path).stem if path is not None else None
-
-
 def _old_ended(entry: dict[str, Any], now: datetime) -> bool:
     last = parse_at(entry["last_at"])
     return entry["state"] == "ended" and last is not None and now - last > ENDED_SHOWN
-
-
-def _age(at: str | None, now: datetime) -> str:
-    """The age of `at`: `12s`, `5m`, `3h`, `4d`; `-` for none."""
-    then = parse_at(at)
-    return age(None if then is None else max(0, int((now - then).total_seconds())))
 
 
 def _human(payload: dict[str, Any], state_dir: Path, now: datetime, narrowed: bool) -> str:
@@ -234,7 +195,7 @@ def _human(payload: dict[str, Any], state_dir: Path, now: datetime, narrowed: bo
             )
         return f"no runs under {state_dir / 'flow'}; start one with: crw flow start WORKFLOW"
     width = shutil.get_terminal_size((80, 24)).columns
-    lines = fit([_cells(entry, now) for entry in runs], width)
+    lines = fit([cells(entry, now) for entry in runs], width)
     if payload["more"]:
         lines.append(f"({payload['more']} older runs not shown: a higher --limit lists them)")
     if payload["hidden"]:
@@ -252,19 +213,3 @@ def _human(payload: dict[str, Any], state_dir: Path, now: datetime, narrowed: bo
                       f"  {entry['resume']}"]  # fmt: skip
     lines.append(f"see one with: crw flow status RUN --state {shlex.quote(str(state_dir))}")
     return "\n".join(lines)
-
-
-def _cells(entry: dict[str, Any], now: datetime) -> tuple[str, ...]:
-    state = entry["state"]
-    if entry["reason"] and state not in ("corrupt", "unreadable"):
-        state += f" ({entry['reason'].partition(':')[0]})"
-    calls, tokens = entry["calls"], entry["tokens"]
-    return (
-        entry["run"],
-        backend(entry["backend"]),
-        state,
-        f"{calls['done']}/{calls['total']}" if calls else "-",
-        short_tokens(tokens["total"]) if tokens else "-",
-        _age(entry["last_at"], now),
-        "yes" if entry["live"] else "no",
-    )

@@ -31,10 +31,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from crw.journal.replay import CallState, RunState
+from crw.journal.replay import SETTLED_STATES, CallState, RunState
 
-DONE = frozenset({"completed", "null_model", "skipped", "superseded"})
-"""The states of a call that ended for good: no decision sends it on."""
+DONE = SETTLED_STATES
+"""The states of a call that ended for good (completed, null_model, skipped,
+superseded): no decision sends it on. They are the replay snapshot's settled
+states: an ended run's settled calls count as done without being built."""
 RUNNING_RUN = frozenset({"running", "waiting_session", "waiting_decision"})
 """The run states in which a process runs calls (a run waiting on a decision runs
 its other calls to their end)."""
@@ -105,18 +107,22 @@ def reviews(calls: Iterable[CallState]) -> dict[str, str]:
 def counts(run: RunState, plan: Mapping[str, int] | None = None, *, live: bool = True) -> Counts:
     """The run's counts (see the module docstring). `plan`: each workflow node and
     the calls it needs at least (1, 2 for a reviewed node; `run_spec.workflow_plan`);
-    `live`: whether a process holds the run."""
-    calls = list(run.calls.values())
+    `live`: whether a process holds the run. An ended run read from a replay
+    snapshot counts its settled calls (done, all of them) without building them."""
+    ended = run.state == "ended" or isinstance(run.ended_state, dict)
+    deferred = run.deferred_calls() if ended else None
+    settled = len(deferred.settled) if deferred is not None else 0
+    calls = list(deferred.open.values() if deferred is not None else run.calls.values())
     running = live and run.state in RUNNING_RUN
     in_flight = tuple(
         call.call for call in calls if running and call.state not in DONE and call.state != "held"
     )
-    done = sum(call.state in DONE for call in calls)
+    done = settled + sum(call.state in DONE for call in calls)
     held = sum(call.state == "held" for call in calls)
-    if run.state == "ended" or isinstance(run.ended_state, dict):
+    if ended:
         ends = run.ended_state if isinstance(run.ended_state, dict) else {}
         completed = sum(end == "completed" for end in ends.values())
-        return Counts(done, len(calls), in_flight, held, completed, len(ends))
+        return Counts(done, settled + len(calls), in_flight, held, completed, len(ends))
     return Counts(done, len(calls) + _still_needed(calls, plan or {}), in_flight, held)
 
 
