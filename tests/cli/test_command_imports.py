@@ -111,6 +111,7 @@ def test_a_start_outside_every_checkout_and_host_loads_neither_tree_nor_git_nor_
         ("shadow", "RUN", "--json"),
         ("call", "RUN", "build.1", "--json"),
     ],
+    ids=lambda command: command[0],
 )
 def test_the_plain_command_lines_of_a_runs_life_run_without_the_command_tree(
     crw: Crw, command: tuple[str, ...]
