@@ -14,7 +14,9 @@ for want of a host, `host_wait = 0`, so its run process exits):
   untimed, before the next command);
 - _run: runs the paused run's process again (it pauses again);
 - resume: resumes it (launches its process, waited for untimed);
-- next, status, list, show, wait --timeout 0, pause (refused: already paused);
+- next, status, list, show, wait --timeout 0, pause (it is paused already),
+  shadow (the paused run replayed);
+- call: the call of a run with a call in its rows;
 - dispatched: a report on a call with rows of a run no process holds (queued);
 - answer: a call that is not held (refused);
 - hook: the spawn hook on a shell tool call (allowed);
@@ -210,6 +212,8 @@ def commands(root: Path, state: Path, workflow: Path, run: str, queued: str) -> 
                 "--json",
             ]
         ),
+        "flow shadow": Command([*CRW, "flow", "shadow", run, *st, "--json"]),
+        "flow call": Command([*CRW, "flow", "call", queued, "build.1", *st, "--json"]),
         "flow answer": Command([*CRW, "flow", "answer", run, "build.1", "--retry", *st, "--json"]),
         "flow hook spawn": Command(
             [*CRW, "flow", "hook", "spawn", *st], stdin=json.dumps(HOOK_INPUT).encode()
