@@ -23,10 +23,12 @@ for want of a host, `host_wait = 0`, so its run process exits):
 - sim serve: the simulated host until its socket exists, then SIGTERM.
 
 With `--tree TREE` the commands run the crw/ of TREE (on PYTHONPATH; e.g. `git
-archive REV crw | tar -x -C TREE`, then `python -m compileall -q TREE/crw`): the
-figures of another revision on the same machine and load.
+archive REV crw | tar -x -C TREE`, then `python -m compileall -q TREE/crw`), and
+with `--against TREE` those of TREE too, each command by each tree in turn, so
+both see the same load: another revision's figures beside this one's.
 
-    .venv/bin/python bench/startup.py [--runs N] [--only NAME,...] [--tree TREE] [--json]
+    .venv/bin/python bench/startup.py [--runs N] [--only NAME,...] [--tree TREE]
+        [--against TREE] [--json]
 """
 
 from __future__ import annotations
@@ -255,12 +257,44 @@ def import_chains(command: Command, env: dict[str, str], cwd: Path) -> tuple[int
     return len(rows), [f"{us / 1000:6.1f} ms  {chain}" for us, chain in chains]
 
 
+def measure(
+    trees: dict[str, dict[str, str]], timed: dict[str, dict[str, Command]], runs: int, root: Path
+) -> dict[str, dict[str, Any]]:
+    """Each command of each tree once untimed (caches warm, the run paused again),
+    then `runs` rounds, each command run by each tree in turn (one load for both);
+    per tree and command: the median and least CPU, exit codes, modules, chains."""
+    names = list(next(iter(timed.values())))
+    for name in names:
+        for label, env in trees.items():
+            run_once(timed[label][name], env, root)
+    for _ in range(runs):
+        for name in names:
+            for label, env in trees.items():
+                code, cpu, _err = run_once(timed[label][name], env, root)
+                timed[label][name].samples.append(cpu)
+                timed[label][name].codes.add(code)
+    figures: dict[str, dict[str, Any]] = {}
+    for label, env in trees.items():
+        figures[label] = {}
+        for name, command in timed[label].items():
+            modules, chains = import_chains(command, env, root)
+            figures[label][name] = {
+                "cpu_ms": round(1000 * statistics.median(command.samples), 1),
+                "cpu_min_ms": round(1000 * min(command.samples), 1),
+                "exit": sorted(command.codes),
+                "modules": modules,
+                "chains": chains,
+            }
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--only", help="the commands to time, by name, comma-separated")
     parser.add_argument("--chains", type=int, default=4, help="chains shown a command")
     parser.add_argument("--tree", type=Path, help="a tree holding the crw/ to time")
+    parser.add_argument("--against", type=Path, help="a tree whose crw/ is timed beside it")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     load_before = os.getloadavg()
@@ -268,43 +302,32 @@ def main() -> None:
         root = Path(tmp)
         state, workflow, run, queued = prepare(root)
         env = environ(state)
-        if args.tree is not None:
-            env["PYTHONPATH"] = str(args.tree.resolve())
-        timed = commands(root, state, workflow, run, queued)
-        if args.only:
-            wanted = args.only.split(",")
-            timed = {
-                name: c
-                for name, c in timed.items()
-                if name in wanted or name.endswith(tuple(wanted))
-            }
-        for command in timed.values():  # untimed: caches warm, the run paused again
-            run_once(command, env, root)
-        for _ in range(args.runs):
-            for command in timed.values():
-                code, cpu, _out = run_once(command, env, root)
-                command.samples.append(cpu)
-                command.codes.add(code)
-        figures: dict[str, Any] = {}
-        for name, command in timed.items():
-            modules, chains = import_chains(command, env, root)
-            figures[name] = {
-                "cpu_ms": round(1000 * statistics.median(command.samples), 1),
-                "cpu_min_ms": round(1000 * min(command.samples), 1),
-                "exit": sorted(command.codes),
-                "modules": modules,
-                "chains": chains,
-            }
-    figures_load = {"load": [round(x, 2) for x in (*load_before, *os.getloadavg())]}
+        trees = {"crw": env if args.tree is None else env | {"PYTHONPATH": str(args.tree)}}
+        if args.against is not None:
+            trees["against"] = env | {"PYTHONPATH": str(args.against.resolve())}
+        timed: dict[str, dict[str, Command]] = {}
+        for label in trees:
+            timed[label] = commands(root, state, workflow, run, queued)
+            if args.only:
+                wanted = tuple(args.only.split(","))
+                timed[label] = {n: c for n, c in timed[label].items() if n.endswith(wanted)}
+        figures = measure(trees, timed, args.runs, root)
+    load = [round(x, 2) for x in (*load_before, *os.getloadavg())]
     if args.json:
-        print(json.dumps(figures | figures_load, indent=2))
+        print(json.dumps({"load": load} | figures, indent=2))
         return
-    print(f"load before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}; {args.runs} runs")
-    print(f"{'command':18s} {'exit':>6s} {'CPU ms':>7s} {'min':>6s} {'modules':>7s}")
-    for name, f in figures.items():
+    print(f"load (1 min) before {load[0]:.2f}, after {load[3]:.2f}; median of {args.runs} runs")
+    mine = figures["crw"]
+    other = figures.get("against")
+    head = f"{'command':18s} {'exit':>6s} {'CPU ms':>7s} {'min':>6s} {'modules':>7s}"
+    print(head + (f" {'against':>8s} {'modules':>7s}" if other else ""))
+    for name, f in mine.items():
         codes = ",".join(map(str, f["exit"]))
-        print(f"{name:18s} {codes:>6s} {f['cpu_ms']:7.1f} {f['cpu_min_ms']:6.1f} {f['modules']:7d}")
-    for name, f in figures.items():
+        line = f"{name:18s} {codes:>6s} {f['cpu_ms']:7.1f} {f['cpu_min_ms']:6.1f} {f['modules']:7d}"
+        if other:
+            line += f" {other[name]['cpu_ms']:8.1f} {other[name]['modules']:7d}"
+        print(line)
+    for name, f in mine.items():
         if f["chains"]:
             print(f"\n{name}:")
             for chain in f["chains"][: args.chains]:
