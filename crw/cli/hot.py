@@ -1,5 +1,5 @@
-"""`crw flow next`, `crw flow status`, the run process and the simulated host without
-the command tree.
+"""The plain command lines of the owner's and a run's commands, the run process and
+the simulated host, run without the command tree.
 
 The owner runs `next`, `status` and `dispatched` again and again, each a fresh
 process, and the command tree's import (cyclopts) is about a third of the cold
