@@ -10,7 +10,8 @@ cost a poll's delay, never a file. A wake is a file renamed into the directory
 first), and a wake at the temporary file's close would find nothing to read yet.
 
 Two ways to wait: `wait` in a Trio task (the run's inbox), `arrivals` blocking a
-thread (`crw flow dispatched` waiting for its reply).
+thread (`crw flow dispatched` waiting for its reply). Trio is imported by the
+Trio side alone: `dispatched` is a short process that never runs an event loop.
 
 Closing an inotify descriptor that ever held a watch waits for the kernel to
 free its marks (an RCU grace period: 8-16 ms on this machine), while removing a
@@ -38,8 +39,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import trio
 
 log = logging.getLogger("crw.bus")
 
@@ -114,6 +113,8 @@ class DirWatch:
     async def wait(self, seconds: float) -> None:
         """Until a file arrives in the directory (or arrived since the last wait),
         or `seconds` pass; the events are taken, so the next wait waits again."""
+        import trio
+
         if self._closed:
             await trio.sleep(seconds)
             return
@@ -145,6 +146,8 @@ class DirWatch:
             return
         self._closed = True
         if self._in_trio:
+            import trio
+
             with contextlib.suppress(RuntimeError):  # outside Trio: nobody waits on it
                 trio.lowlevel.notify_closing(self._inotify.fileno())
             self._inotify.close()

@@ -5,8 +5,10 @@ Each group of commands has its module (`run_commands`, `owner_commands`,
 wires them. Only cyclopts and the standard library are imported by the tree;
 each command imports what it needs when it runs, so `crw flow status --json` does
 not pay for pydantic or Trio. Exit codes: 0 ok, 1 refused or failed, 2 input
-error (`entry.py`). The plain command lines of `next` and `status` run without
-this tree (`hot.py`): a change of their parameters is a change there too.
+error (`entry.py`). The plain command lines of `next`, `status`, `dispatched`,
+`start`, `resume`, `pause`, `cancel`, `answer`, `shadow`, `call`, `_run` and `host
+sim serve` run without this tree (`hot.py`): a change of their parameters is a
+change there too (tests/cli/test_cold_start.py compares the two).
 """
 
 from __future__ import annotations

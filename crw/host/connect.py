@@ -57,15 +57,16 @@ async def connect_host(
         HostUnavailable: the host cannot be reached or started; one line naming
             `uri` and what to check.
     """
-    # The client and its protocol, as the framing, at the first connection: a
-    # run process writes its started row before it connects.
-    from crw.host.client import open_client
-
     async with AsyncExitStack() as stack:
         if uri.kind == "codex":
             transport = await stack.enter_async_context(_codex_child(codex_bin, env, stderr))
         else:
             transport = await _enter_websocket(stack, uri)
+        # The client and its protocol, as the framing, once the host is reached: a
+        # run process writes its started row before it connects, and a start's
+        # probe, or a run, that finds no host never loads them.
+        from crw.host.client import open_client
+
         try:
             client = await stack.enter_async_context(
                 open_client(transport, name=str(uri), follows=follows)
@@ -101,13 +102,13 @@ async def _open_stream(uri: HostUri) -> tuple[trio.SocketStream, str]:
 async def _websocket(uri: HostUri) -> AsyncIterator[Transport]:
     """A WebSocket client connection on a unix socket or loopback TCP; its socket
     is closed when the block exits, whoever ended the connection."""
-    # The framing (wsproto, h11) is imported by the first connection: a run
-    # process writes its started row before it connects.
+    with trio.fail_after(CONNECT_TIMEOUT):
+        stream, host = await _open_stream(uri)
+    # The framing (wsproto, h11) is imported once a socket is open: a run process
+    # writes its started row before it connects, and no host costs no framing.
     from crw.host.client import CLOSE_TIMEOUT
     from crw.host.websocket import websocket_client
 
-    with trio.fail_after(CONNECT_TIMEOUT):
-        stream, host = await _open_stream(uri)
     try:
         with trio.fail_after(CONNECT_TIMEOUT):
             # A peer that closes before the upgrade, or rejects it, fails it; one

@@ -19,8 +19,6 @@ import fcntl
 import os
 from pathlib import Path
 
-import pygit2
-
 from crw.engine.config.repo import checkout_root
 
 
@@ -36,6 +34,8 @@ def exclude_state(state_dir: Path) -> str | None:
         return None  # the state is outside the checkout
     if not inside.parts or inside.parts[0] == ".git":
         return None
+    import pygit2  # here: a start outside every checkout never loads git
+
     repo = pygit2.Repository(str(root))
     if repo.path_is_ignored(f"{inside.as_posix()}/"):
         return None

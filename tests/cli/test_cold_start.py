@@ -110,7 +110,16 @@ def test_every_other_command_line_goes_to_the_command_tree() -> None:
         ["flow", "status", "--", "r"],
         ["flow", "_run", "r", "--json"],
         ["flow", "_run", "--state", "s"],
-        ["flow", "start", "w.toml"],
+        ["flow", "start", "w.toml", "--dry-run"],
+        ["flow", "start", "w.toml", "--input", "a=1"],
+        ["flow", "start", "w.toml", "--backend", "other"],
+        ["flow", "start", "w.toml", "--owner", "a\nb"],
+        ["flow", "dispatched", "r", "c.1", "--failed", "out", "--k", "1", "--attempt", "1"],
+        ["flow", "dispatched", "r", "c.1", "--agent", "a", "--k", "1"],
+        ["flow", "dispatched", "r", "c.1", "--agent", "a", "--k", "1.0", "--attempt", "1"],
+        ["flow", "resume", "r", "--no-detach"],
+        ["flow", "answer", "r", "c.1", "--retry", "--retry"],
+        ["flow", "list"],
         ["--version"],
     ):
         assert parse(argv) is None, argv
@@ -140,6 +149,110 @@ def test_a_command_line_the_hot_path_takes_means_the_same_to_the_command_tree(
     bound.apply_defaults()
     name = {"run_process": "_run"}.get(command.__name__, command.__name__.rstrip("_"))
     assert (name, dict(bound.arguments)) == taken
+
+
+VERBS = ("start", "dispatched", "resume", "pause", "cancel", "answer", "shadow", "call")
+CHUNKS = st.sampled_from(
+    [
+        *(["r"], ["build.1"], ["w.toml"], ["a\u202eb"], ["-x"], [""], ["--"], ["--help"]),
+        *(["--json"], ["--trace"], ["--wait"], ["--detach"], ["--no-detach"], ["--dry-run"]),
+        *(["--retry"], ["--skip"], ["--abort"], ["--restart"], ["--no-resume"]),
+        *(["--answer-only"], ["--transcript"], ["--state", "s"], ["--state"]),
+        *(["--wait", "30"], ["--wait", "2.5"], ["--wait", "-1"], ["--wait", "1e3"]),
+        *(["--agent", "t-7"], ["--agent", "a\nb"], ["--agent", ""], ["--failed", "no"]),
+        *(["--k", "1"], ["--k", "0"], ["--k", "1.5"], ["--attempt", "2"], ["--attempt", "x"]),
+        *(["--owner", "o"], ["--owner", "o\tp"], ["--backend", "session"]),
+        *(["--backend", "app-server"], ["--backend", "codex"], ["--host", "unix:h.sock"]),
+        *(["--codex-bin", "/bin/codex"], ["--db", "postgresql://u@h/d"], ["--input", "a=1"]),
+        *(["--timeout", "3"], ["--state=s"]),
+    ]
+)
+
+
+BASE = {
+    "start": [["w.toml"]],
+    "dispatched": [["r"], ["build.1"], ["--agent", "t-7"], ["--k", "1"], ["--attempt", "2"]],
+    "resume": [["r"]],
+    "pause": [["r"]],
+    "cancel": [["r"]],
+    "answer": [["r"], ["build.1"], ["--retry"]],
+    "shadow": [["r"]],
+    "call": [["r"], ["build.1"]],
+}
+"""A plain form of each verb, which the drawn chunks are mixed into."""
+
+
+@st.composite
+def command_lines(draw: st.DrawFn) -> list[str]:
+    """`flow VERB ...`: the verb's plain form, a part of it left out now and then,
+    and drawn chunks, in any order."""
+    verb = draw(st.sampled_from(VERBS))
+    base = [chunk for chunk in BASE[verb] if draw(st.integers(0, 9))]
+    chunks = draw(st.permutations(base + draw(st.lists(CHUNKS, max_size=3))))
+    return ["flow", verb, *(token for chunk in chunks for token in chunk)]
+
+
+@settings(max_examples=600, deadline=None)
+@given(command_lines())
+def test_the_hot_forms_of_a_runs_life_mean_the_same_to_the_command_tree(
+    argv: list[str],
+) -> None:
+    """`start`, `dispatched`, `resume`, `pause`, `cancel`, `answer`, `shadow` and
+    `call` as the hot path takes them bind as cyclopts binds them, defaults
+    included; what it does not take is the tree's."""
+    taken = parse(argv)
+    if taken is None:
+        return
+    command, bound, _ = app.parse_args(argv, exit_on_error=False, print_error=False)
+    bound.apply_defaults()
+    assert (command.__name__, dict(bound.arguments)) == taken
+
+
+def test_the_hot_path_takes_the_plain_forms_the_owner_and_the_tests_type() -> None:
+    """The forms the owner's skill and the suite's helpers run are taken."""
+    assert parse(["flow", "start", "w.toml", "--owner", "o", "--state", "s", "--json"]) == (
+        "start",
+        {
+            "workflow": "w.toml",
+            "backend": "session",
+            "owner": "o",
+            "host": None,
+            "codex_bin": None,
+            "trace": False,
+            "inputs": None,
+            "input_files": None,
+            "dry_run": False,
+            "wait": False,
+            "timeout": None,
+            "db": None,
+            "state": "s",
+            "json": True,
+        },
+    )
+    report = ["r", "build.1", "--agent", "t-7", "--k", "1", "--attempt", "2", "--wait", "20"]
+    assert parse(["flow", "dispatched", *report]) == (
+        "dispatched",
+        {
+            "run": "r",
+            "call": "build.1",
+            "agent": "t-7",
+            "failed": None,
+            "k": 1,
+            "attempt": 2,
+            "wait": 20.0,
+            "state": None,
+            "json": False,
+        },
+    )
+    assert parse(["flow", "resume", "r", "--detach", "--json"]) == (
+        "resume",
+        {"run": "r", "detach": True, "state": None, "json": True},
+    )
+    assert parse(["flow", "answer", "r", "build.1", "--skip"]) is not None
+    assert parse(["flow", "shadow", "r", "--json"]) is not None
+    assert parse(["flow", "call", "r", "build.1"]) is not None
+    assert parse(["flow", "pause", "r"]) is not None
+    assert parse(["flow", "cancel", "r", "--wait", "5"]) is not None
 
 
 SERVE_TOKENS = st.sampled_from(

@@ -33,19 +33,26 @@ NOT_NEEDED = (
     "regex",
     "urllib.request",
     "http.client",
+    "wsproto",
+    "h11",
+    "crw.host.websocket",
 )
 """What a session run in plain directories needs none of, up to its host: the
 command tree, git, the App Server backend, the pattern matcher, the URL opener
-(a schema that names no file has no path to take from a file URL)."""
+(a schema that names no file has no path to take from a file URL), and, while
+its host is not there, the WebSocket framing (`crw.host.connect` imports it once
+a socket is open)."""
 
 NOT_NEEDED_APP_SERVER = (
     "cyclopts",
+    "wsproto",
     "crw.actors.session_",
     "crw.actors.inbox",
     "crw.actors.wake",
     "crw.actors.review_rounds",
 )
-"""What an App Server run needs none of: the session backend's actors."""
+"""What an App Server run needs none of: the session backend's actors, and the
+WebSocket framing while its host is not there."""
 
 
 BEFORE_STARTED = (

@@ -3,13 +3,20 @@ the start preview's line and run.json's record."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pygit2
 import pytest
 
 from crw.cli.run.preview import Preview, workspaces
-from crw.engine.config.repo import RunRepository, checkout_root, run_repository
+from crw.engine.config.repo import (
+    RunRepository,
+    checkout_root,
+    may_hold_repository,
+    run_repository,
+)
 from crw.engine.config.workflow import load_workflow
 from crw.errors import InputError
 from tests.workspace.gitrepo import commit_files, make_repo
@@ -91,3 +98,43 @@ def test_the_preview_says_when_the_calls_work_in_plain_directories() -> None:
     ]
     git = Preview(workspaces=workspaces("/src/project", "0123456789abcdef"))
     assert git.lines()[-1] == "  workspaces: git worktrees of /src/project at 0123456789ab"
+
+
+def test_git_is_looked_for_only_where_a_repository_may_be(tmp_path: Path) -> None:
+    """`may_hold_repository` is True wherever libgit2's discovery finds a repository
+    (a checkout, a directory in it, a linked worktree's `.git` file, a bare
+    repository, a symbolic link into a checkout), and False in plain directories,
+    where `checkout_root` then answers None without loading git."""
+    make_repo(tmp_path / "project")
+    (tmp_path / "project" / "src").mkdir()
+    pygit2.init_repository(str(tmp_path / "bare.git"), bare=True)
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / ".git").write_text(f"gitdir: {tmp_path / 'project' / '.git'}\n")
+    (tmp_path / "link").symlink_to(tmp_path / "project" / "src")
+    (tmp_path / "plain" / "deep").mkdir(parents=True)
+    for where in ("project", "project/src", "bare.git", "linked", "link"):
+        assert pygit2.discover_repository(str(tmp_path / where)) is not None, where
+        assert may_hold_repository(tmp_path / where), where
+    for where in ("plain", "plain/deep"):
+        if pygit2.discover_repository(str(tmp_path / where)) is not None:
+            pytest.skip("the test's directory is inside a git repository")
+        assert not may_hold_repository(tmp_path / where), where
+        assert checkout_root(tmp_path / where / "not-yet") is None
+
+
+def test_a_state_directory_outside_every_checkout_loads_no_git(tmp_path: Path) -> None:
+    """The run's repository and the state's exclude line, decided for a state
+    directory in plain directories, import no pygit2 (a sixth of a start)."""
+    if may_hold_repository(tmp_path):
+        pytest.skip("the test's directory is inside a git repository")
+    code = (
+        "import sys; from pathlib import Path; "
+        "from crw.engine.config.repo import run_repository; "
+        "from crw.engine.run.rundir import resolve_state; "
+        "from crw.workspace.exclude import exclude_state; "
+        f"state = Path({str(tmp_path / '.crw')!r}); "
+        "print(run_repository(None, None, state, state / 'wf.toml'), exclude_state(state), "
+        f"resolve_state(None, {{}}, Path({str(tmp_path)!r})) == state, 'pygit2' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "RunRepository(path=None, head=None) None True False"

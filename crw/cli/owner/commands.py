@@ -1,8 +1,8 @@
 """The owner's commands in the command tree: `crw flow next`, `crw flow dispatched`
 and `crw flow init`.
 
-The plain command line of `next` runs without the tree (`crw.cli.hot`): a change
-of its parameters here is a change there too. `crw.cli.app` wires them.
+The plain command lines of `next` and `dispatched` run without the tree
+(`crw.cli.hot`): a change of their parameters here is a change there too. `crw.cli.app` wires them.
 """
 
 from __future__ import annotations

@@ -38,12 +38,10 @@ from crw.bus.inbox import Report, read_reply, read_reports, write_report
 from crw.cli.output import emit
 from crw.cli.shell import shell_word
 from crw.clock import system_clock
-from crw.engine.config.workflow import load_workflow
 from crw.engine.held_fix import SPAWN_FAILED, answer_choices, held_fix
 from crw.engine.run.locks import run_is_live
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.engine.run.runspec import RunSpec, read_run_spec
-from crw.engine.steps.replies import ALREADY_ANSWERED, call_record, late_failed
 from crw.errors import InputError, RefusedError
 from crw.journal.log import decode
 from crw.journal.replay import RunState
@@ -128,6 +126,10 @@ def _check_call(spec: RunSpec, run: RunState, call: str) -> None:
     """
     if call in run.calls:
         return
+    # Imported here: the owner reports a call its rows name (the workflow's
+    # parser and its schema checks are a fifth of the command's start).
+    from crw.engine.config.workflow import load_workflow
+
     try:
         with spec.file_limit():
             workflow = load_workflow(Path(spec.workflow.path))
@@ -149,6 +151,8 @@ def _check_failed(run: RunDir, call_rows: list[dict[str, Any]], report: Report) 
     Raises:
         RefusedError: the one line that says why and what to do instead.
     """
+    from crw.engine.steps.replies import call_record, late_failed
+
     where = f"call {report.call} turn {report.k} attempt {report.attempt} of run {report.run}"
     record = call_record(call_rows)
     if not record.waits_on(report.attempt, report.k):
@@ -302,12 +306,16 @@ def reply_line(reply: dict[str, Any]) -> str:
         return f"bound: {call} attempt {attempt} is {agent}{flags}"
     if kind == "pair_mismatch":
         return f"pair_mismatch: close {agent} and spawn again with {_pair(reply.get('pair'))}"
-    if kind == "close" and reason == ALREADY_ANSWERED:  # the run's own, done: no fault
-        return (
-            f"close: {agent} is {call}'s subagent, {reason} (nothing is wrong: every "
-            "reply but bound exits 1)"
-        )
     if kind == "close":
+        # Imported here: the replies' rules (and the row models they read) are a
+        # tenth of the command's start, and only a close names one of theirs.
+        from crw.engine.steps.replies import ALREADY_ANSWERED
+
+        if reason == ALREADY_ANSWERED:  # the run's own, done: no fault
+            return (
+                f"close: {agent} is {call}'s subagent, {reason} (nothing is wrong: every "
+                "reply but bound exits 1)"
+            )
         return f"close: close {agent}" + (f" ({reason})" if reason else "")
     if kind == "held":
         return f"held: {call} is held ({reason}); fix: {reply.get('fix')}"

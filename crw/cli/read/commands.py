@@ -1,8 +1,8 @@
 """The commands that read a run and change nothing, in the command tree: `status`,
 `call`, `list`, `show`, `watch`, `wait`, `result`, `timeline`, `shadow`, and `crw schema rows`.
 
-The plain command line of `status` runs without the tree (`crw.cli.hot`): a change
-of its parameters here is a change there too. `crw.cli.app` wires them.
+The plain command lines of `status`, `call` and `shadow` run without the tree
+(`crw.cli.hot`): a change of their parameters here is a change there too. `crw.cli.app` wires them.
 """
 
 from __future__ import annotations

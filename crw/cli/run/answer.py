@@ -75,6 +75,27 @@ def one_choice(*, retry: bool, skip: bool, abort: bool, restart: bool = False) -
     return chosen[0]
 
 
+def answer_flags_command(
+    run: str,
+    call: str,
+    *,
+    retry: bool,
+    skip: bool,
+    abort: bool,
+    restart: bool,
+    no_resume: bool,
+    wait: float,
+    state: str | None,
+    json: bool,
+) -> int:
+    """`answer` as its command line gives it (one flag a choice): what the command
+    tree's `answer` and the hot path (`crw.cli.hot`) run."""
+    choice = one_choice(retry=retry, skip=skip, abort=abort, restart=restart)
+    return answer_command(
+        run, call, choice=choice, resume=not no_resume, wait=wait, state=state, json=json
+    )
+
+
 def answer_command(
     run: str,
     call: str,

@@ -2,7 +2,10 @@
 `pause`, `cancel`, `answer`, `rm`, `gc` and the run process `_run`.
 
 Each parses its command line (cyclopts reads the signature and the docstring) and
-imports what it needs only when it runs; `crw.cli.app` wires them.
+imports what it needs only when it runs; `crw.cli.app` wires them. The plain
+command lines of `start`, `resume`, `pause`, `cancel`, `answer` and `_run` run
+without the tree (`crw.cli.hot`): a change of their parameters is a change there
+too (tests/cli/test_cold_start.py compares the two).
 """
 
 from __future__ import annotations
@@ -322,13 +325,16 @@ def answer(
     wait
         Seconds to wait for a run process that still runs other calls to end.
     """
-    from crw.cli.run.answer import answer_command, one_choice
+    from crw.cli.run.answer import answer_flags_command
 
-    return answer_command(
+    return answer_flags_command(
         run,
         call,
-        choice=one_choice(retry=retry, skip=skip, abort=abort, restart=restart),
-        resume=not no_resume,
+        retry=retry,
+        skip=skip,
+        abort=abort,
+        restart=restart,
+        no_resume=no_resume,
         wait=wait,
         state=state,
         json=json,

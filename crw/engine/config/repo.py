@@ -12,24 +12,43 @@ run.json records both (`repository`, `head`) so every process of the run uses th
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from crw.errors import InputError
 
-# pygit2 is imported in each function: the commands that load a workflow without a
-# `repo` never pay for it.
+# pygit2 is imported in each function, and only once a repository may be there:
+# the commands that load a workflow without a `repo` never pay for it, nor does a
+# start outside every checkout (a sixth of its start's CPU).
+
+
+def may_hold_repository(path: Path) -> bool:
+    """Whether libgit2's discovery from the existing directory `path` may find a
+    repository: `path` or a directory above it (as written or resolved) holds a
+    `.git` or a `HEAD` (a bare repository), or cannot be looked at. False only when
+    discovery would find none, so it decides without loading git."""
+    for start in (path, path.resolve()):
+        for directory in (start, *start.parents):
+            try:
+                if os.path.lexists(directory / ".git") or os.path.lexists(directory / "HEAD"):
+                    return True
+            except OSError:
+                return True
+    return False
 
 
 def checkout_root(path: Path) -> Path | None:
     """The root of the (non-bare) git checkout that holds `path`, resolved; None
     when there is none. A path that does not exist yet is judged by the nearest
     directory above it that does."""
-    import pygit2
-
     existing = path.absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
+    if not may_hold_repository(existing):
+        return None
+    import pygit2
+
     try:
         found = pygit2.discover_repository(str(existing))
     except pygit2.GitError:
@@ -75,11 +94,11 @@ def run_repository(
         InputError: `head` names no commit of the repository, or the repository
             has no commit yet; one line naming the workflow file and the fix.
     """
-    import pygit2
-
     root = repo if repo is not None else checkout_root(state_dir)
     if root is None:
         return RunRepository()
+    import pygit2
+
     repository = pygit2.Repository(str(root))
     try:
         commit = repository.revparse_single(head or "HEAD").peel(pygit2.Commit)

@@ -43,7 +43,12 @@ def resolve_state(state: str | None, environ: Mapping[str, str], cwd: Path) -> P
 
 
 def _repository_root(cwd: Path) -> Path | None:
-    # Imported here: a command given --state or $CRW_STATE never pays for pygit2.
+    # Imported here: a command given --state or $CRW_STATE, or run outside every
+    # repository, never pays for pygit2.
+    from crw.engine.config.repo import may_hold_repository
+
+    if not may_hold_repository(cwd):
+        return None
     import pygit2
 
     try:

@@ -1,0 +1,126 @@
+"""The commands an owner (and every test and drill) runs most start cold, each a fresh
+process: each imports what it needs and none of the heavy packages it does not
+(bench/startup.py measures what each costs; docs/performance.md, "Command start-up").
+
+The plain command lines of `start`, `dispatched`, `resume`, `pause`, `cancel`,
+`answer`, `shadow` and `call` run without the command tree (`crw.cli.hot`):
+cyclopts is some 60 ms of each. `dispatched` reads no workflow for a call its rows
+name and waits for its reply without Trio; a start outside every git checkout
+never loads git, and a start (or a run) whose host is not there never loads the
+host's framing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from crw.engine.config.repo import may_hold_repository
+from crw.engine.config.workflow import load_workflow
+from crw.engine.run.rundir import RunDir
+from crw.engine.run.runspec import RunSpec, WorkflowRef, write_run_spec
+from crw.journal.log import encode_batch, encode_body
+from crw.journal.rows import RowModel, Started
+from tests.cli.conftest import Crw, imported, wait_for_exit, waiting_for_no_host
+
+TREE = ("cyclopts",)
+DISPATCHED_NOT_NEEDED = (
+    "cyclopts",
+    "trio",
+    "jsonschema",
+    "crw.engine.config.workflow",
+    "crw.engine.steps.replies",
+    "crw.journal.rows",
+    "pygit2",
+    "wsproto",
+)
+"""What a report on a call its rows name needs none of: the command tree, the event
+loop, the workflow's parser and its schema checks, the replies' rules and the row
+models they read, git, the host's framing."""
+START_NOT_NEEDED = (
+    "cyclopts",
+    "pygit2",
+    "wsproto",
+    "h11",
+    "crw.host.client",
+    "crw.host.websocket",
+)
+"""What a start outside every git checkout, whose host is not there, needs none of:
+the command tree, git, the WebSocket framing and the host client."""
+
+
+def paused_run(crw: Crw) -> RunDir:
+    """A session run of fix-issue.toml paused host_unavailable (no host); its process
+    exited."""
+    out = crw.start(str(waiting_for_no_host(crw.state.parent)), "--owner", "o").json()
+    run = RunDir(Path(out["run_dir"]))
+    wait_for_exit(run.root)
+    return run
+
+
+def test_a_report_on_a_call_its_rows_name_imports_neither_tree_nor_trio_nor_workflow(
+    crw: Crw,
+) -> None:
+    """`dispatched` of a call the run's rows name, to a run no process holds, is
+    answered queued (CMD-DISP-7) without any of DISPATCHED_NOT_NEEDED."""
+    workflow = waiting_for_no_host(crw.state.parent)
+    run = RunDir.of(crw.state, "r1")
+    run.create()
+    ref = WorkflowRef(path=str(workflow), digest=load_workflow(workflow).digest)
+    write_run_spec(run.run_json, RunSpec(id="r1", workflow=ref, backend="session", pool=2))
+    rows = [
+        Started(backend="session"),
+        RowModel.model_validate({"row": "prepared", "call": "build.1"}),
+    ]
+    with open(run.journal, "ab") as journal:
+        journal.write(encode_batch(1, "2026-12-06T00:00:00Z", [encode_body(r) for r in rows]))
+    report = ("build.1", "--agent", "a", "--k", "1", "--attempt", "1", "--wait", "0")
+    result, modules = imported(
+        crw, "flow", "dispatched", "r1", *report, "--state", str(crw.state), "--json"
+    )
+    assert result.code == 1 and json.loads(result.stdout)["reply"] == "queued", result.stderr
+    assert [m for m in modules if m.startswith(DISPATCHED_NOT_NEEDED)] == []
+
+
+def test_a_start_outside_every_checkout_and_host_loads_neither_tree_nor_git_nor_framing(
+    crw: Crw,
+) -> None:
+    """A session start in plain directories whose host is not there (it pauses
+    host_unavailable) imports none of START_NOT_NEEDED."""
+    if may_hold_repository(crw.state.parent):
+        pytest.skip("the test's directory is inside a git checkout")
+    workflow = waiting_for_no_host(crw.state.parent)
+    start = ("flow", "start", str(workflow), "--owner", "o", "--state", str(crw.state), "--json")
+    result, modules = imported(crw, *start, cwd=crw.state.parent)
+    out = result.json()
+    assert result.code == 0 and out["started"] is True, result.stderr
+    assert out["workspaces"]["repository"] is None
+    wait_for_exit(Path(out["run_dir"]))
+    assert [m for m in modules if m.startswith(START_NOT_NEEDED)] == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("resume", "RUN", "--detach", "--json"),
+        ("pause", "RUN", "--wait", "0", "--json"),
+        ("cancel", "RUN", "--wait", "0"),
+        ("answer", "RUN", "build.1", "--retry", "--json"),
+        ("shadow", "RUN", "--json"),
+        ("call", "RUN", "build.1", "--json"),
+    ],
+    ids=lambda command: command[0],
+)
+def test_the_plain_command_lines_of_a_runs_life_run_without_the_command_tree(
+    crw: Crw, command: tuple[str, ...]
+) -> None:
+    """Each plain form runs (whatever it answers: a refusal included) without
+    cyclopts, as the command tree would run it (test_cold_start.py)."""
+    run = paused_run(crw)
+    args = [run.id if arg == "RUN" else arg for arg in command]
+    result, modules = imported(crw, "flow", *args, "--state", str(crw.state))
+    assert "Traceback" not in result.stderr and result.code in (0, 1, 2), result.stderr
+    assert [m for m in modules if m.startswith(TREE)] == []
+    wait_for_exit(run.root)
