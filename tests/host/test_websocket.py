@@ -273,35 +273,43 @@ async def test_a_send_the_socket_takes_at_once_makes_no_schedule_point() -> None
 
 
 async def test_a_message_larger_than_the_socket_takes_at_once_arrives_whole() -> None:
-    """What the socket does not take at once is sent after it, in order."""
+    """What the socket does not take at once is sent after it, before the next
+    message."""
     one, two = socket_pair()
-    sender, receiver = (
-        transport_module.JsonLinesTransport(one),
-        transport_module.JsonLinesTransport(two),
-    )
+    sender = transport_module.JsonLinesTransport(one)
+    receiver = transport_module.JsonLinesTransport(two)
     big = {"method": "n", "params": {"text": "x" * (4 << 20)}}
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(sender.send, big)
-        nursery.start_soon(sender.send, {"method": "after"})
-        assert await receiver.receive() == big
-        assert await receiver.receive() == {"method": "after"}
-    await sender.aclose()
-    await receiver.aclose()
+    got: list[dict[str, Any]] = []
+
+    async def read() -> None:
+        got.extend([await receiver.receive(), await receiver.receive()])
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            await sender.send(big)
+            await sender.send({"method": "after"})
+    finally:
+        await sender.aclose()
+        await receiver.aclose()
+    assert got == [big, {"method": "after"}]
 
 
 async def test_a_send_on_a_socket_closed_here_or_by_its_peer_is_host_unavailable() -> None:
     one, two = socket_pair()
-    closed_here = transport_module.JsonLinesTransport(one, name="the sim")
-    await one.aclose()
-    with pytest.raises(HostUnavailable, match="the connection to the sim is closed"):
-        await closed_here.send({"method": "n"})
     three, four = socket_pair()
-    await four.aclose()
-    peer_gone = transport_module.JsonLinesTransport(three, name="the sim")
-    with pytest.raises(HostUnavailable, match="the connection to the sim is closed"):
-        await peer_gone.send({"method": "n"})
-    await three.aclose()
-    await two.aclose()
+    try:
+        closed_here = transport_module.JsonLinesTransport(one, name="the sim")
+        await one.aclose()
+        with pytest.raises(HostUnavailable, match="the connection to the sim is closed"):
+            await closed_here.send({"method": "n"})
+        await four.aclose()
+        peer_gone = transport_module.JsonLinesTransport(three, name="the sim")
+        with pytest.raises(HostUnavailable, match="the connection to the sim is closed"):
+            await peer_gone.send({"method": "n"})
+    finally:
+        for stream in (one, two, three, four):
+            await stream.aclose()
 
 
 async def test_a_send_waits_for_the_send_under_way_and_a_cancelled_one_sends_nothing() -> None:
