@@ -58,7 +58,7 @@ from crw.journal.replay import RunState, replay
 from crw.journal.rows import Paused, RowModel
 from crw.journal.snapshot import save_snapshot
 from crw.journal.stores import read_run_journal, store_at
-from crw.journal.streamed import replay_pieces
+from crw.journal.streamed import replay_packed
 from crw.settings import Settings
 
 log = logging.getLogger("crw.run")
@@ -206,11 +206,13 @@ def _keep_snapshot(run_dir: RunDir) -> None:
     the process's peak memory. What the run left in cycles (its tasks, their
     exceptions) is collected first when the journal is big, so the replay reuses
     its memory (a small run's exit makes no collection)."""
+    size = 0
     with contextlib.suppress(OSError):
-        if run_dir.journal.stat().st_size >= COLLECT_BEFORE_SNAPSHOT:
-            gc.collect()
+        size = run_dir.journal.stat().st_size
+    if size >= COLLECT_BEFORE_SNAPSHOT:
+        gc.collect()
     with contextlib.suppress(CrwError, OSError):  # else the commands read it whole
-        replayed = replay_pieces(run_dir.journal, results=False)  # it keeps none
+        replayed = replay_packed(run_dir.journal, size)  # no result, calls packed
         save_snapshot(run_dir.journal, replayed.state, replayed.end, replayed.crc)
 
 

@@ -18,6 +18,7 @@ notifications is `crw.host.rpc`'s.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -70,9 +71,8 @@ def encode(message: dict[str, Any]) -> str:
 
 async def _take(lock: trio.Lock) -> None:
     """Take a send lock: at once when nobody holds it, with no schedule point of
-    its own (the write that follows makes one: a send yielded twice, and a yield
-    resumes the sender's whole await chain); else in turn. A cancelled task takes
-    it in neither case."""
+    its own (a yield resumes the sender's whole await chain, and the sender's next
+    wait makes one); else in turn. A cancelled task takes it in neither case."""
     if lock.locked():
         await lock.acquire()
     else:
@@ -90,12 +90,29 @@ async def send_under(
     await _take(lock)
     try:
         data = framed()
-        try:
-            await stream.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as err:
-            raise HostUnavailable(f"the connection to {name} is closed") from err
+        sent = _write_now(stream, data)
+        if sent < len(data):
+            try:
+                await stream.send_all(memoryview(data)[sent:] if sent else data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as err:
+                raise HostUnavailable(f"the connection to {name} is closed") from err
     finally:
         lock.release()
+
+
+def _write_now(stream: trio.abc.Stream, data: bytes) -> int:
+    """The bytes of `data` a socket stream's socket takes at once (0: none, or
+    `stream` is no socket stream). `send_all` tries the same write, then yields
+    to the scheduler besides (a task switch a message: three a call of an App
+    Server run, five replies and notifications of the host's); the sender's own
+    next wait yields anyway. A socket that fails (closed, the peer gone) takes
+    nothing here: `send_all` then meets the failure and says what it is."""
+    if type(stream) is not trio.SocketStream or not data:
+        return 0
+    try:
+        return os.write(stream.socket.fileno(), data)
+    except OSError:  # EAGAIN, EPIPE, EBADF (closed): as send_all will find it
+        return 0
 
 
 def _decode(text: str | bytes | bytearray, where: str) -> dict[str, Any]:

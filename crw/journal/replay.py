@@ -16,6 +16,7 @@ Readings the spec fixes:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -189,8 +190,9 @@ class DeferredCalls:
 
     open: dict[str, CallState]
     """The calls built: those not settled, and those a replay added since."""
-    settled: frozenset[str]
-    """The calls not built: each in one of SETTLED_STATES."""
+    settled: AbstractSet[str]
+    """The calls not built: each in one of SETTLED_STATES (a set the exit's
+    streamed replay adds to as it packs, `crw.journal.streamed`)."""
     build: Callable[[dict[str, CallState]], dict[str, CallState]]
     """All the calls, in the order their rows first named them, given `open` as
     the replay left it."""
@@ -212,7 +214,7 @@ def replay(rows: Iterable[Row], into: RunState | None = None) -> RunState:
     # One loop, its lookups bound once: it runs once a row (100,000 in a big run).
     run_handlers, call_handlers = _RUN_HANDLERS, _CALL_HANDLERS
     calls: dict[str, CallState] | None = None  # read at the first call row: a snapshot's
-    settled: frozenset[str] = frozenset()  # calls are built only then, or only the open
+    settled: AbstractSet[str] = frozenset()  # calls are built only then, or only the open
     last_seq = None  # ones (`RunState.defer_calls`)
     row: Row = {}
     with paused_gc():  # a fold of many rows builds many objects, none in a cycle

@@ -330,6 +330,27 @@ def _call(values: list[Any]) -> CallState:
     return call
 
 
+def call_values(call: CallState) -> list[Any]:
+    """A call as a snapshot keeps it: its `_CALL_FIELDS`' values, in order."""
+    return [getattr(call, name) for name in _CALL_FIELDS]
+
+
+def packed_calls(
+    settled_ids: frozenset[str],
+    settled: tuple[bytes, ...],
+    opened: dict[str, CallState],
+    places: dict[str, int],
+    after: int,
+) -> DeferredCalls:
+    """Calls kept as a snapshot's read keeps them: `settled`, marshalled lists of
+    `[index, values]` (`call_values`) of the calls `settled_ids` names; `opened`
+    built, each at its index in `places`; `after` an index past all. A snapshot
+    written from a state holding them keeps `settled` as it is (`_pack`)."""
+    entries = [[places[call_id], call_values(call)] for call_id, call in opened.items()]
+    packed = _Packed(settled_ids, settled, marshal.dumps(entries), after)
+    return DeferredCalls(opened, packed.settled_ids, packed.build, packed)
+
+
 def save_snapshot(journal: Path, state: RunState, end: int, crc: int) -> None:
     """Keep `state`, the replay of the journal's first `end` bytes (their CRC-32 is
     `crc`), as its snapshot: for a writer that replayed them itself."""

@@ -10,14 +10,17 @@ so the rows held at once stay bounded by the piece, whatever the journal's size.
 
 from __future__ import annotations
 
+import marshal
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from crw.journal.framing import FRAMING
 from crw.journal.log import JournalRead, decode
-from crw.journal.replay import RunState, replay
+from crw.journal.replay import SETTLED_STATES, CallState, DeferredCalls, RunState, replay
+from crw.journal.snapshot import SETTLED_CHUNKS, call_values, packed_calls
 from crw.journal.stores import store_at
 
 PIECE = 1 << 20
@@ -61,6 +64,97 @@ def replay_pieces(journal: Path, piece: int | None = None, *, results: bool = Tr
         crc = zlib.crc32(memoryview(data)[: read.end], crc)
         end += read.end
     return Replayed(state, end, crc)
+
+
+def replay_packed(journal: Path, size: int, piece: int | None = None) -> Replayed:
+    """The state `replay_pieces(journal, piece, results=False)` replays, its calls
+    kept as the snapshot packs them (`crw.journal.snapshot.packed_calls`), for the
+    snapshot a run process leaves: after each piece, the calls it settled leave
+    the state as their values, marshalled a pack every `size` / (SETTLED_CHUNKS -
+    2) bytes of journal (`size`: the journal's, as the caller found it). So the
+    exit never holds a big run's calls as CallStates (some 4 KB a call: 400 MB
+    at 100,000 calls), and the snapshot written from the state marshals none of
+    them again (it keeps fewer packs than SETTLED_CHUNKS). A row that moves a
+    settled call on has them all built again, and packed again from there.
+
+    Raises what `replay_pieces` raises.
+    """
+    packer = _Packer(size // (SETTLED_CHUNKS - 2) + 1)
+    state = RunState()
+    end = crc = 0
+    for read, data in pieces(journal, piece):
+        replay(read.rows, into=state)
+        packer.take(state, read.end)
+        crc = zlib.crc32(memoryview(data)[: read.end], crc)
+        end += read.end
+    packer.finish(state)
+    return Replayed(state, end, crc)
+
+
+class _Packer:
+    """The calls `replay_packed` took out of its state: `packs` marshalled,
+    `pending` not yet; `places` the index of each call still in the state (its
+    place among all the calls, in the order their rows first named them)."""
+
+    def __init__(self, pack_bytes: int) -> None:
+        self.pack_bytes = pack_bytes
+        self.restart()
+
+    def restart(self) -> None:
+        self.ids: set[str] = set()
+        self.packs: list[bytes] = []
+        self.pending: list[list[Any]] = []
+        self.places: dict[str, int] = {}
+        self.after = 0
+        self.since = 0
+
+    def take(self, state: RunState, read_bytes: int) -> None:
+        """Take the state's settled calls out of it, each result dropped."""
+        deferred = state.deferred_calls()
+        if deferred is None:  # the first piece, or a row moved a settled call on
+            self.restart()
+            opened = state.calls
+        else:
+            opened = deferred.open
+        settled: list[str] = []
+        for call_id, call in opened.items():  # the calls the piece added come last
+            if call_id not in self.places:
+                self.places[call_id] = self.after
+                self.after += 1
+            call.result = None  # the snapshot keeps none (only a completed row sets one)
+            if call.state in SETTLED_STATES:
+                settled.append(call_id)
+        for call_id in settled:
+            self.pending.append([self.places.pop(call_id), call_values(opened.pop(call_id))])
+            self.ids.add(call_id)
+        self.since += read_bytes
+        if self.since >= self.pack_bytes:
+            self._pack()
+        state.defer_calls(DeferredCalls(opened, self.ids, self._build))
+
+    def _pack(self) -> None:
+        if self.pending:
+            self.packs.append(marshal.dumps(self.pending))
+            self.pending = []
+        self.since = 0
+
+    def _build(self, opened: dict[str, CallState]) -> dict[str, CallState]:
+        """Every call, in order: those packed or pending built again."""
+        places, after = dict(self.places), self.after
+        for call_id in opened:  # the calls a replay added since the last piece
+            if call_id not in places:
+                places[call_id], after = after, after + 1
+        packs = (*self.packs, marshal.dumps(self.pending))
+        return packed_calls(frozenset(self.ids), packs, opened, places, after).build(opened)
+
+    def finish(self, state: RunState) -> None:
+        """Leave the state's calls as a read of the snapshot would: packed."""
+        self._pack()
+        deferred = state.deferred_calls()
+        if deferred is None:  # no call row at all
+            return
+        ids, packs = frozenset(self.ids), tuple(self.packs)
+        state.defer_calls(packed_calls(ids, packs, deferred.open, self.places, self.after))
 
 
 def pieces(journal: Path, piece: int | None = None) -> Iterator[tuple[JournalRead, bytes]]:

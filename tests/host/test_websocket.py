@@ -247,26 +247,69 @@ class _GatedStream(CountingStream):
         await super().send_all(data)
 
 
-async def test_an_uncontended_send_makes_one_schedule_point_on_either_framing() -> None:
-    """A send nobody else is making takes the send lock at once: its write is its
-    one schedule point (the lock's own made two: a yield resumes the sender's whole
-    await chain, a host request's and a reply's cost on every call)."""
+async def test_a_send_the_socket_takes_at_once_makes_no_schedule_point() -> None:
+    """A send nobody else is making takes the send lock at once, and a socket that
+    takes the whole frame at once is written without a yield (the sender's next
+    wait makes one: a yield resumes the sender's whole await chain, three a call
+    of an App Server run, on either framing); a stream that is not a socket's is
+    written with its `send_all`, its one schedule point."""
     one, two = socket_pair()
     lines = transport_module.JsonLinesTransport(one)
     steps = _Steps(trio.lowlevel.current_task())
     async with own_pair() as (client, server, _):
-        for sender in (lines, server, client):
+        for sender, yields in ((lines, 0), (client, 0), (server, 1)):
             trio.lowlevel.add_instrument(steps)
             try:
                 await sender.send({"method": "n"})
             finally:
                 trio.lowlevel.remove_instrument(steps)
-            assert steps.steps == 1, sender
+            assert steps.steps == yields, sender
             steps.steps = 0
         assert await client.receive() == {"method": "n"}
         assert await server.receive() == {"method": "n"}
     await lines.aclose()
+    assert await transport_module.JsonLinesTransport(two).receive() == {"method": "n"}
     await two.aclose()
+
+
+async def test_a_message_larger_than_the_socket_takes_at_once_arrives_whole() -> None:
+    """What the socket does not take at once is sent after it, before the next
+    message."""
+    one, two = socket_pair()
+    sender = transport_module.JsonLinesTransport(one)
+    receiver = transport_module.JsonLinesTransport(two)
+    big = {"method": "n", "params": {"text": "x" * (4 << 20)}}
+    got: list[dict[str, Any]] = []
+
+    async def read() -> None:
+        got.extend([await receiver.receive(), await receiver.receive()])
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            await sender.send(big)
+            await sender.send({"method": "after"})
+    finally:
+        await sender.aclose()
+        await receiver.aclose()
+    assert got == [big, {"method": "after"}]
+
+
+async def test_a_send_on_a_socket_closed_here_or_by_its_peer_is_host_unavailable() -> None:
+    one, two = socket_pair()
+    three, four = socket_pair()
+    try:
+        closed_here = transport_module.JsonLinesTransport(one, name="the sim")
+        await one.aclose()
+        with pytest.raises(HostUnavailable, match="the connection to the sim is closed"):
+            await closed_here.send({"method": "n"})
+        await four.aclose()
+        peer_gone = transport_module.JsonLinesTransport(three, name="the sim")
+        with pytest.raises(HostUnavailable, match="the connection to the sim is closed"):
+            await peer_gone.send({"method": "n"})
+    finally:
+        for stream in (one, two, three, four):
+            await stream.aclose()
 
 
 async def test_a_send_waits_for_the_send_under_way_and_a_cancelled_one_sends_nothing() -> None:

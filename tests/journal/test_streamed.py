@@ -3,6 +3,7 @@ time, the same state as a replay of all of it, never all its rows at once."""
 
 from __future__ import annotations
 
+import weakref
 import zlib
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,8 @@ from crw.actors import run as run_module
 from crw.engine.run.rundir import RunDir
 from crw.journal import snapshot, streamed
 from crw.journal.log import encode_batch, encode_body, read_journal
-from crw.journal.replay import replay
-from crw.journal.rows import Completed, Prepared, StepPublished
+from crw.journal.replay import CallState, replay
+from crw.journal.rows import Completed, Decision, Held, Prepared, StepPublished
 from tests.journal.decoding import count_decoded_lines
 from tests.journal.test_snapshot import STAMP, _append, without_results
 
@@ -86,25 +87,72 @@ def test_pieces_stop_at_a_torn_tail(tmp_path: Path) -> None:
     assert "n9.1" not in replayed.state.calls
 
 
-def test_the_snapshot_a_leaving_process_writes_is_byte_for_byte_the_whole_replays(
+def test_the_snapshot_a_leaving_process_writes_reads_back_as_the_whole_replay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The run process's exit snapshot (the journal replayed a piece at a time,
-    its header and payload written apart) is the file a snapshot of the journal
-    replayed at once is, and a replay from it is the replay from scratch."""
-    whole, pieced = RunDir(tmp_path / "whole"), RunDir(tmp_path / "pieced")
-    for run in (whole, pieced):
-        run.create()
-        _append(run.journal, 1, range(300))
+    """The run process's exit snapshot (the journal replayed a piece at a time, the
+    settled calls packed as they settle) reads back as the whole journal's replay,
+    in the journal's order, in fewer packs than SETTLED_CHUNKS: a reader's next
+    snapshot keeps them as they are, unmarshalling none."""
+    run = RunDir(tmp_path / "pieced")
+    run.create()
+    _append(run.journal, 1, range(300))
     monkeypatch.setattr(streamed, "PIECE", 4096)
-    run_module._keep_snapshot(pieced)
-    data = whole.journal.read_bytes()
-    state = replay(read_journal(whole.journal).rows)
-    snapshot.save_snapshot(whole.journal, state, len(data), zlib.crc32(data))
-    written = (pieced.root / snapshot.SNAPSHOT).read_bytes()
-    assert written == (whole.root / snapshot.SNAPSHOT).read_bytes()
+    run_module._keep_snapshot(run)
+    written = (run.root / snapshot.SNAPSHOT).read_bytes()
     assert written[:9] == b"%08x\n" % zlib.crc32(written[9:])
-    assert snapshot.replay_journal(pieced.journal)[0] == without_results(pieced.journal)
+    state = snapshot.replay_journal(run.journal)[0]
+    deferred = state.deferred_calls()
+    assert deferred is not None and isinstance(deferred.source, snapshot._Packed)
+    packs = deferred.source.settled
+    assert 1 < len(packs) < snapshot.SETTLED_CHUNKS
+    assert snapshot._pack(state)[1] == packs
+    expected = without_results(run.journal)
+    assert list(state.calls) == list(expected.calls) and state == expected
+
+
+def test_the_exit_replay_holds_no_settled_call_as_a_call_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The calls each piece settles leave the state as the snapshot's values: the
+    exit of a 100,000-call run held every call as a CallState (some 4 KB each, the
+    run process's peak), now at most a piece's."""
+    journal = tmp_path / "journal.jsonl"
+    _append(journal, 1, range(120))
+    seen: dict[int, weakref.ref[CallState]] = {}
+    alive: list[int] = []
+    folded = replay
+
+    def counting(rows: Any, into: Any = None) -> Any:
+        state = folded(rows, into=into)
+        deferred = state.deferred_calls()
+        seen.update(
+            {id(c): weakref.ref(c) for c in (deferred.open if deferred else state.calls).values()}
+        )
+        alive.append(sum(ref() is not None for ref in seen.values()))
+        return state
+
+    monkeypatch.setattr(streamed, "replay", counting)
+    replayed = streamed.replay_packed(journal, journal.stat().st_size, 4096)
+    assert len(alive) > 10 and max(alive) <= 4096 // 300 + 2  # a call's rows are over 300 bytes
+    assert replayed.state == without_results(journal)
+
+
+def test_a_row_that_moves_a_packed_call_on_replays_as_the_whole_journal(tmp_path: Path) -> None:
+    """A settled call moved on by a later row (held, then retried) has every call
+    built again, and packed again from there: the state is the whole replay's."""
+    journal = tmp_path / "journal.jsonl"
+    seq = _append(journal, 1, range(120))
+    rows = [Held(call="n7.1", reason="schema_invalid"), Decision(call="n7.1", choice="retry")]
+    with journal.open("ab") as file:
+        for row in rows:
+            file.write(encode_batch(seq, STAMP, [encode_body(row)]))
+            seq += 1
+    _append(journal, seq, range(120, 200))
+    replayed = streamed.replay_packed(journal, journal.stat().st_size, 2048)
+    expected = without_results(journal)
+    assert replayed.state.calls["n7.1"].state == "prepared"
+    assert list(replayed.state.calls) == list(expected.calls) and replayed.state == expected
 
 
 def test_the_exit_replay_keeps_no_result(tmp_path: Path) -> None:

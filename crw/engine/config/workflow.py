@@ -59,7 +59,7 @@ from crw.engine.config.settings_table import KEYS as SETTINGS_KEYS
 from crw.engine.config.settings_table import SettingsTable
 from crw.engine.config.template import SLUG
 from crw.engine.config.workflow_graph import Graph, check_graph
-from crw.engine.config.workflow_nodes import SLUG_FIX, Node, Verifier
+from crw.engine.config.workflow_nodes import SLUG_FIX, Node, Verifier, share_equal_parts
 from crw.journal.framing import paused_gc
 from crw.settings import Settings
 
@@ -227,7 +227,7 @@ def _load(path: Path) -> Workflow:
         head=parsed.head,
         verifier=parsed.verifier,
         settings=parsed.settings.settings() if parsed.settings else Settings(),
-        nodes=parsed.nodes,
+        nodes=share_equal_parts(parsed.nodes),
         evidence_cwd=(
             os.path.realpath(absolute.parent / parsed.evidence_cwd) if parsed.evidence_cwd else None
         ),

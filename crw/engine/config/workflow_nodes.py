@@ -22,6 +22,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
     field_validator,
 )
 
@@ -117,7 +118,18 @@ class Node(BaseModel):
             raise crw_error(err.what, err.fix) from None
         return value
 
-    @field_validator("output_schema", mode="before")
+    @field_validator("output_schema", mode="wrap")
+    @classmethod
+    def _shared_schema(
+        cls, value: object, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> object:
+        """The schema as loaded and checked, the same object for every node that
+        names it: the field's type check makes a copy of the dict, which a node
+        would otherwise keep (some 200 bytes a node, 100,000 nodes 20 MB)."""
+        loaded = cls._load_schema(value, info)
+        checked = handler(loaded)
+        return loaded if isinstance(loaded, dict) else checked
+
     @classmethod
     def _load_schema(cls, value: object, info: ValidationInfo) -> object:
         workflow_file = (info.context or {}).get("file")
@@ -181,3 +193,19 @@ def _checked_schema(value: dict[str, Any]) -> dict[str, Any]:
             f"schema is not a valid JSON Schema{at}: {message}", "fix the schema"
         ) from None
     return value
+
+
+def share_equal_parts(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+    """`nodes`, each holding one shared copy of what many of them hold equal: its
+    task text and the set of the fields its table set (pydantic keeps a set a
+    model; neither is ever changed: a node is frozen, and `model_copy` copies the
+    set before it adds to it). A 100,000-node workflow of one task text keeps
+    some 270 bytes a node less."""
+    texts: dict[str, str] = {}
+    field_sets: dict[frozenset[str], set[str]] = {}
+    for node in nodes:
+        fields = node.__pydantic_fields_set__
+        shared = field_sets.setdefault(frozenset(fields), fields)
+        object.__setattr__(node, "__pydantic_fields_set__", shared)
+        node.__dict__["task"] = texts.setdefault(node.task, node.task)
+    return nodes
