@@ -93,7 +93,7 @@ class SimHost:
             "turn/start": self._turn_start,
             "turn/interrupt": self._turn_interrupt,
             "model/list": lambda conn, params: model_list(self.catalog, params),
-            "sim/catalog": lambda conn, params: sim_catalog(self.catalog, self.codex_home),
+            "sim/catalog": self._catalog,
             "sim/startOwner": self._start_owner,
             "sim/spawnAgent": self._spawn_agent,
             "sim/sendInput": self._send_input,
@@ -233,6 +233,13 @@ class SimHost:
         return answer
 
     # -- the sim/* control methods
+
+    def _catalog(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        owner = self.state.threads.get(str(params.get("owner")))
+        tools = None
+        if owner is not None:
+            tools = "multi_agent_v2" if owner.multi_agent_v2 else "multi_agent_v1"
+        return sim_catalog(self.catalog, self.codex_home, tools)
 
     def _start_owner(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         """An owner thread; `multiAgentV2` gives it v2's tools, else the host's setting."""
