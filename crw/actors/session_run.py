@@ -134,7 +134,10 @@ async def close_left_open(ctx: SessionContext, replayed: RunState) -> None:
     """A call whose process died right after its terminal row never published its
     subagent's close step (HARV-56): publish it now, when the host still lists the
     subagent loaded. One listing of the owner's subagents answers for every ended
-    call, however many there are."""
+    call, however many there are. On multi-agent v2 no call closes its subagent.
+    """
+    if ctx.multi_agent == "multi_agent_v2":
+        return
     ended = {
         call.thread_id: call
         for call in replayed.calls.values()
