@@ -122,17 +122,7 @@ def decide_report_v2(
             thread=thread,
             host_error=host_error,
         )
-        if (
-            reply.kind == "close"
-            and thread is not None
-            and not _runs_child(step.run, report, thread)
-        ):
-            # DISP-10: the name's digest is another run's; an owner that obeyed
-            # would close that run's subagent.
-            return Reply(
-                "refused", f"the subagent {thread.agent_path} carries another run's task name"
-            )
-        return reply
+        return late_v2(reply, step.run, report, thread.agent_path if thread else None)
     if report.failed is not None:
         return decide_failed_v2(step, attempt, report.failed)
     return decide_bind_v2(
@@ -183,16 +173,20 @@ def decide_bind_v2(
     return bind_spawn(step, attempt, pair, thread, turn_started, agent_role=False)
 
 
-def _runs_child(run: str, report: ReportLike, thread: Thread) -> bool:
-    """Whether `thread` is no crw child, or one the reported call's attempt
-    spawned in `run` (at any of its turns up to the report's)."""
-    if name_of_path(thread.agent_path) is None:
-        return True
+def late_v2(reply: Reply, run: str, report: ReportLike, path: str | None) -> Reply:
+    """A late report's `close` refused when the child at `path` carries a task name
+    of another run (DISP-10: an owner that obeyed would close that run's subagent):
+    the reported call's attempt in `run` spawned none of that name, at any of its
+    turns up to the report's. A path that is no crw name (a v1 subagent) keeps it."""
+    if reply.kind != "close" or name_of_path(path) is None:
+        return reply
     names = {
         agent_path(task_name(run, marker(report.call, k, report.attempt)))
         for k in range(1, max(report.k, 1) + 1)
     }
-    return thread.agent_path in names
+    if path in names:
+        return reply
+    return Reply("refused", f"the subagent {path} carries another run's task name")
 
 
 def _not_the_steps_child(step: PublishedStep, thread: Thread) -> Reply | None:
