@@ -7,9 +7,10 @@ gets it) has the `collaboration` tools instead of v1's (docs/host.md,
 
 - `sim/v2/spawnAgent {parentThreadId, task_name, message, model?,
   reasoning_effort?, fork_turns?}` answers `{"task_name": "/root/<name>"}` and no
-  thread id. It refuses a name outside `[a-z0-9_]`, a name the owner's tree holds
-  already (also after a restart), `fork_context` and a `fork_turns` codex does not
-  take, each in codex's words, and makes no thread then. The child is a thread
+  thread id. It refuses a name outside `[a-z0-9_]`, a model its catalog does not
+  serve, a name the owner's tree holds already (also after a restart),
+  `fork_context` and a `fork_turns` codex does not take, each in codex's words,
+  and makes no thread then. The child is a thread
   with `agent_path` and no agent role, never in `thread/list`; its task reaches it
   as an inter-agent message, no user message in `thread/read`. The owner's turn
   gets a `subAgentActivity` item of kind `started` naming the child.
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from crw.host.sim.catalog import Catalog
 from crw.host.sim.state import SimState, Thread, Turn, invalid_request, new_id
 from crw.host.sim.turns import Turns
 
@@ -60,9 +62,16 @@ def config_v2(codex_home: Path) -> bool:
 class MultiAgentV2:
     """The `sim/v2/*` methods of one simulated host."""
 
-    def __init__(self, state: SimState, turns: Turns, wall: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        state: SimState,
+        turns: Turns,
+        wall: Callable[[], float] = time.time,
+        catalog: Catalog | None = None,
+    ):
         self.state = state
         self.turns = turns
+        self.catalog = catalog
         self._wall = wall
         self._waited: dict[str, set[str]] = {}
         """Per owner, the children's turns a wait answered already."""
@@ -95,6 +104,8 @@ class MultiAgentV2:
         fork = params.get("fork_turns")
         if fork is not None and not _FORK_TURNS.fullmatch(str(fork).strip()):
             raise invalid_request("fork_turns must be `none`, `all`, or a positive integer string")
+        if self.catalog is not None:  # v2 asks for no agent type: the model alone
+            self.catalog.check_spawn(params.get("model"), None)
         path = f"{ROOT}/{name}"
         if self.child(owner, path) is not None:
             raise invalid_request(f"agent path `{path}` already exists")

@@ -77,7 +77,7 @@ class SimHost:
         self.broadcast = Broadcast(wall)
         self.turns = Turns(self.state, self.broadcast, codex_home, nursery, wall)
         self._wall = wall
-        self.v2 = MultiAgentV2(self.state, self.turns, wall)
+        self.v2 = MultiAgentV2(self.state, self.turns, wall, catalog)
         self.served: dict[str, int] = {}
         """Requests served, by method (answered with a result or an error)."""
         self._methods: dict[str, _Method] = {
