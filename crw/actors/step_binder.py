@@ -39,7 +39,7 @@ from crw.engine.owner.multi_agent import V1, V2, MultiAgent
 from crw.engine.run.rundir import RunDir
 from crw.engine.steps import bind, ledger_join
 from crw.engine.steps.replies import call_record, reads_host
-from crw.host.errors import HostRequestError, unknown_thread
+from crw.host.errors import HostRequestError
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import RowModel, SessionHostWarning, StepPublished
@@ -191,20 +191,7 @@ class StepBinder:
         return await self._act(step, decision, report, thread)
 
     async def _read_agent(self, agent: str | None) -> tuple[Thread | None, str | None, bool]:
-        """The subagent's snapshot, or why the host cannot answer now, or that it
-        has no such thread."""
-        if not agent:
-            return None, None, False
-        try:
-            return await self.ctx.reader.read(agent), None, False
-        except HostUnavailable as err:
-            if not self.ctx.reader.connected:
-                raise  # the host went away: the run pauses
-            return None, str(err), False
-        except HostRequestError as err:
-            if unknown_thread(err):
-                return None, None, True
-            return None, str(err), False
+        return await self.ctx.reader.read_subagent(agent)
 
     async def _act(
         self,
