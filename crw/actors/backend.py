@@ -22,6 +22,7 @@ from crw.clock import WallClock
 from crw.codex_config import session_pool
 from crw.engine.config.roles import RoleTable
 from crw.engine.config.workflow import Workflow
+from crw.engine.owner.multi_agent import V1, V2
 from crw.engine.run.rundir import RunDir
 from crw.engine.run.runspec import RunSpec
 from crw.journal.replay import RunState
@@ -129,6 +130,7 @@ class Backend:
             placer=self.placer,
             git_rows=executor_git.keep(rows) if self.placer is not None else {},
             inputs=self.inputs,
+            multi_agent=V2 if replayed.multi_agent == V2 else V1,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(control.watch)  # a request waiting is read before any call

@@ -35,7 +35,7 @@ from crw.actors.spawn_index import OwnerSpawns
 from crw.actors.thread_watches import FOLLOWED, ThreadWatch, ThreadWatches
 from crw.engine.answers import unreachable
 from crw.host.client import HostClient
-from crw.host.errors import HostRequestError, HostUnavailable
+from crw.host.errors import HostRequestError, HostUnavailable, unknown_thread
 from crw.host.protocol import Thread, ThreadTokenUsage, Turn
 from crw.settings import DEFAULT_SETTINGS, Settings
 
@@ -220,6 +220,21 @@ class HostReader:
         with its turns (the marker lookup, `crw.actors.spawn_index`); but `bound`,
         the one a call bound as its bind read it."""
         return await self.owner_spawns(owner).carrying(marker, bound)
+
+    async def read_subagent(self, agent: str | None) -> tuple[Thread | None, str | None, bool]:
+        """A bind's read of a subagent: its snapshot, or why the host cannot answer
+        now, or that it has no such thread (True); nothing for no subagent. A host
+        gone is raised: the run pauses."""
+        if not agent:
+            return None, None, False
+        try:
+            return await self.read(agent), None, False
+        except HostUnavailable as err:
+            if not self.connected:
+                raise
+            return None, str(err), False
+        except HostRequestError as err:
+            return (None, None, True) if unknown_thread(err) else (None, str(err), False)
 
     def owner_spawns(self, owner: str) -> OwnerSpawns:
         """The marker index of the owner's subagents, one for the reader's life."""

@@ -256,6 +256,7 @@ async def _journaled(
                 process=process_lock.token if process_lock else None,
                 pid=os.getpid(),
                 inputs=spec.inputs,
+                multi_agent=_multi_agent(spec, replayed),
             )
         )
         clear_failure(run_dir)  # this launch did not fail: `status` says no earlier one
@@ -310,6 +311,16 @@ async def _journaled(
                 raise
             await journal.commit([Paused(reason=fault.reason, error=fault.error, file=fault.file)])
             return fault
+
+
+def _multi_agent(spec: RunSpec, replayed: RunState) -> str | None:
+    """A session run's protocol for its started row: the journal's, else run.json's
+    (`crw.engine.owner.multi_agent.resumed_protocol`); None for an app-server run."""
+    if spec.backend != "session":
+        return None
+    from crw.engine.owner.multi_agent import resumed_protocol
+
+    return resumed_protocol(replayed.multi_agent, replayed.processes, spec.multi_agent)
 
 
 async def _retract_torn(run_dir: RunDir, replayed: RunState, rows: list[dict[str, Any]]) -> None:

@@ -386,8 +386,11 @@ class SessionCall(CallSteps):
         (`Inbox.reply`); a durable one waits for its fsyncs in a worker thread.
         The reader drops what it holds of the subagent (its last read, every item
         of its turns): a run's memory grows with its calls in flight, not with the
-        calls it ran."""
+        calls it ran. On multi-agent v2 there is none: an idle child holds no slot
+        and v2 has no close_agent (docs/session.md, "Multi-agent v2")."""
         self.ctx.reader.forget(agent_id)
+        if self.ctx.multi_agent == "multi_agent_v2":
+            return
         if not durable:
             await trio.lowlevel.checkpoint_if_cancelled()
             bus.write_close(self.ctx.run, self.call, attempt, agent_id, durable=False)

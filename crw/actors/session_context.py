@@ -21,6 +21,7 @@ from crw.actors.journal_writer import JournalWriter
 from crw.clock import WallClock
 from crw.engine.config.roles import RolePair
 from crw.engine.config.workflow import Workflow
+from crw.engine.owner.multi_agent import MultiAgent
 from crw.engine.run.rundir import RunDir
 from crw.engine.steps.replies import CallRecords
 from crw.settings import Settings
@@ -55,6 +56,9 @@ class SessionContext:
     (`crw.actors.executor_git`), kept as calls commit."""
     inputs: Mapping[str, Any] = field(default_factory=dict)
     """What `{inputs.NAME}` stands for in the run's tasks."""
+    multi_agent: MultiAgent = "multi_agent_v1"
+    """The run's multi-agent protocol (its started rows'): v1 binds by marker, v2
+    by task name (`crw.actors.bind_v2`)."""
     strays: set[str] = field(default_factory=set)
     """The duplicates this process gave a close step (`StepBinder.close_strays`,
     `crw.actors.late_strays`): each gets one."""

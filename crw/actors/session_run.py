@@ -30,6 +30,7 @@ from crw.engine.answers.harvest import CallEnd
 from crw.engine.calls.gate import RunSpent, taken
 from crw.engine.config.workflow_nodes import Node
 from crw.engine.holds import interrupt, supersede
+from crw.engine.steps.bind_v2 import late_v2
 from crw.engine.steps.replies import CallRecords, decide_late, reads_host
 from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
@@ -62,6 +63,11 @@ async def answer_unrouted(
         thread=thread,
         host_error=host_error,
     )
+    agent = report.agent_id or ""
+    path = (
+        thread.agent_path if thread is not None else agent if agent.startswith("/root/") else None
+    )
+    reply = late_v2(reply, report.run, report, path)  # multi-agent v2's names (DISP-10)
     return {"reply": reply.kind, "reason": reply.reason}
 
 
@@ -134,7 +140,10 @@ async def close_left_open(ctx: SessionContext, replayed: RunState) -> None:
     """A call whose process died right after its terminal row never published its
     subagent's close step (HARV-56): publish it now, when the host still lists the
     subagent loaded. One listing of the owner's subagents answers for every ended
-    call, however many there are."""
+    call, however many there are. On multi-agent v2 no call closes its subagent.
+    """
+    if ctx.multi_agent == "multi_agent_v2":
+        return
     ended = {
         call.thread_id: call
         for call in replayed.calls.values()

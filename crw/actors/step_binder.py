@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import trio
 
-from crw.actors import evidence_records
+from crw.actors import evidence_records, step_binder_v2
 from crw.actors.control import CallStop
 from crw.actors.host_reader import HostReader
 from crw.actors.inbox import Inbox
@@ -35,10 +35,11 @@ from crw.bus.inbox import Report
 from crw.engine.answers.harvest import CallEnd
 from crw.engine.calls.session_progress import CallProgress, publish_again
 from crw.engine.config.workflow import Workflow
+from crw.engine.owner.multi_agent import V1, V2, MultiAgent
 from crw.engine.run.rundir import RunDir
 from crw.engine.steps import bind, ledger_join
 from crw.engine.steps.replies import call_record, reads_host
-from crw.host.errors import HostRequestError, unknown_thread
+from crw.host.errors import HostRequestError
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.rows import RowModel, SessionHostWarning, StepPublished
@@ -80,6 +81,8 @@ class BinderRun(Protocol):
     def owner(self) -> str: ...
     @property
     def strays(self) -> set[str]: ...
+    @property
+    def multi_agent(self) -> MultiAgent: ...
 
 
 class StepBinder:
@@ -143,7 +146,8 @@ class StepBinder:
             bound = await self._decide(step, report)
             if bound is not None:
                 return bound
-        bound = await self._join_ledger(step) if step.action == "spawn" else None
+        v1_spawn = step.action == "spawn" and self.ctx.multi_agent == V1
+        bound = await self._join_ledger(step) if v1_spawn else None
         if bound is None:
             bound = await self._look_up(step)
         if bound is None and self.actor.stop.reason is None:  # a stopped run writes none
@@ -158,6 +162,9 @@ class StepBinder:
     ) -> tuple[str, str] | CallEnd | None:
         """Answer the owner's report on `step`, or on another step of the call
         (the reply table)."""
+        if self.ctx.multi_agent == V2:
+            decided, read = await step_binder_v2.decide(self._v2_read(step), report, self.retries)
+            return await self._act(step, decided, report, read)
         waiting = (report.k, report.attempt) == (step.k, step.attempt)
         agent = report.agent_id or (step.agent_id if step.action == "send_input" else None)
         record = call_record(self.actor.rows)
@@ -184,20 +191,7 @@ class StepBinder:
         return await self._act(step, decision, report, thread)
 
     async def _read_agent(self, agent: str | None) -> tuple[Thread | None, str | None, bool]:
-        """The subagent's snapshot, or why the host cannot answer now, or that it
-        has no such thread."""
-        if not agent:
-            return None, None, False
-        try:
-            return await self.ctx.reader.read(agent), None, False
-        except HostUnavailable as err:
-            if not self.ctx.reader.connected:
-                raise  # the host went away: the run pauses
-            return None, str(err), False
-        except HostRequestError as err:
-            if unknown_thread(err):
-                return None, None, True
-            return None, str(err), False
+        return await self.ctx.reader.read_subagent(agent)
 
     async def _act(
         self,
@@ -318,6 +312,8 @@ class StepBinder:
         Asked at the bind and again when the bound turn ends (a spawn made after
         the bind), each time from the spawn index's look of the poll interval;
         `bound` is the bound subagent as last read, left out unread."""
+        if self.ctx.multi_agent == V2:
+            return  # codex keeps one child per task name: a step taken twice makes none
         marker = step.marker or ""
         try:
             carrying = await self.ctx.reader.spawned(self.ctx.owner, marker, bound)
@@ -336,6 +332,18 @@ class StepBinder:
                 bus.write_close, self.ctx.run, self.actor.call, step.attempt or 1, agent
             )
             self.ctx.strays.add(agent)
+
+    def _v2_read(self, step: StepPublished) -> step_binder_v2.StepRead:
+        return step_binder_v2.StepRead(
+            reader=self.ctx.reader,
+            run_id=self.ctx.run_id,
+            owner=self.ctx.owner,
+            step=self._published(step),
+            attempt=self._attempt_state(step),
+            pair=self.actor.pair,
+            rows=self.actor.rows,
+            read_agent=self._read_agent,
+        )
 
     def _published(self, step: StepPublished) -> bind.PublishedStep:
         return bind.PublishedStep(
@@ -359,7 +367,11 @@ class StepBinder:
         return bind.AttemptState(thread_id=bound, prior_pairs=tuple(self.actor.state.pairs))
 
     async def _look_up(self, step: StepPublished) -> tuple[str, str] | CallEnd | None:
-        """The marker on the host: a spawn, or a repair, never reported (DISP-25/26)."""
+        """The marker on the host: a spawn, or a repair, never reported (DISP-25/26);
+        on v2 the step's task name (`crw.actors.step_binder_v2`)."""
+        if self.ctx.multi_agent == V2:
+            found = await step_binder_v2.look_up(self._v2_read(step))
+            return None if found is None else await self._act(step, found[0], None, found[1])
         try:
             if step.action == "send_input" and step.agent_id:
                 thread: Thread | None = await self.ctx.reader.read(step.agent_id)

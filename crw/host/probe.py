@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import trio
 
@@ -36,6 +36,9 @@ class HostModel:
     efforts: tuple[str, ...] = ()
     default: bool = False
     """The host's default model (`isDefault`)."""
+    multi_agent_version: str | None = None
+    """Which multi-agent tools an owner on it gets (`multiAgentVersion`: `v1`,
+    `v2`; None when the host does not say)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ class HostTakes:
     agent_types: frozenset[str] | None
     default_model: str
     config: str
+    owner_multi_agent: Literal["multi_agent_v1", "multi_agent_v2"] | None = None
+    """The multi-agent tools the owner has, when the host says so."""
 
 
 @dataclass
@@ -62,6 +67,14 @@ class HostProbe:
     """What the host says it takes; None when it does not say (codex)."""
     version: str | None = None
     """The host as the preview names it (`codex 0.169.0`; crw.host.version)."""
+    owner_model: str | None = None
+    """The owner thread's model, as its `thread/read` answers."""
+
+    def v2_models(self) -> list[str] | None:
+        """The models whose owners get multi-agent v2 (None: no catalog read)."""
+        if self.models is None:
+            return None
+        return [m.model for m in self.models if m.multi_agent_version == "v2"]
 
 
 def probe_host(
@@ -97,21 +110,24 @@ async def _probe(
                 if not asks:
                     return probe
                 if owner:
-                    probe.owner_error = await _owner_error(client, owner)
+                    probe.owner_error, probe.owner_model = await _owner_read(client, owner)
                 probe.models = await _models(client)
                 probe.hooks = await _hooks(client, cwd)
-                probe.takes = await _takes(client)
+                probe.takes = await _takes(client, owner)
         except HostError as err:
             probe.error = str(err)
     return probe
 
 
-async def _owner_error(client: Any, owner: str) -> str | None:
+async def _owner_read(client: Any, owner: str) -> tuple[str | None, str | None]:
+    """Why the owner thread cannot be read, else None and its model."""
     try:
-        await client.request("thread/read", {"threadId": owner, "includeTurns": False})
+        read = await client.request("thread/read", {"threadId": owner, "includeTurns": False})
     except HostRequestError as err:
-        return " ".join(err.message.split()) or f"code {err.code}"
-    return None
+        return " ".join(err.message.split()) or f"code {err.code}", None
+    thread = read.get("thread") if isinstance(read, dict) else None
+    model = thread.get("model") if isinstance(thread, dict) else None
+    return None, model if isinstance(model, str) else None
 
 
 async def _models(client: Any) -> list[HostModel] | None:
@@ -133,7 +149,13 @@ def _model(entry: dict[str, Any]) -> HostModel:
     listed = entry.get("supportedReasoningEfforts") or []
     names = [e.get("reasoningEffort") for e in listed if isinstance(e, dict)]
     efforts = tuple(str(name) for name in names if name)
-    return HostModel(str(entry.get("model")), efforts, entry.get("isDefault") is True)
+    version = entry.get("multiAgentVersion")
+    return HostModel(
+        str(entry.get("model")),
+        efforts,
+        entry.get("isDefault") is True,
+        str(version) if isinstance(version, str) else None,
+    )
 
 
 async def _hooks(client: Any, cwd: Path) -> list[dict[str, Any]] | None:
@@ -145,9 +167,9 @@ async def _hooks(client: Any, cwd: Path) -> list[dict[str, Any]] | None:
     return [hook for entry in entries for hook in entry.get("hooks") or []]
 
 
-async def _takes(client: Any) -> HostTakes | None:
+async def _takes(client: Any, owner: str | None) -> HostTakes | None:
     try:
-        answer = await client.request("sim/catalog", {})
+        answer = await client.request("sim/catalog", {"owner": owner} if owner else {})
     except HostRequestError:
         return None
     models, types = answer.get("models"), answer.get("agentTypes")
@@ -156,4 +178,11 @@ async def _takes(client: Any) -> HostTakes | None:
         frozenset(str(name) for name in types) if isinstance(types, list) else None,
         str(answer.get("defaultModel")),
         str(answer.get("config")),
+        _said(answer.get("ownerMultiAgent")),
     )
+
+
+def _said(value: Any) -> Literal["multi_agent_v1", "multi_agent_v2"] | None:
+    if value == "multi_agent_v2":
+        return "multi_agent_v2"
+    return "multi_agent_v1" if value == "multi_agent_v1" else None

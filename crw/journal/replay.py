@@ -129,6 +129,9 @@ class RunState:
     pid: int | None = None
     role_pairs: dict[str, Any] | None = None
     policy_digest: str | None = None
+    multi_agent: str | None = None
+    """A session run's multi-agent protocol as its first started row that names
+    one records it (None: none named; such a run ran on v1)."""
     repinned: bool = False
     """Whether the newest process repinned the run (a policy_repinned row after
     its started row): it runs on the role store as it read, not the earlier pins."""
@@ -275,6 +278,7 @@ def _started(run: RunState, row: Row) -> None:
     run.pid = row.get("pid")
     run.role_pairs = row.get("role_pairs")
     run.policy_digest = row.get("policy_digest")
+    run.multi_agent = run.multi_agent or row.get("multi_agent")
     run.repinned = False
     run.paused_reason = run.paused_error = run.paused_file = None
 

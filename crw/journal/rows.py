@@ -153,6 +153,9 @@ class Started(RowModel):
     policy_digest: str | None = None
     inputs: dict[str, Any] | None = None
     """The run's inputs as run.json records them (a file input by path and digest)."""
+    multi_agent: str | None = None
+    """A session run's multi-agent protocol, `multi_agent_v1` or `multi_agent_v2`:
+    the one its first process recorded, for its life."""
 
 
 class Prepared(RowModel):

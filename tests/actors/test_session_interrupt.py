@@ -30,7 +30,15 @@ from crw.journal.rows import InterruptRequested, RowModel
 from tests.actors.spies import TurnsAtCommit
 from tests.actors.test_session_lost import insert_before
 from tests.actors.test_session_resume import KillPoint, remembering, run_until_killed
-from tests.actors.test_session_run import RUN_ID, Harness, Owner, harness, kinds, session_context
+from tests.actors.test_session_run import (
+    PROTOCOLS,
+    RUN_ID,
+    Harness,
+    Owner,
+    harness,
+    kinds,
+    session_context,
+)
 
 Rows = list[dict[str, Any]]
 CALL = "build.1"
@@ -54,8 +62,15 @@ async def go(
     """Run the harness with the run's control; once `stop_when(rows)` holds, the
     test asks for `op` through the run's inbox, as the command does."""
     control = RunControl(run=h.run)
+    protocol = "multi_agent_v2" if h.owner.v2 else "multi_agent_v1"
     async with session_context(
-        h.run, h.client, h.owner.thread_id, h.settings, after_commit=after_commit, control=control
+        h.run,
+        h.client,
+        h.owner.thread_id,
+        h.settings,
+        after_commit=after_commit,
+        control=control,
+        multi_agent=protocol,
     ) as (ctx, rows, nursery):
         await nursery.start(control.watch)
         await nursery.start(ctx.inbox.run)
@@ -113,11 +128,13 @@ def host_turn(h: Harness, turn_id: str) -> Any:
     return next(t for th in h.sim.state.threads.values() for t in th.turns if t.id == turn_id)
 
 
+@PROTOCOLS
 async def test_pause_interrupts_the_running_turn_and_holds_the_call_once_it_is_over(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str
 ) -> None:
-    """spec: HARV-28, HARV-31, HARV-35, HARV-36, ROWS-6"""
-    async with harness(tmp_path) as h:
+    """spec: HARV-28, HARV-31, HARV-35, HARV-36, ROWS-6 (turn/interrupt works on a
+    v2 child as on any thread; v2 closes none)"""
+    async with harness(tmp_path, multi_agent=multi_agent) as h:
         await h.script({"marker": f"{CALL}/*"}, hang=True)
         at_commit = TurnAtCommit(h)
         state, rows = await go(
@@ -151,7 +168,7 @@ async def test_pause_interrupts_the_running_turn_and_holds_the_call_once_it_is_o
     assert last(rows, "held")["reason"] == "paused"
     assert rows[-1]["row"] == "paused" and rows[-1]["reason"] == "paused"
     assert "review.1" not in {r.get("call") for r in rows}
-    assert closed
+    assert closed == (multi_agent == "v1")
     assert pending == []  # the request was answered by the paused row
 
 
@@ -305,13 +322,14 @@ async def test_a_nodes_timeout_interrupts_its_call_and_the_run_goes_on(
     assert not any(r["row"] in ("paused", "cancelled", "ended") for r in rows)
 
 
+@PROTOCOLS
 async def test_resume_after_a_pause_runs_the_held_call_again_to_completion(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str
 ) -> None:
     """spec: CMD-NEXT-2 (a paused run), HARV-39 (the new attempt carries no intent),
     ATT-30, ATT-32 (the paused call goes on in place: a new attempt takes its turn
     again at the next k, in the replaced turn's conversation place)"""
-    async with harness(tmp_path) as h:
+    async with harness(tmp_path, multi_agent=multi_agent) as h:
         await h.script({"marker": f"{CALL}/t1-a1"}, hang=True)
         paused, first = await go(h, stop_when=has("turn_started"))
         assert paused == "paused" and replay(first).paused_reason == "paused"

@@ -35,7 +35,7 @@ from tests.actors.test_session_resume import (
     last,
     run_until_killed,
 )
-from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
+from tests.actors.test_session_run import PROTOCOLS, RUN_ID, Harness, harness, kinds
 
 CALL = "build.1"
 Rows = list[dict[str, Any]]
@@ -66,7 +66,7 @@ class LostOwner(RememberingOwner):
 
 
 def lost_owner(h: Harness, **args: Any) -> LostOwner:
-    h.owner = LostOwner(h.client, h.run, h.owner.thread_id, report=False, **args)
+    h.owner = LostOwner(h.client, h.run, h.owner.thread_id, report=False, v2=h.owner.v2, **args)
     h.sim._methods["sim/closeAgent"] = _recorded_close(h, h.owner)
     return h.owner
 
@@ -110,12 +110,14 @@ def steps(rows: Rows) -> Rows:
     return [r for r in rows if r["row"] == "step_published" and r.get("call") == CALL]
 
 
+@PROTOCOLS
 @pytest.mark.parametrize("vanish", ["notLoaded", "systemError"])
 async def test_a_vanished_subagent_loses_its_attempt_and_the_next_spawns_in_the_same_allocation(
-    tmp_path: Path, autojump_clock: MockClock, vanish: str
+    tmp_path: Path, autojump_clock: MockClock, vanish: str, multi_agent: str
 ) -> None:
-    """spec: ATT-3, ATT-8, ATT-9, ATT-10, ATT-11, ATT-12, ATT-13, STEP-24, ROWS-7"""
-    async with harness(tmp_path) as h:
+    """spec: ATT-3, ATT-8, ATT-9, ATT-10, ATT-11, ATT-12, ATT-13, STEP-24, ROWS-7 (on
+    v2 no close step: an idle child holds no slot)"""
+    async with harness(tmp_path, multi_agent=multi_agent) as h:
         owner = lost_owner(h)
         await h.script({"marker": f"{CALL}/t1-a1"}, vanish=vanish)
         state, rows = await h.go()
@@ -143,7 +145,7 @@ async def test_a_vanished_subagent_loses_its_attempt_and_the_next_spawns_in_the_
         "host_status": vanish,
         "turn_status": "interrupted",
     }
-    assert started[0]["thread_id"] in owner.closed  # ATT-9: its close step
+    assert (started[0]["thread_id"] in owner.closed) == (multi_agent == "v1")  # ATT-9
     workspace = last(rows, "prepared")["allocation"]["workspace"]
     assert second["action"] == "spawn" and (second["k"], second["attempt"]) == (1, 2)
     assert second["marker"] == f"{CALL}/t1-a2" and second["replaces_turn"] == first["marker"]

@@ -28,7 +28,7 @@ from crw.bus import steps as bus
 from crw.engine.run.rundir import RunDir
 from crw.journal.log import encode_batch, encode_body, read_journal
 from crw.journal.rows import RowModel, parse_row
-from tests.actors.test_session_run import RUN_ID, Harness, Owner, harness, kinds
+from tests.actors.test_session_run import PROTOCOLS, RUN_ID, Harness, Owner, harness, kinds
 
 Rows = list[dict[str, Any]]
 CALL = "build.1"
@@ -57,9 +57,19 @@ class RememberingOwner(Owner):
                 if (step.call, step.k) == self.dies_after and self.kill is not None:
                     self.kill.cancel()  # no checkpoint since the take: the run saw none of it
             for close in bus.list_closes(self.run):
-                await self.client.request("sim/closeAgent", {"target": close.agent_id})
+                if self.v2:
+                    params = {"parentThreadId": self.thread_id, "target": close.agent_id}
+                    await self.client.request("sim/v2/interruptAgent", params)
+                else:
+                    await self.client.request("sim/closeAgent", {"target": close.agent_id})
                 bus.remove_close(self.run, close.call, close.attempt, close.agent_id)
             await trio.sleep(0.5)
+
+    async def thread_of(self, key: tuple[str, int, int]) -> str:
+        """The thread id of the subagent the owner took step `key` on (on v2 it
+        holds the child's path)."""
+        agent = self.taken[key]
+        return await self.child(agent) if self.v2 and agent.startswith("/root/") else agent
 
 
 def report(run: RunDir, call: str, k: int, agent: str) -> reports.Report:
@@ -114,7 +124,7 @@ async def run_until_owner_took(h: Harness, owner: RememberingOwner, k: int) -> R
 
 
 def remembering(h: Harness, *, report: bool = True) -> RememberingOwner:
-    h.owner = RememberingOwner(h.client, h.run, h.owner.thread_id, report=report)
+    h.owner = RememberingOwner(h.client, h.run, h.owner.thread_id, report=report, v2=h.owner.v2)
     return h.owner
 
 
@@ -123,10 +133,14 @@ def last(rows: Rows, kind: str, call: str = CALL) -> dict[str, Any]:
 
 
 def marker_turns(h: Harness, marker: str) -> int:
-    """How many turns on the owner's subagents start with `marker`."""
+    """How many turns on the owner's subagents start with `marker` (on v2, how many
+    tasks the children were given do: a task is no thread item)."""
     count = 0
     for thread in h.sim.state.threads.values():
         if thread.parent_thread_id != h.owner.thread_id:
+            continue
+        if thread.agent_path is not None:
+            count += sum(task.startswith(f"crw-flow-op: {marker}\n") for task in thread.tasks)
             continue
         for turn in thread.turns:
             user = next(i for i in turn.items if i["type"] == "userMessage")
@@ -210,27 +224,30 @@ async def test_last_row_step_published_mends_a_packet_a_power_loss_took(
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
+@PROTOCOLS
 async def test_last_row_step_published_binds_a_spawn_found_by_its_marker(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str
 ) -> None:
     """spec: ATT-19"""
-    async with harness(tmp_path) as h:
+    async with harness(tmp_path, multi_agent=multi_agent) as h:
         owner = remembering(h, report=False)
         dead = await run_until_owner_took(h, owner, k=1)
         assert kinds(dead, CALL)[-1] == "step_published"
         state, rows = await h.go()
         turns = marker_turns(h, f"{CALL}/t1-a1")
+        taken = await owner.thread_of((CALL, 1, 1))
     assert kinds(rows[len(dead) :], CALL) == ["thread_started", "turn_started", "completed"]
-    assert last(rows, "thread_started")["thread_id"] == owner.taken[(CALL, 1, 1)]
+    assert last(rows, "thread_started")["thread_id"] == taken
     assert turns == 1
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
+@PROTOCOLS
 async def test_last_row_step_published_binds_a_repair_turn_and_sends_it_once(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str
 ) -> None:
     """spec: ATT-19, ATT-20"""
-    async with harness(tmp_path) as h:
+    async with harness(tmp_path, multi_agent=multi_agent) as h:
         owner = remembering(h, report=False)
         await h.script({"marker": f"{CALL}/*"}, invalidFirst=True)
         dead = await run_until_owner_took(h, owner, k=2)
@@ -244,11 +261,12 @@ async def test_last_row_step_published_binds_a_repair_turn_and_sends_it_once(
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
+@PROTOCOLS
 async def test_last_row_step_published_with_nothing_spawned_publishes_it_again(
-    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec: ATT-21"""
-    async with harness(tmp_path) as h:
+    async with harness(tmp_path, multi_agent=multi_agent) as h:
         remembering(h)
         dead = await run_until_killed(h, monkeypatch, "step_published")
         _, step_file = bus.step_paths(h.run, CALL, 1, 1)
@@ -261,11 +279,12 @@ async def test_last_row_step_published_with_nothing_spawned_publishes_it_again(
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
+@PROTOCOLS
 async def test_last_row_step_published_repair_with_nothing_sent_publishes_it_again(
-    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec: ATT-21, ATT-20"""
-    async with harness(tmp_path) as h:
+    async with harness(tmp_path, multi_agent=multi_agent) as h:
         remembering(h)
         await h.script({"marker": f"{CALL}/*"}, invalidFirst=True)
         dead = await run_until_killed(h, monkeypatch, "step_published", nth=2)

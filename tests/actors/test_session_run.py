@@ -3,7 +3,10 @@
 The owner here plays what Codex's owner thread does: it reads the step files,
 spawns or sends input through `sim/spawnAgent` / `sim/sendInput`, reports with a
 dispatch report (or not, to exercise the marker lookup), and closes subagents on
-their close steps. Each test asserts the rows written.
+their close steps. On multi-agent v2 (the tests parametrized `multi_agent`) it
+takes each step's v2 host call instead (`sim/v2/spawnAgent` with the step's task
+name, `sim/v2/followupTask`) and reports the child's path, and the run binds by
+task name: the same rows. Each test asserts the rows written.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from crw.bus import steps as bus
 from crw.clock import fixed_clock
 from crw.engine.config.roles import RolePair, RoleTable
 from crw.engine.config.workflow import load_workflow
+from crw.engine.owner.host_call_v2 import tool_call_v2
 from crw.engine.run.rundir import RunDir
 from crw.engine.steps.replies import CallRecords
 from crw.host.client import HostClient, open_client
@@ -43,6 +47,10 @@ from crw.settings import Settings
 from tests.actors.test_app_server_run import CHAIN
 
 RUN_ID = "run-1"
+PROTOCOLS = pytest.mark.parametrize("multi_agent", ["v1", "v2"])
+"""The multi-agent protocols a test runs on: the same rows on either."""
+GO_DEADLINE_S = 3_600
+"""The most a `go` runs on the mock clock: an hour (each passing one takes minutes)."""
 
 
 @dataclass
@@ -53,6 +61,8 @@ class Owner:
     run: RunDir
     thread_id: str
     report: bool = True
+    v2: bool = False
+    """The owner has multi-agent v2's tools, and takes each step's v2 host call."""
     spawned: list[str] = field(default_factory=list)
     replies: list[dict[str, Any]] = field(default_factory=list)
 
@@ -68,11 +78,17 @@ class Owner:
                     report = reports.Report.new(RUN_ID, step.call, step.k, step.attempt, agent, "t")
                     reports.write_report(self.run, report)
             for close in bus.list_closes(self.run):
-                await self.client.request("sim/closeAgent", {"target": close.agent_id})
+                if self.v2:
+                    params = {"parentThreadId": self.thread_id, "target": close.agent_id}
+                    await self.client.request("sim/v2/interruptAgent", params)
+                else:
+                    await self.client.request("sim/closeAgent", {"target": close.agent_id})
                 bus.remove_close(self.run, close.call, close.attempt, close.agent_id)
             await trio.sleep(0.5)
 
     async def _take(self, step: bus.StepFile) -> str:
+        if self.v2:
+            return await self._take_v2(step)
         if step.action == "send_input":
             assert step.agent_id is not None
             await self.client.request(
@@ -91,6 +107,30 @@ class Owner:
         agent = str((await self.client.request("sim/spawnAgent", params))["agentId"])
         self.spawned.append(agent)
         return agent
+
+    async def _take_v2(self, step: bus.StepFile) -> str:
+        """The step's v2 host call, as `crw flow next` spells it; the agent the
+        dispatch report names (the child's path for a spawn)."""
+        call = tool_call_v2(step, self.run.id)
+        params = {"parentThreadId": self.thread_id, **call["arguments"]}
+        if call["tool"] == "followup_task":
+            await self.client.request("sim/v2/followupTask", params)
+            return str(step.agent_id)
+        path = str((await self.client.request("sim/v2/spawnAgent", params))["task_name"])
+        self.spawned.append(await self.child(path))
+        return path
+
+    async def child(self, path: str) -> str:
+        """The thread id of the owner's child at `path`, from the owner's thread."""
+        read = await self.client.request(
+            "thread/read", {"threadId": self.thread_id, "includeTurns": True}
+        )
+        return next(
+            str(item["agentThreadId"])
+            for turn in read["thread"]["turns"]
+            for item in turn["items"]
+            if item["type"] == "subAgentActivity" and item["agentPath"] == path
+        )
 
 
 @dataclass
@@ -111,12 +151,19 @@ class Harness:
     async def go(
         self, pairs: dict[str, RolePair] | None = None
     ) -> tuple[str, list[dict[str, Any]]]:
+        protocol = "multi_agent_v2" if self.owner.v2 else "multi_agent_v1"
         async with session_context(
-            self.run, self.client, self.owner.thread_id, self.settings, pairs=pairs
+            self.run,
+            self.client,
+            self.owner.thread_id,
+            self.settings,
+            pairs=pairs,
+            multi_agent=protocol,
         ) as (ctx, rows, nursery):
             await nursery.start(ctx.inbox.run)
             nursery.start_soon(self.owner.play)
-            state = await run_session_calls(ctx, ctx.workflow.pool, replay(rows), rows)
+            with trio.fail_after(GO_DEADLINE_S):  # a bind that never comes fails, not hangs
+                state = await run_session_calls(ctx, ctx.workflow.pool, replay(rows), rows)
             self.watched.append(ctx.reader.watched)
             self.reads.append(ctx.reader.reads)
         return state, read_journal(self.run.journal).rows
@@ -171,7 +218,7 @@ async def session_context(
 
 @asynccontextmanager
 async def harness(
-    tmp_path: Path, *, report: bool = True, poll: float = 2.0
+    tmp_path: Path, *, report: bool = True, poll: float = 2.0, multi_agent: str = "v1"
 ) -> AsyncIterator[Harness]:
     (tmp_path / "wf.toml").write_text(CHAIN)
     run = RunDir(tmp_path / "run")
@@ -180,8 +227,9 @@ async def harness(
         open_sim_host(tmp_path / "home") as sim,
         open_client(await connect_in_memory(sim)) as client,
     ):
-        owner_id = str((await client.request("sim/startOwner", {}))["threadId"])
-        owner = Owner(client, run, owner_id, report=report)
+        v2 = multi_agent == "v2"
+        started = await client.request("sim/startOwner", {"multiAgentV2": v2})
+        owner = Owner(client, run, str(started["threadId"]), report=report, v2=v2)
         yield Harness(
             sim, client, run, owner, Settings(poll_interval=poll, host_poll_interval=30.0)
         )
@@ -202,11 +250,12 @@ def bind_batches(run: RunDir) -> dict[str, int]:
     return {call: len(seqs) for call, seqs in batches.items()}
 
 
+@PROTOCOLS
 async def test_session_run_takes_every_call_to_completed(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str
 ) -> None:
     """spec: GEN-1, GEN-2, GEN-3, STEP-8, STEP-23, BIND-6, HARV-1, HARV-56"""
-    async with harness(tmp_path) as h:
+    async with harness(tmp_path, multi_agent=multi_agent) as h:
         state, rows = await h.go()
         closes = bus.list_closes(h.run)
     assert state == "ended" and rows[-1]["status"] == "completed"
@@ -220,11 +269,15 @@ async def test_session_run_takes_every_call_to_completed(
         ]
     assert bind_batches(h.run) == {call: 1 for call in ("explore.1", "build.1", "review.1")}
     # Each subagent got its close step once its call ended (the owner closed it,
-    # or its file waits for the owner when the run ends).
+    # or its file waits for the owner when the run ends); on v2 none: an idle
+    # child holds no slot, and v2 has no close_agent.
     closed = {
         agent for agent in h.owner.spawned if h.sim.state.threads[agent].status == "notLoaded"
     }
-    assert closed | {c.agent_id for c in closes} == set(h.owner.spawned)
+    if multi_agent == "v1":
+        assert closed | {c.agent_id for c in closes} == set(h.owner.spawned)
+    else:
+        assert not closed and not closes
     assert len(h.owner.spawned) == 3
     # What the reader read of each subagent (every item of its turns) went with
     # its close: a run's memory grows with its calls in flight, not its calls run.
@@ -274,11 +327,14 @@ async def test_step_published_records_the_step_before_its_files(
     assert (await trio.Path(step["packet"]).read_text()).rstrip().endswith("```")
 
 
+@PROTOCOLS
 async def test_bind_records_the_subagent_and_its_turn(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str
 ) -> None:
     """spec: BIND-1, BIND-2, BIND-5, STEP-7, DISP-6, DISP-17"""
-    async with harness(tmp_path, poll=600) as h:  # the reports bind, not the lookup
+    async with harness(
+        tmp_path, poll=600, multi_agent=multi_agent
+    ) as h:  # the reports bind, not the lookup
         _, rows = await h.go()
         replies = [reports.read_reply(h.run, p.stem) for p in h.run.replies.glob("*.json")]
     started = next(r for r in rows if r["row"] == "thread_started" and r["call"] == "explore.1")
@@ -296,21 +352,23 @@ async def test_bind_records_the_subagent_and_its_turn(
     assert sorted(r["reply"] for r in replies if r) == ["bound"] * 3
 
 
+@PROTOCOLS
 async def test_unreported_spawn_is_bound_by_its_marker(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str
 ) -> None:
     """spec: DISP-25"""
-    async with harness(tmp_path, report=False) as h:
+    async with harness(tmp_path, report=False, multi_agent=multi_agent) as h:
         state, rows = await h.go()
     assert state == "ended" and rows[-1]["status"] == "completed"
     assert [r["thread_id"] for r in rows if r["row"] == "thread_started"] == h.owner.spawned
 
 
+@PROTOCOLS
 async def test_repair_goes_to_the_open_subagent_as_send_input(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str
 ) -> None:
     """spec: STEP-27, STEP-14, STEP-16, BIND-7, HARV-9, HARV-16, HARV-17"""
-    async with harness(tmp_path) as h:
+    async with harness(tmp_path, multi_agent=multi_agent) as h:
         await h.script(
             {"marker": "build.1/*"},
             invalidFirst=True,
@@ -339,11 +397,12 @@ async def test_repair_goes_to_the_open_subagent_as_send_input(
     assert done["tokens"]["input"] == 200 and done["tokens"]["output"] == 20
 
 
+@PROTOCOLS
 async def test_unreported_repair_is_bound_by_its_marker_turn(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str
 ) -> None:
     """spec: DISP-26"""
-    async with harness(tmp_path, report=False) as h:
+    async with harness(tmp_path, report=False, multi_agent=multi_agent) as h:
         await h.script({"marker": "build.1/*"}, invalidFirst=True)
         state, rows = await h.go()
     assert state == "ended"
@@ -467,9 +526,12 @@ async def test_unreadable_rollout_leaves_the_turn_unmeasured(
     assert next(r for r in rows if r["row"] == "completed").get("tokens", {}) == {}
 
 
-async def test_report_for_another_run_is_refused(tmp_path: Path, autojump_clock: MockClock) -> None:
+@PROTOCOLS
+async def test_report_for_another_run_is_refused(
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str
+) -> None:
     """spec: DISP-10"""
-    async with harness(tmp_path) as h:
+    async with harness(tmp_path, multi_agent=multi_agent) as h:
         stray = reports.Report.new("some-other-run", "explore.1", 1, 1, "agent-x", "t")
         reports.write_report(h.run, stray)
         await h.go()

@@ -16,9 +16,10 @@ from trio.testing import MockClock
 
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
+from crw.engine.steps.task_name import task_name
 from tests.actors.test_held_in_place import answer, packet_of
 from tests.actors.test_session_resume import last
-from tests.actors.test_session_run import RUN_ID, Harness, harness, kinds
+from tests.actors.test_session_run import PROTOCOLS, RUN_ID, Harness, harness, kinds
 
 CALL = "build.1"
 REFUSED = "Unknown model `gpt-5.4-mini` for spawn_agent. Available models: gpt-5.5, gpt-5.4"
@@ -40,14 +41,15 @@ def fail_first_spawn(h: Harness, sent: list[reports.Report]) -> None:
     h.owner.report = False
 
 
+@PROTOCOLS
 async def test_failed_spawn_report_holds_the_call_with_the_hosts_message(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str
 ) -> None:
     """A dispatch report without a subagent for the step the call
     waits on, with the host's refusal, ends the call held spawn_failed (the held
     row's error is the tool output) before the reply; the step file is retracted,
     so no spawn is asked for it any more, and the run waits on a decision."""
-    async with harness(tmp_path) as h:
+    async with harness(tmp_path, multi_agent=multi_agent) as h:
         sent: list[reports.Report] = []
         fail_first_spawn(h, sent)
         state, rows = await h.go()
@@ -102,4 +104,35 @@ async def test_call_held_for_a_failed_spawn_answered_retry_spawns_a_new_attempt(
         None,
     )
     assert f"held (spawn_failed: {REFUSED})" in packet_of(step)
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_on_v2_a_spawn_refused_as_taken_already_holds_nothing_and_binds_the_child(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """On multi-agent v2 codex keeps one child per task name: the owner that took a
+    spawn step twice gets `agent path … already exists` the second time. Reported
+    --failed, it holds nothing: the report is refused naming the child, and the run
+    binds that child by its name (docs/session.md, "Multi-agent v2")."""
+    async with harness(tmp_path, report=False, multi_agent="v2") as h:
+        take, sent = h.owner._take, []
+
+        async def twice(step: bus.StepFile) -> str:
+            path = await take(step)
+            if (step.call, step.k, step.attempt) == (CALL, 1, 1):
+                refused = f"agent path `{path}` already exists"
+                sent.append(reports.Report.new(RUN_ID, CALL, 1, 1, None, "t", failed=refused))
+                reports.write_report(h.run, sent[-1])
+            return path
+
+        h.owner._take = twice  # type: ignore[method-assign]
+        state, rows = await h.go()
+        (reply,) = [reports.read_reply(h.run, report.id) or {} for report in sent]
+    path = f"/root/{task_name(h.run.id, f'{CALL}/t1-a1')}"
+    assert (reply["reply"], reply["reason"]) == (
+        "refused",
+        f"{path} is the step's subagent, spawned already: report it with --agent {path}, "
+        "or leave it: the run binds it by its task name",
+    )
+    assert "held" not in kinds(rows, CALL)
     assert state == "ended" and rows[-1]["status"] == "completed"

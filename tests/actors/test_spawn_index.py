@@ -149,7 +149,9 @@ async def test_a_resumed_run_closes_left_open_subagents_from_one_listing(
             replayed.calls[f"n{n}.1"] = CallState(
                 call=f"n{n}.1", state="completed", thread_id=agent, attempt=1
             )
-        ctx: Any = SimpleNamespace(reader=reader, owner=owner, run=run)
+        ctx: Any = SimpleNamespace(
+            reader=reader, owner=owner, run=run, multi_agent="multi_agent_v1"
+        )
         reads = reader.reads
         await close_left_open(ctx, replayed)
         assert reader.reads == reads and reader.lists == 2  # 150 subagents, 100 a page

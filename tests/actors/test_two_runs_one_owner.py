@@ -2,7 +2,9 @@
 MockClock: the owner plays both, interleaved, and reports no spawn, so every bind
 is the marker lookup's. Both runs publish the same markers (`explore.1/t1-a1` in
 each); a run binds only the subagents its own step messages spawned (they name
-its packets).
+its packets). On multi-agent v2 (the tests parametrized `multi_agent`) the owner
+spawns by each step's task name, whose digest is its run's: a run binds only the
+children of its own names.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from trio.testing import MockClock
 
@@ -21,8 +24,10 @@ from crw.actors.inbox import Inbox
 from crw.actors.session_run import answer_unrouted, run_session_calls
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
+from crw.engine.owner.host_call_v2 import tool_call_v2
 from crw.engine.run.rundir import RunDir
 from crw.engine.steps.replies import CallRecords
+from crw.engine.steps.task_name import task_name
 from crw.host.client import HostClient, open_client
 from crw.host.sim.connection import connect_in_memory
 from crw.host.sim.server import SimHost, open_sim_host
@@ -51,6 +56,7 @@ class TwoRunOwner:
     runs: dict[str, RunDir]
     thread_id: str
     misreport: bool = False
+    v2: bool = False
     reply: dict[str, Any] | None = None
     spawned: dict[str, list[str]] = field(default_factory=lambda: {run: [] for run in RUNS})
     closed: dict[str, list[str]] = field(default_factory=lambda: {run: [] for run in RUNS})
@@ -72,12 +78,24 @@ class TwoRunOwner:
                     seen.add((run_id, step.call, step.k, step.attempt))
                     await self._take(run_id, step)
                 for close in bus.list_closes(run):
+                    assert not self.v2, "a run on v2 writes no close step here"
                     await self.client.request("sim/closeAgent", {"target": close.agent_id})
                     self.closed[run_id].append(close.agent_id)
                     bus.remove_close(run, close.call, close.attempt, close.agent_id)
             await trio.sleep(0.5)
 
     async def _take(self, run_id: str, step: bus.StepFile) -> None:
+        if self.v2:
+            call = tool_call_v2(step, run_id)
+            params = {"parentThreadId": self.thread_id, **call["arguments"]}
+            if call["tool"] == "followup_task":
+                await self.client.request("sim/v2/followupTask", params)
+                return
+            path = str((await self.client.request("sim/v2/spawnAgent", params))["task_name"])
+            self.spawned[run_id].append(await self._child(path))
+            if self.misreport and run_id == "run-b" and self.reply is None:
+                self.reply = await self._report("run-a", step, path)
+            return
         if step.action == "send_input":
             target = {"target": step.agent_id, "message": step.message}
             await self.client.request("sim/sendInput", target)
@@ -91,6 +109,17 @@ class TwoRunOwner:
         self.spawned[run_id].append(agent)
         if self.misreport and run_id == "run-b" and self.reply is None:
             self.reply = await self._report("run-a", step, agent)
+
+    async def _child(self, path: str) -> str:
+        read = await self.client.request(
+            "thread/read", {"threadId": self.thread_id, "includeTurns": True}
+        )
+        return next(
+            str(item["agentThreadId"])
+            for turn in read["thread"]["turns"]
+            for item in turn["items"]
+            if item["type"] == "subAgentActivity" and item["agentPath"] == path
+        )
 
     async def _report(self, run_id: str, step: bus.StepFile, agent: str) -> dict[str, Any]:
         """Report `agent` to `run_id` as its `step`, once `run_id` published that step
@@ -106,11 +135,18 @@ class TwoRunOwner:
         return reply
 
 
-async def run_one(sim: SimHost, run: RunDir, owner: str, settings: Settings) -> str:
+async def run_one(
+    sim: SimHost, run: RunDir, owner: str, settings: Settings, multi_agent: str = "v1"
+) -> str:
     """One run's process: its own host connection, reader, inbox and journal."""
+    protocol = f"multi_agent_{multi_agent}"
     async with (
         open_client(await connect_in_memory(sim)) as client,
-        session_context(run, client, owner, settings, run_id=run.id) as (ctx, rows, nursery),
+        session_context(run, client, owner, settings, run_id=run.id, multi_agent=protocol) as (
+            ctx,
+            rows,
+            nursery,
+        ),
     ):
         await nursery.start(ctx.inbox.run)
         state = await run_session_calls(ctx, ctx.workflow.pool, replay(rows), rows)
@@ -143,13 +179,14 @@ async def both_ended(
     states: dict[str, str],
     sim: SimHost,
     settings: Settings,
+    multi_agent: str = "v1",
 ) -> None:
     """Run both runs to their end (within ENDED_WITHIN) while the owner plays them."""
     async with trio.open_nursery() as nursery:
         nursery.start_soon(owner.play)
 
         async def go(run_id: str) -> None:
-            states[run_id] = await run_one(sim, runs[run_id], owner_id, settings)
+            states[run_id] = await run_one(sim, runs[run_id], owner_id, settings, multi_agent)
 
         # Only the runs are under the deadline: while the owner, cancelled, waits
         # for its worker thread, the autojumping clock may jump to any deadline.
@@ -161,7 +198,10 @@ async def both_ended(
 
 
 async def play_both(
-    tmp_path: Path, order: tuple[str, ...] = RUNS, misreport: bool = False
+    tmp_path: Path,
+    order: tuple[str, ...] = RUNS,
+    misreport: bool = False,
+    multi_agent: str = "v1",
 ) -> tuple[TwoRunOwner, dict[str, RunDir]]:
     """Both runs to their end, the owner playing both; every run's rows checked:
     every thread_started of each run names a subagent its own step message spawned,
@@ -169,11 +209,13 @@ async def play_both(
     complete."""
     settings = Settings(poll_interval=2.0, host_poll_interval=30.0)
     async with two_runs(tmp_path) as (sim, client, runs):
-        owner_id = str((await client.request("sim/startOwner", {}))["threadId"])
+        v2 = multi_agent == "v2"
+        started = await client.request("sim/startOwner", {"multiAgentV2": v2})
+        owner_id = str(started["threadId"])
         played = {run_id: runs[run_id] for run_id in order}
-        owner = TwoRunOwner(client, played, owner_id, misreport=misreport)
+        owner = TwoRunOwner(client, played, owner_id, misreport=misreport, v2=v2)
         states: dict[str, str] = {}
-        await both_ended(owner, runs, owner_id, states, sim, settings)
+        await both_ended(owner, runs, owner_id, states, sim, settings, multi_agent)
     assert states == {run_id: "ended" for run_id in RUNS}
     bound: dict[str, list[str]] = {}
     for run_id, run in runs.items():
@@ -186,36 +228,45 @@ async def play_both(
         assert not rows_of(run, "session_host_warning")  # no several_spawns
         # Its close steps (taken, or waiting when the run ended) name its own.
         closes = owner.closed[run_id] + [c.agent_id for c in bus.list_closes(run)]
-        assert sorted(closes) == sorted(owner.spawned[run_id])
+        assert sorted(closes) == ([] if v2 else sorted(owner.spawned[run_id]))
     assert not set(bound["run-a"]) & set(bound["run-b"])
     return owner, runs
 
 
+@pytest.mark.parametrize("multi_agent", ["v1", "v2"])
 async def test_two_runs_on_one_owner_bind_only_their_own_subagents(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str
 ) -> None:
     """spec: DISP-25, DISP-4, BIND-1: the marker lookup of each run binds only the
     subagents its own step messages spawned, whichever run's the owner spawned
     first."""
-    await play_both(tmp_path / "a-first")
-    await play_both(tmp_path / "b-first", order=("run-b", "run-a"))
+    await play_both(tmp_path / "a-first", multi_agent=multi_agent)
+    await play_both(tmp_path / "b-first", order=("run-b", "run-a"), multi_agent=multi_agent)
 
 
+@pytest.mark.parametrize("multi_agent", ["v1", "v2"])
 async def test_a_report_of_the_other_runs_subagent_is_refused_naming_that_run(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str
 ) -> None:
     """spec: DISP-10, DISP-3, DISP-4, DISP-5: the owner reports run-b's subagent to
-    run-a (same call, k and attempt): refused, and run-a binds its own later."""
-    owner, _ = await play_both(tmp_path, order=("run-b", "run-a"), misreport=True)
-    assert owner.reply is not None
-    assert (owner.reply["reply"], owner.reply["reason"]) == (
-        "refused",
-        "the subagent carries run run-b's step",
+    run-a (same call, k and attempt): refused, and run-a binds its own later. On v2
+    the name's digest tells only that it is another step's or run's."""
+    owner, _ = await play_both(
+        tmp_path, order=("run-b", "run-a"), misreport=True, multi_agent=multi_agent
     )
+    assert owner.reply is not None
+    reason = (
+        "the subagent carries run run-b's step"
+        if multi_agent == "v1"
+        else f"the subagent /root/{task_name('run-b', 'explore.1/t1-a1')} carries another "
+        "step or run's task name"
+    )
+    assert (owner.reply["reply"], owner.reply["reason"]) == ("refused", reason)
 
 
+@pytest.mark.parametrize("multi_agent", ["v1", "v2"])
 async def test_a_late_report_of_the_other_runs_subagent_is_refused_and_closes_nothing(
-    tmp_path: Path, autojump_clock: MockClock
+    tmp_path: Path, autojump_clock: MockClock, multi_agent: str
 ) -> None:
     """spec: DISP-10, DISP-13: once run-a's explore.1 ended, the owner reports
     run-b's explore.1 subagent to run-a for that step. The inbox answers it (no call
@@ -223,10 +274,12 @@ async def test_a_late_report_of_the_other_runs_subagent_is_refused_and_closes_no
     close, and run-a writes no row and no close step for it."""
     settings = Settings(poll_interval=2.0, host_poll_interval=30.0)
     async with two_runs(tmp_path) as (sim, client, runs):
-        owner_id = str((await client.request("sim/startOwner", {}))["threadId"])
-        owner = TwoRunOwner(client, dict(runs), owner_id)
+        v2 = multi_agent == "v2"
+        started = await client.request("sim/startOwner", {"multiAgentV2": v2})
+        owner_id = str(started["threadId"])
+        owner = TwoRunOwner(client, dict(runs), owner_id, v2=v2)
         states: dict[str, str] = {}
-        await both_ended(owner, runs, owner_id, states, sim, settings)
+        await both_ended(owner, runs, owner_id, states, sim, settings, multi_agent)
         run_a = runs["run-a"]
         rows = read_journal(run_a.journal).rows
         theirs = owner.spawned["run-b"][0]  # run-b's explore.1 subagent
@@ -243,7 +296,13 @@ async def test_a_late_report_of_the_other_runs_subagent_is_refused_and_closes_no
             await inbox.poll()
         reply = reports.read_reply(run_a, report.id)
     assert reply is not None
-    assert (reply["reply"], reply["reason"]) == ("refused", "the subagent carries run run-b's step")
+    reason = (
+        "the subagent carries run run-b's step"
+        if multi_agent == "v1"
+        else f"the subagent /root/{task_name('run-b', 'explore.1/t1-a1')} carries another "
+        "run's task name"
+    )
+    assert (reply["reply"], reply["reason"]) == ("refused", reason)
     assert read_journal(run_a.journal).rows == rows
     assert theirs not in [close.agent_id for close in bus.list_closes(run_a)]
 

@@ -429,16 +429,60 @@ def test_owner_state_writable_warns_of_each_place_it_cannot_write(
     )
 
 
-def test_slots_and_multi_agent_v2_are_warned_about_from_config_toml(crw: Crw) -> None:
-    """spec: FACTS-8, FACTS-9"""
+def test_slots_are_warned_about_and_the_multi_agent_protocol_named_from_config_toml(
+    crw: Crw,
+) -> None:
+    """The run speaks the protocol config.toml gives the owner, records it in run.json
+    and its started row, and the fact names it; warned only when the owner cannot
+    take its steps. spec: FACTS-8, FACTS-9"""
     _config(crw, "[agents]\nmax_threads = 1\n[features]\nmulti_agent_v2 = true\n")
     out = crw.start(WORKFLOW, "--owner", "o").json()
-    warned = _warned(out)
+    warned, v2 = _warned(out), _facts(out)["multi_agent"]
     assert warned["subagent_slots"].startswith("agents.max_threads = 1 leaves no slot for a call")
-    assert warned["multi_agent_v1"].startswith("features.multi_agent_v2 is on")
+    assert (v2["ok"], v2["protocol"], v2["owner_tools"]) == (
+        True,
+        "multi_agent_v2",
+        "multi_agent_v2",
+    )
+    run = RunDir(crw.state / "flow" / out["run"])
+    assert json.loads(run.run_json.read_text())["multi_agent"] == "multi_agent_v2"
+    started = json.loads(run.journal.read_text().splitlines()[0])
+    assert (started["row"], started["multi_agent"]) == ("started", "multi_agent_v2")
     _config(crw, "[agents]\nmax_threads = 2\n[features]\nmulti_agent_v2 = false\n")
     ok = _facts(crw.start(WORKFLOW, "--owner", "o2").json())
-    assert ok["subagent_slots"]["ok"] is True and ok["multi_agent_v1"]["ok"] is True
+    assert ok["subagent_slots"]["ok"] is True and ok["multi_agent"]["ok"] is True
+    assert ok["multi_agent"]["protocol"] == "multi_agent_v1"
+
+
+@pytest.mark.parametrize(
+    ("config", "forced", "warning"),
+    [
+        ("[features]\nmulti_agent = false\n", None, "the owner has no multi-agent tools"),
+        (
+            "[features]\nmulti_agent_v2 = true\n",
+            "v1",
+            "the run speaks multi_agent_v1 but the owner cannot take its steps: it has "
+            "multi_agent_v2's tools; start the run again with CRW_MULTI_AGENT=v2",
+        ),
+    ],
+)
+def test_multi_agent_warns_only_when_the_owner_cannot_take_the_runs_steps(
+    crw: Crw, config: str, forced: str | None, warning: str
+) -> None:
+    """spec: FACTS-9"""
+    _config(crw, config)
+    env = crw.env | ({"CRW_MULTI_AGENT": forced} if forced else {})
+    out = crw.start(WORKFLOW, "--owner", "o", env=env).json()
+    assert _warned(out)["multi_agent"].startswith(warning)
+
+
+def test_a_multi_agent_setting_that_names_no_protocol_is_refused(crw: Crw) -> None:
+    result = crw.start(WORKFLOW, "--owner", "o", env=crw.env | {"CRW_MULTI_AGENT": "v3"})
+    assert result.code == 2
+    assert "$CRW_MULTI_AGENT='v3' names no multi-agent protocol: set it to v1 or v2" in (
+        result.error()
+    )
+    assert not (crw.state / "flow").exists() or not list((crw.state / "flow").iterdir())
 
 
 def test_spawn_hook_warns_until_the_hook_is_installed_and_trusted(crw: Crw) -> None:

@@ -8,7 +8,10 @@ host (`sim/spawnAgent`, `sim/sendInput`), reports it with `crw flow dispatched â
 once the run has ended. Before it spawns a subagent it reads the step's packet as
 a subagent would, and notes its digest (`took`, `packet_digest`: null when the
 packet is missing or not text). It outlives the run processes, so it remembers the steps
-it took: a step the files show again is not taken twice.
+it took: a step the files show again is not taken twice. On a run that speaks
+multi-agent v2 (its steps' host calls name the `collaboration` namespace) it makes
+each step's host call as given (`sim/v2/spawnAgent`, `sim/v2/followupTask`,
+`sim/v2/interruptAgent`) and reports the child's path.
 
 The drill pauses it around a resume: while `<control>/pause` exists the owner
 starts no command and says so by writing `<control>/paused`. Every command it
@@ -34,6 +37,13 @@ NEXT_WAIT = "1"
 DISPATCHED_WAIT = "2"
 RETRY_AFTER = 0.2
 PAUSE_POLL = 0.02
+V2_NAMESPACE = "collaboration"
+V2_METHODS = {
+    "spawn_agent": "sim/v2/spawnAgent",
+    "followup_task": "sim/v2/followupTask",
+    "interrupt_agent": "sim/v2/interruptAgent",
+}
+"""The simulated host's method for each multi-agent v2 tool a step names."""
 
 
 class Owner:
@@ -77,6 +87,9 @@ class Owner:
                 return
 
     async def take(self, step: dict[str, Any]) -> None:
+        if step["host_call"].get("namespace") == V2_NAMESPACE:
+            await self.take_v2(step)
+            return
         if step["action"] == "close":
             await self.host("sim/closeAgent", {"target": step["agent_id"]})
             return
@@ -102,6 +115,24 @@ class Owner:
         self.taken[key] = agent
         await self.report(step, agent)
 
+    async def take_v2(self, step: dict[str, Any]) -> None:
+        """The step's v2 host call, its arguments as given (a close: interrupt_agent)."""
+        call = step["host_call"]
+        params = {"parentThreadId": self.thread, **call["arguments"]}
+        if step["action"] == "close":
+            await self.host(V2_METHODS[call["tool"]], params)
+            return
+        key = (step["call"], step["k"], step["attempt"])
+        if key in self.taken:
+            return
+        if step["action"] == "spawn":
+            marker = f"{step['call']}/t{step['k']}-a{step['attempt']}"
+            self.note(took=marker, packet_digest=_packet_digest(step.get("packet")))
+        answer = await self.host(V2_METHODS[call["tool"]], params)
+        agent = str(answer.get("task_name") or call["arguments"]["target"])
+        self.taken[key] = agent
+        await self.report(step, agent)
+
     async def report(self, step: dict[str, Any], agent: str) -> None:
         _, reply = await self.crw(
             "dispatched",
@@ -120,6 +151,9 @@ class Owner:
         if kind == "retry":
             await trio.sleep(RETRY_AFTER)
             self.unanswered.append((step, agent))
+        elif kind == "close" and step["host_call"].get("namespace") == V2_NAMESPACE:
+            params = {"parentThreadId": self.thread, "target": agent}
+            await self.host("sim/v2/interruptAgent", params)
         elif kind == "close":
             await self.host("sim/closeAgent", {"target": agent})
 

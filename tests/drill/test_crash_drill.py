@@ -14,12 +14,19 @@ While the drill decides the resume it holds the run lock itself (taken the momen
 the dead process's flock goes, in a blocked flock), and pauses the owner, so that
 the owner's `crw flow next` never resumes the run first (CMD-NEXT-18 resumes a
 run no process holds).
+
+On multi-agent v2 (`DrillV2`: `[features] multi_agent_v2 = true` in the start's
+and the host's config.toml) the owner takes each step's v2 host call and the run
+binds by task name; the children are in no `thread/list` and their tasks in no
+`thread/read`, so the drill finds them on the owner's thread and reads each
+task's marker from the child's rollout, as docs/host.md says the text is there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -40,6 +47,7 @@ from crw.engine.run.rundir import RunDir
 from crw.engine.steps.bind import turn_marker
 from crw.host.client import HostClient
 from crw.host.connect import connect_host
+from crw.host.sim.behaviour import marker_of
 from crw.host.transport import HostUnavailable
 from crw.host.uri import parse_host_uri
 from crw.journal.stores import read_run_journal
@@ -129,6 +137,31 @@ async def _subagents(client: HostClient) -> list[Any]:
             return listed
 
 
+async def _v2_turns(socket: Path, owner: str) -> tuple[Counter[str], dict[str, str]]:
+    """`_subagent_turns` on v2: the owner's children from its subAgentActivity
+    items, each task's marker from the child's rollout (`agent_message` records)."""
+    async with connect_host(parse_host_uri(f"unix:{socket}")) as client:
+        counts: Counter[str] = Counter()
+        status: dict[str, str] = {}
+        read = await client.request("thread/read", {"threadId": owner, "includeTurns": True})
+        children = {
+            item["agentThreadId"]
+            for turn in read["thread"]["turns"]
+            for item in turn["items"]
+            if item["type"] == "subAgentActivity" and item["kind"] == "started"
+        }
+        for child in sorted(children):
+            thread = await client.thread_read(child, include_turns=True)
+            status[thread.id] = thread.status.type
+            for line in (await trio.Path(str(thread.path)).read_text()).splitlines():
+                record = json.loads(line)
+                payload = record["payload"]
+                if record["type"] == "response_item" and payload["type"] == "agent_message":
+                    text = payload["content"][1]["encrypted_content"]
+                    counts[marker_of(text) or "<none>"] += 1
+        return counts, status
+
+
 @dataclass
 class Drill:
     """One run of the workflow on its own simulated host, with its owner process."""
@@ -141,6 +174,8 @@ class Drill:
     run: RunDir | None = None
     owner: subprocess.Popen[bytes] | None = None
     run_deadline: float = RUN_DEADLINE
+    v2: bool = False
+    """The owner has multi-agent v2's tools and the run speaks v2."""
 
     def __post_init__(self) -> None:
         self.socket = self.root / "h.sock"
@@ -163,6 +198,10 @@ class Drill:
         return child
 
     def serve(self) -> None:
+        if self.v2:  # the owner's config, as codex reads it, and the start's
+            for home in (self.root / "sim-home", Path(self.crw.env["CODEX_HOME"])):
+                home.mkdir(parents=True, exist_ok=True)
+                (home / "config.toml").write_text("[features]\nmulti_agent_v2 = true\n")
         self.spawn("crw", "host", "sim", "serve", "--socket", str(self.socket),
                    "--codex-home", str(self.root / "sim-home"))  # fmt: skip
         wait_until("the sim host listens", lambda: trio.run(_connects, self.socket))
@@ -203,7 +242,8 @@ class Drill:
         return self.rows()
 
     def subagent_turns(self) -> tuple[Counter[str], dict[str, str]]:
-        return trio.run(_subagent_turns, self.socket, self.owner_thread)
+        turns = _v2_turns if self.v2 else _subagent_turns
+        return trio.run(turns, self.socket, self.owner_thread)
 
     def reap(self) -> None:
         """Every process the drill started, by pid: the owner first (it starts
@@ -365,6 +405,30 @@ def test_a_run_killed_at_any_row_resumes_to_the_same_outcome(
     assert turns[f"{CALL}/t1-a1"] == 1 and turns[f"{CALL}/t2-a1"] == 1
     open_agents = {agent: s for agent, s in status.items() if s != "notLoaded"}
     assert open_agents == {}, f"subagents never closed (HARV-56): {open_agents}"
+
+
+@dataclass
+class DrillV2(Drill):
+    v2: bool = True
+
+
+@pytest.mark.parametrize("crash_after", KILL_POINTS)
+def test_on_multi_agent_v2_a_run_killed_at_any_row_resumes_to_the_same_outcome(
+    tmp_path: Path, reference: dict[str, Any], crash_after: str
+) -> None:
+    """The crash drill on multi-agent v2: the same outcome, no marker's turn started
+    twice, the run's started rows speak v2 (the resumed one read it from the
+    journal). No close: an idle v2 child holds no slot. spec: ATT-16, ATT-17,
+    ATT-19, ATT-20, ATT-21, ATT-26, ATT-27, HARV-21, HARV-23"""
+    with served(drill_at(DrillV2, tmp_path)) as drill:
+        rows = killed_and_resumed(drill, crash_after)
+        turns, _ = drill.subagent_turns()
+    assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
+    assert results(rows) == reference
+    assert [r["multi_agent"] for r in rows if r["row"] == "started"] == ["multi_agent_v2"] * 2
+    twice = {marker: n for marker, n in turns.items() if n > 1}
+    assert twice == {}, f"turns started twice for one marker: {twice}"
+    assert turns[f"{CALL}/t1-a1"] == 1 and turns[f"{CALL}/t2-a1"] == 1
 
 
 def test_a_call_killed_after_its_terminal_row_still_closes_its_subagent(drill: Drill) -> None:

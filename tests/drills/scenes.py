@@ -59,6 +59,11 @@ class GatedOwner(Owner):
                 written = reports.Report.new(RUN_ID, step.call, step.k, step.attempt, agent, "t")
                 reports.write_report(self.run, written)
             for close in bus.list_closes(self.run):
+                if self.v2:
+                    params = {"parentThreadId": self.thread_id, "target": close.agent_id}
+                    await self.client.request("sim/v2/interruptAgent", params)
+                    bus.remove_close(self.run, close.call, close.attempt, close.agent_id)
+                    continue
                 await self.client.request("sim/closeAgent", {"target": close.agent_id})
                 bus.remove_close(self.run, close.call, close.attempt, close.agent_id)
             await trio.sleep(0.5)
@@ -94,7 +99,7 @@ class Point:
             (h.run.root.parent / "wf.toml").write_text(REVIEWED)
             await h.script({"marker": "build.2/*"}, answer=REJECT, seconds=1)
             await h.script({"marker": "build.3/*"}, answer=FIXED, seconds=1)
-        h.owner = GatedOwner(h.client, h.run, h.owner.thread_id)
+        h.owner = GatedOwner(h.client, h.run, h.owner.thread_id, v2=h.owner.v2)
         if self.name == "repair":
             await h.script({"marker": f"{self.call}/t1-*"}, invalidFirst=True)
         if not disturbed:
@@ -137,12 +142,16 @@ def results(rows: Rows) -> dict[str, Any]:
 
 
 def turned_twice(h: Harness) -> dict[str, int]:
-    """The markers the host started more than one turn for, on the owner's subagents."""
+    """The markers the host started more than one turn for, on the owner's subagents
+    (on v2 the tasks the children were given: a task is no thread item)."""
     counts: dict[str, int] = {}
     for thread in h.sim.state.threads.values():
         if thread.parent_thread_id != h.owner.thread_id:
             continue
-        for turn in thread.turns:
+        for task in thread.tasks:
+            marker = task.split("\n", 1)[0].removeprefix("crw-flow-op: ")
+            counts[marker] = counts.get(marker, 0) + 1
+        for turn in thread.turns if thread.agent_path is None else ():
             user = next(i for i in turn.items if i["type"] == "userMessage")
             first = user["content"][0]["text"].split("\n", 1)[0]
             marker = first.removeprefix("crw-flow-op: ")

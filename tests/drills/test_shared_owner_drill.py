@@ -8,7 +8,9 @@ every bind is the run's own host lookup (DISP-25, DISP-26); once, it reports
 run-b's first subagent to run-a as run-a's step, which `crw flow dispatched`
 answers refused, exit 1, and again once run-a's step has ended (a late report,
 not told to close). Each run must bind only its own subagents and end with
-its own answers. Every process is reaped by pid at teardown.
+its own answers. On multi-agent v2 (`[features] multi_agent_v2 = true` in the
+start's and the host's config.toml) the owner takes next's v2 host calls, and
+the runs bind by task name. Every process is reaped by pid at teardown.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from typing import Any
 import pytest
 
 from crw.engine.run.rundir import RunDir
+from crw.engine.steps.task_name import task_name
 from crw.journal.log import read_journal
+from tests.drill.owner import V2_METHODS
 from tests.drill.test_crash_drill import Drill, drill_at, kill, served
 
 RUN_DEADLINE = 50.0
@@ -59,7 +63,17 @@ class SharedOwner(Drill):
         return view
 
     def take(self, run: RunDir, step: dict[str, Any]) -> str:
-        """Make the step's host call; report nothing. The subagent it names."""
+        """Make the step's host call; report nothing. The subagent it names (on v2
+        the thread of the child's path, which the returned path names)."""
+        call = step["host_call"]
+        if call.get("namespace") == "collaboration":
+            params = {"parentThreadId": self.owner_thread, **call["arguments"]}
+            answer = self.host(V2_METHODS[call["tool"]], params)
+            if step["action"] != "spawn":
+                return str(call["arguments"]["target"])
+            path = str(answer["task_name"])
+            self.spawned[run.id].append(self.child(path))
+            return path
         if step["action"] == "close":
             self.host("sim/closeAgent", {"target": step["agent_id"]})
             return str(step["agent_id"])
@@ -74,6 +88,15 @@ class SharedOwner(Drill):
         agent = str(self.host("sim/spawnAgent", params)["agentId"])
         self.spawned[run.id].append(agent)
         return agent
+
+    def child(self, path: str) -> str:
+        read = self.host("thread/read", {"threadId": self.owner_thread, "includeTurns": True})
+        return next(
+            str(item["agentThreadId"])
+            for turn in read["thread"]["turns"]
+            for item in turn["items"]
+            if item["type"] == "subAgentActivity" and item["agentPath"] == path
+        )
 
     def dispatched(self, run: RunDir, step: dict[str, Any], agent: str) -> tuple[int, Any]:
         out = self.crw(
@@ -92,10 +115,25 @@ class SharedOwner(Drill):
                     kill(row["pid"])
 
 
-@pytest.fixture
-def drill(tmp_path: Path) -> Iterator[SharedOwner]:
-    with served(drill_at(SharedOwner, tmp_path)) as made:
+@dataclass
+class SharedOwnerV2(SharedOwner):
+    v2: bool = True
+
+
+@pytest.fixture(params=["v1", "v2"])
+def drill(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SharedOwner]:
+    kind = SharedOwnerV2 if request.param == "v2" else SharedOwner
+    with served(drill_at(kind, tmp_path)) as made:
         yield made
+
+
+def refused_reason(drill: SharedOwner, run_b: RunDir, step: dict[str, Any], late: bool) -> str:
+    """What `dispatched` answers for run-b's subagent reported to run-a as `step`."""
+    if not drill.v2:
+        return f"the subagent carries run {run_b.id}'s step"
+    marker = f"{step['call']}/t{step['k']}-a{step['attempt']}"
+    what = "run's" if late else "step or run's"
+    return f"the subagent /root/{task_name(run_b.id, marker)} carries another {what} task name"
 
 
 def play(drill: SharedOwner) -> None:
@@ -115,7 +153,7 @@ def play(drill: SharedOwner) -> None:
     assert (code, reply["reply"], reply["reason"]) == (
         1,
         "refused",
-        f"the subagent carries run {run_b.id}'s step",
+        refused_reason(drill, run_b, first_b, late=False),
     )
     ended: set[str] = set()
     late = False
@@ -131,7 +169,7 @@ def play(drill: SharedOwner) -> None:
                 assert (code, reply["reply"], reply["reason"]) == (
                     1,
                     "refused",
-                    f"the subagent carries run {run_b.id}'s step",
+                    refused_reason(drill, run_b, first_b, late=True),
                 )
             for step in view["steps"]:
                 key = (run.id, step["call"], step.get("k"), step.get("attempt"))

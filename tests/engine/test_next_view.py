@@ -544,3 +544,46 @@ def test_a_run_no_process_can_start_for_shows_no_step_and_names_the_fix() -> Non
     )
     assert paused.state == "paused"
     assert paused.hint.startswith("The run is paused (host_unavailable). No process holds the run")
+
+
+def test_a_run_on_multi_agent_v2_names_v2_host_calls() -> None:
+    """A run whose started row speaks multi-agent v2: a spawn names its task name
+    and spawn_agent(task_name, message, fork_turns none) in the collaboration
+    namespace, reported by the child's path; a repair is followup_task; a close
+    is interrupt_agent; wait_agent takes no targets. spec: CMD-NEXT-4, CMD-NEXT-5,
+    CMD-NEXT-7 (their v2 form, docs/session.md)"""
+    from crw.engine.steps.task_name import task_name
+
+    rows = [
+        started(multi_agent="multi_agent_v2"),
+        row("prepared", "build.1", role="executor"),
+        row("prepared", "fix.1", role="executor"),
+        row("thread_started", "fix.1", thread_id="thr-b", attempt=1),
+    ]
+    closes = [CloseStep(call="old.1", attempt=1, agent_id="thr-old")]
+    view = next_view(read(rows, steps=[spawn(), send_input("fix.1")], closes=closes))
+    close, first, repair = view.steps
+    name = task_name("r1", "build.1/t1-a1")
+    assert first["task_name"] == name
+    assert first["host_call"]["tool"] == "spawn_agent"
+    assert first["host_call"]["namespace"] == "collaboration"
+    assert first["host_call"]["arguments"] == {
+        "task_name": name,
+        "message": spawn().message,
+        "model": "gpt-5-codex",
+        "reasoning_effort": "high",
+        "fork_turns": "none",
+    }
+    assert f"--agent /root/{name} --k 1 --attempt 1" in first["host_call"]["then"]
+    assert "task_name" not in repair
+    assert repair["host_call"]["tool"] == "followup_task"
+    assert repair["host_call"]["arguments"]["target"] == "thr-b"
+    assert close["host_call"] == {
+        "tool": "interrupt_agent",
+        "namespace": "collaboration",
+        "arguments": {"target": "thr-old"},
+    }
+    assert f"wait_agent(timeout_ms={WAIT_AGENT_TIMEOUT_MS})" in view.hint
+    assert "interrupt_agent(target=" in view.hint
+    v1 = next_view(read([started(), *rows[1:]], steps=[spawn()]))
+    assert v1.steps[0]["host_call"]["tool"] == "spawn_agent" and "task_name" not in v1.steps[0]

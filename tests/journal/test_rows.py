@@ -48,6 +48,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "role_pairs": PAIRS,
         "policy_digest": DIGEST,
         "inputs": {"issue": {"path": "/work/issue.md", "digest": DIGEST}, "attempts": 2},
+        "multi_agent": "multi_agent_v2",
     },
     "prepared": {
         "node": "build",

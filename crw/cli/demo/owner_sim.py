@@ -60,7 +60,8 @@ def owner_step_command(
 
     taken, then = _read_step(step, action, call)
     thread = owner or os.environ.get(OWNER_ENV) or ""
-    if action == "spawn" and not thread:
+    v2 = taken["host_call"].get("namespace") == "collaboration"  # every v2 tool is the owner's
+    if (action == "spawn" or v2) and not thread:
         thread = _run_owner(taken)
 
     async def take() -> str:

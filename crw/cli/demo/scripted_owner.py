@@ -148,11 +148,25 @@ class ScriptedOwner:
         return reply
 
 
+_V2_METHODS = {
+    "spawn_agent": "sim/v2/spawnAgent",
+    "followup_task": "sim/v2/followupTask",
+    "interrupt_agent": "sim/v2/interruptAgent",
+}
+"""The simulated host's method for each multi-agent v2 tool a step names."""
+
+
 async def take_on_host(client: HostClient, owner: str, step: dict[str, Any]) -> str:
     """Make the host call of `step` (an item of next's `steps`) on the simulated
     host as the owner thread `owner`: close_agent, send_input, or spawn_agent with
-    the step's arguments. Returns the subagent it concerns (the new one of a spawn)."""
+    the step's arguments; on a run that speaks multi-agent v2 (the host call names
+    the `collaboration` namespace) the v2 tool it names, as given. Returns the
+    subagent it concerns (the new one of a spawn: on v2 its path)."""
     arguments = step["host_call"]["arguments"]
+    if step["host_call"].get("namespace") == "collaboration":
+        method = _V2_METHODS[step["host_call"]["tool"]]
+        answer = await client.request(method, {"parentThreadId": owner, **arguments})
+        return str(answer.get("task_name") or arguments["target"])
     if step["action"] == "close":
         await client.request("sim/closeAgent", {"target": arguments["target"]})
         return str(arguments["target"])

@@ -104,7 +104,8 @@ def dispatched_command(
 def _check_input(agent: str | None, failed: str | None, k: int, attempt: int, wait: float) -> None:
     if (agent is None) == (failed is None):
         raise InputError(
-            "pass --agent with the agent_id spawn_agent answered, or --failed with the "
+            "pass --agent with the agent_id spawn_agent answered (on multi-agent v2 the "
+            "child's path the step's then command names), or --failed with the "
             "tool's output when the host refused the spawn (one of the two)"
         )
     if failed is not None and not failed.strip():

@@ -22,7 +22,7 @@ from crw.binding.install import read_config, spawn_hooks
 from crw.binding.lines import flow_bound_dir, is_segment, owner_file, read_last_line, untrusted
 from crw.engine.config.roles import RoleTable
 from crw.engine.config.workflow import Workflow
-from crw.engine.owner import facts
+from crw.engine.owner import facts, multi_agent
 from crw.engine.owner.facts import Fact
 from crw.engine.owner.next_view import spawn_formats
 from crw.engine.run.locks import run_is_live
@@ -151,7 +151,7 @@ def session_judged(start: SessionStart) -> Callable[[], Preview]:
     max_threads = codex_config.max_threads(start.environ)
     pairs = start.roles.role_pairs()
     reviews = [(n.id, n.role, n.review.role) for n in start.workflow.nodes if n.review]
-    owner_bound, writable, slots, multi_agent, verifier = session_facts(start, config)
+    owner_bound, writable, slots, _, verifier = session_facts(start, config)
     pool = {"pool": start.pool, "workflow_pool": start.workflow.pool, "max_threads": max_threads}
 
     def with_host() -> Preview:
@@ -163,7 +163,7 @@ def session_judged(start: SessionStart) -> Callable[[], Preview]:
             facts.role_models(roles),
             writable,
             slots,
-            multi_agent,
+            _multi_agent(start, config, probe),
             verifier,
             _spawn_hook(home / "config.toml", probe),
             facts.host_reachable(str(start.host), probe.error, start.owner, probe.owner_error),
@@ -176,15 +176,34 @@ def session_judged(start: SessionStart) -> Callable[[], Preview]:
 
 def session_facts(start: SessionStart, config: Mapping[str, Any]) -> list[Fact]:
     """The facts a session start judges without its host: owner_bound,
-    owner_state_writable, subagent_slots, multi_agent_v1 and verifier_prerequisites
-    (`config`: codex's config.toml, read)."""
+    owner_state_writable, subagent_slots, multi_agent (from config.toml alone) and
+    verifier_prerequisites (`config`: codex's config.toml, read).
+
+    Raises:
+        InputError: `$CRW_MULTI_AGENT` names no protocol.
+    """
     return [
         facts.owner_bound(_owner_read(start)),
         facts.owner_state_writable(_unwritable(start), _distrusted(start.state)),
         facts.subagent_slots(codex_config.max_threads(start.environ)),
-        facts.multi_agent_v1(codex_config.multi_agent_v2(config)),
+        _multi_agent(start, config, None),
         _verifier(start.workflow),
     ]
+
+
+def _multi_agent(start: SessionStart, config: Mapping[str, Any], probe: HostProbe | None) -> Fact:
+    """FACTS-9: the run's protocol against the owner's tools, as config.toml and the
+    host (the owner's model in its catalog, or what a simulated host says) tell."""
+    v1_on, v2_on = multi_agent.features(config)
+    said = probe.takes.owner_multi_agent if probe is not None and probe.takes else None
+    tools = multi_agent.OwnerTools(
+        v1_on,
+        v2_on,
+        owner_model=probe.owner_model if probe is not None else None,
+        v2_models=probe.v2_models() if probe is not None else None,
+        said=said,
+    )
+    return facts.multi_agent(multi_agent.run_protocol(config, start.environ), tools)
 
 
 def app_server_facts(workflow: Workflow) -> list[Fact]:

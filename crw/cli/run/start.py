@@ -34,6 +34,7 @@ from crw.engine.config.inputs import RunInput, fill_inputs, parse_pairs, refill_
 from crw.engine.config.repo import RunRepository, run_repository
 from crw.engine.config.roles import RoleTable, load_roles
 from crw.engine.config.workflow import Workflow, load_workflow
+from crw.engine.owner.multi_agent import MultiAgent, run_protocol
 from crw.engine.run.launch import launch_run_process
 from crw.engine.run.locks import run_is_live, start_lock
 from crw.engine.run.rerun import Reuse, write_reused
@@ -107,6 +108,8 @@ class StartPlan:
     repository: RunRepository
     inputs: dict[str, RunInput]
     warnings: list[str]
+    multi_agent: MultiAgent | None = None
+    """A session run's multi-agent protocol (`crw.engine.owner.multi_agent`)."""
 
 
 def check_start(
@@ -186,9 +189,11 @@ def _check_start(
             )
         uri = session_host(host, environ)
         pool = codex_config.session_pool(pool, environ)
+        config = codex_config.read_config(codex_config.codex_home(environ))
+        protocol: MultiAgent | None = run_protocol(config, environ)
     else:
         uri = parse_host_uri(host or "codex")
-        owner = None
+        owner = protocol = None
     codex_path = _codex_found(codex_bin) if uri.kind == "codex" else None
     tmpdir = dir_from(environ)  # asked once, here; refuses before anything is written
     repository = run_repository(workflow.repo, workflow.head, state_dir, workflow.path)
@@ -207,6 +212,7 @@ def _check_start(
         repository,
         filled,
         loose_state(state_dir),
+        protocol,
     )
 
 
@@ -275,6 +281,7 @@ def start_run(
         inputs=recorded_inputs,
         journal_db=journal_db,
         rerun=RerunOf(run=reuse.source, node=reuse.start_from) if reuse is not None else None,
+        multi_agent=plan.multi_agent,
     )
     settings = settings if settings is not None else workflow.settings
     outcome = StartOutcome(run=run, spec=spec, warnings=plan.warnings, reuse=reuse)

@@ -14,7 +14,8 @@ and starts the run whatever they say. A session run is judged on all eight:
 - owner_state_writable: the run directory, the flow-bound directory, the host's
   socket and the repository;
 - subagent_slots: agents.max_threads leaves a slot for a call;
-- multi_agent_v1: features.multi_agent_v2 is off;
+- multi_agent: the multi-agent protocol the run speaks and the version of the
+  owner's tools (`crw.engine.owner.multi_agent`), warned when they differ;
 - verifier_prerequisites: the go of `[verifier] go_root` is there;
 - spawn_hook: `crw flow hook spawn` is installed in config.toml and trusted;
 - host_reachable: the host answers and the owner thread is on it.
@@ -32,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crw.engine.config.role_names import ROLES
+from crw.engine.owner.multi_agent import MultiAgent, OwnerTools, owner_has
+from crw.engine.owner.multi_agent import problems as multi_agent_problems
 from crw.host.probe import HostModel
 
 CODEX_INSTALL = "crw flow codex install"
@@ -43,7 +46,7 @@ SESSION_FACTS = (
     "role_models",
     "owner_state_writable",
     "subagent_slots",
-    "multi_agent_v1",
+    "multi_agent",
     "verifier_prerequisites",
     "spawn_hook",
     "host_reachable",
@@ -233,15 +236,15 @@ def subagent_slots(max_threads: int) -> Fact:
     return _fact("subagent_slots", problems, max_threads=max_threads)
 
 
-def multi_agent_v1(v2_on: bool) -> Fact:
-    """FACTS-9: under features.multi_agent_v2 the protocol stops."""
-    problems = []
-    if v2_on:
-        problems.append(
-            "features.multi_agent_v2 is on: its spawn_agent takes other arguments and the "
-            "run's steps stop; set features.multi_agent_v2 = false in config.toml"
-        )
-    return _fact("multi_agent_v1", problems)
+def multi_agent(protocol: MultiAgent, tools: OwnerTools) -> Fact:
+    """FACTS-9: the protocol the run speaks (`protocol`) and the version of the
+    owner's tools; a warning only when the owner cannot take the run's steps."""
+    return _fact(
+        "multi_agent",
+        multi_agent_problems(protocol, tools),
+        protocol=protocol,
+        owner_tools=owner_has(tools),
+    )
 
 
 def verifier_prerequisites(go_root: str | None, go_missing: str | None) -> Fact:

@@ -105,7 +105,13 @@ def _dead_sentences(
 
 
 def _close_targets(read: NextRead) -> str:
-    return ", ".join(f"close_agent(target={json.dumps(c.agent_id)})" for c in read.closes)
+    tool = "interrupt_agent" if _v2(read) else "close_agent"
+    return ", ".join(f"{tool}(target={json.dumps(c.agent_id)})" for c in read.closes)
+
+
+def _v2(read: NextRead) -> bool:
+    """The run speaks multi-agent v2: wait_agent takes no targets, interrupt_agent closes."""
+    return read.run_state.multi_agent == "multi_agent_v2"
 
 
 def _step_sentences(read: NextRead, slots: Slots) -> list[str]:
@@ -229,6 +235,8 @@ def _wait_sentence(agents: Sequence[str], read: NextRead) -> str:
         )
     if not agents:
         return f"Then ask for the next step with {next_wait}."
+    if _v2(read):  # any child's update ends it; 10 s at least
+        return f"Alternate wait_agent(timeout_ms={WAIT_AGENT_TIMEOUT_MS}) with {next_wait}."
     targets = json.dumps(list(agents))
     return (
         f"Alternate wait_agent(targets={targets}, timeout_ms={WAIT_AGENT_TIMEOUT_MS}) "

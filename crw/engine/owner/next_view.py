@@ -11,7 +11,10 @@ steps.
 Readings fixed here:
 - a step's host call names the arguments as Codex's multi_agent_v1 tools take them
   (host-protocol.md, "The owner's tools"); an undecided model or effort is left
-  out of a spawn's arguments (the spawn hook decides the spawn's pair);
+  out of a spawn's arguments (the spawn hook decides the spawn's pair). A run
+  that speaks multi-agent v2 (its started rows' `multi_agent`) names v2's
+  (`crw.engine.owner.host_call_v2`): a spawn step carries its `task_name`, and
+  its report names the child's path, known before the call;
 - a call's open subagent is the one its newest thread_started row bound, until the
   call ends (a terminal row), loses the attempt (session_attempt_lost) or publishes
   a spawn step (the next subagent replaces it; the old one is a close step while it
@@ -57,6 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crw.engine.config.role_names import ROLES, default_agent_type
+from crw.engine.owner.host_call_v2 import close_call_v2, tool_call_v2
 from crw.engine.owner.next_hint import (
     NEXT_WAIT_S,
     WAIT_AGENT_TIMEOUT_MS,
@@ -80,6 +84,7 @@ from crw.engine.owner.next_state import (
 )
 from crw.engine.owner.next_warnings import next_warnings
 from crw.engine.steps.step_file import CloseStep, StepFile
+from crw.engine.steps.task_name import agent_path, task_name
 from crw.journal.replay import RunState
 
 __all__ = [
@@ -173,7 +178,7 @@ def next_view(read: NextRead) -> NextView:
             hint=hint(read, "starting", None, slots),
             resumed_pid=read.resumed_pid,
         )
-    steps = [close_step_json(close) for close in read.closes]
+    steps = [close_step_json(close, v2=_speaks_v2(read)) for close in read.closes]
     if no_process(read) is None:  # a dead process's steps go to no owner
         steps += [step_json(step, read) for step in read.steps]
     pairs = run.role_pairs if read.held and run.role_pairs is not None else read.store_pairs
@@ -199,9 +204,16 @@ def open_subagents(run: RunState, closes: Sequence[CloseStep] = ()) -> tuple[str
     return tuple(dict.fromkeys(agents))
 
 
+def _speaks_v2(read: NextRead) -> bool:
+    return read.run_state.multi_agent == "multi_agent_v2"
+
+
 def dispatched_command(read: NextRead, step: StepFile) -> str:
-    """The command that reports the step's dispatch (CMD-NEXT-5, CMD-NEXT-6)."""
+    """The command that reports the step's dispatch (CMD-NEXT-5, CMD-NEXT-6); on
+    v2 a spawn's names the child's path, `/root/<task_name>`."""
     agent = step.agent_id if step.agent_id else "<agent_id>"
+    if _speaks_v2(read) and step.action == "spawn":
+        agent = agent_path(task_name(read.run, step.marker))
     return read.command(
         "dispatched", f"{step.call} --agent {agent} --k {step.k} --attempt {step.attempt}"
     )
@@ -228,7 +240,8 @@ def host_call(step: StepFile, read: NextRead) -> dict[str, Any]:
     (`on_failure`): spawn_agent for a spawn, send_input(target, message) for a
     send_input (a send_input has no failure report: the run refuses `--failed` for
     it)."""
-    call = tool_call(step) | {"then": dispatched_command(read, step)}
+    tool = tool_call_v2(step, read.run) if _speaks_v2(read) else tool_call(step)
+    call = tool | {"then": dispatched_command(read, step)}
     if step.action == "spawn":
         call["on_failure"] = failed_command(read, step)
     return call
@@ -255,14 +268,20 @@ def step_json(step: StepFile, read: NextRead) -> dict[str, Any]:
     the inbox (`reported`: the run answers it; no host call to make), and its host
     call."""
     members = step.to_json()
-    return {name: members[name] for name in _STEP_MEMBERS} | {
+    named = {name: members[name] for name in _STEP_MEMBERS}
+    if _speaks_v2(read) and step.action == "spawn":
+        named["task_name"] = task_name(read.run, step.marker)
+    return named | {
         "reported": step_key(step) in read.reported,
         "host_call": host_call(step, read),
     }
 
 
-def close_step_json(close: CloseStep) -> dict[str, Any]:
-    """A close step's members and its host call close_agent(target) (CMD-NEXT-7)."""
+def close_step_json(close: CloseStep, *, v2: bool = False) -> dict[str, Any]:
+    """A close step's members and its host call close_agent(target) (CMD-NEXT-7);
+    on v2, which has no close_agent, interrupt_agent(target)."""
+    if v2:
+        return close.to_json() | {"host_call": close_call_v2(close)}
     return close.to_json() | {
         "host_call": {"tool": "close_agent", "arguments": {"target": close.agent_id}}
     }

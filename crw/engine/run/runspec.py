@@ -98,6 +98,10 @@ class RunSpec(BaseModel):
     its journal.jsonl (`crw.journal.stores` reads this member)."""
     rerun: RerunOf | None = None
     """A rerun's source (None: a run started with `crw flow start`)."""
+    multi_agent: Literal["multi_agent_v1", "multi_agent_v2"] | None = None
+    """A session run's multi-agent protocol as its start chose it
+    (`crw.engine.owner.multi_agent`); None: v1 (a spec written before the record).
+    The journal's `started` rows keep it once the run ran."""
 
     def run_settings(self) -> Settings:
         """The settings the run's processes use: the recorded ones (a key this crw

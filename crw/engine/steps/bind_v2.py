@@ -18,15 +18,19 @@ from crw.engine.config.roles import RolePair
 from crw.engine.steps.bind import (
     AttemptState,
     Bound,
+    CallRecord,
     Decision,
     PublishedStep,
     Reply,
+    ReportLike,
     _retry,
     bind_spawn,
     decide_failed,
     marker_turn_started,
     owners_subagent,
 )
+from crw.engine.steps.markers import marker
+from crw.engine.steps.replies import decide_late
 from crw.engine.steps.task_name import agent_path, name_of_path, task_name
 from crw.host.protocol import SubAgentActivity, Thread, Turn
 
@@ -80,6 +84,53 @@ def decide_failed_v2(step: PublishedStep, attempt: AttemptState, failed: str) ->
     return decide_failed(step, attempt, failed)
 
 
+def decide_report_v2(
+    run_id: str,
+    owner: str,
+    report: ReportLike,
+    step: PublishedStep,
+    record: CallRecord,
+    attempt: AttemptState,
+    pair: RolePair,
+    agent_id: str | None,
+    thread: Thread | None,
+    host_error: str | None,
+    *,
+    after_turn: str | None = None,
+    unknown: bool = False,
+    retries: int = 0,
+) -> Decision:
+    """The run's answer to a dispatch report on v2, while the call waits on `step`:
+    `crw.engine.steps.bind.decide_report` with the bind by task name. `agent_id` is
+    the thread the report's `--agent` names (its path `/root/<name>` looked up on
+    the owner's thread), or the step's bound subagent; `thread` its read.
+
+    Raises:
+        ValueError: `thread` is not `agent_id`'s.
+    """
+    if report.run != run_id:
+        return Reply("refused", "another run")  # DISP-10
+    if (report.call, report.k, report.attempt) != (step.call, step.k, step.attempt):
+        late = record if report.call == step.call else CallRecord()
+        reply = decide_late(
+            report.k,
+            report.attempt,
+            agent_id,
+            late,
+            report.failed,
+            run=step.run,
+            thread=thread,
+            host_error=host_error,
+        )
+        return late_v2(reply, step.run, report, thread.agent_path if thread else None)
+    if report.failed is not None:
+        return decide_failed_v2(step, attempt, report.failed)
+    return decide_bind_v2(
+        owner, step, attempt, pair, agent_id, thread, host_error,
+        after_turn=after_turn, unknown=unknown, retries=retries,
+    )  # fmt: skip
+
+
 def decide_bind_v2(
     owner: str,
     step: PublishedStep,
@@ -120,6 +171,22 @@ def decide_bind_v2(
     if step.action == "send_input":
         return Bound(None, turn_started)  # BIND-7
     return bind_spawn(step, attempt, pair, thread, turn_started, agent_role=False)
+
+
+def late_v2(reply: Reply, run: str, report: ReportLike, path: str | None) -> Reply:
+    """A late report's `close` refused when the child at `path` carries a task name
+    of another run (DISP-10: an owner that obeyed would close that run's subagent):
+    the reported call's attempt in `run` spawned none of that name, at any of its
+    turns up to the report's. A path that is no crw name (a v1 subagent) keeps it."""
+    if reply.kind != "close" or name_of_path(path) is None:
+        return reply
+    names = {
+        agent_path(task_name(run, marker(report.call, k, report.attempt)))
+        for k in range(1, max(report.k, 1) + 1)
+    }
+    if path in names:
+        return reply
+    return Reply("refused", f"the subagent {path} carries another run's task name")
 
 
 def _not_the_steps_child(step: PublishedStep, thread: Thread) -> Reply | None:

@@ -85,12 +85,17 @@ def _model(name: str, default: bool) -> dict[str, Any]:
     }
 
 
-def sim_catalog(catalog: Catalog | None, codex_home: Path) -> dict[str, Any]:
+def sim_catalog(
+    catalog: Catalog | None, codex_home: Path, owner_multi_agent: str | None = None
+) -> dict[str, Any]:
     """`sim/catalog`: the models it serves and the agent types it knows, each null
     when it takes any (a host made without a catalog); `defaultModel`, the model a
     thread gets that names none; `config`, the config.toml whose `[agents.<name>]`
-    tables it knows (read when it was made)."""
+    tables it knows (read when it was made); `ownerMultiAgent`, the multi-agent
+    tools of the owner the request names (`multi_agent_v1`, `multi_agent_v2`),
+    null when it names none this host knows."""
     return {
+        "ownerMultiAgent": owner_multi_agent,
         "models": list(catalog.models) if catalog is not None else None,
         "agentTypes": sorted(catalog.agent_types) if catalog is not None else None,
         "defaultModel": catalog.models[0] if catalog and catalog.models else DEFAULT_MODEL,

@@ -204,3 +204,19 @@ def token_count(total: Usage, last: Usage) -> dict[str, Any]:
         },
         rate_limits=None,
     )
+
+
+def inter_agent_task(sender: str, recipient: str, text: str, turn_id: str) -> dict[str, Any]:
+    """The `response_item` of a multi-agent v2 task as a child's rollout holds it:
+    an `agent_message` whose content is the task's header and its text, as sent."""
+    header = f"Message Type: NEW_TASK\nTask name: {recipient}\nSender: {sender}\nPayload:\n"
+    return {
+        "type": "agent_message",
+        "author": sender,
+        "recipient": recipient,
+        "content": [
+            {"type": "input_text", "text": header},
+            {"type": "encrypted_content", "encrypted_content": text},
+        ],
+        "internal_chat_message_metadata_passthrough": {"turn_id": turn_id},
+    }

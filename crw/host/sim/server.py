@@ -32,6 +32,7 @@ from crw.host.sim.behaviour import Script, match_of
 from crw.host.sim.broadcast import Broadcast
 from crw.host.sim.catalog import Catalog, model_list, sim_catalog
 from crw.host.sim.connection import Connection
+from crw.host.sim.multi_agent_v2 import MultiAgentV2, config_v2, unsupported
 from crw.host.sim.state import (
     RpcError,
     SimState,
@@ -62,8 +63,12 @@ class SimHost:
         *,
         wall: Callable[[], float] = time.time,
         catalog: Catalog | None = None,
+        multi_agent_v2: bool | None = None,
     ) -> None:
         self.codex_home = codex_home
+        self.multi_agent_v2 = multi_agent_v2
+        """Whether an owner gets multi-agent v2's tools (None: as the host's
+        config.toml says when the owner starts, `[features] multi_agent_v2`)."""
         self.catalog = catalog
         """The models served and agent types known (None: any, none listed)."""
         self.nursery = nursery
@@ -72,6 +77,7 @@ class SimHost:
         self.broadcast = Broadcast(wall)
         self.turns = Turns(self.state, self.broadcast, codex_home, nursery, wall)
         self._wall = wall
+        self.v2 = MultiAgentV2(self.state, self.turns, wall, catalog)
         self.served: dict[str, int] = {}
         """Requests served, by method (answered with a result or an error)."""
         self._methods: dict[str, _Method] = {
@@ -87,7 +93,7 @@ class SimHost:
             "turn/start": self._turn_start,
             "turn/interrupt": self._turn_interrupt,
             "model/list": lambda conn, params: model_list(self.catalog, params),
-            "sim/catalog": lambda conn, params: sim_catalog(self.catalog, self.codex_home),
+            "sim/catalog": self._catalog,
             "sim/startOwner": self._start_owner,
             "sim/spawnAgent": self._spawn_agent,
             "sim/sendInput": self._send_input,
@@ -97,6 +103,7 @@ class SimHost:
             "sim/unscript": self._unscript,
             "sim/stats": self._stats,
             "sim/restart": self._restart,
+            **self.v2.methods(),
         }
 
     def _read(self, answer: Callable[[SimState, dict[str, Any]], dict[str, Any]]) -> _Method:
@@ -227,8 +234,18 @@ class SimHost:
 
     # -- the sim/* control methods
 
+    def _catalog(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        owner = self.state.threads.get(str(params.get("owner")))
+        tools = None
+        if owner is not None:
+            tools = "multi_agent_v2" if owner.multi_agent_v2 else "multi_agent_v1"
+        return sim_catalog(self.catalog, self.codex_home, tools)
+
     def _start_owner(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """An owner thread; `multiAgentV2` gives it v2's tools, else the host's setting."""
         thread = self.turns.new_thread({"cwd": params.get("cwd")})
+        v2 = params.get("multiAgentV2", self.multi_agent_v2)
+        thread.multi_agent_v2 = config_v2(self.codex_home) if v2 is None else bool(v2)
         self.turns.started(None, thread)
         return {"threadId": thread.id}
 
@@ -236,6 +253,8 @@ class SimHost:
         """The owner's spawn_agent: a subagent whose first turn starts at once, and
         the owner's collabAgentToolCall item that names it."""
         owner = self.state.loaded(str(params.get("parentThreadId")))
+        if owner.multi_agent_v2:
+            raise unsupported("spawn_agent")
         if self.catalog is not None:
             self.catalog.check_spawn(params.get("model"), params.get("agentType"))
         message = str(params.get("message", ""))
@@ -316,18 +335,25 @@ class SimHost:
 
 @asynccontextmanager
 async def open_sim_host(
-    codex_home: Path, *, wall: Callable[[], float] = time.time, catalog: Catalog | None = None
+    codex_home: Path,
+    *,
+    wall: Callable[[], float] = time.time,
+    catalog: Catalog | None = None,
+    multi_agent_v2: bool | None = None,
 ) -> AsyncIterator[SimHost]:
     """A simulated host whose turns run until the block ends; `wall` is its clock
     of creation times (a test passes one the Trio clock drives); `catalog`, the
-    models it serves and the agent types it knows (None: any, `crw.host.sim.catalog`).
+    models it serves and the agent types it knows (None: any, `crw.host.sim.catalog`);
+    `multi_agent_v2`, whether its owners get v2's tools (None: as its config.toml says).
 
     An error of the block is raised as itself, not inside an ExceptionGroup of the
     host's nursery, so a caller catches what it raised.
     """
     try:
         async with trio.open_nursery() as nursery:
-            host = SimHost(codex_home, nursery, wall=wall, catalog=catalog)
+            host = SimHost(
+                codex_home, nursery, wall=wall, catalog=catalog, multi_agent_v2=multi_agent_v2
+            )
             try:
                 yield host
             finally:

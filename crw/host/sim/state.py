@@ -209,6 +209,12 @@ class Thread:
     depth: int = 0
     agent_role: str | None = None
     agent_nickname: str | None = None
+    agent_path: str | None = None
+    """A multi-agent v2 child's `/root/<task_name>` (`crw.host.sim.multi_agent_v2`)."""
+    multi_agent_v2: bool = False
+    """An owner given multi-agent v2's tools instead of v1's."""
+    tasks: list[str] = field(default_factory=list)
+    """The tasks a v2 child was given: inter-agent messages, no thread item."""
     status: str = "idle"
     updated_at: int = 0
     config: dict[str, Any] = field(default_factory=dict)
@@ -234,7 +240,7 @@ class Thread:
         return {
             "parent_thread_id": self.parent_thread_id,
             "depth": self.depth,
-            "agent_path": None,
+            "agent_path": self.agent_path,
             "agent_nickname": self.agent_nickname,
             "agent_role": self.agent_role,
         }
@@ -357,14 +363,15 @@ class SimState:
     def listed(self, source_kinds: list[str] | None, cwd: str | None) -> Iterator[Thread]:
         """`thread/list`'s selection, newest first, made as it is read: a page of the
         newest costs its own length, not the host's every thread (`threads` is in
-        creation order, `seq` order, as nothing is ever removed from it)."""
+        creation order, `seq` order, as nothing is ever removed from it). A
+        multi-agent v2 child is never listed, as codex lists none."""
         kinds = set(source_kinds or ()) or INTERACTIVE_KINDS
         if "subAgent" in kinds:
             kinds |= SUBAGENT_KINDS
         return (
             t
             for t in reversed(self.threads.values())
-            if t.source_kind in kinds and (cwd is None or t.cwd == cwd)
+            if t.source_kind in kinds and (cwd is None or t.cwd == cwd) and t.agent_path is None
         )
 
     def loaded_ids(self) -> list[str]:

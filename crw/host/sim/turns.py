@@ -118,27 +118,37 @@ class Turns:
         self._broadcast.notify("thread/started", {"thread": wire}, thread)
         return thread.result(wire=wire)
 
-    def start_turn(self, thread: Thread, text: str, schema: Any = None) -> Turn:
-        """Open a turn whose user message is `text` and run it in the background."""
+    def start_turn(
+        self, thread: Thread, text: str, schema: Any = None, *, task_from: str | None = None
+    ) -> Turn:
+        """Open a turn whose user message is `text` and run it in the background.
+        `task_from`: the path of the multi-agent v2 agent that sent `text` as a
+        task, an inter-agent message: no thread item, a `response_item` in the
+        rollout (docs/host.md, "Multi-agent v2")."""
         if thread.active_turn() is not None:
             raise invalid_request(f"thread {thread.id} already has an active turn")
         wall = self._wall()
         turn = Turn(id=new_id(), started_at=int(wall), started_clock=trio.current_time())
-        item = user_message(text)
-        turn.items.append(item)
         thread.turns.append(turn)
         thread.updated_at = int(wall)
         self.set_status(thread, "active")
         self._broadcast.notify(
             "turn/started", {"threadId": thread.id, "turn": turn.wire("notLoaded")}, thread
         )
-        self.item("item/started", thread, turn, item)
-        self.item("item/completed", thread, turn, item)
         self._broadcast.record(
             thread, "event_msg", rollout.event("task_started", turn_id=turn.id), wall
         )
-        user = rollout.event("user_message", message=text, turn_id=turn.id)
-        self._broadcast.record(thread, "event_msg", user, wall)
+        if task_from is None:
+            item = user_message(text)
+            turn.items.append(item)
+            self.item("item/started", thread, turn, item)
+            self.item("item/completed", thread, turn, item)
+            user = rollout.event("user_message", message=text, turn_id=turn.id)
+            self._broadcast.record(thread, "event_msg", user, wall)
+        else:
+            thread.tasks.append(text)
+            task = rollout.inter_agent_task(task_from, thread.agent_path or "", text, turn.id)
+            self._broadcast.record(thread, "response_item", task, wall)
         plan = self._plan(thread, text, schema)
         scope = trio.CancelScope()
         self._runners[turn.id] = scope
@@ -375,8 +385,9 @@ class Turns:
 
 
 def _user_texts(thread: Thread) -> list[str]:
-    """The text of every user message of `thread`, oldest first."""
-    return [
+    """The text of every user message of `thread` (a v2 child's tasks first),
+    oldest first."""
+    return thread.tasks + [
         part.get("text", "")
         for turn in thread.turns
         for item in turn.items

@@ -110,21 +110,27 @@ async def test_sim_catalog_says_what_the_host_takes(
 ) -> None:
     """What the start's facts and `crw flow init` read of a simulated host: the
     catalog's models and agent types (built in and its config.toml's tables), or
-    null for a host that takes any; the model a thread without one gets."""
+    null for a host that takes any; the model a thread without one gets; the
+    multi-agent tools of the owner the request names."""
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text('[agents.critic]\ndescription = "reviews"\n')
     async with _host(home) as (client, _):
         strict = await client.request("sim/catalog", {})
+        owner = (await client.request("sim/startOwner", {"multiAgentV2": True}))["threadId"]
+        of_owner = await client.request("sim/catalog", {"owner": owner})
     async with _host(tmp_path / "any", catalog=False) as (client, _):
         any_ = await client.request("sim/catalog", {})
+    assert of_owner["ownerMultiAgent"] == "multi_agent_v2"
     assert strict == {
+        "ownerMultiAgent": None,
         "models": list(MODELS),
         "agentTypes": ["critic", "default", "explorer", "worker"],
         "defaultModel": "gpt-5",
         "config": str(home / "config.toml"),
     }
     assert any_ == {
+        "ownerMultiAgent": None,
         "models": None,
         "agentTypes": None,
         "defaultModel": "sim-model",
