@@ -90,7 +90,9 @@ _FORMS = {
         ("workflow",),
     ),
     "resume": _Form(
-        _JSON | {"--detach": "detach"}, _STATE, {"detach": False, "state": None, "json": False}
+        _JSON | {"--detach": "detach"},
+        {"--db": "db"} | _STATE,
+        {"detach": False, "db": None, "state": None, "json": False},
     ),
     "pause": _Form(
         _JSON, {"--wait": "wait"} | _STATE, {"wait": 120.0, "state": None, "json": False}
