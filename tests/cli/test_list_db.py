@@ -119,3 +119,31 @@ def _prefix_snapshot(journal: Path, rows: int) -> None:
     state = replay(decode(data[:end], journal).rows)
     save_snapshot(journal, state, end, zlib.crc32(data[:end]))
     assert store.snapshot_tail()[1] == end
+
+
+def test_list_says_a_database_run_was_read_from_its_snapshot_and_rows_after_it(
+    crw: Crw, postgres_url: str
+) -> None:
+    """`list` without --db reads a run of the state directory whose journal is in
+    the database from the snapshot kept there and the rows after it: `read` says
+    `tail`; with no snapshot there every row is read: `whole` (and the ended run's
+    read keeps one, so the next is `tail`); a database it cannot reach: not read."""
+    run = _run(crw, "r-read")
+    assert _flow(crw, "import", run.id, "--db", postgres_url).code == 0
+    _prefix_snapshot(run.journal, rows=4)
+
+    def read() -> object:
+        listed = _flow(crw, "list", "--all", "--json")
+        assert listed.code == 0, listed.stderr
+        (entry,) = listed.json()["runs"]
+        assert entry["state"] in ("ended", "unreadable"), entry
+        return entry["read"]
+
+    assert read() == "tail"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(b"DELETE FROM crw_snapshots")
+    assert read() == "whole"
+    assert read() == "tail"
+    gone = postgres_url.replace("@/", "@/none_")  # a database that is not there
+    run.run_json.write_text(run.run_json.read_text().replace(postgres_url, gone))
+    assert read() is None

@@ -30,6 +30,7 @@ from crw.cli.read.list_entry import (
     TAIL_MAX,
     cells,
     head,
+    how_read,
     of_state,
     unread,
     workflow_name,
@@ -53,7 +54,8 @@ ENDED_SHOWN = timedelta(days=7)
 @dataclass(frozen=True)
 class Tail:
     """A run's state and how it was read: `tail` (the snapshot and the rows after
-    it, or a journal of at most TAIL_MAX bytes) or `whole`."""
+    it, the store's or the file's, or a journal of at most TAIL_MAX bytes) or
+    `whole` (every row decoded, or a file's every byte read)."""
 
     state: RunState
     read: str
@@ -66,8 +68,9 @@ def read_tail(run: RunDir) -> Tail:
         OSError: the journal cannot be read.
         JournalCorruptError: the journal is damaged (not a torn tail).
     """
-    if store_at(run.journal).wake_file is None:  # no file to take the tail of
-        return Tail(replay_journal(run.journal, live=run_is_live(run))[0], "whole")
+    if store_at(run.journal).wake_file is None:  # its store's snapshot and the rows after it
+        state, read = replay_journal(run.journal, live=run_is_live(run))
+        return Tail(state, how_read(read))
     snapshot = peek_snapshot(run.root / SNAPSHOT)
     try:
         size = run.journal.stat().st_size
