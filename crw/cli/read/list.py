@@ -69,8 +69,8 @@ def read_tail(run: RunDir) -> Tail:
         JournalCorruptError: the journal is damaged (not a torn tail).
     """
     if store_at(run.journal).wake_file is None:  # its store's snapshot and the rows after it
-        state, read = replay_journal(run.journal, live=run_is_live(run))
-        return Tail(state, how_read(read))
+        state, kept = replay_journal(run.journal, live=run_is_live(run))
+        return Tail(state, how_read(kept))
     snapshot = peek_snapshot(run.root / SNAPSHOT)
     try:
         size = run.journal.stat().st_size
