@@ -37,6 +37,7 @@ from crw.cli.read.list_entry import (
 )
 from crw.cli.read.list_filter import list_filters
 from crw.cli.read.list_table import fit
+from crw.cli.read.list_url import listed_db
 from crw.cli.read.run_spec import spec_json, workflow_file
 from crw.engine.run.locks import holder_pid, run_is_live
 from crw.engine.run.rundir import RunDir, list_runs, resolve_state
@@ -109,7 +110,7 @@ def list_command(
     chosen = list_filters(status, workflow, since, limit, now, Path.cwd())
     state_dir = resolve_state(state, os.environ, Path.cwd())
     state_ref = shlex.quote(str(state_dir))
-    url = db or os.environ.get("CRW_DB")
+    url = listed_db(db, state_dir, os.environ)
     ids = list_runs(state_dir)
     section = None
     if url:
