@@ -207,8 +207,8 @@ def _keep_snapshot(run_dir: RunDir) -> None:
     exceptions) is collected first when the journal is big, so the replay reuses
     its memory (a small run's exit makes no collection)."""
     size = 0
-    with contextlib.suppress(OSError):
-        size = run_dir.journal.stat().st_size
+    with contextlib.suppress(CrwError, OSError):  # the store's: a database run's file is empty
+        size = store_at(run_dir.journal).size()
     if size >= COLLECT_BEFORE_SNAPSHOT:
         gc.collect()
     with contextlib.suppress(CrwError, OSError):  # else the commands read it whole

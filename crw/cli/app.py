@@ -104,6 +104,10 @@ def run(argv: list[str] | None = None) -> None:
     from crw.cli.output import wants_json
 
     tokens = sys.argv[1:] if argv is None else argv
+    if "--db" in tokens:  # list's `--db` alone names the database chosen for it
+        from crw.cli.read.list_url import bare_db
+
+        tokens = bare_db(tokens)
 
     def command() -> object:
         from crw.errors import InputError

@@ -36,6 +36,15 @@ class FileJournal:
         except FileNotFoundError:
             return io.BytesIO()
 
+    def size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def open_pieces(self) -> io.BufferedIOBase:
+        return self.open_bytes()
+
     def read_from(self, offset: int) -> bytes:
         return read_from(self.path, offset)
 

@@ -31,6 +31,7 @@ from crw.journal.log import JournalRead, decode
 from crw.journal.pg_machine import LEASE_SECONDS as LEASE_SECONDS  # its importers'
 from crw.journal.pg_machine import lease_seconds as lease_seconds
 from crw.journal.pg_machine import machine_id as machine_id
+from crw.journal.pg_pieces import SIZE, PieceReader
 from crw.journal.pg_run_files import FILES, keep_run_files
 from crw.journal.pg_statements import (
     COMMIT_GROUP,
@@ -216,6 +217,19 @@ class PostgresJournal:
 
     def open_bytes(self) -> io.BufferedIOBase:
         return io.BytesIO(self.read_from(0))
+
+    def size(self) -> int:
+        try:
+            with self._reading() as conn:
+                found = conn.execute(SIZE.encode(), (self.run,)).fetchone()
+        except _Empty:
+            return 0
+        return int(found[0]) if found is not None else 0
+
+    def open_pieces(self) -> PieceReader:
+        conn = connect(self.url)
+        conn.autocommit = True  # a query a piece, no transaction held between
+        return PieceReader(conn, self.run, lambda err: _store_error(self.url, "read", err))
 
     def read_from(self, offset: int) -> bytes:
         return self._bytes(_BYTES_FROM, offset)

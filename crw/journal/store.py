@@ -128,6 +128,25 @@ class JournalStore(Protocol):
         """
         ...
 
+    def size(self) -> int:
+        """The journal's bytes (0: no journal yet).
+
+        Raises:
+            OSError: the store cannot be read.
+        """
+        ...
+
+    def open_pieces(self) -> io.BufferedIOBase:
+        """The journal's bytes from its start as a readable stream, not seekable,
+        holding no more than the piece each `read(size)` returns (at least a whole
+        line, so perhaps more than `size`; the file store's file reads `size`).
+        The caller closes it.
+
+        Raises:
+            OSError: the store cannot be read.
+        """
+        ...
+
     def read_from(self, offset: int) -> bytes:
         """The journal's bytes from `offset` (a line's start) to its end.
 

@@ -169,7 +169,7 @@ def pieces(journal: Path, piece: int | None = None) -> Iterator[tuple[JournalRea
     """
     size = piece or PIECE
     last_seq = 0
-    with store_at(journal).open_bytes() as file:
+    with store_at(journal).open_pieces() as file:
         pending = b""
         while True:
             more = file.read(size)

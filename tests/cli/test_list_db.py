@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from crw.cli.read.list_db import DATABASE_KEYS
+from crw.cli.run.default_db import write_default_db
 from crw.journal.log import decode
 from crw.journal.postgres import PostgresJournal
 from crw.journal.replay import replay
@@ -119,3 +120,59 @@ def _prefix_snapshot(journal: Path, rows: int) -> None:
     state = replay(decode(data[:end], journal).rows)
     save_snapshot(journal, state, end, zlib.crc32(data[:end]))
     assert store.snapshot_tail()[1] == end
+
+
+def test_list_says_a_database_run_was_read_from_its_snapshot_and_rows_after_it(
+    crw: Crw, postgres_url: str
+) -> None:
+    """`list` without --db reads a run of the state directory whose journal is in
+    the database from the snapshot kept there and the rows after it: `read` says
+    `tail`; with no snapshot there every row is read: `whole` (and the ended run's
+    read keeps one, so the next is `tail`); a database it cannot reach: not read."""
+    run = _run(crw, "r-read")
+    assert _flow(crw, "import", run.id, "--db", postgres_url).code == 0
+    _prefix_snapshot(run.journal, rows=4)
+
+    def read() -> object:
+        listed = _flow(crw, "list", "--all", "--json")
+        assert listed.code == 0, listed.stderr
+        (entry,) = listed.json()["runs"]
+        assert entry["state"] in ("ended", "unreadable"), entry
+        return entry["read"]
+
+    assert read() == "tail"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(b"DELETE FROM crw_snapshots")
+    assert read() == "whole"
+    assert read() == "tail"
+    gone = postgres_url.replace("@/", "@/none_")  # a database that is not there
+    run.run_json.write_text(run.run_json.read_text().replace(postgres_url, gone))
+    assert read() is None
+
+
+def test_list_db_alone_lists_the_database_chosen_as_start_chooses_it(
+    crw: Crw, postgres_url: str
+) -> None:
+    """`list --db` with no URL: $CRW_DB's database, else the state directory's
+    default (`crw flow init --db`), as start, import and resume choose one; none
+    named: one line saying how to name one, exit 2. `--db URL` still names it."""
+    run = _run(crw, "r-alone")
+    assert _flow(crw, "import", run.id, "--db", postgres_url).code == 0
+    env = {k: v for k, v in crw.env.items() if k != "CRW_DB"}
+
+    def listed(*args: str, environ: dict[str, str]) -> list[str]:
+        shown = crw("flow", "list", "--all", "--state", str(crw.state), *args, env=environ)
+        assert shown.code == 0, shown.stderr
+        return [entry["run"] for entry in shown.json()["database"]["runs"]]
+
+    none = crw("flow", "list", "--state", str(crw.state), "--db", env=env)
+    assert none.code == 2 and none.stdout == ""
+    assert none.stderr.splitlines() == [
+        "crw: error: crw flow list --db names no database: give it one "
+        "(--db postgresql://USER@HOST/DB), set CRW_DB, or record the state "
+        "directory's with crw flow init --db URL"
+    ]
+    assert listed("--db", "--json", environ=env | {"CRW_DB": postgres_url}) == ["r-alone"]
+    write_default_db(crw.state, postgres_url)
+    assert listed("--json", "--db", environ=env) == ["r-alone"]
+    assert listed("--db", postgres_url, "--json", environ=env) == ["r-alone"]

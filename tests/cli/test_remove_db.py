@@ -10,6 +10,7 @@ import json
 import psycopg
 import pytest
 
+from crw.engine.run.locks import run_lock
 from crw.engine.run.rundir import RunDir
 from crw.journal.postgres import PostgresJournal
 from crw.journal.rows import Ended, RowModel, Started
@@ -144,4 +145,39 @@ def test_gc_finishes_a_removal_cut_short_after_its_directory_was_set_aside(
     assert not aside.exists()
     assert _counts(postgres_url, run.id) == dict.fromkeys(
         ("crw_journal", "crw_runs", "crw_run_files", "crw_snapshots"), 0
+    )
+
+
+def test_gc_deletes_a_directory_a_resume_left_half_made_and_keeps_the_run_rows(
+    crw: Crw, postgres_url: str
+) -> None:
+    """A resume on another machine makes the run's directory beside its place
+    (`.resuming-RUN-…`, its run lock held) and renames it into place once whole:
+    a crash between leaves it. gc deletes it, and says so, where no resume holds
+    it, and never the run's rows (its run.json names them: the run is not this
+    directory's); one a resume is making (its run lock held) is left, said why."""
+    run = _in_database(crw, postgres_url, "r-left")
+    left = run.root.with_name(".resuming-r-left-0a1b2c3d")
+    run.root.rename(left)
+    making = RunDir(run.root.with_name(".resuming-r-left-4e5f6a7b"))
+    making.create()
+    lock = run_lock(making)
+    try:
+        done = _flow(crw, "gc", "--ended-before", "2100-01-01", "--json")
+    finally:
+        lock.release()
+    assert done.code == 0, done.stderr
+    assert not left.exists() and making.root.exists()
+    assert _counts(postgres_url, run.id)["crw_journal"] == 2
+    assert done.json()["removed"] == []
+    (gone, held) = sorted(done.json()["resumes_left"], key=lambda entry: entry["dir"])
+    assert gone == {"dir": str(left), "run": "r-left", "removed": True}
+    assert held["run"] == "r-left" and "being made by a resume of run r-left" in held["reason"]
+
+    again = _flow(crw, "gc", "--ended-before", "2100-01-01")
+    assert again.code == 0, again.stderr
+    assert not making.root.exists()
+    assert again.stdout.splitlines()[0] == (
+        f"removed {making.root}: a resume of run r-left left it half-made "
+        "(its rows stay in the database; resume the run again to go on)"
     )

@@ -10,7 +10,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from crw.cli.run import resume_here
 from crw.engine.config.workflow import load_workflow
+from crw.engine.run.locks import is_held
 from crw.engine.run.rundir import RunDir
 from crw.engine.run.runspec import RunSpec, WorkflowRef, write_run_spec
 from crw.journal.log import encode_batch, encode_body
@@ -119,3 +121,29 @@ def test_a_run_imported_into_the_database_is_found_by_another_machine(
     said = _resume_on_b(crw, postgres_url, run.id)
     assert said.code == 1
     assert said.stderr.startswith(f"crw: error: run {run.id} is a session run: ")
+
+
+def test_the_directory_a_resume_makes_is_locked_until_it_is_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resume makes the run's directory beside its place holding its run lock,
+    so that `gc` deletes a `.resuming-` directory only where a crash left it (no
+    process holds it); once renamed into place, the lock is let go."""
+    run_dir = RunDir.of(tmp_path / "state", "r-make")
+    run_dir.root.parent.mkdir(parents=True)
+    ref = WorkflowRef(path=str(WORKFLOW), digest=load_workflow(WORKFLOW).digest)
+    spec = RunSpec.model_validate(
+        {"id": "r-make", "workflow": ref, "backend": "app-server", "pool": 2}
+    )
+    held: list[tuple[str, bool]] = []
+
+    def spying(path: Path, written: RunSpec) -> None:
+        held.append((path.parent.name[:14], is_held(path.parent / run_dir.run_lock.name)))
+        write_run_spec(path, written)
+
+    monkeypatch.setattr("crw.cli.run.resume_here.write_run_spec", spying)
+    made = resume_here._made(run_dir, {"run.json": b"{}", "inputs/x": b"1"}, spec)
+    assert held == [(".resuming-r-ma", True)]
+    assert made == run_dir and (made.root / "inputs" / "x").read_bytes() == b"1"
+    assert not is_held(made.run_lock)
+    assert list(run_dir.root.parent.iterdir()) == [run_dir.root]

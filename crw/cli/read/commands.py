@@ -106,9 +106,10 @@ def list_(
         List every run (by default an ended run whose last row is over 7 days old
         is left out).
     db
-        Also list the runs whose journals this PostgreSQL database keeps (default:
-        $CRW_DB), each with the machine it last ran on and whether its run
-        directory is on this machine.
+        Also list the runs whose journals this PostgreSQL database keeps (without
+        --db: $CRW_DB's, when set), each with the machine it last ran on and
+        whether its run directory is on this machine; --db alone: $CRW_DB's, else
+        the state directory's default (crw flow init --db).
     """
     from crw.cli.read.list import list_command
 

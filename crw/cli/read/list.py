@@ -30,12 +30,14 @@ from crw.cli.read.list_entry import (
     TAIL_MAX,
     cells,
     head,
+    how_read,
     of_state,
     unread,
     workflow_name,
 )
 from crw.cli.read.list_filter import list_filters
 from crw.cli.read.list_table import fit
+from crw.cli.read.list_url import listed_db
 from crw.cli.read.run_spec import spec_json, workflow_file
 from crw.engine.run.locks import holder_pid, run_is_live
 from crw.engine.run.rundir import RunDir, list_runs, resolve_state
@@ -53,7 +55,8 @@ ENDED_SHOWN = timedelta(days=7)
 @dataclass(frozen=True)
 class Tail:
     """A run's state and how it was read: `tail` (the snapshot and the rows after
-    it, or a journal of at most TAIL_MAX bytes) or `whole`."""
+    it, the store's or the file's, or a journal of at most TAIL_MAX bytes) or
+    `whole` (every row decoded, or a file's every byte read)."""
 
     state: RunState
     read: str
@@ -66,8 +69,9 @@ def read_tail(run: RunDir) -> Tail:
         OSError: the journal cannot be read.
         JournalCorruptError: the journal is damaged (not a torn tail).
     """
-    if store_at(run.journal).wake_file is None:  # no file to take the tail of
-        return Tail(replay_journal(run.journal, live=run_is_live(run))[0], "whole")
+    if store_at(run.journal).wake_file is None:  # its store's snapshot and the rows after it
+        state, kept = replay_journal(run.journal, live=run_is_live(run))
+        return Tail(state, how_read(kept))
     snapshot = peek_snapshot(run.root / SNAPSHOT)
     try:
         size = run.journal.stat().st_size
@@ -106,7 +110,7 @@ def list_command(
     chosen = list_filters(status, workflow, since, limit, now, Path.cwd())
     state_dir = resolve_state(state, os.environ, Path.cwd())
     state_ref = shlex.quote(str(state_dir))
-    url = db or os.environ.get("CRW_DB")
+    url = listed_db(db, state_dir, os.environ)
     ids = list_runs(state_dir)
     section = None
     if url:

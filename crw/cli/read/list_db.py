@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from crw.cli.read.list_entry import TAIL_MAX, cells, head, of_state, unread
+from crw.cli.read.list_entry import TAIL_MAX, cells, head, how_read, of_state, unread
 from crw.cli.read.list_table import fit
 from crw.cli.read.run_spec import spec_json
 from crw.engine.run.locks import holder_pid, run_is_live
@@ -117,7 +117,8 @@ def _fold(
         if read is not None:
             return (replay(read.rows, into=into) if read.rows or into is None else into), "tail"
     keep_store(run.journal, open_store(url, run.id, run.journal))
-    return replay_journal(run.journal, live=live)[0], "whole"
+    state, read = replay_journal(run.journal, live=live)
+    return state, how_read(read)
 
 
 def database_lines(section: dict[str, Any], now: datetime) -> list[str]:

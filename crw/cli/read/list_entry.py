@@ -14,6 +14,7 @@ from crw.cli.read.run_spec import workflow_file, workflow_plan
 from crw.cli.read.status_text import short_tokens
 from crw.engine.views.counts import counts, shown_state
 from crw.engine.views.run_view import outcome, parse_at
+from crw.journal.log import JournalRead
 from crw.journal.replay import RunState
 
 TAIL_MAX = 1 << 20
@@ -58,8 +59,17 @@ def of_state(entry: dict[str, Any], run: RunState, read: str, resume: str | None
     }
 
 
+def how_read(read: JournalRead) -> str:
+    """How `replay_journal` read a store's run: `tail` where it took the snapshot
+    the store keeps and folded the rows after it (its first row is not the
+    journal's first, or no row came after it), `whole` where it read every row."""
+    return "tail" if not read.rows or read.rows[0]["seq"] > 1 else "whole"
+
+
 def unread(state: str, reason: str) -> dict[str, Any]:
-    """The entry of a run whose journal cannot be read: its state and why."""
+    """The entry of a run whose journal cannot be read: its state and why; `read`
+    says how much of it was: a damage is found reading it whole (and reported
+    with its offsets), a journal that cannot be read was not read."""
     return {
         "state": state,
         "rows_state": None,
@@ -69,7 +79,7 @@ def unread(state: str, reason: str) -> dict[str, Any]:
         "tokens": None,
         "started_at": None,
         "last_at": None,
-        "read": "whole",
+        "read": "whole" if state == "corrupt" else None,
     }
 
 

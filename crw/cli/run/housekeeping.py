@@ -32,6 +32,7 @@ from crw.binding.owner import close_open_line
 from crw.cli import when
 from crw.cli.output import emit
 from crw.cli.run.gc_refs import REMOVED_PREFIX, prune_refs, refs_lines, refs_repository
+from crw.cli.run.gc_resuming import clean_left_resume, is_left_resume, left_resume_lines
 from crw.cli.run.remove_db import held_elsewhere, remove_rows
 from crw.cli.run.remove_db import last_row_at as db_last_row_at
 from crw.engine.run.host_wait import stop_waiter
@@ -137,7 +138,11 @@ def _gc_runs(flow: Path, before: _dt.datetime, dry_run: bool) -> dict[str, Any]:
     """Remove (or, on a dry run, list) the runs of `flow` that ended before `before`."""
     removed: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
+    left: list[dict[str, Any]] = []
     for root in _entries(flow):
+        if is_left_resume(root):  # a resume's half-made directory, never a run
+            left.append(clean_left_resume(root, dry_run))
+            continue
         if root.name.startswith(REMOVED_PREFIX):
             if not dry_run:  # a removal a crash cut short: its rows first, then its files
                 try:
@@ -159,7 +164,12 @@ def _gc_runs(flow: Path, before: _dt.datetime, dry_run: bool) -> dict[str, Any]:
                 if not dry_run:
                     _remove(RunDir(root))
                 removed.append({"run": root.name} | again | {"closed_line": closed})
-    return {"ended_before": when.iso(before), "removed": removed, "skipped": skipped}
+    return {
+        "ended_before": when.iso(before),
+        "removed": removed,
+        "skipped": skipped,
+        "resumes_left": left,
+    }
 
 
 def parse_date(text: str) -> _dt.datetime:
@@ -315,6 +325,7 @@ def _gc_lines(payload: dict[str, Any]) -> list[str]:
         for r in payload["removed"]
     ]
     lines += [f"skipped: {s['reason']}" for s in payload["skipped"]]
+    lines += left_resume_lines(payload)
     window = f"ended before {payload['ended_before']}"
     if payload["older_than"]:
         window += f", {payload['older_than']} ago"

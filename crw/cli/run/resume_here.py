@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from crw.engine.config.workflow import load_workflow
 from crw.engine.run.launch_check import changed_workflow
-from crw.engine.run.locks import RunHeldError
+from crw.engine.run.locks import RunHeldError, run_lock
 from crw.engine.run.rundir import RunDir
 from crw.engine.run.runspec import RunSpec, write_run_spec
 from crw.engine.run.tmploc import recorded_problem
@@ -32,8 +32,9 @@ from crw.errors import CrwError, RefusedError
 from crw.private import fsync_dir, write_atomic
 
 MAKING_PREFIX = ".resuming-"
-"""A run's directory made from the database before it is renamed into place; a
-crash leaves it (no command reads it: delete it)."""
+"""A run's directory made from the database before it is renamed into place, its
+run lock held meanwhile; a crash leaves it, which `crw flow gc` deletes (no
+command reads it)."""
 
 
 def check_lease(spec: RunSpec) -> None:
@@ -101,6 +102,9 @@ def _made(run_dir: RunDir, files: dict[str, bytes], spec: RunSpec) -> RunDir:
 
     making = RunDir(run_dir.root.with_name(f"{MAKING_PREFIX}{spec.id}-{os.urandom(4).hex()}"))
     making.create()
+    # Its run lock held while it is made (and renamed: the lock goes with it), so
+    # `gc` deletes only a directory no resume is making: one a crash left.
+    lock = run_lock(making)
     try:
         for name, data in files.items():
             if name != RUN_JSON:
@@ -117,6 +121,7 @@ def _made(run_dir: RunDir, files: dict[str, bytes], spec: RunSpec) -> RunDir:
         ) from err
     finally:
         shutil.rmtree(making.root, ignore_errors=True)
+        lock.release()
     return run_dir
 
 
