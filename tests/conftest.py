@@ -29,6 +29,7 @@ import trio
 from hypothesis import HealthCheck, settings
 from trio.testing import MockClock
 
+from crw.actors import thread_hop
 from tests.mock_clock import holding_jumps
 
 pytest_plugins = [
@@ -55,4 +56,5 @@ def autojump_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[MockClock]:
     """MockClock(autojump_threshold=0) that takes no virtual time for a thread's work."""
     clock = MockClock(autojump_threshold=0)
     monkeypatch.setattr(trio.to_thread, "run_sync", holding_jumps(clock, trio.to_thread.run_sync))
+    monkeypatch.setattr(thread_hop, "run_sync", holding_jumps(clock, thread_hop.run_sync))
     yield clock

@@ -10,7 +10,8 @@ host is given) came out a poll or two longer on a loaded machine. This clock hol
 its autojump while a task of its run waits on a worker thread, so a thread's
 work takes no virtual time, whatever the load.
 
-Only `trio.to_thread.run_sync` is watched (crw's own hops all go through it);
+Only `trio.to_thread.run_sync` and `crw.actors.thread_hop.run_sync` are watched
+(crw's own hops all go through them);
 threads of their own (the mock model's HTTP server) and real processes are not:
 a test that waits on those waits for a condition, not for a duration.
 """

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import trio
 
+from crw.actors import thread_hop
 from crw.clock import WallClock, system_clock
 from crw.errors import RefusedError
 from crw.journal.log import JournalRead, encode_batch, encode_body
@@ -269,7 +270,16 @@ async def _run_writer(
     group: list[_Commit] = []
     with receive:
         try:
-            async for first in receive:
+            while True:
+                try:  # the requests that came during the last sync: no schedule point
+                    first = receive.receive_nowait()
+                except trio.WouldBlock:
+                    try:
+                        first = await receive.receive()
+                    except trio.EndOfChannel:
+                        break
+                except trio.EndOfChannel:
+                    break
                 group = [first]
                 while True:
                     try:
@@ -307,7 +317,7 @@ async def _write_group(
     data = b"".join(lines)
     try:
         if in_thread:
-            await trio.to_thread.run_sync(journal.append, data, seq - first)
+            await thread_hop.run_sync(journal.append, data, seq - first)
         else:
             journal.append(data, seq - first)
     except OSError as err:
