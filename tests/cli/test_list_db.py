@@ -11,8 +11,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from crw.cli.default_db import write_default_db
 from crw.cli.read.list_db import DATABASE_KEYS
-from crw.cli.run.default_db import write_default_db
 from crw.journal.log import decode
 from crw.journal.postgres import PostgresJournal
 from crw.journal.replay import replay

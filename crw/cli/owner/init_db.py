@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from crw.cli.run.default_db import write_default_db
+from crw.cli.default_db import write_default_db
 from crw.errors import RefusedError
 from crw.journal.stores import check_db_url
 

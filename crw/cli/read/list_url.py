@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from crw.cli.run.default_db import chosen_db
+from crw.cli.default_db import chosen_db
 from crw.errors import InputError
 
 

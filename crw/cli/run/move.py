@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
+from crw.cli.default_db import chosen_db
 from crw.cli.output import emit
-from crw.cli.run.default_db import chosen_db
 from crw.engine.run.locks import RunHeldError, holder_pid, launch_lock, run_lock, start_lock
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
 from crw.engine.run.runspec import read_run_spec, run_spec_bytes, write_run_spec

@@ -137,7 +137,7 @@ def _find_or_fetch(state_dir: Path, run: str, db: str | None) -> RunDir:
     try:
         return find_run(state_dir, run)
     except InputError:
-        from crw.cli.run.default_db import chosen_db
+        from crw.cli.default_db import chosen_db
 
         url = chosen_db(db, state_dir, os.environ)
         if url is None or os.sep in run:

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from crw import codex_config
 from crw.binding.owner import bind_owner, orchestrator_line
+from crw.cli.default_db import chosen_db
 from crw.cli.output import one_line
-from crw.cli.run.default_db import chosen_db
 from crw.cli.run.preview import SessionStart, app_server_judged, session_judged
 from crw.cli.run.start_report import StartOutcome, report_start
 from crw.engine.calls.review import check_fix_efforts
