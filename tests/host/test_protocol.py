@@ -286,7 +286,7 @@ _json = st.recursive(
 )
 
 
-_UNKNOWN_OF_EVERY_KIND = {
+_UNKNOWN_OF_EVERY_KIND: dict[str, Any] = {
     "zzNull": None,
     "zzFlag": True,
     "zzCount": -7,
