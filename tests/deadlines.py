@@ -11,3 +11,9 @@ from __future__ import annotations
 
 LOADED = 120.0
 """Seconds a test waits for a real process's row, file, lock or exit."""
+
+AT_ONCE_WAIT = 2 * LOADED
+"""Seconds a command is told it may wait when the test proves it returns "at once"
+(`next --wait`, `dispatched --wait`, `answer --wait`): the test asserts it returned
+within LOADED, the hang guard, so no load that slows the command's own start comes
+near the bound, and a command that waited the whole window still fails it."""

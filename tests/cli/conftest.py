@@ -64,14 +64,16 @@ class Crw:
         }
         self.env |= {"TMPDIR": str(tmpdir), "CODEX_HOME": str(state / "codex-home")}
 
-    def __call__(self, *args: str, env: dict[str, str] | None = None) -> Result:
+    def __call__(
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+    ) -> Result:
         done = subprocess.run(
             [sys.executable, "-m", "crw", *args],
             env=self.env if env is None else env,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=timeout,
             cwd=self.state.parent,
         )
         result = Result(done.returncode, done.stdout, done.stderr)

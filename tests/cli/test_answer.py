@@ -30,8 +30,9 @@ HELD: list[dict[str, Any]] = [
 ]
 
 
-def _answer(crw: Crw, *args: str, call: str = CALL, run: str = RUN) -> Result:
-    return crw("flow", "answer", run, call, *args, "--state", str(crw.state), "--json")
+def _answer(crw: Crw, *args: str, call: str = CALL, run: str = RUN, timeout: float = 60) -> Result:
+    state = str(crw.state)
+    return crw("flow", "answer", run, call, *args, "--state", state, "--json", timeout=timeout)
 
 
 def _held_run(crw: Crw) -> RunDir:

@@ -33,14 +33,32 @@ def snapshot(directory: Path) -> list[tuple[str, bytes]]:
     return sorted((str(p), p.read_bytes()) for p in files)
 
 
+@pytest.fixture(scope="module")
+def paused_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """A state directory holding a session run that paused (its host is not there)
+    and its run id: made once for the module, by `crw flow start` and its run
+    process, which has exited."""
+    root = tmp_path_factory.mktemp("paused")
+    (root / "tmp").mkdir()
+    starter = Crw(root / "state", root / "tmp")
+    try:
+        out = starter.start(WORKFLOW, "--owner", "owner-1")
+        assert out.code == 0, out.stderr
+        run = RunDir(Path(out.json()["run_dir"]))
+        wait_for_exit(run.root)
+    finally:
+        starter.reap()
+    yield starter.state, run.id
+
+
 @pytest.fixture
-def paused_run(crw: Crw) -> Iterator[RunDir]:
-    """A session run that paused (its host is not there): no process holds it."""
-    out = crw.start(WORKFLOW, "--owner", "owner-1")
-    assert out.code == 0, out.stderr
-    run = RunDir(Path(out.json()["run_dir"]))
-    wait_for_exit(run.root)
-    yield run
+def paused_run(crw: Crw, paused_state: tuple[Path, str]) -> RunDir:
+    """A session run that paused (its host is not there): no process holds it. Each
+    test gets its own copy of the module's run, byte for byte: the refusals here
+    read it and change nothing, so one `crw flow start` serves them all."""
+    state, run_id = paused_state
+    shutil.copytree(state, crw.state, symlinks=True)
+    return RunDir.of(crw.state, run_id)
 
 
 def commands(run: str) -> list[list[str]]:

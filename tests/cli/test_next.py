@@ -24,7 +24,7 @@ from crw.engine.run.runspec import RunEnv, RunSpec, WorkflowRef, write_run_spec
 from crw.journal.log import encode_batch, encode_body, read_journal
 from crw.journal.rows import UnknownRow
 from tests.cli.conftest import EXAMPLES, Crw, wait_for_exit
-from tests.deadlines import LOADED
+from tests.deadlines import AT_ONCE_WAIT, LOADED
 
 RUN = "fix-20261129-000000-abcd"
 WORKFLOW = EXAMPLES / "fix-issue.toml"
@@ -114,8 +114,8 @@ def _write_atomic(path: Path, value: dict[str, Any]) -> None:
     temp.rename(path)
 
 
-def _next(crw: Crw, *args: str) -> dict[str, Any]:
-    result = crw("flow", "next", RUN, "--state", str(crw.state), "--json", *args)
+def _next(crw: Crw, *args: str, timeout: float = 60) -> dict[str, Any]:
+    result = crw("flow", "next", RUN, "--state", str(crw.state), "--json", *args, timeout=timeout)
     assert result.code == 0, result.stderr
     return result.json()
 
@@ -213,10 +213,10 @@ def test_wait_returns_as_soon_as_a_step_appears(crw: Crw, held: RunDir) -> None:
     writer.start()
     began = time.monotonic()
     try:
-        out = _next(crw, "--wait", "50")
+        out = _next(crw, "--wait", str(AT_ONCE_WAIT), timeout=AT_ONCE_WAIT + LOADED)
     finally:
         writer.join()
-    assert time.monotonic() - began < 40  # not the 50 s it may wait: a loaded machine
+    assert time.monotonic() - began < LOADED  # not the AT_ONCE_WAIT it may wait
     assert [s["call"] for s in out["steps"]] == ["build.1"]
 
 
@@ -227,10 +227,10 @@ def test_wait_returns_when_the_state_changes(crw: Crw, held: RunDir) -> None:
     writer.start()
     began = time.monotonic()
     try:
-        out = _next(crw, "--wait", "50")
+        out = _next(crw, "--wait", str(AT_ONCE_WAIT), timeout=AT_ONCE_WAIT + LOADED)
     finally:
         writer.join()
-    assert time.monotonic() - began < 40  # not the 50 s it may wait: a loaded machine
+    assert time.monotonic() - began < LOADED  # not the AT_ONCE_WAIT it may wait
     assert (out["state"], out["ended_status"]) == ("ended", "completed")
     assert out["ended_state"] == {"build": "completed"}
 

@@ -12,29 +12,35 @@ import pytest
 
 from crw.binding.owner import bind_owner
 from crw.cli.run import start as start_module
-from crw.engine.run.locks import hold_run, is_held, start_lock
+from crw.engine.run.locks import is_held, start_lock
 from crw.engine.run.rundir import RunDir
 from crw.engine.run.tmploc import dir_from
 from crw.journal.log import read_journal
 from tests.cli.conftest import Crw, start_in_process
-from tests.cli.test_next import RUN, _make_run
+from tests.cli.test_next import RUN, held
+
+__all__ = ["held"]  # test_next's fixture: a run this test process holds as its process would
 
 
-def test_owner_commands_read_the_run_directory_and_write_no_row(crw: Crw, tmp_path: Path) -> None:
+def test_owner_commands_read_the_run_directory_and_write_no_row(
+    crw: Crw, held: RunDir, tmp_path: Path
+) -> None:
     """spec: CMD-START-1, CMD-START-2: status, next and dispatched find the run at
-    `<state>/flow/<run>/` (and nowhere else), and none of them writes its journal."""
-    run = _make_run(crw)
+    `<state>/flow/<run>/` (and nowhere else), and none of them writes its journal.
+    The run is live as its own process holds it (`held`: its started row names the
+    process lock, the owner's line is bound), so next resumes nothing and answers at
+    once, and dispatched is not answered."""
+    run = held
     assert run.root == crw.state / "flow" / RUN
     state = ("--state", str(crw.state))
-    with hold_run(run):  # a live run: next resumes nothing, dispatched is not answered
-        before = run.journal.read_bytes()
-        status = crw("flow", "status", RUN, *state, "--json")
-        step = crw("flow", "next", RUN, *state, "--json")
-        report = crw(
-            "flow", "dispatched", RUN, "build.1", "--agent", "agent-1", "--k", "1",
-            "--attempt", "1", "--wait", "0.2", *state, "--json",
-        )  # fmt: skip
-        after = run.journal.read_bytes()
+    before = run.journal.read_bytes()
+    status = crw("flow", "status", RUN, *state, "--json")
+    step = crw("flow", "next", RUN, *state, "--json")
+    report = crw(
+        "flow", "dispatched", RUN, "build.1", "--agent", "agent-1", "--k", "1",
+        "--attempt", "1", "--wait", "0.2", *state, "--json",
+    )  # fmt: skip
+    after = run.journal.read_bytes()
     assert status.code == 0 and status.json()["run_dir"] == str(run.root)
     assert step.code == 0 and step.json()["run"] == RUN
     assert report.json()["reply"] == "queued" and len(list(run.inbox.glob("*.json"))) == 1

@@ -34,7 +34,7 @@ from crw.journal.log import read_journal
 from tests.cli.conftest import EXAMPLES, Crw, Result, wait_for_exit, waiting_for_no_host
 from tests.cli.test_answer import _answer, _held_run, _refused
 from tests.cli.test_next import RUN, _append_rows, _make_run
-from tests.deadlines import LOADED
+from tests.deadlines import AT_ONCE_WAIT, LOADED
 from tests.drill.test_crash_drill import _host
 
 WORKFLOW = str(EXAMPLES / "fix-issue.toml")
@@ -332,10 +332,11 @@ def test_an_unusable_recorded_tmpdir_refuses_every_relaunch_before_anything_chan
     with hold_run(run):
         before = _files(run)
         begun = time.monotonic()
-        refused = _answer(crw, "--retry", "--wait", "30")
-        # refused at once, not after the 30 s the drain may wait (the command's own
-        # start is seconds on a loaded machine: no tighter bound)
-        assert time.monotonic() - begun < 30
+        refused = _answer(
+            crw, "--retry", "--wait", str(AT_ONCE_WAIT), timeout=AT_ONCE_WAIT + LOADED
+        )
+        # refused at once, not after the AT_ONCE_WAIT the drain may wait
+        assert time.monotonic() - begun < LOADED
         assert _files(run) == before
     _refused(refused, 1, f"run_env_unusable: run {RUN}: {words}")
     recorded = _answer(crw, "--retry", "--no-resume")

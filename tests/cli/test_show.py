@@ -160,11 +160,12 @@ def test_show_of_a_finished_run_prints_each_row_as_its_line(drill: Drill) -> Non
 
     followed = show(drill, "--follow")
     assert (followed.code, followed.stdout) == (0, result.stdout)
+    assert_an_unknown_call_is_an_input_error(drill)
 
 
-def test_show_of_an_unknown_call_is_an_input_error(drill: Drill) -> None:
-    drill.start(crash_after=None)
-    drill.finish()
+def assert_an_unknown_call_is_an_input_error(drill: Drill) -> None:
+    """`show --call` of a call the finished run does not have (asked of the run the
+    test above ran to its end: a run of its own would be one more whole run)."""
     assert drill.run is not None
     result = show(drill, "--call", "nope.1")
     assert result.code == 2 and result.stdout == ""

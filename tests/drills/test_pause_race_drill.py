@@ -13,13 +13,14 @@ holding it. Then it resumes the run for the next round.
 Started at once, the resume launched the run's process in 18 of 20 rounds (the
 pause's request reached it) and the pause in 2 (the resume refused: "being
 launched by another command"). So the rounds play each interleaving on purpose
-(PLAYS), twice: both at once, in either order; one command's launch held under
-way (its process and the run process it launched SIGSTOPped, as a loaded
-machine leaves them without CPU) while the other comes: the resume refused
-while the pause launches, or the pause's request in the inbox before the
-resumed process reads it; and the pause once the resumed process runs. A round
-takes 3-7 s (most of it the start of five Python processes): 10 rounds. Every
-process is reaped by pid at teardown (the crash drill's `reap`).
+(PLAYS): both at once, in either order, twice each (a race either may win); one
+command's launch held under way (its process and the run process it launched
+SIGSTOPped, as a loaded machine leaves them without CPU) while the other comes:
+the resume refused while the pause launches, or the pause's request in the inbox
+before the resumed process reads it; and the pause once the resumed process runs,
+once each (held, they play the same every time). A round takes 3-7 s (most of it
+the start of five Python processes): 7 rounds. Every process is reaped by pid at
+teardown (the crash drill's `reap`).
 """
 
 from __future__ import annotations
@@ -55,15 +56,19 @@ schema = { type = "object", required = ["summary"], properties = { summary = { t
 """
 CALL = "build.1"
 EXTRA = {"pause": [], "resume": ["--detach"]}
-PLAYS = [
-    ("pause", "resume", "at_once"),
-    ("resume", "pause", "at_once"),
+AT_ONCE = [("pause", "resume", "at_once"), ("resume", "pause", "at_once")]
+"""Both commands at once, in either order: a race, which either command's launch
+may win, so each is played twice."""
+HELD = [
     ("pause", "resume", "launching"),  # the resume while the pause's launch is held
     ("resume", "pause", "launching"),  # the pause's request while the resume's launch is held
     ("resume", "pause", "running"),  # the pause once the resumed process wrote its started row
 ]
+"""Interleavings the drill holds on purpose (SIGSTOP, or a wait for the started row):
+the same each time they are played, so each is played once."""
+PLAYS = [*AT_ONCE, *HELD, *AT_ONCE]
 """Each round's first command, second command, and when the second starts."""
-ROUNDS = 2 * len(PLAYS)
+ROUNDS = len(PLAYS)
 
 
 def requested(run: RunDir) -> bool:
@@ -205,7 +210,7 @@ def test_a_pause_racing_a_resume_never_runs_the_run_and_it_ends_paused(
         wait_until("the killed process is gone", lambda: not alive(victim))  # noqa: B023
         race.let_go()
         dead = len(race.rows())
-        ran = race.race(*PLAYS[round_ % len(PLAYS)], dead)
+        ran = race.race(*PLAYS[round_], dead)
         assert ran["pause"].wait(timeout=60) == 0, (race.root / "crw.stderr").read_text()
         ran["resume"].wait(timeout=60)
         race.let_go()
