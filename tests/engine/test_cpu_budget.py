@@ -114,3 +114,30 @@ def test_a_traced_function_still_runs_after_a_stop_was_taken() -> None:
 
 def _count(n: int) -> int:
     return n if n <= 0 else _count(n - 1)
+
+
+def test_a_watched_thread_that_ended_is_forgotten_and_budgets_still_hold() -> None:
+    """A thread that ended while still watched (its clock gone: EINVAL) neither
+    stops the watchdog nor keeps it from stopping the next thread over its budget."""
+    clocks: list[int] = []
+    gone = threading.Thread(target=lambda: clocks.append(time.pthread_getcpuclockid(
+        threading.get_ident())))  # fmt: skip
+    gone.start()
+    gone.join()
+    dead = gone.ident
+    assert dead is not None and dead != threading.get_ident()
+    with cpu_budget._lock:
+        cpu_budget._watched[dead] = cpu_budget._Watch(clocks[0], 0.0)
+    try:
+        deadline = time.monotonic() + 10
+
+        def spin_awhile() -> None:
+            while time.monotonic() < deadline:
+                pass
+
+        with pytest.raises(cpu_budget.BudgetSpent):
+            cpu_budget.run(spin_awhile, BUDGET)
+        assert dead not in cpu_budget._watched
+    finally:
+        with cpu_budget._lock:
+            cpu_budget._watched.pop(dead, None)

@@ -89,6 +89,9 @@ def run(fn: Callable[[], T], seconds: float) -> T:
         finally:
             _stop_watching(ident)
     except _Stop:
+        # A stop that landed before the finally's call took the lock left the
+        # thread watched: forget it now, or the watchdog stops it ever after.
+        _stop_watching(ident)
         raise BudgetSpent(f"took longer than {seconds:g} s of CPU") from None
     finally:
         _CURRENT.reset(token)
@@ -143,8 +146,16 @@ def _watch_loop() -> None:
     while True:
         with _lock:
             waits = []
-            for ident, watch in _watched.items():
-                left = watch.until - time.clock_gettime(watch.clock)
+            for ident, watch in list(_watched.items()):
+                try:
+                    left = watch.until - time.clock_gettime(watch.clock)
+                except OSError:  # the thread ended still watched: its clock is gone
+                    del _watched[ident]
+                    _stopped.discard(ident)
+                    if not _watched and _state["gc"]:
+                        gc.enable()
+                        _state["gc"] = False
+                    continue
                 if left <= 0:
                     _async_raise(ident, _Stop)
                     _stopped.add(ident)
