@@ -14,6 +14,7 @@ benchmark's and many tests' trials for a fresh simulated host. `parse`
         [--state DIR] [--json]
     flow start WORKFLOW [--owner ID] [--backend session|app-server] [--host URI]
         [--codex-bin PATH] [--db URL] [--state DIR] [--json] [--trace] [--wait]
+    flow resume RUN [--detach] [--db URL] [--state DIR] [--json]
     flow _run RUN [--state DIR]
     host sim serve --socket PATH [--codex-home DIR] [--models NAMES]
 
@@ -90,7 +91,9 @@ _FORMS = {
         ("workflow",),
     ),
     "resume": _Form(
-        _JSON | {"--detach": "detach"}, _STATE, {"detach": False, "state": None, "json": False}
+        _JSON | {"--detach": "detach"},
+        {"--db": "db"} | _STATE,
+        {"detach": False, "db": None, "state": None, "json": False},
     ),
     "pause": _Form(
         _JSON, {"--wait": "wait"} | _STATE, {"wait": 120.0, "state": None, "json": False}

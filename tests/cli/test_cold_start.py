@@ -246,7 +246,7 @@ def test_the_hot_path_takes_the_plain_forms_the_owner_and_the_tests_type() -> No
     )
     assert parse(["flow", "resume", "r", "--detach", "--json"]) == (
         "resume",
-        {"run": "r", "detach": True, "state": None, "json": True},
+        {"run": "r", "detach": True, "db": None, "state": None, "json": True},
     )
     assert parse(["flow", "answer", "r", "build.1", "--skip"]) is not None
     assert parse(["flow", "shadow", "r", "--json"]) is not None
