@@ -124,3 +124,29 @@ def test_the_plain_command_lines_of_a_runs_life_run_without_the_command_tree(
     assert "Traceback" not in result.stderr and result.code in (0, 1, 2), result.stderr
     assert [m for m in modules if m.startswith(TREE)] == []
     wait_for_exit(run.root)
+
+
+ANSWER_NOT_NEEDED = (
+    "cyclopts",
+    "trio",
+    "jsonschema",
+    "filelock",
+    "crw.engine.config.workflow",
+    "crw.actors.run_end",
+    "crw.workspace",
+)
+"""What an answer that records nothing needs none of: the command tree, the event
+loop, the workflow's parser and its schema checks (only `--no-resume` reads the
+workflow, `launch_check.resume_blocker`; only a resume on a machine without the
+run's directory, `resume_here`), and the end of an aborted run (its workspaces'
+release and the owner's file lock)."""
+
+
+def test_an_answer_refused_reads_no_workflow_and_ends_no_run(crw: Crw) -> None:
+    """`answer` of a call that is not held (refused, exit 1) imports none of
+    ANSWER_NOT_NEEDED."""
+    run = paused_run(crw)
+    answer = ("flow", "answer", run.id, "build.1", "--retry", "--state", str(crw.state), "--json")
+    result, modules = imported(crw, *answer)
+    assert result.code == 1 and "error" in result.json(), result.stderr
+    assert [m for m in modules if m.startswith(ANSWER_NOT_NEEDED)] == []
