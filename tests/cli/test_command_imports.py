@@ -150,3 +150,33 @@ def test_an_answer_refused_reads_no_workflow_and_ends_no_run(crw: Crw) -> None:
     result, modules = imported(crw, *answer)
     assert result.code == 1 and "error" in result.json(), result.stderr
     assert [m for m in modules if m.startswith(ANSWER_NOT_NEEDED)] == []
+
+
+NEXT_NOT_NEEDED = (
+    "cyclopts",
+    "pydantic",
+    "trio",
+    "jsonschema",
+    "tomli",
+    "shutil",
+    "crw.cli.owner.hook",
+    "crw.journal.rows",
+    "crw.engine.config.workflow",
+)
+"""What `next` and `status` of a run need none of: the command tree, the row models,
+the event loop, the workflow and its schema checks; the TOML parser while the Codex
+home holds no config.toml (`crw.codex_config.read_config`), the holder's cleanup of
+the step bus (`crw.bus.live.open_index`, shutil), the spawn hook's module."""
+
+
+@pytest.mark.parametrize("verb", ["next", "status"])
+def test_next_and_status_import_no_model_no_loop_no_parser_they_do_not_use(
+    crw: Crw, verb: str
+) -> None:
+    """`next` and `status` of a paused run (each the owner's or a test's poll)
+    import none of NEXT_NOT_NEEDED."""
+    run = paused_run(crw)
+    assert not (crw.state / "codex-home" / "config.toml").exists()
+    result, modules = imported(crw, "flow", verb, run.id, "--state", str(crw.state), "--json")
+    assert result.code == 0 and result.json()["run"] == run.id, result.stderr
+    assert [m for m in modules if m.startswith(NEXT_NOT_NEEDED)] == []
