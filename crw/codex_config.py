@@ -7,8 +7,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import tomli
-
 from crw.rawfile import read_bytes
 
 DEFAULT_MAX_THREADS = 6
@@ -25,10 +23,17 @@ def read_config(home: Path) -> dict[str, Any]:
     """`<home>/config.toml` as read; a file that is missing, unreadable, not UTF-8 or
     not TOML reads empty (Codex refuses such a file itself and says so).
     Read raw, as `tomli.load` reads a file (its bytes decoded as UTF-8): every
-    `next` reads it, and a buffered reader adds two fstats, an ioctl and two lseeks."""
+    `next` reads it, and a buffered reader adds two fstats, an ioctl and two lseeks.
+    The TOML parser is imported once there is a file to parse."""
     try:
-        return tomli.loads(read_bytes(os.path.join(home, "config.toml")).decode())
-    except (OSError, UnicodeDecodeError, tomli.TOMLDecodeError):
+        text = read_bytes(os.path.join(home, "config.toml")).decode()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    import tomli
+
+    try:
+        return tomli.loads(text)
+    except tomli.TOMLDecodeError:
         return {}
 
 

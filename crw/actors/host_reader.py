@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -34,10 +34,12 @@ from crw.actors.host_watch import HostWatch
 from crw.actors.spawn_index import OwnerSpawns
 from crw.actors.thread_watches import FOLLOWED, ThreadWatch, ThreadWatches
 from crw.engine.answers import unreachable
-from crw.host.client import HostClient
 from crw.host.errors import HostRequestError, HostUnavailable, unknown_thread
 from crw.host.protocol import Thread, ThreadTokenUsage, Turn
 from crw.settings import DEFAULT_SETTINGS, Settings
+
+if TYPE_CHECKING:  # the client loads once a host's socket is open (`connect_host`)
+    from crw.host.client import HostClient
 
 
 class ModelUnreachable(Exception):

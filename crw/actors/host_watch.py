@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING
 
 import trio
 
-from crw.host.client import HostClient
 from crw.host.errors import HostError
+
+if TYPE_CHECKING:  # the client loads once a host's socket is open (`connect_host`)
+    from crw.host.client import HostClient
 
 PROBE = "thread/loaded/list"
 

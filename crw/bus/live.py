@@ -50,7 +50,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import threading
 import zlib
 from collections.abc import Iterator
@@ -196,6 +195,8 @@ def open_index(run: RunDir, token: str) -> None:
     """Index the run's call directories that hold a step or close file now, as the
     process whose lock token is `token`, and keep the index from now on (an older
     process's index is removed). Call it before this process writes any step."""
+    import shutil  # the holder's alone: a command that reads the bus never imports it
+
     steps = run.steps
     steps.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     path, temp = steps / f"{PREFIX}{token}", steps / f".{LINK}.{token}"

@@ -10,9 +10,14 @@ def main() -> None:
     import sys
 
     from crw.cli.hot import hot_command
-    from crw.cli.owner.hook import hook_fast
 
-    command = hook_fast(sys.argv[1:]) or hot_command(sys.argv[1:])
+    argv = sys.argv[1:]
+    command = None
+    if argv[:3] == ["flow", "hook", "spawn"]:  # hook.SPAWN_ARGV: its module loads for it only
+        from crw.cli.owner.hook import hook_fast
+
+        command = hook_fast(argv)
+    command = command or hot_command(argv)
     if command is None:
         from crw.cli.app import run
 

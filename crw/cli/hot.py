@@ -14,14 +14,16 @@ benchmark's and many tests' trials for a fresh simulated host. `parse`
         [--state DIR] [--json]
     flow start WORKFLOW [--owner ID] [--backend session|app-server] [--host URI]
         [--codex-bin PATH] [--db URL] [--state DIR] [--json] [--trace] [--wait]
+    flow resume RUN [--detach] [--db URL] [--state DIR] [--json]
     flow _run RUN [--state DIR]
+    flow wait RUN [--timeout SECONDS] [--state DIR] [--json]
     host sim serve --socket PATH [--codex-home DIR] [--models NAMES]
 
 options in any order, each at most once, no value (RUN, CALL, ID, DIR, ...)
 starting with `-` nor empty, CALL and ID (and the owner's) one line as the
 command tree's check has them, K and N digits, SECONDS digits with an optional
 decimal part; it answers None for every other command line (`dispatched
---failed`, `start --input`, `--dry-run`, `--timeout` among them), which the
+--failed`, `start --input`, `--dry-run`, `start --timeout` among them), which the
 command tree parses: help, every error and every other spelling stay its own.
 What `parse` takes it answers as the command tree binds it (the same command,
 the same arguments, defaults included: tests/cli/test_cold_start.py compares
@@ -49,6 +51,7 @@ _SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")
 _WHOLE = re.compile(r"[0-9]+")
 _STATE = {"--state": "state"}
 _JSON = {"--json": "json"}
+_STATE_JSON = {"state": None, "json": False}
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,7 @@ _FORMS = {
         | {"no_resume": False, "wait": 60.0, "state": None, "json": False},
         ("run", "call"),
     ),
+    "wait": _Form(_JSON, {"--timeout": "timeout"} | _STATE, {"timeout": None} | _STATE_JSON),
     "shadow": _Form(_JSON, _STATE, {"state": None, "json": False}),
     "call": _Form(
         _JSON | {"--answer-only": "answer_only", "--transcript": "transcript"},
@@ -127,6 +131,7 @@ _COMMANDS = {
     "pause": ("crw.cli.run.pause", "pause_command"),
     "cancel": ("crw.cli.run.cancel", "cancel_command"),
     "answer": ("crw.cli.run.answer", "answer_flags_command"),
+    "wait": ("crw.cli.read.wait", "wait_command"),
     "shadow": ("crw.cli.read.shadow", "shadow_command"),
     "call": ("crw.cli.read.call", "call_command"),
 }
@@ -159,10 +164,11 @@ def parse(argv: Sequence[str]) -> tuple[str, dict[str, Any]] | None:
         return None
     if positional or any(name not in given for name in form.required):
         return None
-    if isinstance(given.get("wait"), str):  # seconds (start's --wait is a flag)
-        if _SECONDS.fullmatch(given["wait"]) is None:
-            return None
-        given["wait"] = float(given["wait"])
+    for seconds in ("wait", "timeout"):
+        if isinstance(given.get(seconds), str):  # start's --wait is a flag
+            if _SECONDS.fullmatch(given[seconds]) is None:
+                return None
+            given[seconds] = float(given[seconds])
     if given.get("backend", "session") not in _BACKENDS:
         return None
     for whole in ("k", "attempt"):

@@ -151,7 +151,7 @@ def test_a_command_line_the_hot_path_takes_means_the_same_to_the_command_tree(
     assert (name, dict(bound.arguments)) == taken
 
 
-VERBS = ("start", "dispatched", "resume", "pause", "cancel", "answer", "shadow", "call")
+VERBS = ("start", "dispatched", "resume", "pause", "cancel", "answer", "shadow", "call", "wait")
 CHUNKS = st.sampled_from(
     [
         *(["r"], ["build.1"], ["w.toml"], ["a\u202eb"], ["-x"], [""], ["--"], ["--help"]),
@@ -164,7 +164,7 @@ CHUNKS = st.sampled_from(
         *(["--owner", "o"], ["--owner", "o\tp"], ["--backend", "session"]),
         *(["--backend", "app-server"], ["--backend", "codex"], ["--host", "unix:h.sock"]),
         *(["--codex-bin", "/bin/codex"], ["--db", "postgresql://u@h/d"], ["--input", "a=1"]),
-        *(["--timeout", "3"], ["--state=s"]),
+        *(["--timeout", "3"], ["--timeout", "0.5"], ["--timeout", "-2"], ["--state=s"]),
     ]
 )
 
@@ -178,6 +178,7 @@ BASE = {
     "answer": [["r"], ["build.1"], ["--retry"]],
     "shadow": [["r"]],
     "call": [["r"], ["build.1"]],
+    "wait": [["r"]],
 }
 """A plain form of each verb, which the drawn chunks are mixed into."""
 
@@ -197,8 +198,8 @@ def command_lines(draw: st.DrawFn) -> list[str]:
 def test_the_hot_forms_of_a_runs_life_mean_the_same_to_the_command_tree(
     argv: list[str],
 ) -> None:
-    """`start`, `dispatched`, `resume`, `pause`, `cancel`, `answer`, `shadow` and
-    `call` as the hot path takes them bind as cyclopts binds them, defaults
+    """`start`, `dispatched`, `resume`, `pause`, `cancel`, `answer`, `shadow`, `call`
+    and `wait` as the hot path takes them bind as cyclopts binds them, defaults
     included; what it does not take is the tree's."""
     taken = parse(argv)
     if taken is None:

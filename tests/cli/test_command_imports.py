@@ -3,7 +3,7 @@ process: each imports what it needs and none of the heavy packages it does not
 (bench/startup.py measures what each costs; docs/performance.md, "Command start-up").
 
 The plain command lines of `start`, `dispatched`, `resume`, `pause`, `cancel`,
-`answer`, `shadow` and `call` run without the command tree (`crw.cli.hot`):
+`answer`, `shadow`, `call` and `wait` run without the command tree (`crw.cli.hot`):
 cyclopts is some 60 ms of each. `dispatched` reads no workflow for a call its rows
 name and waits for its reply without Trio; a start outside every git checkout
 never loads git, and a start (or a run) whose host is not there never loads the
@@ -110,6 +110,7 @@ def test_a_start_outside_every_checkout_and_host_loads_neither_tree_nor_git_nor_
         ("answer", "RUN", "build.1", "--retry", "--json"),
         ("shadow", "RUN", "--json"),
         ("call", "RUN", "build.1", "--json"),
+        ("wait", "RUN", "--timeout", "0"),
     ],
     ids=lambda command: command[0],
 )
@@ -121,6 +122,64 @@ def test_the_plain_command_lines_of_a_runs_life_run_without_the_command_tree(
     run = paused_run(crw)
     args = [run.id if arg == "RUN" else arg for arg in command]
     result, modules = imported(crw, "flow", *args, "--state", str(crw.state))
-    assert "Traceback" not in result.stderr and result.code in (0, 1, 2), result.stderr
+    assert "Traceback" not in result.stderr and result.code in (0, 1, 2, 4), (
+        result.stderr
+    )  # 4: wait, paused
     assert [m for m in modules if m.startswith(TREE)] == []
     wait_for_exit(run.root)
+
+
+ANSWER_NOT_NEEDED = (
+    "cyclopts",
+    "trio",
+    "jsonschema",
+    "filelock",
+    "crw.engine.config.workflow",
+    "crw.actors.run_end",
+    "crw.workspace",
+)
+"""What an answer that records nothing needs none of: the command tree, the event
+loop, the workflow's parser and its schema checks (only `--no-resume` reads the
+workflow, `launch_check.resume_blocker`; only a resume on a machine without the
+run's directory, `resume_here`), and the end of an aborted run (its workspaces'
+release and the owner's file lock)."""
+
+
+def test_an_answer_refused_reads_no_workflow_and_ends_no_run(crw: Crw) -> None:
+    """`answer` of a call that is not held (refused, exit 1) imports none of
+    ANSWER_NOT_NEEDED."""
+    run = paused_run(crw)
+    answer = ("flow", "answer", run.id, "build.1", "--retry", "--state", str(crw.state), "--json")
+    result, modules = imported(crw, *answer)
+    assert result.code == 1 and "error" in result.json(), result.stderr
+    assert [m for m in modules if m.startswith(ANSWER_NOT_NEEDED)] == []
+
+
+NEXT_NOT_NEEDED = (
+    "cyclopts",
+    "pydantic",
+    "trio",
+    "jsonschema",
+    "tomli",
+    "shutil",
+    "crw.cli.owner.hook",
+    "crw.journal.rows",
+    "crw.engine.config.workflow",
+)
+"""What `next` and `status` of a run need none of: the command tree, the row models,
+the event loop, the workflow and its schema checks; the TOML parser while the Codex
+home holds no config.toml (`crw.codex_config.read_config`), the holder's cleanup of
+the step bus (`crw.bus.live.open_index`, shutil), the spawn hook's module."""
+
+
+@pytest.mark.parametrize("verb", ["next", "status"])
+def test_next_and_status_import_no_model_no_loop_no_parser_they_do_not_use(
+    crw: Crw, verb: str
+) -> None:
+    """`next` and `status` of a paused run (each the owner's or a test's poll)
+    import none of NEXT_NOT_NEEDED."""
+    run = paused_run(crw)
+    assert not (crw.state / "codex-home" / "config.toml").exists()
+    result, modules = imported(crw, "flow", verb, run.id, "--state", str(crw.state), "--json")
+    assert result.code == 0 and result.json()["run"] == run.id, result.stderr
+    assert [m for m in modules if m.startswith(NEXT_NOT_NEEDED)] == []

@@ -36,12 +36,13 @@ NOT_NEEDED = (
     "wsproto",
     "h11",
     "crw.host.websocket",
+    "crw.host.client",
 )
 """What a session run in plain directories needs none of, up to its host: the
 command tree, git, the App Server backend, the pattern matcher, the URL opener
 (a schema that names no file has no path to take from a file URL), and, while
-its host is not there, the WebSocket framing (`crw.host.connect` imports it once
-a socket is open)."""
+its host is not there, the WebSocket framing and the host client (`crw.host.connect`
+imports them once a socket is open; the actors name the client for types only)."""
 
 NOT_NEEDED_APP_SERVER = (
     "cyclopts",

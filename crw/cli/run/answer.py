@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from crw.actors.run_end import end_run
 from crw.cli.output import emit
 from crw.cli.read.run_spec import start_again
 from crw.cli.run.resume import check_resumable, not_resumed
@@ -122,10 +121,10 @@ def answer_command(
             verdict = _judge(run_dir, spec.id, call, choice, again=again)
             seq = append_row(run_dir, verdict.row) if isinstance(verdict, Record) else None
             if choice == "abort":  # the run ended: no process is there to end it
-                end_run(run_dir, state_dir, spec)
+                _end_run(run_dir, state_dir, spec)
     elif choice == "abort":  # said again: it finishes the end a crash cut short
         with contextlib.suppress(RunHeldError), run_lock(run_dir):
-            end_run(run_dir, state_dir, spec)
+            _end_run(run_dir, state_dir, spec)
     payload: dict[str, Any] = {
         "run": spec.id,
         "call": call,
@@ -159,6 +158,15 @@ def answer_command(
         said += f"; node {node_of(call)} runs again as {payload['by']}"
     emit(json, payload, f"{said} ({_state_note(run_dir, after)})")
     return 0
+
+
+def _end_run(run_dir: RunDir, state_dir: Path, spec: RunSpec) -> None:
+    """End an aborted run no process holds (`crw.actors.run_end`, imported here: the
+    release of its workspaces reads the row models and takes the owner's file lock,
+    which no other answer needs)."""
+    from crw.actors.run_end import end_run
+
+    end_run(run_dir, state_dir, spec)
 
 
 def _state_note(run_dir: RunDir, after: RunState) -> str:

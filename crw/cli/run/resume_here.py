@@ -20,9 +20,6 @@ import os
 import shutil
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from crw.engine.config.workflow import load_workflow
 from crw.engine.run.launch_check import changed_workflow
 from crw.engine.run.locks import RunHeldError, run_lock
 from crw.engine.run.rundir import RunDir
@@ -65,6 +62,8 @@ def run_from_database(state: Path, run: str, url: str) -> RunDir | None:
         RunHeldError: another machine holds the run's lease.
         RefusedError: the run cannot go on on this machine (one line: why and how).
     """
+    from pydantic import ValidationError
+
     from crw.journal.pg_run_files import RUN_JSON, kept_files
     from crw.journal.postgres import connect
 
@@ -132,6 +131,8 @@ def _check_movable(spec: RunSpec) -> None:
         RefusedError: a session run, a recorded TMPDIR this machine lacks, a
             workflow file missing or changed here.
     """
+    from crw.engine.config.workflow import load_workflow  # a resume here never parses it
+
     if spec.backend == "session":
         raise RefusedError(
             f"run {spec.id} is a session run: its owner thread {spec.owner} and its step bus "

@@ -11,14 +11,17 @@ the way instead of a resume that would be refused.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from crw.engine.config.workflow import Workflow, load_workflow
 from crw.engine.run.launch_record import read_failure
 from crw.engine.run.rundir import RunDir
 from crw.engine.run.runspec import RunSpec, check_backend
 from crw.engine.run.tmploc import recorded_problem
 from crw.errors import CrwError
 from crw.journal.replay import RunState
+
+if TYPE_CHECKING:
+    from crw.engine.config.workflow import Workflow
 
 
 def changed_workflow(spec: RunSpec, workflow: Workflow) -> str | None:
@@ -35,7 +38,11 @@ def changed_workflow(spec: RunSpec, workflow: Workflow) -> str | None:
 def resume_blocker(run_dir: RunDir, spec: RunSpec, run: RunState) -> str | None:
     """Why a resume of the run would be refused now (what and the fix), or None:
     its recorded TMPDIR, a mixed backend, its workflow file, else the line of its
-    last launch that stopped before its started row."""
+    last launch that stopped before its started row. The workflow's parser (and
+    its schema checks) is imported here: only `answer --no-resume` asks, and
+    `answer`'s other paths read no workflow."""
+    from crw.engine.config.workflow import load_workflow
+
     problem = recorded_problem(spec.env_overrides())
     if problem is not None:
         return f"run_env_unusable: run {spec.id}: {problem}"
