@@ -4,7 +4,7 @@ fresh virtual environment outside it, run from an empty directory.
 The wheel is built offline with the setuptools `.[test]` pins (the one the build
 system names). Its dependencies install offline too, from a wheelhouse kept in
 .venv (`.venv/wheels`): the first run fills it from the package index with the
-versions requirements.lock pins (`pip download`, some 13 MB), every later run
+versions requirements.lock pins (`pip download`), every later run
 finds them there. The install compiles nothing: the demo's processes compile
 what they import, in about half the time a full compile takes. Every process a
 demo starts is reaped at teardown: each one's command line names the test's
@@ -70,14 +70,14 @@ class User:
         )
 
 
-def _run(*argv: str | Path, cwd: Path | None = None) -> None:
+def _run(*argv: str | Path, cwd: Path | None = None, timeout: float = LOADED) -> None:
     done = subprocess.run(
         [str(arg) for arg in argv],
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=LOADED,
+        timeout=timeout,
     )
     assert done.returncode == 0, f"{argv}: {done.stdout}{done.stderr}"
 
@@ -106,8 +106,9 @@ def _install(wheel: Path, venv: Path) -> None:
     with FileLock(WHEELHOUSE / ".lock"):
         if subprocess.run([str(arg) for arg in offline], capture_output=True).returncode == 0:
             return
+        # the pinned wheels from the registry, once a checkout: minutes on a loaded machine
         _run(*PIP, "download", "--quiet", "--only-binary", ":all:", "-c",
-             REPO / "requirements.lock", "-d", WHEELHOUSE, wheel)  # fmt: skip
+             REPO / "requirements.lock", "-d", WHEELHOUSE, wheel, timeout=5 * LOADED)  # fmt: skip
         for own in WHEELHOUSE.glob("crw_flow-*.whl"):
             own.unlink()
         _run(*offline)
