@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pygit2
@@ -120,11 +120,16 @@ def test_a_directory_without_run_json_is_no_run_by_path(tmp_path: Path) -> None:
 
 
 def test_list_runs(tmp_path: Path) -> None:
+    """Runs only: no file, and no directory a removal or a resume from the database
+    keeps out of the way (`.removed-…`, `.resuming-…`: no run id starts with a dot)."""
     assert list_runs(tmp_path) == []
     for name in ("b", "a"):
         RunDir.of(tmp_path, name).create()
     (tmp_path / "flow" / "stray.txt").write_text("")
+    for aside in (".removed-a-00ff", ".resuming-c-1a2b"):
+        (tmp_path / "flow" / aside).mkdir()
     assert list_runs(tmp_path) == ["a", "b"]
+    assert not new_run_id(".hidden", datetime(2026, 12, 6, tzinfo=UTC)).startswith(".")
 
 
 @pytest.mark.parametrize("run", ["", "a" * 256, "a" * 5000, "a/" * 3000, "r\n1", "r\x001", "r\x7f"])

@@ -244,9 +244,9 @@ def list_command(state: Path) -> str:
 
 
 def list_runs(state: Path) -> list[str]:
-    """The ids of the runs under `state`, sorted."""
+    """The ids of the runs under `state`, sorted (a directory set aside, `.NAME`, is none)."""
     try:
         entries = list((state / FLOW).iterdir())
     except FileNotFoundError:
         return []
-    return sorted(entry.name for entry in entries if entry.is_dir())
+    return sorted(e.name for e in entries if e.is_dir() and not e.name.startswith("."))
