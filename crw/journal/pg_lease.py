@@ -65,11 +65,12 @@ def run_lease(url: str, run: str) -> Lease | None:
     return Lease(str(machine), str(until), bool(live), float(left))
 
 
-def held_line(run: str, lease: Lease) -> str:
-    """The refusal of a command that would take a run another machine holds: which
-    machine, when its lease lapses, and what to do."""
+def held_line(run: str, lease: Lease, *, verb: str = "resume") -> str:
+    """The refusal of a command that would take (`verb`: resume, remove) a run
+    another machine holds: which machine, when its lease lapses, and what to do."""
+    done = "" if verb == "resume" else f"it is not {verb}d: "
     return (
         f"run {run} is held by machine {lease.machine} until {lease.until} "
-        f"(its writer's lease, {lease.left:.0f} s left); resume it on {lease.machine}, "
+        f"(its writer's lease, {lease.left:.0f} s left); {done}{verb} it on {lease.machine}, "
         f"or here once that lease has lapsed (its machine stopped renewing it)"
     )

@@ -36,7 +36,7 @@ def held_elsewhere(run: RunDir) -> str | None:
     found = journal_db(run.root)
     if found is None:
         return None
-    from crw.journal.pg_lease import run_lease
+    from crw.journal.pg_lease import held_line, run_lease
 
     url, run_id = found
     try:
@@ -45,11 +45,7 @@ def held_elsewhere(run: RunDir) -> str | None:
         return f"{err.strerror}; run {run_id} is not removed: start the database, then again"
     if lease is None or not lease.held_elsewhere():
         return None
-    return (
-        f"run {run_id} is held by machine {lease.machine} until {lease.until} (its writer's "
-        f"lease); it is not removed: remove it on {lease.machine}, or here once that lease "
-        "has lapsed"
-    )
+    return held_line(run_id, lease, verb="remove")
 
 
 def remove_rows(root: Path) -> str | None:
