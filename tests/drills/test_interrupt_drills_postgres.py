@@ -9,10 +9,11 @@ has every point, stop and protocol on the journal file): the run cut right
 after the stop's first row is committed, once for each kind that row can be
 (the hold of a call with no turn, `dispatch`; the interrupt's intent of a
 running turn, `running`; the bound turn the host answers while no process runs,
-then the intent, `answered`), each resumed from the database's rows alone; and
-a cancel, whose cancelled and ended rows end the run. A pause, a deadline, a
-repair or a review turn stop through the same rows as these; the protocol (v1,
-v2) changes the host's calls, not the journal's.
+then the intent, `answered`), each resumed from the database's rows alone; a
+cancel, whose cancelled and ended rows end the run; and a deadline, whose
+`answer --retry` row is committed while no writer holds the run (`crw flow
+answer`'s own append). A pause, a repair or a review turn stop through the same
+rows as these; the protocol (v1, v2) changes the host's calls, not the journal's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from crw.journal import stores
 from crw.journal.postgres import PostgresJournal
 from crw.journal.store import JournalStore
 from tests.drills.scenes import POINTS, Point
+from tests.drills.test_interrupt_drills import OPS
 from tests.drills.test_interrupt_drills import (
     test_a_call_stopped_at_each_point_of_its_life_ends_as_the_undisturbed_run as stopped_drill,
 )
@@ -36,8 +38,11 @@ from tests.drills.test_interrupt_drills import (
 pytestmark = pytest.mark.xdist_group("test_interrupt_drills_postgres")
 """One xdist worker runs the whole module: its tests share the cluster."""
 
-CHOSEN = {("dispatch", "kill"), ("running", "kill"), ("answered", "kill"), ("running", "cancel")}
-CASES = [(point, op) for point in POINTS for op in ("kill", "cancel") if (point.name, op) in CHOSEN]
+CHOSEN = {
+    ("dispatch", "kill"), ("running", "kill"), ("answered", "kill"),
+    ("running", "cancel"), ("running", "timeout"),
+}  # fmt: skip
+CASES = [(point, op) for point in POINTS for op in OPS if (point.name, op) in CHOSEN]
 
 
 class _OnPostgres(dict[Path, JournalStore]):
