@@ -53,3 +53,42 @@ def remove_run_rows(url: str, run: str) -> Lease | None:
                 "start the database, then remove the run again",
             ) from err
     return None
+
+
+_LEASE = f"""
+SELECT machine, to_char(lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+       lease_until > now(), greatest(extract(epoch FROM lease_until - now()), 0)
+FROM {RUNS} WHERE run = %s FOR UPDATE
+"""
+"""The run's last writer, whichever machine's (locked: a writer taking the run
+meanwhile waits for the transaction, then finds its epoch gone: fenced)."""
+
+
+def remove_unheld_run(url: str, run: str) -> Lease | int:
+    """Delete run `run`'s rows, lease, kept files and snapshot in the database at
+    `url`, in one transaction, unless a writer's lease holds it now (any machine's:
+    no directory here says the run is this machine's); the live lease, else how
+    many of the run's rows of every table went (0: the database keeps no such run).
+
+    Raises:
+        OSError: the database cannot be reached or written.
+    """
+    import psycopg
+
+    with connect(url) as conn:
+        try:
+            create_schema(conn)
+            with conn.transaction():
+                held = conn.execute(_LEASE.encode(), (run,)).fetchone()
+                if held is not None and held[2]:
+                    return Lease(str(held[0]), str(held[1]), True, float(held[3]))
+                return sum(
+                    conn.execute(f"DELETE FROM {table} WHERE run = %s".encode(), (run,)).rowcount
+                    for table in (TABLE, RUNS, FILES, SNAPSHOTS)
+                )
+        except psycopg.Error as err:
+            raise StoreError(
+                errno.EIO,
+                f"could not remove run {run}'s rows from the {where(url)}: {err}",
+                "start the database, then remove the run again",
+            ) from err

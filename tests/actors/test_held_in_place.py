@@ -28,6 +28,7 @@ from crw.host.errors import HostRequestError
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import Held, Started
+from crw.journal.stores import read_run_journal
 from tests.actors.spies import TurnsAtCommit
 from tests.actors.test_session_lost import lost_owner
 from tests.actors.test_session_resume import (
@@ -49,9 +50,9 @@ BOUND = ["step_published", "thread_started", "turn_started"]
 def answer(run: RunDir, choice: Choice, call: str = CALL) -> None:
     """Append the decision row as `crw flow answer` does (the harness writes no
     started row, which a run process writes first: it is written here)."""
-    if not any(row["row"] == "started" for row in read_journal(run.journal).rows):
+    if not any(row["row"] == "started" for row in read_run_journal(run.journal).rows):
         append_row(run, Started(backend="session"))
-    rows = read_journal(run.journal).rows
+    rows = read_run_journal(run.journal).rows
     mine = [row for row in rows if row.get("call") == call]
     verdict = decide_answer(replay(rows), mine, RUN_ID, call, choice)
     assert isinstance(verdict, Record), verdict

@@ -27,6 +27,7 @@ from crw.cli.run.answer import append_row
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import InterruptRequested, RowModel
+from crw.journal.stores import read_run_journal
 from tests.actors.spies import TurnsAtCommit
 from tests.actors.test_session_lost import insert_before
 from tests.actors.test_session_resume import KillPoint, remembering, run_until_killed
@@ -78,12 +79,12 @@ async def go(
         if stop_when is not None:
             nursery.start_soon(_ask_when, h, stop_when, op)
         state = await run_session_calls(ctx, ctx.workflow.pool, replay(rows), rows)
-    return state, read_journal(h.run.journal).rows
+    return state, read_run_journal(h.run.journal).rows
 
 
 async def _ask_when(h: Harness, stop_when: Callable[[Rows], bool], op: requests.Op) -> None:
     while True:  # the journal, as the command reads it
-        if stop_when(read_journal(h.run.journal).rows):
+        if stop_when(read_run_journal(h.run.journal).rows):
             break
         await trio.sleep(0.05)
     requests.write_request(h.run, requests.Request.new(h.run.id, op, "t"))

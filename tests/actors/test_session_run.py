@@ -43,6 +43,7 @@ from crw.host.sim.server import SimHost, open_sim_host
 from crw.journal.log import read_journal
 from crw.journal.replay import replay
 from crw.journal.rows import RowModel
+from crw.journal.stores import read_run_journal
 from crw.settings import Settings
 from tests.actors.test_app_server_run import CHAIN
 
@@ -166,7 +167,7 @@ class Harness:
                 state = await run_session_calls(ctx, ctx.workflow.pool, replay(rows), rows)
             self.watched.append(ctx.reader.watched)
             self.reads.append(ctx.reader.reads)
-        return state, read_journal(self.run.journal).rows
+        return state, read_run_journal(self.run.journal).rows
 
 
 @asynccontextmanager
@@ -186,7 +187,7 @@ async def session_context(
     journal's rows so far, and a nursery cancelled once the block ends, in which
     the caller starts the inbox and what else runs beside the calls."""
     workflow = load_workflow(run.root.parent / "wf.toml")
-    rows = read_journal(run.journal).rows
+    rows = read_run_journal(run.journal).rows
     records = CallRecords(rows)
     # Named only when given: tests patch this module's open_journal_writer with
     # their own after_commit.

@@ -37,6 +37,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         params = re.search(r"\[(.*)\](?:@[\w.-]+)?$", report.nodeid)  # @group: xdist's
         point, stop = params.group(1).split("-", 1) if params else ("", "")
         tier = "in-process" if "test_interrupt_drills" in report.nodeid else "process"
+        tier += ", postgres" if "_postgres.py::" in report.nodeid else ""
         seen = dict(report.user_properties).get("drill")
         seen = seen if isinstance(seen, dict) else {}
         point, stop = seen.get("point", point), seen.get("stop", stop)

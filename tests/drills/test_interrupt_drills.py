@@ -23,7 +23,7 @@ from trio.testing import MockClock
 
 from crw.bus import control as requests
 from crw.bus import steps as bus
-from crw.journal.log import read_journal
+from crw.journal.stores import read_run_journal
 from tests.actors.test_held_in_place import answer
 from tests.actors.test_session_interrupt import go, host_turn
 from tests.actors.test_session_resume import KillPoint
@@ -83,7 +83,7 @@ async def killed(h: Harness, point: Point, kind: str, **more: Any) -> None:
 
 
 def read(h: Harness) -> Rows:
-    return read_journal(h.run.journal).rows
+    return read_run_journal(h.run.journal).rows
 
 
 def last(rows: Rows, kind: str, call: str) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from crw.journal.log import read_journal
+from crw.journal.stores import read_run_journal
 from tests.cli.conftest import REPO, Crw
 from tests.drill.test_crash_drill import alive, kill, results, wait_until
 
@@ -107,7 +107,7 @@ def kill_runs(crw: Crw, state: Path, child: subprocess.Popen[bytes], kills: int)
     deadline = time.monotonic() + DEMO_DEADLINE
     while len(killed) < kills and child.poll() is None and time.monotonic() < deadline:
         path = journal(state)
-        rows = read_journal(path).rows if path else []
+        rows = read_run_journal(path).rows if path else []
         if path is None or (rows and rows[-1]["row"] == "ended"):
             time.sleep(0.01)
             continue
@@ -178,14 +178,14 @@ def test_the_git_demo_spawns_no_marker_twice_across_kills_of_its_run_process(
         out = ended(crw, state, child)
         path = journal(state)
         assert path is not None
-        rows = read_journal(path).rows
+        rows = read_run_journal(path).rows
         twice = {marker: n for marker, n in spawns(state).items() if n > 1}
         assert twice == {}, f"markers spawned more than once: {twice}"
         warned = [r for r in rows if r["row"] == "session_host_warning"]
         assert [r for r in warned if "several_spawns" in r.get("warnings", [])] == []
         assert sum(r["row"] == "started" for r in rows) >= kills  # the last may have ended it
         assert (out["state"], out["ended_status"]) == ("ended", "completed")
-        assert results(rows) == results(read_journal(reference_path).rows)
+        assert results(rows) == results(read_run_journal(reference_path).rows)
         assert out["git"]["branch"]["files"] == reference["git"]["branch"]["files"]
     assert killed == KILLS, f"{MAX_DEMOS} demos ended after {killed} kills"
     found |= {"point": "git demo", "stop": f"kill x{KILLS}", "end": "completed, same results"}

@@ -341,17 +341,22 @@ def answer(
     )
 
 
-def rm(run: str, /, *, state: State = None, json: Json = False) -> int:
+def rm(run: str, /, *, db: str | None = None, state: State = None, json: Json = False) -> int:
     """Remove a run's directory; a live run (a process holds it) is refused.
 
     Parameters
     ----------
     run
         The run id, or the path of its run directory.
+    db
+        Where to look up a run this state directory has no directory of (its
+        machine is gone): its rows are removed there, unless a writer's lease holds
+        it. postgresql://USER@HOST/DATABASE (default: $CRW_DB, else the state's
+        default from crw flow init --db).
     """
     from crw.cli.run.housekeeping import rm_command
 
-    return rm_command(run, state=state, json=json)
+    return rm_command(run, state=state, json=json, db=db)
 
 
 def gc(
@@ -362,6 +367,7 @@ def gc(
     repo: str | None = None,
     yes: Annotated[bool, Parameter(negative="")] = False,
     dry_run: Annotated[bool, Parameter(name="--dry-run", negative="")] = False,
+    db: str | None = None,
     state: State = None,
     json: Json = False,
 ) -> int:
@@ -385,6 +391,10 @@ def gc(
         Delete the refs --refs lists.
     dry_run
         List what would be removed; remove nothing.
+    db
+        Also remove the ended runs of this database (postgresql://USER@HOST/DATABASE)
+        that no directory here holds (their machine is gone); a run a writer's lease
+        holds is skipped.
     """
     from crw.cli.run.housekeeping import gc_command
 
@@ -397,6 +407,7 @@ def gc(
         dry_run=dry_run,
         state=state,
         json=json,
+        db=db,
     )
 
 

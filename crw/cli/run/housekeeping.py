@@ -35,6 +35,7 @@ from crw.cli.run.gc_refs import REMOVED_PREFIX, prune_refs, refs_lines, refs_rep
 from crw.cli.run.gc_resuming import clean_left_resume, is_left_resume, left_resume_lines
 from crw.cli.run.remove_db import held_elsewhere, remove_rows
 from crw.cli.run.remove_db import last_row_at as db_last_row_at
+from crw.cli.run.remove_remote import gc_database_runs, rm_database_run
 from crw.engine.run.host_wait import stop_waiter
 from crw.engine.run.locks import RunHeldError, holder_pid, launch_lock, run_lock, start_lock
 from crw.engine.run.rundir import FLOW, RunDir, find_run, resolve_state
@@ -47,9 +48,15 @@ TAIL_BYTES = 65536
 """How much of a journal's end is read for its last row's time."""
 
 
-def rm_command(run: str, *, state: str | None, json: bool) -> int:
-    """Remove one run that is not live."""
-    run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+def rm_command(run: str, *, state: str | None, json: bool, db: str | None = None) -> int:
+    """Remove one run that is not live (one only the database keeps: `rm_database_run`)."""
+    state_dir = resolve_state(state, os.environ, Path.cwd())
+    try:
+        run_dir = find_run(state_dir, run)
+    except InputError as missing:
+        gone = rm_database_run(state_dir, run, db, missing)
+        emit(json, gone, f"removed run {run} from the {gone['journal_db']} ({gone['rows']} rows)")
+        return 0
     stop_waiter(run_dir)  # the process of a run paused host_unavailable that waits for its host
     with _quiet(run_dir) as refusal:
         if refusal is not None:
@@ -79,18 +86,27 @@ def gc_command(
     refs: bool = False,
     repo: str | None = None,
     yes: bool = False,
+    db: str | None = None,
 ) -> int:
     """Remove every run that ended before `ended_before` (or longer than
-    `older_than` ago) and is not live; with `refs`, then list (delete, with `yes`)
-    the refs of the runs that no longer exist. Every value is judged before
+    `older_than` ago) and is not live, and with `db` the database's runs no
+    directory here holds (`gc_database_runs`); with `refs`, then list (delete, with
+    `yes`) the refs of the runs that no longer exist. Every value is judged before
     anything is removed."""
     before = _gc_before(ended_before, older_than, refs=refs, yes=yes, dry_run=dry_run)
+    if db is not None and before is None:
+        raise InputError("--db names the database whose ended runs gc removes; add "
+                         "--ended-before DATE or --older-than AGE, or leave --db out")  # fmt: skip
     state_dir = resolve_state(state, os.environ, Path.cwd())
     root = refs_repository(state_dir, repo) if refs else None
     payload: dict[str, Any] = {"dry_run": dry_run}
     lines: list[str] = []
     if before is not None:
         payload |= _gc_runs(state_dir / FLOW, before, dry_run) | {"older_than": older_than}
+        if db is not None:
+            remote = gc_database_runs(state_dir, db, before, dry_run)
+            payload["removed"] += remote["removed"]
+            payload["skipped"] += remote["skipped"]
         lines = _gc_lines(payload)
     if root is not None:
         gone = [entry["run"] for entry in payload.get("removed", ())]
