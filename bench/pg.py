@@ -182,7 +182,8 @@ def copy_runs(url: str, run_id: str, count: int) -> None:
             (ids, run_id),
         )
         conn.execute(
-            b"INSERT INTO crw_snapshots SELECT c, last_seq, end_byte, snapshot FROM crw_snapshots, "
+            b"INSERT INTO crw_snapshots SELECT c, last_seq, end_byte, snapshot, summary "
+            b"FROM crw_snapshots, "
             b"unnest(%s::text[]) AS c WHERE run = %s",
             (ids, run_id),
         )

@@ -2,7 +2,8 @@
 query: each run with rows, the machine its writer last ran on and its lease
 (`crw_runs`), its replay snapshot (`crw_snapshots`, where it ends at its row's
 end) and its rows after the snapshot (all of them without one), so list folds
-each run's tail as it does a file run's, and no run's journal is read whole.
+each run's tail as it does a file run's, and no run's journal is read whole; an
+ended run brings its summary (`crw.journal.run_summary`), not its snapshot.
 
 The runs are found by a skip over the journal's key (one index probe a run, not a
 scan of every row); a run whose rows after its snapshot are more than `tail_max`
@@ -27,12 +28,15 @@ WITH RECURSIVE ids(run) AS (
 SELECT ids.run, r.machine,
        to_char(r.lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
        coalesce(r.lease_until > now(), false),
-       (SELECT max(seq) FROM {TABLE} AS m WHERE m.run = ids.run),
-       s.snapshot, s.end_byte,
+       last.seq,
+       CASE WHEN s.summary IS NULL OR last.seq > s.last_seq THEN s.snapshot END,
+       s.end_byte,
+       CASE WHEN last.seq = s.last_seq THEN s.summary END,
        (SELECT CASE WHEN coalesce(sum(octet_length(t.line)), 0) <= %(tail_max)s
                     THEN coalesce(string_agg(t.line, ''::bytea ORDER BY t.seq), ''::bytea) END
         FROM {TABLE} AS t WHERE t.run = ids.run AND t.seq > coalesce(s.last_seq, 0))
 FROM ids
+CROSS JOIN LATERAL (SELECT max(m.seq) AS seq FROM {TABLE} AS m WHERE m.run = ids.run) AS last
 LEFT JOIN {RUNS} AS r ON r.run = ids.run
 LEFT JOIN ({SNAPSHOTS} AS s JOIN {TABLE} AS e
            ON e.run = s.run AND e.seq = s.last_seq
@@ -41,6 +45,9 @@ ON s.run = ids.run
 WHERE ids.run IS NOT NULL
 ORDER BY ids.run DESC
 """
+"""Every run: an ended run whose summary is kept and after whose snapshot no row
+came brings its summary and not its snapshot (`crw.journal.run_summary`: a
+snapshot holds every call, the summary their count)."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,8 @@ class DatabaseRun:
     """A run with rows in the database: its last seq, the machine of the writer that
     took it last (None: none has since it was imported) and that writer's lease;
     its snapshot's sealed bytes and end (None: none it can be read from) and the
-    journal's bytes after it (None: more than list reads)."""
+    journal's bytes after it (None: more than list reads); `summary`, an ended
+    run's summary, where no row came after its snapshot (then no snapshot)."""
 
     run: str
     machine: str | None
@@ -58,6 +66,7 @@ class DatabaseRun:
     snapshot: bytes | None = None
     snapshot_end: int = 0
     tail: bytes | None = None
+    summary: bytes | None = None
 
 
 def database_runs(url: str, tail_max: int = 1 << 20) -> list[DatabaseRun]:
@@ -90,6 +99,7 @@ def database_runs(url: str, tail_max: int = 1 << 20) -> list[DatabaseRun]:
             None if snapshot is None else bytes(snapshot),
             int(end or 0),
             None if tail is None else bytes(tail),
+            None if summary is None else bytes(summary),
         )
-        for run, machine, until, held, last, snapshot, end, tail in found
+        for run, machine, until, held, last, snapshot, end, summary, tail in found
     ]

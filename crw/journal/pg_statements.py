@@ -18,11 +18,15 @@ CREATE TABLE IF NOT EXISTS {SNAPSHOTS} (
     run text PRIMARY KEY,
     last_seq bigint NOT NULL,
     end_byte bigint NOT NULL,
-    snapshot bytea NOT NULL
+    snapshot bytea NOT NULL,
+    summary bytea
 );
+ALTER TABLE {SNAPSHOTS} ADD COLUMN IF NOT EXISTS summary bytea;
 """
 """The snapshots' table: the state a run's rows up to `last_seq`, its first
-`end_byte` bytes, replay to, as the snapshot file holds it."""
+`end_byte` bytes, replay to, as the snapshot file holds it, and an ended run's
+summary of it (`crw.journal.run_summary`: what list reads). A table made before
+the summary gets its column."""
 COMMIT_GROUP = f"""
 WITH fence AS (
     UPDATE {RUNS} SET lease_until = now() + make_interval(secs => %(lease)s)
@@ -53,9 +57,12 @@ ON s.run = %(run)s
 the row it ends at is there and ends where it does (rows are inserted once and
 never changed, so the bytes before are those it replayed), else none and every row."""
 KEEP_SNAPSHOT = f"""
-INSERT INTO {SNAPSHOTS} AS s (run, last_seq, end_byte, snapshot) VALUES (%s, %s, %s, %s)
+INSERT INTO {SNAPSHOTS} AS s (run, last_seq, end_byte, snapshot, summary)
+VALUES (%s, %s, %s, %s, %s)
 ON CONFLICT (run) DO UPDATE
-SET last_seq = excluded.last_seq, end_byte = excluded.end_byte, snapshot = excluded.snapshot
+SET last_seq = excluded.last_seq, end_byte = excluded.end_byte, snapshot = excluded.snapshot,
+    summary = excluded.summary
 WHERE s.last_seq <= excluded.last_seq
 """
-"""Keep a run's snapshot, unless one further on is there already."""
+"""Keep a run's snapshot (and an ended run's summary), unless one further on is
+there already."""

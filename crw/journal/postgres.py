@@ -79,9 +79,14 @@ CREATE TABLE IF NOT EXISTS {FILES} (
 bytes), the runs' (each run's writer: its epoch, machine and lease) and the
 run's files another machine's resume makes its directory from
 (`crw.journal.pg_run_files`)."""
-_PRESENT = "SELECT count(to_regclass(t)) FROM unnest(%s::text[]) AS t"
+_PRESENT = (
+    "SELECT count(to_regclass(t)) + (SELECT count(*) FROM pg_attribute WHERE attrelid = "
+    f"to_regclass('{SNAPSHOTS}') AND attname = 'summary' AND NOT attisdropped) "
+    "FROM unnest(%s::text[]) AS t"
+)
 TABLES = [TABLE, RUNS, FILES, SNAPSHOTS]
-"""Every table the store keeps: a database with them all is not asked to create one."""
+"""Every table the store keeps: a database with them all (and the snapshots' summary
+column) is not asked to create one."""
 _SCHEMA_LOCK = 0x63727700
 """The advisory lock two first writers take so that one creates the table."""
 _BYTES_FROM = (
@@ -150,7 +155,7 @@ def create_schema(conn: Conn) -> None:
     tables may use them)."""
     with conn.transaction():
         found = conn.execute(_PRESENT.encode(), (TABLES,)).fetchone()
-        if found is not None and found[0] == len(TABLES):
+        if found is not None and found[0] == len(TABLES) + 1:
             return
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         conn.execute(SCHEMA.encode())  # a constant, several statements: no parameter
@@ -295,15 +300,18 @@ class PostgresJournal:
             return None, 0, bytes(tail or b"")
         return bytes(sealed), int(start), bytes(tail or b"")
 
-    def keep_snapshot(self, sealed: bytes, end: int, last_seq: int) -> bool:
-        """Keep the run's snapshot in the database (unless one further on is there).
+    def keep_snapshot(
+        self, sealed: bytes, end: int, last_seq: int, summary: bytes | None = None
+    ) -> bool:
+        """Keep the run's snapshot and its summary in the database (unless one further
+        on is there).
 
         Raises:
             OSError: the database failed.
         """
         try:
             with self._reading() as conn:
-                conn.execute(KEEP_SNAPSHOT.encode(), (self.run, last_seq, end, sealed))
+                conn.execute(KEEP_SNAPSHOT.encode(), (self.run, last_seq, end, sealed, summary))
         except _Empty:
             return False
         return True
