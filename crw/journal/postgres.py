@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crw.journal import pg_driver  # noqa: F401  (psycopg imported without importlib.metadata)
 from crw.journal.log import JournalRead, decode
 from crw.journal.pg_machine import LEASE_SECONDS as LEASE_SECONDS  # its importers'
 from crw.journal.pg_machine import lease_seconds as lease_seconds

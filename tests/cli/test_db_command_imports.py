@@ -1,0 +1,33 @@
+"""The commands that read runs in a PostgreSQL database start cold, each a fresh
+process: they import psycopg without what psycopg does not need to read a run
+(`crw.journal.pg_driver`: its version modules would load importlib.metadata).
+docs/performance.md, "The journal on PostgreSQL", says what each cut saved.
+Real `crw` processes on a throwaway PostgreSQL cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.conftest import Crw, imported
+from tests.cli.test_move_journal import _flow, _run
+
+DB_READ_NOT_NEEDED = ("importlib.metadata",)
+"""What `list --db` and `status` of a database run need none of."""
+
+
+@pytest.mark.parametrize("command", ["list", "status"])
+def test_reading_database_runs_loads_no_distribution_metadata(
+    crw: Crw, postgres_url: str, command: str
+) -> None:
+    """`list --db` of the database's runs, and `status` of a run whose journal is
+    there, answer without any of DB_READ_NOT_NEEDED."""
+    run = _run(crw, "r-cold")
+    assert _flow(crw, "import", run.id, "--db", postgres_url).code == 0
+    args = {
+        "list": ("list", "--all", "--db", postgres_url),
+        "status": ("status", run.id),
+    }[command]
+    result, modules = imported(crw, "flow", *args, "--state", str(crw.state), "--json")
+    assert result.code == 0, result.stderr
+    assert "psycopg" in modules
+    assert [m for m in modules if m.startswith(DB_READ_NOT_NEEDED)] == []
