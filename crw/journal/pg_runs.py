@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from crw.journal.pg_lease import HOLDER, Lease, lease_of
+from crw.journal.pg_run_files import FILES, RUN_JSON
 from crw.journal.pg_statements import RUNS, SNAPSHOTS, TABLE
 from crw.journal.postgres import connect, where
 from crw.journal.store import StoreError
@@ -103,3 +105,44 @@ def database_runs(url: str, tail_max: int = 1 << 20) -> list[DatabaseRun]:
         )
         for run, machine, until, held, last, snapshot, end, summary, tail in found
     ]
+
+
+_ONE = f"""
+SELECT EXISTS (SELECT 1 FROM {TABLE} WHERE run = %(run)s),
+       (SELECT data FROM {FILES} WHERE run = %(run)s AND name = %(name)s)
+"""
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A run of the database, for a machine that has no directory of it: the
+    run.json its start wrote (None: no writer kept it, as for a run imported and
+    not resumed since) and the lease of the writer that took it last (None: none)."""
+
+    run_json: bytes | None
+    lease: Lease | None
+
+
+def stored_run(url: str, run: str) -> StoredRun | None:
+    """Run `run` of the database at `url` (None: it has no row there).
+
+    Raises:
+        OSError: the database cannot be reached or read.
+    """
+    import errno
+
+    import psycopg
+
+    with connect(url) as conn:
+        try:
+            found = conn.execute(_ONE.encode(), {"run": run, "name": RUN_JSON}).fetchone()
+            holder = conn.execute(HOLDER.encode(), (run,)).fetchone()
+        except psycopg.errors.UndefinedTable:
+            return None
+        except psycopg.Error as err:
+            raise StoreError(
+                errno.EIO, f"could not read run {run} in the {where(url)}: {err}", "check it"
+            ) from err
+    if found is None or not found[0]:
+        return None
+    return StoredRun(None if found[1] is None else bytes(found[1]), lease_of(holder))
