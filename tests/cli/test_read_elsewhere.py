@@ -93,3 +93,27 @@ def test_a_run_in_no_database_nor_here_is_not_found_as_before(
         said = _on_b(crw, b_state, url, "status", run_id)
         assert said.code == 2  # bad input
         assert said.stderr.startswith(f'crw: error: run "{run_id}" not found under '), said.stderr
+
+
+def test_show_follow_of_a_run_only_the_database_keeps_stops_as_here(
+    crw: Crw, tmp_path: Path, postgres_url: str
+) -> None:
+    """`show --follow` on b of a's run: an ended run's rows, then exit 0; a run
+    whose rows leave it running and whose lease lapsed (a died): its rows, then
+    exit 1 with the line saying no process runs it."""
+    ended = _on_a(crw, postgres_url, "r-follow-ended")
+    cut = _run(crw, "r-follow-cut")
+    lines = cut.journal.read_bytes().splitlines(keepends=True)
+    cut.journal.write_bytes(b"".join(lines[:-1]))
+    assert _flow(crw, "import", cut.id, "--db", postgres_url).code == 0
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(b"INSERT INTO crw_runs VALUES ('r-follow-cut', 2, 'a', now() - interval '1s')")
+    b_state = tmp_path / "b-state"
+
+    done = _on_b(crw, b_state, postgres_url, "show", ended.id, "--follow", "--json")
+    assert done.code == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 8
+    stopped = _on_b(crw, b_state, postgres_url, "show", cut.id, "--follow", "--json")
+    assert stopped.code == 1
+    assert len(stopped.stdout.splitlines()) == 7
+    assert f"crw: no process runs run {cut.id} (its rows leave it running)" in stopped.stderr
