@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from crw.journal.pg_lease import HOLDER, Lease, lease_of
+from crw.journal.pg_query import UndefinedTable, as_bool, as_int, as_text, query
 from crw.journal.pg_run_files import FILES, RUN_JSON
 from crw.journal.pg_statements import RUNS, SNAPSHOTS, TABLE
 from crw.journal.postgres import connect, where
@@ -34,7 +35,7 @@ SELECT ids.run, r.machine,
        CASE WHEN s.summary IS NULL OR last.seq > s.last_seq THEN s.snapshot END,
        s.end_byte,
        CASE WHEN last.seq = s.last_seq THEN s.summary END,
-       (SELECT CASE WHEN coalesce(sum(octet_length(t.line)), 0) <= %(tail_max)s
+       (SELECT CASE WHEN coalesce(sum(octet_length(t.line)), 0) <= $1::bigint
                     THEN coalesce(string_agg(t.line, ''::bytea ORDER BY t.seq), ''::bytea) END
         FROM {TABLE} AS t WHERE t.run = ids.run AND t.seq > coalesce(s.last_seq, 0))
 FROM ids
@@ -73,35 +74,27 @@ class DatabaseRun:
 
 def database_runs(url: str, tail_max: int = 1 << 20) -> list[DatabaseRun]:
     """The runs with rows in the database at `url`, by id, newest first (a run id
-    carries its start time); none when no run wrote there yet.
+    carries its start time); none when no run wrote there yet. Read through
+    psycopg's libpq wrapper alone (`crw.journal.pg_query`).
 
     Raises:
         OSError: the database cannot be reached or read.
     """
-    import errno
-
-    import psycopg
-
-    with connect(url) as conn:
-        try:
-            found = conn.execute(_RUNS.encode(), {"tail_max": tail_max}, binary=True).fetchall()
-        except psycopg.errors.UndefinedTable:
-            return []
-        except psycopg.Error as err:
-            raise StoreError(
-                errno.EIO, f"could not read the runs of the {where(url)}: {err}", "check it"
-            ) from err
+    try:
+        found = query(url, _RUNS, [str(tail_max)], "read the runs of")
+    except UndefinedTable:
+        return []
     return [
         DatabaseRun(
-            str(run),
-            machine,
-            until,
-            bool(held),
-            int(last),
-            None if snapshot is None else bytes(snapshot),
-            int(end or 0),
-            None if tail is None else bytes(tail),
-            None if summary is None else bytes(summary),
+            as_text(run) or "",
+            as_text(machine),
+            as_text(until),
+            as_bool(held),
+            as_int(last) or 0,
+            snapshot,
+            as_int(end) or 0,
+            tail,
+            summary,
         )
         for run, machine, until, held, last, snapshot, end, summary, tail in found
     ]

@@ -116,14 +116,9 @@ _RENEW = (
 
 def where(url: str) -> str:
     """The database `url` names, for a message: its host and name, never its password."""
-    from psycopg.conninfo import conninfo_to_dict
+    from crw.journal.pg_query import where as named  # libpq's own parse, psycopg.pq alone
 
-    try:
-        info = conninfo_to_dict(url)
-    except Exception:
-        return "a PostgreSQL database"
-    name = info.get("dbname") or info.get("user") or "?"
-    return f"PostgreSQL database {name} on {info.get('host') or 'localhost'}"
+    return named(url)
 
 
 _REACH = "check that the database is up and reachable at the URL run.json's journal_db names"
@@ -289,17 +284,16 @@ class PostgresJournal:
     def snapshot_tail(self) -> tuple[bytes | None, int, bytes]:
         """The run's snapshot (its sealed bytes, None: none that ends at a row's end)
         and the journal's bytes after it (from `start`, 0 without one), in one query."""
-        try:
-            with self._reading() as conn:
-                found = conn.execute(
-                    SNAPSHOT_AND_TAIL.encode(), {"run": self.run}, binary=True
-                ).fetchone()
-        except _Empty:
+        from crw.journal.pg_query import UndefinedTable, as_int, query
+
+        try:  # psycopg's libpq wrapper alone: a command reading a run cold needs no more
+            found = query(self.url, SNAPSHOT_AND_TAIL, [self.run], "read the journal from")
+        except UndefinedTable:
             return None, 0, b""
-        sealed, start, tail = found if found is not None else (None, None, None)
+        sealed, start, tail = found[0] if found else (None, None, None)
         if sealed is None:
-            return None, 0, bytes(tail or b"")
-        return bytes(sealed), int(start), bytes(tail or b"")
+            return None, 0, tail or b""
+        return sealed, as_int(start) or 0, tail or b""
 
     def keep_snapshot(
         self, sealed: bytes, end: int, last_seq: int, summary: bytes | None = None
@@ -310,10 +304,12 @@ class PostgresJournal:
         Raises:
             OSError: the database failed.
         """
-        try:
-            with self._reading() as conn:
-                conn.execute(KEEP_SNAPSHOT.encode(), (self.run, last_seq, end, sealed, summary))
-        except _Empty:
+        from crw.journal.pg_query import UndefinedTable, query
+
+        params = [self.run, str(last_seq), str(end), sealed, summary]
+        try:  # as snapshot_tail: the status that read the run keeps it, psycopg.pq alone
+            query(self.url, KEEP_SNAPSHOT, params, "keep the snapshot in")
+        except UndefinedTable:
             return False
         return True
 
