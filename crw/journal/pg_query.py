@@ -39,10 +39,10 @@ _TUPLES_OK = 2  # psycopg.pq.ExecStatus.TUPLES_OK
 _CONNECTION_OK = 0  # psycopg.pq.ConnStatus.OK
 _BINARY = 1
 _lock = threading.RLock()
-_only_pq = False
-"""True while psycopg.pq is imported under the package not run: a name the
-package lacks then is a submodule the import system is to load, not a reason to
-run the package."""
+_pq_importer: int | None = None
+"""The thread importing psycopg.pq under the package not run: a name the package
+lacks, asked by it, is a submodule the import system is to load, not a reason to
+run the package (another thread asking waits for the import, then runs it)."""
 
 
 class UndefinedTable(Exception):
@@ -59,7 +59,7 @@ def _lazy_package(name: str) -> ModuleType:
     loader = spec.loader
 
     def __getattr__(attr: str) -> Any:
-        if _only_pq:
+        if _pq_importer == threading.get_ident():
             raise AttributeError(attr)
         with _lock:
             if "__getattr__" in package.__dict__:
@@ -74,15 +74,15 @@ def _lazy_package(name: str) -> ModuleType:
 
 def _pq() -> ModuleType:
     """psycopg.pq, the rest of psycopg loaded only if it was already."""
-    global _only_pq
+    global _pq_importer
     with _lock:
         if "psycopg" not in sys.modules:
             _lazy_package("psycopg")
-        _only_pq = True
+        _pq_importer = threading.get_ident()
         try:
             import psycopg.pq
         finally:
-            _only_pq = False
+            _pq_importer = None
     return psycopg.pq
 
 
