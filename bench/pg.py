@@ -22,7 +22,9 @@ synchronous_commit on, the server's defaults) serves every figure of one run:
   replay snapshot copied under new ids by SQL;
 - `status_ms`: `crw flow status RUN --json` of a finished run of --status-calls
   (10,000) calls imported into the database (its snapshot kept there by the first,
-  untimed, status);
+  untimed, status); `list_status_load`: the 1-minute load average before and
+  after those two, `list_status_quiet` whether it stayed under the core count
+  (the wall targets are a quiet machine's; the CPU figures hold under load);
 - with --scale N: bench/scale.py's App Server run of N calls on the simulated host,
   the journal in the database (calls_per_s, per_call_ms, flat_ratio against 1,000).
 
@@ -182,7 +184,8 @@ def copy_runs(url: str, run_id: str, count: int) -> None:
             (ids, run_id),
         )
         conn.execute(
-            b"INSERT INTO crw_snapshots SELECT c, last_seq, end_byte, snapshot FROM crw_snapshots, "
+            b"INSERT INTO crw_snapshots SELECT c, last_seq, end_byte, snapshot, summary "
+            b"FROM crw_snapshots, "
             b"unnest(%s::text[]) AS c WHERE run = %s",
             (ids, run_id),
         )
@@ -207,8 +210,13 @@ def list_and_status(tmp: Path, url: str, list_runs: int, status_calls: int, runs
                  env),
         "status": ([*flow, "status", big_id, "--state", str(big_state), "--json"], env),
     }  # fmt: skip
+    before = os.getloadavg()[0]
     figures: dict[str, Any] = measure(timed, runs, tmp)
-    return figures | {"list_runs": list_runs, "status_calls": status_calls}
+    load = [round(before, 2), round(os.getloadavg()[0], 2)]
+    # The wall targets are a quiet machine's: under load the wall is the load's.
+    quiet = max(load) < (os.cpu_count() or 1)
+    return figures | {"list_runs": list_runs, "status_calls": status_calls,
+                      "list_status_load": load, "list_status_quiet": quiet}  # fmt: skip
 
 
 def scale(url: str, calls: int, tmp: Path) -> dict[str, Any]:

@@ -54,7 +54,9 @@ class FileJournal:
     def snapshot_tail(self) -> None:
         return None  # replay.snapshot, beside the journal
 
-    def keep_snapshot(self, sealed: bytes, end: int, last_seq: int) -> bool:
+    def keep_snapshot(
+        self, sealed: bytes, end: int, last_seq: int, summary: bytes | None = None
+    ) -> bool:
         return False
 
     @property

@@ -10,13 +10,14 @@ machine's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from crw.journal.pg_machine import machine_id
 from crw.journal.pg_statements import RUNS
 from crw.journal.postgres import connect, where
 from crw.journal.store import StoreError
 
-_HOLDER = f"""
+HOLDER = f"""
 SELECT machine, to_char(lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
        lease_until > now(), greatest(extract(epoch FROM lease_until - now()), 0)
 FROM {RUNS} WHERE run = %s
@@ -50,7 +51,7 @@ def run_lease(url: str, run: str) -> Lease | None:
 
     with connect(url) as conn:
         try:
-            found = conn.execute(_HOLDER.encode(), (run,)).fetchone()
+            found = conn.execute(HOLDER.encode(), (run,)).fetchone()
         except psycopg.errors.UndefinedTable:
             return None
         except psycopg.Error as err:
@@ -59,6 +60,11 @@ def run_lease(url: str, run: str) -> Lease | None:
                 f"could not read run {run}'s lease in the {where(url)}: {err}",
                 "check that the database is up and reachable at its URL",
             ) from err
+    return lease_of(found)
+
+
+def lease_of(found: tuple[Any, ...] | None) -> Lease | None:
+    """The lease HOLDER's row holds (None: no row, no writer took the run)."""
     if found is None:
         return None
     machine, until, live, left = found

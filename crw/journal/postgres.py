@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crw.journal import pg_driver  # noqa: F401  (psycopg imported without importlib.metadata)
 from crw.journal.log import JournalRead, decode
 from crw.journal.pg_machine import LEASE_SECONDS as LEASE_SECONDS  # its importers'
 from crw.journal.pg_machine import lease_seconds as lease_seconds
@@ -79,9 +80,14 @@ CREATE TABLE IF NOT EXISTS {FILES} (
 bytes), the runs' (each run's writer: its epoch, machine and lease) and the
 run's files another machine's resume makes its directory from
 (`crw.journal.pg_run_files`)."""
-_PRESENT = "SELECT count(to_regclass(t)) FROM unnest(%s::text[]) AS t"
+_PRESENT = (
+    "SELECT count(to_regclass(t)) + (SELECT count(*) FROM pg_attribute WHERE attrelid = "
+    f"to_regclass('{SNAPSHOTS}') AND attname = 'summary' AND NOT attisdropped) "
+    "FROM unnest(%s::text[]) AS t"
+)
 TABLES = [TABLE, RUNS, FILES, SNAPSHOTS]
-"""Every table the store keeps: a database with them all is not asked to create one."""
+"""Every table the store keeps: a database with them all (and the snapshots' summary
+column) is not asked to create one."""
 _SCHEMA_LOCK = 0x63727700
 """The advisory lock two first writers take so that one creates the table."""
 _BYTES_FROM = (
@@ -110,14 +116,9 @@ _RENEW = (
 
 def where(url: str) -> str:
     """The database `url` names, for a message: its host and name, never its password."""
-    from psycopg.conninfo import conninfo_to_dict
+    from crw.journal.pg_query import where as named  # libpq's own parse, psycopg.pq alone
 
-    try:
-        info = conninfo_to_dict(url)
-    except Exception:
-        return "a PostgreSQL database"
-    name = info.get("dbname") or info.get("user") or "?"
-    return f"PostgreSQL database {name} on {info.get('host') or 'localhost'}"
+    return named(url)
 
 
 _REACH = "check that the database is up and reachable at the URL run.json's journal_db names"
@@ -150,7 +151,7 @@ def create_schema(conn: Conn) -> None:
     tables may use them)."""
     with conn.transaction():
         found = conn.execute(_PRESENT.encode(), (TABLES,)).fetchone()
-        if found is not None and found[0] == len(TABLES):
+        if found is not None and found[0] == len(TABLES) + 1:
             return
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         conn.execute(SCHEMA.encode())  # a constant, several statements: no parameter
@@ -283,28 +284,32 @@ class PostgresJournal:
     def snapshot_tail(self) -> tuple[bytes | None, int, bytes]:
         """The run's snapshot (its sealed bytes, None: none that ends at a row's end)
         and the journal's bytes after it (from `start`, 0 without one), in one query."""
-        try:
-            with self._reading() as conn:
-                found = conn.execute(
-                    SNAPSHOT_AND_TAIL.encode(), {"run": self.run}, binary=True
-                ).fetchone()
-        except _Empty:
-            return None, 0, b""
-        sealed, start, tail = found if found is not None else (None, None, None)
-        if sealed is None:
-            return None, 0, bytes(tail or b"")
-        return bytes(sealed), int(start), bytes(tail or b"")
+        from crw.journal.pg_query import UndefinedTable, as_int, query
 
-    def keep_snapshot(self, sealed: bytes, end: int, last_seq: int) -> bool:
-        """Keep the run's snapshot in the database (unless one further on is there).
+        try:  # psycopg's libpq wrapper alone: a command reading a run cold needs no more
+            found = query(self.url, SNAPSHOT_AND_TAIL, [self.run], "read the journal from")
+        except UndefinedTable:
+            return None, 0, b""
+        sealed, start, tail = found[0] if found else (None, None, None)
+        if sealed is None:
+            return None, 0, tail or b""
+        return sealed, as_int(start) or 0, tail or b""
+
+    def keep_snapshot(
+        self, sealed: bytes, end: int, last_seq: int, summary: bytes | None = None
+    ) -> bool:
+        """Keep the run's snapshot and its summary in the database (unless one further
+        on is there).
 
         Raises:
             OSError: the database failed.
         """
-        try:
-            with self._reading() as conn:
-                conn.execute(KEEP_SNAPSHOT.encode(), (self.run, last_seq, end, sealed))
-        except _Empty:
+        from crw.journal.pg_query import UndefinedTable, query
+
+        params = [self.run, str(last_seq), str(end), sealed, summary]
+        try:  # as snapshot_tail: the status that read the run keeps it, psycopg.pq alone
+            query(self.url, KEEP_SNAPSHOT, params, "keep the snapshot in")
+        except UndefinedTable:
             return False
         return True
 

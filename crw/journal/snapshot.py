@@ -47,9 +47,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from crw.journal.file_store import FileJournal
 from crw.journal.framing import paused_gc
 from crw.journal.log import JournalCorruptError, JournalRead, decode
 from crw.journal.replay import SETTLED_STATES, CallState, DeferredCalls, RunState, replay
+from crw.journal.run_summary import summary_of
 from crw.journal.stores import store_at
 
 log = logging.getLogger("crw.journal")
@@ -372,7 +374,9 @@ def _save(journal: Path, state: RunState, end: int, crc: int) -> _Pack:
     payload = marshal.dumps(body)
     seal = b"%08x\n" % zlib.crc32(payload)
     try:
-        if store_at(journal).keep_snapshot(seal + payload, end, state.last_seq):
+        store = store_at(journal)
+        summary = None if isinstance(store, FileJournal) else summary_of(state)
+        if store.keep_snapshot(seal + payload, end, state.last_seq, summary):
             return pack
     except OSError as err:
         log.info("the replay snapshot was not kept: %s", err)

@@ -176,10 +176,13 @@ class JournalStore(Protocol):
         """
         ...
 
-    def keep_snapshot(self, sealed: bytes, end: int, last_seq: int) -> bool:
+    def keep_snapshot(
+        self, sealed: bytes, end: int, last_seq: int, summary: bytes | None = None
+    ) -> bool:
         """Keep the replay snapshot `sealed` of the journal's first `end` bytes
-        (rows up to `last_seq`) in the store; False: it keeps none (the caller
-        writes the file).
+        (rows up to `last_seq`) in the store, with an ended run's `summary`
+        (`crw.journal.run_summary`); False: it keeps none (the caller writes the
+        file).
 
         Raises:
             OSError: the store cannot be written.

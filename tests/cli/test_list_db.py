@@ -14,6 +14,7 @@ import pytest
 from crw.cli.default_db import write_default_db
 from crw.cli.read.list_db import DATABASE_KEYS
 from crw.journal.log import decode
+from crw.journal.pg_runs import database_runs
 from crw.journal.postgres import PostgresJournal
 from crw.journal.replay import replay
 from crw.journal.snapshot import save_snapshot
@@ -148,6 +149,32 @@ def test_list_says_a_database_run_was_read_from_its_snapshot_and_rows_after_it(
     gone = postgres_url.replace("@/", "@/none_")  # a database that is not there
     run.run_json.write_text(run.run_json.read_text().replace(postgres_url, gone))
     assert read() is None
+
+
+def test_list_reads_an_ended_database_runs_summary_not_its_snapshot(
+    crw: Crw, postgres_url: str
+) -> None:
+    """An ended run whose snapshot `status` kept in the database, its directory on
+    another machine: list's query brings its summary and not its snapshot (which
+    holds every call), and list shows the columns the file's list showed, read
+    from the summary (`tail`) even with the snapshot's bytes damaged."""
+    run = _run(crw, "r-summed")
+    on_file = _flow(crw, "list", "--all", "--json")
+    (file_entry,) = on_file.json()["runs"]
+    assert _flow(crw, "import", run.id, "--db", postgres_url).code == 0
+    assert _flow(crw, "status", run.id, "--json").code == 0  # keeps its snapshot
+    shutil.rmtree(run.root)
+
+    (found,) = database_runs(postgres_url)
+    assert (found.snapshot, found.tail) == (None, b"")
+    assert found.summary is not None
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(b"UPDATE crw_snapshots SET snapshot = 'damaged'")
+    listed = _flow(crw, "list", "--all", "--db", postgres_url, "--json")
+    assert listed.code == 0, listed.stderr
+    (entry,) = listed.json()["database"]["runs"]
+    assert {k: entry[k] for k in ROWS_KEYS} == {k: file_entry[k] for k in ROWS_KEYS}
+    assert entry["read"] == "tail"
 
 
 def test_list_db_alone_lists_the_database_chosen_as_start_chooses_it(

@@ -124,7 +124,13 @@ class RunWake:
             self._names.add(store.wake_file.name)
         self._inotify = INotify()
         try:
-            self._inotify.add_watch(run.root, self.MASK | self.CREATE)
+            try:
+                self._inotify.add_watch(run.root, self.MASK | self.CREATE)
+            except FileNotFoundError:
+                if store.wake_file is not None:
+                    raise
+                # A run only the database keeps (its directory on another machine):
+                # its store's wake is its only one.
             self._store_wake = store.open_wake()  # a store's own wake (NOTIFY), if any
         except OSError:
             self._inotify.close()
@@ -175,10 +181,15 @@ class RunWake:
 
 
 def follow(
-    run: RunDir, tail: JournalTail, show: Callable[[Rows], None], every: float = SAFETY_WAKE
+    run: RunDir,
+    tail: JournalTail,
+    show: Callable[[Rows], None],
+    every: float = SAFETY_WAKE,
+    is_live: Callable[[], bool] | None = None,
 ) -> bool:
     """Show each piece of new rows as the run commits it, until the run ends
-    (True) or no process runs it (False: paused, crashed, waiting for an answer).
+    (True) or no process runs it (False: paused, crashed, waiting for an answer;
+    `is_live` says whether one does, the run's locks here by default).
     `show` is called at each wake, with the rows read (none, after `every` seconds
     without an event: a live view redraws its clock then).
 
@@ -189,7 +200,7 @@ def follow(
         while True:
             # Liveness first: a process that let the run go wrote its last rows
             # before, so the read after it sees them all.
-            live = run_is_live(run)
+            live = run_is_live(run) if is_live is None else is_live()
             try:
                 rows = tail.read()
             except JournalCorruptError as err:

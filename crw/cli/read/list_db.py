@@ -17,7 +17,7 @@ from __future__ import annotations
 import shutil
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crw.cli.read.list_entry import TAIL_MAX, cells, head, how_read, of_state, unread
 from crw.cli.read.list_table import fit
@@ -27,8 +27,12 @@ from crw.engine.run.rundir import FLOW, RunDir, list_runs
 from crw.errors import CrwError, RefusedError
 from crw.journal.log import JournalCorruptError, decode
 from crw.journal.replay import RunState, replay
+from crw.journal.run_summary import parse_summary
 from crw.journal.snapshot import parse_snapshot, replay_journal
 from crw.journal.stores import check_db_url, keep_store, open_store
+
+if TYPE_CHECKING:
+    from crw.journal.pg_runs import DatabaseRun
 
 DATABASE_KEYS = ("machine", "lease_until", "held", "last_seq", "here")
 """An entry's members beyond a state directory run's: the database's."""
@@ -69,7 +73,7 @@ def database_section(
         # Another machine's run goes on there: its run directory is not here.
         resume = f"crw flow resume {found.run} --detach{state}" if spec else None
         try:
-            folded, read = _fold(url, run, found.snapshot, found.snapshot_end, found.tail, live)
+            folded, read = _fold(url, run, found, live)
             entry |= of_state(entry, folded, read, resume)
         except JournalCorruptError as err:
             entry |= unread("corrupt", err.damage)
@@ -95,16 +99,21 @@ def database_section(
     }
 
 
-def _fold(
-    url: str, run: RunDir, sealed: bytes | None, end: int, tail: bytes | None, live: bool
-) -> tuple[RunState, str]:
-    """The run's state from its snapshot and the rows after it (`tail`), and how it
-    was read (tail or whole); read as `status` reads it when they cannot be taken.
+def _fold(url: str, run: RunDir, found: DatabaseRun, live: bool) -> tuple[RunState, str]:
+    """The run's state from its summary (an ended run's, no row after it), or from
+    its snapshot and the rows after it (`found.tail`), and how it was read (tail or
+    whole); read as `status` reads it when they cannot be taken.
 
     Raises:
         OSError: the database cannot be read.
         JournalCorruptError: the journal is damaged.
     """
+    sealed, end, tail = found.snapshot, found.snapshot_end, found.tail
+    if found.summary is not None:  # then no snapshot came: another crw's is read whole
+        summed = parse_summary(found.summary)
+        if summed is not None:
+            return summed, "tail"
+        tail = None
     snapshot = parse_snapshot(sealed) if sealed is not None else None
     if tail is not None and (sealed is None or (snapshot is not None and snapshot.end == end)):
         into = snapshot.state if snapshot is not None else None

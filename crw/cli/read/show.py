@@ -30,8 +30,9 @@ from typing import Any
 
 from crw.cli.output import json_text, one_line, say, say_json
 from crw.cli.read.follow import JournalTail, Rows, follow
+from crw.cli.read.remote_run import find_here_or_elsewhere
 from crw.engine.run.locks import run_is_live
-from crw.engine.run.rundir import RunDir, find_run, resolve_state
+from crw.engine.run.rundir import RunDir, resolve_state
 from crw.engine.views.row_lines import row_line
 from crw.errors import InputError
 from crw.journal.log import JournalCorruptError
@@ -42,7 +43,9 @@ log = logging.getLogger("crw.journal")
 def show_command(
     run: str, *, call: str | None, follow_run: bool, state: str | None, json: bool
 ) -> int:
-    run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    run_dir, elsewhere = find_here_or_elsewhere(resolve_state(state, os.environ, Path.cwd()), run)
+    # A run only the database keeps is live while its machine's writer holds its lease.
+    is_live = functools.partial(run_is_live, run_dir) if elsewhere is None else elsewhere.live_now
     tail = JournalTail(run_dir.journal)
     # One call's lines wait until the journal is known to hold the call.
     printer = RowPrinter(json=json, call=call, held=call is not None)
@@ -55,7 +58,7 @@ def show_command(
         printer(err.intact.rows, header)
         damage = err
     else:
-        if tail.torn is not None and not run_is_live(run_dir):
+        if tail.torn is not None and not is_live():
             log.warning("%s", tail.torn.message)
     if call is not None and call not in tail.state.calls and not follow_run and not damage:
         raise InputError(_no_such_call(run_dir, call, tail, state))
@@ -65,7 +68,7 @@ def show_command(
         printer.corrupt(damage)
         return 1 if follow_run else 0
     try:
-        if not follow_run or follow(run_dir, tail, printer):
+        if not follow_run or follow(run_dir, tail, printer, is_live=is_live):
             return 0
     except JournalCorruptError as err:
         printer.corrupt(err)

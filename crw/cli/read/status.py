@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from crw.cli.output import emit
+from crw.cli.read.remote_run import Elsewhere, find_here_or_elsewhere
 from crw.cli.read.run_spec import spec_json, start_again, workflow_file, workflow_plan
 from crw.cli.read.status_text import human, todo
 from crw.engine.held_fix import held_entry, with_fix
 from crw.engine.run.host_wait import waiting
 from crw.engine.run.launch_record import read_failure
 from crw.engine.run.locks import holder_pid, is_held
-from crw.engine.run.rundir import RunDir, find_run, resolve_state
+from crw.engine.run.rundir import RunDir, resolve_state
 from crw.engine.views.counts import counts, reviews, shown_state
 from crw.engine.views.run_view import outcome, seconds_between
 from crw.journal.log import JournalCorruptError
@@ -42,31 +43,39 @@ def status_command(
     all_calls: bool = False,
     results: bool = False,
 ) -> int:
-    run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    run_dir, elsewhere = find_here_or_elsewhere(resolve_state(state, os.environ, Path.cwd()), run)
     state_ref = shlex.quote(state) if state is not None else ""
-    payload = run_status(run_dir, state_ref, results=results)
+    payload = run_status(run_dir, state_ref, results=results, elsewhere=elsewhere)
     emit(json, payload, lambda: human(payload, all_calls=all_calls))
     return 0
 
 
-def run_status(run_dir: RunDir, state_ref: str, *, results: bool = False) -> dict[str, Any]:
+def run_status(
+    run_dir: RunDir, state_ref: str, *, results: bool = False, elsewhere: Elsewhere | None = None
+) -> dict[str, Any]:
     """What `crw flow status --json` prints of `run_dir` (`status_payload` and what
     the command adds); `state_ref` is the --state its commands pass (empty: none).
-    Read through the replay snapshot unless `results`."""
-    # The start lock first: the run's process lets it go once it holds the run lock.
-    starting = is_held(run_dir.start_lock)
-    live = is_held(run_dir.run_lock)
+    Read through the replay snapshot unless `results`. `elsewhere`: a run only the
+    database keeps (its directory is on another machine), live while that
+    machine's writer holds its lease."""
+    if elsewhere is None:
+        # The start lock first: the run's process lets it go once it holds the run lock.
+        starting = is_held(run_dir.start_lock)
+        live = is_held(run_dir.run_lock)
+    else:
+        starting, live = False, elsewhere.live()
     run_state, corrupt = _read(run_dir, live=live, results=results)
     if corrupt is not None:
         run_state.state = "corrupt"
-    spec = spec_json(run_dir)
+    spec = spec_json(run_dir) if elsewhere is None else elsewhere.spec
     plan = {} if run_state.state == "ended" else workflow_plan(workflow_file(spec))
     payload = status_payload(
         run_dir.root.name, run_state, state_ref, results=results, plan=plan, live=live or starting
     )
-    payload["run_dir"] = str(run_dir.root)
+    payload["run_dir"] = str(run_dir.root) if elsewhere is None else None
+    payload["elsewhere"] = elsewhere.to_json() if elsewhere is not None else None
     payload["live"] = live
-    payload["holder_pid"] = holder_pid(run_dir.run_lock) if live else None
+    payload["holder_pid"] = holder_pid(run_dir.run_lock) if live and not elsewhere else None
     payload["corrupt"] = corrupt
     payload["inputs"] = spec.get("inputs") or None
     payload["rerun"] = spec.get("rerun") or None

@@ -174,6 +174,14 @@ def _head(payload: dict[str, Any]) -> list[str]:
     if payload["state"] == "ended":
         head += f" ({outcome['reason']})"
     lines = [head]
+    elsewhere = payload.get("elsewhere")
+    if elsewhere is not None:  # read from the database: its directory is on its machine
+        until = elsewhere["lease_until"]
+        lease = f", its writer's lease until {until}" if elsewhere["held"] else ""
+        lines.append(
+            f"  read from the database: it last ran on machine {elsewhere['machine'] or '-'}"
+            f"{lease}; no run directory on this machine"
+        )
     if payload["state"] == "crashed":
         lines += _wrap(
             f"its process is gone: no paused or ended row, its rows leave it "
