@@ -204,6 +204,8 @@ class Trial:
     db: str | None = None
     """The database that keeps the run's journal (`CRW_DB`), None: the file."""
     run_id: str = ""
+    host_pid: int | None = None
+    """The simulated host's process, while it runs."""
     served: Counter[str] = field(default_factory=Counter)
     notified: Counter[str] = field(default_factory=Counter)
     """Notifications the host posted during the run, by method (one a connection)."""
@@ -412,6 +414,7 @@ def trial_with_host(
             f"[agents]\nmax_threads = {POOL + 1}\n"
         )
         host = launch_sim(trial.socket, trial.state / "codex-home", trial.state / "host.log")
+        trial.host_pid = host.pid
         try:
             yield trial
         finally:

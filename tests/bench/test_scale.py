@@ -125,7 +125,8 @@ async def test_the_session_owner_waits_for_its_replies_on_one_watch_without_a_th
 
     def counted_read(run: RunDir, report_id: str) -> dict[str, Any] | None:
         reads.append(report_id)
-        return read_reply(run, report_id)
+        reply: dict[str, Any] | None = read_reply(run, report_id)
+        return reply
 
     monkeypatch.setattr(scale, "read_reply", counted_read)
     run = RunDir.of(tmp_path / "state", "r1")
