@@ -159,15 +159,16 @@ class MeasuredOwner(scale.FastOwner):
         return journal.read_bytes().count(b'"row":"completed"')
 
     async def play_until(self) -> None:
-        while self.completed() < self.stop_at:
-            answer = await self.next()
-            async with trio.open_nursery() as nursery:
-                for step in answer["steps"]:
-                    nursery.start_soon(self.take, step)
-            if answer["state"] in DONE_STATES:
-                break
-            if not answer["steps"]:
-                await trio.sleep(IDLE_PAUSE)
+        async with self.watching():
+            while self.completed() < self.stop_at:
+                answer = await self.next()
+                async with trio.open_nursery() as nursery:
+                    for step in answer["steps"]:
+                        nursery.start_soon(self.take, step)
+                if answer["state"] in DONE_STATES:
+                    break
+                if not answer["steps"]:
+                    await trio.sleep(IDLE_PAUSE)
         self.halted.set()
 
 

@@ -52,16 +52,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import inotify_simple  # noqa: F401 - what await_reply's watch imports, before the timer
+import inotify_simple  # noqa: F401 - what the replies' watch imports, before the timer
 import pygit2  # noqa: F401 - what start_run finds the workflow's repository with
 import trio
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from crw.bus.inbox import Report, write_report  # noqa: E402
+from crw.bus.dirwatch import DirWatch  # noqa: E402
+from crw.bus.inbox import Report, read_reply, write_report  # noqa: E402
 from crw.cli.demo.scripted_owner import DONE_STATES, IDLE_PAUSE, ScriptedOwner  # noqa: E402
-from crw.cli.owner.dispatched import await_reply  # noqa: E402
+from crw.cli.owner.dispatched import POLL  # noqa: E402
 from crw.cli.owner.next import next_command  # noqa: E402, F401 - imported before the timer
 from crw.cli.run.start import start_run  # noqa: E402
 from crw.clock import system_clock  # noqa: E402
@@ -96,33 +97,96 @@ def workflow(calls: int) -> str:
     return f'name = "scale"\npool = {POOL}\n' + "".join(nodes)
 
 
+REPLY_LOOK = 0.5
+"""Seconds between two looks at every awaited reply when the watch saw none (a
+reply whose event was lost is still found)."""
+
+
+class Replies:
+    """The owner's waits for the run's replies to its reports, all on one watch of
+    replies/ (`crw.bus.dirwatch`) in the owner's Trio loop, as `crw flow dispatched`
+    waits for its one (read when its file is renamed in): a wait costs no worker
+    thread nor watch of its own. Without a watch, every awaited reply is looked
+    for every POLL."""
+
+    def __init__(self, run: RunDir) -> None:
+        self.run = run
+        self.awaited: dict[str, trio.Event] = {}
+        """The event of each report whose reply is awaited, set when a file of its
+        name arrives (or a look of every one is due)."""
+
+    async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Watch replies/ (once it exists) and wake the waits whose reply arrived."""
+        watch = DirWatch.open(self.run.replies)
+        task_status.started()
+        try:
+            while True:
+                if watch is None:
+                    await trio.sleep(POLL)
+                    names = None
+                    watch = DirWatch.open(self.run.replies)
+                else:
+                    names = await watch.arrived(REPLY_LOOK)
+                for report_id, event in list(self.awaited.items()):
+                    if not names or f"{report_id}.json" in names:
+                        event.set()
+        finally:
+            if watch is not None:
+                watch.close()
+
+    async def reply(self, report: Report, wait: float) -> dict[str, Any]:
+        """The run's reply to `report` (written after this wait began), its report's
+        members first as `dispatched` prints them; `queued` after `wait` seconds."""
+        head = {"id": report.id, "run": report.run, "call": report.call, "k": report.k}
+        head |= {"attempt": report.attempt, "agent_id": report.agent_id}
+        try:
+            with trio.move_on_after(wait):
+                while True:
+                    event = self.awaited[report.id] = trio.Event()
+                    got = read_reply(self.run, report.id)
+                    if got is not None:
+                        return head | got
+                    await event.wait()
+            return head | {"reply": "queued", "reason": f"no reply within {wait:g} s"}
+        finally:
+            self.awaited.pop(report.id, None)
+
+
 class FastOwner(ScriptedOwner):
     """The scripted owner, taking the steps of one answer concurrently, each
-    report's reply waited for as `crw flow dispatched` waits for it (its
-    `await_reply`, in a worker thread: a thread asleep on the watch of replies/
-    costs the owner no CPU until the reply comes)."""
+    report's reply waited for on one watch of replies/ for all (`Replies`), as
+    `crw flow dispatched` waits for its one."""
 
     async def play_all(self) -> None:
-        while True:
-            answer = await self.next()
-            async with trio.open_nursery() as nursery:
-                for step in answer["steps"]:
-                    nursery.start_soon(self.take, step)
-            if answer["state"] in DONE_STATES:
-                return
-            if not answer["steps"]:
-                await trio.sleep(IDLE_PAUSE)
+        async with self.watching():
+            while True:
+                answer = await self.next()
+                async with trio.open_nursery() as nursery:
+                    for step in answer["steps"]:
+                        nursery.start_soon(self.take, step)
+                if answer["state"] in DONE_STATES:
+                    return
+                if not answer["steps"]:
+                    await trio.sleep(IDLE_PAUSE)
+
+    @asynccontextmanager
+    async def watching(self) -> AsyncIterator[None]:
+        """The replies' watch (`Replies`) for the block, begun before it."""
+        self.replies = Replies(RunDir(Path(self.state or "") / "flow" / self.run))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.replies.serve)
+            yield
+            nursery.cancel_scope.cancel()
 
     async def dispatched(self, step: dict[str, Any], agent: str) -> dict[str, Any]:
         """The report written and its reply awaited as `crw flow dispatched` does,
         without the command's checks of the run (a read of its whole journal each,
         what a fresh `dispatched` process pays but not what is measured here)."""
-        run = RunDir(Path(self.state or "") / "flow" / self.run)
         report = Report.new(
             self.run, step["call"], step["k"], step["attempt"], agent, system_clock()
         )
-        write_report(run, report)
-        return await trio.to_thread.run_sync(await_reply, run, report, self.dispatch_wait)
+        write_report(self.replies.run, report)  # the watch began before: no reply missed
+        return await self.replies.reply(report, self.dispatch_wait)
 
 
 @dataclass
@@ -140,6 +204,8 @@ class Trial:
     db: str | None = None
     """The database that keeps the run's journal (`CRW_DB`), None: the file."""
     run_id: str = ""
+    host_pid: int | None = None
+    """The simulated host's process, while it runs."""
     served: Counter[str] = field(default_factory=Counter)
     notified: Counter[str] = field(default_factory=Counter)
     """Notifications the host posted during the run, by method (one a connection)."""
@@ -348,6 +414,7 @@ def trial_with_host(
             f"[agents]\nmax_threads = {POOL + 1}\n"
         )
         host = launch_sim(trial.socket, trial.state / "codex-home", trial.state / "host.log")
+        trial.host_pid = host.pid
         try:
             yield trial
         finally:

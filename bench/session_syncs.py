@@ -3,7 +3,9 @@
 For each size N, the session run of `bench/scale.py` (N independent one-turn
 calls, pool 8, instant turns, the owner played in-process), twice in fresh
 state directories: once as it runs, for calls_per_s, cpu_ms_per_call (the run
-process's user+sys CPU, from wait4; sys_share the kernel's part of it) and
+process's user+sys CPU, from wait4; sys_share the kernel's part of it),
+owner_cpu_ms_per_call (this process's CPU over the run: the owner played here, its
+threads included), host_cpu_ms_per_call (the simulated host's, from /proc) and
 run_rss_mb (its peak RSS); and once (sizes in --trace-sizes) with `strace -f -y`
 attached to the run process once it is up and before the owner takes a step,
 for what the run process asks the kernel a call: syncs_per_call (fsync and
@@ -27,6 +29,7 @@ import contextlib
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -161,12 +164,14 @@ def counts(out: Path, n: int) -> dict[str, Any]:
 def measure(calls: int, traced: bool, limit: float, where: Path, kept: contextlib.ExitStack) -> Any:
     with trial_with_host("session", calls, where, "crw-syncs-", kept) as trial:
         strace = Strace(trial.state.parent / "strace.out")
+        host_before, owner_before = process_cpu(trial.host_pid), owner_cpu()
         try:
             wall = trio.run(drive, trial, limit, strace.attach if traced else None)
         except trio.TooSlowError:
             return {"skipped": f"did not end within {limit:g} s{progress(trial)}"}
         finally:
             strace.wait()
+        host_cpu, owner = process_cpu(trial.host_pid) - host_before, owner_cpu() - owner_before
         if traced:
             return counts(strace.out, calls)
         got = figures(trial, wall)
@@ -175,9 +180,27 @@ def measure(calls: int, traced: bool, limit: float, where: Path, kept: contextli
             "wall_s": got["wall_s"],
             "cpu_ms_per_call": round((trial.cpu_s or 0.0) * 1000 / calls, 3),
             "sys_share": round((trial.sys_s or 0.0) / (trial.cpu_s or 1.0), 2),
+            "owner_cpu_ms_per_call": round(owner * 1000 / calls, 3),
+            "host_cpu_ms_per_call": round(host_cpu * 1000 / calls, 3),
             "run_rss_mb": got["run_rss_mb"],
             "load_1min": round(os.getloadavg()[0], 2),
         }
+
+
+def process_cpu(pid: int | None) -> float:
+    """The user+sys CPU seconds of a live process (`/proc/<pid>/stat`), 0 if none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def owner_cpu() -> float:
+    """This process's user+sys CPU seconds, its threads included: the owner is
+    played here (`bench/scale.py`'s FastOwner), with the host's client."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:

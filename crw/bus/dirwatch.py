@@ -123,6 +123,19 @@ class DirWatch:
             await trio.lowlevel.wait_readable(self._inotify.fileno())
         self._inotify.read(timeout=0)
 
+    async def arrived(self, seconds: float) -> frozenset[str] | None:
+        """`arrivals` for a Trio task: sleeps on the descriptor (no thread blocked)
+        until a file arrives or `seconds` pass; then the names, as `arrivals`."""
+        import trio
+
+        if self._closed:
+            await trio.sleep(seconds)
+            return None
+        self._in_trio = True
+        with trio.move_on_after(seconds):
+            await trio.lowlevel.wait_readable(self._inotify.fileno())
+        return self.arrivals(0)
+
     def arrivals(self, seconds: float) -> frozenset[str] | None:
         """Block the thread until a file arrives in the directory (or arrived since
         the last call), or `seconds` pass: the names that arrived, empty when none

@@ -94,21 +94,18 @@ def test_a_size_past_its_limit_is_skipped_and_its_processes_reaped(where: Path) 
     assert processes_under(where) == []
 
 
-async def test_the_session_owner_waits_for_its_reply_as_dispatched_does(
+async def test_the_session_owner_waits_for_its_replies_on_one_watch_without_a_thread(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    """spec: DISP-1, DISP-2, CMD-DISP-3: the bench's owner writes the report as `crw
-    flow dispatched` does and waits for the reply with that command's own wait,
-    in a worker thread asleep on the watch of replies/: the reply written after
-    its first look is read when it arrives (two reads, no poll: POLL is made
-    longer than the test), not at a poll of the owner's loop."""
-    import threading
-
+    """spec: DISP-1, DISP-2, CMD-DISP-3: the bench's owner writes each report as `crw
+    flow dispatched` does and waits for its reply as that command waits (read when
+    its file is renamed into replies/), every wait on one watch in the owner's
+    Trio loop: no worker thread a dispatch, and each reply read twice (before it
+    came, and when it came: no look is due, REPLY_LOOK and POLL are made longer
+    than the test)."""
     import trio
 
-    from crw.bus import inbox as inbox_module
     from crw.bus.inbox import read_reports, write_reply
-    from crw.cli.owner import dispatched as dispatched_module
     from crw.engine.run.locks import run_lock
     from crw.engine.run.rundir import RunDir
 
@@ -121,35 +118,38 @@ async def test_the_session_owner_waits_for_its_reply_as_dispatched_does(
         return await run_sync(fn, *args, **kwargs)
 
     monkeypatch.setattr(trio.to_thread, "run_sync", counted)
-    monkeypatch.setattr(dispatched_module, "POLL", 3600.0)
+    monkeypatch.setattr(scale, "POLL", 3600.0)
+    monkeypatch.setattr(scale, "REPLY_LOOK", 3600.0)
     reads: list[str] = []
-    looked = threading.Event()
-    read_reply = inbox_module.read_reply
+    read_reply = scale.read_reply
 
     def counted_read(run: RunDir, report_id: str) -> dict[str, Any] | None:
-        reply = read_reply(run, report_id)
         reads.append(report_id)
-        looked.set()
+        reply: dict[str, Any] | None = read_reply(run, report_id)
         return reply
 
-    monkeypatch.setattr(dispatched_module, "read_reply", counted_read)
+    monkeypatch.setattr(scale, "read_reply", counted_read)
     run = RunDir.of(tmp_path / "state", "r1")
     run.create()
     owner = scale.FastOwner(None, "r1", "owner", state=str(tmp_path / "state"))
-    step = {"call": "n00001.1", "k": 1, "attempt": 1}
+    steps = [{"call": f"n0000{n}.1", "k": 1, "attempt": 1} for n in (1, 2)]
     replies: list[dict[str, Any]] = []
 
-    async def owner_side() -> None:
-        replies.append(await owner.dispatched(step, "thread-1"))
+    async def owner_side(step: dict[str, Any]) -> None:
+        replies.append(await owner.dispatched(step, f"thread-{step['call']}"))
 
     with run_lock(run), trio.fail_after(20):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(owner_side)
-            while not looked.is_set():  # noqa: ASYNC110 - set by the waiting thread
+        async with owner.watching(), trio.open_nursery() as nursery:
+            for step in steps:
+                nursery.start_soon(owner_side, step)
+            while len(reads) < 2:  # noqa: ASYNC110 - both looked once
                 await trio.sleep(0.001)
-            [report] = read_reports(run)
-            write_reply(run, {"id": report.id, "reply": "bound", "call": "n00001.1"})
-    assert [r["reply"] for r in replies] == ["bound"]
-    assert report.agent_id == "thread-1" and report.call == "n00001.1"
-    assert hops == [dispatched_module.await_reply]
-    assert reads == [report.id, report.id]
+            reports = sorted(read_reports(run), key=lambda r: r.call)
+            for report in reversed(reports):
+                write_reply(run, {"id": report.id, "reply": "bound", "call": report.call})
+    assert sorted((r["call"], r["reply"], r["agent_id"]) for r in replies) == [
+        ("n00001.1", "bound", "thread-n00001.1"),
+        ("n00002.1", "bound", "thread-n00002.1"),
+    ]
+    assert hops == []
+    assert sorted(reads) == sorted(2 * [r.id for r in reports])

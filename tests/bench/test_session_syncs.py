@@ -36,3 +36,26 @@ def test_the_counts_of_a_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         "mkdir_eexist_per_call": 1.0,
         "renames_per_call": 1.0,
     }
+
+
+def test_the_cpu_of_a_live_process_and_of_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host's CPU is read from /proc while it lives; a process that is gone
+    (or none) reads 0, and the owner's CPU is this process's, threads included."""
+    import os
+    import threading
+    import time
+
+    bench = load_bench("session_syncs", monkeypatch)
+    before = bench.owner_cpu()
+
+    def spin() -> None:
+        end = time.thread_time() + 0.05
+        while time.thread_time() < end:
+            pass
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    worker.join()
+    assert bench.owner_cpu() - before >= 0.04
+    assert bench.process_cpu(os.getpid()) >= 0.04
+    assert bench.process_cpu(None) == 0.0

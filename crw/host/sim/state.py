@@ -220,6 +220,8 @@ class Thread:
     config: dict[str, Any] = field(default_factory=dict)
     turns: list[Turn] = field(default_factory=list)
     tokens: Usage = field(default_factory=Usage)
+    _preview: tuple[list[Turn], str] | None = field(default=None, repr=False, compare=False)
+    """The turns list `preview` found its text in, and the text (`preview`)."""
 
     @property
     def is_subagent(self) -> bool:
@@ -254,9 +256,20 @@ class Thread:
         return next((t for t in self.turns if t.id == turn_id), None)
 
     def preview(self) -> str:
-        """The text of the first turn that has one; each turn's read once (every
-        `thread/read` and each thread of a `thread/list` page shows it)."""
-        return next(filter(None, map(turn_text, self.turns)), "")
+        """The text of the first turn that has one (every `thread/read` and each
+        thread of a `thread/list` page shows it). Found once: a turn's first user
+        message is never changed, the turns before it ended without one, and a
+        thread's turns are only appended to (a fork gets a list of its own), so
+        the preview found stands while that turn is still at its place."""
+        kept = self._preview
+        if kept is not None and kept[0] is self.turns:
+            return kept[1]
+        for turn in self.turns:
+            text = turn_text(turn)
+            if text:
+                self._preview = (self.turns, text)
+                return text
+        return ""
 
     def result(
         self, *, include_turns: bool = False, wire: dict[str, Any] | None = None

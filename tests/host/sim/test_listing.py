@@ -67,3 +67,34 @@ def test_a_thread_s_preview_reads_each_turn_once(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(state_module, "turn_text", counting)
     assert thread.preview() == "first words"
     assert read == ["a", "b"]
+
+
+def test_a_thread_s_preview_is_found_once_for_every_page_that_shows_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run lists the newest subagents again at each look: a thread's preview is
+    read from its turns once, not once a page (the turns before its text ended
+    without one, and a turn's first message never changes); a thread whose turns
+    are replaced (a fork's) is read again, and one with no text yet each time."""
+    state = host_with(3)
+    first, silent = state.threads["t0000"], state.threads["t0001"]
+    spoken = Turn(id="s", started_at=0)
+    spoken.items.append(user_message("crw-flow-op: a.1/t1-a1"))
+    first.turns = [spoken]
+    silent.turns = [Turn(id="q", started_at=0)]
+    read: list[str] = []
+
+    def counting(turn: Turn) -> str:
+        read.append(turn.id)
+        return real(turn)
+
+    real = state_module.turn_text
+    monkeypatch.setattr(state_module, "turn_text", counting)
+    for _ in range(3):
+        page = list_threads(state, {"limit": 10})["data"]
+        assert [t["preview"] for t in page] == ["", "", "crw-flow-op: a.1/t1-a1"]
+    assert read == ["q", "s", "q", "q"]
+    later = Turn(id="l", started_at=0)
+    later.items.append(user_message("a fork's own"))
+    first.turns = [later]
+    assert first.preview() == "a fork's own"
