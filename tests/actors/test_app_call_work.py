@@ -177,7 +177,7 @@ async def test_a_call_yields_only_to_wait_for_the_journal_or_the_host(
     assert state == "ended"
     assert yields.at.pop("crw.actors.journal_writer:wait") == 4 * CALLS
     assert yields.at.pop("", 0) <= CALLS  # a task's end: its coroutine is gone
-    host = {"transport:_take", "transport:send_under", "rpc:wait"}
+    host = {"transport:send_under", "rpc:wait"}
     waits = {f"crw.host.{where}" for where in host} | {"crw.actors.host_reader:wait_turn"}
     assert set(yields.at) <= waits, yields.at
 

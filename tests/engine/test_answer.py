@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -147,6 +149,35 @@ def test_canonical_is_sorted_compact_and_unescaped() -> None:
         '{"a":null,"b":[1,{"c":"é","d":2}]}'
     )
     assert digest({}) == ("sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a")
+
+
+@given(value=json_objects)
+def test_canonical_is_json_dumps_sorted_text(value: dict[str, Any]) -> None:
+    """spec: HARV-6"""
+    assert canonical(value) == json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def test_canonical_builds_no_encoder_a_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call takes three digests and a canonical result: `json.dumps` with its
+    arguments built a JSONEncoder and a C encoder for each; the encoder is kept.
+    A value JSON cannot hold is refused as `json.dumps` refuses it."""
+    built: list[object] = []
+    make = vars(json.encoder)["c_make_encoder"]
+
+    def counting(*args: Any) -> Any:
+        built.append(args)
+        return make(*args)
+
+    monkeypatch.setattr(json.encoder, "c_make_encoder", counting)
+    for i in range(3):
+        assert canonical({"b": i, "a": [{"y": 1, "x": 2}]}) == (
+            f'{{"a":[{{"x":2,"y":1}}],"b":{i}}}'
+        )
+    assert built == []
+    with pytest.raises(ValueError, match="Out of range float values"):
+        canonical({"a": math.nan})
 
 
 def test_validation_errors_are_one_line_each_with_their_path_sorted() -> None:

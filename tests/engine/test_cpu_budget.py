@@ -141,3 +141,47 @@ def test_a_watched_thread_that_ended_is_forgotten_and_budgets_still_hold() -> No
     finally:
         with cpu_budget._lock:
             cpu_budget._watched.pop(dead, None)
+
+
+def test_quick_functions_one_after_another_wake_the_watchdog_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run's answer checks come hundreds a second and take microseconds each: the
+    watchdog keeps looking every _POLL while they come, so a check with at least
+    that budget does not wake it (a thread switch a check before)."""
+    monkeypatch.setattr(cpu_budget, "_LINGER", 600.0)
+    rings = []
+    ring = cpu_budget._ring
+
+    def counted() -> None:
+        rings.append(1)
+        ring()
+
+    monkeypatch.setattr(cpu_budget, "_ring", counted)
+    for _ in range(40):
+        assert cpu_budget.run(lambda: "done", cpu_budget._POLL) == "done"
+        time.sleep(0.002)  # the watchdog, woken, finds nothing watched
+    assert len(rings) <= 1
+
+
+def test_a_short_budget_is_kept_while_a_long_one_is_watched() -> None:
+    """The watchdog asleep until a long budget could be spent wakes for a newcomer
+    whose budget ends sooner."""
+    started, done = threading.Event(), threading.Event()
+
+    def long_sleeper() -> None:
+        started.set()
+        done.wait(30)
+
+    sleeper = threading.Thread(target=cpu_budget.run, args=(long_sleeper, 20.0))
+    sleeper.start()
+    try:
+        started.wait(10)
+        time.sleep(0.05)  # the watchdog looked, and sleeps until the 20 s could be spent
+        cpu = time.thread_time()
+        with pytest.raises(cpu_budget.BudgetSpent):
+            cpu_budget.run(_spin, BUDGET)
+        assert time.thread_time() - cpu < BUDGET + SLACK
+    finally:
+        done.set()
+        sleeper.join()

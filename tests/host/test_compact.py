@@ -36,6 +36,23 @@ def test_the_text_is_what_json_dumps_makes(ascii_only: bool) -> None:
     assert nan == json.dumps([math.nan], separators=(",", ":")) == "[NaN]"
 
 
+def test_sorted_keys_and_nan_refused_are_json_dumps_too() -> None:
+    """The digests' canonical JSON: sorted keys, no NaN or infinity."""
+    encode = compact_encoder(ensure_ascii=False, sort_keys=True, allow_nan=False)
+    for value in VALUES:
+        if value in (
+            [math.inf, -math.inf],
+            {1: "int key", 2.5: "float key", None: "none key", False: "bool key"},
+        ):
+            continue
+        assert encode(value) == json.dumps(
+            value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+        )
+    for bad in ([math.nan], {"a": math.inf}):
+        with pytest.raises(ValueError, match="Out of range float values"):
+            encode(bad)
+
+
 def test_what_json_cannot_encode_is_its_type_error() -> None:
     encode = compact_encoder(ensure_ascii=False)
     with pytest.raises(TypeError) as ours:

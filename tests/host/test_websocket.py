@@ -334,6 +334,31 @@ async def test_a_send_waits_for_the_send_under_way_and_a_cancelled_one_sends_not
     await two.aclose()
 
 
+async def test_a_send_the_socket_takes_at_once_takes_no_lock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Made and written with no schedule point, a frame the socket takes whole
+    needs no send lock (a parking-lot breaker registered and removed a send);
+    the frames arrive whole and in order."""
+    taken: list[object] = []
+    take = trio.Lock.acquire_nowait
+
+    def counting(lock: trio.Lock) -> None:
+        taken.append(lock)
+        take(lock)
+
+    monkeypatch.setattr(trio.Lock, "acquire_nowait", counting)
+    one, two = socket_pair()
+    lines = transport_module.JsonLinesTransport(one)
+    peer = transport_module.JsonLinesTransport(two)
+    for i in range(3):
+        await lines.send({"method": "n", "params": {"i": i}})
+    assert taken == []
+    assert [(await peer.receive())["params"]["i"] for _ in range(3)] == [0, 1, 2]
+    await lines.aclose()
+    await peer.aclose()
+
+
 def test_encoding_a_message_builds_no_c_encoder(c_encoders_built: list[object]) -> None:
     """`JSONEncoder.encode` builds a C encoder for each message (3 us of a host
     message's 8-11); every message goes through the one `crw.host.compact` built."""

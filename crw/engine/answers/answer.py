@@ -17,12 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crw.engine.answers import schema_check
+from crw.host.compact import compact_encoder
 from crw.text import escape_surrogates
 
 FINAL_ANSWER = "final_answer"
 COMMENTARY = "commentary"
 NO_OBJECT = "$: the answer holds no JSON object"
 _CLOSING_FENCE = "```"
+_CANONICAL = compact_encoder(ensure_ascii=False, sort_keys=True, allow_nan=False)
+"""`canonical`'s encoder, kept: `json.dumps` with its arguments builds one a call
+(three digests and a canonical result a call)."""
 
 
 @dataclass(frozen=True)
@@ -119,10 +123,7 @@ def canonical(value: Any) -> str:
     """The canonical JSON of `value`: sorted keys, no spaces, not ASCII-escaped but
     for a lone surrogate, which UTF-8 cannot hold: its `\\uXXXX` escape, as the
     journal writes it (`crw.text`)."""
-    text = json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
-    return escape_surrogates(text)
+    return escape_surrogates(_CANONICAL(value))
 
 
 def digest(value: Any) -> str:

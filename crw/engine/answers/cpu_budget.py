@@ -9,9 +9,13 @@ code that runs in a worker thread (off the event loop) is stopped all the same.
 The stop lands only between Python instructions: code in C that runs long
 without returning to Python (a regex match) bounds itself, with `remaining()`.
 
-The watchdog sleeps while nothing is watched, and otherwise wakes when the
-soonest budget could be spent (a thread's CPU time never runs ahead of the wall
-clock): registering a function costs a lock and two clock reads. While anything
+The watchdog wakes when the soonest budget could be spent (a thread's CPU time
+never runs ahead of the wall clock). While functions keep coming it looks every
+_POLL seconds even when nothing is watched, and a newcomer wakes it only when
+its budget could be spent before that look: a run's answer checks (hundreds a
+second, each microseconds) would otherwise each wake a watchdog asleep on
+nothing, a thread switch apiece. _LINGER after the last newcomer it sleeps on
+nothing. Registering a function costs a lock and three clock reads. While anything
 is watched the cyclic garbage collector is off: a stop that landed in the
 finalizer of an object another thread let go would cut that finalizer short.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import math
 import os
 import threading
 import time
@@ -33,6 +38,13 @@ T = TypeVar("T")
 _LEAST_WAIT = 0.01
 """The shortest sleep of the watchdog: no spinning on a budget all but spent, and
 how soon it stops again a thread that ran on past a stop."""
+_POLL = 0.02
+"""How often the watchdog looks while functions keep coming and none is watched:
+a newcomer with at least this budget needs no wake-up (the check on the run's
+event loop has 0.02 s)."""
+_LINGER = 1.0
+"""How long after the last newcomer the watchdog keeps looking every _POLL before
+it sleeps on nothing."""
 
 
 class BudgetSpent(Exception):
@@ -54,13 +66,16 @@ _lock = threading.Lock()
 """Guards what is watched. A `threading.Lock`, whose `with` runs no Python code a
 stop could land in (a Condition's does): a watched thread takes it too."""
 _bell = threading.Lock()
-"""Held but while a thread rings it: what wakes a watchdog asleep on nothing."""
+"""Held but while a thread rings it: what wakes the watchdog before its next look."""
 _bell.acquire()
 _watched: dict[int, _Watch] = {}
 _stopped: set[int] = set()
 """The threads the watchdog raised a stop in, until they took the last one."""
-_state = {"watchdog": False, "asleep": False, "gc": False}
-"""Whether the watchdog runs, sleeps on nothing, and disabled the garbage collector."""
+_state = {"watchdog": False, "gc": False}
+"""Whether the watchdog runs, and disabled the garbage collector."""
+_times = {"looks_at": math.inf, "newcomer": 0.0}
+"""When (time.monotonic) the watchdog looks next (inf: it sleeps on nothing), and
+when the last function was registered."""
 _CURRENT: ContextVar[_Watch | None] = ContextVar("cpu_budget", default=None)
 
 
@@ -83,7 +98,7 @@ def run(fn: Callable[[], T], seconds: float) -> T:
     watch = _Watch(clock, time.clock_gettime(clock) + seconds)
     token = _CURRENT.set(watch)
     try:
-        _start_watching(ident, watch)
+        _start_watching(ident, watch, seconds)
         try:
             return fn()
         finally:
@@ -97,7 +112,7 @@ def run(fn: Callable[[], T], seconds: float) -> T:
         _CURRENT.reset(token)
 
 
-def _start_watching(ident: int, watch: _Watch) -> None:
+def _start_watching(ident: int, watch: _Watch, seconds: float) -> None:
     with _lock:
         if ident in _watched:
             raise RuntimeError("cpu_budget.run does not nest")
@@ -108,10 +123,20 @@ def _start_watching(ident: int, watch: _Watch) -> None:
         if not _state["watchdog"]:
             _state["watchdog"] = True
             threading.Thread(target=_watch_loop, name="cpu-budget", daemon=True).start()
-        # A newcomer's budget is the longest left: only a watchdog asleep must wake.
-        if _state["asleep"]:
-            _state["asleep"] = False
-            _bell.release()
+        now = time.monotonic()
+        _times["newcomer"] = now
+        # Its budget cannot be spent before now + seconds of wall time: a watchdog
+        # that looks by then need not wake.
+        if _times["looks_at"] > now + seconds:
+            _times["looks_at"] = now
+            _ring()
+
+
+def _ring() -> None:
+    """Wake the watchdog (under _lock): unless a wake it has not taken yet is
+    pending (a ring that met its look's timeout), the bell held is let go."""
+    if _bell.locked():
+        _bell.release()
 
 
 def _stop_watching(ident: int) -> None:
@@ -160,9 +185,16 @@ def _watch_loop() -> None:
                     _async_raise(ident, _Stop)
                     _stopped.add(ident)
                 waits.append(left)
-            _state["asleep"] = not waits
-        if waits:
-            _bell.acquire(timeout=max(min(waits), _LEAST_WAIT))
+            now = time.monotonic()
+            if waits:
+                wait = max(min(waits), _LEAST_WAIT)
+            elif now - _times["newcomer"] < _LINGER:
+                wait = _POLL
+            else:
+                wait = math.inf
+            _times["looks_at"] = now + wait
+        if wait < math.inf:
+            _bell.acquire(timeout=wait)
         else:
             _bell.acquire()
 
@@ -180,7 +212,8 @@ def _forget_after_fork() -> None:
     _bell.acquire()
     _watched.clear()
     _stopped.clear()
-    _state.update(watchdog=False, asleep=False, gc=False)
+    _state.update(watchdog=False, gc=False)
+    _times.update(looks_at=math.inf, newcomer=0.0)
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)

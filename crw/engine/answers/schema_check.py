@@ -27,9 +27,15 @@ from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped
 
 from crw.engine.answers import cpu_budget
 from crw.engine.config.schema_refs import refusing_registry
+from crw.host.compact import compact_encoder
 
 CHECK_SECONDS = 1.0
 """The CPU time one check of an answer may take, every keyword and pattern together."""
+
+
+_KEY = compact_encoder(ensure_ascii=False, sort_keys=True)
+"""The schema's JSON text that keys its validator, by an encoder kept (`json.dumps`
+builds one each check)."""
 
 
 class SchemaCheckTimedOut(Exception):
@@ -128,7 +134,7 @@ def check(result: Any, schema: Mapping[str, Any], seconds: float = CHECK_SECONDS
 
 
 def _errors(result: Any, schema: Mapping[str, Any]) -> list[str]:
-    validator = _validator(json.dumps(schema))
+    validator = _validator(_KEY(schema))
     return sorted(
         f"{error.json_path}: {' '.join(str(error.message).splitlines())}"
         for error in validator.iter_errors(result)

@@ -31,11 +31,15 @@ from typing import Any
 from crw.engine.config.role_names import WRITING_ROLES
 from crw.engine.steps.markers import marker as marker
 from crw.engine.steps.markers import op as op
+from crw.host.compact import compact_encoder
 
 MARKER_PREFIX = "crw-flow-op: "
 ROLE_PREFIX = "CRW-ROLE: "
 OUTPUT_CONTRACT = "## Output contract"
 _CONFIG_KEY = "shell_environment_policy.set."
+_KEY = compact_encoder(ensure_ascii=False, sort_keys=True)
+"""The schema's JSON text that keys its section, by an encoder kept (`json.dumps`
+builds one a call)."""
 _GIT_FORBIDDEN = "`git commit`, `git add`, `git branch`, `git reset` or `git checkout`"
 
 
@@ -159,12 +163,12 @@ def tools_section(
 def output_contract(output_schema: Mapping[str, Any]) -> str:
     """The `## Output contract` section: one sentence and the schema, pretty-printed
     with sorted keys, in a fenced ```json block."""
-    return _contract(json.dumps(output_schema, sort_keys=True, ensure_ascii=False))
+    return _contract(_KEY(output_schema))
 
 
 @functools.lru_cache(maxsize=64)
 def _contract(compact: str) -> str:
-    """The section of the schema whose compact JSON is `compact`, made once for the
+    """The section of the schema whose compact sorted JSON is `compact`, made once for the
     calls of every node that has it: json pretty-prints in Python, not in C."""
     schema = json.dumps(json.loads(compact), indent=2, sort_keys=True, ensure_ascii=False)
     return "\n".join(
