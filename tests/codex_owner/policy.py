@@ -9,11 +9,15 @@ each policy decides the next model response from it alone, as a model would:
   send_input / close_agent (the namespaced multi_agent_v1 tools) for each step of
   next's last answer, `crw flow dispatched …` after each spawn and send_input
   (`--failed OUTPUT` when the spawn failed), and a final message once the run has
-  ended, is paused or waits on a decision;
+  ended, is paused or waits on a decision; a run that speaks multi-agent v2 names
+  v2's tools in its steps (`host_call.tool` and `namespace`: the `collaboration`
+  spawn_agent by task name, followup_task, interrupt_agent), which it calls as
+  named, reporting a v2 spawn with the path its output names;
 - the **subagent policy** answers a subagent's turn (its first message carries
-  the step marker): a valid instance of the contract of the packet it names (the
-  mock's default), or an answer that breaks it, or a failed response, and may hold
-  its answer until the test lets it go, so the test can act while the turn runs.
+  the step marker: a user message on v1, a v2 task on v2): a valid instance of the
+  contract of the packet it names (the mock's default), or an answer that breaks
+  it, or a failed response, and may hold its answer until the test lets it go, so
+  the test can act while the turn runs.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 
 from crw.engine.steps.packet import MARKER_PREFIX
 from crw.host.mock_replies import (
+    NEW_TASK,
     FunctionCall,
     ModelRequest,
     Reply,
@@ -43,8 +48,13 @@ from crw.host.mock_replies import (
 START_KEY = "crw-owner-start"
 """The owner's first message names its start command on the line after this key."""
 NAMESPACE = "multi_agent_v1"
-TOOL_OF = {"spawn": "spawn_agent", "send_input": "send_input", "close": "close_agent"}
-STEP_TOOLS = set(TOOL_OF.values())
+"""The namespace of a step's tool when its host_call names none (v1's steps)."""
+STEP_TOOLS = frozenset(
+    {"spawn_agent", "send_input", "close_agent", "followup_task", "interrupt_agent"}
+)
+"""The multi-agent tools a step names, v1's and v2's."""
+DISPATCHED_TOOLS = frozenset({"spawn_agent", "send_input", "followup_task"})
+"""The step tools whose call the owner reports with `crw flow dispatched`."""
 PAIR_ARGUMENTS = ("model", "reasoning_effort")
 HOLD_LIMIT = 120.0
 """A held answer is let go after this many seconds even when the test forgot."""
@@ -58,9 +68,20 @@ def user_texts(body: dict[str, Any]) -> Iterator[str]:
             yield "\n".join(part.get("text", "") for part in item.get("content") or [])
 
 
+def v2_tasks(body: dict[str, Any]) -> Iterator[str]:
+    """The payload of each v2 task the conversation holds (an `agent_message` whose
+    first part is the NEW_TASK header, its payload the next part, plain offline)."""
+    for item in body.get("input") or []:
+        parts = item.get("content") if item.get("type") == "agent_message" else None
+        if isinstance(parts, list) and parts and str(parts[0].get("text")).startswith(NEW_TASK):
+            yield "\n".join(str(p.get("encrypted_content", "")) for p in parts[1:])
+
+
 def is_subagent(body: dict[str, Any]) -> bool:
-    """A subagent's conversation begins with its spawn message (the step marker)."""
-    return any(t.startswith(MARKER_PREFIX) for t in user_texts(body))
+    """A subagent's conversation begins with its spawn message (the step marker): a
+    user message on v1, a v2 task on v2."""
+    said = [*user_texts(body), *v2_tasks(body)]
+    return any(t.startswith(MARKER_PREFIX) for t in said)
 
 
 def shell_json(output: str) -> dict[str, Any]:
@@ -148,7 +169,7 @@ class OwnerPolicy:
             return text(f"crw printed no JSON: {output}", usage=OWNER_USAGE)
         if kind == "start":
             return self.next_call(str(shell_json(output or "").get("run")))
-        if kind in {"spawn_agent", "send_input"}:
+        if kind in DISPATCHED_TOOLS:
             return self.dispatched(run, self.pending(steps)[0], kind, arguments, output or "")
         if kind == "next":
             answer = shell_json(output or "")
@@ -169,7 +190,7 @@ class OwnerPolicy:
         answer = shell_json(steps[last][2] or "") if steps[last][0] == "next" else {}
         todo = [step for step in answer.get("steps") or [] if not step.get("reported")]
         taken = [kind for kind, _, _ in steps[last + 1 :] if kind in STEP_TOOLS]
-        open_dispatch = steps[-1][0] in {"spawn_agent", "send_input"}
+        open_dispatch = steps[-1][0] in DISPATCHED_TOOLS
         return todo[len(taken) - 1 :] if open_dispatch else todo[len(taken) :]
 
     def resting(self, output: str) -> bool:
@@ -179,16 +200,19 @@ class OwnerPolicy:
         return reply.get("reply") == "bound" and op in self.rest_after
 
     def step_call(self, step: dict[str, Any]) -> Reply:
-        arguments = dict(step["host_call"]["arguments"])
+        """The step's host call as it names it: its tool, in its namespace."""
+        host_call = step["host_call"]
+        arguments = dict(host_call["arguments"])
         if step["action"] == "spawn" and self.drop_pair:
             arguments = {k: v for k, v in arguments.items() if k not in PAIR_ARGUMENTS}
-        name = TOOL_OF[step["action"]]
-        return calls(FunctionCall(name, arguments, namespace=NAMESPACE), usage=OWNER_USAGE)
+        namespace = host_call.get("namespace", NAMESPACE)
+        tool = FunctionCall(host_call["tool"], arguments, namespace=namespace)
+        return calls(tool, usage=OWNER_USAGE)
 
     def dispatched(
         self, run: str, step: dict[str, Any], kind: str, arguments: dict[str, Any], output: str
     ) -> Reply:
-        agent = arguments.get("target") if kind == "send_input" else _agent_id(output)
+        agent = arguments.get("target") if kind != "spawn_agent" else _agent_id(output)
         report = f"--agent {agent}" if agent else f"--failed {shlex.quote(output)}"
         return exec_call(
             f"{self.crw} flow dispatched {run} {step['call']} {report} --k {step['k']} "
@@ -197,11 +221,16 @@ class OwnerPolicy:
 
 
 def _agent_id(output: str) -> str | None:
+    """The subagent a spawn's output names: v1's `agent_id`, v2's child path
+    (`task_name`, `/root/<name>`); None when the spawn failed."""
     try:
         value = json.loads(output)
     except json.JSONDecodeError:
         return None
-    return value.get("agent_id") if isinstance(value, dict) else None
+    if not isinstance(value, dict):
+        return None
+    found = value.get("agent_id") or value.get("task_name")
+    return str(found) if found else None
 
 
 def _run_id(steps: list[Said]) -> str:
@@ -235,7 +264,7 @@ class SubagentPolicy:
             event.set()
 
     def __call__(self, request: ModelRequest) -> Reply:
-        found = MARKER_LINE.search(request.user_text)
+        found = MARKER_LINE.search(request.user_text)  # a v2 task's too (mock_replies)
         if found is None:
             return valid()
         call, k, attempt = found.groups()
