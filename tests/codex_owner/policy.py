@@ -26,6 +26,7 @@ import json
 import re
 import shlex
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,9 @@ STEP_TOOLS = frozenset(
     {"spawn_agent", "send_input", "close_agent", "followup_task", "interrupt_agent"}
 )
 """The multi-agent tools a step names, v1's and v2's."""
+WAIT_TOOL = "wait_agent"
+WAIT_HINT = re.compile(r"wait_agent\((?:targets=(\[[^\]]*\]), )?timeout_ms=(\d+)\)")
+"""The wait_agent call next's hint spells: v1's with targets, v2's without."""
 DISPATCHED_TOOLS = frozenset({"spawn_agent", "send_input", "followup_task"})
 """The step tools whose call the owner reports with `crw flow dispatched`."""
 PAIR_ARGUMENTS = ("model", "reasoning_effort")
@@ -135,7 +139,7 @@ class Conversation:
 
 
 def _kind(item: dict[str, Any], arguments: dict[str, Any]) -> str:
-    if item.get("name") in STEP_TOOLS:
+    if item.get("name") in STEP_TOOLS | {WAIT_TOOL}:
         return str(item["name"])
     words = shlex.split(str(arguments.get("cmd", "")))
     for verb in ("start", "next", "dispatched"):
@@ -156,6 +160,10 @@ class OwnerPolicy:
     wait: int = 5
     rest_after: frozenset[str] = frozenset()
     drop_pair: bool = False
+    wait_agents: bool = False
+    """When next answers no step to take while subagents are open, make the
+    wait_agent call its hint spells (v1: on its targets; v2: none, any child),
+    then ask next again, as the skill says."""
 
     def __call__(self, request: ModelRequest) -> Reply:
         steps = Conversation(request.body).steps()
@@ -175,6 +183,9 @@ class OwnerPolicy:
             answer = shell_json(output or "")
             if answer.get("state") in ENDED_STATES and not answer.get("steps"):
                 return text(f"run {run}: {answer.get('state')}", usage=OWNER_USAGE)
+            waits = WAIT_HINT.search(str(answer.get("hint"))) if self.wait_agents else None
+            if waits is not None and not self.pending(steps):
+                return wait_call(*waits.groups())
         if kind == "dispatched" and self.resting(output or ""):
             return text(f"run {run}: waiting for its wake", usage=OWNER_USAGE)
         todo = self.pending(steps)
@@ -220,6 +231,16 @@ class OwnerPolicy:
         )
 
 
+def wait_call(targets: str | None, timeout_ms: str) -> Reply:
+    """wait_agent as the hint spells it: v1's on its targets (the `multi_agent_v1`
+    namespace), v2's with none (the owner's `collaboration` tools)."""
+    arguments: dict[str, Any] = {"timeout_ms": int(timeout_ms)}
+    if targets is not None:
+        arguments = {"targets": json.loads(targets)} | arguments
+    namespace = NAMESPACE if targets is not None else "collaboration"
+    return calls(FunctionCall(WAIT_TOOL, arguments, namespace=namespace), usage=OWNER_USAGE)
+
+
 def _agent_id(output: str) -> str | None:
     """The subagent a spawn's output names: v1's `agent_id`, v2's child path
     (`task_name`, `/root/<name>`); None when the spawn failed."""
@@ -254,6 +275,8 @@ class SubagentPolicy:
     usage: dict[str, Usage] = field(default_factory=dict)
     unreachable: frozenset[str] = frozenset()
     """Their request finds the model's endpoint gone (`mock_replies.unreachable`)."""
+    slow: dict[str, float] = field(default_factory=dict)
+    """Seconds their answer takes (the owner's next then finds nothing new)."""
 
     def hold(self, marker: str) -> None:
         self.held[marker] = threading.Event()
@@ -273,6 +296,8 @@ class SubagentPolicy:
         for name in names & set(self.held):
             self.arrived[name].set()
             self.held[name].wait(HOLD_LIMIT)
+        for name in names & set(self.slow):
+            time.sleep(self.slow[name])  # the mock's own handler thread
         if names & self.unreachable:
             return unreachable()
         if names & set(self.failing):

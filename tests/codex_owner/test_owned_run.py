@@ -9,6 +9,7 @@ followup_task)."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,22 @@ def host_tools(requests: list) -> Counter[str]:  # type: ignore[type-arg]
     )
 
 
+def wait_calls(requests: list) -> list[tuple[dict[str, Any], str]]:  # type: ignore[type-arg]
+    """The owner's wait_agent calls, each its arguments and output."""
+    owner = [r.body for r in requests if not is_subagent(r.body)][-1]
+    items = owner.get("input") or []
+    outputs = {i["call_id"]: str(i.get("output")) for i in items if "output" in i}
+    return [
+        (json.loads(i["arguments"]), outputs.get(i["call_id"], ""))
+        for i in items
+        if i.get("type") == "function_call" and i["name"] == "wait_agent"
+    ]
+
+
+NAMESPACES = {"v1": "multi_agent_v1", "v2": "collaboration"}
+SLOW = {"review.1/t1": 4.0}
+"""review.1's answer takes longer than the owner's next waits: it waits on the
+subagents with wait_agent, as next's hint says, then asks next again."""
 V1_TOOLS = Counter(
     {
         "multi_agent_v1.spawn_agent": 4,
@@ -94,9 +111,9 @@ async def test_a_real_owner_thread_runs_a_workflow_to_the_end(
 ) -> None:
     """spec: STEP-37, HOOK-1, HOOK-11 (four calls of three roles on the real host, one
     repaired: each completed, its tokens the mock's, each spawn on its role's pair)"""
-    subagent = SubagentPolicy(broken=frozenset({"build.1/t1"}), usage=USAGE)
-    policies = Policies(OwnerPolicy(drop_pair=True), subagent)
-    with owned_run(tmp_path, policies, multi_agent=multi_agent) as setup:
+    subagent = SubagentPolicy(broken=frozenset({"build.1/t1"}), usage=USAGE, slow=SLOW)
+    owner = OwnerPolicy(wait=1, drop_pair=True, wait_agents=True)
+    with owned_run(tmp_path, Policies(owner, subagent), multi_agent=multi_agent) as setup:
         await setup.begin()
         ended = await setup.until_row("ended")
         await setup.owner_idle()
@@ -105,7 +122,18 @@ async def test_a_real_owner_thread_runs_a_workflow_to_the_end(
 
     assert ended["status"] == "completed", rows
     assert spoken(rows) == {multi_agent}
-    assert host_tools(requests) == (V2_TOOLS if multi_agent == "v2" else V1_TOOLS)
+    tools, waits = host_tools(requests), wait_calls(requests)
+    assert waits, "the owner never waited: review.1 answered before next's --wait 1 ended"
+    assert tools == (V2_TOOLS if multi_agent == "v2" else V1_TOOLS) + Counter(
+        {f"{NAMESPACES[multi_agent]}.wait_agent": len(waits)}
+    )
+    review = next(
+        r["thread_id"] for r in rows if r["row"] == "thread_started" and r["call"] == "review.1"
+    )
+    for arguments, output in waits:  # the hint's call: v2's takes no targets
+        targets = {} if multi_agent == "v2" else {"targets": [review]}
+        assert arguments == targets | {"timeout_ms": 30000}, arguments
+        assert json.loads(output)["timed_out"] is False, output
     terminal = {row["call"]: row for row in rows if row["row"] in TERMINAL}
     assert {call: row["row"] for call, row in terminal.items()} == dict.fromkeys(CALLS, "completed")
     turns = [(r["call"], r["k"]) for r in rows if r["row"] == "turn_started"]
