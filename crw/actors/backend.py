@@ -100,14 +100,21 @@ class Backend:
         from crw.actors.inbox import Inbox
         from crw.actors.session_context import SessionContext
         from crw.actors.session_run import answer_unrouted, run_session_calls
+        from crw.actors.step_binder_v2 import owner_child
         from crw.engine.steps.replies import CallRecords
 
         records = CallRecords(rows)  # kept up to date by each call's commits
+        reader, owner = self.reader, self.spec.owner or ""
+
+        async def child_at(path: str) -> tuple[str | None, str | None]:
+            return await owner_child(reader, owner, path)
+
+        v2 = child_at if replayed.multi_agent == V2 else None  # reports name paths
         inbox = Inbox(
             self.run_dir,
             self.spec.id,
             self.settings,
-            lambda report: answer_unrouted(records, self.reader.read, report),
+            lambda report: answer_unrouted(records, self.reader.read, report, v2),
             token=self.token,
         )
         control = RunControl(run=self.run_dir)

@@ -32,31 +32,48 @@ from crw.engine.config.workflow_nodes import Node
 from crw.engine.holds import interrupt, supersede
 from crw.engine.steps.bind_v2 import late_v2
 from crw.engine.steps.replies import CallRecords, decide_late, reads_host
+from crw.engine.steps.task_name import ROOT
 from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
 from crw.journal.replay import TERMINAL_ROWS, RunState
 
+ChildAt = Callable[[str], Awaitable[tuple[str | None, str | None]]]
+"""Multi-agent v2: the thread id of the owner's child at a path (`/root/<name>`),
+else None and why the owner's thread could not be read (`step_binder_v2.owner_child`)."""
+
 
 async def answer_unrouted(
-    records: CallRecords, read: Callable[[str], Awaitable[Thread]], report: Report
+    records: CallRecords,
+    read: Callable[[str], Awaitable[Thread]],
+    report: Report,
+    child_at: ChildAt | None = None,
 ) -> dict[str, Any] | None:
     """The reply to a report no call actor waits for (the reply table), from the
     calls' `records` the run keeps as it commits, or None: it names the step its
     call waits on, whose actor has not come to it yet (a resumed run's first read
     of its inbox), and waits in the inbox for that actor (ATT-18). A subagent the
-    call never bound is `read` on the host first: another run's is refused."""
+    call never bound is `read` on the host first: another run's is refused. On v2
+    (`child_at`) a report naming a child's path is of the thread the owner's
+    thread names at that path: the host reads no path as a thread id (codex
+    refuses it `invalid thread id`), and the rows know the thread by its id."""
     record = records.record(report.call)
     if record.waits_on(report.attempt, report.k):
         return None
     thread: Thread | None = None
     host_error: str | None = None
-    if reads_host(report.agent_id, record, report.failed):
-        thread, host_error = await _read_late(read, str(report.agent_id))
+    agent = report.agent_id
+    if child_at is not None and agent and agent.startswith(ROOT) and report.failed is None:
+        found, host_error = await child_at(agent)
+        if found is None and host_error is None:
+            host_error = f"the owner's thread names no child {agent} yet"
+        agent = found or agent
+    if host_error is None and reads_host(agent, record, report.failed):
+        thread, host_error = await _read_late(read, str(agent))
     reply = decide_late(
         report.k,
         report.attempt,
-        report.agent_id,
+        agent,
         record,
         report.failed,
         run=report.run,

@@ -116,9 +116,17 @@ class ThreadWatches:
         return watch
 
     def forget(self, thread_id: str) -> None:
-        """Drop what is held of a thread no call waits on any more."""
-        self._watches.pop(thread_id, None)
+        """Drop what is held of a thread no call waits on any more. Its change
+        event is set as it goes: a caller that took it (`claim`) to keep what it
+        read until the host announces a change would otherwise wait on an event no
+        notification sets any more (the next one sets a new watch's), and believe
+        a stale read; woken, it reads again. (A v2 bind forgets the owner after
+        each read of it, while the wake keeps the owner's status it read: an
+        owner that went idle then was taken for busy, and no wake was sent.)"""
+        watch = self._watches.pop(thread_id, None)
         self._unclaimed.pop(thread_id, None)
+        if watch is not None:
+            watch.changed.set()
 
     def signal(self, thread_id: str) -> None:
         """Wake the thread's waiters: the host announced a change of it."""

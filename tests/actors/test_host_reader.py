@@ -193,3 +193,22 @@ async def test_threads_no_caller_asked_about_are_kept_to_a_bound_oldest_dropped_
         assert reader.watched == 3
         reader.forget(claimed[0])
         assert reader.watched == 2
+
+
+async def test_forgetting_a_thread_wakes_whoever_kept_what_it_read_of_it(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """A caller keeps a read until the thread's change event is set (the wake keeps
+    the owner's status so); another forgets the thread (a v2 bind does, after
+    each read of the owner): the event is set then, so the keeper reads again,
+    rather than waiting on an event no notification would set, the next one
+    setting a new watch's (the owner idle, taken for busy, and no wake sent)."""
+    async with reader_on_sim(tmp_path, Settings(host_poll_interval=600)) as (_, reader):
+        thread = await reader.start_thread(cwd="/w")
+        kept = reader.changed(thread.id)
+        await reader.status(thread.id)
+        reader.forget(thread.id)
+        assert kept.is_set()
+        assert reader.watched == 0
+        fresh = reader.changed(thread.id)
+        assert not fresh.is_set() and fresh is not kept

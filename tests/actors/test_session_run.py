@@ -28,12 +28,14 @@ from crw.actors.inbox import Inbox
 from crw.actors.journal_writer import open_journal_writer
 from crw.actors.session_context import SessionContext
 from crw.actors.session_run import answer_unrouted, run_session_calls
+from crw.actors.step_binder_v2 import owner_child
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
 from crw.clock import fixed_clock
 from crw.engine.config.roles import RolePair, RoleTable
 from crw.engine.config.workflow import load_workflow
 from crw.engine.owner.host_call_v2 import tool_call_v2
+from crw.engine.owner.multi_agent import V2
 from crw.engine.run.rundir import RunDir
 from crw.engine.steps.replies import CallRecords
 from crw.host.client import HostClient, open_client
@@ -197,7 +199,12 @@ async def session_context(
         open_journal_writer(run.journal, clock=fixed_clock(), **told) as journal,
         trio.open_nursery() as nursery,
     ):
-        inbox = Inbox(run, run_id, settings, lambda r: answer_unrouted(records, reader.read, r))
+
+        async def child_at(path: str) -> tuple[str | None, str | None]:
+            return await owner_child(reader, owner, path)
+
+        v2 = child_at if members.get("multi_agent") == V2 else None  # as the run's process
+        inbox = Inbox(run, run_id, settings, lambda r: answer_unrouted(records, reader.read, r, v2))
         ctx = SessionContext(
             journal=journal,
             reader=reader,

@@ -10,10 +10,12 @@ What it knows is what those instructions teach, no more:
 - a start's answer names, under `next`, the command that takes the run's steps:
   it runs that command whenever it has no step to take;
 - an answer with `steps` lists host calls: for each step not `reported` it makes
-  `host_call.tool` with `host_call.arguments` unchanged (the multi_agent_v1
-  namespace), then runs the step's `then` with its placeholders filled from the
-  tool's output (tests/codex_owner/fill.py); when the output cannot fill `then`
-  (the tool failed), it runs the step's `on_failure` filled the same way, and with
+  `host_call.tool` with `host_call.arguments` unchanged, in `host_call.namespace`
+  (a v2 run's `collaboration`; multi_agent_v1 when it names none), then runs the
+  step's `then` with its placeholders filled from the tool's output
+  (tests/codex_owner/fill.py); when the tool failed (the output cannot fill
+  `then`, or a spawn's names no child: no `agent_id`, on v2 no `task_name`, as
+  the skill says), it runs the step's `on_failure` filled the same way, and with
   no `on_failure` it can do nothing but stop and say so;
 - an answer with `steps` empty and a `state` of ended, paused or waiting_decision
   ends its turn (a wake, or the user, brings the next one).
@@ -37,6 +39,8 @@ from tests.codex_owner.policy import NAMESPACE, OWNER_USAGE, exec_call, shell_js
 
 ENDS_TURN = frozenset({"ended", "paused", "waiting_decision"})
 COMMAND = re.compile(r"^(?:.*?: )?(crw \S.*)$", re.MULTILINE)
+SPAWNED = frozenset({"agent_id", "task_name"})
+"""What a spawn that worked answers, on v1 and on v2: the child it made."""
 NO_FAILURE_COMMAND = "the host call failed and the step names no command for its failure"
 
 
@@ -131,15 +135,18 @@ class FollowingOwner:
 
     def host_call(self, step: dict[str, Any]) -> Reply:
         call = step["host_call"]
-        tool = FunctionCall(call["tool"], dict(call["arguments"]), namespace=NAMESPACE)
+        namespace = call.get("namespace", NAMESPACE)
+        tool = FunctionCall(call["tool"], dict(call["arguments"]), namespace=namespace)
         return calls(tool, usage=OWNER_USAGE)
 
     def after_tool(self, step: dict[str, Any], done: Item) -> Reply:
         """The step's `then` filled from the tool's output; its `on_failure` when
-        the output cannot fill `then`; with no `on_failure`, a stop that says so."""
+        the tool failed (the output cannot fill `then`, or a spawn's names no
+        child); with no `on_failure`, a stop that says so."""
         call = step["host_call"]
         values = values_of(done.output)
-        then = fill(call["then"], values)
+        named = step["action"] != "spawn" or bool(set(values) & SPAWNED)
+        then = fill(call["then"], values) if named else None
         if then is not None:
             return exec_call(then)
         if "on_failure" not in call:

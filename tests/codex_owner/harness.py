@@ -177,9 +177,12 @@ def owned_run(
     pairs: dict[str, tuple[str, str, str]] = PAIRS,
     settings: str = "",
     retries: int = 0,
+    multi_agent: str = "v1",
 ) -> Iterator[OwnedRun]:
     """The whole setup for the block; every process reaped after it. `retries`: the
-    mock provider's request_max_retries and stream_max_retries."""
+    mock provider's request_max_retries and stream_max_retries. `multi_agent`: the
+    owner's tools, `v1`, or `v2` (config.toml's `[features] multi_agent_v2 = true`,
+    which the run's start reads to speak v2 too)."""
     state, work = tmp / "state", tmp / "work"
     state.mkdir()
     work.mkdir()
@@ -194,6 +197,8 @@ def owned_run(
             toml = (home / "config.toml").read_text()
             for key in ("request_max_retries", "stream_max_retries"):
                 toml = toml.replace(f"{key} = 0\n", f"{key} = {retries}\n")
+            if multi_agent == "v2":
+                toml = toml.replace("[features]\n", "[features]\nmulti_agent_v2 = true\n")
             (home / "config.toml").write_text(toml)
             with (home / "config.toml").open("a") as config:
                 for kind in AGENT_TYPES:

@@ -9,11 +9,15 @@ each policy decides the next model response from it alone, as a model would:
   send_input / close_agent (the namespaced multi_agent_v1 tools) for each step of
   next's last answer, `crw flow dispatched …` after each spawn and send_input
   (`--failed OUTPUT` when the spawn failed), and a final message once the run has
-  ended, is paused or waits on a decision;
+  ended, is paused or waits on a decision; a run that speaks multi-agent v2 names
+  v2's tools in its steps (`host_call.tool` and `namespace`: the `collaboration`
+  spawn_agent by task name, followup_task, interrupt_agent), which it calls as
+  named, reporting a v2 spawn with the path its output names;
 - the **subagent policy** answers a subagent's turn (its first message carries
-  the step marker): a valid instance of the contract of the packet it names (the
-  mock's default), or an answer that breaks it, or a failed response, and may hold
-  its answer until the test lets it go, so the test can act while the turn runs.
+  the step marker: a user message on v1, a v2 task on v2): a valid instance of the
+  contract of the packet it names (the mock's default), or an answer that breaks
+  it, or a failed response, and may hold its answer until the test lets it go, so
+  the test can act while the turn runs.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ import json
 import re
 import shlex
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from crw.engine.steps.packet import MARKER_PREFIX
 from crw.host.mock_replies import (
+    NEW_TASK,
     FunctionCall,
     ModelRequest,
     Reply,
@@ -43,8 +49,16 @@ from crw.host.mock_replies import (
 START_KEY = "crw-owner-start"
 """The owner's first message names its start command on the line after this key."""
 NAMESPACE = "multi_agent_v1"
-TOOL_OF = {"spawn": "spawn_agent", "send_input": "send_input", "close": "close_agent"}
-STEP_TOOLS = set(TOOL_OF.values())
+"""The namespace of a step's tool when its host_call names none (v1's steps)."""
+STEP_TOOLS = frozenset(
+    {"spawn_agent", "send_input", "close_agent", "followup_task", "interrupt_agent"}
+)
+"""The multi-agent tools a step names, v1's and v2's."""
+WAIT_TOOL = "wait_agent"
+WAIT_HINT = re.compile(r"wait_agent\((?:targets=(\[[^\]]*\]), )?timeout_ms=(\d+)\)")
+"""The wait_agent call next's hint spells: v1's with targets, v2's without."""
+DISPATCHED_TOOLS = frozenset({"spawn_agent", "send_input", "followup_task"})
+"""The step tools whose call the owner reports with `crw flow dispatched`."""
 PAIR_ARGUMENTS = ("model", "reasoning_effort")
 HOLD_LIMIT = 120.0
 """A held answer is let go after this many seconds even when the test forgot."""
@@ -58,9 +72,20 @@ def user_texts(body: dict[str, Any]) -> Iterator[str]:
             yield "\n".join(part.get("text", "") for part in item.get("content") or [])
 
 
+def v2_tasks(body: dict[str, Any]) -> Iterator[str]:
+    """The payload of each v2 task the conversation holds (an `agent_message` whose
+    first part is the NEW_TASK header, its payload the next part, plain offline)."""
+    for item in body.get("input") or []:
+        parts = item.get("content") if item.get("type") == "agent_message" else None
+        if isinstance(parts, list) and parts and str(parts[0].get("text")).startswith(NEW_TASK):
+            yield "\n".join(str(p.get("encrypted_content", "")) for p in parts[1:])
+
+
 def is_subagent(body: dict[str, Any]) -> bool:
-    """A subagent's conversation begins with its spawn message (the step marker)."""
-    return any(t.startswith(MARKER_PREFIX) for t in user_texts(body))
+    """A subagent's conversation begins with its spawn message (the step marker): a
+    user message on v1, a v2 task on v2."""
+    said = [*user_texts(body), *v2_tasks(body)]
+    return any(t.startswith(MARKER_PREFIX) for t in said)
 
 
 def shell_json(output: str) -> dict[str, Any]:
@@ -114,7 +139,7 @@ class Conversation:
 
 
 def _kind(item: dict[str, Any], arguments: dict[str, Any]) -> str:
-    if item.get("name") in STEP_TOOLS:
+    if item.get("name") in STEP_TOOLS | {WAIT_TOOL}:
         return str(item["name"])
     words = shlex.split(str(arguments.get("cmd", "")))
     for verb in ("start", "next", "dispatched"):
@@ -135,6 +160,10 @@ class OwnerPolicy:
     wait: int = 5
     rest_after: frozenset[str] = frozenset()
     drop_pair: bool = False
+    wait_agents: bool = False
+    """When next answers no step to take while subagents are open, make the
+    wait_agent call its hint spells (v1: on its targets; v2: none, any child),
+    then ask next again, as the skill says."""
 
     def __call__(self, request: ModelRequest) -> Reply:
         steps = Conversation(request.body).steps()
@@ -148,12 +177,15 @@ class OwnerPolicy:
             return text(f"crw printed no JSON: {output}", usage=OWNER_USAGE)
         if kind == "start":
             return self.next_call(str(shell_json(output or "").get("run")))
-        if kind in {"spawn_agent", "send_input"}:
+        if kind in DISPATCHED_TOOLS:
             return self.dispatched(run, self.pending(steps)[0], kind, arguments, output or "")
         if kind == "next":
             answer = shell_json(output or "")
             if answer.get("state") in ENDED_STATES and not answer.get("steps"):
                 return text(f"run {run}: {answer.get('state')}", usage=OWNER_USAGE)
+            waits = WAIT_HINT.search(str(answer.get("hint"))) if self.wait_agents else None
+            if waits is not None and not self.pending(steps):
+                return wait_call(*waits.groups())
         if kind == "dispatched" and self.resting(output or ""):
             return text(f"run {run}: waiting for its wake", usage=OWNER_USAGE)
         todo = self.pending(steps)
@@ -169,7 +201,7 @@ class OwnerPolicy:
         answer = shell_json(steps[last][2] or "") if steps[last][0] == "next" else {}
         todo = [step for step in answer.get("steps") or [] if not step.get("reported")]
         taken = [kind for kind, _, _ in steps[last + 1 :] if kind in STEP_TOOLS]
-        open_dispatch = steps[-1][0] in {"spawn_agent", "send_input"}
+        open_dispatch = steps[-1][0] in DISPATCHED_TOOLS
         return todo[len(taken) - 1 :] if open_dispatch else todo[len(taken) :]
 
     def resting(self, output: str) -> bool:
@@ -179,16 +211,19 @@ class OwnerPolicy:
         return reply.get("reply") == "bound" and op in self.rest_after
 
     def step_call(self, step: dict[str, Any]) -> Reply:
-        arguments = dict(step["host_call"]["arguments"])
+        """The step's host call as it names it: its tool, in its namespace."""
+        host_call = step["host_call"]
+        arguments = dict(host_call["arguments"])
         if step["action"] == "spawn" and self.drop_pair:
             arguments = {k: v for k, v in arguments.items() if k not in PAIR_ARGUMENTS}
-        name = TOOL_OF[step["action"]]
-        return calls(FunctionCall(name, arguments, namespace=NAMESPACE), usage=OWNER_USAGE)
+        namespace = host_call.get("namespace", NAMESPACE)
+        tool = FunctionCall(host_call["tool"], arguments, namespace=namespace)
+        return calls(tool, usage=OWNER_USAGE)
 
     def dispatched(
         self, run: str, step: dict[str, Any], kind: str, arguments: dict[str, Any], output: str
     ) -> Reply:
-        agent = arguments.get("target") if kind == "send_input" else _agent_id(output)
+        agent = arguments.get("target") if kind != "spawn_agent" else _agent_id(output)
         report = f"--agent {agent}" if agent else f"--failed {shlex.quote(output)}"
         return exec_call(
             f"{self.crw} flow dispatched {run} {step['call']} {report} --k {step['k']} "
@@ -196,12 +231,27 @@ class OwnerPolicy:
         )
 
 
+def wait_call(targets: str | None, timeout_ms: str) -> Reply:
+    """wait_agent as the hint spells it: v1's on its targets (the `multi_agent_v1`
+    namespace), v2's with none (the owner's `collaboration` tools)."""
+    arguments: dict[str, Any] = {"timeout_ms": int(timeout_ms)}
+    if targets is not None:
+        arguments = {"targets": json.loads(targets)} | arguments
+    namespace = NAMESPACE if targets is not None else "collaboration"
+    return calls(FunctionCall(WAIT_TOOL, arguments, namespace=namespace), usage=OWNER_USAGE)
+
+
 def _agent_id(output: str) -> str | None:
+    """The subagent a spawn's output names: v1's `agent_id`, v2's child path
+    (`task_name`, `/root/<name>`); None when the spawn failed."""
     try:
         value = json.loads(output)
     except json.JSONDecodeError:
         return None
-    return value.get("agent_id") if isinstance(value, dict) else None
+    if not isinstance(value, dict):
+        return None
+    found = value.get("agent_id") or value.get("task_name")
+    return str(found) if found else None
 
 
 def _run_id(steps: list[Said]) -> str:
@@ -225,6 +275,8 @@ class SubagentPolicy:
     usage: dict[str, Usage] = field(default_factory=dict)
     unreachable: frozenset[str] = frozenset()
     """Their request finds the model's endpoint gone (`mock_replies.unreachable`)."""
+    slow: dict[str, float] = field(default_factory=dict)
+    """Seconds their answer takes (the owner's next then finds nothing new)."""
 
     def hold(self, marker: str) -> None:
         self.held[marker] = threading.Event()
@@ -235,7 +287,7 @@ class SubagentPolicy:
             event.set()
 
     def __call__(self, request: ModelRequest) -> Reply:
-        found = MARKER_LINE.search(request.user_text)
+        found = MARKER_LINE.search(request.user_text)  # a v2 task's too (mock_replies)
         if found is None:
             return valid()
         call, k, attempt = found.groups()
@@ -244,6 +296,8 @@ class SubagentPolicy:
         for name in names & set(self.held):
             self.arrived[name].set()
             self.held[name].wait(HOLD_LIMIT)
+        for name in names & set(self.slow):
+            time.sleep(self.slow[name])  # the mock's own handler thread
         if names & self.unreachable:
             return unreachable()
         if names & set(self.failing):

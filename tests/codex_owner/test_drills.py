@@ -1,7 +1,8 @@
 """Drills on a session run owned by a real Codex owner thread (shared app-server,
 offline): a wake that starts the owner's next turn, a pause while a subagent's turn
 runs, and a kill -9 of the run's process mid-turn. The subagent policy holds one
-answer until the test lets it go, so the test acts while that turn runs."""
+answer until the test lets it go, so the test acts while that turn runs. Each
+runs on multi-agent v1 and v2 (`multi_agent`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from crw.host.connect import connect_host
 from crw.host.uri import HostUri
 from tests.codex_owner.harness import TERMINAL, OwnedRun, owned_run
 from tests.codex_owner.policy import HOLD_LIMIT, OwnerPolicy, Policies, SubagentPolicy
-from tests.codex_owner.test_owned_run import CALLS, markers_asked
+from tests.codex_owner.test_owned_run import CALLS, markers_asked, spoken
 
 pytestmark = pytest.mark.codex
 
@@ -61,14 +62,16 @@ def ended_calls(rows: list[dict[str, Any]]) -> dict[str, str]:
     return {row["call"]: row["row"] for row in rows if row["row"] in TERMINAL}
 
 
-async def test_a_wake_starts_the_owners_next_turn_and_the_owner_goes_on(tmp_path: Path) -> None:
+async def test_a_wake_starts_the_owners_next_turn_and_the_owner_goes_on(
+    tmp_path: Path, multi_agent: str
+) -> None:
     """spec: WAKE-1, WAKE-2, WAKE-8 (the owner's turn ended while plan.1's turn ran;
     build.1 is published to an idle owner: the run starts a turn on it with the
     session_step_waiting message, and the owner takes the run to its end from it)"""
     subagent = SubagentPolicy()
     subagent.hold("plan.1/t1-a1")
     policies = Policies(OwnerPolicy(rest_after=frozenset({"plan.1/t1"})), subagent)
-    with owned_run(tmp_path, policies) as setup:
+    with owned_run(tmp_path, policies, multi_agent=multi_agent) as setup:
         await setup.begin()
         await arrived(policies, "plan.1/t1-a1")
         first = await setup.owner_idle()
@@ -80,6 +83,7 @@ async def test_a_wake_starts_the_owners_next_turn_and_the_owner_goes_on(tmp_path
         requests = setup.model.requests
 
     assert ended["status"] == "completed", rows
+    assert spoken(rows) == {multi_agent}
     assert ended_calls(rows) == dict.fromkeys(CALLS, "completed")
     assert first["status"]["type"] == "idle"
     rested = [item.get("text", "") for item in turns[0]["items"] if item["type"] == "agentMessage"]
@@ -96,12 +100,14 @@ async def test_a_wake_starts_the_owners_next_turn_and_the_owner_goes_on(tmp_path
     assert answered[0].reply.calls[0].arguments["cmd"].startswith("crw flow next ")  # type: ignore[union-attr]
 
 
-async def test_a_pause_interrupts_the_real_turn_and_a_resume_finishes(tmp_path: Path) -> None:
+async def test_a_pause_interrupts_the_real_turn_and_a_resume_finishes(
+    tmp_path: Path, multi_agent: str
+) -> None:
     """spec: HARV-28, HARV-31 (paused while build.1's subagent turn runs: interrupt_requested, the
     host's turn interrupted, build.1 held paused; resumed, build.1 goes on on a new
     attempt the owner spawns from a wake, and the run completes)"""
     subagent, policies = holding(BUILD)
-    with owned_run(tmp_path, policies) as setup:
+    with owned_run(tmp_path, policies, multi_agent=multi_agent) as setup:
         await setup.begin()
         bound = await mid_turn(setup, policies, BUILD)
         run = setup.run_id()
@@ -121,18 +127,21 @@ async def test_a_pause_interrupts_the_real_turn_and_a_resume_finishes(tmp_path: 
     assert build[stop + 1] == ("held", "paused"), build
     assert interrupted[-1]["status"] == "interrupted", interrupted[-1]
     assert ended["status"] == "completed", rows
+    assert spoken(rows) == {multi_agent}
     assert ended_calls(rows) == dict.fromkeys(CALLS, "completed")
     again = [r for r in rows if r["row"] == "turn_started" and r["call"] == "build.1"]
     assert [(r["k"], r["attempt"]) for r in again] == [(1, 1), (2, 2)], again
     assert set(asked.values()) == {1}, asked
 
 
-async def test_a_run_killed_mid_turn_is_resumed_by_next_and_finishes(tmp_path: Path) -> None:
+async def test_a_run_killed_mid_turn_is_resumed_by_next_and_finishes(
+    tmp_path: Path, multi_agent: str
+) -> None:
     """spec: ATT-27 (kill -9 of the run's process while build.1's subagent turn runs;
     the owner's next resumes the run, which adopts the bound subagent and reads its
     answer: no turn started twice, every call completed)"""
     subagent, policies = holding(BUILD)
-    with owned_run(tmp_path, policies) as setup:
+    with owned_run(tmp_path, policies, multi_agent=multi_agent) as setup:
         await setup.begin()
         await mid_turn(setup, policies, BUILD)
         run_dir = find_run(setup.state, setup.run_id())
@@ -146,6 +155,7 @@ async def test_a_run_killed_mid_turn_is_resumed_by_next_and_finishes(tmp_path: P
         resumed = [p for p in setup.run_pids() if p != pid]
 
     assert ended["status"] == "completed", rows
+    assert spoken(rows) == {multi_agent}
     assert ended_calls(rows) == dict.fromkeys(CALLS, "completed")
     assert [r["pid"] for r in rows if r["row"] == "started"] == [pid, *resumed], rows
     kinds = [(r["row"], r.get("call")) for r in rows]

@@ -1,12 +1,18 @@
 """A session run owned by a real Codex owner thread on a shared app-server, end to
 end: the owner's model (the mock's owner policy) starts the run from its shell,
-takes each step with the real multi_agent_v1 tools and reports it; real subagent
-threads answer; the spawn hook gives each spawn its role's pair."""
+takes each step with the real multi-agent tools and reports it; real subagent
+threads answer; the spawn hook gives each spawn its role's pair. Each test runs
+on both protocols (`multi_agent`): the owner's multi_agent_v1 tools, and v2's
+`collaboration` tools (config.toml's `[features] multi_agent_v2 = true`, which
+the run's start reads: it speaks v2, binds by task name, repairs by
+followup_task)."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +24,9 @@ from tests.codex_owner.policy import (
     OwnerPolicy,
     Policies,
     SubagentPolicy,
+    is_subagent,
     shell_json,
+    v2_tasks,
 )
 from tests.hook.spawn_helpers import ledger_lines
 from tests.host.test_codex_workflow import plus, row_tokens
@@ -41,22 +49,71 @@ USAGE = {
 
 
 def markers_asked(requests: list) -> Counter[str]:  # type: ignore[type-arg]
-    """How many subagent turns began on each marker (a turn's first request)."""
+    """How many subagent turns began on each marker (a turn's first request: its
+    newest input the task, a user message on v1, a v2 task on v2)."""
     seen: Counter[str] = Counter()
     for request in requests:
         found = MARKER_LINE.search(request.user_text)
         last = (request.body.get("input") or [{}])[-1]
-        if found and last.get("role") == "user":
+        if found and (last.get("role") == "user" or list(v2_tasks({"input": [last]}))):
             seen[found.group(0)] += 1
     return seen
 
 
-async def test_a_real_owner_thread_runs_a_workflow_to_the_end(tmp_path: Path) -> None:
+def spoken(rows: list[dict[str, Any]]) -> set[str]:
+    """The multi-agent protocols the run's processes spoke (`v1`, `v2`): one."""
+    return {
+        str(r["multi_agent"]).removeprefix("multi_agent_") for r in rows if r["row"] == "started"
+    }
+
+
+def host_tools(requests: list) -> Counter[str]:  # type: ignore[type-arg]
+    """The owner's host tool calls (all but its shell's), `namespace.name`, as its
+    newest request carries them."""
+    owner = [r.body for r in requests if not is_subagent(r.body)][-1]
+    return Counter(
+        f"{item.get('namespace')}.{item['name']}"
+        for item in owner.get("input") or []
+        if item.get("type") == "function_call" and item["name"] != "exec_command"
+    )
+
+
+def wait_calls(requests: list) -> list[tuple[dict[str, Any], str]]:  # type: ignore[type-arg]
+    """The owner's wait_agent calls, each its arguments and output."""
+    owner = [r.body for r in requests if not is_subagent(r.body)][-1]
+    items = owner.get("input") or []
+    outputs = {i["call_id"]: str(i.get("output")) for i in items if "output" in i}
+    return [
+        (json.loads(i["arguments"]), outputs.get(i["call_id"], ""))
+        for i in items
+        if i.get("type") == "function_call" and i["name"] == "wait_agent"
+    ]
+
+
+NAMESPACES = {"v1": "multi_agent_v1", "v2": "collaboration"}
+SLOW = {"review.1/t1": 4.0}
+"""review.1's answer takes longer than the owner's next waits: it waits on the
+subagents with wait_agent, as next's hint says, then asks next again."""
+V1_TOOLS = Counter(
+    {
+        "multi_agent_v1.spawn_agent": 4,
+        "multi_agent_v1.send_input": 1,
+        "multi_agent_v1.close_agent": 4,
+    }
+)
+V2_TOOLS = Counter({"collaboration.spawn_agent": 4, "collaboration.followup_task": 1})
+"""The owner's host calls in a run of CALLS with build.1 repaired: on v2 the repair
+is a follow-up, and an ended call's idle child needs no close."""
+
+
+async def test_a_real_owner_thread_runs_a_workflow_to_the_end(
+    tmp_path: Path, multi_agent: str
+) -> None:
     """spec: STEP-37, HOOK-1, HOOK-11 (four calls of three roles on the real host, one
     repaired: each completed, its tokens the mock's, each spawn on its role's pair)"""
-    subagent = SubagentPolicy(broken=frozenset({"build.1/t1"}), usage=USAGE)
-    policies = Policies(OwnerPolicy(drop_pair=True), subagent)
-    with owned_run(tmp_path, policies) as setup:
+    subagent = SubagentPolicy(broken=frozenset({"build.1/t1"}), usage=USAGE, slow=SLOW)
+    owner = OwnerPolicy(wait=1, drop_pair=True, wait_agents=True)
+    with owned_run(tmp_path, Policies(owner, subagent), multi_agent=multi_agent) as setup:
         await setup.begin()
         ended = await setup.until_row("ended")
         await setup.owner_idle()
@@ -64,6 +121,19 @@ async def test_a_real_owner_thread_runs_a_workflow_to_the_end(tmp_path: Path) ->
         requests = setup.model.requests
 
     assert ended["status"] == "completed", rows
+    assert spoken(rows) == {multi_agent}
+    tools, waits = host_tools(requests), wait_calls(requests)
+    assert waits, "the owner never waited: review.1 answered before next's --wait 1 ended"
+    assert tools == (V2_TOOLS if multi_agent == "v2" else V1_TOOLS) + Counter(
+        {f"{NAMESPACES[multi_agent]}.wait_agent": len(waits)}
+    )
+    review = next(
+        r["thread_id"] for r in rows if r["row"] == "thread_started" and r["call"] == "review.1"
+    )
+    for arguments, output in waits:  # the hint's call: v2's takes no targets
+        targets = {} if multi_agent == "v2" else {"targets": [review]}
+        assert arguments == targets | {"timeout_ms": 30000}, arguments
+        assert json.loads(output)["timed_out"] is False, output
     terminal = {row["call"]: row for row in rows if row["row"] in TERMINAL}
     assert {call: row["row"] for call, row in terminal.items()} == dict.fromkeys(CALLS, "completed")
     turns = [(r["call"], r["k"]) for r in rows if r["row"] == "turn_started"]
@@ -75,9 +145,10 @@ async def test_a_real_owner_thread_runs_a_workflow_to_the_end(tmp_path: Path) ->
     assert sorted(line["op"] for line in spawns) == sorted(f"{c}/t1" for c in CALLS)
     for line in spawns:
         kind, model, effort = PAIRS[ROLE_OF[line["op"].split("/")[0]]]
+        agent_type = kind if multi_agent == "v1" else None  # v2 asks for no agent type
         assert (line["decision"], line["warnings"]) == ("allow", []), line
         assert (line["agent_type"], line["model"], line["reasoning_effort"]) == (
-            kind,
+            agent_type,
             model,
             effort,
         )
@@ -91,13 +162,15 @@ async def test_a_real_owner_thread_runs_a_workflow_to_the_end(tmp_path: Path) ->
     assert set(asked.values()) == {1}, asked
 
 
-async def test_a_spawn_the_host_refuses_is_reported_and_holds_its_call(tmp_path: Path) -> None:
+async def test_a_spawn_the_host_refuses_is_reported_and_holds_its_call(
+    tmp_path: Path, multi_agent: str
+) -> None:
     """spec: HOOK-1 (the reviewer's model is one codex does not serve: its spawn fails,
     the owner reports it --failed, the call is held spawn_failed; answered --retry
     once the role store names a served model, the run goes on and completes)"""
     pairs = PAIRS | {"reviewer": ("reviewer", "gpt-5.4-mini", "low")}
     policies = Policies(OwnerPolicy(), SubagentPolicy())
-    with owned_run(tmp_path, policies, pairs) as setup:
+    with owned_run(tmp_path, policies, pairs, multi_agent=multi_agent) as setup:
         await setup.begin()
         held = await setup.until_row("held")
         owner = await setup.owner_idle()
@@ -113,6 +186,7 @@ async def test_a_spawn_the_host_refuses_is_reported_and_holds_its_call(tmp_path:
         ended = await setup.until_row("ended")
         rows = setup.rows()
 
+    assert spoken(rows) == {multi_agent}
     assert (held["call"], held["reason"]) == ("review.1", "spawn_failed"), held
     assert "Unknown model `gpt-5.4-mini` for spawn_agent" in held["error"], held
     assert next(r for r in reports if r.get("reply") == "held")["call"] == "review.1"

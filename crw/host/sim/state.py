@@ -35,6 +35,19 @@ class RpcError(Exception):
         self.message = message
 
 
+def uuid_refusal(thread_id: str) -> str | None:
+    """codex's refusal of a v2 child's path (`/root/<name>`) read as a thread id
+    (it takes only uuids: `invalid thread id: invalid character: …`); None for
+    any other id. Other ids that are no uuid are still `thread not found`, so a
+    test may name a thread that does not exist in plain words."""
+    if not thread_id.startswith("/"):
+        return None
+    return (
+        "invalid thread id: invalid character: expected an optional prefix of "
+        "`urn:uuid:` followed by [0-9a-fA-F-], found `/` at 1"
+    )
+
+
 def invalid_request(message: str) -> RpcError:
     """The host's answer to a request it cannot do: code -32600."""
     return RpcError(-32600, message)
@@ -360,14 +373,18 @@ class SimState:
 
     def find(self, thread_id: str, missing: str) -> Thread:
         """The thread, or the -32600 error `missing` (each method words it its own
-        way: `thread not loaded: <id>`, `no rollout found for thread id <id>`)."""
+        way: `thread not loaded: <id>`, `no rollout found for thread id <id>`); an
+        id that is no uuid is refused as codex refuses it (`uuid_refusal`)."""
         thread = self.threads.get(thread_id)
         if thread is None:
-            raise invalid_request(missing)
+            raise invalid_request(uuid_refusal(thread_id) or missing)
         return thread
 
     def loaded(self, thread_id: str) -> Thread:
         """A thread turn/start and turn/interrupt can act on: in memory, not notLoaded."""
+        refused = uuid_refusal(thread_id)
+        if refused is not None:
+            raise invalid_request(refused)
         thread = self.threads.get(thread_id)
         if thread is None or thread.status == "notLoaded":
             raise invalid_request(f"thread not found: {thread_id}")

@@ -89,6 +89,28 @@ async def test_v2_spawn_refuses_what_codex_refuses(
     assert threads == 1  # the owner's only: no child made
 
 
+async def test_a_childs_path_is_no_thread_id(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """thread/read and turn/start of a v2 child's path are refused as codex refuses
+    them (an id is a uuid: `invalid thread id`, not `thread not found`), though the
+    child exists."""
+    async with connected(tmp_path) as (_, client):
+        owner = await _v2_owner(client)
+        await _spawn(client, owner)
+        with pytest.raises(RpcFailure) as read:
+            await client.request("thread/read", {"threadId": f"/root/{NAME}"})
+        turn = {"threadId": f"/root/{NAME}", "input": [{"type": "text", "text": "go"}]}
+        with pytest.raises(RpcFailure) as started:
+            await client.request("turn/start", turn)
+    for refused in (read, started):
+        assert refused.value.code == -32600
+        assert refused.value.message == (
+            "invalid thread id: invalid character: expected an optional prefix of "
+            "`urn:uuid:` followed by [0-9a-fA-F-], found `/` at 1"
+        )
+
+
 async def test_v2_name_is_unique_after_a_restart_and_a_followup_reaches_the_child(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
