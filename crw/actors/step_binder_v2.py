@@ -45,20 +45,21 @@ class StepRead:
     read_agent: ReadAgent
 
 
-async def owner_child(reader: HostReader, owner: str, path: str) -> tuple[str | None, str | None]:
+async def owner_child(
+    reader: HostReader, owner: str, path: str, *, fresh: bool = False
+) -> tuple[str | None, str | None]:
     """The thread id of the owner's child at `path` (`/root/<name>`), else None and
-    why the owner's thread could not be read (None: read, no such child yet)."""
+    why the owner's thread could not be read (None: read, no such child yet). The
+    owner is read once a poll for every waiting call (`crw.actors.owner_children`);
+    `fresh`: from a read begun after this ask, when the child is not known yet."""
     try:
-        thread = await reader.read(owner)
+        return await reader.owner_children(owner).child(path, fresh=fresh), None
     except HostUnavailable as err:
         if not reader.connected:
             raise  # the host went away: the run pauses
         return None, str(err)
     except HostRequestError as err:
         return None, str(err)
-    finally:
-        reader.forget(owner)  # its turns are not kept for the run's life
-    return bind_v2.spawned_child(thread, path[len(ROOT) :]), None
 
 
 def previous_turn(rows: Sequence[dict[str, Any]]) -> str | None:
@@ -81,7 +82,7 @@ async def decide(
     late = not waiting and reads_host(report.agent_id, record, report.failed)
     agent, host_error = named, None
     if named is not None and named.startswith(ROOT):
-        agent, host_error = await owner_child(read.reader, read.owner, named)
+        agent, host_error = await owner_child(read.reader, read.owner, named, fresh=True)
         if agent is None and host_error is None:
             host_error = f"the owner's thread names no child {named} yet"
     thread: Thread | None = None

@@ -52,17 +52,23 @@ def step_task_name(step: PublishedStep) -> str:
 def spawned_child(owner_thread: Thread, name: str) -> str | None:
     """The thread id of the owner's child spawned as `name` (the first `started`
     subAgentActivity at `/root/<name>` in the owner's turns), else None."""
-    path = agent_path(name)
+    return spawned_children(owner_thread).get(agent_path(name))
+
+
+def spawned_children(owner_thread: Thread) -> dict[str, str]:
+    """Every child the owner's turns name, by path: the thread id of the first
+    `started` subAgentActivity at each path."""
+    children: dict[str, str] = {}
     for turn in owner_thread.turns:
         for item in turn.items:
             if (
                 isinstance(item, SubAgentActivity)
                 and item.kind == "started"
-                and item.agentPath == path
+                and item.agentPath
                 and item.agentThreadId
             ):
-                return item.agentThreadId
-    return None
+                children.setdefault(item.agentPath, item.agentThreadId)
+    return children
 
 
 def already_spawned(step: PublishedStep, failed: str) -> bool:
