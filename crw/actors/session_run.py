@@ -30,7 +30,7 @@ from crw.engine.answers.harvest import CallEnd
 from crw.engine.calls.gate import RunSpent, taken
 from crw.engine.config.workflow_nodes import Node
 from crw.engine.holds import interrupt, supersede
-from crw.engine.steps.bind_v2 import late_v2
+from crw.engine.steps.bind_v2 import late_agent, late_v2
 from crw.engine.steps.replies import CallRecords, decide_late, reads_host
 from crw.host.errors import HostRequestError, unknown_thread
 from crw.host.protocol import Thread
@@ -51,12 +51,13 @@ async def answer_unrouted(
         return None
     thread: Thread | None = None
     host_error: str | None = None
-    if reads_host(report.agent_id, record, report.failed):
-        thread, host_error = await _read_late(read, str(report.agent_id))
+    named = late_agent(report.run, report, record)  # v2: the bound child's path is its id
+    if reads_host(named, record, report.failed):
+        thread, host_error = await _read_late(read, str(named))
     reply = decide_late(
         report.k,
         report.attempt,
-        report.agent_id,
+        named,
         record,
         report.failed,
         run=report.run,

@@ -193,6 +193,24 @@ def decide_bind_v2(
     return bind_spawn(step, attempt, pair, thread, turn_started, agent_role=False)
 
 
+def late_agent(run: str, report: ReportLike, record: CallRecord) -> str | None:
+    """The subagent a report no call waits for names, as the call's rows know it:
+    a path that is one of the reported attempt's task names (its spawn's, up to
+    the report's k) stands for the child that attempt bound (one child an attempt
+    on v2), whose thread id the rows hold; any other agent is itself. Without it a
+    late report of the bound child by its path read as a second subagent, told to
+    close: the owner interrupted the run's own turn."""
+    agent = report.agent_id
+    if agent is None or name_of_path(agent) is None:
+        return agent
+    names = {
+        agent_path(task_name(run, marker(report.call, k, report.attempt)))
+        for k in range(1, max(report.k, 1) + 1)
+    }
+    bound = [thread for (attempt, _), thread in record.turns.items() if attempt == report.attempt]
+    return bound[0] if agent in names and bound else agent
+
+
 def late_v2(reply: Reply, run: str, report: ReportLike, path: str | None) -> Reply:
     """A late report's `close` refused when the child at `path` carries a task name
     of another run (DISP-10: an owner that obeyed would close that run's subagent):
