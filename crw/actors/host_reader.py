@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from crw.actors.host_watch import HostWatch
+from crw.actors.owner_children import OwnerChildren
 from crw.actors.spawn_index import OwnerSpawns
 from crw.actors.thread_watches import FOLLOWED, ThreadWatch, ThreadWatches
 from crw.engine.answers import unreachable
@@ -63,6 +64,7 @@ class HostReader:
         self.lists = 0
         """thread/list requests sent (tests assert the marker lookup's cost with it)."""
         self._spawns: dict[str, OwnerSpawns] = {}
+        self._children: dict[str, OwnerChildren] = {}
         self.host_watch = HostWatch(client, settings.host_timeout)
         """The probe of the host while turns are followed (`following`)."""
 
@@ -246,6 +248,15 @@ class HostReader:
                 owner, self._list_subagents, self.read, self._settings.poll_interval
             )
         return spawns
+
+    def owner_children(self, owner: str) -> OwnerChildren:
+        """The owner's v2 children by path, one look a poll for every waiting call."""
+        children = self._children.get(owner)
+        if children is None:
+            children = self._children[owner] = OwnerChildren(
+                owner, self.read, self.forget, self._settings.poll_interval
+            )
+        return children
 
     async def loaded_subagents(self, owner: str) -> set[str]:
         """The ids of the owner's subagents the host lists loaded (not notLoaded):

@@ -30,7 +30,7 @@ from crw.engine.answers.harvest import CallEnd
 from crw.engine.calls.gate import RunSpent, taken
 from crw.engine.config.workflow_nodes import Node
 from crw.engine.holds import interrupt, supersede
-from crw.engine.steps.bind_v2 import late_v2
+from crw.engine.steps.bind_v2 import late_agent, late_v2
 from crw.engine.steps.replies import CallRecords, decide_late, reads_host
 from crw.engine.steps.task_name import ROOT
 from crw.host.errors import HostRequestError, unknown_thread
@@ -62,7 +62,7 @@ async def answer_unrouted(
         return None
     thread: Thread | None = None
     host_error: str | None = None
-    agent = report.agent_id
+    agent = late_agent(report.run, report, record)  # v2: the bound child's path is its id
     if child_at is not None and agent and agent.startswith(ROOT) and report.failed is None:
         found, host_error = await child_at(agent)
         if found is None and host_error is None:

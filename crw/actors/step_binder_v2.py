@@ -12,16 +12,21 @@ the binder (`crw.actors.step_binder`) acts on what they decide: its rows, its re
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import trio
+
 from crw.actors.host_reader import HostReader
+from crw.actors.rollout_tokens import INLINE_ROLLOUT
 from crw.engine.config.roles import RolePair
 from crw.engine.steps import bind_v2
 from crw.engine.steps.bind import AttemptState, Decision, PublishedStep, ReportLike
 from crw.engine.steps.replies import call_record, reads_host
 from crw.engine.steps.task_name import ROOT, agent_path
+from crw.engine.steps.task_text import read_task_texts
 from crw.host.errors import HostRequestError
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
@@ -45,20 +50,36 @@ class StepRead:
     read_agent: ReadAgent
 
 
-async def owner_child(reader: HostReader, owner: str, path: str) -> tuple[str | None, str | None]:
+async def owner_child(
+    reader: HostReader, owner: str, path: str, *, fresh: bool = False
+) -> tuple[str | None, str | None]:
     """The thread id of the owner's child at `path` (`/root/<name>`), else None and
-    why the owner's thread could not be read (None: read, no such child yet)."""
+    why the owner's thread could not be read (None: read, no such child yet). The
+    owner is read once a poll for every waiting call (`crw.actors.owner_children`);
+    `fresh`: from a read begun after this ask, when the child is not known yet."""
     try:
-        thread = await reader.read(owner)
+        return await reader.owner_children(owner).child(path, fresh=fresh), None
     except HostUnavailable as err:
         if not reader.connected:
             raise  # the host went away: the run pauses
         return None, str(err)
     except HostRequestError as err:
         return None, str(err)
-    finally:
-        reader.forget(owner)  # its turns are not kept for the run's life
-    return bind_v2.spawned_child(thread, path[len(ROOT) :]), None
+
+
+async def child_tasks(thread: Thread | None) -> dict[str, str]:
+    """The child's tasks by turn, from its rollout (`crw.engine.steps.task_text`):
+    in the loop's thread when small, as a turn's token total is read."""
+    if thread is None or thread.path is None:
+        return {}
+    path = thread.path
+    try:
+        small = os.stat(path).st_size <= INLINE_ROLLOUT
+    except OSError:
+        return {}
+    if small:
+        return read_task_texts(path)
+    return await trio.to_thread.run_sync(read_task_texts, path)
 
 
 def previous_turn(rows: Sequence[dict[str, Any]]) -> str | None:
@@ -81,7 +102,7 @@ async def decide(
     late = not waiting and reads_host(report.agent_id, record, report.failed)
     agent, host_error = named, None
     if named is not None and named.startswith(ROOT):
-        agent, host_error = await owner_child(read.reader, read.owner, named)
+        agent, host_error = await owner_child(read.reader, read.owner, named, fresh=True)
         if agent is None and host_error is None:
             host_error = f"the owner's thread names no child {named} yet"
     thread: Thread | None = None
@@ -89,6 +110,7 @@ async def decide(
     if agent is not None and (waiting or late):
         thread, host_error, unknown = await read.read_agent(agent)
     key = (report.k, report.attempt, named)
+    tasks = await child_tasks(thread) if waiting else {}
     decision = bind_v2.decide_report_v2(
         run_id=read.run_id,
         owner=read.owner,
@@ -101,6 +123,7 @@ async def decide(
         thread=thread,
         host_error=host_error,
         after_turn=previous_turn(read.rows) if step.action == "send_input" else None,
+        tasks=tasks,
         unknown=unknown,
         retries=retries.get(key, 0),
     )
@@ -133,6 +156,7 @@ async def look_up(read: StepRead) -> tuple[Decision, Thread] | None:
         thread,
         host_error,
         after_turn=previous_turn(read.rows) if step.action == "send_input" else None,
+        tasks=await child_tasks(thread),
         unknown=unknown,
     )
     if decision.kind == "retry":

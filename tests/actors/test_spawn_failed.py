@@ -136,3 +136,35 @@ async def test_on_v2_a_spawn_refused_as_taken_already_holds_nothing_and_binds_th
     )
     assert "held" not in kinds(rows, CALL)
     assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_on_v2_a_child_given_another_task_at_the_steps_name_holds_the_call(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """On multi-agent v2 the child's task is read from its rollout where it is plain
+    (offline codex, the simulated host): the owner spawns build.1's child by the
+    step's task name but with another step's message. The run binds nothing (the
+    marker line is not the step's) and, the name being taken for good, holds the
+    call spawn_failed; answered retry, attempt 2 spawns under its own name and the
+    run ends completed. spec: DISP-4 (the marker turn), ATT-30"""
+    async with harness(tmp_path, report=False, multi_agent="v2") as h:
+        take_v2 = h.owner._take_v2
+
+        async def wrong_message(step: bus.StepFile) -> str:
+            if (step.call, step.k, step.attempt) == (CALL, 1, 1):
+                other = step.message.replace(f"{CALL}/t1-a1", f"{CALL}/t7-a1", 1)
+                step = bus.StepFile(**{**step.__dict__, "message": other})
+            return await take_v2(step)
+
+        h.owner._take_v2 = wrong_message  # type: ignore[method-assign]
+        state, held = await h.go()
+        assert state == "waiting_decision", held[-3:]
+        answer(h.run, "retry")
+        state, rows = await h.go()
+    path = f"/root/{task_name(h.run.id, f'{CALL}/t1-a1')}"
+    hold = last(held, "held")
+    assert (hold["call"], hold["reason"]) == (CALL, "spawn_failed")
+    assert hold["error"].startswith(f"the child {path} at the step's task name was given another")
+    assert "thread_started" not in kinds(held, CALL)
+    assert kinds(rows[len(held) :], CALL)[-3:] == ["thread_started", "turn_started", "completed"]
+    assert state == "ended" and rows[-1]["status"] == "completed"

@@ -6,7 +6,12 @@ writes the table, as markdown, into PATH between its two `<!-- drills -->` lines
 
 Under pytest-xdist the workers run the drills and the controller, which sees every
 report, keeps the table and writes it once, its rows in the order the tests were
-collected (as a run without workers has them)."""
+collected (as a run without workers has them).
+
+A drill's point and stop are its test id's parameters (`running-pause-v2`: point
+`running`, stop `pause`), unless it names them; its protocol is the parameter `v1`
+or `v2` wherever the id has it (`v2-shared_owner-unreported`), else v1 (a session
+run that forces none and whose owner's config turns v2 off speaks v1)."""
 
 from __future__ import annotations
 
@@ -17,7 +22,8 @@ from typing import Any
 
 import pytest
 
-HEADER = ("tier", "point", "stop", "held", "end", "outcome")
+HEADER = ("tier", "point", "stop", "protocol", "held", "end", "outcome")
+PROTOCOLS = ("v1", "v2")
 MARK = "<!-- drills -->"
 _found: dict[str, tuple[str, str, str, dict[str, Any]]] = {}
 _outcome: dict[str, str] = {}
@@ -34,14 +40,22 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         _outcome[report.nodeid] = "xfailed" if hasattr(report, "wasxfail") else report.outcome
     if report.when == "teardown":
-        params = re.search(r"\[(.*)\](?:@[\w.-]+)?$", report.nodeid)  # @group: xdist's
-        point, stop = params.group(1).split("-", 1) if params else ("", "")
+        point, stop, protocol = parameters(report.nodeid)
         tier = "in-process" if "test_interrupt_drills" in report.nodeid else "process"
         tier += ", postgres" if "_postgres.py::" in report.nodeid else ""
         seen = dict(report.user_properties).get("drill")
         seen = seen if isinstance(seen, dict) else {}
-        point, stop = seen.get("point", point), seen.get("stop", stop)
-        _found[report.nodeid] = (tier, point, stop, seen)
+        seen = {"point": point, "stop": stop, "protocol": protocol} | seen
+        _found[report.nodeid] = (tier, seen["point"], seen["stop"], seen)
+
+
+def parameters(nodeid: str) -> tuple[str, str, str]:
+    """The point, stop and protocol a drill's test id names (see the module's doc)."""
+    params = re.search(r"\[(.*)\](?:@[\w.-]+)?$", nodeid)  # @group: xdist's
+    parts = params.group(1).split("-") if params else []
+    protocol = next((part for part in parts if part in PROTOCOLS), "v1")
+    point, _, stop = "-".join(part for part in parts if part not in PROTOCOLS).partition("-")
+    return point, stop, protocol
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -54,7 +68,15 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
 def table() -> list[tuple[str, ...]]:
     ran = sorted(_found, key=lambda nodeid: _order.get(nodeid, len(_order)))
     return [
-        (tier, point, stop, seen.get("held", "-"), seen.get("end", "-"), _outcome[nodeid])
+        (
+            tier,
+            point,
+            stop,
+            seen["protocol"],
+            seen.get("held", "-"),
+            seen.get("end", "-"),
+            _outcome[nodeid],
+        )
         for nodeid in ran
         if nodeid in _outcome
         for tier, point, stop, seen in [_found[nodeid]]

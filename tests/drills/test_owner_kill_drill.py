@@ -17,6 +17,14 @@ It asserts of each demo that no marker was spawned twice on the host (the
 subagents' first messages in the simulated host's rollouts), that the journal has
 no `several_spawns` warning, and that the run completes with the results and the
 node's branch of the same demo run undisturbed.
+
+On multi-agent v2 (`CRW_MULTI_AGENT=v2` for the demo's start, `[features]
+multi_agent_v2 = true` in its host's config.toml, so its owner has v2's tools and
+takes next's v2 host calls) the same, KILLS_V2 times: each child is spawned by
+task name (a second spawn of one is refused by the host) and its task is the first
+agent message of its rollout. Fewer kills: what v2 changes is each resumed
+process's bind by task name through the owner's thread, which a few kills on
+either side of a report reach; the race of the resumes is v1's.
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ from tests.cli.conftest import REPO, Crw
 from tests.drill.test_crash_drill import alive, kill, results, wait_until
 
 KILLS = 20
+KILLS_V2 = 8
+"""The kills on multi-agent v2 (one demo, 10-20 s)."""
 DELAYS = (0.25, 0.02, 0.05, 0.02, 0.1, 0.02)
 """The longest a run process lives after its `started` row, in turn (seconds): it
 is SIGKILLed sooner the moment the first report of a step lands in the inbox."""
@@ -75,12 +85,18 @@ def crw(tmp_path: Path) -> Iterator[Crw]:
             kill(pid)
 
 
-def demo(crw: Crw, state: Path) -> subprocess.Popen[bytes]:
+def demo(crw: Crw, state: Path, v2: bool = False) -> subprocess.Popen[bytes]:
+    """The git demo in `state`; `v2`: its run and its host's owner on multi-agent v2."""
     argv = [sys.executable, "-m", "crw", "flow", "demo", "--git", "--state", str(state), "--json"]
+    env = crw.env
+    if v2:
+        (state / "codex-home").mkdir(parents=True)
+        (state / "codex-home" / "config.toml").write_text("[features]\nmulti_agent_v2 = true\n")
+        env = env | {"CRW_MULTI_AGENT": "v2"}
     with (state.parent / f"{state.name}.out").open("wb") as out:
         return subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            env=crw.env, cwd=REPO,
+            env=env, cwd=REPO,
         )  # fmt: skip
 
 
@@ -146,34 +162,47 @@ def resume(crw: Crw, state: Path, run: str) -> None:
 
 def spawns(state: Path) -> Counter[str]:
     """How many subagents the simulated host spawned for each marker: the marker
-    of each subagent rollout's first user message."""
+    of each subagent rollout's first user message (on v2 its first agent message,
+    the task)."""
     counts: Counter[str] = Counter()
     for rollout in (state / "codex-home" / "sessions").rglob("rollout-*.jsonl"):
         lines = [json.loads(line) for line in rollout.read_text().splitlines()]
         meta = lines[0]["payload"]
         if not meta.get("parent_thread_id"):
             continue  # the owner thread
-        messages = [e["payload"] for e in lines if e["payload"].get("type") == "user_message"]
-        first = messages[0]["message"]
+        first = next(text for e in lines if (text := _message(e["payload"])) is not None)
         counts[first.split("\n", 1)[0].removeprefix("crw-flow-op: ")] += 1
     return counts
 
 
+def _message(payload: dict[str, Any]) -> str | None:
+    """The text of a rollout record that gives a subagent its work: a user message
+    (v1), a v2 task (an agent message); None for any other record."""
+    if payload.get("type") == "user_message":
+        return str(payload["message"])
+    if payload.get("type") == "agent_message" and isinstance(payload.get("content"), list):
+        return str(payload["content"][1]["encrypted_content"])
+    return None
+
+
+@pytest.mark.parametrize("multi_agent", ["v1", "v2"])
 def test_the_git_demo_spawns_no_marker_twice_across_kills_of_its_run_process(
-    crw: Crw, tmp_path: Path, found: dict[str, Any]
+    crw: Crw, tmp_path: Path, multi_agent: str, found: dict[str, Any]
 ) -> None:
-    """spec: CMD-NEXT-18, ATT-16, ATT-18"""
+    """spec: CMD-NEXT-18, ATT-16, ATT-18; on either multi-agent protocol"""
+    v2 = multi_agent == "v2"
+    kills_asked = KILLS_V2 if v2 else KILLS
     reference_state = tmp_path / "reference"
-    reference = ended(crw, reference_state, demo(crw, reference_state))
+    reference = ended(crw, reference_state, demo(crw, reference_state, v2))
     reference_path = journal(reference_state)
     assert reference_path is not None
     killed = 0
     for n in range(1, MAX_DEMOS + 1):
-        if killed >= KILLS:
+        if killed >= kills_asked:
             break
         state = tmp_path / f"state{n}"
-        child = demo(crw, state)
-        kills = kill_runs(crw, state, child, KILLS - killed)
+        child = demo(crw, state, v2)
+        kills = kill_runs(crw, state, child, kills_asked - killed)
         killed += kills
         out = ended(crw, state, child)
         path = journal(state)
@@ -187,5 +216,7 @@ def test_the_git_demo_spawns_no_marker_twice_across_kills_of_its_run_process(
         assert (out["state"], out["ended_status"]) == ("ended", "completed")
         assert results(rows) == results(read_run_journal(reference_path).rows)
         assert out["git"]["branch"]["files"] == reference["git"]["branch"]["files"]
-    assert killed == KILLS, f"{MAX_DEMOS} demos ended after {killed} kills"
-    found |= {"point": "git demo", "stop": f"kill x{KILLS}", "end": "completed, same results"}
+        protocols = {r["multi_agent"] for r in rows if r["row"] == "started"}
+        assert protocols == {"multi_agent_v2" if v2 else "multi_agent_v1"}
+    assert killed == kills_asked, f"{MAX_DEMOS} demos ended after {killed} kills"
+    found |= {"point": "git demo", "stop": f"kill x{kills_asked}", "end": "completed, same results"}

@@ -21,6 +21,14 @@ before the resumed process reads it; and the pause once the resumed process runs
 once each (held, they play the same every time). A round takes 3-7 s (most of it
 the start of five Python processes): 7 rounds. Every process is reaped by pid at
 teardown (the crash drill's `reap`).
+
+On multi-agent v2 (`RaceV2`: `[features] multi_agent_v2 = true` in the start's and
+the host's config.toml) the drill spawns each step's child by its task name and
+reports the child's path; the resumed process finds the child through the owner's
+thread and interrupts its turn there. It plays the held interleavings only
+(PLAYS_V2): what v2 changes is the resumed process's bind and interrupt, which
+each held round reaches the same way every time; the race of the two commands'
+launches is the same code on either protocol.
 """
 
 from __future__ import annotations
@@ -38,10 +46,12 @@ import pytest
 
 from crw.bus import inbox
 from crw.bus import steps as bus
+from crw.engine.owner.host_call_v2 import close_call_v2, tool_call_v2
 from crw.engine.run.locks import is_launching, run_is_live
 from crw.engine.run.rundir import RunDir
 from crw.journal.replay import replay
 from tests.deadlines import LOADED
+from tests.drill.owner import V2_METHODS
 from tests.drill.test_crash_drill import Drill, alive, drill_at, kill, served, wait_until
 
 WORKFLOW = """
@@ -68,7 +78,8 @@ HELD = [
 the same each time they are played, so each is played once."""
 PLAYS = [*AT_ONCE, *HELD, *AT_ONCE]
 """Each round's first command, second command, and when the second starts."""
-ROUNDS = len(PLAYS)
+PLAYS_V2 = HELD
+"""The rounds on v2: each held interleaving once (3 rounds, about 15 s)."""
 
 
 def requested(run: RunDir) -> bool:
@@ -112,6 +123,9 @@ class Race(Drill):
             if key in self.taken or step.action != "spawn":
                 continue
             self.taken.add(key)
+            if self.v2:
+                self.own_v2(step)
+                continue
             spawned = self.host(
                 "sim/spawnAgent",
                 {
@@ -125,8 +139,23 @@ class Race(Drill):
             )
             inbox.write_report(self.run, report)
         for close in bus.list_closes(self.run):
-            self.host("sim/closeAgent", {"target": close.agent_id})
+            if self.v2:
+                call = close_call_v2(close)
+                params = {"parentThreadId": self.owner_thread, **call["arguments"]}
+                self.host(V2_METHODS[call["tool"]], params)
+            else:
+                self.host("sim/closeAgent", {"target": close.agent_id})
             bus.remove_close(self.run, close.call, close.attempt, close.agent_id)
+
+    def own_v2(self, step: bus.StepFile) -> None:
+        """A spawn step's v2 host call, as `crw flow next` spells it; its report
+        names the child's path."""
+        assert self.run is not None
+        call = tool_call_v2(step, self.run.id)
+        params = {"parentThreadId": self.owner_thread, **call["arguments"]}
+        path = str(self.host(V2_METHODS[call["tool"]], params)["task_name"])
+        report = inbox.Report.new(self.run.id, step.call, step.k, step.attempt, path, "drill")
+        inbox.write_report(self.run, report)
 
     def turn_runs(self, after: int) -> dict[str, Any]:
         """Play the owner until a turn of the call starts after row `after`; the
@@ -191,26 +220,34 @@ class Race(Drill):
         return ran
 
 
-@pytest.fixture
-def race(tmp_path: Path) -> Iterator[Race]:
-    with served(drill_at(Race, tmp_path)) as made:
+@dataclass
+class RaceV2(Race):
+    v2: bool = True
+
+
+@pytest.fixture(params=["v1", "v2"])
+def race(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Race]:
+    kind = RaceV2 if request.param == "v2" else Race
+    with served(drill_at(kind, tmp_path)) as made:
         yield made
 
 
 def test_a_pause_racing_a_resume_never_runs_the_run_and_it_ends_paused(
     race: Race, found: dict[str, Any]
 ) -> None:
-    """spec: HARV-28, HARV-31, CMD-NEXT-2"""
+    """spec: HARV-28, HARV-31, CMD-NEXT-2; on either multi-agent protocol"""
     race.begin()
     assert race.run is not None
     run = race.run.id
-    for round_ in range(ROUNDS):
+    plays = PLAYS_V2 if race.v2 else PLAYS
+    rounds = len(plays)
+    for round_ in range(rounds):
         victim = race.turn_runs(len(race.rows()))["pid"]
         kill(victim)
         wait_until("the killed process is gone", lambda: not alive(victim))  # noqa: B023
         race.let_go()
         dead = len(race.rows())
-        ran = race.race(*PLAYS[round_], dead)
+        ran = race.race(*plays[round_], dead)
         assert ran["pause"].wait(timeout=60) == 0, (race.root / "crw.stderr").read_text()
         ran["resume"].wait(timeout=60)
         race.let_go()
@@ -219,11 +256,13 @@ def test_a_pause_racing_a_resume_never_runs_the_run_and_it_ends_paused(
         assert len(after) == 1, f"round {round_}: {len(after)} processes started"
         assert after[0]["pid"] not in (ran["pause"].pid, ran["resume"].pid)
         assert replay(rows).state == "paused", f"round {round_}: {rows[-1]}"
-        if round_ < ROUNDS - 1:
+        if round_ < rounds - 1:
             resumed = race.crw("flow", "resume", run, "--detach", "--state", str(race.crw.state))
             assert resumed.code == 0, resumed.stderr
     status = race.crw("flow", "status", run, "--state", str(race.crw.state), "--json")
     assert status.json()["state"] == "paused"
     assert not run_is_live(race.run)
-    found |= {"point": "running", "stop": f"pause+resume x{ROUNDS}", "held": "paused"}
+    if race.v2:  # every process, the resumed ones from the journal
+        assert {r["multi_agent"] for r in rows if r["row"] == "started"} == {"multi_agent_v2"}
+    found |= {"point": "running", "stop": f"pause+resume x{rounds}", "held": "paused"}
     found["end"] = "paused, one process a round"

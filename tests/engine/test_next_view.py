@@ -587,3 +587,18 @@ def test_a_run_on_multi_agent_v2_names_v2_host_calls() -> None:
     assert "interrupt_agent(target=" in view.hint
     v1 = next_view(read([started(), *rows[1:]], steps=[spawn()]))
     assert v1.steps[0]["host_call"]["tool"] == "spawn_agent" and "task_name" not in v1.steps[0]
+
+
+def test_the_spawn_formats_of_a_run_on_multi_agent_v2_are_v2s_spawn_agent() -> None:
+    """spec: CMD-NEXT-10 on v2: the call the owner makes, by task name, with no agent
+    type (v2 cannot apply one)."""
+    formats = next_view(read([started(multi_agent="multi_agent_v2")])).spawn_formats
+    assert formats[0] == {
+        "role": "architect",
+        "agent_type": None,
+        "model": "gpt-5",
+        "reasoning_effort": "high",
+        "format": "collaboration.spawn_agent(task_name=<the step's task name>, "
+        'message=<the step\'s message>, model="gpt-5", reasoning_effort="high", '
+        'fork_turns="none")',
+    }

@@ -153,11 +153,12 @@ def session_judged(start: SessionStart) -> Callable[[], Preview]:
     reviews = [(n.id, n.role, n.review.role) for n in start.workflow.nodes if n.review]
     owner_bound, writable, slots, _, verifier = session_facts(start, config)
     pool = {"pool": start.pool, "workflow_pool": start.workflow.pool, "max_threads": max_threads}
+    v2 = multi_agent.run_protocol(config, start.environ) == multi_agent.V2
 
     def with_host() -> Preview:
         probe = probe_host(start.host, start.owner, Path.cwd())
         agent_types, tables = known_agent_types(probe, home, config)
-        roles = facts.RoleRead(pairs, probe.models, agent_types, reviews, str(tables))
+        roles = facts.RoleRead(pairs, probe.models, agent_types, reviews, str(tables), v2)
         judged = [
             owner_bound,
             facts.role_models(roles),
@@ -169,7 +170,7 @@ def session_judged(start: SessionStart) -> Callable[[], Preview]:
             facts.host_reachable(str(start.host), probe.error, start.owner, probe.owner_error),
         ]
         where = workspaces(start.repository, start.head)
-        return Preview(spawn_formats(pairs), pool, judged, where, probe.version)
+        return Preview(spawn_formats(pairs, v2=v2), pool, judged, where, probe.version)
 
     return with_host
 

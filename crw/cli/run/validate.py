@@ -24,6 +24,7 @@ from crw.cli.shell import shell_join
 from crw.engine.config.inputs import INPUTS
 from crw.engine.config.workflow_graph import levels
 from crw.engine.config.workflow_nodes import Node
+from crw.engine.owner import multi_agent
 from crw.engine.owner.next_view import spawn_formats
 from crw.engine.run.rundir import RunDir, new_run_id
 
@@ -90,8 +91,10 @@ def plan_payload(plan: StartPlan) -> dict[str, Any]:
             os.environ,
             plan.repository.head,
         )
-        judged = session_facts(start, codex_config.read_config(codex_config.codex_home(os.environ)))
-        formats = spawn_formats(pairs)
+        config = codex_config.read_config(codex_config.codex_home(os.environ))
+        judged = session_facts(start, config)
+        v2 = multi_agent.run_protocol(config, os.environ) == multi_agent.V2
+        formats = spawn_formats(pairs, v2=v2)
     else:
         judged, formats = app_server_facts(workflow), []
     where = workspaces(plan.repository.path, plan.repository.head)

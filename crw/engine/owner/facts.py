@@ -10,7 +10,9 @@ and starts the run whatever they say. A session run is judged on all eight:
   agent_type the host does not know (codex: its built-in types and the
   `[agents.<name>]` tables of config.toml; a simulated host made without a
   catalog knows any), a reviewed node whose review runs on the pair that wrote
-  the answer (same-thread review);
+  the answer (same-thread review); on multi-agent v2, whose spawn takes a model
+  and an effort but no agent type, the models and efforts alike, and instead of
+  the unknown types the roles given a type of their own that v2 cannot apply;
 - owner_state_writable: the run directory, the flow-bound directory, the host's
   socket and the repository;
 - subagent_slots: agents.max_threads leaves a slot for a call;
@@ -32,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crw.engine.config.role_names import ROLES
+from crw.engine.config.role_names import ROLES, default_agent_type
 from crw.engine.owner.multi_agent import MultiAgent, OwnerTools, owner_has
 from crw.engine.owner.multi_agent import problems as multi_agent_problems
 from crw.host.probe import HostModel
@@ -120,19 +122,22 @@ def owner_bound(read: OwnerRead) -> Fact:
 class RoleRead:
     """What role_models judges: the role store's decided parts of each role, the
     host's models (None or none: not known) and agent types (None: it takes any),
-    the workflow's reviews as (node id, the node's role, the review's role), and
-    the config.toml whose `[agents.<name>]` tables the host knows."""
+    the workflow's reviews as (node id, the node's role, the review's role), the
+    config.toml whose `[agents.<name>]` tables the host knows, and whether the run
+    speaks multi-agent v2 (its spawns name no agent type)."""
 
     pairs: Mapping[str, Mapping[str, str]]
     models: Sequence[HostModel] | None
     agent_types: frozenset[str] | None
     reviews: Sequence[tuple[str, str, str]] = ()
     config: str = "config.toml"
+    v2: bool = False
 
 
 def role_models(read: RoleRead) -> Fact:
     """FACTS-5, FACTS-6, and what the host refuses: a model it does not serve, an
-    effort that model does not take, an agent_type it does not know."""
+    effort that model does not take, an agent_type it does not know; on v2, whose
+    spawn_agent takes no agent type, a type roles.toml gives that no child gets."""
     pairs = {role: dict(read.pairs.get(role) or {}) for role in ROLES}
     undecided = [role for role in ROLES if not pairs[role].get("model")]
     no_effort = [
@@ -150,7 +155,9 @@ def role_models(read: RoleRead) -> Fact:
         )
     if read.models:  # a host that lists none (or was not asked) leaves models unchecked
         problems += _served(pairs, {model.model: model for model in read.models})
-    if read.agent_types is not None:  # a host that takes any type refuses none
+    if read.v2:  # no spawn names a type: none is refused, none is applied
+        problems += _types_not_applied(pairs)
+    elif read.agent_types is not None:  # a host that takes any type refuses none
         problems += _agent_types(pairs, read.agent_types, read.config)
     for node, role, reviewer in read.reviews:
         if _same_pair(pairs[role], pairs[reviewer]):
@@ -200,6 +207,28 @@ def _agent_types(
         f"knows {', '.join(sorted(known))}: their spawns fail; add {tables} with a "
         f"description to {config} ({CODEX_INSTALL} writes them), or give the roles a "
         "type it knows"
+    ]
+
+
+def _types_not_applied(pairs: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """On v2: the agent types roles.toml gives roles in place of their own (a
+    type is each role's own unless roles.toml names another), in one problem; v2's
+    children have no agent type at all, so a role's own type is no news."""
+    given: dict[str, list[str]] = {}
+    for role in ROLES:
+        agent_type = pairs[role].get("agent_type")
+        if agent_type and agent_type != default_agent_type(role):
+            given.setdefault(agent_type, []).append(role)
+    if not given:
+        return []
+    types = ", ".join(f"{name} ({', '.join(roles)})" for name, roles in given.items())
+    several = len(given) > 1
+    return [
+        f"agent type{'s' if several else ''} {types} {'are' if several else 'is'} not applied: "
+        "the run speaks multi_agent_v2, whose spawn_agent takes no agent type, so no "
+        f"child gets {'them' if several else 'it'} or {'their' if several else 'its'} "
+        "[agents.<type>] settings; start the run with CRW_MULTI_AGENT=v1 to have them, or "
+        "leave agent_type out of those roles in roles.toml"
     ]
 
 

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crw.engine.config.role_names import ROLES, default_agent_type
-from crw.engine.owner.host_call_v2 import close_call_v2, tool_call_v2
+from crw.engine.owner.host_call_v2 import NAMESPACE, close_call_v2, tool_call_v2
 from crw.engine.owner.next_hint import (
     NEXT_WAIT_S,
     WAIT_AGENT_TIMEOUT_MS,
@@ -189,7 +189,7 @@ def next_view(read: NextRead) -> NextView:
         ended_state=run.ended_state if run.state == "ended" else None,
         steps=steps,
         slots=slots,
-        spawn_formats=spawn_formats(pairs),
+        spawn_formats=spawn_formats(pairs, v2=_speaks_v2(read)),
         hint=hint(read, run.state, run.paused_why, slots),
         resumed_pid=read.resumed_pid,
         held=held_calls(read) if run.state == "waiting_decision" else [],
@@ -287,24 +287,33 @@ def close_step_json(close: CloseStep, *, v2: bool = False) -> dict[str, Any]:
     }
 
 
-def spawn_formats(pairs: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]]:
+def spawn_formats(
+    pairs: Mapping[str, Mapping[str, str]], *, v2: bool = False
+) -> list[dict[str, Any]]:
     """Each of the six roles' spawn format from its decided pair (CMD-NEXT-10). A
-    role the pairs leave out has the agent type the hook pairs it with, undecided."""
+    role the pairs leave out has the agent type the hook pairs it with, undecided.
+    On multi-agent v2 the `collaboration.spawn_agent` call, which names the step's
+    task name and no agent type (`agent_type` null: v2 cannot apply one)."""
     formats = []
     for role in ROLES:
         pair = pairs.get(role) or {}
         agent_type = pair.get("agent_type") or default_agent_type(role)
         model, effort = pair.get("model"), pair.get("effort")
-        parts = [f"agent_type={json.dumps(agent_type)}", "message=<the step's message>"]
+        parts = (
+            ["task_name=<the step's task name>"] if v2 else [f"agent_type={json.dumps(agent_type)}"]
+        )
+        parts += ["message=<the step's message>"]
         parts += [f"model={json.dumps(model)}"] if model else []
         parts += [f"reasoning_effort={json.dumps(effort)}"] if effort else []
+        call = f"{NAMESPACE}.spawn_agent" if v2 else "spawn_agent"
+        fork = 'fork_turns="none"' if v2 else "fork_context=false"
         formats.append(
             {
                 "role": role,
-                "agent_type": agent_type,
+                "agent_type": None if v2 else agent_type,
                 "model": model,
                 "reasoning_effort": effort,
-                "format": f"spawn_agent({', '.join(parts)}, fork_context=false)",
+                "format": f"{call}({', '.join(parts)}, {fork})",
             }
         )
     return formats

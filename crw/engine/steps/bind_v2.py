@@ -15,6 +15,7 @@ name", is the design.
 from __future__ import annotations
 
 from crw.engine.config.roles import RolePair
+from crw.engine.held_fix import SPAWN_FAILED
 from crw.engine.steps.bind import (
     AttemptState,
     Bound,
@@ -23,6 +24,7 @@ from crw.engine.steps.bind import (
     PublishedStep,
     Reply,
     ReportLike,
+    SpawnFailed,
     _retry,
     bind_spawn,
     decide_failed,
@@ -32,7 +34,9 @@ from crw.engine.steps.bind import (
 from crw.engine.steps.markers import marker
 from crw.engine.steps.replies import decide_late
 from crw.engine.steps.task_name import agent_path, name_of_path, task_name
+from crw.engine.steps.task_text import TaskTexts, not_the_steps
 from crw.host.protocol import SubAgentActivity, Thread, Turn
+from crw.journal.rows import Held
 
 _HOST_GIVE_UP = (
     "stop reporting it: the run binds the subagent by its task name once the host answers "
@@ -52,17 +56,23 @@ def step_task_name(step: PublishedStep) -> str:
 def spawned_child(owner_thread: Thread, name: str) -> str | None:
     """The thread id of the owner's child spawned as `name` (the first `started`
     subAgentActivity at `/root/<name>` in the owner's turns), else None."""
-    path = agent_path(name)
+    return spawned_children(owner_thread).get(agent_path(name))
+
+
+def spawned_children(owner_thread: Thread) -> dict[str, str]:
+    """Every child the owner's turns name, by path: the thread id of the first
+    `started` subAgentActivity at each path."""
+    children: dict[str, str] = {}
     for turn in owner_thread.turns:
         for item in turn.items:
             if (
                 isinstance(item, SubAgentActivity)
                 and item.kind == "started"
-                and item.agentPath == path
+                and item.agentPath
                 and item.agentThreadId
             ):
-                return item.agentThreadId
-    return None
+                children.setdefault(item.agentPath, item.agentThreadId)
+    return children
 
 
 def already_spawned(step: PublishedStep, failed: str) -> bool:
@@ -97,6 +107,7 @@ def decide_report_v2(
     host_error: str | None,
     *,
     after_turn: str | None = None,
+    tasks: TaskTexts | None = None,
     unknown: bool = False,
     retries: int = 0,
 ) -> Decision:
@@ -127,7 +138,7 @@ def decide_report_v2(
         return decide_failed_v2(step, attempt, report.failed)
     return decide_bind_v2(
         owner, step, attempt, pair, agent_id, thread, host_error,
-        after_turn=after_turn, unknown=unknown, retries=retries,
+        after_turn=after_turn, tasks=tasks, unknown=unknown, retries=retries,
     )  # fmt: skip
 
 
@@ -141,6 +152,7 @@ def decide_bind_v2(
     host_error: str | None = None,
     *,
     after_turn: str | None = None,
+    tasks: TaskTexts | None = None,
     unknown: bool = False,
     retries: int = 0,
 ) -> Decision:
@@ -148,7 +160,11 @@ def decide_bind_v2(
     for the step's task name) binds to the published `step`.
 
     `after_turn`: for a send_input step (a follow-up), the turn id of the attempt's
-    previous step on the child; its turn is the first one after it.
+    previous step on the child; its turn is the first one after it whose task is
+    the step's or cannot be read. `tasks`: the child's tasks by turn, as its
+    rollout holds them (`crw.engine.steps.task_text`): a spawn's readable task that
+    is not the step's holds the call spawn_failed (the name is taken: the next
+    attempt's is another).
 
     Raises:
         ValueError: `thread` is not `agent_id`'s.
@@ -164,13 +180,35 @@ def decide_bind_v2(
     refused = _not_the_steps_child(step, thread)
     if refused is not None:
         return refused
-    turn = _step_turn(step, thread, after_turn)
+    turn = _step_turn(step, thread, after_turn, tasks or {})
     if turn is None:
         return _retry("the step's turn cannot be read yet", retries, _TURN_GIVE_UP)
+    if step.action == "spawn":
+        other = not_the_steps((tasks or {}).get(turn.id), step.marker, step.run, step.packet)
+        if other is not None:
+            return _wrong_task(step, thread.agent_path, other)
     turn_started = marker_turn_started(step, turn)
     if step.action == "send_input":
         return Bound(None, turn_started)  # BIND-7
     return bind_spawn(step, attempt, pair, thread, turn_started, agent_role=False)
+
+
+def late_agent(run: str, report: ReportLike, record: CallRecord) -> str | None:
+    """The subagent a report no call waits for names, as the call's rows know it:
+    a path that is one of the reported attempt's task names (its spawn's, up to
+    the report's k) stands for the child that attempt bound (one child an attempt
+    on v2), whose thread id the rows hold; any other agent is itself. Without it a
+    late report of the bound child by its path read as a second subagent, told to
+    close: the owner interrupted the run's own turn."""
+    agent = report.agent_id
+    if agent is None or name_of_path(agent) is None:
+        return agent
+    names = {
+        agent_path(task_name(run, marker(report.call, k, report.attempt)))
+        for k in range(1, max(report.k, 1) + 1)
+    }
+    bound = [thread for (attempt, _), thread in record.turns.items() if attempt == report.attempt]
+    return bound[0] if agent in names and bound else agent
 
 
 def late_v2(reply: Reply, run: str, report: ReportLike, path: str | None) -> Reply:
@@ -207,12 +245,30 @@ def _not_the_steps_child(step: PublishedStep, thread: Thread) -> Reply | None:
     )
 
 
-def _step_turn(step: PublishedStep, thread: Thread, after_turn: str | None) -> Turn | None:
-    """A spawn's turn is the child's first; a follow-up's the first after `after_turn`."""
+def _step_turn(
+    step: PublishedStep, thread: Thread, after_turn: str | None, tasks: TaskTexts
+) -> Turn | None:
+    """A spawn's turn is the child's first; a follow-up's the first after
+    `after_turn` whose task is the step's or cannot be read (`tasks`)."""
     if step.action == "spawn":
         return thread.turns[0] if thread.turns else None
     ids = [turn.id for turn in thread.turns]
     if after_turn is None or after_turn not in ids:
         return None
     later = thread.turns[ids.index(after_turn) + 1 :]
-    return later[0] if later else None
+    return next(
+        (t for t in later if not_the_steps(tasks.get(t.id), step.marker, step.run, None) is None),
+        None,
+    )
+
+
+def _wrong_task(step: PublishedStep, path: str | None, other: str) -> SpawnFailed:
+    """The child at the step's task name was given another task: the call is held
+    spawn_failed, and a retry spawns the next attempt under its own name."""
+    error = (
+        f"the child {path} at the step's task name was given another task ({other}): "
+        "codex keeps one child a name, so the step cannot be spawned again; answer "
+        f"--retry to spawn attempt {step.attempt + 1} under a new task name, with the "
+        "step's message"
+    )
+    return SpawnFailed(Held(call=step.call, reason=SPAWN_FAILED, error=error), error)
