@@ -32,6 +32,13 @@ from tests.drills.test_kill_drills import (
 pytestmark = pytest.mark.xdist_group("test_kill_drills_postgres")
 """One xdist worker runs the whole module: its tests share the references and the cluster."""
 
+
+@pytest.fixture
+def multi_agent() -> str:
+    """The drill's protocol: v1 (the store changes no call to the host, v2 neither)."""
+    return "v1"
+
+
 ON_POSTGRES = [
     c for c in CASES if (c.point, c.stop) in {("running", "pause"), ("answered", "pause")}
 ]
@@ -44,9 +51,10 @@ def test_a_run_on_postgres_killed_as_it_stops_a_call_ends_as_the_undisturbed_run
     case: Case,
     found: dict[str, Any],
     postgres_url: str,
+    multi_agent: str,
 ) -> None:
     """spec: HARV-28..31, HARV-35, HARV-37, HARV-38, ROWS-6, ATT-30, CMD-NEXT-2 (on
     the PostgreSQL store)"""
     drill.crw.env["CRW_DB"] = postgres_url
-    killed_drill(drill, references, case, found)
+    killed_drill(drill, references, case, multi_agent, found)
     assert drill.run is not None and drill.run.journal.stat().st_size == 0  # all in PostgreSQL
