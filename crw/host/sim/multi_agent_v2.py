@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from crw.host.sim.catalog import Catalog
-from crw.host.sim.state import SimState, Thread, Turn, invalid_request, new_id
+from crw.host.sim.items import new_id
+from crw.host.sim.state import SimState, Thread, Turn, invalid_request
 from crw.host.sim.turns import Turns
 
 ROOT = "/root"

@@ -32,6 +32,7 @@ from crw.host.sim.behaviour import Script, match_of
 from crw.host.sim.broadcast import Broadcast
 from crw.host.sim.catalog import Catalog, model_list, sim_catalog
 from crw.host.sim.connection import Connection
+from crw.host.sim.items import new_id, spawn_call
 from crw.host.sim.multi_agent_v2 import MultiAgentV2, config_v2, unsupported
 from crw.host.sim.state import (
     RpcError,
@@ -43,9 +44,7 @@ from crw.host.sim.state import (
     list_loaded,
     list_threads,
     list_turns,
-    new_id,
     read_thread,
-    spawn_call,
 )
 from crw.host.sim.turns import Turns
 

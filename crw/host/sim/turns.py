@@ -38,16 +38,14 @@ from crw.host.sim.behaviour import (
 )
 from crw.host.sim.broadcast import Broadcast
 from crw.host.sim.connection import Connection
+from crw.host.sim.items import agent_message, new_id, user_message
 from crw.host.sim.state import (
     MODEL_CONTEXT_WINDOW,
     SimState,
     Thread,
     Turn,
     Usage,
-    agent_message,
     invalid_request,
-    new_id,
-    user_message,
 )
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from crw.host.sim import state as state_module
-from crw.host.sim.state import SimState, Thread, Turn, list_threads, user_message
+from crw.host.sim.items import user_message
+from crw.host.sim.state import SimState, Thread, Turn, list_threads
 
 
 def host_with(threads: int) -> SimState:

@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from crw.host.sim import state
+from crw.host.sim import items, state
 from crw.host.sim.connection import connect_in_memory
 from crw.host.sim.server import open_sim_host
 from tests.host.sim.support import (
@@ -481,9 +481,9 @@ def test_ids_are_uuid4_made_from_one_random_read_a_batch(monkeypatch: pytest.Mon
         return real(size)
 
     monkeypatch.setattr(os, "urandom", counting)
-    monkeypatch.setattr(state, "_IDS", state._ids())
-    ids = [state.new_id() for _ in range(2 * state.ID_BATCH)]
-    assert reads == [16 * state.ID_BATCH] * 2
+    monkeypatch.setattr(items, "_IDS", items._ids())
+    ids = [items.new_id() for _ in range(2 * items.ID_BATCH)]
+    assert reads == [16 * items.ID_BATCH] * 2
     assert len(set(ids)) == len(ids)
     for made in ids:
         parsed = uuid.UUID(made)
