@@ -133,8 +133,12 @@ def _serve(listening: socket.socket) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker's Ctrl-C is not ours
     selector = selectors.DefaultSelector()
     selector.register(listening, selectors.EVENT_READ)
+    parent = os.pidfd_open(os.getppid())  # the worker: the server ends with it
+    selector.register(parent, selectors.EVENT_READ)
     while True:
         for key, _ in selector.select():
+            if key.fd == parent:
+                os._exit(0)
             if key.fileobj is listening:
                 conn, _ = listening.accept()
                 pid = _fork(listening, conn)
