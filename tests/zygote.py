@@ -168,6 +168,8 @@ def _fork(listening: socket.socket, conn: socket.socket) -> int | None:
     if pid == 0:
         listening.close()
         conn.close()
+        if "umask" in asked:  # the asking process's, as a child it spawned gets
+            os.umask(asked["umask"])
         _child(asked["argv"], asked["env"], asked["cwd"], fds)
     for fd in fds:
         os.close(fd)
@@ -215,7 +217,9 @@ def ask(
     conn = socket.socket(socket.AF_UNIX)
     try:
         conn.connect(str(path))
-        asked = json.dumps({"argv": argv, "env": env, "cwd": str(cwd)}).encode()
+        umask = os.umask(0o077)
+        os.umask(umask)
+        asked = json.dumps({"argv": argv, "env": env, "cwd": str(cwd), "umask": umask}).encode()
         socket.send_fds(conn, [asked], [null, out_w, err_w])
     except OSError:
         conn.close()
