@@ -147,10 +147,11 @@ def drill(tmp_path: Path, multi_agent: str) -> Iterator[KillDrill]:
 
 
 @pytest.fixture
-def fresh(tmp_path: Path) -> Iterator[Callable[[str], KillDrill]]:
-    """Another drill, in `tmp_path/<name>`, served and reaped like `drill`."""
+def fresh(tmp_path: Path, multi_agent: str) -> Iterator[Callable[[str], KillDrill]]:
+    """Another drill of `drill`'s kind, in `tmp_path/<name>`, served and reaped alike."""
+    kind = KillDrillV2 if multi_agent == "v2" else KillDrill
     with contextlib.ExitStack() as drills:
-        yield lambda name: drills.enter_context(served(drill_at(KillDrill, tmp_path / name)))
+        yield lambda name: drills.enter_context(served(drill_at(kind, tmp_path / name)))
 
 
 pytestmark = pytest.mark.xdist_group("test_kill_drills")
