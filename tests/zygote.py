@@ -137,7 +137,11 @@ def _serve(listening: socket.socket) -> None:
     selector.register(parent, selectors.EVENT_READ)
     while True:
         for key, _ in selector.select():
-            if key.fd == parent:
+            if key.fd == parent:  # its socket and directory go with it
+                where = Path(listening.getsockname())
+                with contextlib.suppress(OSError):
+                    where.unlink()
+                    where.parent.rmdir()
                 os._exit(0)
             if key.fileobj is listening:
                 conn, _ = listening.accept()
