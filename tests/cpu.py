@@ -3,7 +3,9 @@
 
 Each test's CPU is its worker's own (user + system, setup to teardown) and that
 of the children the worker waited for meanwhile (a `crw` command the test ran; a
-detached run process is nobody's child and is not counted). Each worker appends
+detached run process is nobody's child and is not counted; nor is a command
+`Crw` forked from the worker's server, tests/zygote.py: set `CRW_TEST_COLD=1`
+to count those as the worker's children). Each worker appends
 one JSON line a module, `{"module", "tests", "own", "children", "wall"}` in
 seconds, to PATH; `docs/performance.md` ("Where the CPU goes") reads them so:
 

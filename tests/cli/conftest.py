@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from crw.cli.output import one_line
+from tests import zygote
 from tests.deadlines import LOADED
 from tests.processes import reap_naming
 
@@ -52,7 +53,9 @@ class Result:
 
 
 class Crw:
-    """Runs `python -m crw …` with a private state directory and environment."""
+    """Runs `python -m crw …` with a private state directory and environment
+    (each command a process forked from a server that imported crw once:
+    tests/zygote.py)."""
 
     def __init__(self, state: Path, tmpdir: Path) -> None:
         self.state = state
@@ -67,15 +70,8 @@ class Crw:
     def __call__(
         self, *args: str, env: dict[str, str] | None = None, timeout: float = 60
     ) -> Result:
-        done = subprocess.run(
-            [sys.executable, "-m", "crw", *args],
-            env=self.env if env is None else env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=self.state.parent,
-        )
+        env = self.env if env is None else env
+        done = zygote.run(list(args), env, self.state.parent, timeout)
         result = Result(done.returncode, done.stdout, done.stderr)
         if done.returncode == 0 and '"pid"' in done.stdout:
             pid = result.json().get("pid")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from crw.engine.answers.answer import digest
 from crw.host.client import HostClient
 from crw.host.connect import connect_host
 from crw.host.uri import parse_host_uri
+from tests import zygote
 
 NEXT_WAIT = "1"
 DISPATCHED_WAIT = "2"
@@ -50,6 +52,7 @@ class Owner:
     def __init__(self, args: argparse.Namespace, client: HostClient) -> None:
         self.run, self.state, self.thread = args.run, args.state, args.owner
         self.control = Path(args.control)
+        self.zygote = Path(args.zygote) if args.zygote else None
         self.client = client
         self.taken: dict[tuple[str, int, int], str] = {}
         self.unanswered: list[tuple[dict[str, Any], str]] = []
@@ -59,10 +62,20 @@ class Owner:
         self.log.write(json.dumps(entry) + "\n")
 
     async def crw(self, *args: str) -> tuple[int, dict[str, Any]]:
-        """Run one owner's command, after any pause the drill asked for."""
+        """Run one owner's command, after any pause the drill asked for: forked from
+        the worker's server when named (tests/zygote.py), in the drill's directory
+        (where the drill's reap finds one still in flight), else a fresh process."""
         await self.obey_pause()
-        argv = [sys.executable, "-m", "crw", "flow", *args, "--state", self.state, "--json"]
-        done = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False)
+        argv = ["flow", *args, "--state", self.state, "--json"]
+        done: Any
+        if self.zygote is not None:
+            env, cwd = dict(os.environ), self.control.parent
+            done = await trio.to_thread.run_sync(zygote.ask, self.zygote, argv, env, cwd, 60)
+        else:
+            cold = [sys.executable, "-m", "crw", *argv]
+            done = await trio.run_process(
+                cold, capture_stdout=True, capture_stderr=True, check=False
+            )
         out = json.loads(done.stdout) if done.stdout.strip() else {}
         self.note(cmd=args[0], args=list(args[1:]), code=done.returncode, out=out)
         return done.returncode, out
@@ -184,6 +197,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--socket", required=True)
     parser.add_argument("--owner", required=True)
     parser.add_argument("--control", required=True)
+    parser.add_argument("--zygote", help="the socket of a fork server (tests/zygote.py)")
     return parser.parse_args(argv)
 
 

@@ -51,6 +51,7 @@ from crw.host.sim.behaviour import marker_of
 from crw.host.transport import HostUnavailable
 from crw.host.uri import parse_host_uri
 from crw.journal.stores import read_run_journal
+from tests import zygote
 from tests.actors.test_app_server_run import CHAIN
 from tests.cli.conftest import REPO, Crw
 from tests.deadlines import LOADED
@@ -220,10 +221,11 @@ class Drill:
         )  # fmt: skip
         assert out.code == 0, out.stderr
         self.run = RunDir(Path(out.json()["run_dir"]))
+        server = zygote.path_for(self.crw.env)
         self.owner = self.spawn(
             "tests.drill.owner", self.run.id, "--state", str(self.crw.state),
             "--socket", str(self.socket), "--owner", self.owner_thread,
-            "--control", str(self.control),
+            "--control", str(self.control), *(["--zygote", str(server)] if server else []),
         )  # fmt: skip
 
     def rows(self) -> list[dict[str, Any]]:

@@ -25,8 +25,9 @@ not played again.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,15 +50,18 @@ REVIEWED = WORKFLOW.replace(
     'task = "Fix it, starting from {explore.files}."\nreview = { role = "reviewer", rounds = 1 }\n',
 )
 REJECT = {"verdict": "reject", "findings": ["name the files"]}
-TIMEOUT = 30
-"""The build node's deadline, in seconds, in the deadline drill. It counts from the
-call's start, and the drill proves the interrupt of a bound turn, so it must
-outlast the call's worktree, its step, the owner's spawn (a `crw flow next` and a
-`crw flow dispatched`, each a Python process) and the bind: 1-2 s on a quiet
-machine, 8 s and more under load. A deadline reached before the bind holds the
-call with no interrupt_requested, as the spec says (a spawn step no subagent was
-bound to has no turn to interrupt): the drill waits for the bind, then for the
-process's end."""
+TIMEOUTS = (10, 30, 90)
+"""The build node's deadline, in seconds, in the deadline drill, tried in turn. It
+counts from the call's start, and the drill proves the interrupt of a bound turn,
+so it must outlast the call's worktree, its step, the owner's spawn (a `crw flow
+next` and a `crw flow dispatched`, each a Python process) and the bind: 1-2 s on a
+quiet machine, 8 s and more under load. A deadline reached before the bind holds
+the call with no interrupt_requested, as the spec says (a spawn step no subagent
+was bound to has no turn to interrupt): the drill then plays the case again on a
+fresh drill with the next, longer deadline. So a quiet machine waits 10 s for the
+deadline, not the 30 s a loaded one needs, and no load fails the drill."""
+TIMEOUT = TIMEOUTS[0]
+"""The deadline a drill whose hold need not follow a bind gives its build node."""
 QUICK = {"seconds": 0.1}
 
 
@@ -100,12 +104,15 @@ PARAMS = [
 @dataclass
 class KillDrill(Drill):
     run_deadline: float = 60.0
+    timeout: int = TIMEOUTS[0]
+    """The build node's deadline in a deadline case."""
 
     def script(self, case: Case | None, reviewed: bool) -> None:
         """The workflow and the host's scripts; `case` None: undisturbed."""
         text = REVIEWED if reviewed else WORKFLOW
         if case is not None and case.stop == "timeout":
-            text = text.replace('role = "executor"\n', f'role = "executor"\ntimeout = {TIMEOUT}\n')
+            deadline = f'role = "executor"\ntimeout = {self.timeout}\n'
+            text = text.replace('role = "executor"\n', deadline)
         self.workflow.write_text(text)
         scripts: list[tuple[str, dict[str, Any]]] = [("build.1/*", QUICK)]  # no invalid first
         if reviewed:
@@ -137,6 +144,14 @@ def drill(tmp_path: Path, multi_agent: str) -> Iterator[KillDrill]:
     kind = KillDrillV2 if multi_agent == "v2" else KillDrill
     with served(drill_at(kind, tmp_path)) as made:
         yield made
+
+
+@pytest.fixture
+def fresh(tmp_path: Path, multi_agent: str) -> Iterator[Callable[[str], KillDrill]]:
+    """Another drill of `drill`'s kind, in `tmp_path/<name>`, served and reaped alike."""
+    kind = KillDrillV2 if multi_agent == "v2" else KillDrill
+    with contextlib.ExitStack() as drills:
+        yield lambda name: drills.enter_context(served(drill_at(kind, tmp_path / name)))
 
 
 pytestmark = pytest.mark.xdist_group("test_kill_drills")
@@ -181,6 +196,36 @@ def at_point(drill: KillDrill, case: Case, within: float = DEADLINE) -> None:
     wait_until(f"{case.call} runs turn {case.k}", there, within)
 
 
+def bound_first(drill: KillDrill, case: Case) -> bool:
+    """Wait until the call's turn is bound (True) or the call is held first (False:
+    its deadline ran out before the bind)."""
+    seen: list[bool] = []
+
+    def either() -> bool:
+        for r in drill.rows():
+            if r.get("call") == case.call and r["row"] in ("turn_started", "held"):
+                seen.append(r["row"] == "turn_started")
+                return True
+        return False
+
+    wait_until(f"{case.call} is bound or held", either)
+    return seen[0]
+
+
+def started(drill: KillDrill, case: Case, fresh: Callable[[str], KillDrill]) -> KillDrill:
+    """The drill whose run was started with the case's kill point; in a deadline
+    case, the first whose deadline ran out after the bind (TIMEOUTS)."""
+    for timeout in TIMEOUTS:
+        drill.timeout = timeout
+        drill.script(case, case.point == "review")
+        drill.start(crash_after=case.kill)
+        if case.stop != "timeout" or bound_first(drill, case):
+            return drill
+        drill.reap()  # held before its bind: a longer deadline, on a fresh drill
+        drill = fresh(f"deadline-{timeout}")
+    raise AssertionError(f"{case.call} was held before its bind with a {timeout} s deadline")
+
+
 def stop(drill: KillDrill, case: Case) -> dict[str, Any] | None:
     """Stop the run as a person does; the command's answer, if a command stopped it."""
     assert drill.run is not None
@@ -190,9 +235,8 @@ def stop(drill: KillDrill, case: Case) -> dict[str, Any] | None:
         # answered turn is bound), and the owner's next resumes a run no process
         # holds: the drill holds the run lock from the moment the killed process
         # lets it go until the owner is paused.
-        if case.stop == "timeout":  # bound, the turn runs until the deadline
-            at_point(drill, case, within=TIMEOUT)
-        lock = drill.take_run_lock_once_released(TIMEOUT + DEADLINE)
+        # In a deadline case the turn is bound (`started`) and runs until the deadline.
+        lock = drill.take_run_lock_once_released(drill.timeout + DEADLINE)
         try:
             if case.stop != "timeout":
                 at_point(drill, case)
@@ -230,6 +274,7 @@ def go_on(drill: KillDrill, case: Case) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(("case", "multi_agent"), PARAMS)
 def test_a_run_killed_as_it_stops_a_call_ends_as_the_undisturbed_run(
     drill: KillDrill,
+    fresh: Callable[[str], KillDrill],
     references: dict[bool, dict[str, Any]],
     case: Case,
     multi_agent: str,
@@ -239,8 +284,7 @@ def test_a_run_killed_as_it_stops_a_call_ends_as_the_undisturbed_run(
     the same rows and results (the reference is the v1 run's: the host answers by
     marker)"""
     reviewed = case.point == "review"
-    drill.script(case, reviewed)
-    drill.start(crash_after=case.kill)
+    drill = started(drill, case, fresh)
     answer = stop(drill, case)
     rows = drill.rows()
     reason = {"pause": "paused", "cancel": "cancelled", "timeout": "deadline"}[case.stop]
