@@ -22,7 +22,8 @@ from crw.journal.pg_remove import remove_run_rows, remove_unheld_run
 from crw.journal.postgres import PostgresJournal
 from crw.journal.store import StoreError
 from tests.cli.conftest import Crw
-from tests.cli.test_remove_db import ENDED, STARTED, _counts, _flow, _run
+from tests.cli.test_housekeeping import _run
+from tests.cli.test_remove_db import ENDED, STARTED, _counts, _flow
 
 DEADLINE = 60.0
 """Seconds a condition may take on a loaded machine."""
