@@ -16,11 +16,14 @@ from typing import Any
 
 import psycopg
 import pytest
+import trio
 
+from crw.actors.journal_writer import JournalWriteError, open_journal_writer
 from crw.journal.pg_lease import Lease
 from crw.journal.pg_remove import remove_run_rows, remove_unheld_run
 from crw.journal.postgres import PostgresJournal
 from crw.journal.store import StoreError
+from crw.journal.stores import store_at
 from tests.cli.conftest import Crw
 from tests.cli.test_housekeeping import _run
 from tests.cli.test_remove_db import ENDED, STARTED, _counts, _flow
@@ -96,3 +99,25 @@ def test_a_take_after_the_removal_of_the_rows_it_read_takes_nothing(
     assert refused.value.errno == errno.ENOENT
     assert "was removed from the " in str(refused.value.strerror)
     assert set(_counts(postgres_url, "r-race-late").values()) == {0}
+
+
+def test_a_run_process_taking_a_removed_run_says_it_is_gone(
+    crw: Crw, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run process's writer, opened on the rows it read before the removal,
+    stops with the store's line and its fix, not a disk's."""
+    journal = _imported(crw, postgres_url, "r-race-writer")
+    monkeypatch.setenv("CRW_MACHINE", "b")
+    read = store_at(journal).read()
+    assert remove_unheld_run(postgres_url, "r-race-writer") == 3
+
+    async def open_writer() -> None:
+        async with open_journal_writer(journal, known=read):
+            raise AssertionError("the writer opened a removed run")
+
+    with pytest.raises(JournalWriteError) as refused:
+        trio.run(open_writer)
+    said = str(refused.value)
+    assert "was removed from the " in said and "nothing was written to it" in said
+    assert said.endswith("it is gone: start its workflow again with crw flow start")
+    assert set(_counts(postgres_url, "r-race-writer").values()) == {0}

@@ -117,3 +117,23 @@ def test_watch_of_a_live_run_elsewhere_wakes_on_its_commit(
     assert shown["state"] == "ended"
     assert child.wait(timeout=DEADLINE) == 0
     assert not RunDir.of(b_state, run.id).root.exists()
+
+
+def test_watch_of_a_run_whose_lease_lapsed_elsewhere_says_no_process_runs_it(
+    crw: Crw, tmp_path: Path, postgres_url: str
+) -> None:
+    """a's run whose rows leave it running and whose writer's lease lapsed (a
+    died): b's watch shows it crashed and exits 1 with show --follow's line."""
+    run = _run(crw, "r-watch-lapsed")
+    lines = run.journal.read_bytes().splitlines(keepends=True)
+    run.journal.write_bytes(b"".join(lines[:-1]))
+    assert _flow(crw, "import", run.id, "--db", postgres_url).code == 0
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            b"INSERT INTO crw_runs VALUES ('r-watch-lapsed', 2, 'a', now() - interval '1s')"
+        )
+
+    watched = _on_b(crw, tmp_path / "b-state", postgres_url, "watch", run.id, "--json")
+    assert watched.code == 1
+    assert json.loads(watched.stdout.splitlines()[-1])["state"] == "crashed"
+    assert f"crw: no process runs run {run.id} (its rows leave it running)" in watched.stderr
