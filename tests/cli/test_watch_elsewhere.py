@@ -19,8 +19,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from crw.cli.read.follow import JournalTail
 from crw.engine.run.rundir import RunDir
 from crw.journal.postgres import PostgresJournal
+from crw.journal.stores import forget_store, keep_store
 from tests.cli.conftest import Crw
 from tests.cli.test_move_journal import _flow, _run
 from tests.cli.test_read_elsewhere import _on_a, _on_b
@@ -137,3 +139,42 @@ def test_watch_of_a_run_whose_lease_lapsed_elsewhere_says_no_process_runs_it(
     assert watched.code == 1
     assert json.loads(watched.stdout.splitlines()[-1])["state"] == "crashed"
     assert f"crw: no process runs run {run.id} (its rows leave it running)" in watched.stderr
+
+
+def test_a_tail_of_a_run_in_the_database_reads_only_the_rows_after_it(
+    crw: Crw, tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `show --follow` and `watch` read at each wake of a run in the database:
+    the rows from the offset read so far on (one query, handed out a piece at a
+    time), never the journal from its start again."""
+    run = _run(crw, "r-tail-by-seq")
+    lines = run.journal.read_bytes().splitlines(keepends=True)
+    run.journal.write_bytes(b"".join(lines[:-1]))
+    assert _flow(crw, "import", run.id, "--db", postgres_url).code == 0
+    asked: list[int] = []
+    read_from = PostgresJournal.read_from
+
+    def counted(store: PostgresJournal, offset: int) -> bytes:
+        asked.append(offset)
+        return read_from(store, offset)
+
+    monkeypatch.setattr(PostgresJournal, "read_from", counted)
+    elsewhere = tmp_path / "b-state" / "flow" / run.id / "journal.jsonl"  # no directory
+    keep_store(elsewhere, PostgresJournal(postgres_url, run.id, elsewhere))
+    try:
+        tail = JournalTail(elsewhere)
+        pieces = list(tail.pieces(size=len(lines[0]) + 1))
+        assert (len(pieces) > 1, sum(map(len, pieces)), tail.last_seq) == (True, 7, 7)
+        assert asked == [0]  # one query for every piece
+        end = tail.offset
+        assert (tail.read(), asked) == ([], [0, end])
+        monkeypatch.setenv("CRW_MACHINE", "a")
+        appender = PostgresJournal(postgres_url, run.id, run.journal).open_appender()
+        try:
+            appender.append(lines[-1], 1)
+        finally:
+            appender.close()
+        assert [row["row"] for row in tail.read()] == ["ended"]
+        assert asked == [0, end, end] and tail.ended
+    finally:
+        forget_store(elsewhere)
