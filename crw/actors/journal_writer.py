@@ -25,7 +25,7 @@ from crw.clock import WallClock, system_clock
 from crw.errors import RefusedError
 from crw.journal.log import JournalRead, encode_batch, encode_body
 from crw.journal.rows import RowModel
-from crw.journal.store import JournalAppender, renewal_due
+from crw.journal.store import JournalAppender, StoreError, renewal_due
 from crw.journal.stores import store_at
 
 QUEUE_BOUND = 256
@@ -201,9 +201,14 @@ async def open_journal_writer(
     try:
         journal = await trio.to_thread.run_sync(store_at(path).open_appender, known)
     except OSError as err:
+        # A store that is no file says what to do (the database, the run's lease).
+        hint = (
+            err.fix
+            if isinstance(err, StoreError)
+            else "check the run directory's permissions and disk"
+        )
         raise JournalWriteError(
-            f"could not open the journal {path}: {err.strerror or err}; "
-            "check the run directory's permissions and disk"
+            f"could not open the journal {path}: {err.strerror or err}; {hint}"
         ) from err
     send, receive = trio.open_memory_channel[_Commit](QUEUE_BOUND)
     lease = _Lease(trio.current_time())

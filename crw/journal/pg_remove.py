@@ -18,6 +18,17 @@ from crw.journal.pg_statements import RUNS, SNAPSHOTS, TABLE
 from crw.journal.postgres import connect, create_schema, where
 from crw.journal.store import StoreError
 
+_CLAIM = f"""
+INSERT INTO {RUNS} (run, epoch, machine, lease_until) VALUES (%s, 0, %s, 'epoch')
+ON CONFLICT (run) DO NOTHING
+"""
+"""The run's lease row taken by the removal, as insert-or-lock: a run no writer took
+yet (imported, never resumed) has none to lock, so the removal inserts one (held by
+no lease, deleted with the rest), and a writer taking the run meanwhile waits for
+the removal's transaction (then finds the rows it read gone: `PostgresJournal.
+open_appender` refuses) or is waited for (its lease then holds the run: refused).
+Where the row is there, the removal's lock below waits as ever."""
+
 _HOLDER = f"""
 SELECT machine, to_char(lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
        lease_until > now(), greatest(extract(epoch FROM lease_until - now()), 0)
@@ -41,6 +52,7 @@ def remove_run_rows(url: str, run: str) -> Lease | None:
         try:
             create_schema(conn)  # a database no writer of this crw wrote to yet
             with conn.transaction():
+                conn.execute(_CLAIM.encode(), (run, machine_id()))
                 held = conn.execute(_HOLDER.encode(), (run, machine_id())).fetchone()
                 if held is not None:
                     return Lease(str(held[0]), str(held[1]), bool(held[2]), float(held[3]))
@@ -79,13 +91,14 @@ def remove_unheld_run(url: str, run: str) -> Lease | int:
         try:
             create_schema(conn)
             with conn.transaction():
+                claimed = conn.execute(_CLAIM.encode(), (run, machine_id())).rowcount
                 held = conn.execute(_LEASE.encode(), (run,)).fetchone()
                 if held is not None and held[2]:
                     return Lease(str(held[0]), str(held[1]), True, float(held[3]))
                 return sum(
                     conn.execute(f"DELETE FROM {table} WHERE run = %s".encode(), (run,)).rowcount
                     for table in (TABLE, RUNS, FILES, SNAPSHOTS)
-                )
+                ) - max(claimed, 0)  # the row the claim inserted is none of the run's
         except psycopg.Error as err:
             raise StoreError(
                 errno.EIO,

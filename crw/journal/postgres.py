@@ -107,6 +107,10 @@ RETURNING epoch
 """
 """Take the run: raise its epoch, when its lease lapsed or this machine holds it."""
 _HOLDER = f"SELECT machine, lease_until FROM {RUNS} WHERE run = %s"
+_STILL_THERE = f"SELECT 1 FROM {TABLE} WHERE run = %s AND seq = %s"
+"""The last row the taker read, still there once it took the run: a removal
+(`crw.journal.pg_remove`, which locks or inserts the run's lease row first, so the
+take waited for it) may have deleted the run meanwhile."""
 _RENEW = (
     f"UPDATE {RUNS} SET lease_until = now() + make_interval(secs => %s) "
     "WHERE run = %s AND epoch = %s"
@@ -243,7 +247,7 @@ class PostgresJournal:
             except Exception as err:
                 raise _store_error(self.url, "create the journal's table in", err) from err
             read = known if known is not None else self.read()
-            epoch = self._take(conn)
+            epoch = self._take(conn, read.last_seq)
             try:
                 keep_run_files(conn, self.run, self.path.parent)
             except Exception as err:
@@ -254,12 +258,12 @@ class PostgresJournal:
             raise
         return PostgresAppender(self, conn, read.last_seq, read.end, epoch)
 
-    def _take(self, conn: Conn) -> int:
-        """Take the run for this writer: its new epoch.
+    def _take(self, conn: Conn, last_seq: int) -> int:
+        """Take the run for this writer, which read its rows to `last_seq`: its new epoch.
 
         Raises:
-            OSError: another machine holds the run's lease (EBUSY), or the
-                database failed.
+            OSError: another machine holds the run's lease (EBUSY), the run was
+                removed since it was read (ENOENT; not taken), or the database failed.
         """
         import psycopg
 
@@ -270,6 +274,16 @@ class PostgresJournal:
                     _TAKE.encode(), (self.run, machine, lease_seconds())
                 ).fetchone()
                 holder = conn.execute(_HOLDER.encode(), (self.run,)).fetchone()
+                kept = conn.execute(_STILL_THERE.encode(), (self.run, last_seq)).fetchone()
+                if last_seq and kept is None:
+                    raise _Removed
+        except _Removed:
+            raise StoreError(
+                errno.ENOENT,
+                f"run {self.run} was removed from the {where(self.url)} (crw flow rm or gc) "
+                "while it was taken; nothing was written to it",
+                "it is gone: start its workflow again with crw flow start",
+            ) from None
         except psycopg.Error as err:
             raise _store_error(self.url, "take the run in", err) from err
         if taken is None:
@@ -335,6 +349,10 @@ class PostgresJournal:
 
 class _Fenced(Exception):
     """The run's epoch is no longer this writer's: the transaction is rolled back."""
+
+
+class _Removed(Exception):
+    """The run's rows went while a writer took it (its take rolled back)."""
 
 
 class _Empty(Exception):

@@ -54,6 +54,10 @@ class JournalTail:
     torn: TornTail | None = None
     """What the last read left for later: a batch not whole yet (a live run is
     writing it), or a torn tail (a run no process holds)."""
+    _ahead: bytes = field(default=b"", repr=False)
+    _ahead_at: int = field(default=0, repr=False)
+    """A store that is no file: the bytes its last query gave from offset
+    `_ahead_at`, handed out a piece at a time."""
 
     def read(self) -> Rows:
         """The whole batches appended since the last read.
@@ -86,13 +90,7 @@ class JournalTail:
     def _read(self, limit: int | None) -> tuple[Rows, bool]:
         """The whole batches in the next `limit` bytes (None: all), and whether
         the journal held more than that when it was read."""
-        try:
-            with store_at(self.journal).open_bytes() as file:
-                file.seek(self.offset)
-                data = file.read(-1 if limit is None else limit)
-        except FileNotFoundError:
-            return [], False
-        more = limit is not None and len(data) == limit
+        data, more = self._bytes(limit)
         if more:  # whole lines only: a cut batch is read again with the next piece
             data = data[: data.rfind(b"\n") + 1]
         try:
@@ -108,6 +106,31 @@ class JournalTail:
         replay(read.rows, into=self.state)
         self.ended = self.ended or any(row.get("row") == "ended" for row in read.rows)
         return read.rows, more
+
+    def _bytes(self, limit: int | None) -> tuple[bytes, bool]:
+        """The journal's bytes from the offset, at most `limit` (None: all), and
+        whether it held more. A file is read where the offset is; a store that is
+        no file (a database) is asked once for the rows from the offset on (by
+        their offsets: the rows after those read, never the journal from its
+        start), handed out a piece at a time, and asked again once they are read."""
+        store = store_at(self.journal)
+        if store.wake_file is not None:
+            try:
+                with store.open_bytes() as file:
+                    file.seek(self.offset)
+                    data = file.read(-1 if limit is None else limit)
+            except FileNotFoundError:
+                return b"", False
+            return data, limit is not None and len(data) == limit
+        start = self.offset - self._ahead_at
+        if not 0 <= start < len(self._ahead):
+            self._ahead, self._ahead_at, start = store.read_from(self.offset), self.offset, 0
+        end = len(self._ahead) if limit is None else min(start + limit, len(self._ahead))
+        data = self._ahead[start:end]
+        if end == len(self._ahead):
+            self._ahead = b""  # all handed out: the next read asks the store again
+            return data, False
+        return data, True
 
 
 class RunWake:

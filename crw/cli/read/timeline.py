@@ -1,6 +1,8 @@
 """`crw flow timeline RUN --out FILE.svg|.html`: the run's timeline as a picture.
 
-It reads the run directory only: the journal's rows folded into tracks (from
+It reads the run directory only (a run only the database keeps, its directory on
+another machine: its rows in the database, as `show` reads them, its fold's
+snapshot none): the journal's rows folded into tracks (from
 the snapshot of that fold and the rows after it, `crw.cli.read.timeline_read`),
 laid out with `crw.engine.views.timeline.layout_tracks`, drawn as SVG (an HTML
 page holds the same SVG). Every text a row may carry (a call id, a reason, a host's error) is
@@ -75,9 +77,10 @@ def xml_text(text: str) -> str:
 def timeline_command(
     run: str, *, out: str, state: str | None, json: bool, all_calls: bool = False
 ) -> int:
+    from crw.cli.read.remote_run import find_here_or_elsewhere
     from crw.cli.read.timeline_read import read_tracks
     from crw.engine.run.locks import is_held
-    from crw.engine.run.rundir import find_run, resolve_state
+    from crw.engine.run.rundir import resolve_state
     from crw.private import write_atomic
 
     target = Path(out)
@@ -86,8 +89,9 @@ def timeline_command(
         raise InputError(f"--out {out}: name a .svg or .html file (the suffix picks the format)")
     if not target.parent.is_dir():
         raise InputError(f"--out {out}: the directory {target.parent} does not exist; make it")
-    run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
-    live = is_held(run_dir.run_lock)
+    run_dir, elsewhere = find_here_or_elsewhere(resolve_state(state, os.environ, Path.cwd()), run)
+    # A run only the database keeps is live while its machine's writer holds its lease.
+    live = is_held(run_dir.run_lock) if elsewhere is None else elsewhere.live()
     now = datetime.now(UTC) if live else None
     read = read_tracks(run_dir, now=now, live=live)
     timeline = layout_tracks(read, run=run_dir.root.name, max_lanes=0 if all_calls else MAX_LANES)

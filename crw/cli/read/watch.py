@@ -1,12 +1,17 @@
 """`crw flow watch RUN`: a run's live view, until the run ends.
 
 It reads the run directory only, like `show`, and wakes when the run commits rows
-(`crw.cli.read.follow`: an inotify watch, no polling). On a terminal it draws, with
-rich, a bar of the calls done of all, the calls in flight (state, attempt, turns,
-how long since each was prepared), the tokens the ended calls counted and the
-last rows. Piped, it prints each new row's line (as `show` does) and a progress
-line whenever the count of calls done changes, and once the run ended. `--json`
-prints the view as one JSON object a line, each time it changes.
+(`crw.cli.read.follow`: an inotify watch, no polling). A run only the database
+keeps (its directory on another machine) is read from the database as `show`
+reads it (`crw.cli.read.remote_run`): woken by the NOTIFY its commits send, live
+while its writer's lease runs, its workflow's plan from the run.json kept there.
+
+On a terminal it draws, with rich, a bar of the calls done of all, the calls in
+flight (state, attempt, turns, how long since each was prepared), the tokens the
+ended calls counted and the last rows. Piped, it prints each new row's line (as
+`show` does) and a progress line whenever the count of calls done changes, and
+once the run ended. `--json` prints the view as one JSON object a line, each time
+it changes.
 
 Calls done of all, and in flight, as `status` and `list` count them
 (`crw.engine.views.counts`: every call the rows name, review rounds included, and
@@ -29,13 +34,15 @@ from typing import TYPE_CHECKING, Any
 
 from crw.cli.output import say, say_json
 from crw.cli.read.follow import JournalTail, Rows, follow
+from crw.cli.read.remote_run import Elsewhere, find_here_or_elsewhere
 from crw.cli.read.run_spec import spec_json, workflow_file, workflow_plan
 from crw.cli.read.show import RowPrinter, stopped
 from crw.engine.run.locks import run_is_live
-from crw.engine.run.rundir import RunDir, find_run, resolve_state
+from crw.engine.run.rundir import RunDir, resolve_state
 from crw.engine.views.counts import counts, shown_state
 from crw.engine.views.run_view import call_views
 from crw.journal.log import JournalCorruptError
+from crw.journal.stores import store_at
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -48,9 +55,10 @@ move on. Each is a read of the journal's tail, not of the whole journal."""
 
 
 def watch_command(run: str, *, state: str | None, json: bool) -> int:
-    run_dir = find_run(resolve_state(state, os.environ, Path.cwd()), run)
+    run_dir, elsewhere = find_here_or_elsewhere(resolve_state(state, os.environ, Path.cwd()), run)
     tail = JournalTail(run_dir.journal)
-    view = WatchView(run_dir, tail, workflow_plan(workflow_file(spec_json(run_dir))))
+    spec = spec_json(run_dir) if elsewhere is None else elsewhere.spec
+    view = WatchView(run_dir, tail, workflow_plan(workflow_file(spec)), elsewhere)
     try:
         if json:
             ended = _watch_json(run_dir, tail, view)
@@ -70,11 +78,25 @@ def watch_command(run: str, *, state: str | None, json: bool) -> int:
 class WatchView:
     """What the view shows: the run's rows so far, folded, and the last of them."""
 
-    def __init__(self, run_dir: RunDir, tail: JournalTail, plan: dict[str, int]) -> None:
+    def __init__(
+        self,
+        run_dir: RunDir,
+        tail: JournalTail,
+        plan: dict[str, int],
+        elsewhere: Elsewhere | None = None,
+    ) -> None:
         self.run_dir = run_dir
         self.tail = tail
         self.plan = plan
+        self.elsewhere = elsewhere
+        """A run only the database keeps: live while its writer's lease runs."""
         self.last: deque[dict[str, Any]] = deque(maxlen=LAST_ROWS)
+
+    def is_live(self) -> bool:
+        """Whether a process holds the run: its locks here, else its lease."""
+        if self.elsewhere is not None:
+            return self.elsewhere.live_now()
+        return run_is_live(self.run_dir)
 
     def add(self, rows: Rows) -> None:
         self.last.extend(rows)
@@ -115,10 +137,14 @@ class WatchView:
         read yet (a process writes its last rows before it lets its locks go: read
         after the locks, the journal's size says whether they are read; a torn
         tail left by a process that died is no row to come)."""
-        if run_is_live(self.run_dir):
+        if self.is_live():
             return True
         try:
-            unread = self.run_dir.journal.stat().st_size > self.tail.offset
+            if self.elsewhere is None:
+                size = self.run_dir.journal.stat().st_size
+            else:
+                size = store_at(self.run_dir.journal).size()
+            unread = size > self.tail.offset
         except OSError:
             return False
         return unread and self.tail.torn is None
@@ -137,7 +163,7 @@ def _watch_json(run_dir: RunDir, tail: JournalTail, view: WatchView) -> bool:
             shown[:] = key
             say_json(payload)
 
-    return follow(run_dir, tail, show)
+    return follow(run_dir, tail, show, is_live=view.is_live)
 
 
 def _watch_plain(run_dir: RunDir, tail: JournalTail, view: WatchView) -> bool:
@@ -153,7 +179,7 @@ def _watch_plain(run_dir: RunDir, tail: JournalTail, view: WatchView) -> bool:
             counted[:] = [count]
             say(_progress_line(payload))
 
-    return follow(run_dir, tail, show)
+    return follow(run_dir, tail, show, is_live=view.is_live)
 
 
 def _progress_line(payload: dict[str, Any]) -> str:
@@ -174,7 +200,7 @@ def _watch_live(run_dir: RunDir, tail: JournalTail, view: WatchView) -> bool:
             view.add(rows)
             live.update(live_view(view, datetime.now(UTC)), refresh=True)
 
-        return follow(run_dir, tail, show, every=TICK)
+        return follow(run_dir, tail, show, every=TICK, is_live=view.is_live)
 
 
 def live_view(view: WatchView, now: datetime) -> RenderableType:
