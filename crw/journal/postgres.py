@@ -10,7 +10,8 @@ lines inserted from `unnest` of three arrays, the notify), one round trip,
 `synchronous_commit` on: a row acknowledged is durable on the server. A
 transaction is whole or absent, so the store never holds a torn tail. The
 run's replay snapshot is kept in the database too (`crw_snapshots`), so a
-reader on any machine reads a run as its snapshot and the rows after it.
+reader on any machine reads a run as its snapshot and the rows after it. A writer
+takes its run, and renews its lease, by `crw.journal.pg_take`.
 
 psycopg 3 is blocking here: the journal writer runs every append in its worker
 thread (`JournalAppender.blocking`), and a command's read is a short blocking
@@ -43,6 +44,7 @@ from crw.journal.pg_statements import (
     SNAPSHOTS,
     TABLE,
 )
+from crw.journal.pg_take import RENEW, store_error, take
 from crw.journal.pg_wake import PostgresWake
 from crw.journal.store import StoreError
 
@@ -97,25 +99,6 @@ _ROWS_AFTER = (
     f"SELECT string_agg(line, ''::bytea ORDER BY seq) FROM {TABLE} WHERE run = %s AND seq > %s"
 )
 _LAST = f"SELECT coalesce(max(seq), 0) FROM {TABLE} WHERE run = %s"
-_TAKE = f"""
-INSERT INTO {RUNS} AS r (run, epoch, machine, lease_until)
-VALUES (%s, 1, %s, now() + make_interval(secs => %s))
-ON CONFLICT (run) DO UPDATE
-SET epoch = r.epoch + 1, machine = excluded.machine, lease_until = excluded.lease_until
-WHERE r.lease_until < now() OR r.machine = excluded.machine
-RETURNING epoch
-"""
-"""Take the run: raise its epoch, when its lease lapsed or this machine holds it."""
-_HOLDER = f"SELECT machine, lease_until FROM {RUNS} WHERE run = %s"
-_STILL_THERE = f"SELECT 1 FROM {TABLE} WHERE run = %s AND seq = %s"
-"""The last row the taker read, still there once it took the run: a removal
-(`crw.journal.pg_remove`, which locks or inserts the run's lease row first, so the
-take waited for it) may have deleted the run meanwhile."""
-_RENEW = (
-    f"UPDATE {RUNS} SET lease_until = now() + make_interval(secs => %s) "
-    "WHERE run = %s AND epoch = %s"
-)
-"""A renewal while the writer commits nothing: no row when another writer took the run."""
 
 
 def where(url: str) -> str:
@@ -123,15 +106,6 @@ def where(url: str) -> str:
     from crw.journal.pg_query import where as named  # libpq's own parse, psycopg.pq alone
 
     return named(url)
-
-
-_REACH = "check that the database is up and reachable at the URL run.json's journal_db names"
-
-
-def _store_error(url: str, what: str, err: Exception) -> StoreError:
-    """`err` (psycopg's) as the OSError a journal's reader and writer know."""
-    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    return StoreError(errno.EIO, f"could not {what} the {where(url)}: {first}", _REACH)
 
 
 def connect(url: str) -> Conn:
@@ -145,7 +119,7 @@ def connect(url: str) -> Conn:
     try:
         conn = psycopg.connect(url, options="-c synchronous_commit=on")
     except psycopg.Error as err:
-        raise _store_error(url, "connect to", err) from err
+        raise store_error(url, "connect to", err) from err
     return conn
 
 
@@ -172,7 +146,7 @@ def ensure_schema(url: str) -> None:
         try:
             create_schema(conn)
         except Exception as err:
-            raise _store_error(url, "create the journal's table in", err) from err
+            raise store_error(url, "create the journal's table in", err) from err
 
 
 class PostgresJournal:
@@ -199,7 +173,7 @@ class PostgresJournal:
         except psycopg.errors.UndefinedTable:
             raise _Empty from None
         except psycopg.Error as err:
-            raise _store_error(self.url, "read the journal from", err) from err
+            raise store_error(self.url, "read the journal from", err) from err
 
     def _bytes(self, query: str, after: int) -> bytes:
         try:
@@ -234,7 +208,7 @@ class PostgresJournal:
     def open_pieces(self) -> PieceReader:
         conn = connect(self.url)
         conn.autocommit = True  # a query a piece, no transaction held between
-        return PieceReader(conn, self.run, lambda err: _store_error(self.url, "read", err))
+        return PieceReader(conn, self.run, lambda err: store_error(self.url, "read", err))
 
     def read_from(self, offset: int) -> bytes:
         return self._bytes(_BYTES_FROM, offset)
@@ -245,55 +219,18 @@ class PostgresJournal:
             try:
                 create_schema(conn)
             except Exception as err:
-                raise _store_error(self.url, "create the journal's table in", err) from err
+                raise store_error(self.url, "create the journal's table in", err) from err
             read = known if known is not None else self.read()
-            epoch = self._take(conn, read.last_seq)
+            epoch = take(conn, self.url, self.run, read.last_seq)
             try:
                 keep_run_files(conn, self.run, self.path.parent)
             except Exception as err:
-                raise _store_error(self.url, "keep the run's files in", err) from err
+                raise store_error(self.url, "keep the run's files in", err) from err
             conn.autocommit = True  # a group commit is one statement: its own transaction
         except BaseException:
             conn.close()
             raise
         return PostgresAppender(self, conn, read.last_seq, read.end, epoch)
-
-    def _take(self, conn: Conn, last_seq: int) -> int:
-        """Take the run for this writer, which read its rows to `last_seq`: its new epoch.
-
-        Raises:
-            OSError: another machine holds the run's lease (EBUSY), the run was
-                removed since it was read (ENOENT; not taken), or the database failed.
-        """
-        import psycopg
-
-        machine = machine_id()
-        try:
-            with conn.transaction():
-                taken = conn.execute(
-                    _TAKE.encode(), (self.run, machine, lease_seconds())
-                ).fetchone()
-                holder = conn.execute(_HOLDER.encode(), (self.run,)).fetchone()
-                kept = conn.execute(_STILL_THERE.encode(), (self.run, last_seq)).fetchone()
-                if last_seq and kept is None:
-                    raise _Removed
-        except _Removed:
-            raise StoreError(
-                errno.ENOENT,
-                f"run {self.run} was removed from the {where(self.url)} (crw flow rm or gc) "
-                "while it was taken; nothing was written to it",
-                "it is gone: start its workflow again with crw flow start",
-            ) from None
-        except psycopg.Error as err:
-            raise _store_error(self.url, "take the run in", err) from err
-        if taken is None:
-            held_by, until = holder if holder is not None else ("?", "?")
-            raise StoreError(
-                errno.EBUSY,
-                f"run {self.run} is held by machine {held_by} until {until} (its writer's lease)",
-                f"resume it on {held_by}, or here once its lease has lapsed",
-            )
-        return int(taken[0])
 
     def snapshot_tail(self) -> tuple[bytes | None, int, bytes]:
         """The run's snapshot (its sealed bytes, None: none that ends at a row's end)
@@ -340,7 +277,7 @@ class PostgresJournal:
             conn.execute(f"LISTEN {CHANNEL}".encode())
         except psycopg.Error as err:
             conn.close()
-            raise _store_error(self.url, "listen on", err) from err
+            raise store_error(self.url, "listen on", err) from err
         return PostgresWake(conn, self.run)
 
     def files(self) -> tuple[Path, ...]:
@@ -349,10 +286,6 @@ class PostgresJournal:
 
 class _Fenced(Exception):
     """The run's epoch is no longer this writer's: the transaction is rolled back."""
-
-
-class _Removed(Exception):
-    """The run's rows went while a writer took it (its take rolled back)."""
 
 
 class _Empty(Exception):
@@ -401,14 +334,14 @@ class PostgresAppender:
                 raise self._fenced
             try:
                 renewed = self._connection().execute(
-                    _RENEW.encode(), (self.lease, self._store.run, self.epoch)
+                    RENEW.encode(), (self.lease, self._store.run, self.epoch)
                 )
                 if renewed.rowcount != 1:
                     raise _Fenced
             except _Fenced:
                 raise self._fence() from None
             except psycopg.Error as err:
-                raise _store_error(self._store.url, "renew the run's lease in", err) from err
+                raise store_error(self._store.url, "renew the run's lease in", err) from err
 
     def _fence(self) -> StoreError:
         """This writer's epoch is overtaken: it is fenced from now on."""
@@ -455,7 +388,7 @@ class PostgresAppender:
         except _Fenced:
             raise self._fence() from None
         except psycopg.Error as err:
-            raise _store_error(self._store.url, "write the journal to", err) from err
+            raise store_error(self._store.url, "write the journal to", err) from err
         self.last_seq += rows
         self._end = at
 
