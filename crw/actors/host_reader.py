@@ -264,16 +264,18 @@ class HostReader:
         loaded: set[str] = set()
         cursor: str | None = None
         while True:
-            page, cursor = await self._list_subagents(cursor)
+            page, cursor = await self._list_subagents(cursor, 100)
             loaded |= {
                 t.id for t in page if t.parentThreadId == owner and t.status.type != "notLoaded"
             }
             if not cursor:
                 return loaded
 
-    async def _list_subagents(self, cursor: str | None) -> tuple[list[Thread], str | None]:
+    async def _list_subagents(
+        self, cursor: str | None, limit: int
+    ) -> tuple[list[Thread], str | None]:
         """One page of the host's subagents, newest created first."""
-        params: dict[str, Any] = {"sourceKinds": ["subAgentThreadSpawn"], "limit": 100}
+        params: dict[str, Any] = {"sourceKinds": ["subAgentThreadSpawn"], "limit": limit}
         if cursor:
             params["cursor"] = cursor
         self.lists += 1

@@ -56,6 +56,7 @@ from crw.engine.run.rundir import PRIVATE_DIR
 from crw.engine.steps import step_input
 from crw.host.protocol import Thread
 from crw.journal.rows import (
+    NO_TOKENS,
     Allocation,
     Held,
     Prepared,
@@ -150,7 +151,7 @@ class SessionCall(CallSteps):
                 await self.binder.close_strays(step, thread_id, thread)
             seen = _tokens(step.tokens_seen)
             total = await rollout_total(_path(thread.path))
-            spent = outcome.turn_tokens(total, seen) if total is not None else Tokens()
+            spent = outcome.turn_tokens(total, seen) if total is not None else NO_TOKENS
             call_tokens = _tokens(step.call_tokens) + spent
             self.spent.count(self.call, call_tokens)
             end = await off_loop.decide(
@@ -399,7 +400,7 @@ class SessionCall(CallSteps):
 
 
 def _tokens(value: Tokens | None) -> Tokens:
-    return value if value is not None else Tokens()
+    return value if value is not None else NO_TOKENS
 
 
 def _path(path: str | None) -> Any:

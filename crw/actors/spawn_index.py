@@ -7,9 +7,13 @@ thread the host ever held; the index costs them in proportion to the subagents
 spawned since the last look:
 
 - `thread/list` (sourceKinds subAgentThreadSpawn) answers the newest created
-  first; a look pages only down to the subagents created `LISTING_SETTLE_S` before
-  the newest one the previous look saw (a subagent shows in the listing once its
-  first message is written, a moment after its creation second);
+  first; a look pages down to the first subagent an earlier look listed (a small
+  first page: a look finds the few spawned since the last one), so its cost is
+  the subagents new since, not the run's rate. A subagent shows in the listing
+  once its first message is written, a moment after its creation second, so it
+  may show below one an earlier look listed: once every `LISTING_SETTLE_S` a look
+  pages down to the subagents created `LISTING_SETTLE_S` before the newest one the
+  previous such deep look saw, and finds those late ones;
 - each new subagent of the owner, listed open, is read (thread/read) until its
   first turn shows its first user message; its marker (or that it has none) is
   then known for good: a spawn step's marker is the first message of its subagent,
@@ -40,8 +44,13 @@ LISTING_SETTLE_S = 5
 """How far below the newest creation time seen a look still pages: a subagent is
 listed once its first message is written, which may be after a later subagent's."""
 
-ListPage = Callable[[str | None], Awaitable[tuple[list[Thread], str | None]]]
-"""One page of `thread/list` for subagents, from a cursor: its threads and the next cursor."""
+FIRST_PAGE = 10
+"""The first page's length of a look that stops at the first subagent listed before."""
+PAGE = 100
+
+ListPage = Callable[[str | None, int], Awaitable[tuple[list[Thread], str | None]]]
+"""One page of `thread/list` for subagents, from a cursor, of a length: its threads
+and the next cursor."""
 Read = Callable[[str], Awaitable[Thread]]
 
 
@@ -57,6 +66,10 @@ class OwnerSpawns:
     """Every subagent listed so far (of any owner: the listing is the host's)."""
     newest: int | None = None
     """The newest creation time (s) listed so far."""
+    deep_newest: int | None = None
+    """`newest` when the last deep look ended (None: no look yet: the first lists all)."""
+    deep_at: float | None = None
+    """When the last deep look began."""
     unread: list[str] = field(default_factory=list)
     """The owner's open subagents whose first message is not read yet, oldest first."""
     by_marker: dict[str, list[str]] = field(default_factory=dict)
@@ -122,12 +135,22 @@ class OwnerSpawns:
             looking.set()
 
     async def _list(self) -> None:
-        """Page `thread/list` down to the subagents the last look saw settled."""
-        floor = None if self.newest is None else self.newest - LISTING_SETTLE_S
+        """Page `thread/list` down to the first subagent listed before, or (a deep
+        look, every `LISTING_SETTLE_S`) down to the subagents the last deep look
+        saw settled."""
+        now = trio.current_time()
+        deep = self.deep_at is None or now - self.deep_at >= LISTING_SETTLE_S
+        floor = None
+        if deep:
+            self.deep_at = now
+            if self.deep_newest is not None:
+                floor = self.deep_newest - LISTING_SETTLE_S
         new: list[Thread] = []
         cursor: str | None = None
+        limit = PAGE if deep else FIRST_PAGE
         while True:
-            page, cursor = await self.list_page(cursor)
+            page, cursor = await self.list_page(cursor, limit)
+            limit = PAGE
             settled = False
             for thread in page:
                 if floor is not None and thread.createdAt is not None and thread.createdAt < floor:
@@ -135,6 +158,9 @@ class OwnerSpawns:
                     break
                 if thread.id not in self.seen:
                     new.append(thread)
+                elif not deep:
+                    settled = True  # newest first: a deep look finds one shown late
+                    break
             if settled or not cursor:
                 break
         for thread in reversed(new):  # oldest first
@@ -143,6 +169,8 @@ class OwnerSpawns:
                 self.newest = max(self.newest or 0, thread.createdAt)
             if thread.parentThreadId == self.owner and thread.status.type != "notLoaded":
                 self.unread.append(thread.id)
+        if deep:
+            self.deep_newest = self.newest
 
     async def _read_unread(self) -> None:
         """Read each new subagent until its first message shows; then index it."""

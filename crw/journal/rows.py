@@ -55,11 +55,19 @@ class Tokens(BaseModel):
         parts.update(self.model_extra or {})
         return parts
 
-    def __add__(self, other: Tokens) -> Tokens:
-        return Tokens(**{p: getattr(self, p) + getattr(other, p) for p in TOKEN_PARTS})
+    def __add__(self, other: Tokens) -> Tokens:  # ints of two valid Tokens: nothing to validate
+        return Tokens.model_construct(
+            **{p: getattr(self, p) + getattr(other, p) for p in TOKEN_PARTS}
+        )
 
     def __sub__(self, other: Tokens) -> Tokens:
-        return Tokens(**{p: getattr(self, p) - getattr(other, p) for p in TOKEN_PARTS})
+        return Tokens.model_construct(
+            **{p: getattr(self, p) - getattr(other, p) for p in TOKEN_PARTS}
+        )
+
+
+NO_TOKENS = Tokens.model_construct()
+"""Tokens() without its validation (a call's counts start from it)."""
 
 
 class _Part(BaseModel):

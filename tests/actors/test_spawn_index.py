@@ -20,6 +20,7 @@ from trio.testing import MockClock
 
 from crw.actors.host_reader import HostReader, open_host_reader
 from crw.actors.session_run import close_left_open
+from crw.actors.spawn_index import LISTING_SETTLE_S, OwnerSpawns
 from crw.bus.steps import list_closes
 from crw.engine.run.rundir import RunDir
 from crw.host.client import HostClient, open_client
@@ -156,3 +157,52 @@ async def test_a_resumed_run_closes_left_open_subagents_from_one_listing(
         await close_left_open(ctx, replayed)
         assert reader.reads == reads and reader.lists == 2  # 150 subagents, 100 a page
         assert sorted(c.call for c in list_closes(run)) == ["n0.1", "n1.1", "n2.1"]
+
+
+async def test_a_look_lists_the_subagents_new_since_the_last_not_the_last_seconds(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-25. At a high spawn rate (250 subagents in one second) a look
+    after one more spawn costs one short page, not a page per 100 subagents
+    created in the settle seconds: its cost is what is new, not the rate."""
+    async with owner_on_sim(tmp_path) as (client, reader, owner):
+        for n in range(250):
+            await spawn(client, owner, f"r{n}.1/t1-a1")
+        await reader.spawned(owner, "warm-up")  # the first look of a process lists all
+        assert reader.lists == 3
+        await spawn(client, owner, "new.1/t1-a1")
+        await trio.sleep(POLL)
+        assert await lookup_cost(reader, owner, "new.1/t1-a1") == (1, 2, 1)
+
+
+async def test_a_subagent_shown_below_one_listed_before_is_found_by_the_deep_look(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-25. A subagent whose first message came late shows in the listing
+    below a later one a look listed already (codex lists by creation second): the
+    look that stops at the first one listed before misses it, the deep look of
+    the settle interval finds it."""
+    async with owner_on_sim(tmp_path) as (client, reader, owner):
+        early = await spawn(client, owner, "early.1/t1-a1")
+        late = await spawn(client, owner, "late.1/t1-a1")
+        shown = False
+
+        async def list_page(cursor: str | None, limit: int) -> tuple[list[Any], str | None]:
+            """The sim's listing with `late` shown below `early`, once `shown`."""
+            page, _ = await reader._list_subagents(None, 1000)
+            reader.lists -= 1
+            moved = [t for t in page if t.id != late]
+            if shown:
+                moved += [t for t in page if t.id == late]
+            start = int(cursor or 0)
+            return moved[start : start + limit], (
+                str(start + limit) if len(moved) > start + limit else None
+            )
+
+        index = OwnerSpawns(owner, list_page, reader.read, POLL)
+        assert [t.id for t in await index.carrying("early.1/t1-a1")] == [early]
+        shown = True
+        await trio.sleep(POLL)
+        assert await index.carrying("late.1/t1-a1") == []  # stopped at `early`
+        await trio.sleep(LISTING_SETTLE_S)
+        assert [t.id for t in await index.carrying("late.1/t1-a1")] == [late]

@@ -12,6 +12,7 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from pydantic import ValidationError
 
 from crw.journal.rows import (
+    NO_TOKENS,
     ROW_KINDS,
     TOKEN_PARTS,
     Completed,
@@ -489,3 +490,22 @@ def test_docs_head_every_kind_and_no_other() -> None:
 
 def test_every_kind_is_a_row_model() -> None:
     assert all(issubclass(model, RowModel) for model in ROW_KINDS.values())
+
+
+def test_tokens_arithmetic_and_the_zero_tokens_validate_nothing(monkeypatch: Any) -> None:
+    """A call's tokens are added and taken from valid Tokens many times a call: the
+    sum and the difference are built from their ints without the validator, and
+    equal (and dump as) the validated Tokens."""
+    a, b = Tokens(input=3, total=5), Tokens(output=2, total=1)
+
+    class Refusing:
+        def validate_python(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("validated")
+
+    monkeypatch.setattr(Tokens, "__pydantic_validator__", Refusing())
+    total, less = a + b, a - b
+    assert (total.input, total.output, total.total) == (3, 2, 6)
+    assert less.model_dump() == {"input": 3, "output": -2, "total": 4}
+    assert NO_TOKENS.model_dump() == {} and NO_TOKENS + a == a
+    monkeypatch.undo()
+    assert total == Tokens(input=3, output=2, total=6) and Tokens() == NO_TOKENS

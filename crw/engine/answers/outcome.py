@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from crw.journal.rows import Tokens
+from crw.journal.rows import NO_TOKENS, Tokens
 from crw.rawfile import read_bytes
 
 _PAUSES = {
@@ -113,7 +113,7 @@ def read_rollout_total(path: Path) -> Tokens | None:
         text = read_bytes(path).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    total = Tokens()
+    total = NO_TOKENS
     for line in text.splitlines():
         if "token_count" not in line:
             continue

@@ -23,7 +23,7 @@ from crw.engine.calls import review
 from crw.engine.config.workflow import Workflow
 from crw.engine.config.workflow_nodes import Node
 from crw.journal.replay import TERMINAL_ROWS, RunState
-from crw.journal.rows import Ended, Tokens
+from crw.journal.rows import NO_TOKENS, Ended, Tokens
 
 MAX_ATTEMPTS = 3
 ATTEMPTS_EXHAUSTED = "attempts_exhausted"
@@ -55,7 +55,7 @@ class RunSpent:
     def count(self, call: str, call_tokens: Tokens) -> None:
         """`call` has counted `call_tokens` in all (its turns so far, and what it
         took from its step_published row): replaces what it counted before."""
-        previous = self.calls.get(call, Tokens())
+        previous = self.calls.get(call, NO_TOKENS)
         self.calls[call] = call_tokens
         self.total = self.total - previous + call_tokens
 
