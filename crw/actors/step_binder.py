@@ -37,7 +37,7 @@ from crw.engine.calls.session_progress import CallProgress, publish_again
 from crw.engine.config.workflow import Workflow
 from crw.engine.owner.multi_agent import V1, V2, MultiAgent
 from crw.engine.run.rundir import RunDir
-from crw.engine.steps import bind, ledger_join
+from crw.engine.steps import bind, ledger_join, lookup
 from crw.engine.steps.replies import call_record, reads_host
 from crw.host.errors import HostRequestError
 from crw.host.protocol import Thread
@@ -319,7 +319,7 @@ class StepBinder:
             carrying = await self.ctx.reader.spawned(self.ctx.owner, marker, bound)
         except (HostUnavailable, HostRequestError):
             return  # the bind stands; a stray's report is answered close
-        strays = bind.strays(self._published(step), self.ctx.owner, bound_id, carrying)
+        strays = lookup.strays(self._published(step), self.ctx.owner, bound_id, carrying)
         if not strays:
             return
         if not self._warned(step.op):
@@ -377,7 +377,7 @@ class StepBinder:
                 thread: Thread | None = await self.ctx.reader.read(step.agent_id)
             else:
                 carrying = await self.ctx.reader.spawned(self.ctx.owner, step.marker or "")
-                thread = bind.find_spawned(
+                thread = lookup.find_spawned(
                     self._published(step), self.ctx.owner, carrying, self.actor.pair
                 )
         except HostUnavailable:

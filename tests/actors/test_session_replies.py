@@ -18,7 +18,7 @@ from trio.testing import MockClock
 from crw.bus import inbox as reports
 from crw.bus import steps as bus
 from crw.engine.config.roles import RolePair
-from crw.engine.steps import bind
+from crw.engine.steps import lookup
 from crw.engine.steps.bind import MAX_RETRIES
 from crw.engine.steps.packet import spawn_message
 from crw.host.sim.state import Thread as SimThread
@@ -130,14 +130,14 @@ async def test_lookup_binds_the_unreported_respawn_after_a_pair_mismatch(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec: DISP-25, DISP-8: the closed subagent on the wrong pair is never taken."""
-    find, lookups = bind.find_spawned, []
+    find, lookups = lookup.find_spawned, []
 
     def bounded(*args: Any) -> Any:
         lookups.append(args[0])
         assert len(lookups) < 100, "the step waits forever: the lookup never binds"
         return find(*args)
 
-    monkeypatch.setattr(bind, "find_spawned", bounded)
+    monkeypatch.setattr(lookup, "find_spawned", bounded)
     async with harness(tmp_path) as h:
         take, answers = h.owner._take, []
 

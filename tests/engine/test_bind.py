@@ -19,12 +19,11 @@ from crw.engine.steps.bind import (
     decide_bind,
     decide_report,
     find_marker_turn,
-    find_spawned,
     marker_of,
     reply_pair,
-    strays,
     turn_marker,
 )
+from crw.engine.steps.lookup import find_spawned, strays
 from crw.engine.steps.packet import send_input_message, spawn_message
 from crw.engine.steps.replies import CallRecord
 from crw.host.protocol import Thread

@@ -7,12 +7,11 @@ function of rows-derived data (the published step, the attempt's state, the role
 pair) and host snapshots (`crw.host.protocol.Thread`), so the same report answered
 again after a crash gets the same reply and writes no second row.
 
-The marker lookup (DISP-25, DISP-26) is here too: a subagent spawned, or a repair
-sent, and never reported is found by the marker line its turn starts with, and
-taken only when its first message names the run's own packet
-(`crw.engine.steps.step_match`: two runs on one owner publish the same markers). A report
-about any other step than the one the call waits on is answered from the rows
-alone (`crw.engine.steps.replies`).
+Whether a marker turn carries the step (`carries_step`) is decided here; which of
+the owner's subagents a never-reported spawn bound, and which are strays, is the
+marker lookup's (DISP-25, DISP-26: `crw.engine.steps.lookup`). A report about any
+other step than the one the call waits on is answered from the rows alone
+(`crw.engine.steps.replies`).
 """
 
 from __future__ import annotations
@@ -339,7 +338,7 @@ def bind_spawn(
 ) -> Decision:
     """A spawned subagent's pair checked and its bind decided; `agent_role`: its
     thread names the agent type it was spawned as (multi-agent v1; v2 names none)."""
-    mismatch = _pair_mismatch(pair, thread)
+    mismatch = pair_mismatch(pair, thread)
     if mismatch is not None:
         return mismatch
     warnings: list[str] = []
@@ -352,7 +351,7 @@ def bind_spawn(
     return Bound(_thread_started(step, attempt, thread, warnings), turn_started, warnings)
 
 
-def _pair_mismatch(pair: RolePair, thread: Thread) -> Reply | None:
+def pair_mismatch(pair: RolePair, thread: Thread) -> Reply | None:
     """DISP-5, DISP-7: only the decided parts of the role's pair are compared."""
     if pair.model is None:
         return None
@@ -420,37 +419,6 @@ def marker_turn_started(step: PublishedStep | StepPublished, turn: Turn) -> Turn
     )
 
 
-def find_spawned(
-    step: PublishedStep, owner: str, threads: Iterable[Thread], pair: RolePair
-) -> Thread | None:
-    """The owner's subagent that carries the spawn `step` and can be bound (DISP-25).
-
-    `threads` are host snapshots with turns: the subagents whose first message
-    carries the step's marker (`crw.actors.spawn_index`), read now. One whose first
-    message does not name the step's packet (another run's step of the same
-    marker), a closed subagent (notLoaded), one whose pair the bind would refuse and
-    one whose parentThreadId is not `owner` are never taken; of several others, the
-    earliest created is.
-    """
-    found = [
-        thread
-        for thread in _carrying(step, owner, threads)
-        if thread.status.type != "notLoaded" and _pair_mismatch(pair, thread) is None
-    ]
-    return found[0] if found else None
-
-
-def strays(step: PublishedStep, owner: str, bound_id: str, threads: Iterable[Thread]) -> list[str]:
-    """The ids of the owner's other open subagents that carry a bound attempt's
-    `step`: each gets a close step (a spawn for one step made twice). Another run's
-    subagents of the same marker are not the run's to close."""
-    return [
-        thread.id
-        for thread in _carrying(step, owner, threads)
-        if thread.id != bound_id and thread.status.type != "notLoaded"
-    ]
-
-
 def carries_step(step: PublishedStep, thread: Thread, turn: Turn) -> bool:
     """Whether the marker `turn` of `thread` is the step's: a spawn's message names
     the step's packet, and a send_input's subagent was spawned with a packet of the
@@ -458,17 +426,3 @@ def carries_step(step: PublishedStep, thread: Thread, turn: Turn) -> bool:
     if step.action == "spawn":
         return carries(first_message(turn), step.run, step.packet)
     return thread_carries(thread, step.run, None)
-
-
-def _carrying(step: PublishedStep, owner: str, threads: Iterable[Thread]) -> list[Thread]:
-    """The owner's subagents with a turn that carries the step (`carries_step`),
-    earliest created first."""
-    found = [
-        thread
-        for thread in threads
-        if thread.parentThreadId == owner
-        and (turn := find_marker_turn(step.marker, thread)) is not None
-        and carries_step(step, thread, turn)
-    ]
-    found.sort(key=lambda thread: (thread.createdAt is None, thread.createdAt or 0))
-    return found
