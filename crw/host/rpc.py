@@ -117,29 +117,48 @@ class Subscription(trio.abc.ReceiveChannel[Notification]):
 class _Reply:
     """The slot of one request's reply: the first reply that comes, or none once
     the connection is lost. A memory channel did this at three times the cost (a
-    request a call on the session backend, three on the App Server's)."""
+    request a call on the session backend, three on the App Server's); a
+    `trio.Event` at a parking lot a request. The one waiting request is woken
+    with `trio.lowlevel.reschedule`, as the journal writer's reply does."""
 
-    __slots__ = ("_came", "message")
+    __slots__ = ("_waiter", "came", "message")
 
     def __init__(self) -> None:
-        self._came = trio.Event()
+        self.came = False
         self.message: dict[str, Any] | None = None
+        self._waiter: trio.lowlevel.Task | None = None
 
     def put(self, message: dict[str, Any]) -> None:
         """Keep `message` unless a reply came or the connection was lost (a
         duplicate reply is dropped)."""
-        if not self._came.is_set():
+        if not self.came:
             self.message = message
-            self._came.set()
+            self._come()
 
     def lose(self) -> None:
         """The connection is gone: the waiter wakes with no reply (unless one came)."""
-        self._came.set()
+        if not self.came:
+            self._come()
+
+    def _come(self) -> None:
+        self.came = True
+        if self._waiter is not None:
+            trio.lowlevel.reschedule(self._waiter)
+            self._waiter = None
 
     async def wait(self) -> dict[str, Any] | None:
         """The reply, or None once the connection was lost without one (a
         checkpoint either way)."""
-        await self._came.wait()
+        if self.came:
+            await trio.lowlevel.checkpoint()
+            return self.message
+
+        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+            self._waiter = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        self._waiter = trio.lowlevel.current_task()
+        await trio.lowlevel.wait_task_rescheduled(abort)
         return self.message
 
 

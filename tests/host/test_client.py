@@ -293,6 +293,43 @@ async def test_a_request_takes_its_first_reply_in_a_slot_not_a_memory_channel(
     assert channels == []
 
 
+async def test_a_request_waits_for_its_reply_without_an_event(
+    autojump_clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request's reply slot wakes its one waiter itself: no `trio.Event` (and
+    its parking lot) a request, three a call of an App Server run. A request
+    cancelled while it waits is no longer pending and its late reply is dropped;
+    one whose connection goes raises HostUnavailable."""
+    events: list[object] = []
+    make_event = trio.Event
+
+    def counted() -> trio.Event:
+        events.append(None)
+        return make_event()
+
+    async with connected() as (client, host):
+        monkeypatch.setattr(trio, "Event", counted)
+        _, first = await call(host, "first", {"of": "first"}, lambda: client.request("first"))
+        with trio.move_on_after(1):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(client.request, "never")
+                given_up = await host.expect("never")
+        await host.answer(given_up, {"of": "too late"})
+        _, second = await call(host, "second", {"of": "second"}, lambda: client.request("second"))
+        monkeypatch.setattr(trio, "Event", make_event)
+
+        async def lost() -> None:
+            with pytest.raises(HostUnavailable):
+                await client.request("lost")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lost)
+            await host.expect("lost")
+            await host.transport.aclose()
+    assert first == {"of": "first"} and second == {"of": "second"}
+    assert events == []
+
+
 async def test_peer_closing_mid_request_fails_pending_and_later_calls(
     autojump_clock: Any,
 ) -> None:
