@@ -59,11 +59,7 @@ def remove_run_rows(url: str, run: str) -> Lease | None:
                 for table in (TABLE, RUNS, FILES, SNAPSHOTS):
                     conn.execute(f"DELETE FROM {table} WHERE run = %s".encode(), (run,))
         except psycopg.Error as err:
-            raise StoreError(
-                errno.EIO,
-                f"could not remove run {run}'s rows from the {where(url)}: {err}",
-                "start the database, then remove the run again",
-            ) from err
+            raise _not_removed(url, run, err) from err
     return None
 
 
@@ -100,8 +96,13 @@ def remove_unheld_run(url: str, run: str) -> Lease | int:
                     for table in (TABLE, RUNS, FILES, SNAPSHOTS)
                 ) - max(claimed, 0)  # the row the claim inserted is none of the run's
         except psycopg.Error as err:
-            raise StoreError(
-                errno.EIO,
-                f"could not remove run {run}'s rows from the {where(url)}: {err}",
-                "start the database, then remove the run again",
-            ) from err
+            raise _not_removed(url, run, err) from err
+
+
+def _not_removed(url: str, run: str, err: Exception) -> StoreError:
+    """The database's failure to remove the run's rows (nothing went: one transaction)."""
+    return StoreError(
+        errno.EIO,
+        f"could not remove run {run}'s rows from the {where(url)}: {err}",
+        "start the database, then remove the run again",
+    )
