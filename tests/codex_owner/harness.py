@@ -134,13 +134,16 @@ class OwnedRun:
     async def until_row(
         self, kind: str, where: Any = None, limit: float = RUN_LIMIT
     ) -> dict[str, Any]:
-        """The first row of `kind` (that `where` takes), polling the journal."""
-        with trio.fail_after(limit):
+        """The first row of `kind` (that `where` takes), polling the journal; past
+        `limit`, an AssertionError naming the rows there are (what the run did)."""
+        with trio.move_on_after(limit):
             while True:
                 for row in self.rows():
                     if row["row"] == kind and (where is None or where(row)):
                         return row
                 await trio.sleep(0.1)
+        seen = [(r["row"], r.get("call"), r.get("reason") or r.get("status")) for r in self.rows()]
+        raise AssertionError(f"no {kind} row in {limit:.0f} s; the rows: {seen}")
 
     async def owner_idle(self) -> dict[str, Any]:
         """The owner thread once its last turn has ended (read over the socket)."""
