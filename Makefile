@@ -16,7 +16,7 @@
 #   make bytecode compiles crw's modules (demo, test, drills and bench do it first);
 #               make test-bytecode the test modules as pytest rewrites them too
 #   make targets runs every bench the scale targets name and says which are met
-#               (bench/targets.py, about fifteen minutes; exit 1 when one is not)
+#               (bench/targets.py, about forty minutes; exit 1 when one is not)
 #   make bench-syncs counts a session call's syncs and files (strace; installs it)
 #   make bench-pg  crw's journal on PostgreSQL beside DBOS and raw inserts, list,
 #               status and the App Server run on it (bench/pg.py; DBOS in .venv-dbos)
@@ -79,7 +79,7 @@ bench: bytecode
 	$(BIN)/python bench/journal.py
 	$(BIN)/python bench/scale.py --sizes 100,1000 --limit 120
 
-targets: bytecode
+targets: bytecode strace
 	$(BIN)/python bench/targets.py
 
 # A session call's syncs and files, counted by strace attached to the run process

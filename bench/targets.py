@@ -14,7 +14,8 @@ target missed on a slow minute can be told from one the code misses. A bench
 starts `--gap` seconds (90) after the one before: the scale benches remove
 thousands of files when they end, and the creates of the next minute or so are
 slower on this machine's file system (docs/performance.md, "A quiet run").
-About fifteen minutes in all.
+About forty minutes in all on a quiet machine (the
+100,000-call run alone some five).
 
 Prints a table, or with --json one object: {"met": bool, "targets": [{"target",
 "bench", "figure", "bound", "unit", "met"}], "benches": {NAME: {"argv",
@@ -96,9 +97,22 @@ BENCHES: dict[str, list[str]] = {
     "resume": ["resume.py", "--calls", "10000"],
     "replay": ["replay.py", "--trials", "5"],
     "cli": ["cli.py", "--runs", "20"],
+    "big_start": ["big_start.py", "--sizes", "100000"],
+    "scale_100k": [
+        "scale.py",
+        "--backend",
+        "app-server",
+        "--sizes",
+        "10000,100000",
+        "--limit",
+        "1500",
+    ],
+    "session_syncs": ["session_syncs.py", "--sizes", "1000,10000"],
 }
-"""Each bench and its arguments (`--json` and `--tmp` are added where it takes them)."""
-TAKES_TMP = {"scale.py", "resume.py"}
+"""Each bench and its arguments (`--json` and `--tmp` are added where it takes them).
+The last three are the second scale step's: 100,000 calls in one run, a 100,000-node
+workflow, and a session call's rate, syncs and memory (session_syncs needs strace)."""
+TAKES_TMP = {"scale.py", "resume.py", "big_start.py", "session_syncs.py"}
 
 TARGETS = (
     Target(
@@ -155,6 +169,70 @@ TARGETS = (
         "status --json, finished 10,000-call run", "cli", ("status_finished_ms",), "<=", 300, "ms"
     ),
     Target("next --json, live demo run", "cli", ("next_live_ms",), "<=", 100, "ms"),
+    Target(
+        "a 100,000-node workflow loads and starts (to its first prepared row)",
+        "big_start",
+        ("100000", "start_s"),
+        "<",
+        5,
+        "s",
+    ),
+    Target(
+        "App Server calls/s at 100,000 calls",
+        "scale_100k",
+        ("app_server", "100000", "calls_per_s"),
+        ">=",
+        600,
+        "calls/s",
+    ),
+    Target(
+        "App Server per-call cost, 100,000 against 10,000 calls",
+        "scale_100k",
+        ("app_server", "100000", "flat_ratio"),
+        "<=",
+        1.2,
+        "",
+    ),
+    Target(
+        "App Server run's peak RSS at 100,000 calls",
+        "scale_100k",
+        ("app_server", "100000", "run_rss_mb"),
+        "<=",
+        250,
+        "MB",
+    ),
+    Target(
+        "session calls/s at 1,000 calls (second step)",
+        "session_syncs",
+        ("1000", "calls_per_s"),
+        ">=",
+        300,
+        "calls/s",
+    ),
+    Target(
+        "session calls/s at 10,000 calls",
+        "session_syncs",
+        ("10000", "calls_per_s"),
+        ">=",
+        300,
+        "calls/s",
+    ),
+    Target(
+        "session syncs a call (strace, 1,000 calls)",
+        "session_syncs",
+        ("1000", "syncs_per_call"),
+        "<=",
+        1.5,
+        "",
+    ),
+    Target(
+        "session run's peak RSS at 10,000 calls",
+        "session_syncs",
+        ("10000", "run_rss_mb"),
+        "<=",
+        150,
+        "MB",
+    ),
 )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -124,3 +125,39 @@ def test_bad_arguments_get_one_line_and_run_no_bench(
         targets.main()
     assert exit_.value.code == 2 and ran == []
     assert said in capsys.readouterr().err.splitlines()[-1]
+
+
+SECOND_STEP = {
+    # bench: (its arguments at a tiny size, each size key of its targets -> the tiny one)
+    "big_start": (["big_start.py", "--sizes", "40"], {"100000": "40"}),
+    "scale_100k": (
+        ["scale.py", "--backend", "app-server", "--sizes", "20,40"],
+        {"10000": "20", "100000": "40"},
+    ),
+    "session_syncs": (
+        ["session_syncs.py", "--sizes", "20,40", "--trace-sizes", "20"],
+        {"1000": "20", "10000": "40"},
+    ),
+}
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="session_syncs counts with strace")
+def test_the_second_scale_steps_targets_read_figures_their_benches_print(
+    targets: Any, where: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each target of the second scale step (100,000 calls in one run, a 100,000-node
+    start, the session call's rate, syncs and memory) names a figure its bench
+    prints: the benches run at tiny sizes, and every such target's path, its size
+    put for the tiny one, reads a number from what the bench printed."""
+    for bench, (argv, _) in SECOND_STEP.items():
+        monkeypatch.setitem(targets.BENCHES, bench, argv)
+    seen = 0
+    for bench, (_, sizes) in SECOND_STEP.items():
+        record = targets.run_bench(bench, where)
+        assert "figures" in record, record.get("error")
+        for target in (t for t in targets.TARGETS if t.bench == bench):
+            path = tuple(sizes.get(key, key) for key in target.path)
+            line = dataclasses.replace(target, path=path).judge(record["figures"])
+            assert line["figure"] is not None, (target.name, path, record["figures"])
+            seen += 1
+    assert seen == 8

@@ -18,12 +18,14 @@ is the in-process drills' `running-timeout` on PostgreSQL, without its 30 s wait
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.drills.test_kill_drills import CASES, Case, KillDrill
 from tests.drills.test_kill_drills import drill as drill  # the fixture: a served sim host
+from tests.drills.test_kill_drills import fresh as fresh  # the fixture: another drill
 from tests.drills.test_kill_drills import references as references  # the undisturbed runs'
 from tests.drills.test_kill_drills import (
     test_a_run_killed_as_it_stops_a_call_ends_as_the_undisturbed_run as killed_drill,
@@ -47,6 +49,7 @@ ON_POSTGRES = [
 @pytest.mark.parametrize("case", ON_POSTGRES, ids=[f"{c.point}-{c.stop}" for c in ON_POSTGRES])
 def test_a_run_on_postgres_killed_as_it_stops_a_call_ends_as_the_undisturbed_run(
     drill: KillDrill,
+    fresh: Callable[[str], KillDrill],
     references: dict[bool, dict[str, Any]],
     case: Case,
     found: dict[str, Any],
@@ -56,5 +59,12 @@ def test_a_run_on_postgres_killed_as_it_stops_a_call_ends_as_the_undisturbed_run
     """spec: HARV-28..31, HARV-35, HARV-37, HARV-38, ROWS-6, ATT-30, CMD-NEXT-2 (on
     the PostgreSQL store)"""
     drill.crw.env["CRW_DB"] = postgres_url
-    killed_drill(drill, references, case, multi_agent, found)
+    killed_drill(
+        drill=drill,
+        fresh=fresh,
+        references=references,
+        case=case,
+        multi_agent=multi_agent,
+        found=found,
+    )
     assert drill.run is not None and drill.run.journal.stat().st_size == 0  # all in PostgreSQL

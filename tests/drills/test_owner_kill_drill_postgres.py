@@ -29,6 +29,6 @@ def test_the_git_demo_on_postgres_spawns_no_marker_twice_across_kills_of_its_run
 ) -> None:
     """spec: CMD-NEXT-18, ATT-16, ATT-18 (on the PostgreSQL store)"""
     crw.env["CRW_DB"] = postgres_url
-    killed_demo(crw, tmp_path, "v1", found)
+    killed_demo(crw=crw, tmp_path=tmp_path, multi_agent="v1", found=found)
     journals = list(tmp_path.glob("state*/flow/*/journal.jsonl"))
     assert journals and [p for p in journals if p.stat().st_size] == []  # all in PostgreSQL
