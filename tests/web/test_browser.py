@@ -377,14 +377,25 @@ def test_ui_refuses_a_bad_port_in_one_line(drill: UiDrill) -> None:
     assert out.code == 2 and "--port 70000 is no port" in out.stderr
 
 
+def _pressed(browser: Any, css: str) -> bool:
+    """Whether the element `css` names was found and clicked: the live run page
+    redraws its parts as rows come, so an element found may be gone by its click
+    (stale), or not drawn yet; then it is looked up again."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    try:
+        browser.find_element("css selector", css).click()
+    except (NoSuchElementException, StaleElementReferenceException):
+        return False
+    return True
+
+
 def _decide(browser: Any, action: str, command: str) -> str:
     """Press the run page's `action` button, check the confirmation shows
     `command`, run it, and check the command ran as shown and exited 0; back to
     the run's page. The command's output."""
     button = f'[data-action="{action}"]'
-    _wait(browser, f"the {action} button shows",
-          lambda: browser.find_elements("css selector", button))  # fmt: skip
-    browser.find_element("css selector", button).click()
+    _wait(browser, f"the {action} button is pressed", lambda: _pressed(browser, button))
     _wait(browser, "the confirmation", lambda: browser.find_elements("id", "confirm"))
     assert browser.find_element("id", "command").text == command
     browser.find_element("id", "confirm").click()
