@@ -26,10 +26,11 @@ from crw.engine.steps import bind_v2
 from crw.engine.steps.bind import AttemptState, Decision, PublishedStep, ReportLike
 from crw.engine.steps.replies import call_record, reads_host
 from crw.engine.steps.task_name import ROOT, agent_path
-from crw.engine.steps.task_text import read_task_texts
+from crw.engine.steps.task_text import task_texts
 from crw.host.errors import HostRequestError
 from crw.host.protocol import Thread
 from crw.host.transport import HostUnavailable
+from crw.rawfile import read_bytes
 
 ReadAgent = Callable[[str | None], Awaitable[tuple[Thread | None, str | None, bool]]]
 """The binder's read of a subagent: its thread, or why the host cannot answer now,
@@ -80,6 +81,15 @@ async def child_tasks(thread: Thread | None) -> dict[str, str]:
     if small:
         return read_task_texts(path)
     return await trio.to_thread.run_sync(read_task_texts, path)
+
+
+def read_task_texts(path: str) -> dict[str, str]:
+    """The tasks of the child whose rollout is `path`, by turn; none when the file
+    cannot be read (gone, or not UTF-8)."""
+    try:
+        return task_texts(read_bytes(path).decode("utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return {}
 
 
 def previous_turn(rows: Sequence[dict[str, Any]]) -> str | None:

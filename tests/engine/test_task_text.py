@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from crw.actors.step_binder_v2 import read_task_texts
 from crw.engine.steps.bind import AttemptState, Bound, SpawnFailed
 from crw.engine.steps.bind_v2 import decide_bind_v2
-from crw.engine.steps.task_text import not_the_steps, read_task_texts
+from crw.engine.steps.task_text import not_the_steps, task_texts
 from crw.host.sim.rollout import inter_agent_task
 from tests.engine.test_bind import (
     AGENT,
@@ -43,9 +44,11 @@ def rollout(tmp_path: Path, *tasks: tuple[str, str]) -> Path:
 
 def test_the_rollout_gives_each_turns_task(tmp_path: Path) -> None:
     path = rollout(tmp_path, ("turn-1", spawn_text()), ("turn-2", CIPHER))
-    assert read_task_texts(path) == {"turn-1": spawn_text(), "turn-2": CIPHER}
-    assert read_task_texts(tmp_path / "none.jsonl") == {}
-    assert read_task_texts(None) == {}
+    assert task_texts(path.read_text()) == {"turn-1": spawn_text(), "turn-2": CIPHER}
+    assert read_task_texts(str(path)) == {"turn-1": spawn_text(), "turn-2": CIPHER}
+    assert read_task_texts(str(tmp_path / "none.jsonl")) == {}
+    (tmp_path / "latin.jsonl").write_bytes(b"\xff\xfe")
+    assert read_task_texts(str(tmp_path / "latin.jsonl")) == {}
 
 
 def test_a_readable_task_is_checked_as_on_v1_and_an_unreadable_one_is_not() -> None:

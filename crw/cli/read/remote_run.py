@@ -73,9 +73,9 @@ def find_here_or_elsewhere(state: Path, run: str) -> tuple[RunDir, Elsewhere | N
     try:
         return find_run(state, run), None
     except InputError as missing:
-        from crw.cli.default_db import read_default_db
+        from crw.cli.default_db import chosen_db
 
-        url = os.environ.get("CRW_DB") or read_default_db(state)
+        url = chosen_db(None, state, os.environ)
         if url is None or os.sep in run or run in (".", ".."):
             raise
         not_here = missing

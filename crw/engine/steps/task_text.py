@@ -16,26 +16,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from crw.engine.steps.step_match import carries, marker_of
-from crw.rawfile import read_bytes
 
 TaskTexts = Mapping[str, str]
 """A child's tasks by the turn they started: turn id -> the message as written."""
 
 
-def read_task_texts(path: str | Path | None) -> dict[str, str]:
-    """The tasks of the child whose rollout is `path`, by turn; none when there is
-    no path or the file cannot be read. A line that is not JSON (one the host is
-    still writing) is passed over."""
-    if path is None:
-        return {}
-    try:
-        text = read_bytes(path).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return {}
+def task_texts(text: str) -> dict[str, str]:
+    """The tasks a child's rollout `text` holds, by turn (the first for a turn). A
+    line that is not JSON (one the host is still writing) is passed over."""
     tasks: dict[str, str] = {}
     for line in text.splitlines():
         if "agent_message" in line and (found := _task(line)) is not None:
