@@ -78,7 +78,7 @@ async def _judged(
     while True:
         changed = reader.changed(thread_id)
         read = await host_read(reader, thread_id)
-        announced = reader.announced_before_read(thread_id, turn_id) if turn_id else None
+        announced = reader.told_end(thread_id, turn_id) if turn_id else None
         decision = lost.judge(
             read,
             seen,

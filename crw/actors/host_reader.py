@@ -147,10 +147,12 @@ class HostReader:
     async def wait_turn(self, thread_id: str, turn_id: str, *, give_up: bool = False) -> Turn:
         """Wait until the turn has ended; returns it with its items.
 
-        The end is `turn/completed`'s status and error. A read alone is believed
-        for completed and failed; an interrupted turn with no error only once it has
-        stayed so for a whole poll interval, since codex shows a turn that is about
-        to fail, and a turn just started, as interrupted with no error for a moment.
+        The end is `turn/completed`'s status and error, or failed with the error
+        of an `error {willRetry: false}` for the turn (`told_end`). A read alone is
+        believed for completed and failed; an interrupted turn with no error only
+        once it has stayed so for a whole poll interval, since codex shows a turn
+        just started as interrupted with no error for a moment (and a turn that is
+        about to fail, until its error comes).
 
         Raises:
             ModelUnreachable: with `give_up`, the host has retried the turn for
@@ -163,7 +165,7 @@ class HostReader:
                 changed = watch.changed
                 thread = await self.read(thread_id)
                 turn = next((t for t in thread.turns if t.id == turn_id), None)
-                announced = self.announced_before_read(thread_id, turn_id)
+                announced = self.told_end(thread_id, turn_id)
                 if announced is not None and turn is not None:
                     if turn.status == announced.status and turn.error == announced.error:
                         return turn  # read after its end: the copy would be the same turn
@@ -214,10 +216,11 @@ class HostReader:
         """The turn as `turn/completed` announced it (its final status and error), if it did."""
         return self._watches.announced(thread_id, turn_id)
 
-    def announced_before_read(self, thread_id: str, turn_id: str) -> Turn | None:
-        """`announced`, if announced before the thread's last read began
-        (`ThreadWatches.announced_before_read`)."""
-        return self._watches.announced_before_read(thread_id, turn_id)
+    def told_end(self, thread_id: str, turn_id: str) -> Turn | None:
+        """The turn's end as the host told it (`ThreadWatches.told_end`): `announced`
+        if announced before the thread's last read began, else failed with the
+        error the host said the turn fails with, if it did."""
+        return self._watches.told_end(thread_id, turn_id)
 
     async def spawned(self, owner: str, marker: str, bound: Thread | None = None) -> list[Thread]:
         """The owner's subagents whose first message carries `marker`, each read now

@@ -23,6 +23,7 @@ from crw.host.protocol import (
     ThreadTokenUsage,
     TokenUsageUpdated,
     Turn,
+    TurnError,
     TurnNotification,
 )
 
@@ -74,6 +75,10 @@ class ThreadWatch:
     retrying: dict[str, unreachable.Retrying] = field(default_factory=dict)
     """The turns the host is retrying (`error {willRetry: true}`) since their last
     model response, by id."""
+    failing: dict[str, TurnError] = field(default_factory=dict)
+    """The turns the host said fail (`error {willRetry: false}`), by id: the error
+    each ends with. It comes before `turn/completed`, and until codex's rollout
+    holds it a read shows the turn interrupted with no error (docs/host-testing.md)."""
 
 
 class ThreadWatches:
@@ -155,11 +160,14 @@ class ThreadWatches:
             # No waiter is woken: a count ends nothing, and a read now would answer
             # every item of the turn so far, at each of a long turn's responses.
         elif isinstance(params, ErrorNotification):
-            if params.willRetry and params.turnId is not None:
+            if params.turnId is not None:
                 watch = self._told(params.threadId)
-                before = watch.retrying.get(params.turnId)
-                now = trio.current_time()
-                watch.retrying[params.turnId] = unreachable.retried(before, params.error, now)
+                if params.willRetry:
+                    before = watch.retrying.get(params.turnId)
+                    now = trio.current_time()
+                    watch.retrying[params.turnId] = unreachable.retried(before, params.error, now)
+                else:  # codex sends no error that leaves the turn's status as it is
+                    watch.failing[params.turnId] = params.error
             self.signal(params.threadId)
         elif isinstance(params, TurnNotification):
             if note.method == "turn/completed":
@@ -187,6 +195,17 @@ class ThreadWatches:
         if watch.ended_generation[turn_id] > watch.last_generation:
             return None
         return watch.ended[turn_id]
+
+    def told_end(self, thread_id: str, turn_id: str) -> Turn | None:
+        """The turn's end as the host told it: `announced_before_read`, else, once
+        the host said the turn fails (`error {willRetry: false}`), the turn failed
+        with that error, as its `turn/completed` will say (HARV-11); a read may
+        show it interrupted with no error until then, for as long as codex takes."""
+        ended = self.announced_before_read(thread_id, turn_id)
+        watch = self._watches.get(thread_id)
+        if ended is not None or watch is None or turn_id not in watch.failing:
+            return ended
+        return Turn(id=turn_id, status="failed", error=watch.failing[turn_id])
 
     def usage(self, thread_id: str) -> ThreadTokenUsage | None:
         """The newest token usage the host reported for the thread, if any."""

@@ -364,6 +364,22 @@ async def test_context_window_exceeded_is_null_model(
     assert state == "ended" and rows[-1]["status"] == "failed"
 
 
+async def test_context_window_exceeded_is_null_model_when_the_turn_reads_interrupted_first(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """codex sends the failing turn's `error {willRetry: false}` before its end, and
+    meanwhile a read shows the turn interrupted with no error (its thread
+    systemError): that error is the turn's, however long its end takes.
+    spec: HARV-11, HARV-13"""
+    async with harness(tmp_path) as h:
+        # longer than the reader's host_poll_interval (30 s): a read shows it interrupted twice
+        await h.script({"marker": "explore.1/*"}, fail="contextWindowExceeded", lateEnd=120)
+        state, rows = await h.run()
+    end = terminal(rows, "explore.1")
+    assert end["row"] == "null_model" and end["reason"] == "context_window_exceeded"
+    assert state == "ended" and rows[-1]["status"] == "failed"
+
+
 async def test_usage_limit_pauses_the_run(tmp_path: Path, autojump_clock: MockClock) -> None:
     """spec: HARV-12"""
     async with harness(tmp_path) as h:

@@ -485,6 +485,23 @@ async def test_failed_session_turn_outcomes_are_the_engines(
     assert state == "ended" and rows[-1]["status"] == "failed"
 
 
+async def test_a_failed_session_turn_read_interrupted_before_its_end_is_the_engines(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """codex sends the failing turn's `error {willRetry: false}` before its end, and
+    meanwhile a read shows the turn interrupted with no error on a systemError
+    thread: that error is the turn's, and the attempt is not lost.
+    spec: HARV-11, HARV-15"""
+    async with harness(tmp_path) as h:
+        # longer than host_poll_interval (30 s) and poll_interval (2 s): read so, twice
+        await h.script({"marker": "explore.1/*"}, fail="contextWindowExceeded", lateEnd=120)
+        state, rows = await h.go()
+    assert "session_attempt_lost" not in kinds(rows, "explore.1")
+    end = next(r for r in rows if r["row"] == "null_model")
+    assert end["call"] == "explore.1" and end["reason"] == "context_window_exceeded"
+    assert state == "ended" and rows[-1]["status"] == "failed"
+
+
 async def test_step_that_cannot_be_written_warns_at_1_and_10_then_closes(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -103,6 +103,17 @@ def run_chain(tmp_path: Path, host_uri: HostUri, codex_home_dir: Path) -> RunCha
     return run
 
 
+def ended_so(end: dict[str, Any], tmp_path: Path) -> str:
+    """What a failure names of a call that ended otherwise than the test says: its
+    terminal row, and the last lines of the codex logs (a private child's
+    codex.log, a shared server's app-server.log)."""
+    logs = [
+        f"--- {log.name}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+        for log in sorted(tmp_path.glob("*.log"))
+    ]
+    return "\n".join([f"the call ended {end}", *logs])
+
+
 def row_tokens(usage: Usage) -> dict[str, int]:
     """The tokens a row records for one model response of `usage`, as codex
     reports them (total included: codex passes the response's total_tokens on)."""
@@ -191,15 +202,15 @@ async def test_answer_that_breaks_the_schema_gets_one_repair_turn(
 
 
 async def test_context_window_exceeded_is_null_model_and_leaves_dependents_unrun(
-    run_chain: RunChain, mock_model: MockModel
+    run_chain: RunChain, mock_model: MockModel, tmp_path: Path
 ) -> None:
     """spec: HARV-11, HARV-13"""
     mock_model.script("crw-flow-op: build.1/", fail("context_length_exceeded"))
     state, rows = await run_chain()
 
     assert kinds(rows, "explore.1") == CALM
-    assert kinds(rows, "build.1") == [*CALM[:-1], "null_model"]
     end = terminal(rows, "build.1")
+    assert kinds(rows, "build.1") == [*CALM[:-1], "null_model"], ended_so(end, tmp_path)
     assert end["reason"] == "context_window_exceeded"
     assert kinds(rows, "review.1") == []
     assert state == "ended" and kinds(rows)[-1] == "ended"
@@ -227,14 +238,15 @@ async def test_reader_reads_a_thread_that_has_no_turn_yet(
 
 
 async def test_context_window_exceeded_counts_no_tokens_for_the_failed_turn(
-    run_chain: RunChain, mock_model: MockModel
+    run_chain: RunChain, mock_model: MockModel, tmp_path: Path
 ) -> None:
     """The failed response counted nothing; the row says so. spec: HARV-13, HARV-25"""
     mock_model.script("crw-flow-op: build.1/", fail("context_length_exceeded"))
     _, rows = await run_chain()
 
     end = terminal(rows, "build.1")
-    assert end["row"] == "null_model" and end.get("tokens", {}) == {}
+    assert end["row"] == "null_model", ended_so(end, tmp_path)
+    assert end.get("tokens", {}) == {}
     assert replayed(rows).spent["total"] == terminal(rows, "explore.1")["tokens"]["total"]
 
 

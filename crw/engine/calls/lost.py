@@ -127,8 +127,9 @@ def judge(
         settings: LostAfter, the polls.
         turn_id: the marker turn's id, or None while it is looked for by `marker`
             (a subagent adopted from a thread_started row).
-        announced: the turn as `turn/completed` announced it, if it did: its status
-            and error are the final ones.
+        announced: the turn as `turn/completed` announced it, or failed with the
+            error of the host's `error {willRetry: false}` for it, if either came:
+            its status and error are the final ones.
     """
     if isinstance(read, Unreadable):  # ATT-6, ATT-24: not judged, the time kept
         return Wait(replace(seen, recheck=False), now + settings.poll_interval)

@@ -151,6 +151,7 @@ class Behaviour:
     invalid_first: bool = False
     hang: bool = False
     fail: Any = None
+    late_end: float = 0.0
     vanish: str | None = None
     seconds: float = 1.0
     responses: int = 1
@@ -174,6 +175,7 @@ class Behaviour:
             invalid_first=value.get("invalidFirst", False),
             hang=value.get("hang", False),
             fail=value.get("fail"),
+            late_end=float(value.get("lateEnd", 0.0)),
             vanish=value.get("vanish"),
             seconds=float(value.get("seconds", 1.0)),
             responses=value.get("responses", 1),
@@ -250,13 +252,15 @@ class TurnPlan:
     turn, a silent hang) and its script counts nothing. `files` is what it does to
     its workspace when its seconds have passed, before its answer (none on an
     unreachable turn: its model never answers). `slow_stop`: how it stops when
-    interrupted (None: at once)."""
+    interrupted (None: at once). `late_end`: how long a failing turn reads
+    interrupted with no error after its `error`, before it ends failed."""
 
     messages: list[tuple[str, str | None]] = field(default_factory=list)
     seconds: float = 1.0
     responses: int = 1
     hang: bool = False
     fail: Any = None
+    late_end: float = 0.0
     vanish: str | None = None
     tokens: Usage | None = None
     unreachable: bool = False
@@ -302,6 +306,7 @@ def plan_turn(
         responses=1 if behaviour.unreachable else behaviour.responses,
         hang=behaviour.hang,
         fail=behaviour.fail,
+        late_end=behaviour.late_end,
         vanish=behaviour.vanish,
         tokens=tokens,
         unreachable=behaviour.unreachable,

@@ -46,6 +46,11 @@ def check_behaviour(value: Any) -> None:
             "sim/script: fail must be a codexErrorInfo: a name such as "
             f'"usageLimitExceeded" or an object of one key, not {json.dumps(fail)}'
         )
+    late = value.get("lateEnd", 0)
+    if not isinstance(late, int | float) or isinstance(late, bool) or late < 0:
+        raise invalid_request("sim/script: lateEnd must be a number >= 0")
+    if "lateEnd" in value and fail is None:
+        raise invalid_request("sim/script: lateEnd is how late a failing turn ends: add fail")
     seconds = value.get("seconds", 1.0)
     if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
         raise invalid_request("sim/script: seconds must be a number >= 0")

@@ -212,7 +212,12 @@ class Turns:
             if plan.fail == "contextWindowExceeded":
                 self._window_exceeded(thread, turn)
             error = turn_error(plan.fail)
-            self.end_turn(thread, turn, "failed", error=error, thread_status="systemError")
+            if plan.late_end:
+                await self._fail_late(thread, turn, error, plan.late_end)
+            told = plan.late_end > 0
+            self.end_turn(
+                thread, turn, "failed", error=error, thread_status="systemError", told=told
+            )
             return
         if plan.hang:
             self._broadcast.write_records()
@@ -228,6 +233,20 @@ class Turns:
                 "error", params | {"threadId": thread.id, "turnId": turn.id}, thread
             )
             await trio.sleep(gap)
+
+    async def _fail_late(
+        self, thread: Thread, turn: Turn, error: dict[str, Any], seconds: float
+    ) -> None:
+        """A failing turn whose end lags its error, as codex 0.163.0's does until its
+        rollout holds the error (docs/host-testing.md): the thread goes systemError
+        and `error {willRetry: false}` is sent, then for `seconds` the turn reads
+        interrupted with no error; `end_turn` ends it after."""
+        self.set_status(thread, "systemError")
+        params = {"error": error, "willRetry": False, "threadId": thread.id, "turnId": turn.id}
+        self._broadcast.notify("error", params, thread)
+        turn.status = "interrupted"
+        await trio.sleep(seconds)
+        turn.status = "inProgress"  # still to end: end_turn ends a turn in progress
 
     def _respond(self, thread: Thread, turn: Turn, plan: TurnPlan) -> None:
         """One model response: its messages, then its token count."""
@@ -295,9 +314,11 @@ class Turns:
         *,
         error: dict[str, Any] | None = None,
         thread_status: str = "idle",
+        told: bool = False,
     ) -> None:
-        """End a turn in progress (once): the thread's status, then the error, then
-        `turn/completed`, in the real host's order. Stops the turn's runner."""
+        """End a turn in progress (once): the thread's status, then the error (unless
+        `told`: sent already), then `turn/completed`, in the real host's order.
+        Stops the turn's runner."""
         if turn.status != "inProgress":
             return
         wall = self._wall()
@@ -306,7 +327,7 @@ class Turns:
         turn.duration_ms = math.floor((trio.current_time() - turn.started_clock) * 1000)
         thread.updated_at = int(wall)
         self.set_status(thread, thread_status)
-        if error is not None:
+        if error is not None and not told:
             params = {"error": error, "willRetry": False, "threadId": thread.id, "turnId": turn.id}
             self._broadcast.notify("error", params, thread)
         self._broadcast.notify(

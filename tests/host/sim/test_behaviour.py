@@ -150,6 +150,9 @@ def test_the_newest_matching_script_wins() -> None:
         {"slowStop": {"reads": 1.5}},
         {"slowStop": {"seconds": -1}},
         {"slowStop": {"turns": 1}},
+        {"lateEnd": 5},
+        {"fail": "other", "lateEnd": -1},
+        {"fail": "other", "lateEnd": True},
     ],
 )
 def test_a_malformed_behaviour_is_refused(behaviour: dict[str, Any]) -> None:

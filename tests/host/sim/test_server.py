@@ -191,6 +191,34 @@ async def test_failed_turn_sets_system_error_then_error_then_completed(
     assert again["turn"]["status"] == "inProgress"
 
 
+async def test_a_late_end_reads_interrupted_without_error_between_the_error_and_the_end(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """`lateEnd`: codex's order when a failing turn's rollout lags its error: the
+    thread goes systemError and `error` comes, the turn reads interrupted with no
+    error, and only `lateEnd` seconds on does it end failed."""
+    behaviour = {"fail": "contextWindowExceeded", "lateEnd": 30}
+    async with connected(tmp_path) as (_, client):
+        await client.request("sim/script", {"match": {}, "behaviour": behaviour})
+        thread_id = await _start(client)
+        turn_id = await _turn(client, thread_id)
+        error = await client.wait_for("error")
+        told = trio.current_time()
+        read = {"threadId": thread_id, "includeTurns": True}
+        during = await client.request("thread/read", read)
+        turn = await client.turn_completed(turn_id)
+        late = trio.current_time() - told
+        after = await client.request("thread/read", read)
+    tail = client.methods(thread_id)[-3:]
+    assert tail == ["thread/status/changed", "error", "turn/completed"]
+    assert during["thread"]["status"] == {"type": "systemError"}
+    shown = during["thread"]["turns"][0]
+    assert (shown["status"], shown["error"]) == ("interrupted", None)
+    assert late == pytest.approx(30.0)
+    assert (turn["status"], turn["error"]) == ("failed", error["error"])
+    assert after["thread"]["turns"][0]["status"] == "failed"
+
+
 async def test_interrupt_ends_the_turn_interrupted_with_no_error_keeping_what_it_streamed(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
