@@ -17,7 +17,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from crw.host.connect import codex_binary as crw_codex_binary
 from crw.host.mock_model import CODEX_MODEL as CODEX_MODEL
 from crw.host.mock_model import write_codex_home
 from crw.host.transport import JsonLinesTransport, Transport
+from tests import zygote
 
 """A model in 0.163.0's bundled catalog: codex takes it offline without the
 `Model metadata ... not found` warning, and subagent spawns validate against it."""
@@ -76,17 +76,10 @@ class SharedServer:
 
 def crw_on(*args: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`crw ARGS` in `cwd` on the CODEX_HOME `home` (codex_env's, no CRW_ variable
-    of this process), its temporary files under `cwd`."""
+    of this process), its temporary files under `cwd`: forked from the worker's
+    server that imported crw once (tests/zygote.py), as `Crw` runs a command."""
     env = {k: v for k, v in codex_env(home).items() if not k.startswith("CRW_")}
-    return subprocess.run(
-        [sys.executable, "-m", "crw", *args],
-        env=env | {"TMPDIR": str(cwd)},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-    )
+    return zygote.run(list(args), env | {"TMPDIR": str(cwd)}, cwd, timeout=60)
 
 
 async def owner_thread(socket_path: Path, cwd: Path) -> str:
