@@ -21,13 +21,19 @@ What it knows is what those instructions teach, no more:
   ends its turn (a wake, or the user, brings the next one).
 
 It keeps no state: each reply is decided from the conversation the request
-carries, as a model's is. `rest_after`: the ops after whose `then` it ends its
-turn instead of asking for steps again (a test's way to let a wake start the next
-one).
+carries, as a model's is. `rest_after`: ops it ends its turn after, instead of
+asking for steps again (a test's way to let a wake start the next one): after
+the `then` of the last of them it takes, once it has taken every one. Until then
+it asks for steps as ever: `next` answers as soon as one step is there, so the
+steps of one gate may come one answer at a time, in any order (each call
+publishes its own), and an owner that rested after the first would leave the
+others untaken, with no wake to bring it back (a step published to a busy owner
+wakes none, WAKE-1).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -88,6 +94,18 @@ def conversation(body: dict[str, Any]) -> list[Item]:
     return found
 
 
+def taken_ops(items: list[Item]) -> set[str]:
+    """The ops of the steps whose host call the owner made: of each answer's steps
+    not reported, the first as many as the tool calls after it."""
+    answers = [i for i, item in enumerate(items) if "steps" in item.answer] + [len(items)]
+    ops: set[str] = set()
+    for at, end in itertools.pairwise(answers):
+        todo = [step for step in items[at].answer["steps"] if not step.get("reported")]
+        made = sum(1 for item in items[at + 1 : end] if item.kind == "tool")
+        ops |= {str(step.get("op")) for step in todo[:made]}
+    return ops
+
+
 def with_json(command: str) -> str:
     return command if "--json" in command.split() else f"{command} --json"
 
@@ -118,13 +136,18 @@ class FollowingOwner:
             step = todo[len(taken) - 1]
             if last.kind == "tool" and "then" in step["host_call"]:
                 return self.after_tool(step, last)
-            if last.kind == "shell" and step.get("op") in self.rest_after:
+            if last.kind == "shell" and self.rests_after(step, items):
                 return self.say(f"resting after {step['op']}")
         if len(taken) < len(todo):
             return self.host_call(todo[len(taken)])
         if not answer["steps"] and answer.get("state") in ENDS_TURN:
             return self.say(f"the run is {answer['state']}")
         return self.take_steps(items)
+
+    def rests_after(self, step: dict[str, Any], items: list[Item]) -> bool:
+        """Whether the owner ends its turn after `step`'s `then`: it is of
+        `rest_after`, and every op of those is taken."""
+        return step.get("op") in self.rest_after and self.rest_after <= taken_ops(items)
 
     def take_steps(self, items: list[Item]) -> Reply:
         """The command a start's answer named for the steps (`next`)."""

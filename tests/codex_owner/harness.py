@@ -38,7 +38,9 @@ from crw.host.uri import HostUri
 from crw.journal.log import read_journal
 from tests.actors.test_app_server_run import CHAIN
 from tests.codex_owner.policy import START_KEY, Policies, shell_json
+from tests.codex_owner.story import owner_story
 from tests.host.codex_env import SharedServer, shared_app_server
+from tests.processes import processes_naming
 
 PLAN = """
 [[node]]
@@ -143,7 +145,22 @@ class OwnedRun:
                         return row
                 await trio.sleep(0.1)
         seen = [(r["row"], r.get("call"), r.get("reason") or r.get("status")) for r in self.rows()]
-        raise AssertionError(f"no {kind} row in {limit:.0f} s; the rows: {seen}")
+        told = "\n  ".join(owner_story(self.model.requests))
+        raise AssertionError(
+            f"no {kind} row in {limit:.0f} s; the rows: {seen}\nthe owner's conversation:\n"
+            f"  {told}\nthe run's log (its end):\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of the run's log (run.log), or why there are none."""
+        run = self.run_id()
+        if not run:
+            return "(no run)"
+        try:
+            text = find_run(self.state, run).log.read_text(errors="replace")
+        except OSError as err:
+            return f"({err})"
+        return "\n".join(text.splitlines()[-lines:])
 
     async def owner_idle(self) -> dict[str, Any]:
         """The owner thread once its last turn has ended (read over the socket)."""
@@ -156,6 +173,15 @@ class OwnedRun:
                         return thread
                     await trio.sleep(0.1)
 
+    def keep_requests(self) -> None:
+        """The mock model's requests, each with its reply, written to
+        `model-requests.jsonl` beside the app-server's log (a failed test's)."""
+        with (self.tmp / "model-requests.jsonl").open("w") as kept:
+            for request in self.model.requests:
+                said = {"path": request.path, "user_text": request.user_text[:200]}
+                said["reply"] = repr(request.reply)
+                kept.write(json.dumps(said | {"body": request.body}) + "\n")
+
     def run_pids(self) -> list[int]:
         """Every run process the owner's shell commands reported starting."""
         found = set(self.pids)
@@ -165,12 +191,26 @@ class OwnedRun:
                     found |= set(started_pids(shell_json(str(item.get("output")))))
         return sorted(found)
 
-    def reap_runs(self) -> None:
-        """Each run process still alive gets SIGKILL (a finished one has exited)."""
-        for pid in self.run_pids():
+    def reap_runs(self) -> list[str]:
+        """Each run process still alive gets SIGKILL (a finished one has exited):
+        those the commands reported, then any other a `started` row of the run
+        names (a process no answer the test saw reported); each of those is told."""
+        reported = self.run_pids()
+        for pid in reported:
             with contextlib.suppress(ProcessLookupError, ChildProcessError):
                 os.kill(pid, signal.SIGKILL)
+        rows, alive = self.rows(), processes_naming(self.tmp)  # a pid of ours, not reused
+        unreported: list[str] = []
+        for at, row in enumerate(rows):
+            process = row.get("pid") if row["row"] == "started" else None
+            if process not in alive or process in reported:
+                continue
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process, signal.SIGKILL)
+                before = [(r["row"], r.get("call")) for r in rows[max(0, at - 4) : at]]
+                unreported.append(f"pid {process}, the run's started row {at} (after {before})")
         time.sleep(0.05)
+        return unreported
 
 
 @contextlib.contextmanager
@@ -216,9 +256,17 @@ def owned_run(
                         )
                         assert json.loads(installed.stdout)["trusted"] is True, installed.stderr
                         yield setup
+                    except BaseException:
+                        setup.keep_requests()
+                        raise
                     finally:
                         policies.subagent.release()
-                        setup.reap_runs()
+                        unreported = setup.reap_runs()
+                    told = "\n  ".join(owner_story(model.requests))
+                    assert not unreported, (
+                        f"run processes no answer the test saw reported (killed now): "
+                        f"{unreported}\nthe owner's conversation:\n  {told}"
+                    )
     finally:
         os.environ.clear()
         os.environ.update(saved)

@@ -186,7 +186,7 @@ class OwnerPolicy:
             waits = WAIT_HINT.search(str(answer.get("hint"))) if self.wait_agents else None
             if waits is not None and not self.pending(steps):
                 return wait_call(*waits.groups())
-        if kind == "dispatched" and self.resting(output or ""):
+        if kind == "dispatched" and self.resting(output or "", steps):
             return text(f"run {run}: waiting for its wake", usage=OWNER_USAGE)
         todo = self.pending(steps)
         return self.step_call(todo[0]) if todo else self.next_call(run)
@@ -204,11 +204,16 @@ class OwnerPolicy:
         open_dispatch = steps[-1][0] in DISPATCHED_TOOLS
         return todo[len(taken) - 1 :] if open_dispatch else todo[len(taken) :]
 
-    def resting(self, output: str) -> bool:
-        """The dispatch bound an op after which the owner ends its turn."""
+    def resting(self, output: str, steps: list[Said]) -> bool:
+        """The dispatch bound an op after which the owner ends its turn, and every
+        op of `rest_after` was dispatched: next answers as soon as one step is
+        there, so a gate's steps may come one answer each, in any order, and one
+        left untaken would wake nobody (published to a busy owner, WAKE-1)."""
         reply = shell_json(output)
         op = f"{reply.get('call')}/t{reply.get('k')}"
-        return reply.get("reply") == "bound" and op in self.rest_after
+        dispatched = {_op(str(said["cmd"])) for kind, said, _ in steps if kind == "dispatched"}
+        bound = reply.get("reply") == "bound" and op in self.rest_after
+        return bound and self.rest_after <= dispatched
 
     def step_call(self, step: dict[str, Any]) -> Reply:
         """The step's host call as it names it: its tool, in its namespace."""
@@ -252,6 +257,12 @@ def _agent_id(output: str) -> str | None:
         return None
     found = value.get("agent_id") or value.get("task_name")
     return str(found) if found else None
+
+
+def _op(dispatched: str) -> str:
+    """The op a `crw flow dispatched RUN CALL … --k K …` command reports."""
+    words = shlex.split(dispatched)
+    return f"{words[words.index('dispatched') + 2]}/t{words[words.index('--k') + 1]}"
 
 
 def _run_id(steps: list[Said]) -> str:

@@ -65,12 +65,14 @@ def ended_calls(rows: list[dict[str, Any]]) -> dict[str, str]:
 async def test_a_wake_starts_the_owners_next_turn_and_the_owner_goes_on(
     tmp_path: Path, multi_agent: str
 ) -> None:
-    """spec: WAKE-1, WAKE-2, WAKE-8 (the owner's turn ended while plan.1's turn ran;
-    build.1 is published to an idle owner: the run starts a turn on it with the
-    session_step_waiting message, and the owner takes the run to its end from it)"""
+    """spec: WAKE-1, WAKE-2, WAKE-8 (the owner's turn ended while plan.1's turn ran,
+    once it dispatched explore.1 and plan.1 in whichever order next handed them
+    out; build.1 is published to an idle owner: the run starts a turn on it with
+    the session_step_waiting message, and the owner takes the run to its end from it)"""
     subagent = SubagentPolicy()
     subagent.hold("plan.1/t1-a1")
-    policies = Policies(OwnerPolicy(rest_after=frozenset({"plan.1/t1"})), subagent)
+    owner = OwnerPolicy(rest_after=frozenset({"explore.1/t1", "plan.1/t1"}))
+    policies = Policies(owner, subagent)
     with owned_run(tmp_path, policies, multi_agent=multi_agent) as setup:
         await setup.begin()
         await arrived(policies, "plan.1/t1-a1")

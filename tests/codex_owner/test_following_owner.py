@@ -176,12 +176,13 @@ async def test_a_refused_spawn_is_reported_by_its_steps_on_failure_and_retried(
 async def test_a_wake_brings_the_following_owner_back_to_the_run(
     tmp_path: Path, multi_agent: str
 ) -> None:
-    """spec: WAKE-1, WAKE-2, WAKE-8 (the owner ends its turn after plan.1's `then`;
-    build.1 is published to the idle owner, the wake's turn runs the command the wake
-    spells, and the owner takes the run to its end)"""
+    """spec: WAKE-1, WAKE-2, WAKE-8 (the owner ends its turn once it took explore.1
+    and plan.1, in whichever order next handed them out; build.1 is published to the
+    idle owner, the wake's turn runs the command the wake spells, and the owner
+    takes the run to its end)"""
     subagent = SubagentPolicy()
     subagent.hold("plan.1/t1-a1")
-    owner = FollowingOwner(rest_after=frozenset({"plan.1/t1"}))
+    owner = FollowingOwner(rest_after=frozenset({"explore.1/t1", "plan.1/t1"}))
     with owned_run(tmp_path, Policies(owner, subagent), multi_agent=multi_agent) as setup:
         await setup.begin()
         await arrived(setup.policies, "plan.1/t1-a1")
@@ -199,7 +200,10 @@ async def test_a_wake_brings_the_following_owner_back_to_the_run(
     assert {r["call"]: r["row"] for r in rows if r["row"] in TERMINAL} == dict.fromkeys(
         CALLS, "completed"
     )
-    assert commands(first)[-1].startswith(f"crw flow dispatched {setup.run_id()} plan.1 --agent ")
+    ran = [shlex.split(cmd)[2:5] for cmd in commands(first)]
+    assert ran[-1][0] == "dispatched", ran
+    dispatched = sorted(call for verb, run, call in ran if verb == "dispatched")
+    assert dispatched == ["explore.1", "plan.1"], ran
     kinds = [(r["row"], r.get("call")) for r in rows]
     wake = kinds.index(("session_wake", None))
     assert kinds[wake - 1] == ("step_published", "build.1"), kinds
