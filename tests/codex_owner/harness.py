@@ -9,9 +9,13 @@ app-server's PATH and `CRW_STATE` in its environment (so the owner's shell and t
 hook find the state). The test starts the owner thread and its first turn; the
 owner's model starts the run from the thread's shell.
 
-Every process is reaped by pid at teardown: the app-server (SIGTERM, then
-SIGKILL), and each run process the owner's commands started (their `pid` and
-`resumed_pid`, read off the shell outputs the mock saw) or the test resumed.
+Every process is reaped at teardown, the moment the test is done: the app-server
+by pid (SIGKILL to its group: under SIGTERM codex would first finish the owner's
+turn, which goes on running commands), each run process the owner's commands
+started (their `pid` and `resumed_pid`, read off the shell outputs the mock saw)
+or the test resumed, then whatever still names the test's directory (a command
+the killed server's shell was running, a run process it resumed:
+tests/processes.py).
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ from crw.host.uri import HostUri
 from crw.journal.log import read_journal
 from tests.actors.test_app_server_run import CHAIN
 from tests.codex_owner.policy import START_KEY, Policies, shell_json
-from tests.host.codex_env import SharedServer, shared_app_server
+from tests.host.codex_env import SharedServer, kill, shared_app_server
+from tests.processes import reap_naming
 
 PLAN = """
 [[node]]
@@ -218,7 +223,9 @@ def owned_run(
                         yield setup
                     finally:
                         policies.subagent.release()
+                        kill(server.process)
                         setup.reap_runs()
+                        reap_naming(tmp)
     finally:
         os.environ.clear()
         os.environ.update(saved)
