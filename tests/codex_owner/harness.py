@@ -9,9 +9,18 @@ app-server's PATH and `CRW_STATE` in its environment (so the owner's shell and t
 hook find the state). The test starts the owner thread and its first turn; the
 owner's model starts the run from the thread's shell.
 
-Every process is reaped by pid at teardown: the app-server (SIGTERM, then
-SIGKILL), and each run process the owner's commands started (their `pid` and
-`resumed_pid`, read off the shell outputs the mock saw) or the test resumed.
+The `crw` commands, the test's own (`OwnedRun.crw`) and those the owner's shell
+runs, are forked from the worker's fork server (tests/zygote.py): the owner's
+shell finds owner_shell.py's script first on its PATH. The hook codex runs before
+each tool call is the real `crw`, as the install wrote it.
+
+Every process is reaped at teardown, the moment the test is done: the app-server
+by pid (SIGKILL to its group: under SIGTERM codex would first finish the owner's
+turn, which goes on running commands), each run process the owner's commands
+started (their `pid` and `resumed_pid`, read off the shell outputs the mock saw)
+or the test resumed, then whatever still names the test's directory (a command
+the killed server's shell was running, a run process it resumed:
+tests/processes.py).
 """
 
 from __future__ import annotations
@@ -36,11 +45,13 @@ from crw.host.connect import connect_host
 from crw.host.mock_model import CODEX_MODEL, MockModel, write_codex_home
 from crw.host.uri import HostUri
 from crw.journal.log import read_journal
+from tests import zygote
 from tests.actors.test_app_server_run import CHAIN
+from tests.codex_owner import owner_shell
 from tests.codex_owner.policy import START_KEY, Policies, shell_json
 from tests.codex_owner.story import owner_story
-from tests.host.codex_env import SharedServer, shared_app_server
-from tests.processes import processes_naming
+from tests.host.codex_env import SharedServer, kill, shared_app_server
+from tests.processes import processes_naming, reap_naming
 
 PLAN = """
 [[node]]
@@ -99,16 +110,10 @@ class OwnedRun:
 
     def crw(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`crw ARGS` from the test (the app-server's environment, the work dir); a
-        run process it reports starting (`pid`, `resumed_pid`) is reaped at the end."""
-        done = subprocess.run(
-            [sys.executable, "-m", "crw", *args],
-            env=os.environ | {"CODEX_HOME": str(self.home)},
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=self.tmp / "work",
-        )
+        run process it reports starting (`pid`, `resumed_pid`) is reaped at the end.
+        Forked from the worker's fork server when it can (tests/zygote.py)."""
+        env = dict(os.environ) | {"CODEX_HOME": str(self.home)}
+        done = zygote.run(list(args), env, self.tmp / "work", 60)
         self.pids += started_pids(shell_json(done.stdout))
         return done
 
@@ -230,10 +235,14 @@ def owned_run(
     state.mkdir()
     work.mkdir()
     (state / "roles.toml").write_text(roles_toml(pairs))
+    forks = zygote.zygote()  # started (once a worker) before the environment names tmp
     saved = dict(os.environ)
     os.environ["CRW_STATE"] = str(state)
     os.environ["TMPDIR"] = str(tmp)
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    path = [str(Path(sys.executable).parent), os.environ["PATH"]]
+    if forks is not None and forks.takes(dict(os.environ)):
+        path.insert(0, str(owner_shell.install(tmp / "bin", forks.path, forks.env).parent))
+    os.environ["PATH"] = os.pathsep.join(path)
     try:
         with MockModel(policies) as model:
             home = write_codex_home(tmp / "codex-home", model.url)
@@ -261,7 +270,9 @@ def owned_run(
                         raise
                     finally:
                         policies.subagent.release()
+                        kill(server.process)
                         unreported = setup.reap_runs()
+                        reap_naming(tmp)
                     told = "\n  ".join(owner_story(model.requests))
                     assert not unreported, (
                         f"run processes no answer the test saw reported (killed now): "

@@ -26,7 +26,6 @@ import json
 import re
 import shlex
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -286,8 +285,6 @@ class SubagentPolicy:
     usage: dict[str, Usage] = field(default_factory=dict)
     unreachable: frozenset[str] = frozenset()
     """Their request finds the model's endpoint gone (`mock_replies.unreachable`)."""
-    slow: dict[str, float] = field(default_factory=dict)
-    """Seconds their answer takes (the owner's next then finds nothing new)."""
 
     def hold(self, marker: str) -> None:
         self.held[marker] = threading.Event()
@@ -307,8 +304,6 @@ class SubagentPolicy:
         for name in names & set(self.held):
             self.arrived[name].set()
             self.held[name].wait(HOLD_LIMIT)
-        for name in names & set(self.slow):
-            time.sleep(self.slow[name])  # the mock's own handler thread
         if names & self.unreachable:
             return unreachable()
         if names & set(self.failing):

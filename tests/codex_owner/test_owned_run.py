@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from crw.host.mock_model import CODEX_MODEL
-from crw.host.mock_replies import Usage
+from crw.host.mock_replies import ModelRequest, Reply, Usage
 from tests.codex_owner.harness import PAIRS, TERMINAL, owned_run, roles_toml
 from tests.codex_owner.policy import (
     MARKER_LINE,
+    WAIT_TOOL,
     OwnerPolicy,
     Policies,
     SubagentPolicy,
@@ -91,9 +92,12 @@ def wait_calls(requests: list) -> list[tuple[dict[str, Any], str]]:  # type: ign
 
 
 NAMESPACES = {"v1": "multi_agent_v1", "v2": "collaboration"}
-SLOW = {"review.1/t1": 4.0}
-"""review.1's answer takes longer than the owner's next waits: it waits on the
-subagents with wait_agent, as next's hint says, then asks next again."""
+HELD = "review.1/t1"
+"""review.1's answer is held until the owner's model calls wait_agent: the owner's
+next finds nothing new, so it waits on the subagents, as next's hint says, then
+asks next again. The answer may come just before codex begins the wait (the hook
+runs first): on both protocols and binaries the wait then ends at once, not timed
+out, as when it comes during the wait."""
 V1_TOOLS = Counter(
     {
         "multi_agent_v1.spawn_agent": 4,
@@ -111,9 +115,19 @@ async def test_a_real_owner_thread_runs_a_workflow_to_the_end(
 ) -> None:
     """spec: STEP-37, HOOK-1, HOOK-11 (four calls of three roles on the real host, one
     repaired: each completed, its tokens the mock's, each spawn on its role's pair)"""
-    subagent = SubagentPolicy(broken=frozenset({"build.1/t1"}), usage=USAGE, slow=SLOW)
+    subagent = SubagentPolicy(broken=frozenset({"build.1/t1"}), usage=USAGE)
+    subagent.hold(HELD)
     owner = OwnerPolicy(wait=1, drop_pair=True, wait_agents=True)
-    with owned_run(tmp_path, Policies(owner, subagent), multi_agent=multi_agent) as setup:
+
+    def owner_waits(request: ModelRequest) -> Reply:
+        """The owner's policy; the held review answers once the owner waits on it."""
+        reply = owner(request)
+        if any(call.name == WAIT_TOOL for call in reply.calls):
+            subagent.release()
+        return reply
+
+    policies = Policies(owner_waits, subagent)
+    with owned_run(tmp_path, policies, multi_agent=multi_agent) as setup:
         await setup.begin()
         ended = await setup.until_row("ended")
         await setup.owner_idle()
@@ -123,7 +137,7 @@ async def test_a_real_owner_thread_runs_a_workflow_to_the_end(
     assert ended["status"] == "completed", rows
     assert spoken(rows) == {multi_agent}
     tools, waits = host_tools(requests), wait_calls(requests)
-    assert waits, "the owner never waited: review.1 answered before next's --wait 1 ended"
+    assert waits, "the owner never waited on the held review"
     assert tools == (V2_TOOLS if multi_agent == "v2" else V1_TOOLS) + Counter(
         {f"{NAMESPACES[multi_agent]}.wait_agent": len(waits)}
     )

@@ -7,7 +7,7 @@ that connection dropped, every later one refused). Codex 0.163.0 (the provider's
 stream retries on) does not fail the turn: it only retries it, `error {willRetry:
 true}` "Reconnecting... waiting for network" on the subagent's thread, as for a
 private model whose endpoint refuses connections. The run process follows those
-notifications and, `unreachable_after` (2 s here) after the first, interrupts the
+notifications and, `unreachable_after` (1 s here) after the first, interrupts the
 turn and holds the call host_failure with what the host said.
 """
 
@@ -23,7 +23,7 @@ from tests.codex_owner.policy import OwnerPolicy, Policies, SubagentPolicy
 
 pytestmark = pytest.mark.codex
 
-GIVE_UP = 2.0
+GIVE_UP = 1.0
 CALL = "review.1"
 
 

@@ -146,6 +146,17 @@ def reap(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
+def kill(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to its process group at once; returns once the pid is reaped. For a
+    shared server whose test is over: under SIGTERM codex first finishes the turns
+    it runs (an owner's turn goes on asking its model and running its commands),
+    which `reap` waited out for up to STOP_TIMEOUT. What a killed server leaves
+    (its shells' commands, in sessions of their own) is the caller's to reap."""
+    if process.poll() is None:
+        _signal_group(process.pid, signal.SIGKILL)
+    process.wait()
+
+
 def _signal_group(pid: int, signal_to_send: signal.Signals) -> None:
     """The group of a child not yet reaped (its id cannot have been reused)."""
     with contextlib.suppress(ProcessLookupError):

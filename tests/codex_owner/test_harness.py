@@ -1,0 +1,46 @@
+"""What the owned-run harness leaves behind: nothing, however busy the owner was
+when the test ended."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+import trio
+
+from crw.host.mock_replies import ModelRequest, Reply
+from tests.codex_owner.harness import RUN_LIMIT, owned_run
+from tests.codex_owner.policy import Policies, SubagentPolicy, exec_call
+from tests.processes import processes_naming, reap_naming
+
+pytestmark = pytest.mark.codex
+
+LONG = "sleep 120"
+
+
+def busy_owner(request: ModelRequest) -> Reply:
+    """An owner whose shell runs a command that outlasts the test."""
+    return exec_call(LONG)
+
+
+async def test_an_owner_turn_still_running_at_the_end_is_stopped_with_its_server(
+    tmp_path: Path,
+) -> None:
+    """The block ends while the owner's shell runs a command: the server is killed
+    at once (under SIGTERM codex would first finish the turn) and the command, in a
+    session of its own, is reaped with it: no process names the test's directory."""
+    try:
+        with owned_run(tmp_path, Policies(busy_owner, SubagentPolicy())) as setup:
+            await setup.begin()
+            with trio.fail_after(RUN_LIMIT):
+                while True:
+                    if LONG in processes_naming(tmp_path).values():
+                        break
+                    await trio.sleep(0.05)
+        left = processes_naming(tmp_path)
+    finally:
+        reap_naming(tmp_path)
+
+    assert setup.server.process.returncode == -signal.SIGKILL
+    assert left == {}
