@@ -1,7 +1,7 @@
 """The call actor of the app-server backend: the run opens a thread per call itself.
 
 One Trio task per admitted call. Its life, each step a row committed through the
-journal writer before the run goes on:
+journal writer:
 
     prepared            the allocation: P, as the run's placer decides it
     step_published      (`crw.workspace.placer`), made after the rows; the first
@@ -18,6 +18,12 @@ Where a call begins (its first step, or where an earlier process left it) is
 `crw.actors.app_server_life`'s to say; what it takes from its run is
 `crw.actors.app_server_context`'s.
 
+A row is durable before the effect it announces: the opening rows before P and
+thread/start, thread_started before turn/start, a repair's step_published before
+its turn/start. turn_started and the end (when no ref of an executor follows it)
+announce no effect of their own, so the call does not wait for them: the journal
+writer orders every later commit, and so every later effect, after them.
+
 Everything it decides is decided by the engine's pure functions (`answer.judge`,
 `harvest.decide`, `app_resume.decide`, the token reading); this module only moves
 data between them, the journal and the host reader.
@@ -27,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import trio
 
@@ -61,6 +67,10 @@ from crw.workspace.placer import allocation_of
 
 class AppServerCall:
     """One call on its own thread: its packet, its tools, its turns."""
+
+    END_BEHIND: ClassVar[bool] = True
+    """Whether the call's end is committed behind (`commit`): the gate only
+    admits, and every later effect is behind a commit of its own."""
 
     def __init__(
         self,
@@ -99,8 +109,14 @@ class AppServerCall:
         """The thread's rollout, read for its tokens when this process saw none of
         the host's token notifications for it (a resumed call)."""
 
-    async def commit(self, rows: list[RowModel]) -> None:
-        await self.ctx.journal.commit(rows, stamped=False)  # no copy of each row
+    async def commit(self, rows: list[RowModel], *, behind: bool = False) -> None:
+        """Commit `rows`, and return once they are durable; with `behind`, at once
+        (`JournalWriter.commit_behind`: for rows no effect follows, since every
+        later commit is durable only after them)."""
+        if behind:
+            await self.ctx.journal.commit_behind(rows)
+        else:
+            await self.ctx.journal.commit(rows, stamped=False)  # no copy of each row
         if self.ctx.placer is not None:  # a run on git: what an executor's harvest reads
             executor_git.keep((row.model_dump() for row in rows), self.ctx.git_rows)
 
@@ -207,9 +223,16 @@ class AppServerCall:
         return {"approvalPolicy": "never"} | ({"model": model} if model else {})
 
     async def start_turn(self, thread_id: str, step: StepPublished, text: str) -> str:
-        """turn/start with `text`; then its turn_started. The step's row came first."""
+        """turn/start with `text`; then its turn_started. The step's row came first.
+
+        The call does not wait for turn_started: it announces a turn the host has
+        already started, and what follows it is a read of the turn (no effect),
+        then rows the writer orders after it (an interrupt's row before the
+        interrupt is sent, HARV-35). A crash before it is durable leaves what a
+        crash between turn/start and its commit always left: the resumed call
+        adopts the turn that carries the step's marker."""
         turn = await self.ctx.reader.start_turn(thread_id, text)
-        await self.commit([self.turn_started(step, turn.id)])
+        await self.commit([self.turn_started(step, turn.id)], behind=True)
         return turn.id
 
     async def resume_thread(self, thread_id: str) -> Thread:
@@ -262,6 +285,9 @@ class AppServerCall:
                 )
                 if end.row is not None:
                     git = await self.executor_git(end.row, step.attempt or 1)
+                    if git.moves_nothing and self.END_BEHIND:  # no ref follows: no wait
+                        await self.commit(git.rows(end.row), behind=True)
+                        return end
                     await self.commit(git.rows(end.row))
                     held = await executor_git.apply(git, self.call)  # the refs, after the rows
                     if held is not None:

@@ -49,12 +49,17 @@ Rows = list[Mapping[str, Any]]
 class RoundCall(AppServerCall):
     """A call of the round: the rows it commits are kept in `rows` (the call's)."""
 
+    END_BEHIND = False
+    """The round goes on from the call's end (its review, its next fix call, the
+    node's end): the end is durable before the round's next row is made, so a
+    crash between the two leaves the round where the kill drills leave it."""
+
     def __init__(self, *args: Any, rows: Rows, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.rows = rows
 
-    async def commit(self, rows: list[RowModel]) -> None:
-        await super().commit(rows)
+    async def commit(self, rows: list[RowModel], *, behind: bool = False) -> None:
+        await super().commit(rows, behind=behind)
         self.rows.extend(row.model_dump(exclude_none=True) for row in rows)
 
 
@@ -69,8 +74,9 @@ class ReviewCall(RoundCall):
         """The prepared row names the call it judges."""
         return super().prepared().model_copy(update={"review": review.judged_call(self.call)})
 
-    async def commit(self, rows: list[RowModel]) -> None:
-        await super().commit([review.settle_review(self.review, self.ordinal, r) for r in rows])
+    async def commit(self, rows: list[RowModel], *, behind: bool = False) -> None:
+        settled = [review.settle_review(self.review, self.ordinal, r) for r in rows]
+        await super().commit(settled, behind=behind)
 
 
 class FixCall(RoundCall):

@@ -56,6 +56,11 @@ class Effects:
     unreadable: str | None = None
     """Why P could not be read (its worktree deleted or broken), if it could not."""
 
+    @property
+    def moves_nothing(self) -> bool:
+        """Whether `apply` has nothing to do after the rows: no ref, no hold."""
+        return self.unreadable is None and (self.harvest is None or self.repository is None)
+
     def rows(self, end: RowModel) -> list[RowModel]:
         """`end`, with the pending tree and moved HEAD when it is a completed row of
         an executor on git, followed by its crw_commit row."""

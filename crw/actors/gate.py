@@ -57,8 +57,7 @@ async def run_gate(
     running: set[str] = set()
     send, receive = trio.open_memory_channel[tuple[str, CallEnd]](max(pool, 1))
 
-    async def call_task(node: Node) -> None:
-        needs = {need: results[need] for need in node.needs}
+    async def call_task(node: Node, needs: dict[str, Any]) -> None:
         if inputs:
             needs[INPUTS] = inputs
         call = gate.call_id(node.id, (first or {}).get(node.id, 1))
@@ -72,6 +71,8 @@ async def run_gate(
         send.send_nowait((node.id, end))
 
     admission = gate.Admission(workflow, results.keys(), finished.keys())
+    for node_id in [node_id for node_id in results if not admission.needed(node_id)]:
+        del results[node_id]  # a resumed run's: no node waiting to run reads them
     async with trio.open_nursery() as nursery:
         while True:
             if paused is None:
@@ -84,7 +85,7 @@ async def run_gate(
                     admit = []
                 for node in admit:
                     running.add(node.id)
-                    nursery.start_soon(call_task, node)
+                    nursery.start_soon(call_task, node, _take_needs(node, results, admission))
             if not running:
                 break
             try:  # an end that came meanwhile: no schedule point of its own
@@ -95,18 +96,34 @@ async def run_gate(
             kind = (end.row.row if end.row is not None else None) or "held"
             finished[node_id] = kind
             if kind == "completed":
-                results[node_id] = end.row.result  # type: ignore[union-attr]
+                if admission.needed(node_id):  # else nothing reads it: not kept
+                    results[node_id] = end.row.result  # type: ignore[union-attr]
                 admission.completed(node_id)
             if end.pause is not None and paused is None:
                 paused = end.pause
                 await journal.commit([Paused(reason=end.pause)])
-    if control is not None and control.reason is not None and len(results) < len(workflow.nodes):
+    if (
+        control is not None
+        and control.reason is not None
+        and not gate.all_completed(workflow, finished)
+    ):
         nodes = [node.id for node in workflow.nodes]
         ends = dict.fromkeys(control.held_before, "held") | finished
         await journal.commit(interrupt.run_rows(control.reason, control.request_id, nodes, ends))
         control.answered()
         return "paused" if control.reason == interrupt.PAUSED else "ended"
-    return await _leave(journal, workflow, results, finished, paused)
+    return await _leave(journal, workflow, finished, paused)
+
+
+def _take_needs(node: Node, results: dict[str, Any], admission: gate.Admission) -> dict[str, Any]:
+    """The results of the needs of `node`, just admitted; a result no node waiting
+    to run needs any more leaves `results` (a run holds the results its waiting
+    nodes will read, not one a call it ran)."""
+    needs = {need: results[need] for need in node.needs}
+    for need in node.needs:
+        if not admission.needed(need):
+            results.pop(need, None)
+    return needs
 
 
 def _ceiling_row(spent: Tokens, ceiling: int | None) -> Paused:
@@ -119,16 +136,12 @@ def _ceiling_row(spent: Tokens, ceiling: int | None) -> Paused:
 
 
 async def _leave(
-    journal: JournalWriter,
-    workflow: Workflow,
-    results: dict[str, Any],
-    finished: dict[str, str],
-    paused: str | None,
+    journal: JournalWriter, workflow: Workflow, finished: dict[str, str], paused: str | None
 ) -> str:
     """The run's state as the process leaves it; `ended` once nothing more can run."""
     if paused is not None:
         return "paused"
     if "held" in finished.values():
         return "waiting_decision"
-    await journal.commit([gate.ended_row(workflow, results, finished)])
+    await journal.commit([gate.ended_row(workflow, finished)])
     return "ended"

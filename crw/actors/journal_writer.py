@@ -9,6 +9,12 @@ next group: under load the cost of one fsync is shared by every commit waiting
 for it (group commit, as a database flushes its write-ahead log). Each commit's
 rows are one batch of the framing in `crw.journal.log`, so after a crash they are
 read back whole or not at all.
+
+`await journal.commit_behind(rows)` queues a batch the same way and returns without
+waiting for it: for a row that announces no effect of its own (the turn the host
+already started, a call's end), since the writer keeps the order of its requests,
+every commit made after it, and so every effect announced after it, comes only once
+it is durable. A crash before that leaves what a crash before its commit left.
 """
 
 from __future__ import annotations
@@ -57,10 +63,13 @@ class _Commit:
     hot path, where every row pays for one wait and one wake.
     """
 
-    __slots__ = ("_waiter", "answered", "at", "bodies", "closed", "error", "first_seq")
+    __slots__ = ("_waiter", "answered", "at", "behind", "bodies", "closed", "error", "first_seq")
 
-    def __init__(self, bodies: list[bytes]) -> None:
+    def __init__(self, bodies: list[bytes], behind: Sequence[RowModel] | None = None) -> None:
         self.bodies = bodies
+        self.behind = behind
+        """The rows of a commit nobody waits for (`commit_behind`), for the writer's
+        `after_commit`; None for an awaited commit."""
         self.first_seq = 0
         self.at = ""
         self.error: OSError | None = None
@@ -101,6 +110,11 @@ class JournalWriter:
         self.path = path
         self._send = send
         self._after_commit = after_commit
+        self.broken: OSError | None = None
+        """The error of a group that held a commit nobody waited for: no row is
+        written after such rows, so every later commit fails with it."""
+        self.told = False
+        """Whether a commit raised `broken` (else the writer's close raises it)."""
 
     async def commit(self, rows: Sequence[RowModel], *, stamped: bool = True) -> list[RowModel]:
         """Append `rows` as one batch and return once they are durable.
@@ -124,23 +138,12 @@ class JournalWriter:
         if not rows:
             return []
         request = _Commit([encode_body(row) for row in rows])
-        try:
-            try:
-                self._send.send_nowait(request)
-            except trio.WouldBlock:
-                await self._send.send(request)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            # The writer is gone; if that is because this task's scope is
-            # cancelled too, say so rather than "closed".
-            await trio.lowlevel.checkpoint_if_cancelled()
-            raise self._closed_error() from None
+        await self._queue(request)
         await request.wait()
         if request.error is not None:
             err = request.error
-            raise JournalWriteError(
-                f"could not write the journal {self.path}: {err.strerror or err}; "
-                "free disk space or fix the disk, then resume the run"
-            ) from err
+            self.told = self.told or err is self.broken
+            raise self.write_error(err) from err
         if request.closed:
             raise self._closed_error()
         first, at = request.first_seq, request.at
@@ -152,6 +155,56 @@ class JournalWriter:
         if self._after_commit is not None:
             self._after_commit(committed if stamped else rows)
         return committed
+
+    async def commit_behind(self, rows: Sequence[RowModel]) -> None:
+        """Queue `rows` as one batch of the writer's next group and return without
+        waiting for them to be durable (no schedule point unless the queue is
+        full). The writer keeps its requests' order, so every commit made after
+        this one returns only once these rows are durable too: for rows that
+        announce no effect of their own. `after_commit` sees them once durable,
+        in the writer's task.
+
+        Should their group fail, the journal takes no row after them: every
+        later commit fails with the error (the run stops, `crw.actors.faults`), and
+        so does the writer's close when no commit came after them.
+
+        Raises:
+            JournalClosedError: the writer is closed.
+            ValueError, TypeError: a row cannot be encoded (`encode_body`).
+        """
+        if rows:
+            hook = list(rows) if self._after_commit is not None else ()
+            await self._queue(_Commit([encode_body(row) for row in rows], hook))
+
+    async def _queue(self, request: _Commit) -> None:
+        try:
+            try:
+                self._send.send_nowait(request)
+            except trio.WouldBlock:
+                await self._send.send(request)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            # The writer is gone; if that is because this task's scope is
+            # cancelled too, say so rather than "closed".
+            await trio.lowlevel.checkpoint_if_cancelled()
+            raise self._closed_error() from None
+
+    def write_error(self, err: OSError) -> JournalWriteError:
+        """The one-line error of a group that could not be written."""
+        return JournalWriteError(
+            f"could not write the journal {self.path}: {err.strerror or err}; "
+            "free disk space or fix the disk, then resume the run"
+        )
+
+    def _written(self, group: list[_Commit]) -> None:
+        """`group` was written (or failed): show the unawaited rows to `after_commit`,
+        or break the writer when they are lost."""
+        for request in group:
+            if request.behind is None:
+                continue
+            if request.error is not None:
+                self.broken = self.broken or request.error
+            elif self._after_commit is not None:
+                self._after_commit(request.behind)
 
     def _closed_error(self) -> JournalClosedError:
         return JournalClosedError(
@@ -212,16 +265,19 @@ async def open_journal_writer(
         ) from err
     send, receive = trio.open_memory_channel[_Commit](QUEUE_BOUND)
     lease = _Lease(trio.current_time())
+    writer = JournalWriter(path, send, after_commit)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_run_writer, journal, receive, clock, sync_in_thread, lease)
+            nursery.start_soon(_run_writer, writer, journal, receive, clock, sync_in_thread, lease)
             if journal.lease is not None:
                 nursery.start_soon(_keep_lease, journal, journal.lease, lease, path)
             try:
                 with send:
-                    yield JournalWriter(path, send, after_commit)
+                    yield writer
             finally:
                 lease.scope.cancel()  # the pending commits still renew it
+        if writer.broken is not None and not writer.told:  # rows nobody waited for are lost
+            raise writer.write_error(writer.broken) from writer.broken
     finally:
         journal.close()
 
@@ -264,6 +320,7 @@ async def _keep_lease(journal: JournalAppender, seconds: float, lease: _Lease, p
 
 
 async def _run_writer(
+    writer: JournalWriter,
     journal: JournalAppender,
     receive: trio.MemoryReceiveChannel[_Commit],
     clock: WallClock,
@@ -293,8 +350,14 @@ async def _run_writer(
                         break
                 # An append that waits on the network never blocks the loop.
                 started = trio.current_time()
+                if writer.broken is not None:  # rows nobody waited for were lost
+                    for request in group:
+                        request.error = writer.broken
+                        request.answer()
+                    continue
                 if await _write_group(journal, group, clock, in_thread or journal.blocking):
                     lease.renewed(started)  # its transaction renewed the lease
+                writer._written(group)
         finally:
             while True:
                 try:

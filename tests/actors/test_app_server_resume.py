@@ -3,8 +3,9 @@
 One simulated host lives through the whole test (a shared app-server outlives
 the run process); each run process is its own connection, host reader and
 journal writer over the one journal. A process is killed right after a chosen
-row is durable: the journal's after_commit raises in the committing task, so the
-process does nothing after that row, as `CRW_CRASH_AFTER` kills a real one. The
+row is durable: the journal's after_commit raises in the committing task (in the
+writer's, for a row committed behind), so the process does nothing after that
+row, as `CRW_CRASH_AFTER` kills a real one. The
 MockClock drives the host's turns and the run alike.
 """
 
@@ -85,27 +86,31 @@ class Host:
     async def process(self, kill: Any = None) -> str | None:
         """One run process over the journal; its state as it leaves, None if killed."""
         rows = self.rows()
-        async with (
-            open_client(await connect_in_memory(self.sim), follows=FOLLOWED_APP_SERVER) as client,
-            open_host_reader(
-                client, Settings(host_poll_interval=30.0), follows=FOLLOWED_APP_SERVER
-            ) as reader,
-            open_journal_writer(self.journal, clock=fixed_clock(), after_commit=kill) as journal,
-        ):
-            ctx = CallContext(
-                journal=journal,
-                reader=reader,
-                workflow=self.workflow,
-                run_dir=self.run_dir,
-                tmpdir=TMPDIR,
-                pairs=self.pairs or RoleTable.undecided().roles,
-            )
-            state: str | None = None
-            try:
+        state: str | None = None
+        try:  # a row committed behind is seen durable by the writer's task: it raises there
+            async with (
+                open_client(
+                    await connect_in_memory(self.sim), follows=FOLLOWED_APP_SERVER
+                ) as client,
+                open_host_reader(
+                    client, Settings(host_poll_interval=30.0), follows=FOLLOWED_APP_SERVER
+                ) as reader,
+                open_journal_writer(
+                    self.journal, clock=fixed_clock(), after_commit=kill
+                ) as journal,
+            ):
+                ctx = CallContext(
+                    journal=journal,
+                    reader=reader,
+                    workflow=self.workflow,
+                    run_dir=self.run_dir,
+                    tmpdir=TMPDIR,
+                    pairs=self.pairs or RoleTable.undecided().roles,
+                )
                 state = await run_app_server_calls(ctx, 1, replayed(rows), rows)
-            except* Killed:
-                pass
-            return state
+        except* Killed:
+            state = None
+        return state
 
     def thread(self, call: str) -> Thread:
         started = [r for r in self.rows() if r["row"] == "thread_started" and r["call"] == call]

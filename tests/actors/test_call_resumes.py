@@ -2,8 +2,9 @@
 largest single part of an App Server call's CPU, so each resume a call does not
 need is kept out, and this bound is red when one is added back.
 
-An App Server call needs 8 resumes of its own task: its start, 4 commits' replies
-(rows 5 in 4 commits) and 3 host replies (thread/start, turn/start, thread/read).
+An App Server call needs 6 resumes of its own task: its start, 2 commits' replies
+(its 5 rows in 4 commits, turn_started and its end committed behind: nothing waits
+for them) and 3 host replies (thread/start, turn/start, thread/read).
 Besides those, the journal writer's group (its wake and its sync's thread hop, 2
 resumes, and the one of Trio's thread-result task) is shared by the commits that
 arrive together. (The gate takes an end that came while it ran without a wait of
@@ -30,10 +31,11 @@ from tests.actors.test_app_server_run import harness, kinds
 
 CALLS = 40
 POOL = 8
-OWN = 21.5
-"""A call's own task's resumes, at most: its start, 4 commit replies and 3 host
+OWN = 19.5
+"""A call's own task's resumes, at most: its start, 2 commit replies and 3 host
 replies, and here the in-memory connection's, whose every send to the simulated
-host yields (21.1-21.2 measured)."""
+host yields (19.1-19.2 measured; 21.1-21.2 when the call waited for turn_started
+and its end)."""
 GROUP = 2
 """The writer's resumes a group (a write and its sync), at most: its wake and its
 sync's one thread hop; 3-4 with the requests taken through the channel's wait and

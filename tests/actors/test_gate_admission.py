@@ -98,3 +98,37 @@ async def test_resumed_gate_never_runs_a_node_whose_need_stopped(tmp_path: Path)
     state, ran, rows = await run(tmp_path, workflow, results, finished)
     assert state == "ended" and ran == []
     assert rows[-1]["status"] == "failed" and rows[-1]["state"]["n6"] == "unrun"
+
+
+async def test_the_gate_keeps_only_the_results_a_waiting_node_will_read(tmp_path: Path) -> None:
+    """spec: GEN-5 (each call costs the same however many the run holds): a run
+    holds the results its waiting nodes will read, not one for each call it ran
+    (a 100,000-call run kept ~25 MB of results no node needed). Independent nodes
+    keep none; a chain the one its next node reads, until that node is admitted;
+    a resumed run drops the replayed results nothing waiting reads."""
+    for workflow, at_most in ((independent(2000), 0), (chain(500), 1)):
+        results: dict[str, Any] = {}
+        held = await _held_at_each_call(tmp_path, workflow, results)
+        assert len(held) == len(workflow.nodes)
+        assert max(held) <= at_most and results == {}, (max(held), len(results))
+    resumed = {f"n{i}": {"n": f"n{i}"} for i in range(500)}
+    state, ran, _ = await run(tmp_path, chain(1000), resumed, dict.fromkeys(resumed, "completed"))
+    assert state == "ended" and ran[0] == "n500.1" and resumed == {}
+
+
+async def _held_at_each_call(
+    tmp_path: Path, workflow: Workflow, results: dict[str, Any]
+) -> list[int]:
+    """Run the gate over `workflow` with calls that complete at once: how many
+    results it held as each call began."""
+    held: list[int] = []
+
+    async def run_call(node: Node, call: str, needs: Mapping[str, Any]) -> CallEnd:
+        assert set(needs) == set(node.needs)
+        held.append(len(results))
+        return CallEnd(Completed(call=call, result={"n": node.id}))
+
+    async with open_journal_writer(tmp_path / "held.jsonl", clock=fixed_clock()) as journal:
+        state = await run_gate(journal, workflow, 8, results, {}, run_call, RunSpent())
+    assert state == "ended"
+    return held

@@ -7,12 +7,13 @@ import logging
 import os
 import random
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from trio.testing import assert_no_checkpoints
 
 from crw.actors.journal_writer import (
     JournalClosedError,
@@ -335,6 +336,53 @@ async def test_failed_fsync_fails_its_group_and_leaves_no_rows_behind(
         (row,) = await journal.commit(_rows(1, 0, 1))
     assert row.seq == 1
     assert [r["committer"] for r in read_journal(path).rows] == [1]
+
+
+async def test_a_commit_behind_returns_at_once_and_is_durable_before_any_later_commit(
+    tmp_path: Path,
+) -> None:
+    """spec: HARV-35 (rows committed behind are durable before a later commit
+    returns): an App Server call does not wait for turn_started nor for its end, and
+    the rows after them, an interrupt's row among them, come only after them."""
+    path = tmp_path / "journal.jsonl"
+    seen: list[list[Any]] = []
+
+    def hook(rows: Sequence[RowModel]) -> None:
+        seen.append([(row.model_extra or {})["committer"] for row in rows])
+
+    async with open_journal_writer(path, after_commit=hook) as journal:
+        with assert_no_checkpoints():  # no wait of any kind: not durable yet
+            await journal.commit_behind(_rows(0, 0, 2))
+            await journal.commit_behind(_rows(1, 0, 1))
+        assert read_journal(path).rows == []
+        (row,) = await journal.commit(_rows(2, 0, 1))
+        assert [r["committer"] for r in read_journal(path).rows] == [0, 0, 1, 2]
+        assert row.seq == 4
+    assert seen == [[0, 0], [1], [2]]  # behind ones by the writer, once durable
+
+
+async def test_a_lost_commit_behind_fails_every_later_commit_and_the_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows nobody waited for that could not be written: no row is written after
+    them (the call that queued them would go on as if they were), every later
+    commit fails as the lost group did, and so does the writer's close when no
+    commit was made after them (the run stops: journal_unwritable)."""
+    path = tmp_path / "journal.jsonl"
+    async with open_journal_writer(path) as journal:
+        await journal.commit(_rows(0, 0, 1))
+        _fail_journal_writes(monkeypatch, 1, partial=False)
+        await journal.commit_behind(_rows(1, 0, 1))
+        for committer in (2, 3):
+            with pytest.raises(JournalWriteError) as caught:
+                await journal.commit(_rows(committer, 0, 1))
+            assert caught.value.__cause__.errno == errno.ENOSPC  # type: ignore[union-attr]
+    assert [r["committer"] for r in read_journal(path).rows] == [0]
+    _fail_journal_writes(monkeypatch, 1, partial=False)
+    with pytest.raises(JournalWriteError, match="No space left"):
+        async with open_journal_writer(path) as journal:
+            await journal.commit_behind(_rows(4, 0, 1))
+    assert [r["committer"] for r in read_journal(path).rows] == [0]
 
 
 async def test_writer_that_cannot_cut_back_refuses_every_later_commit(

@@ -103,11 +103,16 @@ class Admission:
         self._graph = workflow.graph()
         self._missing: dict[str, int] = {}
         self._ready: list[int] = []
+        self._needers: dict[str, int] = {}
+        """For each node a node waiting to run needs: how many such nodes do."""
         for node in self._graph.order:
             if node.id in done or node.id in taken:
                 continue
             needs = node.needs
-            missing = sum(1 for need in needs if need not in done) if needs else 0
+            missing = 0
+            for need in needs:
+                self._needers[need] = self._needers.get(need, 0) + 1
+                missing += need not in done
             self._missing[node.id] = missing
             if missing == 0:
                 self._ready.append(self._graph.position[node.id])
@@ -120,9 +125,20 @@ class Admission:
         while self._ready and len(admitted) < free:
             node = self._graph.order[heapq.heappop(self._ready)]
             del self._missing[node.id]
+            for need in node.needs:  # it takes its needs' results as it is admitted
+                left = self._needers[need] - 1
+                if left:
+                    self._needers[need] = left
+                else:
+                    del self._needers[need]
             admitted.append(node)
             self.steps += 1
         return admitted
+
+    def needed(self, node_id: str) -> bool:
+        """Whether a node waiting to run needs `node_id`: its result is kept until
+        the last such node is admitted (a run keeps no result nothing will read)."""
+        return node_id in self._needers
 
     def completed(self, node_id: str) -> None:
         """`node_id`'s call completed: a node waiting on it as its last need is ready."""
@@ -202,9 +218,15 @@ def taken(
     return results, finished
 
 
-def ended_row(workflow: Workflow, results: Mapping[str, Any], finished: Mapping[str, str]) -> Ended:
+def all_completed(workflow: Workflow, finished: Mapping[str, str]) -> bool:
+    """Whether every node of `workflow` ended completed (`finished`: each ended
+    node's end)."""
+    return all(finished.get(node.id) == "completed" for node in workflow.nodes)
+
+
+def ended_row(workflow: Workflow, finished: Mapping[str, str]) -> Ended:
     """The run's ended row once nothing more can run: completed when every node
     completed, else failed; each node's end (`unrun` for a node that never ran)."""
-    status = "completed" if len(results) == len(workflow.nodes) else "failed"
+    status = "completed" if all_completed(workflow, finished) else "failed"
     state = {node.id: finished.get(node.id, "unrun") for node in workflow.nodes}
     return Ended(status=status, state=state)

@@ -269,8 +269,8 @@ def _ended(walk: _Walk, row: Row, line: int) -> list[Point]:
     if walk.cancelled:
         return []
     walk.count("ended")
-    results, finished = _taken(walk)
-    want = gate.ended_row(walk.workflow, results, finished)
+    _, finished = _taken(walk)
+    want = gate.ended_row(walk.workflow, finished)
     return [
         _at(row, line, "ended", f"{key} {_text(row.get(key))}", f"{key} {_text(value)}")
         for key, value in (("status", want.status), ("state", want.state))
