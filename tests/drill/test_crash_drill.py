@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 import pytest
 import trio
 
+from crw.bus import steps as bus
 from crw.engine.run.locks import held_process_tokens, run_is_live
 from crw.engine.run.rundir import RunDir
 from crw.engine.steps.bind import turn_marker
@@ -50,11 +51,12 @@ from crw.host.connect import connect_host
 from crw.host.sim.behaviour import marker_of
 from crw.host.transport import HostUnavailable
 from crw.host.uri import parse_host_uri
-from crw.journal.stores import read_run_journal
 from tests import zygote
 from tests.actors.test_app_server_run import CHAIN
 from tests.cli.conftest import REPO, Crw
 from tests.deadlines import LOADED
+from tests.drill.journal_tail import JournalTail
+from tests.drill.references import undisturbed
 from tests.processes import reap_naming
 
 CALL = "build.1"
@@ -83,11 +85,12 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def wait_until(what: str, done: Any, timeout: float = DEADLINE) -> None:
+def wait_until(what: str, done: Any, timeout: float = DEADLINE, every: float = 0.02) -> None:
+    """Call `done` every `every` seconds until it is true (`timeout`: a hang guard)."""
     deadline = time.monotonic() + timeout
     while not done():
         assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.02)
+        time.sleep(every)
 
 
 def kill(pid: int) -> None:
@@ -177,6 +180,8 @@ class Drill:
     run_deadline: float = RUN_DEADLINE
     v2: bool = False
     """The owner has multi-agent v2's tools and the run speaks v2."""
+    tail: JournalTail | None = field(default=None, init=False, repr=False)
+    """The run's rows, read on as they come (tests/drill/journal_tail.py)."""
 
     def __post_init__(self) -> None:
         self.socket = self.root / "h.sock"
@@ -230,7 +235,11 @@ class Drill:
 
     def rows(self) -> list[dict[str, Any]]:
         assert self.run is not None
-        return read_run_journal(self.run.journal).rows
+        if self.tail is None or self.tail.journal != self.run.journal:
+            if self.tail is not None:
+                self.tail.close()
+            self.tail = JournalTail(self.run.journal)
+        return self.tail.rows()
 
     def finish(self) -> list[dict[str, Any]]:
         """Wait for the owner to see the run end; the run's rows."""
@@ -262,6 +271,8 @@ class Drill:
         for pid in {*self.crw.pids, *run_pids}:
             kill(pid)
         reap_naming(self.root)
+        if self.tail is not None:
+            self.tail.close()
 
     def take_run_lock_once_released(self, timeout: float = DEADLINE) -> int:
         """Hold the run lock from the moment the run process lets it go (it died,
@@ -327,21 +338,21 @@ pytestmark = pytest.mark.xdist_group("test_crash_drill")
 """One xdist worker runs the whole module: its tests share the module's costly set-up."""
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The results of the uninterrupted run of the same workflow."""
-    root = tmp_path_factory.mktemp("reference")
-    (root / "tmp").mkdir()
-    ran = Drill(root, Crw(root / "state", root / "tmp"))
-    try:
-        ran.serve()
+def _uninterrupted(root: Path) -> dict[str, Any]:
+    with served(drill_at(Drill, root)) as ran:
         ran.start(crash_after=None)
         rows = ran.finish()
-    finally:
-        ran.reap()
     assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
     assert set(results(rows)) == {"explore.1", "build.1", "review.1"}
     return results(rows)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The results of the uninterrupted run of the same workflow (on the journal
+    file), made once a session for every module that compares with it (the crash
+    drill, the torn-step drill, the crash drill on PostgreSQL: tests/drill/references.py)."""
+    return dict(undisturbed("crash", _uninterrupted, tmp_path_factory))
 
 
 KILL_POINTS = [  # prepared is committed with the first step_published: one point
@@ -393,11 +404,35 @@ def killed_and_resumed(
     return rows
 
 
+def assert_packets_whole(drill: Drill, rows: list[dict[str, Any]]) -> None:
+    """Every step's packet is whole as its step_published row names it, and the
+    owner spawned each subagent on a packet that was whole (it reads the packet
+    before it spawns: `took`, `packet_digest` in its log)."""
+    run = drill.run
+    assert run is not None
+    digests = {r["marker"]: r.get("packet_digest") for r in rows if r["row"] == "step_published"}
+    for row in rows:
+        if row["row"] == "step_published" and row.get("packet"):
+            call, k, attempt = row["call"], row["k"], row["attempt"]
+            whole = bus.packet_whole(run, call, k, attempt, row["packet_digest"])
+            assert whole, f"the packet of {row['marker']} is not whole"
+    log = drill.control / "owner.jsonl"
+    took = [json.loads(line) for line in log.read_text().splitlines() if '"took"' in line]
+    assert took, "the owner spawned nothing"
+    spawned_on = {t["took"]: t["packet_digest"] for t in took}
+    bad = {m: d for m, d in spawned_on.items() if d != digests.get(m)}
+    assert bad == {}, f"subagents spawned on a packet that was not whole: {bad}"
+
+
 @pytest.mark.parametrize("crash_after", KILL_POINTS)
 def test_a_run_killed_at_any_row_resumes_to_the_same_outcome(
     drill: Drill, reference: dict[str, Any], crash_after: str
 ) -> None:
-    """spec: ATT-16, ATT-17, ATT-19, ATT-20, ATT-21, ATT-26, ATT-27, HARV-21, HARV-23"""
+    """Every subagent the run bound is closed, the build's after its terminal row
+    too (`completed`). The kill at `step_published` is also the torn-step drill's
+    case of a power loss that left neither file (tests/drill/test_torn_step_drill.py):
+    every packet whole, no subagent spawned on a torn one. spec: ATT-16, ATT-17,
+    ATT-19, ATT-20, ATT-21, ATT-26, ATT-27, HARV-21, HARV-23, HARV-56, STEP-21"""
     rows = killed_and_resumed(drill, crash_after)
     assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
     assert results(rows) == reference
@@ -407,6 +442,9 @@ def test_a_run_killed_at_any_row_resumes_to_the_same_outcome(
     assert turns[f"{CALL}/t1-a1"] == 1 and turns[f"{CALL}/t2-a1"] == 1
     open_agents = {agent: s for agent, s in status.items() if s != "notLoaded"}
     assert open_agents == {}, f"subagents never closed (HARV-56): {open_agents}"
+    bound = {r["thread_id"] for r in rows if r["row"] == "thread_started"}
+    assert bound and bound <= set(status), f"bound subagents not on the host: {bound - set(status)}"
+    assert_packets_whole(drill, rows)
 
 
 @dataclass
@@ -431,12 +469,3 @@ def test_on_multi_agent_v2_a_run_killed_at_any_row_resumes_to_the_same_outcome(
     twice = {marker: n for marker, n in turns.items() if n > 1}
     assert twice == {}, f"turns started twice for one marker: {twice}"
     assert turns[f"{CALL}/t1-a1"] == 1 and turns[f"{CALL}/t2-a1"] == 1
-
-
-def test_a_call_killed_after_its_terminal_row_still_closes_its_subagent(drill: Drill) -> None:
-    """spec: HARV-56"""
-    rows = killed_and_resumed(drill, f"completed@{CALL}")
-    assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
-    _, status = drill.subagent_turns()
-    build = next(r["thread_id"] for r in rows if r["row"] == "thread_started" and r["call"] == CALL)
-    assert status[build] == "notLoaded", f"{CALL}'s subagent {build} is {status[build]}"

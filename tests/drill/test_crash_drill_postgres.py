@@ -1,6 +1,16 @@
 """The crash drill on a run whose journal is in PostgreSQL (tests/postgres.py's
 throwaway cluster): killed right after each kill point's row is durable, resumed,
-the same outcome as the file journal's uninterrupted run, no turn run twice."""
+the same outcome as the file journal's uninterrupted run, no turn run twice.
+
+One kill point a row kind (ON_POSTGRES): `step_published`, `turn_started` and
+`completed`. The repair turn's `step_published#2` and `turn_started#2` die right
+after rows of the same kinds, committed the same way (a group commit, the run
+then taken again by the resumed process's writer): on the database they would
+prove the same commits again, as the kill drills on PostgreSQL say of theirs
+(docs/drills.md). What a resumed process does with a repair turn's rows is the
+same whichever store read them to it (the store keeps the file's lines byte for
+byte): the file drill plays both.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +32,10 @@ pytestmark = pytest.mark.xdist_group("test_crash_drill_postgres")
 """One xdist worker runs the whole module: its tests share the reference run and the cluster."""
 
 
-@pytest.mark.parametrize("crash_after", KILL_POINTS)
+ON_POSTGRES = [point for point in KILL_POINTS if "#" not in str(point.id)]
+
+
+@pytest.mark.parametrize("crash_after", ON_POSTGRES)
 def test_a_run_on_postgres_killed_at_any_row_resumes_to_the_same_outcome(
     drill: Drill, reference: dict[str, Any], crash_after: str, postgres_url: str
 ) -> None:

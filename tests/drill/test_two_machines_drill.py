@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,9 @@ class Machines:
         return PostgresJournal(self.url, self.a.run.id, self.a.run.journal)
 
     def rows(self) -> list[dict[str, Any]]:
-        return self.journal().read().rows
+        """The run's rows in the database, over a's drill's one kept connection
+        (`JournalTail`): the drill's waits poll them."""
+        return self.a.rows()
 
     def lease(self) -> Lease:
         assert self.a.run is not None
@@ -122,9 +125,19 @@ def _refused_while_live(machines: Machines) -> None:
     assert not RunDir.of(machines.b.state, machines.a.run.id).root.exists()
 
 
+def _lease_lapsed(machines: Machines) -> None:
+    """Wait until a's lease lapsed: each look sleeps until the end the lease names
+    (a second at most: a live writer renews it), not a poll every few ms (each
+    look is a connection to the database)."""
+    deadline = time.monotonic() + LOADED
+    while (lease := machines.lease()).live:
+        assert time.monotonic() < deadline, "timed out waiting until a's lease lapses"
+        time.sleep(min(max(lease.left, 0.02), 1.0))
+
+
 def _taken_by_b(machines: Machines) -> int:
     """Wait until a's lease lapsed (a renews it no more), resume on b: b's run process."""
-    wait_until("a's lease lapses", lambda: not machines.lease().live, LOADED)
+    _lease_lapsed(machines)
     resumed = machines.resume_on_b()
     assert resumed.code == 0, resumed.stderr
     pid = resumed.json()["pid"]

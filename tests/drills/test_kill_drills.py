@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from crw.engine.run.locks import run_is_live
+from tests.drill.references import undisturbed
 from tests.drill.test_crash_drill import (
     DEADLINE,
     WORKFLOW,
@@ -158,18 +159,35 @@ pytestmark = pytest.mark.xdist_group("test_kill_drills")
 """One xdist worker runs the whole module: its tests share the module's costly set-up."""
 
 
-@pytest.fixture(scope="module")
-def references(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, dict[str, Any]]:
-    """The results of each workflow (plain, reviewed) run undisturbed."""
-    found: dict[bool, dict[str, Any]] = {}
-    for reviewed in (False, True):
-        with served(drill_at(KillDrill, tmp_path_factory.mktemp("reference"))) as ran:
+def _undisturbed(reviewed: bool) -> Callable[[Path], dict[str, Any]]:
+    def make(root: Path) -> dict[str, Any]:
+        with served(drill_at(KillDrill, root)) as ran:
             ran.script(None, reviewed)
             ran.start(crash_after=None)
             rows = ran.finish()
         assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
-        found[reviewed] = results(rows)
-    return found
+        return results(rows)
+
+    return make
+
+
+@dataclass
+class References:
+    """The results of each workflow run undisturbed, `[reviewed]`: each made when a
+    drill first asks for it, once a session (tests/drill/references.py), so a
+    module whose drills are all on the plain workflow never runs the reviewed one."""
+
+    tmp_path_factory: pytest.TempPathFactory
+
+    def __getitem__(self, reviewed: bool) -> dict[str, Any]:
+        key = "kill-reviewed" if reviewed else "kill-plain"
+        return dict(undisturbed(key, _undisturbed(reviewed), self.tmp_path_factory))
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory: pytest.TempPathFactory) -> References:
+    """The results of each workflow (plain, reviewed) run undisturbed."""
+    return References(tmp_path_factory)
 
 
 def kinds(rows: list[dict[str, Any]], call: str) -> list[str]:
@@ -249,8 +267,10 @@ def stop(drill: KillDrill, case: Case) -> dict[str, Any] | None:
         wait_until("the resumed process leaves", lambda: not run_is_live(drill.run))
         return None
     if case.point == "answered":
-        wait_until(
-            "the host answers the turn", lambda: "active" not in drill.subagent_turns()[1].values()
+        wait_until(  # each look reads every subagent on the host: 5 a second, not 50
+            "the host answers the turn",
+            lambda: "active" not in drill.subagent_turns()[1].values(),
+            every=0.2,
         )
     else:
         at_point(drill, case)
@@ -275,7 +295,7 @@ def go_on(drill: KillDrill, case: Case) -> list[dict[str, Any]]:
 def test_a_run_killed_as_it_stops_a_call_ends_as_the_undisturbed_run(
     drill: KillDrill,
     fresh: Callable[[str], KillDrill],
-    references: dict[bool, dict[str, Any]],
+    references: References,
     case: Case,
     multi_agent: str,
     found: dict[str, Any],

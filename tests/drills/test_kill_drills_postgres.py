@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.drills.test_kill_drills import CASES, Case, KillDrill
+from tests.drills.test_kill_drills import CASES, Case, KillDrill, References
 from tests.drills.test_kill_drills import drill as drill  # the fixture: a served sim host
 from tests.drills.test_kill_drills import fresh as fresh  # the fixture: another drill
 from tests.drills.test_kill_drills import references as references  # the undisturbed runs'
@@ -50,7 +50,7 @@ ON_POSTGRES = [
 def test_a_run_on_postgres_killed_as_it_stops_a_call_ends_as_the_undisturbed_run(
     drill: KillDrill,
     fresh: Callable[[str], KillDrill],
-    references: dict[bool, dict[str, Any]],
+    references: References,
     case: Case,
     found: dict[str, Any],
     postgres_url: str,

@@ -37,6 +37,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,7 @@ from crw.engine.run.locks import is_launching, run_is_live
 from crw.engine.run.rundir import RunDir
 from crw.journal.replay import replay
 from tests.deadlines import LOADED
+from tests.drill.changes import RunChanges
 from tests.drill.owner import V2_METHODS
 from tests.drill.test_crash_drill import Drill, alive, drill_at, kill, served, wait_until
 
@@ -159,13 +161,19 @@ class Race(Drill):
 
     def turn_runs(self, after: int) -> dict[str, Any]:
         """Play the owner until a turn of the call starts after row `after`; the
-        started row of the process that runs it."""
-
-        def runs() -> bool:
+        started row of the process that runs it. It looks again when a file of the
+        run changed (a step, a row), not every few ms."""
+        assert self.run is not None
+        changes = RunChanges([self.run.root])
+        deadline = time.monotonic() + LOADED
+        try:
             self.own()
-            return any(r["row"] == "turn_started" for r in self.rows()[after:])
-
-        wait_until(f"a turn of {CALL} runs", runs)
+            while not any(r["row"] == "turn_started" for r in self.rows()[after:]):
+                assert time.monotonic() < deadline, f"timed out waiting until a turn of {CALL} runs"
+                changes.wait(0.5)
+                self.own()
+        finally:
+            changes.close()
         started: dict[str, Any] = [r for r in self.rows() if r["row"] == "started"][-1]
         return started
 

@@ -26,6 +26,7 @@ import pytest
 from crw.engine.run.rundir import RunDir
 from crw.engine.steps.task_name import task_name
 from crw.journal.log import read_journal
+from tests.drill.changes import RunChanges
 from tests.drill.owner import V2_METHODS
 from tests.drill.test_crash_drill import Drill, drill_at, kill, served
 
@@ -140,12 +141,24 @@ def play(drill: SharedOwner) -> None:
     """The owner: once both runs show their first step, take run-b's, report its
     subagent to run-a as run-a's step (refused, exit 1), then take every step of
     both runs, run-b's first each pass, until both ended. Once run-a has gone past
-    explore.1, the same report comes again, late: refused, exit 1, not close."""
+    explore.1, the same report comes again, late: refused, exit 1, not close.
+    A pass that took nothing new waits until a file of either run changes (a row,
+    a step) before it asks `next` again: a step taken stays in next's answer until
+    its run binds it, and asking again meanwhile only starts processes."""
+    changes = RunChanges([run.root for run in drill.runs])
+    try:
+        _play(drill, changes)
+    finally:
+        changes.close()
+
+
+def _play(drill: SharedOwner, changes: RunChanges) -> None:
     run_a, run_b = drill.runs
     deadline = time.monotonic() + RUN_DEADLINE
     views = {run.id: drill.next(run) for run in drill.runs}
     while not all(views[run.id]["steps"] for run in drill.runs):
         assert time.monotonic() < deadline, f"no first steps: {views}"
+        changes.wait(1.0)
         views = {run.id: drill.next(run) for run in drill.runs}
     (first_b,) = views[run_b.id]["steps"]
     taken = {(run_b.id, first_b["call"], first_b["k"], first_b["attempt"])}
@@ -159,6 +172,7 @@ def play(drill: SharedOwner) -> None:
     late = False
     while len(ended) < 2:
         assert time.monotonic() < deadline, f"the runs did not end: {ended}"
+        took = False
         for run in (run_b, run_a):
             view = views.get(run.id) or drill.next(run)
             if view["state"] == "ended":
@@ -178,7 +192,10 @@ def play(drill: SharedOwner) -> None:
                 if key not in taken:
                     taken.add(key)
                     drill.take(run, step)
+                    took = True
         views = {}
+        if not took and len(ended) < 2:
+            changes.wait(1.0)
     assert late, "the owner never saw run-a past explore.1"
 
 
