@@ -31,11 +31,12 @@ from tests.actors.test_app_server_run import harness, kinds
 
 CALLS = 40
 POOL = 8
-OWN = 19.5
+OWN = 20.3
 """A call's own task's resumes, at most: its start, 2 commit replies and 3 host
 replies, and here the in-memory connection's, whose every send to the simulated
-host yields (19.1-19.2 measured; 21.1-21.2 when the call waited for turn_started
-and its end)."""
+host yields (19.1-19.2 measured, 19.55 once in CI: the sync's thread hop lands
+before or after a step as the machine allows; 21.1-21.2 when the call waited for
+turn_started and its end, which this bound still refuses)."""
 GROUP = 2
 """The writer's resumes a group (a write and its sync), at most: its wake and its
 sync's one thread hop; 3-4 with the requests taken through the channel's wait and
