@@ -41,7 +41,7 @@ from typing import Any
 
 from crw.host.mock_replies import FunctionCall, ModelRequest, Reply, calls, text
 from tests.codex_owner.fill import fill, values_of
-from tests.codex_owner.policy import NAMESPACE, OWNER_USAGE, exec_call, shell_json
+from tests.codex_owner.policy import NAMESPACE, OWNER_USAGE, call_outputs, exec_call, shell_json
 
 ENDS_TURN = frozenset({"ended", "paused", "waiting_decision"})
 COMMAND = re.compile(r"^(?:.*?: )?(crw \S.*)$", re.MULTILINE)
@@ -71,11 +71,7 @@ def conversation(body: dict[str, Any]) -> list[Item]:
     """The owner's conversation, oldest first (no environment context or subagent
     notification: neither asks anything)."""
     items = body.get("input") or []
-    outputs = {
-        item["call_id"]: str(item.get("output"))
-        for item in items
-        if item.get("type") == "function_call_output"
-    }
+    outputs = call_outputs(items)
     found: list[Item] = []
     for item in items:
         if item.get("type") == "function_call":

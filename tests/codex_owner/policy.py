@@ -324,3 +324,12 @@ class Policies:
         if is_subagent(request.body):
             return self.subagent(request)
         return self.owner(request)
+
+
+def call_outputs(items: list[dict[str, Any]]) -> dict[str, str]:
+    """The outputs of a request's function calls, by call id."""
+    return {
+        item["call_id"]: str(item.get("output"))
+        for item in items
+        if item.get("type") == "function_call_output"
+    }

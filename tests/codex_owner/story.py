@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from crw.host.mock_replies import ModelRequest, Reply
-from tests.codex_owner.policy import is_subagent, shell_json
+from tests.codex_owner.policy import call_outputs, is_subagent, shell_json
 
 WIDTH = 160
 """A told line's most characters."""
@@ -28,11 +28,7 @@ def owner_story(requests: list[ModelRequest]) -> list[str]:
     if not mine:
         return []
     items = mine[-1].body.get("input") or []
-    outputs = {
-        item["call_id"]: str(item.get("output"))
-        for item in items
-        if item.get("type") == "function_call_output"
-    }
+    outputs = call_outputs(items)
     told: list[str] = []
     for item in items:
         kind = item.get("type")
