@@ -3,9 +3,10 @@ writes during the wait, or a row that changes the run's state, is answered at
 once, not at the next poll; a wake lost is made good by the poll.
 
 next runs in this process with a clock whose sleep only moves the time on and
-whose wait on the wake's descriptor runs the test's write first, then looks at
+whose wait on the wake's descriptor makes the test's write first, then looks at
 the descriptor for real: an answer that came with no time passed came by the
-wake (a wait without one would have slept a poll's time)."""
+wake (a wait without one would have slept a poll's time). The kernel queues an
+inotify event within the write's own syscall, so the look need not wait."""
 
 from __future__ import annotations
 
@@ -25,14 +26,13 @@ from crw.engine.steps.markers import marker, op
 from tests.cli.conftest import Crw
 from tests.cli.test_next import RUN, _append_rows, _make_run, bind_line
 from tests.cli.test_next_window import FakeClock
-from tests.deadlines import LOADED
 
 
 class WakeClock(FakeClock):
     """A FakeClock whose wait on a descriptor makes the next write of `during`
-    first (one a wait), then looks at the descriptor, up to LOADED seconds for
-    real when `wakes` (no fake time passes when it is readable), and sleeps the
-    wait's seconds when it is not, or when not `wakes` (a wake lost)."""
+    first (one a wait), then looks whether the descriptor is readable when
+    `wakes` (no fake time passes when it is), and sleeps the wait's seconds when
+    it is not, or when not `wakes` (a wake lost)."""
 
     def __init__(self, *, wakes: bool = True) -> None:
         super().__init__()
@@ -50,7 +50,7 @@ class WakeClock(FakeClock):
         if self.wakes:
             poller = select.poll()
             poller.register(fd, select.POLLIN)
-            if poller.poll(int(LOADED * 1000)):
+            if poller.poll(0):
                 return True
         self.sleep(seconds)
         return False
