@@ -11,9 +11,10 @@ What it watches, and why that is enough:
   or close file in its directory, so a file in a directory not watched yet comes
   after the index changed (an append, a compaction or a new holder's index, an
   index abandoned); at that wake the reader watches the directories marked now
-  (`follow`) before it reads the bus again. A call marked before its directory
-  was made (a close step of a call no step was written in) is watched once
-  steps/ shows its directory made;
+  (`follow`), and reads the bus only when one it watches anew holds a file
+  already (an unmark, or a mark whose file is not written yet, is no read). A
+  call marked before its directory was made (a close step of a call no step was
+  written in) is watched once steps/ shows its directory made;
 - the journal's file (`IN_MODIFY`): rows appended, which may change the run's state.
 
 It only shortens a wait, as `crw.bus.dirwatch`'s does: the reader reads the run
@@ -53,11 +54,13 @@ _kept_lock = threading.Lock()
 
 @dataclass(frozen=True)
 class Woke:
-    """What the events taken say: `bus`, a step or close file may have come (or the
-    index changed: `follow`, then read the bus); `journal`, rows were appended.
-    Both when events were lost."""
+    """What the events taken say: `bus`, a step or close file may have come (read
+    the bus); `index`, the holder's index changed (`follow` it: a directory it
+    watches now may hold a file already); `journal`, rows were appended. All
+    three when events were lost."""
 
     bus: bool = False
+    index: bool = False
     journal: bool = False
 
 
@@ -114,13 +117,13 @@ class StepWake:
         """The descriptor: readable when events are pending (then `take` them)."""
         return int(self._inotify.fileno())
 
-    def follow(self) -> bool:
+    def follow(self) -> list[str] | None:
         """Watch the directories of the calls the holder's index marks now, and no
-        others; False when there is no index to trust (every directory may get a
-        step: the caller polls)."""
+        others; the directories watched anew, or None when there is no index to
+        trust (every directory may get a step: the caller polls)."""
         calls = live.live_calls(self._run)
         if calls is None:
-            return False
+            return None
         wanted = set(calls)
         for directory in [d for d in self._dirs if d not in wanted]:
             wd = self._dirs.pop(directory)
@@ -128,6 +131,7 @@ class StepWake:
             with contextlib.suppress(OSError):  # the kernel removed it: its directory went
                 self._inotify.rm_watch(wd)
         self._missing &= wanted
+        new = []
         for directory in wanted:
             if directory in self._dirs:
                 continue
@@ -139,28 +143,37 @@ class StepWake:
             self._missing.discard(directory)
             self._dirs[directory] = wd
             self._calls[wd] = directory
-        return True
+            new.append(directory)
+        return new
+
+    def arrived(self) -> bool | None:
+        """`follow`, then whether a directory it watches anew holds a step or close
+        file already (written before its watch was set); None as `follow`."""
+        new = self.follow()
+        if new is None:
+            return None
+        return any(live.holds_files(directory) for directory in new)
 
     def take(self) -> Woke:
         """The pending events, taken without waiting, and what they say."""
         flags = self._flags
-        bus = journal = False
+        bus = index = journal = False
         for event in self._inotify.read(timeout=0):
             if event.mask & flags.Q_OVERFLOW:
-                return Woke(bus=True, journal=True)
+                return Woke(bus=True, index=True, journal=True)
             if event.wd == self._journal_wd:
                 journal = True
             elif event.wd == self._steps_wd:
                 if event.name.startswith(live.LINK):  # the index, or its link
-                    bus = True
+                    index = True
                 elif event.mask & flags.ISDIR and self._missing:
-                    bus = bus or os.path.join(self._run.steps, event.name) in self._missing
+                    index = index or os.path.join(self._run.steps, event.name) in self._missing
             elif event.wd in self._calls:
                 if event.mask & flags.IGNORED:  # the directory went: its watch with it
                     self._dirs.pop(self._calls.pop(event.wd), None)
                 elif event.name.endswith(".json") and not event.name.startswith("."):
                     bus = True
-        return Woke(bus=bus, journal=journal)
+        return Woke(bus=bus, index=index, journal=journal)
 
     def close(self) -> None:
         """Keep the descriptor, its watches set, for the next `open` of the run in

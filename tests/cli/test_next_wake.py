@@ -190,6 +190,39 @@ def test_a_row_that_leaves_the_state_is_no_read_of_the_bus(
 ) -> None:
     """spec: CMD-NEXT-11. Rows that keep the run running wake the wait, fold the
     journal and wait on: the bus is read at the wait's start and at the poll."""
+    reads = _count_reads(monkeypatch)
+    prepared = {"row": "prepared", "call": "review.1", "node": "review", "role": "reviewer"}
+    clock = WakeClock()
+    clock.during += [lambda: _append_rows(indexed, prepared), lambda: _publish(indexed, "build.1")]
+    answer = _wait(crw, clock, capsys)
+    assert [step["call"] for step in answer["steps"]] == ["build.1"]
+    assert clock.slept == []
+    assert len(reads) == 3  # next's first read, the wait's start, the step's wake
+
+
+def test_an_index_change_that_brings_no_file_is_no_read_of_the_bus(
+    crw: Crw,
+    indexed: RunDir,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """spec: CMD-NEXT-11. The holder unmarks a call whose close step was taken: the
+    index's change wakes the wait, which watches no directory anew and reads
+    nothing; the next step's file is read at its own wake."""
+    reads = _count_reads(monkeypatch)
+    bus.write_close(indexed, "build.1", 1, "agent-a", durable=False)
+    bus.remove_close(indexed, "build.1", 1, "agent-a")  # taken; the call stays marked
+    clock = WakeClock()
+    clock.during += [lambda: live.sweep(indexed), lambda: _publish(indexed, "review.1")]
+    answer = _wait(crw, clock, capsys)
+    assert b"-build.1\n" in (indexed.steps / live.LINK).resolve().read_bytes()
+    assert [step["call"] for step in answer["steps"]] == ["review.1"]
+    assert clock.slept == []
+    assert len(reads) == 3  # next's first read, the wait's start, the step's wake
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets an item at each read of the bus by next."""
     reads: list[int] = []
     read_bus = bus.read_bus
 
@@ -198,10 +231,4 @@ def test_a_row_that_leaves_the_state_is_no_read_of_the_bus(
         return read_bus(run)
 
     monkeypatch.setattr(next_module, "read_bus", counted)
-    prepared = {"row": "prepared", "call": "review.1", "node": "review", "role": "reviewer"}
-    clock = WakeClock()
-    clock.during += [lambda: _append_rows(indexed, prepared), lambda: _publish(indexed, "build.1")]
-    answer = _wait(crw, clock, capsys)
-    assert [step["call"] for step in answer["steps"]] == ["build.1"]
-    assert clock.slept == []
-    assert len(reads) == 3  # next's first read, the wait's start, the step's wake
+    return reads

@@ -438,7 +438,7 @@ def _wait(reader: _Reader, first: NextRead, wait: float, clock: Clock) -> NextRe
         return _polled(reader, first, state, deadline, clock)
     try:
         wake.take()  # what came before: the read after `follow` sees it
-        if not wake.follow():  # no index to follow: every directory may get a step
+        if wake.follow() is None:  # no index to follow: every directory may get a step
             return _polled(reader, first, state, deadline, clock)
         return _woken(reader, state, deadline, clock, wake)
     finally:
@@ -467,10 +467,10 @@ def _polled(
 
 def _woken(reader: _Reader, state: str, deadline: float, clock: Clock, wake: StepWake) -> NextRead:
     """Read now (the wake is set: what comes after this read wakes it), then at
-    each wake that may bring a step (a file in a watched call directory, the
-    index changed: its calls followed first) or a state (rows appended whose fold
-    changed the run's state), and every POLL whatever came, until a read answers
-    or the deadline."""
+    each wake that may bring a step (a file in a watched call directory, or in
+    one the changed index has it watch anew) or a state (rows appended whose
+    fold changed the run's state), and every POLL whatever came, until a read
+    answers or the deadline."""
     read = reader.read()
     polled = clock.monotonic()
     while not _answers(read, state):
@@ -479,17 +479,24 @@ def _woken(reader: _Reader, state: str, deadline: float, clock: Clock, wake: Ste
             break
         if clock.readable(wake.fileno(), min(polled + POLL - now, left)):
             woke = wake.take()
-            if woke.bus and not wake.follow():  # the index went: poll as without a wake
+            arrived = wake.arrived() if woke.index else False
+            if arrived is None:  # the index went: poll as without a wake
                 read = reader.read()
-                return (
-                    read if _answers(read, state) else _polled(reader, read, state, deadline, clock)
-                )
+                if _answers(read, state):
+                    return read
+                return _polled(reader, read, state, deadline, clock)
             due = clock.monotonic() >= polled + POLL
-            if not (woke.bus or due or (woke.journal and reader.state_of_journal() != state)):
+            if not (woke.bus or arrived or due or (woke.journal and _moved(reader, state))):
                 continue
         read = reader.read()
         polled = clock.monotonic()
     return read
+
+
+def _moved(reader: _Reader, state: str) -> bool:
+    """Whether the rows appended moved the run out of `state` (their fold is the
+    next read's: not decoded twice)."""
+    return reader.state_of_journal() != state
 
 
 def _state(read: NextRead) -> str:
