@@ -18,12 +18,9 @@ A starting run, and a new holder that has not bound the owner's line yet, are
 read again up to 15 s whatever --wait says (CMD-NEXT-28, CMD-NEXT-33); the waits
 go by a `Clock`, which tests replace.
 
-`--wait S` waits up to S seconds while the run has no step and goes on, and
-answers as soon as a step comes or the state changes (CMD-NEXT-11): it wakes when
-the run writes a step or close file or appends rows (`crw.bus.stepwake`), and
-reads the run again every 50 ms whatever came, so a wake lost costs a poll. Where
-no wake can be set (no index of a holding process to follow, no inotify) it
-polls, every 10 ms for its first 100 ms, then every 50 ms.
+`--wait S` polls every 10 ms for its first 100 ms, then every 50 ms, up to S
+seconds, while the run has no step and goes on, and answers as soon as a step
+comes or the state changes (CMD-NEXT-11).
 """
 
 from __future__ import annotations
@@ -32,9 +29,7 @@ import dataclasses
 import itertools
 import json as json_module
 import logging
-import math
 import os
-import select
 import shlex
 import threading
 import time
@@ -46,7 +41,6 @@ from typing import Any
 from crw.binding.lines import is_segment, owner_file, read_last_line
 from crw.bus.inbox import read_reports
 from crw.bus.steps import read_bus, remove_close
-from crw.bus.stepwake import StepWake
 from crw.cli.output import emit
 from crw.cli.owner.next_text import human
 from crw.cli.owner.store_pairs import store_pairs
@@ -86,28 +80,18 @@ FIRST_POLL = 0.01
 FIRST_POLLS = 10
 """The first reads of a wait come every FIRST_POLL: an owner that took its steps
 asks again as the run publishes the next ones (a reply's bind, then the call's
-end, then the gate), most often within a few ms; a longer wait reads every POLL.
-A wait woken by the run's writes (`StepWake`) reads every POLL from its start."""
-
-
-def readable(fd: int, seconds: float) -> bool:
-    """Block until `fd` is readable or `seconds` pass; whether it is readable."""
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(max(math.ceil(seconds * 1000), 0)))
+end, then the gate), most often within a few ms; a longer wait reads every POLL."""
 
 
 @dataclass(frozen=True)
 class Clock:
     """The clocks next reads and waits by: `monotonic` and `sleep` for its own
-    waits, `readable` for a wait on the run's wake (a descriptor, up to some
-    seconds), `time_ns` (wall) to tell how long ago a holder took its process lock
+    waits, `time_ns` (wall) to tell how long ago a holder took its process lock
     (the lock file's mtime). Tests pass one whose sleep only moves the time on."""
 
     monotonic: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     time_ns: Callable[[], int] = time.time_ns
-    readable: Callable[[int, float], bool] = readable
 
 
 SYSTEM_CLOCK = Clock()
@@ -223,16 +207,6 @@ class _Reader:
             host_waiter=self._host_waiter(run),
             replayed=run,
         )
-
-    def journal_file(self) -> Path | None:
-        """The journal's file, whose change means rows were appended (None: its
-        store is no file)."""
-        return store_at(self.run_dir.journal).wake_file
-
-    def state_of_journal(self) -> str:
-        """The run's state as its journal has it now (what this read's fold
-        decodes, the next read's does not again)."""
-        return self._journal().state
 
     def _host_waiter(self, run: RunState) -> tuple[int, str] | None:
         """The process that waits for the host of a run paused host_unavailable;
@@ -420,11 +394,10 @@ def _resume(run_dir: RunDir, state_dir: Path) -> tuple[int | None, str | None]:
 
 
 def _wait(reader: _Reader, first: NextRead, wait: float, clock: Clock) -> NextRead:
-    """Wait up to `wait` while the run goes on without a step; return the first read
-    with a step or another state. A starting run, or one that can do nothing, is
-    answered at once. The wait is woken by the run's writes (`_woken`), or, where
-    no wake can be set, reads every FIRST_POLL seconds FIRST_POLLS times, then
-    every POLL (`_polled`)."""
+    """Read again, every FIRST_POLL seconds FIRST_POLLS times, then every POLL, up
+    to `wait`, while the run goes on without a step; return the first read with a
+    step or another state. A starting run, or
+    one that can do nothing, is answered at once."""
     state = _state(first)
     if wait <= 0 or first.steps or first.closes or state not in RESUMABLE_STATES:
         return first
@@ -433,70 +406,15 @@ def _wait(reader: _Reader, first: NextRead, wait: float, clock: Clock) -> NextRe
     if can_do_nothing(first):
         return first
     deadline = clock.monotonic() + wait
-    wake = StepWake.open(reader.run_dir, reader.journal_file())
-    if wake is None:
-        return _polled(reader, first, state, deadline, clock)
-    try:
-        wake.take()  # what came before: the read after `follow` sees it
-        if wake.follow() is None:  # no index to follow: every directory may get a step
-            return _polled(reader, first, state, deadline, clock)
-        return _woken(reader, state, deadline, clock, wake)
-    finally:
-        wake.close()
-
-
-def _answers(read: NextRead, state: str) -> bool:
-    return bool(read.steps or read.closes) or _state(read) != state
-
-
-def _polled(
-    reader: _Reader, first: NextRead, state: str, deadline: float, clock: Clock
-) -> NextRead:
-    """Read again every FIRST_POLL seconds FIRST_POLLS times, then every POLL, until
-    a read answers or the deadline."""
     read = first
     for reads in itertools.count():
         if (left := deadline - clock.monotonic()) <= 0:
             break
         clock.sleep(min(FIRST_POLL if reads < FIRST_POLLS else POLL, left))
         read = reader.read()
-        if _answers(read, state):
+        if read.steps or read.closes or _state(read) != state:
             break
     return read
-
-
-def _woken(reader: _Reader, state: str, deadline: float, clock: Clock, wake: StepWake) -> NextRead:
-    """Read now (the wake is set: what comes after this read wakes it), then at
-    each wake that may bring a step (a file in a watched call directory, or in
-    one the changed index has it watch anew) or a state (rows appended whose
-    fold changed the run's state), and every POLL whatever came, until a read
-    answers or the deadline."""
-    read = reader.read()
-    polled = clock.monotonic()
-    while not _answers(read, state):
-        now = clock.monotonic()
-        if (left := deadline - now) <= 0:
-            break
-        if clock.readable(wake.fileno(), min(polled + POLL - now, left)):
-            woke = wake.take()
-            arrived = wake.arrived() if woke.index else False
-            if arrived is None:  # the index went: poll as without a wake
-                read = reader.read()
-                if _answers(read, state):
-                    return read
-                return _polled(reader, read, state, deadline, clock)
-            due = clock.monotonic() >= polled + POLL
-            if not (woke.bus or arrived or due or (woke.journal and _moved(reader, state))):
-                continue
-        read = reader.read()
-        polled = clock.monotonic()
-    return read
-
-
-def _moved(reader: _Reader, state: str) -> bool:
-    """Whether the rows appended moved the run out of `state` (their fold is the
-    next read's: not decoded twice)."""
-    return reader.state_of_journal() != state
 
 
 def _state(read: NextRead) -> str:
