@@ -224,15 +224,14 @@ def replay(rows: Iterable[Row], into: RunState | None = None) -> RunState:
     row: Row = {}
     with paused_gc():  # a fold of many rows builds many objects, none in a cycle
         for row in folded:
-            get = row.get
-            kind = get("row", "")
+            kind = row.get("row", "")
             call_handler = call_handlers.get(kind)
             if call_handler is None:
                 handler = run_handlers.get(kind)
                 if handler is not None:
                     handler(run, row)
                 continue
-            call_id = get("call")
+            call_id = row.get("call")
             if type(call_id) is str or isinstance(call_id, str):
                 if calls is None:
                     deferred = run.deferred_calls()
