@@ -1,6 +1,9 @@
 """A command forked from the worker's server (tests/zygote.py) is what the same
 command run as a fresh `python -m crw` process is: its exit code, its stdout and
-stderr; its environment and working directory are the caller's."""
+stderr; its environment and working directory are the caller's. A detached process
+forked so (a simulated host, a run's process) shows in /proc what a fresh one
+shows, and holds the descriptors a fresh one holds. With `CRW_TEST_COLD` set
+there is no server: skipped."""
 
 from __future__ import annotations
 
@@ -36,6 +39,16 @@ COMMANDS = [
 ]
 
 
+@pytest.fixture
+def server() -> zygote.Zygote:
+    """The worker's fork server (none with `CRW_TEST_COLD` set: skipped)."""
+    if os.environ.get(zygote.COLD):
+        pytest.skip(f"{zygote.COLD} is set: no fork server")
+    started = zygote.zygote()
+    assert started is not None, "the fork server did not start"
+    return started
+
+
 def cold(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "crw", *argv],
@@ -54,9 +67,9 @@ def env_in(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("argv", COMMANDS, ids=[" ".join(a[:2]) for a in COMMANDS])
-def test_a_forked_command_answers_as_a_fresh_process(tmp_path: Path, argv: list[str]) -> None:
-    server = zygote.zygote()
-    assert server is not None, "the fork server did not start"
+def test_a_forked_command_answers_as_a_fresh_process(
+    server: zygote.Zygote, tmp_path: Path, argv: list[str]
+) -> None:
     env = env_in(tmp_path)
     forked = server.run(argv, env, tmp_path, 60)
     assert forked is not None
@@ -68,11 +81,11 @@ def test_a_forked_command_answers_as_a_fresh_process(tmp_path: Path, argv: list[
     )
 
 
-def test_a_forked_command_has_the_callers_environment_and_directory(tmp_path: Path) -> None:
+def test_a_forked_command_has_the_callers_environment_and_directory(
+    server: zygote.Zygote, tmp_path: Path
+) -> None:
     """The state directory a command names is `CRW_STATE` when the environment
     sets it, else `.crw` in its working directory."""
-    server = zygote.zygote()
-    assert server is not None
     env = env_in(tmp_path)
     named = server.run(["flow", "status", "nope", "--json"], env, tmp_path, 60)
     assert named is not None and str(tmp_path / "state" / "flow") in named.stdout
@@ -82,9 +95,9 @@ def test_a_forked_command_has_the_callers_environment_and_directory(tmp_path: Pa
     assert here is not None and str(tmp_path / "here" / ".crw" / "flow") in here.stdout
 
 
-def test_a_caller_whose_interpreter_settings_differ_runs_cold(tmp_path: Path) -> None:
-    server = zygote.zygote()
-    assert server is not None
+def test_a_caller_whose_interpreter_settings_differ_runs_cold(
+    server: zygote.Zygote, tmp_path: Path
+) -> None:
     env = env_in(tmp_path) | {"PYTHONIOENCODING": "latin-1"}
     assert not server.takes(env)
     assert server.run(["flow", "--help"], env, tmp_path, 60) is None
@@ -158,16 +171,17 @@ def shown(pid: int) -> dict[str, Any]:
     }
 
 
-def test_a_detached_process_is_what_a_fresh_one_is(tmp_path: Path, short: Path) -> None:
+def test_a_detached_process_is_what_a_fresh_one_is(
+    server: zygote.Zygote, tmp_path: Path, short: Path
+) -> None:
     """`crw.detach.start_crw` forked from the server (a simulated host here) is the
     process a fresh one is: its argv and environment in /proc, its directory, its own
     session without a terminal, its umask, its signals, and its descriptors, even
     with another process of the server's in flight when it is forked (the server's
     socket, selector, pidfds and that process's connection are not its); its exit
     status reads as a fresh one's."""
-    server = zygote.zygote()
-    if server is None or not server.detaches:
-        pytest.skip("no fork server that forks detached processes")
+    if not server.detaches:
+        pytest.skip("the kernel does not let a process say where its argv is")
     env = env_in(tmp_path)
     (tmp_path / "in").mkdir()
     started: list[detach.Detached] = []
@@ -199,15 +213,14 @@ def test_a_detached_process_is_what_a_fresh_one_is(tmp_path: Path, short: Path) 
 
 
 def test_a_run_process_a_forked_start_launches_is_forked_and_seen_as_a_fresh_one(
-    tmp_path: Path,
+    server: zygote.Zygote, tmp_path: Path
 ) -> None:
     """`crw flow start` forked from the server launches its run process forked from
     it too; that process (waiting for its host, here) shows what the run process of
     a fresh `crw flow start` shows, is found by the state directory it names, and
     is reaped so."""
-    server = zygote.zygote()
-    if server is None or not server.detaches:
-        pytest.skip("no fork server that forks detached processes")
+    if not server.detaches:
+        pytest.skip("the kernel does not let a process say where its argv is")
     env = env_in(tmp_path) | {"CODEX_HOME": str(tmp_path / "codex-home")}  # no host there
     state = tmp_path / "state"
     start = ["flow", "start", str(EXAMPLES / "fix-issue.toml"), "--state", str(state), "--json"]
