@@ -13,6 +13,10 @@ sends SIGINT (`show --follow`'s Ctrl-C, a bench stopped at its limit) would wait
 for a process that never hears it. `pytest_configure` gives SIGINT back its
 default handling, which children get at exec.
 
+The run processes and simulated hosts the tests start (`crw.detach.start_crw`)
+are forked from the worker's fork server, as `Crw`'s commands are
+(tests/zygote.py; `CRW_TEST_COLD=1` starts each fresh).
+
 Hypothesis's `deadline` (200 ms an example) and its `too_slow` health check are
 wall-clock bounds: on a loaded machine a property test failed on them
 (`test_gate`'s admission order, 220 ms) though nothing was wrong. The suite's
@@ -30,6 +34,7 @@ from hypothesis import HealthCheck, settings
 from trio.testing import MockClock
 
 from crw.actors import thread_hop
+from tests import zygote
 from tests.mock_clock import holding_jumps
 
 pytest_plugins = [
@@ -46,9 +51,11 @@ settings.load_profile("crw")
 
 def pytest_configure(config: pytest.Config) -> None:
     """SIGINT handled as in a terminal (the module docstring), in the controller
-    and in each xdist worker alike."""
+    and in each xdist worker alike; the detached crw processes the tests start
+    forked from the worker's server (tests/zygote.py)."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    zygote.install()
 
 
 @pytest.fixture

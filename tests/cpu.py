@@ -3,9 +3,10 @@
 
 Each test's CPU is its worker's own (user + system, setup to teardown) and that
 of the children the worker waited for meanwhile (a `crw` command the test ran; a
-detached run process is nobody's child and is not counted; nor is a command
-`Crw` forked from the worker's server, tests/zygote.py: set `CRW_TEST_COLD=1`
-to count those as the worker's children). Each worker appends
+detached run process is nobody's child and is not counted; nor is a command,
+run process or simulated host forked from the worker's server, tests/zygote.py,
+which waits for them: set `CRW_TEST_COLD=1` to count the commands and hosts as
+the worker's children). Each worker appends
 one JSON line a module, `{"module", "tests", "own", "children", "wall"}` in
 seconds, to PATH; `docs/performance.md` ("Where the CPU goes") reads them so:
 

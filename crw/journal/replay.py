@@ -218,22 +218,20 @@ def replay(rows: Iterable[Row], into: RunState | None = None) -> RunState:
     run_handlers, call_handlers = _RUN_HANDLERS, _CALL_HANDLERS
     calls: dict[str, CallState] | None = None  # read at the first call row: a snapshot's
     settled: AbstractSet[str] = frozenset()  # calls are built only then, or only the open
-    last_seq = None  # ones (`RunState.defer_calls`)
+    # ones (`RunState.defer_calls`). A list, so the last seq is read from its end after
+    # the fold rather than kept a row at a time.
+    folded = rows if isinstance(rows, list) else list(rows)
     row: Row = {}
     with paused_gc():  # a fold of many rows builds many objects, none in a cycle
-        for row in rows:
-            get = row.get
-            seq = get("seq")
-            if seq:
-                last_seq = seq
-            kind = get("row", "")
+        for row in folded:
+            kind = row.get("row", "")
             call_handler = call_handlers.get(kind)
             if call_handler is None:
                 handler = run_handlers.get(kind)
                 if handler is not None:
                     handler(run, row)
                 continue
-            call_id = get("call")
+            call_id = row.get("call")
             if type(call_id) is str or isinstance(call_id, str):
                 if calls is None:
                     deferred = run.deferred_calls()
@@ -246,11 +244,17 @@ def replay(rows: Iterable[Row], into: RunState | None = None) -> RunState:
                     call = calls[call_id] = CallState(call=call_id)
                 call.last_row = kind
                 call_handler(run, call, row)
+    # The newest row that names a seq.
+    last_seq = next((seq for seq in map(_seq_of, reversed(folded)) if seq), None)
     if last_seq:
         run.last_seq = int(last_seq)
     run.last_at = row.get("at", run.last_at)
     run.state = _run_state(run)
     return run
+
+
+def _seq_of(row: Row) -> Any:
+    return row.get("seq")
 
 
 def _run_state(run: RunState) -> str:
@@ -366,7 +370,8 @@ def _terminal(run: RunState, call: CallState, row: Row) -> None:
     counted = row.get("tokens")
     if counted:  # a row that counts none adds nothing
         tokens = token_parts(counted)
-        call.tokens = add_tokens(call.tokens, tokens)
+        held = call.tokens  # none yet (a call's first terminal row): the row's are its
+        call.tokens = tokens if held == _NO_TOKENS else add_tokens(held, tokens)
         run.spent = add_tokens(run.spent, tokens)
     kind = call.state = row["row"]
     call.reason, call.error = row.get("reason"), row.get("error")

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from crw.cli.output import one_line
+from crw.detach import Detached
 from tests import zygote
 from tests.deadlines import LOADED
 from tests.processes import reap_naming
@@ -167,9 +168,9 @@ def start_in_process(
     from crw.engine.run.launch import launch_run_process
     from tests.cli.test_next import WORKFLOW
 
-    children: list[subprocess.Popen[bytes]] = []
+    children: list[Detached] = []
 
-    def launch(run: Any, *args: Any) -> subprocess.Popen[bytes]:
+    def launch(run: Any, *args: Any) -> Detached:
         on_launch(run)
         children.append(launch_run_process(run, *args))
         return children[-1]

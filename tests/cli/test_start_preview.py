@@ -343,7 +343,9 @@ def test_a_run_whose_start_holds_only_the_start_lock_keeps_the_owner(crw: Crw) -
     with start_lock(run):
         assert not is_held(run.run_lock)
         second = crw.start(WORKFLOW, "--owner", "shared").json()
-    wait_for_exit(Path(second["run_dir"]))
+        # Held until the second run's process, which binds after its started row
+        # (BIND-LINE-11), has ended: let go before, the first run is not live then.
+        wait_for_exit(Path(second["run_dir"]))
     assert _warned(second)["owner_bound"].startswith(
         f"owner thread shared holds the line of live run {first['run']}: this run starts unbound"
     )

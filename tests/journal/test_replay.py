@@ -190,3 +190,45 @@ def test_unknown_kinds_and_fields_are_passed_over() -> None:
     run = replay(rows)
     assert list(run.calls) == ["a.1"]
     assert run.last_seq == 3
+
+
+def test_a_calls_tokens_sum_over_every_terminal_row_it_has() -> None:
+    """A call held and retried ends twice: its tokens and the run's are the sum of
+    both rows, every part, and a call's first terminal row counts its own parts."""
+    rows = _rows(
+        STARTED,
+        {"row": "prepared", "call": "a.1"},
+        {"row": "held", "call": "a.1", "reason": "host_failure", "tokens": {"input": 5}},
+        {"row": "decision", "call": "a.1", "choice": "retry"},
+        {"row": "completed", "call": "a.1", "tokens": {"input": 2, "output": 1, "total": 3}},
+        {"row": "prepared", "call": "b.1"},
+        {"row": "completed", "call": "b.1", "tokens": {"cached_input": 4, "total": 9}},
+    )
+    run = replay(rows)
+    assert run.calls["a.1"].tokens == {
+        "input": 7,
+        "cached_input": 0,
+        "output": 1,
+        "reasoning_output": 0,
+        "total": 3,
+    }
+    assert run.calls["b.1"].tokens == token_parts({"cached_input": 4, "total": 9})
+    assert run.spent == {
+        "input": 7,
+        "cached_input": 4,
+        "output": 1,
+        "reasoning_output": 0,
+        "total": 12,
+    }
+    assert list(run.calls["b.1"].tokens) == list(run.spent) == list(token_parts({}))
+
+
+def test_last_seq_is_the_newest_row_that_names_one_from_a_list_or_any_iterable() -> None:
+    """A row without a seq (a row a caller made, not read from a journal) leaves the
+    last seq at the newest row before it that names one; a fold of a generator and
+    a fold on from an earlier state read the same."""
+    rows = [*_rows(STARTED, {"row": "prepared", "call": "a.1"}), {"row": "note"}]
+    assert replay(rows).last_seq == 2
+    assert replay(row for row in rows).last_seq == 2
+    assert replay([{"row": "note"}], into=replay(rows[:1])).last_seq == 1
+    assert replay([{"row": "note", "seq": 0}]).last_seq == 0

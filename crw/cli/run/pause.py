@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from crw.bus import control
 from crw.cli.output import emit
 from crw.cli.read.status_text import command
 from crw.clock import system_clock
+from crw.detach import Detached
 from crw.engine.run.host_wait import stop_waiter
 from crw.engine.run.launch import launch_run_process
 from crw.engine.run.locks import RunHeldError, is_launching, launch_lock, run_is_live, run_lock
@@ -116,7 +116,7 @@ def _stop(
     command launches when none holds the run; or stop it here when it has no open
     call. Returns the run, who stopped it and the pid of the process launched."""
     deadline = time.monotonic() + wait
-    launched: subprocess.Popen[bytes] | None = None
+    launched: Detached | None = None
     while True:
         gone = launched is not None and launched.poll() is not None
         after = _read(target.run_dir)
@@ -145,13 +145,11 @@ def _stop(
         time.sleep(POLL)
 
 
-def _pid(launched: subprocess.Popen[bytes] | None) -> int | None:
+def _pid(launched: Detached | None) -> int | None:
     return None if launched is None else launched.pid
 
 
-def _stop_here(
-    op: control.Op, target: Target, before: RunState
-) -> RunState | subprocess.Popen[bytes] | None:
+def _stop_here(op: control.Op, target: Target, before: RunState) -> RunState | Detached | None:
     """Stop a run no process holds, under its launch lock: launch the run's process
     for its open calls (their turns are interrupted on the host; the child), else
     write its row alone (the run as it then reads). None when a process or another

@@ -28,6 +28,7 @@ from crw.cli.default_db import chosen_db
 from crw.cli.output import one_line
 from crw.cli.run.preview import SessionStart, app_server_judged, session_judged
 from crw.cli.run.start_report import StartOutcome, report_start
+from crw.detach import Detached
 from crw.engine.calls.review import check_fix_efforts
 from crw.engine.config.evidence_cwd import check_evidence_cwd
 from crw.engine.config.inputs import RunInput, fill_inputs, parse_pairs, refill_inputs
@@ -310,7 +311,7 @@ def start_run(
     # The child holds the start lock now, until it holds the run lock.
     outcome.pid = child.pid
     outcome.preview = with_host()  # asked while the process imports (it asks its host later)
-    came = _await_started(run, child.pid, settings.start_wait)
+    came = _await_started(run, child, settings.start_wait)
     if came == "exited":
         raise RefusedError(
             f"run {run_id} did not start: its process (pid {child.pid}) exited without "
@@ -358,7 +359,7 @@ def _bind_owner(state_dir: Path, owner: str, run_id: str, roles: RoleTable) -> l
     return [result.warning] if result.warning else []
 
 
-def _await_started(run: RunDir, pid: int, timeout: float) -> str:
+def _await_started(run: RunDir, child: Detached, timeout: float) -> str:
     """Wait for the run process's started row: "started" once it is there, "exited"
     when the process exited without one, "coming_up" when the process still lives
     after `timeout` without one."""
@@ -366,8 +367,7 @@ def _await_started(run: RunDir, pid: int, timeout: float) -> str:
     while True:
         if _has_started(run):
             return "started"
-        finished, _status = os.waitpid(pid, os.WNOHANG)
-        if finished:
+        if child.poll() is not None:
             return "started" if _has_started(run) else "exited"
         if time.monotonic() >= deadline:
             return "coming_up"

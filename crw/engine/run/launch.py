@@ -22,15 +22,15 @@ line the child wrote to the run's log, and records it (`launch_record`) for
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from crw import detach
 from crw.clock import system_clock
+from crw.detach import Detached
 from crw.engine.run.launch_record import LaunchFailure, record_failure, stamps
 from crw.engine.run.locks import HandedLock, handed_env, launch_lock
 from crw.engine.run.rundir import RunDir
@@ -60,22 +60,20 @@ def launch_run_process(
     overrides: Mapping[str, str],
     environ: Mapping[str, str],
     handed: HandedLock,
-) -> subprocess.Popen[bytes]:
+) -> Detached:
     """Start `crw flow _run` for `run`, detached, handing it `handed`; returns the
     child (its pid). The caller then closes its own descriptor of `handed`."""
-    argv = [sys.executable, "-m", "crw", "flow", "_run", run.root.name, "--state", str(state)]
-    with os.fdopen(open_file(run.log, os.O_WRONLY | os.O_APPEND), "ab") as log:  # 0600 if gone
-        child = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+    log = open_file(run.log, os.O_WRONLY | os.O_APPEND)  # 0600 if gone
+    try:
+        child = detach.start_crw(
+            ["flow", "_run", run.root.name, "--state", str(state)],
+            out=log,
             env=launch_env(environ, overrides) | handed_env([handed]),
             cwd=os.getcwd(),
-            start_new_session=True,
-            close_fds=True,
             pass_fds=(handed.fd,),
         )
+    finally:
+        os.close(log)
     handed.name_holder(child.pid)
     return child
 
@@ -88,7 +86,7 @@ class Launch:
 
     run: RunDir
     state: Path
-    child: subprocess.Popen[bytes]
+    child: Detached
     journal_end: int
     last_seq: int
     log_size: int

@@ -7,10 +7,11 @@ import os
 import signal
 import socket as socket_module
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from crw import detach
+from crw.detach import Detached
 from crw.errors import RefusedError
 from crw.private import open_file
 
@@ -19,7 +20,7 @@ START_TIMEOUT = 15.0
 
 def launch_sim(
     socket: Path, codex_home: Path, log: Path | None = None, models: tuple[str, ...] | None = None
-) -> subprocess.Popen[bytes]:
+) -> Detached:
     """Start `crw host sim serve` on `socket` and wait until it listens; `models`,
     its catalog (`--models`: it refuses spawns as codex does), else none.
 
@@ -29,21 +30,14 @@ def launch_sim(
     Raises:
         RefusedError: it exited, or did not listen within START_TIMEOUT.
     """
-    argv = [sys.executable, "-m", "crw", "host", "sim", "serve"]
-    argv += ["--socket", str(socket), "--codex-home", str(codex_home)]
-    argv += ["--models", ",".join(models)] if models is not None else []
-    out = os.fdopen(open_file(log, os.O_WRONLY | os.O_APPEND), "ab") if log else subprocess.DEVNULL
+    args = ["host", "sim", "serve", "--socket", str(socket), "--codex-home", str(codex_home)]
+    args += ["--models", ",".join(models)] if models is not None else []
+    out = open_file(log, os.O_WRONLY | os.O_APPEND) if log else None
     try:
-        host = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        host = detach.start_crw(args, out=out)
     finally:
-        if log:
-            out.close()  # type: ignore[union-attr]
+        if out is not None:
+            os.close(out)
     deadline = time.monotonic() + START_TIMEOUT
     while not _listens(socket):
         if host.poll() is not None or time.monotonic() > deadline:
@@ -67,7 +61,7 @@ def _listens(path: Path) -> bool:
     return True
 
 
-def stop_sim(host: subprocess.Popen[bytes]) -> None:
+def stop_sim(host: Detached) -> None:
     """SIGTERM, then SIGKILL if it lingers; always reaped."""
     if host.poll() is None:
         host.send_signal(signal.SIGTERM)
