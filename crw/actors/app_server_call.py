@@ -263,11 +263,14 @@ class AppServerCall:
         the repair turn when its answer breaks the schema; commit the end."""
         try:
             while True:
+                started = turn_id is None
                 if turn_id is None:
                     turn_id = await self.start_turn(thread_id, step, text)
                 try:
                     with self.stop.waiting():
-                        ended = await self.ctx.reader.wait_turn(thread_id, turn_id, give_up=True)
+                        ended = await self.ctx.reader.wait_turn(
+                            thread_id, turn_id, give_up=True, started=started
+                        )
                 except Interrupted as stopped:
                     return await self.stop_turn(thread_id, step, turn_id, str(stopped))
                 except ModelUnreachable as unreached:

@@ -136,7 +136,9 @@ async def _until_told(journal: Path, end: int, settings: Settings, probe: Probe)
 
 
 TAIL = 64 << 10
-"""The journal's last bytes `paused_end` reads first: its last row is in them."""
+"""The journal's last bytes `paused_end` reads first; four times more each time
+its last row is not whole in them (a big run's ended row names every node: 2 MB
+at 100,000 nodes)."""
 
 
 def paused_end(journal: Path, pid: int) -> int | None:
@@ -148,10 +150,7 @@ def paused_end(journal: Path, pid: int) -> int | None:
 
     Raises what `crw.journal.streamed.pieces` raises.
     """
-    with journal.open("rb") as file:
-        size = os.fstat(file.fileno()).st_size
-        file.seek(max(0, size - TAIL))
-        tail = file.read()
+    tail = _tail(journal)
     lines = tail.rsplit(b"\n", 2)
     if tail.endswith(b"\n") and len(lines) == 3:  # a whole last line, another before it
         try:
@@ -169,6 +168,20 @@ def paused_end(journal: Path, pid: int) -> int | None:
         started = next((r for r in reversed(read.rows) if r.get("row") == "started"), started)
     rows = [row for row in (started, last_row) if row is not None]
     return end if paused_here(rows, pid) is not None else None
+
+
+def _tail(journal: Path) -> bytes:
+    """The journal's last bytes, from TAIL up, until they hold its last line whole
+    and the end of the line before it (or the whole journal)."""
+    with journal.open("rb") as file:
+        size, want = os.fstat(file.fileno()).st_size, TAIL
+        while True:
+            start = max(0, size - want)
+            file.seek(start)
+            tail = file.read(size - start)
+            if start == 0 or tail.count(b"\n", 0, len(tail) - 1):
+                return tail
+            want *= 4
 
 
 def wait_then_go_on(

@@ -144,7 +144,9 @@ class HostReader:
         """A turn is followed while the block runs: the host is probed meanwhile."""
         return self.host_watch.following()
 
-    async def wait_turn(self, thread_id: str, turn_id: str, *, give_up: bool = False) -> Turn:
+    async def wait_turn(
+        self, thread_id: str, turn_id: str, *, give_up: bool = False, started: bool = False
+    ) -> Turn:
         """Wait until the turn has ended; returns it with its items.
 
         The end is `turn/completed`'s status and error, or failed with the error
@@ -154,12 +156,20 @@ class HostReader:
         just started as interrupted with no error for a moment (and a turn that is
         about to fail, until its error comes).
 
+        `started`: the caller has just started the turn (its turn/start answered),
+        so a read now would find it running: the first read waits for the host to
+        tell a change of the thread (the turn's end, an error) or for the poll
+        interval, as every later one does. A turn followed from an earlier
+        process's rows is read at once.
+
         Raises:
             ModelUnreachable: with `give_up`, the host has retried the turn for
                 `Settings.unreachable_after` with no model response.
         """
         with self.following():  # the host is probed while the turn is followed
             interrupted_since: float | None = None
+            if started:
+                await self._first_news(thread_id, turn_id, give_up)
             while True:
                 watch = self._watches.claim(thread_id)
                 changed = watch.changed
@@ -186,6 +196,19 @@ class HostReader:
                     wait = self._until_given_up(watch, turn_id, now, wait)
                 with trio.move_on_after(wait):
                     await changed.wait()
+
+    async def _first_news(self, thread_id: str, turn_id: str, give_up: bool) -> None:
+        """Wait for the host's first change of a turn just started (its end, an
+        error), at most a poll interval (a lost notification, a host that sends
+        none); at once when the host told its end already."""
+        watch = self._watches.claim(thread_id)
+        if turn_id in watch.ended or turn_id in watch.failing:
+            return
+        wait = self._settings.host_poll_interval
+        if give_up:
+            wait = self._until_given_up(watch, turn_id, trio.current_time(), wait)
+        with trio.move_on_after(wait):
+            await watch.changed.wait()
 
     def until_given_up(self, thread_id: str, turn_id: str, now: float, wait: float) -> float:
         """How long a follower of the turn waits before judging its retries again

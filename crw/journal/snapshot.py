@@ -57,7 +57,7 @@ from crw.journal.stores import store_at
 log = logging.getLogger("crw.journal")
 
 SNAPSHOT = "replay.snapshot"
-FORMAT = f"crw-replay-snapshot/4 {sys.implementation.cache_tag}"
+FORMAT = f"crw-replay-snapshot/5 {sys.implementation.cache_tag}"
 REFRESH_BYTES = 256 << 10
 """The most journal bytes beyond the snapshot a reader decodes before it writes one."""
 REFRESH_MIN = 64 << 10
@@ -82,7 +82,10 @@ unmarshalling the others (a write then costs the open calls, not all); with more
 pieces than this they are packed again as one."""
 _RUN_FIELDS = [f.name for f in fields(RunState) if f.name != "calls"]
 _SEAL = 9
-"""The file starts with the CRC-32 of the rest, as eight hex digits and a newline."""
+"""The file starts with the CRC-32 of the rest, as eight hex digits and a newline.
+The rest is the marshalled head (`_head`), then the settled calls' pieces as they
+are (marshalled lists, their lengths in the head): written apart from the head, a
+big run's pieces (tens of MB at 100,000 calls) are never copied into one payload."""
 
 
 @dataclass(frozen=True)
@@ -260,17 +263,33 @@ def parse_snapshot(raw: bytes) -> Snapshot | None:
         body = memoryview(raw)[_SEAL:]  # not a copy: a big run's snapshot is megabytes
         if raw[:_SEAL] != b"%08x\n" % zlib.crc32(body):
             return None  # damaged or cut short: marshal must never read such bytes
-        head, end, crc, call_fields, run, packs = marshal.loads(body)
+        head, end, crc, call_fields, run, (ids, lengths, opened, after) = marshal.loads(body)
         if head != FORMAT or call_fields != _CALL_FIELDS:
             return None
         state = RunState(**run)
-        packed = _Packed(*packs)
+        if type(ids) is not list:
+            return None
+        packed = _Packed(frozenset(ids), _pieces(body, lengths), opened, after)
         with paused_gc():
             opened = {values[0]: _call(values) for _, values in marshal.loads(packed.open)}
     except (ValueError, TypeError, EOFError, KeyError, IndexError, AttributeError):
         return None
     state.defer_calls(DeferredCalls(opened, packed.settled_ids, packed.build, packed))
     return Snapshot(end, crc, state)
+
+
+def _pieces(body: memoryview, lengths: list[int]) -> tuple[bytes, ...]:
+    """The settled pieces at the end of a snapshot's `body`, of `lengths` bytes each."""
+    if type(lengths) is not list or any(type(n) is not int or n < 0 for n in lengths):
+        raise TypeError("a snapshot's pieces are not listed as this crw lists them")
+    at = len(body) - sum(lengths)
+    if at < 0:
+        raise ValueError("a snapshot's pieces are longer than it")
+    pieces = []
+    for n in lengths:
+        pieces.append(bytes(body[at : at + n]))
+        at += n
+    return tuple(pieces)
 
 
 @dataclass(frozen=True)
@@ -363,21 +382,14 @@ def _save(journal: Path, state: RunState, end: int, crc: int) -> _Pack:
     """Write the snapshot, in the journal's store where it keeps one (never
     failing for it), else beside the journal; its calls as packed (`_Packed`'s fields)."""
     pack = _pack(state)
-    body = (
-        FORMAT,
-        end,
-        crc,
-        _CALL_FIELDS,
-        {name: getattr(state, name) for name in _RUN_FIELDS},
-        pack,
-    )
-    payload = marshal.dumps(body)
-    seal = b"%08x\n" % zlib.crc32(payload)
+    parts = _parts(state, end, crc, pack)
+    seal = b"%08x\n" % _crc(parts)
     try:
         store = store_at(journal)
-        summary = None if isinstance(store, FileJournal) else summary_of(state)
-        if store.keep_snapshot(seal + payload, end, state.last_seq, summary):
-            return pack
+        if not isinstance(store, FileJournal):  # a database keeps the bytes whole
+            sealed = b"".join((seal, *parts))
+            if store.keep_snapshot(sealed, end, state.last_seq, summary_of(state)):
+                return pack
     except OSError as err:
         log.info("the replay snapshot was not kept: %s", err)
         return pack
@@ -386,8 +398,8 @@ def _save(journal: Path, state: RunState, end: int, crc: int) -> _Pack:
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as file:
-            file.write(seal)  # apart: the payload not copied
-            file.write(payload)
+            for part in (seal, *parts):  # each as it is: the pieces not copied
+                file.write(part)
         os.replace(temp, path)
     except (OSError, ValueError):
         temp.unlink(missing_ok=True)
@@ -395,6 +407,33 @@ def _save(journal: Path, state: RunState, end: int, crc: int) -> _Pack:
 
 
 _Pack = tuple[frozenset[str], tuple[bytes, ...], bytes, int]
+
+
+def _parts(state: RunState, end: int, crc: int, pack: _Pack) -> list[bytes]:
+    """The snapshot's bytes after its seal, in parts: the marshalled head (the
+    format, the replay's end and CRC, the call fields, the run's fields, and the
+    calls: their settled ids, the lengths of the settled pieces, the open calls,
+    the index after all), then each settled piece as it is. The ids are a sorted
+    list: marshal writes a set's members in order too, but sorts them by their
+    marshalled bytes, one more object a member (13 MB at 100,000 calls)."""
+    ids, settled, opened, after = pack
+    head = (
+        FORMAT,
+        end,
+        crc,
+        _CALL_FIELDS,
+        {name: getattr(state, name) for name in _RUN_FIELDS},
+        (sorted(ids), [len(piece) for piece in settled], opened, after),
+    )
+    return [marshal.dumps(head), *settled]
+
+
+def _crc(parts: list[bytes]) -> int:
+    """The CRC-32 of the parts' bytes one after the other."""
+    crc = 0
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+    return crc
 
 
 def _rebase(state: RunState, pack: _Pack) -> None:
@@ -415,22 +454,23 @@ def _pack(state: RunState) -> _Pack:
     deferred = state.deferred_calls()
     packed = deferred.source if deferred is not None else None
     pieces: tuple[bytes, ...] = ()
+    ids: frozenset[str] = frozenset()
     if deferred is not None and isinstance(packed, _Packed):
-        pieces, ids, places = packed.settled, set(packed.settled_ids), packed.places()
+        pieces, ids, places = packed.settled, packed.settled_ids, packed.places()
         entries = [
             (places.get(c, packed.after + n), call)
             for n, (c, call) in enumerate(deferred.open.items())
         ]
         after = packed.after + len(deferred.open)
     else:
-        ids, entries = set(), list(enumerate(state.calls.values()))
+        entries = list(enumerate(state.calls.values()))
         after = len(entries)
-    settled, opened = [], []
+    settled, opened, new = [], [], []
     for index, call in entries:
         values = [getattr(call, name) for name in _CALL_FIELDS]
         if call.state in SETTLED_STATES:
             settled.append([index, values])
-            ids.add(call.call)
+            new.append(call.call)
         else:
             opened.append([index, values])
     if len(pieces) >= SETTLED_CHUNKS:
@@ -438,4 +478,6 @@ def _pack(state: RunState) -> _Pack:
         pieces = ()
     if settled or not pieces:
         pieces += (marshal.dumps(settled),)
-    return frozenset(ids), pieces, marshal.dumps(opened), after
+    # The ids kept as they are when none settled since (a big run's exit: 100,000
+    # of them), not copied into a set and a frozenset again.
+    return (ids | frozenset(new) if new else ids), pieces, marshal.dumps(opened), after

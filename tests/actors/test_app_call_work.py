@@ -180,8 +180,24 @@ async def test_a_call_yields_only_to_wait_for_the_journal_or_the_host(
     assert yields.at.pop("crw.actors.journal_writer:wait") == 2 * CALLS
     assert yields.at.pop("", 0) <= CALLS  # a task's end: its coroutine is gone
     host = {"transport:send_under", "rpc:wait"}
-    waits = {f"crw.host.{where}" for where in host} | {"crw.actors.host_reader:wait_turn"}
+    reader = {"crw.actors.host_reader:wait_turn", "crw.actors.host_reader:_first_news"}
+    waits = {f"crw.host.{where}" for where in host} | reader
     assert set(yields.at) <= waits, yields.at
+
+
+async def test_a_call_reads_the_turn_it_started_once_when_the_host_tells_its_end(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-1 (the call reads its thread until the marker turn ends). An
+    instant turn ends as its turn/start is answered: a read sent before its
+    turn/completed came was answered running, and read again. A call waits for the
+    host to tell the end of the turn it started (the poll interval the fallback):
+    three host requests a call, thread/start, turn/start and one thread/read."""
+    async with harness(tmp_path, _wide(CALLS)) as h:
+        before = h.reader.reads
+        state, rows = await h.run()
+    assert state == "ended" and sum(r["row"] == "completed" for r in rows) == CALLS
+    assert h.reader.reads - before == CALLS
 
 
 async def test_a_runs_tool_entries_and_paths_are_made_once_a_run_not_once_a_call(

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from tests.bench.conftest import load_bench
 from tests.processes import processes_under
@@ -153,3 +156,26 @@ async def test_the_session_owner_waits_for_its_replies_on_one_watch_without_a_th
     ]
     assert hops == []
     assert sorted(reads) == sorted(2 * [r.id for r in reports])
+
+
+def test_the_run_s_peak_rss_is_its_own_not_the_bench_s_that_launched_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """wait4's ru_maxrss keeps the RSS of the process that forked the child, as it
+    was when the child exec'd: the bench loads a 100,000-node workflow before it
+    launches the run (240 MB), so a run's figure read 244 MB where the run itself
+    never passed 222 MB. The figure is the run process's own VmHWM."""
+    scale = load_bench("scale", monkeypatch)
+    held = b"x" * (200 << 20)  # the launching process's memory, touched
+    quiet = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    argv = [sys.executable, "-c", "import time; time.sleep(1)"]
+    pid = os.posix_spawn(sys.executable, argv, os.environ, file_actions=quiet)
+    trial = scale.Trial("app-server", 1, tmp_path, pid=pid)
+    try:
+        trio.run(scale.wait_exit, trial)
+    finally:
+        if trial.pid is not None:  # wait_exit reaps it; else it is reaped here
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    assert len(held) == 200 << 20
+    assert trial.pid is None and 0 < trial.rss_kb < 100 << 10, trial.rss_kb

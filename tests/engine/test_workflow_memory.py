@@ -4,6 +4,7 @@ and that sharing changes no node's value."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
 from crw.engine.config.workflow import load_workflow
@@ -54,3 +55,21 @@ def test_a_copy_with_an_update_leaves_the_shared_field_set_as_it_was(tmp_path: P
     assert "timeout" in copy.model_fields_set
     assert nodes[0].model_fields_set == nodes[1].model_fields_set
     assert "timeout" not in nodes[1].model_fields_set
+
+
+def test_the_load_holds_its_table_bytes_and_nodes_not_all_at_once(tmp_path: Path) -> None:
+    """A process's memory keeps the high-water mark of its load for the whole run
+    (a 100,000-node workflow's load peaked at 166 MB traced, for 56 MB kept). The
+    file's bytes go once hashed, the TOML table once the nodes are made of it,
+    the nodes' equal parts are shared before the graph is built: the peak stays
+    under 2.5 times what the workflow keeps (3 times with all held at once)."""
+    path = many(tmp_path, 12_000)
+    load_workflow(path)  # what loads once a process (modules, the schema's validator)
+    tracemalloc.start()
+    try:
+        workflow = load_workflow(path)
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(workflow.nodes) == 12_001
+    assert peak < 2.5 * kept, (peak, kept)
