@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from crw.host.mock_replies import ModelRequest, Reply
 from crw.binding.install import read_config, spawn_hooks
+from crw.host.mock_replies import ModelRequest, Reply
 from tests import zygote
 from tests.codex_owner.harness import RUN_LIMIT, owned_run
 from tests.codex_owner.policy import Policies, SubagentPolicy, exec_call
