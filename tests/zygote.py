@@ -161,8 +161,13 @@ def _serve(listening: socket.socket) -> None:
 
 
 def _fork(listening: socket.socket, conn: socket.socket) -> int | None:
-    """The child for the command asked on `conn` (its pid sent back), or None."""
-    message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+    """The child for the command asked on `conn` (its pid sent back), or None. A
+    process that asks and goes away (a hook or a shell command of a codex the test
+    killed) ends neither the server nor its child."""
+    try:
+        message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+    except OSError:
+        return None
     if not message or len(fds) != 3:
         for fd in fds:
             os.close(fd)
@@ -177,7 +182,8 @@ def _fork(listening: socket.socket, conn: socket.socket) -> int | None:
         _child(asked["argv"], asked["env"], asked["cwd"], fds)
     for fd in fds:
         os.close(fd)
-    conn.sendall(f"{pid}\n".encode())
+    with contextlib.suppress(OSError):  # its child runs on, watched until it ends
+        conn.sendall(f"{pid}\n".encode())
     return pid
 
 
