@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -251,3 +252,27 @@ def test_a_run_process_a_forked_start_launches_is_forked_and_seen_as_a_fresh_one
 
 def parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_a_caller_gone_before_its_answer_leaves_the_server_serving(tmp_path: Path) -> None:
+    """A process that asks for a command and goes away before the server answers
+    (a hook or a shell command of a codex the test killed): the server answers the
+    next caller (it died of the broken pipe, and the next test's command found its
+    socket refusing)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CRW_", "CODEX_"))}
+    server = zygote._start(env)
+    assert server is not None
+    try:
+        for _ in range(5):
+            with socket.socket(socket.AF_UNIX) as conn:
+                conn.connect(str(server.path))
+                null = os.open(os.devnull, os.O_RDWR)
+                asked = {"argv": ["--version"], "env": env, "cwd": str(tmp_path)}
+                socket.send_fds(conn, [json.dumps(asked).encode()], [null, null, null])
+                os.close(null)
+        done = zygote.ask(server.path, ["--version"], env, tmp_path, 60)
+    finally:
+        server.close()
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()

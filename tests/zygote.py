@@ -270,8 +270,13 @@ def _serve(listening: socket.socket) -> None:
 
 
 def _fork(conn: socket.socket) -> int | None:
-    """The child for the command asked on `conn` (its pid sent back), or None."""
-    message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 64)
+    """The child for the command asked on `conn` (its pid sent back), or None. A
+    process that asks and goes away (a hook or a shell command of a codex the test
+    killed) ends neither the server nor its child."""
+    try:
+        message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 64)
+    except OSError:
+        return None
     asked = json.loads(message) if message else {}
     if not message or len(fds) != len(asked.get("fds", _FDS)):
         for fd in fds:
@@ -282,7 +287,8 @@ def _fork(conn: socket.socket) -> int | None:
         _child(asked, fds)
     for fd in fds:
         os.close(fd)
-    conn.sendall(f"{pid}\n".encode())
+    with contextlib.suppress(OSError):  # its child runs on, watched until it ends
+        conn.sendall(f"{pid}\n".encode())
     return pid
 
 

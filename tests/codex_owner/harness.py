@@ -11,8 +11,13 @@ owner's model starts the run from the thread's shell.
 
 The `crw` commands, the test's own (`OwnedRun.crw`) and those the owner's shell
 runs, are forked from the worker's fork server (tests/zygote.py): the owner's
-shell finds owner_shell.py's script first on its PATH. The hook codex runs before
-each tool call is the real `crw`, as the install wrote it.
+shell finds owner_shell.py's script first on its PATH. So is the spawn hook codex
+runs before each of the owner's tool calls, a score a test: once the real `crw
+flow hook install` has written and trusted the hook, its command is pointed at the
+script (`fork_the_hook`, trusted again as the install trusts), whose child runs
+`crw flow hook spawn` as the installed `crw` does; a cold hook was ~0.17 s of
+every tool call's wall. The command as the install writes it runs on the real
+host in tests/hook (test_codex_hook.py, test_codex_hook_v2.py).
 
 Every process is reaped at teardown, the moment the test is done: the app-server
 by pid (SIGKILL to its group: under SIGTERM codex would first finish the owner's
@@ -28,10 +33,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -40,6 +47,8 @@ from typing import Any
 
 import trio
 
+from crw.binding.install import SPAWN_ARGS, read_config, spawn_hooks, with_command, write_config
+from crw.cli.owner.hook_install import Installed, trust
 from crw.engine.run.rundir import find_run, list_runs
 from crw.host.connect import connect_host
 from crw.host.mock_model import CODEX_MODEL, MockModel, write_codex_home
@@ -218,6 +227,22 @@ class OwnedRun:
         return unreported
 
 
+def fork_the_hook(setup: OwnedRun, script: Path) -> None:
+    """Point the installed spawn hook at `script` (owner_shell.py's, which has the
+    fork server run `crw flow hook spawn`) and trust it as the install does
+    (crw.cli.owner.hook_install.trust: the app-server's `hooks/list` hash), on a
+    thread of its own (the test's Trio loop runs this block)."""
+    config = read_config(setup.home / "config.toml")
+    command = shlex.join([str(script), *SPAWN_ARGS])
+    write_config(config.path, with_command(config, spawn_hooks(config.data), command))
+    forked = Installed(config.path, command)
+    uri = HostUri("unix", str(setup.server.socket_path))
+    trusting = threading.Thread(target=trio.run, args=(trust, forked, uri, setup.home))
+    trusting.start()
+    trusting.join()
+    assert forked.trusted, f"the forked hook is not trusted: {forked.warnings}"
+
+
 @contextlib.contextmanager
 def owned_run(
     tmp: Path,
@@ -240,8 +265,10 @@ def owned_run(
     os.environ["CRW_STATE"] = str(state)
     os.environ["TMPDIR"] = str(tmp)
     path = [str(Path(sys.executable).parent), os.environ["PATH"]]
+    script = None
     if forks is not None and forks.takes(dict(os.environ)):
-        path.insert(0, str(owner_shell.install(tmp / "bin", forks.path, forks.env).parent))
+        script = owner_shell.install(tmp / "bin", forks.path, forks.env)
+        path.insert(0, str(script.parent))
     os.environ["PATH"] = os.pathsep.join(path)
     try:
         with MockModel(policies) as model:
@@ -264,6 +291,8 @@ def owned_run(
                             "flow", "hook", "install", "--host", setup.host, "--json"
                         )
                         assert json.loads(installed.stdout)["trusted"] is True, installed.stderr
+                        if script is not None:
+                            fork_the_hook(setup, script)
                         yield setup
                     except BaseException:
                         setup.keep_requests()

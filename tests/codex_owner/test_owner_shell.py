@@ -20,6 +20,7 @@ import pytest
 
 from tests import zygote
 from tests.codex_owner import owner_shell
+from tests.hook.spawn_helpers import bind, ledger_lines, spawn_input
 
 SERVER_ENV = {"LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "HOME": "/nowhere"}
 
@@ -158,3 +159,38 @@ def test_a_command_forked_through_the_script_answers_as_the_real_crw(tmp_path: P
     assert forked.returncode == cold.returncode == 2
     assert (forked.stdout, forked.stderr) == (cold.stdout, cold.stderr)
     assert "no-such-run" in forked.stdout
+
+
+def test_the_spawn_hook_forked_through_the_script_decides_as_the_installed_one(
+    tmp_path: Path,
+) -> None:
+    """The hook codex runs in the owned-run tests (harness.fork_the_hook): the
+    script, given codex's hook input on its stdin, has the fork server's child read
+    it and decide, as `crw flow hook spawn` of the real `crw` does: the same reply
+    on stdout, nothing on stderr, exit 0, the same ledger line in its state."""
+    server = zygote.zygote()
+    if server is None:
+        pytest.skip(f"{zygote.COLD} is set: no fork server")
+    script = owner_shell.install(tmp_path / "bin", server.path, server.env)
+    said = json.dumps(spawn_input("crw-flow-op: x.1/t1-a1\nCRW-ROLE: explorer\n\nLook around."))
+    done, lines = [], []
+    for name, command in (("forked", script), ("cold", Path(sys.executable).parent / "crw")):
+        state = tmp_path / name
+        bind(state)
+        done.append(
+            subprocess.run(
+                [str(command), "flow", "hook", "spawn"],
+                input=said,
+                env=server.env | {"CRW_STATE": str(state), "TMPDIR": str(tmp_path)},
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        )
+        lines.append(ledger_lines(state))
+    forked, cold = done
+
+    assert (forked.returncode, forked.stdout, forked.stderr) == (0, cold.stdout, "")
+    assert json.loads(forked.stdout)["hookSpecificOutput"]["updatedInput"]["model"] == "gpt-explore"
+    assert lines[0] == lines[1] != []
