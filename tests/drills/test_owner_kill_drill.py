@@ -9,9 +9,7 @@ racing the owner's `crw flow next`, which resumes a run no process holds too;
 then it lets the demo end. The kills land all along the run, on its first
 process and on the processes of its resumes (the drill takes 15-50 s on 2 cores).
 A demo that ends before its twentieth kill (a fast machine) is followed by
-another git demo, killed the kills left, and so on, up to MAX_DEMOS. The same demo
-undisturbed, its reference, runs beside the first killed one (its own state
-directory, host and processes): nothing it does reaches the killed demo.
+another git demo, killed the kills left, and so on, up to MAX_DEMOS.
 Every process whose command line names the drill's directory is reaped by pid
 at teardown.
 
@@ -195,8 +193,9 @@ def test_the_git_demo_spawns_no_marker_twice_across_kills_of_its_run_process(
     v2 = multi_agent == "v2"
     kills_asked = KILLS_V2 if v2 else KILLS
     reference_state = tmp_path / "reference"
-    undisturbed = demo(crw, reference_state, v2)  # beside the first killed demo
-    reference: dict[str, Any] | None = None
+    reference = ended(crw, reference_state, demo(crw, reference_state, v2))
+    reference_path = journal(reference_state)
+    assert reference_path is not None
     killed = 0
     for n in range(1, MAX_DEMOS + 1):
         if killed >= kills_asked:
@@ -206,10 +205,6 @@ def test_the_git_demo_spawns_no_marker_twice_across_kills_of_its_run_process(
         kills = kill_runs(crw, state, child, kills_asked - killed)
         killed += kills
         out = ended(crw, state, child)
-        if reference is None:
-            reference = ended(crw, reference_state, undisturbed)
-        reference_path = journal(reference_state)
-        assert reference_path is not None
         path = journal(state)
         assert path is not None
         rows = read_run_journal(path).rows
