@@ -31,6 +31,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ class Owner:
             env, cwd = dict(os.environ), self.control.parent
             async with trio.open_nursery() as nursery:
                 if args[0] == "next":
-                    nursery.start_soon(self.cut_when_asked, set(_forked_in(cwd)))
+                    nursery.start_soon(self.cut_when_asked, _boot_ticks())
                 done = await trio.to_thread.run_sync(zygote.ask, self.zygote, argv, env, cwd, 60)
                 nursery.cancel_scope.cancel()
         else:
@@ -93,15 +94,15 @@ class Owner:
         self.note(cmd=args[0], args=list(args[1:]), code=done.returncode, out=out)
         return done.returncode, out
 
-    async def cut_when_asked(self, before: set[int]) -> None:
+    async def cut_when_asked(self, asked: int) -> None:
         """Once the drill's pause says `cut next`, SIGKILL the next in flight: the
-        command the worker's server forked in the drill's directory, of those
-        there, the one that was not `before` it was asked for."""
+        command the worker's server forked in the drill's directory since `asked`
+        (clock ticks since boot)."""
         pause = self.control / "pause"
         while True:
             with contextlib.suppress(OSError):
                 if pause.read_text() == CUT_NEXT:
-                    for pid in set(_forked_in(self.control.parent)) - before:
+                    for pid in _forked_in(self.control.parent, asked):
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(pid, signal.SIGKILL)
             await trio.sleep(PAUSE_POLL)
@@ -211,18 +212,27 @@ def _answer(stdout: str) -> dict[str, Any]:
     return out if isinstance(out, dict) else {}
 
 
-def _forked_in(where: Path) -> list[int]:
-    """The processes working in `where` whose parent is a fork server
-    (`python -m tests.zygote`): the owner's command in flight (the drill's own
-    commands wait while it pauses the owner)."""
+def _boot_ticks() -> int:
+    """Now, in the clock ticks since boot that /proc/PID/stat gives a start in."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
+def _forked_in(where: Path, since: int) -> list[int]:
+    """The processes working in `where`, started at `since` (clock ticks since
+    boot) or later, whose parent is a fork server (`python -m tests.zygote`): the
+    owner's command in flight (the drill's own commands wait while it pauses the
+    owner)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):
             if os.readlink(entry / "cwd") != str(where):
                 continue
-            ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            ppid, started = fields[1], int(fields[19])
+            if started < since:
+                continue
             if b"tests.zygote" in Path(f"/proc/{ppid}/cmdline").read_bytes():
                 found.append(int(entry.name))
     return found
