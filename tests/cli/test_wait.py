@@ -30,7 +30,9 @@ from tests.drill.test_crash_drill import CALL, Drill, alive, drill_at, served, w
 HANG = {"match": {"marker": f"{CALL}/*"}, "behaviour": {"hang": True}}
 FAIL = {"match": {"marker": f"{CALL}/t1-*"},
         "behaviour": {"fail": {"httpConnectionFailed": {"httpStatusCode": 502}}}}  # fmt: skip
-BROKEN = {"match": {"marker": f"{CALL}/*"}, "behaviour": {"answer": {"nope": 1}}}
+BROKEN = {"match": {"marker": f"{CALL}/*"}, "behaviour": {"answer": {"nope": 1}, "seconds": 0.1}}
+"""Every build turn answers what its schema refuses (the repair's too), in 0.1 s
+(the simulator's default turn is 1 s)."""
 
 
 @pytest.fixture

@@ -14,16 +14,24 @@ each step's host call as given (`sim/v2/spawnAgent`, `sim/v2/followupTask`,
 `sim/v2/interruptAgent`) and reports the child's path.
 
 The drill pauses it around a resume: while `<control>/pause` exists the owner
-starts no command and says so by writing `<control>/paused`. Every command it
-ran and every host call it made goes to `<control>/owner.jsonl`.
+starts no command and says so by writing `<control>/paused`. A pause that says
+`cut next` (the drill holds the run lock of a run whose process died) also ends a
+`crw flow next` the owner has in flight, forked from the worker's server: that
+next reads a run no process holds but the drill as starting, again and again
+for 15 s whatever its --wait (CMD-NEXT-28), to answer `starting` with no step, so
+the owner sees no step either way. Every command it ran and every host call it
+made goes to `<control>/owner.jsonl`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +47,8 @@ NEXT_WAIT = "1"
 DISPATCHED_WAIT = "2"
 RETRY_AFTER = 0.2
 PAUSE_POLL = 0.02
+CUT_NEXT = "cut next"
+"""What `<control>/pause` says when the drill asks an in-flight next to be ended."""
 V2_NAMESPACE = "collaboration"
 V2_METHODS = {
     "spawn_agent": "sim/v2/spawnAgent",
@@ -70,15 +80,32 @@ class Owner:
         done: Any
         if self.zygote is not None:
             env, cwd = dict(os.environ), self.control.parent
-            done = await trio.to_thread.run_sync(zygote.ask, self.zygote, argv, env, cwd, 60)
+            async with trio.open_nursery() as nursery:
+                if args[0] == "next":
+                    nursery.start_soon(self.cut_when_asked, _boot_ticks())
+                done = await trio.to_thread.run_sync(zygote.ask, self.zygote, argv, env, cwd, 60)
+                nursery.cancel_scope.cancel()
         else:
             cold = [sys.executable, "-m", "crw", *argv]
             done = await trio.run_process(
                 cold, capture_stdout=True, capture_stderr=True, check=False
             )
-        out = json.loads(done.stdout) if done.stdout.strip() else {}
+        out = _answer(done.stdout)
         self.note(cmd=args[0], args=list(args[1:]), code=done.returncode, out=out)
         return done.returncode, out
+
+    async def cut_when_asked(self, asked: int) -> None:
+        """Once the drill's pause says `cut next`, SIGKILL the next in flight: the
+        command the worker's server forked in the drill's directory since `asked`
+        (clock ticks since boot)."""
+        pause = self.control / "pause"
+        while True:
+            with contextlib.suppress(OSError):
+                if pause.read_text() == CUT_NEXT:
+                    for pid in _forked_in(self.control.parent, asked):
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGKILL)
+            await trio.sleep(PAUSE_POLL)
 
     async def obey_pause(self) -> None:
         pause, paused = self.control / "pause", self.control / "paused"
@@ -174,6 +201,41 @@ class Owner:
         result = await self.client.request(method, params)
         self.note(host=method, params={k: v for k, v in params.items() if k != "message"})
         return result
+
+
+def _answer(stdout: str) -> dict[str, Any]:
+    """A command's --json answer; {} for none (a next the drill cut short)."""
+    try:
+        out = json.loads(stdout)
+    except ValueError:
+        return {}
+    return out if isinstance(out, dict) else {}
+
+
+def _boot_ticks() -> int:
+    """Now, in the clock ticks since boot that /proc/PID/stat gives a start in."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
+def _forked_in(where: Path, since: int) -> list[int]:
+    """The processes working in `where`, started at `since` (clock ticks since
+    boot) or later, whose parent is a fork server (`python -m tests.zygote`): the
+    owner's command in flight (the drill's own commands wait while it pauses the
+    owner)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            if os.readlink(entry / "cwd") != str(where):
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            ppid, started = fields[1], int(fields[19])
+            if started < since:
+                continue
+            if b"tests.zygote" in Path(f"/proc/{ppid}/cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found
 
 
 def _packet_digest(packet: str | None) -> str | None:

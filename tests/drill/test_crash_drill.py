@@ -13,7 +13,10 @@ turn started twice for one marker on the host.
 While the drill decides the resume it holds the run lock itself (taken the moment
 the dead process's flock goes, in a blocked flock), and pauses the owner, so that
 the owner's `crw flow next` never resumes the run first (CMD-NEXT-18 resumes a
-run no process holds).
+run no process holds). A next the owner has in flight then reads the run as
+starting (held, its process dead) and would answer `starting`, no step, only
+after 15 s (CMD-NEXT-28): the pause ends it at once, and the owner, which sees no
+step either way, pauses.
 
 On multi-agent v2 (`DrillV2`: `[features] multi_agent_v2 = true` in the start's
 and the host's config.toml) the owner takes each step's v2 host call and the run
@@ -56,6 +59,7 @@ from tests.actors.test_app_server_run import CHAIN
 from tests.cli.conftest import REPO, Crw
 from tests.deadlines import LOADED
 from tests.drill.journal_tail import JournalTail
+from tests.drill.owner import CUT_NEXT
 from tests.drill.references import undisturbed
 from tests.processes import reap_naming
 
@@ -291,9 +295,12 @@ class Drill:
         assert taken.wait(timeout), "the run process never let its run lock go"
         return fd
 
-    def pause_owner(self) -> None:
-        """The owner starts no command until `unpause_owner`."""
-        (self.control / "pause").touch()
+    def pause_owner(self, *, cut_next: bool = False) -> None:
+        """The owner starts no command until `unpause_owner`. `cut_next`: the drill
+        holds the run lock of a run whose process died, so a `crw flow next` the
+        owner has in flight would read the run as starting for 15 s (CMD-NEXT-28)
+        to answer `starting`, no step: the owner ends it (tests/drill/owner.py)."""
+        (self.control / "pause").write_text(CUT_NEXT if cut_next else "")
         wait_until("the owner pauses", (self.control / "paused").exists)
 
     def unpause_owner(self) -> None:
@@ -383,7 +390,7 @@ def killed_and_resumed(
         kind = crash_after.split("@")[0]
         killed = crash_after.split("@")[1].split("#")[0]
         assert [r["row"] for r in dead if r.get("call") == killed][-1] == kind
-        drill.pause_owner()
+        drill.pause_owner(cut_next=True)
         if meanwhile is not None:
             meanwhile(drill)
     finally:

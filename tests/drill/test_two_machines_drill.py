@@ -37,9 +37,12 @@ from tests.processes import reap_naming
 
 pytestmark = pytest.mark.xdist_group("test_two_machines_drill")
 
-LEASE = 15.0
+LEASE = 8.0
 """Seconds of the writers' lease: long enough that b's first resume meets a's lease
-live on a loaded machine, short enough for the drill."""
+live on a loaded machine, short enough for the drill. a's last commit (build.1's
+turn_started, which the drill waits for before it stops a) renews the lease, so b's
+refused resume, a command forked from the worker's server, has nearly all of it;
+each drill then waits for the rest, the most of its wall."""
 
 
 @dataclass

@@ -65,7 +65,13 @@ id = "build"
 role = "executor"
 task = "Fix the parser."
 schema = { type = "object", required = ["summary"], properties = { summary = { type = "string" } } }
+
+[settings]
+poll_interval = 0.1
 """
+"""`poll_interval`: how soon the interrupted call reads its turn again once the
+host was told to stop it (2 s by default, docs/timers.md): each round waited it
+out once, a third of the round, for a turn the simulated host ends at once."""
 CALL = "build.1"
 EXTRA = {"pause": [], "resume": ["--detach"]}
 AT_ONCE = [("pause", "resume", "at_once"), ("resume", "pause", "at_once")]

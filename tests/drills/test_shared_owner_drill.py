@@ -28,11 +28,15 @@ from crw.engine.steps.task_name import task_name
 from crw.journal.log import read_journal
 from tests.drill.changes import RunChanges
 from tests.drill.owner import V2_METHODS
-from tests.drill.test_crash_drill import Drill, drill_at, kill, served
+from tests.drill.test_crash_drill import WORKFLOW, Drill, drill_at, kill, served
 
 RUN_DEADLINE = 50.0
 """Seconds both runs may take to their end (the second run's next answers
 `starting` for its first 15 s: its process never binds the owner's line)."""
+SETTINGS = "\n[settings]\npoll_interval = 0.2\n"
+"""No spawn is reported, so each bind is the run's own host lookup, made every
+`poll_interval` (2 s by default, docs/timers.md): a wait of up to that per call,
+three calls a run. A shorter one binds the same subagents sooner."""
 
 
 @dataclass
@@ -43,6 +47,10 @@ class SharedOwner(Drill):
     starts: list[dict[str, Any]] = field(default_factory=list)
     spawned: dict[str, list[str]] = field(default_factory=dict)
     warnings: dict[str, list[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.workflow.write_text(WORKFLOW + SETTINGS)
 
     def start_both(self) -> None:
         for _ in range(2):
