@@ -190,7 +190,7 @@ def test_a_detached_process_is_what_a_fresh_one_is(
         for name in ("busy", "forked"):  # the first is in flight at the second's fork
             started.append(zygote.start(server.path, serve_args(short / name), None, env,
                                         str(tmp_path / "in")))  # fmt: skip
-        fresh = zygote._cold_start(serve_args(short / "fresh"), out=None, env=env,
+        fresh = zygote.cold_start(serve_args(short / "fresh"), out=None, env=env,
                                    cwd=str(tmp_path / "in"))  # fmt: skip
         started.append(fresh)
         forked = started[1]

@@ -80,7 +80,7 @@ _PRELOAD = (
 commands import most."""
 _FDS = (0, 1, 2)
 """Where a command's descriptors go: its stdin, stdout and stderr."""
-_cold_start = detach.start_crw
+cold_start = detach.start_crw
 """crw's own start of a detached process: a fresh `python -m crw`."""
 _serving: tuple[Path, dict[str, str]] | None = None
 """In the server (and so in what it forks), when it can fork a detached process:
@@ -508,7 +508,7 @@ def start_crw(
     if path is not None:
         with contextlib.suppress(OSError):
             return start(path, args, out, env, cwd or os.getcwd(), pass_fds)
-    return _cold_start(args, out=out, env=env, cwd=cwd, pass_fds=pass_fds)
+    return cold_start(args, out=out, env=env, cwd=cwd, pass_fds=pass_fds)
 
 
 def _detaching(env: dict[str, str]) -> Path | None:

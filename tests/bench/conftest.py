@@ -1,4 +1,9 @@
-"""The benches' tests: a directory for a bench's state, and what still runs under it."""
+"""The benches' tests: a directory for a bench's state, and what still runs under it.
+
+A bench run inside a test starts its run processes and hosts as crw starts them,
+fresh children of its own: it reaps them by pid and reads their CPU and peak RSS
+from `wait4`, which a process forked from the worker's server (tests/zygote.py,
+whose `start_crw` the suite puts in place) would not give it (`cold_detached`)."""
 
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from crw import detach
+from tests import zygote
 from tests.processes import processes_under
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
@@ -43,3 +50,9 @@ def where() -> Iterator[Path]:
         for pid in processes_under(Path(short)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(autouse=True)
+def cold_detached(monkeypatch: pytest.MonkeyPatch) -> None:
+    """crw's own `start_crw` for the bench's detached processes: its children."""
+    monkeypatch.setattr(detach, "start_crw", zygote.cold_start)
