@@ -36,6 +36,9 @@ from crw.host.mock_replies import (
     valid,
 )
 
+STOP_WAIT = 5.0
+"""Seconds `MockModel.stop` waits for the requests being decided to be recorded."""
+
 
 class _GoneAway(Exception):
     """The request's reply is `unreachable`: its handler drops the connection."""
@@ -57,6 +60,8 @@ class MockModel:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._refusing: threading.Thread | None = None
+        self._handling = 0
+        self._handled = threading.Condition(self._lock)
 
     @property
     def url(self) -> str:
@@ -89,8 +94,15 @@ class MockModel:
     def handle(self, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
         """Decide and record one Responses request; the SSE events answering it."""
         user_text = newest_user_text(body)
-        reply = self.decide(ModelRequest(path, body, user_text, None))
-        self.record(ModelRequest(path, body, user_text, reply))
+        with self._lock:
+            self._handling += 1
+        try:
+            reply = self.decide(ModelRequest(path, body, user_text, None))
+            self.record(ModelRequest(path, body, user_text, reply))
+        finally:
+            with self._lock:
+                self._handling -= 1
+                self._handled.notify_all()
         if reply.kind == "unreachable":
             raise _GoneAway
         schema = request_schema(body, user_text)
@@ -123,9 +135,13 @@ class MockModel:
             self._refusing.start()
 
     def stop(self) -> None:
-        """Stop serving and join every thread (handler threads included)."""
+        """Stop serving and join its threads. A request still being decided is
+        recorded first (up to STOP_WAIT seconds): the server's handler threads are
+        daemons, which closing it does not join."""
         if self._server is None:
             return
+        with self._lock:
+            self._handled.wait_for(lambda: self._handling == 0, STOP_WAIT)
         if self._refusing is not None:
             self._refusing.join()
         self._server.shutdown()
