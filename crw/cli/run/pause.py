@@ -121,6 +121,7 @@ def _stop(
         gone = launched is not None and launched.poll() is not None
         after = _read(target.run_dir)
         if after.last_seq > before.last_seq and after.state in ANSWERS[op]:
+            _let_go(target.run_dir, deadline)
             return after, "process" if launched is None else "launched", _pid(launched)
         if time.monotonic() >= deadline:
             raise RefusedError(
@@ -142,6 +143,14 @@ def _stop(
             if isinstance(stopped, RunState):
                 return stopped, "here", None
             launched = stopped
+        time.sleep(POLL)
+
+
+def _let_go(run_dir: RunDir, deadline: float) -> None:
+    """Wait, up to `deadline`, for the process that answered to let go of the run
+    (a paused or ended run's process exits after its row): a resume started once
+    the command answered then resumes the run, not is refused as held by it."""
+    while run_is_live(run_dir) and time.monotonic() < deadline:
         time.sleep(POLL)
 
 
