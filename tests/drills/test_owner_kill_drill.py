@@ -135,7 +135,10 @@ def kill_runs(crw: Crw, state: Path, child: subprocess.Popen[bytes], kills: int)
         until = time.monotonic() + DELAYS[len(killed) % len(DELAYS)]
         while time.monotonic() < until and not new_reports(path.parent / "inbox", reports):
             time.sleep(0.002)
-        os.kill(pid, signal.SIGKILL)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:  # it ended by itself meanwhile (its run ended): no kill
+            continue
         killed.add(pid)
         wait_until("the killed process is gone", lambda: not alive(pid))  # noqa: B023
         resume(crw, state, path.parent.name)
