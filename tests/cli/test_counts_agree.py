@@ -9,7 +9,6 @@ Before: status said "calls: 4 of 4 done" while listing 7 calls, watch went 4/4,
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from typing import Any
 
@@ -77,7 +76,7 @@ def kill_after_the_rejection(drill: Drill) -> None:
         wait_until("its process lock is let go", lambda: held_process_tokens(run) == [])
         drill.pause_owner()
     finally:
-        os.close(lock)
+        drill.let_run_lock_go(lock)
     assert not run_is_live(run)
 
 

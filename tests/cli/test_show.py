@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -131,7 +130,7 @@ def crashed(drill: Drill) -> list[dict[str, Any]]:
         kill(drill.owner.pid)
         drill.owner.wait(timeout=5)
     finally:
-        os.close(lock)
+        drill.let_run_lock_go(lock)
     return drill.rows()
 
 

@@ -12,7 +12,6 @@ saying what, where, and that the file is kept as it is. No turn runs twice.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -65,7 +64,7 @@ def _killed_after_build_completed(drill: Drill) -> RunDir:
         kill(drill.owner.pid)
         drill.owner.wait(timeout=5)
     finally:
-        os.close(lock)
+        drill.let_run_lock_go(lock)
     assert drill.rows()[-1]["row"] == "completed" and drill.rows()[-1]["call"] == CALL
     return run
 

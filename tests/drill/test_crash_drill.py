@@ -46,7 +46,8 @@ import pytest
 import trio
 
 from crw.bus import steps as bus
-from crw.engine.run.locks import held_process_tokens, run_is_live
+from crw.detach import Detached
+from crw.engine.run.locks import held_process_tokens, is_launching, run_is_live
 from crw.engine.run.rundir import RunDir
 from crw.engine.steps.bind import turn_marker
 from crw.host.client import HostClient
@@ -295,6 +296,20 @@ class Drill:
         assert taken.wait(timeout), "the run process never let its run lock go"
         return fd
 
+    def let_run_lock_go(self, fd: int) -> None:
+        """Let go the run lock `take_run_lock_once_released` took, once the owner
+        is paused (it has no command in flight) and no launch of the run is under
+        way. A `next` that read the run unheld in the instant between its process's
+        death and the drill's take may have launched a resume (CMD-NEXT-18) whose
+        process holds the launch lock and polls the run lock for TAKE_GRACE: let
+        go sooner, that process would take the run the drill means to resume."""
+        assert self.run is not None
+        run = self.run
+        try:
+            wait_until("no launch of the run waits for its lock", lambda: not is_launching(run))
+        finally:
+            os.close(fd)
+
     def pause_owner(self, *, cut_next: bool = False) -> None:
         """The owner starts no command until `unpause_owner`. `cut_next`: the drill
         holds the run lock of a run whose process died, so a `crw flow next` the
@@ -394,7 +409,7 @@ def killed_and_resumed(
         if meanwhile is not None:
             meanwhile(drill)
     finally:
-        os.close(lock)
+        drill.let_run_lock_go(lock)
     try:
         resumed = drill.crw("flow", "resume", run.id, "--detach", "--state",
                             str(drill.crw.state), "--json")  # fmt: skip
@@ -409,6 +424,30 @@ def killed_and_resumed(
     rows = drill.finish()
     assert [r["pid"] for r in rows if r["row"] == "started"][1] == resumed.json()["pid"]
     return rows
+
+
+def racing_resume(launched: list[Detached]) -> Callable[[Drill], None]:
+    """A `meanwhile` that launches a resume as a `next` launches one that read the
+    run unheld in the instant before the drill took its run lock: its check passed
+    then, so it is not made again; its process (put in `launched`) polls the run
+    lock the drill holds for TAKE_GRACE."""
+    from crw.engine.run.launch import launch_once
+    from crw.engine.run.runspec import read_run_spec
+
+    def launch(drill: Drill) -> None:
+        run = drill.run
+        assert run is not None
+        spec = read_run_spec(run.run_json)
+        env = drill.crw.env
+        launched.append(
+            launch_once(run, drill.crw.state, spec.env_overrides(), env, _no_check).child
+        )
+
+    return launch
+
+
+def _no_check() -> None:
+    pass
 
 
 def assert_packets_whole(drill: Drill, rows: list[dict[str, Any]]) -> None:
@@ -429,6 +468,27 @@ def assert_packets_whole(drill: Drill, rows: list[dict[str, Any]]) -> None:
     spawned_on = {t["took"]: t["packet_digest"] for t in took}
     bad = {m: d for m, d in spawned_on.items() if d != digests.get(m)}
     assert bad == {}, f"subagents spawned on a packet that was not whole: {bad}"
+
+
+def test_the_drill_resumes_a_killed_run_though_a_next_launched_a_resume_in_the_kills_instant(
+    drill: Drill, reference: dict[str, Any]
+) -> None:
+    """The drill's own harness: it lets the run lock go only once no launch waits
+    for it, so the resume it starts is the one that runs (a suite beside two CPU
+    hogs met a `next`'s resume taking the lock the drill let go)."""
+    launched: list[Detached] = []
+    try:
+        rows = killed_and_resumed(drill, f"step_published@{CALL}", racing_resume(launched))
+        assert launched, "no resume raced the drill's"
+        gave_up = launched[0].wait(timeout=DEADLINE)
+    finally:
+        for child in launched:
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()
+            child.wait(timeout=DEADLINE)
+    assert gave_up != 0, "the racing resume's process ran the run"
+    assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
+    assert results(rows) == reference
 
 
 @pytest.mark.parametrize("crash_after", KILL_POINTS)

@@ -26,7 +26,6 @@ not played again.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,7 +259,7 @@ def stop(drill: KillDrill, case: Case) -> dict[str, Any] | None:
                 at_point(drill, case)
             drill.pause_owner()
         finally:
-            os.close(lock)
+            drill.let_run_lock_go(lock)
         dead(drill)
     if case.stop == "timeout":
         drill.command("resume", run)
