@@ -108,7 +108,7 @@ async def _host(socket: Path, method: str, params: dict[str, Any]) -> Any:
         return await client.request(method, params)
 
 
-async def _connects(socket: Path) -> bool:
+async def host_listens(socket: Path) -> bool:
     """Whether the host accepts a connection (its socket file exists before it listens)."""
     try:
         async with connect_host(parse_host_uri(f"unix:{socket}")):
@@ -215,7 +215,7 @@ class Drill:
                 (home / "config.toml").write_text("[features]\nmulti_agent_v2 = true\n")
         self.spawn("crw", "host", "sim", "serve", "--socket", str(self.socket),
                    "--codex-home", str(self.root / "sim-home"))  # fmt: skip
-        wait_until("the sim host listens", lambda: trio.run(_connects, self.socket))
+        wait_until("the sim host listens", lambda: trio.run(host_listens, self.socket))
         self.owner_thread = str(self.host("sim/startOwner", {})["threadId"])
         for script in SCRIPTS:
             self.host("sim/script", script)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from crw.engine.run.rundir import RunDir
 from tests.drill.test_crash_drill import (
@@ -35,6 +36,7 @@ from tests.drill.test_crash_drill import (
     Drill,
     alive,
     drill_at,
+    host_listens,
     kill,
     results,
     served,
@@ -55,7 +57,7 @@ class LaunchDrill(Drill):
     def serve(self) -> None:
         self.spawn("crw", "host", "sim", "serve", "--socket", str(self.socket),
                    "--codex-home", str(self.root / "sim-home"))  # fmt: skip
-        wait_until("the sim host listens", self.socket.exists)
+        wait_until("the sim host listens", lambda: trio.run(host_listens, self.socket))
         self.owner_thread = str(self.host("sim/startOwner", {})["threadId"])
         for script in SLOW:
             self.host("sim/script", script)
