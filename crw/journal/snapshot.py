@@ -7,13 +7,9 @@ left in `<run>/replay.snapshot` (private, replaced atomically; `marshal`, which
 reads back several times faster than JSON, of the plain values replay holds,
 behind a CRC-32 of those bytes, so a damaged snapshot is never unmarshalled) and,
 while the snapshot is good, decodes and folds only the rows appended after it.
-The calls are marshalled apart, inside it, in two packs: the settled ones
-(`SETTLED_STATES`: completed, skipped, ...; most calls of a big run) are
-unmarshalled and built only when the state's `calls` is first read, or a row after
-the snapshot names one (`RunState.defer_calls`); the others are built at once, a
-replay folds on into them. The settled pack is a few pieces: a snapshot written
-from a snapshot's state keeps its pieces and adds the calls settled since as one
-more (`SETTLED_CHUNKS`), so a reader's write costs the open calls, not all.
+The calls are marshalled apart, inside it, settled and open
+(crw.journal.snapshot_pack): the settled ones are built only when the state's
+`calls` is first read, or a row after the snapshot names one; the others at once.
 `next` of a live run builds only the calls not settled (a pool's worth), `next` of
 an ended one none, `status` all.
 
@@ -45,13 +41,21 @@ import sys
 import zlib
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
 
 from crw.journal.file_store import FileJournal
 from crw.journal.framing import paused_gc
 from crw.journal.log import JournalCorruptError, JournalRead, decode
-from crw.journal.replay import SETTLED_STATES, CallState, DeferredCalls, RunState, replay
+from crw.journal.replay import DeferredCalls, RunState, replay
 from crw.journal.run_summary import summary_of
+from crw.journal.snapshot_pack import (
+    CALL_FIELDS,
+    Pack,
+    Packed,
+    call_of,
+    keep_packed,
+    pack_calls,
+    pieces_of,
+)
 from crw.journal.stores import store_at
 
 log = logging.getLogger("crw.journal")
@@ -72,14 +76,6 @@ nine reads) cost less than a sixty-fourth (~45 rows, a write in four); at
 10,000 calls the cap of 256 KiB (~215 rows, a write in twelve) less than 1 MiB
 (~580 rows, a write in twenty-five)."""
 
-_CALL_FIELDS = [f.name for f in fields(CallState) if f.name != "result"]
-"""A call's fields the snapshot keeps: all but its result, which can be large and
-which the commands do not show (a process that needs results replays the journal)."""
-SETTLED_CHUNKS = 16
-"""The most pieces the settled calls are kept in: a snapshot written from a
-snapshot's state adds the calls settled since as one more piece, without
-unmarshalling the others (a write then costs the open calls, not all); with more
-pieces than this they are packed again as one."""
 _RUN_FIELDS = [f.name for f in fields(RunState) if f.name != "calls"]
 _SEAL = 9
 """The file starts with the CRC-32 of the rest, as eight hex digits and a newline.
@@ -100,7 +96,7 @@ class Snapshot:
 def replay_journal(journal: Path, *, live: bool = False) -> tuple[RunState, JournalRead]:
     """The run's state and the read of the journal's rows after the snapshot (all
     of them without one): `end` and `last_seq` are the whole journal's. A call the
-    snapshot holds has no `result` (see `_CALL_FIELDS`). A torn tail is warned
+    snapshot holds has no `result` (see `CALL_FIELDS`). A torn tail is warned
     about unless the run is `live` (a process holds it): then it is the batch
     that process is writing this moment, no fault of the journal's.
 
@@ -204,14 +200,14 @@ def fold_on(journal: Path, fold: Fold, data: bytes) -> JournalRead:
 def _refresh(journal: Path, fold: Fold, *, rebase: bool = False) -> None:
     """Write the snapshot of `fold` once the bytes beyond the last one are a
     refresh share of the journal (REFRESH_SHARE), or the run ended beyond it;
-    with `rebase`, the fold's settled calls are then kept packed (`_rebase`)."""
+    with `rebase`, the fold's settled calls are then kept packed (`keep_packed`)."""
     beyond = fold.end - fold.saved
     refresh = min(REFRESH_BYTES, max(REFRESH_MIN, fold.end // REFRESH_SHARE))
     if beyond >= refresh or (beyond and fold.state.state == "ended"):
         pack = _save(journal, fold.state, fold.end, fold.crc)
         fold.saved = fold.end
         if rebase:
-            _rebase(fold.state, pack)
+            keep_packed(fold.state, pack)
 
 
 CRC_PIECE = 1 << 18
@@ -264,112 +260,18 @@ def parse_snapshot(raw: bytes) -> Snapshot | None:
         if raw[:_SEAL] != b"%08x\n" % zlib.crc32(body):
             return None  # damaged or cut short: marshal must never read such bytes
         head, end, crc, call_fields, run, (ids, lengths, opened, after) = marshal.loads(body)
-        if head != FORMAT or call_fields != _CALL_FIELDS:
+        if head != FORMAT or call_fields != CALL_FIELDS:
             return None
         state = RunState(**run)
         if type(ids) is not list:
             return None
-        packed = _Packed(frozenset(ids), _pieces(body, lengths), opened, after)
+        packed = Packed(frozenset(ids), pieces_of(body, lengths), opened, after)
         with paused_gc():
-            opened = {values[0]: _call(values) for _, values in marshal.loads(packed.open)}
+            opened = {values[0]: call_of(values) for _, values in marshal.loads(packed.open)}
     except (ValueError, TypeError, EOFError, KeyError, IndexError, AttributeError):
         return None
     state.defer_calls(DeferredCalls(opened, packed.settled_ids, packed.build, packed))
     return Snapshot(end, crc, state)
-
-
-def _pieces(body: memoryview, lengths: list[int]) -> tuple[bytes, ...]:
-    """The settled pieces at the end of a snapshot's `body`, of `lengths` bytes each."""
-    if type(lengths) is not list or any(type(n) is not int or n < 0 for n in lengths):
-        raise TypeError("a snapshot's pieces are not listed as this crw lists them")
-    at = len(body) - sum(lengths)
-    if at < 0:
-        raise ValueError("a snapshot's pieces are longer than it")
-    pieces = []
-    for n in lengths:
-        pieces.append(bytes(body[at : at + n]))
-        at += n
-    return tuple(pieces)
-
-
-@dataclass(frozen=True)
-class _Packed:
-    """A snapshot's calls: each piece of `settled`, and `open`, is a marshalled
-    list of `[index, values]` (`index`: the call's place among the calls,
-    `values`: its `_CALL_FIELDS`), `settled_ids` the settled calls, `after` an
-    index past all."""
-
-    settled_ids: frozenset[str]
-    settled: tuple[bytes, ...]
-    open: bytes
-    after: int
-
-    def __post_init__(self) -> None:
-        if type(self.settled_ids) is not frozenset or type(self.settled) is not tuple:
-            raise TypeError("a snapshot's calls are not packed as this crw packs them")
-        if any(type(piece) is not bytes for piece in self.settled):
-            raise TypeError("a snapshot's calls are not packed as this crw packs them")
-        if type(self.open) is not bytes or type(self.after) is not int:
-            raise TypeError("a snapshot's calls are not packed as this crw packs them")
-
-    def places(self) -> dict[str, int]:
-        """Each open call's index."""
-        return {values[0]: index for index, values in marshal.loads(self.open)}
-
-    def build(self, opened: dict[str, CallState]) -> dict[str, CallState]:
-        """All the calls in their order: the settled ones built from their values
-        (bytes this crw marshalled: their seal, format and fields were checked when
-        they were loaded), the open ones as a replay left them, the calls it added
-        last."""
-        places = self.places()
-        with paused_gc():
-            entries = [
-                (index, _call(values))
-                for piece in self.settled
-                for index, values in marshal.loads(piece)
-            ]
-            entries += [
-                (places.get(call_id, self.after + n), call)
-                for n, (call_id, call) in enumerate(opened.items())
-            ]
-            entries.sort(key=_first)
-            return {call.call: call for _, call in entries}
-
-
-def _first(entry: tuple[int, CallState]) -> int:
-    return entry[0]
-
-
-def _call(values: list[Any]) -> CallState:
-    """The call of a snapshot's values (as `CallState(**fields)` makes it, without
-    the keyword call: a snapshot of a big run holds thousands)."""
-    if len(values) != len(_CALL_FIELDS):
-        raise ValueError("a call of the snapshot has other fields")
-    call: CallState = object.__new__(CallState)
-    call.__dict__ = dict(zip(_CALL_FIELDS, values, strict=True))
-    call.result = None
-    return call
-
-
-def call_values(call: CallState) -> list[Any]:
-    """A call as a snapshot keeps it: its `_CALL_FIELDS`' values, in order."""
-    return [getattr(call, name) for name in _CALL_FIELDS]
-
-
-def packed_calls(
-    settled_ids: frozenset[str],
-    settled: tuple[bytes, ...],
-    opened: dict[str, CallState],
-    places: dict[str, int],
-    after: int,
-) -> DeferredCalls:
-    """Calls kept as a snapshot's read keeps them: `settled`, marshalled lists of
-    `[index, values]` (`call_values`) of the calls `settled_ids` names; `opened`
-    built, each at its index in `places`; `after` an index past all. A snapshot
-    written from a state holding them keeps `settled` as it is (`_pack`)."""
-    entries = [[places[call_id], call_values(call)] for call_id, call in opened.items()]
-    packed = _Packed(settled_ids, settled, marshal.dumps(entries), after)
-    return DeferredCalls(opened, packed.settled_ids, packed.build, packed)
 
 
 def save_snapshot(journal: Path, state: RunState, end: int, crc: int) -> None:
@@ -378,10 +280,10 @@ def save_snapshot(journal: Path, state: RunState, end: int, crc: int) -> None:
     _save(journal, state, end, crc)
 
 
-def _save(journal: Path, state: RunState, end: int, crc: int) -> _Pack:
+def _save(journal: Path, state: RunState, end: int, crc: int) -> Pack:
     """Write the snapshot, in the journal's store where it keeps one (never
-    failing for it), else beside the journal; its calls as packed (`_Packed`'s fields)."""
-    pack = _pack(state)
+    failing for it), else beside the journal; its calls as packed (`Packed`'s fields)."""
+    pack = pack_calls(state)
     parts = _parts(state, end, crc, pack)
     seal = b"%08x\n" % _crc(parts)
     try:
@@ -406,10 +308,7 @@ def _save(journal: Path, state: RunState, end: int, crc: int) -> _Pack:
     return pack
 
 
-_Pack = tuple[frozenset[str], tuple[bytes, ...], bytes, int]
-
-
-def _parts(state: RunState, end: int, crc: int, pack: _Pack) -> list[bytes]:
+def _parts(state: RunState, end: int, crc: int, pack: Pack) -> list[bytes]:
     """The snapshot's bytes after its seal, in parts: the marshalled head (the
     format, the replay's end and CRC, the call fields, the run's fields, and the
     calls: their settled ids, the lengths of the settled pieces, the open calls,
@@ -421,7 +320,7 @@ def _parts(state: RunState, end: int, crc: int, pack: _Pack) -> list[bytes]:
         FORMAT,
         end,
         crc,
-        _CALL_FIELDS,
+        CALL_FIELDS,
         {name: getattr(state, name) for name in _RUN_FIELDS},
         (sorted(ids), [len(piece) for piece in settled], opened, after),
     )
@@ -434,50 +333,3 @@ def _crc(parts: list[bytes]) -> int:
     for part in parts:
         crc = zlib.crc32(part, crc)
     return crc
-
-
-def _rebase(state: RunState, pack: _Pack) -> None:
-    """Keep `state`'s settled calls as `pack` holds them, as a read of the snapshot
-    just written would: the calls built are the open ones again, so what a replay
-    or a read goes through stays a pool's worth however long the fold lives."""
-    packed = _Packed(*pack)
-    deferred = state.deferred_calls()
-    calls = deferred.open if deferred is not None else state.calls
-    opened = {call_id: calls[call_id] for call_id in packed.places()}
-    state.defer_calls(DeferredCalls(opened, packed.settled_ids, packed.build, packed))
-
-
-def _pack(state: RunState) -> _Pack:
-    """The state's calls as `_Packed` holds them. A state read from a snapshot
-    whose settled calls were not built keeps their pieces as it read them, and
-    adds the calls settled since as one more (`SETTLED_CHUNKS`)."""
-    deferred = state.deferred_calls()
-    packed = deferred.source if deferred is not None else None
-    pieces: tuple[bytes, ...] = ()
-    ids: frozenset[str] = frozenset()
-    if deferred is not None and isinstance(packed, _Packed):
-        pieces, ids, places = packed.settled, packed.settled_ids, packed.places()
-        entries = [
-            (places.get(c, packed.after + n), call)
-            for n, (c, call) in enumerate(deferred.open.items())
-        ]
-        after = packed.after + len(deferred.open)
-    else:
-        entries = list(enumerate(state.calls.values()))
-        after = len(entries)
-    settled, opened, new = [], [], []
-    for index, call in entries:
-        values = [getattr(call, name) for name in _CALL_FIELDS]
-        if call.state in SETTLED_STATES:
-            settled.append([index, values])
-            new.append(call.call)
-        else:
-            opened.append([index, values])
-    if len(pieces) >= SETTLED_CHUNKS:
-        settled = [entry for piece in pieces for entry in marshal.loads(piece)] + settled
-        pieces = ()
-    if settled or not pieces:
-        pieces += (marshal.dumps(settled),)
-    # The ids kept as they are when none settled since (a big run's exit: 100,000
-    # of them), not copied into a set and a frozenset again.
-    return (ids | frozenset(new) if new else ids), pieces, marshal.dumps(opened), after

@@ -20,7 +20,7 @@ from typing import Any
 from crw.journal.framing import FRAMING
 from crw.journal.log import JournalRead, decode
 from crw.journal.replay import SETTLED_STATES, CallState, DeferredCalls, RunState, replay
-from crw.journal.snapshot import SETTLED_CHUNKS, call_values, packed_calls
+from crw.journal.snapshot_pack import SETTLED_CHUNKS, call_values, packed_calls
 from crw.journal.stores import store_at
 
 PIECE = 1 << 20
@@ -68,7 +68,7 @@ def replay_pieces(journal: Path, piece: int | None = None, *, results: bool = Tr
 
 def replay_packed(journal: Path, size: int, piece: int | None = None) -> Replayed:
     """The state `replay_pieces(journal, piece, results=False)` replays, its calls
-    kept as the snapshot packs them (`crw.journal.snapshot.packed_calls`), for the
+    kept as the snapshot packs them (`crw.journal.snapshot_pack.packed_calls`), for the
     snapshot a run process leaves: after each piece, the calls it settled leave
     the state as their values, marshalled a pack every `size` / (SETTLED_CHUNKS -
     2) bytes of journal (`size`: the journal's, as the caller found it). So the

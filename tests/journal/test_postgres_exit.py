@@ -14,7 +14,7 @@ import trio
 
 from crw.actors import run as run_module
 from crw.engine.run.rundir import RunDir
-from crw.journal import snapshot, streamed
+from crw.journal import snapshot, snapshot_pack, streamed
 from crw.journal.postgres import PostgresJournal
 from crw.journal.rows import Completed, Prepared, RowModel, Started, ThreadStarted, Tokens
 from crw.journal.stores import store_at
@@ -85,8 +85,8 @@ def test_a_database_run_exit_collects_and_reads_its_rows_a_piece_at_a_time(
     state, read = snapshot.replay_journal(db_run.journal)
     assert read.rows == [] and not (db_run.root / snapshot.SNAPSHOT).exists()
     deferred = state.deferred_calls()
-    assert deferred is not None and isinstance(deferred.source, snapshot._Packed)
-    assert 1 < len(deferred.source.settled) < snapshot.SETTLED_CHUNKS
+    assert deferred is not None and isinstance(deferred.source, snapshot_pack.Packed)
+    assert 1 < len(deferred.source.settled) < snapshot_pack.SETTLED_CHUNKS
     run_module._keep_snapshot(file_run)
     file_state = snapshot.replay_journal(file_run.journal)[0]
     assert state == file_state == without_results(file_run.journal)

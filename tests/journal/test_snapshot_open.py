@@ -12,7 +12,7 @@ from zlib import crc32
 
 import pytest
 
-from crw.journal import snapshot
+from crw.journal import snapshot, snapshot_pack
 from crw.journal.log import encode_batch, encode_body, read_journal
 from crw.journal.replay import CallState, RunState, replay
 from crw.journal.rows import Completed, Decision, Held, Prepared, Started, StepPublished
@@ -122,7 +122,7 @@ def test_a_snapshot_written_from_a_snapshots_state_unmarshals_none_of_its_settle
     journal = tmp_path / "journal.jsonl"
     seq = _run(journal)
     monkeypatch.setattr(snapshot, "REFRESH_BYTES", 1)  # every read writes one
-    loads, pack = marshal.loads, snapshot._pack
+    loads, pack = marshal.loads, snapshot_pack.pack_calls
     unmarshalled: list[int] = []  # the bytes each save's packing unmarshalled
 
     def counted_pack(state: RunState) -> Any:
@@ -137,14 +137,16 @@ def test_a_snapshot_written_from_a_snapshots_state_unmarshals_none_of_its_settle
         finally:
             monkeypatch.setattr(marshal, "loads", loads)
 
-    monkeypatch.setattr(snapshot, "_pack", counted_pack)
+    monkeypatch.setattr(snapshot, "pack_calls", counted_pack)
     settled = len(journal.with_name(snapshot.SNAPSHOT).read_bytes())
-    saves = 2 * snapshot.SETTLED_CHUNKS
+    saves = 2 * snapshot_pack.SETTLED_CHUNKS
     for n in range(43, 43 + saves):
         seq = _write(journal, seq, _call(n, done=True))
         state, _ = snapshot.replay_journal(journal, live=True)
         assert same(state, journal)
     assert len(unmarshalled) == saves
-    assert len([n for n in unmarshalled if n > settled // 4]) == saves // snapshot.SETTLED_CHUNKS
+    assert (
+        len([n for n in unmarshalled if n > settled // 4]) == saves // snapshot_pack.SETTLED_CHUNKS
+    )
     again, read = snapshot.replay_journal(journal, live=True)
     assert read.rows == [] and same(again, journal)

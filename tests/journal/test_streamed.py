@@ -15,7 +15,7 @@ import crw.journal.framing as framing
 import crw.journal.log as log
 from crw.actors import run as run_module
 from crw.engine.run.rundir import RunDir
-from crw.journal import snapshot, streamed
+from crw.journal import snapshot, snapshot_pack, streamed
 from crw.journal.log import encode_batch, encode_body, read_journal
 from crw.journal.replay import CallState, replay
 from crw.journal.rows import Completed, Decision, Held, Prepared, StepPublished
@@ -104,10 +104,10 @@ def test_the_snapshot_a_leaving_process_writes_reads_back_as_the_whole_replay(
     assert written[:9] == b"%08x\n" % zlib.crc32(written[9:])
     state = snapshot.replay_journal(run.journal)[0]
     deferred = state.deferred_calls()
-    assert deferred is not None and isinstance(deferred.source, snapshot._Packed)
+    assert deferred is not None and isinstance(deferred.source, snapshot_pack.Packed)
     packs = deferred.source.settled
-    assert 1 < len(packs) < snapshot.SETTLED_CHUNKS
-    assert snapshot._pack(state)[1] == packs
+    assert 1 < len(packs) < snapshot_pack.SETTLED_CHUNKS
+    assert snapshot_pack.pack_calls(state)[1] == packs
     expected = without_results(run.journal)
     assert list(state.calls) == list(expected.calls) and state == expected
 
@@ -178,7 +178,7 @@ def test_the_exit_snapshot_is_written_without_a_copy_of_its_packs(tmp_path: Path
     size = journal.stat().st_size
     replayed = streamed.replay_packed(journal, size, 1 << 16)
     deferred = replayed.state.deferred_calls()
-    assert deferred is not None and isinstance(deferred.source, snapshot._Packed)
+    assert deferred is not None and isinstance(deferred.source, snapshot_pack.Packed)
     packs = sum(len(piece) for piece in deferred.source.settled)
     tracemalloc.start()
     try:
