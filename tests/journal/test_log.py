@@ -449,14 +449,18 @@ def _reframe(lines: list[bytes], index: int, old: bytes, new: bytes) -> list[byt
         "last batch unclosed",
     ],
 )
+@pytest.mark.parametrize("piece", [None, 1], ids=["pieces", "a piece a line"])
 async def test_checksummed_lines_with_bad_framing_read_as_a_line_at_a_time(
-    tmp_path: Path, damage: Any
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: Any, piece: int | None
 ) -> None:
     """Lines whose checksums match but whose framing does not (what only a bug or a
     hand edit writes) are read exactly as the line-at-a-time reader reads them: the
-    one-parse read of whole batches never takes a batch that reader would stop at."""
+    read of whole batches a piece at a time never takes a batch that reader would
+    stop at, from bytes or from the file, a batch cut across pieces too."""
     from crw.journal.log import _decode_lines
 
+    if piece is not None:
+        monkeypatch.setattr(framing, "PIECE", piece)  # each line a piece
     path = tmp_path / "journal.jsonl"
     await _write_batches(path)
     data = b"".join(damage(path.read_bytes().splitlines(keepends=True)))
@@ -470,6 +474,8 @@ async def test_checksummed_lines_with_bad_framing_read_as_a_line_at_a_time(
 
     assert outcome(lambda d, p, a: decode(d, p, after=a)) == outcome(_decode_lines)
     assert outcome(_decode_lines) != outcome(lambda d, p, a: decode(path.read_bytes(), p))
+    path.write_bytes(data)
+    assert outcome(lambda d, p, a: read_journal(p)) == outcome(_decode_lines)
 
 
 async def test_whole_batches_are_parsed_a_piece_at_a_time_and_no_collection(
