@@ -209,18 +209,18 @@ def decode(data: bytes, path: Path, *, after: int = 0) -> JournalRead:
         JournalCorruptError: a line that ends with its newline is damaged, or
             another damage a crash cannot leave (`crw.journal.framing`).
     """
-    spans = SPAN_FIELD in data
     with paused_gc():
         whole = whole_batches(pieces_of(data), after)
-        if whole is not None:
-            read = JournalRead(whole[0], len(data), whole[1], None)
-        else:
-            try:
-                read = _decode_lines(data, path, after)
-            except JournalCorruptError as err:
-                if spans:
-                    with_results(err.intact.rows)
-                raise
+    if whole is not None:
+        return JournalRead(whole[0], len(data), whole[1], None)
+    spans = SPAN_FIELD in data
+    with paused_gc():
+        try:
+            read = _decode_lines(data, path, after)
+        except JournalCorruptError as err:
+            if spans:
+                with_results(err.intact.rows)
+            raise
     if spans:
         with_results(read.rows)
     return read
@@ -321,10 +321,7 @@ def read_journal(path: Path) -> JournalRead:
         with paused_gc():
             whole = whole_batches(pieces, 0)
         if whole is not None:
-            read = JournalRead(whole[0], pieces.size, whole[1], None)
-            if pieces.spans:
-                with_results(read.rows)
-            return read
+            return JournalRead(whole[0], pieces.size, whole[1], None)
         file.seek(0)
         data = file.read()
     read = decode(data, path)
