@@ -47,12 +47,13 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import re
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, BinaryIO, TypeGuard
+from typing import Any, TypeGuard
 
 from crw.journal.result_span import with_results
 from crw.text import json_loads
@@ -160,17 +161,17 @@ def pieces_of(data: bytes) -> Iterator[memoryview]:
 
 
 class FilePieces:
-    """A journal file's bytes as `whole_batches` takes them, read as they are taken:
-    pieces of whole lines of about `PIECE` bytes, the last one as the file ends.
-    `size` is the bytes read so far."""
+    """A journal file's bytes as `whole_batches` takes them, read from the open file
+    `fd` as they are taken: pieces of whole lines of about `PIECE` bytes, the last
+    one as the file ends. `size` is the bytes read so far."""
 
-    def __init__(self, file: BinaryIO) -> None:
-        self._file = file
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
         self.size = 0
 
     def __iter__(self) -> Iterator[bytes]:
         held: list[bytes | memoryview] = []  # the start of a line the last read cut
-        while chunk := self._file.read(PIECE):
+        while chunk := os.read(self._fd, PIECE):
             self.size += len(chunk)
             newline = chunk.rfind(b"\n") + 1
             if not newline:

@@ -54,6 +54,7 @@ from crw.journal.framing import (
 from crw.journal.framing import encode_batch as encode_batch
 from crw.journal.result_span import SPAN_FIELD, with_results
 from crw.private import PRIVATE_FILE, umask_takes
+from crw.rawfile import read_open
 from crw.text import escape_surrogates
 
 if TYPE_CHECKING:
@@ -313,17 +314,19 @@ def read_journal(path: Path) -> JournalRead:
         JournalCorruptError: damage a crash cannot leave, the last line's too.
     """
     try:
-        file = path.open("rb", buffering=0)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return JournalRead([], 0, 0, None)
-    with file:
-        pieces = FilePieces(file)
+    try:
+        pieces = FilePieces(fd)
         with paused_gc():
             whole = whole_batches(pieces, 0)
         if whole is not None:
             return JournalRead(whole[0], pieces.size, whole[1], None)
-        file.seek(0)
-        data = file.read()
+        os.lseek(fd, 0, os.SEEK_SET)
+        data = read_open(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
     read = decode(data, path)
     if read.torn is not None:
         log.warning("%s", read.torn.message)

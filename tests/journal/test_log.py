@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import zlib
 from itertools import cycle
 from pathlib import Path
@@ -535,35 +536,17 @@ _SMALL_PIECE = 300
 
 
 class _Reads:
-    """Each read of an open journal file: how many bytes it asked for (-1: all)."""
+    """Each `os.read` from now on: how many bytes it asked for."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sizes: list[int] = []
-        open_ = Path.open
-        reads = self
+        read = os.read
 
-        class Recording:
-            def __init__(self, file: Any) -> None:
-                self._file = file
+        def reading(fd: int, size: int) -> bytes:
+            self.sizes.append(size)
+            return read(fd, size)
 
-            def read(self, size: int = -1) -> bytes:
-                reads.sizes.append(size)
-                data: bytes = self._file.read(size)
-                return data
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(self._file, name)
-
-            def __enter__(self) -> Recording:
-                return self
-
-            def __exit__(self, *exc: object) -> None:
-                self._file.close()
-
-        def opening(path: Path, *args: Any, **kwargs: Any) -> Any:
-            return Recording(open_(path, *args, **kwargs))
-
-        monkeypatch.setattr(Path, "open", opening)
+        monkeypatch.setattr(os, "read", reading)
 
 
 def test_a_journal_of_whole_batches_is_read_a_piece_at_a_time_never_whole(
