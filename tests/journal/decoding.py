@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -20,8 +21,8 @@ def count_decoded_lines(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         lines.append(1)
         return whole_line(*args, **kwargs)
 
-    def batches(data: bytes, after: int) -> Any:
-        read = whole_batches(data, after)
+    def batches(pieces: Iterable[bytes | memoryview], after: int) -> Any:
+        read = whole_batches(pieces, after)
         lines.extend([1] * (len(read[0]) if read is not None else 0))
         return read
 

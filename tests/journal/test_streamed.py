@@ -6,6 +6,7 @@ from __future__ import annotations
 import tracemalloc
 import weakref
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,8 @@ def _batch_sizes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     sizes: list[int] = []
     whole_batches = framing.whole_batches
 
-    def spying(data: bytes, after: int) -> Any:
-        read = whole_batches(data, after)
+    def spying(pieces: Iterable[bytes | memoryview], after: int) -> Any:
+        read = whole_batches(pieces, after)
         sizes.append(len(read[0]) if read is not None else -1)
         return read
 
