@@ -48,7 +48,7 @@ properties = st.dictionaries(
 
 
 @st.composite
-def schemas(draw: st.DrawFn) -> dict[str, Any]:
+def schemas(draw: Any) -> dict[str, Any]:
     props = draw(properties)
     schema: dict[str, Any] = {"type": draw(st.sampled_from(["object", "object", "array"]))}
     if props or draw(st.booleans()):
