@@ -56,14 +56,27 @@ class Tokens(BaseModel):
         return parts
 
     def __add__(self, other: Tokens) -> Tokens:  # ints of two valid Tokens: nothing to validate
-        return Tokens.model_construct(
-            **{p: getattr(self, p) + getattr(other, p) for p in TOKEN_PARTS}
-        )
+        mine, theirs = self.__dict__, other.__dict__
+        return _tokens_made({p: mine[p] + theirs[p] for p in TOKEN_PARTS})
 
     def __sub__(self, other: Tokens) -> Tokens:
-        return Tokens.model_construct(
-            **{p: getattr(self, p) - getattr(other, p) for p in TOKEN_PARTS}
-        )
+        mine, theirs = self.__dict__, other.__dict__
+        return _tokens_made({p: mine[p] - theirs[p] for p in TOKEN_PARTS})
+
+
+_ALL_PARTS = frozenset(TOKEN_PARTS)
+
+
+def _tokens_made(parts: dict[str, int]) -> Tokens:
+    """Tokens of `parts` (every part, an int), set as `Tokens.model_construct(**parts)`
+    sets them, without its Python walk of the fields: a fifth of its CPU (the run
+    settles each call's tokens with two sums)."""
+    made = object.__new__(Tokens)
+    object.__setattr__(made, "__dict__", parts)
+    object.__setattr__(made, "__pydantic_fields_set__", set(_ALL_PARTS))
+    object.__setattr__(made, "__pydantic_extra__", {})
+    object.__setattr__(made, "__pydantic_private__", None)
+    return made
 
 
 NO_TOKENS = Tokens.model_construct()
