@@ -178,7 +178,7 @@ async def test_the_session_owner_asks_next_again_while_replies_are_awaited(
     def spawn(call: str, reported: bool = False) -> dict[str, Any]:
         return {"action": "spawn", "call": call, "k": 1, "attempt": 1, "reported": reported}
 
-    answers = [
+    answers: list[dict[str, Any]] = [
         {"state": "running", "steps": [spawn("n1.1"), spawn("n2.1")]},
         {"state": "running", "steps": [spawn("n1.1", reported=True), spawn("n3.1")]},
         {"state": "running", "steps": [spawn("n3.1", reported=True)]},
