@@ -7,8 +7,7 @@ start of the run (`start_run`, what `crw flow start` calls, in-process) to its
 process, both reaped by pid when the size is done, whatever happens. With the
 session backend the owner is played in-process (`crw flow next`'s function, the
 subagents spawned on the host, each dispatch reported with the function `crw flow
-dispatched` writes it with, each step taken as soon as a `next` hands it out,
-`next` asked again while replies are awaited: `FastOwner`), so
+dispatched` writes it with, the steps of one answer taken concurrently), so
 neither the CLI's start-up nor an owner's pace is what is measured: what those
 functions import is imported before the timer starts. crw's modules are compiled
 first (`compileall`, what pip does at install and `make bench` does), so that
@@ -154,56 +153,21 @@ class Replies:
 
 
 class FastOwner(ScriptedOwner):
-    """The scripted owner, taking each step as soon as an answer of `next` hands it
-    out, each report's reply waited for on one watch of replies/ for all
-    (`Replies`), as `crw flow dispatched` waits for its one.
-
-    It asks `next` again while the replies of steps it took are awaited (a
-    dispatch's wait is that command's: nothing in the owner's commands orders the
-    next `next` after it, and `next` marks a step whose report waits `reported`),
-    taking only the steps it is not taking already. While it takes steps, it asks
-    again each time one of them is done (its reply read: the run retracted the
-    step file before it replied), not on a timer: `next --wait` answers at once
-    while a step it took is still on the bus, so asking on a timer would only read
-    the same steps again. With none in hand it asks with `--wait`, as before."""
+    """The scripted owner, taking the steps of one answer concurrently, each
+    report's reply waited for on one watch of replies/ for all (`Replies`), as
+    `crw flow dispatched` waits for its one."""
 
     async def play_all(self) -> None:
-        self.taking: set[tuple[Any, ...]] = set()
-        self.done_at: dict[tuple[Any, ...], int] = {}
-        """The count of takes done when each step's take ended (`done`)."""
-        self.done = 0
-        self.took = trio.Event()
-        async with self.watching(), trio.open_nursery() as takes:
+        async with self.watching():
             while True:
-                asked = self.done
                 answer = await self.next()
-                fresh = [s for s in answer["steps"] if self._fresh(s, asked)]
-                for step in fresh:
-                    self.taking.add(step_key(step))
-                    takes.start_soon(self._take, step)
+                async with trio.open_nursery() as nursery:
+                    for step in answer["steps"]:
+                        nursery.start_soon(self.take, step)
                 if answer["state"] in DONE_STATES:
-                    return  # the takes under way end first (the nursery waits for them)
-                if self.taking:
-                    await self.took.wait()  # one of its takes ended: ask again
-                elif not answer["steps"]:
+                    return
+                if not answer["steps"]:
                     await trio.sleep(IDLE_PAUSE)
-
-    def _fresh(self, step: dict[str, Any], asked: int) -> bool:
-        """Neither under way nor done since the `next` that handed it out began (its
-        read may have seen the step file before the bind retracted it)."""
-        key = step_key(step)
-        return key not in self.taking and self.done_at.get(key, -1) <= asked
-
-    async def _take(self, step: dict[str, Any]) -> None:
-        try:
-            await self.take(step)
-        finally:
-            key = step_key(step)
-            self.taking.discard(key)
-            self.done += 1
-            self.done_at[key] = self.done
-            self.took.set()
-            self.took = trio.Event()
 
     @asynccontextmanager
     async def watching(self) -> AsyncIterator[None]:
@@ -223,12 +187,6 @@ class FastOwner(ScriptedOwner):
         )
         write_report(self.replies.run, report)  # the watch began before: no reply missed
         return await self.replies.reply(report, self.dispatch_wait)
-
-
-def step_key(step: dict[str, Any]) -> tuple[Any, ...]:
-    """A step of next's answer as the owner tells steps apart: a close names its
-    subagent."""
-    return (step["action"], step["call"], step.get("k"), step["attempt"], step.get("agent_id"))
 
 
 @dataclass

@@ -16,7 +16,6 @@ decision (held) or the run paused.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from contextvars import ContextVar
 from typing import Any
 
 import trio
@@ -33,22 +32,6 @@ from crw.journal.rows import Paused, Tokens
 
 RunCall = Callable[[Node, str, Mapping[str, Any]], Awaitable[CallEnd]]
 """Runs one call (node, call id, the results of its needs) to its end."""
-
-Release = Callable[[CallEnd], None]
-
-_RELEASE: ContextVar[Release | None] = ContextVar("crw_gate_release", default=None)
-
-
-def release_early() -> Release | None:
-    """In a call's task, what hands the gate the call's end before `run_call`
-    returns (None outside a gate's call task): a call whose terminal rows are
-    queued on the journal, and after which no row can change its end, calls it
-    then, so the gate admits the next call while those rows are synced and the
-    call finishes its after-work (its subagent's close step). Every row the next
-    call commits is queued after them, so none is durable before them. The gate
-    takes the first end a call hands it; the call's task still counts until it
-    returns (the run ends only after it)."""
-    return _RELEASE.get()
 
 
 async def run_gate(
@@ -78,23 +61,14 @@ async def run_gate(
         if inputs:
             needs[INPUTS] = inputs
         call = gate.call_id(node.id, (first or {}).get(node.id, 1))
-        released = False
-
-        def release(end: CallEnd) -> None:
-            nonlocal released
-            if released:
-                return
-            released = True
-            tokens = getattr(end.row, "tokens", None)
-            if tokens is not None and node.review is None:
-                spent.settle(call, tokens)  # the terminal row carries every token of the call
-            # Never blocks: the buffer holds `pool` ends and at most `pool` calls are
-            # admitted and not received, each sending once. A blocking send would be a
-            # schedule point of its own, one more resume of the call's task a call.
-            send.send_nowait((node.id, end))
-
-        _RELEASE.set(release)  # this task's context: the call's own
-        release(await run_call(node, call, needs))
+        end = await run_call(node, call, needs)
+        tokens = getattr(end.row, "tokens", None)
+        if tokens is not None and node.review is None:
+            spent.settle(call, tokens)  # the terminal row carries every token of the call
+        # Never blocks: the buffer holds `pool` ends and at most `pool` calls run,
+        # each sending once. A blocking send would be a schedule point of its own,
+        # one more resume of the call's task for every call.
+        send.send_nowait((node.id, end))
 
     admission = gate.Admission(workflow, results.keys(), finished.keys())
     for node_id in [node_id for node_id in results if not admission.needed(node_id)]:

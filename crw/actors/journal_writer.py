@@ -116,16 +116,8 @@ class JournalWriter:
         self.told = False
         """Whether a commit raised `broken` (else the writer's close raises it)."""
 
-    async def commit(
-        self,
-        rows: Sequence[RowModel],
-        *,
-        stamped: bool = True,
-        queued: Callable[[], None] | None = None,
-    ) -> list[RowModel]:
-        """Append `rows` as one batch and return once they are durable. `queued`,
-        when given, is called once the batch is in the writer's queue, before the
-        wait: every commit queued after that point is durable only after these rows.
+    async def commit(self, rows: Sequence[RowModel], *, stamped: bool = True) -> list[RowModel]:
+        """Append `rows` as one batch and return once they are durable.
 
         Returns:
             Copies of `rows` with `seq` and `at` set, in order; the seqs are
@@ -147,8 +139,6 @@ class JournalWriter:
             return []
         request = _Commit([encode_body(row) for row in rows])
         await self._queue(request)
-        if queued is not None:
-            queued()
         await request.wait()
         if request.error is not None:
             err = request.error

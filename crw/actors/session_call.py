@@ -24,7 +24,7 @@ Its parts (`step_writer`, `step_binder`, `held_call`, `session_interrupt`,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,12 +78,8 @@ class SessionCall(CallSteps):
         results: Mapping[str, Any],
         rows: list[dict[str, Any]],
         spent: RunSpent,
-        release: Callable[[CallEnd], None] | None = None,
     ) -> None:
         self.ctx, self.node, self.call = ctx, node, call
-        self.release = release
-        """What hands the gate the call's end once its terminal rows are queued
-        (`crw.actors.gate.release_early`), for a call that is its node's one call."""
         self.spent = spent
         """The run's running token figure, which this call's tokens count against."""
         self.task = render_task(node.task, results)
@@ -104,15 +100,8 @@ class SessionCall(CallSteps):
         """The call's interrupt; its waits are cut by it (`waiting()`)."""
 
     async def commit(self, rows: list[RowModel]) -> None:
-        await self._commit(rows)
-
-    async def _commit(self, rows: list[RowModel], ends: CallEnd | None = None) -> None:
-        """Commit `rows` (one batch); with `ends` (the call's end, which no later
-        row can change), hand it to the gate (`release`) once the rows are queued."""
-        release = self.release
-        queued = None if ends is None or release is None else lambda: release(ends)
         rows = await traced_bind(self, rows)  # a bind's turn_started: the trace's digests
-        await self.ctx.journal.commit(rows, stamped=False, queued=queued)  # kept as dicts
+        await self.ctx.journal.commit(rows, stamped=False)  # the rows are kept as dicts
         committed = [row.model_dump() for row in rows]
         self.rows += committed
         self.ctx.records.add(committed)
@@ -179,11 +168,7 @@ class SessionCall(CallSteps):
             unmeasured += await trace_warnings(self, step)  # recorded, never enforced
             if end.row is not None:
                 git = await self._executor_git(end.row, step.attempt or 1)
-                rows = [*unmeasured, *git.rows(end.row)]
-                if self.release is not None and git.moves_nothing:  # no ref, no hold after
-                    await self._commit(rows, end)
-                else:
-                    await self.commit(rows)
+                await self.commit([*unmeasured, *git.rows(end.row)])
                 held = await executor_git.apply(git, self.call)  # the refs, after the rows
                 if held is not None:
                     await self.commit([held])

@@ -19,7 +19,7 @@ from typing import Any
 import trio
 
 from crw.actors import late_strays
-from crw.actors.gate import release_early, run_gate
+from crw.actors.gate import run_gate
 from crw.actors.review_rounds import run_rounds
 from crw.actors.session_call import SessionCall
 from crw.actors.session_context import SessionContext
@@ -133,8 +133,7 @@ async def run_session_calls(
             return await run_rounds(
                 ctx, node, needs, by_call, journal, spent, first.get(node.id, 1)
             )
-        release = release_early()  # the node's one call: its end is the node's
-        return await SessionCall(ctx, node, call, needs, by_call[call], spent, release).run()
+        return await SessionCall(ctx, node, call, needs, by_call[call], spent).run()
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(late_strays.sweep, ctx)  # duplicates of ended calls' steps

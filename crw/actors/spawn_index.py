@@ -22,9 +22,7 @@ spawned since the last look:
 - one look serves every waiting call: a look under way, or begun less than
   `max_age` ago (the poll interval), is shared; but a call asking for the strays
   of a subagent it bound that no look listed yet gets a look begun after it asked
-  (an older look cannot show the strays the owner spawned before that subagent),
-  or the look under way if that look lists the subagent (it shows the strays
-  spawned before it too: several binds at once share one look);
+  (an older look cannot show the strays the owner spawned before that subagent);
 - the run's sweep for duplicates of ended calls' steps (`crw.actors.late_strays`)
   takes the subagents indexed since its last look (`since`).
 
@@ -93,7 +91,7 @@ class OwnerSpawns:
         fresh = bound is not None and bound.id not in self.seen
         if bound is not None:
             self.learn(bound)
-        await self._look(fresh=fresh, listing=bound.id if bound is not None else None)
+        await self._look(fresh=fresh)
         found = []
         for thread_id in list(self.by_marker.get(marker, ())):
             if bound is not None and thread_id == bound.id:
@@ -113,15 +111,13 @@ class OwnerSpawns:
             await self._look()
         return self.order[seen:], len(self.order)
 
-    async def _look(self, *, fresh: bool = False, listing: str | None = None) -> None:
+    async def _look(self, *, fresh: bool = False) -> None:
         """List the subagents created since the last look and read the new ones,
         or share the look under way or just made; `fresh`: only a look begun
-        after this one was asked for is shared, or the look under way when it
-        lists `listing` (a subagent it shows was listed after the strays spawned
-        before it: what a look begun after the ask would show of them)."""
+        after this one was asked for is shared."""
         if self.looking is not None:
             await self.looking.wait()
-            if not fresh or listing in self.seen:
+            if not fresh:
                 return
             if self.looking is not None:  # begun after the ask
                 await self.looking.wait()

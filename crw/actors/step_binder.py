@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import trio
@@ -224,29 +223,21 @@ class StepBinder:
                 r for r in (decision.thread_started, decision.turn_started) if r is not None
             ]
             closing = self.actor.steps.bound()  # a step bound before its files could be written
+            await self.actor.commit(rows + ([closing] if closing is not None else []))
+            retract = functools.partial(
+                bus.retract_step, self.ctx.run, self.actor.call, step.k or 1, step.attempt or 1
+            )
+            if report is not None:  # the file retracted before the reply, in one thread hop
+                body = {"reply": "bound", "reason": decision.reason, "warnings": decision.warnings}
+                await self.ctx.inbox.reply(report, body, first=retract)
+            else:  # in the loop's thread, as a reply's (`Inbox.reply`)
+                await trio.lowlevel.checkpoint_if_cancelled()
+                retract()
             started = decision.thread_started
-            look = _StrayLook()
-            async with trio.open_nursery() as nursery:
-                if started is not None:  # the look's host reads while the rows are synced
-                    nursery.start_soon(look.run, self._carrying, step, thread)
-                await self.actor.commit(rows + ([closing] if closing is not None else []))
-                retract = functools.partial(
-                    bus.retract_step, self.ctx.run, self.actor.call, step.k or 1, step.attempt or 1
-                )
-                if report is not None:  # the file retracted before the reply, in one thread hop
-                    body = {
-                        "reply": "bound",
-                        "reason": decision.reason,
-                        "warnings": decision.warnings,
-                    }
-                    await self.ctx.inbox.reply(report, body, first=retract)
-                else:  # in the loop's thread, as a reply's (`Inbox.reply`)
-                    await trio.lowlevel.checkpoint_if_cancelled()
-                    retract()
             thread_id = started.thread_id if started is not None else step.agent_id
             if started is not None:
                 self.actor.state.thread = started.model_dump()
-                await self._close(step, str(started.thread_id), look.found())
+                await self.close_strays(step, str(started.thread_id), self.bound_read)
             return str(thread_id), str(decision.turn_started.turn_id)
         if report is not None:
             reply: dict[str, Any] = {"reply": decision.kind, "reason": decision.reason}
@@ -318,28 +309,16 @@ class StepBinder:
     async def close_strays(self, step: StepPublished, bound_id: str, bound: Thread | None) -> None:
         """Every other open subagent of the owner carrying the bound attempt's step
         gets a close step; the first time, session_host_warning several_spawns.
-        Asked at the bind (there, its look runs beside the commit of the bind's
-        rows: `_StrayLook`) and again when the bound turn ends (a spawn made after
+        Asked at the bind and again when the bound turn ends (a spawn made after
         the bind), each time from the spawn index's look of the poll interval;
         `bound` is the bound subagent as last read, left out unread."""
-        await self._close(step, bound_id, await self._carrying(step, bound))
-
-    async def _carrying(self, step: StepPublished, bound: Thread | None) -> list[Thread] | None:
-        """The owner's other subagents carrying the step's marker (`close_strays`);
-        None when there is nothing to look for (v2) or the host cannot answer."""
         if self.ctx.multi_agent == V2:
-            return None  # codex keeps one child per task name: a step taken twice makes none
+            return  # codex keeps one child per task name: a step taken twice makes none
+        marker = step.marker or ""
         try:
-            return await self.ctx.reader.spawned(self.ctx.owner, step.marker or "", bound)
+            carrying = await self.ctx.reader.spawned(self.ctx.owner, marker, bound)
         except (HostUnavailable, HostRequestError):
-            return None  # the bind stands; a stray's report is answered close
-
-    async def _close(
-        self, step: StepPublished, bound_id: str, carrying: list[Thread] | None
-    ) -> None:
-        """`close_strays`' rows and close steps for what `_carrying` found."""
-        if carrying is None:
-            return
+            return  # the bind stands; a stray's report is answered close
         strays = lookup.strays(self._published(step), self.ctx.owner, bound_id, carrying)
         if not strays:
             return
@@ -418,30 +397,3 @@ class StepBinder:
             thread,
         )
         return await self._act(step, decision, None, thread)
-
-
-class _StrayLook:
-    """The bind's look for strays, run beside the commit of its rows and its reply
-    (the host's reads overlap the journal's sync): what it found, or the error
-    it raised, taken once the reply is written. An error is held, not raised in
-    the nursery: a bind, once begun, is never cut between its rows and its reply."""
-
-    def __init__(self) -> None:
-        self._carrying: list[Thread] | None = None
-        self._error: Exception | None = None
-
-    async def run(
-        self,
-        carrying: Callable[[StepPublished, Thread | None], Awaitable[list[Thread] | None]],
-        step: StepPublished,
-        bound: Thread | None,
-    ) -> None:
-        try:
-            self._carrying = await carrying(step, bound)
-        except Exception as err:
-            self._error = err
-
-    def found(self) -> list[Thread] | None:
-        if self._error is not None:
-            raise self._error
-        return self._carrying

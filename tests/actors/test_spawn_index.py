@@ -117,32 +117,6 @@ async def test_waiting_calls_share_one_look_per_poll(
         assert reader.reads == 20 + 20  # each read for its first message, then for its bind
 
 
-async def test_binds_at_once_share_the_look_that_lists_their_subagents(
-    tmp_path: Path, autojump_clock: MockClock
-) -> None:
-    """spec: DISP-25. Two calls bound at once each ask for the strays of a subagent
-    no look listed yet: the look one of them began lists both subagents, so the
-    other takes it (it shows what a look begun after its ask would show of the
-    strays spawned before its subagent) and no second listing is made."""
-    async with owner_on_sim(tmp_path) as (client, reader, owner):
-        await reader.spawned(owner, "warm-up")  # the first look of a process lists all
-        await trio.sleep(POLL)
-        stray = await spawn(client, owner, "a.1/t1-a1")
-        agents = [await spawn(client, owner, m) for m in ("a.1/t1-a1", "b.1/t1-a1")]
-        bound = [await reader.read(agent) for agent in agents]
-        lists = reader.lists
-        found: dict[str, list[str]] = {}
-
-        async def strays(thread: Any, marker: str) -> None:
-            found[marker] = [t.id for t in await reader.spawned(owner, marker, thread)]
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(strays, bound[0], "a.1/t1-a1")
-            nursery.start_soon(strays, bound[1], "b.1/t1-a1")
-        assert found == {"a.1/t1-a1": [stray], "b.1/t1-a1": []}
-        assert reader.lists - lists == 1
-
-
 async def test_a_subagent_read_for_its_first_message_is_not_read_again(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:

@@ -158,59 +158,6 @@ async def test_the_session_owner_waits_for_its_replies_on_one_watch_without_a_th
     assert sorted(reads) == sorted(2 * [r.id for r in reports])
 
 
-async def test_the_session_owner_asks_next_again_while_replies_are_awaited(
-    tmp_path: Path, monkeypatch: Any
-) -> None:
-    """spec: CMD-NEXT-11, CMD-DISP-3, CMD-DISP-9: the bench's owner asks `next`
-    again as soon as one of the steps it took is done, while the others' replies
-    are awaited (a dispatch's wait is that command's; `next` marks a step whose
-    report waits `reported`), takes each step once (one it is taking, handed out
-    again, is not taken again), and stops once next answers the run ended and its
-    takes are done."""
-    from trio.testing import wait_all_tasks_blocked
-
-    from crw.engine.run.rundir import RunDir
-
-    scale = load_bench("scale", monkeypatch)
-    RunDir.of(tmp_path / "state", "r1").create()
-    owner = scale.FastOwner(None, "r1", "owner", state=str(tmp_path / "state"))
-
-    def spawn(call: str, reported: bool = False) -> dict[str, Any]:
-        return {"action": "spawn", "call": call, "k": 1, "attempt": 1, "reported": reported}
-
-    answers: list[dict[str, Any]] = [
-        {"state": "running", "steps": [spawn("n1.1"), spawn("n2.1")]},
-        {"state": "running", "steps": [spawn("n1.1", reported=True), spawn("n3.1")]},
-        {"state": "running", "steps": [spawn("n3.1", reported=True)]},
-        {"state": "ended", "steps": []},
-    ]
-    replies = {call: trio.Event() for call in ("n1.1", "n2.1", "n3.1")}
-    taken: list[str] = []
-    done: list[str] = []
-    awaited_at_ask: list[list[str]] = []
-
-    async def next_answer() -> dict[str, Any]:
-        awaited_at_ask.append(sorted(set(taken) - set(done)))
-        return answers.pop(0)
-
-    async def take(step: dict[str, Any]) -> None:
-        taken.append(step["call"])
-        await replies[step["call"]].wait()
-        done.append(step["call"])
-
-    monkeypatch.setattr(owner, "next", next_answer)
-    monkeypatch.setattr(owner, "take", take)
-    with trio.fail_after(20):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(owner.play_all)
-            for call in ("n2.1", "n1.1", "n3.1"):
-                await wait_all_tasks_blocked()
-                replies[call].set()
-    assert sorted(taken[:2]) == ["n1.1", "n2.1"] and taken[2:] == ["n3.1"]
-    assert awaited_at_ask == [[], ["n1.1"], ["n3.1"], []]
-    assert answers == []
-
-
 def test_the_run_s_peak_rss_is_its_own_not_the_bench_s_that_launched_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
