@@ -55,7 +55,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeGuard
 
-from crw.journal.result_span import with_results
+from crw.journal.result_span import SPAN, with_results
 from crw.text import json_loads
 
 FRAMING = "commit_seq"
@@ -71,7 +71,6 @@ _LINE = b"%s" + _TRAILER_FORMAT + b"\n"
 _TRAILER = len(_CHECKSUM_HEAD) + 10
 """Bytes of `,"crc":"xxxxxxxx"}` at the end of every line."""
 _FRAME_START = '{"seq":'
-_SPAN = "result_span"
 _FRAME_HEAD = _FRAME_START.encode()
 _LINE_ENDS = re.compile(
     rb'%s([0-9a-f]{8})"\}\n(?=%s|\Z)' % (re.escape(_CHECKSUM_HEAD), re.escape(_FRAME_HEAD))
@@ -139,7 +138,7 @@ def whole_batches(
                 return None
             seq = row_seq
             pending = None if seq == framing else framing
-            if _SPAN in obj:
+            if SPAN in obj:
                 spanned.append(obj)
         rows += objs
     if pending is not None:

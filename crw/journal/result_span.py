@@ -18,7 +18,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-SPAN_FIELD = b'"result_span":'
+SPAN = "result_span"
+"""The field's name in a row."""
+SPAN_FIELD = b'"%s":' % SPAN.encode()
 """How the field starts in a journal line: only bytes holding it have a row to fill."""
 
 _PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
@@ -53,7 +55,7 @@ def with_results(rows: Iterable[dict[str, Any]]) -> None:
     """Give each completed row read with a `result_span` and no `result` its result
     (`result_in`); a span that gives none (a row edited by hand) leaves it without."""
     for row in rows:
-        span = row.get("result_span")
+        span = row.get(SPAN)
         if span is None or "result" in row or row.get("row") != "completed":
             continue
         raw_text = row.get("raw_text")

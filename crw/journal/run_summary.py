@@ -20,12 +20,11 @@ import marshal
 import sys
 import zlib
 from dataclasses import fields
-from typing import Any
 
 from crw.journal.replay import SETTLED_STATES, CallState, DeferredCalls, RunState
+from crw.journal.snapshot_pack import CALL_FIELDS, call_of, call_values
 
 FORMAT = f"crw-run-summary/1 {sys.implementation.cache_tag}"
-_CALL_FIELDS = [f.name for f in fields(CallState) if f.name != "result"]
 _RUN_FIELDS = [f.name for f in fields(RunState) if f.name != "calls"]
 _SEAL = 9
 """The CRC-32 of the rest, as eight hex digits and a newline."""
@@ -47,10 +46,10 @@ def summary_of(state: RunState) -> bytes | None:
                 others.append(call)
     body = (
         FORMAT,
-        _CALL_FIELDS,
+        CALL_FIELDS,
         {name: getattr(state, name) for name in _RUN_FIELDS},
         frozenset(settled),
-        [[getattr(call, name) for name in _CALL_FIELDS] for call in others],
+        [call_values(call) for call in others],
     )
     payload = marshal.dumps(body)
     return b"%08x\n" % zlib.crc32(payload) + payload
@@ -63,23 +62,14 @@ def parse_summary(raw: bytes) -> RunState | None:
         if raw[:_SEAL] != b"%08x\n" % zlib.crc32(body):
             return None
         head, call_fields, run, settled, others = marshal.loads(body)
-        if head != FORMAT or call_fields != _CALL_FIELDS or type(settled) is not frozenset:
+        if head != FORMAT or call_fields != CALL_FIELDS or type(settled) is not frozenset:
             return None
         state = RunState(**run)
-        opened = {values[0]: _call(values) for values in others}
+        opened = {values[0]: call_of(values) for values in others}
     except (ValueError, TypeError, EOFError, KeyError, IndexError):
         return None
     state.defer_calls(DeferredCalls(opened, settled, _unbuilt))
     return state
-
-
-def _call(values: list[Any]) -> CallState:
-    if len(values) != len(_CALL_FIELDS):
-        raise ValueError("a call of the summary has other fields")
-    call: CallState = object.__new__(CallState)
-    call.__dict__ = dict(zip(_CALL_FIELDS, values, strict=True))
-    call.result = None
-    return call
 
 
 def _unbuilt(opened: dict[str, CallState]) -> dict[str, CallState]:
