@@ -18,7 +18,7 @@ About forty minutes in all on a quiet machine (the
 100,000-call run alone some five).
 
 Prints a table, or with --json one object: {"met": bool, "targets": [{"target",
-"bench", "figure", "bound", "unit", "met"}], "benches": {NAME: {"argv",
+"bench", "figure", "bound", "unit", "met", "margin"}], "benches": {NAME: {"argv",
 "seconds", "machine", "figures" | "error"}}}. A target whose bench failed has
 figure null and met false, and the bench's error says why; one still running
 after BENCH_LIMIT (30 minutes) is interrupted as Ctrl-C interrupts it, so it reaps
@@ -67,14 +67,20 @@ class Target:
     unit: str
 
     def judge(self, figures: Mapping[str, Any] | None) -> dict[str, Any]:
-        """This target's line: its figure (None when the bench gave none) and
-        whether it is met."""
+        """This target's line: its figure (None when the bench gave none), whether
+        it is met, and its margin: how far the figure is on the met side of the
+        bound, in percent of the bound (negative: on the other side; None
+        without a figure, or for a bound of 0)."""
         figure: Any = figures
         for key in self.path:
             figure = figure.get(key) if isinstance(figure, Mapping) else None
         if isinstance(figure, bool) or not isinstance(figure, int | float):
             figure = None
         met = figure is not None and OPS[self.op](figure, self.bound)
+        margin = None
+        if figure is not None and self.bound:
+            room = figure - self.bound if self.op == ">=" else self.bound - figure
+            margin = round(100 * room / self.bound, 1)
         return {
             "target": self.name,
             "bench": self.bench,
@@ -82,6 +88,7 @@ class Target:
             "bound": f"{self.op} {self.bound:g}",
             "unit": self.unit,
             "met": met,
+            "margin": margin,
         }
 
 
@@ -333,6 +340,7 @@ def table(report: Mapping[str, Any]) -> str:
         ("figure", "right"),
         ("bound", "right"),
         ("", "left"),
+        ("margin", "right"),
         ("machine loop", "right"),
     ]:
         grid.add_column(column, justify=justify)  # type: ignore[arg-type]
@@ -344,6 +352,7 @@ def table(report: Mapping[str, Any]) -> str:
             figure,
             f"{line['bound']} {line['unit']}".strip(),
             "met" if line["met"] else "NOT MET",
+            "-" if line["margin"] is None else f"{line['margin']:+.1f} %",
             f"{bench['machine']['loop_ms']:g} ms",
         )
     console = Console(width=120)

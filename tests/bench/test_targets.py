@@ -40,11 +40,28 @@ def test_a_figure_on_its_bound_meets_an_inclusive_target_and_misses_a_strict_one
         "bound": ">= 250",
         "unit": "calls/s",
         "met": False,
+        "margin": -0.0,
     }
     assert replay.judge({"total_ms": 500.0})["met"] is True
     assert replay.judge({"total_ms": 500.1})["met"] is False
     assert resume.judge({"start_s": 2})["met"] is False  # "< 2 s": the bound itself misses
     assert resume.judge({"start_s": 1.99})["met"] is True
+
+
+def test_each_target_reports_its_margin_on_the_met_side_of_its_bound(targets: Any) -> None:
+    """The margin is the figure's room from the bound in percent of the bound,
+    positive on the met side whichever way the bound points; none without a figure
+    (or for a bound of 0, which has no percent)."""
+    throughput = next(t for t in targets.TARGETS if t.path[-1] == "calls_per_s")
+    replay = next(t for t in targets.TARGETS if t.bench == "replay")
+    app = {"app_server": {"10000": {"calls_per_s": 300}}}
+    assert throughput.judge(app)["margin"] == 20.0  # >= 250
+    app["app_server"]["10000"]["calls_per_s"] = 200
+    assert throughput.judge(app)["margin"] == -20.0
+    assert replay.judge({"total_ms": 400.0})["margin"] == 20.0  # <= 500
+    assert replay.judge({"total_ms": 550.0})["margin"] == -10.0
+    assert replay.judge(None)["margin"] is None
+    assert dataclasses.replace(replay, bound=0).judge({"total_ms": 1.0})["margin"] is None
 
 
 def test_a_figure_the_bench_did_not_give_is_unmet_not_an_error(targets: Any) -> None:
