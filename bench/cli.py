@@ -43,13 +43,13 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import trio
+from keep import state_tempdir
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -247,7 +247,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="crw-cli-") as tmp:
+    with state_tempdir("crw-cli-") as tmp:
         big, live = Path(tmp) / "big" / "state", Path(tmp) / "live" / "state"
         big_run = finished_run(big, args.calls)
         live_id, _pid, stop = live_run(live)

@@ -55,6 +55,7 @@ from typing import Any
 import inotify_simple  # noqa: F401 - what the replies' watch imports, before the timer
 import pygit2  # noqa: F401 - what start_run finds the workflow's repository with
 import trio
+from keep import state_tempdir
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -431,7 +432,7 @@ def trial_with_host(
     thousands of files slows the next size's creates; the bench removes them all
     at its end instead."""
     with contextlib.ExitStack() as own:
-        tmp = (kept or own).enter_context(tempfile.TemporaryDirectory(prefix=prefix, dir=where))
+        tmp = (kept or own).enter_context(state_tempdir(prefix, where))
         trial = Trial(backend, calls, Path(tmp) / "state", db=db)
         trial.state.mkdir()
         (trial.state / "codex-home").mkdir()

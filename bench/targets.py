@@ -11,9 +11,11 @@ read from that JSON, so a figure here is the figure the bench prints.
 The shared machine's speed moves by a third within minutes (`bench/machine.py`):
 the loop it times is taken before each bench and printed beside its targets, so a
 target missed on a slow minute can be told from one the code misses. A bench
-starts `--gap` seconds (90) after the one before: the scale benches remove
-thousands of files when they end, and the creates of the next minute or so are
-slower on this machine's file system (docs/performance.md, "A quiet run").
+starts `--gap` seconds (90) after the one before, and no bench removes its files:
+they all go under one directory (in `--tmp`), removed once the last bench has
+run. On this machine's file system a removal of thousands of files slows the
+creates near them for up to 360 s (docs/performance.md, "A quiet run"), so a
+bench that removed its files would slow the benches after it.
 About forty minutes in all on a quiet machine (the
 100,000-call run alone some five).
 
@@ -34,6 +36,7 @@ import contextlib
 import json
 import operator
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from keep import KEEP_ENV
 from machine import speed
 
 HERE = Path(__file__).resolve().parent
@@ -122,10 +126,9 @@ workflow, a session call's rate, syncs and memory (session_syncs needs strace),
 and 100,000 calls in one run. The 100,000-call bench runs last: its end removes
 some 110,000 directories, and on this machine's file system the creates of the
 next minutes skip past every inode freed there (up to 360 s while the inode
-table is not written back, more than `--gap`): three of four 1,000-call session
-runs started 70 s after the end of a 10,000-call one made 204-228 calls/s, where
-the others made 330-353 (docs/performance.md, "The session call and this
-machine's file system")."""
+table is not written back, more than `--gap`): nine of ten 1,000-call session
+runs started 70-90 s after the end of a 10,000-call one made 204-242 calls/s
+(docs/performance.md, "The session call and this machine's file system")."""
 TAKES_TMP = {"scale.py", "resume.py", "big_start.py", "session_syncs.py"}
 
 TARGETS = (
@@ -252,7 +255,10 @@ TARGETS = (
 
 def run_bench(name: str, tmp: Path) -> dict[str, Any]:
     """Run one bench with --json: its argv, wall seconds, the machine's speed just
-    before, and its figures or the error it ended with."""
+    before, and its figures or the error it ended with. Its state directories and
+    temporary files go under `tmp` (`--tmp`, and TMPDIR for those it makes on its
+    own), and it leaves them there (`keep.KEEP_ENV`): `main` removes them once
+    every bench has run."""
     script, *args = BENCHES[name]
     argv = [sys.executable, str(HERE / script), "--json", *args]
     if script in TAKES_TMP:
@@ -262,6 +268,7 @@ def run_bench(name: str, tmp: Path) -> dict[str, Any]:
     with subprocess.Popen(
         argv,
         cwd=HERE.parent,
+        env=os.environ | {KEEP_ENV: "1", "TMPDIR": str(tmp)},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -384,10 +391,14 @@ def main() -> int:
             f"--only {args.only}: no bench {unknown[0]!r}; pass some of {','.join(BENCHES)}"
         )
     benches: dict[str, dict[str, Any]] = {}
-    for name in names:
-        if benches:
-            time.sleep(args.gap)
-        benches[name] = run_bench(name, args.tmp)
+    root = Path(tempfile.mkdtemp(prefix="crw-targets-", dir=args.tmp))
+    try:
+        for name in names:
+            if benches:
+                time.sleep(args.gap)
+            benches[name] = run_bench(name, root)
+    finally:  # every bench's files at once, after the last bench: none measures a removal
+        shutil.rmtree(root, ignore_errors=True)
     targets = judge(benches)
     report = {"met": all(t["met"] for t in targets), "targets": targets, "benches": benches}
     print(json.dumps(report) if args.json else table(report))

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -98,6 +100,52 @@ def test_the_report_runs_each_bench_and_exits_1_when_a_target_is_missed(
     assert failed["targets"][0]["figure"] is None
     assert failed["benches"]["replay"]["error"].startswith("exit 2: ")
     assert "invalid int value: 'many'" in failed["benches"]["replay"]["error"]
+
+
+def test_every_bench_leaves_its_files_under_one_directory_removed_after_the_last(
+    targets: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No bench removes its files while the others run (a removal of thousands slows
+    the next minutes' creates on this machine's file system): each is told to keep
+    them (`CRW_BENCH_KEEP`) under one directory in --tmp (its --tmp where it takes
+    one, its TMPDIR for the rest), which goes once the last bench has run."""
+    seen: list[tuple[list[str], dict[str, str]]] = []
+    popen = subprocess.Popen
+
+    def spy(argv: list[str], **kwargs: Any) -> Any:
+        seen.append((argv, kwargs["env"]))
+        return popen(argv, **kwargs)
+
+    monkeypatch.setattr(targets.subprocess, "Popen", spy)
+    replay = ["replay.py", "--trials", "1", "--rows", "60"]
+    monkeypatch.setattr(targets, "BENCHES", {"replay": replay})
+    argv = ["targets.py", "--json", "--gap", "0", "--tmp", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert targets.main() == 0
+    monkeypatch.setattr(targets, "TAKES_TMP", {"replay.py"})  # replay.py takes none: refused
+    assert targets.main() == 1
+    [(plain, env), (given, refused_env)] = seen
+    root = Path(env["TMPDIR"])
+    assert env["CRW_BENCH_KEEP"] == "1" and root.parent == tmp_path
+    assert root.name.startswith("crw-targets-") and "--tmp" not in plain
+    assert given[-2:] == ["--tmp", refused_env["TMPDIR"]]
+    assert Path(refused_env["TMPDIR"]).parent == tmp_path
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_bench_told_to_keep_leaves_its_state_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`keep.state_tempdir`: removed when its block ends, unless CRW_BENCH_KEEP is set."""
+    keep = load_bench("keep", monkeypatch)
+    monkeypatch.delenv("CRW_BENCH_KEEP", raising=False)
+    with keep.state_tempdir("x-", tmp_path) as gone:
+        (Path(gone) / "f").write_text("")
+    assert not Path(gone).exists()
+    monkeypatch.setenv("CRW_BENCH_KEEP", "1")
+    with keep.state_tempdir("x-", tmp_path) as kept:
+        (Path(kept) / "f").write_text("")
+    assert (Path(kept) / "f").exists() and Path(kept).parent == tmp_path
 
 
 def test_a_bench_past_its_limit_is_interrupted_and_leaves_no_process(
