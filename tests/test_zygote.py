@@ -276,3 +276,15 @@ def test_a_caller_gone_before_its_answer_leaves_the_server_serving(tmp_path: Pat
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()
+
+
+def test_a_closed_server_leaves_no_pipe_of_its_own_open() -> None:
+    """A server's close kills it, reaps it and closes the pipe its `ready` came on:
+    left open, the pipe was an "unclosed file" ResourceWarning at the exit of each
+    process that started a server (the suite's controller printed one a run)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CRW_", "CODEX_"))}
+    server = zygote._start(env)
+    assert server is not None and server.process.stderr is not None
+    server.close()
+    assert server.process.returncode is not None
+    assert server.process.stderr.closed

@@ -319,6 +319,8 @@ class Zygote:
     def close(self) -> None:
         self.process.kill()
         self.process.wait()
+        if self.process.stderr is not None:  # else it is "unclosed" at this process's exit
+            self.process.stderr.close()
         with contextlib.suppress(OSError):
             self.path.parent.joinpath(self.path.name).unlink()
             self.path.parent.rmdir()
@@ -603,6 +605,7 @@ def _start(env: dict[str, str]) -> Zygote | None:
     if ready not in (b"ready\n", b"ready detached\n"):
         process.kill()
         process.wait()
+        process.stderr.close()
         return None
     made = Zygote(process, path, dict(env), ready == b"ready detached\n")
     atexit.register(made.close)
