@@ -14,22 +14,12 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
 from crw.engine.answers import cpu_budget, schema_check
 from crw.engine.answers.schema_check import check
+from tests.engine.json_values import json_values
 
 TYPES = ["null", "boolean", "object", "array", "number", "string", "integer"]
 NAMES = ["ok", "n", "why", "a b", ""]
 
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=6)
-)
-values = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
-    max_leaves=6,
-)
+values = json_values(text=6, items=3, leaves=6)
 answers = st.one_of(
     values,
     st.dictionaries(st.sampled_from([*NAMES, "other"]), values, max_size=5),

@@ -19,26 +19,14 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
 
 from crw.engine.answers.schema_check import SchemaCheckTimedOut, check
+from tests.engine.json_values import json_values
 
 BUDGET = 0.05
 """The test's budget: small, so that each example that runs it out is quick."""
 SLACK = 0.3
 """CPU seconds past the budget a stopped check may still spend."""
 
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=40)
-)
-values = st.recursive(
-    scalars,
-    lambda inner: (
-        st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=8), inner, max_size=6)
-    ),
-    max_leaves=30,
-)
+values = json_values(text=40, items=6, leaves=30)
 many = st.integers(0, 3000).map(lambda n: [{"i": i, "s": "x" * (i % 5)} for i in range(n)])
 backtracked = st.integers(20, 60).map(lambda n: "a" * n + "!")
 answers = st.one_of(
