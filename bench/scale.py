@@ -61,7 +61,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from crw.bus.dirwatch import DirWatch  # noqa: E402
-from crw.bus.inbox import Report, read_reply, write_report  # noqa: E402
+from crw.bus.inbox import Report, take_reply, write_report  # noqa: E402
 from crw.cli.demo.scripted_owner import DONE_STATES, IDLE_PAUSE, ScriptedOwner  # noqa: E402
 from crw.cli.owner.dispatched import POLL  # noqa: E402
 from crw.cli.owner.next import next_command  # noqa: E402, F401 - imported before the timer
@@ -144,7 +144,7 @@ class Replies:
             with trio.move_on_after(wait):
                 while True:
                     event = self.awaited[report.id] = trio.Event()
-                    got = read_reply(self.run, report.id)
+                    got = take_reply(self.run, report.id)
                     if got is not None:
                         return head | got
                     await event.wait()

@@ -16,6 +16,7 @@ from crw.bus.inbox import (
     read_reply,
     read_reports,
     remove_report,
+    take_reply,
     write_reply,
     write_report,
 )
@@ -215,6 +216,45 @@ def test_reply_to_a_report_answered_again_is_the_same_file(run: RunDir) -> None:
     write_report(run, sent)
     write_reply(run, reply)
     assert read_reply(run, sent.id) == reply and read_reports(run) == []
+
+
+def test_a_taken_reply_is_read_once_then_its_file_is_gone(run: RunDir) -> None:
+    """spec: DISP-2. The owner reads the run's answer from replies/ and takes it:
+    `take_reply` returns the reply and removes its file, so a second look finds
+    none."""
+    sent = report()
+    write_report(run, sent)
+    write_reply(run, {"id": sent.id, "reply": "bound"})
+    assert take_reply(run, sent.id) == {"id": sent.id, "reply": "bound"}
+    assert os.listdir(run.replies) == []
+    assert take_reply(run, sent.id) is None
+
+
+def test_a_reply_not_yet_readable_is_not_taken(run: RunDir) -> None:
+    """A file under the reply's name that does not read as a JSON object (a reply
+    another tool is still writing in place) is left where it is, to be read again."""
+    sent = report()
+    (run.replies / f"{sent.id}.json").write_text('{"id": "')
+    assert take_reply(run, sent.id) is None
+    assert os.listdir(run.replies) == [f"{sent.id}.json"]
+
+
+def test_a_reply_that_cannot_be_removed_is_still_returned(
+    run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reply is the owner's answer whether or not its file can be removed (a
+    read-only replies/): the file stays for the run's end to remove."""
+    sent = report()
+    write_report(run, sent)
+    write_reply(run, {"id": sent.id, "reply": "bound"})
+
+    def refused(path: Any) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", path)
+
+    monkeypatch.setattr("crw.bus.inbox.os.unlink", refused)
+    assert take_reply(run, sent.id) == {"id": sent.id, "reply": "bound"}
+    monkeypatch.undo()
+    assert os.listdir(run.replies) == [f"{sent.id}.json"]
 
 
 def test_missing_or_unreadable_reply_reads_as_none(run: RunDir) -> None:

@@ -4,6 +4,7 @@ it looks every POLL, as it did."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,18 +50,18 @@ def _still() -> Clock:
 
 
 def _counted_reads(monkeypatch: pytest.MonkeyPatch, first: Any = None) -> list[str]:
-    """Count read_reply's calls; `first` runs right after the first one looked."""
+    """Count take_reply's calls; `first` runs right after the first one looked."""
     reads: list[str] = []
-    read_reply = inbox_module.read_reply
+    take_reply = inbox_module.take_reply
 
     def counted(run: RunDir, report_id: str) -> dict[str, Any] | None:
-        reply = read_reply(run, report_id)
+        reply = take_reply(run, report_id)
         reads.append(report_id)
         if len(reads) == 1 and first is not None:
             first(run)
         return reply
 
-    monkeypatch.setattr(dispatched_module, "read_reply", counted)
+    monkeypatch.setattr(dispatched_module, "take_reply", counted)
     return reads
 
 
@@ -76,6 +77,20 @@ def test_a_reply_written_after_the_first_look_is_read_at_once_with_the_clock_sti
     reply = await_reply(live, report, 60.0, _still())
     assert reply["reply"] == "bound" and reply["id"] == report.id
     assert reads == [report.id, report.id]
+
+
+@pytest.mark.timeout(30)
+def test_the_reply_it_prints_is_removed_and_another_reports_stays(live: RunDir) -> None:
+    """spec: DISP-2. `dispatched` takes the reply it waited for: once read, its file
+    is gone (only the `dispatched` that wrote the report reads it), so a long
+    run's replies do not pile up to be removed at its end; the reply to another
+    report stays where its own `dispatched` will read it."""
+    mine, other = _report(live), _report(live)
+    write_reply(live, _bound(other))
+    write_reply(live, _bound(mine))
+    reply = await_reply(live, mine, 60.0, _still())
+    assert reply["reply"] == "bound" and reply["id"] == mine.id
+    assert os.listdir(live.replies) == [f"{other.id}.json"]
 
 
 @pytest.mark.timeout(30)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from crw.bus.dirwatch import DirWatch
-from crw.bus.inbox import Report, read_reply, read_reports, write_report
+from crw.bus.inbox import Report, read_reports, take_reply, write_report
 from crw.cli.output import emit
 from crw.cli.shell import shell_word
 from crw.clock import system_clock
@@ -242,14 +242,14 @@ def _await(
     look = True
     while True:
         if look:
-            reply = read_reply(run, report.id)
+            reply = take_reply(run, report.id)
             if reply is not None:
                 return _answer(report, reply)
         now = clock.monotonic()
         if now >= live_at:
             if not run_is_live(run):
                 # The run may have answered and then let go: look once more.
-                reply = read_reply(run, report.id)
+                reply = take_reply(run, report.id)
                 return _answer(report, reply or _unanswered(run, report))
             live_at = now + LIVE_EVERY
         if now >= deadline:
