@@ -231,8 +231,9 @@ def test_a_taken_reply_is_read_once_then_its_file_is_gone(run: RunDir) -> None:
 
 
 def test_a_reply_not_yet_readable_is_not_taken(run: RunDir) -> None:
-    """A file under the reply's name that does not read as a JSON object (a reply
-    another tool is still writing in place) is left where it is, to be read again."""
+    """A file under the reply's name that does not read as a JSON object (damaged,
+    or cut short by a full disk) is not the answer: it is left where it is, for
+    the next look and for the run's end."""
     sent = report()
     (run.replies / f"{sent.id}.json").write_text('{"id": "')
     assert take_reply(run, sent.id) is None
