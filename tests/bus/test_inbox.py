@@ -231,8 +231,8 @@ def test_a_taken_reply_is_read_once_then_its_file_is_gone(run: RunDir) -> None:
 
 
 def test_a_reply_not_yet_readable_is_not_taken(run: RunDir) -> None:
-    """A file under the reply's name that does not read as a JSON object (damaged,
-    or cut short by a full disk) is not the answer: it is left where it is, for
+    """A file under the reply's name that does not read as a JSON object (damaged
+    on disk, or put there by hand) is not the answer: it is left where it is, for
     the next look and for the run's end."""
     sent = report()
     (run.replies / f"{sent.id}.json").write_text('{"id": "')
