@@ -124,14 +124,14 @@ async def test_the_session_owner_waits_for_its_replies_on_one_watch_without_a_th
     monkeypatch.setattr(scale, "POLL", 3600.0)
     monkeypatch.setattr(scale, "REPLY_LOOK", 3600.0)
     reads: list[str] = []
-    read_reply = scale.read_reply
+    take_reply = scale.take_reply
 
     def counted_read(run: RunDir, report_id: str) -> dict[str, Any] | None:
         reads.append(report_id)
-        reply: dict[str, Any] | None = read_reply(run, report_id)
+        reply: dict[str, Any] | None = take_reply(run, report_id)
         return reply
 
-    monkeypatch.setattr(scale, "read_reply", counted_read)
+    monkeypatch.setattr(scale, "take_reply", counted_read)
     run = RunDir.of(tmp_path / "state", "r1")
     run.create()
     owner = scale.FastOwner(None, "r1", "owner", state=str(tmp_path / "state"))
@@ -156,6 +156,7 @@ async def test_the_session_owner_waits_for_its_replies_on_one_watch_without_a_th
     ]
     assert hops == []
     assert sorted(reads) == sorted(2 * [r.id for r in reports])
+    assert os.listdir(run.replies) == []  # each reply taken, as dispatched takes its one
 
 
 def test_the_run_s_peak_rss_is_its_own_not_the_bench_s_that_launched_it(
