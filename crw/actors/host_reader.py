@@ -43,6 +43,10 @@ if TYPE_CHECKING:  # the client loads once a host's socket is open (`connect_hos
     from crw.host.client import HostClient
 
 
+EMPTY_ROLLOUT_EVERY = 0.02
+"""Seconds between two reads of a thread whose rollout codex cannot read yet."""
+
+
 class ModelUnreachable(Exception):
     """The host kept retrying a turn past `Settings.unreachable_after`; the
     message is the held row's error (`crw.engine.answers.unreachable`)."""
@@ -119,12 +123,22 @@ class HostReader:
                 raise
         # codex 0.163 answers a thread with no turn in its rollout yet (for a few ms
         # after turn/start, and always before the first turn) with one of these
-        # errors: the thread is there, its turns are not readable yet.
-        thread = await self._call(
-            f"thread/read {thread_id}",
-            lambda: self._client.thread_read(thread_id, include_turns=False),
-        )
-        return thread.model_copy(update={"turns": []})  # type: ignore[no-any-return]
+        # errors: the thread is there, its turns are not readable yet. While its
+        # rollout file is still empty (codex 0.169, a few ms after thread/start) even
+        # the read without turns fails so: it is looked at again, within host_timeout.
+        deadline = trio.current_time() + self._settings.host_timeout
+        while True:
+            try:
+                thread = await self._call(
+                    f"thread/read {thread_id}",
+                    lambda: self._client.thread_read(thread_id, include_turns=False),
+                )
+            except HostRequestError as err:
+                if not _no_turns_yet(err) or trio.current_time() >= deadline:
+                    raise
+                await trio.sleep(EMPTY_ROLLOUT_EVERY)
+                continue
+            return thread.model_copy(update={"turns": []})  # type: ignore[no-any-return]
 
     @staticmethod
     def _answer(watch: ThreadWatch) -> Thread:

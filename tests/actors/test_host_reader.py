@@ -212,3 +212,37 @@ async def test_forgetting_a_thread_wakes_whoever_kept_what_it_read_of_it(
         assert reader.watched == 0
         fresh = reader.changed(thread.id)
         assert not fresh.is_set() and fresh is not kept
+
+
+async def test_a_thread_whose_rollout_is_still_empty_is_read_again_not_raised(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """codex 0.169 answers thread/read, with turns and without, with "rollout at
+    <path> is empty" for a few ms after thread/start, before it has written the
+    rollout's first line (seen on the real app-server: a run ended by it). The
+    reader reads again until the thread reads, within host_timeout; an error that
+    lasts past it is raised as the host's."""
+    from crw.host.errors import HostRequestError
+
+    empty = "failed to read session metadata /h/r.jsonl: rollout at /h/r.jsonl is empty"
+    async with reader_on_sim(tmp_path, Settings(host_timeout=60)) as (client, reader):
+        thread_id, _ = await _start(reader, client)
+        real = client.thread_read
+        refusals = [3]
+
+        async def not_yet(thread: str, include_turns: bool = True) -> Any:
+            if refusals[0] > 0:
+                refusals[0] -= 1 if not include_turns else 0
+                raise HostRequestError("thread/read", -32603, empty)
+            return await real(thread, include_turns=include_turns)
+
+        monkeypatch.setattr(client, "thread_read", not_yet)
+        start = trio.current_time()
+        thread = await reader.read(thread_id)
+        assert thread.id == thread_id and refusals == [0]
+        assert trio.current_time() - start < 1
+
+        refusals[0] = 10**9
+        with pytest.raises(HostRequestError, match="is empty"):
+            await reader.read(thread_id)
+        assert trio.current_time() - start >= 60
