@@ -124,8 +124,9 @@ class HostReader:
         # codex 0.163 answers a thread with no turn in its rollout yet (for a few ms
         # after turn/start, and always before the first turn) with one of these
         # errors: the thread is there, its turns are not readable yet. While its
-        # rollout file is still empty (codex 0.169, a few ms after thread/start) even
-        # the read without turns fails so: it is looked at again, within host_timeout.
+        # rollout file is still empty (codex 0.169: made, its first line not yet
+        # written) even the read without turns fails so: it is read again, within
+        # host_timeout.
         deadline = trio.current_time() + self._settings.host_timeout
         while True:
             try:

@@ -218,8 +218,8 @@ async def test_a_thread_whose_rollout_is_still_empty_is_read_again_not_raised(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """codex 0.169 answers thread/read, with turns and without, with "rollout at
-    <path> is empty" for a few ms after thread/start, before it has written the
-    rollout's first line (seen on the real app-server: a run ended by it). The
+    <path> is empty" while the thread's rollout file is made but its first line not
+    yet written (seen on the real app-server: a run ended by it). The
     reader reads again until the thread reads, within host_timeout; an error that
     lasts past it is raised as the host's."""
     from crw.host.errors import HostRequestError
