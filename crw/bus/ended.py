@@ -5,9 +5,9 @@ no `crw flow dispatched` waits on a reply it has not read (a report about an
 ended run is refused without a file), so what is left of `replies/` (a
 `dispatched` takes the reply it reads: those no process took, such as the
 answers to `queued` reports) and the reports the run answered (those with a
-reply) are removed. What a later command reads stays: the
-journal, run.json, steps/ (next hands out the close steps of an ended run),
-outbox/ (a wake's message is kept) and the reports no process answered. Reports
+reply) are removed. What a later command reads stays: the journal, run.json,
+steps/ (next hands out the close steps of an ended run), outbox/ (a wake's
+message is kept) and the reports no process answered. Reports
 go before replies, so a crash mid-clean leaves nothing that reads otherwise than
 before: a handled report keeps its reply until it is gone itself.
 
