@@ -167,7 +167,7 @@ class DirWatch:
         # read asks FIONREAD before and after its poll).
         events = []
         if self._poller.poll(max(math.ceil(seconds * 1000), 0)):
-            events = _read_events(self._inotify)
+            events = read_events(self._inotify)
         if any(event.mask & self._overflow for event in events):
             return None
         return frozenset(event.name for event in events if event.wd == self._wd)
@@ -261,7 +261,7 @@ def _drain(inotify: Any) -> list[tuple[int, int]]:
             return events
 
 
-def _read_events(inotify: Any) -> list[Any]:
+def read_events(inotify: Any) -> list[Any]:
     """The events queued on the non-blocking `inotify`, none when none is."""
     from inotify_simple import parse_events
 
