@@ -7,40 +7,23 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from crw.bus import live
 from crw.bus.steps import write_close, write_packet, write_step, write_step_file
 from crw.bus.stepwake import StepWake
-from crw.engine.run.locks import ProcessLock, take_process_lock
+from crw.engine.run.locks import ProcessLock
 from crw.engine.run.rundir import RunDir
+from tests.bus.test_live import holder, run
 from tests.bus.test_steps import PACKET, spawn_step
+
+__all__ = ["holder", "run"]
 
 LONG = 30.0
 """A wait no event should have to run out: the test fails long before it would."""
 QUIET = 0.3
 """A wait that must run out: nothing woke it."""
-
-
-@pytest.fixture
-def run(tmp_path: Path) -> RunDir:
-    run = RunDir.of(tmp_path / "state", "r1")
-    run.create()
-    return run
-
-
-@pytest.fixture
-def holder(run: RunDir) -> Iterator[ProcessLock]:
-    """The run's process lock, held, and an index kept under its token (the
-    holder's, as the run process keeps it)."""
-    lock = take_process_lock(run)
-    assert lock is not None
-    live.open_index(run, lock.token)
-    yield lock
-    live.close_index(run)
-    lock.release()
 
 
 @pytest.fixture
