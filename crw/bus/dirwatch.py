@@ -30,6 +30,7 @@ and removes none at each report.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import math
 import os
@@ -61,14 +62,33 @@ class _Kept:
     wd: int
 
 
-def _inotify() -> tuple[Any, int, int] | None:
-    """inotify_simple's INotify class and the IN_MOVED_TO and IN_Q_OVERFLOW flags,
-    or None where it cannot be imported (not Linux: no termios/fcntl/poll)."""
+def inotify_simple() -> Any | None:
+    """The `inotify_simple` module, its C library loaded (None where it cannot be
+    imported: not Linux, no termios/fcntl/poll). Every user of inotify takes it
+    from here, so that no process pays for `find_library`.
+
+    Left to itself, its first `INotify` loads libc by `ctypes.util.find_library("c")`,
+    which forks and runs `/sbin/ldconfig -p` and reads its listing: a child
+    process of every process's first watch (each `crw flow dispatched`, the run
+    process at its start), and ~2 ms of it (0.2 ms so). libc is in this process
+    already, so the functions are looked up in the process's own symbols
+    instead (`CDLL(None)`, dlopen of the main program), with errno kept as it did."""
     try:
-        from inotify_simple import INotify, flags
+        import inotify_simple as module
     except ImportError:
         return None
-    return INotify, int(flags.MOVED_TO), int(flags.Q_OVERFLOW)
+    if getattr(module, "_libc", None) is None:
+        module._libc = ctypes.CDLL(None, use_errno=True)
+    return module
+
+
+def _inotify() -> tuple[Any, int, int] | None:
+    """inotify_simple's INotify class and the IN_MOVED_TO and IN_Q_OVERFLOW flags,
+    or None where it cannot be imported."""
+    module = inotify_simple()
+    if module is None:
+        return None
+    return module.INotify, int(module.flags.MOVED_TO), int(module.flags.Q_OVERFLOW)
 
 
 class DirWatch:
@@ -147,7 +167,7 @@ class DirWatch:
         # read asks FIONREAD before and after its poll).
         events = []
         if self._poller.poll(max(math.ceil(seconds * 1000), 0)):
-            events = _read_events(self._inotify)
+            events = read_events(self._inotify)
         if any(event.mask & self._overflow for event in events):
             return None
         return frozenset(event.name for event in events if event.wd == self._wd)
@@ -241,7 +261,7 @@ def _drain(inotify: Any) -> list[tuple[int, int]]:
             return events
 
 
-def _read_events(inotify: Any) -> list[Any]:
+def read_events(inotify: Any) -> list[Any]:
     """The events queued on the non-blocking `inotify`, none when none is."""
     from inotify_simple import parse_events
 

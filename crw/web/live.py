@@ -22,6 +22,7 @@ import trio
 from inotify_simple import INotify
 from inotify_simple import flags as inotify_flags
 
+from crw.bus.dirwatch import inotify_simple
 from crw.cli.read.follow import SAFETY_WAKE, JournalTail, RunWake
 from crw.cli.read.run_spec import spec_json, workflow_file, workflow_plan
 from crw.cli.read.status import call_entry
@@ -102,6 +103,7 @@ class StateWake:
         self._flow = state_dir / FLOW
         sample = RunDir.of(state_dir, "-")
         self._names = {sample.journal.name, sample.run_lock.name, sample.start_lock.name}
+        inotify_simple()  # its libc loaded without find_library's child process
         self._inotify = INotify()
         self._watched: set[str] = set()
         self.rescan()

@@ -4,6 +4,8 @@ closing a descriptor that held a watch waits for the kernel (~10 ms), so
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -204,3 +206,46 @@ def test_a_kept_watch_moved_to_another_directory_leaves_no_event_of_the_old_one(
     _arrive(second, "reply.json")
     assert moved.arrivals(5.0) == frozenset({"reply.json"})
     moved.close()
+
+
+_NO_FIND_LIBRARY = """
+import ctypes.util, os, sys
+from pathlib import Path
+
+def refused(name):
+    raise AssertionError(f"find_library({name!r}) ran (ldconfig -p in a child process)")
+
+ctypes.util.find_library = refused
+directory, mode = Path(sys.argv[1]), sys.argv[2]
+if mode == "follow":  # `crw flow show --follow`'s wake, the web view's
+    from crw.cli.read.follow import RunWake
+    from crw.engine.run.rundir import RunDir
+
+    with RunWake(RunDir(directory)):
+        print("['watched']")
+    sys.exit(0)
+from crw.bus.dirwatch import DirWatch
+
+watch = DirWatch.open(directory)
+assert watch is not None
+(directory / ".r.json.tmp").write_text("{}")
+os.rename(directory / ".r.json.tmp", directory / "r.json")
+print(sorted(watch.arrivals(5.0)))
+"""
+
+
+@pytest.mark.parametrize(("mode", "shown"), [("dirwatch", "['r.json']"), ("follow", "['watched']")])
+def test_a_watch_loads_inotify_without_find_library(tmp_path: Path, mode: str, shown: str) -> None:
+    """inotify_simple's own first watch loads libc with `find_library("c")`, which
+    runs `/sbin/ldconfig -p` in a child process (at the first watch of every
+    `crw flow dispatched`, and of the run process): a fresh process whose
+    find_library fails still watches (a directory's arrivals, and a run's wake)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_FIND_LIBRARY, str(tmp_path), mode],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == shown

@@ -5,6 +5,8 @@ call's end, the gate), so a wait reads often at first and less after."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -76,3 +78,24 @@ def test_the_json_answer_makes_no_human_form(
     code = next_module.next_command(RUN, wait=0.0, state=str(crw.state), json=True)
     assert code == 0
     assert [step["call"] for step in json.loads(capsys.readouterr().out)["steps"]] == ["build.1"]
+
+
+def test_a_step_written_during_a_wait_ends_it_before_the_next_read(
+    crw: Crw, held: RunDir, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-11. Under the system clock the wait sleeps on a wake of the
+    run's step files (`crw.bus.stepwake`), not for the poll: with reads 30 s
+    apart, a step written 0.2 s into the wait is answered at once."""
+    monkeypatch.setattr(next_module, "FIRST_POLL", 30.0)
+    monkeypatch.setattr(next_module, "POLL", 30.0)
+    writer = threading.Timer(0.2, _step, (held, "build.1"))
+    writer.start()
+    began = time.monotonic()
+    try:
+        code = next_module.next_command(RUN, wait=60.0, state=str(crw.state), json=True)
+    finally:
+        writer.join()
+    assert code == 0
+    assert time.monotonic() - began < 15.0  # not the 30 s read
+    answer = json.loads(capsys.readouterr().out)
+    assert [step["call"] for step in answer["steps"]] == ["build.1"]

@@ -20,7 +20,9 @@ go by a `Clock`, which tests replace.
 
 `--wait S` polls every 10 ms for its first 100 ms, then every 50 ms, up to S
 seconds, while the run has no step and goes on, and answers as soon as a step
-comes or the state changes (CMD-NEXT-11).
+comes or the state changes (CMD-NEXT-11); between two reads it sleeps on a wake
+of the run's step files (`crw.bus.stepwake`), so a step written meanwhile is
+read at once, not at the next poll.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ import os
 import shlex
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,7 @@ from typing import Any
 from crw.binding.lines import is_segment, owner_file, read_last_line
 from crw.bus.inbox import read_reports
 from crw.bus.steps import read_bus, remove_close
+from crw.bus.stepwake import StepWake
 from crw.cli.output import emit
 from crw.cli.owner.next_text import human
 from crw.cli.owner.store_pairs import store_pairs
@@ -395,9 +399,10 @@ def _resume(run_dir: RunDir, state_dir: Path) -> tuple[int | None, str | None]:
 
 def _wait(reader: _Reader, first: NextRead, wait: float, clock: Clock) -> NextRead:
     """Read again, every FIRST_POLL seconds FIRST_POLLS times, then every POLL, up
-    to `wait`, while the run goes on without a step; return the first read with a
-    step or another state. A starting run, or
-    one that can do nothing, is answered at once."""
+    to `wait`, while the run goes on without a step, and at once when a step or
+    close file is written meanwhile (`_step_wake`); return the first read with a
+    step or another state. A starting run, or one that can do nothing, is
+    answered at once."""
     state = _state(first)
     if wait <= 0 or first.steps or first.closes or state not in RESUMABLE_STATES:
         return first
@@ -407,14 +412,32 @@ def _wait(reader: _Reader, first: NextRead, wait: float, clock: Clock) -> NextRe
         return first
     deadline = clock.monotonic() + wait
     read = first
-    for reads in itertools.count():
-        if (left := deadline - clock.monotonic()) <= 0:
-            break
-        clock.sleep(min(FIRST_POLL if reads < FIRST_POLLS else POLL, left))
-        read = reader.read()
-        if read.steps or read.closes or _state(read) != state:
-            break
+    with _step_wake(reader.run_dir, clock) as wake:
+        for reads in itertools.count():
+            if (left := deadline - clock.monotonic()) <= 0:
+                break
+            pause = min(FIRST_POLL if reads < FIRST_POLLS else POLL, left)
+            if wake is None:
+                clock.sleep(pause)
+            else:  # the pause, or less: a step or close file renamed in ends it
+                wake.wait(pause)
+            read = reader.read()
+            if read.steps or read.closes or _state(read) != state:
+                break
     return read
+
+
+@contextmanager
+def _step_wake(run: RunDir, clock: Clock) -> Iterator[StepWake | None]:
+    """A wake for the run's step files while a wait goes on (`crw.bus.stepwake`);
+    None under a clock of a test's (its sleeps move its own time), or where
+    inotify is not."""
+    wake = StepWake.open(run) if clock is SYSTEM_CLOCK else None
+    if wake is None:
+        yield None
+        return
+    with wake:
+        yield wake
 
 
 def _state(read: NextRead) -> str:

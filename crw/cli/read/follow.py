@@ -27,6 +27,7 @@ from typing import Any
 from inotify_simple import INotify
 from inotify_simple import flags as inotify_flags
 
+from crw.bus.dirwatch import inotify_simple
 from crw.engine.run.locks import run_is_live
 from crw.engine.run.rundir import RunDir
 from crw.journal.log import JournalCorruptError, TornTail, decode
@@ -145,6 +146,7 @@ class RunWake:
         self._names = {run.run_lock.name, run.start_lock.name}
         if store.wake_file is not None:
             self._names.add(store.wake_file.name)
+        inotify_simple()  # its libc loaded without find_library's child process
         self._inotify = INotify()
         try:
             try:
