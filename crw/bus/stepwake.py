@@ -23,6 +23,7 @@ again and again pays it once, at its exit).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import math
@@ -176,3 +177,14 @@ def _keep(inotify: Any) -> None:
             _spare.append(inotify)
             return
     inotify.close()
+
+
+@atexit.register
+def _close_spare() -> None:
+    """Close the kept descriptors as the process exits (the grace period is paid
+    there, once), not left to the interpreter's teardown, which warns of each."""
+    with _spare_lock:
+        kept = _spare[:]
+        _spare.clear()
+    for inotify in kept:
+        inotify.close()
