@@ -381,6 +381,27 @@ async def test_context_window_exceeded_is_null_model_when_the_turn_reads_interru
     assert state == "ended" and rows[-1]["status"] == "failed"
 
 
+async def test_a_thread_whose_rollout_reads_empty_at_first_is_read_again(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: HARV-2. The host refuses explore.1's first reads as codex 0.169 does
+    while a rollout file is made and not yet written ("rollout at <path> is
+    empty", with its turns and without): the run reads it again and every call
+    completes, as on a host that read it at once."""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "explore.1/*"}, emptyRollout=3)
+        state, rows = await h.run()
+    assert state == "ended"
+    assert kinds(rows, "explore.1") == [
+        "prepared",
+        "step_published",
+        "thread_started",
+        "turn_started",
+        "completed",
+    ]
+    assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
+
+
 async def test_usage_limit_pauses_the_run(tmp_path: Path, autojump_clock: MockClock) -> None:
     """spec: HARV-12"""
     async with harness(tmp_path) as h:

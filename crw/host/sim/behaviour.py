@@ -159,6 +159,7 @@ class Behaviour:
     unreachable: bool = False
     files: FileEffects = NO_FILES
     slow_stop: SlowStop | None = None
+    empty_rollout: int = 0
 
     @classmethod
     def from_wire(cls, value: Any) -> Behaviour:
@@ -183,6 +184,7 @@ class Behaviour:
             unreachable=value.get("unreachable", False),
             files=effects_from_wire(value),
             slow_stop=SlowStop.from_wire(value["slowStop"]) if "slowStop" in value else None,
+            empty_rollout=value.get("emptyRollout", 0),
         )
 
 
@@ -253,7 +255,10 @@ class TurnPlan:
     its workspace when its seconds have passed, before its answer (none on an
     unreachable turn: its model never answers). `slow_stop`: how it stops when
     interrupted (None: at once). `late_end`: how long a failing turn reads
-    interrupted with no error after its `error`, before it ends failed."""
+    interrupted with no error after its `error`, before it ends failed.
+    `empty_rollout`: how many reads of its thread, from its start, the host refuses
+    as codex 0.169 refuses a thread whose rollout file is made and not yet
+    written (`EMPTY_ROLLOUT`), with its turns or without."""
 
     messages: list[tuple[str, str | None]] = field(default_factory=list)
     seconds: float = 1.0
@@ -266,6 +271,7 @@ class TurnPlan:
     unreachable: bool = False
     files: FileEffects = NO_FILES
     slow_stop: SlowStop | None = None
+    empty_rollout: int = 0
 
 
 WORK_TOKENS = Usage(input=100, output=10)
@@ -312,6 +318,7 @@ def plan_turn(
         unreachable=behaviour.unreachable,
         files=NO_FILES if behaviour.unreachable else behaviour.files,
         slow_stop=behaviour.slow_stop,
+        empty_rollout=behaviour.empty_rollout,
     )
 
 

@@ -57,6 +57,9 @@ def check_behaviour(value: Any) -> None:
     responses = value.get("responses", 1)
     if not isinstance(responses, int) or isinstance(responses, bool) or responses < 1:
         raise invalid_request("sim/script: responses must be an integer >= 1")
+    empty = value.get("emptyRollout", 0)
+    if not isinstance(empty, int) or isinstance(empty, bool) or empty < 0:
+        raise invalid_request("sim/script: emptyRollout must be an integer >= 0")
     if "reject" in value and ("answer" in value or "text" in value):
         raise invalid_request("sim/script: reject is an answer of its own: drop answer and text")
 

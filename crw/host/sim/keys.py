@@ -24,5 +24,6 @@ BEHAVIOURS: dict[str, str] = {
     "writes": "{path: text or null}: files written (or removed) in the workspace first",
     "commit": "a commit message: after the writes, everything in the workspace is committed",
     "slowStop": "{reads?, seconds?}: once interrupted, the turn winds down before it stops",
+    "emptyRollout": "reads: the thread's first reads refused, its rollout not yet written",
 }
 """Every key `sim/script` takes in a behaviour, in the order `--help` lists them."""

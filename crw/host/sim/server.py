@@ -226,7 +226,11 @@ class SimHost:
         return {}
 
     def _thread_read(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        """`thread/read`; a stopping turn (`slowStop`) counts it (`Turns.count_read`)."""
+        """`thread/read`; a stopping turn (`slowStop`) counts it (`Turns.count_read`),
+        a thread not yet written (`emptyRollout`) refuses it (`Turns.refuse_empty`)."""
+        thread_id = str(params.get("threadId"))
+        if thread_id in self.state.threads:
+            self.turns.refuse_empty(thread_id, bool(params.get("includeTurns")))
         answer = read_thread(self.state, params)
         self.turns.count_read(str(params.get("threadId")))
         return answer

@@ -41,6 +41,7 @@ from crw.host.sim.connection import Connection
 from crw.host.sim.items import agent_message, new_id, user_message
 from crw.host.sim.state import (
     MODEL_CONTEXT_WINDOW,
+    RpcError,
     SimState,
     Thread,
     Turn,
@@ -84,6 +85,8 @@ class Turns:
         """How each running turn of a `slowStop` script stops, by turn id."""
         self._stopping: dict[str, _Stopping] = {}
         """The turns interrupted that run on (`slowStop`), by turn id."""
+        self._empty: dict[str, int] = {}
+        """The reads each thread's rollout still reads empty to (`emptyRollout`), by id."""
 
     def set_status(self, thread: Thread, status: str) -> None:
         if thread.status != status:
@@ -152,6 +155,8 @@ class Turns:
         self._runners[turn.id] = scope
         if plan.slow_stop is not None:
             self._slow[turn.id] = plan.slow_stop
+        if plan.empty_rollout:
+            self._empty[thread.id] = plan.empty_rollout
         workspace = files.workspace_of(_user_texts(thread), thread.cwd) if plan.files else None
         self._nursery.start_soon(self._run_turn, thread, turn, plan, scope, workspace)
         return turn
@@ -373,6 +378,25 @@ class Turns:
                     self.end_turn(stop.thread, stop.turn, "interrupted")
             finally:
                 self._broadcast.write_records()
+
+    def refuse_empty(self, thread_id: str, include_turns: bool) -> None:
+        """Refuse a `thread/read` of a thread an `emptyRollout` script still reads
+        empty, as codex 0.169 refuses one whose rollout file is made and its first
+        line not yet written: "rollout at <path> is empty" with its turns, "failed
+        to read session metadata ...: rollout at <path> is empty" without (-32603).
+        Each refusal counts one of the script's reads."""
+        left = self._empty.get(thread_id, 0)
+        if not left:
+            return
+        if left == 1:
+            del self._empty[thread_id]
+        else:
+            self._empty[thread_id] = left - 1
+        path = self.state.threads[thread_id].path
+        empty = f"rollout at {path} is empty"
+        if not include_turns:
+            empty = f"failed to read session metadata from {path}: {empty}"
+        raise RpcError(-32603, empty)
 
     def count_read(self, thread_id: str) -> None:
         """A `thread/read` of `thread_id` was answered: a stopping turn (`slowStop`)

@@ -27,6 +27,7 @@ from crw.host.sim.state import RpcError
 from tests.host.sim.support import (
     SCHEMA,
     RawClient,
+    RpcFailure,
     answer_of,
     connected,
     owner_and_agent,
@@ -153,6 +154,9 @@ def test_the_newest_matching_script_wins() -> None:
         {"lateEnd": 5},
         {"fail": "other", "lateEnd": -1},
         {"fail": "other", "lateEnd": True},
+        {"emptyRollout": -1},
+        {"emptyRollout": 1.5},
+        {"emptyRollout": True},
     ],
 )
 def test_a_malformed_behaviour_is_refused(behaviour: dict[str, Any]) -> None:
@@ -421,3 +425,29 @@ async def test_a_role_script_matches_the_thread_agent_role(
         read = await client.request("thread/read", {"threadId": agent, "includeTurns": True})
         turn = await client.turn_completed(read["thread"]["turns"][0]["id"])
     assert turn["items"][-1]["text"] == "ok"
+
+
+async def test_an_empty_rollout_refuses_the_threads_first_reads_as_codex_does(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """`emptyRollout: 2`: the first two reads of the turn's thread, with its turns
+    and without, are refused as codex 0.169 refuses a thread whose rollout file is
+    made and its first line not yet written (-32603); the third reads it."""
+    async with connected(tmp_path) as (_, client):
+        await client.request("sim/script", {"match": {}, "behaviour": {"emptyRollout": 2}})
+        thread_id = (await client.request("thread/start", {"cwd": "/w"}))["thread"]["id"]
+        params = {"threadId": thread_id, "input": text_input(TASK)}
+        turn = (await client.request("turn/start", params))["turn"]["id"]
+        refused = []
+        for turns in (True, False):
+            with pytest.raises(RpcFailure) as failure:
+                await client.request("thread/read", {"threadId": thread_id, "includeTurns": turns})
+            refused.append((failure.value.code, failure.value.message))
+        read = await client.request("thread/read", {"threadId": thread_id, "includeTurns": True})
+        await client.turn_completed(turn)
+    path = read["thread"]["path"]
+    assert refused == [
+        (-32603, f"rollout at {path} is empty"),
+        (-32603, f"failed to read session metadata from {path}: rollout at {path} is empty"),
+    ]
+    assert read["thread"]["turns"][0]["id"] == turn
