@@ -74,6 +74,9 @@ class StepWake:
         self._watched: dict[str, int] = {}
         """Each call directory watched, and its watch descriptor."""
         self._by_wd: dict[int, str] = {}
+        self._found = False
+        """A step or close file was found in a directory when its watch was set,
+        and no wait has returned for it yet."""
 
     @classmethod
     def open(cls, run: RunDir) -> StepWake | None:
@@ -97,13 +100,16 @@ class StepWake:
             log.debug("no inotify watch of %s: %s", run.steps, err)
             _keep(inotify)
             return None
-        wake._follow(live_calls(run) or ())
+        wake._found = wake._follow(live_calls(run) or ())
         return wake
 
     def wait(self, seconds: float) -> bool:
         """Block until a step or close file is renamed into a watched call
         directory (or is found in one watched from now on), or events were lost
         (True); or until `seconds` pass (False)."""
+        if self._found:  # renamed in since the caller's read, before the watch
+            self._found = False
+            return True
         deadline = time.monotonic() + seconds
         while True:
             left = deadline - time.monotonic()
