@@ -258,7 +258,7 @@ class TurnPlan:
     interrupted with no error after its `error`, before it ends failed.
     `empty_rollout`: how many reads of its thread, from its start, the host refuses
     as codex 0.169 refuses a thread whose rollout file is made and not yet
-    written (`EMPTY_ROLLOUT`), with its turns or without."""
+    written (`Turns.refuse_empty`), with its turns or without."""
 
     messages: list[tuple[str, str | None]] = field(default_factory=list)
     seconds: float = 1.0
