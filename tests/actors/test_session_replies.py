@@ -225,6 +225,23 @@ async def test_a_spawn_after_the_bind_never_reported_is_closed_when_the_turn_end
     bound_one_and_closed(h, state, rows, threads[duplicate])
 
 
+async def test_a_subagent_whose_rollout_reads_empty_at_first_is_bound_all_the_same(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """spec: DISP-9, DISP-25. The host refuses the reported subagent's first reads
+    as codex 0.169 does while its rollout file is made and not yet written
+    ("rollout at <path> is empty", with its turns and without): the owner's report
+    gets retry, never refused or close, and the call is bound by its marker at the
+    next poll and completes, its rows as on a host that read it at once."""
+    async with harness(tmp_path) as h:
+        await h.script({"marker": "explore.1/*"}, emptyRollout=3)
+        state, rows = await h.go()
+        answered = [reports.read_reply(h.run, p.stem) for p in h.run.replies.glob("*.json")]
+    mine = [(r["reply"], r["reason"]) for r in answered if r and r["call"] == "explore.1"]
+    assert mine == [("retry", "the marker turn cannot be read yet")]
+    assert kinds(rows, "explore.1") == DONE and state == "ended"
+
+
 async def test_report_naming_a_thread_the_host_does_not_have_is_refused(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:
