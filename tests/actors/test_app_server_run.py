@@ -114,6 +114,10 @@ def replayed(rows: list[dict[str, Any]]) -> RunState:
     return replay([{"seq": 0, "row": "started", "backend": "app-server"}, *rows])
 
 
+ONE_TURN = ["prepared", "step_published", "thread_started", "turn_started", "completed"]
+"""A call's rows when its one turn answered at once, valid."""
+
+
 def kinds(rows: list[dict[str, Any]], call: str | None = None) -> list[str]:
     return [row["row"] for row in rows if call is None or row.get("call") == call]
 
@@ -155,13 +159,7 @@ async def test_workflow_runs_every_call_in_needs_order_to_completed(
     threads = [row["thread_id"] for row in rows if row["row"] == "thread_started"]
     assert len(threads) == len(set(threads)) == 3
     for call in ("explore.1", "build.1", "review.1"):
-        assert kinds(rows, call) == [
-            "prepared",
-            "step_published",
-            "thread_started",
-            "turn_started",
-            "completed",
-        ]
+        assert kinds(rows, call) == ONE_TURN
     order = [row["call"] for row in rows if row["row"] == "prepared"]
     assert order == ["explore.1", "build.1", "review.1"]
     assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
@@ -259,13 +257,7 @@ async def test_a_long_turn_is_read_at_its_end_not_at_each_token_count(
     # Each call read its thread once, at its turn's end: none as its wait began,
     # none at explore.1's 39 working responses.
     assert h.reader.reads - before == 3
-    assert kinds(rows, "explore.1") == [
-        "prepared",
-        "step_published",
-        "thread_started",
-        "turn_started",
-        "completed",
-    ]
+    assert kinds(rows, "explore.1") == ONE_TURN
     tokens = terminal(rows, "explore.1")["tokens"]
     assert tokens["input"] > 39 * 100 and tokens["output"] > 39 * 10  # every response's
 
@@ -305,13 +297,7 @@ async def test_a_read_answered_just_before_the_turn_ended_runs_no_repair_turn(
         _, rows = await h.run()
     assert len(delayed) == 3
     for call in ("explore.1", "build.1", "review.1"):
-        assert kinds(rows, call) == [
-            "prepared",
-            "step_published",
-            "thread_started",
-            "turn_started",
-            "completed",
-        ]
+        assert kinds(rows, call) == ONE_TURN
     assert terminal(rows, "build.1")["result"] == {"summary": "x"}
 
 
@@ -392,13 +378,7 @@ async def test_a_thread_whose_rollout_reads_empty_at_first_is_read_again(
         await h.script({"marker": "explore.1/*"}, emptyRollout=3)
         state, rows = await h.run()
     assert state == "ended"
-    assert kinds(rows, "explore.1") == [
-        "prepared",
-        "step_published",
-        "thread_started",
-        "turn_started",
-        "completed",
-    ]
+    assert kinds(rows, "explore.1") == ONE_TURN
     assert rows[-1]["row"] == "ended" and rows[-1]["status"] == "completed"
 
 
