@@ -4,6 +4,7 @@ call's end, the gate), so a wait reads often at first and less after."""
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 import time
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from crw.bus import dirwatch, stepwake
 from crw.cli.owner import next as next_module
 from crw.engine.run.rundir import RunDir
 from tests.cli.conftest import Crw
@@ -97,5 +99,31 @@ def test_a_step_written_during_a_wait_ends_it_before_the_next_read(
         writer.join()
     assert code == 0
     assert time.monotonic() - began < 15.0  # not the 30 s read
+    answer = json.loads(capsys.readouterr().out)
+    assert [step["call"] for step in answer["steps"]] == ["build.1"]
+
+
+def test_a_wait_with_no_inotify_left_still_finds_the_step_at_a_read(
+    crw: Crw, held: RunDir, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-11. No inotify instance can be made (the user's limit is
+    reached: EMFILE): the wait sets no wake and reads at its pace, and the step
+    written during it is answered at the next read."""
+    module = dirwatch.inotify_simple()
+    assert module is not None
+
+    def no_instance_left(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(module, "INotify", no_instance_left)
+    monkeypatch.setattr(stepwake, "_spare", [])
+    assert stepwake.StepWake.open(held) is None
+    writer = threading.Timer(0.05, _step, (held, "build.1"))
+    writer.start()
+    try:
+        code = next_module.next_command(RUN, wait=60.0, state=str(crw.state), json=True)
+    finally:
+        writer.join()
+    assert code == 0
     answer = json.loads(capsys.readouterr().out)
     assert [step["call"] for step in answer["steps"]] == ["build.1"]
