@@ -75,6 +75,9 @@ DEADLINE = LOADED
 speed claim (20 s was a few Python starts on a machine at load 15)."""
 RUN_DEADLINE = LOADED
 """Seconds a run may take to its end (one takes ~5)."""
+RESUME_GUARD = "drill-holds-resumes"
+"""The token of the process lock the drill holds to keep the owner from resuming a
+killed run (`Drill.start`)."""
 
 
 def alive(pid: int) -> bool:
@@ -187,6 +190,9 @@ class Drill:
     """The owner has multi-agent v2's tools and the run speaks v2."""
     tail: JournalTail | None = field(default=None, init=False, repr=False)
     """The run's rows, read on as they come (tests/drill/journal_tail.py)."""
+    resume_guard: int | None = field(default=None, init=False, repr=False)
+    """The descriptor of the process lock that keeps the owner from resuming a
+    killed run (`start`), while the drill holds it."""
 
     def __post_init__(self) -> None:
         self.socket = self.root / "h.sock"
@@ -224,6 +230,14 @@ class Drill:
         return trio.run(_host, self.socket, method, params)
 
     def start(self, crash_after: str | None) -> None:
+        """Start the run (killed right after `crash_after` when named) and its owner.
+        With a kill point the drill holds a process lock of the run's from before
+        the owner starts until it holds the run lock (`take_run_lock_once_released`)
+        or pauses the owner, so that no `crw flow next` resumes the killed run first
+        (next resumes only a run no process holds: CMD-NEXT-18). The run lock alone
+        cannot: flock hands a released lock to whichever process asks first, not to
+        the waiter that asked before, so on a loaded machine a next started in the
+        instant after the kill took it before the drill's blocked take woke."""
         env = self.crw.env | ({"CRW_CRASH_AFTER": crash_after} if crash_after else {})
         out = self.crw.start(
             str(self.workflow), "--owner", self.owner_thread, "--host", f"unix:{self.socket}",
@@ -231,6 +245,11 @@ class Drill:
         )  # fmt: skip
         assert out.code == 0, out.stderr
         self.run = RunDir(Path(out.json()["run_dir"]))
+        if crash_after:
+            fd = os.open(self.run.process_lock(RESUME_GUARD),
+                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)  # fmt: skip
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self.resume_guard = fd
         server = zygote.path_for(self.crw.env)
         self.owner = self.spawn(
             "tests.drill.owner", self.run.id, "--state", str(self.crw.state),
@@ -272,6 +291,7 @@ class Drill:
             kill(child.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=5)
+        self.let_resumes_go()
         run_pids = [r["pid"] for r in self.rows() if r["row"] == "started"] if self.run else []
         for pid in {*self.crw.pids, *run_pids}:
             kill(pid)
@@ -294,7 +314,16 @@ class Drill:
         threading.Thread(target=take, daemon=True).start()
         # On a timeout the descriptor stays open: the blocked thread still uses it.
         assert taken.wait(timeout), "the run process never let its run lock go"
+        self.let_resumes_go()  # the run lock held keeps them off from here
         return fd
+
+    def let_resumes_go(self) -> None:
+        """Let go the process lock `start` took to keep the owner from resuming the
+        killed run, if it is held; its file goes first, as a run process's does."""
+        if self.resume_guard is not None and self.run is not None:
+            self.run.process_lock(RESUME_GUARD).unlink(missing_ok=True)
+            os.close(self.resume_guard)
+            self.resume_guard = None
 
     def let_run_lock_go(self, fd: int) -> None:
         """Let go the run lock `take_run_lock_once_released` took, once the owner
@@ -317,6 +346,7 @@ class Drill:
         to answer `starting`, no step: the owner ends it (tests/drill/owner.py)."""
         (self.control / "pause").write_text(CUT_NEXT if cut_next else "")
         wait_until("the owner pauses", (self.control / "paused").exists)
+        self.let_resumes_go()  # a paused owner starts no next
 
     def unpause_owner(self) -> None:
         (self.control / "pause").unlink(missing_ok=True)

@@ -249,10 +249,7 @@ def test_a_held_call_is_answered_retry_by_the_button_and_the_run_completes(
     with serving(drill) as ui:
         _open_run(browser, ui, run)
         retry = '[data-action="answer-retry"][data-call="explore.1"]'
-        _wait(
-            browser, "the retry button shows", lambda: browser.find_elements("css selector", retry)
-        )
-        browser.find_element("css selector", retry).click()
+        _wait(browser, "the retry button is pressed", lambda: _pressed(browser, retry))
         command = f"crw flow answer {run} explore.1 --retry --state {drill.crw.state} --json"
         _wait(browser, "the confirmation", lambda: browser.find_elements("id", "confirm"))
         assert browser.find_element("id", "command").text == command
