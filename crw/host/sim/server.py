@@ -232,7 +232,7 @@ class SimHost:
         if thread_id in self.state.threads:
             self.turns.refuse_empty(thread_id, bool(params.get("includeTurns")))
         answer = read_thread(self.state, params)
-        self.turns.count_read(str(params.get("threadId")))
+        self.turns.count_read(thread_id)
         return answer
 
     # -- the sim/* control methods
