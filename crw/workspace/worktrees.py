@@ -106,9 +106,19 @@ def make(placer: Placer, allocation: Allocation, node: str) -> None:
     name = worktree_name(placer.run_id, path)
     record = Path(repo.path) / "worktrees" / name
     if record.is_dir() and not all((record / part).exists() for part in _WHOLE):
-        shutil.rmtree(record)  # a half-made worktree: P could not be opened, or lacks files
-        if (path / ".git").exists():
+        # A half-made worktree: P could not be opened, or lacks files. libgit2 makes
+        # the record's directory before P, so P, when there, is its own. P goes
+        # first: a process killed before the record is gone leaves a half record,
+        # which the next one finishes (the other way round, P with its .git file
+        # and no record, which libgit2 cannot open).
+        if path.exists():
             shutil.rmtree(path)
+        shutil.rmtree(record)
+    elif (path / ".git").is_file() and not record.is_dir():
+        raise RefusedError(
+            f"the call directory {path} is a git worktree whose record {record} is gone; "
+            "move the directory away, then resume the run"
+        )
     if (path / ".git").exists():  # made: kept as it is
         if allocation.kind == CHECKOUT:
             _detach(repo, path, start, _temporary(placer.run_id, name))

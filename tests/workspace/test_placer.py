@@ -148,7 +148,10 @@ def _crash(crash: str, repo: pygit2.Repository, placer: Placer, allocation: Allo
     path = Path(str(allocation.workspace))
     temporary = f"refs/heads/crw/{RUN}/checkout-{worktree_name(RUN, path)}"
     start = pygit2.Oid(hex=str(allocation.start_commit))
-    if crash in ("branch_only", "empty_directory", "not_detached", "head_lock", *HALF_MADE):
+    if (
+        crash in ("branch_only", "empty_directory", "not_detached", "head_lock", "p_half_removed")
+        or crash in HALF_MADE
+    ):
         ref = repo.references.create(allocation.branch or temporary, start)
     if crash == "empty_directory":  # libgit2 made P, then the process died
         path.mkdir(parents=True)
@@ -167,6 +170,11 @@ def _crash(crash: str, repo: pygit2.Repository, placer: Placer, allocation: Allo
     if crash == "record_only":  # P made, then deleted: the repository's record stays
         placer.make(allocation, "n")
         shutil.rmtree(path)
+    if crash == "p_half_removed":  # a half-made P being removed: its .git file went first
+        path.parent.mkdir(parents=True, exist_ok=True)
+        repo.add_worktree(worktree_name(RUN, path), str(path), ref)
+        (Path(repo.path) / "worktrees" / worktree_name(RUN, path) / "index").unlink()
+        (path / ".git").unlink()
     if crash in HALF_MADE:  # libgit2's add cut where HALF_MADE says
         path.parent.mkdir(parents=True, exist_ok=True)
         repo.add_worktree(worktree_name(RUN, path), str(path), ref)
@@ -202,6 +210,7 @@ a crash point lacks (P opens as a repository only from HEAD on)."""
         "record_only",
         "not_detached",
         "head_lock",
+        "p_half_removed",
         *HALF_MADE,
     ],
 )
@@ -233,6 +242,27 @@ def test_every_crash_point_before_p_is_made_resumes_to_the_same_p(
             )
         )
     assert outcomes[0] == outcomes[1]
+
+
+def test_a_worktree_whose_record_is_gone_is_refused_with_its_fix(
+    repo: pygit2.Repository, tmp_path: Path
+) -> None:
+    """spec: STEP-2; P's .git file names a record of the repository that is gone
+    (no crash point of crw's leaves it: a half-made P goes before its record), which
+    libgit2 cannot open: refused with one line naming P, the record and the fix"""
+    placer = placer_of(repo, tmp_path)
+    allocation = placer.allocate("build.1", "build", "executor", None)
+    placer.make(allocation, "build")
+    path = placer.calls / "build.1"
+    record = Path(repo.path) / "worktrees" / worktree_name(RUN, path)
+    shutil.rmtree(record)
+    with pytest.raises(RefusedError) as refused:
+        placer.make(allocation, "build")
+    assert str(refused.value) == (
+        f"the call directory {path} is a git worktree whose record {record} is gone; "
+        "move the directory away, then resume the run"
+    )
+    assert (path / ".git").is_file()
 
 
 def test_a_p_holding_files_but_no_worktree_is_refused(
