@@ -7,7 +7,9 @@ process before it recorded and did not do, then proves every executor call:
    (`commit.record_missing`), durable before any ref moves;
 2. the newest crw.commit of each node is applied again (`commit.apply`: each ref
    by compare-and-swap, from the old value the row records or already at the new
-   one), so every crash point after the row ends with the same refs;
+   one), so every crash point after the row ends with the same refs; a process
+   killed inside a swap left the ref's lock file, which is removed first
+   (`commit.clear_left_locks`), else every later process would stop at it;
 3. each proof is derived from the rows and the refs (`proof.derive`), and a call
    whose proof fails is held `effect_proof_mismatch`, with the mismatch as error.
 """
@@ -15,6 +17,7 @@ process before it recorded and did not do, then proves every executor call:
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +33,8 @@ if TYPE_CHECKING:  # git is imported when the run has a repository
     import pygit2
 
 Row = Mapping[str, Any]
+
+log = logging.getLogger("crw.run")
 
 
 def epoch(stamp: str) -> int:
@@ -74,8 +79,11 @@ def _apply_newest(repo: pygit2.Repository, rows: list[Row]) -> None:
     from crw.workspace import commit
 
     for made, moved in newest_commits(rows):
+        workspace = commit.workspace_of(rows, made.call or "")
+        for name in commit.clear_left_locks(repo, made, moved, workspace):
+            log.warning("removed the lock a killed process of the run left on %s", name)
         try:
-            commit.apply(repo, made, moved, commit.workspace_of(rows, made.call or ""))
+            commit.apply(repo, made, moved, workspace)
         except commit.EffectRefused:
             continue  # its proof says so, and holds the call
 

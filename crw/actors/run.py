@@ -45,7 +45,7 @@ from crw.engine.calls.review import check_fix_efforts
 from crw.engine.config.roles import RoleTable, load_roles, pin_rows
 from crw.engine.config.workflow import Workflow, load_workflow
 from crw.engine.run.launch_check import changed_workflow
-from crw.engine.run.launch_record import clear_failure
+from crw.engine.run.launch_record import LaunchFailure, clear_failure, record_failure, stamps
 from crw.engine.run.locks import ProcessLock, hold_run
 from crw.engine.run.run_inputs import task_inputs
 from crw.engine.run.rundir import RunDir, find_run, resolve_state
@@ -178,6 +178,7 @@ async def run_process(
         except BaseException as exc:
             fault = faults.classify(exc, spec.id, run_dir.journal)
             if fault is None:
+                _record_stop(run_dir, state_dir, history, exc)
                 faults.raise_root(exc)
             outcome = fault
         if outcome == "ended":  # the ended row is durable: the writer has closed
@@ -206,6 +207,34 @@ def _appended(journal: Path, history: JournalRead) -> list[dict[str, Any]]:
     """The rows committed after `history` (the writer cut any torn tail at its end)."""
     data = store_at(journal).read_from(history.end)
     return decode(data, journal, after=history.last_seq).rows
+
+
+def _record_stop(
+    run_dir: RunDir, state_dir: Path, history: JournalRead, exc: BaseException
+) -> None:
+    """Keep why this process stops on an error after its started row that no row
+    records (a defect; a refusal such as a ref lock that stays taken), as the
+    launcher keeps a launch that stopped before it (`launch_record`): `next` then
+    launches no process for the run again until a file it could have stopped on
+    changes or a resume is asked for, where it would launch one a poll, each
+    stopping the same way; `status` and `next` say the line. Nothing is kept for
+    an interrupt or a cancel, nor before the started row (the launcher's)."""
+    leaves = faults.root_causes(exc)
+    if not all(isinstance(leaf, Exception) for leaf in leaves):
+        return
+    pid = os.getpid()
+    with contextlib.suppress(CrwError, OSError, ValueError):  # best effort: the error goes on up
+        appended = _appended(run_dir.journal, history)
+        if not any(row.get("row") == "started" and row.get("pid") == pid for row in appended):
+            return
+        leaf = leaves[0]
+        reason = (
+            str(leaf)
+            if isinstance(leaf, CrwError)
+            else f"{type(leaf).__name__}: {(str(leaf).splitlines() or [''])[0]} (see {run_dir.log})"
+        )
+        files = stamps(run_dir, state_dir)
+        record_failure(run_dir, LaunchFailure(pid, reason, system_clock(), files, started=True))
 
 
 COLLECT_BEFORE_SNAPSHOT = 8 << 20

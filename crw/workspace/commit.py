@@ -231,6 +231,30 @@ def apply(
     _move(repo, row.node_ref, row.node_old, row.commit)
 
 
+def clear_left_locks(
+    repo: pygit2.Repository,
+    row: CrwCommit,
+    moved: ExecutorHeadMoved | None,
+    workspace: str | Path | None,
+) -> list[str]:
+    """Remove the lock files a process of the run, killed inside `apply` of `row`,
+    left on the refs `apply` moves; the refs whose lock it removed.
+
+    Called by the process that takes the run over, before it applies the row again
+    (`crw.actors.effect_proofs`): it holds the run, so no other process of the run
+    lives; the stray ref and the node branch are moved by the run's process alone,
+    and the worktree's branch by its subagent only before the call completed, which
+    its crw_commit row follows. A lock on one of them is one a dead process left."""
+    names: list[tuple[pygit2.Repository, str]] = []
+    if moved is not None and moved.ref:
+        names.append((repo, moved.ref))
+    if workspace is not None and Path(workspace).is_dir() and row.head_ref:
+        names.append((pygit2.Repository(str(workspace)), row.head_ref))
+    if row.node_ref:
+        names.append((repo, row.node_ref))
+    return [name for where, name in names if refs.clear_left_lock(where, name)]
+
+
 def _move(repo: pygit2.Repository, name: str, old: str | None, new: str) -> bool:
     """Compare-and-swap `name` from `old` to `new`; False when it is at `new` already."""
     try:

@@ -136,6 +136,22 @@ def _lock(repo: pygit2.Repository, tx: pygit2.transaction.ReferenceTransaction, 
     raise RefLocked(repo, name)
 
 
+def clear_left_lock(repo: pygit2.Repository, name: str) -> bool:
+    """Remove the lock file of `name` (in the repository `swap` moves it in) that a
+    process killed while it moved the ref left; True when there was one.
+
+    libgit2 and git write a ref through `<ref>.lock`, made exclusively, and never
+    take over one that is there: a process SIGKILLed inside a swap would stop
+    every later mover of that ref at `RefLocked`. Only a caller that knows no live
+    process can hold the lock calls this (`crw.workspace.commit.clear_left_locks`)."""
+    lock = Path(common(repo, name).path) / f"{name}.lock"
+    try:
+        lock.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 LOCK_TRIES, LOCK_WAIT = 200, 0.01
 """How long a swap waits for another mover's lock: 200 tries 10 ms apart."""
 

@@ -40,6 +40,7 @@ import pygit2
 from crw.engine.run.rundir import PRIVATE_DIR
 from crw.errors import RefusedError
 from crw.journal.rows import Allocation
+from crw.workspace import refs
 from crw.workspace.names import CHECKOUT, DIRECTORY, WORKTREE, node_ref, worktree_name
 
 
@@ -105,9 +106,19 @@ def make(placer: Placer, allocation: Allocation, node: str) -> None:
     name = worktree_name(placer.run_id, path)
     record = Path(repo.path) / "worktrees" / name
     if record.is_dir() and not all((record / part).exists() for part in _WHOLE):
-        shutil.rmtree(record)  # a half-made worktree: P could not be opened, or lacks files
-        if (path / ".git").exists():
+        # A half-made worktree: P could not be opened, or lacks files. libgit2 makes
+        # the record's directory before P, so P, when there, is its own. P goes
+        # first: a process killed before the record is gone leaves a half record,
+        # which the next one finishes (the other way round, P with its .git file
+        # and no record, which libgit2 cannot open).
+        if path.exists():
             shutil.rmtree(path)
+        shutil.rmtree(record)
+    elif (path / ".git").is_file() and not record.is_dir():
+        raise RefusedError(
+            f"the call directory {path} is a git worktree whose record {record} is gone; "
+            "move the directory away, then resume the run"
+        )
     if (path / ".git").exists():  # made: kept as it is
         if allocation.kind == CHECKOUT:
             _detach(repo, path, start, _temporary(placer.run_id, name))
@@ -181,8 +192,7 @@ def _clear_stale_lock(repo: pygit2.Repository, branch: str) -> None:
     there, so a run process SIGKILLed mid-write would stop every later process of
     the run at that ref (`failed to lock file`). The run's branches are written by
     the run's process alone, under its run lock: a lock file of one is stale."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(os.path.join(repo.path, f"{branch}.lock"))
+    refs.clear_left_lock(repo, branch)
 
 
 def _branch_at(repo: pygit2.Repository, branch: str, target: str) -> pygit2.Reference:
@@ -204,6 +214,10 @@ def _detach(repo: pygit2.Repository, path: Path, start: str, branch: str) -> Non
     and that branch deleted (a HEAD anywhere else is left where it is)."""
     checkout = pygit2.Repository(str(path))
     if not checkout.head_is_detached and checkout.head.name == branch:
+        # Not detached yet: no subagent has worked here, so a HEAD lock is one a
+        # process killed inside this very set_head left.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(checkout.path, "HEAD.lock"))
         checkout.set_head(pygit2.Oid(hex=start))
     _clear_stale_lock(repo, branch)
     ref = repo.references.get(branch)

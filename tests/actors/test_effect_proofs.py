@@ -70,6 +70,34 @@ async def test_every_kill_point_resumes_to_the_same_outcome(tmp_path: Path, kill
     assert await _settle(tmp_path, [*rows, *taken]) == []  # proved: nothing more to write
 
 
+@pytest.mark.parametrize("inside", ["stray", "head", "node"])
+async def test_a_process_killed_inside_a_swap_resumes_to_the_same_outcome(
+    tmp_path: Path, inside: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: GEN-7, HARV-51, HARV-54; killed while it held a ref's lock file (made
+    exclusively, the new value written in it), the process left the file: the next
+    process removes it before it moves the ref, and ends with the same refs"""
+    monkeypatch.setattr(refs, "LOCK_TRIES", 3)  # a lock the resume waits for fails fast
+    repo, wt, rows, got = _setup(tmp_path)
+    assert got.moved is not None and got.commit.head_ref and got.commit.node_ref
+    expected = (got.pending_tree, [got.commit.start], got.moved.head, True)
+    rows.append(got.commit.model_dump())
+    if inside in ("head", "node"):
+        refs.keep_stray(repo, got.moved.ref or "", got.moved.head or "")
+    if inside == "node":
+        refs.swap(repo, got.commit.head_ref, got.commit.head, got.commit.commit or "")
+    name = {"stray": got.moved.ref, "head": got.commit.head_ref, "node": got.commit.node_ref}
+    lock = Path(repo.path) / f"{name[inside]}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text(f"{got.commit.commit}\n")
+    taken = await _settle(tmp_path, rows)
+    assert taken == []
+    assert not lock.exists()
+    assert _outcome(repo, wt, got) == expected
+    assert refs.read(repo, got.commit.node_ref) == got.commit.commit
+    assert await _settle(tmp_path, rows) == []
+
+
 async def test_a_resumed_run_holds_a_call_whose_tree_no_longer_matches(tmp_path: Path) -> None:
     """spec: GEN-7, HARV-55"""
     repo, wt, rows, got = _setup(tmp_path)

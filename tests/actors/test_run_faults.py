@@ -23,11 +23,13 @@ import trio
 import trio.testing
 from trio.testing import MockClock
 
+from crw.actors import effect_proofs
 from crw.actors import run as run_module
 from crw.actors.run import run_process
 from crw.bus import steps as bus
 from crw.clock import fixed_clock
 from crw.engine.config.workflow import load_workflow
+from crw.engine.run.launch_record import holds_launch, read_failure, stamps
 from crw.engine.run.rundir import RunDir
 from crw.engine.run.runspec import Backend, RunSpec, WorkflowRef
 from crw.errors import RefusedError
@@ -326,6 +328,7 @@ async def test_immutable_journal_stops_the_process_before_any_row(
             await run.process()
         monkeypatch.setattr(os, "open", real_open)
         assert run.rows() == []
+        assert read_failure(run.dir) is None  # before its started row: its launcher's to keep
     assert str(stopped.value) == (
         f"run {RUN_ID} stopped: cannot write its journal {run.dir.journal}: "
         f"Operation not permitted (EPERM); clear its immutable flag (chattr -i "
@@ -352,6 +355,60 @@ async def test_a_defect_deep_in_a_call_comes_out_alone(
     assert not isinstance(raised.value, BaseExceptionGroup)
     assert raised.value.__context__ is None
     assert "paused" not in {row["row"] for row in rows}
+    failure = read_failure(run.dir)  # kept after the started row: next holds the launch
+    assert failure is not None
+    assert (failure.pid, failure.reason, failure.started) == (
+        os.getpid(),
+        f"KeyError: 'a defect' (see {run.dir.log})",
+        True,
+    )
+    assert holds_launch(failure, stamps(run.dir, run.state))
+    assert failure.told().startswith(f"its process {os.getpid()} stopped after its started row: ")
+
+
+async def test_a_defect_before_the_started_row_keeps_no_record(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-18; a process that stops before its started row leaves its
+    launch to its launcher to keep (`Launch.settle`), a launch by hand to nobody"""
+
+    async def broken(*args: Any, **kwargs: Any) -> None:
+        raise KeyError("a defect")
+
+    async with session_run(tmp_path, monkeypatch) as (run, _, _):
+        monkeypatch.setattr(run_module, "_retract_torn", broken)
+        with pytest.raises(KeyError, match="a defect"):
+            await run.process()
+        assert run.rows() == []
+        assert read_failure(run.dir) is None
+
+
+async def test_a_refusal_after_the_started_row_is_kept_for_next_and_cleared_by_the_next_process(
+    tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: CMD-NEXT-18; a process that stops on a refusal no row records, after its
+    started row, keeps the refusal's line as its launch record (as a launch that
+    stopped before its started row is kept), with the stamps of the files it could
+    have stopped on; the process that next records a started row removes it."""
+    line = "the ref refs/x stays locked (/r/refs/x.lock); remove that file, then resume the run"
+    real_settle = effect_proofs.settle
+
+    async def refused(*args: Any, **kwargs: Any) -> Any:
+        raise RefusedError(line)
+
+    async with session_run(tmp_path, monkeypatch) as (run, _, sim):
+        monkeypatch.setattr(effect_proofs, "settle", refused)
+        with pytest.raises(RefusedError, match="stays locked"):
+            await run.process()
+        assert run.rows()[-1]["row"] == "started"
+        failure = read_failure(run.dir)
+        assert failure is not None
+        assert (failure.pid, failure.reason, failure.started) == (os.getpid(), line, True)
+        assert holds_launch(failure, stamps(run.dir, run.state))
+        monkeypatch.setattr(effect_proofs, "settle", real_settle)
+        assert await run.process() == "ended"
+        assert read_failure(run.dir) is None
+        assert_completed_once(run, sim)
 
 
 async def test_everything_a_session_run_writes_is_private_under_umask_0(

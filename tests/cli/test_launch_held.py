@@ -268,3 +268,67 @@ def test_a_process_killed_on_its_way_up_holds_no_launch_back(crw: Crw) -> None:
     assert all("exited with status -9" in record["reason"] for record in failed), failed
     assert failed[0]["pid"] != failed[1]["pid"]  # the second next launched again
     assert _pids(run) == [1]
+
+
+CONNECT_SHIM = """
+import os, socket
+
+_MARKER = os.environ["CRW_TEST_DEFECT"]
+_connect = socket.socket.connect
+
+
+def _defect(self, address):
+    if os.path.exists(_MARKER):
+        raise RuntimeError("a defect in the connect to the host")
+    return _connect(self, address)
+
+
+socket.socket.connect = _defect
+"""
+"""An error no row records, after the started row: the run process's connect to
+its host raises RuntimeError (a defect, no fault) while the marker file exists."""
+
+
+def test_a_process_that_stops_after_its_started_row_is_launched_once_not_once_per_next(
+    crw: Crw,
+) -> None:
+    """spec: CMD-NEXT-18: a run no process holds is resumed by next, once: its
+    process records its started row, then stops on an error no row records; it
+    keeps the line as the run's launch record, so the `next` calls after it launch
+    nothing and name the process, the line and the resume to run; status says its
+    last process stopped; `resume --detach` launches again, and the process that
+    records its started row removes the record."""
+    run = _make_run(crw)
+    shim = crw.state.parent / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(CONNECT_SHIM)
+    marker = shim / "defect"
+    marker.touch()
+    crw.env |= {"PYTHONPATH": str(shim), "CRW_TEST_DEFECT": str(marker)}
+    try:
+        answers = [_next(crw) for _ in range(4)]
+        pids = _pids(run)
+        assert len(pids) == 2, pids  # the dead process's, and the one launched: not four
+        log = run.log.read_text()  # a defect: its traceback, once
+        assert log.count("Traceback") == 1 and "RuntimeError: a defect in the connect" in log
+        told = f"its process {pids[1]} stopped after its started row: RuntimeError: a defect"
+        for answer in answers[1:]:
+            assert answer.code == 0 and "resumed_pid" not in answer.json(), answer.stderr
+            hint = answer.json()["hint"]
+            assert told in hint and f"(see {run.log})" in hint, hint
+            assert f"crw flow resume {RUN} --detach --state {crw.state}" in hint, hint
+            assert "next starts no process for it until" in hint, hint
+        status = crw("flow", "status", RUN, "--state", str(crw.state), "--json").json()
+        assert status["launch_failed"]["started"] is True
+        assert status["launch_failed"]["pid"] == pids[1]
+        assert "stopped after its started row" in status["todo"][0]["do"]
+        human = crw("flow", "status", RUN, "--state", str(crw.state)).stdout
+        assert "its last process stopped: RuntimeError: a defect" in human, human
+        marker.unlink()  # the defect fixed
+        resumed = crw("flow", "resume", RUN, "--detach", "--state", str(crw.state), "--json")
+        assert resumed.code == 0, resumed.stderr
+        assert _pids(run) == [*pids, resumed.json()["pid"]]
+        wait_for_exit(run.root)  # it finds no host and pauses
+        assert not run.launch_failed.exists()
+    finally:
+        _reap(run)

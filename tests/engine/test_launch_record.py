@@ -77,16 +77,27 @@ def test_next_resumes_nothing_while_a_launch_is_held_back_and_says_until_when() 
 
 
 def test_the_record_keeps_the_stamps_and_status_shows_pid_reason_at(tmp_path: Path) -> None:
-    """No requirement names it yet: launch-failed.json reads back with its stamps;
-    status's launch_failed stays {pid, reason, at}."""
+    """No requirement names it yet: launch-failed.json reads back with its stamps
+    and whether the process had recorded its started row; status's launch_failed
+    is {pid, reason, at, started}."""
     run = RunDir.of(tmp_path, "r1")
     run.root.mkdir(parents=True)
     record_failure(run, failure())
     back = read_failure(run)
     assert back == failure() and back is not None and back.files == FILES
-    assert back.to_json() == {"pid": 41, "reason": REASON, "at": "2026-12-06T05:00:00Z"}
+    assert back.to_json() == {
+        "pid": 41,
+        "reason": REASON,
+        "at": "2026-12-06T05:00:00Z",
+        "started": False,
+    }
+    assert back.told() == REASON
     record_failure(run, failure(files=None))
     assert (back := read_failure(run)) is not None and back.files is None
+    stopped = LaunchFailure(41, REASON, "2026-12-06T05:00:00Z", FILES, started=True)
+    record_failure(run, stopped)
+    assert (back := read_failure(run)) == stopped and back is not None and back.started
+    assert back.told() == f"its process 41 stopped after its started row: {REASON}"
 
 
 def test_stamps_see_a_chmod_but_not_a_lock_file_made_in_the_run_directory(

@@ -148,13 +148,21 @@ def _crash(crash: str, repo: pygit2.Repository, placer: Placer, allocation: Allo
     path = Path(str(allocation.workspace))
     temporary = f"refs/heads/crw/{RUN}/checkout-{worktree_name(RUN, path)}"
     start = pygit2.Oid(hex=str(allocation.start_commit))
-    if crash in ("branch_only", "empty_directory", "not_detached", *HALF_MADE):
+    if (
+        crash in ("branch_only", "empty_directory", "not_detached", "head_lock", "p_half_removed")
+        or crash in HALF_MADE
+    ):
         ref = repo.references.create(allocation.branch or temporary, start)
     if crash == "empty_directory":  # libgit2 made P, then the process died
         path.mkdir(parents=True)
     if crash == "not_detached":  # a checkout added, its HEAD not detached yet
         path.parent.mkdir(parents=True, exist_ok=True)
         repo.add_worktree(worktree_name(RUN, path), str(path), ref)
+    if crash == "head_lock":  # a checkout added, killed inside the detach of its HEAD
+        path.parent.mkdir(parents=True, exist_ok=True)
+        repo.add_worktree(worktree_name(RUN, path), str(path), ref)
+        record = Path(repo.path) / "worktrees" / worktree_name(RUN, path)
+        (record / "HEAD.lock").write_text(f"{start}\n")
     if crash == "branch_lock":  # killed while libgit2 wrote the branch: its lock stays
         lock = Path(repo.path) / f"{allocation.branch or temporary}.lock"
         lock.parent.mkdir(parents=True, exist_ok=True)
@@ -162,6 +170,11 @@ def _crash(crash: str, repo: pygit2.Repository, placer: Placer, allocation: Allo
     if crash == "record_only":  # P made, then deleted: the repository's record stays
         placer.make(allocation, "n")
         shutil.rmtree(path)
+    if crash == "p_half_removed":  # a half-made P being removed: its .git file went first
+        path.parent.mkdir(parents=True, exist_ok=True)
+        repo.add_worktree(worktree_name(RUN, path), str(path), ref)
+        (Path(repo.path) / "worktrees" / worktree_name(RUN, path) / "index").unlink()
+        (path / ".git").unlink()
     if crash in HALF_MADE:  # libgit2's add cut where HALF_MADE says
         path.parent.mkdir(parents=True, exist_ok=True)
         repo.add_worktree(worktree_name(RUN, path), str(path), ref)
@@ -196,6 +209,8 @@ a crash point lacks (P opens as a repository only from HEAD on)."""
         "empty_directory",
         "record_only",
         "not_detached",
+        "head_lock",
+        "p_half_removed",
         *HALF_MADE,
     ],
 )
@@ -203,6 +218,8 @@ def test_every_crash_point_before_p_is_made_resumes_to_the_same_p(
     tmp_path: Path, role: str, crash: str
 ) -> None:
     """spec: STEP-2, ATT-15"""
+    if crash == "head_lock" and role == "executor":
+        pytest.skip("crw never moves an executor's worktree HEAD: no kill leaves its lock")
     outcomes = []
     for name in ("clean", crash):
         repo = make_repo(tmp_path / name / "repo", {"a.txt": "a\n"})
@@ -221,9 +238,31 @@ def test_every_crash_point_before_p_is_made_resumes_to_the_same_p(
                 repo.list_worktrees(),
                 branches,
                 pygit2.Repository(str(path)).status(),
+                (Path(pygit2.Repository(str(path)).path) / "HEAD.lock").exists(),
             )
         )
     assert outcomes[0] == outcomes[1]
+
+
+def test_a_worktree_whose_record_is_gone_is_refused_with_its_fix(
+    repo: pygit2.Repository, tmp_path: Path
+) -> None:
+    """spec: STEP-2; P's .git file names a record of the repository that is gone
+    (no crash point of crw's leaves it: a half-made P goes before its record), which
+    libgit2 cannot open: refused with one line naming P, the record and the fix"""
+    placer = placer_of(repo, tmp_path)
+    allocation = placer.allocate("build.1", "build", "executor", None)
+    placer.make(allocation, "build")
+    path = placer.calls / "build.1"
+    record = Path(repo.path) / "worktrees" / worktree_name(RUN, path)
+    shutil.rmtree(record)
+    with pytest.raises(RefusedError) as refused:
+        placer.make(allocation, "build")
+    assert str(refused.value) == (
+        f"the call directory {path} is a git worktree whose record {record} is gone; "
+        "move the directory away, then resume the run"
+    )
+    assert (path / ".git").is_file()
 
 
 def test_a_p_holding_files_but_no_worktree_is_refused(

@@ -231,7 +231,7 @@ class _Reader:
         kept = failure is not None and holds_launch(failure, stamps(self.run_dir, self.state_dir))
         if self.refused is not None:
             return self.refused, kept
-        return (failure.reason if failure is not None else None), kept
+        return (failure.told() if failure is not None else None), kept
 
     def _owner_line(self, owner: str | None) -> tuple[dict[str, Any] | None, str | None]:
         """The owner's last line, or why it cannot be read (next only reads it)."""

@@ -149,8 +149,9 @@ def status_payload(
     from; each call it took from the source has reused, `<run>/<call>`),
     corrupt (null, or {journal, offset, valid_at, reason, damage, fix} when
     the state is `corrupt`; valid_at null when no whole rows follow the damage),
-    launch_failed (null, or {pid, reason, at} of the last launch whose process
-    stopped before its started row, while no process holds the run), host_wait
+    launch_failed (null, or {pid, reason, at, started} of the last launch whose
+    process stopped before its started row, or after it on an error no row records
+    (started true), while no process holds the run), host_wait
     (null, or {pid, until} of the process that waits for the host of a run paused
     host_unavailable, to go on with it when it answers: `crw.actors.host_back`) and todo
     ([{do, command}]: what to do next)."""

@@ -68,8 +68,9 @@ def todo(
     failed = payload["launch_failed"]
     if failed is not None:  # what a resume runs into until it is fixed
         held = [_answer(call) for call in payload["calls"] if "answer" in call]
+        when = "after" if failed.get("started") else "before"
         why = (
-            f"its last resume did not start (process {failed['pid']} stopped before its "
+            f"its last resume did not start (process {failed['pid']} stopped {when} its "
             f"started row): {failed['reason']}; fix that, then go on with"
         )
         return [_item(why, command("resume", run, state_ref, "--detach")), *held]
@@ -218,7 +219,10 @@ def _head(payload: dict[str, Any]) -> list[str]:
     lines += input_lines(payload.get("inputs"))
     failed = payload["launch_failed"]
     if failed and payload["state"] != "ended":
-        lines += _wrap(f"its last resume did not start: {failed['reason']}", "  ")
+        what = (
+            "its last process stopped" if failed.get("started") else "its last resume did not start"
+        )
+        lines += _wrap(f"{what}: {failed['reason']}", "  ")
     corrupt = payload["corrupt"]
     if corrupt:
         lines += [f"  {corrupt['damage']}", f"  {corrupt['fix']}"]

@@ -8,7 +8,9 @@ launched it writes what the process said, with its pid, to `launch-failed.json`
 in the run's directory, so `status` and `next` can say it while no process holds
 the run. It is no row of the journal (only the run's process and the commands the
 spec names write those), and the next process that records its started row
-removes it.
+removes it. A process that stopped on an error after its started row, where no
+row records why (a defect, a ref lock it cannot take), keeps the same record
+itself (`started`), so it is told and held as a launch that stopped before it.
 
 The record of a process that exited by itself (not killed by a signal) also
 keeps the stamps of the files such a process reads or writes before its started
@@ -41,16 +43,26 @@ class LaunchFailure:
     """A launched process that stopped before its started row: its `pid`, the
     line it gave (`reason`: what and how to fix it), when it was seen (`at`) and
     the stamps of the run's launch files as it left them (`files`; None in a
-    record that has none)."""
+    record that has none). `started`: the process recorded its started row, then
+    stopped on an error no row records (it keeps the record itself:
+    `crw.actors.run`)."""
 
     pid: int
     reason: str
     at: str
     files: Stamps | None = field(default=None, compare=False)
+    started: bool = False
 
     def to_json(self) -> dict[str, object]:
-        """What `status` shows: pid, reason, at."""
-        return {"pid": self.pid, "reason": self.reason, "at": self.at}
+        """What `status` shows: pid, reason, at, started."""
+        return {"pid": self.pid, "reason": self.reason, "at": self.at, "started": self.started}
+
+    def told(self) -> str:
+        """The reason as `next` tells it: a process that stopped after its started
+        row is named."""
+        if self.started:
+            return f"its process {self.pid} stopped after its started row: {self.reason}"
+        return self.reason
 
 
 def launch_files(run: RunDir, state: Path) -> list[Path]:
@@ -96,6 +108,8 @@ def record_failure(run: RunDir, failure: LaunchFailure) -> None:
     """Keep `failure` as the run's last failed launch (best effort: a record that
     cannot be written leaves the launcher's own report the only one)."""
     data = failure.to_json()
+    if not failure.started:
+        del data["started"]
     if failure.files is not None:
         data["files"] = dict(failure.files)
     with contextlib.suppress(OSError):
@@ -111,6 +125,7 @@ def read_failure(run: RunDir) -> LaunchFailure | None:
             pid=int(data["pid"]),
             reason=str(data["reason"]),
             at=str(data["at"]),
+            started=data.get("started") is True,
             files=None
             if files is None
             else {str(path): tuple(int(n) for n in value) for path, value in files.items()},
