@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,21 @@ def child_policy(request: ModelRequest) -> Reply:
     if newest.get("type") == "agent_message" and SPAWNING in json.dumps(newest):
         return calls(v2("spawn_agent", task_name=GRANDCHILD, message="x", fork_turns="none"))
     return valid()
+
+
+CHILD_ANSWER_DELAY = 1.5
+"""Seconds each child takes to answer in the test of the waits. codex's wait_agent
+completes when its owner has input pending as it begins, or at the first change
+of its mailbox after that: a child's answer delivered before the owner's next
+model request is taken into that request's input, and the wait that request asks
+for then sees no change and times out (once in CI, at 10 s). A child that answers
+while the owner waits is the order the test pins."""
+
+
+def slow_child(request: ModelRequest) -> Reply:
+    """`child_policy`, answered after CHILD_ANSWER_DELAY (the server's own thread)."""
+    time.sleep(CHILD_ANSWER_DELAY)
+    return child_policy(request)
 
 
 def v2_home(tmp_path: Path, model: MockModel, hook_matchers: tuple[str, ...] = ()) -> Path:
@@ -313,8 +329,9 @@ async def test_v2_followup_send_wait_list_interrupt_answers(tmp_path: Path) -> N
     """In one owner turn: spawn, wait (ends at the child's final answer), list,
     send, follow up, wait again; then in the next, by the child's thread id, follow
     up, wait and interrupt the idle child: each tool's output as the owner's model
-    reads it, and what reaches the child."""
-    with MockModel(child_policy) as model:
+    reads it, and what reaches the child. Each child answers while its owner waits
+    (`CHILD_ANSWER_DELAY`)."""
+    with MockModel(slow_child) as model:
         home = v2_home(tmp_path, model)
         target = {"target": TASK_NAME}
         model.script(
