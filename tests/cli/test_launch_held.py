@@ -321,7 +321,9 @@ def test_a_process_that_stops_after_its_started_row_is_launched_once_not_once_pe
         status = crw("flow", "status", RUN, "--state", str(crw.state), "--json").json()
         assert status["launch_failed"]["started"] is True
         assert status["launch_failed"]["pid"] == pids[1]
-        assert "stopped after its started row" in status["todo"][0]["do"]
+        assert status["todo"][0]["do"].startswith(
+            f"its last process ({pids[1]}) stopped after its started row: RuntimeError: a defect"
+        )
         human = crw("flow", "status", RUN, "--state", str(crw.state)).stdout
         assert "its last process stopped: RuntimeError: a defect" in human, human
         marker.unlink()  # the defect fixed

@@ -68,11 +68,13 @@ def todo(
     failed = payload["launch_failed"]
     if failed is not None:  # what a resume runs into until it is fixed
         held = [_answer(call) for call in payload["calls"] if "answer" in call]
-        when = "after" if failed.get("started") else "before"
-        why = (
-            f"its last resume did not start (process {failed['pid']} stopped {when} its "
-            f"started row): {failed['reason']}; fix that, then go on with"
+        what = (
+            f"its last process ({failed['pid']}) stopped after its started row"
+            if failed.get("started")
+            else f"its last resume did not start (process {failed['pid']} stopped before its "
+            "started row)"
         )
+        why = f"{what}: {failed['reason']}; fix that, then go on with"
         return [_item(why, command("resume", run, state_ref, "--detach")), *held]
     if state == "paused":
         return [_paused(payload, state_ref)]
