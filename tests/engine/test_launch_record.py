@@ -76,7 +76,7 @@ def test_next_resumes_nothing_while_a_launch_is_held_back_and_says_until_when() 
     assert "next starts no process" not in next_view(dead).hint
 
 
-def test_the_record_keeps_the_stamps_and_status_shows_pid_reason_at(tmp_path: Path) -> None:
+def test_the_record_keeps_the_stamps_and_status_shows_pid_reason_at_started(tmp_path: Path) -> None:
     """No requirement names it yet: launch-failed.json reads back with its stamps
     and whether the process had recorded its started row; status's launch_failed
     is {pid, reason, at, started}."""
