@@ -29,7 +29,6 @@ commits of its own is never moved backwards nor deleted.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -216,8 +215,7 @@ def _detach(repo: pygit2.Repository, path: Path, start: str, branch: str) -> Non
     if not checkout.head_is_detached and checkout.head.name == branch:
         # Not detached yet: no subagent has worked here, so a HEAD lock is one a
         # process killed inside this very set_head left.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(checkout.path, "HEAD.lock"))
+        refs.clear_left_lock(checkout, "HEAD")
         checkout.set_head(pygit2.Oid(hex=start))
     _clear_stale_lock(repo, branch)
     ref = repo.references.get(branch)

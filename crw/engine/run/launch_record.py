@@ -108,8 +108,6 @@ def record_failure(run: RunDir, failure: LaunchFailure) -> None:
     """Keep `failure` as the run's last failed launch (best effort: a record that
     cannot be written leaves the launcher's own report the only one)."""
     data = failure.to_json()
-    if not failure.started:
-        del data["started"]
     if failure.files is not None:
         data["files"] = dict(failure.files)
     with contextlib.suppress(OSError):
