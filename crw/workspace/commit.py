@@ -21,6 +21,7 @@ At the harvest of an executor call whose P is an attempt worktree:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Any
 
 import pygit2
 
+from crw.errors import RefusedError
 from crw.journal.rows import CrwCommit, ExecutorHeadMoved
 from crw.workspace import refs
 
@@ -211,10 +213,13 @@ def apply(
     stray ref (HARV-49, HARV-51, HARV-52), P's HEAD from the observed HEAD to the
     commit (HARV-54; skipped when P is gone), the node branch from the node's last
     crw.commit. A ref already at its new value is left; run again after a crash,
-    it ends the same.
+    it ends the same. P's index is written as the commit's tree once P's HEAD is
+    there (`_index_at`), so `git status` in P shows no change, as before the call.
 
     Raises:
         EffectRefused: a ref holds neither value (it was moved by someone else).
+        IndexLocked: P's index stayed locked; P's HEAD is at the commit, the node
+            branch not moved yet.
     """
     assert row.commit and row.node_ref
     if moved is not None and moved.ref and moved.head:
@@ -224,11 +229,52 @@ def apply(
             raise EffectRefused(moved.ref, str(refused)) from None
     if workspace is not None and Path(workspace).is_dir() and row.head_ref:
         tree = pygit2.Repository(str(workspace))
-        if _move(tree, row.head_ref, row.head, row.commit):
-            index = tree.index  # P's files are the pending tree: the index matches it
-            index.read_tree(tree[row.commit].peel(pygit2.Tree))
-            index.write()
+        _move(tree, row.head_ref, row.head, row.commit)
+        _index_at(tree, row.commit, str(workspace))
     _move(repo, row.node_ref, row.node_old, row.commit)
+
+
+def _index_at(tree: pygit2.Repository, commit: str, workspace: str) -> None:
+    """Write P's index as `commit`'s tree (P's files are the pending tree, which the
+    commit holds), unless it holds that tree already: the apply that moved P's HEAD
+    wrote it, where a process killed between the two did not, and the next one
+    does. A git command in P (a `git status` refreshing the index) holds the
+    index's lock for a moment: it is waited for as `refs.swap` waits for a ref's.
+
+    Raises:
+        IndexLocked: the lock stayed taken.
+    """
+    target = tree[commit].peel(pygit2.Tree)
+    index = tree.index
+    if len(index.diff_to_tree(target)) == 0:
+        return
+    index.read_tree(target)
+    lock = _index_lock(tree)
+    for _ in range(refs.LOCK_TRIES):
+        try:
+            index.write()
+            return
+        except pygit2.GitError:
+            if not lock.exists():
+                raise
+            time.sleep(refs.LOCK_WAIT)
+    raise IndexLocked(workspace, lock)
+
+
+def _index_lock(tree: pygit2.Repository) -> Path:
+    """The lock file git and libgit2 write P's index through (made exclusively,
+    renamed over the index)."""
+    return Path(tree.path) / "index.lock"
+
+
+class IndexLocked(RefusedError):
+    """P's index lock stayed: one line naming it and the fix."""
+
+    def __init__(self, workspace: str, lock: Path) -> None:
+        super().__init__(
+            f"the index of {workspace} stays locked ({lock}); if no git command is "
+            f"running in {workspace}, remove that file, then resume the run"
+        )
 
 
 def clear_left_locks(
@@ -244,15 +290,45 @@ def clear_left_locks(
     (`crw.actors.effect_proofs`): it holds the run, so no other process of the run
     lives; the stray ref and the node branch are moved by the run's process alone,
     and the worktree's branch by its subagent only before the call completed, which
-    its crw_commit row follows. A lock on one of them is one a dead process left."""
+    its crw_commit row follows. A lock on one of them is one a dead process left.
+
+    P's index lock too, when P's HEAD is at the row's commit and its index holds
+    another tree: the process was killed inside the index's write that follows
+    P's HEAD (`_index_at`), before any later call could run in P. A git command
+    someone runs in P meanwhile holds it for a moment: it is waited for first."""
     names: list[tuple[pygit2.Repository, str]] = []
+    cleared: list[str] = []
     if moved is not None and moved.ref:
         names.append((repo, moved.ref))
     if workspace is not None and Path(workspace).is_dir() and row.head_ref:
-        names.append((pygit2.Repository(str(workspace)), row.head_ref))
+        tree = pygit2.Repository(str(workspace))
+        names.append((tree, row.head_ref))
+        if row.commit and _index_left_locked(tree, row.commit):
+            cleared.append(f"the index of {workspace}")
     if row.node_ref:
         names.append((repo, row.node_ref))
-    return [name for where, name in names if refs.clear_left_lock(where, name)]
+    return [name for where, name in names if refs.clear_left_lock(where, name)] + cleared
+
+
+def _index_left_locked(tree: pygit2.Repository, commit: str) -> bool:
+    """Remove the lock on P's index that a process killed inside `_index_at` left;
+    True when there was one. Only while P's HEAD is at `commit` and the index holds
+    another tree (else no apply was writing it), and only once the lock stayed for
+    as long as `_index_at` waits for a git command's."""
+    lock = _index_lock(tree)
+    if not lock.exists() or str(tree.head.target) != commit:
+        return False
+    if len(tree.index.diff_to_tree(tree[commit].peel(pygit2.Tree))) == 0:
+        return False
+    for _ in range(refs.LOCK_TRIES):
+        if not lock.exists():
+            return False
+        time.sleep(refs.LOCK_WAIT)
+    try:
+        lock.unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _move(repo: pygit2.Repository, name: str, old: str | None, new: str) -> bool:

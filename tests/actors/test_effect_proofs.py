@@ -51,6 +51,12 @@ def _outcome(repo: pygit2.Repository, wt: Path, got: commit.Harvest) -> tuple[An
     return (str(made.tree_id), [str(p) for p in made.parent_ids], stray, head == node)
 
 
+def _index_tree(wt: Path) -> str:
+    """The tree P's index (as written on disk) holds: P's `git status` shows no
+    staged change when it is the tree of P's HEAD."""
+    return str(pygit2.Repository(str(wt)).index.write_tree())
+
+
 @pytest.mark.parametrize("kill", ["torn_batch", "after_rows", "after_stray", "after_head"])
 async def test_every_kill_point_resumes_to_the_same_outcome(tmp_path: Path, kill: str) -> None:
     """spec: GEN-7, HARV-49, HARV-51, HARV-54"""
@@ -65,6 +71,7 @@ async def test_every_kill_point_resumes_to_the_same_outcome(tmp_path: Path, kill
     taken = await _settle(tmp_path, rows)
     assert [r["row"] for r in taken] == (["crw_commit"] if kill == "torn_batch" else [])
     assert _outcome(repo, wt, got) == expected
+    assert _index_tree(wt) == got.pending_tree  # as an undisturbed apply leaves it
     if kill != "torn_batch":
         assert refs.read(repo, "refs/crw/flow/r1/nodes/build") == got.commit.commit
     assert await _settle(tmp_path, [*rows, *taken]) == []  # proved: nothing more to write
@@ -96,6 +103,70 @@ async def test_a_process_killed_inside_a_swap_resumes_to_the_same_outcome(
     assert _outcome(repo, wt, got) == expected
     assert refs.read(repo, got.commit.node_ref) == got.commit.commit
     assert await _settle(tmp_path, rows) == []
+
+
+async def test_a_process_killed_inside_the_index_write_resumes_to_the_same_outcome(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: GEN-7, HARV-54; killed while it wrote P's index after P's HEAD moved
+    (libgit2 writes it through `index.lock`, made exclusively), the process left
+    the lock and P's index at the subagent's tree: the next process waits for the
+    lock as for a git command's, then removes it, writes the index, moves the node
+    branch, and ends as an undisturbed apply does"""
+    monkeypatch.setattr(refs, "LOCK_TRIES", 3)
+    repo, wt, rows, got = _setup(tmp_path)
+    assert got.moved is not None and got.commit.head_ref and got.commit.node_ref
+    expected = (got.pending_tree, [got.commit.start], got.moved.head, True)
+    rows.append(got.commit.model_dump())
+    refs.keep_stray(repo, got.moved.ref or "", got.moved.head or "")
+    refs.swap(repo, got.commit.head_ref, got.commit.head, got.commit.commit or "")
+    stale = _index_tree(wt)
+    lock = Path(pygit2.Repository(str(wt)).path) / "index.lock"
+    lock.write_bytes(b"DIRC")  # the start of the index the killed process wrote
+    assert stale != got.pending_tree
+    taken = await _settle(tmp_path, rows)
+    assert taken == []
+    assert not lock.exists()
+    assert _outcome(repo, wt, got) == expected
+    assert _index_tree(wt) == got.pending_tree
+    assert refs.read(repo, got.commit.node_ref) == got.commit.commit
+    assert await _settle(tmp_path, rows) == []
+
+
+async def test_a_lock_on_the_index_of_p_before_its_head_moved_is_refused_not_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: GEN-7, HARV-54; killed before it moved P's HEAD, the process never
+    wrote P's index: a lock on it is someone else's, and the resume stops with the
+    line that names it and the fix, the lock left as it is"""
+    monkeypatch.setattr(refs, "LOCK_TRIES", 3)
+    repo, wt, rows, got = _setup(tmp_path)
+    assert got.moved is not None
+    rows.append(got.commit.model_dump())
+    refs.keep_stray(repo, got.moved.ref or "", got.moved.head or "")
+    lock = Path(pygit2.Repository(str(wt)).path) / "index.lock"
+    lock.write_bytes(b"DIRC")
+    refused = pytest.RaisesExc(commit.IndexLocked, match="remove that file, then resume the run")
+    with pytest.RaisesGroup(refused, flatten_subgroups=True):
+        await _settle(tmp_path, rows)
+    assert lock.read_bytes() == b"DIRC"
+    assert refs.read(repo, got.commit.node_ref or "") is None
+
+
+async def test_a_resume_leaves_the_index_lock_of_p_whose_index_is_at_its_commit(
+    tmp_path: Path,
+) -> None:
+    """spec: GEN-7; P's index already at the commit (the apply finished): a lock on
+    it is no killed process's (the next round's subagent may be running git in P),
+    and the resume leaves it and the index as they are"""
+    repo, wt, rows, got = _setup(tmp_path)
+    rows.append(got.commit.model_dump())
+    commit.apply(repo, got.commit, got.moved, wt)
+    lock = Path(pygit2.Repository(str(wt)).path) / "index.lock"
+    lock.write_bytes(b"DIRC")
+    assert await _settle(tmp_path, rows) == []
+    assert lock.read_bytes() == b"DIRC"
+    assert _index_tree(wt) == got.pending_tree
 
 
 async def test_a_resumed_run_holds_a_call_whose_tree_no_longer_matches(tmp_path: Path) -> None:

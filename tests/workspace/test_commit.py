@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import pygit2
 import pytest
 
+from crw.errors import RefusedError
 from crw.journal.rows import ExecutorHeadMoved
 from crw.workspace import commit, refs
 from tests.workspace.gitrepo import attempt_worktree, commit_files, make_repo
@@ -192,8 +194,89 @@ def test_every_crash_point_of_apply_resumes_to_the_same_refs(
     assert refs.read(repo, got.moved.ref or "") == got.moved.head
     assert str(pygit2.Repository(str(wt)).head.target) == got.commit.commit
     assert refs.read(repo, got.commit.node_ref or "") == got.commit.commit
+    assert pygit2.Repository(str(wt)).status() == {}  # the index follows the commit
     # and once more: every ref is at its new value already
     commit.apply(repo, got.commit, got.moved, wt)
+    assert refs.read(repo, got.commit.node_ref or "") == got.commit.commit
+
+
+def test_a_crash_between_ps_head_and_its_index_resumes_to_the_same_index(
+    tree: tuple[pygit2.Repository, Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HARV-54, GEN-7; P's HEAD moved, its index not yet written: applied
+    again, the HEAD is at the commit already and the index is written then"""
+    repo, wt, start = tree
+    (wt / "c.txt").write_text("c\n")
+    rows = [prepared("build.1", wt, start)]
+    got = commit.harvest(wt, rows, run="r1", node="build", call="build.1", attempt=1, when=WHEN)
+    assert got is not None
+
+    class Crash(Exception):
+        pass
+
+    def crash(self: pygit2.Index) -> None:
+        raise Crash
+
+    with monkeypatch.context() as patched:
+        patched.setattr(pygit2.Index, "write", crash)
+        with pytest.raises(Crash):
+            commit.apply(repo, got.commit, got.moved, wt)
+    assert str(pygit2.Repository(str(wt)).head.target) == got.commit.commit
+    assert pygit2.Repository(str(wt)).status() != {}  # the commit's file shows as not staged
+    commit.apply(repo, got.commit, got.moved, wt)
+    assert pygit2.Repository(str(wt)).status() == {}
+    assert refs.read(repo, got.commit.node_ref or "") == got.commit.commit
+
+
+def test_a_git_command_holding_ps_index_is_waited_for(
+    tree: tuple[pygit2.Repository, Path, str],
+) -> None:
+    """spec: HARV-54; a git command in P (a `git status` refreshing the index) holds
+    its lock for a moment: apply waits, then writes the index"""
+    repo, wt, start = tree
+    (wt / "c.txt").write_text("c\n")
+    rows = [prepared("build.1", wt, start)]
+    got = commit.harvest(wt, rows, run="r1", node="build", call="build.1", attempt=1, when=WHEN)
+    assert got is not None
+    lock = Path(pygit2.Repository(str(wt)).path) / "index.lock"
+    lock.write_bytes(b"DIRC")
+    timer = threading.Timer(0.05, lock.unlink)
+    timer.start()
+    try:
+        commit.apply(repo, got.commit, got.moved, wt)
+    finally:
+        timer.join()
+    assert pygit2.Repository(str(wt)).status() == {}
+    assert refs.read(repo, got.commit.node_ref or "") == got.commit.commit
+
+
+def test_a_lock_on_ps_index_that_stays_is_refused_with_its_fix(
+    tree: tuple[pygit2.Repository, Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HARV-54; a lock on P's index that stays (no killed process of the run's
+    left it: the live process moved P's HEAD itself) stops the apply before the
+    node branch moves, with one line naming the file and the fix; once it is
+    removed, the apply goes on to the same refs"""
+    monkeypatch.setattr(refs, "LOCK_TRIES", 3)
+    repo, wt, start = tree
+    (wt / "c.txt").write_text("c\n")
+    rows = [prepared("build.1", wt, start)]
+    got = commit.harvest(wt, rows, run="r1", node="build", call="build.1", attempt=1, when=WHEN)
+    assert got is not None
+    lock = Path(pygit2.Repository(str(wt)).path) / "index.lock"
+    lock.write_bytes(b"DIRC")
+    with pytest.raises(commit.IndexLocked) as refused:
+        commit.apply(repo, got.commit, got.moved, wt)
+    assert str(refused.value) == (
+        f"the index of {wt} stays locked ({lock}); if no git command is running in "
+        f"{wt}, remove that file, then resume the run"
+    )
+    assert isinstance(refused.value, RefusedError)
+    assert lock.read_bytes() == b"DIRC"
+    assert refs.read(repo, got.commit.node_ref or "") is None
+    lock.unlink()
+    commit.apply(repo, got.commit, got.moved, wt)
+    assert pygit2.Repository(str(wt)).status() == {}
     assert refs.read(repo, got.commit.node_ref or "") == got.commit.commit
 
 
