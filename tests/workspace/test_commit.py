@@ -200,16 +200,24 @@ def test_every_crash_point_of_apply_resumes_to_the_same_refs(
     assert refs.read(repo, got.commit.node_ref or "") == got.commit.commit
 
 
-def test_a_crash_between_ps_head_and_its_index_resumes_to_the_same_index(
-    tree: tuple[pygit2.Repository, Path, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """spec: HARV-54, GEN-7; P's HEAD moved, its index not yet written: applied
-    again, the HEAD is at the commit already and the index is written then"""
+def _harvested_c(
+    tree: tuple[pygit2.Repository, Path, str],
+) -> tuple[pygit2.Repository, Path, commit.Harvest]:
+    """The repository, P with a new file c.txt, and build.1's harvest of it."""
     repo, wt, start = tree
     (wt / "c.txt").write_text("c\n")
     rows = [prepared("build.1", wt, start)]
     got = commit.harvest(wt, rows, run="r1", node="build", call="build.1", attempt=1, when=WHEN)
     assert got is not None
+    return repo, wt, got
+
+
+def test_a_crash_between_ps_head_and_its_index_resumes_to_the_same_index(
+    tree: tuple[pygit2.Repository, Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HARV-54, GEN-7; P's HEAD moved, its index not yet written: applied
+    again, the HEAD is at the commit already and the index is written then"""
+    repo, wt, got = _harvested_c(tree)
 
     class Crash(Exception):
         pass
@@ -233,11 +241,7 @@ def test_a_git_command_holding_ps_index_is_waited_for(
 ) -> None:
     """spec: HARV-54; a git command in P (a `git status` refreshing the index) holds
     its lock for a moment: apply waits, then writes the index"""
-    repo, wt, start = tree
-    (wt / "c.txt").write_text("c\n")
-    rows = [prepared("build.1", wt, start)]
-    got = commit.harvest(wt, rows, run="r1", node="build", call="build.1", attempt=1, when=WHEN)
-    assert got is not None
+    repo, wt, got = _harvested_c(tree)
     lock = Path(pygit2.Repository(str(wt)).path) / "index.lock"
     lock.write_bytes(b"DIRC")
     timer = threading.Timer(0.05, lock.unlink)
@@ -258,11 +262,7 @@ def test_a_lock_on_ps_index_that_stays_is_refused_with_its_fix(
     node branch moves, with one line naming the file and the fix; once it is
     removed, the apply goes on to the same refs"""
     monkeypatch.setattr(refs, "LOCK_TRIES", 3)
-    repo, wt, start = tree
-    (wt / "c.txt").write_text("c\n")
-    rows = [prepared("build.1", wt, start)]
-    got = commit.harvest(wt, rows, run="r1", node="build", call="build.1", attempt=1, when=WHEN)
-    assert got is not None
+    repo, wt, got = _harvested_c(tree)
     lock = Path(pygit2.Repository(str(wt)).path) / "index.lock"
     lock.write_bytes(b"DIRC")
     with pytest.raises(commit.IndexLocked) as refused:
