@@ -294,8 +294,10 @@ def clear_left_locks(
 
     P's index lock too, when P's HEAD is at the row's commit and its index holds
     another tree: the process was killed inside the index's write that follows
-    P's HEAD (`_index_at`), before any later call could run in P. A git command
-    someone runs in P meanwhile holds it for a moment: it is waited for first."""
+    P's HEAD (`_index_at`), before any later call could run in P (a later call's
+    subagent would have had to stage files to change the index, and its packet
+    has it run no `git add`). A git command someone runs in P meanwhile holds the
+    lock for a moment: it is waited for first."""
     names: list[tuple[pygit2.Repository, str]] = []
     cleared: list[str] = []
     if moved is not None and moved.ref:
