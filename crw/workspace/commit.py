@@ -21,6 +21,7 @@ At the harvest of an executor call whose P is an attempt worktree:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -241,12 +242,19 @@ def _index_at(tree: pygit2.Repository, commit: str, workspace: str) -> None:
     does. A git command in P (a `git status` refreshing the index) holds the
     index's lock for a moment: it is waited for as `refs.swap` waits for a ref's.
 
+    An index libgit2 cannot read (a damaged byte) is made again from the commit:
+    P's HEAD is there, and the index is what the commit's tree says.
+
     Raises:
         IndexLocked: the lock stayed taken.
     """
     target = tree[commit].peel(pygit2.Tree)
-    index = tree.index
-    if len(index.diff_to_tree(target)) == 0:
+    try:
+        index = tree.index
+    except pygit2.GitError:
+        Path(tree.path, "index").unlink(missing_ok=True)
+        index = tree.index  # none on disk: an empty one
+    if _index_holds(index, target):
         return
     index.read_tree(target)
     lock = _index_lock(tree)
@@ -259,6 +267,11 @@ def _index_at(tree: pygit2.Repository, commit: str, workspace: str) -> None:
                 raise
             time.sleep(refs.LOCK_WAIT)
     raise IndexLocked(workspace, lock)
+
+
+def _index_holds(index: pygit2.Index, target: pygit2.Tree) -> bool:
+    """Whether `index` holds the tree `target` entry for entry."""
+    return len(index.diff_to_tree(target)) == 0
 
 
 def _index_lock(tree: pygit2.Repository) -> Path:
@@ -320,8 +333,9 @@ def _index_left_locked(tree: pygit2.Repository, commit: str) -> bool:
     lock = _index_lock(tree)
     if not lock.exists() or str(tree.head.target) != commit:
         return False
-    if len(tree.index.diff_to_tree(tree[commit].peel(pygit2.Tree))) == 0:
-        return False
+    with contextlib.suppress(pygit2.GitError):  # unreadable: `_index_at` makes it again
+        if _index_holds(tree.index, tree[commit].peel(pygit2.Tree)):
+            return False
     for _ in range(refs.LOCK_TRIES):
         if not lock.exists():
             return False

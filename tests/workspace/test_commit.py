@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +200,13 @@ def test_every_crash_point_of_apply_resumes_to_the_same_refs(
     assert refs.read(repo, got.commit.node_ref or "") == got.commit.commit
 
 
+def _applied_to_the_end(repo: pygit2.Repository, wt: Path, got: commit.Harvest) -> None:
+    """Apply `got`'s crw.commit and check where it leaves P's index and the node branch."""
+    commit.apply(repo, got.commit, got.moved, wt)
+    assert pygit2.Repository(str(wt)).status() == {}  # P's index is the commit's tree
+    assert refs.read(repo, got.commit.node_ref or "") == got.commit.commit
+
+
 def _harvested_c(
     tree: tuple[pygit2.Repository, Path, str],
 ) -> tuple[pygit2.Repository, Path, commit.Harvest]:
@@ -231,25 +238,26 @@ def test_a_crash_between_ps_head_and_its_index_resumes_to_the_same_index(
             commit.apply(repo, got.commit, got.moved, wt)
     assert str(pygit2.Repository(str(wt)).head.target) == got.commit.commit
     assert pygit2.Repository(str(wt)).status() != {}  # the commit's file shows as not staged
-    commit.apply(repo, got.commit, got.moved, wt)
-    assert pygit2.Repository(str(wt)).status() == {}
-    assert refs.read(repo, got.commit.node_ref or "") == got.commit.commit
+    _applied_to_the_end(repo, wt, got)
 
 
 def test_a_git_command_holding_ps_index_is_waited_for(
-    tree: tuple[pygit2.Repository, Path, str],
+    tree: tuple[pygit2.Repository, Path, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """spec: HARV-54; a git command in P (a `git status` refreshing the index) holds
     its lock for a moment: apply waits, then writes the index"""
     repo, wt, got = _harvested_c(tree)
     lock = Path(pygit2.Repository(str(wt)).path) / "index.lock"
     lock.write_bytes(b"DIRC")
-    timer = threading.Timer(0.05, lock.unlink)
-    timer.start()
-    try:
-        commit.apply(repo, got.commit, got.moved, wt)
-    finally:
-        timer.join()
+    waits: list[float] = []
+
+    def wait(seconds: float) -> None:  # the git command ends during apply's first wait
+        waits.append(seconds)
+        lock.unlink(missing_ok=True)
+
+    monkeypatch.setattr(time, "sleep", wait)
+    commit.apply(repo, got.commit, got.moved, wt)
+    assert waits == [refs.LOCK_WAIT]
     assert pygit2.Repository(str(wt)).status() == {}
     assert refs.read(repo, got.commit.node_ref or "") == got.commit.commit
 
@@ -275,9 +283,44 @@ def test_a_lock_on_ps_index_that_stays_is_refused_with_its_fix(
     assert lock.read_bytes() == b"DIRC"
     assert refs.read(repo, got.commit.node_ref or "") is None
     lock.unlink()
+    _applied_to_the_end(repo, wt, got)
+
+
+def test_an_index_write_that_fails_unlocked_is_raised_at_once(
+    tree: tuple[pygit2.Repository, Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spec: HARV-54; a write of P's index that fails with no lock taken (a full
+    disk) is git's own error, at once: not waited for, not called a lock"""
+    repo, wt, got = _harvested_c(tree)
+
+    def full(self: pygit2.Index) -> None:
+        raise pygit2.GitError("failed to write index: No space left on device")
+
+    def wait(seconds: float) -> None:
+        raise AssertionError("waited for a lock nobody holds")
+
+    monkeypatch.setattr(pygit2.Index, "write", full)
+    monkeypatch.setattr(time, "sleep", wait)
+    with pytest.raises(pygit2.GitError, match="No space left"):
+        commit.apply(repo, got.commit, got.moved, wt)
+    assert refs.read(repo, got.commit.node_ref or "") is None
+
+
+def test_a_damaged_index_of_p_is_made_again_from_the_commit(
+    tree: tuple[pygit2.Repository, Path, str],
+) -> None:
+    """spec: HARV-54, GEN-7; P's index with a damaged byte (libgit2 refuses its
+    checksum): applied again with P's HEAD at the commit, the index is made again
+    as the commit's tree"""
+    repo, wt, got = _harvested_c(tree)
     commit.apply(repo, got.commit, got.moved, wt)
-    assert pygit2.Repository(str(wt)).status() == {}
-    assert refs.read(repo, got.commit.node_ref or "") == got.commit.commit
+    index = Path(pygit2.Repository(str(wt)).path) / "index"
+    data = bytearray(index.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    index.write_bytes(bytes(data))
+    with pytest.raises(pygit2.GitError):
+        pygit2.Repository(str(wt)).index  # noqa: B018 - the read is the check
+    _applied_to_the_end(repo, wt, got)
 
 
 def test_the_same_row_rebuilds_the_same_commit(tree: tuple[pygit2.Repository, Path, str]) -> None:
