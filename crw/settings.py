@@ -55,6 +55,22 @@ class Settings:
     state at each bind and harvest, and a flow warning when they differ
     (`crw.workspace.trace`, docs/workspaces.md)."""
 
+    @property
+    def interrupted_settle(self) -> float:
+        """How long a turn that reads interrupted with no error, its end not
+        announced, must read so before it is believed ended: host_poll_interval,
+        and never less than INTERRUPTED_SETTLE_MIN."""
+        return max(self.host_poll_interval, INTERRUPTED_SETTLE_MIN)
+
+
+INTERRUPTED_SETTLE_MIN = 1.0
+"""The least time a turn's interrupted read with no error must last before it is
+believed ended (`Settings.interrupted_settle`). codex shows a turn it has just
+started as interrupted, no error, on an idle thread, until it sets the turn
+running: 20 ms seen on a loaded machine. A host_poll_interval set lower does not
+make that moment an end. An end codex announces (`turn/completed`) or an error it
+sends for the turn is believed at once; this waits only on a read alone."""
+
 
 DEFAULT_SETTINGS = Settings()
 

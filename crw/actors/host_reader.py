@@ -167,9 +167,10 @@ class HostReader:
         The end is `turn/completed`'s status and error, or failed with the error
         of an `error {willRetry: false}` for the turn (`told_end`). A read alone is
         believed for completed and failed; an interrupted turn with no error only
-        once it has stayed so for a whole poll interval, since codex shows a turn
-        just started as interrupted with no error for a moment (and a turn that is
-        about to fail, until its error comes).
+        once it has stayed so for `Settings.interrupted_settle` (the poll interval,
+        a second at least), since codex shows a turn just started as interrupted
+        with no error for a moment (and a turn that is about to fail, until its
+        error comes).
 
         `started`: the caller has just started the turn (its turn/start answered),
         so a read now would find it running: the first read waits for the host to
@@ -202,7 +203,7 @@ class HostReader:
                 now = trio.current_time()
                 if turn is not None and turn.status == "interrupted":
                     interrupted_since = interrupted_since if interrupted_since is not None else now
-                    if now - interrupted_since >= self._settings.host_poll_interval:
+                    if now - interrupted_since >= self._settings.interrupted_settle:
                         return turn
                 else:
                     interrupted_since = None

@@ -32,7 +32,7 @@ from crw.host.sim.connection import connect_in_memory
 from crw.host.sim.server import SimHost, open_sim_host
 from crw.journal.log import read_journal
 from crw.journal.replay import RunState, replay
-from crw.settings import DEFAULT_SETTINGS, Settings
+from crw.settings import DEFAULT_SETTINGS, INTERRUPTED_SETTLE_MIN, Settings
 
 CHAIN = """
 name = "chain"
@@ -95,12 +95,17 @@ class Harness:
         return state, read_journal(journal_path).rows
 
 
+SLOW_POLL = Settings(host_poll_interval=30.0)
+"""The reader's settings: the host's notifications wake it; its poll is a fallback."""
+
+
 @asynccontextmanager
-async def harness(tmp_path: Path, text: str = CHAIN) -> AsyncIterator[Harness]:
+async def harness(
+    tmp_path: Path, text: str = CHAIN, settings: Settings = SLOW_POLL
+) -> AsyncIterator[Harness]:
     (tmp_path / "wf.toml").write_text(text)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    settings = Settings(host_poll_interval=30.0)
     async with (
         open_sim_host(tmp_path / "codex-home") as sim,
         open_client(await connect_in_memory(sim), follows=FOLLOWED_APP_SERVER) as client,
@@ -365,6 +370,42 @@ async def test_context_window_exceeded_is_null_model_when_the_turn_reads_interru
     end = terminal(rows, "explore.1")
     assert end["row"] == "null_model" and end["reason"] == "context_window_exceeded"
     assert state == "ended" and rows[-1]["status"] == "failed"
+
+
+async def test_a_turn_read_interrupted_before_it_runs_is_waited_for_past_a_short_poll(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """codex shows a turn it has just started as interrupted, no error, on an idle
+    thread, until it sets it running: with a poll interval shorter than that
+    moment (10 ms; 0.3 s of it here) the call still completes on its one turn, as
+    the reader believes such a read only after INTERRUPTED_SETTLE_MIN. spec: HARV-2"""
+    async with harness(tmp_path, settings=Settings(host_poll_interval=0.01)) as h:
+        await h.script({"marker": "build.1/*"}, lateStart=0.3)
+        state, rows = await h.run()
+    assert kinds(rows, "build.1") == ONE_TURN, rows
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
+async def test_a_turn_that_stays_interrupted_with_no_end_told_is_held_after_the_settle(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """The other side of the settle: a turn that reads interrupted with no error
+    and whose end never comes is believed ended once INTERRUPTED_SETTLE_MIN has
+    passed, and the call is held host_failure. spec: HARV-2"""
+    async with harness(tmp_path, settings=Settings(host_poll_interval=0.01)) as h:
+        await h.script({"marker": "explore.1/*"}, seconds=0)
+        await h.script({"marker": "build.1/*"}, lateStart=3600)
+        start = trio.current_time()
+        state, rows = await h.run()
+        took = trio.current_time() - start
+    end = terminal(rows, "build.1")
+    assert (end["row"], end["reason"], end["error"]) == (
+        "held",
+        "host_failure",
+        "the turn was interrupted",
+    )
+    assert state == "waiting_decision"
+    assert INTERRUPTED_SETTLE_MIN <= took < INTERRUPTED_SETTLE_MIN + 0.1
 
 
 async def test_a_thread_whose_rollout_reads_empty_at_first_is_read_again(

@@ -226,7 +226,12 @@ async def session_context(
 
 @asynccontextmanager
 async def harness(
-    tmp_path: Path, *, report: bool = True, poll: float = 2.0, multi_agent: str = "v1"
+    tmp_path: Path,
+    *,
+    report: bool = True,
+    poll: float = 2.0,
+    multi_agent: str = "v1",
+    host_poll: float = 30.0,
 ) -> AsyncIterator[Harness]:
     (tmp_path / "wf.toml").write_text(CHAIN)
     run = RunDir(tmp_path / "run")
@@ -239,7 +244,7 @@ async def harness(
         started = await client.request("sim/startOwner", {"multiAgentV2": v2})
         owner = Owner(client, run, str(started["threadId"]), report=report, v2=v2)
         yield Harness(
-            sim, client, run, owner, Settings(poll_interval=poll, host_poll_interval=30.0)
+            sim, client, run, owner, Settings(poll_interval=poll, host_poll_interval=host_poll)
         )
 
 
@@ -500,6 +505,20 @@ async def test_a_failed_session_turn_read_interrupted_before_its_end_is_the_engi
     end = next(r for r in rows if r["row"] == "null_model")
     assert end["call"] == "explore.1" and end["reason"] == "context_window_exceeded"
     assert state == "ended" and rows[-1]["status"] == "failed"
+
+
+async def test_a_subagent_turn_read_interrupted_before_it_runs_is_not_taken_for_its_end(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """codex shows a turn it has just started as interrupted, no error, on an idle
+    thread, until it sets it running: under a 10 ms host poll the attempt is still
+    followed to its answer, neither lost nor held. spec: ATT-2"""
+    async with harness(tmp_path, host_poll=0.01) as h:
+        await h.script({"marker": "explore.1/*"}, lateStart=0.3)
+        state, rows = await h.go()
+    assert kinds(rows, "explore.1")[-1] == "completed", kinds(rows, "explore.1")
+    assert "session_attempt_lost" not in kinds(rows, "explore.1")
+    assert state == "ended" and rows[-1]["status"] == "completed"
 
 
 async def test_step_that_cannot_be_written_warns_at_1_and_10_then_closes(

@@ -11,7 +11,7 @@ from crw.engine.calls import lost
 from crw.engine.calls.lost import Ended, Found, Lost, Seen, Unknown, Unreadable, Wait, judge
 from crw.host.protocol import Thread, Turn
 from crw.journal.rows import Held, StepPublished, Tokens
-from crw.settings import Settings
+from crw.settings import INTERRUPTED_SETTLE_MIN, Settings
 
 SETTINGS = Settings(lost_after=600.0, poll_interval=2.0, host_poll_interval=30.0)
 TURN = "turn-1"
@@ -158,6 +158,21 @@ def test_an_interrupt_on_a_live_thread_is_harvested_once_it_settles() -> None:
         thread("idle", "inProgress"), Seen(), 0.0, SETTINGS, turn_id=TURN, announced=announced
     )
     assert isinstance(at_once, Ended) and at_once.turn.status == "interrupted"
+
+
+def test_an_interrupt_read_alone_settles_for_a_second_at_least_under_a_short_poll() -> None:
+    """spec: ATT-2. codex shows a turn just started as interrupted, no error, on an
+    idle thread for a moment: with a 10 ms poll interval that read is believed only
+    after INTERRUPTED_SETTLE_MIN, and a turn that runs meanwhile is waited for."""
+    short = Settings(lost_after=600.0, poll_interval=2.0, host_poll_interval=0.01)
+    first = judge(thread("idle", "interrupted"), Seen(), 0.0, short, turn_id=TURN)
+    assert isinstance(first, Wait) and first.until == INTERRUPTED_SETTLE_MIN
+    early = judge(thread("idle", "interrupted"), first.seen, 0.5, short, turn_id=TURN)
+    assert isinstance(early, Wait) and early.until == INTERRUPTED_SETTLE_MIN
+    running = judge(thread("active", "inProgress"), early.seen, 0.6, short, turn_id=TURN)
+    assert isinstance(running, Wait)
+    settled = judge(thread("idle", "interrupted"), first.seen, 1.0, short, turn_id=TURN)
+    assert isinstance(settled, Ended)
 
 
 def step(k: int = 1, attempt: int = 1, **extra: Any) -> StepPublished:

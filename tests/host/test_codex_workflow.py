@@ -286,7 +286,9 @@ async def test_call_left_open_goes_on_on_its_resumed_thread_with_the_leaf_keys(
     mock_model.script("crw-flow-op: build.1/t1-a1", invalid())
     mock_model.script("crw-flow-op: build.1/t2-a1", shell, valid())
     state, rows = await run_chain(kill_after("step_published", nth=2))
-    assert state is None and kinds(rows, "build.1")[-1] == "step_published"
+    assert state is None and kinds(rows, "build.1")[-1] == "step_published", ended_so(
+        {"state": state, "rows": [r for r in rows if r.get("call")]}, tmp_path
+    )
 
     state, rows = await run_chain()
     assert state == "ended" and rows[-1]["status"] == "completed"

@@ -149,7 +149,7 @@ def judge(
     if look != seen.look:  # a change restarts the LostAfter time and clears a recheck
         seen = Seen(look, now)
     if thread is not None and turn is not None and _ended(turn, host_status):
-        settle = seen.since + settings.host_poll_interval
+        settle = seen.since + settings.interrupted_settle
         if turn.status != "interrupted" or announced is not None or now >= settle:
             return Ended(turn, thread)
         return Wait(seen, settle)

@@ -152,6 +152,7 @@ class Behaviour:
     hang: bool = False
     fail: Any = None
     late_end: float = 0.0
+    late_start: float = 0.0
     vanish: str | None = None
     seconds: float = 1.0
     responses: int = 1
@@ -177,6 +178,7 @@ class Behaviour:
             hang=value.get("hang", False),
             fail=value.get("fail"),
             late_end=float(value.get("lateEnd", 0.0)),
+            late_start=float(value.get("lateStart", 0.0)),
             vanish=value.get("vanish"),
             seconds=float(value.get("seconds", 1.0)),
             responses=value.get("responses", 1),
@@ -256,6 +258,9 @@ class TurnPlan:
     unreachable turn: its model never answers). `slow_stop`: how it stops when
     interrupted (None: at once). `late_end`: how long a failing turn reads
     interrupted with no error after its `error`, before it ends failed.
+    `late_start`: how long the turn, once started, reads interrupted with no error
+    on an idle thread before it runs, as codex shows a turn it has not yet set
+    running (`crw.settings.INTERRUPTED_SETTLE_MIN`).
     `empty_rollout`: how many reads of its thread, from its start, the host refuses
     as codex 0.169 refuses a thread whose rollout file is made and not yet
     written (`Turns.refuse_empty`), with its turns or without."""
@@ -266,6 +271,7 @@ class TurnPlan:
     hang: bool = False
     fail: Any = None
     late_end: float = 0.0
+    late_start: float = 0.0
     vanish: str | None = None
     tokens: Usage | None = None
     unreachable: bool = False
@@ -313,6 +319,7 @@ def plan_turn(
         hang=behaviour.hang,
         fail=behaviour.fail,
         late_end=behaviour.late_end,
+        late_start=behaviour.late_start,
         vanish=behaviour.vanish,
         tokens=tokens,
         unreachable=behaviour.unreachable,

@@ -51,6 +51,9 @@ def check_behaviour(value: Any) -> None:
         raise invalid_request("sim/script: lateEnd must be a number >= 0")
     if "lateEnd" in value and fail is None:
         raise invalid_request("sim/script: lateEnd is how late a failing turn ends: add fail")
+    start = value.get("lateStart", 0)
+    if not isinstance(start, int | float) or isinstance(start, bool) or start < 0:
+        raise invalid_request("sim/script: lateStart must be a number >= 0")
     seconds = value.get("seconds", 1.0)
     if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
         raise invalid_request("sim/script: seconds must be a number >= 0")

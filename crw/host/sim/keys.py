@@ -16,6 +16,7 @@ BEHAVIOURS: dict[str, str] = {
     "hang": "true: the turn never ends until it is interrupted",
     "fail": 'a codexErrorInfo ("usageLimitExceeded", {"httpConnectionFailed": {}}): the turn fails',
     "lateEnd": "seconds: with fail, the turn reads interrupted, no error, so long after its error",
+    "lateStart": "seconds: once started, the turn reads interrupted, no error, so long, then runs",
     "vanish": '"notLoaded" or "systemError": the subagent vanishes, its attempt is lost',
     "unreachable": "true: the model cannot be reached; the turn retries without end",
     "seconds": "how long the turn takes, in seconds (default 1)",

@@ -129,10 +129,12 @@ class Turns:
         if thread.active_turn() is not None:
             raise invalid_request(f"thread {thread.id} already has an active turn")
         wall = self._wall()
+        plan = self._plan(thread, text, schema)
         turn = Turn(id=new_id(), started_at=int(wall), started_clock=trio.current_time())
         thread.turns.append(turn)
         thread.updated_at = int(wall)
-        self.set_status(thread, "active")
+        if not plan.late_start:
+            self.set_status(thread, "active")
         self._broadcast.notify(
             "turn/started", {"threadId": thread.id, "turn": turn.wire("notLoaded")}, thread
         )
@@ -150,7 +152,8 @@ class Turns:
             thread.tasks.append(text)
             task = rollout.inter_agent_task(task_from, thread.agent_path or "", text, turn.id)
             self._broadcast.record(thread, "response_item", task, wall)
-        plan = self._plan(thread, text, schema)
+        if plan.late_start:
+            turn.status = "interrupted"  # not yet set running: `_act_turn` does
         scope = trio.CancelScope()
         self._runners[turn.id] = scope
         if plan.slow_stop is not None:
@@ -194,6 +197,10 @@ class Turns:
     ) -> None:
         """Act out `plan` (in `_run_turn`, which writes the rollout records of its
         last step); the records of a step that awaits after it are written first."""
+        if plan.late_start:
+            await trio.sleep(plan.late_start)
+            turn.status = "inProgress"
+            self.set_status(thread, "active")
         gap = plan.seconds / plan.responses
         for _ in range(plan.responses - 1):
             await trio.sleep(gap)

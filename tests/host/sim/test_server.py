@@ -219,6 +219,35 @@ async def test_a_late_end_reads_interrupted_without_error_between_the_error_and_
     assert after["thread"]["turns"][0]["status"] == "failed"
 
 
+async def test_a_late_start_reads_interrupted_without_error_until_the_turn_runs(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """`lateStart`: codex's order when it has not yet set a turn it started
+    running: the turn reads interrupted with no error on an idle thread, and only
+    `lateStart` seconds on does it run (the thread active) and then complete."""
+    async with connected(tmp_path) as (_, client):
+        await client.request("sim/script", {"match": {}, "behaviour": {"lateStart": 0.5}})
+        thread_id = await _start(client)
+        started = trio.current_time()
+        turn_id = await _turn(client, thread_id)
+        read = {"threadId": thread_id, "includeTurns": True}
+        before = await client.request("thread/read", read)
+        await trio.sleep(0.49)
+        still = await client.request("thread/read", read)
+        await trio.sleep(0.02)
+        running = await client.request("thread/read", read)
+        turn = await client.turn_completed(turn_id)
+        took = trio.current_time() - started
+    for shown in (before, still):
+        assert shown["thread"]["status"] == {"type": "idle"}
+        only = shown["thread"]["turns"][0]
+        assert (only["status"], only["error"]) == ("interrupted", None)
+    assert running["thread"]["status"]["type"] == "active"
+    assert running["thread"]["turns"][0]["status"] == "inProgress"
+    assert turn["status"] == "completed"
+    assert took == pytest.approx(1.5)  # lateStart, then the turn's default second
+
+
 async def test_interrupt_ends_the_turn_interrupted_with_no_error_keeping_what_it_streamed(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
