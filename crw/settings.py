@@ -67,8 +67,9 @@ INTERRUPTED_SETTLE_MIN = 1.0
 """The least time a turn's interrupted read with no error must last before it is
 believed ended (`Settings.interrupted_settle`). codex shows a turn it has just
 started as interrupted, no error, on an idle thread, until it sets the turn
-running: 20 ms seen on a loaded machine. A host_poll_interval set lower does not
-make that moment an end. An end codex announces (`turn/completed`) or an error it
+running (11-25 ms seen on a loaded machine), and a completing turn so just
+before its `turn/completed` (5-6 ms). A host_poll_interval set lower does not
+make either moment an end. An end codex announces (`turn/completed`) or an error it
 sends for the turn is believed at once; this waits only on a read alone."""
 
 

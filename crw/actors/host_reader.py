@@ -169,8 +169,8 @@ class HostReader:
         believed for completed and failed; an interrupted turn with no error only
         once it has stayed so for `Settings.interrupted_settle` (the poll interval,
         a second at least), since codex shows a turn just started as interrupted
-        with no error for a moment (and a turn that is about to fail, until its
-        error comes).
+        with no error for a moment, and a turn about to end (one about to fail
+        until its error comes).
 
         `started`: the caller has just started the turn (its turn/start answered),
         so a read now would find it running: the first read waits for the host to

@@ -386,6 +386,20 @@ async def test_a_turn_read_interrupted_before_it_runs_is_waited_for_past_a_short
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
+async def test_a_turn_read_interrupted_before_its_end_is_told_completes_under_a_short_poll(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """codex shows a completing turn as interrupted, no error, on an idle thread for
+    a moment before `turn/completed`: with a 10 ms poll the call still completes
+    with its answer. spec: HARV-2"""
+    async with harness(tmp_path, settings=Settings(host_poll_interval=0.01)) as h:
+        await h.script({"marker": "build.1/*"}, lateEnd=0.3)
+        state, rows = await h.run()
+    assert kinds(rows, "build.1") == ONE_TURN, rows
+    assert terminal(rows, "build.1")["result"] is not None
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
 async def test_a_turn_that_stays_interrupted_with_no_end_told_is_held_after_the_settle(
     tmp_path: Path, autojump_clock: MockClock
 ) -> None:

@@ -521,6 +521,20 @@ async def test_a_subagent_turn_read_interrupted_before_it_runs_is_not_taken_for_
     assert state == "ended" and rows[-1]["status"] == "completed"
 
 
+async def test_a_subagent_turn_read_interrupted_before_its_end_is_told_completes(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """codex shows a completing turn as interrupted, no error, on an idle thread for
+    a moment before `turn/completed`: under a 10 ms host poll the attempt completes
+    with its answer, neither lost nor held. spec: ATT-2"""
+    async with harness(tmp_path, host_poll=0.01) as h:
+        await h.script({"marker": "explore.1/*"}, lateEnd=0.3)
+        state, rows = await h.go()
+    assert kinds(rows, "explore.1")[-1] == "completed", kinds(rows, "explore.1")
+    assert "session_attempt_lost" not in kinds(rows, "explore.1")
+    assert state == "ended" and rows[-1]["status"] == "completed"
+
+
 async def test_step_that_cannot_be_written_warns_at_1_and_10_then_closes(
     tmp_path: Path, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -256,8 +256,9 @@ class TurnPlan:
     turn, a silent hang) and its script counts nothing. `files` is what it does to
     its workspace when its seconds have passed, before its answer (none on an
     unreachable turn: its model never answers). `slow_stop`: how it stops when
-    interrupted (None: at once). `late_end`: how long a failing turn reads
-    interrupted with no error after its `error`, before it ends failed.
+    interrupted (None: at once). `late_end`: how long the turn reads interrupted
+    with no error before it ends: a failing one after its `error`, a completing
+    one after its answer, on an idle thread.
     `late_start`: how long the turn, once started, reads interrupted with no error
     on an idle thread before it runs, as codex shows a turn it has not yet set
     running (`crw.settings.INTERRUPTED_SETTLE_MIN`).

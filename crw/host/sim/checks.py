@@ -49,8 +49,6 @@ def check_behaviour(value: Any) -> None:
     late = value.get("lateEnd", 0)
     if not isinstance(late, int | float) or isinstance(late, bool) or late < 0:
         raise invalid_request("sim/script: lateEnd must be a number >= 0")
-    if "lateEnd" in value and fail is None:
-        raise invalid_request("sim/script: lateEnd is how late a failing turn ends: add fail")
     start = value.get("lateStart", 0)
     if not isinstance(start, int | float) or isinstance(start, bool) or start < 0:
         raise invalid_request("sim/script: lateStart must be a number >= 0")

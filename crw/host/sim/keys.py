@@ -15,7 +15,7 @@ BEHAVIOURS: dict[str, str] = {
     "reject": "true, a finding or a list of findings: a review call rejects (a fix round)",
     "hang": "true: the turn never ends until it is interrupted",
     "fail": 'a codexErrorInfo ("usageLimitExceeded", {"httpConnectionFailed": {}}): the turn fails',
-    "lateEnd": "seconds: with fail, the turn reads interrupted, no error, so long after its error",
+    "lateEnd": "seconds: the turn reads interrupted, no error, so long before it ends",
     "lateStart": "seconds: once started, the turn reads interrupted, no error, so long, then runs",
     "vanish": '"notLoaded" or "systemError": the subagent vanishes, its attempt is lost',
     "unreachable": "true: the model cannot be reached; the turn retries without end",

@@ -234,6 +234,8 @@ class Turns:
         if plan.hang:
             self._broadcast.write_records()
             await trio.sleep_forever()
+        if plan.late_end:
+            await self._complete_late(thread, turn, plan.late_end)
         self.end_turn(thread, turn, "completed")
 
     async def _retry_forever(self, thread: Thread, turn: Turn) -> None:
@@ -256,6 +258,17 @@ class Turns:
         self.set_status(thread, "systemError")
         params = {"error": error, "willRetry": False, "threadId": thread.id, "turnId": turn.id}
         self._broadcast.notify("error", params, thread)
+        turn.status = "interrupted"
+        await trio.sleep(seconds)
+        turn.status = "inProgress"  # still to end: end_turn ends a turn in progress
+
+    async def _complete_late(self, thread: Thread, turn: Turn, seconds: float) -> None:
+        """A completing turn whose end lags its answer, as codex's does for a moment
+        before `turn/completed` (docs/host-testing.md): its thread goes idle and for
+        `seconds` the turn reads interrupted with no error, every item in it;
+        `end_turn` ends it completed after."""
+        self._broadcast.write_records()
+        self.set_status(thread, "idle")
         turn.status = "interrupted"
         await trio.sleep(seconds)
         turn.status = "inProgress"  # still to end: end_turn ends a turn in progress

@@ -151,7 +151,6 @@ def test_the_newest_matching_script_wins() -> None:
         {"slowStop": {"reads": 1.5}},
         {"slowStop": {"seconds": -1}},
         {"slowStop": {"turns": 1}},
-        {"lateEnd": 5},
         {"fail": "other", "lateEnd": -1},
         {"fail": "other", "lateEnd": True},
         {"lateStart": -1},

@@ -219,6 +219,31 @@ async def test_a_late_end_reads_interrupted_without_error_between_the_error_and_
     assert after["thread"]["turns"][0]["status"] == "failed"
 
 
+async def test_a_late_end_of_a_completing_turn_reads_interrupted_with_its_answer_before_the_end(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """`lateEnd` without `fail`: codex's order when a completing turn's end lags its
+    answer: the thread goes idle, the turn reads interrupted with no error, its
+    answer in it, and only `lateEnd` seconds on does `turn/completed` come."""
+    async with connected(tmp_path) as (_, client):
+        await client.request("sim/script", {"match": {}, "behaviour": {"lateEnd": 0.5}})
+        thread_id = await _start(client)
+        turn_id = await _turn(client, thread_id)
+        await client.wait_for("thread/tokenUsage/updated")
+        answered = trio.current_time()
+        read = {"threadId": thread_id, "includeTurns": True}
+        during = await client.request("thread/read", read)
+        turn = await client.turn_completed(turn_id)
+        late = trio.current_time() - answered
+    assert during["thread"]["status"] == {"type": "idle"}
+    shown = during["thread"]["turns"][0]
+    assert (shown["status"], shown["error"]) == ("interrupted", None)
+    assert [i["type"] for i in shown["items"]][-1] == "agentMessage"
+    assert client.methods(thread_id)[-2:] == ["thread/status/changed", "turn/completed"]
+    assert late == pytest.approx(0.5)
+    assert (turn["status"], turn["error"]) == ("completed", None)
+
+
 async def test_a_late_start_reads_interrupted_without_error_until_the_turn_runs(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
