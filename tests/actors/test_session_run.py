@@ -507,28 +507,16 @@ async def test_a_failed_session_turn_read_interrupted_before_its_end_is_the_engi
     assert state == "ended" and rows[-1]["status"] == "failed"
 
 
-async def test_a_subagent_turn_read_interrupted_before_it_runs_is_not_taken_for_its_end(
-    tmp_path: Path, autojump_clock: MockClock
+@pytest.mark.parametrize("moment", ["lateStart", "lateEnd"])
+async def test_a_subagent_turn_read_interrupted_for_a_moment_is_not_taken_for_its_end(
+    tmp_path: Path, autojump_clock: MockClock, moment: str
 ) -> None:
-    """codex shows a turn it has just started as interrupted, no error, on an idle
-    thread, until it sets it running: under a 10 ms host poll the attempt is still
-    followed to its answer, neither lost nor held. spec: ATT-2"""
+    """codex shows a turn as interrupted, no error, on an idle thread for a moment
+    after it started it (until it sets it running) and before its `turn/completed`:
+    under a 10 ms host poll the attempt is still followed to its answer, neither
+    lost nor held. spec: ATT-2"""
     async with harness(tmp_path, host_poll=0.01) as h:
-        await h.script({"marker": "explore.1/*"}, lateStart=0.3)
-        state, rows = await h.go()
-    assert kinds(rows, "explore.1")[-1] == "completed", kinds(rows, "explore.1")
-    assert "session_attempt_lost" not in kinds(rows, "explore.1")
-    assert state == "ended" and rows[-1]["status"] == "completed"
-
-
-async def test_a_subagent_turn_read_interrupted_before_its_end_is_told_completes(
-    tmp_path: Path, autojump_clock: MockClock
-) -> None:
-    """codex shows a completing turn as interrupted, no error, on an idle thread for
-    a moment before `turn/completed`: under a 10 ms host poll the attempt completes
-    with its answer, neither lost nor held. spec: ATT-2"""
-    async with harness(tmp_path, host_poll=0.01) as h:
-        await h.script({"marker": "explore.1/*"}, lateEnd=0.3)
+        await h.script({"marker": "explore.1/*"}, **{moment: 0.3})
         state, rows = await h.go()
     assert kinds(rows, "explore.1")[-1] == "completed", kinds(rows, "explore.1")
     assert "session_attempt_lost" not in kinds(rows, "explore.1")
