@@ -378,7 +378,7 @@ async def test_a_turn_read_interrupted_before_it_runs_is_waited_for_past_a_short
     """codex shows a turn it has just started as interrupted, no error, on an idle
     thread, until it sets it running: with a poll interval shorter than that
     moment (10 ms; 0.3 s of it here) the call still completes on its one turn, as
-    the reader believes such a read only after INTERRUPTED_SETTLE_MIN. spec: HARV-2"""
+    the reader believes such a read only after INTERRUPTED_SETTLE_MIN. spec: HARV-1"""
     async with harness(tmp_path, settings=Settings(host_poll_interval=0.01)) as h:
         await h.script({"marker": "build.1/*"}, lateStart=0.3)
         state, rows = await h.run()
@@ -391,7 +391,7 @@ async def test_a_turn_read_interrupted_before_its_end_is_told_completes_under_a_
 ) -> None:
     """codex shows a completing turn as interrupted, no error, on an idle thread for
     a moment before `turn/completed`: with a 10 ms poll the call still completes
-    with its answer. spec: HARV-2"""
+    with its answer. spec: HARV-1"""
     async with harness(tmp_path, settings=Settings(host_poll_interval=0.01)) as h:
         await h.script({"marker": "build.1/*"}, lateEnd=0.3)
         state, rows = await h.run()
@@ -405,7 +405,7 @@ async def test_a_turn_that_stays_interrupted_with_no_end_told_is_held_after_the_
 ) -> None:
     """The other side of the settle: a turn that reads interrupted with no error
     and whose end never comes is believed ended once INTERRUPTED_SETTLE_MIN has
-    passed, and the call is held host_failure. spec: HARV-2"""
+    passed, and the call is held host_failure. spec: HARV-1, HARV-14"""
     async with harness(tmp_path, settings=Settings(host_poll_interval=0.01)) as h:
         await h.script({"marker": "explore.1/*"}, seconds=0)
         await h.script({"marker": "build.1/*"}, lateStart=3600)

@@ -514,7 +514,7 @@ async def test_a_subagent_turn_read_interrupted_for_a_moment_is_not_taken_for_it
     """codex shows a turn as interrupted, no error, on an idle thread for a moment
     after it started it (until it sets it running) and before its `turn/completed`:
     under a 10 ms host poll the attempt is still followed to its answer, neither
-    lost nor held. spec: ATT-2"""
+    lost nor held. spec: HARV-1, ATT-2"""
     async with harness(tmp_path, host_poll=0.01) as h:
         await h.script({"marker": "explore.1/*"}, **{moment: 0.3})
         state, rows = await h.go()

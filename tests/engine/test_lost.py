@@ -161,7 +161,7 @@ def test_an_interrupt_on_a_live_thread_is_harvested_once_it_settles() -> None:
 
 
 def test_an_interrupt_read_alone_settles_for_a_second_at_least_under_a_short_poll() -> None:
-    """spec: ATT-2. codex shows a turn just started as interrupted, no error, on an
+    """spec: ATT-2, HARV-1. codex shows a turn just started as interrupted, no error, on an
     idle thread for a moment: with a 10 ms poll interval that read is believed only
     after INTERRUPTED_SETTLE_MIN, and a turn that runs meanwhile is waited for."""
     short = Settings(lost_after=600.0, poll_interval=2.0, host_poll_interval=0.01)
