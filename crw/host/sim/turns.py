@@ -87,6 +87,8 @@ class Turns:
         """The turns interrupted that run on (`slowStop`), by turn id."""
         self._empty: dict[str, int] = {}
         """The reads each thread's rollout still reads empty to (`emptyRollout`), by id."""
+        self._not_running: set[str] = set()
+        """The turns started and not yet set running (`lateStart`), by id."""
 
     def set_status(self, thread: Thread, status: str) -> None:
         if thread.status != status:
@@ -154,6 +156,7 @@ class Turns:
             self._broadcast.record(thread, "response_item", task, wall)
         if plan.late_start:
             turn.status = "interrupted"  # not yet set running: `_act_turn` does
+            self._not_running.add(turn.id)
         scope = trio.CancelScope()
         self._runners[turn.id] = scope
         if plan.slow_stop is not None:
@@ -199,6 +202,7 @@ class Turns:
         last step); the records of a step that awaits after it are written first."""
         if plan.late_start:
             await trio.sleep(plan.late_start)
+            self._not_running.discard(turn.id)
             turn.status = "inProgress"
             self.set_status(thread, "active")
         gap = plan.seconds / plan.responses
@@ -367,11 +371,15 @@ class Turns:
             runner.cancel()
 
     def interrupt(self, thread: Thread, turn: Turn) -> None:
-        """Interrupt a turn in progress (it keeps what it streamed); a turn that
-        already ended, or is stopping already, is left as it is. A turn of a
+        """Interrupt a turn in progress (it keeps what it streamed), or one started
+        and not yet running (`lateStart`); a turn that already ended, or is
+        stopping already, is left as it is. A turn of a
         `slowStop` script stops working but ends only later (`_stop_slowly`)."""
         if turn.id in self._stopping:
             return
+        if turn.id in self._not_running:  # stopped before it ran (`lateStart`)
+            self._not_running.discard(turn.id)
+            turn.status = "inProgress"  # end_turn ends a turn in progress
         slow = self._slow.pop(turn.id, None)
         if slow is None or turn.status != "inProgress":
             self.end_turn(thread, turn, "interrupted")

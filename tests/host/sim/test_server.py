@@ -273,6 +273,27 @@ async def test_a_late_start_reads_interrupted_without_error_until_the_turn_runs(
     assert took == pytest.approx(1.5)  # lateStart, then the turn's default second
 
 
+async def test_a_turn_interrupted_before_it_runs_ends_interrupted_and_never_runs(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """An interrupt in a `lateStart` moment ends the turn interrupted at once: it
+    does not run on when its moment is over."""
+    async with connected(tmp_path) as (_, client):
+        await client.request("sim/script", {"match": {}, "behaviour": {"lateStart": 30}})
+        thread_id = await _start(client)
+        turn_id = await _turn(client, thread_id)
+        await client.request("turn/interrupt", {"threadId": thread_id, "turnId": turn_id})
+        turn = await client.turn_completed(turn_id)
+        ended = trio.current_time()
+        await trio.sleep(60)
+        read = await client.request("thread/read", {"threadId": thread_id, "includeTurns": True})
+    assert ended < 1.0
+    assert (turn["status"], turn["error"]) == ("interrupted", None)
+    assert read["thread"]["status"] == {"type": "idle"}
+    assert read["thread"]["turns"][0]["status"] == "interrupted"
+    assert "agentMessage" not in [i["type"] for i in read["thread"]["turns"][0]["items"]]
+
+
 async def test_interrupt_ends_the_turn_interrupted_with_no_error_keeping_what_it_streamed(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
