@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,8 @@ UTF-8 mode, surrogateescape) and plain ASCII (UTF-8 mode off)."""
 
 def hostile_run(crw: Crw) -> RunDir:
     """An ended session run whose call completed with NASTY in its result and its
-    raw text, and whose other call was held with NASTY in its error."""
+    raw text, and whose other call was held with NASTY in its error; its rows
+    stamped in the last seconds, so a plain `list` shows it whatever today's date."""
     run = RunDir.of(crw.state, "nasty-20261201-000000-abcd")
     run.create()
     rows = [
@@ -50,10 +52,12 @@ def hostile_run(crw: Crw) -> RunDir:
         {"row": "held", "call": "build.1", "reason": "host_failure", "error": NASTY},
         {"row": "ended", "status": "failed"},
     ]
+    first = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=len(rows))
     with open(run.journal, "ab") as journal:
         for seq, row in enumerate(rows, start=1):
             body = encode_body(UnknownRow.model_validate(row))
-            journal.write(encode_batch(seq, f"2026-12-01T00:00:0{seq}.000000Z", [body]))
+            stamp = first + timedelta(seconds=seq)
+            journal.write(encode_batch(seq, f"{stamp:%Y-%m-%dT%H:%M:%S}.000000Z", [body]))
     return run
 
 
