@@ -133,8 +133,8 @@ class MultiAgentV2:
     def interrupt_agent(self, conn: Any, params: dict[str, Any]) -> dict[str, Any]:
         owner = self._owner(params, "collaborationinterrupt_agent")
         child = self._target(owner, params)
-        turn = child.active_turn()
-        previous = "running" if turn is not None else _status(child)
+        previous = "running" if child.active_turn() is not None else _status(child)
+        turn = self.turns.live_turn(child)
         if turn is not None:
             self.turns.interrupt(child, turn)
         return {"previous_status": previous}

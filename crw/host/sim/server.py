@@ -290,7 +290,7 @@ class SimHost:
         """close_agent: a running turn is interrupted; the thread stays readable."""
         thread_id = str(params.get("target"))
         thread = self.state.find(thread_id, f"thread not found: {thread_id}")
-        turn = thread.active_turn()
+        turn = self.turns.live_turn(thread)
         if turn is not None:
             self.turns.end_turn(thread, turn, "interrupted")
         self.turns.set_status(thread, "notLoaded")

@@ -87,8 +87,10 @@ class Turns:
         """The turns interrupted that run on (`slowStop`), by turn id."""
         self._empty: dict[str, int] = {}
         """The reads each thread's rollout still reads empty to (`emptyRollout`), by id."""
-        self._not_running: set[str] = set()
-        """The turns started and not yet set running (`lateStart`), by id."""
+        self._late: dict[str, str] = {}
+        """The turns that live while they read interrupted with no error, by id:
+        "start" (`lateStart`: not yet set running) or "end" (`lateEnd`: their end
+        still to come)."""
 
     def set_status(self, thread: Thread, status: str) -> None:
         if thread.status != status:
@@ -128,7 +130,7 @@ class Turns:
         `task_from`: the path of the multi-agent v2 agent that sent `text` as a
         task, an inter-agent message: no thread item, a `response_item` in the
         rollout (docs/host.md, "Multi-agent v2")."""
-        if thread.active_turn() is not None:
+        if self.live_turn(thread) is not None:
             raise invalid_request(f"thread {thread.id} already has an active turn")
         wall = self._wall()
         plan = self._plan(thread, text, schema)
@@ -156,7 +158,7 @@ class Turns:
             self._broadcast.record(thread, "response_item", task, wall)
         if plan.late_start:
             turn.status = "interrupted"  # not yet set running: `_act_turn` does
-            self._not_running.add(turn.id)
+            self._late[turn.id] = "start"
         scope = trio.CancelScope()
         self._runners[turn.id] = scope
         if plan.slow_stop is not None:
@@ -202,7 +204,7 @@ class Turns:
         last step); the records of a step that awaits after it are written first."""
         if plan.late_start:
             await trio.sleep(plan.late_start)
-            self._not_running.discard(turn.id)
+            del self._late[turn.id]
             turn.status = "inProgress"
             self.set_status(thread, "active")
         gap = plan.seconds / plan.responses
@@ -262,9 +264,7 @@ class Turns:
         self.set_status(thread, "systemError")
         params = {"error": error, "willRetry": False, "threadId": thread.id, "turnId": turn.id}
         self._broadcast.notify("error", params, thread)
-        turn.status = "interrupted"
-        await trio.sleep(seconds)
-        turn.status = "inProgress"  # still to end: end_turn ends a turn in progress
+        await self._end_late(turn, seconds)
 
     async def _complete_late(self, thread: Thread, turn: Turn, seconds: float) -> None:
         """A completing turn whose end lags its answer, as codex's does for a moment
@@ -273,8 +273,15 @@ class Turns:
         `end_turn` ends it completed after."""
         self._broadcast.write_records()
         self.set_status(thread, "idle")
+        await self._end_late(turn, seconds)
+
+    async def _end_late(self, turn: Turn, seconds: float) -> None:
+        """The turn reads interrupted with no error for `seconds`, its end still to
+        come (`end_turn` ends it after; `turn/interrupt` leaves it to that end)."""
         turn.status = "interrupted"
+        self._late[turn.id] = "end"
         await trio.sleep(seconds)
+        del self._late[turn.id]
         turn.status = "inProgress"  # still to end: end_turn ends a turn in progress
 
     def _respond(self, thread: Thread, turn: Turn, plan: TurnPlan) -> None:
@@ -347,7 +354,10 @@ class Turns:
     ) -> None:
         """End a turn in progress (once): the thread's status, then the error (unless
         `told`: sent already), then `turn/completed`, in the real host's order.
-        Stops the turn's runner."""
+        Stops the turn's runner. A turn that reads interrupted while it lives
+        (`lateStart`, `lateEnd`) ends so too."""
+        if self._late.pop(turn.id, None) is not None:
+            turn.status = "inProgress"
         if turn.status != "inProgress":
             return
         wall = self._wall()
@@ -370,16 +380,21 @@ class Turns:
         if runner is not None:
             runner.cancel()
 
+    def live_turn(self, thread: Thread) -> Turn | None:
+        """The thread's turn that has not ended: in progress, or reading interrupted
+        while it lives (`lateStart`, `lateEnd`)."""
+        turn = thread.active_turn()
+        if turn is None and thread.turns and thread.turns[-1].id in self._late:
+            turn = thread.turns[-1]
+        return turn
+
     def interrupt(self, thread: Thread, turn: Turn) -> None:
         """Interrupt a turn in progress (it keeps what it streamed), or one started
-        and not yet running (`lateStart`); a turn that already ended, or is
-        stopping already, is left as it is. A turn of a
-        `slowStop` script stops working but ends only later (`_stop_slowly`)."""
-        if turn.id in self._stopping:
+        and not yet running (`lateStart`); a turn that already ended, is stopping
+        already, or whose end is on its way (`lateEnd`), is left as it is. A turn
+        of a `slowStop` script stops working but ends only later (`_stop_slowly`)."""
+        if turn.id in self._stopping or self._late.get(turn.id) == "end":
             return
-        if turn.id in self._not_running:  # stopped before it ran (`lateStart`)
-            self._not_running.discard(turn.id)
-            turn.status = "inProgress"  # end_turn ends a turn in progress
         slow = self._slow.pop(turn.id, None)
         if slow is None or turn.status != "inProgress":
             self.end_turn(thread, turn, "interrupted")
@@ -443,7 +458,7 @@ class Turns:
         overrides it was loaded with; a turn that was running ends interrupted,
         with no error and no notification (the process that ran it is gone)."""
         for thread in self.state.threads.values():
-            turn = thread.active_turn()
+            turn = self.live_turn(thread)
             if turn is not None:
                 turn.status, turn.completed_at = "interrupted", int(self._wall())
                 runner = self._runners.pop(turn.id, None)
@@ -453,6 +468,7 @@ class Turns:
             thread.config = {}
         self._slow.clear()
         self._stopping.clear()
+        self._late.clear()
 
 
 def _user_texts(thread: Thread) -> list[str]:

@@ -294,6 +294,105 @@ async def test_a_turn_interrupted_before_it_runs_ends_interrupted_and_never_runs
     assert "agentMessage" not in [i["type"] for i in read["thread"]["turns"][0]["items"]]
 
 
+def _last_turn(read: dict[str, Any]) -> tuple[str, list[str]]:
+    turn = read["thread"]["turns"][-1]
+    return turn["status"], [i["type"] for i in turn["items"]]
+
+
+async def test_an_agent_closed_before_its_turn_runs_ends_it_interrupted_and_it_never_runs(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """`sim/closeAgent` in a `lateStart` moment (the turn reads interrupted, yet
+    lives) ends the turn interrupted at once: the closed thread does not wake and
+    run it when the moment is over."""
+    async with connected(tmp_path) as (_, client):
+        await client.request("sim/script", {"match": {}, "behaviour": {"lateStart": 30}})
+        thread_id = await _start(client)
+        turn_id = await _turn(client, thread_id)
+        await client.request("sim/closeAgent", {"target": thread_id})
+        turn = await client.turn_completed(turn_id)
+        ended = trio.current_time()
+        await trio.sleep(60)
+        read = await client.request("thread/read", {"threadId": thread_id, "includeTurns": True})
+    assert ended < 1.0
+    assert (turn["status"], turn["error"]) == ("interrupted", None)
+    assert read["thread"]["status"] == {"type": "notLoaded"}
+    status, items = _last_turn(read)
+    assert status == "interrupted" and "agentMessage" not in items
+
+
+async def test_a_restart_before_a_turn_runs_ends_it_and_it_never_runs(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """`sim/restart` in a `lateStart` moment: the turn ends interrupted with the
+    host's process, and its thread stays notLoaded past the moment."""
+    async with connected(tmp_path) as (_, client):
+        await client.request("sim/script", {"match": {}, "behaviour": {"lateStart": 30}})
+        thread_id = await _start(client)
+        await _turn(client, thread_id)
+        await client.request("sim/restart", {})
+        await trio.sleep(60)
+        read = await client.request("thread/read", {"threadId": thread_id, "includeTurns": True})
+    assert read["thread"]["status"] == {"type": "notLoaded"}
+    status, items = _last_turn(read)
+    assert status == "interrupted" and "agentMessage" not in items
+
+
+async def test_an_agent_closed_before_its_answered_turn_ends_ends_it_with_its_answer(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """`sim/closeAgent` in a completing turn's `lateEnd` moment ends it
+    interrupted at once, its answer kept; the thread stays notLoaded."""
+    async with connected(tmp_path) as (_, client):
+        await client.request("sim/script", {"match": {}, "behaviour": {"lateEnd": 30}})
+        thread_id = await _start(client)
+        turn_id = await _turn(client, thread_id)
+        await client.wait_for("thread/tokenUsage/updated")
+        answered = trio.current_time()
+        await client.request("sim/closeAgent", {"target": thread_id})
+        turn = await client.turn_completed(turn_id)
+        took = trio.current_time() - answered
+        await trio.sleep(60)
+        read = await client.request("thread/read", {"threadId": thread_id, "includeTurns": True})
+    assert took < 1.0
+    assert (turn["status"], turn["error"]) == ("interrupted", None)
+    assert read["thread"]["status"] == {"type": "notLoaded"}
+    status, items = _last_turn(read)
+    assert status == "interrupted" and items[-1] == "agentMessage"
+
+
+async def test_an_interrupt_in_a_late_end_moment_leaves_the_turn_to_its_end(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """`turn/interrupt` after a completing turn answered, in its `lateEnd` moment:
+    its end is on its way, so it ends completed when the moment is over."""
+    async with connected(tmp_path) as (_, client):
+        await client.request("sim/script", {"match": {}, "behaviour": {"lateEnd": 0.5}})
+        thread_id = await _start(client)
+        turn_id = await _turn(client, thread_id)
+        await client.wait_for("thread/tokenUsage/updated")
+        await client.request("turn/interrupt", {"threadId": thread_id, "turnId": turn_id})
+        turn = await client.turn_completed(turn_id)
+    assert (turn["status"], turn["error"]) == ("completed", None)
+
+
+@pytest.mark.parametrize("moment", ["lateStart", "lateEnd"])
+async def test_a_second_turn_is_refused_while_a_turn_reads_interrupted_yet_lives(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, moment: str
+) -> None:
+    """A turn in a `lateStart` or `lateEnd` moment is still the thread's turn: a
+    `turn/start` then is refused as for any running turn, never a second runner."""
+    async with connected(tmp_path) as (_, client):
+        await client.request("sim/script", {"match": {}, "behaviour": {moment: 30}})
+        thread_id = await _start(client)
+        await _turn(client, thread_id)
+        if moment == "lateEnd":
+            await client.wait_for("thread/tokenUsage/updated")
+        with pytest.raises(RpcFailure) as failure:
+            await _turn(client, thread_id, "again")
+    assert "already has an active turn" in str(failure.value)
+
+
 async def test_interrupt_ends_the_turn_interrupted_with_no_error_keeping_what_it_streamed(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
